@@ -1,0 +1,197 @@
+//! The low-level loop IR that every backend consumes.
+//!
+//! A [`Kernel`] is one function over an array of buffers. Variables are mutable, typed and
+//! function-wide (all start at zero). Arithmetic happens only in the compute types `Bool`, `I64`
+//! and `F64`; loads of narrower types widen implicitly to their compute type and stores narrow
+//! implicitly from it (see `types.rs`); `Cast` converts between compute types. The lowering is
+//! responsible for producing well-typed IR; [`Kernel::check`] verifies it.
+
+pub mod check;
+
+use crate::types::{ElemType, Scalar};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VarId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufId(pub u32);
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct VarDecl {
+    pub name: String,
+    /// A compute type: `Bool`, `I64` or `F64`.
+    pub ty: ElemType,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct BufDecl {
+    pub name: String,
+    pub elem: ElemType,
+    /// Whether the kernel may `Grow` it (an output level array).
+    pub growable: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    pub name: String,
+    pub bufs: Vec<BufDecl>,
+    pub vars: Vec<VarDecl>,
+    pub body: Vec<Stmt>,
+    /// Messages of the runtime errors the kernel can raise with `Stmt::Fail(k)`.
+    pub errors: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    /// Arithmetic negation (I64, F64).
+    Neg,
+    /// Logical not on Bool, bitwise not on I64.
+    Not,
+    /// Absolute value (I64 wraps on MIN, F64).
+    Abs,
+    /// Square root (F64).
+    Sqrt,
+    /// e^x (F64).
+    Exp,
+    /// Natural logarithm (F64).
+    Log,
+    /// Round toward -inf (F64).
+    Floor,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    /// Wrapping on I64.
+    Add,
+    Sub,
+    Mul,
+    /// F64 division; on I64 truncating division with x/0 = 0 (never traps).
+    Div,
+    /// Remainder truncated toward zero; on I64 x%0 = 0 (never traps). On F64 like C's fmod.
+    Rem,
+    /// `select(b < a, b, a)`; for F64 this means min(NaN, x) = NaN only when the NaN is first.
+    Min,
+    /// `select(b > a, b, a)`.
+    Max,
+    /// Comparisons take two operands of one type and give Bool. F64 comparisons are ordered
+    /// (false on NaN) except Ne, which is true on NaN.
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    /// Bitwise on I64, logical on Bool.
+    And,
+    Or,
+    Xor,
+    /// I64 only; the shift amount is taken modulo 64.
+    Shl,
+    /// Arithmetic shift right, I64 only, amount modulo 64.
+    Shr,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// A constant; its type is the scalar's type (only Bool, I64 and F64 constants appear).
+    Const(Scalar),
+    Var(VarId),
+    /// `buf[index]` (index is I64; loads widen to the compute type of the buffer element).
+    Load {
+        buf: BufId,
+        index: Box<Expr>,
+    },
+    /// Current length of a buffer (I64).
+    Len(BufId),
+    Unary(UnOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `cond ? a : b` (both branches are evaluated; they have no effects).
+    Select(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// Convert between compute types: I64↔F64 (F64→I64 truncates, saturating, NaN→0),
+    /// Bool→I64/F64 (0/1), I64/F64→Bool (`!= 0`).
+    Cast(ElemType, Box<Expr>),
+    /// First position `p` in `[lo, hi)` with `buf[p] >= key` (I64 buffer sorted ascending on that
+    /// range), or `hi` if none (I64). Binary search.
+    SearchGe {
+        buf: BufId,
+        lo: Box<Expr>,
+        hi: Box<Expr>,
+        key: Box<Expr>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    Assign(VarId, Expr),
+    /// `buf[index] = value` (value of the buffer's compute type, narrowed on store).
+    Store {
+        buf: BufId,
+        index: Expr,
+        value: Expr,
+    },
+    If {
+        cond: Expr,
+        then: Vec<Stmt>,
+        otherwise: Vec<Stmt>,
+    },
+    /// `for var = start; var < stop; var += 1` — `stop` is evaluated once, before the loop.
+    For {
+        var: VarId,
+        start: Expr,
+        stop: Expr,
+        body: Vec<Stmt>,
+    },
+    /// `while cond { body }`.
+    While {
+        cond: Expr,
+        body: Vec<Stmt>,
+    },
+    /// Leave the innermost `For`/`While`.
+    Break,
+    /// Ensure `len(buf) >= len`: grows the buffer (capacity at least doubles, so repeated growth
+    /// is amortised O(1)); new elements are zero. Does nothing if already long enough.
+    Grow {
+        buf: BufId,
+        len: Expr,
+    },
+    /// Set `buf[start..stop]` to `value`.
+    Fill {
+        buf: BufId,
+        start: Expr,
+        stop: Expr,
+        value: Expr,
+    },
+    /// Return from the kernel with error `k` (an index into `Kernel::errors`).
+    Fail(u32),
+    /// A note shown by the printer; no effect.
+    Comment(String),
+}
+
+impl Kernel {
+    pub fn var_ty(&self, v: VarId) -> ElemType {
+        self.vars[v.0 as usize].ty
+    }
+    pub fn buf_elem(&self, b: BufId) -> ElemType {
+        self.bufs[b.0 as usize].elem
+    }
+
+    /// The compute type of an expression. Panics on malformed IR; run [`Kernel::check`] first
+    /// on IR that did not come from the lowering.
+    pub fn type_of(&self, e: &Expr) -> ElemType {
+        match e {
+            Expr::Const(s) => s.ty().compute(),
+            Expr::Var(v) => self.var_ty(*v),
+            Expr::Load { buf, .. } => self.buf_elem(*buf).compute(),
+            Expr::Len(_) | Expr::SearchGe { .. } => ElemType::I64,
+            Expr::Unary(_, a) => self.type_of(a),
+            Expr::Binary(op, a, _) => match op {
+                BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                    ElemType::Bool
+                }
+                _ => self.type_of(a),
+            },
+            Expr::Select(_, a, _) => self.type_of(a),
+            Expr::Cast(t, _) => *t,
+        }
+    }
+}

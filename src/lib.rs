@@ -1,0 +1,14 @@
+//! Tessera: a compiler and runtime for sparse, structured and continuous tensor programs.
+//!
+//! Pipeline (see DESIGN.md): text program → [`notation`] AST → [`transforms`] normal form →
+//! lowering through [`levels`] and [`looplets`] (simplified by [`symbolic`]) → [`ir`] loop IR →
+//! [`backend`] native kernel. [`eval`] is the dense reference evaluator used as the test oracle.
+
+pub mod error;
+pub mod ir;
+pub mod notation;
+pub mod runtime;
+pub mod types;
+
+pub use error::{Error, Result};
+pub use types::{ElemType, Scalar};

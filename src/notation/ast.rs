@@ -1,0 +1,314 @@
+//! The notation AST: what the parser produces, the printer prints, the builder builds, the
+//! transforms rewrite and the evaluator executes.
+//!
+//! Every node carries a [`Span`] (1-based line:column in the program text) for error messages.
+//! Spans never take part in equality, so `parse(print(p)) == p` compares structure only.
+
+use crate::types::Scalar;
+use std::fmt;
+
+/// A position in the program text (1-based). `Span::default()` (0:0) marks built nodes.
+#[derive(Clone, Copy, Debug, Default, Eq)]
+pub struct Span {
+    pub line: u32,
+    pub col: u32,
+}
+
+impl PartialEq for Span {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::hash::Hash for Span {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
+}
+
+impl Span {
+    pub fn new(line: u32, col: u32) -> Span {
+        Span { line, col }
+    }
+    pub fn is_known(&self) -> bool {
+        self.line > 0
+    }
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.col)
+    }
+}
+
+/// A whole program: a sequence of statements at global scope.
+#[derive(Clone, Debug, PartialEq, Hash)]
+pub struct Program {
+    pub body: Vec<Stmt>,
+}
+
+#[derive(Clone, Debug, PartialEq, Hash)]
+pub struct Stmt {
+    pub kind: StmtKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq, Hash)]
+pub enum StmtKind {
+    /// `T .= init`: (re)declare tensor `T`, every entry (its fill) equal to `init`.
+    Declare { tensor: String, init: Expr },
+    /// `T[idx...] op rhs`.
+    Assign {
+        lhs: Access,
+        op: AssignOp,
+        rhs: Expr,
+    },
+    /// `for i = extent ... end`. `for i = _, j = _` parses as two nested loops.
+    Loop {
+        index: String,
+        extent: Extent,
+        body: Vec<Stmt>,
+    },
+    /// `if cond ... [else ...] end` (Finch's sieve; `else` is sugar for a second sieve on `!cond`).
+    If {
+        cond: Expr,
+        then: Vec<Stmt>,
+        otherwise: Vec<Stmt>,
+    },
+    /// `let x = value ... end`: binds an immutable variable for the body.
+    Let {
+        name: String,
+        value: Expr,
+        body: Vec<Stmt>,
+    },
+    /// `begin ... end`.
+    Block(Vec<Stmt>),
+    /// `@freeze(T)`: finish updating `T`, reads may follow (inserted by lifecycle automation).
+    Freeze { tensor: String },
+    /// `@thaw(T)`: reopen `T` for updates (inserted by lifecycle automation).
+    Thaw { tensor: String },
+}
+
+/// The range of a loop index.
+#[derive(Clone, Debug, PartialEq, Hash)]
+pub enum Extent {
+    /// `_`: inferred from the tensors the index accesses.
+    Auto,
+    /// `a:b`, inclusive at both ends, 0-based.
+    Range(Expr, Expr),
+}
+
+/// The operator of an assignment.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AssignOp {
+    /// `=`: overwrite. On a freshly declared tensor writing its fill value is a no-op (Finch's
+    /// `initwrite`).
+    Overwrite,
+    /// `+=`, `*=`, `<<min>>=` ...
+    Reduce(Reducer),
+}
+
+/// A reduction operator. Its algebraic properties live in `symbolic::algebra`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Reducer {
+    /// `+=`
+    Add,
+    /// `-=` (`x -= y` is `x = x - y`).
+    Sub,
+    /// `*=`
+    Mul,
+    /// `&=` on bool/int (also spelled `<<and>>=`)
+    And,
+    /// `|=` on bool/int (also spelled `<<or>>=`)
+    Or,
+    /// `<<min>>=`
+    Min,
+    /// `<<max>>=`
+    Max,
+    /// `<<choose(z)>>=`: keeps whichever operand is not `z` (GraphBLAS "any"); the old value wins.
+    Choose(Scalar),
+    /// `<<name>>=`: a user-registered reducer.
+    Named(String),
+}
+
+/// The access protocol requested for one index of an access (`A[gallop(i)]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    Walk,
+    Gallop,
+    Follow,
+    Extrude,
+}
+
+impl Protocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Walk => "walk",
+            Protocol::Gallop => "gallop",
+            Protocol::Follow => "follow",
+            Protocol::Extrude => "extrude",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Protocol> {
+        Some(match s {
+            "walk" => Protocol::Walk,
+            "gallop" => Protocol::Gallop,
+            "follow" => Protocol::Follow,
+            "extrude" => Protocol::Extrude,
+            _ => return None,
+        })
+    }
+}
+
+/// `T[idx, ...]` (`T[]` for a 0-d tensor).
+#[derive(Clone, Debug, PartialEq, Hash)]
+pub struct Access {
+    pub tensor: String,
+    pub indices: Vec<AccessIndex>,
+    pub span: Span,
+}
+
+/// One index position of an access.
+#[derive(Clone, Debug, PartialEq, Hash)]
+pub struct AccessIndex {
+    pub expr: Expr,
+    /// `~e`: out-of-bounds reads give `missing`, out-of-bounds writes are dropped.
+    pub permissive: bool,
+    /// `gallop(e)` etc.; `None` is the default protocol.
+    pub protocol: Option<Protocol>,
+}
+
+#[derive(Clone, Debug, PartialEq, Hash)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq, Hash)]
+pub enum ExprKind {
+    /// A literal: ints parse as i64, floats (and `Inf`, `NaN`) as f64, `true`/`false` as bool,
+    /// `0x..` as u8.
+    Literal(Scalar),
+    /// `missing` (the value of a permissive out-of-bounds read).
+    Missing,
+    /// A name: a loop index, a `let` variable, or a 0-d tensor read without brackets.
+    Name(String),
+    Access(Access),
+    Unary(UnaryOp, Box<Expr>),
+    Binary(BinaryOp, Box<Expr>, Box<Expr>),
+    /// `min max abs sqrt exp log floor div ifelse coalesce` and registered functions.
+    Call(String, Vec<Expr>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// `-e`
+    Neg,
+    /// `!e` (logical not on bool, bitwise not on ints)
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// `/`: float division (integers are converted to f64 first).
+    Div,
+    /// `%`: remainder, truncated like Rust and C (`div(a, b)` is the matching quotient).
+    Rem,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    /// `&&` (short-circuit semantics are not observable: expressions have no effects)
+    AndAnd,
+    /// `||`
+    OrOr,
+    /// `&` bitwise (logical on bool)
+    BitAnd,
+    /// `|` bitwise (logical on bool)
+    BitOr,
+    /// `xor`
+    Xor,
+    /// `<<`
+    Shl,
+    /// `>>` (arithmetic)
+    Shr,
+}
+
+impl BinaryOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+            BinaryOp::Rem => "%",
+            BinaryOp::Eq => "==",
+            BinaryOp::Ne => "!=",
+            BinaryOp::Lt => "<",
+            BinaryOp::Le => "<=",
+            BinaryOp::Gt => ">",
+            BinaryOp::Ge => ">=",
+            BinaryOp::AndAnd => "&&",
+            BinaryOp::OrOr => "||",
+            BinaryOp::BitAnd => "&",
+            BinaryOp::BitOr => "|",
+            BinaryOp::Xor => "xor",
+            BinaryOp::Shl => "<<",
+            BinaryOp::Shr => ">>",
+        }
+    }
+
+    /// Binding strength, higher binds tighter (used by the parser and the printer).
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinaryOp::OrOr => 1,
+            BinaryOp::AndAnd => 2,
+            BinaryOp::Eq
+            | BinaryOp::Ne
+            | BinaryOp::Lt
+            | BinaryOp::Le
+            | BinaryOp::Gt
+            | BinaryOp::Ge => 3,
+            BinaryOp::BitOr | BinaryOp::Xor => 4,
+            BinaryOp::BitAnd => 5,
+            BinaryOp::Shl | BinaryOp::Shr => 6,
+            BinaryOp::Add | BinaryOp::Sub => 7,
+            BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => 8,
+        }
+    }
+}
+
+/// Built-in functions callable as `name(args...)`, with their arity.
+pub const BUILTIN_FUNCTIONS: &[(&str, usize)] = &[
+    ("min", 2),
+    ("max", 2),
+    ("abs", 1),
+    ("sqrt", 1),
+    ("exp", 1),
+    ("log", 1),
+    ("floor", 1),
+    ("div", 2),
+    ("ifelse", 3),
+    ("coalesce", 2),
+];
+
+impl Expr {
+    pub fn new(kind: ExprKind, span: Span) -> Expr {
+        Expr { kind, span }
+    }
+    pub fn lit(v: Scalar) -> Expr {
+        Expr::new(ExprKind::Literal(v), Span::default())
+    }
+    pub fn name(n: &str) -> Expr {
+        Expr::new(ExprKind::Name(n.to_string()), Span::default())
+    }
+}
+
+impl Stmt {
+    pub fn new(kind: StmtKind, span: Span) -> Stmt {
+        Stmt { kind, span }
+    }
+}

@@ -1,0 +1,3 @@
+//! The language: AST, parser, printer and builder.
+
+pub mod ast;

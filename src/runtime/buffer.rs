@@ -1,0 +1,184 @@
+//! Typed, growable arrays: the storage of every level and the data a kernel reads and writes.
+
+use crate::types::{ElemType, Scalar};
+
+/// One typed array.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Buffer {
+    Bool(Vec<bool>),
+    U8(Vec<u8>),
+    I8(Vec<i8>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    U64(Vec<u64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+macro_rules! each_buffer {
+    ($self:expr, $v:ident => $body:expr) => {
+        match $self {
+            Buffer::Bool($v) => $body,
+            Buffer::U8($v) => $body,
+            Buffer::I8($v) => $body,
+            Buffer::I32($v) => $body,
+            Buffer::I64($v) => $body,
+            Buffer::U64($v) => $body,
+            Buffer::F32($v) => $body,
+            Buffer::F64($v) => $body,
+        }
+    };
+}
+
+impl Buffer {
+    pub fn new(ty: ElemType) -> Buffer {
+        Buffer::filled(ty, 0, Scalar::zero(ty))
+    }
+
+    /// `len` copies of `value` (converted to `ty`).
+    pub fn filled(ty: ElemType, len: usize, value: Scalar) -> Buffer {
+        let v = value.cast(ty);
+        match (ty, v) {
+            (ElemType::Bool, Scalar::Bool(x)) => Buffer::Bool(vec![x; len]),
+            (ElemType::U8, Scalar::U8(x)) => Buffer::U8(vec![x; len]),
+            (ElemType::I8, Scalar::I8(x)) => Buffer::I8(vec![x; len]),
+            (ElemType::I32, Scalar::I32(x)) => Buffer::I32(vec![x; len]),
+            (ElemType::I64, Scalar::I64(x)) => Buffer::I64(vec![x; len]),
+            (ElemType::U64, Scalar::U64(x)) => Buffer::U64(vec![x; len]),
+            (ElemType::F32, Scalar::F32(x)) => Buffer::F32(vec![x; len]),
+            (ElemType::F64, Scalar::F64(x)) => Buffer::F64(vec![x; len]),
+            _ => unreachable!("Scalar::cast returns the requested type"),
+        }
+    }
+
+    pub fn from_i64s(v: Vec<i64>) -> Buffer {
+        Buffer::I64(v)
+    }
+
+    pub fn elem(&self) -> ElemType {
+        match self {
+            Buffer::Bool(_) => ElemType::Bool,
+            Buffer::U8(_) => ElemType::U8,
+            Buffer::I8(_) => ElemType::I8,
+            Buffer::I32(_) => ElemType::I32,
+            Buffer::I64(_) => ElemType::I64,
+            Buffer::U64(_) => ElemType::U64,
+            Buffer::F32(_) => ElemType::F32,
+            Buffer::F64(_) => ElemType::F64,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        each_buffer!(self, v => v.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, i: usize) -> Scalar {
+        match self {
+            Buffer::Bool(v) => Scalar::Bool(v[i]),
+            Buffer::U8(v) => Scalar::U8(v[i]),
+            Buffer::I8(v) => Scalar::I8(v[i]),
+            Buffer::I32(v) => Scalar::I32(v[i]),
+            Buffer::I64(v) => Scalar::I64(v[i]),
+            Buffer::U64(v) => Scalar::U64(v[i]),
+            Buffer::F32(v) => Scalar::F32(v[i]),
+            Buffer::F64(v) => Scalar::F64(v[i]),
+        }
+    }
+
+    /// Store `value`, converted to the element type.
+    pub fn set(&mut self, i: usize, value: Scalar) {
+        let ty = self.elem();
+        match (self, value.cast(ty)) {
+            (Buffer::Bool(v), Scalar::Bool(x)) => v[i] = x,
+            (Buffer::U8(v), Scalar::U8(x)) => v[i] = x,
+            (Buffer::I8(v), Scalar::I8(x)) => v[i] = x,
+            (Buffer::I32(v), Scalar::I32(x)) => v[i] = x,
+            (Buffer::I64(v), Scalar::I64(x)) => v[i] = x,
+            (Buffer::U64(v), Scalar::U64(x)) => v[i] = x,
+            (Buffer::F32(v), Scalar::F32(x)) => v[i] = x,
+            (Buffer::F64(v), Scalar::F64(x)) => v[i] = x,
+            _ => unreachable!("Scalar::cast returns the requested type"),
+        }
+    }
+
+    pub fn push(&mut self, value: Scalar) {
+        let n = self.len();
+        self.resize(n + 1, value);
+    }
+
+    /// Resize to `len`, new elements equal to `value`.
+    pub fn resize(&mut self, len: usize, value: Scalar) {
+        let ty = self.elem();
+        match (self, value.cast(ty)) {
+            (Buffer::Bool(v), Scalar::Bool(x)) => v.resize(len, x),
+            (Buffer::U8(v), Scalar::U8(x)) => v.resize(len, x),
+            (Buffer::I8(v), Scalar::I8(x)) => v.resize(len, x),
+            (Buffer::I32(v), Scalar::I32(x)) => v.resize(len, x),
+            (Buffer::I64(v), Scalar::I64(x)) => v.resize(len, x),
+            (Buffer::U64(v), Scalar::U64(x)) => v.resize(len, x),
+            (Buffer::F32(v), Scalar::F32(x)) => v.resize(len, x),
+            (Buffer::F64(v), Scalar::F64(x)) => v.resize(len, x),
+            _ => unreachable!("Scalar::cast returns the requested type"),
+        }
+    }
+
+    pub fn truncate(&mut self, len: usize) {
+        each_buffer!(self, v => v.truncate(len))
+    }
+
+    pub fn clear(&mut self) {
+        self.truncate(0)
+    }
+
+    /// Capacity in elements.
+    pub fn capacity(&self) -> usize {
+        each_buffer!(self, v => v.capacity())
+    }
+
+    /// Reserve so that `capacity() >= additional + len()`.
+    pub fn reserve(&mut self, additional: usize) {
+        each_buffer!(self, v => v.reserve(additional))
+    }
+
+    /// Raw pointer to the first element (for the backend boundary).
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        each_buffer!(self, v => v.as_mut_ptr() as *mut u8)
+    }
+
+    pub fn as_i64(&self) -> Option<&[i64]> {
+        match self {
+            Buffer::I64(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn as_f64(&self) -> Option<&[f64]> {
+        match self {
+            Buffer::F64(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// All elements as scalars (slow; for tests, printing and I/O).
+    pub fn to_scalars(&self) -> Vec<Scalar> {
+        (0..self.len()).map(|i| self.get(i)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_converts_to_element_type() {
+        let mut b = Buffer::filled(ElemType::I32, 3, Scalar::I64(7));
+        b.set(1, Scalar::F64(-2.9));
+        assert_eq!(b, Buffer::I32(vec![7, -2, 7]));
+        b.resize(4, Scalar::Bool(true));
+        assert_eq!(b.get(3), Scalar::I32(1));
+    }
+}

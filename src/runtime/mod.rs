@@ -1,0 +1,5 @@
+//! The runtime side of kernels: typed buffers and the boundary the backends call through.
+
+pub mod buffer;
+
+pub use buffer::Buffer;
