@@ -6,8 +6,15 @@
 
 pub mod error;
 pub mod ir;
+pub mod levels;
+pub mod looplets;
+pub mod lower;
 pub mod notation;
+pub mod run;
 pub mod runtime;
+pub mod symbolic;
+pub mod tensor;
+pub mod transforms;
 pub mod types;
 
 pub use error::{Error, Result};

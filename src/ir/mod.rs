@@ -6,6 +6,7 @@
 //! implicitly from it (see `types.rs`); `Cast` converts between compute types. The lowering is
 //! responsible for producing well-typed IR; [`Kernel::check`] verifies it.
 
+pub mod build;
 pub mod check;
 
 use crate::types::{ElemType, Scalar};

@@ -1,3 +1,4 @@
 //! The language: AST, parser, printer and builder.
 
 pub mod ast;
+pub mod visit;

@@ -1,0 +1,374 @@
+//! The `tessera` command line: `run`, `code`, `convert`, `info`, `demo`.
+
+mod demo;
+mod files;
+
+use crate::error::{Error, Result};
+use crate::levels::Format;
+use crate::notation::ast::{Program, Stmt, StmtKind};
+use crate::run::Runner;
+use crate::tensor::Tensor;
+use crate::types::Scalar;
+use clap::{Args, Parser, Subcommand};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
+use std::time::Instant;
+
+#[derive(Parser, Debug)]
+#[command(name = "tessera", version, about = "Compiler and runtime for sparse and structured tensor programs")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Compile a program for its inputs' formats and run it.
+    Run(RunArgs),
+    /// Print the generated loop IR for the given formats.
+    Code(RunArgs),
+    /// Convert a tensor file, optionally into another storage format.
+    Convert {
+        /// Input file (.mtx, .npy, .tns)
+        input: String,
+        /// Output file, optionally `@FORMAT`
+        output: String,
+    },
+    /// Show a tensor file's shape, stored count and format.
+    Info {
+        /// File, optionally `@FORMAT`
+        path: String,
+        /// Print every level's arrays
+        #[arg(long)]
+        storage: bool,
+    },
+    /// The showcase on generated data.
+    Demo,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Program file (or program text)
+    pub program: String,
+    /// Input tensor: NAME=PATH[@FORMAT]
+    #[arg(long = "in", value_name = "NAME=PATH[@FORMAT]")]
+    pub inputs: Vec<String>,
+    /// 0-d input: NAME=VALUE
+    #[arg(long = "scalar", value_name = "NAME=VALUE")]
+    pub scalars: Vec<String>,
+    /// Output or workspace tensor: NAME[=PATH][@FORMAT]
+    #[arg(long = "out", value_name = "NAME[=PATH][@FORMAT]")]
+    pub outputs: Vec<String>,
+    /// Shape of an output no index determines: NAME=D1xD2...
+    #[arg(long = "shape", value_name = "NAME=D1xD2")]
+    pub shapes: Vec<String>,
+    /// Run the kernel this many times (with --time: median and minimum)
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Print a `time:` line (kernel only)
+    #[arg(long)]
+    pub time: bool,
+    /// `jit` (compiled, default) or `eval` (reference evaluator)
+    #[arg(long, default_value = "jit")]
+    pub backend: String,
+}
+
+/// Run the command line; returns what to print on stdout.
+pub fn run_cli(cli: Cli) -> Result<String> {
+    match cli.command {
+        Command::Run(a) => run(&a, false),
+        Command::Code(a) => run(&a, true),
+        Command::Convert { input, output } => convert(&input, &output),
+        Command::Info { path, storage } => info(&path, storage),
+        Command::Demo => demo::demo(),
+    }
+}
+
+/// `PATH@FORMAT` → (PATH, FORMAT).
+fn split_format(s: &str) -> (&str, Option<&str>) {
+    match s.rfind('@') {
+        Some(k) => (&s[..k], Some(&s[k + 1..])),
+        None => (s, None),
+    }
+}
+
+fn split_name<'a>(s: &'a str, flag: &str) -> Result<(&'a str, &'a str)> {
+    s.split_once('=')
+        .filter(|(n, _)| !n.is_empty())
+        .ok_or_else(|| Error::Usage(format!("{flag} expects NAME=..., got `{s}`")))
+}
+
+fn load_program(p: &str) -> Result<(Program, String)> {
+    let (text, origin) = if std::path::Path::new(p).is_file() {
+        (std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?, p.to_string())
+    } else if p.contains(['\n', '[', ';']) {
+        (p.to_string(), "<program>".to_string())
+    } else {
+        return Err(Error::Io { path: p.to_string(), msg: "program file not found".into() });
+    };
+    let prog = crate::notation::parse::parse_program(&text).map_err(|e| with_origin(e, &origin))?;
+    Ok((prog, origin))
+}
+
+/// Prefix program-position errors with the program's file name.
+fn with_origin(e: Error, origin: &str) -> Error {
+    match e {
+        Error::Syntax { .. }
+        | Error::Program { .. }
+        | Error::DimensionMismatch { .. }
+        | Error::Lifecycle { .. }
+        | Error::Unsupported { .. } => Error::Usage(format!("{origin}:{e}")),
+        e => e,
+    }
+}
+
+struct OutSpec {
+    path: Option<String>,
+    format: Option<String>,
+}
+
+fn parse_scalar(name: &str, v: &str) -> Result<Scalar> {
+    let v = v.trim();
+    let s = match v {
+        "true" => Scalar::Bool(true),
+        "false" => Scalar::Bool(false),
+        "Inf" => Scalar::F64(f64::INFINITY),
+        "-Inf" => Scalar::F64(f64::NEG_INFINITY),
+        "NaN" => Scalar::F64(f64::NAN),
+        _ => match v.parse::<i64>() {
+            Ok(i) => Scalar::I64(i),
+            Err(_) => Scalar::F64(
+                v.parse::<f64>()
+                    .map_err(|_| Error::Usage(format!("--scalar {name}: `{v}` is not a number or boolean")))?,
+            ),
+        },
+    };
+    Ok(s)
+}
+
+fn parse_shape(s: &str) -> Result<Vec<usize>> {
+    if s.is_empty() {
+        return Ok(vec![]);
+    }
+    s.split('x')
+        .map(|d| d.trim().parse::<usize>().map_err(|_| Error::Usage(format!("bad shape `{s}` (expected D1xD2...)"))))
+        .collect()
+}
+
+/// The rank each tensor is accessed with in the program.
+fn ranks(p: &Program) -> HashMap<String, usize> {
+    let mut out = HashMap::new();
+    crate::notation::visit::accesses(&p.body, &mut |a| {
+        out.entry(a.tensor.clone()).or_insert(a.indices.len());
+    });
+    out
+}
+
+fn declared_globally(p: &Program) -> HashSet<String> {
+    p.body
+        .iter()
+        .filter_map(|s| match &s.kind {
+            StmtKind::Declare { tensor, .. } => Some(tensor.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn declared_anywhere(p: &Program) -> HashSet<String> {
+    let mut out = HashSet::new();
+    fn walk(stmts: &[Stmt], out: &mut HashSet<String>) {
+        for s in stmts {
+            match &s.kind {
+                StmtKind::Declare { tensor, .. } => {
+                    out.insert(tensor.clone());
+                }
+                StmtKind::Loop { body, .. } | StmtKind::Let { body, .. } | StmtKind::Block(body) => walk(body, out),
+                StmtKind::If { then, otherwise, .. } => {
+                    walk(then, out);
+                    walk(otherwise, out);
+                }
+                _ => {}
+            }
+        }
+    }
+    walk(&p.body, &mut out);
+    out
+}
+
+fn run(a: &RunArgs, code_only: bool) -> Result<String> {
+    let (mut program, origin) = load_program(&a.program)?;
+    let ranks = ranks(&program);
+    let mut tensors: BTreeMap<String, Tensor> = BTreeMap::new();
+    for spec in &a.inputs {
+        let (name, rest) = split_name(spec, "--in")?;
+        let (path, fmt) = split_format(rest);
+        tensors.insert(name.to_string(), files::load_tensor(path, fmt)?);
+    }
+    for spec in &a.scalars {
+        let (name, v) = split_name(spec, "--scalar")?;
+        let v = parse_scalar(name, v)?;
+        let f = Format::new(vec![crate::levels::LevelKind::Element(v)])?;
+        tensors.insert(name.to_string(), Tensor::empty(&f, &[])?);
+    }
+    let mut outs: BTreeMap<String, OutSpec> = BTreeMap::new();
+    for spec in &a.outputs {
+        let (name, rest) = match spec.split_once('=') {
+            Some((n, r)) => (n, Some(r)),
+            None => match spec.split_once('@') {
+                Some((n, f)) => {
+                    outs.insert(n.to_string(), OutSpec { path: None, format: Some(f.to_string()) });
+                    continue;
+                }
+                None => (spec.as_str(), None),
+            },
+        };
+        let (path, format) = match rest {
+            Some(r) => {
+                let (p, f) = split_format(r);
+                (Some(p.to_string()), f.map(str::to_string))
+            }
+            None => (None, None),
+        };
+        if name.is_empty() {
+            return Err(Error::Usage(format!("--out expects NAME[=PATH][@FORMAT], got `{spec}`")));
+        }
+        outs.insert(name.to_string(), OutSpec { path, format });
+    }
+    let mut given_shapes: HashMap<String, Vec<usize>> = HashMap::new();
+    for spec in &a.shapes {
+        let (name, s) = split_name(spec, "--shape")?;
+        given_shapes.insert(name.to_string(), parse_shape(s)?);
+    }
+    // Tensors the program creates: outputs not given as inputs, and undeclared workspaces.
+    let declared = declared_anywhere(&program);
+    let mut created: Vec<String> = outs.keys().filter(|n| !tensors.contains_key(*n)).cloned().collect();
+    for n in &declared {
+        if !tensors.contains_key(n) && !outs.contains_key(n) {
+            created.push(n.clone());
+        }
+    }
+    let mut formats: BTreeMap<String, Format> = BTreeMap::new();
+    for n in &created {
+        let rank = *ranks.get(n).ok_or_else(|| Error::Usage(format!("--out {n}: the program never uses `{n}`")))?;
+        let f = match outs.get(n).and_then(|o| o.format.as_deref()) {
+            Some(f) => Format::parse(f, Some(rank))?,
+            None => Format::dense(rank, Scalar::F64(0.0)),
+        };
+        formats.insert(n.clone(), f);
+    }
+    let mut shapes: HashMap<String, Option<Vec<usize>>> = HashMap::new();
+    for (n, t) in &tensors {
+        shapes.insert(n.clone(), Some(t.shape.clone()));
+    }
+    for n in &created {
+        shapes.insert(n.clone(), given_shapes.get(n).cloned());
+    }
+    let shapes = crate::transforms::infer_shapes(&program, &shapes).map_err(|e| with_origin(e, &origin))?;
+    for n in &created {
+        let f = &formats[n];
+        tensors.insert(n.clone(), Tensor::empty(f, &shapes[n])?);
+    }
+    // Outputs the program does not declare start from their fill value.
+    let global = declared_globally(&program);
+    for n in outs.keys() {
+        if !global.contains(n) && created.contains(n) {
+            let fill = tensors[n].fill();
+            program.body.insert(
+                0,
+                Stmt::new(
+                    StmtKind::Declare { tensor: n.clone(), init: crate::notation::ast::Expr::lit(fill) },
+                    Default::default(),
+                ),
+            );
+        }
+    }
+    for (n, t) in &tensors {
+        t.validate(n)?;
+    }
+    let all_formats: BTreeMap<String, Format> = tensors.iter().map(|(n, t)| (n.clone(), t.format.clone())).collect();
+    if code_only {
+        let (k, _, _) = Runner::lower(&program, &all_formats).map_err(|e| with_origin(e, &origin))?;
+        return Ok(k.to_string());
+    }
+    let mut times = vec![];
+    let mut compile_ms = 0.0;
+    match a.backend.as_str() {
+        "jit" => {
+            let runner = Runner::jit();
+            let c = runner.compile(&program, &all_formats).map_err(|e| with_origin(e, &origin))?;
+            compile_ms = *runner.last_compile_ms.borrow();
+            for _ in 0..a.repeat.max(1) {
+                let t0 = Instant::now();
+                runner.execute(&c, &mut tensors)?;
+                times.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        "eval" => {
+            for _ in 0..a.repeat.max(1) {
+                let t0 = Instant::now();
+                files::run_eval(&program, &mut tensors).map_err(|e| with_origin(e, &origin))?;
+                times.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        other => return Err(Error::Usage(format!("unknown backend `{other}` (jit or eval)"))),
+    }
+    let mut out = String::new();
+    // Write every file only after everything succeeded; each write is atomic.
+    for (n, o) in &outs {
+        let t = &tensors[n];
+        match &o.path {
+            Some(p) => files::write_tensor(p, t)?,
+            None if t.rank() == 0 => {
+                let _ = writeln!(out, "{n} = {}", t.get(&[])?);
+            }
+            None => {}
+        }
+    }
+    if a.time {
+        let mut sorted = times.clone();
+        sorted.sort_by(|x, y| x.total_cmp(y));
+        let median = sorted[sorted.len() / 2];
+        let _ = writeln!(
+            out,
+            "time: compile_ms={compile_ms:.3} run_ms_median={median:.3} run_ms_min={:.3} repeats={}",
+            sorted[0],
+            sorted.len()
+        );
+    }
+    Ok(out)
+}
+
+fn convert(input: &str, output: &str) -> Result<String> {
+    let (ipath, ifmt) = split_format(input);
+    let (opath, ofmt) = split_format(output);
+    let t = files::load_tensor(ipath, ifmt)?;
+    let t = match ofmt {
+        Some(f) => t.to_format(&Format::parse(f, Some(t.rank()))?)?,
+        None => t,
+    };
+    files::write_tensor(opath, &t)?;
+    Ok(String::new())
+}
+
+fn info(path: &str, storage: bool) -> Result<String> {
+    let (p, fmt) = split_format(path);
+    let t = files::load_tensor(p, fmt)?;
+    let mut out = String::new();
+    let shape: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
+    let _ = writeln!(out, "shape: {}", if shape.is_empty() { "()".to_string() } else { shape.join("x") });
+    let _ = writeln!(out, "stored: {}", t.countstored());
+    let _ = writeln!(out, "format: {}", t.format);
+    let _ = writeln!(out, "element: {}", t.elem());
+    if storage {
+        for (k, kind) in t.format.levels.iter().enumerate() {
+            let names = crate::levels::level_impl(kind).buffers(kind, t.elem());
+            let _ = write!(out, "level {k} {kind:?}:");
+            for ((name, _), buf) in names.iter().zip(&t.levels[k]) {
+                let vals: Vec<String> = buf.to_scalars().iter().map(|v| v.to_string()).collect();
+                let _ = write!(out, " {name} [{}]", vals.join(", "));
+            }
+            let _ = writeln!(out);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,300 @@
+//! Format descriptions (`Dense(SparseList(Element(0.0)))`) and their parser.
+
+use crate::error::{Error, Result};
+use crate::types::{ElemType, Scalar};
+use std::fmt;
+
+/// One level of a format: a chain from the root (first index) to a leaf.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum LevelKind {
+    Dense,
+    SparseList,
+    /// Leaf: one value per position, `fill` outside the stored structure.
+    Element(Scalar),
+    /// Leaf: stored positions are `true`, everything else `false`.
+    Pattern,
+}
+
+impl LevelKind {
+    pub fn is_leaf(&self) -> bool {
+        matches!(self, LevelKind::Element(_) | LevelKind::Pattern)
+    }
+    /// How many indices this level consumes.
+    pub fn rank(&self) -> usize {
+        match self {
+            LevelKind::Dense | LevelKind::SparseList => 1,
+            LevelKind::Element(_) | LevelKind::Pattern => 0,
+        }
+    }
+    pub fn is_sparse(&self) -> bool {
+        matches!(self, LevelKind::SparseList)
+    }
+}
+
+/// A whole tensor format: non-leaf levels followed by exactly one leaf.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Format {
+    pub levels: Vec<LevelKind>,
+}
+
+impl Format {
+    pub fn new(levels: Vec<LevelKind>) -> Result<Format> {
+        let f = Format { levels };
+        f.validate()?;
+        Ok(f)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let err = |msg: &str| Error::Format { format: self.to_string(), msg: msg.to_string() };
+        match self.levels.last() {
+            Some(l) if l.is_leaf() => {}
+            _ => return Err(err("a format must end in a leaf level (Element or Pattern)")),
+        }
+        if self.levels[..self.levels.len() - 1].iter().any(|l| l.is_leaf()) {
+            return Err(err("a leaf level (Element or Pattern) can only be the innermost level"));
+        }
+        Ok(())
+    }
+
+    /// All-dense format of the given rank.
+    pub fn dense(rank: usize, fill: Scalar) -> Format {
+        let mut levels = vec![LevelKind::Dense; rank];
+        levels.push(LevelKind::Element(fill));
+        Format { levels }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.levels.iter().map(|l| l.rank()).sum()
+    }
+
+    pub fn leaf(&self) -> &LevelKind {
+        self.levels.last().expect("validated formats have a leaf")
+    }
+
+    pub fn fill(&self) -> Scalar {
+        match self.leaf() {
+            LevelKind::Element(f) => *f,
+            _ => Scalar::Bool(false),
+        }
+    }
+
+    pub fn elem(&self) -> ElemType {
+        self.fill().ty()
+    }
+
+    /// Whether every non-leaf level is `Dense`.
+    pub fn is_dense(&self) -> bool {
+        self.levels.iter().all(|l| matches!(l, LevelKind::Dense) || l.is_leaf())
+    }
+
+    /// Parse a constructor expression such as `Dense(SparseList(Element(0.0)))`, or a
+    /// shorthand (`csr`, `dcsr`, `dense`, `sparse`) given the rank it is used at.
+    pub fn parse(text: &str, rank: Option<usize>) -> Result<Format> {
+        let s = text.trim();
+        let shorthand = |levels: Vec<LevelKind>| Format::new(levels);
+        let f64z = LevelKind::Element(Scalar::F64(0.0));
+        let need_rank = |name: &str| {
+            rank.ok_or_else(|| Error::Format {
+                format: text.to_string(),
+                msg: format!("the shorthand `{name}` needs a known rank here"),
+            })
+        };
+        match s {
+            "csr" => return shorthand(vec![LevelKind::Dense, LevelKind::SparseList, f64z]),
+            "dcsr" => return shorthand(vec![LevelKind::SparseList, LevelKind::SparseList, f64z]),
+            "dense" => return Ok(Format::dense(need_rank("dense")?, Scalar::F64(0.0))),
+            "sparse" => {
+                let r = need_rank("sparse")?;
+                let mut levels = vec![LevelKind::Dense; r.saturating_sub(1)];
+                if r > 0 {
+                    levels.push(LevelKind::SparseList);
+                }
+                levels.push(f64z);
+                return shorthand(levels);
+            }
+            _ => {}
+        }
+        let mut p = FormatParser { text, s: s.as_bytes(), pos: 0 };
+        let levels = p.level_chain()?;
+        p.skip_ws();
+        if p.pos != p.s.len() {
+            return Err(p.error("unexpected text after the format"));
+        }
+        let f = Format::new(levels)?;
+        if let Some(r) = rank {
+            if f.rank() != r {
+                return Err(Error::Format {
+                    format: text.to_string(),
+                    msg: format!("format has {} dimensions but the tensor has {r}", f.rank()),
+                });
+            }
+        }
+        Ok(f)
+    }
+}
+
+struct FormatParser<'a> {
+    text: &'a str,
+    s: &'a [u8],
+    pos: usize,
+}
+
+impl FormatParser<'_> {
+    fn error(&self, msg: &str) -> Error {
+        Error::Format {
+            format: self.text.to_string(),
+            msg: format!("{msg} (at character {})", self.pos + 1),
+        }
+    }
+    fn skip_ws(&mut self) {
+        while self.pos < self.s.len() && self.s[self.pos].is_ascii_whitespace() {
+            self.pos += 1;
+        }
+    }
+    fn eat(&mut self, c: u8) -> bool {
+        self.skip_ws();
+        if self.pos < self.s.len() && self.s[self.pos] == c {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn expect(&mut self, c: u8) -> Result<()> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(self.error(&format!("expected `{}`", c as char)))
+        }
+    }
+    fn word(&mut self) -> String {
+        self.skip_ws();
+        let start = self.pos;
+        while self.pos < self.s.len()
+            && (self.s[self.pos].is_ascii_alphanumeric()
+                || matches!(self.s[self.pos], b'_' | b'.' | b'-' | b'+'))
+        {
+            self.pos += 1;
+        }
+        String::from_utf8_lossy(&self.s[start..self.pos]).into_owned()
+    }
+
+    fn level_chain(&mut self) -> Result<Vec<LevelKind>> {
+        let name = self.word();
+        if name.is_empty() {
+            return Err(self.error("expected a level name"));
+        }
+        match name.as_str() {
+            "Element" => {
+                self.expect(b'(')?;
+                let v = self.word();
+                let ty = if self.eat(b',') { Some(self.word()) } else { None };
+                self.expect(b')')?;
+                Ok(vec![LevelKind::Element(self.fill_literal(&v, ty.as_deref())?)])
+            }
+            "Pattern" => {
+                self.expect(b'(')?;
+                self.expect(b')')?;
+                Ok(vec![LevelKind::Pattern])
+            }
+            "Dense" | "SparseList" => {
+                let kind = match name.as_str() {
+                    "Dense" => LevelKind::Dense,
+                    _ => LevelKind::SparseList,
+                };
+                self.expect(b'(')?;
+                let mut rest = self.level_chain()?;
+                self.expect(b')')?;
+                rest.insert(0, kind);
+                Ok(rest)
+            }
+            other => Err(Error::Format {
+                format: self.text.to_string(),
+                msg: format!(
+                    "unknown level `{other}` (known: Dense, SparseList, Element, Pattern)"
+                ),
+            }),
+        }
+    }
+
+    fn fill_literal(&self, v: &str, ty: Option<&str>) -> Result<Scalar> {
+        let bad = || self.error(&format!("bad fill value `{v}`"));
+        let value = match v {
+            "true" => Scalar::Bool(true),
+            "false" => Scalar::Bool(false),
+            "Inf" | "+Inf" => Scalar::F64(f64::INFINITY),
+            "-Inf" => Scalar::F64(f64::NEG_INFINITY),
+            "NaN" => Scalar::F64(f64::NAN),
+            _ if v.starts_with("0x") => {
+                Scalar::U8(u8::from_str_radix(&v[2..], 16).map_err(|_| bad())?)
+            }
+            _ if v.contains(['.', 'e', 'E']) => Scalar::F64(v.parse().map_err(|_| bad())?),
+            _ => Scalar::I64(v.parse().map_err(|_| bad())?),
+        };
+        match ty {
+            None => Ok(value),
+            Some(t) => {
+                let ty = ElemType::from_name(t)
+                    .ok_or_else(|| self.error(&format!("unknown element type `{t}`")))?;
+                Ok(value.cast(ty))
+            }
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut close = 0;
+        for l in &self.levels {
+            match l {
+                LevelKind::Dense => f.write_str("Dense(")?,
+                LevelKind::SparseList => f.write_str("SparseList(")?,
+                LevelKind::Element(v) => match v {
+                    Scalar::F64(_) | Scalar::I64(_) | Scalar::Bool(_) => write!(f, "Element({v}")?,
+                    Scalar::U8(x) => write!(f, "Element(0x{x:02x}")?,
+                    other => write!(f, "Element({}, {}", other.widen(), other.ty())?,
+                },
+                LevelKind::Pattern => f.write_str("Pattern(")?,
+            }
+            close += 1;
+        }
+        for _ in 0..close {
+            f.write_str(")")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_prints() {
+        for s in [
+            "Dense(SparseList(Element(0.0)))",
+            "SparseList(Pattern())",
+            "Dense(Dense(Element(0)))",
+            "Dense(Element(false))",
+            "Dense(Element(0x00))",
+            "Dense(Element(1.5, f32))",
+            "Dense(Element(Inf))",
+        ] {
+            let f = Format::parse(s, None).unwrap();
+            assert_eq!(f.to_string(), s);
+            assert_eq!(Format::parse(&f.to_string(), None).unwrap(), f);
+        }
+        assert_eq!(Format::parse("Dense(Element(0, i32))", None).unwrap().elem(), ElemType::I32);
+        assert_eq!(Format::parse("csr", None).unwrap().to_string(), "Dense(SparseList(Element(0.0)))");
+        assert_eq!(Format::parse("dense", Some(3)).unwrap().rank(), 3);
+    }
+
+    #[test]
+    fn bad_formats_are_errors() {
+        for s in ["Dense(", "Foo(Element(0))", "Dense(SparseList())", "Element(0)x", "Dense(Element(zz))", "dense"] {
+            let e = Format::parse(s, None).unwrap_err();
+            assert!(matches!(e, Error::Format { .. }), "{s}: {e}");
+        }
+        assert!(Format::parse("csr", Some(3)).is_err());
+    }
+}

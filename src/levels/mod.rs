@@ -1,0 +1,132 @@
+//! Level formats. Each file holds one format: its runtime storage (which buffers it keeps and
+//! how to check and finish them) and its compile-time methods (declare, assemble, freeze,
+//! unfurl into looplets, leaf reads and writes). The lowering engine only talks to [`Level`].
+
+pub mod dense;
+pub mod element;
+pub mod format;
+pub mod pattern;
+pub mod sparse_list;
+
+pub use format::{Format, LevelKind};
+
+use crate::error::Result;
+use crate::ir::{Expr, Stmt};
+use crate::looplets::{Fiber, Looplet};
+use crate::lower::ctx::Cx;
+use crate::lower::tensor::TensorInfo;
+use crate::notation::ast::Protocol;
+use crate::runtime::Buffer;
+use crate::types::{ElemType, Scalar};
+
+/// Where a level sits: the tensor and the level's number in its chain.
+pub struct LevelRef<'a> {
+    pub tensor: &'a TensorInfo,
+    pub level: usize,
+}
+
+impl LevelRef<'_> {
+    pub fn kind(&self) -> &LevelKind {
+        &self.tensor.format.levels[self.level]
+    }
+    pub fn buf(&self, k: usize) -> crate::ir::BufId {
+        self.tensor.level_bufs[self.level][k]
+    }
+    pub fn state(&self, k: usize) -> crate::ir::VarId {
+        self.tensor.level_vars[self.level][k]
+    }
+    /// The size of the `sub`-th dimension this level indexes (an I64 IR value).
+    pub fn dim(&self, sub: usize) -> Expr {
+        self.tensor.dim_of_level(self.level, sub)
+    }
+    pub fn child(&self) -> LevelRef<'_> {
+        LevelRef { tensor: self.tensor, level: self.level + 1 }
+    }
+    pub fn child_impl(&self) -> &'static dyn Level {
+        level_impl(&self.tensor.format.levels[self.level + 1])
+    }
+}
+
+/// A leaf read: either a constant or a lowered value.
+pub enum LeafValue {
+    Const(Scalar),
+    Value(Expr, ElemType),
+}
+
+pub trait Level: Sync {
+    /// The buffers the level stores, with their element types (`elem` is the tensor's).
+    fn buffers(&self, kind: &LevelKind, elem: ElemType) -> Vec<(&'static str, ElemType)>;
+    /// Per-kernel state variables the level's update code keeps (name, compute type).
+    fn state(&self, _kind: &LevelKind) -> Vec<(&'static str, ElemType)> {
+        vec![]
+    }
+
+    // ---- runtime side ----
+    /// Check stored arrays against the shape for `parent_count` parent positions; returns the
+    /// number of child positions.
+    fn validate(&self, kind: &LevelKind, bufs: &[Buffer], dims: &[usize], parent_count: usize) -> std::result::Result<usize, String>;
+    /// After a kernel wrote the level: cut buffers to their logical length; returns the number
+    /// of child positions.
+    fn finish(&self, kind: &LevelKind, bufs: &mut [Buffer], dims: &[usize], parent_count: usize) -> usize;
+    /// Empty storage for `parent_count` fill-valued parent positions; returns the child count.
+    fn empty(&self, kind: &LevelKind, bufs: &mut [Buffer], dims: &[usize], parent_count: usize) -> usize;
+
+    /// Visit the stored children of fiber `pos` as (coordinate, child position).
+    fn for_each_child(&self, _kind: &LevelKind, _bufs: &[Buffer], _dims: &[usize], _pos: usize, _f: &mut dyn FnMut(usize, usize)) {}
+    /// Build storage from coordinate-sorted, duplicate-free entries. `groups` are (parent
+    /// position, entry range) in increasing position order and `coords` this level's
+    /// coordinate of every entry. Returns the child count and the child groups.
+    fn build(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        dims: &[usize],
+        parent_count: usize,
+        groups: &[(usize, usize, usize)],
+        coords: &[i64],
+    ) -> (usize, Vec<(usize, usize, usize)>);
+    /// Leaves: the stored value at a position.
+    fn leaf_value(&self, _kind: &LevelKind, _bufs: &[Buffer], _pos: usize) -> Scalar {
+        unreachable!("only leaves hold values")
+    }
+
+    // ---- compile time ----
+    /// Reset `count` positions to their fill (update mode).
+    fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>>;
+    /// Make positions `lo..hi` exist and hold fill.
+    fn assemble(&self, cx: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>>;
+    /// Finish updates of `count` positions; returns code and the number of child positions.
+    fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)>;
+    /// Reopen for updates (after a freeze in the same kernel).
+    fn thaw(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)>;
+    /// Looplets to read the next dimension of a fiber.
+    fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet>;
+    /// Looplets to update the next dimension of a fiber.
+    fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet>;
+    /// Read a leaf (only leaves implement this).
+    fn read_leaf(&self, _f: &Fiber) -> Option<LeafValue> {
+        None
+    }
+    /// Update a leaf: `new` computes the stored value from the old one.
+    fn update_leaf(
+        &self,
+        _cx: &mut Cx,
+        _f: &Fiber,
+        _new: &dyn Fn(Expr) -> Expr,
+    ) -> Option<Vec<Stmt>> {
+        None
+    }
+    /// Whether updates may hit positions in any order and more than once.
+    fn random_writes(&self) -> bool {
+        false
+    }
+}
+
+pub fn level_impl(kind: &LevelKind) -> &'static dyn Level {
+    match kind {
+        LevelKind::Dense => &dense::Dense,
+        LevelKind::SparseList => &sparse_list::SparseList,
+        LevelKind::Element(_) => &element::Element,
+        LevelKind::Pattern => &pattern::Pattern,
+    }
+}

@@ -1,0 +1,255 @@
+//! `SparseList`: the stored coordinates of fiber `p` are `idx[ptr[p]..ptr[p+1]]`, strictly
+//! increasing; child positions are entry positions (CSR's compressed level).
+//!
+//! While being updated `ptr[p+1]` holds the count of fiber `p`; freeze turns counts into
+//! offsets. Writes must come in increasing coordinate order within a fiber and fibers in
+//! increasing position order; anything else is a runtime error, never corrupt storage.
+
+use super::{Level, LevelKind, LevelRef};
+use crate::error::{Error, Result};
+use crate::ir::{build as b, Expr, Stmt};
+use crate::looplets::{Fiber, Looplet, Phase, Stepper, Target};
+use crate::lower::ctx::Cx;
+use crate::notation::ast::Protocol;
+use crate::runtime::Buffer;
+use crate::types::{ElemType, Scalar};
+use std::rc::Rc;
+
+pub struct SparseList;
+
+const PTR: usize = 0;
+const IDX: usize = 1;
+const QOS: usize = 0;
+const PREV: usize = 1;
+
+impl Level for SparseList {
+    fn buffers(&self, _: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
+        vec![("ptr", ElemType::I64), ("idx", ElemType::I64)]
+    }
+    fn state(&self, _: &LevelKind) -> Vec<(&'static str, ElemType)> {
+        vec![("qos", ElemType::I64), ("prev", ElemType::I64)]
+    }
+
+    fn validate(&self, _: &LevelKind, bufs: &[Buffer], dims: &[usize], parent_count: usize) -> std::result::Result<usize, String> {
+        let (ptr, idx) = (i64s(&bufs[PTR]), i64s(&bufs[IDX]));
+        if ptr.len() != parent_count + 1 {
+            return Err(format!("ptr has {} entries, expected {}", ptr.len(), parent_count + 1));
+        }
+        if ptr[0] != 0 {
+            return Err("ptr[0] must be 0".into());
+        }
+        for p in 0..parent_count {
+            let (lo, hi) = (ptr[p], ptr[p + 1]);
+            if hi < lo || hi as usize > idx.len() {
+                return Err(format!("ptr[{}] = {hi} is out of order or past the end of idx", p + 1));
+            }
+            for q in lo as usize..hi as usize {
+                if idx[q] < 0 || idx[q] as usize >= dims[0] {
+                    return Err(format!("idx[{q}] = {} is outside 0..{}", idx[q], dims[0]));
+                }
+                if q > lo as usize && idx[q] <= idx[q - 1] {
+                    return Err(format!("idx[{q}] = {} is not above idx[{}] = {}", idx[q], q - 1, idx[q - 1]));
+                }
+            }
+        }
+        Ok(ptr[parent_count] as usize)
+    }
+    fn finish(&self, _: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
+        bufs[PTR].truncate(parent_count + 1);
+        let n = i64s(&bufs[PTR])[parent_count] as usize;
+        bufs[IDX].truncate(n);
+        n
+    }
+    fn empty(&self, _: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
+        bufs[PTR] = Buffer::I64(vec![0; parent_count + 1]);
+        bufs[IDX] = Buffer::I64(vec![]);
+        0
+    }
+
+    fn for_each_child(&self, _: &LevelKind, bufs: &[Buffer], _: &[usize], pos: usize, f: &mut dyn FnMut(usize, usize)) {
+        let (ptr, idx) = (i64s(&bufs[PTR]), i64s(&bufs[IDX]));
+        for q in ptr[pos] as usize..ptr[pos + 1] as usize {
+            f(idx[q] as usize, q);
+        }
+    }
+    fn build(
+        &self,
+        _: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+        groups: &[(usize, usize, usize)],
+        coords: &[i64],
+    ) -> (usize, Vec<(usize, usize, usize)>) {
+        let mut ptr = vec![0i64; parent_count + 1];
+        let mut idx = vec![];
+        let mut out = vec![];
+        for &(p, lo, hi) in groups {
+            super::dense::split_runs(coords, lo, hi, |c, a, z| {
+                out.push((idx.len(), a, z));
+                idx.push(c);
+                ptr[p + 1] += 1;
+            });
+        }
+        for p in 1..=parent_count {
+            ptr[p] += ptr[p - 1];
+        }
+        let n = idx.len();
+        bufs[PTR] = Buffer::I64(ptr);
+        bufs[IDX] = Buffer::I64(idx);
+        (n, out)
+    }
+
+    fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
+        if init.cast(l.tensor.elem) != l.tensor.fill {
+            return Err(Error::tensor(
+                &l.tensor.name,
+                format!("a sparse tensor can only be declared with its fill value {}, not {init}", l.tensor.fill),
+            ));
+        }
+        let ptr = l.buf(PTR);
+        let mut code = vec![
+            Stmt::Grow { buf: ptr, len: b::add(count.clone(), b::int(1)) },
+            Stmt::Fill { buf: ptr, start: b::int(0), stop: b::add(count, b::int(1)), value: b::int(0) },
+            b::assign(l.state(QOS), b::int(0)),
+            b::assign(l.state(PREV), b::int(-1)),
+        ];
+        code.extend(l.child_impl().declare(cx, &l.child(), b::int(0), init)?);
+        Ok(code)
+    }
+    fn assemble(&self, _: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>> {
+        let ptr = l.buf(PTR);
+        Ok(vec![
+            Stmt::Grow { buf: ptr, len: b::add(hi.clone(), b::int(1)) },
+            Stmt::Fill { buf: ptr, start: b::add(lo, b::int(1)), stop: b::add(hi, b::int(1)), value: b::int(0) },
+        ])
+    }
+    fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
+        let ptr = l.buf(PTR);
+        let p = cx.var("p", ElemType::I64);
+        let mut code = vec![Stmt::For {
+            var: p,
+            start: b::int(1),
+            stop: b::add(count.clone(), b::int(1)),
+            body: vec![b::store(
+                ptr,
+                b::var(p),
+                b::add(b::load(ptr, b::var(p)), b::load(ptr, b::sub(b::var(p), b::int(1)))),
+            )],
+        }];
+        let (child, n) = l.child_impl().freeze(cx, &l.child(), b::load(ptr, count))?;
+        code.extend(child);
+        Ok((code, n))
+    }
+    fn thaw(&self, _: &mut Cx, l: &LevelRef, _: Expr) -> Result<(Vec<Stmt>, Expr)> {
+        Err(Error::tensor(
+            &l.tensor.name,
+            "a SparseList level cannot be reopened for updates after it was read (declare it again, or use a Dense format)",
+        ))
+    }
+
+    fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, _: Option<Protocol>) -> Result<Looplet> {
+        let t = &f.tensor;
+        let (ptr, idx) = (t.level_bufs[f.level][PTR], t.level_bufs[f.level][IDX]);
+        let q = cx.var(&format!("{}_q", t.name), ElemType::I64);
+        let q_stop = cx.var(&format!("{}_q_stop", t.name), ElemType::I64);
+        let last = cx.var(&format!("{}_last", t.name), ElemType::I64);
+        let preamble = vec![
+            b::assign(q, b::load(ptr, f.pos.clone())),
+            b::assign(q_stop, b::load(ptr, b::add(f.pos.clone(), b::int(1)))),
+            b::assign(last, b::int(-1)),
+            Stmt::If {
+                cond: b::lt(b::var(q), b::var(q_stop)),
+                then: vec![b::assign(last, b::load(idx, b::sub(b::var(q_stop), b::int(1))))],
+                otherwise: vec![],
+            },
+        ];
+        let fill = Target::Fill(t.fill);
+        let stop = b::load(idx, b::var(q));
+        let stepper = Stepper {
+            seek: Rc::new(move |start: &Expr| {
+                // Every stored coordinate is >= 0, so a walk from 0 needs no search.
+                if *start == b::int(0) {
+                    return vec![];
+                }
+                vec![b::assign(
+                    q,
+                    Expr::SearchGe {
+                        buf: idx,
+                        lo: Box::new(b::var(q)),
+                        hi: Box::new(b::var(q_stop)),
+                        key: Box::new(start.clone()),
+                    },
+                )]
+            }),
+            stop: stop.clone(),
+            chunk: Looplet::Spike {
+                at: stop,
+                body: Box::new(fill.clone()),
+                tail: Box::new(Target::Fiber(f.child(b::var(q)))),
+            },
+            next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
+        };
+        Ok(Looplet::Thunk {
+            preamble,
+            body: Box::new(Target::Looplet(Looplet::Sequence(vec![
+                Phase { stop: Some(b::var(last)), body: Looplet::Stepper(Rc::new(stepper)) },
+                Phase { stop: None, body: Looplet::Run(Box::new(fill)) },
+            ]))),
+            epilogue: vec![],
+        })
+    }
+
+    fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
+        let t = f.tensor.clone();
+        let l = LevelRef { tensor: &t, level: f.level };
+        let (ptr, idx) = (l.buf(PTR), l.buf(IDX));
+        let (qos, prev) = (l.state(QOS), l.state(PREV));
+        let start = cx.var(&format!("{}_qos_start", t.name), ElemType::I64);
+        let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
+        let fiber_order = cx.error(format!(
+            "tensor `{}`: SparseList fibers must be written in increasing position order",
+            t.name
+        ));
+        let coord_order = cx.error(format!(
+            "tensor `{}`: SparseList entries must be written once each, in increasing coordinate order",
+            t.name
+        ));
+        let pos = f.pos.clone();
+        let preamble = vec![
+            Stmt::If { cond: b::lt(pos.clone(), b::var(prev)), then: vec![Stmt::Fail(fiber_order)], otherwise: vec![] },
+            b::assign(prev, pos.clone()),
+            b::assign(start, b::sub(b::var(qos), b::load(ptr, b::add(pos.clone(), b::int(1))))),
+        ];
+        let epilogue = vec![b::store(ptr, b::add(pos, b::int(1)), b::sub(b::var(qos), b::var(start)))];
+        let mut point_pre = vec![Stmt::Grow { buf: idx, len: b::add(b::var(qos), b::int(1)) }];
+        point_pre.extend(l.child_impl().assemble(cx, &l.child(), b::var(qos), b::add(b::var(qos), b::int(1)))?);
+        point_pre.push(b::assign(dirty, b::boolean(false)));
+        let mut child = f.child(b::var(qos));
+        child.dirty = Some(dirty);
+        let parent_dirty = f.dirty;
+        let lookup = Looplet::Lookup(Rc::new(move |i: &Expr| {
+            let prev_idx = b::load(idx, b::sub(b::var(qos), b::int(1)));
+            let mut commit = vec![Stmt::If {
+                cond: b::lt(b::var(start), b::var(qos)),
+                then: b::if_(b::le(i.clone(), prev_idx), vec![Stmt::Fail(coord_order)]),
+                otherwise: vec![],
+            }];
+            commit.push(b::store(idx, b::var(qos), i.clone()));
+            commit.push(b::assign(qos, b::add(b::var(qos), b::int(1))));
+            if let Some(d) = parent_dirty {
+                commit.push(b::assign(d, b::boolean(true)));
+            }
+            Target::Looplet(Looplet::Thunk {
+                preamble: point_pre.clone(),
+                body: Box::new(Target::Fiber(child.clone())),
+                epilogue: b::if_(b::var(dirty), commit),
+            })
+        }));
+        Ok(Looplet::Thunk { preamble, body: Box::new(Target::Looplet(lookup)), epilogue })
+    }
+}
+
+fn i64s(b: &Buffer) -> &[i64] {
+    b.as_i64().expect("SparseList buffers are i64")
+}

@@ -1,0 +1,117 @@
+//! The looplet vocabulary: how a level describes the structure of one fiber dimension to the
+//! lowering engine. Levels build looplets (`levels/`), the engine lowers them (`lower/`).
+
+use crate::ir::{Expr, Stmt, VarId};
+use crate::lower::tensor::TensorInfo;
+use crate::types::Scalar;
+use std::rc::Rc;
+
+/// What an access currently points at.
+#[derive(Clone)]
+pub enum Target {
+    /// A (sub)fiber of a tensor: level `level` at position `pos`. For updates, `dirty` is the
+    /// flag a write below must raise so a sparse parent records the coordinate.
+    Fiber(Fiber),
+    /// Every remaining entry equals this value (reads).
+    Fill(Scalar),
+    /// Writes are discarded.
+    Null,
+    /// The fiber unfurled for the access's next index.
+    Looplet(Looplet),
+}
+
+#[derive(Clone)]
+pub struct Fiber {
+    pub tensor: Rc<TensorInfo>,
+    pub level: usize,
+    pub pos: Expr,
+    /// For multi-dimensional levels (SparseCOO): the end of the position range and how many of
+    /// the level's dimensions are already consumed.
+    pub pos_hi: Option<Expr>,
+    pub sub: usize,
+    pub dirty: Option<VarId>,
+}
+
+impl Fiber {
+    pub fn root(tensor: Rc<TensorInfo>) -> Fiber {
+        Fiber { tensor, level: 0, pos: crate::ir::build::int(0), pos_hi: None, sub: 0, dirty: None }
+    }
+    pub fn child(&self, pos: Expr) -> Fiber {
+        Fiber {
+            tensor: self.tensor.clone(),
+            level: self.level + 1,
+            pos,
+            pos_hi: None,
+            sub: 0,
+            dirty: self.dirty,
+        }
+    }
+}
+
+pub type LookupFn = Rc<dyn Fn(&Expr) -> Target>;
+pub type SeekFn = Rc<dyn Fn(&Expr) -> Vec<Stmt>>;
+
+/// A looplet: the structure of a fiber over the extent of the loop being lowered. Coordinates
+/// inside looplets are absolute (not relative to the extent).
+#[derive(Clone)]
+pub enum Looplet {
+    /// The same target over the whole extent.
+    Run(Box<Target>),
+    /// Random access: the target at each coordinate.
+    Lookup(LookupFn),
+    /// `body` everywhere before coordinate `at`, `tail` at `at` (which is the chunk's end when
+    /// the spike comes from a stepper).
+    Spike { at: Expr, body: Box<Target>, tail: Box<Target> },
+    /// Consecutive phases; phase k covers (stop of phase k-1, stop_k]; `None` runs to the end.
+    Sequence(Vec<Phase>),
+    /// A variable number of chunks, each ending at `stop`.
+    Stepper(Rc<Stepper>),
+    /// Runtime specialisation: the first case whose condition holds.
+    Switch(Vec<(Expr, Looplet)>),
+    /// Code to run before (and after) the loop that lowers `body`.
+    Thunk { preamble: Vec<Stmt>, body: Box<Target>, epilogue: Vec<Stmt> },
+}
+
+#[derive(Clone)]
+pub struct Phase {
+    pub stop: Option<Expr>,
+    pub body: Looplet,
+}
+
+pub struct Stepper {
+    /// Move the state to the chunk containing the given coordinate.
+    pub seek: SeekFn,
+    /// The last coordinate of the current chunk.
+    pub stop: Expr,
+    /// The chunk's structure (its `Spike::at` is `stop`).
+    pub chunk: Looplet,
+    /// Advance to the next chunk.
+    pub next: Vec<Stmt>,
+}
+
+/// The looplet styles in their explicit total priority order (highest first), as in the Finch
+/// paper's Fig. 15: a statement is lowered by the rule of the highest style present.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Style {
+    Thunk,
+    Switch,
+    Sequence,
+    Spike,
+    Run,
+    Stepper,
+    Lookup,
+}
+
+impl Looplet {
+    pub fn style(&self) -> Style {
+        match self {
+            Looplet::Thunk { .. } => Style::Thunk,
+            Looplet::Switch(_) => Style::Switch,
+            Looplet::Sequence(_) => Style::Sequence,
+            Looplet::Spike { .. } => Style::Spike,
+            Looplet::Run(_) => Style::Run,
+            Looplet::Stepper(_) => Style::Stepper,
+            Looplet::Lookup(_) => Style::Lookup,
+        }
+    }
+}

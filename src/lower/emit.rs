@@ -1,0 +1,183 @@
+//! Turning fully lowered expressions into typed IR, with the typing rules of `semantics`.
+
+use super::ctx::Cx;
+use super::node::LExpr;
+use crate::error::{Error, Result};
+use crate::ir::{build as b, BinOp, Expr, UnOp};
+use crate::levels::{level_impl, LeafValue};
+use crate::looplets::Target;
+use crate::notation::ast::{BinaryOp, Reducer, Span, UnaryOp};
+use crate::semantics;
+use crate::types::{Class, ElemType, Scalar};
+
+pub fn class_type(c: Class) -> ElemType {
+    match c {
+        Class::Bool => ElemType::Bool,
+        Class::Int => ElemType::I64,
+        Class::Float => ElemType::F64,
+    }
+}
+
+/// Convert between compute classes.
+pub fn convert(e: Expr, from: Class, to: Class) -> Expr {
+    if from == to {
+        return e;
+    }
+    if let Expr::Const(s) = &e {
+        return Expr::Const(s.cast(class_type(to)));
+    }
+    b::cast(class_type(to), e)
+}
+
+/// An integer-valued index or extent bound.
+pub fn emit_index(cx: &mut Cx, e: &LExpr, span: Span) -> Result<Expr> {
+    let (v, class) = emit_expr(cx, e, span)?;
+    match class {
+        Class::Float => Err(Error::program(span, "an index or extent must be an integer, not a float")),
+        c => Ok(convert(v, c, Class::Int)),
+    }
+}
+
+pub fn emit_expr(cx: &mut Cx, e: &LExpr, span: Span) -> Result<(Expr, Class)> {
+    Ok(match e {
+        LExpr::Lit(s) => {
+            let w = s.widen();
+            (Expr::Const(w), w.ty().class())
+        }
+        LExpr::Ir(v, ty) => (v.clone(), ty.class()),
+        LExpr::Index(n) => {
+            return Err(Error::program(span, format!("index `{n}` is used outside a loop that binds it")));
+        }
+        LExpr::Access(a) => match &a.target {
+            Target::Fill(v) => {
+                let w = v.widen();
+                (Expr::Const(w), w.ty().class())
+            }
+            Target::Fiber(f) if a.indices.is_empty() => {
+                match level_impl(&f.tensor.format.levels[f.level]).read_leaf(f) {
+                    Some(LeafValue::Const(s)) => (Expr::Const(s.widen()), s.ty().class()),
+                    Some(LeafValue::Value(v, ty)) => (v, ty.class()),
+                    None => {
+                        return Err(Error::program(
+                            a.span,
+                            format!("`{}` is read with fewer indices than it has dimensions", a.tensor),
+                        ));
+                    }
+                }
+            }
+            _ => return Err(Error::program(a.span, format!("internal: read of `{}` was not lowered", a.tensor))),
+        },
+        LExpr::Unary(op, x, sp) => {
+            let (v, c) = emit_expr(cx, x, *sp)?;
+            let (operand, result) = semantics::unary_class(*op, c).map_err(|m| Error::program(*sp, m))?;
+            let v = convert(v, c, operand);
+            let out = match op {
+                UnaryOp::Neg => Expr::Unary(UnOp::Neg, Box::new(v)),
+                UnaryOp::Not => Expr::Unary(UnOp::Not, Box::new(v)),
+            };
+            (out, result)
+        }
+        LExpr::Binary(op, x, y, sp) => {
+            let (a, ca) = emit_expr(cx, x, *sp)?;
+            let (bv, cb) = emit_expr(cx, y, *sp)?;
+            let (operand, result) = semantics::binary_classes(*op, ca, cb).map_err(|m| Error::program(*sp, m))?;
+            let a = convert(a, ca, operand);
+            let bv = convert(bv, cb, operand);
+            let irop = match op {
+                BinaryOp::Add => BinOp::Add,
+                BinaryOp::Sub => BinOp::Sub,
+                BinaryOp::Mul => BinOp::Mul,
+                BinaryOp::Div => BinOp::Div,
+                BinaryOp::Rem => BinOp::Rem,
+                BinaryOp::Eq => BinOp::Eq,
+                BinaryOp::Ne => BinOp::Ne,
+                BinaryOp::Lt => BinOp::Lt,
+                BinaryOp::Le => BinOp::Le,
+                BinaryOp::Gt => BinOp::Gt,
+                BinaryOp::Ge => BinOp::Ge,
+                BinaryOp::AndAnd | BinaryOp::BitAnd => BinOp::And,
+                BinaryOp::OrOr | BinaryOp::BitOr => BinOp::Or,
+                BinaryOp::Xor => BinOp::Xor,
+                BinaryOp::Shl => BinOp::Shl,
+                BinaryOp::Shr => BinOp::Shr,
+            };
+            (Expr::Binary(irop, Box::new(a), Box::new(bv)), result)
+        }
+        LExpr::Call(name, args, sp) => {
+            let mut vals = vec![];
+            let mut classes = vec![];
+            for a in args {
+                let (v, c) = emit_expr(cx, a, *sp)?;
+                vals.push(v);
+                classes.push(c);
+            }
+            let (operands, result) =
+                semantics::call_classes(name, &classes).map_err(|m| Error::program(*sp, m))?;
+            let mut v: Vec<Expr> = vals
+                .into_iter()
+                .zip(classes.iter().zip(operands.iter()))
+                .map(|(v, (c, o))| convert(v, *c, *o))
+                .collect();
+            let arg = |v: &mut Vec<Expr>, k: usize| std::mem::replace(&mut v[k], b::int(0));
+            let out = match name.as_str() {
+                "min" | "max" => {
+                    let (x, y) = (arg(&mut v, 0), arg(&mut v, 1));
+                    minmax(name == "min", x, y, operands[0])
+                }
+                "abs" => Expr::Unary(UnOp::Abs, Box::new(arg(&mut v, 0))),
+                "sqrt" => Expr::Unary(UnOp::Sqrt, Box::new(arg(&mut v, 0))),
+                "exp" => Expr::Unary(UnOp::Exp, Box::new(arg(&mut v, 0))),
+                "log" => Expr::Unary(UnOp::Log, Box::new(arg(&mut v, 0))),
+                "floor" => Expr::Unary(UnOp::Floor, Box::new(arg(&mut v, 0))),
+                "div" => {
+                    let (x, y) = (arg(&mut v, 0), arg(&mut v, 1));
+                    if operands[0] == Class::Float {
+                        // Truncating quotient, like the integer case.
+                        let q = b::bin(BinOp::Div, x, y);
+                        let neg = b::lt(q.clone(), Expr::Const(Scalar::F64(0.0)));
+                        let down = Expr::Unary(UnOp::Floor, Box::new(q.clone()));
+                        let up = Expr::Unary(
+                            UnOp::Neg,
+                            Box::new(Expr::Unary(UnOp::Floor, Box::new(Expr::Unary(UnOp::Neg, Box::new(q))))),
+                        );
+                        b::select(neg, up, down)
+                    } else {
+                        b::bin(BinOp::Div, x, y)
+                    }
+                }
+                "ifelse" => {
+                    let (c, x, y) = (arg(&mut v, 0), arg(&mut v, 1), arg(&mut v, 2));
+                    b::select(c, x, y)
+                }
+                "coalesce" => arg(&mut v, 0),
+                other => return Err(Error::program(*sp, format!("unknown function `{other}`"))),
+            };
+            (out, result)
+        }
+    })
+}
+
+fn minmax(is_min: bool, x: Expr, y: Expr, class: Class) -> Expr {
+    if class == Class::Bool {
+        return b::bin(if is_min { BinOp::And } else { BinOp::Or }, x, y);
+    }
+    b::bin(if is_min { BinOp::Min } else { BinOp::Max }, x, y)
+}
+
+/// `old <op> new` in compute class `class` (operands already converted).
+pub fn apply_reducer(r: &Reducer, old: Expr, new: Expr, class: Class) -> Expr {
+    match r {
+        Reducer::Add => b::bin(BinOp::Add, old, new),
+        Reducer::Sub => b::bin(BinOp::Sub, old, new),
+        Reducer::Mul => b::bin(BinOp::Mul, old, new),
+        Reducer::And => b::bin(BinOp::And, old, new),
+        Reducer::Or => b::bin(BinOp::Or, old, new),
+        Reducer::Min => minmax(true, old, new, class),
+        Reducer::Max => minmax(false, old, new, class),
+        Reducer::Choose(z) => {
+            let z = Expr::Const(z.cast(class_type(class)));
+            b::select(b::eq(old.clone(), z), new, old)
+        }
+        Reducer::Named(_) => unreachable!("reducer_classes rejects unknown reducers"),
+    }
+}

@@ -1,0 +1,489 @@
+//! The recursive lowering engine: one loop at a time, outermost first, each loop's body
+//! rewritten by the looplet rule of the highest style present (see `looplets::Style`).
+
+use super::ctx::Cx;
+use super::emit::{emit_expr, emit_index};
+use super::node::{self, LAccess, LExpr, LStmt, Mode};
+use super::tensor::TensorInfo;
+use crate::error::{Error, Result};
+use crate::ir::{build as b, Expr, Stmt};
+use crate::levels::{level_impl, LevelRef};
+use crate::looplets::{Looplet, Phase, Style, Target};
+use crate::notation::ast::{AssignOp, Span};
+use crate::symbolic;
+use crate::types::{Class, ElemType, Scalar};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// An inclusive range of coordinates as IR values.
+#[derive(Clone)]
+pub struct Ext {
+    pub start: Expr,
+    pub stop: Expr,
+}
+
+impl Ext {
+    fn is_point(&self) -> bool {
+        self.start == self.stop
+    }
+}
+
+pub struct Engine {
+    pub cx: Cx,
+    pub tensors: HashMap<String, Rc<TensorInfo>>,
+    /// The value each tensor was last declared with in this kernel (Finch's `initwrite`: an
+    /// overwrite with that value is a no-op).
+    pub declared: HashMap<String, Scalar>,
+}
+
+impl Engine {
+    pub fn lower_block(&mut self, mut stmts: Vec<LStmt>) -> Result<Vec<Stmt>> {
+        let (pre, post) = hoist_thunks(&mut stmts)?;
+        symbolic::simplify_stmts(&mut stmts, &self.declared);
+        let mut code = pre;
+        for s in stmts {
+            code.extend(self.lower_stmt(s)?);
+        }
+        code.extend(post);
+        Ok(code)
+    }
+
+    fn lower_stmt(&mut self, s: LStmt) -> Result<Vec<Stmt>> {
+        match s {
+            LStmt::Loop { index, start, stop, body, span } => {
+                let start = emit_index(&mut self.cx, &start, span)?;
+                let stop = emit_index(&mut self.cx, &stop, span)?;
+                let mut code = vec![];
+                let start = self.pin(&mut code, start, &format!("{index}_start"));
+                let stop = self.pin(&mut code, stop, &format!("{index}_stop"));
+                code.extend(self.lower_loop(&index, Ext { start, stop }, body)?);
+                Ok(code)
+            }
+            LStmt::If { cond, then, otherwise, span } => {
+                let (c, class) = emit_expr(&mut self.cx, &cond, span)?;
+                if class != Class::Bool {
+                    return Err(Error::program(span, "the condition of `if` must be a boolean"));
+                }
+                let then = self.lower_block(then)?;
+                let otherwise = self.lower_block(otherwise)?;
+                Ok(b::if_else(c, then, otherwise))
+            }
+            LStmt::Let { name, value, mut body, span } => {
+                let (v, ty) = emit_expr(&mut self.cx, &value, span)?;
+                let var = self.cx.var(&name, ty);
+                node::substitute_index(&mut body, &name, &b::var(var));
+                // `substitute_index` marks the value I64; fix the type of let-bound values.
+                retype(&mut body, var, ty);
+                let mut code = vec![b::assign(var, v)];
+                code.extend(self.lower_block(body)?);
+                Ok(code)
+            }
+            LStmt::Assign { lhs, op, rhs, span } => self.lower_assign(lhs, op, rhs, span),
+            LStmt::Declare { tensor, init, .. } => {
+                let t = self.tensors[&tensor].clone();
+                let l = LevelRef { tensor: &t, level: 0 };
+                let code = level_impl(l.kind()).declare(&mut self.cx, &l, b::int(1), init)?;
+                self.declared.insert(tensor, init.cast(t.elem));
+                Ok(code)
+            }
+            LStmt::Freeze { tensor } => {
+                let t = self.tensors[&tensor].clone();
+                let l = LevelRef { tensor: &t, level: 0 };
+                Ok(level_impl(l.kind()).freeze(&mut self.cx, &l, b::int(1))?.0)
+            }
+            LStmt::Thaw { tensor, span } => {
+                let t = self.tensors[&tensor].clone();
+                let l = LevelRef { tensor: &t, level: 0 };
+                self.declared.remove(&tensor);
+                level_impl(l.kind())
+                    .thaw(&mut self.cx, &l, b::int(1))
+                    .map(|r| r.0)
+                    .map_err(|e| Error::Lifecycle { span, msg: e.to_string() })
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// Keep simple values as they are; give anything else a variable, so extents compare
+    /// structurally and are computed once.
+    fn pin(&mut self, code: &mut Vec<Stmt>, e: Expr, name: &str) -> Expr {
+        match e {
+            Expr::Const(_) | Expr::Var(_) => e,
+            e => {
+                let v = self.cx.var(name, ElemType::I64);
+                code.push(b::assign(v, e));
+                b::var(v)
+            }
+        }
+    }
+
+    /// Lower `for index in ext: body`.
+    pub fn lower_loop(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
+        // Unfurl every access whose next index is this loop's.
+        let cx = &mut self.cx;
+        node::visit_accesses_mut(&mut body, &mut |a: &mut LAccess| {
+            if a.head() == Some(index) {
+                if let Target::Fiber(f) = &a.target {
+                    let imp = level_impl(&f.tensor.format.levels[f.level]);
+                    let l = match a.mode {
+                        Mode::Read => imp.unfurl_read(cx, f, a.head_protocol())?,
+                        Mode::Update => imp.unfurl_update(cx, f)?,
+                    };
+                    a.target = Target::Looplet(l);
+                }
+            }
+            Ok(())
+        })?;
+        let (pre, post) = hoist_thunks(&mut body)?;
+        symbolic::simplify_stmts(&mut body, &self.declared);
+        if body.is_empty() {
+            return Ok(pre.into_iter().chain(post).collect());
+        }
+        let style = styles_of(&mut body, index).into_iter().min();
+        let mut code = pre;
+        code.extend(match style {
+            None => self.lower_plain(index, ext, body)?,
+            Some(Style::Thunk) => unreachable!("thunks were hoisted"),
+            Some(Style::Switch) => self.lower_switch(index, ext, body)?,
+            Some(Style::Sequence) => self.lower_sequence(index, ext, body)?,
+            Some(Style::Spike) => self.lower_spike(index, ext, body)?,
+            Some(Style::Run) => {
+                replace_head(&mut body, index, &mut |l| match l {
+                    Looplet::Run(t) => Some(*t.clone()),
+                    _ => None,
+                });
+                self.lower_loop(index, ext, body)?
+            }
+            Some(Style::Stepper) => self.lower_stepper(index, ext, body)?,
+            Some(Style::Lookup) => self.lower_lookup(index, ext, body)?,
+        });
+        code.extend(post);
+        Ok(code)
+    }
+
+    /// No looplet depends on the index: integrate what can be integrated, else loop densely.
+    fn lower_plain(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
+        if !node::stmts_use_index(&mut body, index) {
+            if let Some(code) = self.integrate(&ext, &body)? {
+                return Ok(code);
+            }
+        }
+        self.emit_for(index, ext, body)
+    }
+
+    fn emit_for(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
+        if ext.is_point() {
+            node::substitute_index(&mut body, index, &ext.start);
+            return self.lower_block(body);
+        }
+        let v = self.cx.var(index, ElemType::I64);
+        node::substitute_index(&mut body, index, &b::var(v));
+        let inner = self.lower_block(body)?;
+        if inner.is_empty() {
+            return Ok(vec![]);
+        }
+        Ok(vec![Stmt::For { var: v, start: ext.start, stop: b::add(ext.stop, b::int(1)), body: inner }])
+    }
+
+    /// `for i in ext: s op= c` with nothing depending on i: `+` multiplies by the extent's
+    /// length, idempotent reducers apply once if the extent is non-empty (Finch's loop
+    /// collapse). Returns `None` when some statement does not fit.
+    fn integrate(&mut self, ext: &Ext, body: &[LStmt]) -> Result<Option<Vec<Stmt>>> {
+        let len = b::add(b::sub(ext.stop.clone(), ext.start.clone()), b::int(1));
+        let mut out = vec![];
+        for s in body {
+            let LStmt::Assign { lhs, op, rhs, span } = s else { return Ok(None) };
+            let integrated = match op {
+                AssignOp::Reduce(r) if symbolic::algebra::is_idempotent(r) => rhs.clone(),
+                AssignOp::Overwrite => rhs.clone(),
+                AssignOp::Reduce(crate::notation::ast::Reducer::Add | crate::notation::ast::Reducer::Sub) => {
+                    LExpr::Binary(
+                        crate::notation::ast::BinaryOp::Mul,
+                        Box::new(LExpr::Ir(len.clone(), ElemType::I64)),
+                        Box::new(rhs.clone()),
+                        *span,
+                    )
+                }
+                _ => return Ok(None),
+            };
+            out.push(LStmt::Assign { lhs: lhs.clone(), op: op.clone(), rhs: integrated, span: *span });
+        }
+        let code = self.lower_block(out)?;
+        Ok(Some(b::if_(b::le(ext.start.clone(), ext.stop.clone()), code)))
+    }
+
+    fn lower_lookup(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
+        if ext.is_point() {
+            let at = ext.start.clone();
+            replace_head(&mut body, index, &mut |l| match l {
+                Looplet::Lookup(f) => Some(f(&at)),
+                _ => None,
+            });
+            return self.lower_loop(index, ext, body);
+        }
+        let v = self.cx.var(index, ElemType::I64);
+        let at = b::var(v);
+        replace_head(&mut body, index, &mut |l| match l {
+            Looplet::Lookup(f) => Some(f(&at)),
+            _ => None,
+        });
+        let inner = self.lower_loop(index, Ext { start: at.clone(), stop: at.clone() }, body)?;
+        if inner.is_empty() {
+            return Ok(vec![]);
+        }
+        Ok(vec![Stmt::For { var: v, start: ext.start, stop: b::add(ext.stop, b::int(1)), body: inner }])
+    }
+
+    fn lower_switch(&mut self, index: &str, ext: Ext, body: Vec<LStmt>) -> Result<Vec<Stmt>> {
+        let mut body = body;
+        let cases = take_first(&mut body, index, |l| matches!(l, Looplet::Switch(_)));
+        let Some((path, Looplet::Switch(cases))) = cases else { unreachable!("a switch is present") };
+        let mut code: Vec<Stmt> = vec![];
+        for (cond, case) in cases.into_iter().rev() {
+            let mut b2 = body.clone();
+            set_at(&mut b2, &path, Target::Looplet(case));
+            let lowered = self.lower_loop(index, ext.clone(), b2)?;
+            code = if code.is_empty() && cond == b::boolean(true) {
+                lowered
+            } else {
+                b::if_else(cond, lowered, code)
+            };
+        }
+        Ok(code)
+    }
+
+    fn lower_sequence(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
+        let seq = take_first(&mut body, index, |l| matches!(l, Looplet::Sequence(_)));
+        let Some((path, Looplet::Sequence(phases))) = seq else { unreachable!("a sequence is present") };
+        let mut code = vec![];
+        let mut cur = ext.start.clone();
+        let n = phases.len();
+        for (k, Phase { stop, body: looplet }) in phases.into_iter().enumerate() {
+            let hi = match stop {
+                None => ext.stop.clone(),
+                Some(s) => b::min(s, ext.stop.clone()),
+            };
+            let hi = self.pin(&mut code, hi, &format!("{index}_phase_stop"));
+            let mut b2 = body.clone();
+            set_at(&mut b2, &path, Target::Looplet(looplet));
+            let inner = self.lower_loop(index, Ext { start: cur.clone(), stop: hi.clone() }, b2)?;
+            code.extend(b::if_(b::le(cur.clone(), hi.clone()), inner));
+            if k + 1 < n {
+                let next = self.cx.var(&format!("{index}_phase_start"), ElemType::I64);
+                code.push(b::assign(next, b::max(cur.clone(), b::add(hi, b::int(1)))));
+                cur = b::var(next);
+            }
+        }
+        Ok(code)
+    }
+
+    fn lower_spike(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
+        // A spike whose point is not known to be the extent's end becomes a runtime switch.
+        let stop = ext.stop.clone();
+        let mut switched = false;
+        replace_head(&mut body, index, &mut |l| match l {
+            Looplet::Spike { at, body, tail } if *at != stop && !switched => {
+                switched = true;
+                Some(Target::Looplet(Looplet::Switch(vec![
+                    (
+                        b::eq(at.clone(), stop.clone()),
+                        Looplet::Spike { at: stop.clone(), body: body.clone(), tail: tail.clone() },
+                    ),
+                    (b::boolean(true), Looplet::Run(body.clone())),
+                ])))
+            }
+            _ => None,
+        });
+        if switched {
+            return self.lower_loop(index, ext, body);
+        }
+        let mut before = body.clone();
+        replace_head(&mut before, index, &mut |l| match l {
+            Looplet::Spike { body, .. } => Some(Target::Looplet(Looplet::Run(body.clone()))),
+            _ => None,
+        });
+        let mut code = vec![];
+        let last = self.pin(&mut code, b::sub(ext.stop.clone(), b::int(1)), &format!("{index}_before_stop"));
+        let inner = self.lower_loop(index, Ext { start: ext.start.clone(), stop: last.clone() }, before)?;
+        if inner.is_empty() {
+            code.clear();
+        } else {
+            code.extend(b::if_(b::le(ext.start.clone(), last), inner));
+        }
+        replace_head(&mut body, index, &mut |l| match l {
+            Looplet::Spike { tail, .. } => Some(Target::Looplet(Looplet::Run(tail.clone()))),
+            _ => None,
+        });
+        code.extend(self.lower_loop(index, Ext { start: ext.stop.clone(), stop: ext.stop }, body)?);
+        Ok(code)
+    }
+
+    fn lower_stepper(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
+        let mut steppers = vec![];
+        node::visit_accesses_mut(&mut body, &mut |a| {
+            if a.head() == Some(index) {
+                if let Target::Looplet(Looplet::Stepper(s)) = &a.target {
+                    steppers.push(s.clone());
+                    a.target = Target::Looplet(s.chunk.clone());
+                }
+            }
+            Ok(())
+        })?;
+        let mut code = vec![];
+        for s in &steppers {
+            code.extend((s.seek)(&ext.start));
+        }
+        let i = self.cx.var(index, ElemType::I64);
+        let e = self.cx.var(&format!("{index}_step"), ElemType::I64);
+        code.push(b::assign(i, ext.start.clone()));
+        let mut step = ext.stop.clone();
+        for s in &steppers {
+            step = b::min(s.stop.clone(), step);
+        }
+        let mut inner = vec![b::assign(e, step)];
+        inner.extend(self.lower_loop(index, Ext { start: b::var(i), stop: b::var(e) }, body)?);
+        for s in &steppers {
+            if steppers.len() == 1 {
+                inner.extend(s.next.clone());
+            } else {
+                inner.extend(b::if_(b::eq(s.stop.clone(), b::var(e)), s.next.clone()));
+            }
+        }
+        inner.push(b::assign(i, b::add(b::var(e), b::int(1))));
+        code.push(Stmt::While { cond: b::le(b::var(i), ext.stop), body: inner });
+        Ok(code)
+    }
+
+    fn lower_assign(&mut self, lhs: LAccess, op: AssignOp, rhs: LExpr, span: Span) -> Result<Vec<Stmt>> {
+        if !lhs.indices.is_empty() {
+            return Err(Error::program(span, format!("`{}` is written before its indices are bound", lhs.tensor)));
+        }
+        let fiber = match &lhs.target {
+            Target::Null => return Ok(vec![]),
+            Target::Fiber(f) => f.clone(),
+            _ => return Err(Error::program(span, format!("internal: write to `{}` was not lowered", lhs.tensor))),
+        };
+        let (r, rclass) = emit_expr(&mut self.cx, &rhs, span)?;
+        let elem = fiber.tensor.elem;
+        let imp = level_impl(&fiber.tensor.format.levels[fiber.level]);
+        let value: Box<dyn Fn(Expr) -> Expr> = match &op {
+            AssignOp::Overwrite => {
+                let v = super::emit::convert(r, rclass, elem.class());
+                Box::new(move |_| v.clone())
+            }
+            AssignOp::Reduce(red) => {
+                let red = red.clone();
+                let (compute, result) = crate::semantics::reducer_classes(&red, elem.class(), rclass)
+                    .map_err(|m| Error::program(span, m))?;
+                let r = super::emit::convert(r, rclass, compute);
+                Box::new(move |old| {
+                    let old = super::emit::convert(old, elem.class(), compute);
+                    let v = super::emit::apply_reducer(&red, old, r.clone(), compute);
+                    super::emit::convert(v, result, elem.class())
+                })
+            }
+        };
+        imp.update_leaf(&mut self.cx, &fiber, value.as_ref()).ok_or_else(|| {
+            Error::unsupported(
+                span,
+                format!("`{}`'s format {} cannot record writes at this level", lhs.tensor, fiber.tensor.format),
+            )
+        })
+    }
+}
+
+/// Let-bound values were substituted as I64; give them their real type.
+fn retype(body: &mut [LStmt], var: crate::ir::VarId, ty: ElemType) {
+    let _ = node::visit_exprs_mut(body, &mut |e| {
+        if let LExpr::Ir(Expr::Var(v), t) = e {
+            if *v == var {
+                *t = ty;
+            }
+        }
+        Ok(())
+    });
+}
+
+/// Collect the code of every thunk in the statements and replace each by its body.
+fn hoist_thunks(body: &mut [LStmt]) -> Result<(Vec<Stmt>, Vec<Stmt>)> {
+    let mut pre = vec![];
+    let mut post: Vec<Vec<Stmt>> = vec![];
+    node::visit_accesses_mut(body, &mut |a| {
+        while let Target::Looplet(Looplet::Thunk { preamble, body, epilogue }) = &a.target {
+            pre.extend(preamble.clone());
+            post.push(epilogue.clone());
+            a.target = (**body).clone();
+        }
+        Ok(())
+    })?;
+    // Epilogues run in reverse order of their preambles (inner thunks close first).
+    Ok((pre, post.into_iter().rev().flatten().collect()))
+}
+
+fn styles_of(body: &mut [LStmt], index: &str) -> Vec<Style> {
+    let mut styles = vec![];
+    let _ = node::visit_accesses_mut(body, &mut |a| {
+        if a.head() == Some(index) {
+            if let Target::Looplet(l) = &a.target {
+                styles.push(l.style());
+            }
+        }
+        Ok(())
+    });
+    styles
+}
+
+/// Replace the looplet of every access headed by `index` for which `f` returns a target;
+/// a replacement that is not a looplet consumes the index.
+fn replace_head(body: &mut [LStmt], index: &str, f: &mut dyn FnMut(&Looplet) -> Option<Target>) {
+    let _ = node::visit_accesses_mut(body, &mut |a| {
+        if a.head() == Some(index) {
+            if let Target::Looplet(l) = &a.target {
+                if let Some(t) = f(l) {
+                    match t {
+                        Target::Looplet(_) => a.target = t,
+                        t => a.advance(t),
+                    }
+                }
+            }
+        }
+        Ok(())
+    });
+}
+
+/// The position (in visiting order) and looplet of the first access headed by `index` whose
+/// looplet satisfies `pred`.
+fn take_first(body: &mut [LStmt], index: &str, pred: impl Fn(&Looplet) -> bool) -> Option<(usize, Looplet)> {
+    let mut k = 0;
+    let mut found = None;
+    let _ = node::visit_accesses_mut(body, &mut |a| {
+        if found.is_none() && a.head() == Some(index) {
+            if let Target::Looplet(l) = &a.target {
+                if pred(l) {
+                    found = Some((k, l.clone()));
+                }
+            }
+        }
+        k += 1;
+        Ok(())
+    });
+    found
+}
+
+/// Set the target of the access at visiting position `path`.
+fn set_at(body: &mut [LStmt], path: &usize, t: Target) {
+    let mut k = 0;
+    let mut t = Some(t);
+    let _ = node::visit_accesses_mut(body, &mut |a| {
+        if k == *path {
+            match t.take() {
+                Some(Target::Looplet(l)) => a.target = Target::Looplet(l),
+                Some(other) => a.advance(other),
+                None => {}
+            }
+        }
+        k += 1;
+        Ok(())
+    });
+}

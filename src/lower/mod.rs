@@ -1,0 +1,258 @@
+//! Lowering a normalised program to a loop-IR kernel: conversion of the notation into the
+//! engine's form, then the recursive looplet lowering of `engine`.
+
+pub mod ctx;
+pub mod emit;
+pub mod engine;
+pub mod node;
+pub mod tensor;
+
+use crate::error::{Error, Result};
+use crate::ir::{build as b, BufId, Kernel};
+use crate::levels::Format;
+use crate::looplets::{Fiber, Target};
+use crate::notation::ast::{self, Expr, ExprKind, Extent, Program, Stmt, StmtKind};
+use crate::types::{ElemType, Scalar};
+use ctx::Cx;
+use engine::Engine;
+use node::{LAccess, LExpr, LStmt, Mode};
+use std::collections::HashMap;
+use std::rc::Rc;
+use tensor::TensorInfo;
+
+/// Where each tensor's arrays sit in the kernel's buffer list. Buffer 0 holds every dimension.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub tensors: Vec<TensorLayout>,
+    pub ndims: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct TensorLayout {
+    pub name: String,
+    pub format: Format,
+    /// Buffer numbers of each level.
+    pub bufs: Vec<Vec<usize>>,
+    pub dims_slot: usize,
+}
+
+/// Compile a normalised program for tensors of the given formats.
+pub fn lower_program(program: &Program, formats: &[(String, Format)]) -> Result<(Kernel, Layout)> {
+    let mut cx = Cx::default();
+    let ndims: usize = formats.iter().map(|(_, f)| f.rank()).sum();
+    let dims_buf = cx.buf("dims".into(), ElemType::I64, false);
+    let mut tensors = HashMap::new();
+    let mut layout = Layout { tensors: vec![], ndims };
+    let mut slot = 0;
+    let mut entry = vec![];
+    for (name, format) in formats {
+        let t = TensorInfo::new(&mut cx, name, format, slot);
+        for (d, v) in t.dims.iter().enumerate() {
+            entry.push(b::assign(*v, b::load(dims_buf, b::int((slot + d) as i64))));
+        }
+        layout.tensors.push(TensorLayout {
+            name: name.clone(),
+            format: format.clone(),
+            bufs: t.level_bufs.iter().map(|l| l.iter().map(|b: &BufId| b.0 as usize).collect()).collect(),
+            dims_slot: slot,
+        });
+        slot += t.rank();
+        tensors.insert(name.clone(), Rc::new(t));
+    }
+    let mut conv = Converter { tensors: &tensors, scope: vec![] };
+    let body = conv.stmts(&program.body)?;
+    let mut engine = Engine { cx, tensors, declared: HashMap::new() };
+    let mut code = entry;
+    code.extend(engine.lower_block(body)?);
+    let Cx { vars, bufs, errors } = engine.cx;
+    let kernel = Kernel { name: "kernel".into(), bufs, vars, body: code, errors };
+    debug_assert_eq!(kernel.check(), Ok(()), "lowering produced ill-typed IR");
+    Ok((kernel, layout))
+}
+
+/// Notation → engine form: resolves names, sizes `_` extents from the tensors they index.
+struct Converter<'a> {
+    tensors: &'a HashMap<String, Rc<TensorInfo>>,
+    scope: Vec<String>,
+}
+
+impl Converter<'_> {
+    fn stmts(&mut self, stmts: &[Stmt]) -> Result<Vec<LStmt>> {
+        let mut out = vec![];
+        for s in stmts {
+            out.extend(self.stmt(s)?);
+        }
+        Ok(out)
+    }
+
+    fn tensor(&self, name: &str, span: ast::Span) -> Result<&Rc<TensorInfo>> {
+        self.tensors.get(name).ok_or_else(|| Error::program(span, format!("unknown tensor `{name}`")))
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> Result<Vec<LStmt>> {
+        let span = s.span;
+        Ok(vec![match &s.kind {
+            StmtKind::Declare { tensor, init } => {
+                let t = self.tensor(tensor, span)?;
+                let v = const_value(init).ok_or_else(|| {
+                    Error::program(init.span, format!("`{tensor} .= ...` needs a constant value"))
+                })?;
+                let _ = t;
+                LStmt::Declare { tensor: tensor.clone(), init: v, span }
+            }
+            StmtKind::Freeze { tensor } => {
+                self.tensor(tensor, span)?;
+                LStmt::Freeze { tensor: tensor.clone() }
+            }
+            StmtKind::Thaw { tensor } => {
+                self.tensor(tensor, span)?;
+                LStmt::Thaw { tensor: tensor.clone(), span }
+            }
+            StmtKind::Assign { lhs, op, rhs } => {
+                if let ast::AssignOp::Reduce(ast::Reducer::Named(n)) = op {
+                    return Err(Error::program(span, format!("unknown reducer `{n}`")));
+                }
+                LStmt::Assign { lhs: self.access(lhs, Mode::Update)?, op: op.clone(), rhs: self.expr(rhs)?, span }
+            }
+            StmtKind::Loop { index, extent, body } => {
+                let (start, stop) = match extent {
+                    Extent::Range(a, z) => (self.expr(a)?, self.expr(z)?),
+                    Extent::Auto => {
+                        let (t, d) = find_dim_source(body, index).ok_or_else(|| {
+                            Error::program(span, format!("could not resolve the extent of index `{index}`"))
+                        })?;
+                        let t = self.tensor(&t, span)?;
+                        let stop = b::sub(t.dim(d), b::int(1));
+                        (LExpr::Lit(Scalar::I64(0)), LExpr::Ir(stop, ElemType::I64))
+                    }
+                };
+                self.scope.push(index.clone());
+                let body = self.stmts(body)?;
+                self.scope.pop();
+                LStmt::Loop { index: index.clone(), start, stop, body, span }
+            }
+            StmtKind::If { cond, then, otherwise } => LStmt::If {
+                cond: self.expr(cond)?,
+                then: self.stmts(then)?,
+                otherwise: self.stmts(otherwise)?,
+                span,
+            },
+            StmtKind::Let { name, value, body } => {
+                let value = self.expr(value)?;
+                self.scope.push(name.clone());
+                let body = self.stmts(body)?;
+                self.scope.pop();
+                LStmt::Let { name: name.clone(), value, body, span }
+            }
+            StmtKind::Block(stmts) => return self.stmts(stmts),
+        }])
+    }
+
+    fn access(&mut self, a: &ast::Access, mode: Mode) -> Result<LAccess> {
+        let t = self.tensor(&a.tensor, a.span)?.clone();
+        if a.indices.len() != t.rank() {
+            return Err(Error::DimensionMismatch {
+                span: a.span,
+                msg: format!(
+                    "`{}` has {} dimensions but is accessed with {} indices",
+                    a.tensor,
+                    t.rank(),
+                    a.indices.len()
+                ),
+            });
+        }
+        let mut indices = vec![];
+        let mut protocols = vec![];
+        for ix in &a.indices {
+            if ix.permissive {
+                return Err(Error::unsupported(
+                    ix.expr.span,
+                    "permissive `~` indices are not compiled yet (run with --backend eval)",
+                ));
+            }
+            match &ix.expr.kind {
+                ExprKind::Name(n) if self.scope.contains(n) => indices.push(n.clone()),
+                _ => {
+                    return Err(Error::program(
+                        ix.expr.span,
+                        format!("internal: access to `{}` was not normalised to loop indices", a.tensor),
+                    ));
+                }
+            }
+            protocols.push(ix.protocol);
+        }
+        Ok(LAccess {
+            tensor: a.tensor.clone(),
+            target: Target::Fiber(Fiber::root(t)),
+            indices,
+            protocols,
+            mode,
+            span: a.span,
+        })
+    }
+
+    fn expr(&mut self, e: &Expr) -> Result<LExpr> {
+        let span = e.span;
+        Ok(match &e.kind {
+            ExprKind::Literal(s) => LExpr::Lit(s.widen()),
+            ExprKind::Missing => {
+                return Err(Error::unsupported(span, "`missing` is not compiled yet (run with --backend eval)"));
+            }
+            ExprKind::Name(n) => {
+                if self.scope.contains(n) {
+                    LExpr::Index(n.clone())
+                } else if let Some(t) = self.tensors.get(n) {
+                    if t.rank() != 0 {
+                        return Err(Error::program(
+                            span,
+                            format!("`{n}` has {} dimensions: read it with indices, `{n}[...]`", t.rank()),
+                        ));
+                    }
+                    LExpr::Access(Box::new(LAccess {
+                        tensor: n.clone(),
+                        target: Target::Fiber(Fiber::root(t.clone())),
+                        indices: vec![],
+                        protocols: vec![],
+                        mode: Mode::Read,
+                        span,
+                    }))
+                } else {
+                    return Err(Error::program(span, format!("unknown name `{n}`")));
+                }
+            }
+            ExprKind::Access(a) => LExpr::Access(Box::new(self.access(a, Mode::Read)?)),
+            ExprKind::Unary(op, x) => LExpr::Unary(*op, Box::new(self.expr(x)?), span),
+            ExprKind::Binary(op, x, y) => LExpr::Binary(*op, Box::new(self.expr(x)?), Box::new(self.expr(y)?), span),
+            ExprKind::Call(name, args) => {
+                LExpr::Call(name.clone(), args.iter().map(|a| self.expr(a)).collect::<Result<_>>()?, span)
+            }
+        })
+    }
+}
+
+/// A literal, possibly negated.
+pub fn const_value(e: &Expr) -> Option<Scalar> {
+    match &e.kind {
+        ExprKind::Literal(s) => Some(*s),
+        ExprKind::Unary(ast::UnaryOp::Neg, x) => {
+            const_value(x).and_then(|v| crate::semantics::eval_unary(ast::UnaryOp::Neg, v.widen()).ok())
+        }
+        _ => None,
+    }
+}
+
+/// A tensor and dimension that index `index` directly somewhere in `body`.
+pub fn find_dim_source(body: &[Stmt], index: &str) -> Option<(String, usize)> {
+    let mut found = None;
+    crate::notation::visit::accesses(body, &mut |a: &ast::Access| {
+        if found.is_none() {
+            for (d, ix) in a.indices.iter().enumerate() {
+                if !ix.permissive && matches!(&ix.expr.kind, ExprKind::Name(n) if n == index) {
+                    found = Some((a.tensor.clone(), d));
+                    break;
+                }
+            }
+        }
+    });
+    found
+}

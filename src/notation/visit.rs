@@ -1,0 +1,110 @@
+//! Read-only walks over the AST shared by the passes.
+
+use super::ast::{Access, Expr, ExprKind, Extent, Stmt, StmtKind};
+
+/// Every expression in the statements (pre-order), including extents and access indices.
+pub fn exprs<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Expr)) {
+    for s in stmts {
+        match &s.kind {
+            StmtKind::Declare { init, .. } => expr(init, f),
+            StmtKind::Assign { lhs, rhs, .. } => {
+                for ix in &lhs.indices {
+                    expr(&ix.expr, f);
+                }
+                expr(rhs, f);
+            }
+            StmtKind::Loop { extent, body, .. } => {
+                if let Extent::Range(a, b) = extent {
+                    expr(a, f);
+                    expr(b, f);
+                }
+                exprs(body, f);
+            }
+            StmtKind::If { cond, then, otherwise } => {
+                expr(cond, f);
+                exprs(then, f);
+                exprs(otherwise, f);
+            }
+            StmtKind::Let { value, body, .. } => {
+                expr(value, f);
+                exprs(body, f);
+            }
+            StmtKind::Block(b) => exprs(b, f),
+            StmtKind::Freeze { .. } | StmtKind::Thaw { .. } => {}
+        }
+    }
+}
+
+pub fn expr<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr)) {
+    f(e);
+    match &e.kind {
+        ExprKind::Access(a) => {
+            for ix in &a.indices {
+                expr(&ix.expr, f);
+            }
+        }
+        ExprKind::Unary(_, x) => expr(x, f),
+        ExprKind::Binary(_, x, y) => {
+            expr(x, f);
+            expr(y, f);
+        }
+        ExprKind::Call(_, args) => {
+            for a in args {
+                expr(a, f);
+            }
+        }
+        ExprKind::Literal(_) | ExprKind::Missing | ExprKind::Name(_) => {}
+    }
+}
+
+/// Every access, written or read.
+pub fn accesses<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Access)) {
+    fn lhs<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Access)) {
+        for s in stmts {
+            match &s.kind {
+                StmtKind::Assign { lhs: a, .. } => f(a),
+                StmtKind::Loop { body, .. } | StmtKind::Let { body, .. } | StmtKind::Block(body) => lhs(body, f),
+                StmtKind::If { then, otherwise, .. } => {
+                    lhs(then, f);
+                    lhs(otherwise, f);
+                }
+                _ => {}
+            }
+        }
+    }
+    lhs(stmts, f);
+    exprs(stmts, &mut |e| {
+        if let ExprKind::Access(a) = &e.kind {
+            f(a)
+        }
+    });
+}
+
+/// Names of the tensors read and written (directly or in nested statements).
+pub fn reads_writes(stmts: &[Stmt]) -> (Vec<String>, Vec<String>) {
+    let mut reads = vec![];
+    let mut writes = vec![];
+    fn walk(stmts: &[Stmt], reads: &mut Vec<String>, writes: &mut Vec<String>) {
+        for s in stmts {
+            match &s.kind {
+                StmtKind::Assign { lhs, .. } => writes.push(lhs.tensor.clone()),
+                StmtKind::Declare { tensor, .. } => writes.push(tensor.clone()),
+                StmtKind::Loop { body, .. } | StmtKind::Let { body, .. } | StmtKind::Block(body) => {
+                    walk(body, reads, writes)
+                }
+                StmtKind::If { then, otherwise, .. } => {
+                    walk(then, reads, writes);
+                    walk(otherwise, reads, writes);
+                }
+                _ => {}
+            }
+        }
+    }
+    walk(stmts, &mut reads, &mut writes);
+    exprs(stmts, &mut |e| match &e.kind {
+        ExprKind::Access(a) => reads.push(a.tensor.clone()),
+        ExprKind::Name(n) => reads.push(n.clone()),
+        _ => {}
+    });
+    (reads, writes)
+}

@@ -1,0 +1,114 @@
+//! Compiling and running programs: normalisation, shape inference, the kernel cache, and
+//! moving tensors' arrays in and out of kernels.
+
+use crate::backend::{Backend, CompiledKernel};
+use crate::error::{Error, Result};
+use crate::ir::Kernel;
+use crate::levels::Format;
+use crate::lower::{lower_program, Layout};
+use crate::notation::ast::Program;
+use crate::runtime::Buffer;
+use crate::tensor::Tensor;
+use crate::transforms;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::rc::Rc;
+use std::time::Instant;
+
+/// A compiled kernel with the layout its buffers follow.
+pub struct Compiled {
+    pub kernel: Box<dyn CompiledKernel>,
+    pub layout: Layout,
+    pub ir: Kernel,
+}
+
+/// Normalise a program for tensors with these names: concordize, then lifecycle automation.
+pub fn normalize(program: &Program, tensors: &HashSet<String>) -> Result<Program> {
+    let p = transforms::concordize(program);
+    transforms::lifecycle(&p, tensors)
+}
+
+/// Compiles programs (cached by program and formats) and runs them on tensors.
+pub struct Runner {
+    backend: Box<dyn Backend>,
+    cache: RefCell<HashMap<String, Rc<Compiled>>>,
+    /// Time spent compiling by the last `compile` call (0 on a cache hit).
+    pub last_compile_ms: RefCell<f64>,
+}
+
+impl Runner {
+    pub fn new(backend: Box<dyn Backend>) -> Runner {
+        Runner { backend, cache: RefCell::new(HashMap::new()), last_compile_ms: RefCell::new(0.0) }
+    }
+
+    pub fn jit() -> Runner {
+        Runner::new(Box::new(crate::backend::Jit::new()))
+    }
+
+    pub fn cache_len(&self) -> usize {
+        self.cache.borrow().len()
+    }
+
+    /// Lower a program for the given tensor formats (sorted by name for a stable layout).
+    pub fn lower(program: &Program, formats: &BTreeMap<String, Format>) -> Result<(Kernel, Layout, Program)> {
+        let names: HashSet<String> = formats.keys().cloned().collect();
+        let normal = normalize(program, &names)?;
+        let list: Vec<(String, Format)> = formats.iter().map(|(n, f)| (n.clone(), f.clone())).collect();
+        let (k, l) = lower_program(&normal, &list)?;
+        Ok((k, l, normal))
+    }
+
+    pub fn compile(&self, program: &Program, formats: &BTreeMap<String, Format>) -> Result<Rc<Compiled>> {
+        let key = format!("{program:?}|{formats:?}");
+        if let Some(c) = self.cache.borrow().get(&key) {
+            *self.last_compile_ms.borrow_mut() = 0.0;
+            return Ok(c.clone());
+        }
+        let t0 = Instant::now();
+        let (ir, layout, _) = Runner::lower(program, formats)?;
+        if let Err(e) = ir.check() {
+            return Err(Error::Backend(format!("internal error: ill-typed IR: {e}")));
+        }
+        let kernel = self.backend.compile(&ir)?;
+        *self.last_compile_ms.borrow_mut() = t0.elapsed().as_secs_f64() * 1e3;
+        let c = Rc::new(Compiled { kernel, layout, ir });
+        self.cache.borrow_mut().insert(key, c.clone());
+        Ok(c)
+    }
+
+    /// Run a compiled kernel on the tensors (every tensor of its layout must be present).
+    pub fn execute(&self, c: &Compiled, tensors: &mut BTreeMap<String, Tensor>) -> Result<()> {
+        let mut dims = vec![0i64; c.layout.ndims];
+        let nbufs = c.ir.bufs.len();
+        let mut bufs: Vec<Buffer> = vec![Buffer::I64(vec![]); nbufs];
+        for tl in &c.layout.tensors {
+            let t = tensors
+                .get_mut(&tl.name)
+                .ok_or_else(|| Error::tensor(&tl.name, "is used by the program but was not given"))?;
+            for (d, &n) in t.shape.iter().enumerate() {
+                dims[tl.dims_slot + d] = n as i64;
+            }
+            for (lk, ids) in tl.bufs.iter().enumerate() {
+                for (bk, &id) in ids.iter().enumerate() {
+                    bufs[id] = std::mem::replace(&mut t.levels[lk][bk], Buffer::I64(vec![]));
+                }
+            }
+        }
+        bufs[0] = Buffer::I64(dims);
+        let result = c.kernel.run(&mut bufs);
+        // Give the arrays back even when the kernel failed, so inputs are never lost.
+        for tl in &c.layout.tensors {
+            let t = tensors.get_mut(&tl.name).expect("checked above");
+            for (lk, ids) in tl.bufs.iter().enumerate() {
+                for (bk, &id) in ids.iter().enumerate() {
+                    t.levels[lk][bk] = std::mem::replace(&mut bufs[id], Buffer::I64(vec![]));
+                }
+            }
+        }
+        result?;
+        for tl in &c.layout.tensors {
+            tensors.get_mut(&tl.name).expect("checked above").finish();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,49 @@
+//! Algebraic properties of reducers and operators, declared in one place so the simplifier
+//! uses them instead of hard-wiring cases.
+
+use crate::notation::ast::Reducer;
+use crate::types::{Class, Scalar};
+
+/// `x op id == x` for every x: assignments of the identity are no-ops.
+pub fn identity(r: &Reducer, class: Class) -> Option<Scalar> {
+    Some(match (r, class) {
+        (Reducer::Add | Reducer::Sub, Class::Float) => Scalar::F64(0.0),
+        (Reducer::Add | Reducer::Sub, _) => Scalar::I64(0),
+        (Reducer::Mul, Class::Float) => Scalar::F64(1.0),
+        (Reducer::Mul, _) => Scalar::I64(1),
+        (Reducer::Or, Class::Bool) => Scalar::Bool(false),
+        (Reducer::Or, Class::Int) => Scalar::I64(0),
+        (Reducer::And, Class::Bool) => Scalar::Bool(true),
+        (Reducer::And, Class::Int) => Scalar::I64(-1),
+        (Reducer::Min, Class::Float) => Scalar::F64(f64::INFINITY),
+        (Reducer::Min, Class::Int) => Scalar::I64(i64::MAX),
+        (Reducer::Min, Class::Bool) => Scalar::Bool(true),
+        (Reducer::Max, Class::Float) => Scalar::F64(f64::NEG_INFINITY),
+        (Reducer::Max, Class::Int) => Scalar::I64(i64::MIN),
+        (Reducer::Max, Class::Bool) => Scalar::Bool(false),
+        (Reducer::Choose(z), _) => z.widen(),
+        _ => return None,
+    })
+}
+
+/// `x op x == x`: repeating the reduction changes nothing.
+pub fn is_idempotent(r: &Reducer) -> bool {
+    matches!(r, Reducer::Min | Reducer::Max | Reducer::And | Reducer::Or | Reducer::Choose(_))
+}
+
+/// Whether a literal is the zero of its class (an annihilator of `*`).
+pub fn is_zero(s: &Scalar) -> bool {
+    match s.widen() {
+        Scalar::I64(0) => true,
+        Scalar::F64(v) => v == 0.0,
+        _ => false,
+    }
+}
+
+pub fn is_one(s: &Scalar) -> bool {
+    match s.widen() {
+        Scalar::I64(1) => true,
+        Scalar::F64(v) => v == 1.0,
+        _ => false,
+    }
+}

@@ -1,0 +1,301 @@
+//! The user-facing tensor: a shape, a format (level chain) and each level's arrays.
+
+use crate::error::{Error, Result};
+use crate::levels::{level_impl, Format};
+use crate::runtime::Buffer;
+use crate::types::{ElemType, Scalar};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    pub shape: Vec<usize>,
+    pub format: Format,
+    /// The buffers of each level, in the order the level declares them.
+    pub levels: Vec<Vec<Buffer>>,
+}
+
+impl Tensor {
+    /// A tensor whose every entry is the format's fill value.
+    pub fn empty(format: &Format, shape: &[usize]) -> Result<Tensor> {
+        check_rank(format, shape)?;
+        let mut t = Tensor::unbuilt(format, shape);
+        let mut count = 1;
+        for (k, kind) in format.levels.iter().enumerate() {
+            let dims = t.level_dims(k).to_vec();
+            count = level_impl(kind).empty(kind, &mut t.levels[k], &dims, count);
+        }
+        Ok(t)
+    }
+
+    fn unbuilt(format: &Format, shape: &[usize]) -> Tensor {
+        let levels = format
+            .levels
+            .iter()
+            .map(|k| level_impl(k).buffers(k, format.elem()).into_iter().map(|(_, t)| Buffer::new(t)).collect())
+            .collect();
+        Tensor { shape: shape.to_vec(), format: format.clone(), levels }
+    }
+
+    /// The dimensions indexed by level `k`.
+    pub fn level_dims(&self, k: usize) -> &[usize] {
+        let first: usize = self.format.levels[..k].iter().map(|l| l.rank()).sum();
+        &self.shape[first..first + self.format.levels[k].rank()]
+    }
+
+    pub fn elem(&self) -> ElemType {
+        self.format.elem()
+    }
+    pub fn fill(&self) -> Scalar {
+        self.format.fill()
+    }
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Build from coordinates (`coords[d][k]`, 0-based) and values; duplicates are combined
+    /// with `combine` (`+` for numbers, `|` for booleans is what files want). Explicitly
+    /// stored fill values are kept.
+    pub fn from_coo(
+        format: &Format,
+        shape: &[usize],
+        coords: &[Vec<i64>],
+        values: &Buffer,
+        combine: impl Fn(Scalar, Scalar) -> Scalar,
+    ) -> Result<Tensor> {
+        check_rank(format, shape)?;
+        let n = values.len();
+        if coords.len() != shape.len() || coords.iter().any(|c| c.len() != n) {
+            return Err(Error::tensor("", "coordinate lists and values differ in length"));
+        }
+        for (d, c) in coords.iter().enumerate() {
+            if let Some((k, &bad)) = c.iter().enumerate().find(|(_, &v)| v < 0 || v as usize >= shape[d]) {
+                return Err(Error::tensor(
+                    "",
+                    format!("entry {k}: coordinate {bad} of dimension {d} is outside 0..{}", shape[d]),
+                ));
+            }
+        }
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| coords.iter().map(|c| c[a]).cmp(coords.iter().map(|c| c[b])));
+        // Combine duplicates, keeping the first occurrence's place.
+        let elem = format.elem();
+        let mut uniq: Vec<usize> = vec![];
+        let mut vals: Vec<Scalar> = vec![];
+        for &k in &order {
+            let v = values.get(k).cast(elem);
+            match uniq.last() {
+                Some(&last) if coords.iter().all(|c| c[last] == c[k]) => {
+                    let m = vals.len() - 1;
+                    vals[m] = combine(vals[m], v).cast(elem);
+                }
+                _ => {
+                    uniq.push(k);
+                    vals.push(v);
+                }
+            }
+        }
+        let sorted: Vec<Vec<i64>> = coords.iter().map(|c| uniq.iter().map(|&k| c[k]).collect()).collect();
+        let mut t = Tensor::unbuilt(format, shape);
+        let mut groups = vec![(0usize, 0usize, uniq.len())];
+        let mut count = 1;
+        let mut dim = 0;
+        for (k, kind) in format.levels.iter().enumerate() {
+            let dims = t.level_dims(k).to_vec();
+            let coords_here: &[i64] = if kind.rank() > 0 { &sorted[dim] } else { &[] };
+            let (c, g) = level_impl(kind).build(kind, &mut t.levels[k], &dims, count, &groups, coords_here);
+            count = c;
+            groups = g;
+            dim += kind.rank();
+        }
+        // The leaf has been sized; write the values at their positions.
+        let leaf = format.levels.len() - 1;
+        if let Some(val) = t.levels[leaf].first_mut() {
+            for &(pos, lo, _) in &groups {
+                val.set(pos, vals[lo]);
+            }
+        }
+        Ok(t)
+    }
+
+    /// Build from row-major dense values, storing only entries that differ from the fill.
+    pub fn from_dense(format: &Format, shape: &[usize], values: &Buffer) -> Result<Tensor> {
+        let total: usize = shape.iter().product();
+        if values.len() != total {
+            return Err(Error::tensor("", format!("{} values for shape {:?}", values.len(), shape)));
+        }
+        let fill = format.fill();
+        let keep: Vec<usize> =
+            (0..total).filter(|&k| format.is_dense() || values.get(k).cast(format.elem()) != fill).collect();
+        let mut per_entry = vec![vec![]; shape.len()];
+        for &k in &keep {
+            let mut r = k;
+            let mut idx = vec![0i64; shape.len()];
+            for d in (0..shape.len()).rev() {
+                idx[d] = (r % shape[d]) as i64;
+                r /= shape[d];
+            }
+            for d in 0..shape.len() {
+                per_entry[d].push(idx[d]);
+            }
+        }
+        let mut vals = Buffer::new(format.elem());
+        for &k in &keep {
+            vals.push(values.get(k));
+        }
+        Tensor::from_coo(format, shape, &per_entry, &vals, |_, b| b)
+    }
+
+    /// Visit every stored entry: coordinates and value.
+    pub fn for_each_stored(&self, f: &mut dyn FnMut(&[usize], Scalar)) {
+        let mut coord = vec![];
+        self.walk(0, 0, &mut coord, f);
+    }
+
+    fn walk(&self, level: usize, pos: usize, coord: &mut Vec<usize>, f: &mut dyn FnMut(&[usize], Scalar)) {
+        let kind = &self.format.levels[level];
+        let imp = level_impl(kind);
+        if kind.is_leaf() {
+            f(coord, imp.leaf_value(kind, &self.levels[level], pos));
+            return;
+        }
+        let dims = self.level_dims(level).to_vec();
+        imp.for_each_child(kind, &self.levels[level], &dims, pos, &mut |c, child| {
+            coord.push(c);
+            self.walk(level + 1, child, coord, f);
+            coord.pop();
+        });
+    }
+
+    /// Row-major dense values.
+    pub fn to_dense(&self) -> Buffer {
+        let total: usize = self.shape.iter().product();
+        let mut out = Buffer::filled(self.elem(), total, self.fill());
+        let shape = self.shape.clone();
+        self.for_each_stored(&mut |c, v| {
+            let mut k = 0;
+            for (d, &x) in c.iter().enumerate() {
+                k = k * shape[d] + x;
+            }
+            out.set(k, v);
+        });
+        out
+    }
+
+    /// Number of stored entries (leaf positions reachable through the structure).
+    pub fn countstored(&self) -> usize {
+        let mut n = 0;
+        self.for_each_stored(&mut |_, _| n += 1);
+        n
+    }
+
+    /// The value at a coordinate.
+    pub fn get(&self, idx: &[usize]) -> Result<Scalar> {
+        if idx.len() != self.rank() || idx.iter().zip(&self.shape).any(|(i, n)| i >= n) {
+            return Err(Error::tensor("", format!("index {idx:?} is outside the shape {:?}", self.shape)));
+        }
+        let mut found = self.fill();
+        self.for_each_stored(&mut |c, v| {
+            if c == idx {
+                found = v;
+            }
+        });
+        Ok(found)
+    }
+
+    /// Check the stored arrays are consistent with the shape and format.
+    pub fn validate(&self, name: &str) -> Result<()> {
+        let mut count = 1;
+        for (k, kind) in self.format.levels.iter().enumerate() {
+            let dims = self.level_dims(k).to_vec();
+            count = level_impl(kind)
+                .validate(kind, &self.levels[k], &dims, count)
+                .map_err(|m| Error::tensor(name, format!("level {k}: {m}")))?;
+        }
+        Ok(())
+    }
+
+    /// Cut every level's arrays to their logical length after a kernel wrote them.
+    pub fn finish(&mut self) {
+        let mut count = 1;
+        for k in 0..self.format.levels.len() {
+            let kind = self.format.levels[k].clone();
+            let dims = self.level_dims(k).to_vec();
+            count = level_impl(&kind).finish(&kind, &mut self.levels[k], &dims, count);
+        }
+    }
+
+    /// Convert to another format (same shape and values).
+    pub fn to_format(&self, format: &Format) -> Result<Tensor> {
+        let mut coords = vec![vec![]; self.rank()];
+        let mut vals = Buffer::new(format.elem());
+        self.for_each_stored(&mut |c, v| {
+            for (d, &x) in c.iter().enumerate() {
+                coords[d].push(x as i64);
+            }
+            vals.push(v);
+        });
+        if format.is_dense() {
+            return Tensor::from_dense(format, &self.shape, &{
+                let mut b = self.to_dense();
+                if b.elem() != format.elem() {
+                    let mut c = Buffer::new(format.elem());
+                    for k in 0..b.len() {
+                        c.push(b.get(k));
+                    }
+                    b = c;
+                }
+                b
+            });
+        }
+        Tensor::from_coo(format, &self.shape, &coords, &vals, |_, b| b)
+    }
+}
+
+fn check_rank(format: &Format, shape: &[usize]) -> Result<()> {
+    if format.rank() != shape.len() {
+        return Err(Error::Format {
+            format: format.to_string(),
+            msg: format!("format has {} dimensions but the shape {:?} has {}", format.rank(), shape, shape.len()),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csr_from_coo_combines_duplicates() {
+        let f = Format::parse("csr", None).unwrap();
+        let coords = vec![vec![1, 0, 1, 1], vec![2, 1, 0, 2]];
+        let vals = Buffer::F64(vec![1.0, 2.0, 3.0, 4.0]);
+        let t = Tensor::from_coo(&f, &[3, 3], &coords, &vals, |a, b| Scalar::F64(a.as_f64() + b.as_f64())).unwrap();
+        assert_eq!(t.levels[1], vec![Buffer::I64(vec![0, 1, 3, 3]), Buffer::I64(vec![1, 0, 2])]);
+        assert_eq!(t.levels[2], vec![Buffer::F64(vec![2.0, 3.0, 5.0])]);
+        assert_eq!(t.to_dense(), Buffer::F64(vec![0.0, 2.0, 0.0, 3.0, 0.0, 5.0, 0.0, 0.0, 0.0]));
+        t.validate("A").unwrap();
+        assert_eq!(t.countstored(), 3);
+    }
+}
+
+/// A random tensor of the given format: each entry is stored with probability `density`,
+/// values uniform integers in 1..=9 (exact in every element type), seeded.
+pub fn random_sparse(format: &Format, shape: &[usize], density: f64, seed: u64) -> Result<Tensor> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let total: usize = shape.iter().product();
+    let expected = (total as f64 * density).ceil() as usize;
+    let mut coords = vec![vec![]; shape.len()];
+    let mut values = Buffer::new(format.elem());
+    if total > 0 {
+        for _ in 0..expected {
+            let mut k = rng.random_range(0..total);
+            for d in (0..shape.len()).rev() {
+                coords[d].push((k % shape[d]) as i64);
+                k /= shape[d];
+            }
+            values.push(Scalar::I64(rng.random_range(1..=9)));
+        }
+    }
+    Tensor::from_coo(format, shape, &coords, &values, |a, _| a)
+}

@@ -1,0 +1,134 @@
+//! Lifecycle automation: tensors are either being read or being updated. A declaration leaves
+//! a tensor in update mode; this pass inserts `@freeze` before the first read after updates,
+//! `@thaw` before the first write after reads (both in the scope that owns the tensor), and
+//! freezes at the end of that scope. Reading and writing one tensor inside a single child scope
+//! has no meaning under the dense semantics' loop order guarantees and is an error.
+
+use crate::error::{Error, Result};
+use crate::notation::ast::{Program, Stmt, StmtKind};
+use crate::notation::visit;
+use std::collections::{HashMap, HashSet};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Read,
+    Update,
+}
+
+/// `tensors`: every tensor of the kernel (names not listed are indices or let variables).
+pub fn lifecycle(p: &Program, tensors: &HashSet<String>) -> Result<Program> {
+    let mut modes: HashMap<String, Mode> = tensors.iter().map(|t| (t.clone(), Mode::Read)).collect();
+    let body = scope(&p.body, tensors, &mut modes, true)?;
+    Ok(Program { body })
+}
+
+fn declared_in(stmts: &[Stmt]) -> HashSet<String> {
+    let mut out = HashSet::new();
+    fn walk(stmts: &[Stmt], out: &mut HashSet<String>) {
+        for s in stmts {
+            match &s.kind {
+                StmtKind::Declare { tensor, .. } => {
+                    out.insert(tensor.clone());
+                }
+                StmtKind::Loop { body, .. } | StmtKind::Let { body, .. } | StmtKind::Block(body) => walk(body, out),
+                StmtKind::If { then, otherwise, .. } => {
+                    walk(then, out);
+                    walk(otherwise, out);
+                }
+                _ => {}
+            }
+        }
+    }
+    walk(stmts, &mut out);
+    out
+}
+
+/// Process one scope. `modes` holds the tensors this scope owns.
+fn scope(stmts: &[Stmt], tensors: &HashSet<String>, modes: &mut HashMap<String, Mode>, global: bool) -> Result<Vec<Stmt>> {
+    let mut out = vec![];
+    let mut touched: Vec<String> = vec![];
+    for s in stmts {
+        if let StmtKind::Declare { tensor, .. } = &s.kind {
+            modes.insert(tensor.clone(), Mode::Update);
+            touched.push(tensor.clone());
+            out.push(s.clone());
+            continue;
+        }
+        let one = std::slice::from_ref(s);
+        let inner = declared_in(one);
+        let (reads, writes) = visit::reads_writes(one);
+        let owned = |t: &String| tensors.contains(t) && !inner.contains(t) && modes.contains_key(t);
+        let reads: HashSet<&String> = reads.iter().filter(|t| owned(t)).collect();
+        let writes: HashSet<&String> = writes.iter().filter(|t| owned(t)).collect();
+        let mut both: Vec<&&String> = reads.intersection(&writes).collect();
+        both.sort();
+        if let Some(t) = both.first() {
+            return Err(Error::Lifecycle {
+                span: s.span,
+                msg: format!(
+                    "`{t}` is both read and written in this {} (hint: write the result to another tensor, or declare a workspace like `{t} .= 0` inside it)",
+                    stmt_name(s)
+                ),
+            });
+        }
+        let mut sorted_reads: Vec<&&String> = reads.iter().collect();
+        sorted_reads.sort();
+        for t in sorted_reads {
+            if modes[*t] == Mode::Update {
+                out.push(Stmt::new(StmtKind::Freeze { tensor: (*t).clone() }, s.span));
+                modes.insert((*t).clone(), Mode::Read);
+            }
+        }
+        let mut sorted_writes: Vec<&&String> = writes.iter().collect();
+        sorted_writes.sort();
+        for t in sorted_writes {
+            if modes[*t] == Mode::Read {
+                out.push(Stmt::new(StmtKind::Thaw { tensor: (*t).clone() }, s.span));
+                modes.insert((*t).clone(), Mode::Update);
+                touched.push((*t).clone());
+            }
+        }
+        out.push(nested(s, tensors)?);
+    }
+    // Leave the scope with everything it updated readable again.
+    let mut done = HashSet::new();
+    for t in touched {
+        if done.insert(t.clone()) && modes.get(&t) == Some(&Mode::Update) {
+            out.push(Stmt::new(StmtKind::Freeze { tensor: t.clone() }, Default::default()));
+            modes.insert(t, Mode::Read);
+        }
+    }
+    let _ = global;
+    Ok(out)
+}
+
+/// Recurse into a statement's bodies; each body owns the tensors declared directly in it.
+fn nested(s: &Stmt, tensors: &HashSet<String>) -> Result<Stmt> {
+    let body = |b: &[Stmt]| -> Result<Vec<Stmt>> {
+        let mut modes = HashMap::new();
+        scope(b, tensors, &mut modes, false)
+    };
+    let kind = match &s.kind {
+        StmtKind::Loop { index, extent, body: b } => {
+            StmtKind::Loop { index: index.clone(), extent: extent.clone(), body: body(b)? }
+        }
+        StmtKind::If { cond, then, otherwise } => {
+            StmtKind::If { cond: cond.clone(), then: body(then)?, otherwise: body(otherwise)? }
+        }
+        StmtKind::Let { name, value, body: b } => {
+            StmtKind::Let { name: name.clone(), value: value.clone(), body: body(b)? }
+        }
+        StmtKind::Block(b) => StmtKind::Block(body(b)?),
+        other => other.clone(),
+    };
+    Ok(Stmt::new(kind, s.span))
+}
+
+fn stmt_name(s: &Stmt) -> String {
+    match &s.kind {
+        StmtKind::Loop { index, .. } => format!("loop over `{index}`"),
+        StmtKind::If { .. } => "`if`".into(),
+        StmtKind::Let { .. } => "`let`".into(),
+        _ => "statement".into(),
+    }
+}
