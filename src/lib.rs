@@ -11,6 +11,7 @@ pub mod looplets;
 pub mod lower;
 pub mod notation;
 pub mod run;
+pub mod semantics;
 pub mod runtime;
 pub mod symbolic;
 pub mod tensor;

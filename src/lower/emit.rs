@@ -8,15 +8,9 @@ use crate::levels::{level_impl, LeafValue};
 use crate::looplets::Target;
 use crate::notation::ast::{BinaryOp, Reducer, Span, UnaryOp};
 use crate::semantics;
-use crate::types::{Class, ElemType, Scalar};
+use crate::types::{Class, Scalar};
 
-pub fn class_type(c: Class) -> ElemType {
-    match c {
-        Class::Bool => ElemType::Bool,
-        Class::Int => ElemType::I64,
-        Class::Float => ElemType::F64,
-    }
-}
+pub use crate::semantics::class_type;
 
 /// Convert between compute classes.
 pub fn convert(e: Expr, from: Class, to: Class) -> Expr {
@@ -128,6 +122,8 @@ pub fn emit_expr(cx: &mut Cx, e: &LExpr, span: Span) -> Result<(Expr, Class)> {
                 "sqrt" => Expr::Unary(UnOp::Sqrt, Box::new(arg(&mut v, 0))),
                 "exp" => Expr::Unary(UnOp::Exp, Box::new(arg(&mut v, 0))),
                 "log" => Expr::Unary(UnOp::Log, Box::new(arg(&mut v, 0))),
+                // Integers are already whole.
+                "floor" if operands[0] == Class::Int => arg(&mut v, 0),
                 "floor" => Expr::Unary(UnOp::Floor, Box::new(arg(&mut v, 0))),
                 "div" => {
                     let (x, y) = (arg(&mut v, 0), arg(&mut v, 1));

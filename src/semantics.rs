@@ -1,0 +1,308 @@
+//! The typing and value rules of the language, shared by the reference evaluator, the
+//! simplifier's constant folding and the lowering's typed emission, so that all three agree.
+//!
+//! Values live in three compute classes (`Bool < Int < Float`). Operands are promoted to a
+//! common class before an operation; `Bool` takes part in arithmetic as the integers 0 and 1
+//! (`true + true == 2`), as in Julia. Integer arithmetic wraps, and integer division or
+//! remainder by zero gives 0 rather than trapping, so that no program can crash a kernel.
+
+use crate::notation::ast::{BinaryOp, Reducer, UnaryOp};
+use crate::types::{Class, ElemType, Scalar};
+
+/// The representative element type of a class.
+pub fn class_type(c: Class) -> ElemType {
+    match c {
+        Class::Bool => ElemType::Bool,
+        Class::Int => ElemType::I64,
+        Class::Float => ElemType::F64,
+    }
+}
+
+/// Convert a value to a class (same rules as a narrowing store, see `types.rs`).
+pub fn convert(v: Scalar, to: Class) -> Scalar {
+    v.widen().cast(class_type(to))
+}
+
+fn rank(c: Class) -> u8 {
+    match c {
+        Class::Bool => 0,
+        Class::Int => 1,
+        Class::Float => 2,
+    }
+}
+
+/// The smallest class both operands convert to without loss of kind.
+pub fn join(a: Class, b: Class) -> Class {
+    if rank(a) >= rank(b) { a } else { b }
+}
+
+/// Like `join`, but at least `Int`: the class arithmetic happens in.
+fn arith(a: Class, b: Class) -> Class {
+    join(join(a, b), Class::Int)
+}
+
+/// `(operand class, result class)` of a binary operator, or why the operands are unsuitable.
+pub fn binary_classes(op: BinaryOp, a: Class, b: Class) -> Result<(Class, Class), String> {
+    use BinaryOp::*;
+    let both_bool = a == Class::Bool && b == Class::Bool;
+    let any_float = a == Class::Float || b == Class::Float;
+    match op {
+        Add | Sub | Mul | Rem => {
+            let c = arith(a, b);
+            Ok((c, c))
+        }
+        Div => Ok((Class::Float, Class::Float)),
+        Eq | Ne if both_bool => Ok((Class::Bool, Class::Bool)),
+        Eq | Ne | Lt | Le | Gt | Ge => Ok((arith(a, b), Class::Bool)),
+        AndAnd | OrOr if both_bool => Ok((Class::Bool, Class::Bool)),
+        AndAnd | OrOr => Err(format!("`{}` needs bool operands", op.symbol())),
+        BitAnd | BitOr | Xor if both_bool => Ok((Class::Bool, Class::Bool)),
+        BitAnd | BitOr | Xor | Shl | Shr if !any_float => Ok((Class::Int, Class::Int)),
+        BitAnd | BitOr | Xor | Shl | Shr => Err(format!("`{}` needs integer or bool operands, not floats", op.symbol())),
+    }
+}
+
+/// `(operand class, result class)` of a unary operator.
+pub fn unary_class(op: UnaryOp, c: Class) -> Result<(Class, Class), String> {
+    match (op, c) {
+        (UnaryOp::Neg, Class::Float) => Ok((Class::Float, Class::Float)),
+        (UnaryOp::Neg, _) => Ok((Class::Int, Class::Int)),
+        (UnaryOp::Not, Class::Float) => Err("`!` needs a bool or integer operand, not a float".into()),
+        (UnaryOp::Not, c) => Ok((c, c)),
+    }
+}
+
+/// `(operand classes, result class)` of a built-in function call.
+pub fn call_classes(name: &str, args: &[Class]) -> Result<(Vec<Class>, Class), String> {
+    let arity = crate::notation::ast::BUILTIN_FUNCTIONS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, k)| *k)
+        .ok_or_else(|| format!("unknown function `{name}`"))?;
+    if args.len() != arity {
+        return Err(format!("`{name}` takes {arity} argument(s), got {}", args.len()));
+    }
+    Ok(match name {
+        "min" | "max" | "coalesce" => {
+            let c = join(args[0], args[1]);
+            (vec![c, c], c)
+        }
+        "abs" => {
+            let c = join(args[0], Class::Int);
+            (vec![c], c)
+        }
+        "sqrt" | "exp" | "log" => (vec![Class::Float], Class::Float),
+        "floor" => {
+            let c = join(args[0], Class::Int);
+            (vec![c], c)
+        }
+        "div" => {
+            let c = arith(args[0], args[1]);
+            (vec![c, c], c)
+        }
+        "ifelse" => {
+            if args[0] != Class::Bool {
+                return Err("the condition of `ifelse` must be a bool".into());
+            }
+            let c = join(args[1], args[2]);
+            (vec![Class::Bool, c, c], c)
+        }
+        _ => unreachable!("every builtin is handled above"),
+    })
+}
+
+/// `(compute class, result class)` of `old <reducer> new` where `old` has class `elem`.
+pub fn reducer_classes(r: &Reducer, elem: Class, rhs: Class) -> Result<(Class, Class), String> {
+    match r {
+        Reducer::Add | Reducer::Sub | Reducer::Mul => {
+            let c = arith(elem, rhs);
+            Ok((c, c))
+        }
+        Reducer::Min | Reducer::Max | Reducer::Choose(_) => {
+            let c = join(elem, rhs);
+            Ok((c, c))
+        }
+        Reducer::And | Reducer::Or => {
+            if elem == Class::Bool && rhs == Class::Bool {
+                Ok((Class::Bool, Class::Bool))
+            } else if elem != Class::Float && rhs != Class::Float {
+                Ok((Class::Int, Class::Int))
+            } else {
+                Err("`<<and>>=` and `<<or>>=` need integer or bool operands, not floats".into())
+            }
+        }
+        Reducer::Named(n) => Err(format!("unknown reducer `<<{n}>>=`")),
+    }
+}
+
+/// `select(b < a, b, a)`, the IR's `Min` (so NaN handling matches every backend).
+fn min_f(a: f64, b: f64) -> f64 {
+    if b < a { b } else { a }
+}
+
+fn max_f(a: f64, b: f64) -> f64 {
+    if b > a { b } else { a }
+}
+
+fn int_div(a: i64, b: i64) -> i64 {
+    if b == 0 { 0 } else { a.wrapping_div(b) }
+}
+
+fn int_rem(a: i64, b: i64) -> i64 {
+    if b == 0 { 0 } else { a.wrapping_rem(b) }
+}
+
+/// Evaluate a binary operator on two values.
+pub fn eval_binary(op: BinaryOp, a: Scalar, b: Scalar) -> Result<Scalar, String> {
+    use BinaryOp::*;
+    let (operand, _) = binary_classes(op, a.ty().class(), b.ty().class())?;
+    let (x, y) = (convert(a, operand), convert(b, operand));
+    Ok(match (operand, x, y) {
+        (_, Scalar::Bool(p), Scalar::Bool(q)) => Scalar::Bool(match op {
+            Eq => p == q,
+            Ne => p != q,
+            AndAnd | BitAnd => p && q,
+            OrOr | BitOr => p || q,
+            Xor => p ^ q,
+            _ => unreachable!("binary_classes gives Bool operands only to logical operators"),
+        }),
+        (_, Scalar::I64(p), Scalar::I64(q)) => match op {
+            Add => Scalar::I64(p.wrapping_add(q)),
+            Sub => Scalar::I64(p.wrapping_sub(q)),
+            Mul => Scalar::I64(p.wrapping_mul(q)),
+            Rem => Scalar::I64(int_rem(p, q)),
+            BitAnd => Scalar::I64(p & q),
+            BitOr => Scalar::I64(p | q),
+            Xor => Scalar::I64(p ^ q),
+            Shl => Scalar::I64(p.wrapping_shl((q & 63) as u32)),
+            Shr => Scalar::I64(p.wrapping_shr((q & 63) as u32)),
+            Eq => Scalar::Bool(p == q),
+            Ne => Scalar::Bool(p != q),
+            Lt => Scalar::Bool(p < q),
+            Le => Scalar::Bool(p <= q),
+            Gt => Scalar::Bool(p > q),
+            Ge => Scalar::Bool(p >= q),
+            _ => unreachable!("binary_classes gives Int operands only to integer operators"),
+        },
+        (_, Scalar::F64(p), Scalar::F64(q)) => match op {
+            Add => Scalar::F64(p + q),
+            Sub => Scalar::F64(p - q),
+            Mul => Scalar::F64(p * q),
+            Div => Scalar::F64(p / q),
+            Rem => Scalar::F64(p % q),
+            Eq => Scalar::Bool(p == q),
+            Ne => Scalar::Bool(p != q),
+            Lt => Scalar::Bool(p < q),
+            Le => Scalar::Bool(p <= q),
+            Gt => Scalar::Bool(p > q),
+            Ge => Scalar::Bool(p >= q),
+            _ => unreachable!("binary_classes gives Float operands only to arithmetic operators"),
+        },
+        _ => unreachable!("convert gives both operands the operand class"),
+    })
+}
+
+/// Evaluate a unary operator.
+pub fn eval_unary(op: UnaryOp, a: Scalar) -> Result<Scalar, String> {
+    let (operand, _) = unary_class(op, a.ty().class())?;
+    Ok(match (op, convert(a, operand)) {
+        (UnaryOp::Neg, Scalar::I64(x)) => Scalar::I64(x.wrapping_neg()),
+        (UnaryOp::Neg, Scalar::F64(x)) => Scalar::F64(-x),
+        (UnaryOp::Not, Scalar::Bool(x)) => Scalar::Bool(!x),
+        (UnaryOp::Not, Scalar::I64(x)) => Scalar::I64(!x),
+        _ => unreachable!("unary_class admits only these combinations"),
+    })
+}
+
+/// Evaluate a built-in function on values (`coalesce` here sees no `missing`: the evaluator
+/// resolves it before calling).
+pub fn eval_call(name: &str, args: &[Scalar]) -> Result<Scalar, String> {
+    let classes: Vec<Class> = args.iter().map(|a| a.ty().class()).collect();
+    let (operands, _) = call_classes(name, &classes)?;
+    let v: Vec<Scalar> = args.iter().zip(&operands).map(|(a, c)| convert(*a, *c)).collect();
+    Ok(match (name, v.as_slice()) {
+        ("min", [Scalar::Bool(a), Scalar::Bool(b)]) => Scalar::Bool(*a && *b),
+        ("max", [Scalar::Bool(a), Scalar::Bool(b)]) => Scalar::Bool(*a || *b),
+        ("min", [Scalar::I64(a), Scalar::I64(b)]) => Scalar::I64(if b < a { *b } else { *a }),
+        ("max", [Scalar::I64(a), Scalar::I64(b)]) => Scalar::I64(if b > a { *b } else { *a }),
+        ("min", [Scalar::F64(a), Scalar::F64(b)]) => Scalar::F64(min_f(*a, *b)),
+        ("max", [Scalar::F64(a), Scalar::F64(b)]) => Scalar::F64(max_f(*a, *b)),
+        ("abs", [Scalar::I64(a)]) => Scalar::I64(a.wrapping_abs()),
+        ("abs", [Scalar::F64(a)]) => Scalar::F64(a.abs()),
+        ("sqrt", [Scalar::F64(a)]) => Scalar::F64(a.sqrt()),
+        ("exp", [Scalar::F64(a)]) => Scalar::F64(a.exp()),
+        ("log", [Scalar::F64(a)]) => Scalar::F64(a.ln()),
+        ("floor", [Scalar::I64(a)]) => Scalar::I64(*a),
+        ("floor", [Scalar::F64(a)]) => Scalar::F64(a.floor()),
+        ("div", [Scalar::I64(a), Scalar::I64(b)]) => Scalar::I64(int_div(*a, *b)),
+        ("div", [Scalar::F64(a), Scalar::F64(b)]) => Scalar::F64((a / b).trunc()),
+        ("ifelse", [Scalar::Bool(c), x, y]) => {
+            if *c {
+                *x
+            } else {
+                *y
+            }
+        }
+        ("coalesce", [x, _]) => *x,
+        _ => unreachable!("call_classes admits only these combinations"),
+    })
+}
+
+/// `old <r> new`, stored back into an element of type `elem`.
+pub fn apply_reducer(r: &Reducer, old: Scalar, new: Scalar, elem: ElemType) -> Result<Scalar, String> {
+    let (compute, _) = reducer_classes(r, old.ty().class(), new.ty().class())?;
+    let (o, n) = (convert(old, compute), convert(new, compute));
+    let out = match r {
+        Reducer::Add => eval_binary(BinaryOp::Add, o, n)?,
+        Reducer::Sub => eval_binary(BinaryOp::Sub, o, n)?,
+        Reducer::Mul => eval_binary(BinaryOp::Mul, o, n)?,
+        Reducer::And => eval_binary(BinaryOp::BitAnd, o, n)?,
+        Reducer::Or => eval_binary(BinaryOp::BitOr, o, n)?,
+        Reducer::Min => eval_call("min", &[o, n])?,
+        Reducer::Max => eval_call("max", &[o, n])?,
+        Reducer::Choose(z) => {
+            if o == convert(*z, compute) {
+                n
+            } else {
+                o
+            }
+        }
+        Reducer::Named(n) => return Err(format!("unknown reducer `<<{n}>>=`")),
+    };
+    Ok(out.cast(elem))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn promotion_and_division() {
+        assert_eq!(eval_binary(BinaryOp::Add, Scalar::Bool(true), Scalar::Bool(true)), Ok(Scalar::I64(2)));
+        assert_eq!(eval_binary(BinaryOp::Div, Scalar::I64(7), Scalar::I64(2)), Ok(Scalar::F64(3.5)));
+        assert_eq!(eval_call("div", &[Scalar::I64(-7), Scalar::I64(2)]), Ok(Scalar::I64(-3)));
+        assert_eq!(eval_call("div", &[Scalar::F64(-7.0), Scalar::I64(2)]), Ok(Scalar::F64(-3.0)));
+        assert_eq!(eval_binary(BinaryOp::Rem, Scalar::I64(5), Scalar::I64(0)), Ok(Scalar::I64(0)));
+        assert_eq!(eval_binary(BinaryOp::Mul, Scalar::I64(i64::MAX), Scalar::I64(2)), Ok(Scalar::I64(-2)));
+    }
+
+    #[test]
+    fn type_errors_are_reported() {
+        assert!(eval_binary(BinaryOp::AndAnd, Scalar::I64(1), Scalar::Bool(true)).is_err());
+        assert!(eval_binary(BinaryOp::Shl, Scalar::F64(1.0), Scalar::I64(1)).is_err());
+        assert!(call_classes("min", &[Class::Int]).is_err());
+        assert!(call_classes("nope", &[]).is_err());
+        assert!(reducer_classes(&Reducer::Named("f".into()), Class::Int, Class::Int).is_err());
+    }
+
+    #[test]
+    fn reducers_store_into_the_element_type() {
+        let r = apply_reducer(&Reducer::Add, Scalar::I32(3), Scalar::F64(1.5), ElemType::I32);
+        assert_eq!(r, Ok(Scalar::I32(4)));
+        let c = apply_reducer(&Reducer::Choose(Scalar::I64(-1)), Scalar::I64(-1), Scalar::I64(5), ElemType::I64);
+        assert_eq!(c, Ok(Scalar::I64(5)));
+        let k = apply_reducer(&Reducer::Choose(Scalar::I64(-1)), Scalar::I64(2), Scalar::I64(5), ElemType::I64);
+        assert_eq!(k, Ok(Scalar::I64(2)));
+        assert_eq!(apply_reducer(&Reducer::Min, Scalar::F64(2.0), Scalar::F64(f64::NAN), ElemType::F64), Ok(Scalar::F64(2.0)));
+    }
+}
