@@ -12,7 +12,7 @@ use crate::looplets::{Looplet, Phase, Style, Target};
 use crate::notation::ast::{AssignOp, Span};
 use crate::symbolic;
 use crate::types::{Class, ElemType, Scalar};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 /// An inclusive range of coordinates as IR values.
@@ -34,11 +34,15 @@ pub struct Engine {
     /// The value each tensor was last declared with in this kernel (Finch's `initwrite`: an
     /// overwrite with that value is a no-op).
     pub declared: HashMap<String, Scalar>,
+    /// Tensors whose declaration is followed by writes that touch each element at most once;
+    /// only for those is `initwrite` sound (otherwise a later fill write must overwrite).
+    pub write_once: HashSet<String>,
 }
 
 impl Engine {
     pub fn lower_block(&mut self, mut stmts: Vec<LStmt>) -> Result<Vec<Stmt>> {
         let (pre, post) = hoist_thunks(&mut stmts)?;
+        self.write_once.extend(write_once_tensors(&stmts));
         symbolic::simplify_stmts(&mut stmts, &self.declared);
         let mut code = pre;
         for s in stmts {
@@ -83,7 +87,11 @@ impl Engine {
                 let t = self.tensors[&tensor].clone();
                 let l = LevelRef { tensor: &t, level: 0 };
                 let code = level_impl(l.kind()).declare(&mut self.cx, &l, b::int(1), init)?;
-                self.declared.insert(tensor, init.cast(t.elem));
+                if self.write_once.contains(&tensor) {
+                    self.declared.insert(tensor, init.cast(t.elem));
+                } else {
+                    self.declared.remove(&tensor);
+                }
                 Ok(code)
             }
             LStmt::Freeze { tensor } => {
@@ -486,4 +494,56 @@ fn set_at(body: &mut [LStmt], path: &usize, t: Target) {
         k += 1;
         Ok(())
     });
+}
+
+/// Tensors declared in `stmts` whose following writes (up to their freeze) are one overwrite
+/// that names every enclosing loop index, so each element is written at most once.
+fn write_once_tensors(stmts: &[LStmt]) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for (k, s) in stmts.iter().enumerate() {
+        let LStmt::Declare { tensor, .. } = s else { continue };
+        let end = stmts[k + 1..]
+            .iter()
+            .position(|s| matches!(s, LStmt::Freeze { tensor: t } if t == tensor))
+            .map_or(stmts.len(), |p| k + 1 + p);
+        let mut writes = vec![];
+        collect_writes(&stmts[k + 1..end], tensor, &mut vec![], &mut writes);
+        let once = match writes.as_slice() {
+            [(AssignOp::Overwrite, lhs, loops)] => {
+                let distinct: HashSet<&String> = lhs.iter().collect();
+                distinct.len() == lhs.len() && loops.iter().all(|l| lhs.contains(l))
+            }
+            [] => true,
+            _ => false,
+        };
+        if once {
+            out.insert(tensor.clone());
+        }
+    }
+    out
+}
+
+type Write = (AssignOp, Vec<String>, Vec<String>);
+
+fn collect_writes(stmts: &[LStmt], tensor: &str, loops: &mut Vec<String>, out: &mut Vec<Write>) {
+    for s in stmts {
+        match s {
+            LStmt::Assign { lhs, op, .. } if lhs.tensor == tensor => {
+                out.push((op.clone(), lhs.indices.clone(), loops.clone()))
+            }
+            LStmt::Loop { index, body, .. } => {
+                loops.push(index.clone());
+                collect_writes(body, tensor, loops, out);
+                loops.pop();
+            }
+            LStmt::If { then, otherwise, .. } => {
+                collect_writes(then, tensor, loops, out);
+                collect_writes(otherwise, tensor, loops, out);
+            }
+            LStmt::Let { body, .. } => collect_writes(body, tensor, loops, out),
+            // A second declaration starts a new region, judged on its own.
+            LStmt::Declare { tensor: t, .. } if t == tensor => return,
+            _ => {}
+        }
+    }
 }

@@ -61,7 +61,7 @@ pub fn lower_program(program: &Program, formats: &[(String, Format)]) -> Result<
     }
     let mut conv = Converter { tensors: &tensors, scope: vec![] };
     let body = conv.stmts(&program.body)?;
-    let mut engine = Engine { cx, tensors, declared: HashMap::new() };
+    let mut engine = Engine { cx, tensors, declared: HashMap::new(), write_once: Default::default() };
     let mut code = entry;
     code.extend(engine.lower_block(body)?);
     let Cx { vars, bufs, errors } = engine.cx;
