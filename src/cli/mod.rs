@@ -1,7 +1,7 @@
 //! The `tessera` command line: `run`, `code`, `convert`, `info`, `demo`.
 
 mod demo;
-mod files;
+mod eval;
 
 use crate::error::{Error, Result};
 use crate::levels::Format;
@@ -202,7 +202,7 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
     for spec in &a.inputs {
         let (name, rest) = split_name(spec, "--in")?;
         let (path, fmt) = split_format(rest);
-        tensors.insert(name.to_string(), files::load_tensor(path, fmt)?);
+        tensors.insert(name.to_string(), crate::tensor::files::load_tensor(path, fmt)?);
     }
     for spec in &a.scalars {
         let (name, v) = split_name(spec, "--scalar")?;
@@ -306,7 +306,7 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
         "eval" => {
             for _ in 0..a.repeat.max(1) {
                 let t0 = Instant::now();
-                files::run_eval(&program, &mut tensors).map_err(|e| with_origin(e, &origin))?;
+                eval::run_eval(&program, &mut tensors).map_err(|e| with_origin(e, &origin))?;
                 times.push(t0.elapsed().as_secs_f64() * 1e3);
             }
         }
@@ -317,7 +317,7 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
     for (n, o) in &outs {
         let t = &tensors[n];
         match &o.path {
-            Some(p) => files::write_tensor(p, t)?,
+            Some(p) => crate::tensor::files::write_tensor(p, t)?,
             None if t.rank() == 0 => {
                 let _ = writeln!(out, "{n} = {}", t.get(&[])?);
             }
@@ -341,18 +341,18 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
 fn convert(input: &str, output: &str) -> Result<String> {
     let (ipath, ifmt) = split_format(input);
     let (opath, ofmt) = split_format(output);
-    let t = files::load_tensor(ipath, ifmt)?;
+    let t = crate::tensor::files::load_tensor(ipath, ifmt)?;
     let t = match ofmt {
         Some(f) => t.to_format(&Format::parse(f, Some(t.rank()))?)?,
         None => t,
     };
-    files::write_tensor(opath, &t)?;
+    crate::tensor::files::write_tensor(opath, &t)?;
     Ok(String::new())
 }
 
 fn info(path: &str, storage: bool) -> Result<String> {
     let (p, fmt) = split_format(path);
-    let t = files::load_tensor(p, fmt)?;
+    let t = crate::tensor::files::load_tensor(p, fmt)?;
     let mut out = String::new();
     let shape: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
     let _ = writeln!(out, "shape: {}", if shape.is_empty() { "()".to_string() } else { shape.join("x") });

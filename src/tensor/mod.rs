@@ -1,5 +1,7 @@
 //! The user-facing tensor: a shape, a format (level chain) and each level's arrays.
 
+pub mod files;
+
 use crate::error::{Error, Result};
 use crate::levels::{level_impl, Format};
 use crate::runtime::Buffer;

@@ -1,13 +1,11 @@
-//! Loading and writing tensors for the command line, and the `--backend eval` path.
+//! Reading tensors from files into a chosen format, and writing them by file extension.
 
 use crate::error::{Error, Result};
 use crate::io::{self, CooData, DenseData, FileData};
 use crate::levels::{Format, LevelKind};
-use crate::notation::ast::Program;
 use crate::runtime::Buffer;
 use crate::tensor::Tensor;
 use crate::types::{ElemType, Scalar};
-use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Read a tensor file and store it in `format` (or the default for its kind of file).
@@ -113,21 +111,4 @@ fn to_coo(t: &Tensor) -> CooData {
         }
     });
     CooData { shape: t.shape.clone(), coords, values }
-}
-
-/// Run the reference evaluator on dense copies and store the results back in each format.
-pub fn run_eval(program: &Program, tensors: &mut BTreeMap<String, Tensor>) -> Result<()> {
-    let mut env = crate::eval::Env { tensors: BTreeMap::new() };
-    for (n, t) in tensors.iter() {
-        env.tensors.insert(
-            n.clone(),
-            crate::eval::DenseTensor { shape: t.shape.clone(), fill: t.fill(), values: t.to_dense() },
-        );
-    }
-    crate::eval::run(program, &mut env)?;
-    for (n, t) in tensors.iter_mut() {
-        let d = &env.tensors[n];
-        *t = Tensor::from_dense(&t.format, &t.shape, &d.values)?;
-    }
-    Ok(())
 }
