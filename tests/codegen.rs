@@ -1,0 +1,105 @@
+//! The shape of generated code: work follows the stored structure, and the kernel cache.
+
+mod common;
+
+use common::{fmt, parse};
+use std::collections::BTreeMap;
+use tessera::levels::Format;
+use tessera::run::Runner;
+use tessera::runtime::Buffer;
+use tessera::tensor::Tensor;
+
+fn code(text: &str, formats: &[(&str, &str)]) -> String {
+    let formats: BTreeMap<String, Format> = formats.iter().map(|(n, f)| (n.to_string(), fmt(f))).collect();
+    let (k, _, _) = Runner::lower(&parse(text), &formats).unwrap_or_else(|e| panic!("{e}"));
+    k.to_string()
+}
+
+fn count_loops(code: &str) -> (usize, usize) {
+    let fors = code.lines().filter(|l| l.trim_start().starts_with("for ")).count();
+    let whiles = code.lines().filter(|l| l.trim_start().starts_with("while ")).count();
+    (fors, whiles)
+}
+
+#[test]
+fn csr_sum_loops_over_rows_and_stored_entries_only() {
+    let c = code("s .= 0\nfor i = _, j = _\n  s[] += A[i, j]\nend", &[("A", "Dense(SparseList(Element(0.0)))"), ("s", "Element(0.0)")]);
+    let (fors, whiles) = count_loops(&c);
+    assert_eq!(fors + whiles, 2, "one loop over rows, one over stored entries:\n{c}");
+    assert!(!c.contains("+ 0.0") && !c.contains("+= 0"), "no additions of the fill value:\n{c}");
+}
+
+#[test]
+fn sparse_times_sparse_is_one_coiterating_loop() {
+    let c = code(
+        "z .= 0\nfor i = _\n  z[i] = x[i] * y[i]\nend",
+        &[("x", "SparseList(Element(0.0))"), ("y", "SparseList(Element(0.0))"), ("z", "Dense(Element(0.0))")],
+    );
+    let (fors, whiles) = count_loops(&c);
+    assert_eq!((fors, whiles), (0, 1), "a single coiterating while loop:\n{c}");
+    assert!(c.contains("x_q") && c.contains("y_q"), "the loop advances both lists:\n{c}");
+}
+
+#[test]
+fn sparse_plus_sparse_visits_the_union() {
+    let c = code(
+        "z .= 0\nfor i = _\n  z[i] = x[i] + y[i]\nend",
+        &[("x", "SparseList(Element(0.0))"), ("y", "SparseList(Element(0.0))"), ("z", "SparseList(Element(0.0))")],
+    );
+    let (fors, _) = count_loops(&c);
+    assert!(fors <= 2, "no dense loop over the whole dimension beyond leftovers:\n{c}");
+}
+
+#[test]
+fn kernel_cache_hits_on_same_program_and_formats() {
+    let runner = Runner::jit();
+    let p = parse("y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend");
+    let formats: BTreeMap<String, Format> = [
+        ("A", "Dense(SparseList(Element(0.0)))"),
+        ("x", "Dense(Element(0.0))"),
+        ("y", "Dense(Element(0.0))"),
+    ]
+    .iter()
+    .map(|(n, f)| (n.to_string(), fmt(f)))
+    .collect();
+    runner.compile(&p, &formats).unwrap();
+    assert_eq!(runner.cache_len(), 1);
+    runner.compile(&p, &formats).unwrap();
+    assert_eq!(runner.cache_len(), 1, "same program and formats: a cache hit");
+    let mut other = formats.clone();
+    other.insert("A".into(), fmt("Dense(Dense(Element(0.0)))"));
+    runner.compile(&p, &other).unwrap();
+    assert_eq!(runner.cache_len(), 2, "another format: another kernel");
+    let mut ints = formats.clone();
+    ints.insert("x".into(), fmt("Dense(Element(0))"));
+    runner.compile(&p, &ints).unwrap();
+    assert_eq!(runner.cache_len(), 3, "another element type: another kernel");
+}
+
+/// SpMV over a 10^7 x 10^7 matrix with 10^7 entries: only possible if the work follows the
+/// stored structure (a dense loop would be 10^14 iterations).
+#[test]
+fn huge_sparse_spmv_follows_the_structure() {
+    let n = 10_000_000usize;
+    let csr = fmt("Dense(SparseList(Element(0.0)))");
+    let a = Tensor {
+        shape: vec![n, n],
+        format: csr,
+        levels: vec![
+            vec![],
+            vec![Buffer::I64((0..=n as i64).collect()), Buffer::I64((0..n).map(|i| ((i * 7919) % n) as i64).collect())],
+            vec![Buffer::F64(vec![1.5; n])],
+        ],
+    };
+    a.validate("A").unwrap();
+    let dense = fmt("Dense(Element(0.0))");
+    let x = Tensor::from_dense(&dense, &[n], &Buffer::F64(vec![2.0; n])).unwrap();
+    let mut tensors = BTreeMap::from([
+        ("A".to_string(), a),
+        ("x".to_string(), x),
+        ("y".to_string(), Tensor::empty(&dense, &[n]).unwrap()),
+    ]);
+    common::run_jit(&parse("y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend"), &mut tensors).unwrap();
+    let y = tensors["y"].to_dense();
+    assert!(y.as_f64().unwrap().iter().all(|&v| v == 3.0));
+}
