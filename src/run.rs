@@ -22,9 +22,11 @@ pub struct Compiled {
     pub ir: Kernel,
 }
 
-/// Normalise a program for tensors with these names: concordize, then lifecycle automation.
+/// Normalise a program for tensors with these names: permissive indices become bounds checks,
+/// then concordize, then lifecycle automation.
 pub fn normalize(program: &Program, tensors: &HashSet<String>) -> Result<Program> {
-    let p = transforms::concordize(program);
+    let p = transforms::permissive(program)?;
+    let p = transforms::concordize(&p);
     transforms::lifecycle(&p, tensors)
 }
 

@@ -107,6 +107,8 @@ pub fn call_classes(name: &str, args: &[Class]) -> Result<(Vec<Class>, Class), S
             let c = join(args[1], args[2]);
             (vec![Class::Bool, c, c], c)
         }
+        // The extent of a tensor's dimension; its arguments are a tensor name and a literal.
+        "size" => (vec![Class::Int, Class::Int], Class::Int),
         _ => unreachable!("every builtin is handled above"),
     })
 }
@@ -244,6 +246,7 @@ pub fn eval_call(name: &str, args: &[Scalar]) -> Result<Scalar, String> {
             }
         }
         ("coalesce", [x, _]) => *x,
+        ("size", _) => return Err("`size` needs a tensor, not a value".into()),
         _ => unreachable!("call_classes admits only these combinations"),
     })
 }

@@ -164,12 +164,6 @@ impl Converter<'_> {
         let mut indices = vec![];
         let mut protocols = vec![];
         for ix in &a.indices {
-            if ix.permissive {
-                return Err(Error::unsupported(
-                    ix.expr.span,
-                    "permissive `~` indices are not compiled yet (run with --backend eval)",
-                ));
-            }
             match &ix.expr.kind {
                 ExprKind::Name(n) if self.scope.contains(n) => indices.push(n.clone()),
                 _ => {
@@ -196,7 +190,7 @@ impl Converter<'_> {
         Ok(match &e.kind {
             ExprKind::Literal(s) => LExpr::Lit(s.widen()),
             ExprKind::Missing => {
-                return Err(Error::unsupported(span, "`missing` is not compiled yet (run with --backend eval)"));
+                return Err(Error::program(span, "internal: `missing` survived normalisation"));
             }
             ExprKind::Name(n) => {
                 if self.scope.contains(n) {
@@ -223,10 +217,25 @@ impl Converter<'_> {
             ExprKind::Access(a) => LExpr::Access(Box::new(self.access(a, Mode::Read)?)),
             ExprKind::Unary(op, x) => LExpr::Unary(*op, Box::new(self.expr(x)?), span),
             ExprKind::Binary(op, x, y) => LExpr::Binary(*op, Box::new(self.expr(x)?), Box::new(self.expr(y)?), span),
+            ExprKind::Call(name, args) if name == "size" => self.size(args, span)?,
             ExprKind::Call(name, args) => {
                 LExpr::Call(name.clone(), args.iter().map(|a| self.expr(a)).collect::<Result<_>>()?, span)
             }
         })
+    }
+}
+
+impl Converter<'_> {
+    /// `size(A, d)`: the extent of dimension `d` of `A`.
+    fn size(&self, args: &[Expr], span: ast::Span) -> Result<LExpr> {
+        let usage = || Error::program(span, "`size` takes a tensor name and a dimension number, `size(A, 0)`");
+        let [t, d] = args else { return Err(usage()) };
+        let (ExprKind::Name(t), Some(Scalar::I64(d))) = (&t.kind, const_value(d)) else { return Err(usage()) };
+        let info = self.tensor(t, span)?;
+        if d < 0 || d as usize >= info.rank() {
+            return Err(Error::program(span, format!("`{t}` has no dimension {d} (it has {})", info.rank())));
+        }
+        Ok(LExpr::Ir(info.dim(d as usize), ElemType::I64))
     }
 }
 

@@ -293,6 +293,8 @@ pub const BUILTIN_FUNCTIONS: &[(&str, usize)] = &[
     ("div", 2),
     ("ifelse", 3),
     ("coalesce", 2),
+    // `size(A, d)`: the extent of dimension `d` (a literal) of tensor `A`.
+    ("size", 2),
 ];
 
 impl Expr {

@@ -1,0 +1,272 @@
+//! Permissive indices and `missing`: `A[~e]` reads `missing` outside `A`'s bounds and a write
+//! through it is dropped; `missing` propagates through every operation except
+//! `coalesce(a, b)`, which then gives `b`; a statement whose value is `missing` does nothing and
+//! an `if` whose condition is `missing` takes its `else` branch.
+//!
+//! The pass removes every permissive index by splitting the statement on the bounds check:
+//!
+//! ```text
+//! y[i] = coalesce(x[~(i-1)], 0)   →   let _p1 = i - 1
+//!                                       if 0 <= _p1 && _p1 < size(x, 0)
+//!                                         y[i] = coalesce(x[_p1], 0)
+//!                                       else
+//!                                         y[i] = 0
+//! ```
+//!
+//! The index goes through a `let` so that the in-bounds access never decides a loop's extent
+//! (a permissive access must not), and so that `e` is computed once.
+
+use crate::error::{Error, Result};
+use crate::notation::ast::{
+    Access, AssignOp, BinaryOp, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind,
+};
+use crate::types::Scalar;
+
+pub fn permissive(p: &Program) -> Result<Program> {
+    let mut pass = Pass { fresh: 0 };
+    Ok(Program { body: pass.stmts(&p.body)? })
+}
+
+struct Pass {
+    fresh: usize,
+}
+
+/// Where the first permissive index of a statement sits.
+struct Site {
+    tensor: String,
+    dim: usize,
+    index: Expr,
+    span: Span,
+}
+
+impl Pass {
+    fn stmts(&mut self, stmts: &[Stmt]) -> Result<Vec<Stmt>> {
+        let mut out = vec![];
+        for s in stmts {
+            out.extend(self.stmt(s)?);
+        }
+        Ok(out)
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> Result<Vec<Stmt>> {
+        let span = s.span;
+        let kind = match &s.kind {
+            StmtKind::Assign { lhs, op, rhs } => return self.assign(lhs, op, rhs, span),
+            StmtKind::If { cond, then, otherwise } => {
+                if let Some(site) = first_site_expr(cond) {
+                    return self.split(site, span, |pass, name, inside| {
+                        let c = if inside { with_index(cond, name) } else { without_access(cond) };
+                        let s = Stmt::new(StmtKind::If { cond: c, then: then.clone(), otherwise: otherwise.clone() }, span);
+                        pass.stmt(&s)
+                    });
+                }
+                match propagate(cond) {
+                    None => return self.stmts(otherwise),
+                    Some(c) => StmtKind::If { cond: c, then: self.stmts(then)?, otherwise: self.stmts(otherwise)? },
+                }
+            }
+            StmtKind::Loop { index, extent, body } => {
+                if let Extent::Range(a, b) = extent {
+                    if has_permissive(a) || has_permissive(b) || propagate(a).is_none() || propagate(b).is_none() {
+                        return Err(Error::unsupported(span, "a loop bound cannot be `missing` or use a permissive `~` index"));
+                    }
+                }
+                StmtKind::Loop { index: index.clone(), extent: extent.clone(), body: self.stmts(body)? }
+            }
+            StmtKind::Let { name, value, body } => {
+                if has_permissive(value) || propagate(value).is_none() {
+                    return Err(Error::unsupported(
+                        span,
+                        "a `let` value cannot be `missing` or use a permissive `~` index; use it directly in the statements",
+                    ));
+                }
+                StmtKind::Let { name: name.clone(), value: value.clone(), body: self.stmts(body)? }
+            }
+            StmtKind::Block(b) => StmtKind::Block(self.stmts(b)?),
+            other => other.clone(),
+        };
+        Ok(vec![Stmt::new(kind, span)])
+    }
+
+    fn assign(&mut self, lhs: &Access, op: &AssignOp, rhs: &Expr, span: Span) -> Result<Vec<Stmt>> {
+        let site = first_site_access(lhs).or_else(|| first_site_expr(rhs));
+        let Some(site) = site else {
+            if lhs.indices.iter().any(|ix| propagate(&ix.expr).is_none()) {
+                return Ok(vec![]);
+            }
+            return Ok(match propagate(rhs) {
+                None => vec![],
+                Some(rhs) => vec![Stmt::new(StmtKind::Assign { lhs: lhs.clone(), op: op.clone(), rhs }, span)],
+            });
+        };
+        let in_lhs = first_site_access(lhs).is_some();
+        self.split(site, span, |pass, name, inside| {
+            if !inside && in_lhs {
+                // An out-of-bounds write is dropped.
+                return Ok(vec![]);
+            }
+            let (l, r) = if in_lhs {
+                (access_with_index(lhs, name), rhs.clone())
+            } else if inside {
+                (lhs.clone(), with_index(rhs, name))
+            } else {
+                (lhs.clone(), without_access(rhs))
+            };
+            pass.assign(&l, op, &r, span)
+        })
+    }
+
+    /// `let _pN = index; if in_bounds { make(inside) } else { make(outside) }`.
+    fn split(
+        &mut self,
+        site: Site,
+        span: Span,
+        mut make: impl FnMut(&mut Pass, &str, bool) -> Result<Vec<Stmt>>,
+    ) -> Result<Vec<Stmt>> {
+        self.fresh += 1;
+        let name = format!("_p{}", self.fresh);
+        let var = Expr::new(ExprKind::Name(name.clone()), site.span);
+        let size = Expr::new(
+            ExprKind::Call(
+                "size".into(),
+                vec![Expr::new(ExprKind::Name(site.tensor.clone()), site.span), Expr::lit(Scalar::I64(site.dim as i64))],
+            ),
+            site.span,
+        );
+        let bin = |op, a: Expr, b: Expr| Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)), site.span);
+        let cond = bin(
+            BinaryOp::AndAnd,
+            bin(BinaryOp::Le, Expr::lit(Scalar::I64(0)), var.clone()),
+            bin(BinaryOp::Lt, var, size),
+        );
+        let then = make(self, &name, true)?;
+        let otherwise = make(self, &name, false)?;
+        let body = vec![Stmt::new(StmtKind::If { cond, then, otherwise }, span)];
+        Ok(vec![Stmt::new(StmtKind::Let { name, value: site.index, body }, span)])
+    }
+}
+
+fn has_permissive(e: &Expr) -> bool {
+    first_site_expr(e).is_some()
+}
+
+fn first_site_access(a: &Access) -> Option<Site> {
+    for ix in &a.indices {
+        if let Some(s) = first_site_expr(&ix.expr) {
+            return Some(s);
+        }
+    }
+    a.indices.iter().enumerate().find(|(_, ix)| ix.permissive).map(|(d, ix)| Site {
+        tensor: a.tensor.clone(),
+        dim: d,
+        index: ix.expr.clone(),
+        span: ix.expr.span,
+    })
+}
+
+fn first_site_expr(e: &Expr) -> Option<Site> {
+    match &e.kind {
+        ExprKind::Access(a) => first_site_access(a),
+        ExprKind::Unary(_, x) => first_site_expr(x),
+        ExprKind::Binary(_, x, y) => first_site_expr(x).or_else(|| first_site_expr(y)),
+        ExprKind::Call(_, args) => args.iter().find_map(first_site_expr),
+        _ => None,
+    }
+}
+
+/// The access holding the first permissive index, with that index replaced by `name`.
+fn access_with_index(a: &Access, name: &str) -> Access {
+    let mut out = a.clone();
+    if let Some(k) = out.indices.iter().position(|ix| has_permissive(&ix.expr)) {
+        out.indices[k].expr = with_index(&out.indices[k].expr, name);
+        return out;
+    }
+    let k = out.indices.iter().position(|ix| ix.permissive).expect("the site is in this access");
+    out.indices[k].permissive = false;
+    out.indices[k].expr = Expr::new(ExprKind::Name(name.to_string()), out.indices[k].expr.span);
+    out
+}
+
+/// Rewrite the first permissive site of `e` (in evaluation order) with `f`.
+fn rewrite_first(e: &Expr, f: &mut dyn FnMut(&Access) -> Expr) -> (Expr, bool) {
+    let kind = match &e.kind {
+        ExprKind::Access(a) if first_site_access(a).is_some() => {
+            let nested = a.indices.iter().any(|ix| has_permissive(&ix.expr));
+            if !nested {
+                return (f(a), true);
+            }
+            let mut out = a.clone();
+            for ix in out.indices.iter_mut() {
+                let (x, done) = rewrite_first(&ix.expr, f);
+                ix.expr = x;
+                if done {
+                    break;
+                }
+            }
+            ExprKind::Access(out)
+        }
+        ExprKind::Unary(op, x) => {
+            let (x, done) = rewrite_first(x, f);
+            return (Expr::new(ExprKind::Unary(*op, Box::new(x)), e.span), done);
+        }
+        ExprKind::Binary(op, x, y) => {
+            let (x, done) = rewrite_first(x, f);
+            if done {
+                return (Expr::new(ExprKind::Binary(*op, Box::new(x), y.clone()), e.span), true);
+            }
+            let (y, done) = rewrite_first(y, f);
+            return (Expr::new(ExprKind::Binary(*op, Box::new(x), Box::new(y)), e.span), done);
+        }
+        ExprKind::Call(n, args) => {
+            let mut out = vec![];
+            let mut done = false;
+            for a in args {
+                if done {
+                    out.push(a.clone());
+                } else {
+                    let (x, d) = rewrite_first(a, f);
+                    done = d;
+                    out.push(x);
+                }
+            }
+            return (Expr::new(ExprKind::Call(n.clone(), out), e.span), done);
+        }
+        _ => return (e.clone(), false),
+    };
+    (Expr::new(kind, e.span), true)
+}
+
+fn with_index(e: &Expr, name: &str) -> Expr {
+    rewrite_first(e, &mut |a| Expr::new(ExprKind::Access(access_with_index(a, name)), e.span)).0
+}
+
+fn without_access(e: &Expr) -> Expr {
+    rewrite_first(e, &mut |a| Expr::new(ExprKind::Missing, a.span)).0
+}
+
+/// `missing` propagated upward: `None` if the whole expression is `missing`.
+pub fn propagate(e: &Expr) -> Option<Expr> {
+    let kind = match &e.kind {
+        ExprKind::Missing => return None,
+        ExprKind::Unary(op, x) => ExprKind::Unary(*op, Box::new(propagate(x)?)),
+        ExprKind::Binary(op, x, y) => ExprKind::Binary(*op, Box::new(propagate(x)?), Box::new(propagate(y)?)),
+        ExprKind::Call(n, args) if n == "coalesce" && args.len() == 2 => match propagate(&args[0]) {
+            None => return propagate(&args[1]),
+            Some(a) => match propagate(&args[1]) {
+                Some(b) => ExprKind::Call(n.clone(), vec![a, b]),
+                // Without permissive reads left, the first argument is never missing.
+                None => return Some(a),
+            },
+        },
+        ExprKind::Call(n, args) => ExprKind::Call(n.clone(), args.iter().map(propagate).collect::<Option<_>>()?),
+        ExprKind::Access(a) => {
+            let mut out = a.clone();
+            for ix in out.indices.iter_mut() {
+                ix.expr = propagate(&ix.expr)?;
+            }
+            ExprKind::Access(out)
+        }
+        _ => return Some(e.clone()),
+    };
+    Some(Expr::new(kind, e.span))
+}
