@@ -22,6 +22,9 @@ const MATRIX_FORMATS: &[&str] = &[
     "Dense(SparseList(Element(1.0)))",
     "Dense(Dense(Element(0)))",
     "SparseList(SparseList(Element(0)))",
+    "SparseCOO{2}(Element(0.0))",
+    "Dense(SparseCOO{1}(Element(0.0)))",
+    "SparseCOO{2}(Pattern())",
 ];
 
 const VECTOR_FORMATS: &[&str] = &[
@@ -31,6 +34,7 @@ const VECTOR_FORMATS: &[&str] = &[
     "SparseList(Element(2.0))",
     "Dense(Element(0))",
     "SparseList(Element(0))",
+    "SparseCOO{1}(Element(0.0))",
 ];
 
 fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
@@ -152,6 +156,8 @@ fn sparse_outputs_match_evaluator() {
         ("C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] + B[i, j]\nend\n", "Dense(SparseList(Element(0.0)))"),
         ("C .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] * B[i, j]\nend\n", "SparseList(SparseList(Element(0.0)))"),
         ("C .= 0\nfor i = _, j = _\n  C[i, j] = max(A[i, j], B[i, j])\nend\n", "Dense(SparseList(Element(0.0)))"),
+        ("C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n", "SparseCOO{2}(Element(0.0))"),
+        ("C .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] + B[i, j]\nend\n", "Dense(SparseCOO{1}(Element(0.0)))"),
     ];
     let mut rng = StdRng::seed_from_u64(7);
     for (text, out) in programs {

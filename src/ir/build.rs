@@ -86,6 +86,9 @@ pub fn eq(a: Expr, b: Expr) -> Expr {
 pub fn and(a: Expr, b: Expr) -> Expr {
     bin(BinOp::And, a, b)
 }
+pub fn or(a: Expr, b: Expr) -> Expr {
+    bin(BinOp::Or, a, b)
+}
 pub fn not(a: Expr) -> Expr {
     match a {
         Expr::Const(Scalar::Bool(b)) => boolean(!b),

@@ -26,7 +26,7 @@ impl Level for Dense {
         parent_count * dims[0]
     }
 
-    fn for_each_child(&self, _: &LevelKind, _: &[Buffer], dims: &[usize], pos: usize, f: &mut dyn FnMut(usize, usize)) {
+    fn for_each_child(&self, _: &LevelKind, _: &[Buffer], dims: &[usize], pos: usize, f: &mut dyn FnMut(&[usize], usize)) {
         for i in 0..dims[0] {
             f(i, pos * dims[0] + i);
         }
@@ -38,12 +38,12 @@ impl Level for Dense {
         dims: &[usize],
         parent_count: usize,
         groups: &[(usize, usize, usize)],
-        coords: &[i64],
+        coords: &[Vec<i64>],
     ) -> (usize, Vec<(usize, usize, usize)>) {
         let n = dims[0];
         let mut out = vec![];
         for &(p, lo, hi) in groups {
-            split_runs(coords, lo, hi, |c, a, z| out.push((p * n + c as usize, a, z)));
+            split_runs(&coords[0], lo, hi, |c, a, z| out.push((p * n + c as usize, a, z)));
         }
         (parent_count * n, out)
     }

@@ -9,6 +9,8 @@ use std::fmt;
 pub enum LevelKind {
     Dense,
     SparseList,
+    /// `SparseCOO{N}`: N dimensions at once, one coordinate array per dimension.
+    SparseCOO(usize),
     /// Leaf: one value per position, `fill` outside the stored structure.
     Element(Scalar),
     /// Leaf: stored positions are `true`, everything else `false`.
@@ -23,11 +25,12 @@ impl LevelKind {
     pub fn rank(&self) -> usize {
         match self {
             LevelKind::Dense | LevelKind::SparseList => 1,
+            LevelKind::SparseCOO(n) => *n,
             LevelKind::Element(_) | LevelKind::Pattern => 0,
         }
     }
     pub fn is_sparse(&self) -> bool {
-        matches!(self, LevelKind::SparseList)
+        matches!(self, LevelKind::SparseList | LevelKind::SparseCOO(_))
     }
 }
 
@@ -103,6 +106,7 @@ impl Format {
             "csr" => return shorthand(vec![LevelKind::Dense, LevelKind::SparseList, f64z]),
             "dcsr" => return shorthand(vec![LevelKind::SparseList, LevelKind::SparseList, f64z]),
             "dense" => return Ok(Format::dense(need_rank("dense")?, Scalar::F64(0.0))),
+            "coo" => return shorthand(vec![LevelKind::SparseCOO(need_rank("coo")?), f64z]),
             "sparse" => {
                 let r = need_rank("sparse")?;
                 let mut levels = vec![LevelKind::Dense; r.saturating_sub(1)];
@@ -208,10 +212,27 @@ impl FormatParser<'_> {
                 rest.insert(0, kind);
                 Ok(rest)
             }
+            "SparseCOO" => {
+                self.expect(b'{')?;
+                let n = self.word();
+                let n: usize = n
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=super::sparse_coo::MAX_RANK).contains(n))
+                    .ok_or_else(|| {
+                        self.error(&format!("SparseCOO{{N}} needs N in 1..={}, got `{n}`", super::sparse_coo::MAX_RANK))
+                    })?;
+                self.expect(b'}')?;
+                self.expect(b'(')?;
+                let mut rest = self.level_chain()?;
+                self.expect(b')')?;
+                rest.insert(0, LevelKind::SparseCOO(n));
+                Ok(rest)
+            }
             other => Err(Error::Format {
                 format: self.text.to_string(),
                 msg: format!(
-                    "unknown level `{other}` (known: Dense, SparseList, Element, Pattern)"
+                    "unknown level `{other}` (known: Dense, SparseList, SparseCOO{{N}}, Element, Pattern)"
                 ),
             }),
         }
@@ -249,6 +270,7 @@ impl fmt::Display for Format {
             match l {
                 LevelKind::Dense => f.write_str("Dense(")?,
                 LevelKind::SparseList => f.write_str("SparseList(")?,
+                LevelKind::SparseCOO(n) => write!(f, "SparseCOO{{{n}}}(")?,
                 LevelKind::Element(v) => match v {
                     Scalar::F64(_) | Scalar::I64(_) | Scalar::Bool(_) => write!(f, "Element({v}")?,
                     Scalar::U8(x) => write!(f, "Element(0x{x:02x}")?,

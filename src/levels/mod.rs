@@ -6,6 +6,7 @@ pub mod dense;
 pub mod element;
 pub mod format;
 pub mod pattern;
+pub mod sparse_coo;
 pub mod sparse_list;
 
 pub use format::{Format, LevelKind};
@@ -71,11 +72,12 @@ pub trait Level: Sync {
     /// Empty storage for `parent_count` fill-valued parent positions; returns the child count.
     fn empty(&self, kind: &LevelKind, bufs: &mut [Buffer], dims: &[usize], parent_count: usize) -> usize;
 
-    /// Visit the stored children of fiber `pos` as (coordinate, child position).
-    fn for_each_child(&self, _kind: &LevelKind, _bufs: &[Buffer], _dims: &[usize], _pos: usize, _f: &mut dyn FnMut(usize, usize)) {}
+    /// Visit the stored children of fiber `pos` as (coordinates in this level's dimensions,
+    /// child position).
+    fn for_each_child(&self, _kind: &LevelKind, _bufs: &[Buffer], _dims: &[usize], _pos: usize, _f: &mut dyn FnMut(&[usize], usize)) {}
     /// Build storage from coordinate-sorted, duplicate-free entries. `groups` are (parent
-    /// position, entry range) in increasing position order and `coords` this level's
-    /// coordinate of every entry. Returns the child count and the child groups.
+    /// position, entry range) in increasing position order and `coords` holds, for each of this
+    /// level's dimensions, every entry's coordinate. Returns the child count and the child groups.
     fn build(
         &self,
         kind: &LevelKind,
@@ -83,7 +85,7 @@ pub trait Level: Sync {
         dims: &[usize],
         parent_count: usize,
         groups: &[(usize, usize, usize)],
-        coords: &[i64],
+        coords: &[Vec<i64>],
     ) -> (usize, Vec<(usize, usize, usize)>);
     /// Leaves: the stored value at a position.
     fn leaf_value(&self, _kind: &LevelKind, _bufs: &[Buffer], _pos: usize) -> Scalar {
@@ -126,6 +128,7 @@ pub fn level_impl(kind: &LevelKind) -> &'static dyn Level {
     match kind {
         LevelKind::Dense => &dense::Dense,
         LevelKind::SparseList => &sparse_list::SparseList,
+        LevelKind::SparseCOO(_) => &sparse_coo::SparseCOO,
         LevelKind::Element(_) => &element::Element,
         LevelKind::Pattern => &pattern::Pattern,
     }

@@ -66,10 +66,10 @@ impl Level for SparseList {
         0
     }
 
-    fn for_each_child(&self, _: &LevelKind, bufs: &[Buffer], _: &[usize], pos: usize, f: &mut dyn FnMut(usize, usize)) {
+    fn for_each_child(&self, _: &LevelKind, bufs: &[Buffer], _: &[usize], pos: usize, f: &mut dyn FnMut(&[usize], usize)) {
         let (ptr, idx) = (i64s(&bufs[PTR]), i64s(&bufs[IDX]));
         for q in ptr[pos] as usize..ptr[pos + 1] as usize {
-            f(idx[q] as usize, q);
+            f(&[idx[q] as usize], q);
         }
     }
     fn build(
@@ -79,13 +79,13 @@ impl Level for SparseList {
         _: &[usize],
         parent_count: usize,
         groups: &[(usize, usize, usize)],
-        coords: &[i64],
+        coords: &[Vec<i64>],
     ) -> (usize, Vec<(usize, usize, usize)>) {
         let mut ptr = vec![0i64; parent_count + 1];
         let mut idx = vec![];
         let mut out = vec![];
         for &(p, lo, hi) in groups {
-            super::dense::split_runs(coords, lo, hi, |c, a, z| {
+            super::dense::split_runs(&coords[0], lo, hi, |c, a, z| {
                 out.push((idx.len(), a, z));
                 idx.push(c);
                 ptr[p + 1] += 1;

@@ -102,7 +102,7 @@ impl Tensor {
         let mut dim = 0;
         for (k, kind) in format.levels.iter().enumerate() {
             let dims = t.level_dims(k).to_vec();
-            let coords_here: &[i64] = if kind.rank() > 0 { &sorted[dim] } else { &[] };
+            let coords_here = &sorted[dim..dim + kind.rank()];
             let (c, g) = level_impl(kind).build(kind, &mut t.levels[k], &dims, count, &groups, coords_here);
             count = c;
             groups = g;
@@ -161,9 +161,9 @@ impl Tensor {
         }
         let dims = self.level_dims(level).to_vec();
         imp.for_each_child(kind, &self.levels[level], &dims, pos, &mut |c, child| {
-            coord.push(c);
+            coord.extend_from_slice(c);
             self.walk(level + 1, child, coord, f);
-            coord.pop();
+            coord.truncate(coord.len() - c.len());
         });
     }
 
