@@ -44,7 +44,7 @@ fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
 /// A random expression over the loop indices `i`, `j`.
 fn expr(rng: &mut StdRng, depth: u32, square: bool) -> String {
     if depth == 0 || rng.random_bool(0.3) {
-        let mut leaves = vec!["A[i, j]", "B[i, j]", "u[i]", "v[j]", "1", "2", "0", "i", "j"];
+        let mut leaves = vec!["A[i, j]", "B[i, j]", "u[i]", "v[j]", "1", "2", "0", "i", "j", "A[i, gallop(j)]", "v[gallop(j)]"];
         if square {
             leaves.push("T[j, i]");
         }

@@ -8,7 +8,7 @@
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
 use crate::ir::{build as b, Expr, Stmt};
-use crate::looplets::{Fiber, Looplet, Phase, Stepper, Target};
+use crate::looplets::{Fiber, Jumper, Looplet, Phase, Stepper, Target};
 use crate::lower::ctx::Cx;
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
@@ -148,7 +148,7 @@ impl Level for SparseList {
         ))
     }
 
-    fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, _: Option<Protocol>) -> Result<Looplet> {
+    fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet> {
         let t = &f.tensor;
         let (ptr, idx) = (t.level_bufs[f.level][PTR], t.level_bufs[f.level][IDX]);
         let q = cx.var(&format!("{}_q", t.name), ElemType::I64);
@@ -190,10 +190,20 @@ impl Level for SparseList {
             },
             next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
         };
+        let entries = match protocol {
+            Some(Protocol::Gallop) => Looplet::Jumper(Rc::new(Jumper {
+                seek: stepper.seek.clone(),
+                stop: stepper.stop.clone(),
+                spike: stepper.chunk.clone(),
+                next: stepper.next.clone(),
+                walk: Looplet::Stepper(Rc::new(stepper)),
+            })),
+            _ => Looplet::Stepper(Rc::new(stepper)),
+        };
         Ok(Looplet::Thunk {
             preamble,
             body: Box::new(Target::Looplet(Looplet::Sequence(vec![
-                Phase { stop: Some(b::var(last)), body: Looplet::Stepper(Rc::new(stepper)) },
+                Phase { stop: Some(b::var(last)), body: entries },
                 Phase { stop: None, body: Looplet::Run(Box::new(fill)) },
             ]))),
             epilogue: vec![],

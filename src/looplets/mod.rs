@@ -66,6 +66,9 @@ pub enum Looplet {
     Sequence(Vec<Phase>),
     /// A variable number of chunks, each ending at `stop`.
     Stepper(Rc<Stepper>),
+    /// Like a stepper, but when several jumpers coiterate each chunk runs to the *largest* of
+    /// their stops (leapfrogging, the `gallop` protocol); the others walk their entries in it.
+    Jumper(Rc<Jumper>),
     /// Runtime specialisation: the first case whose condition holds.
     Switch(Vec<(Expr, Looplet)>),
     /// Code to run before (and after) the loop that lowers `body`.
@@ -89,6 +92,20 @@ pub struct Stepper {
     pub next: Vec<Stmt>,
 }
 
+pub struct Jumper {
+    /// Move the state to the chunk containing the given coordinate (a binary search).
+    pub seek: SeekFn,
+    /// The coordinate of the current stored entry.
+    pub stop: Expr,
+    /// The chunk when this jumper leads it (the chunk ends at `stop`).
+    pub spike: Looplet,
+    /// The chunk when another jumper leads it (it ends before `stop`): a walk over the
+    /// entries inside, which leaves the state past them.
+    pub walk: Looplet,
+    /// Advance past the current entry (only after a chunk this jumper led).
+    pub next: Vec<Stmt>,
+}
+
 /// The looplet styles in their explicit total priority order (highest first), as in the Finch
 /// paper's Fig. 15: a statement is lowered by the rule of the highest style present.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -98,6 +115,7 @@ pub enum Style {
     Sequence,
     Spike,
     Run,
+    Jumper,
     Stepper,
     Lookup,
 }
@@ -110,6 +128,7 @@ impl Looplet {
             Looplet::Sequence(_) => Style::Sequence,
             Looplet::Spike { .. } => Style::Spike,
             Looplet::Run(_) => Style::Run,
+            Looplet::Jumper(_) => Style::Jumper,
             Looplet::Stepper(_) => Style::Stepper,
             Looplet::Lookup(_) => Style::Lookup,
         }

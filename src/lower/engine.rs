@@ -163,6 +163,7 @@ impl Engine {
                 });
                 self.lower_loop(index, ext, body)?
             }
+            Some(Style::Jumper) => self.lower_jumper(index, ext, body)?,
             Some(Style::Stepper) => self.lower_stepper(index, ext, body)?,
             Some(Style::Lookup) => self.lower_lookup(index, ext, body)?,
         });
@@ -357,6 +358,43 @@ impl Engine {
             } else {
                 inner.extend(b::if_(b::eq(s.stop.clone(), b::var(e)), s.next.clone()));
             }
+        }
+        inner.push(b::assign(i, b::add(b::var(e), b::int(1))));
+        code.push(Stmt::While { cond: b::le(b::var(i), ext.stop), body: inner });
+        Ok(code)
+    }
+
+    /// Leapfrog: each chunk ends at the largest stop among the jumpers; the jumper that reaches
+    /// it contributes a spike, the others skip ahead (binary search) and walk their entries.
+    fn lower_jumper(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
+        let mut jumpers: Vec<Rc<crate::looplets::Jumper>> = vec![];
+        node::visit_accesses_mut(&mut body, &mut |a| {
+            if a.head() == Some(index) {
+                if let Target::Looplet(Looplet::Jumper(j)) = &a.target {
+                    jumpers.push(j.clone());
+                }
+            }
+            Ok(())
+        })?;
+        let mut code = vec![];
+        for j in &jumpers {
+            code.extend((j.seek)(&ext.start));
+        }
+        let i = self.cx.var(index, ElemType::I64);
+        let e = self.cx.var(&format!("{index}_jump"), ElemType::I64);
+        code.push(b::assign(i, ext.start.clone()));
+        let lead = jumpers.iter().skip(1).fold(jumpers[0].stop.clone(), |m, j| b::max(m, j.stop.clone()));
+        replace_head(&mut body, index, &mut |l| match l {
+            Looplet::Jumper(j) => Some(Target::Looplet(Looplet::Switch(vec![
+                (b::eq(j.stop.clone(), b::var(e)), j.spike.clone()),
+                (b::boolean(true), j.walk.clone()),
+            ]))),
+            _ => None,
+        });
+        let mut inner = vec![b::assign(e, b::min(lead, ext.stop.clone()))];
+        inner.extend(self.lower_loop(index, Ext { start: b::var(i), stop: b::var(e) }, body)?);
+        for j in &jumpers {
+            inner.extend(b::if_(b::eq(j.stop.clone(), b::var(e)), j.next.clone()));
         }
         inner.push(b::assign(i, b::add(b::var(e), b::int(1))));
         code.push(Stmt::While { cond: b::le(b::var(i), ext.stop), body: inner });
