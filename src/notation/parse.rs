@@ -858,3 +858,366 @@ impl Parser {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notation::build::*;
+
+    fn err(text: &str) -> String {
+        match parse_program(text) {
+            Ok(p) => panic!("expected an error for {text:?}, got {p:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    fn expr(text: &str) -> Expr {
+        parse_expr(text).unwrap_or_else(|e| panic!("{text:?}: {e}"))
+    }
+
+    fn prog(text: &str) -> Program {
+        parse_program(text).unwrap_or_else(|e| panic!("{text:?}: {e}"))
+    }
+
+    fn spmv() -> Program {
+        program([
+            declare("y", lit(0)),
+            for_(
+                "i",
+                auto(),
+                [for_(
+                    "j",
+                    auto(),
+                    [assign(
+                        access("y", [idx("i")]),
+                        Reducer::Add,
+                        mul(access("A", [idx("i"), idx("j")]), access("x", [idx("j")])),
+                    )],
+                )],
+            ),
+        ])
+    }
+
+    #[test]
+    fn spmv_parses() {
+        let p = prog("y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n");
+        assert_eq!(p, spmv());
+        // Spans point at the first token of each node.
+        assert_eq!(p.body[0].span, Span::new(1, 1));
+        let StmtKind::Loop { body, .. } = &p.body[1].kind else {
+            panic!()
+        };
+        assert_eq!((p.body[1].span.line, p.body[1].span.col), (2, 1));
+        assert_eq!((body[0].span.line, body[0].span.col), (2, 12));
+        let StmtKind::Loop { body, .. } = &body[0].kind else {
+            panic!()
+        };
+        let StmtKind::Assign { lhs, rhs, .. } = &body[0].kind else {
+            panic!()
+        };
+        assert_eq!((lhs.span.line, lhs.span.col), (3, 3));
+        assert_eq!((rhs.span.line, rhs.span.col), (3, 11));
+        let ExprKind::Binary(_, _, x) = &rhs.kind else {
+            panic!()
+        };
+        assert_eq!((x.span.line, x.span.col), (3, 21));
+    }
+
+    #[test]
+    fn separators_and_comments() {
+        let one_line = prog("y .= 0; for i = _, j = _; y[i] += A[i, j] * x[j]; end");
+        assert_eq!(one_line, spmv());
+        let commented = prog(
+            "# SpMV\n\n y .= 0 # output\nfor i = _,   # rows\n    j = _\n\n  # body\n  y[i] += A[i,\n     j] *\n     x[j];;\nend # done\n\n",
+        );
+        assert_eq!(commented, spmv());
+        assert_eq!(prog(""), program([]));
+        assert_eq!(prog("\n; # nothing\n;;"), program([]));
+        assert_eq!(
+            prog("for i = _ s[] += 1 end"),
+            prog("for i = _\n s[] += 1\nend")
+        );
+    }
+
+    #[test]
+    fn statements() {
+        assert_eq!(prog("s .= 0.0"), program([declare("s", lit(0.0))]));
+        assert_eq!(
+            prog("for i = 0:n - 1\nend"),
+            program([for_("i", range(lit(0), sub("n", lit(1))), [])])
+        );
+        assert_eq!(
+            prog("if i <= j; s[] += 1; else; s[] -= 1; end"),
+            program([if_else(
+                le("i", "j"),
+                [assign(access("s", []), Reducer::Add, lit(1))],
+                [assign(access("s", []), Reducer::Sub, lit(1))]
+            )])
+        );
+        assert_eq!(
+            prog("let a = 1, b = a + 1\n  s = b\nend"),
+            program([let_(
+                "a",
+                lit(1),
+                [let_(
+                    "b",
+                    add("a", lit(1)),
+                    [overwrite(access("s", []), "b")]
+                )]
+            )])
+        );
+        assert_eq!(prog("begin\nend"), program([block([])]));
+        assert_eq!(
+            prog("@freeze(A)\n@thaw(A)"),
+            program([freeze("A"), thaw("A")])
+        );
+        // A bare name on the left is a 0-d access.
+        assert_eq!(prog("s += 1"), prog("s[] += 1"));
+    }
+
+    #[test]
+    fn all_reducers() {
+        let cases: Vec<(&str, AssignOp)> = vec![
+            ("=", AssignOp::Overwrite),
+            ("+=", Reducer::Add.into()),
+            ("-=", Reducer::Sub.into()),
+            ("*=", Reducer::Mul.into()),
+            ("&=", Reducer::And.into()),
+            ("|=", Reducer::Or.into()),
+            ("<<and>>=", Reducer::And.into()),
+            ("<<or>>=", Reducer::Or.into()),
+            ("<<min>>=", Reducer::Min.into()),
+            ("<<max>>=", Reducer::Max.into()),
+            ("<<choose(-1)>>=", Reducer::Choose(Scalar::I64(-1)).into()),
+            ("<<choose(0.5)>>=", Reducer::Choose(Scalar::F64(0.5)).into()),
+            (
+                "<<choose(false)>>=",
+                Reducer::Choose(Scalar::Bool(false)).into(),
+            ),
+            (
+                "<<choose(-Inf)>>=",
+                Reducer::Choose(Scalar::F64(f64::NEG_INFINITY)).into(),
+            ),
+            (
+                "<< choose ( 0x00 ) >>=",
+                Reducer::Choose(Scalar::U8(0)).into(),
+            ),
+            ("<<lcm>>=", Reducer::Named("lcm".into()).into()),
+        ];
+        for (text, op) in cases {
+            let p = prog(&format!("P[k] {text} E[k]"));
+            assert_eq!(
+                p,
+                program([assign(access("P", [idx("k")]), op, access("E", [idx("k")]))]),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn protocols_and_tilde() {
+        let p =
+            prog("y[~i] = A[gallop(i), ~walk(j), follow(~k), extrude(k + 1), ~(i - 1), gallop]");
+        let a = access(
+            "A",
+            [
+                idx("i").with_protocol(Protocol::Gallop),
+                idx("j").with_protocol(Protocol::Walk).with_tilde(),
+                idx("k").with_protocol(Protocol::Follow).with_tilde(),
+                idx(add("k", lit(1))).with_protocol(Protocol::Extrude),
+                idx(sub("i", lit(1))).with_tilde(),
+                idx("gallop"),
+            ],
+        );
+        assert_eq!(
+            p,
+            program([overwrite(access("y", [idx("i").with_tilde()]), a)])
+        );
+        assert!(err("y[i] = gallop(i)").contains("1:8:"));
+        assert!(err("y[i] = A[~gallop(~i)]").contains("1:18:"));
+    }
+
+    #[test]
+    fn literals() {
+        assert_eq!(expr("Inf"), lit(f64::INFINITY));
+        assert_eq!(expr("-Inf"), lit(f64::NEG_INFINITY));
+        assert_eq!(expr("NaN"), lit(f64::NAN));
+        assert_eq!(expr("0xff"), lit(0xffu8));
+        assert_eq!(expr("0x1f"), lit(0x1fu8));
+        assert_eq!(expr("0x0000ff"), lit(0xffu8));
+        assert_eq!(expr("true"), lit(true));
+        assert_eq!(expr("false"), lit(false));
+        assert_eq!(expr("missing"), missing());
+        assert_eq!(expr("1.5"), lit(1.5));
+        assert_eq!(expr("1e-3"), lit(1e-3));
+        assert_eq!(expr("2."), lit(2.0));
+        assert_eq!(expr(".5"), lit(0.5));
+        assert_eq!(expr("3E+2"), lit(300.0));
+        assert_eq!(expr("-1"), lit(-1));
+        assert_eq!(expr("-2.5"), lit(-2.5));
+        assert_eq!(expr("- 1"), lit(-1));
+        assert_eq!(expr("-(1)"), neg(lit(1)));
+        assert_eq!(expr("--1"), neg(lit(-1)));
+        assert_eq!(expr("-x"), neg("x"));
+        assert_eq!(expr("-0x01"), neg(lit(1u8)));
+        assert_eq!(expr("9223372036854775807"), lit(i64::MAX));
+        assert_eq!(expr("-9223372036854775808"), lit(i64::MIN));
+        assert!(parse_expr("9223372036854775808").is_err());
+        assert!(parse_expr("-9223372036854775809").is_err());
+        assert!(parse_expr("99999999999999999999999").is_err());
+        assert!(parse_expr("0x100").unwrap_err().to_string().contains("u8"));
+        assert!(parse_expr("0x").is_err());
+        assert!(parse_expr("1.2.3").is_err());
+        assert!(parse_expr("12abc").is_err());
+    }
+
+    #[test]
+    fn precedence_and_associativity() {
+        assert_eq!(expr("a + b * c"), add("a", mul("b", "c")));
+        assert_eq!(expr("a - b - c"), sub(sub("a", "b"), "c"));
+        assert_eq!(expr("a - (b - c)"), sub("a", sub("b", "c")));
+        assert_eq!(expr("a || b && c == d"), or("a", and("b", eq("c", "d"))));
+        assert_eq!(
+            expr("a | b xor c & d"),
+            xor(bitor("a", "b"), bitand("c", "d"))
+        );
+        assert_eq!(expr("a << 1 + b"), shl("a", add(lit(1), "b")));
+        assert_eq!(expr("-a * b"), mul(neg("a"), "b"));
+        assert_eq!(expr("!a[i] == b"), eq(not(access("a", [idx("i")])), "b"));
+        assert_eq!(expr("a * -1"), mul("a", lit(-1)));
+        assert_eq!(
+            expr("min(a, max(b, 1))"),
+            call("min", [name("a"), call("max", [name("b"), lit(1)])])
+        );
+        assert_eq!(expr("f()"), call("f", []));
+        assert_eq!(expr("s[]"), read(access("s", [])));
+        assert_eq!(expr("a +\n b"), add("a", "b"));
+    }
+
+    #[test]
+    fn error_positions() {
+        let cases = [
+            (
+                "for i = _\n  s[] += 1\n",
+                "3:1: syntax error: expected `end` to close `for` at 1:1, found end of input",
+            ),
+            (
+                "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * \nend\n",
+                "4:1: syntax error: expected an expression, found `end`",
+            ),
+            (
+                "if x\n  s = 1\nelse\n  s = 2\nelse\nend",
+                "5:1: syntax error: expected `end` to close `if` at 1:1, found `else`",
+            ),
+            (
+                "s = 1\nend",
+                "2:1: syntax error: `end` without a matching `for`, `if`, `let` or `begin`",
+            ),
+            (
+                "for end = _\nend",
+                "1:5: syntax error: expected a loop index name, found `end`",
+            ),
+            (
+                "for i _\nend",
+                "1:7: syntax error: expected `=` after the loop index, found name `_`",
+            ),
+            (
+                "for i = 0 10\nend",
+                "1:11: syntax error: expected `:` in the loop range `lo:hi` (or `_` to infer it), found number `10`",
+            ),
+            (
+                "s[] += a b",
+                "1:10: syntax error: expected end of line or `;` after the statement, found name `b`",
+            ),
+            ("s[] ^= 1", "1:5: syntax error: unexpected character `^`"),
+            (
+                "s[] += (a + b",
+                "1:14: syntax error: expected `)` to close `(` at 1:8, found end of input",
+            ),
+            (
+                "A[i, j = 1",
+                "1:8: syntax error: expected `,` or `]` in the index list, found `=`",
+            ),
+            (
+                "A[i, j",
+                "1:7: syntax error: expected `,` or `]` in the index list, found end of input",
+            ),
+            (
+                "x = 0x1ff",
+                "1:5: syntax error: hexadecimal literal `0x1ff` does not fit in a u8 (at most 0xff)",
+            ),
+            (
+                "x <<min>= 1",
+                "1:8: syntax error: expected `>>=` to close the reducer opened at 1:5, found `>=`",
+            ),
+            (
+                "x <<choose(y)>>= 1",
+                "1:12: syntax error: expected a literal value in `choose(...)`",
+            ),
+            (
+                "@melt(A)",
+                "1:2: syntax error: unknown statement `@melt` (expected `@freeze` or `@thaw`)",
+            ),
+            (
+                "let if = 1\nend",
+                "1:5: syntax error: expected a variable name, found `if`",
+            ),
+            (
+                "x = xor",
+                "1:5: syntax error: expected an expression, found `xor`",
+            ),
+            (
+                "s += walk(i)",
+                "1:6: syntax error: `walk(...)` is an access protocol and can only be used as an index, as in `A[walk(i)]`",
+            ),
+            (
+                "begin\n  s = 1",
+                "2:8: syntax error: expected `end` to close `begin` at 1:1, found end of input",
+            ),
+            (
+                "x = ~i",
+                "1:5: syntax error: expected an expression, found `~`",
+            ),
+            (
+                "y[] .= 0",
+                "1:5: syntax error: expected an assignment operator (`=`, `+=`, `<<min>>=` ...), found `.=`",
+            ),
+            (
+                "+= 1",
+                "1:1: syntax error: expected a statement, found `+=`",
+            ),
+            (
+                "\n\n  x = 9223372036854775808",
+                "3:7: syntax error: integer literal `9223372036854775808` is too large for a 64-bit integer",
+            ),
+        ];
+        let wrong: Vec<String> = cases
+            .iter()
+            .filter(|(text, want)| err(text) != *want)
+            .map(|(text, want)| format!("{text:?}\n  got  {}\n  want {want}", err(text)))
+            .collect();
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let deep = format!("x = {}1{}", "(".repeat(100_000), ")".repeat(100_000));
+        assert!(err(&deep).contains("nesting"));
+        let negs = format!("x = {}1", "-".repeat(100_000));
+        assert!(err(&negs).contains("nesting"));
+        let chain = format!("x = 1{}", " + 1".repeat(100_000));
+        assert!(err(&chain).contains("deeper"));
+        let blocks = format!("{}{}", "begin\n".repeat(10_000), "end\n".repeat(10_000));
+        assert!(err(&blocks).contains("nesting"));
+        let long_ok = format!("x = 1{}", " + 1".repeat(500));
+        assert!(parse_program(&long_ok).is_ok());
+    }
+
+    #[test]
+    fn keywords_are_not_names() {
+        for k in KEYWORDS {
+            assert!(parse_program(&format!("{k} .= 0")).is_err(), "{k}");
+            assert!(parse_program(&format!("for {k} = _\nend")).is_err(), "{k}");
+        }
+    }
+}
