@@ -5,6 +5,25 @@
 //! line:column of the offending token, what was expected and what was found. Nesting is bounded
 //! (see [`MAX_NESTING`] and [`MAX_EXPR_DEPTH`]) so that hostile input cannot overflow the stack,
 //! either here or later when the AST is dropped, compared or printed.
+//!
+//! ```text
+//! program  := stmt* (separated by newlines or `;`; `#` starts a comment)
+//! stmt     := name `.=` expr
+//!           | lhs assignop expr              lhs := name | name `[` index,* `]`
+//!           | `for` name `=` extent (`,` name `=` extent)* stmt* `end`
+//!           | `if` expr stmt* (`else` stmt*)? `end`
+//!           | `let` name `=` expr (`,` name `=` expr)* stmt* `end`
+//!           | `begin` stmt* `end` | `@freeze(` name `)` | `@thaw(` name `)`
+//! extent   := `_` | expr `:` expr
+//! assignop := `=` | `+=` | `-=` | `*=` | `&=` | `|=` | `<<` name (`(` literal `)`)? `>>=`
+//! index    := `~`? expr | `~`? protocol `(` `~`? expr `)`
+//! expr     := binary operators by `BinaryOp::precedence`, all left-associative, over
+//!             (`-` | `!`)* (literal | `missing` | name | name `[` index,* `]` | name `(` expr,* `)`
+//!             | `(` expr `)`)
+//! ```
+//!
+//! Newlines inside brackets and after a binary operator, `,`, `:` or an assignment operator do
+//! not end a statement.
 
 use super::ast::*;
 use crate::error::{Error, Result};
@@ -527,6 +546,7 @@ impl Parser {
         }
         let (lo, _) = self.expr()?;
         self.expect_punct(":", " in the loop range `lo:hi` (or `_` to infer it)")?;
+        self.skip_newlines();
         let (hi, _) = self.expr()?;
         Ok(Extent::Range(lo, hi))
     }
