@@ -15,6 +15,16 @@
 //!    `@freeze`/`@thaw`) is discarded: those are no-ops on dense arrays;
 //! 3. [`exec`]: the execution proper, which reports errors that depend on values (extents,
 //!    out-of-bounds indices, operator type errors) when the faulty statement runs.
+//!
+//! Choices where the source semantics leave room:
+//! - an operator type error (`true && 1`) is reported only if the expression is evaluated;
+//!   the compiler reports it for any program, so on code that never runs the evaluator is the
+//!   more permissive of the two;
+//! - an index or loop bound that is a float truncates toward zero, like a store into `i64`;
+//! - in one access, a permissive index outside its dimension makes the access `missing` even
+//!   if a plain index is outside too (the compiler tests permissive bounds first);
+//! - a write through a permissive index outside is dropped before its value is computed, so
+//!   errors in that value are not reported (the compiler drops the whole statement).
 
 mod check;
 mod exec;

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::notation::ast::{
-    Access, AccessIndex, AssignOp, BinaryOp, Expr, ExprKind, Extent, Reducer, Span, Stmt, StmtKind,
-    UnaryOp,
+    Access, AccessIndex, AssignOp, BinaryOp, Expr, ExprKind, Extent, Protocol, Reducer, Span, Stmt,
+    StmtKind, UnaryOp,
 };
 use crate::types::ElemType;
 
@@ -500,6 +500,53 @@ fn missing_propagates() {
         rd("x", vec![name("i")]),
     );
     assert_eq!(run_one(shift), vec![-1.0, 1.0, 2.0]);
+}
+
+#[test]
+fn missing_index_makes_the_access_missing() {
+    // `x[I[~(i+1)]]`: the inner read is missing past the end, so the outer one is too.
+    let mut e = env(vec![
+        ("I", i64s(&[3], &[2, 0, 1])),
+        ("x", f64s(&[3], &[5.0, 6.0, 7.0])),
+        ("y", zeros(&[3])),
+    ]);
+    let inner = rd_ix("I", vec![perm(bin(BinaryOp::Add, name("i"), int(1)))]);
+    let body = set(
+        acc("y", vec![name("i")]),
+        call("coalesce", vec![rd("x", vec![inner]), int(-1)]),
+    );
+    ok(&prog(vec![for_("i", vec![body])]), &mut e);
+    assert_eq!(as_f64(&e, "y"), vec![5.0, 6.0, -1.0]);
+}
+
+#[test]
+fn blocks_protocols_and_lifecycle_markers() {
+    let mut e = env(vec![
+        ("A", f64s(&[2, 2], &[1.0, 2.0, 3.0, 4.0])),
+        ("s", zeros(&[])),
+    ]);
+    let gallop = AccessIndex {
+        expr: name("j"),
+        permissive: false,
+        protocol: Some(Protocol::Gallop),
+    };
+    let p = prog(vec![
+        stmt(StmtKind::Thaw { tensor: "s".into() }),
+        stmt(StmtKind::Block(vec![for_(
+            "i",
+            vec![for_(
+                "j",
+                vec![reduce(
+                    acc("s", vec![]),
+                    Reducer::Add,
+                    rd_ix("A", vec![plain(name("i")), gallop.clone()]),
+                )],
+            )],
+        )])),
+        stmt(StmtKind::Freeze { tensor: "s".into() }),
+    ]);
+    ok(&p, &mut e);
+    assert_eq!(as_f64(&e, "s"), vec![10.0]);
 }
 
 #[test]
