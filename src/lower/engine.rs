@@ -235,6 +235,10 @@ impl Engine {
     /// length, idempotent reducers apply once if the extent is non-empty (Finch's loop
     /// collapse). Returns `None` when some statement does not fit.
     fn integrate(&mut self, ext: &Ext, body: &[LStmt]) -> Result<Option<Vec<Stmt>>> {
+        if ext.is_point() {
+            // One iteration: nothing to multiply and no emptiness to test.
+            return self.lower_block(body.to_vec()).map(Some);
+        }
         let len = b::add(b::sub(ext.stop.clone(), ext.start.clone()), b::int(1));
         let mut out = vec![];
         for s in body {
