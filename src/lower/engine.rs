@@ -28,6 +28,9 @@ impl Ext {
     }
 }
 
+/// Size limit of a generated kernel, counted in variables (roughly one per looplet split).
+const MAX_KERNEL_VARS: usize = 4_000;
+
 pub struct Engine {
     pub cx: Cx,
     pub tensors: HashMap<String, Rc<TensorInfo>>,
@@ -159,6 +162,15 @@ impl Engine {
 
     /// Lower `for index in ext: body`.
     pub fn lower_loop(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
+        if self.cx.vars.len() > MAX_KERNEL_VARS {
+            // Each split of a loop (phases, spikes, switch cases) copies its body, so some
+            // combinations of many structured operands grow code multiplicatively; refuse
+            // clearly rather than exhaust memory.
+            return Err(Error::unsupported(
+                Span::default(),
+                format!("the kernel for loop `{index}` grows beyond {MAX_KERNEL_VARS} variables; simplify the program or use fewer sparse operands per loop"),
+            ));
+        }
         // Unfurl every access whose next index is this loop's.
         let cx = &mut self.cx;
         node::visit_accesses_mut(&mut body, &mut |a: &mut LAccess| {
@@ -448,6 +460,15 @@ impl Engine {
         for s in &steppers {
             code.extend((s.seek)(&ext.start));
         }
+        if ext.is_point() {
+            // After seeking, every stepper's current chunk reaches the point: no loop.
+            let chunk = self.lower_loop(index, ext, body)?;
+            if chunk.is_empty() {
+                return Ok(vec![]);
+            }
+            code.extend(chunk);
+            return Ok(code);
+        }
         let i = self.cx.var(index, ElemType::I64);
         let e = self.cx.var(&format!("{index}_step"), ElemType::I64);
         code.push(b::assign(i, ext.start.clone()));
@@ -499,6 +520,23 @@ impl Engine {
         let mut code = vec![];
         for j in &jumpers {
             code.extend((j.seek)(&ext.start));
+        }
+        if ext.is_point() {
+            // After seeking, the point is the jumper's entry or lies before it.
+            let at = ext.start.clone();
+            replace_head(&mut body, index, &mut |l| match l {
+                Looplet::Jumper(j) => Some(Target::Looplet(Looplet::Switch(vec![
+                    (b::eq(j.stop.clone(), at.clone()), j.spike.clone()),
+                    (b::boolean(true), j.walk.clone()),
+                ]))),
+                _ => None,
+            });
+            let chunk = self.lower_loop(index, ext, body)?;
+            if chunk.is_empty() {
+                return Ok(vec![]);
+            }
+            code.extend(chunk);
+            return Ok(code);
         }
         let i = self.cx.var(index, ElemType::I64);
         let e = self.cx.var(&format!("{index}_jump"), ElemType::I64);
