@@ -5,6 +5,7 @@
 //! [`backend`] native kernel. [`eval`] is the dense reference evaluator used as the test oracle.
 
 pub mod error;
+pub mod io;
 pub mod ir;
 pub mod levels;
 pub mod looplets;
