@@ -92,9 +92,8 @@ pub fn write_atomic(path: &Path, f: impl FnOnce(&mut dyn Write) -> Result<()>) -
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    let result = write_tmp(&tmp, &name, f).and_then(|()| {
-        std::fs::rename(&tmp, path).map_err(|e| Error::io(&name, e))
-    });
+    let result = write_tmp(&tmp, &name, f)
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(&name, e)));
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
@@ -136,10 +135,10 @@ struct Recording<W: Write> {
 
 impl<W: Write> Recording<W> {
     fn record<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
-        if let Err(e) = &r {
-            if self.error.is_none() {
-                self.error = Some(std::io::Error::new(e.kind(), e.to_string()));
-            }
+        if let Err(e) = &r
+            && self.error.is_none()
+        {
+            self.error = Some(std::io::Error::new(e.kind(), e.to_string()));
         }
         r
     }
@@ -231,14 +230,14 @@ pub(crate) fn parse_index(
             format!("{what} {i} out of range: indices start at 1"),
         ));
     }
-    if let Some(n) = extent {
-        if i as u64 > n as u64 {
-            return Err(Error::file(
-                path,
-                line,
-                format!("{what} {i} out of range: the extent is {n}"),
-            ));
-        }
+    if let Some(n) = extent
+        && i as u64 > n as u64
+    {
+        return Err(Error::file(
+            path,
+            line,
+            format!("{what} {i} out of range: the extent is {n}"),
+        ));
     }
     Ok(i - 1)
 }
@@ -322,8 +321,11 @@ mod tests {
     fn read_file_dispatches_on_extension() {
         let d = temp_dir("read");
         let m = d.join("a.MTX");
-        std::fs::write(&m, "%%MatrixMarket matrix coordinate real general\n2 2 1\n2 1 3.5\n")
-            .unwrap();
+        std::fs::write(
+            &m,
+            "%%MatrixMarket matrix coordinate real general\n2 2 1\n2 1 3.5\n",
+        )
+        .unwrap();
         match read_file(&m).unwrap() {
             FileData::Coo(c) => {
                 assert_eq!(c.shape, vec![2, 2]);

@@ -183,7 +183,13 @@ pub fn read_mtx(r: impl BufRead, path: &str) -> Result<FileData> {
     let mut lines = Lines::new(r, path);
     let header = match lines.next_line()? {
         Some((_, l)) => parse_header(l, path)?,
-        None => return Err(Error::file(path, 1, "empty file: expected a `%%MatrixMarket` header")),
+        None => {
+            return Err(Error::file(
+                path,
+                1,
+                "empty file: expected a `%%MatrixMarket` header",
+            ));
+        }
     };
     let (layout, field, symmetry) = header;
     let size_fields = match layout {
@@ -234,13 +240,10 @@ pub fn read_mtx(r: impl BufRead, path: &str) -> Result<FileData> {
     match layout {
         Layout::Coordinate => {
             let nnz = size.get(2).copied().unwrap_or(0);
-            read_coordinate(&mut lines, path, [rows, cols], nnz, field, symmetry)
-                .map(FileData::Coo)
+            read_coordinate(&mut lines, path, [rows, cols], nnz, field, symmetry).map(FileData::Coo)
         }
-        Layout::Array => {
-            read_array(&mut lines, path, size_line, [rows, cols], field, symmetry)
-                .map(FileData::Dense)
-        }
+        Layout::Array => read_array(&mut lines, path, size_line, [rows, cols], field, symmetry)
+            .map(FileData::Dense),
     }
 }
 
@@ -274,7 +277,11 @@ fn read_coordinate<R: BufRead>(
         }
         let toks: Vec<&str> = l.split_whitespace().collect();
         if toks.len() != fields {
-            let want = if fields == 2 { "`row column`" } else { "`row column value`" };
+            let want = if fields == 2 {
+                "`row column`"
+            } else {
+                "`row column value`"
+            };
             return Err(Error::file(
                 path,
                 n,
@@ -335,7 +342,10 @@ fn read_array<R: BufRead>(
                 return Err(Error::file(
                     path,
                     ln,
-                    format!("too many entries: a {m}x{n} {} array has {expected}", symmetry.name()),
+                    format!(
+                        "too many entries: a {m}x{n} {} array has {expected}",
+                        symmetry.name()
+                    ),
                 ));
             }
             values.push(Some(t), path, ln)?;
@@ -358,11 +368,15 @@ fn read_array<R: BufRead>(
     };
     let values = match values {
         Values::Real(v) => Buffer::F64(scatter(v, shape, symmetry, positions, |x| -x)),
-        Values::Integer(v) => Buffer::I64(scatter(v, shape, symmetry, positions, |x| {
-            x.wrapping_neg()
-        })),
+        Values::Integer(v) => {
+            Buffer::I64(scatter(v, shape, symmetry, positions, |x| x.wrapping_neg()))
+        }
         Values::Pattern(_) => {
-            return Err(Error::file(path, 1, "a pattern matrix must use the coordinate format"));
+            return Err(Error::file(
+                path,
+                1,
+                "a pattern matrix must use the coordinate format",
+            ));
         }
     };
     Ok(DenseData {
@@ -396,14 +410,18 @@ fn scatter<T: Copy + Default>(
             for j in 0..n {
                 for i in j + first..n {
                     let Some(x) = it.next() else { return out };
-                    let mirrored = if symmetry == Symmetry::Skew { neg(x) } else { x };
+                    let mirrored = if symmetry == Symmetry::Skew {
+                        neg(x)
+                    } else {
+                        x
+                    };
                     if let Some(slot) = out.get_mut(i * n + j) {
                         *slot = x;
                     }
-                    if let Some(slot) = out.get_mut(j * n + i) {
-                        if i != j {
-                            *slot = mirrored;
-                        }
+                    if i != j
+                        && let Some(slot) = out.get_mut(j * n + i)
+                    {
+                        *slot = mirrored;
                     }
                 }
             }
@@ -467,8 +485,12 @@ pub fn write_mtx_coo(w: &mut dyn Write, c: &CooData) -> Result<()> {
     // A pattern file cannot say `false`, so such entries are left out.
     let keep = |k: usize| !pattern || c.values.get(k).as_bool();
     let nnz = (0..c.values.len()).filter(|&k| keep(k)).count();
-    writeln!(w, "%%MatrixMarket matrix coordinate {} general", field_name(class))
-        .map_err(write_err)?;
+    writeln!(
+        w,
+        "%%MatrixMarket matrix coordinate {} general",
+        field_name(class)
+    )
+    .map_err(write_err)?;
     writeln!(w, "{} {} {}", c.shape[0], c.shape[1], nnz).map_err(write_err)?;
     for k in 0..c.values.len() {
         if !keep(k) {
@@ -565,7 +587,8 @@ mod tests {
 
     #[test]
     fn symmetric_mirrors_off_diagonal_entries() {
-        let c = coo("%%MatrixMarket matrix coordinate real symmetric\n3 3 3\n1 1 1\n3 1 2\n3 2 4\n");
+        let c =
+            coo("%%MatrixMarket matrix coordinate real symmetric\n3 3 3\n1 1 1\n3 1 2\n3 2 4\n");
         assert_eq!(c.coords, vec![vec![0, 2, 0, 2, 1], vec![0, 0, 2, 1, 2]]);
         assert_eq!(c.values, Buffer::F64(vec![1.0, 2.0, 2.0, 4.0, 4.0]));
     }
@@ -609,29 +632,50 @@ mod tests {
     #[test]
     fn errors_name_the_line() {
         let h = "%%MatrixMarket matrix coordinate real general\n";
-        assert_eq!(err_line("%%MatrixMarket matrix coordinate real\n", "bad header"), 1);
+        assert_eq!(
+            err_line("%%MatrixMarket matrix coordinate real\n", "bad header"),
+            1
+        );
         assert_eq!(err_line("hello world\n", "bad header"), 1);
         assert_eq!(err_line("", "empty"), 1);
         assert_eq!(
-            err_line("%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1 0\n", "complex"),
+            err_line(
+                "%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1 0\n",
+                "complex"
+            ),
             1
         );
         assert_eq!(
-            err_line("%%MatrixMarket matrix coordinate real hermitian\n", "complex"),
+            err_line(
+                "%%MatrixMarket matrix coordinate real hermitian\n",
+                "complex"
+            ),
             1
         );
-        assert_eq!(err_line(&format!("{h}% only comments\n"), "missing size line"), 2);
+        assert_eq!(
+            err_line(&format!("{h}% only comments\n"), "missing size line"),
+            2
+        );
         assert_eq!(err_line(&format!("{h}3 4\n"), "size line"), 2);
         assert_eq!(err_line(&format!("{h}3 -4 1\n"), "-4"), 2);
         assert_eq!(err_line(&format!("{h}3 4 2\n1 1 1.0\n1 x 2.0\n"), "`x`"), 4);
-        assert_eq!(err_line(&format!("{h}3 4 2\n1 1 1.0\n1 2 abc\n"), "not a number"), 4);
-        assert_eq!(err_line(&format!("{h}3 4 1\n1 2\n"), "expected 3 fields"), 3);
+        assert_eq!(
+            err_line(&format!("{h}3 4 2\n1 1 1.0\n1 2 abc\n"), "not a number"),
+            4
+        );
+        assert_eq!(
+            err_line(&format!("{h}3 4 1\n1 2\n"), "expected 3 fields"),
+            3
+        );
         assert_eq!(err_line(&format!("{h}3 4 1\n1 2 3 4\n"), "found 4"), 3);
         assert_eq!(err_line(&format!("{h}3 4 1\n4 1 1\n"), "extent is 3"), 3);
         assert_eq!(err_line(&format!("{h}3 4 1\n1 5 1\n"), "column index 5"), 3);
         assert_eq!(err_line(&format!("{h}3 4 1\n0 1 1\n"), "start at 1"), 3);
         assert_eq!(err_line(&format!("{h}3 4 3\n1 1 1\n2 2 2\n"), "too few"), 4);
-        assert_eq!(err_line(&format!("{h}3 4 1\n1 1 1\n% c\n2 2 2\n"), "too many"), 5);
+        assert_eq!(
+            err_line(&format!("{h}3 4 1\n1 1 1\n% c\n2 2 2\n"), "too many"),
+            5
+        );
         let int = "%%MatrixMarket matrix coordinate integer general\n2 2 1\n";
         assert_eq!(err_line(&format!("{int}1 1 1.5\n"), "not an integer"), 3);
         let sym = "%%MatrixMarket matrix coordinate real symmetric\n";
@@ -640,7 +684,10 @@ mod tests {
         assert_eq!(err_line(&format!("{arr}2 2\n1\n2\n3\n"), "too few"), 5);
         assert_eq!(err_line(&format!("{arr}1 1\n1\n2\n"), "too many"), 4);
         assert_eq!(
-            err_line("%%MatrixMarket matrix array pattern general\n1 1\n", "coordinate"),
+            err_line(
+                "%%MatrixMarket matrix array pattern general\n1 1\n",
+                "coordinate"
+            ),
             1
         );
     }
@@ -701,7 +748,10 @@ mod tests {
         write_mtx_coo(&mut out, &c).unwrap();
         assert_eq!(coo(std::str::from_utf8(&out).unwrap()), c);
         let mut out = Vec::new();
-        let nan = CooData { values: Buffer::F64(vec![f64::NAN; 3]), ..c };
+        let nan = CooData {
+            values: Buffer::F64(vec![f64::NAN; 3]),
+            ..c
+        };
         write_mtx_coo(&mut out, &nan).unwrap();
         let back = coo(std::str::from_utf8(&out).unwrap());
         assert!(back.values.as_f64().unwrap().iter().all(|x| x.is_nan()));
@@ -737,12 +787,18 @@ mod tests {
             coords: vec![vec![0]],
             values: Buffer::F64(vec![1.0]),
         };
-        assert!(matches!(write_mtx_coo(&mut Vec::new(), &c), Err(Error::Usage(_))));
+        assert!(matches!(
+            write_mtx_coo(&mut Vec::new(), &c),
+            Err(Error::Usage(_))
+        ));
         let d = DenseData {
             shape: vec![2, 2],
             values: Buffer::F64(vec![1.0]),
         };
-        assert!(matches!(write_mtx_array(&mut Vec::new(), &d), Err(Error::Usage(_))));
+        assert!(matches!(
+            write_mtx_array(&mut Vec::new(), &d),
+            Err(Error::Usage(_))
+        ));
     }
 
     /// A real file from the shared data set, if it is there.

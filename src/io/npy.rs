@@ -77,7 +77,11 @@ struct HeaderParser<'a> {
 
 impl HeaderParser<'_> {
     fn skip_ws(&mut self) {
-        while self.s.get(self.pos).is_some_and(|c| c.is_ascii_whitespace()) {
+        while self
+            .s
+            .get(self.pos)
+            .is_some_and(|c| c.is_ascii_whitespace())
+        {
             self.pos += 1;
         }
     }
@@ -229,7 +233,11 @@ pub fn read_npy(mut r: impl Read, path: &str) -> Result<DenseData> {
     let get = |k: &str| entries.iter().find(|(key, _)| key == k).map(|(_, v)| v);
     let descr = match get("descr") {
         Some(Lit::Str(s)) => s.as_str(),
-        Some(_) => return Err(bad("bad header: `descr` is not a string (structured arrays are not supported)".into())),
+        Some(_) => {
+            return Err(bad(
+                "bad header: `descr` is not a string (structured arrays are not supported)".into(),
+            ));
+        }
         None => return Err(bad("bad header: no `descr`".into())),
     };
     let (ty, order) = parse_descr(descr).ok_or_else(|| {
@@ -239,7 +247,11 @@ pub fn read_npy(mut r: impl Read, path: &str) -> Result<DenseData> {
     })?;
     let fortran = match get("fortran_order") {
         Some(Lit::Bool(b)) => *b,
-        Some(_) => return Err(bad("bad header: `fortran_order` is not True or False".into())),
+        Some(_) => {
+            return Err(bad(
+                "bad header: `fortran_order` is not True or False".into()
+            ));
+        }
         None => return Err(bad("bad header: no `fortran_order`".into())),
     };
     let shape = match get("shape") {
@@ -530,16 +542,31 @@ mod tests {
         assert_eq!(d.values, Buffer::I32(vec![1, 2, 3, 4, 5, 6]));
         // A 3-d Fortran array: element (i, j, k) at i + 2j + 4k.
         let data: Vec<u8> = (0..8u8).collect();
-        let f = make(3, "{'descr': '|u1', 'fortran_order': True, 'shape': (2, 2, 2)}", &data);
+        let f = make(
+            3,
+            "{'descr': '|u1', 'fortran_order': True, 'shape': (2, 2, 2)}",
+            &data,
+        );
         let d = read_npy(&f[..], "t.npy").unwrap();
         assert_eq!(d.values, Buffer::U8(vec![0, 4, 2, 6, 1, 5, 3, 7]));
-        let data: Vec<u8> = [1.5f64, -2.0].iter().flat_map(|x| x.to_be_bytes()).collect();
-        let f = make(1, "{\"descr\": \">f8\", \"shape\": (2,), \"fortran_order\": False}", &data);
+        let data: Vec<u8> = [1.5f64, -2.0]
+            .iter()
+            .flat_map(|x| x.to_be_bytes())
+            .collect();
+        let f = make(
+            1,
+            "{\"descr\": \">f8\", \"shape\": (2,), \"fortran_order\": False}",
+            &data,
+        );
         assert_eq!(
             read_npy(&f[..], "t.npy").unwrap().values,
             Buffer::F64(vec![1.5, -2.0])
         );
-        let f = make(1, "{'descr': '?', 'fortran_order': False, 'shape': (2,)}", &[0, 1]);
+        let f = make(
+            1,
+            "{'descr': '?', 'fortran_order': False, 'shape': (2,)}",
+            &[0, 1],
+        );
         assert_eq!(
             read_npy(&f[..], "t.npy").unwrap().values,
             Buffer::Bool(vec![false, true])
@@ -556,13 +583,25 @@ mod tests {
         err(&good[..good.len() - 1], "truncated data");
         err(&good[..128], "truncated data");
         let f = |dict: &str| make(1, dict, &[0; 16]);
-        err(&f("{'descr': '<c16', 'fortran_order': False, 'shape': (1,)}"), "<c16");
+        err(
+            &f("{'descr': '<c16', 'fortran_order': False, 'shape': (1,)}"),
+            "<c16",
+        );
         err(&f("{'descr': '<f8', 'shape': (1,)}"), "fortran_order");
         err(&f("{'descr': '<f8', 'fortran_order': False}"), "shape");
         err(&f("{'fortran_order': False, 'shape': (1,)}"), "descr");
-        err(&f("{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (1,)}"), "header");
-        err(&f("{'descr': '<f8', 'fortran_order': False, 'shape': (-1,)}"), "shape");
-        err(&f("{'descr': '<f8', 'fortran_order': 0, 'shape': (1,)}"), "header");
+        err(
+            &f("{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (1,)}"),
+            "header",
+        );
+        err(
+            &f("{'descr': '<f8', 'fortran_order': False, 'shape': (-1,)}"),
+            "shape",
+        );
+        err(
+            &f("{'descr': '<f8', 'fortran_order': 0, 'shape': (1,)}"),
+            "header",
+        );
         err(&f("not a dict"), "bad header");
         err(
             &f("{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999, 99999999999)}"),
@@ -576,6 +615,9 @@ mod tests {
             shape: vec![2, 2],
             values: Buffer::F64(vec![1.0]),
         };
-        assert!(matches!(write_npy(&mut Vec::new(), &d), Err(Error::Usage(_))));
+        assert!(matches!(
+            write_npy(&mut Vec::new(), &d),
+            Err(Error::Usage(_))
+        ));
     }
 }

@@ -16,11 +16,11 @@ enum Values {
 
 impl Values {
     fn push(&mut self, tok: &str, path: &str, line: usize) -> Result<()> {
-        if let Values::Int(v) = self {
-            if let Ok(x) = tok.parse::<i64>() {
-                v.push(x);
-                return Ok(());
-            }
+        if let Values::Int(v) = self
+            && let Ok(x) = tok.parse::<i64>()
+        {
+            v.push(x);
+            return Ok(());
         }
         let x = parse_f64(tok)
             .ok_or_else(|| Error::file(path, line, format!("value `{tok}` is not a number")))?;
@@ -100,18 +100,18 @@ pub fn read_tns(r: impl BufRead, path: &str) -> Result<CooData> {
         };
         match rank {
             None => {
-                if let Some(s) = &shape {
-                    if s.len() != idx.len() {
-                        return Err(Error::file(
-                            path,
-                            n,
-                            format!(
-                                "{} indices on a line, but the shape comment gives {} dimensions",
-                                idx.len(),
-                                s.len()
-                            ),
-                        ));
-                    }
+                if let Some(s) = &shape
+                    && s.len() != idx.len()
+                {
+                    return Err(Error::file(
+                        path,
+                        n,
+                        format!(
+                            "{} indices on a line, but the shape comment gives {} dimensions",
+                            idx.len(),
+                            s.len()
+                        ),
+                    ));
                 }
                 rank = Some((idx.len(), n));
                 coords = vec![vec![]; idx.len()];
@@ -131,7 +131,13 @@ pub fn read_tns(r: impl BufRead, path: &str) -> Result<CooData> {
         }
         for (d, (tok, dim)) in idx.iter().zip(coords.iter_mut()).enumerate() {
             let extent = shape.as_ref().and_then(|s| s.get(d).copied());
-            dim.push(parse_index(tok, extent, &format!("index {}", d + 1), path, n)?);
+            dim.push(parse_index(
+                tok,
+                extent,
+                &format!("index {}", d + 1),
+                path,
+                n,
+            )?);
         }
         values.push(value, path, n)?;
     }
@@ -169,7 +175,11 @@ fn value_text(v: Scalar) -> String {
     match v {
         Scalar::F64(_) | Scalar::F32(_) if v.is_nan() => "nan".into(),
         Scalar::F64(_) | Scalar::F32(_) if v.as_f64().is_infinite() => {
-            if v.as_f64() > 0.0 { "inf".into() } else { "-inf".into() }
+            if v.as_f64() > 0.0 {
+                "inf".into()
+            } else {
+                "-inf".into()
+            }
         }
         // Scalar's Display is the shortest round-trip text and keeps a `.` on floats.
         Scalar::F64(_) | Scalar::F32(_) => v.to_string(),
