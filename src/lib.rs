@@ -4,7 +4,10 @@
 //! lowering through [`levels`] and [`looplets`] (simplified by [`symbolic`]) → [`ir`] loop IR →
 //! [`backend`] native kernel. [`eval`] is the dense reference evaluator used as the test oracle.
 
+pub mod backend;
+pub mod cli;
 pub mod error;
+pub mod eval;
 pub mod io;
 pub mod ir;
 pub mod levels;
@@ -12,8 +15,8 @@ pub mod looplets;
 pub mod lower;
 pub mod notation;
 pub mod run;
-pub mod semantics;
 pub mod runtime;
+pub mod semantics;
 pub mod symbolic;
 pub mod tensor;
 pub mod transforms;

@@ -5,7 +5,7 @@ use crate::backend::{Backend, CompiledKernel};
 use crate::error::{Error, Result};
 use crate::ir::Kernel;
 use crate::levels::Format;
-use crate::lower::{lower_program, Layout};
+use crate::lower::{Layout, lower_program};
 use crate::notation::ast::Program;
 use crate::runtime::Buffer;
 use crate::tensor::Tensor;
@@ -40,7 +40,11 @@ pub struct Runner {
 
 impl Runner {
     pub fn new(backend: Box<dyn Backend>) -> Runner {
-        Runner { backend, cache: RefCell::new(HashMap::new()), last_compile_ms: RefCell::new(0.0) }
+        Runner {
+            backend,
+            cache: RefCell::new(HashMap::new()),
+            last_compile_ms: RefCell::new(0.0),
+        }
     }
 
     pub fn jit() -> Runner {
@@ -52,15 +56,25 @@ impl Runner {
     }
 
     /// Lower a program for the given tensor formats (sorted by name for a stable layout).
-    pub fn lower(program: &Program, formats: &BTreeMap<String, Format>) -> Result<(Kernel, Layout, Program)> {
+    pub fn lower(
+        program: &Program,
+        formats: &BTreeMap<String, Format>,
+    ) -> Result<(Kernel, Layout, Program)> {
         let names: HashSet<String> = formats.keys().cloned().collect();
         let normal = normalize(program, &names)?;
-        let list: Vec<(String, Format)> = formats.iter().map(|(n, f)| (n.clone(), f.clone())).collect();
+        let list: Vec<(String, Format)> = formats
+            .iter()
+            .map(|(n, f)| (n.clone(), f.clone()))
+            .collect();
         let (k, l) = lower_program(&normal, &list)?;
         Ok((k, l, normal))
     }
 
-    pub fn compile(&self, program: &Program, formats: &BTreeMap<String, Format>) -> Result<Rc<Compiled>> {
+    pub fn compile(
+        &self,
+        program: &Program,
+        formats: &BTreeMap<String, Format>,
+    ) -> Result<Rc<Compiled>> {
         let key = format!("{program:?}|{formats:?}");
         if let Some(c) = self.cache.borrow().get(&key) {
             *self.last_compile_ms.borrow_mut() = 0.0;
@@ -84,9 +98,9 @@ impl Runner {
         let nbufs = c.ir.bufs.len();
         let mut bufs: Vec<Buffer> = vec![Buffer::I64(vec![]); nbufs];
         for tl in &c.layout.tensors {
-            let t = tensors
-                .get_mut(&tl.name)
-                .ok_or_else(|| Error::tensor(&tl.name, "is used by the program but was not given"))?;
+            let t = tensors.get_mut(&tl.name).ok_or_else(|| {
+                Error::tensor(&tl.name, "is used by the program but was not given")
+            })?;
             for (d, &n) in t.shape.iter().enumerate() {
                 dims[tl.dims_slot + d] = n as i64;
             }

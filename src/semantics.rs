@@ -58,7 +58,10 @@ pub fn binary_classes(op: BinaryOp, a: Class, b: Class) -> Result<(Class, Class)
         AndAnd | OrOr => Err(format!("`{}` needs bool operands", op.symbol())),
         BitAnd | BitOr | Xor if both_bool => Ok((Class::Bool, Class::Bool)),
         BitAnd | BitOr | Xor | Shl | Shr if !any_float => Ok((Class::Int, Class::Int)),
-        BitAnd | BitOr | Xor | Shl | Shr => Err(format!("`{}` needs integer or bool operands, not floats", op.symbol())),
+        BitAnd | BitOr | Xor | Shl | Shr => Err(format!(
+            "`{}` needs integer or bool operands, not floats",
+            op.symbol()
+        )),
     }
 }
 
@@ -67,7 +70,9 @@ pub fn unary_class(op: UnaryOp, c: Class) -> Result<(Class, Class), String> {
     match (op, c) {
         (UnaryOp::Neg, Class::Float) => Ok((Class::Float, Class::Float)),
         (UnaryOp::Neg, _) => Ok((Class::Int, Class::Int)),
-        (UnaryOp::Not, Class::Float) => Err("`!` needs a bool or integer operand, not a float".into()),
+        (UnaryOp::Not, Class::Float) => {
+            Err("`!` needs a bool or integer operand, not a float".into())
+        }
         (UnaryOp::Not, c) => Ok((c, c)),
     }
 }
@@ -80,7 +85,10 @@ pub fn call_classes(name: &str, args: &[Class]) -> Result<(Vec<Class>, Class), S
         .map(|(_, k)| *k)
         .ok_or_else(|| format!("unknown function `{name}`"))?;
     if args.len() != arity {
-        return Err(format!("`{name}` takes {arity} argument(s), got {}", args.len()));
+        return Err(format!(
+            "`{name}` takes {arity} argument(s), got {}",
+            args.len()
+        ));
     }
     Ok(match name {
         "min" | "max" | "coalesce" => {
@@ -221,7 +229,11 @@ pub fn eval_unary(op: UnaryOp, a: Scalar) -> Result<Scalar, String> {
 pub fn eval_call(name: &str, args: &[Scalar]) -> Result<Scalar, String> {
     let classes: Vec<Class> = args.iter().map(|a| a.ty().class()).collect();
     let (operands, _) = call_classes(name, &classes)?;
-    let v: Vec<Scalar> = args.iter().zip(&operands).map(|(a, c)| convert(*a, *c)).collect();
+    let v: Vec<Scalar> = args
+        .iter()
+        .zip(&operands)
+        .map(|(a, c)| convert(*a, *c))
+        .collect();
     Ok(match (name, v.as_slice()) {
         ("min", [Scalar::Bool(a), Scalar::Bool(b)]) => Scalar::Bool(*a && *b),
         ("max", [Scalar::Bool(a), Scalar::Bool(b)]) => Scalar::Bool(*a || *b),
@@ -252,7 +264,12 @@ pub fn eval_call(name: &str, args: &[Scalar]) -> Result<Scalar, String> {
 }
 
 /// `old <r> new`, stored back into an element of type `elem`.
-pub fn apply_reducer(r: &Reducer, old: Scalar, new: Scalar, elem: ElemType) -> Result<Scalar, String> {
+pub fn apply_reducer(
+    r: &Reducer,
+    old: Scalar,
+    new: Scalar,
+    elem: ElemType,
+) -> Result<Scalar, String> {
     let (compute, _) = reducer_classes(r, old.ty().class(), new.ty().class())?;
     let (o, n) = (convert(old, compute), convert(new, compute));
     let out = match r {
@@ -281,12 +298,30 @@ mod tests {
 
     #[test]
     fn promotion_and_division() {
-        assert_eq!(eval_binary(BinaryOp::Add, Scalar::Bool(true), Scalar::Bool(true)), Ok(Scalar::I64(2)));
-        assert_eq!(eval_binary(BinaryOp::Div, Scalar::I64(7), Scalar::I64(2)), Ok(Scalar::F64(3.5)));
-        assert_eq!(eval_call("div", &[Scalar::I64(-7), Scalar::I64(2)]), Ok(Scalar::I64(-3)));
-        assert_eq!(eval_call("div", &[Scalar::F64(-7.0), Scalar::I64(2)]), Ok(Scalar::F64(-3.0)));
-        assert_eq!(eval_binary(BinaryOp::Rem, Scalar::I64(5), Scalar::I64(0)), Ok(Scalar::I64(0)));
-        assert_eq!(eval_binary(BinaryOp::Mul, Scalar::I64(i64::MAX), Scalar::I64(2)), Ok(Scalar::I64(-2)));
+        assert_eq!(
+            eval_binary(BinaryOp::Add, Scalar::Bool(true), Scalar::Bool(true)),
+            Ok(Scalar::I64(2))
+        );
+        assert_eq!(
+            eval_binary(BinaryOp::Div, Scalar::I64(7), Scalar::I64(2)),
+            Ok(Scalar::F64(3.5))
+        );
+        assert_eq!(
+            eval_call("div", &[Scalar::I64(-7), Scalar::I64(2)]),
+            Ok(Scalar::I64(-3))
+        );
+        assert_eq!(
+            eval_call("div", &[Scalar::F64(-7.0), Scalar::I64(2)]),
+            Ok(Scalar::F64(-3.0))
+        );
+        assert_eq!(
+            eval_binary(BinaryOp::Rem, Scalar::I64(5), Scalar::I64(0)),
+            Ok(Scalar::I64(0))
+        );
+        assert_eq!(
+            eval_binary(BinaryOp::Mul, Scalar::I64(i64::MAX), Scalar::I64(2)),
+            Ok(Scalar::I64(-2))
+        );
     }
 
     #[test]
@@ -300,12 +335,35 @@ mod tests {
 
     #[test]
     fn reducers_store_into_the_element_type() {
-        let r = apply_reducer(&Reducer::Add, Scalar::I32(3), Scalar::F64(1.5), ElemType::I32);
+        let r = apply_reducer(
+            &Reducer::Add,
+            Scalar::I32(3),
+            Scalar::F64(1.5),
+            ElemType::I32,
+        );
         assert_eq!(r, Ok(Scalar::I32(4)));
-        let c = apply_reducer(&Reducer::Choose(Scalar::I64(-1)), Scalar::I64(-1), Scalar::I64(5), ElemType::I64);
+        let c = apply_reducer(
+            &Reducer::Choose(Scalar::I64(-1)),
+            Scalar::I64(-1),
+            Scalar::I64(5),
+            ElemType::I64,
+        );
         assert_eq!(c, Ok(Scalar::I64(5)));
-        let k = apply_reducer(&Reducer::Choose(Scalar::I64(-1)), Scalar::I64(2), Scalar::I64(5), ElemType::I64);
+        let k = apply_reducer(
+            &Reducer::Choose(Scalar::I64(-1)),
+            Scalar::I64(2),
+            Scalar::I64(5),
+            ElemType::I64,
+        );
         assert_eq!(k, Ok(Scalar::I64(2)));
-        assert_eq!(apply_reducer(&Reducer::Min, Scalar::F64(2.0), Scalar::F64(f64::NAN), ElemType::F64), Ok(Scalar::F64(2.0)));
+        assert_eq!(
+            apply_reducer(
+                &Reducer::Min,
+                Scalar::F64(2.0),
+                Scalar::F64(f64::NAN),
+                ElemType::F64
+            ),
+            Ok(Scalar::F64(2.0))
+        );
     }
 }

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use tessera::io::{read_file, FileData};
+use tessera::io::{FileData, read_file};
 
 struct Dir(PathBuf);
 
@@ -30,12 +30,19 @@ impl Drop for Dir {
 }
 
 fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera")).args(args).output().expect("run tessera")
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .output()
+        .expect("run tessera")
 }
 
 fn ok(args: &[&str]) -> String {
     let o = tessera(args);
-    assert!(o.status.success(), "tessera {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "tessera {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8(o.stdout).unwrap()
 }
 
@@ -44,9 +51,17 @@ fn fails(args: &[&str], needles: &[&str]) {
     let o = tessera(args);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "tessera {args:?} should fail");
-    assert_eq!(err.trim_end().lines().count(), 1, "one-line message expected, got:\n{err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "one-line message expected, got:\n{err}"
+    );
     for n in needles {
-        assert!(err.contains(n), "message `{}` should mention `{n}`", err.trim_end());
+        assert!(
+            err.contains(n),
+            "message `{}` should mention `{n}`",
+            err.trim_end()
+        );
     }
 }
 
@@ -64,13 +79,31 @@ fn dense_values(path: &str) -> Vec<f64> {
 #[test]
 fn spmv_runs_and_writes_npy_with_both_backends() {
     let d = Dir::new("spmv");
-    let (a, x, prog) = (d.file("A.mtx", A_MTX), d.file("x.tns", X_TNS), d.file("spmv.fin", SPMV));
+    let (a, x, prog) = (
+        d.file("A.mtx", A_MTX),
+        d.file("x.tns", X_TNS),
+        d.file("spmv.fin", SPMV),
+    );
     for backend in ["jit", "eval"] {
         let y = d.path(&format!("y-{backend}.npy"));
-        ok(&["run", &prog, "--in", &format!("A={a}"), "--in", &format!("x={x}@Dense(Element(0.0))"), "--out", &format!("y={y}"), "--backend", backend]);
+        ok(&[
+            "run",
+            &prog,
+            "--in",
+            &format!("A={a}"),
+            "--in",
+            &format!("x={x}@Dense(Element(0.0))"),
+            "--out",
+            &format!("y={y}"),
+            "--backend",
+            backend,
+        ]);
         assert_eq!(dense_values(&y), vec![1.5 + 6.0, -2.0, 4.0 + 1.0]);
         let info = ok(&["info", &y]);
-        assert!(info.contains("shape: 3\n") && info.contains("stored: 3\n"), "{info}");
+        assert!(
+            info.contains("shape: 3\n") && info.contains("stored: 3\n"),
+            "{info}"
+        );
     }
 }
 
@@ -78,9 +111,23 @@ fn spmv_runs_and_writes_npy_with_both_backends() {
 fn scalar_output_is_printed_and_round_trips() {
     let d = Dir::new("scalar");
     let a = d.file("A.mtx", A_MTX);
-    let out = ok(&["run", "s .= 0; for i = _, j = _; s[] += A[i, j]; end", "--in", &format!("A={a}"), "--out", "s@Element(0.0)"]);
+    let out = ok(&[
+        "run",
+        "s .= 0; for i = _, j = _; s[] += A[i, j]; end",
+        "--in",
+        &format!("A={a}"),
+        "--out",
+        "s@Element(0.0)",
+    ]);
     assert_eq!(out, "s = 8.75\n");
-    let out = ok(&["run", "s .= 0; for i = _, j = _; if i <= j; s[] += A[i, j] / 3; end; end", "--in", &format!("A={a}"), "--out", "s@Element(0.0)"]);
+    let out = ok(&[
+        "run",
+        "s .= 0; for i = _, j = _; if i <= j; s[] += A[i, j] / 3; end; end",
+        "--in",
+        &format!("A={a}"),
+        "--out",
+        "s@Element(0.0)",
+    ]);
     let v: f64 = out.trim().strip_prefix("s = ").unwrap().parse().unwrap();
     assert_eq!(v, 1.5 / 3.0 + 2.0 / 3.0 + -1.0 / 3.0 + 0.25 / 3.0);
 }
@@ -90,31 +137,81 @@ fn scalar_inputs_and_shapes() {
     let d = Dir::new("shape");
     let v = d.file("v.tns", "1 5\n2 17\n3 33\n4 40\n");
     let bins = d.path("bins.npy");
-    ok(&["run", "for i = _; bins[div(v[i], 16)] += 1; end", "--in", &format!("v={v}@Dense(Element(0))"), "--out", &format!("bins={bins}@Dense(Element(0))"), "--shape", "bins=3"]);
+    ok(&[
+        "run",
+        "for i = _; bins[div(v[i], 16)] += 1; end",
+        "--in",
+        &format!("v={v}@Dense(Element(0))"),
+        "--out",
+        &format!("bins={bins}@Dense(Element(0))"),
+        "--shape",
+        "bins=3",
+    ]);
     assert_eq!(dense_values(&bins), vec![1.0, 1.0, 2.0]);
-    let out = ok(&["run", "s .= 0; for i = 0:9; if i * i <= R; s[] += 1; end; end", "--scalar", "R=20", "--out", "s@Element(0)"]);
+    let out = ok(&[
+        "run",
+        "s .= 0; for i = 0:9; if i * i <= R; s[] += 1; end; end",
+        "--scalar",
+        "R=20",
+        "--out",
+        "s@Element(0)",
+    ]);
     assert_eq!(out, "s = 5\n");
 }
 
 #[test]
 fn time_and_code_and_convert() {
     let d = Dir::new("time");
-    let (a, x, prog) = (d.file("A.mtx", A_MTX), d.file("x.tns", X_TNS), d.file("spmv.fin", SPMV));
-    let out = ok(&["run", &prog, "--in", &format!("A={a}"), "--in", &format!("x={x}@dense"), "--out", "y", "--time", "--repeat", "3"]);
-    let line = out.lines().find(|l| l.starts_with("time: ")).expect("a time line");
+    let (a, x, prog) = (
+        d.file("A.mtx", A_MTX),
+        d.file("x.tns", X_TNS),
+        d.file("spmv.fin", SPMV),
+    );
+    let out = ok(&[
+        "run",
+        &prog,
+        "--in",
+        &format!("A={a}"),
+        "--in",
+        &format!("x={x}@dense"),
+        "--out",
+        "y",
+        "--time",
+        "--repeat",
+        "3",
+    ]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("time: "))
+        .expect("a time line");
     for key in ["compile_ms=", "run_ms_median=", "run_ms_min=", "repeats=3"] {
         assert!(line.contains(key), "{line}");
     }
-    let code = ok(&["code", &prog, "--in", &format!("A={a}"), "--in", &format!("x={x}@dense"), "--out", "y"]);
+    let code = ok(&[
+        "code",
+        &prog,
+        "--in",
+        &format!("A={a}"),
+        "--in",
+        &format!("x={x}@dense"),
+        "--out",
+        "y",
+    ]);
     assert!(code.contains("for") && code.contains('y'), "{code}");
     let t = d.path("A.tns");
     ok(&["convert", &a, &format!("{t}@dcsr")]);
     let info = ok(&["info", &format!("{t}@dcsr"), "--storage"]);
-    assert!(info.contains("shape: 3x4") && info.contains("stored: 5"), "{info}");
+    assert!(
+        info.contains("shape: 3x4") && info.contains("stored: 5"),
+        "{info}"
+    );
     let m = d.path("A2.mtx");
     ok(&["convert", &t, &m]);
     let info = ok(&["info", &m]);
-    assert!(info.contains("shape: 3x4") && info.contains("stored: 5"), "{info}");
+    assert!(
+        info.contains("shape: 3x4") && info.contains("stored: 5"),
+        "{info}"
+    );
 }
 
 #[test]
@@ -123,7 +220,16 @@ fn in_place_update_of_an_input() {
     let p = d.file("p.tns", "# shape: 4\n1 -1\n2 -1\n3 7\n4 -1\n");
     let e = d.file("e.tns", "# shape: 4\n1 2\n2 1\n");
     let out = d.path("p2.npy");
-    ok(&["run", "for k = _; P[k] <<choose(-1)>>= E[k]; end", "--in", &format!("P={p}@Dense(Element(0))"), "--in", &format!("E={e}@Dense(Element(0))"), "--out", &format!("P={out}")]);
+    ok(&[
+        "run",
+        "for k = _; P[k] <<choose(-1)>>= E[k]; end",
+        "--in",
+        &format!("P={p}@Dense(Element(0))"),
+        "--in",
+        &format!("E={e}@Dense(Element(0))"),
+        "--out",
+        &format!("P={out}"),
+    ]);
     assert_eq!(dense_values(&out), vec![2.0, 1.0, 7.0, 0.0]);
 }
 
@@ -143,22 +249,76 @@ fn error_paths_name_the_place_and_write_nothing() {
     let check = |args: Vec<String>, needles: &[&str]| {
         let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
         fails(&refs, needles);
-        assert!(!Path::new(&y).exists(), "no output file may be written on error");
+        assert!(
+            !Path::new(&y).exists(),
+            "no output file may be written on error"
+        );
     };
     // Bad program: the syntax error names line:column.
-    let bad = d.file("bad.fin", "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * \nend\n");
+    let bad = d.file(
+        "bad.fin",
+        "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * \nend\n",
+    );
     check(run_with(&bad, &[]), &["bad.fin:", "4:"]);
     // Bad format string.
-    check(vec!["run".into(), SPMV.into(), "--in".into(), format!("A={a}@Dense(Sparse(Element(0.0)))"), "--in".into(), ins[1].clone(), "--out".into(), format!("y={y}")], &["Sparse"]);
+    check(
+        vec![
+            "run".into(),
+            SPMV.into(),
+            "--in".into(),
+            format!("A={a}@Dense(Sparse(Element(0.0)))"),
+            "--in".into(),
+            ins[1].clone(),
+            "--out".into(),
+            format!("y={y}"),
+        ],
+        &["Sparse"],
+    );
     // Missing and malformed files name the file (and the line).
-    check(run_with(SPMV, &["--in", "z=/nonexistent/z.mtx"]), &["/nonexistent/z.mtx"]);
-    let broken = d.file("broken.mtx", "%%MatrixMarket matrix coordinate real general\n3 4 2\n1 1 1.0\n1 x 2.0\n");
-    check(vec!["run".into(), SPMV.into(), "--in".into(), format!("A={broken}"), "--in".into(), ins[1].clone(), "--out".into(), format!("y={y}")], &["broken.mtx:4"]);
+    check(
+        run_with(SPMV, &["--in", "z=/nonexistent/z.mtx"]),
+        &["/nonexistent/z.mtx"],
+    );
+    let broken = d.file(
+        "broken.mtx",
+        "%%MatrixMarket matrix coordinate real general\n3 4 2\n1 1 1.0\n1 x 2.0\n",
+    );
+    check(
+        vec![
+            "run".into(),
+            SPMV.into(),
+            "--in".into(),
+            format!("A={broken}"),
+            "--in".into(),
+            ins[1].clone(),
+            "--out".into(),
+            format!("y={y}"),
+        ],
+        &["broken.mtx:4"],
+    );
     // Shape mismatch: x has 4 entries, B has 3 columns.
-    let b = d.file("B.mtx", "%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 1.0\n");
-    check(vec!["run".into(), SPMV.into(), "--in".into(), format!("A={b}"), "--in".into(), ins[1].clone(), "--out".into(), format!("y={y}")], &["dimension mismatch"]);
+    let b = d.file(
+        "B.mtx",
+        "%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 1.0\n",
+    );
+    check(
+        vec![
+            "run".into(),
+            SPMV.into(),
+            "--in".into(),
+            format!("A={b}"),
+            "--in".into(),
+            ins[1].clone(),
+            "--out".into(),
+            format!("y={y}"),
+        ],
+        &["dimension mismatch"],
+    );
     // Unknown names and bad usage.
-    check(run_with("y .= 0; for i = _; y[i] += Q[i]; end", &[]), &["Q"]);
+    check(
+        run_with("y .= 0; for i = _; y[i] += Q[i]; end", &[]),
+        &["Q"],
+    );
     check(run_with(SPMV, &["--backend", "gpu"]), &["gpu"]);
     fails(&["info", "/nonexistent.npy"], &["/nonexistent.npy"]);
     fails(&["convert", &a, &d.path("out.xyz")], &[".xyz"]);

@@ -10,44 +10,84 @@ use tessera::runtime::Buffer;
 use tessera::tensor::Tensor;
 
 fn code(text: &str, formats: &[(&str, &str)]) -> String {
-    let formats: BTreeMap<String, Format> = formats.iter().map(|(n, f)| (n.to_string(), fmt(f))).collect();
+    let formats: BTreeMap<String, Format> = formats
+        .iter()
+        .map(|(n, f)| (n.to_string(), fmt(f)))
+        .collect();
     let (k, _, _) = Runner::lower(&parse(text), &formats).unwrap_or_else(|e| panic!("{e}"));
     k.to_string()
 }
 
 fn count_loops(code: &str) -> (usize, usize) {
-    let fors = code.lines().filter(|l| l.trim_start().starts_with("for ")).count();
-    let whiles = code.lines().filter(|l| l.trim_start().starts_with("while ")).count();
+    let fors = code
+        .lines()
+        .filter(|l| l.trim_start().starts_with("for "))
+        .count();
+    let whiles = code
+        .lines()
+        .filter(|l| l.trim_start().starts_with("while "))
+        .count();
     (fors, whiles)
 }
 
 #[test]
 fn csr_sum_loops_over_rows_and_stored_entries_only() {
-    let c = code("s .= 0\nfor i = _, j = _\n  s[] += A[i, j]\nend", &[("A", "Dense(SparseList(Element(0.0)))"), ("s", "Element(0.0)")]);
+    let c = code(
+        "s .= 0\nfor i = _, j = _\n  s[] += A[i, j]\nend",
+        &[
+            ("A", "Dense(SparseList(Element(0.0)))"),
+            ("s", "Element(0.0)"),
+        ],
+    );
     let (fors, whiles) = count_loops(&c);
-    assert_eq!(fors + whiles, 2, "one loop over rows, one over stored entries:\n{c}");
-    assert!(!c.contains("+ 0.0") && !c.contains("+= 0"), "no additions of the fill value:\n{c}");
+    assert_eq!(
+        fors + whiles,
+        2,
+        "one loop over rows, one over stored entries:\n{c}"
+    );
+    assert!(
+        !c.contains("+ 0.0") && !c.contains("+= 0"),
+        "no additions of the fill value:\n{c}"
+    );
 }
 
 #[test]
 fn sparse_times_sparse_is_one_coiterating_loop() {
     let c = code(
         "z .= 0\nfor i = _\n  z[i] = x[i] * y[i]\nend",
-        &[("x", "SparseList(Element(0.0))"), ("y", "SparseList(Element(0.0))"), ("z", "Dense(Element(0.0))")],
+        &[
+            ("x", "SparseList(Element(0.0))"),
+            ("y", "SparseList(Element(0.0))"),
+            ("z", "Dense(Element(0.0))"),
+        ],
     );
     let (fors, whiles) = count_loops(&c);
-    assert_eq!((fors, whiles), (0, 1), "a single coiterating while loop:\n{c}");
-    assert!(c.contains("x_q") && c.contains("y_q"), "the loop advances both lists:\n{c}");
+    assert_eq!(
+        (fors, whiles),
+        (0, 1),
+        "a single coiterating while loop:\n{c}"
+    );
+    assert!(
+        c.contains("x_q") && c.contains("y_q"),
+        "the loop advances both lists:\n{c}"
+    );
 }
 
 #[test]
 fn sparse_plus_sparse_visits_the_union() {
     let c = code(
         "z .= 0\nfor i = _\n  z[i] = x[i] + y[i]\nend",
-        &[("x", "SparseList(Element(0.0))"), ("y", "SparseList(Element(0.0))"), ("z", "SparseList(Element(0.0))")],
+        &[
+            ("x", "SparseList(Element(0.0))"),
+            ("y", "SparseList(Element(0.0))"),
+            ("z", "SparseList(Element(0.0))"),
+        ],
     );
     let (fors, _) = count_loops(&c);
-    assert!(fors <= 2, "no dense loop over the whole dimension beyond leftovers:\n{c}");
+    assert!(
+        fors <= 2,
+        "no dense loop over the whole dimension beyond leftovers:\n{c}"
+    );
 }
 
 #[test]
@@ -65,7 +105,11 @@ fn kernel_cache_hits_on_same_program_and_formats() {
     runner.compile(&p, &formats).unwrap();
     assert_eq!(runner.cache_len(), 1);
     runner.compile(&p, &formats).unwrap();
-    assert_eq!(runner.cache_len(), 1, "same program and formats: a cache hit");
+    assert_eq!(
+        runner.cache_len(),
+        1,
+        "same program and formats: a cache hit"
+    );
     let mut other = formats.clone();
     other.insert("A".into(), fmt("Dense(Dense(Element(0.0)))"));
     runner.compile(&p, &other).unwrap();
@@ -73,7 +117,11 @@ fn kernel_cache_hits_on_same_program_and_formats() {
     let mut ints = formats.clone();
     ints.insert("x".into(), fmt("Dense(Element(0))"));
     runner.compile(&p, &ints).unwrap();
-    assert_eq!(runner.cache_len(), 3, "another element type: another kernel");
+    assert_eq!(
+        runner.cache_len(),
+        3,
+        "another element type: another kernel"
+    );
 }
 
 /// SpMV over a 10^7 x 10^7 matrix with 10^7 entries: only possible if the work follows the
@@ -87,7 +135,10 @@ fn huge_sparse_spmv_follows_the_structure() {
         format: csr,
         levels: vec![
             vec![],
-            vec![Buffer::I64((0..=n as i64).collect()), Buffer::I64((0..n).map(|i| ((i * 7919) % n) as i64).collect())],
+            vec![
+                Buffer::I64((0..=n as i64).collect()),
+                Buffer::I64((0..n).map(|i| ((i * 7919) % n) as i64).collect()),
+            ],
             vec![Buffer::F64(vec![1.5; n])],
         ],
     };
@@ -99,7 +150,11 @@ fn huge_sparse_spmv_follows_the_structure() {
         ("x".to_string(), x),
         ("y".to_string(), Tensor::empty(&dense, &[n]).unwrap()),
     ]);
-    common::run_jit(&parse("y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend"), &mut tensors).unwrap();
+    common::run_jit(
+        &parse("y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend"),
+        &mut tensors,
+    )
+    .unwrap();
     let y = tensors["y"].to_dense();
     assert!(y.as_f64().unwrap().iter().all(|&v| v == 3.0));
 }

@@ -11,7 +11,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use tessera::levels::Format;
-use tessera::tensor::{random_sparse, Tensor};
+use tessera::tensor::{Tensor, random_sparse};
 
 const MATRIX_FORMATS: &[&str] = &[
     "Dense(Dense(Element(0.0)))",
@@ -44,7 +44,19 @@ fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
 /// A random expression over the loop indices `i`, `j`.
 fn expr(rng: &mut StdRng, depth: u32, square: bool) -> String {
     if depth == 0 || rng.random_bool(0.3) {
-        let mut leaves = vec!["A[i, j]", "B[i, j]", "u[i]", "v[j]", "1", "2", "0", "i", "j", "A[i, gallop(j)]", "v[gallop(j)]"];
+        let mut leaves = vec![
+            "A[i, j]",
+            "B[i, j]",
+            "u[i]",
+            "v[j]",
+            "1",
+            "2",
+            "0",
+            "i",
+            "j",
+            "A[i, gallop(j)]",
+            "v[gallop(j)]",
+        ];
         if square {
             leaves.push("T[j, i]");
         }
@@ -58,7 +70,11 @@ fn expr(rng: &mut StdRng, depth: u32, square: bool) -> String {
         2 | 3 => format!("({a} * {b})"),
         4 => format!("min({a}, {b})"),
         5 => format!("max({a}, {b})"),
-        _ => format!("ifelse({} <= {}, {a}, {b})", expr(rng, 0, square), expr(rng, 0, square)),
+        _ => format!(
+            "ifelse({} <= {}, {a}, {b})",
+            expr(rng, 0, square),
+            expr(rng, 0, square)
+        ),
     }
 }
 
@@ -70,16 +86,35 @@ struct Case {
 fn random_case(seed: u64) -> Case {
     let mut rng = StdRng::seed_from_u64(seed);
     let ni = rng.random_range(0..6);
-    let nj = if rng.random_bool(0.5) { ni } else { rng.random_range(0..6) };
-    let square = ni == nj;
-    let order = if rng.random_bool(0.7) { "i = _, j = _" } else { "j = _, i = _" };
-    let rhs = expr(&mut rng, 3, square);
-    let (out, lhs, out_shape, out_formats): (&str, &str, Vec<usize>, &[&str]) = match rng.random_range(0..4) {
-        0 => ("s", "s[]", vec![], &["Element(0.0)", "Element(0)"]),
-        1 => ("y", "y[i]", vec![ni], &["Dense(Element(0.0))"]),
-        2 => ("w", "w[j]", vec![nj], &["Dense(Element(0.0))", "Dense(Element(0))"]),
-        _ => ("C", "C[i, j]", vec![ni, nj], &["Dense(Dense(Element(0.0)))"]),
+    let nj = if rng.random_bool(0.5) {
+        ni
+    } else {
+        rng.random_range(0..6)
     };
+    let square = ni == nj;
+    let order = if rng.random_bool(0.7) {
+        "i = _, j = _"
+    } else {
+        "j = _, i = _"
+    };
+    let rhs = expr(&mut rng, 3, square);
+    let (out, lhs, out_shape, out_formats): (&str, &str, Vec<usize>, &[&str]) =
+        match rng.random_range(0..4) {
+            0 => ("s", "s[]", vec![], &["Element(0.0)", "Element(0)"]),
+            1 => ("y", "y[i]", vec![ni], &["Dense(Element(0.0))"]),
+            2 => (
+                "w",
+                "w[j]",
+                vec![nj],
+                &["Dense(Element(0.0))", "Dense(Element(0))"],
+            ),
+            _ => (
+                "C",
+                "C[i, j]",
+                vec![ni, nj],
+                &["Dense(Dense(Element(0.0)))"],
+            ),
+        };
     let op = if out == "C" && rng.random_bool(0.4) {
         "="
     } else {
@@ -108,7 +143,10 @@ fn random_case(seed: u64) -> Case {
     add(&mut rng, "u", VECTOR_FORMATS, vec![ni]);
     add(&mut rng, "v", VECTOR_FORMATS, vec![nj]);
     let of = fmt(pick(&mut rng, out_formats));
-    tensors.insert(out.to_string(), Tensor::empty(&of, &out_shape).expect("output"));
+    tensors.insert(
+        out.to_string(),
+        Tensor::empty(&of, &out_shape).expect("output"),
+    );
     // Only tensors the program mentions take part.
     tensors.retain(|n, _| n == out || program.contains(&format!("{n}[")));
     Case { program, tensors }
@@ -121,21 +159,37 @@ fn check(seed: u64) -> Result<(), TestCaseError> {
     let mut tensors = case.tensors.clone();
     let got = run_jit(&program, &mut tensors);
     let describe = || {
-        let fs: Vec<String> = case.tensors.iter().map(|(n, t)| format!("{n}: {} {:?}", t.format, t.shape)).collect();
+        let fs: Vec<String> = case
+            .tensors
+            .iter()
+            .map(|(n, t)| format!("{n}: {} {:?}", t.format, t.shape))
+            .collect();
         format!("seed {seed}\n{}\n{}", case.program, fs.join("\n"))
     };
     match (expected, got) {
         (Ok(exp), Ok(())) => {
             for (n, t) in &tensors {
-                prop_assert_eq!(&t.to_dense(), &exp[n], "tensor {} differs\n{}", n, describe());
-                t.validate(n).map_err(|e| TestCaseError::fail(format!("{e}\n{}", describe())))?;
+                prop_assert_eq!(
+                    &t.to_dense(),
+                    &exp[n],
+                    "tensor {} differs\n{}",
+                    n,
+                    describe()
+                );
+                t.validate(n)
+                    .map_err(|e| TestCaseError::fail(format!("{e}\n{}", describe())))?;
             }
         }
         (Err(e), Err(_)) => {
             let _ = e;
         }
         (Ok(_), Err(e)) => prop_assert!(false, "compiled run failed: {}\n{}", e, describe()),
-        (Err(e), Ok(())) => prop_assert!(false, "evaluator failed but kernel ran: {}\n{}", e, describe()),
+        (Err(e), Ok(())) => prop_assert!(
+            false,
+            "evaluator failed but kernel ran: {}\n{}",
+            e,
+            describe()
+        ),
     }
     Ok(())
 }
@@ -152,12 +206,30 @@ proptest! {
 #[test]
 fn sparse_outputs_match_evaluator() {
     let programs = [
-        ("C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n", "Dense(SparseList(Element(0.0)))"),
-        ("C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] + B[i, j]\nend\n", "Dense(SparseList(Element(0.0)))"),
-        ("C .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] * B[i, j]\nend\n", "SparseList(SparseList(Element(0.0)))"),
-        ("C .= 0\nfor i = _, j = _\n  C[i, j] = max(A[i, j], B[i, j])\nend\n", "Dense(SparseList(Element(0.0)))"),
-        ("C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n", "SparseCOO{2}(Element(0.0))"),
-        ("C .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] + B[i, j]\nend\n", "Dense(SparseCOO{1}(Element(0.0)))"),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n",
+            "Dense(SparseList(Element(0.0)))",
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] + B[i, j]\nend\n",
+            "Dense(SparseList(Element(0.0)))",
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] * B[i, j]\nend\n",
+            "SparseList(SparseList(Element(0.0)))",
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = max(A[i, j], B[i, j])\nend\n",
+            "Dense(SparseList(Element(0.0)))",
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n",
+            "SparseCOO{2}(Element(0.0))",
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] + B[i, j]\nend\n",
+            "Dense(SparseCOO{1}(Element(0.0)))",
+        ),
     ];
     let mut rng = StdRng::seed_from_u64(7);
     for (text, out) in programs {
@@ -166,13 +238,25 @@ fn sparse_outputs_match_evaluator() {
             let mut tensors = BTreeMap::new();
             for name in ["A", "B"] {
                 let f: Format = fmt(pick(&mut rng, MATRIX_FORMATS));
-                tensors.insert(name.to_string(), random_sparse(&f, &[ni, nj], rng.random_range(0.0..1.0), rng.random()).unwrap());
+                tensors.insert(
+                    name.to_string(),
+                    random_sparse(&f, &[ni, nj], rng.random_range(0.0..1.0), rng.random()).unwrap(),
+                );
             }
-            tensors.insert("C".to_string(), Tensor::empty(&fmt(out), &[ni, nj]).unwrap());
+            tensors.insert(
+                "C".to_string(),
+                Tensor::empty(&fmt(out), &[ni, nj]).unwrap(),
+            );
             let program = parse(text);
             let exp = run_eval(&program, &tensors).unwrap();
             run_jit(&program, &mut tensors).unwrap_or_else(|e| panic!("{e}\n{text}"));
-            assert_eq!(tensors["C"].to_dense(), exp["C"], "{text} A: {} B: {}", tensors["A"].format, tensors["B"].format);
+            assert_eq!(
+                tensors["C"].to_dense(),
+                exp["C"],
+                "{text} A: {} B: {}",
+                tensors["A"].format,
+                tensors["B"].format
+            );
             tensors["C"].validate("C").unwrap();
         }
     }

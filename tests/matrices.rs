@@ -7,23 +7,86 @@ mod common;
 use common::{fmt, parse, run_jit};
 use std::collections::BTreeMap;
 use tessera::runtime::Buffer;
-use tessera::tensor::files::load_tensor;
 use tessera::tensor::Tensor;
+use tessera::tensor::files::load_tensor;
 
 /// name, [spmv, spmv_t, spmm, triu, dot, add, mul] checksums, the row `r1` of the vector tests.
 const GOLDEN: &[(&str, [f64; 7], usize)] = &[
-    ("west0067", [-48.601615360000004, -93.98162527000001, -2.2728973999999944, -13.456641620000003, -0.42194095780589996, -7.343471399999999, -0.42194095780589996], 9),
-    ("lp_afiro", [-18.256999999999998, -87.446, -20.33400000000001, 23.768, 0.0, 45.59, 0.0], 20),
+    (
+        "west0067",
+        [
+            -48.601615360000004,
+            -93.98162527000001,
+            -2.2728973999999944,
+            -13.456641620000003,
+            -0.42194095780589996,
+            -7.343471399999999,
+            -0.42194095780589996,
+        ],
+        9,
+    ),
+    (
+        "lp_afiro",
+        [
+            -18.256999999999998,
+            -87.446,
+            -20.33400000000001,
+            23.768,
+            0.0,
+            45.59,
+            0.0,
+        ],
+        20,
+    ),
     ("ash219", [-121.0, -24.0, 6.0, 18.0, 1.0, 8.0, 1.0], 0),
-    ("1138_bus", [-105104.96795369955, 168104.89321099996, 7300.039209900031, 487680.2249956, -593112.9733749601, -4918.9442, -651407.7558163201], 240),
-    ("impcol_a", [22337.387558635004, -1624.903958143998, 10058.845532604999, 5946.643789951, 11.947148447337527, -7.604301840000003, 47.47987598417106], 16),
+    (
+        "1138_bus",
+        [
+            -105104.96795369955,
+            168104.89321099996,
+            7300.039209900031,
+            487680.2249956,
+            -593112.9733749601,
+            -4918.9442,
+            -651407.7558163201,
+        ],
+        240,
+    ),
+    (
+        "impcol_a",
+        [
+            22337.387558635004,
+            -1624.903958143998,
+            10058.845532604999,
+            5946.643789951,
+            11.947148447337527,
+            -7.604301840000003,
+            47.47987598417106,
+        ],
+        16,
+    ),
     ("karate", [-63.0, -36.0, 74.0, 78.0, 4.0, 87.0, 11.0], 33),
-    ("Groebner_id2003_aug", [-556903529.0, -74491164.0, -23562183.0, 302013260.0, 613886119830.0, 123435413.0, 1485562271438.0], 2496),
+    (
+        "Groebner_id2003_aug",
+        [
+            -556903529.0,
+            -74491164.0,
+            -23562183.0,
+            302013260.0,
+            613886119830.0,
+            123435413.0,
+            1485562271438.0,
+        ],
+        2496,
+    ),
 ];
 
 fn close(got: f64, want: f64, what: &str) {
     let tol = 1e-9 * want.abs().max(1.0);
-    assert!((got - want).abs() <= tol, "{what}: got {got}, SciPy gives {want}");
+    assert!(
+        (got - want).abs() <= tol,
+        "{what}: got {got}, SciPy gives {want}"
+    );
 }
 
 fn dense_vec(values: Vec<f64>) -> Tensor {
@@ -32,7 +95,11 @@ fn dense_vec(values: Vec<f64>) -> Tensor {
 }
 
 fn f64s(t: &Tensor) -> Vec<f64> {
-    t.to_dense().to_scalars().iter().map(|v| v.as_f64()).collect()
+    t.to_dense()
+        .to_scalars()
+        .iter()
+        .map(|v| v.as_f64())
+        .collect()
 }
 
 fn weighted(v: &[f64], w: impl Fn(usize) -> f64) -> f64 {
@@ -40,8 +107,17 @@ fn weighted(v: &[f64], w: impl Fn(usize) -> f64) -> f64 {
 }
 
 /// Run `text` with the given tensors plus an empty dense output `out` of `shape`.
-fn run(text: &str, mut tensors: BTreeMap<String, Tensor>, out: &str, out_format: &str, shape: &[usize]) -> Tensor {
-    tensors.insert(out.to_string(), Tensor::empty(&fmt(out_format), shape).unwrap());
+fn run(
+    text: &str,
+    mut tensors: BTreeMap<String, Tensor>,
+    out: &str,
+    out_format: &str,
+    shape: &[usize],
+) -> Tensor {
+    tensors.insert(
+        out.to_string(),
+        Tensor::empty(&fmt(out_format), shape).unwrap(),
+    );
     run_jit(&parse(text), &mut tensors).unwrap_or_else(|e| panic!("{e}\n{text}"));
     tensors.remove(out).unwrap()
 }
@@ -54,10 +130,16 @@ fn entries(a: &Tensor) -> Vec<(usize, usize, f64)> {
 
 #[test]
 fn classic_kernels_match_scipy() {
-    let Some(dir) = common::data_dir("classic_kernels_match_scipy") else { return };
+    let Some(dir) = common::data_dir("classic_kernels_match_scipy") else {
+        return;
+    };
     for (name, golden, r1) in GOLDEN {
         let path = dir.join(format!("matrices/{name}.mtx"));
-        let a = load_tensor(path.to_str().unwrap(), Some("Dense(SparseList(Element(0.0)))")).unwrap();
+        let a = load_tensor(
+            path.to_str().unwrap(),
+            Some("Dense(SparseList(Element(0.0)))"),
+        )
+        .unwrap();
         let (m, n) = (a.shape[0], a.shape[1]);
         let es = entries(&a);
         let x: Vec<f64> = (0..n).map(|j| (j % 7) as f64 - 3.0).collect();
@@ -74,11 +156,24 @@ fn classic_kernels_match_scipy() {
             "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend",
             "y .= 0\nfor j = _, i = _\n  y[i] += A[i, j] * x[j]\nend",
         ] {
-            let y = f64s(&run(text, with(vec![("A", a.clone()), ("x", dense_vec(x.clone()))]), "y", "Dense(Element(0.0))", &[m]));
+            let y = f64s(&run(
+                text,
+                with(vec![("A", a.clone()), ("x", dense_vec(x.clone()))]),
+                "y",
+                "Dense(Element(0.0))",
+                &[m],
+            ));
             for (k, (g, w)) in y.iter().zip(&want).enumerate() {
-                assert!((g - w).abs() <= 1e-9 * w.abs().max(1.0), "{name} {text}: y[{k}] = {g}, expected {w}");
+                assert!(
+                    (g - w).abs() <= 1e-9 * w.abs().max(1.0),
+                    "{name} {text}: y[{k}] = {g}, expected {w}"
+                );
             }
-            close(weighted(&y, |i| (i % 5) as f64 + 1.0), golden[0], &format!("{name} spmv"));
+            close(
+                weighted(&y, |i| (i % 5) as f64 + 1.0),
+                golden[0],
+                &format!("{name} spmv"),
+            );
         }
 
         // Transposed SpMV.
@@ -90,11 +185,22 @@ fn classic_kernels_match_scipy() {
             "Dense(Element(0.0))",
             &[n],
         ));
-        close(weighted(&z, |j| (j % 3) as f64 + 1.0), golden[1], &format!("{name} transposed spmv"));
+        close(
+            weighted(&z, |j| (j % 3) as f64 + 1.0),
+            golden[1],
+            &format!("{name} transposed spmv"),
+        );
 
         // SpMM with a dense right-hand side.
-        let bvals: Vec<f64> = (0..n * 4).map(|k| ((k / 4 + k % 4) % 4) as f64 - 1.5).collect();
-        let b = Tensor::from_dense(&fmt("Dense(Dense(Element(0.0)))"), &[n, 4], &Buffer::F64(bvals)).unwrap();
+        let bvals: Vec<f64> = (0..n * 4)
+            .map(|k| ((k / 4 + k % 4) % 4) as f64 - 1.5)
+            .collect();
+        let b = Tensor::from_dense(
+            &fmt("Dense(Dense(Element(0.0)))"),
+            &[n, 4],
+            &Buffer::F64(bvals),
+        )
+        .unwrap();
         let c = f64s(&run(
             "C .= 0\nfor i = _, j = _, k = _\n  C[i, k] += A[i, j] * B[j, k]\nend",
             with(vec![("A", a.clone()), ("B", b)]),
@@ -102,7 +208,11 @@ fn classic_kernels_match_scipy() {
             "Dense(Dense(Element(0.0)))",
             &[m, 4],
         ));
-        close(weighted(&c, |p| ((p / 4) % 3 + p % 4) as f64), golden[2], &format!("{name} spmm"));
+        close(
+            weighted(&c, |p| ((p / 4) % 3 + p % 4) as f64),
+            golden[2],
+            &format!("{name} spmm"),
+        );
 
         // Upper-triangle sum.
         let s = run(
@@ -112,7 +222,11 @@ fn classic_kernels_match_scipy() {
             "Element(0.0)",
             &[],
         );
-        close(s.get(&[]).unwrap().as_f64(), golden[3], &format!("{name} upper-triangle sum"));
+        close(
+            s.get(&[]).unwrap().as_f64(),
+            golden[3],
+            &format!("{name} upper-triangle sum"),
+        );
 
         // Sparse vectors: two rows of the matrix as SparseLists.
         let r2 = (r1 + 1) % m;
@@ -126,13 +240,31 @@ fn classic_kernels_match_scipy() {
         let (va, vb) = (row(*r1), row(r2));
         let vecs = || with(vec![("a", va.clone()), ("b", vb.clone())]);
         let w = |j: usize| (j % 4) as f64 + 1.0;
-        let dot = run("s .= 0\nfor j = _\n  s[] += a[j] * b[j]\nend", vecs(), "s", "Element(0.0)", &[]);
-        close(dot.get(&[]).unwrap().as_f64(), golden[4], &format!("{name} sparse dot"));
-        for (k, op, out_format) in [(5, "+", "SparseList(Element(0.0))"), (6, "*", "SparseList(Element(0.0))"), (5, "+", "Dense(Element(0.0))")] {
+        let dot = run(
+            "s .= 0\nfor j = _\n  s[] += a[j] * b[j]\nend",
+            vecs(),
+            "s",
+            "Element(0.0)",
+            &[],
+        );
+        close(
+            dot.get(&[]).unwrap().as_f64(),
+            golden[4],
+            &format!("{name} sparse dot"),
+        );
+        for (k, op, out_format) in [
+            (5, "+", "SparseList(Element(0.0))"),
+            (6, "*", "SparseList(Element(0.0))"),
+            (5, "+", "Dense(Element(0.0))"),
+        ] {
             let text = format!("z .= 0\nfor j = _\n  z[j] = a[j] {op} b[j]\nend");
             let z = run(&text, vecs(), "z", out_format, &[n]);
             z.validate("z").unwrap();
-            close(weighted(&f64s(&z), w), golden[k], &format!("{name} sparse {op} into {out_format}"));
+            close(
+                weighted(&f64s(&z), w),
+                golden[k],
+                &format!("{name} sparse {op} into {out_format}"),
+            );
         }
     }
 }

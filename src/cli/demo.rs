@@ -5,7 +5,7 @@ use crate::levels::Format;
 use crate::notation::parse::parse_program;
 use crate::run::Runner;
 use crate::runtime::Buffer;
-use crate::tensor::{random_sparse, Tensor};
+use crate::tensor::{Tensor, random_sparse};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -23,14 +23,21 @@ pub fn demo() -> Result<String> {
     // 1. SpMV on a random 20,000 x 20,000 matrix with 0.05% density, checked against plain Rust.
     let n = 20_000;
     let a = random_sparse(&csr, &[n, n], 0.0005, 1)?;
-    let x = Tensor::from_dense(&dense1, &[n], &Buffer::F64((0..n).map(|k| (k % 7) as f64 - 3.0).collect()))?;
+    let x = Tensor::from_dense(
+        &dense1,
+        &[n],
+        &Buffer::F64((0..n).map(|k| (k % 7) as f64 - 3.0).collect()),
+    )?;
     let program = parse_program(SPMV)?;
     let mut tensors = BTreeMap::from([
         ("A".to_string(), a),
         ("x".to_string(), x),
         ("y".to_string(), Tensor::empty(&dense1, &[n])?),
     ]);
-    let formats = tensors.iter().map(|(k, t)| (k.clone(), t.format.clone())).collect();
+    let formats = tensors
+        .iter()
+        .map(|(k, t)| (k.clone(), t.format.clone()))
+        .collect();
     let c = runner.compile(&program, &formats)?;
     let compile_ms = *runner.last_compile_ms.borrow();
     let t0 = Instant::now();
@@ -38,15 +45,31 @@ pub fn demo() -> Result<String> {
     let run_ms = t0.elapsed().as_secs_f64() * 1e3;
     let expected = reference_spmv(&tensors["A"], &tensors["x"]);
     let got = tensors["y"].to_dense();
-    let max_err = expected.iter().zip(got.as_f64().unwrap_or(&[])).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-    let _ = writeln!(out, "== SpMV, A: {n}x{n} CSR with {} stored entries", tensors["A"].countstored());
+    let max_err = expected
+        .iter()
+        .zip(got.as_f64().unwrap_or(&[]))
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    let _ = writeln!(
+        out,
+        "== SpMV, A: {n}x{n} CSR with {} stored entries",
+        tensors["A"].countstored()
+    );
     let _ = writeln!(out, "{SPMV}");
     let _ = writeln!(out, "generated loop IR:\n{}", c.ir);
-    let _ = writeln!(out, "compile {compile_ms:.2} ms, run {run_ms:.3} ms, max |error| vs plain Rust CSR: {max_err:e}");
+    let _ = writeln!(
+        out,
+        "compile {compile_ms:.2} ms, run {run_ms:.3} ms, max |error| vs plain Rust CSR: {max_err:e}"
+    );
 
     // 2. A second call with new data of the same formats compiles nothing.
     let _ = runner.compile(&program, &formats)?;
-    let _ = writeln!(out, "second compile (cache hit): {:.3} ms, kernels cached: {}\n", *runner.last_compile_ms.borrow(), runner.cache_len());
+    let _ = writeln!(
+        out,
+        "second compile (cache hit): {:.3} ms, kernels cached: {}\n",
+        *runner.last_compile_ms.borrow(),
+        runner.cache_len()
+    );
 
     // 3. Sparse dot product: one coiterating loop over two lists.
     let m = 1_000_000;
@@ -59,7 +82,10 @@ pub fn demo() -> Result<String> {
         ("b".to_string(), b),
         ("s".to_string(), Tensor::empty(&scalar, &[])?),
     ]);
-    let formats = ts.iter().map(|(k, t)| (k.clone(), t.format.clone())).collect();
+    let formats = ts
+        .iter()
+        .map(|(k, t)| (k.clone(), t.format.clone()))
+        .collect();
     let c = runner.compile(&dot, &formats)?;
     let t0 = Instant::now();
     runner.execute(&c, &mut ts)?;
@@ -80,23 +106,40 @@ pub fn demo() -> Result<String> {
         format: csr.clone(),
         levels: vec![
             vec![],
-            vec![Buffer::I64((0..=big as i64).collect()), Buffer::I64((0..big).map(|i| ((i * 7919) % big) as i64).collect())],
+            vec![
+                Buffer::I64((0..=big as i64).collect()),
+                Buffer::I64((0..big).map(|i| ((i * 7919) % big) as i64).collect()),
+            ],
             vec![Buffer::F64(vec![1.0; big])],
         ],
     };
-    let x = Tensor { shape: vec![big], format: dense1.clone(), levels: vec![vec![], vec![Buffer::F64(vec![2.0; big])]] };
+    let x = Tensor {
+        shape: vec![big],
+        format: dense1.clone(),
+        levels: vec![vec![], vec![Buffer::F64(vec![2.0; big])]],
+    };
     let mut tensors = BTreeMap::from([
         ("A".to_string(), a),
         ("x".to_string(), x),
         ("y".to_string(), Tensor::empty(&dense1, &[big])?),
     ]);
-    let formats = tensors.iter().map(|(k, t)| (k.clone(), t.format.clone())).collect();
+    let formats = tensors
+        .iter()
+        .map(|(k, t)| (k.clone(), t.format.clone()))
+        .collect();
     let c = runner.compile(&program, &formats)?;
     let t0 = Instant::now();
     runner.execute(&c, &mut tensors)?;
     let ms = t0.elapsed().as_secs_f64() * 1e3;
-    let sum: f64 = tensors["y"].to_dense().as_f64().map(|v| v.iter().sum()).unwrap_or(0.0);
-    let _ = writeln!(out, "== SpMV on {big}x{big} with {big} entries: {ms:.1} ms (sum of y = {sum})");
+    let sum: f64 = tensors["y"]
+        .to_dense()
+        .as_f64()
+        .map(|v| v.iter().sum())
+        .unwrap_or(0.0);
+    let _ = writeln!(
+        out,
+        "== SpMV on {big}x{big} with {big} entries: {ms:.1} ms (sum of y = {sum})"
+    );
     Ok(out)
 }
 

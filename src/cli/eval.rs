@@ -7,11 +7,17 @@ use std::collections::BTreeMap;
 
 /// Run the reference evaluator on dense copies and store the results back in each format.
 pub fn run_eval(program: &Program, tensors: &mut BTreeMap<String, Tensor>) -> Result<()> {
-    let mut env = crate::eval::Env { tensors: BTreeMap::new() };
+    let mut env = crate::eval::Env {
+        tensors: BTreeMap::new(),
+    };
     for (n, t) in tensors.iter() {
         env.tensors.insert(
             n.clone(),
-            crate::eval::DenseTensor { shape: t.shape.clone(), fill: t.fill(), values: t.to_dense() },
+            crate::eval::DenseTensor {
+                shape: t.shape.clone(),
+                fill: t.fill(),
+                values: t.to_dense(),
+            },
         );
     }
     crate::eval::run(program, &mut env)?;

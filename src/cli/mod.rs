@@ -15,7 +15,11 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 #[derive(Parser, Debug)]
-#[command(name = "tessera", version, about = "Compiler and runtime for sparse and structured tensor programs")]
+#[command(
+    name = "tessera",
+    version,
+    about = "Compiler and runtime for sparse and structured tensor programs"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -100,11 +104,17 @@ fn split_name<'a>(s: &'a str, flag: &str) -> Result<(&'a str, &'a str)> {
 
 fn load_program(p: &str) -> Result<(Program, String)> {
     let (text, origin) = if std::path::Path::new(p).is_file() {
-        (std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?, p.to_string())
+        (
+            std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?,
+            p.to_string(),
+        )
     } else if p.contains(['\n', '[', ';']) {
         (p.to_string(), "<program>".to_string())
     } else {
-        return Err(Error::Io { path: p.to_string(), msg: "program file not found".into() });
+        return Err(Error::Io {
+            path: p.to_string(),
+            msg: "program file not found".into(),
+        });
     };
     let prog = crate::notation::parse::parse_program(&text).map_err(|e| with_origin(e, &origin))?;
     Ok((prog, origin))
@@ -137,10 +147,9 @@ fn parse_scalar(name: &str, v: &str) -> Result<Scalar> {
         "NaN" => Scalar::F64(f64::NAN),
         _ => match v.parse::<i64>() {
             Ok(i) => Scalar::I64(i),
-            Err(_) => Scalar::F64(
-                v.parse::<f64>()
-                    .map_err(|_| Error::Usage(format!("--scalar {name}: `{v}` is not a number or boolean")))?,
-            ),
+            Err(_) => Scalar::F64(v.parse::<f64>().map_err(|_| {
+                Error::Usage(format!("--scalar {name}: `{v}` is not a number or boolean"))
+            })?),
         },
     };
     Ok(s)
@@ -151,7 +160,11 @@ fn parse_shape(s: &str) -> Result<Vec<usize>> {
         return Ok(vec![]);
     }
     s.split('x')
-        .map(|d| d.trim().parse::<usize>().map_err(|_| Error::Usage(format!("bad shape `{s}` (expected D1xD2...)"))))
+        .map(|d| {
+            d.trim()
+                .parse::<usize>()
+                .map_err(|_| Error::Usage(format!("bad shape `{s}` (expected D1xD2...)")))
+        })
         .collect()
 }
 
@@ -182,8 +195,12 @@ fn declared_anywhere(p: &Program) -> HashSet<String> {
                 StmtKind::Declare { tensor, .. } => {
                     out.insert(tensor.clone());
                 }
-                StmtKind::Loop { body, .. } | StmtKind::Let { body, .. } | StmtKind::Block(body) => walk(body, out),
-                StmtKind::If { then, otherwise, .. } => {
+                StmtKind::Loop { body, .. }
+                | StmtKind::Let { body, .. }
+                | StmtKind::Block(body) => walk(body, out),
+                StmtKind::If {
+                    then, otherwise, ..
+                } => {
                     walk(then, out);
                     walk(otherwise, out);
                 }
@@ -202,7 +219,10 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
     for spec in &a.inputs {
         let (name, rest) = split_name(spec, "--in")?;
         let (path, fmt) = split_format(rest);
-        tensors.insert(name.to_string(), crate::tensor::files::load_tensor(path, fmt)?);
+        tensors.insert(
+            name.to_string(),
+            crate::tensor::files::load_tensor(path, fmt)?,
+        );
     }
     for spec in &a.scalars {
         let (name, v) = split_name(spec, "--scalar")?;
@@ -216,7 +236,13 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
             Some((n, r)) => (n, Some(r)),
             None => match spec.split_once('@') {
                 Some((n, f)) => {
-                    outs.insert(n.to_string(), OutSpec { path: None, format: Some(f.to_string()) });
+                    outs.insert(
+                        n.to_string(),
+                        OutSpec {
+                            path: None,
+                            format: Some(f.to_string()),
+                        },
+                    );
                     continue;
                 }
                 None => (spec.as_str(), None),
@@ -230,7 +256,9 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
             None => (None, None),
         };
         if name.is_empty() {
-            return Err(Error::Usage(format!("--out expects NAME[=PATH][@FORMAT], got `{spec}`")));
+            return Err(Error::Usage(format!(
+                "--out expects NAME[=PATH][@FORMAT], got `{spec}`"
+            )));
         }
         outs.insert(name.to_string(), OutSpec { path, format });
     }
@@ -241,7 +269,11 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
     }
     // Tensors the program creates: outputs not given as inputs, and undeclared workspaces.
     let declared = declared_anywhere(&program);
-    let mut created: Vec<String> = outs.keys().filter(|n| !tensors.contains_key(*n)).cloned().collect();
+    let mut created: Vec<String> = outs
+        .keys()
+        .filter(|n| !tensors.contains_key(*n))
+        .cloned()
+        .collect();
     for n in &declared {
         if !tensors.contains_key(n) && !outs.contains_key(n) {
             created.push(n.clone());
@@ -249,7 +281,9 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
     }
     let mut formats: BTreeMap<String, Format> = BTreeMap::new();
     for n in &created {
-        let rank = *ranks.get(n).ok_or_else(|| Error::Usage(format!("--out {n}: the program never uses `{n}`")))?;
+        let rank = *ranks
+            .get(n)
+            .ok_or_else(|| Error::Usage(format!("--out {n}: the program never uses `{n}`")))?;
         let f = match outs.get(n).and_then(|o| o.format.as_deref()) {
             Some(f) => Format::parse(f, Some(rank))?,
             None => Format::dense(rank, Scalar::F64(0.0)),
@@ -263,7 +297,8 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
     for n in &created {
         shapes.insert(n.clone(), given_shapes.get(n).cloned());
     }
-    let shapes = crate::transforms::infer_shapes(&program, &shapes).map_err(|e| with_origin(e, &origin))?;
+    let shapes =
+        crate::transforms::infer_shapes(&program, &shapes).map_err(|e| with_origin(e, &origin))?;
     for n in &created {
         let f = &formats[n];
         tensors.insert(n.clone(), Tensor::empty(f, &shapes[n])?);
@@ -276,7 +311,10 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
             program.body.insert(
                 0,
                 Stmt::new(
-                    StmtKind::Declare { tensor: n.clone(), init: crate::notation::ast::Expr::lit(fill) },
+                    StmtKind::Declare {
+                        tensor: n.clone(),
+                        init: crate::notation::ast::Expr::lit(fill),
+                    },
                     Default::default(),
                 ),
             );
@@ -285,9 +323,13 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
     for (n, t) in &tensors {
         t.validate(n)?;
     }
-    let all_formats: BTreeMap<String, Format> = tensors.iter().map(|(n, t)| (n.clone(), t.format.clone())).collect();
+    let all_formats: BTreeMap<String, Format> = tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), t.format.clone()))
+        .collect();
     if code_only {
-        let (k, _, _) = Runner::lower(&program, &all_formats).map_err(|e| with_origin(e, &origin))?;
+        let (k, _, _) =
+            Runner::lower(&program, &all_formats).map_err(|e| with_origin(e, &origin))?;
         return Ok(k.to_string());
     }
     let mut times = vec![];
@@ -295,7 +337,9 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
     match a.backend.as_str() {
         "jit" => {
             let runner = Runner::jit();
-            let c = runner.compile(&program, &all_formats).map_err(|e| with_origin(e, &origin))?;
+            let c = runner
+                .compile(&program, &all_formats)
+                .map_err(|e| with_origin(e, &origin))?;
             compile_ms = *runner.last_compile_ms.borrow();
             for _ in 0..a.repeat.max(1) {
                 let t0 = Instant::now();
@@ -310,7 +354,11 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
                 times.push(t0.elapsed().as_secs_f64() * 1e3);
             }
         }
-        other => return Err(Error::Usage(format!("unknown backend `{other}` (jit or eval)"))),
+        other => {
+            return Err(Error::Usage(format!(
+                "unknown backend `{other}` (jit or eval)"
+            )));
+        }
     }
     let mut out = String::new();
     // Write every file only after everything succeeded; each write is atomic.
@@ -355,7 +403,15 @@ fn info(path: &str, storage: bool) -> Result<String> {
     let t = crate::tensor::files::load_tensor(p, fmt)?;
     let mut out = String::new();
     let shape: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
-    let _ = writeln!(out, "shape: {}", if shape.is_empty() { "()".to_string() } else { shape.join("x") });
+    let _ = writeln!(
+        out,
+        "shape: {}",
+        if shape.is_empty() {
+            "()".to_string()
+        } else {
+            shape.join("x")
+        }
+    );
     let _ = writeln!(out, "stored: {}", t.countstored());
     let _ = writeln!(out, "format: {}", t.format);
     let _ = writeln!(out, "element: {}", t.elem());

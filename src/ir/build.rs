@@ -13,7 +13,10 @@ pub fn var(v: VarId) -> Expr {
     Expr::Var(v)
 }
 pub fn load(buf: BufId, index: Expr) -> Expr {
-    Expr::Load { buf, index: Box::new(index) }
+    Expr::Load {
+        buf,
+        index: Box::new(index),
+    }
 }
 pub fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
     // Fold the integer arithmetic that index computations produce all the time, so printed
@@ -37,13 +40,15 @@ pub fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
         (BinOp::Add, Expr::Const(Scalar::I64(0)), _) => return b,
         (BinOp::Mul, _, Expr::Const(Scalar::I64(1))) => return a,
         (BinOp::Mul, Expr::Const(Scalar::I64(1)), _) => return b,
-        (BinOp::Mul, _, Expr::Const(Scalar::I64(0))) | (BinOp::Mul, Expr::Const(Scalar::I64(0)), _) => {
+        (BinOp::Mul, _, Expr::Const(Scalar::I64(0)))
+        | (BinOp::Mul, Expr::Const(Scalar::I64(0)), _) => {
             return int(0);
         }
         (BinOp::Min | BinOp::Max, _, _) if a == b => return a,
         (BinOp::And, Expr::Const(Scalar::Bool(true)), _) => return b,
         (BinOp::And, _, Expr::Const(Scalar::Bool(true))) => return a,
-        (BinOp::And, Expr::Const(Scalar::Bool(false)), _) | (BinOp::And, _, Expr::Const(Scalar::Bool(false))) => {
+        (BinOp::And, Expr::Const(Scalar::Bool(false)), _)
+        | (BinOp::And, _, Expr::Const(Scalar::Bool(false))) => {
             return boolean(false);
         }
         (BinOp::Or, Expr::Const(Scalar::Bool(false)), _) => return b,
@@ -51,9 +56,18 @@ pub fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
         _ => {}
     }
     // (x + c1) + c2 → x + (c1 + c2): phase bounds are built as `stop + 1` chains.
-    if let (BinOp::Add | BinOp::Sub, Expr::Binary(BinOp::Add, x, c1), Expr::Const(Scalar::I64(c2))) = (op, &a, &b) {
+    if let (
+        BinOp::Add | BinOp::Sub,
+        Expr::Binary(BinOp::Add, x, c1),
+        Expr::Const(Scalar::I64(c2)),
+    ) = (op, &a, &b)
+    {
         if let Expr::Const(Scalar::I64(c1)) = **c1 {
-            let c = if op == BinOp::Add { c1.wrapping_add(*c2) } else { c1.wrapping_sub(*c2) };
+            let c = if op == BinOp::Add {
+                c1.wrapping_add(*c2)
+            } else {
+                c1.wrapping_sub(*c2)
+            };
             return bin(BinOp::Add, (**x).clone(), int(c));
         }
     }
@@ -120,7 +134,15 @@ pub fn if_else(cond: Expr, then: Vec<Stmt>, otherwise: Vec<Stmt>) -> Vec<Stmt> {
         Expr::Const(Scalar::Bool(true)) => then,
         Expr::Const(Scalar::Bool(false)) => otherwise,
         _ if then.is_empty() && otherwise.is_empty() => vec![],
-        _ if then.is_empty() => vec![Stmt::If { cond: not(cond), then: otherwise, otherwise: vec![] }],
-        cond => vec![Stmt::If { cond, then, otherwise }],
+        _ if then.is_empty() => vec![Stmt::If {
+            cond: not(cond),
+            then: otherwise,
+            otherwise: vec![],
+        }],
+        cond => vec![Stmt::If {
+            cond,
+            then,
+            otherwise,
+        }],
     }
 }

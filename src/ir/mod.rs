@@ -8,6 +8,7 @@
 
 pub mod build;
 pub mod check;
+pub mod print;
 
 use crate::types::{ElemType, Scalar};
 

@@ -2,7 +2,7 @@
 
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
-use crate::ir::{build as b, Expr, Stmt};
+use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Looplet, Target};
 use crate::lower::ctx::Cx;
 use crate::notation::ast::Protocol;
@@ -16,19 +16,40 @@ impl Level for Dense {
     fn buffers(&self, _: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
         vec![]
     }
-    fn validate(&self, _: &LevelKind, _: &[Buffer], dims: &[usize], parent_count: usize) -> std::result::Result<usize, String> {
-        parent_count.checked_mul(dims[0]).ok_or_else(|| "dense size overflows".to_string())
+    fn validate(
+        &self,
+        _: &LevelKind,
+        _: &[Buffer],
+        dims: &[usize],
+        parent_count: usize,
+    ) -> std::result::Result<usize, String> {
+        parent_count
+            .checked_mul(dims[0])
+            .ok_or_else(|| "dense size overflows".to_string())
     }
-    fn finish(&self, _: &LevelKind, _: &mut [Buffer], dims: &[usize], parent_count: usize) -> usize {
+    fn finish(
+        &self,
+        _: &LevelKind,
+        _: &mut [Buffer],
+        dims: &[usize],
+        parent_count: usize,
+    ) -> usize {
         parent_count * dims[0]
     }
     fn empty(&self, _: &LevelKind, _: &mut [Buffer], dims: &[usize], parent_count: usize) -> usize {
         parent_count * dims[0]
     }
 
-    fn for_each_child(&self, _: &LevelKind, _: &[Buffer], dims: &[usize], pos: usize, f: &mut dyn FnMut(&[usize], usize)) {
+    fn for_each_child(
+        &self,
+        _: &LevelKind,
+        _: &[Buffer],
+        dims: &[usize],
+        pos: usize,
+        f: &mut dyn FnMut(&[usize], usize),
+    ) {
         for i in 0..dims[0] {
-            f(i, pos * dims[0] + i);
+            f(&[i], pos * dims[0] + i);
         }
     }
     fn build(
@@ -43,20 +64,25 @@ impl Level for Dense {
         let n = dims[0];
         let mut out = vec![];
         for &(p, lo, hi) in groups {
-            split_runs(&coords[0], lo, hi, |c, a, z| out.push((p * n + c as usize, a, z)));
+            split_runs(&coords[0], lo, hi, |c, a, z| {
+                out.push((p * n + c as usize, a, z))
+            });
         }
         (parent_count * n, out)
     }
 
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
-        l.child_impl().declare(cx, &l.child(), b::mul(count, l.dim(0)), init)
+        l.child_impl()
+            .declare(cx, &l.child(), b::mul(count, l.dim(0)), init)
     }
     fn assemble(&self, cx: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>> {
         let n = l.dim(0);
-        l.child_impl().assemble(cx, &l.child(), b::mul(lo, n.clone()), b::mul(hi, n))
+        l.child_impl()
+            .assemble(cx, &l.child(), b::mul(lo, n.clone()), b::mul(hi, n))
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
-        l.child_impl().freeze(cx, &l.child(), b::mul(count, l.dim(0)))
+        l.child_impl()
+            .freeze(cx, &l.child(), b::mul(count, l.dim(0)))
     }
     fn thaw(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         l.child_impl().thaw(cx, &l.child(), b::mul(count, l.dim(0)))
@@ -79,7 +105,6 @@ fn lookup(f: &Fiber) -> Looplet {
         Target::Fiber(f.child(b::add(b::mul(f.pos.clone(), n.clone()), i.clone())))
     }))
 }
-
 
 /// Call `f(coordinate, start, end)` for each run of equal coordinates in `coords[lo..hi]`.
 pub fn split_runs(coords: &[i64], lo: usize, hi: usize, mut f: impl FnMut(i64, usize, usize)) {

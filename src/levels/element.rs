@@ -2,7 +2,7 @@
 
 use super::{LeafValue, Level, LevelKind, LevelRef};
 use crate::error::Result;
-use crate::ir::{build as b, Expr, Stmt};
+use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Looplet};
 use crate::lower::ctx::Cx;
 use crate::notation::ast::Protocol;
@@ -22,17 +22,38 @@ impl Level for Element {
     fn buffers(&self, _: &LevelKind, elem: ElemType) -> Vec<(&'static str, ElemType)> {
         vec![("val", elem)]
     }
-    fn validate(&self, _: &LevelKind, bufs: &[Buffer], _: &[usize], parent_count: usize) -> std::result::Result<usize, String> {
+    fn validate(
+        &self,
+        _: &LevelKind,
+        bufs: &[Buffer],
+        _: &[usize],
+        parent_count: usize,
+    ) -> std::result::Result<usize, String> {
         if bufs[0].len() < parent_count {
-            return Err(format!("val has {} entries, the structure needs {parent_count}", bufs[0].len()));
+            return Err(format!(
+                "val has {} entries, the structure needs {parent_count}",
+                bufs[0].len()
+            ));
         }
         Ok(parent_count)
     }
-    fn finish(&self, _: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
+    fn finish(
+        &self,
+        _: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+    ) -> usize {
         bufs[0].truncate(parent_count);
         parent_count
     }
-    fn empty(&self, kind: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
+    fn empty(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+    ) -> usize {
         bufs[0] = Buffer::filled(bufs[0].elem(), parent_count, fill_of(kind));
         parent_count
     }
@@ -44,7 +65,7 @@ impl Level for Element {
         _: &[usize],
         parent_count: usize,
         groups: &[(usize, usize, usize)],
-        _: &[i64],
+        _: &[Vec<i64>],
     ) -> (usize, Vec<(usize, usize, usize)>) {
         bufs[0] = Buffer::filled(bufs[0].elem(), parent_count, fill_of(kind));
         (parent_count, groups.to_vec())
@@ -56,15 +77,31 @@ impl Level for Element {
     fn declare(&self, _: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
         let val = l.buf(0);
         Ok(vec![
-            Stmt::Grow { buf: val, len: count.clone() },
-            Stmt::Fill { buf: val, start: b::int(0), stop: count, value: Expr::Const(init.cast(l.tensor.elem).widen()) },
+            Stmt::Grow {
+                buf: val,
+                len: count.clone(),
+            },
+            Stmt::Fill {
+                buf: val,
+                start: b::int(0),
+                stop: count,
+                value: Expr::Const(init.cast(l.tensor.elem).widen()),
+            },
         ])
     }
     fn assemble(&self, _: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>> {
         let val = l.buf(0);
         Ok(vec![
-            Stmt::Grow { buf: val, len: hi.clone() },
-            Stmt::Fill { buf: val, start: lo, stop: hi, value: Expr::Const(fill_of(l.kind()).widen()) },
+            Stmt::Grow {
+                buf: val,
+                len: hi.clone(),
+            },
+            Stmt::Fill {
+                buf: val,
+                start: lo,
+                stop: hi,
+                value: Expr::Const(fill_of(l.kind()).widen()),
+            },
         ])
     }
     fn freeze(&self, _: &mut Cx, _: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
@@ -81,11 +118,18 @@ impl Level for Element {
     }
     fn read_leaf(&self, f: &Fiber) -> Option<LeafValue> {
         let val = f.tensor.level_bufs[f.level][0];
-        Some(LeafValue::Value(b::load(val, f.pos.clone()), f.tensor.elem.compute()))
+        Some(LeafValue::Value(
+            b::load(val, f.pos.clone()),
+            f.tensor.elem.compute(),
+        ))
     }
     fn update_leaf(&self, _: &mut Cx, f: &Fiber, new: &dyn Fn(Expr) -> Expr) -> Option<Vec<Stmt>> {
         let val = f.tensor.level_bufs[f.level][0];
-        let mut code = vec![b::store(val, f.pos.clone(), new(b::load(val, f.pos.clone())))];
+        let mut code = vec![b::store(
+            val,
+            f.pos.clone(),
+            new(b::load(val, f.pos.clone())),
+        )];
         if let Some(d) = f.dirty {
             code.push(b::assign(d, b::boolean(true)));
         }

@@ -48,13 +48,25 @@ impl Format {
     }
 
     fn validate(&self) -> Result<()> {
-        let err = |msg: &str| Error::Format { format: self.to_string(), msg: msg.to_string() };
+        let err = |msg: &str| Error::Format {
+            format: self.to_string(),
+            msg: msg.to_string(),
+        };
         match self.levels.last() {
             Some(l) if l.is_leaf() => {}
-            _ => return Err(err("a format must end in a leaf level (Element or Pattern)")),
+            _ => {
+                return Err(err(
+                    "a format must end in a leaf level (Element or Pattern)",
+                ));
+            }
         }
-        if self.levels[..self.levels.len() - 1].iter().any(|l| l.is_leaf()) {
-            return Err(err("a leaf level (Element or Pattern) can only be the innermost level"));
+        if self.levels[..self.levels.len() - 1]
+            .iter()
+            .any(|l| l.is_leaf())
+        {
+            return Err(err(
+                "a leaf level (Element or Pattern) can only be the innermost level",
+            ));
         }
         Ok(())
     }
@@ -87,7 +99,9 @@ impl Format {
 
     /// Whether every non-leaf level is `Dense`.
     pub fn is_dense(&self) -> bool {
-        self.levels.iter().all(|l| matches!(l, LevelKind::Dense) || l.is_leaf())
+        self.levels
+            .iter()
+            .all(|l| matches!(l, LevelKind::Dense) || l.is_leaf())
     }
 
     /// Parse a constructor expression such as `Dense(SparseList(Element(0.0)))`, or a
@@ -118,7 +132,11 @@ impl Format {
             }
             _ => {}
         }
-        let mut p = FormatParser { text, s: s.as_bytes(), pos: 0 };
+        let mut p = FormatParser {
+            text,
+            s: s.as_bytes(),
+            pos: 0,
+        };
         let levels = p.level_chain()?;
         p.skip_ws();
         if p.pos != p.s.len() {
@@ -192,9 +210,15 @@ impl FormatParser<'_> {
             "Element" => {
                 self.expect(b'(')?;
                 let v = self.word();
-                let ty = if self.eat(b',') { Some(self.word()) } else { None };
+                let ty = if self.eat(b',') {
+                    Some(self.word())
+                } else {
+                    None
+                };
                 self.expect(b')')?;
-                Ok(vec![LevelKind::Element(self.fill_literal(&v, ty.as_deref())?)])
+                Ok(vec![LevelKind::Element(
+                    self.fill_literal(&v, ty.as_deref())?,
+                )])
             }
             "Pattern" => {
                 self.expect(b'(')?;
@@ -220,7 +244,10 @@ impl FormatParser<'_> {
                     .ok()
                     .filter(|n| (1..=super::sparse_coo::MAX_RANK).contains(n))
                     .ok_or_else(|| {
-                        self.error(&format!("SparseCOO{{N}} needs N in 1..={}, got `{n}`", super::sparse_coo::MAX_RANK))
+                        self.error(&format!(
+                            "SparseCOO{{N}} needs N in 1..={}, got `{n}`",
+                            super::sparse_coo::MAX_RANK
+                        ))
                     })?;
                 self.expect(b'}')?;
                 self.expect(b'(')?;
@@ -306,14 +333,29 @@ mod tests {
             assert_eq!(f.to_string(), s);
             assert_eq!(Format::parse(&f.to_string(), None).unwrap(), f);
         }
-        assert_eq!(Format::parse("Dense(Element(0, i32))", None).unwrap().elem(), ElemType::I32);
-        assert_eq!(Format::parse("csr", None).unwrap().to_string(), "Dense(SparseList(Element(0.0)))");
+        assert_eq!(
+            Format::parse("Dense(Element(0, i32))", None)
+                .unwrap()
+                .elem(),
+            ElemType::I32
+        );
+        assert_eq!(
+            Format::parse("csr", None).unwrap().to_string(),
+            "Dense(SparseList(Element(0.0)))"
+        );
         assert_eq!(Format::parse("dense", Some(3)).unwrap().rank(), 3);
     }
 
     #[test]
     fn bad_formats_are_errors() {
-        for s in ["Dense(", "Foo(Element(0))", "Dense(SparseList())", "Element(0)x", "Dense(Element(zz))", "dense"] {
+        for s in [
+            "Dense(",
+            "Foo(Element(0))",
+            "Dense(SparseList())",
+            "Element(0)x",
+            "Dense(Element(zz))",
+            "dense",
+        ] {
             let e = Format::parse(s, None).unwrap_err();
             assert!(matches!(e, Error::Format { .. }), "{s}: {e}");
         }

@@ -41,7 +41,10 @@ impl LevelRef<'_> {
         self.tensor.dim_of_level(self.level, sub)
     }
     pub fn child(&self) -> LevelRef<'_> {
-        LevelRef { tensor: self.tensor, level: self.level + 1 }
+        LevelRef {
+            tensor: self.tensor,
+            level: self.level + 1,
+        }
     }
     pub fn child_impl(&self) -> &'static dyn Level {
         level_impl(&self.tensor.format.levels[self.level + 1])
@@ -65,16 +68,42 @@ pub trait Level: Sync {
     // ---- runtime side ----
     /// Check stored arrays against the shape for `parent_count` parent positions; returns the
     /// number of child positions.
-    fn validate(&self, kind: &LevelKind, bufs: &[Buffer], dims: &[usize], parent_count: usize) -> std::result::Result<usize, String>;
+    fn validate(
+        &self,
+        kind: &LevelKind,
+        bufs: &[Buffer],
+        dims: &[usize],
+        parent_count: usize,
+    ) -> std::result::Result<usize, String>;
     /// After a kernel wrote the level: cut buffers to their logical length; returns the number
     /// of child positions.
-    fn finish(&self, kind: &LevelKind, bufs: &mut [Buffer], dims: &[usize], parent_count: usize) -> usize;
+    fn finish(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        dims: &[usize],
+        parent_count: usize,
+    ) -> usize;
     /// Empty storage for `parent_count` fill-valued parent positions; returns the child count.
-    fn empty(&self, kind: &LevelKind, bufs: &mut [Buffer], dims: &[usize], parent_count: usize) -> usize;
+    fn empty(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        dims: &[usize],
+        parent_count: usize,
+    ) -> usize;
 
     /// Visit the stored children of fiber `pos` as (coordinates in this level's dimensions,
     /// child position).
-    fn for_each_child(&self, _kind: &LevelKind, _bufs: &[Buffer], _dims: &[usize], _pos: usize, _f: &mut dyn FnMut(&[usize], usize)) {}
+    fn for_each_child(
+        &self,
+        _kind: &LevelKind,
+        _bufs: &[Buffer],
+        _dims: &[usize],
+        _pos: usize,
+        _f: &mut dyn FnMut(&[usize], usize),
+    ) {
+    }
     /// Build storage from coordinate-sorted, duplicate-free entries. `groups` are (parent
     /// position, entry range) in increasing position order and `coords` holds, for each of this
     /// level's dimensions, every entry's coordinate. Returns the child count and the child groups.

@@ -2,7 +2,7 @@
 
 use super::{LeafValue, Level, LevelKind, LevelRef};
 use crate::error::Result;
-use crate::ir::{build as b, Expr, Stmt};
+use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Looplet};
 use crate::lower::ctx::Cx;
 use crate::notation::ast::Protocol;
@@ -15,7 +15,13 @@ impl Level for Pattern {
     fn buffers(&self, _: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
         vec![]
     }
-    fn validate(&self, _: &LevelKind, _: &[Buffer], _: &[usize], parent_count: usize) -> std::result::Result<usize, String> {
+    fn validate(
+        &self,
+        _: &LevelKind,
+        _: &[Buffer],
+        _: &[usize],
+        parent_count: usize,
+    ) -> std::result::Result<usize, String> {
         Ok(parent_count)
     }
     fn finish(&self, _: &LevelKind, _: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
@@ -31,7 +37,7 @@ impl Level for Pattern {
         _: &[usize],
         parent_count: usize,
         groups: &[(usize, usize, usize)],
-        _: &[i64],
+        _: &[Vec<i64>],
     ) -> (usize, Vec<(usize, usize, usize)>) {
         (parent_count, groups.to_vec())
     }
@@ -41,7 +47,10 @@ impl Level for Pattern {
 
     fn declare(&self, _: &mut Cx, l: &LevelRef, _: Expr, init: Scalar) -> Result<Vec<Stmt>> {
         if init.as_bool() {
-            return Err(crate::Error::tensor(&l.tensor.name, "a Pattern tensor can only be declared `false`"));
+            return Err(crate::Error::tensor(
+                &l.tensor.name,
+                "a Pattern tensor can only be declared `false`",
+            ));
         }
         Ok(vec![])
     }

@@ -10,7 +10,7 @@
 
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
-use crate::ir::{build as b, BufId, Expr, Stmt, VarId};
+use crate::ir::{BufId, Expr, Stmt, VarId, build as b};
 use crate::looplets::{Fiber, Looplet, Phase, Stepper, Target};
 use crate::lower::ctx::Cx;
 use crate::notation::ast::Protocol;
@@ -22,7 +22,9 @@ pub struct SparseCOO;
 
 /// The largest N of `SparseCOO{N}`.
 pub const MAX_RANK: usize = 8;
-const IDX_NAMES: [&str; MAX_RANK] = ["idx0", "idx1", "idx2", "idx3", "idx4", "idx5", "idx6", "idx7"];
+const IDX_NAMES: [&str; MAX_RANK] = [
+    "idx0", "idx1", "idx2", "idx3", "idx4", "idx5", "idx6", "idx7",
+];
 const COORD_NAMES: [&str; MAX_RANK] = ["c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7"];
 
 const PTR: usize = 0;
@@ -44,49 +46,89 @@ fn rank_of(kind: &LevelKind) -> usize {
 impl Level for SparseCOO {
     fn buffers(&self, kind: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
         let mut out = vec![("ptr", ElemType::I64)];
-        out.extend(IDX_NAMES[..rank_of(kind)].iter().map(|n| (*n, ElemType::I64)));
+        out.extend(
+            IDX_NAMES[..rank_of(kind)]
+                .iter()
+                .map(|n| (*n, ElemType::I64)),
+        );
         out
     }
     fn state(&self, kind: &LevelKind) -> Vec<(&'static str, ElemType)> {
-        let mut out = vec![("qos", ElemType::I64), ("prev", ElemType::I64), ("start", ElemType::I64)];
-        out.extend(COORD_NAMES[..rank_of(kind)].iter().map(|n| (*n, ElemType::I64)));
+        let mut out = vec![
+            ("qos", ElemType::I64),
+            ("prev", ElemType::I64),
+            ("start", ElemType::I64),
+        ];
+        out.extend(
+            COORD_NAMES[..rank_of(kind)]
+                .iter()
+                .map(|n| (*n, ElemType::I64)),
+        );
         out
     }
 
-    fn validate(&self, kind: &LevelKind, bufs: &[Buffer], dims: &[usize], parent_count: usize) -> std::result::Result<usize, String> {
+    fn validate(
+        &self,
+        kind: &LevelKind,
+        bufs: &[Buffer],
+        dims: &[usize],
+        parent_count: usize,
+    ) -> std::result::Result<usize, String> {
         let n = rank_of(kind);
         let ptr = i64s(&bufs[PTR]);
         let idx: Vec<&[i64]> = (0..n).map(|k| i64s(&bufs[1 + k])).collect();
         if ptr.len() != parent_count + 1 {
-            return Err(format!("ptr has {} entries, expected {}", ptr.len(), parent_count + 1));
+            return Err(format!(
+                "ptr has {} entries, expected {}",
+                ptr.len(),
+                parent_count + 1
+            ));
         }
         if ptr[0] != 0 {
             return Err("ptr[0] must be 0".into());
         }
         let entries = ptr[parent_count];
         if let Some(k) = (0..n).find(|&k| (idx[k].len() as i64) < entries) {
-            return Err(format!("idx{k} has {} entries, ptr promises {entries}", idx[k].len()));
+            return Err(format!(
+                "idx{k} has {} entries, ptr promises {entries}",
+                idx[k].len()
+            ));
         }
         for p in 0..parent_count {
             let (lo, hi) = (ptr[p], ptr[p + 1]);
             if hi < lo || hi > entries {
-                return Err(format!("ptr[{}] = {hi} is out of order or past the end", p + 1));
+                return Err(format!(
+                    "ptr[{}] = {hi} is out of order or past the end",
+                    p + 1
+                ));
             }
             for q in lo as usize..hi as usize {
                 for k in 0..n {
                     if idx[k][q] < 0 || idx[k][q] as usize >= dims[k] {
-                        return Err(format!("idx{k}[{q}] = {} is outside 0..{}", idx[k][q], dims[k]));
+                        return Err(format!(
+                            "idx{k}[{q}] = {} is outside 0..{}",
+                            idx[k][q], dims[k]
+                        ));
                     }
                 }
                 let tuple = |q: usize| idx.iter().map(move |c| c[q]);
                 if q > lo as usize && !tuple(q - 1).lt(tuple(q)) {
-                    return Err(format!("entry {q} is not after entry {} in lexicographic order", q - 1));
+                    return Err(format!(
+                        "entry {q} is not after entry {} in lexicographic order",
+                        q - 1
+                    ));
                 }
             }
         }
         Ok(entries as usize)
     }
-    fn finish(&self, kind: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
+    fn finish(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+    ) -> usize {
         bufs[PTR].truncate(parent_count + 1);
         let entries = i64s(&bufs[PTR])[parent_count] as usize;
         for k in 0..rank_of(kind) {
@@ -94,7 +136,13 @@ impl Level for SparseCOO {
         }
         entries
     }
-    fn empty(&self, kind: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
+    fn empty(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+    ) -> usize {
         bufs[PTR] = Buffer::I64(vec![0; parent_count + 1]);
         for k in 0..rank_of(kind) {
             bufs[1 + k] = Buffer::I64(vec![]);
@@ -102,7 +150,14 @@ impl Level for SparseCOO {
         0
     }
 
-    fn for_each_child(&self, kind: &LevelKind, bufs: &[Buffer], _: &[usize], pos: usize, f: &mut dyn FnMut(&[usize], usize)) {
+    fn for_each_child(
+        &self,
+        kind: &LevelKind,
+        bufs: &[Buffer],
+        _: &[usize],
+        pos: usize,
+        f: &mut dyn FnMut(&[usize], usize),
+    ) {
         let n = rank_of(kind);
         let ptr = i64s(&bufs[PTR]);
         let mut c = vec![0usize; n];
@@ -156,13 +211,24 @@ impl Level for SparseCOO {
         if init.cast(l.tensor.elem) != l.tensor.fill {
             return Err(Error::tensor(
                 &l.tensor.name,
-                format!("a sparse tensor can only be declared with its fill value {}, not {init}", l.tensor.fill),
+                format!(
+                    "a sparse tensor can only be declared with its fill value {}, not {init}",
+                    l.tensor.fill
+                ),
             ));
         }
         let ptr = l.buf(PTR);
         let mut code = vec![
-            Stmt::Grow { buf: ptr, len: b::add(count.clone(), b::int(1)) },
-            Stmt::Fill { buf: ptr, start: b::int(0), stop: b::add(count, b::int(1)), value: b::int(0) },
+            Stmt::Grow {
+                buf: ptr,
+                len: b::add(count.clone(), b::int(1)),
+            },
+            Stmt::Fill {
+                buf: ptr,
+                start: b::int(0),
+                stop: b::add(count, b::int(1)),
+                value: b::int(0),
+            },
             b::assign(l.state(QOS), b::int(0)),
             b::assign(l.state(PREV), b::int(-1)),
         ];
@@ -172,8 +238,16 @@ impl Level for SparseCOO {
     fn assemble(&self, _: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>> {
         let ptr = l.buf(PTR);
         Ok(vec![
-            Stmt::Grow { buf: ptr, len: b::add(hi.clone(), b::int(1)) },
-            Stmt::Fill { buf: ptr, start: b::add(lo, b::int(1)), stop: b::add(hi, b::int(1)), value: b::int(0) },
+            Stmt::Grow {
+                buf: ptr,
+                len: b::add(hi.clone(), b::int(1)),
+            },
+            Stmt::Fill {
+                buf: ptr,
+                start: b::add(lo, b::int(1)),
+                stop: b::add(hi, b::int(1)),
+                value: b::int(0),
+            },
         ])
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
@@ -186,7 +260,10 @@ impl Level for SparseCOO {
             body: vec![b::store(
                 ptr,
                 b::var(p),
-                b::add(b::load(ptr, b::var(p)), b::load(ptr, b::sub(b::var(p), b::int(1)))),
+                b::add(
+                    b::load(ptr, b::var(p)),
+                    b::load(ptr, b::sub(b::var(p), b::int(1))),
+                ),
             )],
         }];
         let (child, n) = l.child_impl().freeze(cx, &l.child(), b::load(ptr, count))?;
@@ -211,7 +288,10 @@ impl Level for SparseCOO {
         let last = cx.var(&format!("{}_last{s}", t.name), ElemType::I64);
         let (lo, hi) = match &f.pos_hi {
             Some(hi) => (f.pos.clone(), hi.clone()),
-            None => (b::load(ptr, f.pos.clone()), b::load(ptr, b::add(f.pos.clone(), b::int(1)))),
+            None => (
+                b::load(ptr, f.pos.clone()),
+                b::load(ptr, b::add(f.pos.clone(), b::int(1))),
+            ),
         };
         let find_run_end = find_run_end(idx, q, q_stop, run_end);
         let mut preamble = vec![
@@ -220,7 +300,10 @@ impl Level for SparseCOO {
             b::assign(last, b::int(-1)),
             Stmt::If {
                 cond: b::lt(b::var(q), b::var(q_stop)),
-                then: vec![b::assign(last, b::load(idx, b::sub(b::var(q_stop), b::int(1))))],
+                then: vec![b::assign(
+                    last,
+                    b::load(idx, b::sub(b::var(q_stop), b::int(1))),
+                )],
                 otherwise: vec![],
             },
         ];
@@ -261,14 +344,24 @@ impl Level for SparseCOO {
                 code
             }),
             stop: stop.clone(),
-            chunk: Looplet::Spike { at: stop, body: Box::new(fill.clone()), tail: Box::new(Target::Fiber(tail)) },
+            chunk: Looplet::Spike {
+                at: stop,
+                body: Box::new(fill.clone()),
+                tail: Box::new(Target::Fiber(tail)),
+            },
             next,
         };
         Ok(Looplet::Thunk {
             preamble,
             body: Box::new(Target::Looplet(Looplet::Sequence(vec![
-                Phase { stop: Some(b::var(last)), body: Looplet::Stepper(Rc::new(stepper)) },
-                Phase { stop: None, body: Looplet::Run(Box::new(fill)) },
+                Phase {
+                    stop: Some(b::var(last)),
+                    body: Looplet::Stepper(Rc::new(stepper)),
+                },
+                Phase {
+                    stop: None,
+                    body: Looplet::Run(Box::new(fill)),
+                },
             ]))),
             epilogue: vec![],
         })
@@ -276,13 +369,23 @@ impl Level for SparseCOO {
 
     fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
         let t = f.tensor.clone();
-        let l = LevelRef { tensor: &t, level: f.level };
+        let l = LevelRef {
+            tensor: &t,
+            level: f.level,
+        };
         let n = rank_of(l.kind());
         let s = f.sub;
         if s + 1 < n {
             // An outer dimension: remember the coordinate until the entry is complete.
             let c = l.state(coord(s));
-            let inner = Fiber { tensor: t.clone(), level: f.level, pos: f.pos.clone(), pos_hi: None, sub: s + 1, dirty: f.dirty };
+            let inner = Fiber {
+                tensor: t.clone(),
+                level: f.level,
+                pos: f.pos.clone(),
+                pos_hi: None,
+                sub: s + 1,
+                dirty: f.dirty,
+            };
             let lookup = Looplet::Lookup(Rc::new(move |i: &Expr| {
                 Target::Looplet(Looplet::Thunk {
                     preamble: vec![b::assign(c, i.clone())],
@@ -290,7 +393,11 @@ impl Level for SparseCOO {
                     epilogue: vec![],
                 })
             }));
-            return Ok(if s == 0 { self.open_fiber(cx, &l, f, lookup) } else { lookup });
+            return Ok(if s == 0 {
+                self.open_fiber(cx, &l, f, lookup)
+            } else {
+                lookup
+            });
         }
         let ptr_bufs: Vec<BufId> = (0..n).map(|k| l.buf(1 + k)).collect();
         let coords: Vec<VarId> = (0..n - 1).map(|k| l.state(coord(k))).collect();
@@ -300,9 +407,19 @@ impl Level for SparseCOO {
             "tensor `{}`: SparseCOO entries must be written once each, in increasing lexicographic order",
             t.name
         ));
-        let mut point_pre: Vec<Stmt> =
-            ptr_bufs.iter().map(|&buf| Stmt::Grow { buf, len: b::add(b::var(qos), b::int(1)) }).collect();
-        point_pre.extend(l.child_impl().assemble(cx, &l.child(), b::var(qos), b::add(b::var(qos), b::int(1)))?);
+        let mut point_pre: Vec<Stmt> = ptr_bufs
+            .iter()
+            .map(|&buf| Stmt::Grow {
+                buf,
+                len: b::add(b::var(qos), b::int(1)),
+            })
+            .collect();
+        point_pre.extend(l.child_impl().assemble(
+            cx,
+            &l.child(),
+            b::var(qos),
+            b::add(b::var(qos), b::int(1)),
+        )?);
         point_pre.push(b::assign(dirty, b::boolean(false)));
         let mut child = f.child(b::var(qos));
         child.dirty = Some(dirty);
@@ -310,7 +427,10 @@ impl Level for SparseCOO {
         let lookup = Looplet::Lookup(Rc::new(move |i: &Expr| {
             let mut new: Vec<Expr> = coords.iter().map(|&c| b::var(c)).collect();
             new.push(i.clone());
-            let prev: Vec<Expr> = ptr_bufs.iter().map(|&buf| b::load(buf, b::sub(b::var(qos), b::int(1)))).collect();
+            let prev: Vec<Expr> = ptr_bufs
+                .iter()
+                .map(|&buf| b::load(buf, b::sub(b::var(qos), b::int(1))))
+                .collect();
             let mut commit = vec![Stmt::If {
                 cond: b::lt(b::var(start), b::var(qos)),
                 then: b::if_(b::not(lex_less(&prev, &new)), vec![Stmt::Fail(order)]),
@@ -329,7 +449,11 @@ impl Level for SparseCOO {
                 epilogue: b::if_(b::var(dirty), commit),
             })
         }));
-        Ok(if s == 0 { self.open_fiber(cx, &l, f, lookup) } else { lookup })
+        Ok(if s == 0 {
+            self.open_fiber(cx, &l, f, lookup)
+        } else {
+            lookup
+        })
     }
 }
 
@@ -343,12 +467,27 @@ impl SparseCOO {
         ));
         let pos = f.pos.clone();
         let preamble = vec![
-            Stmt::If { cond: b::lt(pos.clone(), b::var(prev)), then: vec![Stmt::Fail(fiber_order)], otherwise: vec![] },
+            Stmt::If {
+                cond: b::lt(pos.clone(), b::var(prev)),
+                then: vec![Stmt::Fail(fiber_order)],
+                otherwise: vec![],
+            },
             b::assign(prev, pos.clone()),
-            b::assign(start, b::sub(b::var(qos), b::load(ptr, b::add(pos.clone(), b::int(1))))),
+            b::assign(
+                start,
+                b::sub(b::var(qos), b::load(ptr, b::add(pos.clone(), b::int(1)))),
+            ),
         ];
-        let epilogue = vec![b::store(ptr, b::add(pos, b::int(1)), b::sub(b::var(qos), b::var(start)))];
-        Looplet::Thunk { preamble, body: Box::new(Target::Looplet(body)), epilogue }
+        let epilogue = vec![b::store(
+            ptr,
+            b::add(pos, b::int(1)),
+            b::sub(b::var(qos), b::var(start)),
+        )];
+        Looplet::Thunk {
+            preamble,
+            body: Box::new(Target::Looplet(body)),
+            epilogue,
+        }
     }
 }
 
@@ -374,7 +513,10 @@ fn lex_less(a: &[Expr], b_: &[Expr]) -> Expr {
     let last = a.len() - 1;
     let mut e = b::lt(a[last].clone(), b_[last].clone());
     for k in (0..last).rev() {
-        e = b::or(b::lt(a[k].clone(), b_[k].clone()), b::and(b::eq(a[k].clone(), b_[k].clone()), e));
+        e = b::or(
+            b::lt(a[k].clone(), b_[k].clone()),
+            b::and(b::eq(a[k].clone(), b_[k].clone()), e),
+        );
     }
     e
 }

@@ -7,7 +7,7 @@
 
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
-use crate::ir::{build as b, Expr, Stmt};
+use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Jumper, Looplet, Phase, Stepper, Target};
 use crate::lower::ctx::Cx;
 use crate::notation::ast::Protocol;
@@ -30,10 +30,20 @@ impl Level for SparseList {
         vec![("qos", ElemType::I64), ("prev", ElemType::I64)]
     }
 
-    fn validate(&self, _: &LevelKind, bufs: &[Buffer], dims: &[usize], parent_count: usize) -> std::result::Result<usize, String> {
+    fn validate(
+        &self,
+        _: &LevelKind,
+        bufs: &[Buffer],
+        dims: &[usize],
+        parent_count: usize,
+    ) -> std::result::Result<usize, String> {
         let (ptr, idx) = (i64s(&bufs[PTR]), i64s(&bufs[IDX]));
         if ptr.len() != parent_count + 1 {
-            return Err(format!("ptr has {} entries, expected {}", ptr.len(), parent_count + 1));
+            return Err(format!(
+                "ptr has {} entries, expected {}",
+                ptr.len(),
+                parent_count + 1
+            ));
         }
         if ptr[0] != 0 {
             return Err("ptr[0] must be 0".into());
@@ -41,20 +51,34 @@ impl Level for SparseList {
         for p in 0..parent_count {
             let (lo, hi) = (ptr[p], ptr[p + 1]);
             if hi < lo || hi as usize > idx.len() {
-                return Err(format!("ptr[{}] = {hi} is out of order or past the end of idx", p + 1));
+                return Err(format!(
+                    "ptr[{}] = {hi} is out of order or past the end of idx",
+                    p + 1
+                ));
             }
             for q in lo as usize..hi as usize {
                 if idx[q] < 0 || idx[q] as usize >= dims[0] {
                     return Err(format!("idx[{q}] = {} is outside 0..{}", idx[q], dims[0]));
                 }
                 if q > lo as usize && idx[q] <= idx[q - 1] {
-                    return Err(format!("idx[{q}] = {} is not above idx[{}] = {}", idx[q], q - 1, idx[q - 1]));
+                    return Err(format!(
+                        "idx[{q}] = {} is not above idx[{}] = {}",
+                        idx[q],
+                        q - 1,
+                        idx[q - 1]
+                    ));
                 }
             }
         }
         Ok(ptr[parent_count] as usize)
     }
-    fn finish(&self, _: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
+    fn finish(
+        &self,
+        _: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+    ) -> usize {
         bufs[PTR].truncate(parent_count + 1);
         let n = i64s(&bufs[PTR])[parent_count] as usize;
         bufs[IDX].truncate(n);
@@ -66,7 +90,14 @@ impl Level for SparseList {
         0
     }
 
-    fn for_each_child(&self, _: &LevelKind, bufs: &[Buffer], _: &[usize], pos: usize, f: &mut dyn FnMut(&[usize], usize)) {
+    fn for_each_child(
+        &self,
+        _: &LevelKind,
+        bufs: &[Buffer],
+        _: &[usize],
+        pos: usize,
+        f: &mut dyn FnMut(&[usize], usize),
+    ) {
         let (ptr, idx) = (i64s(&bufs[PTR]), i64s(&bufs[IDX]));
         for q in ptr[pos] as usize..ptr[pos + 1] as usize {
             f(&[idx[q] as usize], q);
@@ -104,13 +135,24 @@ impl Level for SparseList {
         if init.cast(l.tensor.elem) != l.tensor.fill {
             return Err(Error::tensor(
                 &l.tensor.name,
-                format!("a sparse tensor can only be declared with its fill value {}, not {init}", l.tensor.fill),
+                format!(
+                    "a sparse tensor can only be declared with its fill value {}, not {init}",
+                    l.tensor.fill
+                ),
             ));
         }
         let ptr = l.buf(PTR);
         let mut code = vec![
-            Stmt::Grow { buf: ptr, len: b::add(count.clone(), b::int(1)) },
-            Stmt::Fill { buf: ptr, start: b::int(0), stop: b::add(count, b::int(1)), value: b::int(0) },
+            Stmt::Grow {
+                buf: ptr,
+                len: b::add(count.clone(), b::int(1)),
+            },
+            Stmt::Fill {
+                buf: ptr,
+                start: b::int(0),
+                stop: b::add(count, b::int(1)),
+                value: b::int(0),
+            },
             b::assign(l.state(QOS), b::int(0)),
             b::assign(l.state(PREV), b::int(-1)),
         ];
@@ -120,8 +162,16 @@ impl Level for SparseList {
     fn assemble(&self, _: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>> {
         let ptr = l.buf(PTR);
         Ok(vec![
-            Stmt::Grow { buf: ptr, len: b::add(hi.clone(), b::int(1)) },
-            Stmt::Fill { buf: ptr, start: b::add(lo, b::int(1)), stop: b::add(hi, b::int(1)), value: b::int(0) },
+            Stmt::Grow {
+                buf: ptr,
+                len: b::add(hi.clone(), b::int(1)),
+            },
+            Stmt::Fill {
+                buf: ptr,
+                start: b::add(lo, b::int(1)),
+                stop: b::add(hi, b::int(1)),
+                value: b::int(0),
+            },
         ])
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
@@ -134,7 +184,10 @@ impl Level for SparseList {
             body: vec![b::store(
                 ptr,
                 b::var(p),
-                b::add(b::load(ptr, b::var(p)), b::load(ptr, b::sub(b::var(p), b::int(1)))),
+                b::add(
+                    b::load(ptr, b::var(p)),
+                    b::load(ptr, b::sub(b::var(p), b::int(1))),
+                ),
             )],
         }];
         let (child, n) = l.child_impl().freeze(cx, &l.child(), b::load(ptr, count))?;
@@ -160,7 +213,10 @@ impl Level for SparseList {
             b::assign(last, b::int(-1)),
             Stmt::If {
                 cond: b::lt(b::var(q), b::var(q_stop)),
-                then: vec![b::assign(last, b::load(idx, b::sub(b::var(q_stop), b::int(1))))],
+                then: vec![b::assign(
+                    last,
+                    b::load(idx, b::sub(b::var(q_stop), b::int(1))),
+                )],
                 otherwise: vec![],
             },
         ];
@@ -203,8 +259,14 @@ impl Level for SparseList {
         Ok(Looplet::Thunk {
             preamble,
             body: Box::new(Target::Looplet(Looplet::Sequence(vec![
-                Phase { stop: Some(b::var(last)), body: entries },
-                Phase { stop: None, body: Looplet::Run(Box::new(fill)) },
+                Phase {
+                    stop: Some(b::var(last)),
+                    body: entries,
+                },
+                Phase {
+                    stop: None,
+                    body: Looplet::Run(Box::new(fill)),
+                },
             ]))),
             epilogue: vec![],
         })
@@ -212,7 +274,10 @@ impl Level for SparseList {
 
     fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
         let t = f.tensor.clone();
-        let l = LevelRef { tensor: &t, level: f.level };
+        let l = LevelRef {
+            tensor: &t,
+            level: f.level,
+        };
         let (ptr, idx) = (l.buf(PTR), l.buf(IDX));
         let (qos, prev) = (l.state(QOS), l.state(PREV));
         let start = cx.var(&format!("{}_qos_start", t.name), ElemType::I64);
@@ -227,13 +292,32 @@ impl Level for SparseList {
         ));
         let pos = f.pos.clone();
         let preamble = vec![
-            Stmt::If { cond: b::lt(pos.clone(), b::var(prev)), then: vec![Stmt::Fail(fiber_order)], otherwise: vec![] },
+            Stmt::If {
+                cond: b::lt(pos.clone(), b::var(prev)),
+                then: vec![Stmt::Fail(fiber_order)],
+                otherwise: vec![],
+            },
             b::assign(prev, pos.clone()),
-            b::assign(start, b::sub(b::var(qos), b::load(ptr, b::add(pos.clone(), b::int(1))))),
+            b::assign(
+                start,
+                b::sub(b::var(qos), b::load(ptr, b::add(pos.clone(), b::int(1)))),
+            ),
         ];
-        let epilogue = vec![b::store(ptr, b::add(pos, b::int(1)), b::sub(b::var(qos), b::var(start)))];
-        let mut point_pre = vec![Stmt::Grow { buf: idx, len: b::add(b::var(qos), b::int(1)) }];
-        point_pre.extend(l.child_impl().assemble(cx, &l.child(), b::var(qos), b::add(b::var(qos), b::int(1)))?);
+        let epilogue = vec![b::store(
+            ptr,
+            b::add(pos, b::int(1)),
+            b::sub(b::var(qos), b::var(start)),
+        )];
+        let mut point_pre = vec![Stmt::Grow {
+            buf: idx,
+            len: b::add(b::var(qos), b::int(1)),
+        }];
+        point_pre.extend(l.child_impl().assemble(
+            cx,
+            &l.child(),
+            b::var(qos),
+            b::add(b::var(qos), b::int(1)),
+        )?);
         point_pre.push(b::assign(dirty, b::boolean(false)));
         let mut child = f.child(b::var(qos));
         child.dirty = Some(dirty);
@@ -256,7 +340,11 @@ impl Level for SparseList {
                 epilogue: b::if_(b::var(dirty), commit),
             })
         }));
-        Ok(Looplet::Thunk { preamble, body: Box::new(Target::Looplet(lookup)), epilogue })
+        Ok(Looplet::Thunk {
+            preamble,
+            body: Box::new(Target::Looplet(lookup)),
+            epilogue,
+        })
     }
 }
 

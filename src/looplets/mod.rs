@@ -34,7 +34,14 @@ pub struct Fiber {
 
 impl Fiber {
     pub fn root(tensor: Rc<TensorInfo>) -> Fiber {
-        Fiber { tensor, level: 0, pos: crate::ir::build::int(0), pos_hi: None, sub: 0, dirty: None }
+        Fiber {
+            tensor,
+            level: 0,
+            pos: crate::ir::build::int(0),
+            pos_hi: None,
+            sub: 0,
+            dirty: None,
+        }
     }
     pub fn child(&self, pos: Expr) -> Fiber {
         Fiber {
@@ -61,7 +68,11 @@ pub enum Looplet {
     Lookup(LookupFn),
     /// `body` everywhere before coordinate `at`, `tail` at `at` (which is the chunk's end when
     /// the spike comes from a stepper).
-    Spike { at: Expr, body: Box<Target>, tail: Box<Target> },
+    Spike {
+        at: Expr,
+        body: Box<Target>,
+        tail: Box<Target>,
+    },
     /// Consecutive phases; phase k covers (stop of phase k-1, stop_k]; `None` runs to the end.
     Sequence(Vec<Phase>),
     /// A variable number of chunks, each ending at `stop`.
@@ -72,7 +83,11 @@ pub enum Looplet {
     /// Runtime specialisation: the first case whose condition holds.
     Switch(Vec<(Expr, Looplet)>),
     /// Code to run before (and after) the loop that lowers `body`.
-    Thunk { preamble: Vec<Stmt>, body: Box<Target>, epilogue: Vec<Stmt> },
+    Thunk {
+        preamble: Vec<Stmt>,
+        body: Box<Target>,
+        epilogue: Vec<Stmt>,
+    },
 }
 
 #[derive(Clone)]

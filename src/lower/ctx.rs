@@ -14,11 +14,18 @@ impl Cx {
     /// A fresh variable; `ty` must be a compute type.
     pub fn var(&mut self, name: &str, ty: ElemType) -> VarId {
         debug_assert_eq!(ty, ty.compute());
-        self.vars.push(VarDecl { name: name.to_string(), ty });
+        self.vars.push(VarDecl {
+            name: name.to_string(),
+            ty,
+        });
         VarId(self.vars.len() as u32 - 1)
     }
     pub fn buf(&mut self, name: String, elem: ElemType, growable: bool) -> BufId {
-        self.bufs.push(BufDecl { name, elem, growable });
+        self.bufs.push(BufDecl {
+            name,
+            elem,
+            growable,
+        });
         BufId(self.bufs.len() as u32 - 1)
     }
     /// Register a runtime error message; returns its code for `Stmt::Fail`.

@@ -3,8 +3,8 @@
 use super::ctx::Cx;
 use super::node::LExpr;
 use crate::error::{Error, Result};
-use crate::ir::{build as b, BinOp, Expr, UnOp};
-use crate::levels::{level_impl, LeafValue};
+use crate::ir::{BinOp, Expr, UnOp, build as b};
+use crate::levels::{LeafValue, level_impl};
 use crate::looplets::Target;
 use crate::notation::ast::{BinaryOp, Reducer, Span, UnaryOp};
 use crate::semantics;
@@ -27,7 +27,10 @@ pub fn convert(e: Expr, from: Class, to: Class) -> Expr {
 pub fn emit_index(cx: &mut Cx, e: &LExpr, span: Span) -> Result<Expr> {
     let (v, class) = emit_expr(cx, e, span)?;
     match class {
-        Class::Float => Err(Error::program(span, "an index or extent must be an integer, not a float")),
+        Class::Float => Err(Error::program(
+            span,
+            "an index or extent must be an integer, not a float",
+        )),
         c => Ok(convert(v, c, Class::Int)),
     }
 }
@@ -40,7 +43,10 @@ pub fn emit_expr(cx: &mut Cx, e: &LExpr, span: Span) -> Result<(Expr, Class)> {
         }
         LExpr::Ir(v, ty) => (v.clone(), ty.class()),
         LExpr::Index(n) => {
-            return Err(Error::program(span, format!("index `{n}` is used outside a loop that binds it")));
+            return Err(Error::program(
+                span,
+                format!("index `{n}` is used outside a loop that binds it"),
+            ));
         }
         LExpr::Access(a) => match &a.target {
             Target::Fill(v) => {
@@ -54,16 +60,25 @@ pub fn emit_expr(cx: &mut Cx, e: &LExpr, span: Span) -> Result<(Expr, Class)> {
                     None => {
                         return Err(Error::program(
                             a.span,
-                            format!("`{}` is read with fewer indices than it has dimensions", a.tensor),
+                            format!(
+                                "`{}` is read with fewer indices than it has dimensions",
+                                a.tensor
+                            ),
                         ));
                     }
                 }
             }
-            _ => return Err(Error::program(a.span, format!("internal: read of `{}` was not lowered", a.tensor))),
+            _ => {
+                return Err(Error::program(
+                    a.span,
+                    format!("internal: read of `{}` was not lowered", a.tensor),
+                ));
+            }
         },
         LExpr::Unary(op, x, sp) => {
             let (v, c) = emit_expr(cx, x, *sp)?;
-            let (operand, result) = semantics::unary_class(*op, c).map_err(|m| Error::program(*sp, m))?;
+            let (operand, result) =
+                semantics::unary_class(*op, c).map_err(|m| Error::program(*sp, m))?;
             let v = convert(v, c, operand);
             let out = match op {
                 UnaryOp::Neg => Expr::Unary(UnOp::Neg, Box::new(v)),
@@ -74,7 +89,8 @@ pub fn emit_expr(cx: &mut Cx, e: &LExpr, span: Span) -> Result<(Expr, Class)> {
         LExpr::Binary(op, x, y, sp) => {
             let (a, ca) = emit_expr(cx, x, *sp)?;
             let (bv, cb) = emit_expr(cx, y, *sp)?;
-            let (operand, result) = semantics::binary_classes(*op, ca, cb).map_err(|m| Error::program(*sp, m))?;
+            let (operand, result) =
+                semantics::binary_classes(*op, ca, cb).map_err(|m| Error::program(*sp, m))?;
             let a = convert(a, ca, operand);
             let bv = convert(bv, cb, operand);
             let irop = match op {
@@ -134,7 +150,10 @@ pub fn emit_expr(cx: &mut Cx, e: &LExpr, span: Span) -> Result<(Expr, Class)> {
                         let down = Expr::Unary(UnOp::Floor, Box::new(q.clone()));
                         let up = Expr::Unary(
                             UnOp::Neg,
-                            Box::new(Expr::Unary(UnOp::Floor, Box::new(Expr::Unary(UnOp::Neg, Box::new(q))))),
+                            Box::new(Expr::Unary(
+                                UnOp::Floor,
+                                Box::new(Expr::Unary(UnOp::Neg, Box::new(q))),
+                            )),
                         );
                         b::select(neg, up, down)
                     } else {

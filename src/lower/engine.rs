@@ -6,8 +6,8 @@ use super::emit::{emit_expr, emit_index};
 use super::node::{self, LAccess, LExpr, LStmt, Mode};
 use super::tensor::TensorInfo;
 use crate::error::{Error, Result};
-use crate::ir::{build as b, Expr, Stmt};
-use crate::levels::{level_impl, LevelRef};
+use crate::ir::{Expr, Stmt, build as b};
+use crate::levels::{LevelRef, level_impl};
 use crate::looplets::{Looplet, Phase, Style, Target};
 use crate::notation::ast::{AssignOp, Span};
 use crate::symbolic;
@@ -54,7 +54,13 @@ impl Engine {
 
     fn lower_stmt(&mut self, s: LStmt) -> Result<Vec<Stmt>> {
         match s {
-            LStmt::Loop { index, start, stop, body, span } => {
+            LStmt::Loop {
+                index,
+                start,
+                stop,
+                body,
+                span,
+            } => {
                 let start = emit_index(&mut self.cx, &start, span)?;
                 let stop = emit_index(&mut self.cx, &stop, span)?;
                 let mut code = vec![];
@@ -63,21 +69,34 @@ impl Engine {
                 code.extend(self.lower_loop(&index, Ext { start, stop }, body)?);
                 Ok(code)
             }
-            LStmt::If { cond, then, otherwise, span } => {
+            LStmt::If {
+                cond,
+                then,
+                otherwise,
+                span,
+            } => {
                 let (c, class) = emit_expr(&mut self.cx, &cond, span)?;
                 if class != Class::Bool {
-                    return Err(Error::program(span, "the condition of `if` must be a boolean"));
+                    return Err(Error::program(
+                        span,
+                        "the condition of `if` must be a boolean",
+                    ));
                 }
                 let then = self.lower_block(then)?;
                 let otherwise = self.lower_block(otherwise)?;
                 Ok(b::if_else(c, then, otherwise))
             }
-            LStmt::Let { name, value, mut body, span } => {
+            LStmt::Let {
+                name,
+                value,
+                mut body,
+                span,
+            } => {
                 let (v, ty) = emit_expr(&mut self.cx, &value, span)?;
-                let var = self.cx.var(&name, ty);
+                let var = self.cx.var(&name, crate::semantics::class_type(ty));
                 node::substitute_index(&mut body, &name, &b::var(var));
                 // `substitute_index` marks the value I64; fix the type of let-bound values.
-                retype(&mut body, var, ty);
+                retype(&mut body, var, crate::semantics::class_type(ty));
                 let mut code = vec![b::assign(var, v)];
                 code.extend(self.lower_block(body)?);
                 Ok(code)
@@ -85,7 +104,10 @@ impl Engine {
             LStmt::Assign { lhs, op, rhs, span } => self.lower_assign(lhs, op, rhs, span),
             LStmt::Declare { tensor, init, .. } => {
                 let t = self.tensors[&tensor].clone();
-                let l = LevelRef { tensor: &t, level: 0 };
+                let l = LevelRef {
+                    tensor: &t,
+                    level: 0,
+                };
                 let code = level_impl(l.kind()).declare(&mut self.cx, &l, b::int(1), init)?;
                 if self.write_once.contains(&tensor) {
                     self.declared.insert(tensor, init.cast(t.elem));
@@ -96,17 +118,26 @@ impl Engine {
             }
             LStmt::Freeze { tensor } => {
                 let t = self.tensors[&tensor].clone();
-                let l = LevelRef { tensor: &t, level: 0 };
+                let l = LevelRef {
+                    tensor: &t,
+                    level: 0,
+                };
                 Ok(level_impl(l.kind()).freeze(&mut self.cx, &l, b::int(1))?.0)
             }
             LStmt::Thaw { tensor, span } => {
                 let t = self.tensors[&tensor].clone();
-                let l = LevelRef { tensor: &t, level: 0 };
+                let l = LevelRef {
+                    tensor: &t,
+                    level: 0,
+                };
                 self.declared.remove(&tensor);
                 level_impl(l.kind())
                     .thaw(&mut self.cx, &l, b::int(1))
                     .map(|r| r.0)
-                    .map_err(|e| Error::Lifecycle { span, msg: e.to_string() })
+                    .map_err(|e| Error::Lifecycle {
+                        span,
+                        msg: e.to_string(),
+                    })
             }
         }
     }
@@ -192,7 +223,12 @@ impl Engine {
         if inner.is_empty() {
             return Ok(vec![]);
         }
-        Ok(vec![Stmt::For { var: v, start: ext.start, stop: b::add(ext.stop, b::int(1)), body: inner }])
+        Ok(vec![Stmt::For {
+            var: v,
+            start: ext.start,
+            stop: b::add(ext.stop, b::int(1)),
+            body: inner,
+        }])
     }
 
     /// `for i in ext: s op= c` with nothing depending on i: `+` multiplies by the extent's
@@ -202,24 +238,34 @@ impl Engine {
         let len = b::add(b::sub(ext.stop.clone(), ext.start.clone()), b::int(1));
         let mut out = vec![];
         for s in body {
-            let LStmt::Assign { lhs, op, rhs, span } = s else { return Ok(None) };
+            let LStmt::Assign { lhs, op, rhs, span } = s else {
+                return Ok(None);
+            };
             let integrated = match op {
                 AssignOp::Reduce(r) if symbolic::algebra::is_idempotent(r) => rhs.clone(),
                 AssignOp::Overwrite => rhs.clone(),
-                AssignOp::Reduce(crate::notation::ast::Reducer::Add | crate::notation::ast::Reducer::Sub) => {
-                    LExpr::Binary(
-                        crate::notation::ast::BinaryOp::Mul,
-                        Box::new(LExpr::Ir(len.clone(), ElemType::I64)),
-                        Box::new(rhs.clone()),
-                        *span,
-                    )
-                }
+                AssignOp::Reduce(
+                    crate::notation::ast::Reducer::Add | crate::notation::ast::Reducer::Sub,
+                ) => LExpr::Binary(
+                    crate::notation::ast::BinaryOp::Mul,
+                    Box::new(LExpr::Ir(len.clone(), ElemType::I64)),
+                    Box::new(rhs.clone()),
+                    *span,
+                ),
                 _ => return Ok(None),
             };
-            out.push(LStmt::Assign { lhs: lhs.clone(), op: op.clone(), rhs: integrated, span: *span });
+            out.push(LStmt::Assign {
+                lhs: lhs.clone(),
+                op: op.clone(),
+                rhs: integrated,
+                span: *span,
+            });
         }
         let code = self.lower_block(out)?;
-        Ok(Some(b::if_(b::le(ext.start.clone(), ext.stop.clone()), code)))
+        Ok(Some(b::if_(
+            b::le(ext.start.clone(), ext.stop.clone()),
+            code,
+        )))
     }
 
     fn lower_lookup(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
@@ -237,17 +283,31 @@ impl Engine {
             Looplet::Lookup(f) => Some(f(&at)),
             _ => None,
         });
-        let inner = self.lower_loop(index, Ext { start: at.clone(), stop: at.clone() }, body)?;
+        let inner = self.lower_loop(
+            index,
+            Ext {
+                start: at.clone(),
+                stop: at.clone(),
+            },
+            body,
+        )?;
         if inner.is_empty() {
             return Ok(vec![]);
         }
-        Ok(vec![Stmt::For { var: v, start: ext.start, stop: b::add(ext.stop, b::int(1)), body: inner }])
+        Ok(vec![Stmt::For {
+            var: v,
+            start: ext.start,
+            stop: b::add(ext.stop, b::int(1)),
+            body: inner,
+        }])
     }
 
     fn lower_switch(&mut self, index: &str, ext: Ext, body: Vec<LStmt>) -> Result<Vec<Stmt>> {
         let mut body = body;
         let cases = take_first(&mut body, index, |l| matches!(l, Looplet::Switch(_)));
-        let Some((path, Looplet::Switch(cases))) = cases else { unreachable!("a switch is present") };
+        let Some((path, Looplet::Switch(cases))) = cases else {
+            unreachable!("a switch is present")
+        };
         let mut code: Vec<Stmt> = vec![];
         for (cond, case) in cases.into_iter().rev() {
             let mut b2 = body.clone();
@@ -264,11 +324,20 @@ impl Engine {
 
     fn lower_sequence(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
         let seq = take_first(&mut body, index, |l| matches!(l, Looplet::Sequence(_)));
-        let Some((path, Looplet::Sequence(phases))) = seq else { unreachable!("a sequence is present") };
+        let Some((path, Looplet::Sequence(phases))) = seq else {
+            unreachable!("a sequence is present")
+        };
         let mut code = vec![];
         let mut cur = ext.start.clone();
         let n = phases.len();
-        for (k, Phase { stop, body: looplet }) in phases.into_iter().enumerate() {
+        for (
+            k,
+            Phase {
+                stop,
+                body: looplet,
+            },
+        ) in phases.into_iter().enumerate()
+        {
             let hi = match stop {
                 None => ext.stop.clone(),
                 Some(s) => b::min(s, ext.stop.clone()),
@@ -276,7 +345,14 @@ impl Engine {
             let hi = self.pin(&mut code, hi, &format!("{index}_phase_stop"));
             let mut b2 = body.clone();
             set_at(&mut b2, &path, Target::Looplet(looplet));
-            let inner = self.lower_loop(index, Ext { start: cur.clone(), stop: hi.clone() }, b2)?;
+            let inner = self.lower_loop(
+                index,
+                Ext {
+                    start: cur.clone(),
+                    stop: hi.clone(),
+                },
+                b2,
+            )?;
             code.extend(b::if_(b::le(cur.clone(), hi.clone()), inner));
             if k + 1 < n {
                 let next = self.cx.var(&format!("{index}_phase_start"), ElemType::I64);
@@ -297,7 +373,11 @@ impl Engine {
                 Some(Target::Looplet(Looplet::Switch(vec![
                     (
                         b::eq(at.clone(), stop.clone()),
-                        Looplet::Spike { at: stop.clone(), body: body.clone(), tail: tail.clone() },
+                        Looplet::Spike {
+                            at: stop.clone(),
+                            body: body.clone(),
+                            tail: tail.clone(),
+                        },
                     ),
                     (b::boolean(true), Looplet::Run(body.clone())),
                 ])))
@@ -313,8 +393,19 @@ impl Engine {
             _ => None,
         });
         let mut code = vec![];
-        let last = self.pin(&mut code, b::sub(ext.stop.clone(), b::int(1)), &format!("{index}_before_stop"));
-        let inner = self.lower_loop(index, Ext { start: ext.start.clone(), stop: last.clone() }, before)?;
+        let last = self.pin(
+            &mut code,
+            b::sub(ext.stop.clone(), b::int(1)),
+            &format!("{index}_before_stop"),
+        );
+        let inner = self.lower_loop(
+            index,
+            Ext {
+                start: ext.start.clone(),
+                stop: last.clone(),
+            },
+            before,
+        )?;
         if inner.is_empty() {
             code.clear();
         } else {
@@ -324,7 +415,14 @@ impl Engine {
             Looplet::Spike { tail, .. } => Some(Target::Looplet(Looplet::Run(tail.clone()))),
             _ => None,
         });
-        code.extend(self.lower_loop(index, Ext { start: ext.stop.clone(), stop: ext.stop }, body)?);
+        code.extend(self.lower_loop(
+            index,
+            Ext {
+                start: ext.stop.clone(),
+                stop: ext.stop,
+            },
+            body,
+        )?);
         Ok(code)
     }
 
@@ -351,7 +449,14 @@ impl Engine {
             step = b::min(s.stop.clone(), step);
         }
         let mut inner = vec![b::assign(e, step)];
-        inner.extend(self.lower_loop(index, Ext { start: b::var(i), stop: b::var(e) }, body)?);
+        inner.extend(self.lower_loop(
+            index,
+            Ext {
+                start: b::var(i),
+                stop: b::var(e),
+            },
+            body,
+        )?);
         for s in &steppers {
             if steppers.len() == 1 {
                 inner.extend(s.next.clone());
@@ -360,7 +465,10 @@ impl Engine {
             }
         }
         inner.push(b::assign(i, b::add(b::var(e), b::int(1))));
-        code.push(Stmt::While { cond: b::le(b::var(i), ext.stop), body: inner });
+        code.push(Stmt::While {
+            cond: b::le(b::var(i), ext.stop),
+            body: inner,
+        });
         Ok(code)
     }
 
@@ -383,7 +491,10 @@ impl Engine {
         let i = self.cx.var(index, ElemType::I64);
         let e = self.cx.var(&format!("{index}_jump"), ElemType::I64);
         code.push(b::assign(i, ext.start.clone()));
-        let lead = jumpers.iter().skip(1).fold(jumpers[0].stop.clone(), |m, j| b::max(m, j.stop.clone()));
+        let lead = jumpers
+            .iter()
+            .skip(1)
+            .fold(jumpers[0].stop.clone(), |m, j| b::max(m, j.stop.clone()));
         replace_head(&mut body, index, &mut |l| match l {
             Looplet::Jumper(j) => Some(Target::Looplet(Looplet::Switch(vec![
                 (b::eq(j.stop.clone(), b::var(e)), j.spike.clone()),
@@ -392,23 +503,47 @@ impl Engine {
             _ => None,
         });
         let mut inner = vec![b::assign(e, b::min(lead, ext.stop.clone()))];
-        inner.extend(self.lower_loop(index, Ext { start: b::var(i), stop: b::var(e) }, body)?);
+        inner.extend(self.lower_loop(
+            index,
+            Ext {
+                start: b::var(i),
+                stop: b::var(e),
+            },
+            body,
+        )?);
         for j in &jumpers {
             inner.extend(b::if_(b::eq(j.stop.clone(), b::var(e)), j.next.clone()));
         }
         inner.push(b::assign(i, b::add(b::var(e), b::int(1))));
-        code.push(Stmt::While { cond: b::le(b::var(i), ext.stop), body: inner });
+        code.push(Stmt::While {
+            cond: b::le(b::var(i), ext.stop),
+            body: inner,
+        });
         Ok(code)
     }
 
-    fn lower_assign(&mut self, lhs: LAccess, op: AssignOp, rhs: LExpr, span: Span) -> Result<Vec<Stmt>> {
+    fn lower_assign(
+        &mut self,
+        lhs: LAccess,
+        op: AssignOp,
+        rhs: LExpr,
+        span: Span,
+    ) -> Result<Vec<Stmt>> {
         if !lhs.indices.is_empty() {
-            return Err(Error::program(span, format!("`{}` is written before its indices are bound", lhs.tensor)));
+            return Err(Error::program(
+                span,
+                format!("`{}` is written before its indices are bound", lhs.tensor),
+            ));
         }
         let fiber = match &lhs.target {
             Target::Null => return Ok(vec![]),
             Target::Fiber(f) => f.clone(),
-            _ => return Err(Error::program(span, format!("internal: write to `{}` was not lowered", lhs.tensor))),
+            _ => {
+                return Err(Error::program(
+                    span,
+                    format!("internal: write to `{}` was not lowered", lhs.tensor),
+                ));
+            }
         };
         let (r, rclass) = emit_expr(&mut self.cx, &rhs, span)?;
         let elem = fiber.tensor.elem;
@@ -420,8 +555,9 @@ impl Engine {
             }
             AssignOp::Reduce(red) => {
                 let red = red.clone();
-                let (compute, result) = crate::semantics::reducer_classes(&red, elem.class(), rclass)
-                    .map_err(|m| Error::program(span, m))?;
+                let (compute, result) =
+                    crate::semantics::reducer_classes(&red, elem.class(), rclass)
+                        .map_err(|m| Error::program(span, m))?;
                 let r = super::emit::convert(r, rclass, compute);
                 Box::new(move |old| {
                     let old = super::emit::convert(old, elem.class(), compute);
@@ -430,12 +566,16 @@ impl Engine {
                 })
             }
         };
-        imp.update_leaf(&mut self.cx, &fiber, value.as_ref()).ok_or_else(|| {
-            Error::unsupported(
-                span,
-                format!("`{}`'s format {} cannot record writes at this level", lhs.tensor, fiber.tensor.format),
-            )
-        })
+        imp.update_leaf(&mut self.cx, &fiber, value.as_ref())
+            .ok_or_else(|| {
+                Error::unsupported(
+                    span,
+                    format!(
+                        "`{}`'s format {} cannot record writes at this level",
+                        lhs.tensor, fiber.tensor.format
+                    ),
+                )
+            })
     }
 }
 
@@ -456,7 +596,12 @@ fn hoist_thunks(body: &mut [LStmt]) -> Result<(Vec<Stmt>, Vec<Stmt>)> {
     let mut pre = vec![];
     let mut post: Vec<Vec<Stmt>> = vec![];
     node::visit_accesses_mut(body, &mut |a| {
-        while let Target::Looplet(Looplet::Thunk { preamble, body, epilogue }) = &a.target {
+        while let Target::Looplet(Looplet::Thunk {
+            preamble,
+            body,
+            epilogue,
+        }) = &a.target
+        {
             pre.extend(preamble.clone());
             post.push(epilogue.clone());
             a.target = (**body).clone();
@@ -500,7 +645,11 @@ fn replace_head(body: &mut [LStmt], index: &str, f: &mut dyn FnMut(&Looplet) -> 
 
 /// The position (in visiting order) and looplet of the first access headed by `index` whose
 /// looplet satisfies `pred`.
-fn take_first(body: &mut [LStmt], index: &str, pred: impl Fn(&Looplet) -> bool) -> Option<(usize, Looplet)> {
+fn take_first(
+    body: &mut [LStmt],
+    index: &str,
+    pred: impl Fn(&Looplet) -> bool,
+) -> Option<(usize, Looplet)> {
     let mut k = 0;
     let mut found = None;
     let _ = node::visit_accesses_mut(body, &mut |a| {
@@ -539,7 +688,9 @@ fn set_at(body: &mut [LStmt], path: &usize, t: Target) {
 fn write_once_tensors(stmts: &[LStmt]) -> HashSet<String> {
     let mut out = HashSet::new();
     for (k, s) in stmts.iter().enumerate() {
-        let LStmt::Declare { tensor, .. } = s else { continue };
+        let LStmt::Declare { tensor, .. } = s else {
+            continue;
+        };
         let end = stmts[k + 1..]
             .iter()
             .position(|s| matches!(s, LStmt::Freeze { tensor: t } if t == tensor))
@@ -574,7 +725,9 @@ fn collect_writes(stmts: &[LStmt], tensor: &str, loops: &mut Vec<String>, out: &
                 collect_writes(body, tensor, loops, out);
                 loops.pop();
             }
-            LStmt::If { then, otherwise, .. } => {
+            LStmt::If {
+                then, otherwise, ..
+            } => {
                 collect_writes(then, tensor, loops, out);
                 collect_writes(otherwise, tensor, loops, out);
             }

@@ -8,7 +8,7 @@ pub mod node;
 pub mod tensor;
 
 use crate::error::{Error, Result};
-use crate::ir::{build as b, BufId, Kernel};
+use crate::ir::{BufId, Kernel, build as b};
 use crate::levels::Format;
 use crate::looplets::{Fiber, Target};
 use crate::notation::ast::{self, Expr, ExprKind, Extent, Program, Stmt, StmtKind};
@@ -42,7 +42,10 @@ pub fn lower_program(program: &Program, formats: &[(String, Format)]) -> Result<
     let ndims: usize = formats.iter().map(|(_, f)| f.rank()).sum();
     let dims_buf = cx.buf("dims".into(), ElemType::I64, false);
     let mut tensors = HashMap::new();
-    let mut layout = Layout { tensors: vec![], ndims };
+    let mut layout = Layout {
+        tensors: vec![],
+        ndims,
+    };
     let mut slot = 0;
     let mut entry = vec![];
     for (name, format) in formats {
@@ -53,19 +56,37 @@ pub fn lower_program(program: &Program, formats: &[(String, Format)]) -> Result<
         layout.tensors.push(TensorLayout {
             name: name.clone(),
             format: format.clone(),
-            bufs: t.level_bufs.iter().map(|l| l.iter().map(|b: &BufId| b.0 as usize).collect()).collect(),
+            bufs: t
+                .level_bufs
+                .iter()
+                .map(|l| l.iter().map(|b: &BufId| b.0 as usize).collect())
+                .collect(),
             dims_slot: slot,
         });
         slot += t.rank();
         tensors.insert(name.clone(), Rc::new(t));
     }
-    let mut conv = Converter { tensors: &tensors, scope: vec![] };
+    let mut conv = Converter {
+        tensors: &tensors,
+        scope: vec![],
+    };
     let body = conv.stmts(&program.body)?;
-    let mut engine = Engine { cx, tensors, declared: HashMap::new(), write_once: Default::default() };
+    let mut engine = Engine {
+        cx,
+        tensors,
+        declared: HashMap::new(),
+        write_once: Default::default(),
+    };
     let mut code = entry;
     code.extend(engine.lower_block(body)?);
     let Cx { vars, bufs, errors } = engine.cx;
-    let kernel = Kernel { name: "kernel".into(), bufs, vars, body: code, errors };
+    let kernel = Kernel {
+        name: "kernel".into(),
+        bufs,
+        vars,
+        body: code,
+        errors,
+    };
     debug_assert_eq!(kernel.check(), Ok(()), "lowering produced ill-typed IR");
     Ok((kernel, layout))
 }
@@ -86,7 +107,9 @@ impl Converter<'_> {
     }
 
     fn tensor(&self, name: &str, span: ast::Span) -> Result<&Rc<TensorInfo>> {
-        self.tensors.get(name).ok_or_else(|| Error::program(span, format!("unknown tensor `{name}`")))
+        self.tensors
+            .get(name)
+            .ok_or_else(|| Error::program(span, format!("unknown tensor `{name}`")))
     }
 
     fn stmt(&mut self, s: &Stmt) -> Result<Vec<LStmt>> {
@@ -95,31 +118,55 @@ impl Converter<'_> {
             StmtKind::Declare { tensor, init } => {
                 let t = self.tensor(tensor, span)?;
                 let v = const_value(init).ok_or_else(|| {
-                    Error::program(init.span, format!("`{tensor} .= ...` needs a constant value"))
+                    Error::program(
+                        init.span,
+                        format!("`{tensor} .= ...` needs a constant value"),
+                    )
                 })?;
                 let _ = t;
-                LStmt::Declare { tensor: tensor.clone(), init: v, span }
+                LStmt::Declare {
+                    tensor: tensor.clone(),
+                    init: v,
+                    span,
+                }
             }
             StmtKind::Freeze { tensor } => {
                 self.tensor(tensor, span)?;
-                LStmt::Freeze { tensor: tensor.clone() }
+                LStmt::Freeze {
+                    tensor: tensor.clone(),
+                }
             }
             StmtKind::Thaw { tensor } => {
                 self.tensor(tensor, span)?;
-                LStmt::Thaw { tensor: tensor.clone(), span }
+                LStmt::Thaw {
+                    tensor: tensor.clone(),
+                    span,
+                }
             }
             StmtKind::Assign { lhs, op, rhs } => {
                 if let ast::AssignOp::Reduce(ast::Reducer::Named(n)) = op {
                     return Err(Error::program(span, format!("unknown reducer `{n}`")));
                 }
-                LStmt::Assign { lhs: self.access(lhs, Mode::Update)?, op: op.clone(), rhs: self.expr(rhs)?, span }
+                LStmt::Assign {
+                    lhs: self.access(lhs, Mode::Update)?,
+                    op: op.clone(),
+                    rhs: self.expr(rhs)?,
+                    span,
+                }
             }
-            StmtKind::Loop { index, extent, body } => {
+            StmtKind::Loop {
+                index,
+                extent,
+                body,
+            } => {
                 let (start, stop) = match extent {
                     Extent::Range(a, z) => (self.expr(a)?, self.expr(z)?),
                     Extent::Auto => {
                         let (t, d) = find_dim_source(body, index).ok_or_else(|| {
-                            Error::program(span, format!("could not resolve the extent of index `{index}`"))
+                            Error::program(
+                                span,
+                                format!("could not resolve the extent of index `{index}`"),
+                            )
                         })?;
                         let t = self.tensor(&t, span)?;
                         let stop = b::sub(t.dim(d), b::int(1));
@@ -129,9 +176,19 @@ impl Converter<'_> {
                 self.scope.push(index.clone());
                 let body = self.stmts(body)?;
                 self.scope.pop();
-                LStmt::Loop { index: index.clone(), start, stop, body, span }
+                LStmt::Loop {
+                    index: index.clone(),
+                    start,
+                    stop,
+                    body,
+                    span,
+                }
             }
-            StmtKind::If { cond, then, otherwise } => LStmt::If {
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => LStmt::If {
                 cond: self.expr(cond)?,
                 then: self.stmts(then)?,
                 otherwise: self.stmts(otherwise)?,
@@ -142,7 +199,12 @@ impl Converter<'_> {
                 self.scope.push(name.clone());
                 let body = self.stmts(body)?;
                 self.scope.pop();
-                LStmt::Let { name: name.clone(), value, body, span }
+                LStmt::Let {
+                    name: name.clone(),
+                    value,
+                    body,
+                    span,
+                }
             }
             StmtKind::Block(stmts) => return self.stmts(stmts),
         }])
@@ -169,7 +231,10 @@ impl Converter<'_> {
                 _ => {
                     return Err(Error::program(
                         ix.expr.span,
-                        format!("internal: access to `{}` was not normalised to loop indices", a.tensor),
+                        format!(
+                            "internal: access to `{}` was not normalised to loop indices",
+                            a.tensor
+                        ),
                     ));
                 }
             }
@@ -190,7 +255,10 @@ impl Converter<'_> {
         Ok(match &e.kind {
             ExprKind::Literal(s) => LExpr::Lit(s.widen()),
             ExprKind::Missing => {
-                return Err(Error::program(span, "internal: `missing` survived normalisation"));
+                return Err(Error::program(
+                    span,
+                    "internal: `missing` survived normalisation",
+                ));
             }
             ExprKind::Name(n) => {
                 if self.scope.contains(n) {
@@ -199,7 +267,10 @@ impl Converter<'_> {
                     if t.rank() != 0 {
                         return Err(Error::program(
                             span,
-                            format!("`{n}` has {} dimensions: read it with indices, `{n}[...]`", t.rank()),
+                            format!(
+                                "`{n}` has {} dimensions: read it with indices, `{n}[...]`",
+                                t.rank()
+                            ),
                         ));
                     }
                     LExpr::Access(Box::new(LAccess {
@@ -216,11 +287,15 @@ impl Converter<'_> {
             }
             ExprKind::Access(a) => LExpr::Access(Box::new(self.access(a, Mode::Read)?)),
             ExprKind::Unary(op, x) => LExpr::Unary(*op, Box::new(self.expr(x)?), span),
-            ExprKind::Binary(op, x, y) => LExpr::Binary(*op, Box::new(self.expr(x)?), Box::new(self.expr(y)?), span),
-            ExprKind::Call(name, args) if name == "size" => self.size(args, span)?,
-            ExprKind::Call(name, args) => {
-                LExpr::Call(name.clone(), args.iter().map(|a| self.expr(a)).collect::<Result<_>>()?, span)
+            ExprKind::Binary(op, x, y) => {
+                LExpr::Binary(*op, Box::new(self.expr(x)?), Box::new(self.expr(y)?), span)
             }
+            ExprKind::Call(name, args) if name == "size" => self.size(args, span)?,
+            ExprKind::Call(name, args) => LExpr::Call(
+                name.clone(),
+                args.iter().map(|a| self.expr(a)).collect::<Result<_>>()?,
+                span,
+            ),
         })
     }
 }
@@ -228,12 +303,22 @@ impl Converter<'_> {
 impl Converter<'_> {
     /// `size(A, d)`: the extent of dimension `d` of `A`.
     fn size(&self, args: &[Expr], span: ast::Span) -> Result<LExpr> {
-        let usage = || Error::program(span, "`size` takes a tensor name and a dimension number, `size(A, 0)`");
+        let usage = || {
+            Error::program(
+                span,
+                "`size` takes a tensor name and a dimension number, `size(A, 0)`",
+            )
+        };
         let [t, d] = args else { return Err(usage()) };
-        let (ExprKind::Name(t), Some(Scalar::I64(d))) = (&t.kind, const_value(d)) else { return Err(usage()) };
+        let (ExprKind::Name(t), Some(Scalar::I64(d))) = (&t.kind, const_value(d)) else {
+            return Err(usage());
+        };
         let info = self.tensor(t, span)?;
         if d < 0 || d as usize >= info.rank() {
-            return Err(Error::program(span, format!("`{t}` has no dimension {d} (it has {})", info.rank())));
+            return Err(Error::program(
+                span,
+                format!("`{t}` has no dimension {d} (it has {})", info.rank()),
+            ));
         }
         Ok(LExpr::Ir(info.dim(d as usize), ElemType::I64))
     }
@@ -243,9 +328,8 @@ impl Converter<'_> {
 pub fn const_value(e: &Expr) -> Option<Scalar> {
     match &e.kind {
         ExprKind::Literal(s) => Some(*s),
-        ExprKind::Unary(ast::UnaryOp::Neg, x) => {
-            const_value(x).and_then(|v| crate::semantics::eval_unary(ast::UnaryOp::Neg, v.widen()).ok())
-        }
+        ExprKind::Unary(ast::UnaryOp::Neg, x) => const_value(x)
+            .and_then(|v| crate::semantics::eval_unary(ast::UnaryOp::Neg, v.widen()).ok()),
         _ => None,
     }
 }

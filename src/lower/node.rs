@@ -55,13 +55,43 @@ pub enum LExpr {
 
 #[derive(Clone)]
 pub enum LStmt {
-    Declare { tensor: String, init: Scalar, span: Span },
-    Freeze { tensor: String },
-    Thaw { tensor: String, span: Span },
-    Assign { lhs: LAccess, op: AssignOp, rhs: LExpr, span: Span },
-    Loop { index: String, start: LExpr, stop: LExpr, body: Vec<LStmt>, span: Span },
-    If { cond: LExpr, then: Vec<LStmt>, otherwise: Vec<LStmt>, span: Span },
-    Let { name: String, value: LExpr, body: Vec<LStmt>, span: Span },
+    Declare {
+        tensor: String,
+        init: Scalar,
+        span: Span,
+    },
+    Freeze {
+        tensor: String,
+    },
+    Thaw {
+        tensor: String,
+        span: Span,
+    },
+    Assign {
+        lhs: LAccess,
+        op: AssignOp,
+        rhs: LExpr,
+        span: Span,
+    },
+    Loop {
+        index: String,
+        start: LExpr,
+        stop: LExpr,
+        body: Vec<LStmt>,
+        span: Span,
+    },
+    If {
+        cond: LExpr,
+        then: Vec<LStmt>,
+        otherwise: Vec<LStmt>,
+        span: Span,
+    },
+    Let {
+        name: String,
+        value: LExpr,
+        body: Vec<LStmt>,
+        span: Span,
+    },
 }
 
 impl LExpr {
@@ -92,7 +122,10 @@ pub fn visit_exprs_mut(
     stmts: &mut [LStmt],
     f: &mut dyn FnMut(&mut LExpr) -> crate::Result<()>,
 ) -> crate::Result<()> {
-    fn expr(e: &mut LExpr, f: &mut dyn FnMut(&mut LExpr) -> crate::Result<()>) -> crate::Result<()> {
+    fn expr(
+        e: &mut LExpr,
+        f: &mut dyn FnMut(&mut LExpr) -> crate::Result<()>,
+    ) -> crate::Result<()> {
         f(e)?;
         for c in e.children_mut() {
             expr(c, f)?;
@@ -102,12 +135,19 @@ pub fn visit_exprs_mut(
     for s in stmts {
         match s {
             LStmt::Assign { rhs, .. } => expr(rhs, f)?,
-            LStmt::Loop { start, stop, body, .. } => {
+            LStmt::Loop {
+                start, stop, body, ..
+            } => {
                 expr(start, f)?;
                 expr(stop, f)?;
                 visit_exprs_mut(body, f)?;
             }
-            LStmt::If { cond, then, otherwise, .. } => {
+            LStmt::If {
+                cond,
+                then,
+                otherwise,
+                ..
+            } => {
                 expr(cond, f)?;
                 visit_exprs_mut(then, f)?;
                 visit_exprs_mut(otherwise, f)?;
@@ -127,12 +167,17 @@ pub fn visit_accesses_mut(
     stmts: &mut [LStmt],
     f: &mut dyn FnMut(&mut LAccess) -> crate::Result<()>,
 ) -> crate::Result<()> {
-    fn in_lhs(stmts: &mut [LStmt], f: &mut dyn FnMut(&mut LAccess) -> crate::Result<()>) -> crate::Result<()> {
+    fn in_lhs(
+        stmts: &mut [LStmt],
+        f: &mut dyn FnMut(&mut LAccess) -> crate::Result<()>,
+    ) -> crate::Result<()> {
         for s in stmts {
             match s {
                 LStmt::Assign { lhs, .. } => f(lhs)?,
                 LStmt::Loop { body, .. } | LStmt::Let { body, .. } => in_lhs(body, f)?,
-                LStmt::If { then, otherwise, .. } => {
+                LStmt::If {
+                    then, otherwise, ..
+                } => {
                     in_lhs(then, f)?;
                     in_lhs(otherwise, f)?;
                 }

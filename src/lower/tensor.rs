@@ -1,8 +1,8 @@
 //! What the compiler knows about one tensor of a kernel: its format, the IR buffers of each
 //! level, the level state variables and its dimensions.
 
-use crate::ir::{build, BufId, Expr, VarId};
-use crate::levels::{level_impl, Format};
+use crate::ir::{BufId, Expr, VarId, build};
+use crate::levels::{Format, level_impl};
 use crate::lower::ctx::Cx;
 use crate::types::{ElemType, Scalar};
 
@@ -46,7 +46,9 @@ impl TensorInfo {
                     .collect(),
             );
         }
-        let dims = (0..format.rank()).map(|d| cx.var(&format!("{name}_dim{d}"), ElemType::I64)).collect();
+        let dims = (0..format.rank())
+            .map(|d| cx.var(&format!("{name}_dim{d}"), ElemType::I64))
+            .collect();
         TensorInfo {
             name: name.to_string(),
             format: format.clone(),
@@ -76,4 +78,3 @@ impl TensorInfo {
         build::var(self.dims[d])
     }
 }
-

@@ -20,7 +20,11 @@ pub fn exprs<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Expr)) {
                 }
                 exprs(body, f);
             }
-            StmtKind::If { cond, then, otherwise } => {
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
                 expr(cond, f);
                 exprs(then, f);
                 exprs(otherwise, f);
@@ -69,8 +73,12 @@ pub fn accesses<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Access)) {
         for s in stmts {
             match &s.kind {
                 StmtKind::Assign { lhs: a, .. } => f(a),
-                StmtKind::Loop { body, .. } | StmtKind::Let { body, .. } | StmtKind::Block(body) => lhs(body, f),
-                StmtKind::If { then, otherwise, .. } => {
+                StmtKind::Loop { body, .. }
+                | StmtKind::Let { body, .. }
+                | StmtKind::Block(body) => lhs(body, f),
+                StmtKind::If {
+                    then, otherwise, ..
+                } => {
                     lhs(then, f);
                     lhs(otherwise, f);
                 }
@@ -95,10 +103,12 @@ pub fn reads_writes(stmts: &[Stmt]) -> (Vec<String>, Vec<String>) {
             match &s.kind {
                 StmtKind::Assign { lhs, .. } => writes.push(lhs.tensor.clone()),
                 StmtKind::Declare { tensor, .. } => writes.push(tensor.clone()),
-                StmtKind::Loop { body, .. } | StmtKind::Let { body, .. } | StmtKind::Block(body) => {
-                    walk(body, reads, writes)
-                }
-                StmtKind::If { then, otherwise, .. } => {
+                StmtKind::Loop { body, .. }
+                | StmtKind::Let { body, .. }
+                | StmtKind::Block(body) => walk(body, reads, writes),
+                StmtKind::If {
+                    then, otherwise, ..
+                } => {
                     walk(then, reads, writes);
                     walk(otherwise, reads, writes);
                 }

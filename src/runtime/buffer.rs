@@ -146,7 +146,7 @@ impl Buffer {
 
     /// Raw pointer to the first element (for the backend boundary).
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        each_buffer!(self, v => v.as_mut_ptr() as *mut u8)
+        each_buffer!(self, v => v.as_mut_ptr().cast::<u8>())
     }
 
     pub fn as_i64(&self) -> Option<&[i64]> {

@@ -1,5 +1,6 @@
 //! The runtime side of kernels: typed buffers and the boundary the backends call through.
 
+pub mod abi;
 pub mod buffer;
 
 pub use buffer::Buffer;

@@ -28,7 +28,10 @@ pub fn identity(r: &Reducer, class: Class) -> Option<Scalar> {
 
 /// `x op x == x`: repeating the reduction changes nothing.
 pub fn is_idempotent(r: &Reducer) -> bool {
-    matches!(r, Reducer::Min | Reducer::Max | Reducer::And | Reducer::Or | Reducer::Choose(_))
+    matches!(
+        r,
+        Reducer::Min | Reducer::Max | Reducer::And | Reducer::Or | Reducer::Choose(_)
+    )
 }
 
 /// Whether a literal is the zero of its class (an annihilator of `*`).

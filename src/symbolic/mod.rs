@@ -7,9 +7,9 @@
 
 pub mod algebra;
 
-use crate::lower::node::{LExpr, LStmt};
+use crate::levels::{LeafValue, level_impl};
 use crate::looplets::Target;
-use crate::levels::{level_impl, LeafValue};
+use crate::lower::node::{LExpr, LStmt};
 use crate::notation::ast::{AssignOp, BinaryOp};
 use crate::semantics;
 use crate::types::{Class, ElemType, Scalar};
@@ -27,7 +27,9 @@ pub fn class_of(e: &LExpr) -> Option<Class> {
             Target::Looplet(_) | Target::Null => None,
         },
         LExpr::Unary(op, x, _) => semantics::unary_class(*op, class_of(x)?).ok().map(|c| c.1),
-        LExpr::Binary(op, x, y, _) => semantics::binary_classes(*op, class_of(x)?, class_of(y)?).ok().map(|c| c.1),
+        LExpr::Binary(op, x, y, _) => semantics::binary_classes(*op, class_of(x)?, class_of(y)?)
+            .ok()
+            .map(|c| c.1),
         LExpr::Call(n, args, _) => {
             let cs: Option<Vec<Class>> = args.iter().map(class_of).collect();
             semantics::call_classes(n, &cs?).ok().map(|c| c.1)
@@ -65,20 +67,25 @@ pub fn simplify_expr(e: &mut LExpr) {
             }
             _ => None,
         },
-        LExpr::Unary(op, x, _) => lit(x).and_then(|v| semantics::eval_unary(*op, v.widen()).ok()).map(LExpr::Lit),
+        LExpr::Unary(op, x, _) => lit(x)
+            .and_then(|v| semantics::eval_unary(*op, v.widen()).ok())
+            .map(LExpr::Lit),
         LExpr::Binary(op, x, y, _) => simplify_binary(*op, x, y),
         LExpr::Call(name, args, _) => {
             let lits: Option<Vec<Scalar>> = args.iter().map(lit).collect();
             match (name.as_str(), lits) {
-                (_, Some(vs)) => semantics::eval_call(name, &vs.iter().map(|v| v.widen()).collect::<Vec<_>>())
-                    .ok()
-                    .map(LExpr::Lit),
+                (_, Some(vs)) => {
+                    semantics::eval_call(name, &vs.iter().map(|v| v.widen()).collect::<Vec<_>>())
+                        .ok()
+                        .map(LExpr::Lit)
+                }
                 ("ifelse", None) => match lit(&args[0]) {
                     Some(Scalar::Bool(c)) => {
                         let chosen = if c { &args[1] } else { &args[2] };
                         let other = if c { &args[2] } else { &args[1] };
                         // Keep the class the dense semantics would give the result.
-                        (class_of(chosen).is_some() && class_of(chosen) == class_of(other)).then(|| chosen.clone())
+                        (class_of(chosen).is_some() && class_of(chosen) == class_of(other))
+                            .then(|| chosen.clone())
                     }
                     _ => None,
                 },
@@ -94,14 +101,18 @@ pub fn simplify_expr(e: &mut LExpr) {
 
 fn simplify_binary(op: BinaryOp, x: &LExpr, y: &LExpr) -> Option<LExpr> {
     if let (Some(a), Some(b)) = (lit(x), lit(y)) {
-        return semantics::eval_binary(op, a.widen(), b.widen()).ok().map(LExpr::Lit);
+        return semantics::eval_binary(op, a.widen(), b.widen())
+            .ok()
+            .map(LExpr::Lit);
     }
     let (cx, cy) = (class_of(x)?, class_of(y)?);
     let result = semantics::binary_classes(op, cx, cy).ok()?.1;
     let keep = |e: &LExpr, c: Class| (c == result).then(|| e.clone());
     match op {
         BinaryOp::Mul => {
-            if lit(x).is_some_and(|v| algebra::is_zero(&v)) || lit(y).is_some_and(|v| algebra::is_zero(&v)) {
+            if lit(x).is_some_and(|v| algebra::is_zero(&v))
+                || lit(y).is_some_and(|v| algebra::is_zero(&v))
+            {
                 return zero_of(result);
             }
             if lit(x).is_some_and(|v| algebra::is_one(&v)) {
@@ -122,16 +133,18 @@ fn simplify_binary(op: BinaryOp, x: &LExpr, y: &LExpr) -> Option<LExpr> {
             None
         }
         BinaryOp::Sub if lit(y).is_some_and(|v| algebra::is_zero(&v)) => keep(x, cx),
-        BinaryOp::AndAnd | BinaryOp::BitAnd if result == Class::Bool => {
-            match (lit(x), lit(y)) {
-                (Some(Scalar::Bool(false)), _) | (_, Some(Scalar::Bool(false))) => Some(LExpr::Lit(Scalar::Bool(false))),
-                (Some(Scalar::Bool(true)), _) => Some(y.clone()),
-                (_, Some(Scalar::Bool(true))) => Some(x.clone()),
-                _ => None,
+        BinaryOp::AndAnd | BinaryOp::BitAnd if result == Class::Bool => match (lit(x), lit(y)) {
+            (Some(Scalar::Bool(false)), _) | (_, Some(Scalar::Bool(false))) => {
+                Some(LExpr::Lit(Scalar::Bool(false)))
             }
-        }
+            (Some(Scalar::Bool(true)), _) => Some(y.clone()),
+            (_, Some(Scalar::Bool(true))) => Some(x.clone()),
+            _ => None,
+        },
         BinaryOp::OrOr | BinaryOp::BitOr if result == Class::Bool => match (lit(x), lit(y)) {
-            (Some(Scalar::Bool(true)), _) | (_, Some(Scalar::Bool(true))) => Some(LExpr::Lit(Scalar::Bool(true))),
+            (Some(Scalar::Bool(true)), _) | (_, Some(Scalar::Bool(true))) => {
+                Some(LExpr::Lit(Scalar::Bool(true)))
+            }
             (Some(Scalar::Bool(false)), _) => Some(y.clone()),
             (_, Some(Scalar::Bool(false))) => Some(x.clone()),
             _ => None,
@@ -141,7 +154,13 @@ fn simplify_binary(op: BinaryOp, x: &LExpr, y: &LExpr) -> Option<LExpr> {
 }
 
 /// Whether assigning `v` with `op` to tensor `t` (element type `elem`) can change nothing.
-fn is_noop(op: &AssignOp, v: Scalar, t: &str, elem: ElemType, declared: &HashMap<String, Scalar>) -> bool {
+fn is_noop(
+    op: &AssignOp,
+    v: Scalar,
+    t: &str,
+    elem: ElemType,
+    declared: &HashMap<String, Scalar>,
+) -> bool {
     let v = v.widen();
     match op {
         // Finch's `initwrite`: overwriting with the declared value is a no-op.
@@ -170,7 +189,9 @@ pub fn simplify_stmts(stmts: &mut Vec<LStmt>, declared: &HashMap<String, Scalar>
                 }
                 stmts.push(s);
             }
-            LStmt::Loop { start, stop, body, .. } => {
+            LStmt::Loop {
+                start, stop, body, ..
+            } => {
                 simplify_expr(start);
                 simplify_expr(stop);
                 simplify_stmts(body, declared);
@@ -178,7 +199,12 @@ pub fn simplify_stmts(stmts: &mut Vec<LStmt>, declared: &HashMap<String, Scalar>
                     stmts.push(s);
                 }
             }
-            LStmt::If { cond, then, otherwise, .. } => {
+            LStmt::If {
+                cond,
+                then,
+                otherwise,
+                ..
+            } => {
                 simplify_expr(cond);
                 simplify_stmts(then, declared);
                 simplify_stmts(otherwise, declared);
@@ -189,7 +215,9 @@ pub fn simplify_stmts(stmts: &mut Vec<LStmt>, declared: &HashMap<String, Scalar>
                     _ => stmts.push(s),
                 }
             }
-            LStmt::Let { name, value, body, .. } => {
+            LStmt::Let {
+                name, value, body, ..
+            } => {
                 simplify_expr(value);
                 if let Some(v) = lit(value) {
                     let _ = crate::lower::node::visit_exprs_mut(body, &mut |e| {

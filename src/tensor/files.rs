@@ -16,7 +16,9 @@ pub fn load_tensor(path: &str, format: Option<&str>) -> Result<Tensor> {
         FileData::Dense(d) => (d.shape.len(), d.values.elem()),
     };
     let format = match format {
-        Some(f) => Format::parse(f, Some(rank)).map_err(|e| Error::Usage(format!("{path}: {e}")))?,
+        Some(f) => {
+            Format::parse(f, Some(rank)).map_err(|e| Error::Usage(format!("{path}: {e}")))?
+        }
         None => default_format(&data, rank, elem),
     };
     let t = match data {
@@ -29,7 +31,9 @@ pub fn load_tensor(path: &str, format: Option<&str>) -> Result<Tensor> {
             let values = convert_buffer(&c.values, format.elem());
             Tensor::from_coo(&format, &c.shape, &c.coords, &values, combine)
         }
-        FileData::Dense(d) => Tensor::from_dense(&format, &d.shape, &convert_buffer(&d.values, format.elem())),
+        FileData::Dense(d) => {
+            Tensor::from_dense(&format, &d.shape, &convert_buffer(&d.values, format.elem()))
+        }
     };
     t.map_err(|e| match e {
         Error::Tensor { msg, .. } => Error::file(path, 0, msg),
@@ -71,18 +75,31 @@ fn convert_buffer(b: &Buffer, ty: ElemType) -> Buffer {
 
 /// Write a tensor by the file's extension: `.npy` dense, `.mtx` 2-d, `.tns` any rank.
 pub fn write_tensor(path: &str, t: &Tensor) -> Result<()> {
-    let ext = Path::new(path).extension().and_then(|e| e.to_str()).unwrap_or("");
+    let ext = Path::new(path)
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("");
     match ext {
         "npy" => {
-            let d = DenseData { shape: t.shape.clone(), values: t.to_dense() };
+            let d = DenseData {
+                shape: t.shape.clone(),
+                values: t.to_dense(),
+            };
             io::write_atomic(Path::new(path), |w| io::npy::write_npy(w, &d))
         }
         "mtx" => {
             if t.rank() != 2 {
-                return Err(Error::Usage(format!("{path}: Matrix Market holds 2-d tensors, `{}` has rank {}", path, t.rank())));
+                return Err(Error::Usage(format!(
+                    "{path}: Matrix Market holds 2-d tensors, `{}` has rank {}",
+                    path,
+                    t.rank()
+                )));
             }
             if t.format.is_dense() {
-                let d = DenseData { shape: t.shape.clone(), values: t.to_dense() };
+                let d = DenseData {
+                    shape: t.shape.clone(),
+                    values: t.to_dense(),
+                };
                 io::write_atomic(Path::new(path), |w| io::mtx::write_mtx_array(w, &d))
             } else {
                 let c = to_coo(t);
@@ -93,7 +110,9 @@ pub fn write_tensor(path: &str, t: &Tensor) -> Result<()> {
             let c = to_coo(t);
             io::write_atomic(Path::new(path), |w| io::tns::write_tns(w, &c))
         }
-        other => Err(Error::Usage(format!("{path}: unknown output file type `.{other}` (use .npy, .mtx or .tns)"))),
+        other => Err(Error::Usage(format!(
+            "{path}: unknown output file type `.{other}` (use .npy, .mtx or .tns)"
+        ))),
     }
 }
 
@@ -110,5 +129,9 @@ fn to_coo(t: &Tensor) -> CooData {
             values.push(v);
         }
     });
-    CooData { shape: t.shape.clone(), coords, values }
+    CooData {
+        shape: t.shape.clone(),
+        coords,
+        values,
+    }
 }

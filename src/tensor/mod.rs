@@ -3,7 +3,7 @@
 pub mod files;
 
 use crate::error::{Error, Result};
-use crate::levels::{level_impl, Format};
+use crate::levels::{Format, level_impl};
 use crate::runtime::Buffer;
 use crate::types::{ElemType, Scalar};
 
@@ -32,9 +32,19 @@ impl Tensor {
         let levels = format
             .levels
             .iter()
-            .map(|k| level_impl(k).buffers(k, format.elem()).into_iter().map(|(_, t)| Buffer::new(t)).collect())
+            .map(|k| {
+                level_impl(k)
+                    .buffers(k, format.elem())
+                    .into_iter()
+                    .map(|(_, t)| Buffer::new(t))
+                    .collect()
+            })
             .collect();
-        Tensor { shape: shape.to_vec(), format: format.clone(), levels }
+        Tensor {
+            shape: shape.to_vec(),
+            format: format.clone(),
+            levels,
+        }
     }
 
     /// The dimensions indexed by level `k`.
@@ -66,13 +76,23 @@ impl Tensor {
         check_rank(format, shape)?;
         let n = values.len();
         if coords.len() != shape.len() || coords.iter().any(|c| c.len() != n) {
-            return Err(Error::tensor("", "coordinate lists and values differ in length"));
+            return Err(Error::tensor(
+                "",
+                "coordinate lists and values differ in length",
+            ));
         }
         for (d, c) in coords.iter().enumerate() {
-            if let Some((k, &bad)) = c.iter().enumerate().find(|(_, &v)| v < 0 || v as usize >= shape[d]) {
+            if let Some((k, &bad)) = c
+                .iter()
+                .enumerate()
+                .find(|&(_, &v)| v < 0 || v as usize >= shape[d])
+            {
                 return Err(Error::tensor(
                     "",
-                    format!("entry {k}: coordinate {bad} of dimension {d} is outside 0..{}", shape[d]),
+                    format!(
+                        "entry {k}: coordinate {bad} of dimension {d} is outside 0..{}",
+                        shape[d]
+                    ),
                 ));
             }
         }
@@ -95,7 +115,10 @@ impl Tensor {
                 }
             }
         }
-        let sorted: Vec<Vec<i64>> = coords.iter().map(|c| uniq.iter().map(|&k| c[k]).collect()).collect();
+        let sorted: Vec<Vec<i64>> = coords
+            .iter()
+            .map(|c| uniq.iter().map(|&k| c[k]).collect())
+            .collect();
         let mut t = Tensor::unbuilt(format, shape);
         let mut groups = vec![(0usize, 0usize, uniq.len())];
         let mut count = 1;
@@ -103,7 +126,8 @@ impl Tensor {
         for (k, kind) in format.levels.iter().enumerate() {
             let dims = t.level_dims(k).to_vec();
             let coords_here = &sorted[dim..dim + kind.rank()];
-            let (c, g) = level_impl(kind).build(kind, &mut t.levels[k], &dims, count, &groups, coords_here);
+            let (c, g) =
+                level_impl(kind).build(kind, &mut t.levels[k], &dims, count, &groups, coords_here);
             count = c;
             groups = g;
             dim += kind.rank();
@@ -122,11 +146,15 @@ impl Tensor {
     pub fn from_dense(format: &Format, shape: &[usize], values: &Buffer) -> Result<Tensor> {
         let total: usize = shape.iter().product();
         if values.len() != total {
-            return Err(Error::tensor("", format!("{} values for shape {:?}", values.len(), shape)));
+            return Err(Error::tensor(
+                "",
+                format!("{} values for shape {:?}", values.len(), shape),
+            ));
         }
         let fill = format.fill();
-        let keep: Vec<usize> =
-            (0..total).filter(|&k| format.is_dense() || values.get(k).cast(format.elem()) != fill).collect();
+        let keep: Vec<usize> = (0..total)
+            .filter(|&k| format.is_dense() || values.get(k).cast(format.elem()) != fill)
+            .collect();
         let mut per_entry = vec![vec![]; shape.len()];
         for &k in &keep {
             let mut r = k;
@@ -152,7 +180,13 @@ impl Tensor {
         self.walk(0, 0, &mut coord, f);
     }
 
-    fn walk(&self, level: usize, pos: usize, coord: &mut Vec<usize>, f: &mut dyn FnMut(&[usize], Scalar)) {
+    fn walk(
+        &self,
+        level: usize,
+        pos: usize,
+        coord: &mut Vec<usize>,
+        f: &mut dyn FnMut(&[usize], Scalar),
+    ) {
         let kind = &self.format.levels[level];
         let imp = level_impl(kind);
         if kind.is_leaf() {
@@ -192,7 +226,10 @@ impl Tensor {
     /// The value at a coordinate.
     pub fn get(&self, idx: &[usize]) -> Result<Scalar> {
         if idx.len() != self.rank() || idx.iter().zip(&self.shape).any(|(i, n)| i >= n) {
-            return Err(Error::tensor("", format!("index {idx:?} is outside the shape {:?}", self.shape)));
+            return Err(Error::tensor(
+                "",
+                format!("index {idx:?} is outside the shape {:?}", self.shape),
+            ));
         }
         let mut found = self.fill();
         self.for_each_stored(&mut |c, v| {
@@ -256,7 +293,12 @@ fn check_rank(format: &Format, shape: &[usize]) -> Result<()> {
     if format.rank() != shape.len() {
         return Err(Error::Format {
             format: format.to_string(),
-            msg: format!("format has {} dimensions but the shape {:?} has {}", format.rank(), shape, shape.len()),
+            msg: format!(
+                "format has {} dimensions but the shape {:?} has {}",
+                format.rank(),
+                shape,
+                shape.len()
+            ),
         });
     }
     Ok(())
@@ -271,10 +313,19 @@ mod tests {
         let f = Format::parse("csr", None).unwrap();
         let coords = vec![vec![1, 0, 1, 1], vec![2, 1, 0, 2]];
         let vals = Buffer::F64(vec![1.0, 2.0, 3.0, 4.0]);
-        let t = Tensor::from_coo(&f, &[3, 3], &coords, &vals, |a, b| Scalar::F64(a.as_f64() + b.as_f64())).unwrap();
-        assert_eq!(t.levels[1], vec![Buffer::I64(vec![0, 1, 3, 3]), Buffer::I64(vec![1, 0, 2])]);
+        let t = Tensor::from_coo(&f, &[3, 3], &coords, &vals, |a, b| {
+            Scalar::F64(a.as_f64() + b.as_f64())
+        })
+        .unwrap();
+        assert_eq!(
+            t.levels[1],
+            vec![Buffer::I64(vec![0, 1, 3, 3]), Buffer::I64(vec![1, 0, 2])]
+        );
         assert_eq!(t.levels[2], vec![Buffer::F64(vec![2.0, 3.0, 5.0])]);
-        assert_eq!(t.to_dense(), Buffer::F64(vec![0.0, 2.0, 0.0, 3.0, 0.0, 5.0, 0.0, 0.0, 0.0]));
+        assert_eq!(
+            t.to_dense(),
+            Buffer::F64(vec![0.0, 2.0, 0.0, 3.0, 0.0, 5.0, 0.0, 0.0, 0.0])
+        );
         t.validate("A").unwrap();
         assert_eq!(t.countstored(), 3);
     }

@@ -7,8 +7,13 @@
 use crate::notation::ast::{Access, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind};
 
 pub fn concordize(p: &Program) -> Program {
-    let mut c = Concordizer { loops: vec![], fresh: 0 };
-    Program { body: c.stmts(&p.body) }
+    let mut c = Concordizer {
+        loops: vec![],
+        fresh: 0,
+    };
+    Program {
+        body: c.stmts(&p.body),
+    }
 }
 
 struct Concordizer {
@@ -24,28 +29,48 @@ impl Concordizer {
     fn stmt(&mut self, s: &Stmt) -> Stmt {
         let mut wrappers = vec![];
         let kind = match &s.kind {
-            StmtKind::Loop { index, extent, body } => {
+            StmtKind::Loop {
+                index,
+                extent,
+                body,
+            } => {
                 let extent = match extent {
                     Extent::Auto => Extent::Auto,
-                    Extent::Range(a, b) => Extent::Range(self.expr(a, &mut wrappers), self.expr(b, &mut wrappers)),
+                    Extent::Range(a, b) => {
+                        Extent::Range(self.expr(a, &mut wrappers), self.expr(b, &mut wrappers))
+                    }
                 };
                 self.loops.push(index.clone());
                 let body = self.stmts(body);
                 self.loops.pop();
-                StmtKind::Loop { index: index.clone(), extent, body }
+                StmtKind::Loop {
+                    index: index.clone(),
+                    extent,
+                    body,
+                }
             }
-            StmtKind::If { cond, then, otherwise } => StmtKind::If {
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => StmtKind::If {
                 cond: self.expr(cond, &mut wrappers),
                 then: self.stmts(then),
                 otherwise: self.stmts(otherwise),
             },
-            StmtKind::Let { name, value, body } => {
-                StmtKind::Let { name: name.clone(), value: self.expr(value, &mut wrappers), body: self.stmts(body) }
-            }
+            StmtKind::Let { name, value, body } => StmtKind::Let {
+                name: name.clone(),
+                value: self.expr(value, &mut wrappers),
+                body: self.stmts(body),
+            },
             StmtKind::Block(b) => StmtKind::Block(self.stmts(b)),
             StmtKind::Assign { lhs, op, rhs } => {
                 let lhs = self.access(lhs, &mut wrappers);
-                StmtKind::Assign { lhs, op: op.clone(), rhs: self.expr(rhs, &mut wrappers) }
+                StmtKind::Assign {
+                    lhs,
+                    op: op.clone(),
+                    rhs: self.expr(rhs, &mut wrappers),
+                }
             }
             other => other.clone(),
         };
@@ -53,10 +78,21 @@ impl Concordizer {
         for (k, v, value, span) in wrappers.into_iter().rev() {
             let name = |n: &str| Expr::new(ExprKind::Name(n.to_string()), span);
             let lp = Stmt::new(
-                StmtKind::Loop { index: k, extent: Extent::Range(name(&v), name(&v)), body: vec![out] },
+                StmtKind::Loop {
+                    index: k,
+                    extent: Extent::Range(name(&v), name(&v)),
+                    body: vec![out],
+                },
                 span,
             );
-            out = Stmt::new(StmtKind::Let { name: v, value, body: vec![lp] }, span);
+            out = Stmt::new(
+                StmtKind::Let {
+                    name: v,
+                    value,
+                    body: vec![lp],
+                },
+                span,
+            );
         }
         out
     }
@@ -65,8 +101,12 @@ impl Concordizer {
         let kind = match &e.kind {
             ExprKind::Access(a) => ExprKind::Access(self.access(a, w)),
             ExprKind::Unary(op, x) => ExprKind::Unary(*op, Box::new(self.expr(x, w))),
-            ExprKind::Binary(op, x, y) => ExprKind::Binary(*op, Box::new(self.expr(x, w)), Box::new(self.expr(y, w))),
-            ExprKind::Call(n, args) => ExprKind::Call(n.clone(), args.iter().map(|a| self.expr(a, w)).collect()),
+            ExprKind::Binary(op, x, y) => {
+                ExprKind::Binary(*op, Box::new(self.expr(x, w)), Box::new(self.expr(y, w)))
+            }
+            ExprKind::Call(n, args) => {
+                ExprKind::Call(n.clone(), args.iter().map(|a| self.expr(a, w)).collect())
+            }
             other => other.clone(),
         };
         Expr::new(kind, e.span)
@@ -80,7 +120,9 @@ impl Concordizer {
             // Indices nested inside this one (e.g. `I[i]` in `A[I[i]]`) come first.
             ix.expr = self.expr(&ix.expr, w);
             let depth = match &ix.expr.kind {
-                ExprKind::Name(n) if !ix.permissive => self.loops.iter().rposition(|l| l == n).map(|d| d as isize),
+                ExprKind::Name(n) if !ix.permissive => {
+                    self.loops.iter().rposition(|l| l == n).map(|d| d as isize)
+                }
                 _ => None,
             };
             match depth {

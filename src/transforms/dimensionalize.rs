@@ -10,8 +10,15 @@ use crate::notation::visit;
 use std::collections::HashMap;
 
 /// Shapes of all tensors: `known` ones are checked, unknown ones (`None`) are inferred.
-pub fn infer_shapes(p: &Program, shapes: &HashMap<String, Option<Vec<usize>>>) -> Result<HashMap<String, Vec<usize>>> {
-    let mut d = Dims { shapes: shapes.clone(), extents: HashMap::new(), partial: HashMap::new() };
+pub fn infer_shapes(
+    p: &Program,
+    shapes: &HashMap<String, Option<Vec<usize>>>,
+) -> Result<HashMap<String, Vec<usize>>> {
+    let mut d = Dims {
+        shapes: shapes.clone(),
+        extents: HashMap::new(),
+        partial: HashMap::new(),
+    };
     // A tensor without a shape accessed with no indices is 0-d.
     visit::accesses(&p.body, &mut |a: &Access| {
         if a.indices.is_empty() {
@@ -33,7 +40,9 @@ pub fn infer_shapes(p: &Program, shapes: &HashMap<String, Option<Vec<usize>>>) -
             None => {
                 return Err(Error::Program {
                     span: Span::default(),
-                    msg: format!("could not infer the shape of `{name}`: give it with --shape {name}=D1xD2..."),
+                    msg: format!(
+                        "could not infer the shape of `{name}`: give it with --shape {name}=D1xD2..."
+                    ),
                 });
             }
         }
@@ -53,12 +62,18 @@ impl Dims {
     fn stmts(&mut self, stmts: &[Stmt]) -> Result<()> {
         for s in stmts {
             match &s.kind {
-                StmtKind::Loop { index, extent, body } => {
+                StmtKind::Loop {
+                    index,
+                    extent,
+                    body,
+                } => {
                     self.loop_extent(index, extent, body, s.span)?;
                     self.stmts(body)?;
                     self.size_outputs(body, index);
                 }
-                StmtKind::If { then, otherwise, .. } => {
+                StmtKind::If {
+                    then, otherwise, ..
+                } => {
                     self.stmts(then)?;
                     self.stmts(otherwise)?;
                 }
@@ -69,10 +84,19 @@ impl Dims {
         Ok(())
     }
 
-    fn loop_extent(&mut self, index: &str, extent: &Extent, body: &[Stmt], span: Span) -> Result<()> {
+    fn loop_extent(
+        &mut self,
+        index: &str,
+        extent: &Extent,
+        body: &[Stmt],
+        span: Span,
+    ) -> Result<()> {
         let mut found: Option<(usize, String)> = match extent {
             Extent::Range(a, b) => match (const_value(a), const_value(b)) {
-                (Some(a), Some(b)) if a.as_i64() == 0 => Some(((b.as_i64() + 1).max(0) as usize, format!("the range 0:{}", b.as_i64()))),
+                (Some(a), Some(b)) if a.as_i64() == 0 => Some((
+                    (b.as_i64() + 1).max(0) as usize,
+                    format!("the range 0:{}", b.as_i64()),
+                )),
                 _ => return Ok(()),
             },
             Extent::Auto => None,
@@ -83,7 +107,9 @@ impl Dims {
                 if ix.permissive || !matches!(&ix.expr.kind, ExprKind::Name(n) if n == index) {
                     continue;
                 }
-                let Some(Some(shape)) = self.shapes.get(&a.tensor) else { continue };
+                let Some(Some(shape)) = self.shapes.get(&a.tensor) else {
+                    continue;
+                };
                 let Some(&n) = shape.get(d) else { continue };
                 let here = format!("dimension {d} of `{}` (size {n})", a.tensor);
                 match &found {
@@ -91,7 +117,9 @@ impl Dims {
                     Some((m, there)) if *m != n && err.is_none() => {
                         err = Some(Error::DimensionMismatch {
                             span: a.span,
-                            msg: format!("index `{index}` ranges over {there} but also over {here}"),
+                            msg: format!(
+                                "index `{index}` ranges over {there} but also over {here}"
+                            ),
                         });
                     }
                     _ => {}
@@ -110,7 +138,10 @@ impl Dims {
             None => {
                 // Maybe an output shape found later sizes it; the second round decides.
                 if self.shapes.values().all(|s| s.is_some()) {
-                    return Err(Error::Program { span, msg: format!("could not resolve the extent of index `{index}`") });
+                    return Err(Error::Program {
+                        span,
+                        msg: format!("could not resolve the extent of index `{index}`"),
+                    });
                 }
                 Ok(())
             }
@@ -119,7 +150,9 @@ impl Dims {
 
     /// Unknown-shape tensors written through `index` take its extent.
     fn size_outputs(&mut self, body: &[Stmt], index: &str) {
-        let Some((n, _)) = self.extents.get(index).cloned() else { return };
+        let Some((n, _)) = self.extents.get(index).cloned() else {
+            return;
+        };
         let mut updates = vec![];
         visit::accesses(body, &mut |a: &Access| {
             if let Some(None) = self.shapes.get(&a.tensor) {
@@ -131,7 +164,10 @@ impl Dims {
             }
         });
         for (t, d, rank) in updates {
-            let partial = self.partial.entry(t.clone()).or_insert_with(|| vec![None; rank]);
+            let partial = self
+                .partial
+                .entry(t.clone())
+                .or_insert_with(|| vec![None; rank]);
             if d < partial.len() {
                 partial[d] = Some(n);
             }

@@ -17,7 +17,8 @@ enum Mode {
 
 /// `tensors`: every tensor of the kernel (names not listed are indices or let variables).
 pub fn lifecycle(p: &Program, tensors: &HashSet<String>) -> Result<Program> {
-    let mut modes: HashMap<String, Mode> = tensors.iter().map(|t| (t.clone(), Mode::Read)).collect();
+    let mut modes: HashMap<String, Mode> =
+        tensors.iter().map(|t| (t.clone(), Mode::Read)).collect();
     let body = scope(&p.body, tensors, &mut modes, true)?;
     Ok(Program { body })
 }
@@ -30,8 +31,12 @@ fn declared_in(stmts: &[Stmt]) -> HashSet<String> {
                 StmtKind::Declare { tensor, .. } => {
                     out.insert(tensor.clone());
                 }
-                StmtKind::Loop { body, .. } | StmtKind::Let { body, .. } | StmtKind::Block(body) => walk(body, out),
-                StmtKind::If { then, otherwise, .. } => {
+                StmtKind::Loop { body, .. }
+                | StmtKind::Let { body, .. }
+                | StmtKind::Block(body) => walk(body, out),
+                StmtKind::If {
+                    then, otherwise, ..
+                } => {
                     walk(then, out);
                     walk(otherwise, out);
                 }
@@ -44,7 +49,12 @@ fn declared_in(stmts: &[Stmt]) -> HashSet<String> {
 }
 
 /// Process one scope. `modes` holds the tensors this scope owns.
-fn scope(stmts: &[Stmt], tensors: &HashSet<String>, modes: &mut HashMap<String, Mode>, global: bool) -> Result<Vec<Stmt>> {
+fn scope(
+    stmts: &[Stmt],
+    tensors: &HashSet<String>,
+    modes: &mut HashMap<String, Mode>,
+    global: bool,
+) -> Result<Vec<Stmt>> {
     let mut out = vec![];
     let mut touched: Vec<String> = vec![];
     for s in stmts {
@@ -75,7 +85,12 @@ fn scope(stmts: &[Stmt], tensors: &HashSet<String>, modes: &mut HashMap<String, 
         sorted_reads.sort();
         for t in sorted_reads {
             if modes[*t] == Mode::Update {
-                out.push(Stmt::new(StmtKind::Freeze { tensor: (*t).clone() }, s.span));
+                out.push(Stmt::new(
+                    StmtKind::Freeze {
+                        tensor: (*t).clone(),
+                    },
+                    s.span,
+                ));
                 modes.insert((*t).clone(), Mode::Read);
             }
         }
@@ -83,7 +98,12 @@ fn scope(stmts: &[Stmt], tensors: &HashSet<String>, modes: &mut HashMap<String, 
         sorted_writes.sort();
         for t in sorted_writes {
             if modes[*t] == Mode::Read {
-                out.push(Stmt::new(StmtKind::Thaw { tensor: (*t).clone() }, s.span));
+                out.push(Stmt::new(
+                    StmtKind::Thaw {
+                        tensor: (*t).clone(),
+                    },
+                    s.span,
+                ));
                 modes.insert((*t).clone(), Mode::Update);
                 touched.push((*t).clone());
             }
@@ -94,7 +114,10 @@ fn scope(stmts: &[Stmt], tensors: &HashSet<String>, modes: &mut HashMap<String, 
     let mut done = HashSet::new();
     for t in touched {
         if done.insert(t.clone()) && modes.get(&t) == Some(&Mode::Update) {
-            out.push(Stmt::new(StmtKind::Freeze { tensor: t.clone() }, Default::default()));
+            out.push(Stmt::new(
+                StmtKind::Freeze { tensor: t.clone() },
+                Default::default(),
+            ));
             modes.insert(t, Mode::Read);
         }
     }
@@ -109,15 +132,33 @@ fn nested(s: &Stmt, tensors: &HashSet<String>) -> Result<Stmt> {
         scope(b, tensors, &mut modes, false)
     };
     let kind = match &s.kind {
-        StmtKind::Loop { index, extent, body: b } => {
-            StmtKind::Loop { index: index.clone(), extent: extent.clone(), body: body(b)? }
-        }
-        StmtKind::If { cond, then, otherwise } => {
-            StmtKind::If { cond: cond.clone(), then: body(then)?, otherwise: body(otherwise)? }
-        }
-        StmtKind::Let { name, value, body: b } => {
-            StmtKind::Let { name: name.clone(), value: value.clone(), body: body(b)? }
-        }
+        StmtKind::Loop {
+            index,
+            extent,
+            body: b,
+        } => StmtKind::Loop {
+            index: index.clone(),
+            extent: extent.clone(),
+            body: body(b)?,
+        },
+        StmtKind::If {
+            cond,
+            then,
+            otherwise,
+        } => StmtKind::If {
+            cond: cond.clone(),
+            then: body(then)?,
+            otherwise: body(otherwise)?,
+        },
+        StmtKind::Let {
+            name,
+            value,
+            body: b,
+        } => StmtKind::Let {
+            name: name.clone(),
+            value: value.clone(),
+            body: body(b)?,
+        },
         StmtKind::Block(b) => StmtKind::Block(body(b)?),
         other => other.clone(),
     };

@@ -24,7 +24,9 @@ use crate::types::Scalar;
 
 pub fn permissive(p: &Program) -> Result<Program> {
     let mut pass = Pass { fresh: 0 };
-    Ok(Program { body: pass.stmts(&p.body)? })
+    Ok(Program {
+        body: pass.stmts(&p.body)?,
+    })
 }
 
 struct Pass {
@@ -52,26 +54,60 @@ impl Pass {
         let span = s.span;
         let kind = match &s.kind {
             StmtKind::Assign { lhs, op, rhs } => return self.assign(lhs, op, rhs, span),
-            StmtKind::If { cond, then, otherwise } => {
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
                 if let Some(site) = first_site_expr(cond) {
                     return self.split(site, span, |pass, name, inside| {
-                        let c = if inside { with_index(cond, name) } else { without_access(cond) };
-                        let s = Stmt::new(StmtKind::If { cond: c, then: then.clone(), otherwise: otherwise.clone() }, span);
+                        let c = if inside {
+                            with_index(cond, name)
+                        } else {
+                            without_access(cond)
+                        };
+                        let s = Stmt::new(
+                            StmtKind::If {
+                                cond: c,
+                                then: then.clone(),
+                                otherwise: otherwise.clone(),
+                            },
+                            span,
+                        );
                         pass.stmt(&s)
                     });
                 }
                 match propagate(cond) {
                     None => return self.stmts(otherwise),
-                    Some(c) => StmtKind::If { cond: c, then: self.stmts(then)?, otherwise: self.stmts(otherwise)? },
+                    Some(c) => StmtKind::If {
+                        cond: c,
+                        then: self.stmts(then)?,
+                        otherwise: self.stmts(otherwise)?,
+                    },
                 }
             }
-            StmtKind::Loop { index, extent, body } => {
+            StmtKind::Loop {
+                index,
+                extent,
+                body,
+            } => {
                 if let Extent::Range(a, b) = extent {
-                    if has_permissive(a) || has_permissive(b) || propagate(a).is_none() || propagate(b).is_none() {
-                        return Err(Error::unsupported(span, "a loop bound cannot be `missing` or use a permissive `~` index"));
+                    if has_permissive(a)
+                        || has_permissive(b)
+                        || propagate(a).is_none()
+                        || propagate(b).is_none()
+                    {
+                        return Err(Error::unsupported(
+                            span,
+                            "a loop bound cannot be `missing` or use a permissive `~` index",
+                        ));
                     }
                 }
-                StmtKind::Loop { index: index.clone(), extent: extent.clone(), body: self.stmts(body)? }
+                StmtKind::Loop {
+                    index: index.clone(),
+                    extent: extent.clone(),
+                    body: self.stmts(body)?,
+                }
             }
             StmtKind::Let { name, value, body } => {
                 if has_permissive(value) || propagate(value).is_none() {
@@ -80,7 +116,11 @@ impl Pass {
                         "a `let` value cannot be `missing` or use a permissive `~` index; use it directly in the statements",
                     ));
                 }
-                StmtKind::Let { name: name.clone(), value: value.clone(), body: self.stmts(body)? }
+                StmtKind::Let {
+                    name: name.clone(),
+                    value: value.clone(),
+                    body: self.stmts(body)?,
+                }
             }
             StmtKind::Block(b) => StmtKind::Block(self.stmts(b)?),
             other => other.clone(),
@@ -96,7 +136,14 @@ impl Pass {
             }
             return Ok(match propagate(rhs) {
                 None => vec![],
-                Some(rhs) => vec![Stmt::new(StmtKind::Assign { lhs: lhs.clone(), op: op.clone(), rhs }, span)],
+                Some(rhs) => vec![Stmt::new(
+                    StmtKind::Assign {
+                        lhs: lhs.clone(),
+                        op: op.clone(),
+                        rhs,
+                    },
+                    span,
+                )],
             });
         };
         let in_lhs = first_site_access(lhs).is_some();
@@ -129,11 +176,16 @@ impl Pass {
         let size = Expr::new(
             ExprKind::Call(
                 "size".into(),
-                vec![Expr::new(ExprKind::Name(site.tensor.clone()), site.span), Expr::lit(Scalar::I64(site.dim as i64))],
+                vec![
+                    Expr::new(ExprKind::Name(site.tensor.clone()), site.span),
+                    Expr::lit(Scalar::I64(site.dim as i64)),
+                ],
             ),
             site.span,
         );
-        let bin = |op, a: Expr, b: Expr| Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)), site.span);
+        let bin = |op, a: Expr, b: Expr| {
+            Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)), site.span)
+        };
         let cond = bin(
             BinaryOp::AndAnd,
             bin(BinaryOp::Le, Expr::lit(Scalar::I64(0)), var.clone()),
@@ -141,8 +193,22 @@ impl Pass {
         );
         let then = make(self, &name, true)?;
         let otherwise = make(self, &name, false)?;
-        let body = vec![Stmt::new(StmtKind::If { cond, then, otherwise }, span)];
-        Ok(vec![Stmt::new(StmtKind::Let { name, value: site.index, body }, span)])
+        let body = vec![Stmt::new(
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            },
+            span,
+        )];
+        Ok(vec![Stmt::new(
+            StmtKind::Let {
+                name,
+                value: site.index,
+                body,
+            },
+            span,
+        )])
     }
 }
 
@@ -156,12 +222,16 @@ fn first_site_access(a: &Access) -> Option<Site> {
             return Some(s);
         }
     }
-    a.indices.iter().enumerate().find(|(_, ix)| ix.permissive).map(|(d, ix)| Site {
-        tensor: a.tensor.clone(),
-        dim: d,
-        index: ix.expr.clone(),
-        span: ix.expr.span,
-    })
+    a.indices
+        .iter()
+        .enumerate()
+        .find(|(_, ix)| ix.permissive)
+        .map(|(d, ix)| Site {
+            tensor: a.tensor.clone(),
+            dim: d,
+            index: ix.expr.clone(),
+            span: ix.expr.span,
+        })
 }
 
 fn first_site_expr(e: &Expr) -> Option<Site> {
@@ -181,7 +251,11 @@ fn access_with_index(a: &Access, name: &str) -> Access {
         out.indices[k].expr = with_index(&out.indices[k].expr, name);
         return out;
     }
-    let k = out.indices.iter().position(|ix| ix.permissive).expect("the site is in this access");
+    let k = out
+        .indices
+        .iter()
+        .position(|ix| ix.permissive)
+        .expect("the site is in this access");
     out.indices[k].permissive = false;
     out.indices[k].expr = Expr::new(ExprKind::Name(name.to_string()), out.indices[k].expr.span);
     out
@@ -212,10 +286,16 @@ fn rewrite_first(e: &Expr, f: &mut dyn FnMut(&Access) -> Expr) -> (Expr, bool) {
         ExprKind::Binary(op, x, y) => {
             let (x, done) = rewrite_first(x, f);
             if done {
-                return (Expr::new(ExprKind::Binary(*op, Box::new(x), y.clone()), e.span), true);
+                return (
+                    Expr::new(ExprKind::Binary(*op, Box::new(x), y.clone()), e.span),
+                    true,
+                );
             }
             let (y, done) = rewrite_first(y, f);
-            return (Expr::new(ExprKind::Binary(*op, Box::new(x), Box::new(y)), e.span), done);
+            return (
+                Expr::new(ExprKind::Binary(*op, Box::new(x), Box::new(y)), e.span),
+                done,
+            );
         }
         ExprKind::Call(n, args) => {
             let mut out = vec![];
@@ -237,7 +317,10 @@ fn rewrite_first(e: &Expr, f: &mut dyn FnMut(&Access) -> Expr) -> (Expr, bool) {
 }
 
 fn with_index(e: &Expr, name: &str) -> Expr {
-    rewrite_first(e, &mut |a| Expr::new(ExprKind::Access(access_with_index(a, name)), e.span)).0
+    rewrite_first(e, &mut |a| {
+        Expr::new(ExprKind::Access(access_with_index(a, name)), e.span)
+    })
+    .0
 }
 
 fn without_access(e: &Expr) -> Expr {
@@ -249,16 +332,23 @@ pub fn propagate(e: &Expr) -> Option<Expr> {
     let kind = match &e.kind {
         ExprKind::Missing => return None,
         ExprKind::Unary(op, x) => ExprKind::Unary(*op, Box::new(propagate(x)?)),
-        ExprKind::Binary(op, x, y) => ExprKind::Binary(*op, Box::new(propagate(x)?), Box::new(propagate(y)?)),
-        ExprKind::Call(n, args) if n == "coalesce" && args.len() == 2 => match propagate(&args[0]) {
-            None => return propagate(&args[1]),
-            Some(a) => match propagate(&args[1]) {
-                Some(b) => ExprKind::Call(n.clone(), vec![a, b]),
-                // Without permissive reads left, the first argument is never missing.
-                None => return Some(a),
-            },
-        },
-        ExprKind::Call(n, args) => ExprKind::Call(n.clone(), args.iter().map(propagate).collect::<Option<_>>()?),
+        ExprKind::Binary(op, x, y) => {
+            ExprKind::Binary(*op, Box::new(propagate(x)?), Box::new(propagate(y)?))
+        }
+        ExprKind::Call(n, args) if n == "coalesce" && args.len() == 2 => {
+            match propagate(&args[0]) {
+                None => return propagate(&args[1]),
+                Some(a) => match propagate(&args[1]) {
+                    Some(b) => ExprKind::Call(n.clone(), vec![a, b]),
+                    // Without permissive reads left, the first argument is never missing.
+                    None => return Some(a),
+                },
+            }
+        }
+        ExprKind::Call(n, args) => ExprKind::Call(
+            n.clone(),
+            args.iter().map(propagate).collect::<Option<_>>()?,
+        ),
         ExprKind::Access(a) => {
             let mut out = a.clone();
             for ix in out.indices.iter_mut() {

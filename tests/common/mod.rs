@@ -17,7 +17,10 @@ pub fn parse(text: &str) -> Program {
 }
 
 pub fn formats_of(tensors: &BTreeMap<String, Tensor>) -> BTreeMap<String, Format> {
-    tensors.iter().map(|(n, t)| (n.clone(), t.format.clone())).collect()
+    tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), t.format.clone()))
+        .collect()
 }
 
 /// Compile and run with the JIT.
@@ -28,13 +31,27 @@ pub fn run_jit(program: &Program, tensors: &mut BTreeMap<String, Tensor>) -> tes
 }
 
 /// Run the reference evaluator on dense copies; returns every tensor's dense values.
-pub fn run_eval(program: &Program, tensors: &BTreeMap<String, Tensor>) -> tessera::Result<BTreeMap<String, Buffer>> {
+pub fn run_eval(
+    program: &Program,
+    tensors: &BTreeMap<String, Tensor>,
+) -> tessera::Result<BTreeMap<String, Buffer>> {
     let mut env = Env::new();
     for (n, t) in tensors {
-        env.insert(n, DenseTensor { shape: t.shape.clone(), fill: t.fill(), values: t.to_dense() });
+        env.insert(
+            n,
+            DenseTensor {
+                shape: t.shape.clone(),
+                fill: t.fill(),
+                values: t.to_dense(),
+            },
+        );
     }
     tessera::eval::run(program, &mut env)?;
-    Ok(env.tensors.into_iter().map(|(n, t)| (n, t.values)).collect())
+    Ok(env
+        .tensors
+        .into_iter()
+        .map(|(n, t)| (n, t.values))
+        .collect())
 }
 
 pub fn fmt(text: &str) -> Format {

@@ -1,0 +1,277 @@
+//! The IR interpreter backend: executes a kernel by walking its statements.
+
+use super::{Backend, CompiledKernel, KernelFault, MAX_GROW, check_buffers, grown_len};
+use crate::error::Result;
+use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp};
+use crate::runtime::Buffer;
+use crate::types::Scalar;
+
+/// Runs kernels without compiling them.
+#[derive(Default)]
+pub struct Interpreter;
+
+impl Interpreter {
+    pub fn new() -> Interpreter {
+        Interpreter
+    }
+}
+
+impl Backend for Interpreter {
+    fn name(&self) -> &'static str {
+        "interp"
+    }
+    fn compile(&self, kernel: &Kernel) -> Result<Box<dyn CompiledKernel>> {
+        Ok(Box::new(Interpreted { k: kernel.clone() }))
+    }
+}
+
+struct Interpreted {
+    k: Kernel,
+}
+
+impl CompiledKernel for Interpreted {
+    fn run(&self, bufs: &mut [Buffer]) -> Result<()> {
+        check_buffers(&self.k, bufs)?;
+        let mut m = Machine {
+            vars: self.k.vars.iter().map(|v| Scalar::zero(v.ty)).collect(),
+            bufs,
+        };
+        let body = &self.k.body;
+        match m.stmts(body) {
+            Ok(_) => Ok(()),
+            Err(f) => Err(f.to_error(&self.k, m.bufs)),
+        }
+    }
+}
+
+enum Flow {
+    Next,
+    Break,
+}
+
+type Step<T> = std::result::Result<T, KernelFault>;
+
+struct Machine<'b> {
+    vars: Vec<Scalar>,
+    bufs: &'b mut [Buffer],
+}
+
+impl Machine<'_> {
+    fn stmts(&mut self, stmts: &[Stmt]) -> Step<Flow> {
+        for s in stmts {
+            if let Flow::Break = self.stmt(s)? {
+                return Ok(Flow::Break);
+            }
+        }
+        Ok(Flow::Next)
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> Step<Flow> {
+        match s {
+            Stmt::Assign(v, e) => {
+                self.vars[v.0 as usize] = self.expr(e)?;
+            }
+            Stmt::Store { buf, index, value } => {
+                let i = self.index(*buf, index)?;
+                let v = self.expr(value)?;
+                self.bufs[buf.0 as usize].set(i, v);
+            }
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let branch = if self.expr(cond)?.as_bool() {
+                    then
+                } else {
+                    otherwise
+                };
+                return self.stmts(branch);
+            }
+            Stmt::For {
+                var,
+                start,
+                stop,
+                body,
+            } => {
+                let start = self.expr(start)?.as_i64();
+                let stop = self.expr(stop)?.as_i64();
+                let mut i = start;
+                while i < stop {
+                    self.vars[var.0 as usize] = Scalar::I64(i);
+                    if let Flow::Break = self.stmts(body)? {
+                        break;
+                    }
+                    // The body may assign the loop variable; the loop continues from its value.
+                    i = self.vars[var.0 as usize].as_i64() + 1;
+                }
+            }
+            Stmt::While { cond, body } => {
+                while self.expr(cond)?.as_bool() {
+                    if let Flow::Break = self.stmts(body)? {
+                        break;
+                    }
+                }
+            }
+            Stmt::Break => return Ok(Flow::Break),
+            Stmt::Grow { buf, len } => {
+                let want = self.expr(len)?.as_i64();
+                let b = &mut self.bufs[buf.0 as usize];
+                if want > b.len() as i64 {
+                    if want > MAX_GROW {
+                        return Err(KernelFault::Grow {
+                            buf: *buf,
+                            len: want,
+                        });
+                    }
+                    let n = grown_len(b.len(), want as usize);
+                    b.resize(n, Scalar::zero(b.elem()));
+                }
+            }
+            Stmt::Fill {
+                buf,
+                start,
+                stop,
+                value,
+            } => {
+                let (start, stop) = (self.expr(start)?.as_i64(), self.expr(stop)?.as_i64());
+                let v = self.expr(value)?;
+                if start < stop {
+                    let len = self.bufs[buf.0 as usize].len() as i64;
+                    if start < 0 || stop > len {
+                        let index = if start < 0 { start } else { stop - 1 };
+                        return Err(KernelFault::OutOfBounds { buf: *buf, index });
+                    }
+                    let b = &mut self.bufs[buf.0 as usize];
+                    for i in start..stop {
+                        b.set(i as usize, v);
+                    }
+                }
+            }
+            Stmt::Fail(k) => return Err(KernelFault::Fail(*k)),
+            Stmt::Comment(_) => {}
+        }
+        Ok(Flow::Next)
+    }
+
+    fn index(&mut self, buf: BufId, e: &Expr) -> Step<usize> {
+        let i = self.expr(e)?.as_i64();
+        if i < 0 || i >= self.bufs[buf.0 as usize].len() as i64 {
+            return Err(KernelFault::OutOfBounds { buf, index: i });
+        }
+        Ok(i as usize)
+    }
+
+    fn expr(&mut self, e: &Expr) -> Step<Scalar> {
+        Ok(match e {
+            Expr::Const(s) => *s,
+            Expr::Var(v) => self.vars[v.0 as usize],
+            Expr::Load { buf, index } => {
+                let i = self.index(*buf, index)?;
+                self.bufs[buf.0 as usize].get(i).widen()
+            }
+            Expr::Len(buf) => Scalar::I64(self.bufs[buf.0 as usize].len() as i64),
+            Expr::Unary(op, a) => unary(*op, self.expr(a)?),
+            Expr::Binary(op, a, b) => binary(*op, self.expr(a)?, self.expr(b)?),
+            Expr::Select(c, a, b) => {
+                let (c, a, b) = (self.expr(c)?, self.expr(a)?, self.expr(b)?);
+                if c.as_bool() { a } else { b }
+            }
+            Expr::Cast(t, a) => self.expr(a)?.cast(*t),
+            Expr::SearchGe { buf, lo, hi, key } => {
+                let (mut lo, mut hi, key) = (
+                    self.expr(lo)?.as_i64(),
+                    self.expr(hi)?.as_i64(),
+                    self.expr(key)?.as_i64(),
+                );
+                let b = &self.bufs[buf.0 as usize];
+                if lo < hi && (lo < 0 || hi > b.len() as i64) {
+                    let index = if lo < 0 { lo } else { hi - 1 };
+                    return Err(KernelFault::OutOfBounds { buf: *buf, index });
+                }
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if b.get(mid as usize).as_i64() < key {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                Scalar::I64(lo)
+            }
+        })
+    }
+}
+
+fn unary(op: UnOp, a: Scalar) -> Scalar {
+    match (op, a) {
+        (UnOp::Neg, Scalar::I64(x)) => Scalar::I64(x.wrapping_neg()),
+        (UnOp::Neg, Scalar::F64(x)) => Scalar::F64(-x),
+        (UnOp::Not, Scalar::Bool(x)) => Scalar::Bool(!x),
+        (UnOp::Not, Scalar::I64(x)) => Scalar::I64(!x),
+        (UnOp::Abs, Scalar::I64(x)) => Scalar::I64(x.wrapping_abs()),
+        (UnOp::Abs, Scalar::F64(x)) => Scalar::F64(x.abs()),
+        (UnOp::Sqrt, Scalar::F64(x)) => Scalar::F64(x.sqrt()),
+        (UnOp::Exp, Scalar::F64(x)) => Scalar::F64(x.exp()),
+        (UnOp::Log, Scalar::F64(x)) => Scalar::F64(x.ln()),
+        (UnOp::Floor, Scalar::F64(x)) => Scalar::F64(x.floor()),
+        (op, a) => unreachable!("checked IR has no {op:?} on {}", a.ty()),
+    }
+}
+
+/// The IR's binary operators on compute-type values (see `ir::BinOp` for the rules).
+pub(crate) fn binary(op: BinOp, a: Scalar, b: Scalar) -> Scalar {
+    use BinOp::*;
+    use Scalar::{Bool as B, F64 as F, I64 as I};
+    match (op, a, b) {
+        (Add, I(x), I(y)) => I(x.wrapping_add(y)),
+        (Sub, I(x), I(y)) => I(x.wrapping_sub(y)),
+        (Mul, I(x), I(y)) => I(x.wrapping_mul(y)),
+        (Div, I(x), I(y)) => I(if y == 0 { 0 } else { x.wrapping_div(y) }),
+        (Rem, I(x), I(y)) => I(if y == 0 { 0 } else { x.wrapping_rem(y) }),
+        (Add, F(x), F(y)) => F(x + y),
+        (Sub, F(x), F(y)) => F(x - y),
+        (Mul, F(x), F(y)) => F(x * y),
+        (Div, F(x), F(y)) => F(x / y),
+        (Rem, F(x), F(y)) => F(x % y),
+        (Min, I(x), I(y)) => I(if y < x { y } else { x }),
+        (Max, I(x), I(y)) => I(if y > x { y } else { x }),
+        (Min, F(x), F(y)) => F(if y < x { y } else { x }),
+        (Max, F(x), F(y)) => F(if y > x { y } else { x }),
+        (Eq, x, y) => B(cmp(x, y) == Some(std::cmp::Ordering::Equal)),
+        (Ne, x, y) => B(cmp(x, y) != Some(std::cmp::Ordering::Equal)),
+        (Lt, x, y) => B(cmp(x, y) == Some(std::cmp::Ordering::Less)),
+        (Le, x, y) => B(matches!(
+            cmp(x, y),
+            Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)
+        )),
+        (Gt, x, y) => B(cmp(x, y) == Some(std::cmp::Ordering::Greater)),
+        (Ge, x, y) => B(matches!(
+            cmp(x, y),
+            Some(std::cmp::Ordering::Greater | std::cmp::Ordering::Equal)
+        )),
+        (And, B(x), B(y)) => B(x & y),
+        (Or, B(x), B(y)) => B(x | y),
+        (Xor, B(x), B(y)) => B(x ^ y),
+        (And, I(x), I(y)) => I(x & y),
+        (Or, I(x), I(y)) => I(x | y),
+        (Xor, I(x), I(y)) => I(x ^ y),
+        (Shl, I(x), I(y)) => I(x.wrapping_shl((y & 63) as u32)),
+        (Shr, I(x), I(y)) => I(x.wrapping_shr((y & 63) as u32)),
+        (op, a, b) => unreachable!("checked IR has no {op:?} on {} and {}", a.ty(), b.ty()),
+    }
+}
+
+/// Ordering of two values of one compute type (`None` when a NaN is involved).
+fn cmp(a: Scalar, b: Scalar) -> Option<std::cmp::Ordering> {
+    match (a, b) {
+        (Scalar::Bool(x), Scalar::Bool(y)) => Some(x.cmp(&y)),
+        (Scalar::I64(x), Scalar::I64(y)) => Some(x.cmp(&y)),
+        (Scalar::F64(x), Scalar::F64(y)) => x.partial_cmp(&y),
+        (a, b) => unreachable!(
+            "checked IR compares one type, not {} and {}",
+            a.ty(),
+            b.ty()
+        ),
+    }
+}

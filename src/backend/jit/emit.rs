@@ -1,0 +1,589 @@
+//! Loop IR → Cranelift IR.
+//!
+//! Each IR variable is a Cranelift `Variable` (the frontend builds SSA form). Each buffer's
+//! data pointer and length live in variables too, loaded from the view table at entry and
+//! reloaded only after a `Grow` of that buffer, so loops index straight off registers. Every
+//! load and store is checked against the length; a failed check leaves through a per-buffer
+//! exit block that records the index and returns the fault code.
+
+use super::GROW_BASE;
+use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp};
+use crate::runtime::abi::{self, VIEW_LEN, VIEW_PTR, VIEW_SIZE};
+use crate::types::{ElemType, Scalar};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    AbiParam, Block, BlockArg, Function, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value,
+    types,
+};
+use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use std::collections::HashMap;
+
+pub fn emit(
+    k: &Kernel,
+    func: &mut Function,
+    fctx: &mut FunctionBuilderContext,
+    cfg: TargetFrontendConfig,
+    cc: CallConv,
+) {
+    let mut b = FunctionBuilder::new(func, fctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let sig = |b: &mut FunctionBuilder, params: &[Type], ret: Type| {
+        let mut s = Signature::new(cc);
+        s.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+        s.returns.push(AbiParam::new(ret));
+        b.import_signature(s)
+    };
+    let sig_f1 = sig(&mut b, &[types::F64], types::F64);
+    let sig_f2 = sig(&mut b, &[types::F64, types::F64], types::F64);
+    let sig_grow = sig(&mut b, &[types::I64, types::I64, types::I64], types::I64);
+    let mut e = Emitter {
+        k,
+        b,
+        vars: vec![],
+        bptr: vec![],
+        blen: vec![],
+        views: params[0],
+        state: params[1],
+        fault: params[2],
+        exits: vec![],
+        oob: HashMap::new(),
+        sig_f1,
+        sig_f2,
+        sig_grow,
+    };
+    for v in &k.vars {
+        let ty = clif(v.ty);
+        let var = e.b.declare_var(ty);
+        let zero = e.zero(ty);
+        e.b.def_var(var, zero);
+        e.vars.push(var);
+    }
+    for _ in &k.bufs {
+        let p = e.b.declare_var(types::I64);
+        let l = e.b.declare_var(types::I64);
+        e.bptr.push(p);
+        e.blen.push(l);
+    }
+    for k in 0..k.bufs.len() {
+        e.reload(BufId(k as u32));
+    }
+    e.stmts(&k.body);
+    let ok = e.b.ins().iconst(types::I64, 0);
+    e.b.ins().return_(&[ok]);
+    e.finish_fault_blocks();
+    e.b.seal_all_blocks();
+    e.b.finalize(cfg);
+}
+
+/// The Cranelift type of a compute type (`Bool` is a byte holding 0 or 1).
+fn clif(t: ElemType) -> Type {
+    match t.compute() {
+        ElemType::Bool => types::I8,
+        ElemType::F64 => types::F64,
+        _ => types::I64,
+    }
+}
+
+fn flags() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+struct Emitter<'a, 'f> {
+    k: &'a Kernel,
+    b: FunctionBuilder<'f>,
+    vars: Vec<Variable>,
+    bptr: Vec<Variable>,
+    blen: Vec<Variable>,
+    views: Value,
+    state: Value,
+    fault: Value,
+    /// Exit blocks of the enclosing loops (innermost last), the targets of `break`.
+    exits: Vec<Block>,
+    /// Per-buffer out-of-bounds exits, created on first use; each takes the bad index.
+    oob: HashMap<u32, Block>,
+    sig_f1: SigRef,
+    sig_f2: SigRef,
+    sig_grow: SigRef,
+}
+
+impl Emitter<'_, '_> {
+    fn zero(&mut self, ty: Type) -> Value {
+        if ty == types::F64 {
+            self.b.ins().f64const(0.0)
+        } else {
+            self.b.ins().iconst(ty, 0)
+        }
+    }
+
+    fn int(&mut self, v: i64) -> Value {
+        self.b.ins().iconst(types::I64, v)
+    }
+
+    /// Load a buffer's pointer and length from the view table.
+    fn reload(&mut self, buf: BufId) {
+        let base = buf.0 as i32 * VIEW_SIZE;
+        let p = self
+            .b
+            .ins()
+            .load(types::I64, flags(), self.views, base + VIEW_PTR);
+        let l = self
+            .b
+            .ins()
+            .load(types::I64, flags(), self.views, base + VIEW_LEN);
+        self.b.def_var(self.bptr[buf.0 as usize], p);
+        self.b.def_var(self.blen[buf.0 as usize], l);
+    }
+
+    /// After a terminator, later statements of the same list are unreachable; they still need
+    /// a block to be emitted into.
+    fn fresh_block(&mut self) {
+        let blk = self.b.create_block();
+        self.b.switch_to_block(blk);
+    }
+
+    fn oob_block(&mut self, buf: BufId) -> Block {
+        if let Some(&blk) = self.oob.get(&buf.0) {
+            return blk;
+        }
+        let blk = self.b.create_block();
+        self.b.append_block_param(blk, types::I64);
+        self.oob.insert(buf.0, blk);
+        blk
+    }
+
+    fn finish_fault_blocks(&mut self) {
+        let mut blocks: Vec<(u32, Block)> = self.oob.iter().map(|(&b, &blk)| (b, blk)).collect();
+        blocks.sort();
+        for (buf, blk) in blocks {
+            self.b.switch_to_block(blk);
+            let index = self.b.block_params(blk)[0];
+            self.b.ins().store(flags(), index, self.fault, 0);
+            let code = self.int(-(buf as i64) - 1);
+            self.b.ins().return_(&[code]);
+        }
+    }
+
+    /// Branch to the buffer's fault exit with `report` unless `ok` holds.
+    fn guard(&mut self, ok: Value, buf: BufId, report: Value) {
+        let cont = self.b.create_block();
+        let fail = self.oob_block(buf);
+        self.b
+            .ins()
+            .brif(ok, cont, &[], fail, &[BlockArg::Value(report)]);
+        self.b.switch_to_block(cont);
+    }
+
+    /// The address of `buf[index]`, after checking `0 <= index < len`.
+    fn element(&mut self, buf: BufId, index: Value) -> Value {
+        let len = self.b.use_var(self.blen[buf.0 as usize]);
+        let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, index, len);
+        self.guard(ok, buf, index);
+        self.address(buf, index)
+    }
+
+    fn address(&mut self, buf: BufId, index: Value) -> Value {
+        let size = self.k.buf_elem(buf).size() as i64;
+        let ptr = self.b.use_var(self.bptr[buf.0 as usize]);
+        let off = if size == 1 {
+            index
+        } else {
+            self.b.ins().ishl_imm_s(index, size.trailing_zeros() as i64)
+        };
+        self.b.ins().iadd(ptr, off)
+    }
+
+    /// Check that the range `[lo, hi)` lies inside `buf` when it is not empty.
+    fn guard_range(&mut self, buf: BufId, lo: Value, hi: Value) {
+        let len = self.b.use_var(self.blen[buf.0 as usize]);
+        let empty = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, lo, hi);
+        let lo_ok = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, lo, 0);
+        let hi_ok = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, hi, len);
+        let inside = self.b.ins().band(lo_ok, hi_ok);
+        let ok = self.b.ins().bor(empty, inside);
+        let last = self.b.ins().iadd_imm_s(hi, -1);
+        let report = self.b.ins().select(lo_ok, last, lo);
+        self.guard(ok, buf, report);
+    }
+
+    fn load(&mut self, buf: BufId, addr: Value) -> Value {
+        let ins = self.b.ins();
+        match self.k.buf_elem(buf) {
+            ElemType::Bool => ins.load(types::I8, flags(), addr, 0),
+            ElemType::U8 => ins.uload8(types::I64, flags(), addr, 0),
+            ElemType::I8 => ins.sload8(types::I64, flags(), addr, 0),
+            ElemType::I32 => ins.sload32(flags(), addr, 0),
+            ElemType::I64 | ElemType::U64 => ins.load(types::I64, flags(), addr, 0),
+            ElemType::F32 => {
+                let x = ins.load(types::F32, flags(), addr, 0);
+                self.b.ins().fpromote(types::F64, x)
+            }
+            ElemType::F64 => ins.load(types::F64, flags(), addr, 0),
+        }
+    }
+
+    /// Narrow a compute-type value to the buffer's element type and store it.
+    fn store(&mut self, buf: BufId, addr: Value, v: Value) {
+        let ins = self.b.ins();
+        match self.k.buf_elem(buf) {
+            ElemType::Bool | ElemType::I64 | ElemType::U64 | ElemType::F64 => {
+                ins.store(flags(), v, addr, 0)
+            }
+            ElemType::U8 | ElemType::I8 => ins.istore8(flags(), v, addr, 0),
+            ElemType::I32 => ins.istore32(flags(), v, addr, 0),
+            ElemType::F32 => {
+                let x = ins.fdemote(types::F32, v);
+                self.b.ins().store(flags(), x, addr, 0)
+            }
+        };
+    }
+
+    fn stmts(&mut self, stmts: &[Stmt]) {
+        for s in stmts {
+            self.stmt(s);
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        match s {
+            Stmt::Assign(v, e) => {
+                let x = self.expr(e);
+                self.b.def_var(self.vars[v.0 as usize], x);
+            }
+            Stmt::Store { buf, index, value } => {
+                let i = self.expr(index);
+                let v = self.expr(value);
+                let addr = self.element(*buf, i);
+                self.store(*buf, addr, v);
+            }
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let c = self.expr(cond);
+                let (tb, eb, merge) = (
+                    self.b.create_block(),
+                    self.b.create_block(),
+                    self.b.create_block(),
+                );
+                self.b.ins().brif(c, tb, &[], eb, &[]);
+                self.b.switch_to_block(tb);
+                self.stmts(then);
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(eb);
+                self.stmts(otherwise);
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(merge);
+            }
+            Stmt::For {
+                var,
+                start,
+                stop,
+                body,
+            } => {
+                let v = self.vars[var.0 as usize];
+                let start = self.expr(start);
+                let stop = self.expr(stop);
+                self.b.def_var(v, start);
+                let (head, blk, exit) = (
+                    self.b.create_block(),
+                    self.b.create_block(),
+                    self.b.create_block(),
+                );
+                self.b.ins().jump(head, &[]);
+                self.b.switch_to_block(head);
+                let i = self.b.use_var(v);
+                let c = self.b.ins().icmp(IntCC::SignedLessThan, i, stop);
+                self.b.ins().brif(c, blk, &[], exit, &[]);
+                self.b.switch_to_block(blk);
+                self.exits.push(exit);
+                self.stmts(body);
+                self.exits.pop();
+                let i = self.b.use_var(v);
+                let next = self.b.ins().iadd_imm_s(i, 1);
+                self.b.def_var(v, next);
+                self.b.ins().jump(head, &[]);
+                self.b.switch_to_block(exit);
+            }
+            Stmt::While { cond, body } => {
+                let (head, blk, exit) = (
+                    self.b.create_block(),
+                    self.b.create_block(),
+                    self.b.create_block(),
+                );
+                self.b.ins().jump(head, &[]);
+                self.b.switch_to_block(head);
+                let c = self.expr(cond);
+                self.b.ins().brif(c, blk, &[], exit, &[]);
+                self.b.switch_to_block(blk);
+                self.exits.push(exit);
+                self.stmts(body);
+                self.exits.pop();
+                self.b.ins().jump(head, &[]);
+                self.b.switch_to_block(exit);
+            }
+            Stmt::Break => {
+                let exit = *self
+                    .exits
+                    .last()
+                    .expect("checked IR breaks only inside loops");
+                self.b.ins().jump(exit, &[]);
+                self.fresh_block();
+            }
+            Stmt::Grow { buf, len } => {
+                let want = self.expr(len);
+                let f = self.int(abi::tessera_grow as *const () as usize as i64);
+                let id = self.int(buf.0 as i64);
+                let call = self
+                    .b
+                    .ins()
+                    .call_indirect(self.sig_grow, f, &[self.state, id, want]);
+                let rc = self.b.inst_results(call)[0];
+                let (fail, cont) = (self.b.create_block(), self.b.create_block());
+                self.b.ins().brif(rc, fail, &[], cont, &[]);
+                self.b.switch_to_block(fail);
+                self.b.ins().store(flags(), want, self.fault, 0);
+                let code = self.int(GROW_BASE - buf.0 as i64);
+                self.b.ins().return_(&[code]);
+                self.b.switch_to_block(cont);
+                self.reload(*buf);
+            }
+            Stmt::Fill {
+                buf,
+                start,
+                stop,
+                value,
+            } => {
+                let (lo, hi) = (self.expr(start), self.expr(stop));
+                let v = self.expr(value);
+                self.guard_range(*buf, lo, hi);
+                let i = self.b.declare_var(types::I64);
+                self.b.def_var(i, lo);
+                let (head, blk, exit) = (
+                    self.b.create_block(),
+                    self.b.create_block(),
+                    self.b.create_block(),
+                );
+                self.b.ins().jump(head, &[]);
+                self.b.switch_to_block(head);
+                let iv = self.b.use_var(i);
+                let c = self.b.ins().icmp(IntCC::SignedLessThan, iv, hi);
+                self.b.ins().brif(c, blk, &[], exit, &[]);
+                self.b.switch_to_block(blk);
+                let iv = self.b.use_var(i);
+                let addr = self.address(*buf, iv);
+                self.store(*buf, addr, v);
+                let next = self.b.ins().iadd_imm_s(iv, 1);
+                self.b.def_var(i, next);
+                self.b.ins().jump(head, &[]);
+                self.b.switch_to_block(exit);
+            }
+            Stmt::Fail(k) => {
+                let code = self.int(*k as i64 + 1);
+                self.b.ins().return_(&[code]);
+                self.fresh_block();
+            }
+            Stmt::Comment(_) => {}
+        }
+    }
+
+    fn call_f64(&mut self, f: usize, args: &[Value]) -> Value {
+        let sig = if args.len() == 1 {
+            self.sig_f1
+        } else {
+            self.sig_f2
+        };
+        let callee = self.int(f as i64);
+        let call = self.b.ins().call_indirect(sig, callee, args);
+        self.b.inst_results(call)[0]
+    }
+
+    fn expr(&mut self, e: &Expr) -> Value {
+        match e {
+            Expr::Const(s) => match *s {
+                Scalar::Bool(x) => self.b.ins().iconst(types::I8, x as i64),
+                Scalar::F64(x) => self.b.ins().f64const(x),
+                s => self.int(s.as_i64()),
+            },
+            Expr::Var(v) => self.b.use_var(self.vars[v.0 as usize]),
+            Expr::Load { buf, index } => {
+                let i = self.expr(index);
+                let addr = self.element(*buf, i);
+                self.load(*buf, addr)
+            }
+            Expr::Len(buf) => self.b.use_var(self.blen[buf.0 as usize]),
+            Expr::Unary(op, a) => {
+                let ty = self.k.type_of(a);
+                let x = self.expr(a);
+                let ins = self.b.ins();
+                match (op, ty) {
+                    (UnOp::Neg, ElemType::F64) => ins.fneg(x),
+                    (UnOp::Neg, _) => ins.ineg(x),
+                    (UnOp::Not, ElemType::Bool) => ins.bxor_imm_s(x, 1),
+                    (UnOp::Not, _) => ins.bnot(x),
+                    (UnOp::Abs, ElemType::F64) => ins.fabs(x),
+                    (UnOp::Abs, _) => ins.iabs(x),
+                    (UnOp::Sqrt, _) => ins.sqrt(x),
+                    (UnOp::Floor, _) => ins.floor(x),
+                    (UnOp::Exp, _) => self.call_f64(abi::tessera_exp as *const () as usize, &[x]),
+                    (UnOp::Log, _) => self.call_f64(abi::tessera_log as *const () as usize, &[x]),
+                }
+            }
+            Expr::Binary(op, a, b) => {
+                let ty = self.k.type_of(a);
+                let x = self.expr(a);
+                let y = self.expr(b);
+                self.binary(*op, ty, x, y)
+            }
+            Expr::Select(c, a, b) => {
+                let (c, x, y) = (self.expr(c), self.expr(a), self.expr(b));
+                self.b.ins().select(c, x, y)
+            }
+            Expr::Cast(to, a) => {
+                let from = self.k.type_of(a);
+                let x = self.expr(a);
+                self.cast(from, *to, x)
+            }
+            Expr::SearchGe { buf, lo, hi, key } => {
+                let (lo, hi, key) = (self.expr(lo), self.expr(hi), self.expr(key));
+                self.search_ge(*buf, lo, hi, key)
+            }
+        }
+    }
+
+    fn binary(&mut self, op: BinOp, ty: ElemType, x: Value, y: Value) -> Value {
+        use BinOp::*;
+        let float = ty == ElemType::F64;
+        let ins = self.b.ins();
+        match op {
+            Add if float => ins.fadd(x, y),
+            Sub if float => ins.fsub(x, y),
+            Mul if float => ins.fmul(x, y),
+            Div if float => ins.fdiv(x, y),
+            Rem if float => self.call_f64(abi::tessera_fmod as *const () as usize, &[x, y]),
+            Min if float => {
+                let c = ins.fcmp(FloatCC::LessThan, y, x);
+                self.b.ins().select(c, y, x)
+            }
+            Max if float => {
+                let c = ins.fcmp(FloatCC::GreaterThan, y, x);
+                self.b.ins().select(c, y, x)
+            }
+            Add => ins.iadd(x, y),
+            Sub => ins.isub(x, y),
+            Mul => ins.imul(x, y),
+            Div | Rem => self.safe_div(op, x, y),
+            Min => ins.smin(x, y),
+            Max => ins.smax(x, y),
+            Eq | Ne | Lt | Le | Gt | Ge if float => {
+                let cc = match op {
+                    Eq => FloatCC::Equal,
+                    Ne => FloatCC::NotEqual,
+                    Lt => FloatCC::LessThan,
+                    Le => FloatCC::LessThanOrEqual,
+                    Gt => FloatCC::GreaterThan,
+                    _ => FloatCC::GreaterThanOrEqual,
+                };
+                ins.fcmp(cc, x, y)
+            }
+            Eq | Ne | Lt | Le | Gt | Ge => {
+                let cc = match op {
+                    Eq => IntCC::Equal,
+                    Ne => IntCC::NotEqual,
+                    Lt => IntCC::SignedLessThan,
+                    Le => IntCC::SignedLessThanOrEqual,
+                    Gt => IntCC::SignedGreaterThan,
+                    _ => IntCC::SignedGreaterThanOrEqual,
+                };
+                ins.icmp(cc, x, y)
+            }
+            And => ins.band(x, y),
+            Or => ins.bor(x, y),
+            Xor => ins.bxor(x, y),
+            // Cranelift takes shift amounts modulo the bit width, as the IR specifies.
+            Shl => ins.ishl(x, y),
+            Shr => ins.sshr(x, y),
+        }
+    }
+
+    /// Integer `/` and `%` that never trap: by 0 gives 0, and `MIN / -1` wraps to `MIN`.
+    fn safe_div(&mut self, op: BinOp, x: Value, y: Value) -> Value {
+        let zero = self.int(0);
+        let one = self.int(1);
+        let is_zero = self.b.ins().icmp_imm_s(IntCC::Equal, y, 0);
+        let is_m1 = self.b.ins().icmp_imm_s(IntCC::Equal, y, -1);
+        let special = self.b.ins().bor(is_zero, is_m1);
+        let d = self.b.ins().select(special, one, y);
+        let (q, m1) = if op == BinOp::Div {
+            (self.b.ins().sdiv(x, d), self.b.ins().ineg(x))
+        } else {
+            (self.b.ins().srem(x, d), zero)
+        };
+        let r = self.b.ins().select(is_m1, m1, q);
+        self.b.ins().select(is_zero, zero, r)
+    }
+
+    fn cast(&mut self, from: ElemType, to: ElemType, x: Value) -> Value {
+        let ins = self.b.ins();
+        match (from, to) {
+            _ if from == to => x,
+            (ElemType::I64, ElemType::F64) => ins.fcvt_from_sint(types::F64, x),
+            (ElemType::F64, ElemType::I64) => ins.fcvt_to_sint_sat(types::I64, x),
+            (ElemType::Bool, ElemType::I64) => ins.uextend(types::I64, x),
+            (ElemType::Bool, _) => {
+                let i = ins.uextend(types::I64, x);
+                self.b.ins().fcvt_from_sint(types::F64, i)
+            }
+            (ElemType::I64, ElemType::Bool) => ins.icmp_imm_s(IntCC::NotEqual, x, 0),
+            (_, ElemType::Bool) => {
+                let z = ins.f64const(0.0);
+                self.b.ins().fcmp(FloatCC::NotEqual, x, z)
+            }
+            (f, t) => unreachable!("checked IR has no cast from {f} to {t}"),
+        }
+    }
+
+    /// Inline binary search: the first position in `[lo, hi)` whose element is `>= key`.
+    fn search_ge(&mut self, buf: BufId, lo: Value, hi: Value, key: Value) -> Value {
+        self.guard_range(buf, lo, hi);
+        let (l, h) = (
+            self.b.declare_var(types::I64),
+            self.b.declare_var(types::I64),
+        );
+        self.b.def_var(l, lo);
+        self.b.def_var(h, hi);
+        let (head, blk, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(head);
+        let (lv, hv) = (self.b.use_var(l), self.b.use_var(h));
+        let c = self.b.ins().icmp(IntCC::SignedLessThan, lv, hv);
+        self.b.ins().brif(c, blk, &[], exit, &[]);
+        self.b.switch_to_block(blk);
+        let (lv, hv) = (self.b.use_var(l), self.b.use_var(h));
+        let span = self.b.ins().isub(hv, lv);
+        let half = self.b.ins().sshr_imm_s(span, 1);
+        let mid = self.b.ins().iadd(lv, half);
+        let addr = self.address(buf, mid);
+        let x = self.load(buf, addr);
+        let below = self.b.ins().icmp(IntCC::SignedLessThan, x, key);
+        let mid1 = self.b.ins().iadd_imm_s(mid, 1);
+        let nl = self.b.ins().select(below, mid1, lv);
+        let nh = self.b.ins().select(below, hv, mid);
+        self.b.def_var(l, nl);
+        self.b.def_var(h, nh);
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(exit);
+        self.b.use_var(l)
+    }
+}

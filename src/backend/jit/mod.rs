@@ -1,0 +1,136 @@
+//! The Cranelift JIT backend: one native function per kernel, compiled in process.
+
+mod emit;
+
+use super::{Backend, CompiledKernel, KernelFault, check_buffers};
+use crate::error::{Error, Result};
+use crate::ir::{BufId, Kernel};
+use crate::runtime::Buffer;
+use crate::runtime::abi::{KernelFn, run_native};
+use cranelift_codegen::ir::{AbiParam, types};
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::FunctionBuilderContext;
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{Linkage, Module, default_libcall_names};
+
+/// Status codes a native kernel returns (the fault word carries the index or length).
+const OK: i64 = 0;
+/// `GROW_BASE - buf`: a grow failed (`-(buf + 1)` is an out-of-bounds access, `k + 1` is `Fail(k)`).
+pub(super) const GROW_BASE: i64 = -(1 << 32);
+
+/// The Cranelift backend. Building the target description once makes each compile cheaper.
+pub struct Jit {
+    isa: std::result::Result<OwnedTargetIsa, String>,
+}
+
+impl Default for Jit {
+    fn default() -> Self {
+        Jit::new()
+    }
+}
+
+impl Jit {
+    pub fn new() -> Jit {
+        Jit { isa: host_isa() }
+    }
+}
+
+fn host_isa() -> std::result::Result<OwnedTargetIsa, String> {
+    let mut flags = settings::builder();
+    flags.set("opt_level", "speed").map_err(|e| e.to_string())?;
+    flags.set("is_pic", "false").map_err(|e| e.to_string())?;
+    let isa = cranelift_native::builder()
+        .map_err(|e| format!("this machine is not supported by Cranelift: {e}"))?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| e.to_string())?;
+    if isa.pointer_type() != types::I64 {
+        return Err("the JIT needs a 64-bit target".into());
+    }
+    Ok(isa)
+}
+
+impl Backend for Jit {
+    fn name(&self) -> &'static str {
+        "jit"
+    }
+
+    fn compile(&self, kernel: &Kernel) -> Result<Box<dyn CompiledKernel>> {
+        let isa = self.isa.as_ref().map_err(|e| Error::Backend(e.clone()))?;
+        let backend_err =
+            |e: &dyn std::fmt::Display| Error::Backend(format!("kernel `{}`: {e}", kernel.name));
+        let mut module = JITModule::new(JITBuilder::with_isa(isa.clone(), default_libcall_names()));
+        let ptr = module.target_config().pointer_type();
+        let mut ctx = module.make_context();
+        ctx.func.signature.params.extend([
+            AbiParam::new(ptr),
+            AbiParam::new(ptr),
+            AbiParam::new(ptr),
+        ]);
+        ctx.func.signature.returns.push(AbiParam::new(types::I64));
+        let mut fctx = FunctionBuilderContext::new();
+        emit::emit(
+            kernel,
+            &mut ctx.func,
+            &mut fctx,
+            module.target_config(),
+            isa.default_call_conv(),
+        );
+        let id = module
+            .declare_function("tessera_kernel", Linkage::Export, &ctx.func.signature)
+            .map_err(|e| backend_err(&e))?;
+        module
+            .define_function(id, &mut ctx)
+            .map_err(|e| backend_err(&format!("{e:?}")))?;
+        module.clear_context(&mut ctx);
+        module.finalize_definitions().map_err(|e| backend_err(&e))?;
+        let code = module.get_finalized_function(id);
+        // SAFETY: the function was generated with exactly `KernelFn`'s signature (three pointer
+        // parameters, an i64 result, the platform's default calling convention).
+        let f = unsafe { std::mem::transmute::<*const u8, KernelFn>(code) };
+        Ok(Box::new(Native {
+            module: Some(module),
+            f,
+            k: kernel.clone(),
+        }))
+    }
+}
+
+/// A compiled kernel; owns the module that holds its machine code.
+struct Native {
+    module: Option<JITModule>,
+    f: KernelFn,
+    k: Kernel,
+}
+
+impl CompiledKernel for Native {
+    fn run(&self, bufs: &mut [Buffer]) -> Result<()> {
+        check_buffers(&self.k, bufs)?;
+        // SAFETY: `check_buffers` verified the buffer count and element types the code was
+        // generated for; every access the code makes is bounds-checked against the views.
+        let (code, word) = unsafe { run_native(self.f, bufs) };
+        let fault = match code {
+            OK => return Ok(()),
+            c if c > 0 => KernelFault::Fail((c - 1) as u32),
+            c if c <= GROW_BASE => KernelFault::Grow {
+                buf: BufId((GROW_BASE - c) as u32),
+                len: word,
+            },
+            c => KernelFault::OutOfBounds {
+                buf: BufId((-c - 1) as u32),
+                index: word,
+            },
+        };
+        Err(fault.to_error(&self.k, bufs))
+    }
+}
+
+impl Drop for Native {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: `f` points into this module's memory and is dropped with `self`; no call
+            // can be running because `run` borrows `self`.
+            unsafe { m.free_memory() };
+        }
+    }
+}

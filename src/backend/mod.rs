@@ -1,0 +1,110 @@
+//! Backends: turn a checked loop-IR [`Kernel`] into something that runs on buffers.
+//!
+//! - [`Jit`] (default): Cranelift, in-process, milliseconds to compile.
+//! - [`Interpreter`]: walks the IR directly. No compile time at all; used to cross-check the
+//!   JIT and where native code generation is unavailable.
+//!
+//! Both report runtime failures the same way (see [`KernelFault`]), so a kernel gives the same
+//! error whichever backend ran it.
+
+mod interp;
+mod jit;
+
+pub use interp::Interpreter;
+pub use jit::Jit;
+
+use crate::error::{Error, Result};
+use crate::ir::{BufId, Kernel};
+use crate::runtime::Buffer;
+
+/// Compiles kernels.
+pub trait Backend {
+    fn name(&self) -> &'static str;
+    fn compile(&self, kernel: &Kernel) -> Result<Box<dyn CompiledKernel>>;
+}
+
+/// A kernel ready to run on buffers laid out as its `Kernel::bufs` declare.
+pub trait CompiledKernel {
+    /// Run on `bufs` (one per declared buffer, of the declared element types). Growable buffers
+    /// may be resized; on error the buffers hold whatever the kernel wrote before failing.
+    fn run(&self, bufs: &mut [Buffer]) -> Result<()>;
+}
+
+/// Why a kernel stopped early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelFault {
+    /// `Stmt::Fail(k)`.
+    Fail(u32),
+    /// A load or store outside a buffer (or a search range outside it).
+    OutOfBounds { buf: BufId, index: i64 },
+    /// A `Grow` to a length that cannot be allocated.
+    Grow { buf: BufId, len: i64 },
+}
+
+impl KernelFault {
+    pub fn to_error(self, k: &Kernel, bufs: &[Buffer]) -> Error {
+        let name = |b: BufId| {
+            k.bufs
+                .get(b.0 as usize)
+                .map(|d| d.name.as_str())
+                .unwrap_or("?")
+        };
+        let msg = match self {
+            KernelFault::Fail(e) => k
+                .errors
+                .get(e as usize)
+                .cloned()
+                .unwrap_or_else(|| format!("error {e}")),
+            KernelFault::OutOfBounds { buf, index } => {
+                let len = bufs.get(buf.0 as usize).map(|b| b.len()).unwrap_or(0);
+                format!(
+                    "index {index} is out of bounds of `{}` (length {len}): the tensor's arrays are inconsistent",
+                    name(buf)
+                )
+            }
+            KernelFault::Grow { buf, len } => {
+                format!("cannot grow `{}` to {len} elements", name(buf))
+            }
+        };
+        Error::Kernel { msg }
+    }
+}
+
+/// Checks shared by both backends before a run: one buffer per declaration, of its type.
+fn check_buffers(k: &Kernel, bufs: &[Buffer]) -> Result<()> {
+    if bufs.len() != k.bufs.len() {
+        return Err(Error::Backend(format!(
+            "kernel `{}` takes {} buffers, given {}",
+            k.name,
+            k.bufs.len(),
+            bufs.len()
+        )));
+    }
+    for (d, b) in k.bufs.iter().zip(bufs) {
+        if d.elem != b.elem() {
+            return Err(Error::Backend(format!(
+                "buffer `{}` should hold {}, given {}",
+                d.name,
+                d.elem,
+                b.elem()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The length a `Grow` to `want` gives a buffer of length `len`: at least double, so a kernel
+/// that appends one element at a time calls the runtime O(log n) times.
+pub(crate) fn grown_len(len: usize, want: usize) -> usize {
+    if want <= len {
+        len
+    } else {
+        want.max(len.saturating_mul(2)).max(4)
+    }
+}
+
+/// Largest length a `Grow` may ask for (guards against runaway sizes from corrupt inputs).
+pub(crate) const MAX_GROW: i64 = 1 << 40;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,380 @@
+//! The JIT and the interpreter must agree on every kernel, including the corner cases of the
+//! IR's arithmetic (division by zero, shifts, saturating casts, NaN) and its failures.
+
+use super::{Backend, Interpreter, Jit};
+use crate::error::Error;
+use crate::ir::build as b;
+use crate::ir::{BinOp, BufDecl, BufId, Expr, Kernel, Stmt, UnOp, VarDecl, VarId};
+use crate::runtime::Buffer;
+use crate::types::{ElemType, Scalar};
+use proptest::prelude::*;
+
+fn kernel(bufs: &[(&str, ElemType, bool)], vars: &[(&str, ElemType)], body: Vec<Stmt>) -> Kernel {
+    Kernel {
+        name: "test".into(),
+        bufs: bufs
+            .iter()
+            .map(|&(n, elem, growable)| BufDecl {
+                name: n.into(),
+                elem,
+                growable,
+            })
+            .collect(),
+        vars: vars
+            .iter()
+            .map(|&(n, ty)| VarDecl { name: n.into(), ty })
+            .collect(),
+        body,
+        errors: vec!["custom failure".into()],
+    }
+}
+
+/// Run on both backends; both results (buffers after the run, or the error) must be equal.
+fn run_both(k: &Kernel, bufs: &[Buffer]) -> (Result<(), Error>, Vec<Buffer>) {
+    k.check()
+        .unwrap_or_else(|e| panic!("ill-typed test kernel: {e}\n{k}"));
+    let mut a = bufs.to_vec();
+    let ra = Jit::new().compile(k).unwrap().run(&mut a);
+    let mut c = bufs.to_vec();
+    let rc = Interpreter::new().compile(k).unwrap().run(&mut c);
+    assert_eq!(ra, rc, "JIT and interpreter disagree on the result\n{k}");
+    let same = |x: &Buffer, y: &Buffer| {
+        // NaNs may differ in sign and payload between machine code and Rust; any NaN is a NaN.
+        x.elem() == y.elem()
+            && x.to_scalars()
+                .iter()
+                .zip(y.to_scalars())
+                .all(|(p, q)| *p == q || (p.is_nan() && q.is_nan()))
+            && x.len() == y.len()
+    };
+    assert!(
+        a.iter().zip(&c).all(|(x, y)| same(x, y)),
+        "JIT and interpreter disagree on the buffers\n{k}\n{a:?}\n{c:?}"
+    );
+    (ra, a)
+}
+
+#[test]
+fn sums_a_vector_of_each_float_width() {
+    for (elem, data) in [
+        (ElemType::F64, Buffer::F64(vec![1.5, 2.0, -0.5])),
+        (ElemType::F32, Buffer::F32(vec![1.5, 2.0, -0.5])),
+        (ElemType::I32, Buffer::I32(vec![1, 2, -5])),
+        (ElemType::U8, Buffer::U8(vec![200, 100, 1])),
+    ] {
+        let out_ty = elem.compute();
+        let (i, s) = (VarId(0), VarId(1));
+        let k = kernel(
+            &[("x", elem, false), ("out", out_ty, false)],
+            &[("i", ElemType::I64), ("s", out_ty)],
+            vec![
+                Stmt::For {
+                    var: i,
+                    start: b::int(0),
+                    stop: Expr::Len(BufId(0)),
+                    body: vec![b::assign(
+                        s,
+                        b::add(b::var(s), b::load(BufId(0), b::var(i))),
+                    )],
+                },
+                b::store(BufId(1), b::int(0), b::var(s)),
+            ],
+        );
+        let (r, bufs) = run_both(&k, &[data, Buffer::filled(out_ty, 1, Scalar::zero(out_ty))]);
+        r.unwrap();
+        let want = match elem {
+            ElemType::I32 => Scalar::I64(-2),
+            ElemType::U8 => Scalar::I64(301),
+            _ => Scalar::F64(3.0),
+        };
+        assert_eq!(bufs[1].get(0), want);
+    }
+}
+
+#[test]
+fn grow_fill_and_narrowing_stores() {
+    let i = VarId(0);
+    let k = kernel(
+        &[("v", ElemType::I8, true)],
+        &[("i", ElemType::I64)],
+        vec![
+            Stmt::Grow {
+                buf: BufId(0),
+                len: b::int(5),
+            },
+            Stmt::Fill {
+                buf: BufId(0),
+                start: b::int(0),
+                stop: b::int(5),
+                value: b::int(7),
+            },
+            Stmt::For {
+                var: i,
+                start: b::int(0),
+                stop: b::int(3),
+                body: vec![b::store(
+                    BufId(0),
+                    b::var(i),
+                    b::mul(b::var(i), b::int(100)),
+                )],
+            },
+        ],
+    );
+    let (r, bufs) = run_both(&k, &[Buffer::I8(vec![])]);
+    r.unwrap();
+    let Buffer::I8(v) = &bufs[0] else {
+        unreachable!()
+    };
+    assert_eq!(&v[..5], &[0, 100, -56, 7, 7]);
+}
+
+#[test]
+fn search_break_and_while() {
+    let (lo, n) = (VarId(0), VarId(1));
+    let k = kernel(
+        &[("idx", ElemType::I64, false), ("out", ElemType::I64, false)],
+        &[("lo", ElemType::I64), ("n", ElemType::I64)],
+        vec![
+            b::assign(
+                lo,
+                Expr::SearchGe {
+                    buf: BufId(0),
+                    lo: Box::new(b::int(0)),
+                    hi: Box::new(Expr::Len(BufId(0))),
+                    key: Box::new(b::int(6)),
+                },
+            ),
+            b::store(BufId(1), b::int(0), b::var(lo)),
+            Stmt::While {
+                cond: b::boolean(true),
+                body: vec![
+                    b::assign(n, b::add(b::var(n), b::int(1))),
+                    Stmt::If {
+                        cond: b::eq(b::var(n), b::int(10)),
+                        then: vec![Stmt::Break],
+                        otherwise: vec![],
+                    },
+                ],
+            },
+            b::store(BufId(1), b::int(1), b::var(n)),
+        ],
+    );
+    let (r, bufs) = run_both(
+        &k,
+        &[Buffer::I64(vec![1, 3, 5, 7, 9]), Buffer::I64(vec![0, 0])],
+    );
+    r.unwrap();
+    assert_eq!(bufs[1], Buffer::I64(vec![3, 10]));
+}
+
+#[test]
+fn out_of_bounds_and_fail_are_errors_not_crashes() {
+    let oob = kernel(
+        &[("x", ElemType::F64, false)],
+        &[],
+        vec![b::store(BufId(0), b::int(3), Expr::Const(Scalar::F64(1.0)))],
+    );
+    let (r, _) = run_both(&oob, &[Buffer::F64(vec![0.0; 3])]);
+    let msg = r.unwrap_err().to_string();
+    assert!(msg.contains("index 3") && msg.contains("`x`"), "{msg}");
+    let neg = kernel(
+        &[("x", ElemType::F64, false)],
+        &[],
+        vec![b::store(
+            BufId(0),
+            b::int(-1),
+            Expr::Const(Scalar::F64(1.0)),
+        )],
+    );
+    assert!(run_both(&neg, &[Buffer::F64(vec![0.0; 3])]).0.is_err());
+    let fail = kernel(&[], &[], vec![Stmt::Fail(0)]);
+    assert_eq!(
+        run_both(&fail, &[]).0,
+        Err(Error::Kernel {
+            msg: "custom failure".into()
+        })
+    );
+    let huge = kernel(
+        &[("x", ElemType::F64, true)],
+        &[],
+        vec![Stmt::Grow {
+            buf: BufId(0),
+            len: b::int(1 << 50),
+        }],
+    );
+    assert!(
+        run_both(&huge, &[Buffer::F64(vec![])])
+            .0
+            .unwrap_err()
+            .to_string()
+            .contains("cannot grow")
+    );
+    let fill = kernel(
+        &[("x", ElemType::F64, false)],
+        &[],
+        vec![Stmt::Fill {
+            buf: BufId(0),
+            start: b::int(1),
+            stop: b::int(9),
+            value: Expr::Const(Scalar::F64(1.0)),
+        }],
+    );
+    assert!(run_both(&fill, &[Buffer::F64(vec![0.0; 3])]).0.is_err());
+}
+
+#[test]
+fn wrong_buffers_are_rejected() {
+    let k = kernel(&[("x", ElemType::F64, false)], &[], vec![]);
+    let c = Jit::new().compile(&k).unwrap();
+    assert!(c.run(&mut []).is_err());
+    assert!(c.run(&mut [Buffer::I64(vec![])]).is_err());
+}
+
+/// Random well-typed expressions of a given compute type over two variables of each type.
+fn arb_expr(ty: ElemType, depth: u32) -> BoxedStrategy<Expr> {
+    let leaf = match ty {
+        ElemType::I64 => prop_oneof![
+            prop_oneof![
+                Just(0i64),
+                Just(-1),
+                Just(1),
+                Just(i64::MIN),
+                Just(i64::MAX),
+                -100i64..100
+            ]
+            .prop_map(|v| Expr::Const(Scalar::I64(v))),
+            Just(Expr::Var(VarId(0))),
+            Just(Expr::Var(VarId(1))),
+        ]
+        .boxed(),
+        ElemType::F64 => prop_oneof![
+            prop_oneof![
+                Just(0.0f64),
+                Just(-0.0),
+                Just(f64::NAN),
+                Just(f64::INFINITY),
+                Just(1e300),
+                -10.0f64..10.0
+            ]
+            .prop_map(|v| Expr::Const(Scalar::F64(v))),
+            Just(Expr::Var(VarId(2))),
+            Just(Expr::Var(VarId(3))),
+        ]
+        .boxed(),
+        _ => prop_oneof![
+            any::<bool>().prop_map(|v| Expr::Const(Scalar::Bool(v))),
+            Just(Expr::Var(VarId(4)))
+        ]
+        .boxed(),
+    };
+    if depth == 0 {
+        return leaf;
+    }
+    let sub = move |t| arb_expr(t, depth - 1);
+    let same = sub(ty);
+    let ops: Vec<BinOp> = match ty {
+        ElemType::I64 => vec![
+            BinOp::Add,
+            BinOp::Sub,
+            BinOp::Mul,
+            BinOp::Div,
+            BinOp::Rem,
+            BinOp::Min,
+            BinOp::Max,
+            BinOp::And,
+            BinOp::Or,
+            BinOp::Xor,
+            BinOp::Shl,
+            BinOp::Shr,
+        ],
+        ElemType::F64 => vec![
+            BinOp::Add,
+            BinOp::Sub,
+            BinOp::Mul,
+            BinOp::Div,
+            BinOp::Rem,
+            BinOp::Min,
+            BinOp::Max,
+        ],
+        _ => vec![BinOp::And, BinOp::Or, BinOp::Xor],
+    };
+    let unops: Vec<UnOp> = match ty {
+        ElemType::I64 => vec![UnOp::Neg, UnOp::Not, UnOp::Abs],
+        ElemType::F64 => vec![
+            UnOp::Neg,
+            UnOp::Abs,
+            UnOp::Sqrt,
+            UnOp::Exp,
+            UnOp::Log,
+            UnOp::Floor,
+        ],
+        _ => vec![UnOp::Not],
+    };
+    let binary = (proptest::sample::select(ops), same.clone(), same.clone())
+        .prop_map(|(op, a, b)| Expr::Binary(op, Box::new(a), Box::new(b)));
+    let unary = (proptest::sample::select(unops), same.clone())
+        .prop_map(|(op, a)| Expr::Unary(op, Box::new(a)));
+    let select = (sub(ElemType::Bool), same.clone(), same)
+        .prop_map(|(c, a, b)| Expr::Select(Box::new(c), Box::new(a), Box::new(b)));
+    let cast = proptest::sample::select(vec![ElemType::Bool, ElemType::I64, ElemType::F64])
+        .prop_flat_map(move |from| sub(from))
+        .prop_map(move |a| Expr::Cast(ty, Box::new(a)));
+    let mut options = vec![
+        leaf,
+        binary.boxed(),
+        unary.boxed(),
+        select.boxed(),
+        cast.boxed(),
+    ];
+    if ty == ElemType::Bool {
+        let cmp = (
+            proptest::sample::select(vec![
+                BinOp::Eq,
+                BinOp::Ne,
+                BinOp::Lt,
+                BinOp::Le,
+                BinOp::Gt,
+                BinOp::Ge,
+            ]),
+            proptest::sample::select(vec![ElemType::I64, ElemType::F64, ElemType::Bool]),
+        )
+            .prop_flat_map(move |(op, t)| (Just(op), sub(t), sub(t)))
+            .prop_map(|(op, a, b)| Expr::Binary(op, Box::new(a), Box::new(b)));
+        options.push(cmp.boxed());
+    }
+    proptest::strategy::Union::new(options).boxed()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn jit_and_interpreter_agree_on_random_expressions(
+        ty in proptest::sample::select(vec![ElemType::Bool, ElemType::I64, ElemType::F64]),
+        seed in any::<u64>(),
+        ints in (any::<i64>(), -5i64..5),
+        floats in (any::<f64>(), -3.0f64..3.0),
+        flag in any::<bool>(),
+    ) {
+        let mut runner = proptest::test_runner::TestRunner::new_with_rng(
+            ProptestConfig::default(),
+            proptest::test_runner::TestRng::from_seed(proptest::test_runner::RngAlgorithm::ChaCha, &{
+                let mut s = [0u8; 32];
+                s[..8].copy_from_slice(&seed.to_le_bytes());
+                s
+            }),
+        );
+        let e = arb_expr(ty, 3).new_tree(&mut runner).unwrap().current();
+        let consts = [
+            Scalar::I64(ints.0), Scalar::I64(ints.1), Scalar::F64(floats.0), Scalar::F64(floats.1), Scalar::Bool(flag),
+        ];
+        let mut body: Vec<Stmt> = consts.iter().enumerate().map(|(k, c)| b::assign(VarId(k as u32), Expr::Const(*c))).collect();
+        body.push(b::store(BufId(0), b::int(0), e));
+        let k = kernel(
+            &[("out", ty, false)],
+            &[("a", ElemType::I64), ("b", ElemType::I64), ("x", ElemType::F64), ("y", ElemType::F64), ("p", ElemType::Bool)],
+            body,
+        );
+        run_both(&k, &[Buffer::filled(ty, 1, Scalar::zero(ty))]);
+    }
+}
