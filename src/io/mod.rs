@@ -199,6 +199,20 @@ impl<R: BufRead> Lines<R> {
     }
 }
 
+/// The first `N` whitespace-separated fields of a line and the total number of fields, without
+/// allocating: coordinate files have millions of lines.
+pub(crate) fn fields<const N: usize>(line: &str) -> ([&str; N], usize) {
+    let mut out = [""; N];
+    let mut count = 0;
+    for (k, tok) in line.split_whitespace().enumerate() {
+        if let Some(slot) = out.get_mut(k) {
+            *slot = tok;
+        }
+        count += 1;
+    }
+    (out, count)
+}
+
 /// Parse a float as written by C, Fortran or Python (`1.5`, `-2e-3`, `1.0D+02`, `inf`, `nan`).
 pub(crate) fn parse_f64(tok: &str) -> Option<f64> {
     tok.parse::<f64>().ok().or_else(|| {

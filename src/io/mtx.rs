@@ -275,8 +275,8 @@ fn read_coordinate<R: BufRead>(
                 format!("too many entries: the size line promises {nnz}"),
             ));
         }
-        let toks: Vec<&str> = l.split_whitespace().collect();
-        if toks.len() != fields {
+        let (toks, count) = super::fields::<3>(l);
+        if count != fields {
             let want = if fields == 2 {
                 "`row column`"
             } else {
@@ -285,12 +285,12 @@ fn read_coordinate<R: BufRead>(
             return Err(Error::file(
                 path,
                 n,
-                format!("expected {fields} fields {want}, found {}", toks.len()),
+                format!("expected {fields} fields {want}, found {count}"),
             ));
         }
         let i = parse_index(toks[0], Some(shape[0]), "row index", path, n)?;
         let j = parse_index(toks[1], Some(shape[1]), "column index", path, n)?;
-        values.push(toks.get(2).copied(), path, n)?;
+        values.push((fields == 3).then_some(toks[2]), path, n)?;
         ri.push(i);
         ci.push(j);
         if symmetry != Symmetry::General && i != j {
