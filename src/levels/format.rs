@@ -108,7 +108,6 @@ impl Format {
     /// shorthand (`csr`, `dcsr`, `dense`, `sparse`) given the rank it is used at.
     pub fn parse(text: &str, rank: Option<usize>) -> Result<Format> {
         let s = text.trim();
-        let shorthand = |levels: Vec<LevelKind>| Format::new(levels);
         let f64z = LevelKind::Element(Scalar::F64(0.0));
         let need_rank = |name: &str| {
             rank.ok_or_else(|| Error::Format {
@@ -116,11 +115,11 @@ impl Format {
                 msg: format!("the shorthand `{name}` needs a known rank here"),
             })
         };
-        match s {
-            "csr" => return shorthand(vec![LevelKind::Dense, LevelKind::SparseList, f64z]),
-            "dcsr" => return shorthand(vec![LevelKind::SparseList, LevelKind::SparseList, f64z]),
-            "dense" => return Ok(Format::dense(need_rank("dense")?, Scalar::F64(0.0))),
-            "coo" => return shorthand(vec![LevelKind::SparseCOO(need_rank("coo")?), f64z]),
+        let levels = match s {
+            "csr" => vec![LevelKind::Dense, LevelKind::SparseList, f64z],
+            "dcsr" => vec![LevelKind::SparseList, LevelKind::SparseList, f64z],
+            "dense" => Format::dense(need_rank("dense")?, Scalar::F64(0.0)).levels,
+            "coo" => vec![LevelKind::SparseCOO(need_rank("coo")?), f64z],
             "sparse" => {
                 let r = need_rank("sparse")?;
                 let mut levels = vec![LevelKind::Dense; r.saturating_sub(1)];
@@ -128,20 +127,22 @@ impl Format {
                     levels.push(LevelKind::SparseList);
                 }
                 levels.push(f64z);
-                return shorthand(levels);
+                levels
             }
-            _ => {}
-        }
-        let mut p = FormatParser {
-            text,
-            s: s.as_bytes(),
-            pos: 0,
+            _ => {
+                let mut p = FormatParser {
+                    text,
+                    s: s.as_bytes(),
+                    pos: 0,
+                };
+                let levels = p.level_chain()?;
+                p.skip_ws();
+                if p.pos != p.s.len() {
+                    return Err(p.error("unexpected text after the format"));
+                }
+                levels
+            }
         };
-        let levels = p.level_chain()?;
-        p.skip_ws();
-        if p.pos != p.s.len() {
-            return Err(p.error("unexpected text after the format"));
-        }
         let f = Format::new(levels)?;
         if let Some(r) = rank {
             if f.rank() != r {

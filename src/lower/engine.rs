@@ -177,7 +177,10 @@ impl Engine {
         let (pre, post) = hoist_thunks(&mut body)?;
         symbolic::simplify_stmts(&mut body, &self.declared);
         if body.is_empty() {
-            return Ok(pre.into_iter().chain(post).collect());
+            // Nothing left to do at this level (e.g. only writes of the fill value): the
+            // thunks' set-up and wrap-up are not needed either, and skipping them is what
+            // lets fill regions of sparse outputs cost nothing.
+            return Ok(vec![]);
         }
         let style = styles_of(&mut body, index).into_iter().min();
         let mut code = pre;
@@ -235,6 +238,10 @@ impl Engine {
     /// length, idempotent reducers apply once if the extent is non-empty (Finch's loop
     /// collapse). Returns `None` when some statement does not fit.
     fn integrate(&mut self, ext: &Ext, body: &[LStmt]) -> Result<Option<Vec<Stmt>>> {
+        if ext.is_point() {
+            // One iteration: nothing to multiply and no emptiness to test.
+            return self.lower_block(body.to_vec()).map(Some);
+        }
         let len = b::add(b::sub(ext.stop.clone(), ext.start.clone()), b::int(1));
         let mut out = vec![];
         for s in body {
@@ -448,15 +455,20 @@ impl Engine {
         for s in &steppers {
             step = b::min(s.stop.clone(), step);
         }
-        let mut inner = vec![b::assign(e, step)];
-        inner.extend(self.lower_loop(
+        let chunk = self.lower_loop(
             index,
             Ext {
                 start: b::var(i),
                 stop: b::var(e),
             },
             body,
-        )?);
+        )?;
+        if chunk.is_empty() {
+            // Every stepper loop seeks to its own start, so skipping one leaves no stale state.
+            return Ok(vec![]);
+        }
+        let mut inner = vec![b::assign(e, step)];
+        inner.extend(chunk);
         for s in &steppers {
             if steppers.len() == 1 {
                 inner.extend(s.next.clone());
@@ -503,14 +515,18 @@ impl Engine {
             _ => None,
         });
         let mut inner = vec![b::assign(e, b::min(lead, ext.stop.clone()))];
-        inner.extend(self.lower_loop(
+        let chunk = self.lower_loop(
             index,
             Ext {
                 start: b::var(i),
                 stop: b::var(e),
             },
             body,
-        )?);
+        )?;
+        if chunk.is_empty() {
+            return Ok(vec![]);
+        }
+        inner.extend(chunk);
         for j in &jumpers {
             inner.extend(b::if_(b::eq(j.stop.clone(), b::var(e)), j.next.clone()));
         }
@@ -632,15 +648,26 @@ fn replace_head(body: &mut [LStmt], index: &str, f: &mut dyn FnMut(&Looplet) -> 
         if a.head() == Some(index) {
             if let Target::Looplet(l) = &a.target {
                 if let Some(t) = f(l) {
-                    match t {
-                        Target::Looplet(_) => a.target = t,
-                        t => a.advance(t),
+                    if consumes_index(&t) {
+                        a.advance(t);
+                    } else {
+                        a.target = t;
                     }
                 }
             }
         }
         Ok(())
     });
+}
+
+/// Whether a replacement is the value at the index (a fiber, or a thunk around one) rather
+/// than another looplet over the same index.
+fn consumes_index(t: &Target) -> bool {
+    match t {
+        Target::Looplet(Looplet::Thunk { body, .. }) => consumes_index(body),
+        Target::Looplet(_) => false,
+        _ => true,
+    }
 }
 
 /// The position (in visiting order) and looplet of the first access headed by `index` whose

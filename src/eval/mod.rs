@@ -1,0 +1,100 @@
+//! The dense reference evaluator: runs a source program by its denotational semantics on
+//! dense, row-major copies of the tensors. It is the oracle the compiled kernels are tested
+//! against, so it is deliberately naive: every loop visits every coordinate, every access is
+//! an array lookup, and every value rule comes from [`crate::semantics`] so that both sides
+//! agree on arithmetic.
+//!
+//! A run has three phases:
+//! 1. [`check`]: static errors the compiler reports whether or not the faulty code runs
+//!    (unknown names and tensors, wrong ranks, unknown functions and reducers);
+//! 2. the lifecycle check, which is the compiler's own pass
+//!    ([`crate::transforms::lifecycle`]) run on the source program. Reusing it, rather than
+//!    re-deriving the rule, guarantees the evaluator rejects exactly the programs the compiler
+//!    rejects (reading and writing one tensor in one scope) instead of silently computing a
+//!    sequential answer the compiler would refuse to give. Its rewritten output (the inserted
+//!    `@freeze`/`@thaw`) is discarded: those are no-ops on dense arrays;
+//! 3. [`exec`]: the execution proper, which reports errors that depend on values (extents,
+//!    out-of-bounds indices, operator type errors) when the faulty statement runs.
+//!
+//! Choices where the source semantics leave room:
+//! - an operator type error (`true && 1`) is reported only if the expression is evaluated;
+//!   the compiler reports it for any program, so on code that never runs the evaluator is the
+//!   more permissive of the two;
+//! - an index or loop bound that is a float truncates toward zero, like a store into `i64`;
+//! - in one access, a permissive index outside its dimension makes the access `missing` even
+//!   if a plain index is outside too (the compiler tests permissive bounds first);
+//! - a write through a permissive index outside is dropped before its value is computed, so
+//!   errors in that value are not reported (the compiler drops the whole statement).
+
+mod check;
+mod exec;
+mod extent;
+#[cfg(test)]
+mod tests;
+
+use crate::error::{Error, Result};
+use crate::notation::ast::Program;
+use crate::runtime::Buffer;
+use crate::types::Scalar;
+use std::collections::{BTreeMap, HashSet};
+
+/// A tensor as the evaluator sees it: every entry stored, row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DenseTensor {
+    pub shape: Vec<usize>,
+    /// The background value (the value `.=` last declared).
+    pub fill: Scalar,
+    /// Row-major, `len == product(shape)`, of the tensor's element type.
+    pub values: Buffer,
+}
+
+impl DenseTensor {
+    /// Every entry equal to `fill`, converted to `ty`.
+    pub fn filled(shape: &[usize], ty: crate::types::ElemType, fill: Scalar) -> DenseTensor {
+        let len = shape.iter().product();
+        DenseTensor {
+            shape: shape.to_vec(),
+            fill: fill.cast(ty),
+            values: Buffer::filled(ty, len, fill),
+        }
+    }
+}
+
+/// The tensors a program runs on, by name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Env {
+    pub tensors: BTreeMap<String, DenseTensor>,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        Env::default()
+    }
+
+    pub fn insert(&mut self, name: &str, t: DenseTensor) {
+        self.tensors.insert(name.to_string(), t);
+    }
+}
+
+/// Run `program` on the tensors of `env`, updating them in place.
+///
+/// On error the tensors may be partly updated (the evaluator does not roll back).
+pub fn run(program: &Program, env: &mut Env) -> Result<()> {
+    for (name, t) in &env.tensors {
+        let len: usize = t.shape.iter().product();
+        if t.values.len() != len {
+            return Err(Error::tensor(
+                name,
+                format!(
+                    "shape {:?} needs {len} values but {} are given",
+                    t.shape,
+                    t.values.len()
+                ),
+            ));
+        }
+    }
+    check::check(program, env)?;
+    let names: HashSet<String> = env.tensors.keys().cloned().collect();
+    crate::transforms::lifecycle(program, &names)?;
+    exec::Machine::new(env).stmts(&program.body)
+}

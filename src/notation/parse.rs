@@ -1,0 +1,1243 @@
+//! The text front end: a hand-written lexer and a recursive-descent parser with precedence
+//! climbing for binary operators.
+//!
+//! The parser never panics: every malformed input becomes an [`Error::Syntax`] naming the
+//! line:column of the offending token, what was expected and what was found. Nesting is bounded
+//! (see [`MAX_NESTING`] and [`MAX_EXPR_DEPTH`]) so that hostile input cannot overflow the stack,
+//! either here or later when the AST is dropped, compared or printed.
+//!
+//! ```text
+//! program  := stmt* (separated by newlines or `;`; `#` starts a comment)
+//! stmt     := name `.=` expr
+//!           | lhs assignop expr              lhs := name | name `[` index,* `]`
+//!           | `for` name `=` extent (`,` name `=` extent)* stmt* `end`
+//!           | `if` expr stmt* (`else` stmt*)? `end`
+//!           | `let` name `=` expr (`,` name `=` expr)* stmt* `end`
+//!           | `begin` stmt* `end` | `@freeze(` name `)` | `@thaw(` name `)`
+//! extent   := `_` | expr `:` expr
+//! assignop := `=` | `+=` | `-=` | `*=` | `&=` | `|=` | `<<` name (`(` literal `)`)? `>>=`
+//! index    := `~`? expr | `~`? protocol `(` `~`? expr `)`
+//! expr     := binary operators by `BinaryOp::precedence`, all left-associative, over
+//!             (`-` | `!`)* (literal | `missing` | name | name `[` index,* `]` | name `(` expr,* `)`
+//!             | `(` expr `)`)
+//! ```
+//!
+//! Newlines inside brackets and after a binary operator, `,`, `:` or an assignment operator do
+//! not end a statement.
+
+use super::ast::*;
+use crate::error::{Error, Result};
+use crate::types::Scalar;
+
+/// How deeply statements, parentheses, unary operators, calls and accesses may nest.
+const MAX_NESTING: usize = 100;
+/// How deep an expression tree may get; left-associative chains (`a + b + c ...`) deepen the
+/// tree without deepening the parser's recursion, so they are bounded separately.
+const MAX_EXPR_DEPTH: usize = 1000;
+
+/// Words that can never be names.
+pub const KEYWORDS: &[&str] = &[
+    "for", "if", "else", "let", "begin", "end", "true", "false", "Inf", "NaN", "missing", "xor",
+];
+
+pub fn is_keyword(s: &str) -> bool {
+    KEYWORDS.contains(&s)
+}
+
+/// Parse a whole program.
+pub fn parse_program(text: &str) -> Result<Program> {
+    let mut p = Parser::new(text)?;
+    let body = p.stmts()?;
+    match p.peek() {
+        Tok::Eof => Ok(Program { body }),
+        Tok::Ident(w) if w == "end" => {
+            Err(p.err_here("`end` without a matching `for`, `if`, `let` or `begin`"))
+        }
+        Tok::Ident(w) if w == "else" => Err(p.err_here("`else` without a matching `if`")),
+        _ => Err(p.expected("a statement")),
+    }
+}
+
+/// Parse a single expression (surrounding blank lines and comments are allowed).
+pub fn parse_expr(text: &str) -> Result<Expr> {
+    let mut p = Parser::new(text)?;
+    p.skip_newlines();
+    let (e, _) = p.expr()?;
+    p.skip_newlines();
+    match p.peek() {
+        Tok::Eof => Ok(e),
+        _ => Err(p.expected("end of input after the expression")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lexer
+
+#[derive(Clone, Debug, PartialEq)]
+enum Tok {
+    /// Names and keywords (keywords are recognised by the parser so that messages can quote
+    /// them).
+    Ident(String),
+    /// A decimal integer without sign; the range check waits for the parser because `-` may
+    /// fold into it (`-9223372036854775808`).
+    Int(u64),
+    Float(f64),
+    /// `0x..`, already checked to fit a `u8`.
+    Hex(u8),
+    /// Punctuation and operators, spelled as in the source.
+    Punct(&'static str),
+    Newline,
+    Eof,
+}
+
+#[derive(Clone, Debug)]
+struct Token {
+    tok: Tok,
+    span: Span,
+}
+
+/// Longest first, so that e.g. `<<` wins over `<` and `>>=` over `>>`.
+const PUNCTS: &[&str] = &[
+    ">>=", ".=", "+=", "-=", "*=", "&=", "|=", "==", "!=", "<=", ">=", "&&", "||", "<<", ">>", "+",
+    "-", "*", "/", "%", "<", ">", "&", "|", "!", "~", "=", "(", ")", "[", "]", ",", ";", ":", "@",
+];
+
+fn describe(t: &Tok) -> String {
+    match t {
+        Tok::Ident(w) if is_keyword(w) => format!("`{w}`"),
+        Tok::Ident(w) => format!("name `{w}`"),
+        Tok::Int(v) => format!("number `{v}`"),
+        Tok::Float(v) => format!("number `{}`", Scalar::F64(*v)),
+        Tok::Hex(v) => format!("number `0x{v:02x}`"),
+        Tok::Punct(p) => format!("`{p}`"),
+        Tok::Newline => "end of line".to_string(),
+        Tok::Eof => "end of input".to_string(),
+    }
+}
+
+fn lex(text: &str) -> Result<Vec<Token>> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut toks = Vec::new();
+    let (mut i, mut line, mut col) = (0usize, 1u32, 1u32);
+    // Newlines inside brackets do not end statements, so long index lists and call argument
+    // lists may be split across lines.
+    let mut brackets = 0usize;
+    while i < chars.len() {
+        let c = chars[i];
+        let span = Span::new(line, col);
+        let start = i;
+        if c == '\n' {
+            if brackets == 0 {
+                toks.push(Token {
+                    tok: Tok::Newline,
+                    span,
+                });
+            }
+            i += 1;
+            line = line.saturating_add(1);
+            col = 1;
+            continue;
+        }
+        if c.is_whitespace() {
+            i += 1;
+            col = col.saturating_add(1);
+            continue;
+        }
+        if c == '#' {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+                col = col.saturating_add(1);
+            }
+            continue;
+        }
+        let tok = if c.is_ascii_alphabetic() || c == '_' {
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            Tok::Ident(chars[start..i].iter().collect())
+        } else if c.is_ascii_digit()
+            || (c == '.' && chars.get(i + 1).is_some_and(|d| d.is_ascii_digit()))
+        {
+            let (tok, end) = lex_number(&chars, i).map_err(|msg| Error::syntax(span, msg))?;
+            i = end;
+            tok
+        } else if let Some(p) = PUNCTS.iter().find(|p| {
+            p.chars()
+                .enumerate()
+                .all(|(k, pc)| chars.get(i + k) == Some(&pc))
+        }) {
+            i += p.len();
+            match *p {
+                "(" | "[" => brackets += 1,
+                ")" | "]" => brackets = brackets.saturating_sub(1),
+                _ => {}
+            }
+            Tok::Punct(p)
+        } else {
+            return Err(Error::syntax(
+                span,
+                format!("unexpected character `{}`", c.escape_debug()),
+            ));
+        };
+        col = col.saturating_add((i - start) as u32);
+        toks.push(Token { tok, span });
+    }
+    toks.push(Token {
+        tok: Tok::Eof,
+        span: Span::new(line, col),
+    });
+    Ok(toks)
+}
+
+/// Lex a number starting at `i`; returns the token and the index just past it.
+fn lex_number(chars: &[char], start: usize) -> std::result::Result<(Tok, usize), String> {
+    let mut i = start;
+    let digits = |i: &mut usize| {
+        while *i < chars.len() && chars[*i].is_ascii_digit() {
+            *i += 1;
+        }
+    };
+    let is_word = |c: Option<&char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_');
+    if chars[i] == '0' && matches!(chars.get(i + 1), Some('x') | Some('X')) {
+        i += 2;
+        let h = i;
+        while i < chars.len() && chars[i].is_ascii_hexdigit() {
+            i += 1;
+        }
+        let text: String = chars[h..i].iter().collect();
+        if text.is_empty() || is_word(chars.get(i)) {
+            return Err("malformed hexadecimal literal (expected e.g. `0x1f`)".to_string());
+        }
+        let significant = text.trim_start_matches('0');
+        if significant.len() > 2 {
+            return Err(format!(
+                "hexadecimal literal `0x{text}` does not fit in a u8 (at most 0xff)"
+            ));
+        }
+        let v = if significant.is_empty() {
+            Ok(0)
+        } else {
+            u8::from_str_radix(significant, 16)
+        };
+        return v
+            .map(|v| (Tok::Hex(v), i))
+            .map_err(|_| format!("malformed hexadecimal literal `0x{text}`"));
+    }
+    digits(&mut i);
+    let mut float = false;
+    if chars.get(i) == Some(&'.') {
+        float = true;
+        i += 1;
+        digits(&mut i);
+    }
+    if matches!(chars.get(i), Some('e') | Some('E')) {
+        let mut j = i + 1;
+        if matches!(chars.get(j), Some('+') | Some('-')) {
+            j += 1;
+        }
+        if chars.get(j).is_some_and(|c| c.is_ascii_digit()) {
+            float = true;
+            i = j;
+            digits(&mut i);
+        }
+    }
+    let text: String = chars[start..i].iter().collect();
+    if is_word(chars.get(i)) || chars.get(i) == Some(&'.') {
+        return Err(format!("malformed number starting `{text}`"));
+    }
+    if float {
+        match text.parse::<f64>() {
+            Ok(v) => Ok((Tok::Float(v), i)),
+            Err(_) => Err(format!("malformed number `{text}`")),
+        }
+    } else {
+        match text.parse::<u64>() {
+            Ok(v) => Ok((Tok::Int(v), i)),
+            Err(_) => Err(format!(
+                "integer literal `{text}` is too large for a 64-bit integer"
+            )),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parser
+
+struct Parser {
+    toks: Vec<Token>,
+    pos: usize,
+    nesting: usize,
+}
+
+/// The construct a body belongs to, for "expected `end` to close ..." messages.
+struct Opener {
+    what: &'static str,
+    span: Span,
+}
+
+impl Parser {
+    fn new(text: &str) -> Result<Parser> {
+        Ok(Parser {
+            toks: lex(text)?,
+            pos: 0,
+            nesting: 0,
+        })
+    }
+
+    fn peek(&self) -> &Tok {
+        &self.toks[self.pos.min(self.toks.len() - 1)].tok
+    }
+
+    fn peek_at(&self, k: usize) -> &Tok {
+        &self.toks[(self.pos + k).min(self.toks.len() - 1)].tok
+    }
+
+    fn span(&self) -> Span {
+        self.toks[self.pos.min(self.toks.len() - 1)].span
+    }
+
+    fn bump(&mut self) -> Token {
+        let t = self.toks[self.pos.min(self.toks.len() - 1)].clone();
+        if self.pos < self.toks.len() - 1 {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn is_punct(&self, p: &str) -> bool {
+        matches!(self.peek(), Tok::Punct(q) if *q == p)
+    }
+
+    fn is_word(&self, w: &str) -> bool {
+        matches!(self.peek(), Tok::Ident(q) if q == w)
+    }
+
+    fn eat_punct(&mut self, p: &str) -> bool {
+        let yes = self.is_punct(p);
+        if yes {
+            self.bump();
+        }
+        yes
+    }
+
+    fn skip_newlines(&mut self) {
+        while matches!(self.peek(), Tok::Newline) {
+            self.bump();
+        }
+    }
+
+    fn err_here(&self, msg: impl Into<String>) -> Error {
+        Error::syntax(self.span(), msg)
+    }
+
+    fn expected(&self, what: &str) -> Error {
+        self.err_here(format!("expected {what}, found {}", describe(self.peek())))
+    }
+
+    fn expect_punct(&mut self, p: &str, context: &str) -> Result<Span> {
+        if self.is_punct(p) {
+            Ok(self.bump().span)
+        } else {
+            Err(self.expected(&format!("`{p}`{context}")))
+        }
+    }
+
+    /// A name that may be bound or referred to: not a keyword and not the placeholder `_`.
+    fn name(&mut self, what: &str) -> Result<(String, Span)> {
+        match self.peek() {
+            Tok::Ident(w) if !is_keyword(w) && w != "_" => {
+                let t = self.bump();
+                match t.tok {
+                    Tok::Ident(w) => Ok((w, t.span)),
+                    _ => Err(Error::syntax(t.span, "internal parser error")),
+                }
+            }
+            _ => Err(self.expected(what)),
+        }
+    }
+
+    /// Guards every recursive descent so that deeply nested input is an error, not a crash.
+    fn enter(&mut self) -> Result<()> {
+        self.nesting += 1;
+        if self.nesting > MAX_NESTING {
+            return Err(self.err_here(format!("nesting deeper than {MAX_NESTING} levels")));
+        }
+        Ok(())
+    }
+
+    fn leave(&mut self) {
+        self.nesting -= 1;
+    }
+
+    // --- statements ---
+
+    /// Statements up to (not including) `end`, `else` or end of input.
+    fn stmts(&mut self) -> Result<Vec<Stmt>> {
+        let mut out = Vec::new();
+        loop {
+            while matches!(self.peek(), Tok::Newline) || self.is_punct(";") {
+                self.bump();
+            }
+            if matches!(self.peek(), Tok::Eof) || self.is_word("end") || self.is_word("else") {
+                return Ok(out);
+            }
+            out.push(self.stmt()?);
+            match self.peek() {
+                Tok::Newline | Tok::Eof => {}
+                Tok::Punct(";") => {}
+                Tok::Ident(w) if w == "end" || w == "else" => {}
+                _ => return Err(self.expected("end of line or `;` after the statement")),
+            }
+        }
+    }
+
+    /// A body closed by `end`.
+    fn body_until_end(&mut self, opener: &Opener) -> Result<Vec<Stmt>> {
+        let body = self.stmts()?;
+        self.expect_end(opener)?;
+        Ok(body)
+    }
+
+    fn expect_end(&mut self, opener: &Opener) -> Result<()> {
+        if self.is_word("end") {
+            self.bump();
+            Ok(())
+        } else {
+            Err(self.expected(&format!(
+                "`end` to close `{}` at {}",
+                opener.what, opener.span
+            )))
+        }
+    }
+
+    fn stmt(&mut self) -> Result<Stmt> {
+        self.enter()?;
+        let r = self.stmt_inner();
+        self.leave();
+        r
+    }
+
+    fn stmt_inner(&mut self) -> Result<Stmt> {
+        let span = self.span();
+        let word = match self.peek() {
+            Tok::Ident(w) => w.clone(),
+            Tok::Punct("@") => return self.macro_stmt(),
+            _ => return Err(self.expected("a statement")),
+        };
+        match word.as_str() {
+            "for" => {
+                self.bump();
+                let opener = Opener { what: "for", span };
+                let mut headers = Vec::new();
+                loop {
+                    let (index, ispan) = self.name("a loop index name")?;
+                    self.expect_punct("=", " after the loop index")?;
+                    let extent = self.extent()?;
+                    headers.push((index, extent, ispan));
+                    if !self.eat_punct(",") {
+                        break;
+                    }
+                    self.skip_newlines();
+                }
+                let mut body = self.body_until_end(&opener)?;
+                // `for i = _, j = _` is `i` outer, `j` inner; the outermost loop keeps the span
+                // of `for`, inner ones the span of their index.
+                for (k, (index, extent, ispan)) in headers.into_iter().enumerate().rev() {
+                    let s = if k == 0 { span } else { ispan };
+                    body = vec![Stmt::new(
+                        StmtKind::Loop {
+                            index,
+                            extent,
+                            body,
+                        },
+                        s,
+                    )];
+                }
+                body.pop()
+                    .ok_or_else(|| Error::syntax(span, "internal parser error"))
+            }
+            "if" => {
+                self.bump();
+                let opener = Opener { what: "if", span };
+                let (cond, _) = self.expr()?;
+                let then = self.stmts()?;
+                let otherwise = if self.is_word("else") {
+                    self.bump();
+                    self.stmts()?
+                } else {
+                    Vec::new()
+                };
+                self.expect_end(&opener)?;
+                Ok(Stmt::new(
+                    StmtKind::If {
+                        cond,
+                        then,
+                        otherwise,
+                    },
+                    span,
+                ))
+            }
+            "let" => {
+                self.bump();
+                let opener = Opener { what: "let", span };
+                let mut bindings = Vec::new();
+                loop {
+                    let (name, nspan) = self.name("a variable name")?;
+                    self.expect_punct("=", " after the `let` variable")?;
+                    self.skip_newlines();
+                    let (value, _) = self.expr()?;
+                    bindings.push((name, value, nspan));
+                    if !self.eat_punct(",") {
+                        break;
+                    }
+                    self.skip_newlines();
+                }
+                let mut body = self.body_until_end(&opener)?;
+                for (k, (name, value, nspan)) in bindings.into_iter().enumerate().rev() {
+                    let s = if k == 0 { span } else { nspan };
+                    body = vec![Stmt::new(StmtKind::Let { name, value, body }, s)];
+                }
+                body.pop()
+                    .ok_or_else(|| Error::syntax(span, "internal parser error"))
+            }
+            "begin" => {
+                self.bump();
+                let opener = Opener {
+                    what: "begin",
+                    span,
+                };
+                let body = self.body_until_end(&opener)?;
+                Ok(Stmt::new(StmtKind::Block(body), span))
+            }
+            "end" | "else" => Err(self.expected("a statement")),
+            w if is_keyword(w) || w == "_" => Err(self.expected("a statement")),
+            _ => self.assignment(),
+        }
+    }
+
+    fn macro_stmt(&mut self) -> Result<Stmt> {
+        let span = self.bump().span;
+        let (which, wspan) = match self.peek() {
+            Tok::Ident(w) => (w.clone(), self.span()),
+            _ => return Err(self.expected("`freeze` or `thaw` after `@`")),
+        };
+        if which != "freeze" && which != "thaw" {
+            return Err(Error::syntax(
+                wspan,
+                format!("unknown statement `@{which}` (expected `@freeze` or `@thaw`)"),
+            ));
+        }
+        self.bump();
+        self.expect_punct("(", &format!(" after `@{which}`"))?;
+        let (tensor, _) = self.name("a tensor name")?;
+        self.expect_punct(")", &format!(" to close `@{which}(`"))?;
+        let kind = if which == "freeze" {
+            StmtKind::Freeze { tensor }
+        } else {
+            StmtKind::Thaw { tensor }
+        };
+        Ok(Stmt::new(kind, span))
+    }
+
+    fn extent(&mut self) -> Result<Extent> {
+        if self.is_word("_") {
+            self.bump();
+            return Ok(Extent::Auto);
+        }
+        let (lo, _) = self.expr()?;
+        self.expect_punct(":", " in the loop range `lo:hi` (or `_` to infer it)")?;
+        self.skip_newlines();
+        let (hi, _) = self.expr()?;
+        Ok(Extent::Range(lo, hi))
+    }
+
+    /// `T .= init`, `T[idx...] op rhs` or `s op rhs`.
+    fn assignment(&mut self) -> Result<Stmt> {
+        let (tensor, span) = self.name("a statement")?;
+        if self.eat_punct(".=") {
+            self.skip_newlines();
+            let (init, _) = self.expr()?;
+            return Ok(Stmt::new(StmtKind::Declare { tensor, init }, span));
+        }
+        let indices = if self.is_punct("[") {
+            self.indices()?.0
+        } else {
+            Vec::new()
+        };
+        let lhs = Access {
+            tensor,
+            indices,
+            span,
+        };
+        let op = self.assign_op()?;
+        self.skip_newlines();
+        let (rhs, _) = self.expr()?;
+        Ok(Stmt::new(StmtKind::Assign { lhs, op, rhs }, span))
+    }
+
+    fn assign_op(&mut self) -> Result<AssignOp> {
+        let simple = match self.peek() {
+            Tok::Punct("=") => Some(AssignOp::Overwrite),
+            Tok::Punct("+=") => Some(AssignOp::Reduce(Reducer::Add)),
+            Tok::Punct("-=") => Some(AssignOp::Reduce(Reducer::Sub)),
+            Tok::Punct("*=") => Some(AssignOp::Reduce(Reducer::Mul)),
+            Tok::Punct("&=") => Some(AssignOp::Reduce(Reducer::And)),
+            Tok::Punct("|=") => Some(AssignOp::Reduce(Reducer::Or)),
+            Tok::Punct("<<") => None,
+            _ => return Err(self.expected("an assignment operator (`=`, `+=`, `<<min>>=` ...)")),
+        };
+        self.bump();
+        if let Some(op) = simple {
+            return Ok(op);
+        }
+        let (name, nspan) = self.name("a reducer name after `<<`")?;
+        let reducer = match name.as_str() {
+            "min" => Reducer::Min,
+            "max" => Reducer::Max,
+            "and" => Reducer::And,
+            "or" => Reducer::Or,
+            "choose" => {
+                self.expect_punct("(", " after `choose` (as in `<<choose(0)>>=`)")?;
+                let vspan = self.span();
+                let (v, _) = self.unary()?;
+                let ExprKind::Literal(z) = v.kind else {
+                    return Err(Error::syntax(
+                        vspan,
+                        "expected a literal value in `choose(...)`",
+                    ));
+                };
+                self.expect_punct(")", " to close `choose(`")?;
+                Reducer::Choose(z)
+            }
+            _ => Reducer::Named(name),
+        };
+        if !self.eat_punct(">>=") {
+            return Err(self.expected(&format!("`>>=` to close the reducer opened at {nspan}")));
+        }
+        Ok(AssignOp::Reduce(reducer))
+    }
+
+    /// `[idx, ...]`; returns the indices and the depth of the deepest index expression.
+    fn indices(&mut self) -> Result<(Vec<AccessIndex>, usize)> {
+        self.expect_punct("[", "")?;
+        let mut out = Vec::new();
+        let mut depth = 0;
+        if self.eat_punct("]") {
+            return Ok((out, depth));
+        }
+        loop {
+            let (ix, d) = self.index()?;
+            depth = depth.max(d);
+            out.push(ix);
+            if self.eat_punct("]") {
+                return Ok((out, depth));
+            }
+            if !self.eat_punct(",") {
+                return Err(self.expected("`,` or `]` in the index list"));
+            }
+        }
+    }
+
+    /// `e`, `~e`, `gallop(e)`, `~gallop(e)` or `gallop(~e)`.
+    fn index(&mut self) -> Result<(AccessIndex, usize)> {
+        let mut permissive = self.eat_punct("~");
+        let protocol = match self.peek() {
+            Tok::Ident(w) if matches!(self.peek_at(1), Tok::Punct("(")) => Protocol::from_name(w),
+            _ => None,
+        };
+        if protocol.is_none() {
+            let (expr, d) = self.expr()?;
+            return Ok((
+                AccessIndex {
+                    expr,
+                    permissive,
+                    protocol,
+                },
+                d,
+            ));
+        }
+        let pname = describe(self.peek());
+        self.bump();
+        self.bump();
+        if self.is_punct("~") {
+            if permissive {
+                return Err(self.err_here("`~` given twice for one index"));
+            }
+            self.bump();
+            permissive = true;
+        }
+        let (expr, d) = self.expr()?;
+        self.expect_punct(")", &format!(" to close {pname}"))?;
+        Ok((
+            AccessIndex {
+                expr,
+                permissive,
+                protocol,
+            },
+            d,
+        ))
+    }
+
+    // --- expressions ---
+
+    /// An expression and the depth of its tree.
+    fn expr(&mut self) -> Result<(Expr, usize)> {
+        self.binary(1)
+    }
+
+    fn binary_op(&self) -> Option<BinaryOp> {
+        Some(match self.peek() {
+            Tok::Punct(p) => match *p {
+                "+" => BinaryOp::Add,
+                "-" => BinaryOp::Sub,
+                "*" => BinaryOp::Mul,
+                "/" => BinaryOp::Div,
+                "%" => BinaryOp::Rem,
+                "==" => BinaryOp::Eq,
+                "!=" => BinaryOp::Ne,
+                "<" => BinaryOp::Lt,
+                "<=" => BinaryOp::Le,
+                ">" => BinaryOp::Gt,
+                ">=" => BinaryOp::Ge,
+                "&&" => BinaryOp::AndAnd,
+                "||" => BinaryOp::OrOr,
+                "&" => BinaryOp::BitAnd,
+                "|" => BinaryOp::BitOr,
+                "<<" => BinaryOp::Shl,
+                ">>" => BinaryOp::Shr,
+                _ => return None,
+            },
+            Tok::Ident(w) if w == "xor" => BinaryOp::Xor,
+            _ => return None,
+        })
+    }
+
+    /// Precedence climbing: every operator is left-associative, so the right operand only takes
+    /// operators that bind strictly tighter.
+    fn binary(&mut self, min_prec: u8) -> Result<(Expr, usize)> {
+        let (mut lhs, mut depth) = self.unary()?;
+        while let Some(op) = self.binary_op() {
+            let prec = op.precedence();
+            if prec < min_prec {
+                break;
+            }
+            self.bump();
+            // An operator at the end of a line continues the expression on the next one.
+            self.skip_newlines();
+            let (rhs, rd) = self.binary(prec + 1)?;
+            depth = depth.max(rd) + 1;
+            if depth > MAX_EXPR_DEPTH {
+                return Err(Error::syntax(
+                    lhs.span,
+                    format!("expression nested deeper than {MAX_EXPR_DEPTH} levels"),
+                ));
+            }
+            let span = lhs.span;
+            lhs = Expr::new(ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span);
+        }
+        Ok((lhs, depth))
+    }
+
+    fn unary(&mut self) -> Result<(Expr, usize)> {
+        self.enter()?;
+        let r = self.unary_inner();
+        self.leave();
+        r
+    }
+
+    fn unary_inner(&mut self) -> Result<(Expr, usize)> {
+        let span = self.span();
+        let op = match self.peek() {
+            Tok::Punct("-") => UnaryOp::Neg,
+            Tok::Punct("!") => UnaryOp::Not,
+            _ => return self.primary(),
+        };
+        self.bump();
+        if op == UnaryOp::Neg {
+            // `-` directly on a numeric literal is part of the literal, so that `-1` is the value
+            // -1 and `-9223372036854775808` is representable.
+            let folded = match self.peek() {
+                Tok::Int(v) => {
+                    let v = *v;
+                    if v > i64::MAX as u64 + 1 {
+                        return Err(self.err_here(format!(
+                            "integer literal `-{v}` is too small for a 64-bit integer"
+                        )));
+                    }
+                    Some(Scalar::I64((v as i64).wrapping_neg()))
+                }
+                Tok::Float(v) => Some(Scalar::F64(-*v)),
+                Tok::Ident(w) if w == "Inf" => Some(Scalar::F64(f64::NEG_INFINITY)),
+                Tok::Ident(w) if w == "NaN" => Some(Scalar::F64(-f64::NAN)),
+                _ => None,
+            };
+            if let Some(v) = folded {
+                self.bump();
+                return Ok((Expr::new(ExprKind::Literal(v), span), 1));
+            }
+        }
+        let (e, d) = self.unary()?;
+        Ok((Expr::new(ExprKind::Unary(op, Box::new(e)), span), d + 1))
+    }
+
+    fn primary(&mut self) -> Result<(Expr, usize)> {
+        let span = self.span();
+        let lit = |v: Scalar| Ok((Expr::new(ExprKind::Literal(v), span), 1));
+        match self.peek().clone() {
+            Tok::Int(v) => {
+                let Ok(v) = i64::try_from(v) else {
+                    return Err(self.err_here(format!(
+                        "integer literal `{v}` is too large for a 64-bit integer"
+                    )));
+                };
+                self.bump();
+                lit(Scalar::I64(v))
+            }
+            Tok::Float(v) => {
+                self.bump();
+                lit(Scalar::F64(v))
+            }
+            Tok::Hex(v) => {
+                self.bump();
+                lit(Scalar::U8(v))
+            }
+            Tok::Punct("(") => {
+                self.bump();
+                let (e, d) = self.expr()?;
+                self.expect_punct(")", &format!(" to close `(` at {span}"))?;
+                Ok((e, d))
+            }
+            Tok::Ident(w) => match w.as_str() {
+                "true" | "false" => {
+                    self.bump();
+                    lit(Scalar::Bool(w == "true"))
+                }
+                "Inf" => {
+                    self.bump();
+                    lit(Scalar::F64(f64::INFINITY))
+                }
+                "NaN" => {
+                    self.bump();
+                    lit(Scalar::F64(f64::NAN))
+                }
+                "missing" => {
+                    self.bump();
+                    Ok((Expr::new(ExprKind::Missing, span), 1))
+                }
+                _ if is_keyword(&w) || w == "_" => Err(self.expected("an expression")),
+                _ => {
+                    self.bump();
+                    if self.is_punct("[") {
+                        let (indices, d) = self.indices()?;
+                        let access = Access {
+                            tensor: w,
+                            indices,
+                            span,
+                        };
+                        Ok((Expr::new(ExprKind::Access(access), span), d + 1))
+                    } else if self.is_punct("(") {
+                        if Protocol::from_name(&w).is_some() {
+                            return Err(Error::syntax(
+                                span,
+                                format!(
+                                    "`{w}(...)` is an access protocol and can only be used as an index, as in `A[{w}(i)]`"
+                                ),
+                            ));
+                        }
+                        let (args, d) = self.args()?;
+                        Ok((Expr::new(ExprKind::Call(w, args), span), d + 1))
+                    } else {
+                        Ok((Expr::new(ExprKind::Name(w), span), 1))
+                    }
+                }
+            },
+            _ => Err(self.expected("an expression")),
+        }
+    }
+
+    /// `(e, ...)` of a call.
+    fn args(&mut self) -> Result<(Vec<Expr>, usize)> {
+        let open = self.expect_punct("(", "")?;
+        let mut out = Vec::new();
+        let mut depth = 0;
+        if self.eat_punct(")") {
+            return Ok((out, depth));
+        }
+        loop {
+            let (e, d) = self.expr()?;
+            depth = depth.max(d);
+            out.push(e);
+            if self.eat_punct(")") {
+                return Ok((out, depth));
+            }
+            if !self.eat_punct(",") {
+                return Err(
+                    self.expected(&format!("`,` or `)` in the argument list opened at {open}"))
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notation::build::*;
+
+    fn err(text: &str) -> String {
+        match parse_program(text) {
+            Ok(p) => panic!("expected an error for {text:?}, got {p:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    fn expr(text: &str) -> Expr {
+        parse_expr(text).unwrap_or_else(|e| panic!("{text:?}: {e}"))
+    }
+
+    fn prog(text: &str) -> Program {
+        parse_program(text).unwrap_or_else(|e| panic!("{text:?}: {e}"))
+    }
+
+    fn spmv() -> Program {
+        program([
+            declare("y", lit(0)),
+            for_(
+                "i",
+                auto(),
+                [for_(
+                    "j",
+                    auto(),
+                    [assign(
+                        access("y", [idx("i")]),
+                        Reducer::Add,
+                        mul(access("A", [idx("i"), idx("j")]), access("x", [idx("j")])),
+                    )],
+                )],
+            ),
+        ])
+    }
+
+    #[test]
+    fn spmv_parses() {
+        let p = prog("y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n");
+        assert_eq!(p, spmv());
+        // Spans point at the first token of each node.
+        assert_eq!(p.body[0].span, Span::new(1, 1));
+        let StmtKind::Loop { body, .. } = &p.body[1].kind else {
+            panic!()
+        };
+        assert_eq!((p.body[1].span.line, p.body[1].span.col), (2, 1));
+        assert_eq!((body[0].span.line, body[0].span.col), (2, 12));
+        let StmtKind::Loop { body, .. } = &body[0].kind else {
+            panic!()
+        };
+        let StmtKind::Assign { lhs, rhs, .. } = &body[0].kind else {
+            panic!()
+        };
+        assert_eq!((lhs.span.line, lhs.span.col), (3, 3));
+        assert_eq!((rhs.span.line, rhs.span.col), (3, 11));
+        let ExprKind::Binary(_, _, x) = &rhs.kind else {
+            panic!()
+        };
+        assert_eq!((x.span.line, x.span.col), (3, 21));
+    }
+
+    #[test]
+    fn separators_and_comments() {
+        let one_line = prog("y .= 0; for i = _, j = _; y[i] += A[i, j] * x[j]; end");
+        assert_eq!(one_line, spmv());
+        let commented = prog(
+            "# SpMV\n\n y .= 0 # output\nfor i = _,   # rows\n    j = _\n\n  # body\n  y[i] += A[i,\n     j] *\n     x[j];;\nend # done\n\n",
+        );
+        assert_eq!(commented, spmv());
+        assert_eq!(prog(""), program([]));
+        assert_eq!(prog("\n; # nothing\n;;"), program([]));
+        assert_eq!(
+            prog("for i = _ s[] += 1 end"),
+            prog("for i = _\n s[] += 1\nend")
+        );
+    }
+
+    #[test]
+    fn statements() {
+        assert_eq!(prog("s .= 0.0"), program([declare("s", lit(0.0))]));
+        assert_eq!(
+            prog("for i = 0:n - 1\nend"),
+            program([for_("i", range(lit(0), sub("n", lit(1))), [])])
+        );
+        assert_eq!(
+            prog("if i <= j; s[] += 1; else; s[] -= 1; end"),
+            program([if_else(
+                le("i", "j"),
+                [assign(access("s", []), Reducer::Add, lit(1))],
+                [assign(access("s", []), Reducer::Sub, lit(1))]
+            )])
+        );
+        assert_eq!(
+            prog("let a = 1, b = a + 1\n  s = b\nend"),
+            program([let_(
+                "a",
+                lit(1),
+                [let_(
+                    "b",
+                    add("a", lit(1)),
+                    [overwrite(access("s", []), "b")]
+                )]
+            )])
+        );
+        assert_eq!(prog("begin\nend"), program([block([])]));
+        assert_eq!(
+            prog("@freeze(A)\n@thaw(A)"),
+            program([freeze("A"), thaw("A")])
+        );
+        // A bare name on the left is a 0-d access.
+        assert_eq!(prog("s += 1"), prog("s[] += 1"));
+    }
+
+    #[test]
+    fn all_reducers() {
+        let cases: Vec<(&str, AssignOp)> = vec![
+            ("=", AssignOp::Overwrite),
+            ("+=", Reducer::Add.into()),
+            ("-=", Reducer::Sub.into()),
+            ("*=", Reducer::Mul.into()),
+            ("&=", Reducer::And.into()),
+            ("|=", Reducer::Or.into()),
+            ("<<and>>=", Reducer::And.into()),
+            ("<<or>>=", Reducer::Or.into()),
+            ("<<min>>=", Reducer::Min.into()),
+            ("<<max>>=", Reducer::Max.into()),
+            ("<<choose(-1)>>=", Reducer::Choose(Scalar::I64(-1)).into()),
+            ("<<choose(0.5)>>=", Reducer::Choose(Scalar::F64(0.5)).into()),
+            (
+                "<<choose(false)>>=",
+                Reducer::Choose(Scalar::Bool(false)).into(),
+            ),
+            (
+                "<<choose(-Inf)>>=",
+                Reducer::Choose(Scalar::F64(f64::NEG_INFINITY)).into(),
+            ),
+            (
+                "<< choose ( 0x00 ) >>=",
+                Reducer::Choose(Scalar::U8(0)).into(),
+            ),
+            ("<<lcm>>=", Reducer::Named("lcm".into()).into()),
+        ];
+        for (text, op) in cases {
+            let p = prog(&format!("P[k] {text} E[k]"));
+            assert_eq!(
+                p,
+                program([assign(access("P", [idx("k")]), op, access("E", [idx("k")]))]),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn protocols_and_tilde() {
+        let p =
+            prog("y[~i] = A[gallop(i), ~walk(j), follow(~k), extrude(k + 1), ~(i - 1), gallop]");
+        let a = access(
+            "A",
+            [
+                idx("i").with_protocol(Protocol::Gallop),
+                idx("j").with_protocol(Protocol::Walk).with_tilde(),
+                idx("k").with_protocol(Protocol::Follow).with_tilde(),
+                idx(add("k", lit(1))).with_protocol(Protocol::Extrude),
+                idx(sub("i", lit(1))).with_tilde(),
+                idx("gallop"),
+            ],
+        );
+        assert_eq!(
+            p,
+            program([overwrite(access("y", [idx("i").with_tilde()]), a)])
+        );
+        assert!(err("y[i] = gallop(i)").contains("1:8:"));
+        assert!(err("y[i] = A[~gallop(~i)]").contains("1:18:"));
+    }
+
+    #[test]
+    fn literals() {
+        assert_eq!(expr("Inf"), lit(f64::INFINITY));
+        assert_eq!(expr("-Inf"), lit(f64::NEG_INFINITY));
+        assert_eq!(expr("NaN"), lit(f64::NAN));
+        assert_eq!(expr("0xff"), lit(0xffu8));
+        assert_eq!(expr("0x1f"), lit(0x1fu8));
+        assert_eq!(expr("0x0000ff"), lit(0xffu8));
+        assert_eq!(expr("true"), lit(true));
+        assert_eq!(expr("false"), lit(false));
+        assert_eq!(expr("missing"), missing());
+        assert_eq!(expr("1.5"), lit(1.5));
+        assert_eq!(expr("1e-3"), lit(1e-3));
+        assert_eq!(expr("2."), lit(2.0));
+        assert_eq!(expr(".5"), lit(0.5));
+        assert_eq!(expr("3E+2"), lit(300.0));
+        assert_eq!(expr("-1"), lit(-1));
+        assert_eq!(expr("-2.5"), lit(-2.5));
+        assert_eq!(expr("- 1"), lit(-1));
+        assert_eq!(expr("-(1)"), neg(lit(1)));
+        assert_eq!(expr("--1"), neg(lit(-1)));
+        assert_eq!(expr("-x"), neg("x"));
+        assert_eq!(expr("-0x01"), neg(lit(1u8)));
+        assert_eq!(expr("9223372036854775807"), lit(i64::MAX));
+        assert_eq!(expr("-9223372036854775808"), lit(i64::MIN));
+        assert!(parse_expr("9223372036854775808").is_err());
+        assert!(parse_expr("-9223372036854775809").is_err());
+        assert!(parse_expr("99999999999999999999999").is_err());
+        assert!(parse_expr("0x100").unwrap_err().to_string().contains("u8"));
+        assert!(parse_expr("0x").is_err());
+        assert!(parse_expr("1.2.3").is_err());
+        assert!(parse_expr("12abc").is_err());
+    }
+
+    #[test]
+    fn precedence_and_associativity() {
+        assert_eq!(expr("a + b * c"), add("a", mul("b", "c")));
+        assert_eq!(expr("a - b - c"), sub(sub("a", "b"), "c"));
+        assert_eq!(expr("a - (b - c)"), sub("a", sub("b", "c")));
+        assert_eq!(expr("a || b && c == d"), or("a", and("b", eq("c", "d"))));
+        assert_eq!(
+            expr("a | b xor c & d"),
+            xor(bitor("a", "b"), bitand("c", "d"))
+        );
+        assert_eq!(expr("a << 1 + b"), shl("a", add(lit(1), "b")));
+        assert_eq!(expr("-a * b"), mul(neg("a"), "b"));
+        assert_eq!(expr("!a[i] == b"), eq(not(access("a", [idx("i")])), "b"));
+        assert_eq!(expr("a * -1"), mul("a", lit(-1)));
+        assert_eq!(
+            expr("min(a, max(b, 1))"),
+            call("min", [name("a"), call("max", [name("b"), lit(1)])])
+        );
+        assert_eq!(expr("f()"), call("f", []));
+        assert_eq!(expr("s[]"), read(access("s", [])));
+        assert_eq!(expr("a +\n b"), add("a", "b"));
+    }
+
+    #[test]
+    fn error_positions() {
+        let cases = [
+            (
+                "for i = _\n  s[] += 1\n",
+                "3:1: syntax error: expected `end` to close `for` at 1:1, found end of input",
+            ),
+            (
+                "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * \nend\n",
+                "4:1: syntax error: expected an expression, found `end`",
+            ),
+            (
+                "if x\n  s = 1\nelse\n  s = 2\nelse\nend",
+                "5:1: syntax error: expected `end` to close `if` at 1:1, found `else`",
+            ),
+            (
+                "s = 1\nend",
+                "2:1: syntax error: `end` without a matching `for`, `if`, `let` or `begin`",
+            ),
+            (
+                "for end = _\nend",
+                "1:5: syntax error: expected a loop index name, found `end`",
+            ),
+            (
+                "for i _\nend",
+                "1:7: syntax error: expected `=` after the loop index, found name `_`",
+            ),
+            (
+                "for i = 0 10\nend",
+                "1:11: syntax error: expected `:` in the loop range `lo:hi` (or `_` to infer it), found number `10`",
+            ),
+            (
+                "s[] += a b",
+                "1:10: syntax error: expected end of line or `;` after the statement, found name `b`",
+            ),
+            ("s[] ^= 1", "1:5: syntax error: unexpected character `^`"),
+            (
+                "s[] += (a + b",
+                "1:14: syntax error: expected `)` to close `(` at 1:8, found end of input",
+            ),
+            (
+                "A[i, j = 1",
+                "1:8: syntax error: expected `,` or `]` in the index list, found `=`",
+            ),
+            (
+                "A[i, j",
+                "1:7: syntax error: expected `,` or `]` in the index list, found end of input",
+            ),
+            (
+                "x = 0x1ff",
+                "1:5: syntax error: hexadecimal literal `0x1ff` does not fit in a u8 (at most 0xff)",
+            ),
+            (
+                "x <<min>= 1",
+                "1:8: syntax error: expected `>>=` to close the reducer opened at 1:5, found `>=`",
+            ),
+            (
+                "x <<choose(y)>>= 1",
+                "1:12: syntax error: expected a literal value in `choose(...)`",
+            ),
+            (
+                "@melt(A)",
+                "1:2: syntax error: unknown statement `@melt` (expected `@freeze` or `@thaw`)",
+            ),
+            (
+                "let if = 1\nend",
+                "1:5: syntax error: expected a variable name, found `if`",
+            ),
+            (
+                "x = xor",
+                "1:5: syntax error: expected an expression, found `xor`",
+            ),
+            (
+                "s += walk(i)",
+                "1:6: syntax error: `walk(...)` is an access protocol and can only be used as an index, as in `A[walk(i)]`",
+            ),
+            (
+                "begin\n  s = 1",
+                "2:8: syntax error: expected `end` to close `begin` at 1:1, found end of input",
+            ),
+            (
+                "x = ~i",
+                "1:5: syntax error: expected an expression, found `~`",
+            ),
+            (
+                "y[] .= 0",
+                "1:5: syntax error: expected an assignment operator (`=`, `+=`, `<<min>>=` ...), found `.=`",
+            ),
+            (
+                "+= 1",
+                "1:1: syntax error: expected a statement, found `+=`",
+            ),
+            (
+                "\n\n  x = 9223372036854775808",
+                "3:7: syntax error: integer literal `9223372036854775808` is too large for a 64-bit integer",
+            ),
+        ];
+        let wrong: Vec<String> = cases
+            .iter()
+            .filter(|(text, want)| err(text) != *want)
+            .map(|(text, want)| format!("{text:?}\n  got  {}\n  want {want}", err(text)))
+            .collect();
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let deep = format!("x = {}1{}", "(".repeat(100_000), ")".repeat(100_000));
+        assert!(err(&deep).contains("nesting"));
+        let negs = format!("x = {}1", "-".repeat(100_000));
+        assert!(err(&negs).contains("nesting"));
+        let chain = format!("x = 1{}", " + 1".repeat(100_000));
+        assert!(err(&chain).contains("deeper"));
+        let blocks = format!("{}{}", "begin\n".repeat(10_000), "end\n".repeat(10_000));
+        assert!(err(&blocks).contains("nesting"));
+        let long_ok = format!("x = 1{}", " + 1".repeat(500));
+        assert!(parse_program(&long_ok).is_ok());
+    }
+
+    #[test]
+    fn keywords_are_not_names() {
+        for k in KEYWORDS {
+            assert!(parse_program(&format!("{k} .= 0")).is_err(), "{k}");
+            assert!(parse_program(&format!("for {k} = _\nend")).is_err(), "{k}");
+        }
+    }
+}
