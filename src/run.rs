@@ -26,6 +26,7 @@ pub struct Compiled {
 /// then concordize, then lifecycle automation.
 pub fn normalize(program: &Program, tensors: &HashSet<String>) -> Result<Program> {
     let p = transforms::permissive(program)?;
+    let p = transforms::resolve_auto_extents(&p);
     let p = transforms::concordize(&p);
     transforms::lifecycle(&p, tensors)
 }

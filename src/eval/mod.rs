@@ -94,7 +94,37 @@ pub fn run(program: &Program, env: &mut Env) -> Result<()> {
         }
     }
     check::check(program, env)?;
+    check_extents(env, &program.body)?;
     let names: HashSet<String> = env.tensors.keys().cloned().collect();
     crate::transforms::lifecycle(program, &names)?;
     exec::Machine::new(env).stmts(&program.body)
+}
+
+/// Every `_` extent must be inferable and consistent even if its loop never runs, as the
+/// compiler decides extents before running anything.
+fn check_extents(env: &Env, body: &[crate::notation::ast::Stmt]) -> Result<()> {
+    use crate::notation::ast::{Extent, StmtKind};
+    for s in body {
+        match &s.kind {
+            StmtKind::Loop {
+                index,
+                extent,
+                body,
+            } => {
+                if *extent == Extent::Auto {
+                    extent::infer(env, body, index, s.span)?;
+                }
+                check_extents(env, body)?;
+            }
+            StmtKind::If {
+                then, otherwise, ..
+            } => {
+                check_extents(env, then)?;
+                check_extents(env, otherwise)?;
+            }
+            StmtKind::Let { body, .. } | StmtKind::Block(body) => check_extents(env, body)?,
+            _ => {}
+        }
+    }
+    Ok(())
 }

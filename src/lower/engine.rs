@@ -168,7 +168,9 @@ impl Engine {
             // clearly rather than exhaust memory.
             return Err(Error::unsupported(
                 Span::default(),
-                format!("the kernel for loop `{index}` grows beyond {MAX_KERNEL_VARS} variables; simplify the program or use fewer sparse operands per loop"),
+                format!(
+                    "the kernel for loop `{index}` grows beyond {MAX_KERNEL_VARS} variables; simplify the program or use fewer sparse operands per loop"
+                ),
             ));
         }
         // Unfurl every access whose next index is this loop's.
@@ -491,11 +493,9 @@ impl Engine {
         let mut inner = vec![b::assign(e, step)];
         inner.extend(chunk);
         for s in &steppers {
-            if steppers.len() == 1 {
-                inner.extend(s.next.clone());
-            } else {
-                inner.extend(b::if_(b::eq(s.stop.clone(), b::var(e)), s.next.clone()));
-            }
+            // Advance only past a chunk that reached the stepper's entry: the last chunk may
+            // be cut short by the extent, and a later seek continues from this position.
+            inner.extend(b::if_(b::eq(s.stop.clone(), b::var(e)), s.next.clone()));
         }
         inner.push(b::assign(i, b::add(b::var(e), b::int(1))));
         code.push(Stmt::While {

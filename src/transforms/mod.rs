@@ -2,10 +2,12 @@
 
 pub mod concordize;
 pub mod dimensionalize;
+pub mod extents;
 pub mod lifecycle;
 pub mod permissive;
 
 pub use concordize::concordize;
 pub use dimensionalize::infer_shapes;
+pub use extents::resolve_auto_extents;
 pub use lifecycle::lifecycle;
 pub use permissive::permissive;

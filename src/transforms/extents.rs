@@ -1,0 +1,73 @@
+//! Give every `_` extent an explicit range, `0:size(A, d) - 1`, from a tensor that the loop's
+//! index indexes directly. This runs before concordization, which moves indices into
+//! single-iteration loops and would otherwise hide the tensor that sizes the loop.
+
+use crate::lower::find_dim_source;
+use crate::notation::ast::{BinaryOp, Expr, ExprKind, Extent, Program, Stmt, StmtKind};
+use crate::types::Scalar;
+
+pub fn resolve_auto_extents(p: &Program) -> Program {
+    Program {
+        body: stmts(&p.body),
+    }
+}
+
+fn stmts(body: &[Stmt]) -> Vec<Stmt> {
+    body.iter().map(stmt).collect()
+}
+
+fn stmt(s: &Stmt) -> Stmt {
+    let kind = match &s.kind {
+        StmtKind::Loop {
+            index,
+            extent,
+            body,
+        } => {
+            let extent = match extent {
+                Extent::Auto => match find_dim_source(body, index) {
+                    Some((tensor, d)) => {
+                        let at = |k| Expr::new(k, s.span);
+                        let size = at(ExprKind::Call(
+                            "size".into(),
+                            vec![
+                                at(ExprKind::Name(tensor)),
+                                at(ExprKind::Literal(Scalar::I64(d as i64))),
+                            ],
+                        ));
+                        let last = at(ExprKind::Binary(
+                            BinaryOp::Sub,
+                            Box::new(size),
+                            Box::new(at(ExprKind::Literal(Scalar::I64(1)))),
+                        ));
+                        Extent::Range(at(ExprKind::Literal(Scalar::I64(0))), last)
+                    }
+                    // Left for the lowering to report with its own message.
+                    None => Extent::Auto,
+                },
+                e => e.clone(),
+            };
+            StmtKind::Loop {
+                index: index.clone(),
+                extent,
+                body: stmts(body),
+            }
+        }
+        StmtKind::If {
+            cond,
+            then,
+            otherwise,
+        } => StmtKind::If {
+            cond: cond.clone(),
+            then: stmts(then),
+            otherwise: stmts(otherwise),
+        },
+        StmtKind::Let { name, value, body } => StmtKind::Let {
+            name: name.clone(),
+            value: value.clone(),
+            body: stmts(body),
+        },
+        StmtKind::Block(b) => StmtKind::Block(stmts(b)),
+        k => k.clone(),
+    };
+    Stmt::new(kind, s.span)
+}
