@@ -119,7 +119,7 @@ fn scalar_output_is_printed_and_round_trips() {
         "--out",
         "s@Element(0.0)",
     ]);
-    assert_eq!(out, "s = 8.75\n");
+    assert_eq!(out, "s = 6.75\n");
     let out = ok(&[
         "run",
         "s .= 0; for i = _, j = _; if i <= j; s[] += A[i, j] / 3; end; end",

@@ -279,6 +279,21 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
             created.push(n.clone());
         }
     }
+    let mut unknown = None;
+    crate::notation::visit::accesses(&program.body, &mut |acc: &crate::notation::ast::Access| {
+        if unknown.is_none() && !tensors.contains_key(&acc.tensor) && !created.contains(&acc.tensor) {
+            unknown = Some(Error::program(
+                acc.span,
+                format!(
+                    "unknown tensor `{}`: give it with --in {}=PATH, --scalar or --out",
+                    acc.tensor, acc.tensor
+                ),
+            ));
+        }
+    });
+    if let Some(e) = unknown {
+        return Err(with_origin(e, &origin));
+    }
     let mut formats: BTreeMap<String, Format> = BTreeMap::new();
     for n in &created {
         let rank = *ranks
