@@ -916,3 +916,18 @@ fn inconsistent_env_is_reported_not_a_panic() {
         Err(Error::Tensor { .. })
     ));
 }
+
+#[test]
+fn parsed_convolution_and_histogram() {
+    let text = "y .= 0\nh .= 0\nfor i = _\n  y[i] = coalesce(x[~(i - 1)], 0) + x[i] + coalesce(x[~(i + 1)], 0)\nend\nfor k = _\n  h[I[k]] += 1\nend\n";
+    let p = crate::notation::parse::parse_program(text).unwrap_or_else(|e| panic!("{e}"));
+    let mut e = env(vec![
+        ("x", f64s(&[5], &[1.0, 2.0, 3.0, 4.0, 5.0])),
+        ("y", zeros(&[5])),
+        ("I", i64s(&[3], &[1, 1, 0])),
+        ("h", i64s(&[2], &[0, 0])),
+    ]);
+    ok(&p, &mut e);
+    assert_eq!(as_f64(&e, "y"), vec![3.0, 6.0, 9.0, 12.0, 9.0]);
+    assert_eq!(values(&e, "h"), vec![Scalar::I64(1), Scalar::I64(2)]);
+}
