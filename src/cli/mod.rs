@@ -281,7 +281,8 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
     }
     let mut unknown = None;
     crate::notation::visit::accesses(&program.body, &mut |acc: &crate::notation::ast::Access| {
-        if unknown.is_none() && !tensors.contains_key(&acc.tensor) && !created.contains(&acc.tensor) {
+        if unknown.is_none() && !tensors.contains_key(&acc.tensor) && !created.contains(&acc.tensor)
+        {
             unknown = Some(Error::program(
                 acc.span,
                 format!(
