@@ -238,10 +238,10 @@ impl Scalar {
             Class::Float => Scalar::from_f64(self.as_f64(), ty),
             Class::Bool => Scalar::from_i64(self.as_bool() as i64, ty),
             Class::Int => {
-                if let Scalar::U64(u) = *self {
-                    if ty.class() == Class::Float {
-                        return Scalar::from_f64(u as f64, ty);
-                    }
+                if let Scalar::U64(u) = *self
+                    && ty.class() == Class::Float
+                {
+                    return Scalar::from_f64(u as f64, ty);
                 }
                 Scalar::from_i64(self.as_i64(), ty)
             }

@@ -132,7 +132,7 @@ fn random_case(seed: u64) -> Case {
 
     let mut tensors = BTreeMap::new();
     let mut add = |rng: &mut StdRng, name: &str, formats: &[&str], shape: Vec<usize>| {
-        let f = fmt(*pick(rng, formats));
+        let f = fmt(pick::<&str>(rng, formats));
         let density = rng.random_range(0.0..1.0);
         let t = random_sparse(&f, &shape, density, rng.random()).expect("random tensor");
         tensors.insert(name.to_string(), t);
@@ -142,7 +142,7 @@ fn random_case(seed: u64) -> Case {
     add(&mut rng, "T", MATRIX_FORMATS, vec![nj, ni]);
     add(&mut rng, "u", VECTOR_FORMATS, vec![ni]);
     add(&mut rng, "v", VECTOR_FORMATS, vec![nj]);
-    let of = fmt(*pick(&mut rng, out_formats));
+    let of = fmt(pick::<&str>(&mut rng, out_formats));
     tensors.insert(
         out.to_string(),
         Tensor::empty(&of, &out_shape).expect("output"),
@@ -256,7 +256,7 @@ fn sparse_outputs_match_evaluator() {
             let (ni, nj) = (rng.random_range(0..7), rng.random_range(0..7));
             let mut tensors = BTreeMap::new();
             for name in ["A", "B"] {
-                let f: Format = fmt(*pick(&mut rng, MATRIX_FORMATS));
+                let f: Format = fmt(pick::<&str>(&mut rng, MATRIX_FORMATS));
                 tensors.insert(
                     name.to_string(),
                     random_sparse(&f, &[ni, nj], rng.random_range(0.0..1.0), rng.random()).unwrap(),

@@ -317,7 +317,7 @@ fn arb_expr(ty: ElemType, depth: u32) -> BoxedStrategy<Expr> {
     let select = (sub(ElemType::Bool), same.clone(), same)
         .prop_map(|(c, a, b)| Expr::Select(Box::new(c), Box::new(a), Box::new(b)));
     let cast = proptest::sample::select(vec![ElemType::Bool, ElemType::I64, ElemType::F64])
-        .prop_flat_map(move |from| sub(from))
+        .prop_flat_map(sub)
         .prop_map(move |a| Expr::Cast(ty, Box::new(a)));
     let mut options = vec![
         leaf,

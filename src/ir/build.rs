@@ -56,20 +56,16 @@ pub fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
         _ => {}
     }
     // (x + c1) + c2 → x + (c1 + c2): phase bounds are built as `stop + 1` chains.
-    if let (
-        BinOp::Add | BinOp::Sub,
-        Expr::Binary(BinOp::Add, x, c1),
-        Expr::Const(Scalar::I64(c2)),
-    ) = (op, &a, &b)
+    if let (BinOp::Add | BinOp::Sub, Expr::Binary(BinOp::Add, x, c1), Expr::Const(Scalar::I64(c2))) =
+        (op, &a, &b)
+        && let Expr::Const(Scalar::I64(c1)) = **c1
     {
-        if let Expr::Const(Scalar::I64(c1)) = **c1 {
-            let c = if op == BinOp::Add {
-                c1.wrapping_add(*c2)
-            } else {
-                c1.wrapping_sub(*c2)
-            };
-            return bin(BinOp::Add, (**x).clone(), int(c));
-        }
+        let c = if op == BinOp::Add {
+            c1.wrapping_add(*c2)
+        } else {
+            c1.wrapping_sub(*c2)
+        };
+        return bin(BinOp::Add, (**x).clone(), int(c));
     }
     Expr::Binary(op, Box::new(a), Box::new(b))
 }

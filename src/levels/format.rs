@@ -144,13 +144,13 @@ impl Format {
             }
         };
         let f = Format::new(levels)?;
-        if let Some(r) = rank {
-            if f.rank() != r {
-                return Err(Error::Format {
-                    format: text.to_string(),
-                    msg: format!("format has {} dimensions but the tensor has {r}", f.rank()),
-                });
-            }
+        if let Some(r) = rank
+            && f.rank() != r
+        {
+            return Err(Error::Format {
+                format: text.to_string(),
+                msg: format!("format has {} dimensions but the tensor has {r}", f.rank()),
+            });
         }
         Ok(f)
     }

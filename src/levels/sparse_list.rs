@@ -99,8 +99,9 @@ impl Level for SparseList {
         f: &mut dyn FnMut(&[usize], usize),
     ) {
         let (ptr, idx) = (i64s(&bufs[PTR]), i64s(&bufs[IDX]));
-        for q in ptr[pos] as usize..ptr[pos + 1] as usize {
-            f(&[idx[q] as usize], q);
+        let lo = ptr[pos] as usize;
+        for (q, &i) in idx.iter().enumerate().take(ptr[pos + 1] as usize).skip(lo) {
+            f(&[i as usize], q);
         }
     }
     fn build(

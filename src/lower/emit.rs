@@ -1,6 +1,5 @@
 //! Turning fully lowered expressions into typed IR, with the typing rules of `semantics`.
 
-use super::ctx::Cx;
 use super::node::LExpr;
 use crate::error::{Error, Result};
 use crate::ir::{BinOp, Expr, UnOp, build as b};
@@ -24,8 +23,8 @@ pub fn convert(e: Expr, from: Class, to: Class) -> Expr {
 }
 
 /// An integer-valued index or extent bound.
-pub fn emit_index(cx: &mut Cx, e: &LExpr, span: Span) -> Result<Expr> {
-    let (v, class) = emit_expr(cx, e, span)?;
+pub fn emit_index(e: &LExpr, span: Span) -> Result<Expr> {
+    let (v, class) = emit_expr(e, span)?;
     match class {
         Class::Float => Err(Error::program(
             span,
@@ -35,7 +34,7 @@ pub fn emit_index(cx: &mut Cx, e: &LExpr, span: Span) -> Result<Expr> {
     }
 }
 
-pub fn emit_expr(cx: &mut Cx, e: &LExpr, span: Span) -> Result<(Expr, Class)> {
+pub fn emit_expr(e: &LExpr, span: Span) -> Result<(Expr, Class)> {
     Ok(match e {
         LExpr::Lit(s) => {
             let w = s.widen();
@@ -76,7 +75,7 @@ pub fn emit_expr(cx: &mut Cx, e: &LExpr, span: Span) -> Result<(Expr, Class)> {
             }
         },
         LExpr::Unary(op, x, sp) => {
-            let (v, c) = emit_expr(cx, x, *sp)?;
+            let (v, c) = emit_expr(x, *sp)?;
             let (operand, result) =
                 semantics::unary_class(*op, c).map_err(|m| Error::program(*sp, m))?;
             let v = convert(v, c, operand);
@@ -87,8 +86,8 @@ pub fn emit_expr(cx: &mut Cx, e: &LExpr, span: Span) -> Result<(Expr, Class)> {
             (out, result)
         }
         LExpr::Binary(op, x, y, sp) => {
-            let (a, ca) = emit_expr(cx, x, *sp)?;
-            let (bv, cb) = emit_expr(cx, y, *sp)?;
+            let (a, ca) = emit_expr(x, *sp)?;
+            let (bv, cb) = emit_expr(y, *sp)?;
             let (operand, result) =
                 semantics::binary_classes(*op, ca, cb).map_err(|m| Error::program(*sp, m))?;
             let a = convert(a, ca, operand);
@@ -117,7 +116,7 @@ pub fn emit_expr(cx: &mut Cx, e: &LExpr, span: Span) -> Result<(Expr, Class)> {
             let mut vals = vec![];
             let mut classes = vec![];
             for a in args {
-                let (v, c) = emit_expr(cx, a, *sp)?;
+                let (v, c) = emit_expr(a, *sp)?;
                 vals.push(v);
                 classes.push(c);
             }

@@ -64,8 +64,8 @@ impl Engine {
                 body,
                 span,
             } => {
-                let start = emit_index(&mut self.cx, &start, span)?;
-                let stop = emit_index(&mut self.cx, &stop, span)?;
+                let start = emit_index(&start, span)?;
+                let stop = emit_index(&stop, span)?;
                 let mut code = vec![];
                 let start = self.pin(&mut code, start, &format!("{index}_start"));
                 let stop = self.pin(&mut code, stop, &format!("{index}_stop"));
@@ -78,7 +78,7 @@ impl Engine {
                 otherwise,
                 span,
             } => {
-                let (c, class) = emit_expr(&mut self.cx, &cond, span)?;
+                let (c, class) = emit_expr(&cond, span)?;
                 if class != Class::Bool {
                     return Err(Error::program(
                         span,
@@ -95,7 +95,7 @@ impl Engine {
                 mut body,
                 span,
             } => {
-                let (v, ty) = emit_expr(&mut self.cx, &value, span)?;
+                let (v, ty) = emit_expr(&value, span)?;
                 let var = self.cx.var(&name, crate::semantics::class_type(ty));
                 node::substitute_index(&mut body, &name, &b::var(var));
                 // `substitute_index` marks the value I64; fix the type of let-bound values.
@@ -176,15 +176,15 @@ impl Engine {
         // Unfurl every access whose next index is this loop's.
         let cx = &mut self.cx;
         node::visit_accesses_mut(&mut body, &mut |a: &mut LAccess| {
-            if a.head() == Some(index) {
-                if let Target::Fiber(f) = &a.target {
-                    let imp = level_impl(&f.tensor.format.levels[f.level]);
-                    let l = match a.mode {
-                        Mode::Read => imp.unfurl_read(cx, f, a.head_protocol())?,
-                        Mode::Update => imp.unfurl_update(cx, f)?,
-                    };
-                    a.target = Target::Looplet(l);
-                }
+            if a.head() == Some(index)
+                && let Target::Fiber(f) = &a.target
+            {
+                let imp = level_impl(&f.tensor.format.levels[f.level]);
+                let l = match a.mode {
+                    Mode::Read => imp.unfurl_read(cx, f, a.head_protocol())?,
+                    Mode::Update => imp.unfurl_update(cx, f)?,
+                };
+                a.target = Target::Looplet(l);
             }
             Ok(())
         })?;
@@ -221,10 +221,10 @@ impl Engine {
 
     /// No looplet depends on the index: integrate what can be integrated, else loop densely.
     fn lower_plain(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
-        if !node::stmts_use_index(&mut body, index) {
-            if let Some(code) = self.integrate(&ext, &body)? {
-                return Ok(code);
-            }
+        if !node::stmts_use_index(&mut body, index)
+            && let Some(code) = self.integrate(&ext, &body)?
+        {
+            return Ok(code);
         }
         self.emit_for(index, ext, body)
     }
@@ -450,11 +450,11 @@ impl Engine {
     fn lower_stepper(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
         let mut steppers = vec![];
         node::visit_accesses_mut(&mut body, &mut |a| {
-            if a.head() == Some(index) {
-                if let Target::Looplet(Looplet::Stepper(s)) = &a.target {
-                    steppers.push(s.clone());
-                    a.target = Target::Looplet(s.chunk.clone());
-                }
+            if a.head() == Some(index)
+                && let Target::Looplet(Looplet::Stepper(s)) = &a.target
+            {
+                steppers.push(s.clone());
+                a.target = Target::Looplet(s.chunk.clone());
             }
             Ok(())
         })?;
@@ -510,10 +510,10 @@ impl Engine {
     fn lower_jumper(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
         let mut jumpers: Vec<Rc<crate::looplets::Jumper>> = vec![];
         node::visit_accesses_mut(&mut body, &mut |a| {
-            if a.head() == Some(index) {
-                if let Target::Looplet(Looplet::Jumper(j)) = &a.target {
-                    jumpers.push(j.clone());
-                }
+            if a.head() == Some(index)
+                && let Target::Looplet(Looplet::Jumper(j)) = &a.target
+            {
+                jumpers.push(j.clone());
             }
             Ok(())
         })?;
@@ -599,7 +599,7 @@ impl Engine {
                 ));
             }
         };
-        let (r, rclass) = emit_expr(&mut self.cx, &rhs, span)?;
+        let (r, rclass) = emit_expr(&rhs, span)?;
         let elem = fiber.tensor.elem;
         let imp = level_impl(&fiber.tensor.format.levels[fiber.level]);
         let value: Box<dyn Fn(Expr) -> Expr> = match &op {
@@ -636,10 +636,10 @@ impl Engine {
 /// Let-bound values were substituted as I64; give them their real type.
 fn retype(body: &mut [LStmt], var: crate::ir::VarId, ty: ElemType) {
     let _ = node::visit_exprs_mut(body, &mut |e| {
-        if let LExpr::Ir(Expr::Var(v), t) = e {
-            if *v == var {
-                *t = ty;
-            }
+        if let LExpr::Ir(Expr::Var(v), t) = e
+            && *v == var
+        {
+            *t = ty;
         }
         Ok(())
     });
@@ -669,10 +669,10 @@ fn hoist_thunks(body: &mut [LStmt]) -> Result<(Vec<Stmt>, Vec<Stmt>)> {
 fn styles_of(body: &mut [LStmt], index: &str) -> Vec<Style> {
     let mut styles = vec![];
     let _ = node::visit_accesses_mut(body, &mut |a| {
-        if a.head() == Some(index) {
-            if let Target::Looplet(l) = &a.target {
-                styles.push(l.style());
-            }
+        if a.head() == Some(index)
+            && let Target::Looplet(l) = &a.target
+        {
+            styles.push(l.style());
         }
         Ok(())
     });
@@ -683,15 +683,14 @@ fn styles_of(body: &mut [LStmt], index: &str) -> Vec<Style> {
 /// a replacement that is not a looplet consumes the index.
 fn replace_head(body: &mut [LStmt], index: &str, f: &mut dyn FnMut(&Looplet) -> Option<Target>) {
     let _ = node::visit_accesses_mut(body, &mut |a| {
-        if a.head() == Some(index) {
-            if let Target::Looplet(l) = &a.target {
-                if let Some(t) = f(l) {
-                    if consumes_index(&t) {
-                        a.advance(t);
-                    } else {
-                        a.target = t;
-                    }
-                }
+        if a.head() == Some(index)
+            && let Target::Looplet(l) = &a.target
+            && let Some(t) = f(l)
+        {
+            if consumes_index(&t) {
+                a.advance(t);
+            } else {
+                a.target = t;
             }
         }
         Ok(())
@@ -718,12 +717,12 @@ fn take_first(
     let mut k = 0;
     let mut found = None;
     let _ = node::visit_accesses_mut(body, &mut |a| {
-        if found.is_none() && a.head() == Some(index) {
-            if let Target::Looplet(l) = &a.target {
-                if pred(l) {
-                    found = Some((k, l.clone()));
-                }
-            }
+        if found.is_none()
+            && a.head() == Some(index)
+            && let Target::Looplet(l) = &a.target
+            && pred(l)
+        {
+            found = Some((k, l.clone()));
         }
         k += 1;
         Ok(())

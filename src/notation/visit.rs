@@ -98,25 +98,25 @@ pub fn accesses<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Access)) {
 pub fn reads_writes(stmts: &[Stmt]) -> (Vec<String>, Vec<String>) {
     let mut reads = vec![];
     let mut writes = vec![];
-    fn walk(stmts: &[Stmt], reads: &mut Vec<String>, writes: &mut Vec<String>) {
+    fn walk(stmts: &[Stmt], writes: &mut Vec<String>) {
         for s in stmts {
             match &s.kind {
                 StmtKind::Assign { lhs, .. } => writes.push(lhs.tensor.clone()),
                 StmtKind::Declare { tensor, .. } => writes.push(tensor.clone()),
                 StmtKind::Loop { body, .. }
                 | StmtKind::Let { body, .. }
-                | StmtKind::Block(body) => walk(body, reads, writes),
+                | StmtKind::Block(body) => walk(body, writes),
                 StmtKind::If {
                     then, otherwise, ..
                 } => {
-                    walk(then, reads, writes);
-                    walk(otherwise, reads, writes);
+                    walk(then, writes);
+                    walk(otherwise, writes);
                 }
                 _ => {}
             }
         }
     }
-    walk(stmts, &mut reads, &mut writes);
+    walk(stmts, &mut writes);
     exprs(stmts, &mut |e| match &e.kind {
         ExprKind::Access(a) => reads.push(a.tensor.clone()),
         ExprKind::Name(n) => reads.push(n.clone()),

@@ -182,10 +182,10 @@ pub fn simplify_stmts(stmts: &mut Vec<LStmt>, declared: &HashMap<String, Scalar>
                     Target::Fiber(f) => Some(f.tensor.elem),
                     _ => None,
                 };
-                if let (Some(v), Some(elem)) = (lit(rhs), elem) {
-                    if is_noop(op, v, &lhs.tensor, elem, declared) {
-                        continue;
-                    }
+                if let (Some(v), Some(elem)) = (lit(rhs), elem)
+                    && is_noop(op, v, &lhs.tensor, elem, declared)
+                {
+                    continue;
                 }
                 stmts.push(s);
             }

@@ -304,6 +304,28 @@ fn check_rank(format: &Format, shape: &[usize]) -> Result<()> {
     Ok(())
 }
 
+/// A random tensor of the given format: each entry is stored with probability `density`,
+/// values uniform integers in 1..=9 (exact in every element type), seeded.
+pub fn random_sparse(format: &Format, shape: &[usize], density: f64, seed: u64) -> Result<Tensor> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let total: usize = shape.iter().product();
+    let expected = (total as f64 * density).ceil() as usize;
+    let mut coords = vec![vec![]; shape.len()];
+    let mut values = Buffer::new(format.elem());
+    if total > 0 {
+        for _ in 0..expected {
+            let mut k = rng.random_range(0..total);
+            for d in (0..shape.len()).rev() {
+                coords[d].push((k % shape[d]) as i64);
+                k /= shape[d];
+            }
+            values.push(Scalar::I64(rng.random_range(1..=9)));
+        }
+    }
+    Tensor::from_coo(format, shape, &coords, &values, |a, _| a)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,26 +351,4 @@ mod tests {
         t.validate("A").unwrap();
         assert_eq!(t.countstored(), 3);
     }
-}
-
-/// A random tensor of the given format: each entry is stored with probability `density`,
-/// values uniform integers in 1..=9 (exact in every element type), seeded.
-pub fn random_sparse(format: &Format, shape: &[usize], density: f64, seed: u64) -> Result<Tensor> {
-    use rand::{Rng, SeedableRng};
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let total: usize = shape.iter().product();
-    let expected = (total as f64 * density).ceil() as usize;
-    let mut coords = vec![vec![]; shape.len()];
-    let mut values = Buffer::new(format.elem());
-    if total > 0 {
-        for _ in 0..expected {
-            let mut k = rng.random_range(0..total);
-            for d in (0..shape.len()).rev() {
-                coords[d].push((k % shape[d]) as i64);
-                k /= shape[d];
-            }
-            values.push(Scalar::I64(rng.random_range(1..=9)));
-        }
-    }
-    Tensor::from_coo(format, shape, &coords, &values, |a, _| a)
 }

@@ -21,10 +21,10 @@ pub fn infer_shapes(
     };
     // A tensor without a shape accessed with no indices is 0-d.
     visit::accesses(&p.body, &mut |a: &Access| {
-        if a.indices.is_empty() {
-            if let Some(s @ None) = d.shapes.get_mut(&a.tensor) {
-                *s = Some(vec![]);
-            }
+        if a.indices.is_empty()
+            && let Some(s @ None) = d.shapes.get_mut(&a.tensor)
+        {
+            *s = Some(vec![]);
         }
     });
     // Two rounds: output shapes found in the first can size loops of the second.

@@ -91,17 +91,16 @@ impl Pass {
                 extent,
                 body,
             } => {
-                if let Extent::Range(a, b) = extent {
-                    if has_permissive(a)
+                if let Extent::Range(a, b) = extent
+                    && (has_permissive(a)
                         || has_permissive(b)
                         || propagate(a).is_none()
-                        || propagate(b).is_none()
-                    {
-                        return Err(Error::unsupported(
-                            span,
-                            "a loop bound cannot be `missing` or use a permissive `~` index",
-                        ));
-                    }
+                        || propagate(b).is_none())
+                {
+                    return Err(Error::unsupported(
+                        span,
+                        "a loop bound cannot be `missing` or use a permissive `~` index",
+                    ));
                 }
                 StmtKind::Loop {
                     index: index.clone(),
