@@ -20,6 +20,8 @@ pub struct Compiled {
     pub kernel: Box<dyn CompiledKernel>,
     pub layout: Layout,
     pub ir: Kernel,
+    /// The source program, for checking the shapes of the tensors each run is given.
+    pub program: Program,
 }
 
 /// Normalise a program for tensors with these names: permissive indices become bounds checks,
@@ -88,13 +90,30 @@ impl Runner {
         }
         let kernel = self.backend.compile(&ir)?;
         *self.last_compile_ms.borrow_mut() = t0.elapsed().as_secs_f64() * 1e3;
-        let c = Rc::new(Compiled { kernel, layout, ir });
+        let c = Rc::new(Compiled {
+            kernel,
+            layout,
+            ir,
+            program: program.clone(),
+        });
         self.cache.borrow_mut().insert(key, c.clone());
         Ok(c)
     }
 
     /// Run a compiled kernel on the tensors (every tensor of its layout must be present).
     pub fn execute(&self, c: &Compiled, tensors: &mut BTreeMap<String, Tensor>) -> Result<()> {
+        // Shapes must agree (a loop's extent comes from one tensor; the others must match).
+        let shapes: HashMap<String, Option<Vec<usize>>> = c
+            .layout
+            .tensors
+            .iter()
+            .filter_map(|tl| {
+                tensors
+                    .get(&tl.name)
+                    .map(|t| (tl.name.clone(), Some(t.shape.clone())))
+            })
+            .collect();
+        transforms::infer_shapes(&c.program, &shapes)?;
         let mut dims = vec![0i64; c.layout.ndims];
         let nbufs = c.ir.bufs.len();
         let mut bufs: Vec<Buffer> = vec![Buffer::I64(vec![]); nbufs];

@@ -158,3 +158,18 @@ fn huge_sparse_spmv_follows_the_structure() {
     let y = tensors["y"].to_dense();
     assert!(y.as_f64().unwrap().iter().all(|&v| v == 3.0));
 }
+
+/// Tensors whose shapes disagree are a typed error before any kernel runs.
+#[test]
+fn mismatched_shapes_are_a_dimension_error() {
+    let dense = fmt("Dense(Element(0.0))");
+    let csr = fmt("Dense(SparseList(Element(0.0)))");
+    let mut tensors = BTreeMap::from([
+        ("A".to_string(), Tensor::empty(&csr, &[3, 4]).unwrap()),
+        ("x".to_string(), Tensor::empty(&dense, &[5]).unwrap()),
+        ("y".to_string(), Tensor::empty(&dense, &[3]).unwrap()),
+    ]);
+    let p = parse("y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend");
+    let e = common::run_jit(&p, &mut tensors).unwrap_err();
+    assert!(matches!(e, tessera::Error::DimensionMismatch { .. }), "{e}");
+}
