@@ -244,6 +244,37 @@ impl Emitter<'_, '_> {
         };
     }
 
+    /// `for v = start; v < stop; v++ { body(v) }`; `break` in the body leaves this loop.
+    fn counted_loop(
+        &mut self,
+        v: Variable,
+        start: Value,
+        stop: Value,
+        body: impl FnOnce(&mut Self, Value),
+    ) {
+        self.b.def_var(v, start);
+        let (head, blk, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(head);
+        let i = self.b.use_var(v);
+        let c = self.b.ins().icmp(IntCC::SignedLessThan, i, stop);
+        self.b.ins().brif(c, blk, &[], exit, &[]);
+        self.b.switch_to_block(blk);
+        self.exits.push(exit);
+        let i = self.b.use_var(v);
+        body(self, i);
+        self.exits.pop();
+        let i = self.b.use_var(v);
+        let next = self.b.ins().iadd_imm_s(i, 1);
+        self.b.def_var(v, next);
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(exit);
+    }
+
     fn stmts(&mut self, stmts: &[Stmt]) {
         for s in stmts {
             self.stmt(s);
@@ -291,26 +322,7 @@ impl Emitter<'_, '_> {
                 let v = self.vars[var.0 as usize];
                 let start = self.expr(start);
                 let stop = self.expr(stop);
-                self.b.def_var(v, start);
-                let (head, blk, exit) = (
-                    self.b.create_block(),
-                    self.b.create_block(),
-                    self.b.create_block(),
-                );
-                self.b.ins().jump(head, &[]);
-                self.b.switch_to_block(head);
-                let i = self.b.use_var(v);
-                let c = self.b.ins().icmp(IntCC::SignedLessThan, i, stop);
-                self.b.ins().brif(c, blk, &[], exit, &[]);
-                self.b.switch_to_block(blk);
-                self.exits.push(exit);
-                self.stmts(body);
-                self.exits.pop();
-                let i = self.b.use_var(v);
-                let next = self.b.ins().iadd_imm_s(i, 1);
-                self.b.def_var(v, next);
-                self.b.ins().jump(head, &[]);
-                self.b.switch_to_block(exit);
+                self.counted_loop(v, start, stop, |e, _| e.stmts(body));
             }
             Stmt::While { cond, body } => {
                 let (head, blk, exit) = (
@@ -365,25 +377,10 @@ impl Emitter<'_, '_> {
                 let v = self.expr(value);
                 self.guard_range(*buf, lo, hi);
                 let i = self.b.declare_var(types::I64);
-                self.b.def_var(i, lo);
-                let (head, blk, exit) = (
-                    self.b.create_block(),
-                    self.b.create_block(),
-                    self.b.create_block(),
-                );
-                self.b.ins().jump(head, &[]);
-                self.b.switch_to_block(head);
-                let iv = self.b.use_var(i);
-                let c = self.b.ins().icmp(IntCC::SignedLessThan, iv, hi);
-                self.b.ins().brif(c, blk, &[], exit, &[]);
-                self.b.switch_to_block(blk);
-                let iv = self.b.use_var(i);
-                let addr = self.address(*buf, iv);
-                self.store(*buf, addr, v);
-                let next = self.b.ins().iadd_imm_s(iv, 1);
-                self.b.def_var(i, next);
-                self.b.ins().jump(head, &[]);
-                self.b.switch_to_block(exit);
+                self.counted_loop(i, lo, hi, |e, iv| {
+                    let addr = e.address(*buf, iv);
+                    e.store(*buf, addr, v);
+                });
             }
             Stmt::Fail(k) => {
                 let code = self.int(*k as i64 + 1);
