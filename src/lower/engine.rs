@@ -512,6 +512,7 @@ impl Engine {
         node::visit_accesses_mut(&mut body, &mut |a| {
             if a.head() == Some(index)
                 && let Target::Looplet(Looplet::Jumper(j)) = &a.target
+                && !jumpers.iter().any(|k| Rc::ptr_eq(k, j))
             {
                 jumpers.push(j.clone());
             }
@@ -545,14 +546,26 @@ impl Engine {
             .iter()
             .skip(1)
             .fold(jumpers[0].stop.clone(), |m, j| b::max(m, j.stop.clone()));
+        // Whether each jumper leads the chunk is decided before the chunk runs: a walk moves
+        // its jumper past the chunk's end, so testing `stop == e` afterwards would read the
+        // entry after it (past the fiber's end for its last entry).
+        let mut inner = vec![b::assign(e, b::min(lead, ext.stop.clone()))];
+        let mut led = vec![];
+        for j in &jumpers {
+            let flag = self.cx.var(&format!("{index}_led"), ElemType::Bool);
+            inner.push(b::assign(flag, b::eq(j.stop.clone(), b::var(e))));
+            led.push((Rc::as_ptr(j), flag));
+        }
         replace_head(&mut body, index, &mut |l| match l {
-            Looplet::Jumper(j) => Some(Target::Looplet(Looplet::Switch(vec![
-                (b::eq(j.stop.clone(), b::var(e)), j.spike.clone()),
-                (b::boolean(true), j.walk.clone()),
-            ]))),
+            Looplet::Jumper(j) => {
+                let flag = led.iter().find(|(p, _)| *p == Rc::as_ptr(j))?.1;
+                Some(Target::Looplet(Looplet::Switch(vec![
+                    (b::var(flag), j.spike.clone()),
+                    (b::boolean(true), j.walk.clone()),
+                ])))
+            }
             _ => None,
         });
-        let mut inner = vec![b::assign(e, b::min(lead, ext.stop.clone()))];
         let chunk = self.lower_loop(
             index,
             Ext {
@@ -565,8 +578,8 @@ impl Engine {
             return Ok(vec![]);
         }
         inner.extend(chunk);
-        for j in &jumpers {
-            inner.extend(b::if_(b::eq(j.stop.clone(), b::var(e)), j.next.clone()));
+        for (j, (_, flag)) in jumpers.iter().zip(&led) {
+            inner.extend(b::if_(b::var(*flag), j.next.clone()));
         }
         inner.push(b::assign(i, b::add(b::var(e), b::int(1))));
         code.push(Stmt::While {
