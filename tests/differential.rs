@@ -294,11 +294,15 @@ fn sparse_outputs_match_evaluator() {
 }
 
 /// Seeds that once failed, kept so the bugs they found stay fixed.
-#[test]
-fn past_failures_stay_fixed() {
+const PAST_FAILURES: &[u64] = &[
     // A galloping walk moved its jumper past the chunk, and the advance test then read the
     // entry after the fiber's last one.
-    for seed in [6186068451744910990u64] {
+    6186068451744910990,
+];
+
+#[test]
+fn past_failures_stay_fixed() {
+    for &seed in PAST_FAILURES {
         check(seed).unwrap();
     }
 }
