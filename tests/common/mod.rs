@@ -2,6 +2,8 @@
 //! reference evaluator, and finding the shared data folder.
 #![allow(dead_code)]
 
+pub mod scipy;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tessera::eval::{DenseTensor, Env};
