@@ -80,13 +80,14 @@ pub fn lower_program(program: &Program, formats: &[(String, Format)]) -> Result<
     let mut code = entry;
     code.extend(engine.lower_block(body)?);
     let Cx { vars, bufs, errors } = engine.cx;
-    let kernel = Kernel {
+    let mut kernel = Kernel {
         name: "kernel".into(),
         bufs,
         vars,
         body: code,
         errors,
     };
+    crate::ir::prune::prune_dead_vars(&mut kernel);
     debug_assert_eq!(kernel.check(), Ok(()), "lowering produced ill-typed IR");
     Ok((kernel, layout))
 }

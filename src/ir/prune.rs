@@ -1,0 +1,250 @@
+//! Dead-variable pruning: the lowering declares state for every looplet it might need (search
+//! bounds, phase ends, flags) and the simplifier often makes them unused. Removing assignments
+//! to variables nobody reads, then the variables themselves, keeps `tessera code` readable and
+//! gives the backends less to compile. Expressions have no effects, so dropping one is safe.
+
+use super::{Expr, Kernel, Stmt, VarId};
+use std::collections::HashSet;
+
+pub fn prune_dead_vars(k: &mut Kernel) {
+    loop {
+        let mut read = HashSet::new();
+        reads_in(&k.body, &mut read);
+        if !drop_dead(&mut k.body, &read) {
+            break;
+        }
+    }
+    compact(k);
+}
+
+fn reads_in(stmts: &[Stmt], read: &mut HashSet<VarId>) {
+    for s in stmts {
+        match s {
+            Stmt::Assign(_, e) => expr_reads(e, read),
+            Stmt::Store { index, value, .. } => {
+                expr_reads(index, read);
+                expr_reads(value, read);
+            }
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                expr_reads(cond, read);
+                reads_in(then, read);
+                reads_in(otherwise, read);
+            }
+            Stmt::For {
+                start, stop, body, ..
+            } => {
+                expr_reads(start, read);
+                expr_reads(stop, read);
+                reads_in(body, read);
+            }
+            Stmt::While { cond, body } => {
+                expr_reads(cond, read);
+                reads_in(body, read);
+            }
+            Stmt::Grow { len, .. } => expr_reads(len, read),
+            Stmt::Fill {
+                start, stop, value, ..
+            } => {
+                expr_reads(start, read);
+                expr_reads(stop, read);
+                expr_reads(value, read);
+            }
+            Stmt::Break | Stmt::Fail(_) | Stmt::Comment(_) => {}
+        }
+    }
+}
+
+fn expr_reads(e: &Expr, read: &mut HashSet<VarId>) {
+    match e {
+        Expr::Const(_) | Expr::Len(_) => {}
+        Expr::Var(v) => {
+            read.insert(*v);
+        }
+        Expr::Load { index, .. } => expr_reads(index, read),
+        Expr::Unary(_, a) | Expr::Cast(_, a) => expr_reads(a, read),
+        Expr::Binary(_, a, b) => {
+            expr_reads(a, read);
+            expr_reads(b, read);
+        }
+        Expr::Select(c, a, b) => {
+            expr_reads(c, read);
+            expr_reads(a, read);
+            expr_reads(b, read);
+        }
+        Expr::SearchGe { lo, hi, key, .. } => {
+            expr_reads(lo, read);
+            expr_reads(hi, read);
+            expr_reads(key, read);
+        }
+    }
+}
+
+/// Remove assignments to unread variables and statements left empty; returns whether
+/// anything changed.
+fn drop_dead(stmts: &mut Vec<Stmt>, read: &HashSet<VarId>) -> bool {
+    let mut changed = false;
+    for s in stmts.iter_mut() {
+        changed |= match s {
+            Stmt::If {
+                then, otherwise, ..
+            } => drop_dead(then, read) | drop_dead(otherwise, read),
+            Stmt::For { body, .. } | Stmt::While { body, .. } => drop_dead(body, read),
+            _ => false,
+        };
+    }
+    let before = stmts.len();
+    stmts.retain(|s| match s {
+        Stmt::Assign(v, _) => read.contains(v),
+        Stmt::If {
+            then, otherwise, ..
+        } => !(then.is_empty() && otherwise.is_empty()),
+        // A counted loop always ends; a `while` with an empty body may be how a kernel
+        // spins on a condition, so it stays.
+        Stmt::For { body, .. } => !body.is_empty(),
+        _ => true,
+    });
+    changed || stmts.len() != before
+}
+
+/// Renumber the variables still mentioned so the kernel declares only those.
+fn compact(k: &mut Kernel) {
+    let mut used = vec![false; k.vars.len()];
+    let mut mark = |v: VarId| used[v.0 as usize] = true;
+    visit_vars(&mut k.body, &mut |v| {
+        mark(*v);
+    });
+    let mut new_id = vec![0u32; k.vars.len()];
+    let mut vars = vec![];
+    for (old, decl) in k.vars.iter().enumerate() {
+        if used[old] {
+            new_id[old] = vars.len() as u32;
+            vars.push(decl.clone());
+        }
+    }
+    visit_vars(&mut k.body, &mut |v| *v = VarId(new_id[v.0 as usize]));
+    k.vars = vars;
+}
+
+fn visit_vars(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut VarId)) {
+    for s in stmts {
+        match s {
+            Stmt::Assign(v, e) => {
+                f(v);
+                expr_vars(e, f);
+            }
+            Stmt::Store { index, value, .. } => {
+                expr_vars(index, f);
+                expr_vars(value, f);
+            }
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                expr_vars(cond, f);
+                visit_vars(then, f);
+                visit_vars(otherwise, f);
+            }
+            Stmt::For {
+                var,
+                start,
+                stop,
+                body,
+            } => {
+                f(var);
+                expr_vars(start, f);
+                expr_vars(stop, f);
+                visit_vars(body, f);
+            }
+            Stmt::While { cond, body } => {
+                expr_vars(cond, f);
+                visit_vars(body, f);
+            }
+            Stmt::Grow { len, .. } => expr_vars(len, f),
+            Stmt::Fill {
+                start, stop, value, ..
+            } => {
+                expr_vars(start, f);
+                expr_vars(stop, f);
+                expr_vars(value, f);
+            }
+            Stmt::Break | Stmt::Fail(_) | Stmt::Comment(_) => {}
+        }
+    }
+}
+
+fn expr_vars(e: &mut Expr, f: &mut dyn FnMut(&mut VarId)) {
+    match e {
+        Expr::Const(_) | Expr::Len(_) => {}
+        Expr::Var(v) => f(v),
+        Expr::Load { index, .. } => expr_vars(index, f),
+        Expr::Unary(_, a) | Expr::Cast(_, a) => expr_vars(a, f),
+        Expr::Binary(_, a, b) => {
+            expr_vars(a, f);
+            expr_vars(b, f);
+        }
+        Expr::Select(c, a, b) => {
+            expr_vars(c, f);
+            expr_vars(a, f);
+            expr_vars(b, f);
+        }
+        Expr::SearchGe { lo, hi, key, .. } => {
+            expr_vars(lo, f);
+            expr_vars(hi, f);
+            expr_vars(key, f);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::build as b;
+    use crate::ir::{BufDecl, VarDecl};
+    use crate::types::ElemType;
+
+    #[test]
+    fn unread_chains_disappear_and_vars_are_renumbered() {
+        let var = |name: &str| VarDecl {
+            name: name.into(),
+            ty: ElemType::I64,
+        };
+        let (a, dead1, dead2, i) = (VarId(0), VarId(1), VarId(2), VarId(3));
+        let mut k = Kernel {
+            name: "k".into(),
+            bufs: vec![BufDecl {
+                name: "out".into(),
+                elem: ElemType::I64,
+                growable: false,
+            }],
+            vars: vec![var("a"), var("dead1"), var("dead2"), var("i")],
+            body: vec![
+                b::assign(a, b::int(3)),
+                b::assign(dead1, b::var(a)),
+                // dead2 reads dead1, and nobody reads dead2: both go.
+                b::assign(dead2, b::add(b::var(dead1), b::int(1))),
+                Stmt::If {
+                    cond: b::lt(b::var(a), b::int(5)),
+                    then: vec![b::assign(dead2, b::int(0))],
+                    otherwise: vec![],
+                },
+                Stmt::For {
+                    var: i,
+                    start: b::int(0),
+                    stop: b::var(a),
+                    body: vec![b::store(crate::ir::BufId(0), b::var(i), b::var(a))],
+                },
+            ],
+            errors: vec![],
+        };
+        prune_dead_vars(&mut k);
+        k.check().unwrap();
+        let names: Vec<&str> = k.vars.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["a", "i"]);
+        assert_eq!(k.body.len(), 2, "{k}");
+    }
+}
