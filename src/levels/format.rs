@@ -29,6 +29,18 @@ impl LevelKind {
             LevelKind::Element(_) | LevelKind::Pattern => 0,
         }
     }
+    /// The level's constructor name with its parameters but without its child or fill
+    /// (`SparseList`, `SparseCOO{2}`, `Element`), taken from the format's printed form.
+    pub fn name(&self) -> String {
+        let one = Format {
+            levels: vec![self.clone()],
+        }
+        .to_string();
+        match one.find('(') {
+            Some(k) => one[..k].to_string(),
+            None => one,
+        }
+    }
     pub fn is_sparse(&self) -> bool {
         matches!(self, LevelKind::SparseList | LevelKind::SparseCOO(_))
     }
