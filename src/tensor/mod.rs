@@ -136,8 +136,11 @@ impl Tensor {
         // The leaf has been sized; write the values at their positions.
         let leaf = format.levels.len() - 1;
         if let Some(val) = t.levels[leaf].first_mut() {
-            for &(pos, lo, _) in &groups {
-                val.set(pos, vals[lo]);
+            // A 0-d tensor given no entry has one group and nothing to write.
+            for &(pos, lo, hi) in &groups {
+                if hi > lo {
+                    val.set(pos, vals[lo]);
+                }
             }
         }
         Ok(t)
