@@ -328,3 +328,63 @@ fn non_zero_fills_agree_with_the_evaluator() {
         ]),
     );
 }
+
+/// Random products, `or`s and `min`s with early exits, alone and beside a second output,
+/// over every vector format: always the evaluator's result (values are finite, so skipping
+/// reads cannot change it).
+#[test]
+fn random_short_circuits_agree_with_the_evaluator() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let formats = [
+        "Dense(Element(0.0))",
+        "SparseList(Element(0.0))",
+        "SparseList(Element(1.0))",
+        "SparseCOO{1}(Element(0.0))",
+    ];
+    let programs = [
+        (
+            "p .= 1\nfor i = _\n  p[] *= A[i]\nend\n",
+            "ShortCircuitScalar(1.0)",
+        ),
+        (
+            "p .= 1\ny .= 0\nfor i = _\n  p[] *= A[i]\n  y[i] += A[i] + B[i]\nend\n",
+            "SparseShortCircuitScalar(1.0)",
+        ),
+        (
+            "p .= 1\nfor i = _\n  if B[i] > 1\n    p[] *= A[i]\n  end\nend\n",
+            "ShortCircuitScalar(1.0)",
+        ),
+        (
+            "p .= false\nfor i = _\n  p[] <<or>>= A[i] > 7\nend\n",
+            "ShortCircuitScalar(false)",
+        ),
+        (
+            "p .= 9\nfor i = _\n  p[] <<min>>= A[i] * B[i]\nend\n",
+            "ShortCircuitScalar(0.0)",
+        ),
+    ];
+    for _ in 0..150 {
+        let n = rng.random_range(0..10);
+        let vec_of = |rng: &mut rand::rngs::StdRng| {
+            let f = formats[rng.random_range(0..formats.len())];
+            let v: Vec<f64> = (0..n)
+                .map(|_| match rng.random_range(0..4) {
+                    0 => 0.0,
+                    1 => 1.0,
+                    _ => rng.random_range(1..=9) as f64,
+                })
+                .collect();
+            vector(f, v)
+        };
+        let a = vec_of(&mut rng);
+        let b = vec_of(&mut rng);
+        let (prog, pf) = programs[rng.random_range(0..programs.len())];
+        let yf = ["Dense(Element(0.0))", "SparseList(Element(0.0))"][rng.random_range(0..2)];
+        let mut ts = tensors(vec![("p", scalar(pf)), ("A", a), ("B", b)]);
+        if prog.contains("y[") {
+            ts.insert("y".into(), Tensor::empty(&fmt(yf), &[n]).unwrap());
+        }
+        agree(prog, ts);
+    }
+}

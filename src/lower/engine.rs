@@ -393,9 +393,7 @@ impl Engine {
             let mut inner = self.lower_loop(index, phase.clone(), b2.clone())?;
             if k > 0 {
                 // Earlier phases may have finished a short-circuiting reduction.
-                inner = self.short_circuit_guard(&b2, inner, &mut |e, b| {
-                    e.lower_loop(index, phase.clone(), b)
-                })?;
+                inner = self.short_circuit_guard(index, &phase, &b2, inner)?;
             }
             code.extend(b::if_(b::le(cur.clone(), hi.clone()), inner));
             if k + 1 < n {
@@ -468,9 +466,7 @@ impl Engine {
         let tail = if code.is_empty() {
             tail
         } else {
-            self.short_circuit_guard(&body, tail, &mut |e, b| {
-                e.lower_loop(index, point.clone(), b)
-            })?
+            self.short_circuit_guard(index, &point, &body, tail)?
         };
         code.extend(tail);
         Ok(code)

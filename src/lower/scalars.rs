@@ -292,13 +292,14 @@ impl Engine {
 impl Engine {
     /// Straight-line parts of one loop (a spike's tail after its body, a sequence's later
     /// phases) run after reductions that may already have reached their annihilator: give
-    /// `lowered` (the part as lowered from `body`) an alternative without those reductions,
-    /// so a short-circuited scalar stops reading inputs inside a chunk too.
+    /// `lowered` (the part over `ext`, lowered from `body`) an alternative without those
+    /// reductions, so a short-circuited scalar stops reading inputs inside a chunk too.
     pub fn short_circuit_guard(
         &mut self,
+        index: &str,
+        ext: &Ext,
         body: &[LStmt],
         lowered: Vec<Stmt>,
-        lower: &mut dyn FnMut(&mut Engine, Vec<LStmt>) -> Result<Vec<Stmt>>,
     ) -> Result<Vec<Stmt>> {
         let Some((tensor, value, ann)) = short_circuits(body).into_iter().next() else {
             return Ok(lowered);
@@ -308,7 +309,7 @@ impl Engine {
         }
         let mut rest = body.to_vec();
         null_writes(&mut rest, &tensor);
-        let without = lower(self, rest)?;
+        let without = self.lower_loop(index, ext.clone(), rest)?;
         let done = b::eq(value, Expr::Const(ann));
         Ok(if without.is_empty() {
             b::if_(b::not(done), lowered)
