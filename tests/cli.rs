@@ -323,3 +323,73 @@ fn error_paths_name_the_place_and_write_nothing() {
     fails(&["info", "/nonexistent.npy"], &["/nonexistent.npy"]);
     fails(&["convert", &a, &d.path("out.xyz")], &[".xyz"]);
 }
+
+#[test]
+fn info_storage_prints_every_level_array() {
+    let d = Dir::new("storage");
+    // The vector [0,1,1,2,2,0,0,3,0] (1-based file coordinates).
+    let v = d.file("v.tns", "# shape: 9\n2 1\n3 1\n4 2\n5 2\n8 3\n");
+    let info = ok(&[
+        "info",
+        &format!("{v}@SparseList(Element(0.0))"),
+        "--storage",
+    ]);
+    assert!(info.contains("stored: 5\n"), "{info}");
+    assert!(
+        info.contains("level 1 SparseList: ptr [0, 5] idx [1, 2, 3, 4, 7]\n"),
+        "{info}"
+    );
+    assert!(
+        info.contains("level 2 Element: val [1.0, 1.0, 2.0, 2.0, 3.0]\n"),
+        "{info}"
+    );
+    let info = ok(&["info", &format!("{v}@dense"), "--storage"]);
+    assert!(info.contains("stored: 9\n"), "{info}");
+    assert!(info.contains("level 1 Dense: (no arrays)\n"), "{info}");
+    let info = ok(&["info", &format!("{v}@coo"), "--storage"]);
+    assert!(
+        info.contains("level 1 SparseCOO{1}: ptr [0, 5] idx0 [1, 2, 3, 4, 7]\n"),
+        "{info}"
+    );
+    // Long arrays show their ends and their length.
+    let long: String = std::iter::once("# shape: 100\n".to_string())
+        .chain((1..=100).map(|k| format!("{k} {k}\n")))
+        .collect();
+    let l = d.file("long.tns", &long);
+    let info = ok(&["info", &format!("{l}@sparse"), "--storage"]);
+    assert!(
+        info.contains("idx [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ..., 95, 96, 97, 98, 99] (100 entries)"),
+        "{info}"
+    );
+}
+
+#[test]
+fn convert_goes_through_the_compiled_copy() {
+    let d = Dir::new("convert2");
+    let a = d.file("A.mtx", A_MTX);
+    // Dense → CSR stores no zeros; CSR → COO keeps the entries; COO → DCSR round trips.
+    let dn = d.path("A.npy");
+    ok(&["convert", &a, &dn]);
+    let info = ok(&["info", &format!("{dn}@csr"), "--storage"]);
+    assert!(info.contains("stored: 5\n"), "{info}");
+    let t = d.path("A.tns");
+    ok(&["convert", &format!("{dn}@dense"), &format!("{t}@csr")]);
+    let info = ok(&["info", &format!("{t}@dcsr"), "--storage"]);
+    assert!(
+        info.contains("level 2 SparseList: ptr [0, 2, 3, 5] idx [0, 2, 1, 0, 3]"),
+        "{info}"
+    );
+    assert_eq!(
+        dense_values(&dn),
+        vec![1.5, 0.0, 2.0, 0.0, 0.0, -1.0, 0.0, 0.0, 4.0, 0.0, 0.0, 0.25]
+    );
+    fails(
+        &[
+            "convert",
+            &a,
+            &format!("{}@Dense(Element(0.0))", d.path("x.tns")),
+        ],
+        &["Dense(Element(0.0))"],
+    );
+    assert!(!std::path::Path::new(&d.path("x.tns")).exists());
+}

@@ -100,7 +100,18 @@ fn random_case(seed: u64) -> Case {
     let rhs = expr(&mut rng, 2, square);
     let (out, lhs, out_shape, out_formats): (&str, &str, Vec<usize>, &[&str]) =
         match rng.random_range(0..4) {
-            0 => ("s", "s[]", vec![], &["Element(0.0)", "Element(0)"]),
+            0 => (
+                "s",
+                "s[]",
+                vec![],
+                &[
+                    "Element(0.0)",
+                    "Element(0)",
+                    "SparseScalar(0.0)",
+                    "ShortCircuitScalar(0.0)",
+                    "SparseShortCircuitScalar(0)",
+                ],
+            ),
             1 => ("y", "y[i]", vec![ni], &["Dense(Element(0.0))"]),
             2 => (
                 "w",

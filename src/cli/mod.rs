@@ -434,13 +434,35 @@ fn info(path: &str, storage: bool) -> Result<String> {
     if storage {
         for (k, kind) in t.format.levels.iter().enumerate() {
             let names = crate::levels::level_impl(kind).buffers(kind, t.elem());
-            let _ = write!(out, "level {k} {kind:?}:");
+            // Levels are numbered from 1 (the root), as in Finch's printed trees.
+            let _ = write!(out, "level {} {}:", k + 1, kind.name());
             for ((name, _), buf) in names.iter().zip(&t.levels[k]) {
-                let vals: Vec<String> = buf.to_scalars().iter().map(|v| v.to_string()).collect();
-                let _ = write!(out, " {name} [{}]", vals.join(", "));
+                let _ = write!(out, " {name} {}", show_array(buf));
+            }
+            if names.is_empty() {
+                let _ = write!(out, " (no arrays)");
             }
             let _ = writeln!(out);
         }
     }
     Ok(out)
+}
+
+/// Longest array `info --storage` prints in full; longer ones show their ends and length.
+const SHOW_MAX: usize = 20;
+
+fn show_array(buf: &crate::runtime::Buffer) -> String {
+    let n = buf.len();
+    let item = |k: usize| buf.get(k).to_string();
+    if n <= SHOW_MAX {
+        let vals: Vec<String> = (0..n).map(item).collect();
+        return format!("[{}]", vals.join(", "));
+    }
+    let head: Vec<String> = (0..10).map(item).collect();
+    let tail: Vec<String> = (n - 5..n).map(item).collect();
+    format!(
+        "[{}, ..., {}] ({n} entries)",
+        head.join(", "),
+        tail.join(", ")
+    )
 }

@@ -15,18 +15,42 @@ pub enum LevelKind {
     Element(Scalar),
     /// Leaf: stored positions are `true`, everything else `false`.
     Pattern,
+    /// A 0-d format on its own (paper §1.9): `SparseScalar(fill)` keeps a dirty flag and reads
+    /// as `fill` until written; `ShortCircuitScalar(fill)` makes loops that reduce into it stop
+    /// once it holds the reducer's annihilator; `SparseShortCircuitScalar(fill)` does both. A
+    /// plain `Scalar(fill)` is `Element(fill)` used as a whole format.
+    Scalar {
+        fill: Scalar,
+        sparse: bool,
+        short_circuit: bool,
+    },
 }
 
 impl LevelKind {
     pub fn is_leaf(&self) -> bool {
-        matches!(self, LevelKind::Element(_) | LevelKind::Pattern)
+        matches!(
+            self,
+            LevelKind::Element(_) | LevelKind::Pattern | LevelKind::Scalar { .. }
+        )
     }
     /// How many indices this level consumes.
     pub fn rank(&self) -> usize {
         match self {
             LevelKind::Dense | LevelKind::SparseList => 1,
             LevelKind::SparseCOO(n) => *n,
-            LevelKind::Element(_) | LevelKind::Pattern => 0,
+            LevelKind::Element(_) | LevelKind::Pattern | LevelKind::Scalar { .. } => 0,
+        }
+    }
+    /// The level's constructor name with its parameters but without its child or fill
+    /// (`SparseList`, `SparseCOO{2}`, `Element`), taken from the format's printed form.
+    pub fn name(&self) -> String {
+        let one = Format {
+            levels: vec![self.clone()],
+        }
+        .to_string();
+        match one.find('(') {
+            Some(k) => one[..k].to_string(),
+            None => one,
         }
     }
     pub fn is_sparse(&self) -> bool {
@@ -68,6 +92,11 @@ impl Format {
                 "a leaf level (Element or Pattern) can only be the innermost level",
             ));
         }
+        if self.levels.len() > 1 && matches!(self.leaf(), LevelKind::Scalar { .. }) {
+            return Err(err(
+                "scalar formats (SparseScalar, ShortCircuitScalar) are whole 0-d formats, not levels",
+            ));
+        }
         Ok(())
     }
 
@@ -88,7 +117,7 @@ impl Format {
 
     pub fn fill(&self) -> Scalar {
         match self.leaf() {
-            LevelKind::Element(f) => *f,
+            LevelKind::Element(f) | LevelKind::Scalar { fill: f, .. } => *f,
             _ => Scalar::Bool(false),
         }
     }
@@ -208,18 +237,13 @@ impl FormatParser<'_> {
             return Err(self.error("expected a level name"));
         }
         match name.as_str() {
-            "Element" => {
-                self.expect(b'(')?;
-                let v = self.word();
-                let ty = if self.eat(b',') {
-                    Some(self.word())
-                } else {
-                    None
-                };
-                self.expect(b')')?;
-                Ok(vec![LevelKind::Element(
-                    self.fill_literal(&v, ty.as_deref())?,
-                )])
+            "Element" | "Scalar" => Ok(vec![LevelKind::Element(self.fill_arg()?)]),
+            "SparseScalar" | "ShortCircuitScalar" | "SparseShortCircuitScalar" => {
+                Ok(vec![LevelKind::Scalar {
+                    fill: self.fill_arg()?,
+                    sparse: name.starts_with("Sparse"),
+                    short_circuit: name.contains("ShortCircuit"),
+                }])
             }
             "Pattern" => {
                 self.expect(b'(')?;
@@ -260,10 +284,23 @@ impl FormatParser<'_> {
             other => Err(Error::Format {
                 format: self.text.to_string(),
                 msg: format!(
-                    "unknown level `{other}` (known: Dense, SparseList, SparseCOO{{N}}, Element, Pattern)"
+                    "unknown level `{other}` (known: Dense, SparseList, SparseCOO{{N}}, Element, Pattern; 0-d: Scalar, SparseScalar, ShortCircuitScalar, SparseShortCircuitScalar)"
                 ),
             }),
         }
+    }
+
+    /// `(value[, type])`
+    fn fill_arg(&mut self) -> Result<Scalar> {
+        self.expect(b'(')?;
+        let v = self.word();
+        let ty = if self.eat(b',') {
+            Some(self.word())
+        } else {
+            None
+        };
+        self.expect(b')')?;
+        self.fill_literal(&v, ty.as_deref())
     }
 
     fn fill_literal(&self, v: &str, ty: Option<&str>) -> Result<Scalar> {
@@ -299,11 +336,20 @@ impl fmt::Display for Format {
                 LevelKind::Dense => f.write_str("Dense(")?,
                 LevelKind::SparseList => f.write_str("SparseList(")?,
                 LevelKind::SparseCOO(n) => write!(f, "SparseCOO{{{n}}}(")?,
-                LevelKind::Element(v) => match v {
-                    Scalar::F64(_) | Scalar::I64(_) | Scalar::Bool(_) => write!(f, "Element({v}")?,
-                    Scalar::U8(x) => write!(f, "Element(0x{x:02x}")?,
-                    other => write!(f, "Element({}, {}", other.widen(), other.ty())?,
-                },
+                LevelKind::Element(v) => write_fill(f, "Element", v)?,
+                LevelKind::Scalar {
+                    fill,
+                    sparse,
+                    short_circuit,
+                } => {
+                    let name = match (sparse, short_circuit) {
+                        (true, true) => "SparseShortCircuitScalar",
+                        (true, false) => "SparseScalar",
+                        (false, true) => "ShortCircuitScalar",
+                        (false, false) => "Scalar",
+                    };
+                    write_fill(f, name, fill)?
+                }
                 LevelKind::Pattern => f.write_str("Pattern(")?,
             }
             close += 1;
@@ -312,6 +358,15 @@ impl fmt::Display for Format {
             f.write_str(")")?;
         }
         Ok(())
+    }
+}
+
+/// `Name(fill` (the caller closes the parenthesis).
+fn write_fill(f: &mut fmt::Formatter<'_>, name: &str, v: &Scalar) -> fmt::Result {
+    match v {
+        Scalar::F64(_) | Scalar::I64(_) | Scalar::Bool(_) => write!(f, "{name}({v}"),
+        Scalar::U8(x) => write!(f, "{name}(0x{x:02x}"),
+        other => write!(f, "{name}({}, {}", other.widen(), other.ty()),
     }
 }
 
@@ -329,6 +384,10 @@ mod tests {
             "Dense(Element(0x00))",
             "Dense(Element(1.5, f32))",
             "Dense(Element(Inf))",
+            "SparseScalar(0.0)",
+            "ShortCircuitScalar(1)",
+            "SparseShortCircuitScalar(false)",
+            "SparseScalar(2.5, f32)",
         ] {
             let f = Format::parse(s, None).unwrap();
             assert_eq!(f.to_string(), s);
@@ -345,6 +404,17 @@ mod tests {
             "Dense(SparseList(Element(0.0)))"
         );
         assert_eq!(Format::parse("dense", Some(3)).unwrap().rank(), 3);
+        // A plain Scalar is a 0-d Element.
+        assert_eq!(
+            Format::parse("Scalar(1.0)", Some(0)).unwrap().to_string(),
+            "Element(1.0)"
+        );
+        assert_eq!(
+            Format::parse("ShortCircuitScalar(0.0)", None)
+                .unwrap()
+                .rank(),
+            0
+        );
     }
 
     #[test]
@@ -356,6 +426,8 @@ mod tests {
             "Element(0)x",
             "Dense(Element(zz))",
             "dense",
+            "Dense(SparseScalar(0.0))",
+            "SparseScalar()",
         ] {
             let e = Format::parse(s, None).unwrap_err();
             assert!(matches!(e, Error::Format { .. }), "{s}: {e}");

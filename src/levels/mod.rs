@@ -6,6 +6,7 @@ pub mod dense;
 pub mod element;
 pub mod format;
 pub mod pattern;
+pub mod scalar;
 pub mod sparse_coo;
 pub mod sparse_list;
 
@@ -55,6 +56,9 @@ impl LevelRef<'_> {
 pub enum LeafValue {
     Const(Scalar),
     Value(Expr, ElemType),
+    /// `cond ? then : otherwise`, with a loop-invariant `cond` (a SparseScalar's dirty flag):
+    /// the engine lowers statements reading it once per case, so each case simplifies.
+    Switch(Expr, Box<LeafValue>, Box<LeafValue>),
 }
 
 pub trait Level: Sync {
@@ -151,6 +155,11 @@ pub trait Level: Sync {
     fn random_writes(&self) -> bool {
         false
     }
+    /// For a leaf that short-circuits reductions (ShortCircuitScalar): the value it holds now,
+    /// which loops reducing into it test against the reducer's annihilator to stop early.
+    fn short_circuit_value(&self, _f: &Fiber) -> Option<Expr> {
+        None
+    }
 }
 
 pub fn level_impl(kind: &LevelKind) -> &'static dyn Level {
@@ -160,5 +169,6 @@ pub fn level_impl(kind: &LevelKind) -> &'static dyn Level {
         LevelKind::SparseCOO(_) => &sparse_coo::SparseCOO,
         LevelKind::Element(_) => &element::Element,
         LevelKind::Pattern => &pattern::Pattern,
+        LevelKind::Scalar { .. } => &scalar::ScalarLevel,
     }
 }

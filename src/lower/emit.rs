@@ -34,6 +34,23 @@ pub fn emit_index(e: &LExpr, span: Span) -> Result<Expr> {
     }
 }
 
+/// A leaf read as one IR value of class `class` (switches not specialised by the engine
+/// become selects).
+pub fn leaf_expr(lv: LeafValue, class: Class) -> (Expr, Class) {
+    match lv {
+        LeafValue::Const(s) => (Expr::Const(s.widen()), s.ty().class()),
+        LeafValue::Value(v, ty) => (v, ty.class()),
+        LeafValue::Switch(c, a, z) => {
+            let (a, ca) = leaf_expr(*a, class);
+            let (z, cz) = leaf_expr(*z, class);
+            (
+                b::select(c, convert(a, ca, class), convert(z, cz, class)),
+                class,
+            )
+        }
+    }
+}
+
 pub fn emit_expr(e: &LExpr, span: Span) -> Result<(Expr, Class)> {
     Ok(match e {
         LExpr::Lit(s) => {
@@ -54,8 +71,7 @@ pub fn emit_expr(e: &LExpr, span: Span) -> Result<(Expr, Class)> {
             }
             Target::Fiber(f) if a.indices.is_empty() => {
                 match level_impl(&f.tensor.format.levels[f.level]).read_leaf(f) {
-                    Some(LeafValue::Const(s)) => (Expr::Const(s.widen()), s.ty().class()),
-                    Some(LeafValue::Value(v, ty)) => (v, ty.class()),
+                    Some(lv) => leaf_expr(lv, f.tensor.elem.class()),
                     None => {
                         return Err(Error::program(
                             a.span,

@@ -46,6 +46,8 @@ impl Engine {
     pub fn lower_block(&mut self, mut stmts: Vec<LStmt>) -> Result<Vec<Stmt>> {
         let (pre, post) = hoist_thunks(&mut stmts)?;
         self.write_once.extend(write_once_tensors(&stmts));
+        super::scalars::drop_annihilated_writes(self, &mut stmts);
+        let mut stmts = super::scalars::split_leaf_switches(stmts);
         symbolic::simplify_stmts(&mut stmts, &self.declared);
         let mut code = pre;
         for s in stmts {
@@ -235,11 +237,18 @@ impl Engine {
             return self.lower_block(body);
         }
         let v = self.cx.var(index, ElemType::I64);
+        let unspecialised = body.clone();
         node::substitute_index(&mut body, index, &b::var(v));
-        let inner = self.lower_block(body)?;
+        let mut inner = self.lower_block(body)?;
         if inner.is_empty() {
             return Ok(vec![]);
         }
+        inner.extend(self.short_circuit_exit(
+            index,
+            b::add(b::var(v), b::int(1)),
+            &ext.stop,
+            &unspecialised,
+        )?);
         Ok(vec![Stmt::For {
             var: v,
             start: ext.start,
@@ -264,6 +273,10 @@ impl Engine {
             };
             let integrated = match op {
                 AssignOp::Reduce(r) if symbolic::algebra::is_idempotent(r) => rhs.clone(),
+                // Reducing by the annihilator once or many times gives the annihilator.
+                AssignOp::Reduce(r) if matches!(rhs, LExpr::Lit(v) if symbolic::algebra::annihilator(r, v.ty().class()) == Some(*v)) => {
+                    rhs.clone()
+                }
                 AssignOp::Overwrite => rhs.clone(),
                 AssignOp::Reduce(
                     crate::notation::ast::Reducer::Add | crate::notation::ast::Reducer::Sub,
@@ -300,11 +313,12 @@ impl Engine {
         }
         let v = self.cx.var(index, ElemType::I64);
         let at = b::var(v);
+        let unspecialised = body.clone();
         replace_head(&mut body, index, &mut |l| match l {
             Looplet::Lookup(f) => Some(f(&at)),
             _ => None,
         });
-        let inner = self.lower_loop(
+        let mut inner = self.lower_loop(
             index,
             Ext {
                 start: at.clone(),
@@ -315,6 +329,12 @@ impl Engine {
         if inner.is_empty() {
             return Ok(vec![]);
         }
+        inner.extend(self.short_circuit_exit(
+            index,
+            b::add(at.clone(), b::int(1)),
+            &ext.stop,
+            &unspecialised,
+        )?);
         Ok(vec![Stmt::For {
             var: v,
             start: ext.start,
@@ -366,14 +386,15 @@ impl Engine {
             let hi = self.pin(&mut code, hi, &format!("{index}_phase_stop"));
             let mut b2 = body.clone();
             set_at(&mut b2, &path, Target::Looplet(looplet));
-            let inner = self.lower_loop(
-                index,
-                Ext {
-                    start: cur.clone(),
-                    stop: hi.clone(),
-                },
-                b2,
-            )?;
+            let phase = Ext {
+                start: cur.clone(),
+                stop: hi.clone(),
+            };
+            let mut inner = self.lower_loop(index, phase.clone(), b2.clone())?;
+            if k > 0 {
+                // Earlier phases may have finished a short-circuiting reduction.
+                inner = self.short_circuit_guard(index, &phase, &b2, inner)?;
+            }
             code.extend(b::if_(b::le(cur.clone(), hi.clone()), inner));
             if k + 1 < n {
                 let next = self.cx.var(&format!("{index}_phase_start"), ElemType::I64);
@@ -436,18 +457,23 @@ impl Engine {
             Looplet::Spike { tail, .. } => Some(Target::Looplet(Looplet::Run(tail.clone()))),
             _ => None,
         });
-        code.extend(self.lower_loop(
-            index,
-            Ext {
-                start: ext.stop.clone(),
-                stop: ext.stop,
-            },
-            body,
-        )?);
+        let point = Ext {
+            start: ext.stop.clone(),
+            stop: ext.stop,
+        };
+        let tail = self.lower_loop(index, point.clone(), body.clone())?;
+        // The part before the tail may have finished a short-circuiting reduction.
+        let tail = if code.is_empty() {
+            tail
+        } else {
+            self.short_circuit_guard(index, &point, &body, tail)?
+        };
+        code.extend(tail);
         Ok(code)
     }
 
     fn lower_stepper(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
+        let unspecialised = body.clone();
         let mut steppers = vec![];
         node::visit_accesses_mut(&mut body, &mut |a| {
             if a.head() == Some(index)
@@ -498,6 +524,7 @@ impl Engine {
             inner.extend(b::if_(b::eq(s.stop.clone(), b::var(e)), s.next.clone()));
         }
         inner.push(b::assign(i, b::add(b::var(e), b::int(1))));
+        inner.extend(self.short_circuit_exit(index, b::var(i), &ext.stop, &unspecialised)?);
         code.push(Stmt::While {
             cond: b::le(b::var(i), ext.stop),
             body: inner,
@@ -508,6 +535,7 @@ impl Engine {
     /// Leapfrog: each chunk ends at the largest stop among the jumpers; the jumper that reaches
     /// it contributes a spike, the others skip ahead (binary search) and walk their entries.
     fn lower_jumper(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
+        let unspecialised = body.clone();
         let mut jumpers: Vec<Rc<crate::looplets::Jumper>> = vec![];
         node::visit_accesses_mut(&mut body, &mut |a| {
             if a.head() == Some(index)
@@ -582,6 +610,7 @@ impl Engine {
             inner.extend(b::if_(b::var(*flag), j.next.clone()));
         }
         inner.push(b::assign(i, b::add(b::var(e), b::int(1))));
+        inner.extend(self.short_circuit_exit(index, b::var(i), &ext.stop, &unspecialised)?);
         code.push(Stmt::While {
             cond: b::le(b::var(i), ext.stop),
             body: inner,

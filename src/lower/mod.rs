@@ -5,6 +5,7 @@ pub mod ctx;
 pub mod emit;
 pub mod engine;
 pub mod node;
+pub mod scalars;
 pub mod tensor;
 
 use crate::error::{Error, Result};

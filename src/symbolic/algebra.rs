@@ -26,6 +26,27 @@ pub fn identity(r: &Reducer, class: Class) -> Option<Scalar> {
     })
 }
 
+/// `x op a == a` for every x: once a reduction holds its annihilator, further reductions
+/// change nothing (`*` and 0, `or` and true, `min` and -Inf). Like the simplifier, this treats
+/// `0 * NaN` algebraically as 0.
+pub fn annihilator(r: &Reducer, class: Class) -> Option<Scalar> {
+    Some(match (r, class) {
+        (Reducer::Mul, Class::Float) => Scalar::F64(0.0),
+        (Reducer::Mul, Class::Int) => Scalar::I64(0),
+        (Reducer::Or, Class::Bool) => Scalar::Bool(true),
+        (Reducer::Or, Class::Int) => Scalar::I64(-1),
+        (Reducer::And, Class::Bool) => Scalar::Bool(false),
+        (Reducer::And, Class::Int) => Scalar::I64(0),
+        (Reducer::Min, Class::Float) => Scalar::F64(f64::NEG_INFINITY),
+        (Reducer::Min, Class::Int) => Scalar::I64(i64::MIN),
+        (Reducer::Min, Class::Bool) => Scalar::Bool(false),
+        (Reducer::Max, Class::Float) => Scalar::F64(f64::INFINITY),
+        (Reducer::Max, Class::Int) => Scalar::I64(i64::MAX),
+        (Reducer::Max, Class::Bool) => Scalar::Bool(true),
+        _ => return None,
+    })
+}
+
 /// `x op x == x`: repeating the reduction changes nothing.
 pub fn is_idempotent(r: &Reducer) -> bool {
     matches!(

@@ -1,5 +1,6 @@
 //! The user-facing tensor: a shape, a format (level chain) and each level's arrays.
 
+pub mod convert;
 pub mod files;
 
 use crate::error::{Error, Result};
@@ -135,8 +136,11 @@ impl Tensor {
         // The leaf has been sized; write the values at their positions.
         let leaf = format.levels.len() - 1;
         if let Some(val) = t.levels[leaf].first_mut() {
-            for &(pos, lo, _) in &groups {
-                val.set(pos, vals[lo]);
+            // A 0-d tensor given no entry has one group and nothing to write.
+            for &(pos, lo, hi) in &groups {
+                if hi > lo {
+                    val.set(pos, vals[lo]);
+                }
             }
         }
         Ok(t)
@@ -216,11 +220,26 @@ impl Tensor {
         out
     }
 
-    /// Number of stored entries (leaf positions reachable through the structure).
+    /// The number of stored leaf positions (Finch's `countstored`): the distinct positions of
+    /// the leaf level reachable through the structure. A position shared by several
+    /// coordinates (a run, a band slot) counts once; every position of a Dense level counts.
     pub fn countstored(&self) -> usize {
-        let mut n = 0;
-        self.for_each_stored(&mut |_, _| n += 1);
-        n
+        let mut positions = vec![0usize];
+        for (k, kind) in self.format.levels.iter().enumerate() {
+            if kind.is_leaf() {
+                break;
+            }
+            let dims = self.level_dims(k).to_vec();
+            let imp = level_impl(kind);
+            let mut next = vec![];
+            for &p in &positions {
+                imp.for_each_child(kind, &self.levels[k], &dims, p, &mut |_, c| next.push(c));
+            }
+            next.sort_unstable();
+            next.dedup();
+            positions = next;
+        }
+        positions.len()
     }
 
     /// The value at a coordinate.
@@ -262,8 +281,23 @@ impl Tensor {
         }
     }
 
-    /// Convert to another format (same shape and values).
+    /// Convert to another format (same shape and values) by a compiled copy program. The
+    /// source's stored entries are kept, explicitly stored fills included, except when the
+    /// source is all-Dense: then entries equal to the destination's fill are not stored (like
+    /// SciPy's `csr_matrix(dense)`).
     pub fn to_format(&self, format: &Format) -> Result<Tensor> {
+        convert::convert(self, format, self.format.is_dense())
+    }
+
+    /// A copy into `format` (the tensor's own format if `None`) without the stored entries
+    /// equal to the fill value.
+    pub fn dropfills(&self, format: Option<&Format>) -> Result<Tensor> {
+        convert::convert(self, format.unwrap_or(&self.format), true)
+    }
+
+    /// Conversion by the runtime builders (`from_coo`/`from_dense`), without compiling: the
+    /// reference the compiled conversion is tested against.
+    pub fn to_format_runtime(&self, format: &Format) -> Result<Tensor> {
         let mut coords = vec![vec![]; self.rank()];
         let mut vals = Buffer::new(format.elem());
         self.for_each_stored(&mut |c, v| {
@@ -272,18 +306,13 @@ impl Tensor {
             }
             vals.push(v);
         });
-        if format.is_dense() {
-            return Tensor::from_dense(format, &self.shape, &{
-                let mut b = self.to_dense();
-                if b.elem() != format.elem() {
-                    let mut c = Buffer::new(format.elem());
-                    for k in 0..b.len() {
-                        c.push(b.get(k));
-                    }
-                    b = c;
-                }
-                b
-            });
+        if format.is_dense() || self.format.is_dense() {
+            let src = self.to_dense();
+            let mut b = Buffer::new(format.elem());
+            for k in 0..src.len() {
+                b.push(src.get(k));
+            }
+            return Tensor::from_dense(format, &self.shape, &b);
         }
         Tensor::from_coo(format, &self.shape, &coords, &vals, |_, b| b)
     }

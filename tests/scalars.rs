@@ -1,0 +1,390 @@
+//! The 0-d formats of paper §1.9 (SparseScalar, ShortCircuitScalar) and non-zero fill
+//! values: compiled kernels against the reference evaluator, plus early exits that are
+//! observable through a poison value the loop must never read.
+
+mod common;
+
+use common::{fmt, parse, run_eval, run_jit};
+use std::collections::BTreeMap;
+use tessera::run::Runner;
+use tessera::runtime::Buffer;
+use tessera::tensor::Tensor;
+use tessera::types::Scalar;
+
+fn vector(format: &str, values: Vec<f64>) -> Tensor {
+    let n = values.len();
+    Tensor::from_dense(&fmt(format), &[n], &Buffer::F64(values)).unwrap()
+}
+
+fn scalar(format: &str) -> Tensor {
+    Tensor::empty(&fmt(format), &[]).unwrap()
+}
+
+fn value(t: &Tensor) -> Scalar {
+    t.get(&[]).unwrap()
+}
+
+/// The generated loop IR, printed.
+fn code(program: &str, tensors: &BTreeMap<String, Tensor>) -> String {
+    let (k, _, _) = Runner::lower(&parse(program), &common::formats_of(tensors)).unwrap();
+    k.to_string()
+}
+
+/// Run compiled and with the reference evaluator; every tensor must agree.
+fn agree(program: &str, tensors: BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor> {
+    let p = parse(program);
+    let want = run_eval(&p, &tensors).unwrap();
+    let mut got = tensors;
+    run_jit(&p, &mut got).unwrap_or_else(|e| panic!("{e}\n{program}"));
+    for (n, t) in &got {
+        t.validate(n).unwrap();
+        assert_eq!(t.to_dense(), want[n], "{n} in\n{program}");
+    }
+    got
+}
+
+fn tensors(list: Vec<(&str, Tensor)>) -> BTreeMap<String, Tensor> {
+    list.into_iter().map(|(n, t)| (n.to_string(), t)).collect()
+}
+
+const PRODUCT: &str = "p .= 1\nfor i = _\n  p[] *= A[i]\nend\n";
+
+#[test]
+fn short_circuit_product_stops_at_the_first_zero() {
+    let poisoned = vec![2.0, 3.0, 4.0, 0.0, f64::NAN, 5.0];
+    // A plain scalar reads the poison: 0 * NaN is NaN.
+    let mut ts = tensors(vec![
+        ("p", scalar("Scalar(1.0)")),
+        ("A", vector("Dense(Element(0.0))", poisoned.clone())),
+    ]);
+    run_jit(&parse(PRODUCT), &mut ts).unwrap();
+    assert!(value(&ts["p"]).as_f64().is_nan());
+    // The short-circuiting one stops at position 3 and never reads position 4.
+    for f in ["ShortCircuitScalar(1.0)", "SparseShortCircuitScalar(1.0)"] {
+        let mut ts = tensors(vec![
+            ("p", scalar(f)),
+            ("A", vector("Dense(Element(0.0))", poisoned.clone())),
+        ]);
+        assert!(code(PRODUCT, &ts).contains("break"), "{f}");
+        run_jit(&parse(PRODUCT), &mut ts).unwrap();
+        assert_eq!(value(&ts["p"]), Scalar::F64(0.0), "{f}");
+    }
+    // Without a zero the whole product is computed.
+    agree(
+        PRODUCT,
+        tensors(vec![
+            ("p", scalar("ShortCircuitScalar(1.0)")),
+            ("A", vector("Dense(Element(0.0))", vec![2.0, 3.0, 0.5])),
+        ]),
+    );
+}
+
+#[test]
+fn short_circuit_composes_with_sparse_inputs() {
+    // Fill 0: the gap at position 2 is a zero; the NaN stored at 5 is never read.
+    let a = vector(
+        "SparseList(Element(0.0))",
+        vec![2.0, 3.0, 0.0, 0.0, 0.0, f64::NAN, 1.0],
+    );
+    let mut ts = tensors(vec![("p", scalar("ShortCircuitScalar(1.0)")), ("A", a)]);
+    run_jit(&parse(PRODUCT), &mut ts).unwrap();
+    assert_eq!(value(&ts["p"]), Scalar::F64(0.0));
+    // Fill 1: gaps are the identity; the stored zero stops the loop before the NaN.
+    let a = vector(
+        "SparseList(Element(1.0))",
+        vec![2.0, 1.0, 1.0, 0.0, 1.0, f64::NAN, 3.0],
+    );
+    let mut ts = tensors(vec![("p", scalar("ShortCircuitScalar(1.0)")), ("A", a)]);
+    run_jit(&parse(PRODUCT), &mut ts).unwrap();
+    assert_eq!(value(&ts["p"]), Scalar::F64(0.0));
+    // Without zeros: the same product as the evaluator, for both fills.
+    for f in ["SparseList(Element(0.0))", "SparseList(Element(1.0))"] {
+        let dense = vec![1.0, 2.0, 1.0, 3.0, 1.0, 1.0, 0.5];
+        let a = if f.contains("0.0") {
+            vector("SparseList(Element(0.0))", dense.clone())
+        } else {
+            vector(f, dense.clone())
+        };
+        agree(
+            PRODUCT,
+            tensors(vec![("p", scalar("ShortCircuitScalar(1.0)")), ("A", a)]),
+        );
+    }
+}
+
+/// A second output written in the same loop is still complete: the loop goes on without the
+/// finished reduction (Finch's semantics: early exit only skips work that cannot change a
+/// result).
+#[test]
+fn short_circuit_keeps_other_outputs_complete() {
+    let prog = "p .= 1\ny .= 0\nfor i = _\n  p[] *= A[i]\n  y[i] = A[i] * 2\nend\n";
+    for (af, yf) in [
+        ("Dense(Element(0.0))", "Dense(Element(0.0))"),
+        ("SparseList(Element(0.0))", "SparseList(Element(0.0))"),
+        ("Dense(Element(0.0))", "SparseList(Element(0.0))"),
+    ] {
+        let a = vector(af, vec![2.0, 3.0, 0.0, 4.0, 0.0, 5.0, 6.0]);
+        let got = agree(
+            prog,
+            tensors(vec![
+                ("p", scalar("ShortCircuitScalar(1.0)")),
+                ("y", Tensor::empty(&fmt(yf), &[7]).unwrap()),
+                ("A", a),
+            ]),
+        );
+        assert_eq!(value(&got["p"]), Scalar::F64(0.0));
+        assert_eq!(
+            got["y"].to_dense(),
+            Buffer::F64(vec![4.0, 6.0, 0.0, 8.0, 0.0, 10.0, 12.0])
+        );
+    }
+}
+
+#[test]
+fn short_circuit_or_and_min_stop_early() {
+    let a = vector("Dense(Element(0.0))", vec![1.0, 7.0, 2.0, 9.0]);
+    let or = "b .= false\nfor i = _\n  b[] <<or>>= A[i] > 5\nend\n";
+    let ts = tensors(vec![
+        ("b", scalar("ShortCircuitScalar(false)")),
+        ("A", a.clone()),
+    ]);
+    assert!(code(or, &ts).contains("break"));
+    let got = agree(or, ts);
+    assert_eq!(value(&got["b"]), Scalar::Bool(true));
+    let min = "m .= Inf\nfor i = _\n  m[] <<min>>= A[i]\nend\n";
+    let a = vector(
+        "Dense(Element(0.0))",
+        vec![1.0, f64::NEG_INFINITY, 2.0, f64::NAN],
+    );
+    let ts = tensors(vec![("m", scalar("ShortCircuitScalar(Inf)")), ("A", a)]);
+    assert!(code(min, &ts).contains("break"));
+    let mut got = ts;
+    run_jit(&parse(min), &mut got).unwrap();
+    assert_eq!(value(&got["m"]), Scalar::F64(f64::NEG_INFINITY));
+    // A matrix: the exit leaves both loops.
+    let prog = "p .= 1\nfor i = _, j = _\n  p[] *= M[i, j]\nend\n";
+    let m = Tensor::from_dense(
+        &fmt("Dense(SparseList(Element(1.0)))"),
+        &[3, 3],
+        &Buffer::F64(vec![2.0, 1.0, 1.0, 1.0, 0.0, f64::NAN, f64::NAN, 1.0, 1.0]),
+    )
+    .unwrap();
+    let mut ts = tensors(vec![("p", scalar("ShortCircuitScalar(1.0)")), ("M", m)]);
+    run_jit(&parse(prog), &mut ts).unwrap();
+    assert_eq!(value(&ts["p"]), Scalar::F64(0.0));
+}
+
+#[test]
+fn a_scalar_declared_to_the_annihilator_needs_no_loop() {
+    let prog = "p .= 0\nfor i = _\n  p[] *= A[i]\nend\n";
+    let a = vector("Dense(Element(0.0))", vec![f64::NAN, 2.0]);
+    let mut ts = tensors(vec![("p", scalar("Scalar(0.0)")), ("A", a)]);
+    let c = code(prog, &ts);
+    assert!(!c.contains("for") && !c.contains("while"), "{c}");
+    run_jit(&parse(prog), &mut ts).unwrap();
+    assert_eq!(value(&ts["p"]), Scalar::F64(0.0));
+}
+
+#[test]
+fn sparse_scalar_reads_switch_on_the_dirty_flag() {
+    let prog = "y .= 0\nfor i = _\n  y[i] = s[] * A[i] + 1\nend\n";
+    let a = vector("Dense(Element(0.0))", vec![1.0, 2.0, 3.0]);
+    // Clean: reads as the fill.
+    let ts = tensors(vec![
+        ("s", scalar("SparseScalar(0.0)")),
+        (
+            "y",
+            Tensor::empty(&fmt("Dense(Element(0.0))"), &[3]).unwrap(),
+        ),
+        ("A", a.clone()),
+    ]);
+    let c = code(prog, &ts);
+    assert!(c.contains("s_dirty"), "{c}");
+    let got = agree(prog, ts);
+    assert_eq!(got["y"].to_dense(), Buffer::F64(vec![1.0; 3]));
+    assert_eq!(got["s"].countstored(), 1);
+    // Written in the same kernel, then read.
+    let prog2 =
+        "s .= 0\nfor i = _\n  s[] += A[i]\nend\ny .= 0\nfor i = _\n  y[i] = s[] * A[i]\nend\n";
+    let got = agree(
+        prog2,
+        tensors(vec![
+            ("s", scalar("SparseScalar(0.0)")),
+            (
+                "y",
+                Tensor::empty(&fmt("Dense(Element(0.0))"), &[3]).unwrap(),
+            ),
+            ("A", a.clone()),
+        ]),
+    );
+    assert_eq!(value(&got["s"]), Scalar::F64(6.0));
+    assert_eq!(got["s"].levels[0][1], Buffer::Bool(vec![true]));
+    // Declared to a non-fill value: dirty from the start.
+    let got = agree(
+        "s .= 2\ny .= 0\nfor i = _\n  y[i] = s[] * A[i]\nend\n",
+        tensors(vec![
+            ("s", scalar("SparseScalar(0.0)")),
+            (
+                "y",
+                Tensor::empty(&fmt("Dense(Element(0.0))"), &[3]).unwrap(),
+            ),
+            ("A", a),
+        ]),
+    );
+    assert_eq!(got["y"].to_dense(), Buffer::F64(vec![2.0, 4.0, 6.0]));
+    // A clean scalar whose value slot is not the fill is rejected.
+    let mut bad = scalar("SparseScalar(0.0)");
+    bad.levels[0][0] = Buffer::F64(vec![3.0]);
+    assert!(bad.validate("s").is_err());
+}
+
+/// Reductions over sparse inputs whose fill is not 0: the simplifier must use the fill with
+/// the reducer's identity and annihilator.
+#[test]
+fn non_zero_fills_agree_with_the_evaluator() {
+    let inf = f64::INFINITY;
+    let vals = vec![1.0, 2.0, 1.0, 1.0, 0.5, 1.0, 3.0, 1.0];
+    let cases: Vec<(&str, &str, Tensor, Tensor)> = vec![
+        (
+            "p .= 1\nfor i = _\n  p[] *= A[i]\nend\n",
+            "p",
+            scalar("Scalar(1.0)"),
+            vector("SparseList(Element(1.0))", vals.clone()),
+        ),
+        (
+            "p .= 1\nfor i = _\n  p[] *= A[i]\nend\n",
+            "p",
+            scalar("Scalar(1.0)"),
+            vector("SparseList(Element(0.0))", vals.clone()),
+        ),
+        (
+            "m .= Inf\nfor i = _\n  m[] <<min>>= A[i]\nend\n",
+            "m",
+            scalar("Scalar(Inf)"),
+            vector("SparseList(Element(Inf))", vec![inf, 4.0, inf, 2.0, inf]),
+        ),
+        (
+            "m .= -Inf\nfor i = _\n  m[] <<max>>= A[i]\nend\n",
+            "m",
+            scalar("Scalar(-Inf)"),
+            vector("SparseCOO{1}(Element(-Inf))", vec![-inf, 4.0, -inf, 2.0]),
+        ),
+        (
+            "s .= 0\nfor i = _\n  s[] += A[i]\nend\n",
+            "s",
+            scalar("Scalar(0.0)"),
+            vector("SparseList(Element(1.0))", vals.clone()),
+        ),
+    ];
+    for (prog, out, o, a) in cases {
+        agree(prog, tensors(vec![(out, o), ("A", a)]));
+    }
+    // Booleans filled with true under `and`.
+    let b = Tensor::from_dense(
+        &fmt("SparseList(Element(true))"),
+        &[6],
+        &Buffer::Bool(vec![true, true, false, true, true, true]),
+    )
+    .unwrap();
+    assert_eq!(b.countstored(), 1);
+    let got = agree(
+        "c .= true\nfor i = _\n  c[] <<and>>= B[i]\nend\n",
+        tensors(vec![("c", scalar("Scalar(true)")), ("B", b)]),
+    );
+    assert_eq!(value(&got["c"]), Scalar::Bool(false));
+    // Elementwise with fill-1 operands into a fill-1 output, and a row product.
+    let x = vector("SparseList(Element(1.0))", vals.clone());
+    let y = vector(
+        "SparseList(Element(1.0))",
+        vec![2.0, 1.0, 1.0, 4.0, 1.0, 1.0, 1.0, 1.0],
+    );
+    agree(
+        "z .= 1\nfor i = _\n  z[i] = x[i] * y[i]\nend\n",
+        tensors(vec![
+            (
+                "z",
+                Tensor::empty(&fmt("SparseList(Element(1.0))"), &[8]).unwrap(),
+            ),
+            ("x", x),
+            ("y", y),
+        ]),
+    );
+    let m = Tensor::from_dense(
+        &fmt("Dense(SparseList(Element(1.0)))"),
+        &[3, 4],
+        &Buffer::F64(vec![
+            1.0, 2.0, 1.0, 3.0, 1.0, 1.0, 1.0, 1.0, 0.5, 1.0, 4.0, 1.0,
+        ]),
+    )
+    .unwrap();
+    agree(
+        "r .= 1\nfor i = _, j = _\n  r[i] *= M[i, j]\nend\n",
+        tensors(vec![
+            (
+                "r",
+                Tensor::empty(&fmt("Dense(Element(1.0))"), &[3]).unwrap(),
+            ),
+            ("M", m),
+        ]),
+    );
+}
+
+/// Random products, `or`s and `min`s with early exits, alone and beside a second output,
+/// over every vector format: always the evaluator's result (values are finite, so skipping
+/// reads cannot change it).
+#[test]
+fn random_short_circuits_agree_with_the_evaluator() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let formats = [
+        "Dense(Element(0.0))",
+        "SparseList(Element(0.0))",
+        "SparseList(Element(1.0))",
+        "SparseCOO{1}(Element(0.0))",
+    ];
+    let programs = [
+        (
+            "p .= 1\nfor i = _\n  p[] *= A[i]\nend\n",
+            "ShortCircuitScalar(1.0)",
+        ),
+        (
+            "p .= 1\ny .= 0\nfor i = _\n  p[] *= A[i]\n  y[i] += A[i] + B[i]\nend\n",
+            "SparseShortCircuitScalar(1.0)",
+        ),
+        (
+            "p .= 1\nfor i = _\n  if B[i] > 1\n    p[] *= A[i]\n  end\nend\n",
+            "ShortCircuitScalar(1.0)",
+        ),
+        (
+            "p .= false\nfor i = _\n  p[] <<or>>= A[i] > 7\nend\n",
+            "ShortCircuitScalar(false)",
+        ),
+        (
+            "p .= 9\nfor i = _\n  p[] <<min>>= A[i] * B[i]\nend\n",
+            "ShortCircuitScalar(0.0)",
+        ),
+    ];
+    for _ in 0..150 {
+        let n = rng.random_range(0..10);
+        let vec_of = |rng: &mut rand::rngs::StdRng| {
+            let f = formats[rng.random_range(0..formats.len())];
+            let v: Vec<f64> = (0..n)
+                .map(|_| match rng.random_range(0..4) {
+                    0 => 0.0,
+                    1 => 1.0,
+                    _ => rng.random_range(1..=9) as f64,
+                })
+                .collect();
+            vector(f, v)
+        };
+        let a = vec_of(&mut rng);
+        let b = vec_of(&mut rng);
+        let (prog, pf) = programs[rng.random_range(0..programs.len())];
+        let yf = ["Dense(Element(0.0))", "SparseList(Element(0.0))"][rng.random_range(0..2)];
+        let mut ts = tensors(vec![("p", scalar(pf)), ("A", a), ("B", b)]);
+        if prog.contains("y[") {
+            ts.insert("y".into(), Tensor::empty(&fmt(yf), &[n]).unwrap());
+        }
+        agree(prog, ts);
+    }
+}
