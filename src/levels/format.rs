@@ -9,6 +9,12 @@ use std::fmt;
 pub enum LevelKind {
     Dense,
     SparseList,
+    /// At most one stored coordinate per fiber (the paper's SparsePinpoint).
+    SparsePoint,
+    /// Runs of consecutive stored coordinates ("blocks"; the paper's SparseVBL).
+    SparseBlockList,
+    /// One contiguous band of stored coordinates per fiber.
+    SparseBand,
     /// `SparseCOO{N}`: N dimensions at once, one coordinate array per dimension.
     SparseCOO(usize),
     /// Leaf: one value per position, `fill` outside the stored structure.
@@ -24,13 +30,24 @@ impl LevelKind {
     /// How many indices this level consumes.
     pub fn rank(&self) -> usize {
         match self {
-            LevelKind::Dense | LevelKind::SparseList => 1,
+            LevelKind::Dense
+            | LevelKind::SparseList
+            | LevelKind::SparsePoint
+            | LevelKind::SparseBlockList
+            | LevelKind::SparseBand => 1,
             LevelKind::SparseCOO(n) => *n,
             LevelKind::Element(_) | LevelKind::Pattern => 0,
         }
     }
     pub fn is_sparse(&self) -> bool {
-        matches!(self, LevelKind::SparseList | LevelKind::SparseCOO(_))
+        matches!(
+            self,
+            LevelKind::SparseList
+                | LevelKind::SparseCOO(_)
+                | LevelKind::SparsePoint
+                | LevelKind::SparseBlockList
+                | LevelKind::SparseBand
+        )
     }
 }
 
@@ -67,6 +84,19 @@ impl Format {
             return Err(err(
                 "a leaf level (Element or Pattern) can only be the innermost level",
             ));
+        }
+        // Positions inside a band are stored even where they hold the fill, and a Pattern leaf
+        // reads every stored position as `true`: the band's gaps would read wrong.
+        for (k, l) in self.levels.iter().enumerate() {
+            if *l == LevelKind::SparseBand
+                && self.levels[k + 1..]
+                    .iter()
+                    .all(|c| matches!(c, LevelKind::Dense | LevelKind::Pattern))
+            {
+                return Err(err(
+                    "SparseBand stores fill values inside its band, which a Pattern leaf cannot hold (use Element(false))",
+                ));
+            }
         }
         Ok(())
     }
@@ -226,9 +256,12 @@ impl FormatParser<'_> {
                 self.expect(b')')?;
                 Ok(vec![LevelKind::Pattern])
             }
-            "Dense" | "SparseList" => {
+            "Dense" | "SparseList" | "SparsePoint" | "SparseBlockList" | "SparseBand" => {
                 let kind = match name.as_str() {
                     "Dense" => LevelKind::Dense,
+                    "SparsePoint" => LevelKind::SparsePoint,
+                    "SparseBlockList" => LevelKind::SparseBlockList,
+                    "SparseBand" => LevelKind::SparseBand,
                     _ => LevelKind::SparseList,
                 };
                 self.expect(b'(')?;
@@ -260,7 +293,7 @@ impl FormatParser<'_> {
             other => Err(Error::Format {
                 format: self.text.to_string(),
                 msg: format!(
-                    "unknown level `{other}` (known: Dense, SparseList, SparseCOO{{N}}, Element, Pattern)"
+                    "unknown level `{other}` (known: Dense, SparseList, SparsePoint, SparseBlockList, SparseBand, SparseCOO{{N}}, Element, Pattern)"
                 ),
             }),
         }
@@ -298,6 +331,9 @@ impl fmt::Display for Format {
             match l {
                 LevelKind::Dense => f.write_str("Dense(")?,
                 LevelKind::SparseList => f.write_str("SparseList(")?,
+                LevelKind::SparsePoint => f.write_str("SparsePoint(")?,
+                LevelKind::SparseBlockList => f.write_str("SparseBlockList(")?,
+                LevelKind::SparseBand => f.write_str("SparseBand(")?,
                 LevelKind::SparseCOO(n) => write!(f, "SparseCOO{{{n}}}(")?,
                 LevelKind::Element(v) => match v {
                     Scalar::F64(_) | Scalar::I64(_) | Scalar::Bool(_) => write!(f, "Element({v}")?,
@@ -329,6 +365,9 @@ mod tests {
             "Dense(Element(0x00))",
             "Dense(Element(1.5, f32))",
             "Dense(Element(Inf))",
+            "SparsePoint(Element(false))",
+            "Dense(SparseBlockList(Element(0.0)))",
+            "SparseBand(SparseList(Pattern()))",
         ] {
             let f = Format::parse(s, None).unwrap();
             assert_eq!(f.to_string(), s);
@@ -356,6 +395,8 @@ mod tests {
             "Element(0)x",
             "Dense(Element(zz))",
             "dense",
+            "SparseBand(Pattern())",
+            "Dense(SparseBand(Dense(Pattern())))",
         ] {
             let e = Format::parse(s, None).unwrap_err();
             assert!(matches!(e, Error::Format { .. }), "{s}: {e}");
