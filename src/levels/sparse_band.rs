@@ -525,7 +525,7 @@ mod tests {
             Tensor::empty(&fmt("SparseBand(Element(0.0))"), &[9]).unwrap(),
         );
         let e = run(
-            "z .= 0\nfor i = _\n  z[8 - i] += x[8 - i]\nend\n",
+            "z .= 0\nfor i = 0:8\n  z[8 - i] += x[8 - i]\nend\n",
             &mut ts,
         )
         .unwrap_err();
