@@ -303,12 +303,9 @@ impl Level for SparseBand {
             b::sub(b::var(qos), b::var(start)),
         )];
         // The child positions a write may need: one fresh position, or the gap up to it.
-        let fresh = l.child_impl().assemble(
-            cx,
-            &l.child(),
-            b::var(qos),
-            b::add(b::var(qos), b::int(1)),
-        )?;
+        let fresh =
+            l.child_impl()
+                .assemble(cx, &l.child(), b::var(qos), b::add(b::var(qos), b::int(1)))?;
         let gap = l.child_impl().assemble(
             cx,
             &l.child(),
@@ -344,10 +341,7 @@ impl Level for SparseBand {
             let mut pre = vec![
                 b::assign(n, b::sub(b::var(qos), b::var(start))),
                 b::assign(last, b::load(idx, pos.clone())),
-                b::assign(
-                    first,
-                    b::add(b::sub(b::var(last), b::var(n)), b::int(1)),
-                ),
+                b::assign(first, b::add(b::sub(b::var(last), b::var(n)), b::int(1))),
             ];
             pre.extend(b::if_else(
                 b::or(empty.clone(), before.clone()),

@@ -420,12 +420,9 @@ impl Level for SparseBlockList {
         )];
         // Every write takes the next child position; it is committed only if the child
         // reports a write.
-        let mut point_pre = l.child_impl().assemble(
-            cx,
-            &l.child(),
-            b::var(qos),
-            b::add(b::var(qos), b::int(1)),
-        )?;
+        let mut point_pre =
+            l.child_impl()
+                .assemble(cx, &l.child(), b::var(qos), b::add(b::var(qos), b::int(1)))?;
         point_pre.push(b::assign(dirty, b::boolean(false)));
         let mut child = f.child(b::var(qos));
         child.dirty = Some(dirty);
@@ -510,8 +507,7 @@ mod tests {
 
     #[test]
     fn golden_storage() {
-        let t =
-            Tensor::from_dense(&fmt("SparseBlockList(Element(0.0))"), &[9], &vector()).unwrap();
+        let t = Tensor::from_dense(&fmt("SparseBlockList(Element(0.0))"), &[9], &vector()).unwrap();
         assert_eq!(
             t.levels[0],
             vec![
@@ -551,8 +547,7 @@ mod tests {
 
     #[test]
     fn validate_rejects_bad_arrays() {
-        let t =
-            Tensor::from_dense(&fmt("SparseBlockList(Element(0.0))"), &[9], &vector()).unwrap();
+        let t = Tensor::from_dense(&fmt("SparseBlockList(Element(0.0))"), &[9], &vector()).unwrap();
         for (ptr, idx, ofs, msg) in [
             (vec![0, 2], vec![4, 9], vec![0, 4, 5], "outside"),
             (vec![0, 2], vec![4, 4], vec![0, 4, 5], "overlaps"),

@@ -229,12 +229,63 @@ fn i64s(b: &Buffer) -> &[i64] {
 #[cfg(test)]
 mod tests {
     use crate::levels::Format;
+    use crate::notation::parse::parse_program;
+    use crate::run::Runner;
     use crate::runtime::Buffer;
     use crate::tensor::Tensor;
     use crate::types::Scalar;
+    use std::collections::BTreeMap;
 
     fn fmt(s: &str) -> Format {
         Format::parse(s, None).unwrap()
+    }
+    fn run(text: &str, tensors: &mut BTreeMap<String, Tensor>) -> crate::Result<()> {
+        let formats = tensors
+            .iter()
+            .map(|(n, t)| (n.clone(), t.format.clone()))
+            .collect();
+        let runner = Runner::jit();
+        let c = runner.compile(&parse_program(text).unwrap(), &formats)?;
+        runner.execute(&c, tensors)
+    }
+    fn vec_tensor(f: &str, v: Vec<f64>) -> Tensor {
+        let n = v.len();
+        Tensor::from_dense(&fmt(f), &[n], &Buffer::F64(v)).unwrap()
+    }
+
+    #[test]
+    fn writes_one_coordinate_and_rejects_a_second() {
+        let mut ts = BTreeMap::new();
+        ts.insert(
+            "x".into(),
+            vec_tensor("SparseList(Element(0.0))", vec![0.0, 0.0, 4.0, 0.0]),
+        );
+        ts.insert(
+            "y".into(),
+            Tensor::empty(&fmt("SparsePoint(Element(0.0))"), &[4]).unwrap(),
+        );
+        run("y .= 0\nfor i = _\n  y[i] = x[i]\nend\n", &mut ts).unwrap();
+        assert_eq!(ts["y"].levels[0], vec![Buffer::I64(vec![2])]);
+        assert_eq!(ts["y"].levels[1], vec![Buffer::F64(vec![4.0])]);
+        ts["y"].validate("y").unwrap();
+        // The same coordinate twice is fine (accumulates in place).
+        run(
+            "y .= 0\nfor i = _\n  y[i] += x[i]\nend\nfor i = _\n  y[i] += x[i]\nend\n",
+            &mut ts,
+        )
+        .unwrap();
+        assert_eq!(ts["y"].levels[1], vec![Buffer::F64(vec![8.0])]);
+        // Two coordinates in one fiber are a runtime error naming the tensor.
+        ts.insert(
+            "x".into(),
+            vec_tensor("SparseList(Element(0.0))", vec![1.0, 0.0, 4.0, 0.0]),
+        );
+        let e = run("y .= 0\nfor i = _\n  y[i] = x[i]\nend\n", &mut ts).unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.contains("`y`") && e.contains("one entry per fiber"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -283,7 +334,12 @@ mod tests {
         t.levels[0][0] = Buffer::I64(vec![-2]);
         assert!(t.validate("x").is_err());
         t.levels[0][0] = Buffer::I64(vec![1, 2]);
-        assert!(t.validate("x").unwrap_err().to_string().contains("idx has 2"));
+        assert!(
+            t.validate("x")
+                .unwrap_err()
+                .to_string()
+                .contains("idx has 2")
+        );
         t.levels[0][0] = Buffer::I64(vec![-1]);
         t.validate("x").unwrap();
         assert_eq!(t.get(&[1]).unwrap(), Scalar::F64(0.0));
