@@ -512,6 +512,19 @@ mod tests {
         assert_eq!(y.to_dense(), vector());
         y.validate("y").unwrap();
 
+        // A second pass over the same fiber writes inside the band, in place.
+        run(
+            "y .= 0\nfor i = _\n  y[i] += x[i]\nend\nfor i = _\n  y[i] += x[i]\nend\n",
+            &mut ts,
+        )
+        .unwrap();
+        let y = &ts["y"];
+        assert_eq!(
+            y.levels[1],
+            vec![Buffer::F64(vec![2.0, 2.0, 4.0, 4.0, 0.0, 0.0, 6.0])]
+        );
+        y.validate("y").unwrap();
+
         // A fiber written twice, the second time from its start: before the band's end is
         // fine (in place), so only the reversed order below fails.
         ts.insert(
