@@ -358,6 +358,16 @@ fn sparse_outputs_match_evaluator() {
             "SparsePoint(SparseBlockList(Element(0.0)))",
             Some("SparsePoint(Dense(Element(0.0)))"),
         ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n",
+            "SparseBlockList(SparsePoint(Element(0.0)))",
+            Some("Dense(SparsePoint(Element(0.0)))"),
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] * B[i, j]\nend\n",
+            "SparseList(SparseBand(Element(0.0)))",
+            None,
+        ),
     ];
     let mut rng = StdRng::seed_from_u64(7);
     for (text, out, b_format) in programs {
