@@ -25,6 +25,16 @@ const MATRIX_FORMATS: &[&str] = &[
     "SparseCOO{2}(Element(0.0))",
     "Dense(SparseCOO{1}(Element(0.0)))",
     "SparseCOO{2}(Pattern())",
+    "Dense(SparseBand(Element(0.0)))",
+    "Dense(SparseBlockList(Element(0.0)))",
+    "Dense(SparsePoint(Element(0.0)))",
+    "SparseBand(SparseList(Element(0.0)))",
+    "SparseList(SparseBlockList(Element(1.0)))",
+    "SparseBlockList(SparseBand(Element(0)))",
+    "SparsePoint(Dense(Element(0.0)))",
+    "SparseBand(SparsePoint(Element(0.0)))",
+    "SparseBlockList(SparseCOO{1}(Pattern()))",
+    "SparseList(SparseBand(Element(2.0)))",
 ];
 
 const VECTOR_FORMATS: &[&str] = &[
@@ -35,7 +45,48 @@ const VECTOR_FORMATS: &[&str] = &[
     "Dense(Element(0))",
     "SparseList(Element(0))",
     "SparseCOO{1}(Element(0.0))",
+    "SparseBand(Element(0.0))",
+    "SparseBlockList(Element(0.0))",
+    "SparseBlockList(Pattern())",
+    "SparsePoint(Element(0.0))",
+    "SparsePoint(Pattern())",
+    "SparseBand(Element(2.0))",
 ];
+
+/// A random tensor of the format; levels that hold one coordinate per fiber (SparsePoint)
+/// keep the first entry of each fiber, so any format can be drawn.
+fn random_tensor(f: &Format, shape: &[usize], density: f64, seed: u64) -> Tensor {
+    let text = f.to_string();
+    if !text.contains("SparsePoint") {
+        return random_sparse(f, shape, density, seed).expect("random tensor");
+    }
+    let loose = fmt(&text.replace("SparsePoint", "SparseList"));
+    let t = random_sparse(&loose, shape, density, seed).expect("random tensor");
+    // The dimensions a SparsePoint level indexes, found by level rank.
+    let mut point_dims = vec![];
+    let mut d = 0;
+    for l in &f.levels {
+        if *l == tessera::levels::LevelKind::SparsePoint {
+            point_dims.push(d);
+        }
+        d += l.rank();
+    }
+    let mut chosen: std::collections::HashMap<(usize, Vec<usize>), usize> = Default::default();
+    let mut coords = vec![vec![]; shape.len()];
+    let mut vals = tessera::runtime::Buffer::new(f.elem());
+    t.for_each_stored(&mut |c, v| {
+        let fits = point_dims
+            .iter()
+            .all(|&d| *chosen.entry((d, c[..d].to_vec())).or_insert(c[d]) == c[d]);
+        if fits {
+            for (k, &x) in c.iter().enumerate() {
+                coords[k].push(x as i64);
+            }
+            vals.push(v);
+        }
+    });
+    Tensor::from_coo(f, shape, &coords, &vals, |a, _| a).expect("random tensor")
+}
 
 fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
     &xs[rng.random_range(0..xs.len())]
@@ -145,7 +196,7 @@ fn random_case(seed: u64) -> Case {
     let mut add = |rng: &mut StdRng, name: &str, formats: &[&str], shape: Vec<usize>| {
         let f = fmt(pick::<&str>(rng, formats));
         let density = rng.random_range(0.0..1.0);
-        let t = random_sparse(&f, &shape, density, rng.random()).expect("random tensor");
+        let t = random_tensor(&f, &shape, density, rng.random());
         tensors.insert(name.to_string(), t);
     };
     add(&mut rng, "A", MATRIX_FORMATS, vec![ni, nj]);
@@ -244,45 +295,105 @@ fn compiled_matches_evaluator() {
     );
 }
 
-/// Sparse outputs: the same computations written into SparseList levels in concordant order.
+/// Sparse outputs: the same computations written into sparse levels in concordant order.
 #[test]
 fn sparse_outputs_match_evaluator() {
     let programs = [
         (
             "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n",
             "Dense(SparseList(Element(0.0)))",
+            None,
         ),
         (
             "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] + B[i, j]\nend\n",
             "Dense(SparseList(Element(0.0)))",
+            None,
         ),
         (
             "C .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] * B[i, j]\nend\n",
             "SparseList(SparseList(Element(0.0)))",
+            None,
         ),
         (
             "C .= 0\nfor i = _, j = _\n  C[i, j] = max(A[i, j], B[i, j])\nend\n",
             "Dense(SparseList(Element(0.0)))",
+            None,
         ),
         (
             "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n",
             "SparseCOO{2}(Element(0.0))",
+            None,
         ),
         (
             "C .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] + B[i, j]\nend\n",
             "Dense(SparseCOO{1}(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n",
+            "Dense(SparseBand(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] + B[i, j]\nend\n",
+            "SparseBand(SparseBand(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = max(A[i, j], B[i, j])\nend\n",
+            "SparseBlockList(SparseBand(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n",
+            "Dense(SparseBlockList(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] + B[i, j]\nend\n",
+            "SparseBand(SparseBlockList(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n",
+            "Dense(SparsePoint(Element(0.0)))",
+            Some("Dense(SparsePoint(Element(0.0)))"),
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] += B[i, j]\nend\n",
+            "SparsePoint(SparsePoint(Element(0.0)))",
+            Some("SparsePoint(SparsePoint(Element(0.0)))"),
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n",
+            "SparsePoint(SparseBlockList(Element(0.0)))",
+            Some("SparsePoint(Dense(Element(0.0)))"),
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n",
+            "SparseBlockList(SparsePoint(Element(0.0)))",
+            Some("Dense(SparsePoint(Element(0.0)))"),
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] * B[i, j]\nend\n",
+            "SparseList(SparseBand(Element(0.0)))",
+            None,
         ),
     ];
     let mut rng = StdRng::seed_from_u64(7);
-    for (text, out) in programs {
+    for (text, out, b_format) in programs {
         for _ in 0..40 {
             let (ni, nj) = (rng.random_range(0..7), rng.random_range(0..7));
             let mut tensors = BTreeMap::new();
             for name in ["A", "B"] {
-                let f: Format = fmt(pick::<&str>(&mut rng, MATRIX_FORMATS));
+                let mut f: Format = fmt(pick::<&str>(&mut rng, MATRIX_FORMATS));
+                if let (Some(b), "B") = (b_format, name) {
+                    // Outputs that hold one entry per fiber get an operand that has one.
+                    f = fmt(b);
+                }
                 tensors.insert(
                     name.to_string(),
-                    random_sparse(&f, &[ni, nj], rng.random_range(0.0..1.0), rng.random()).unwrap(),
+                    random_tensor(&f, &[ni, nj], rng.random_range(0.0..1.0), rng.random()),
                 );
             }
             tensors.insert(

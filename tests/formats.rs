@@ -12,7 +12,13 @@ use tessera::runtime::Buffer;
 use tessera::tensor::Tensor;
 
 /// The level names the 2-level formats `X(Y(Element(0.0)))` are made of. New levels join here.
-const LEVELS: &[&str] = &["Dense", "SparseList", "SparseCOO{1}"];
+const LEVELS: &[&str] = &[
+    "Dense",
+    "SparseList",
+    "SparseCOO{1}",
+    "SparseBlockList",
+    "SparseBand",
+];
 /// Formats that are not a chain of the levels above.
 const EXTRA_2D: &[&str] = &["SparseCOO{2}(Element(0.0))"];
 

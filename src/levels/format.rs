@@ -9,6 +9,12 @@ use std::fmt;
 pub enum LevelKind {
     Dense,
     SparseList,
+    /// At most one stored coordinate per fiber (the paper's SparsePinpoint).
+    SparsePoint,
+    /// Runs of consecutive stored coordinates ("blocks"; the paper's SparseVBL).
+    SparseBlockList,
+    /// One contiguous band of stored coordinates per fiber.
+    SparseBand,
     /// `SparseCOO{N}`: N dimensions at once, one coordinate array per dimension.
     SparseCOO(usize),
     /// Leaf: one value per position, `fill` outside the stored structure.
@@ -36,7 +42,11 @@ impl LevelKind {
     /// How many indices this level consumes.
     pub fn rank(&self) -> usize {
         match self {
-            LevelKind::Dense | LevelKind::SparseList => 1,
+            LevelKind::Dense
+            | LevelKind::SparseList
+            | LevelKind::SparsePoint
+            | LevelKind::SparseBlockList
+            | LevelKind::SparseBand => 1,
             LevelKind::SparseCOO(n) => *n,
             LevelKind::Element(_) | LevelKind::Pattern | LevelKind::Scalar { .. } => 0,
         }
@@ -54,7 +64,14 @@ impl LevelKind {
         }
     }
     pub fn is_sparse(&self) -> bool {
-        matches!(self, LevelKind::SparseList | LevelKind::SparseCOO(_))
+        matches!(
+            self,
+            LevelKind::SparseList
+                | LevelKind::SparseCOO(_)
+                | LevelKind::SparsePoint
+                | LevelKind::SparseBlockList
+                | LevelKind::SparseBand
+        )
     }
 }
 
@@ -96,6 +113,19 @@ impl Format {
             return Err(err(
                 "scalar formats (SparseScalar, ShortCircuitScalar) are whole 0-d formats, not levels",
             ));
+        }
+        // Positions inside a band are stored even where they hold the fill, and a Pattern leaf
+        // reads every stored position as `true`: the band's gaps would read wrong.
+        for (k, l) in self.levels.iter().enumerate() {
+            if *l == LevelKind::SparseBand
+                && self.levels[k + 1..]
+                    .iter()
+                    .all(|c| matches!(c, LevelKind::Dense | LevelKind::Pattern))
+            {
+                return Err(err(
+                    "SparseBand stores fill values inside its band, which a Pattern leaf cannot hold (use Element(false))",
+                ));
+            }
         }
         Ok(())
     }
@@ -250,9 +280,12 @@ impl FormatParser<'_> {
                 self.expect(b')')?;
                 Ok(vec![LevelKind::Pattern])
             }
-            "Dense" | "SparseList" => {
+            "Dense" | "SparseList" | "SparsePoint" | "SparseBlockList" | "SparseBand" => {
                 let kind = match name.as_str() {
                     "Dense" => LevelKind::Dense,
+                    "SparsePoint" => LevelKind::SparsePoint,
+                    "SparseBlockList" => LevelKind::SparseBlockList,
+                    "SparseBand" => LevelKind::SparseBand,
                     _ => LevelKind::SparseList,
                 };
                 self.expect(b'(')?;
@@ -284,7 +317,7 @@ impl FormatParser<'_> {
             other => Err(Error::Format {
                 format: self.text.to_string(),
                 msg: format!(
-                    "unknown level `{other}` (known: Dense, SparseList, SparseCOO{{N}}, Element, Pattern; 0-d: Scalar, SparseScalar, ShortCircuitScalar, SparseShortCircuitScalar)"
+                    "unknown level `{other}` (known: Dense, SparseList, SparsePoint, SparseBlockList, SparseBand, SparseCOO{{N}}, Element, Pattern; 0-d: Scalar, SparseScalar, ShortCircuitScalar, SparseShortCircuitScalar)"
                 ),
             }),
         }
@@ -335,6 +368,9 @@ impl fmt::Display for Format {
             match l {
                 LevelKind::Dense => f.write_str("Dense(")?,
                 LevelKind::SparseList => f.write_str("SparseList(")?,
+                LevelKind::SparsePoint => f.write_str("SparsePoint(")?,
+                LevelKind::SparseBlockList => f.write_str("SparseBlockList(")?,
+                LevelKind::SparseBand => f.write_str("SparseBand(")?,
                 LevelKind::SparseCOO(n) => write!(f, "SparseCOO{{{n}}}(")?,
                 LevelKind::Element(v) => write_fill(f, "Element", v)?,
                 LevelKind::Scalar {
@@ -388,6 +424,9 @@ mod tests {
             "ShortCircuitScalar(1)",
             "SparseShortCircuitScalar(false)",
             "SparseScalar(2.5, f32)",
+            "SparsePoint(Element(false))",
+            "Dense(SparseBlockList(Element(0.0)))",
+            "SparseBand(SparseList(Pattern()))",
         ] {
             let f = Format::parse(s, None).unwrap();
             assert_eq!(f.to_string(), s);
@@ -428,6 +467,8 @@ mod tests {
             "dense",
             "Dense(SparseScalar(0.0))",
             "SparseScalar()",
+            "SparseBand(Pattern())",
+            "Dense(SparseBand(Dense(Pattern())))",
         ] {
             let e = Format::parse(s, None).unwrap_err();
             assert!(matches!(e, Error::Format { .. }), "{s}: {e}");

@@ -7,8 +7,11 @@ pub mod element;
 pub mod format;
 pub mod pattern;
 pub mod scalar;
+pub mod sparse_band;
+pub mod sparse_block_list;
 pub mod sparse_coo;
 pub mod sparse_list;
+pub mod sparse_point;
 
 pub use format::{Format, LevelKind};
 
@@ -120,6 +123,18 @@ pub trait Level: Sync {
         groups: &[(usize, usize, usize)],
         coords: &[Vec<i64>],
     ) -> (usize, Vec<(usize, usize, usize)>);
+    /// Whether `build` can store these entries (same arguments); formats that cannot hold some
+    /// sets of coordinates (SparsePoint: one per fiber) say why, so `Tensor::from_coo` fails
+    /// with a message instead of building wrong storage.
+    fn check_entries(
+        &self,
+        _kind: &LevelKind,
+        _dims: &[usize],
+        _groups: &[(usize, usize, usize)],
+        _coords: &[Vec<i64>],
+    ) -> std::result::Result<(), String> {
+        Ok(())
+    }
     /// Leaves: the stored value at a position.
     fn leaf_value(&self, _kind: &LevelKind, _bufs: &[Buffer], _pos: usize) -> Scalar {
         unreachable!("only leaves hold values")
@@ -167,6 +182,9 @@ pub fn level_impl(kind: &LevelKind) -> &'static dyn Level {
         LevelKind::Dense => &dense::Dense,
         LevelKind::SparseList => &sparse_list::SparseList,
         LevelKind::SparseCOO(_) => &sparse_coo::SparseCOO,
+        LevelKind::SparsePoint => &sparse_point::SparsePoint,
+        LevelKind::SparseBlockList => &sparse_block_list::SparseBlockList,
+        LevelKind::SparseBand => &sparse_band::SparseBand,
         LevelKind::Element(_) => &element::Element,
         LevelKind::Pattern => &pattern::Pattern,
         LevelKind::Scalar { .. } => &scalar::ScalarLevel,

@@ -127,6 +127,12 @@ impl Tensor {
         for (k, kind) in format.levels.iter().enumerate() {
             let dims = t.level_dims(k).to_vec();
             let coords_here = &sorted[dim..dim + kind.rank()];
+            level_impl(kind)
+                .check_entries(kind, &dims, &groups, coords_here)
+                .map_err(|m| Error::Format {
+                    format: format.to_string(),
+                    msg: format!("level {k}: {m}"),
+                })?;
             let (c, g) =
                 level_impl(kind).build(kind, &mut t.levels[k], &dims, count, &groups, coords_here);
             count = c;

@@ -1,0 +1,347 @@
+//! `SparsePoint` (the paper's SparsePinpoint): at most one stored coordinate per fiber.
+//! `idx[p]` is fiber `p`'s coordinate, or -1 when the fiber is empty (0 is a valid coordinate);
+//! child position = parent position, so the child has one position per fiber, stored or not
+//! (an empty fiber's child position holds the fill).
+//!
+//! Reading needs no loop: fill before the point, the child at the point, fill after. Writing a
+//! second coordinate to a fiber is a runtime error; rewriting the stored coordinate is fine.
+
+use super::{Level, LevelKind, LevelRef};
+use crate::error::{Error, Result};
+use crate::ir::{Expr, Stmt, build as b};
+use crate::looplets::{Fiber, Looplet, Phase, Target};
+use crate::lower::ctx::Cx;
+use crate::notation::ast::Protocol;
+use crate::runtime::Buffer;
+use crate::types::{ElemType, Scalar};
+use std::rc::Rc;
+
+pub struct SparsePoint;
+
+const IDX: usize = 0;
+/// `idx` of an empty fiber.
+pub const EMPTY: i64 = -1;
+
+impl Level for SparsePoint {
+    fn buffers(&self, _: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
+        vec![("idx", ElemType::I64)]
+    }
+
+    fn validate(
+        &self,
+        _: &LevelKind,
+        bufs: &[Buffer],
+        dims: &[usize],
+        parent_count: usize,
+    ) -> std::result::Result<usize, String> {
+        let idx = i64s(&bufs[IDX]);
+        if idx.len() != parent_count {
+            return Err(format!(
+                "idx has {} entries, expected one per fiber ({parent_count})",
+                idx.len()
+            ));
+        }
+        for (p, &i) in idx.iter().enumerate() {
+            if i != EMPTY && (i < 0 || i as usize >= dims[0]) {
+                return Err(format!(
+                    "idx[{p}] = {i} is outside 0..{} (and is not -1, the mark of an empty fiber)",
+                    dims[0]
+                ));
+            }
+        }
+        Ok(parent_count)
+    }
+    fn finish(
+        &self,
+        _: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+    ) -> usize {
+        bufs[IDX].truncate(parent_count);
+        parent_count
+    }
+    fn empty(&self, _: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
+        bufs[IDX] = Buffer::I64(vec![EMPTY; parent_count]);
+        parent_count
+    }
+
+    fn for_each_child(
+        &self,
+        _: &LevelKind,
+        bufs: &[Buffer],
+        _: &[usize],
+        pos: usize,
+        f: &mut dyn FnMut(&[usize], usize),
+    ) {
+        let i = i64s(&bufs[IDX])[pos];
+        if i != EMPTY {
+            f(&[i as usize], pos);
+        }
+    }
+    fn check_entries(
+        &self,
+        _: &LevelKind,
+        _: &[usize],
+        groups: &[(usize, usize, usize)],
+        coords: &[Vec<i64>],
+    ) -> std::result::Result<(), String> {
+        for &(p, lo, hi) in groups {
+            if let Some(k) = (lo + 1..hi).find(|&k| coords[0][k] != coords[0][lo]) {
+                return Err(format!(
+                    "SparsePoint holds one entry per fiber, but fiber {p} has coordinates {} and {}",
+                    coords[0][lo], coords[0][k]
+                ));
+            }
+        }
+        Ok(())
+    }
+    fn build(
+        &self,
+        _: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+        groups: &[(usize, usize, usize)],
+        coords: &[Vec<i64>],
+    ) -> (usize, Vec<(usize, usize, usize)>) {
+        let mut idx = vec![EMPTY; parent_count];
+        let mut out = vec![];
+        for &(p, lo, hi) in groups {
+            // `check_entries` made sure the group is one run of a single coordinate.
+            if lo < hi {
+                idx[p] = coords[0][lo];
+                out.push((p, lo, hi));
+            }
+        }
+        bufs[IDX] = Buffer::I64(idx);
+        (parent_count, out)
+    }
+
+    fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
+        if init.cast(l.tensor.elem) != l.tensor.fill {
+            return Err(Error::tensor(
+                &l.tensor.name,
+                format!(
+                    "a sparse tensor can only be declared with its fill value {}, not {init}",
+                    l.tensor.fill
+                ),
+            ));
+        }
+        let mut code = mark_empty(l, b::int(0), count.clone());
+        code.extend(l.child_impl().declare(cx, &l.child(), count, init)?);
+        Ok(code)
+    }
+    fn assemble(&self, cx: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>> {
+        let mut code = mark_empty(l, lo.clone(), hi.clone());
+        code.extend(l.child_impl().assemble(cx, &l.child(), lo, hi)?);
+        Ok(code)
+    }
+    fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
+        l.child_impl().freeze(cx, &l.child(), count)
+    }
+    fn thaw(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
+        // Positions never move, and a later write checks against the stored coordinate.
+        l.child_impl().thaw(cx, &l.child(), count)
+    }
+
+    fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, _: Option<Protocol>) -> Result<Looplet> {
+        let t = &f.tensor;
+        let idx = t.level_bufs[f.level][IDX];
+        let at = cx.var(&format!("{}_point", t.name), ElemType::I64);
+        let fill = Target::Fill(t.fill);
+        // An empty fiber's -1 makes the first phase empty: everything is fill.
+        Ok(Looplet::Thunk {
+            preamble: vec![b::assign(at, b::load(idx, f.pos.clone()))],
+            body: Box::new(Target::Looplet(Looplet::Sequence(vec![
+                Phase {
+                    stop: Some(b::var(at)),
+                    body: Looplet::Spike {
+                        at: b::var(at),
+                        body: Box::new(fill.clone()),
+                        tail: Box::new(Target::Fiber(f.child(f.pos.clone()))),
+                    },
+                },
+                Phase {
+                    stop: None,
+                    body: Looplet::Run(Box::new(fill)),
+                },
+            ]))),
+            epilogue: vec![],
+        })
+    }
+
+    fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
+        let t = &f.tensor;
+        let idx = t.level_bufs[f.level][IDX];
+        let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
+        let second = cx.error(format!(
+            "tensor `{}`: SparsePoint holds one entry per fiber, but a second coordinate was written",
+            t.name
+        ));
+        let pos = f.pos.clone();
+        let mut child = f.child(pos.clone());
+        child.dirty = Some(dirty);
+        let parent_dirty = f.dirty;
+        Ok(Looplet::Lookup(Rc::new(move |i: &Expr| {
+            let stored = b::load(idx, pos.clone());
+            let mut commit = b::if_(
+                b::and(
+                    b::not(b::eq(stored.clone(), b::int(EMPTY))),
+                    b::not(b::eq(stored, i.clone())),
+                ),
+                vec![Stmt::Fail(second)],
+            );
+            commit.push(b::store(idx, pos.clone(), i.clone()));
+            if let Some(d) = parent_dirty {
+                commit.push(b::assign(d, b::boolean(true)));
+            }
+            Target::Looplet(Looplet::Thunk {
+                preamble: vec![b::assign(dirty, b::boolean(false))],
+                body: Box::new(Target::Fiber(child.clone())),
+                epilogue: b::if_(b::var(dirty), commit),
+            })
+        })))
+    }
+}
+
+/// Grow `idx` to `hi` and mark fibers `lo..hi` empty.
+fn mark_empty(l: &LevelRef, lo: Expr, hi: Expr) -> Vec<Stmt> {
+    let idx = l.buf(IDX);
+    vec![
+        Stmt::Grow {
+            buf: idx,
+            len: hi.clone(),
+        },
+        Stmt::Fill {
+            buf: idx,
+            start: lo,
+            stop: hi,
+            value: b::int(EMPTY),
+        },
+    ]
+}
+
+fn i64s(b: &Buffer) -> &[i64] {
+    b.as_i64().expect("SparsePoint buffers are i64")
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::levels::Format;
+    use crate::notation::parse::parse_program;
+    use crate::run::Runner;
+    use crate::runtime::Buffer;
+    use crate::tensor::Tensor;
+    use crate::types::Scalar;
+    use std::collections::BTreeMap;
+
+    fn fmt(s: &str) -> Format {
+        Format::parse(s, None).unwrap()
+    }
+    fn run(text: &str, tensors: &mut BTreeMap<String, Tensor>) -> crate::Result<()> {
+        let formats = tensors
+            .iter()
+            .map(|(n, t)| (n.clone(), t.format.clone()))
+            .collect();
+        let runner = Runner::jit();
+        let c = runner.compile(&parse_program(text).unwrap(), &formats)?;
+        runner.execute(&c, tensors)
+    }
+    fn vec_tensor(f: &str, v: Vec<f64>) -> Tensor {
+        let n = v.len();
+        Tensor::from_dense(&fmt(f), &[n], &Buffer::F64(v)).unwrap()
+    }
+
+    #[test]
+    fn writes_one_coordinate_and_rejects_a_second() {
+        let mut ts = BTreeMap::new();
+        ts.insert(
+            "x".into(),
+            vec_tensor("SparseList(Element(0.0))", vec![0.0, 0.0, 4.0, 0.0]),
+        );
+        ts.insert(
+            "y".into(),
+            Tensor::empty(&fmt("SparsePoint(Element(0.0))"), &[4]).unwrap(),
+        );
+        run("y .= 0\nfor i = _\n  y[i] = x[i]\nend\n", &mut ts).unwrap();
+        assert_eq!(ts["y"].levels[0], vec![Buffer::I64(vec![2])]);
+        assert_eq!(ts["y"].levels[1], vec![Buffer::F64(vec![4.0])]);
+        ts["y"].validate("y").unwrap();
+        // The same coordinate twice is fine (accumulates in place).
+        run(
+            "y .= 0\nfor i = _\n  y[i] += x[i]\nend\nfor i = _\n  y[i] += x[i]\nend\n",
+            &mut ts,
+        )
+        .unwrap();
+        assert_eq!(ts["y"].levels[1], vec![Buffer::F64(vec![8.0])]);
+        // Two coordinates in one fiber are a runtime error naming the tensor.
+        ts.insert(
+            "x".into(),
+            vec_tensor("SparseList(Element(0.0))", vec![1.0, 0.0, 4.0, 0.0]),
+        );
+        let e = run("y .= 0\nfor i = _\n  y[i] = x[i]\nend\n", &mut ts).unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.contains("`y`") && e.contains("one entry per fiber"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn golden_storage() {
+        let f = fmt("SparsePoint(Element(false))");
+        let vals = Buffer::Bool(vec![false, false, true, false, false, false]);
+        let t = Tensor::from_dense(&f, &[6], &vals).unwrap();
+        assert_eq!(t.levels[0], vec![Buffer::I64(vec![2])]);
+        assert_eq!(t.levels[1], vec![Buffer::Bool(vec![true])]);
+        assert_eq!(t.to_dense(), vals);
+        assert_eq!(t.countstored(), 1);
+        t.validate("x").unwrap();
+        // Coordinate 0 is a real coordinate, not "empty".
+        let v0 = Buffer::F64(vec![4.0, 0.0, 0.0]);
+        let t = Tensor::from_dense(&fmt("SparsePoint(Element(0.0))"), &[3], &v0).unwrap();
+        assert_eq!(t.levels[0], vec![Buffer::I64(vec![0])]);
+        assert_eq!(t.to_dense(), v0);
+    }
+
+    #[test]
+    fn empty_fibers_and_nonzero_fill() {
+        let f = fmt("Dense(SparsePoint(Element(1.0)))");
+        let vals = Buffer::F64(vec![1.0, 1.0, 1.0, 5.0, 1.0, 1.0, 1.0, 1.0, 7.0]);
+        let t = Tensor::from_dense(&f, &[3, 3], &vals).unwrap();
+        assert_eq!(t.levels[1], vec![Buffer::I64(vec![-1, 0, 2])]);
+        assert_eq!(t.levels[2], vec![Buffer::F64(vec![1.0, 5.0, 7.0])]);
+        assert_eq!(t.to_dense(), vals);
+        let e = Tensor::empty(&f, &[3, 3]).unwrap();
+        assert_eq!(e.levels[1], vec![Buffer::I64(vec![-1, -1, -1])]);
+        e.validate("e").unwrap();
+    }
+
+    #[test]
+    fn two_entries_in_a_fiber_are_an_error() {
+        let f = fmt("SparsePoint(Element(0.0))");
+        let e = Tensor::from_dense(&f, &[4], &Buffer::F64(vec![0.0, 1.0, 2.0, 0.0])).unwrap_err();
+        assert!(e.to_string().contains("one entry per fiber"), "{e}");
+    }
+
+    #[test]
+    fn validate_rejects_bad_arrays() {
+        let f = fmt("SparsePoint(Element(0.0))");
+        let mut t = Tensor::from_dense(&f, &[4], &Buffer::F64(vec![0.0, 1.0, 0.0, 0.0])).unwrap();
+        t.levels[0][0] = Buffer::I64(vec![4]);
+        assert!(t.validate("x").unwrap_err().to_string().contains("idx[0]"));
+        t.levels[0][0] = Buffer::I64(vec![-2]);
+        assert!(t.validate("x").is_err());
+        t.levels[0][0] = Buffer::I64(vec![1, 2]);
+        assert!(
+            t.validate("x")
+                .unwrap_err()
+                .to_string()
+                .contains("idx has 2")
+        );
+        t.levels[0][0] = Buffer::I64(vec![-1]);
+        t.validate("x").unwrap();
+        assert_eq!(t.get(&[1]).unwrap(), Scalar::F64(0.0));
+    }
+}
