@@ -9,6 +9,10 @@ use std::fmt;
 pub enum LevelKind {
     Dense,
     SparseList,
+    /// Dense flags plus a list of set slots: random-access writes, sparse reads.
+    SparseByteMap,
+    /// A hash map from (position, coordinate) to child position: random-access writes.
+    SparseDict,
     /// `SparseCOO{N}`: N dimensions at once, one coordinate array per dimension.
     SparseCOO(usize),
     /// Leaf: one value per position, `fill` outside the stored structure.
@@ -24,13 +28,22 @@ impl LevelKind {
     /// How many indices this level consumes.
     pub fn rank(&self) -> usize {
         match self {
-            LevelKind::Dense | LevelKind::SparseList => 1,
+            LevelKind::Dense
+            | LevelKind::SparseList
+            | LevelKind::SparseByteMap
+            | LevelKind::SparseDict => 1,
             LevelKind::SparseCOO(n) => *n,
             LevelKind::Element(_) | LevelKind::Pattern => 0,
         }
     }
     pub fn is_sparse(&self) -> bool {
-        matches!(self, LevelKind::SparseList | LevelKind::SparseCOO(_))
+        matches!(
+            self,
+            LevelKind::SparseList
+                | LevelKind::SparseByteMap
+                | LevelKind::SparseDict
+                | LevelKind::SparseCOO(_)
+        )
     }
 }
 
@@ -226,9 +239,11 @@ impl FormatParser<'_> {
                 self.expect(b')')?;
                 Ok(vec![LevelKind::Pattern])
             }
-            "Dense" | "SparseList" => {
+            "Dense" | "SparseList" | "SparseByteMap" | "SparseDict" => {
                 let kind = match name.as_str() {
                     "Dense" => LevelKind::Dense,
+                    "SparseByteMap" => LevelKind::SparseByteMap,
+                    "SparseDict" => LevelKind::SparseDict,
                     _ => LevelKind::SparseList,
                 };
                 self.expect(b'(')?;
@@ -260,7 +275,7 @@ impl FormatParser<'_> {
             other => Err(Error::Format {
                 format: self.text.to_string(),
                 msg: format!(
-                    "unknown level `{other}` (known: Dense, SparseList, SparseCOO{{N}}, Element, Pattern)"
+                    "unknown level `{other}` (known: Dense, SparseList, SparseByteMap, SparseDict, SparseCOO{{N}}, Element, Pattern)"
                 ),
             }),
         }
@@ -298,6 +313,8 @@ impl fmt::Display for Format {
             match l {
                 LevelKind::Dense => f.write_str("Dense(")?,
                 LevelKind::SparseList => f.write_str("SparseList(")?,
+                LevelKind::SparseByteMap => f.write_str("SparseByteMap(")?,
+                LevelKind::SparseDict => f.write_str("SparseDict(")?,
                 LevelKind::SparseCOO(n) => write!(f, "SparseCOO{{{n}}}(")?,
                 LevelKind::Element(v) => match v {
                     Scalar::F64(_) | Scalar::I64(_) | Scalar::Bool(_) => write!(f, "Element({v}")?,
@@ -324,6 +341,8 @@ mod tests {
         for s in [
             "Dense(SparseList(Element(0.0)))",
             "SparseList(Pattern())",
+            "Dense(SparseByteMap(Element(0.0)))",
+            "SparseDict(SparseDict(Element(0.0)))",
             "Dense(Dense(Element(0)))",
             "Dense(Element(false))",
             "Dense(Element(0x00))",

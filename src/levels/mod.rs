@@ -6,7 +6,9 @@ pub mod dense;
 pub mod element;
 pub mod format;
 pub mod pattern;
+pub mod sparse_bytemap;
 pub mod sparse_coo;
+
 pub mod sparse_list;
 
 pub use format::{Format, LevelKind};
@@ -157,6 +159,8 @@ pub fn level_impl(kind: &LevelKind) -> &'static dyn Level {
     match kind {
         LevelKind::Dense => &dense::Dense,
         LevelKind::SparseList => &sparse_list::SparseList,
+        LevelKind::SparseByteMap => &sparse_bytemap::SparseByteMap,
+        LevelKind::SparseDict => &sparse_bytemap::SparseByteMap, // TEMP
         LevelKind::SparseCOO(_) => &sparse_coo::SparseCOO,
         LevelKind::Element(_) => &element::Element,
         LevelKind::Pattern => &pattern::Pattern,
