@@ -25,6 +25,9 @@ const MATRIX_FORMATS: &[&str] = &[
     "SparseCOO{2}(Element(0.0))",
     "Dense(SparseCOO{1}(Element(0.0)))",
     "SparseCOO{2}(Pattern())",
+    "Dense(SparseByteMap(Element(0.0)))",
+    "SparseByteMap(SparseList(Element(0.0)))",
+    "SparseList(SparseByteMap(Element(1.0)))",
 ];
 
 const VECTOR_FORMATS: &[&str] = &[
@@ -35,6 +38,8 @@ const VECTOR_FORMATS: &[&str] = &[
     "Dense(Element(0))",
     "SparseList(Element(0))",
     "SparseCOO{1}(Element(0.0))",
+    "SparseByteMap(Element(0.0))",
+    "SparseByteMap(Pattern())",
 ];
 
 fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
@@ -56,6 +61,8 @@ fn expr(rng: &mut StdRng, depth: u32, square: bool) -> String {
             "j",
             "A[i, gallop(j)]",
             "v[gallop(j)]",
+            "A[i, follow(j)]",
+            "v[follow(j)]",
         ];
         if square {
             leaves.push("T[j, i]");
@@ -101,18 +108,31 @@ fn random_case(seed: u64) -> Case {
     let (out, lhs, out_shape, out_formats): (&str, &str, Vec<usize>, &[&str]) =
         match rng.random_range(0..4) {
             0 => ("s", "s[]", vec![], &["Element(0.0)", "Element(0)"]),
-            1 => ("y", "y[i]", vec![ni], &["Dense(Element(0.0))"]),
+            1 => (
+                "y",
+                "y[i]",
+                vec![ni],
+                &["Dense(Element(0.0))", "SparseByteMap(Element(0.0))"],
+            ),
             2 => (
                 "w",
                 "w[j]",
                 vec![nj],
-                &["Dense(Element(0.0))", "Dense(Element(0))"],
+                &[
+                    "Dense(Element(0.0))",
+                    "Dense(Element(0))",
+                    "SparseByteMap(Element(0.0))",
+                ],
             ),
             _ => (
                 "C",
                 "C[i, j]",
                 vec![ni, nj],
-                &["Dense(Dense(Element(0.0)))"],
+                &[
+                    "Dense(Dense(Element(0.0)))",
+                    "Dense(SparseByteMap(Element(0.0)))",
+                    "SparseByteMap(SparseByteMap(Element(0.0)))",
+                ],
             ),
         };
     let op = if out == "C" && rng.random_bool(0.4) {
@@ -260,6 +280,19 @@ fn sparse_outputs_match_evaluator() {
         (
             "C .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] + B[i, j]\nend\n",
             "Dense(SparseCOO{1}(Element(0.0)))",
+        ),
+        // Formats that take writes in any order: also transposed loops.
+        (
+            "C .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n",
+            "Dense(SparseByteMap(Element(0.0)))",
+        ),
+        (
+            "C .= 0\nfor j = _, i = _\n  C[i, j] += A[i, j] + B[i, j]\nend\n",
+            "SparseByteMap(SparseByteMap(Element(0.0)))",
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = max(A[i, j], B[i, j])\nend\n",
+            "SparseByteMap(SparseList(Element(0.0)))",
         ),
     ];
     let mut rng = StdRng::seed_from_u64(7);
