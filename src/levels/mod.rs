@@ -8,6 +8,7 @@ pub mod format;
 pub mod pattern;
 pub mod sparse_bytemap;
 pub mod sparse_coo;
+pub mod sparse_dict;
 
 pub mod sparse_list;
 
@@ -160,7 +161,7 @@ pub fn level_impl(kind: &LevelKind) -> &'static dyn Level {
         LevelKind::Dense => &dense::Dense,
         LevelKind::SparseList => &sparse_list::SparseList,
         LevelKind::SparseByteMap => &sparse_bytemap::SparseByteMap,
-        LevelKind::SparseDict => &sparse_bytemap::SparseByteMap, // TEMP
+        LevelKind::SparseDict => &sparse_dict::SparseDict,
         LevelKind::SparseCOO(_) => &sparse_coo::SparseCOO,
         LevelKind::Element(_) => &element::Element,
         LevelKind::Pattern => &pattern::Pattern,
