@@ -28,6 +28,9 @@ const MATRIX_FORMATS: &[&str] = &[
     "Dense(SparseByteMap(Element(0.0)))",
     "SparseByteMap(SparseList(Element(0.0)))",
     "SparseList(SparseByteMap(Element(1.0)))",
+    "Dense(SparseDict(Element(0.0)))",
+    "SparseDict(SparseDict(Element(0.0)))",
+    "SparseDict(Dense(Element(2.0)))",
 ];
 
 const VECTOR_FORMATS: &[&str] = &[
@@ -40,6 +43,8 @@ const VECTOR_FORMATS: &[&str] = &[
     "SparseCOO{1}(Element(0.0))",
     "SparseByteMap(Element(0.0))",
     "SparseByteMap(Pattern())",
+    "SparseDict(Element(0.0))",
+    "SparseDict(Element(0))",
 ];
 
 fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
@@ -112,7 +117,11 @@ fn random_case(seed: u64) -> Case {
                 "y",
                 "y[i]",
                 vec![ni],
-                &["Dense(Element(0.0))", "SparseByteMap(Element(0.0))"],
+                &[
+                    "Dense(Element(0.0))",
+                    "SparseByteMap(Element(0.0))",
+                    "SparseDict(Element(0.0))",
+                ],
             ),
             2 => (
                 "w",
@@ -122,6 +131,7 @@ fn random_case(seed: u64) -> Case {
                     "Dense(Element(0.0))",
                     "Dense(Element(0))",
                     "SparseByteMap(Element(0.0))",
+                    "SparseDict(Element(0))",
                 ],
             ),
             _ => (
@@ -132,6 +142,8 @@ fn random_case(seed: u64) -> Case {
                     "Dense(Dense(Element(0.0)))",
                     "Dense(SparseByteMap(Element(0.0)))",
                     "SparseByteMap(SparseByteMap(Element(0.0)))",
+                    "SparseDict(SparseDict(Element(0.0)))",
+                    "Dense(SparseDict(Element(0.0)))",
                 ],
             ),
         };
@@ -293,6 +305,18 @@ fn sparse_outputs_match_evaluator() {
         (
             "C .= 0\nfor i = _, j = _\n  C[i, j] = max(A[i, j], B[i, j])\nend\n",
             "SparseByteMap(SparseList(Element(0.0)))",
+        ),
+        (
+            "C .= 0\nfor j = _, i = _\n  C[i, j] += A[i, j] * B[i, j]\nend\n",
+            "SparseDict(SparseDict(Element(0.0)))",
+        ),
+        (
+            "C .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j] + B[i, j]\nend\n",
+            "Dense(SparseDict(Element(0.0)))",
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = max(A[i, j], B[i, j])\nend\n",
+            "SparseDict(SparseByteMap(Element(0.0)))",
         ),
     ];
     let mut rng = StdRng::seed_from_u64(7);

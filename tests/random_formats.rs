@@ -134,6 +134,83 @@ fn gustavson_spgemm_matches_evaluator() {
     }
 }
 
+/// Outer products: for each k, add column k of A times row k of B into a hash-map accumulator.
+const OUTER: &str = "D .= 0
+for k = _, i = _, j = _
+  D[i, j] += AT[k, i] * B[k, j]
+end
+";
+
+#[test]
+fn outer_product_spgemm_with_a_dict_accumulator() {
+    let csr = fmt("Dense(SparseList(Element(0.0)))");
+    let dd = "SparseDict(SparseDict(Element(0.0)))";
+    let mut cases: Vec<(String, Tensor, Tensor)> = vec![];
+    for seed in 0..20u64 {
+        let (m, k, n) = (
+            (seed % 5) as usize + 1,
+            (seed % 4) as usize + 2,
+            (seed % 6) as usize + 1,
+        );
+        let a = random_sparse(&csr, &[m, k], 0.4, seed).unwrap();
+        let b = random_sparse(&csr, &[k, n], 0.4, seed + 100).unwrap();
+        cases.push((format!("seed {seed}"), a, b));
+    }
+    if let Some(dir) = common::data_dir("outer_product_spgemm_with_a_dict_accumulator") {
+        for name in ["karate", "west0067"] {
+            let path = dir.join(format!("matrices/{name}.mtx"));
+            if let Ok(a) = load_tensor(
+                path.to_str().unwrap(),
+                Some("Dense(SparseList(Element(0.0)))"),
+            ) {
+                cases.push((name.to_string(), a.clone(), a));
+            }
+        }
+    }
+    for (what, a, b) in cases {
+        let (m, n) = (a.shape[0], b.shape[1]);
+        let at = transpose(&a);
+        let mut ts = BTreeMap::new();
+        ts.insert("AT".to_string(), at);
+        ts.insert("B".to_string(), b.clone());
+        ts.insert("D".to_string(), Tensor::empty(&fmt(dd), &[m, n]).unwrap());
+        run_jit(&parse(OUTER), &mut ts).unwrap_or_else(|e| panic!("{what}: {e}"));
+        ts["D"].validate("D").unwrap();
+        let want = spgemm_reference(&entries(&a), &entries(&b), m, n);
+        assert_close(&ts["D"].to_dense(), &want, &format!("{what} outer product"));
+        // Gustavson with a SparseDict workspace gives the same product.
+        let mut ts = spgemm_tensors(
+            &a,
+            &b,
+            "SparseDict(Element(0.0))",
+            "Dense(SparseList(Element(0.0)))",
+        );
+        run_jit(&parse(GUSTAVSON), &mut ts).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_close(
+            &ts["C"].to_dense(),
+            &want,
+            &format!("{what} Gustavson with a dict"),
+        );
+    }
+}
+
+fn transpose(a: &Tensor) -> Tensor {
+    let es = entries(a);
+    let coords = vec![
+        es.iter().map(|e| e.1 as i64).collect(),
+        es.iter().map(|e| e.0 as i64).collect(),
+    ];
+    let vals = Buffer::F64(es.iter().map(|e| e.2).collect());
+    Tensor::from_coo(
+        &a.format,
+        &[a.shape[1], a.shape[0]],
+        &coords,
+        &vals,
+        |x, _| x,
+    )
+    .unwrap()
+}
+
 #[test]
 fn spmv_reads_random_formats_on_real_matrices() {
     let Some(dir) = common::data_dir("spmv_reads_random_formats_on_real_matrices") else {
@@ -158,7 +235,10 @@ fn spmv_reads_random_formats_on_real_matrices() {
         for &(i, j, v) in &es {
             want[i] += v * x[j];
         }
-        for format in ["Dense(SparseByteMap(Element(0.0)))"] {
+        for format in [
+            "Dense(SparseByteMap(Element(0.0)))",
+            "Dense(SparseDict(Element(0.0)))",
+        ] {
             let af = a.to_format(&fmt(format)).unwrap();
             af.validate("A").unwrap();
             for text in [
