@@ -121,9 +121,9 @@ pub enum Expr {
         key: Box<Expr>,
     },
     /// Open-addressing lookup in the I64 hash table `table` (empty slots hold -1, keys are
-    /// >= 0, linear probing from `hash_slot(key, len)`): the slot holding `key`, else the first
-    /// empty slot of its probe sequence, else -1 (empty or full table, or a negative key).
-    /// See `runtime::intrinsics::hash_find`.
+    /// non-negative, linear probing from `hash_slot(key, len)`): the slot holding `key`, else
+    /// the first empty slot of its probe sequence, else -1 (empty or full table, or a negative
+    /// key). See `runtime::intrinsics::hash_find`.
     HashFind {
         table: BufId,
         key: Box<Expr>,
