@@ -35,6 +35,12 @@ const MATRIX_FORMATS: &[&str] = &[
     "SparseBand(SparsePoint(Element(0.0)))",
     "SparseBlockList(SparseCOO{1}(Pattern()))",
     "SparseList(SparseBand(Element(2.0)))",
+    "Dense(SparseByteMap(Element(0.0)))",
+    "SparseByteMap(SparseList(Element(0.0)))",
+    "SparseList(SparseByteMap(Element(1.0)))",
+    "Dense(SparseDict(Element(0.0)))",
+    "SparseDict(SparseDict(Element(0.0)))",
+    "SparseDict(Dense(Element(2.0)))",
 ];
 
 const VECTOR_FORMATS: &[&str] = &[
@@ -51,6 +57,10 @@ const VECTOR_FORMATS: &[&str] = &[
     "SparsePoint(Element(0.0))",
     "SparsePoint(Pattern())",
     "SparseBand(Element(2.0))",
+    "SparseByteMap(Element(0.0))",
+    "SparseByteMap(Pattern())",
+    "SparseDict(Element(0.0))",
+    "SparseDict(Element(0))",
 ];
 
 /// A random tensor of the format; levels that hold one coordinate per fiber (SparsePoint)
@@ -107,6 +117,8 @@ fn expr(rng: &mut StdRng, depth: u32, square: bool) -> String {
             "j",
             "A[i, gallop(j)]",
             "v[gallop(j)]",
+            "A[i, follow(j)]",
+            "v[follow(j)]",
         ];
         if square {
             leaves.push("T[j, i]");
@@ -163,18 +175,38 @@ fn random_case(seed: u64) -> Case {
                     "SparseShortCircuitScalar(0)",
                 ],
             ),
-            1 => ("y", "y[i]", vec![ni], &["Dense(Element(0.0))"]),
+            1 => (
+                "y",
+                "y[i]",
+                vec![ni],
+                &[
+                    "Dense(Element(0.0))",
+                    "SparseByteMap(Element(0.0))",
+                    "SparseDict(Element(0.0))",
+                ],
+            ),
             2 => (
                 "w",
                 "w[j]",
                 vec![nj],
-                &["Dense(Element(0.0))", "Dense(Element(0))"],
+                &[
+                    "Dense(Element(0.0))",
+                    "Dense(Element(0))",
+                    "SparseByteMap(Element(0.0))",
+                    "SparseDict(Element(0))",
+                ],
             ),
             _ => (
                 "C",
                 "C[i, j]",
                 vec![ni, nj],
-                &["Dense(Dense(Element(0.0)))"],
+                &[
+                    "Dense(Dense(Element(0.0)))",
+                    "Dense(SparseByteMap(Element(0.0)))",
+                    "SparseByteMap(SparseByteMap(Element(0.0)))",
+                    "SparseDict(SparseDict(Element(0.0)))",
+                    "Dense(SparseDict(Element(0.0)))",
+                ],
             ),
         };
     let op = if out == "C" && rng.random_bool(0.4) {
@@ -377,6 +409,37 @@ fn sparse_outputs_match_evaluator() {
         (
             "C .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] * B[i, j]\nend\n",
             "SparseList(SparseBand(Element(0.0)))",
+            None,
+        ),
+        // Formats that take writes in any order: also transposed loops.
+        (
+            "C .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n",
+            "Dense(SparseByteMap(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor j = _, i = _\n  C[i, j] += A[i, j] + B[i, j]\nend\n",
+            "SparseByteMap(SparseByteMap(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = max(A[i, j], B[i, j])\nend\n",
+            "SparseByteMap(SparseList(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor j = _, i = _\n  C[i, j] += A[i, j] * B[i, j]\nend\n",
+            "SparseDict(SparseDict(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j] + B[i, j]\nend\n",
+            "Dense(SparseDict(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = max(A[i, j], B[i, j])\nend\n",
+            "SparseDict(SparseByteMap(Element(0.0)))",
             None,
         ),
     ];

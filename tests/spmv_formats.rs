@@ -20,6 +20,8 @@ const GENERAL: &[&str] = &[
     "SparseCOO{2}(Element(0.0))",
     "Dense(SparseBlockList(Element(0.0)))",
     "Dense(SparseBand(Element(0.0)))",
+    "Dense(SparseByteMap(Element(0.0)))",
+    "Dense(SparseDict(Element(0.0)))",
 ];
 
 const SPMV: &str = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend";

@@ -3,7 +3,7 @@
 use super::{Backend, CompiledKernel, KernelFault, MAX_GROW, check_buffers, grown_len};
 use crate::error::Result;
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp};
-use crate::runtime::Buffer;
+use crate::runtime::{Buffer, intrinsics};
 use crate::types::Scalar;
 
 /// Runs kernels without compiling them.
@@ -148,10 +148,44 @@ impl Machine<'_> {
                     }
                 }
             }
+            Stmt::Sort { buf, lo, hi } => {
+                let (lo, hi) = self.range(*buf, lo, hi)?;
+                let v = self.bufs[buf.0 as usize]
+                    .as_i64_mut()
+                    .expect("checked IR sorts i64 buffers");
+                v[lo..hi].sort_unstable();
+            }
+            Stmt::SortPerm { keys, perm, lo, hi } => {
+                let (lo, hi) = self.range(*perm, lo, hi)?;
+                // Checked IR names two distinct buffers; take the permutation out to borrow both.
+                let mut p = std::mem::replace(&mut self.bufs[perm.0 as usize], Buffer::I64(vec![]));
+                let k = self.bufs[keys.0 as usize]
+                    .as_i64()
+                    .expect("checked IR sorts by i64 keys");
+                let r =
+                    intrinsics::sort_perm(k, &mut p.as_i64_mut().expect("i64 permutation")[lo..hi]);
+                self.bufs[perm.0 as usize] = p;
+                if let Err(index) = r {
+                    return Err(KernelFault::OutOfBounds { buf: *keys, index });
+                }
+            }
             Stmt::Fail(k) => return Err(KernelFault::Fail(*k)),
             Stmt::Comment(_) => {}
         }
         Ok(Flow::Next)
+    }
+
+    /// A non-empty range `[lo, hi)` must lie inside the buffer; an empty one is `0..0`.
+    fn range(&mut self, buf: BufId, lo: &Expr, hi: &Expr) -> Step<(usize, usize)> {
+        let (lo, hi) = (self.expr(lo)?.as_i64(), self.expr(hi)?.as_i64());
+        if lo >= hi {
+            return Ok((0, 0));
+        }
+        if lo < 0 || hi > self.bufs[buf.0 as usize].len() as i64 {
+            let index = if lo < 0 { lo } else { hi - 1 };
+            return Err(KernelFault::OutOfBounds { buf, index });
+        }
+        Ok((lo as usize, hi as usize))
     }
 
     fn index(&mut self, buf: BufId, e: &Expr) -> Step<usize> {
@@ -198,6 +232,13 @@ impl Machine<'_> {
                     }
                 }
                 Scalar::I64(lo)
+            }
+            Expr::HashFind { table, key } => {
+                let key = self.expr(key)?.as_i64();
+                let t = self.bufs[table.0 as usize]
+                    .as_i64()
+                    .expect("checked IR hashes into i64 buffers");
+                Scalar::I64(intrinsics::hash_find(t, key))
             }
         })
     }

@@ -223,6 +223,126 @@ fn out_of_bounds_and_fail_are_errors_not_crashes() {
 }
 
 #[test]
+fn sort_intrinsics_agree_and_check_bounds() {
+    let data = Buffer::I64(vec![9, 3, 7, 3, -1, 0, 5]);
+    let sort = |lo: i64, hi: i64| {
+        kernel(
+            &[("x", ElemType::I64, false)],
+            &[],
+            vec![Stmt::Sort {
+                buf: BufId(0),
+                lo: b::int(lo),
+                hi: b::int(hi),
+            }],
+        )
+    };
+    let (r, out) = run_both(&sort(1, 6), std::slice::from_ref(&data));
+    r.unwrap();
+    assert_eq!(out[0], Buffer::I64(vec![9, -1, 0, 3, 3, 7, 5]));
+    assert!(run_both(&sort(5, 2), std::slice::from_ref(&data)).0.is_ok());
+    for (lo, hi) in [(-1, 3), (2, 8)] {
+        let msg = run_both(&sort(lo, hi), std::slice::from_ref(&data))
+            .0
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("`x`"), "{msg}");
+    }
+    // Sort by the second key, then stably by the first: lexicographic order of (k0, k1).
+    let perm = |lo: i64, hi: i64| {
+        kernel(
+            &[
+                ("k0", ElemType::I64, false),
+                ("k1", ElemType::I64, false),
+                ("p", ElemType::I64, false),
+            ],
+            &[],
+            vec![
+                Stmt::SortPerm {
+                    keys: BufId(1),
+                    perm: BufId(2),
+                    lo: b::int(lo),
+                    hi: b::int(hi),
+                },
+                Stmt::SortPerm {
+                    keys: BufId(0),
+                    perm: BufId(2),
+                    lo: b::int(lo),
+                    hi: b::int(hi),
+                },
+            ],
+        )
+    };
+    let bufs = [
+        Buffer::I64(vec![2, 0, 2, 1, 0]),
+        Buffer::I64(vec![1, 5, 0, 0, 4]),
+        Buffer::I64(vec![0, 1, 2, 3, 4]),
+    ];
+    let (r, out) = run_both(&perm(0, 5), &bufs);
+    r.unwrap();
+    assert_eq!(out[2], Buffer::I64(vec![4, 1, 3, 2, 0]));
+    let mut bad = bufs.clone();
+    bad[2] = Buffer::I64(vec![0, 1, 7, 3, 4]);
+    let msg = run_both(&perm(0, 5), &bad).0.unwrap_err().to_string();
+    assert!(msg.contains("index 7") && msg.contains("`k1`"), "{msg}");
+    assert!(run_both(&perm(0, 6), &bufs).0.is_err());
+}
+
+#[test]
+fn hash_find_agrees() {
+    // Insert keys one by one: slot = hash_find(t, key); t[slot] = key; record the slots.
+    let (k, s) = (VarId(0), VarId(1));
+    let keys: Vec<i64> = vec![4, 17, 4, 1 << 40, 0, 33, 17, -3];
+    let body = vec![Stmt::For {
+        var: k,
+        start: b::int(0),
+        stop: Expr::Len(BufId(1)),
+        body: vec![
+            b::assign(
+                s,
+                Expr::HashFind {
+                    table: BufId(0),
+                    key: Box::new(b::load(BufId(1), b::var(k))),
+                },
+            ),
+            b::store(BufId(2), b::var(k), b::var(s)),
+            Stmt::If {
+                cond: b::le(b::int(0), b::var(s)),
+                then: vec![b::store(BufId(0), b::var(s), b::load(BufId(1), b::var(k)))],
+                otherwise: vec![],
+            },
+        ],
+    }];
+    let kern = kernel(
+        &[
+            ("t", ElemType::I64, false),
+            ("keys", ElemType::I64, false),
+            ("slots", ElemType::I64, false),
+        ],
+        &[("k", ElemType::I64), ("s", ElemType::I64)],
+        body,
+    );
+    for size in [0usize, 5, 8] {
+        let (r, out) = run_both(
+            &kern,
+            &[
+                Buffer::I64(vec![-1; size]),
+                Buffer::I64(keys.clone()),
+                Buffer::I64(vec![0; keys.len()]),
+            ],
+        );
+        r.unwrap();
+        let slots = out[2].as_i64().unwrap();
+        if size == 0 {
+            assert!(slots.iter().all(|&x| x == -1));
+        } else {
+            assert_eq!(slots[0], slots[2], "a key found again");
+            assert_eq!(slots[1], slots[6]);
+            assert_eq!(slots[7], -1, "negative keys are never stored");
+        }
+    }
+}
+
+#[test]
 fn wrong_buffers_are_rejected() {
     let k = kernel(&[("x", ElemType::F64, false)], &[], vec![]);
     let c = Jit::new().compile(&k).unwrap();

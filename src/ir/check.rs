@@ -3,7 +3,7 @@
 //! Backends assume well-typed IR (Cranelift would panic on a type mismatch), so every kernel
 //! is checked before compilation and a failure is reported as an internal error instead.
 
-use super::{BinOp, Expr, Kernel, Stmt, UnOp};
+use super::{BinOp, BufId, Expr, Kernel, Stmt, UnOp};
 use crate::types::{Class, ElemType};
 
 impl Kernel {
@@ -96,6 +96,20 @@ impl Kernel {
                     "fill value".into()
                 })
             }
+            Stmt::Sort { buf, lo, hi } => {
+                self.i64_buf(*buf, "sort")?;
+                expect(self.expr_ty(lo)?, ElemType::I64, || "sort lo".into())?;
+                expect(self.expr_ty(hi)?, ElemType::I64, || "sort hi".into())
+            }
+            Stmt::SortPerm { keys, perm, lo, hi } => {
+                self.i64_buf(*keys, "sort_perm keys")?;
+                self.i64_buf(*perm, "sort_perm permutation")?;
+                if keys == perm {
+                    return Err("sort_perm needs distinct key and permutation buffers".into());
+                }
+                expect(self.expr_ty(lo)?, ElemType::I64, || "sort_perm lo".into())?;
+                expect(self.expr_ty(hi)?, ElemType::I64, || "sort_perm hi".into())
+            }
             Stmt::Fail(k) if (*k as usize) < self.errors.len() => Ok(()),
             Stmt::Fail(k) => Err(format!("fail({k}) names no error message")),
         }
@@ -107,6 +121,19 @@ impl Kernel {
         } else {
             Err(format!("undeclared variable {v}"))
         }
+    }
+
+    /// Intrinsics work on I64 buffers only.
+    fn i64_buf(&self, b: BufId, what: &str) -> Result<(), String> {
+        self.buf_ok(b.0)?;
+        if self.buf_elem(b) != ElemType::I64 {
+            return Err(format!(
+                "{what} on buffer `{}` of {}, not i64",
+                self.bufs[b.0 as usize].name,
+                self.buf_elem(b)
+            ));
+        }
+        Ok(())
     }
 
     fn buf_ok(&self, b: u32) -> Result<(), String> {
@@ -198,6 +225,11 @@ impl Kernel {
                 for (what, x) in [("lo", lo), ("hi", hi), ("key", key)] {
                     expect(self.expr_ty(x)?, ElemType::I64, || format!("search {what}"))?;
                 }
+                ElemType::I64
+            }
+            Expr::HashFind { table, key } => {
+                self.i64_buf(*table, "hash_find")?;
+                expect(self.expr_ty(key)?, ElemType::I64, || "hash key".into())?;
                 ElemType::I64
             }
         })

@@ -121,6 +121,14 @@ pub enum Expr {
         hi: Box<Expr>,
         key: Box<Expr>,
     },
+    /// Open-addressing lookup in the I64 hash table `table` (empty slots hold -1, keys are
+    /// non-negative, linear probing from `hash_slot(key, len)`): the slot holding `key`, else
+    /// the first empty slot of its probe sequence, else -1 (empty or full table, or a negative
+    /// key). See `runtime::intrinsics::hash_find`.
+    HashFind {
+        table: BufId,
+        key: Box<Expr>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -164,6 +172,22 @@ pub enum Stmt {
         stop: Expr,
         value: Expr,
     },
+    /// Sort the I64 elements `buf[lo..hi]` ascending in place (out-of-bounds range: a fault).
+    Sort {
+        buf: BufId,
+        lo: Expr,
+        hi: Expr,
+    },
+    /// Stable-sort the I64 elements `perm[lo..hi]` by `keys[perm[k]]` ascending: afterwards
+    /// they list the same positions of `keys` in key order, equal keys in their old order, so
+    /// repeated sorts by less significant keys first give a lexicographic order. A position
+    /// outside `keys` is an out-of-bounds fault on `keys`.
+    SortPerm {
+        keys: BufId,
+        perm: BufId,
+        lo: Expr,
+        hi: Expr,
+    },
     /// Return from the kernel with error `k` (an index into `Kernel::errors`).
     Fail(u32),
     /// A note shown by the printer; no effect.
@@ -185,7 +209,7 @@ impl Kernel {
             Expr::Const(s) => s.ty().compute(),
             Expr::Var(v) => self.var_ty(*v),
             Expr::Load { buf, .. } => self.buf_elem(*buf).compute(),
-            Expr::Len(_) | Expr::SearchGe { .. } => ElemType::I64,
+            Expr::Len(_) | Expr::SearchGe { .. } | Expr::HashFind { .. } => ElemType::I64,
             Expr::Unary(_, a) => self.type_of(a),
             Expr::Binary(op, a, _) => match op {
                 BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {

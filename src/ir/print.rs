@@ -141,6 +141,25 @@ impl<'a> Printer<'a> {
                     self.expr(value)
                 );
             }
+            Stmt::Sort { buf, lo, hi } => {
+                let _ = writeln!(
+                    out,
+                    "{pad}sort({}, {}, {});",
+                    self.bufs[buf.0 as usize],
+                    self.expr(lo),
+                    self.expr(hi)
+                );
+            }
+            Stmt::SortPerm { keys, perm, lo, hi } => {
+                let _ = writeln!(
+                    out,
+                    "{pad}sort_perm({}, {}, {}, {});",
+                    self.bufs[keys.0 as usize],
+                    self.bufs[perm.0 as usize],
+                    self.expr(lo),
+                    self.expr(hi)
+                );
+            }
             Stmt::Fail(k) => {
                 let msg = self
                     .k
@@ -187,6 +206,11 @@ impl<'a> Printer<'a> {
                 self.bufs[buf.0 as usize],
                 self.expr(lo),
                 self.expr(hi),
+                self.expr(key)
+            ),
+            Expr::HashFind { table, key } => format!(
+                "hash_find({}, {})",
+                self.bufs[table.0 as usize],
                 self.expr(key)
             ),
         }

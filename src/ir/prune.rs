@@ -46,6 +46,10 @@ fn reads_in(stmts: &[Stmt], read: &mut HashSet<VarId>) {
                 reads_in(body, read);
             }
             Stmt::Grow { len, .. } => expr_reads(len, read),
+            Stmt::Sort { lo, hi, .. } | Stmt::SortPerm { lo, hi, .. } => {
+                expr_reads(lo, read);
+                expr_reads(hi, read);
+            }
             Stmt::Fill {
                 start, stop, value, ..
             } => {
@@ -64,7 +68,7 @@ fn expr_reads(e: &Expr, read: &mut HashSet<VarId>) {
         Expr::Var(v) => {
             read.insert(*v);
         }
-        Expr::Load { index, .. } => expr_reads(index, read),
+        Expr::Load { index, .. } | Expr::HashFind { key: index, .. } => expr_reads(index, read),
         Expr::Unary(_, a) | Expr::Cast(_, a) => expr_reads(a, read),
         Expr::Binary(_, a, b) => {
             expr_reads(a, read);
@@ -165,6 +169,10 @@ fn visit_vars(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut VarId)) {
                 visit_vars(body, f);
             }
             Stmt::Grow { len, .. } => expr_vars(len, f),
+            Stmt::Sort { lo, hi, .. } | Stmt::SortPerm { lo, hi, .. } => {
+                expr_vars(lo, f);
+                expr_vars(hi, f);
+            }
             Stmt::Fill {
                 start, stop, value, ..
             } => {
@@ -181,7 +189,7 @@ fn expr_vars(e: &mut Expr, f: &mut dyn FnMut(&mut VarId)) {
     match e {
         Expr::Const(_) | Expr::Len(_) => {}
         Expr::Var(v) => f(v),
-        Expr::Load { index, .. } => expr_vars(index, f),
+        Expr::Load { index, .. } | Expr::HashFind { key: index, .. } => expr_vars(index, f),
         Expr::Unary(_, a) | Expr::Cast(_, a) => expr_vars(a, f),
         Expr::Binary(_, a, b) => {
             expr_vars(a, f);

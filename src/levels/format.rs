@@ -15,6 +15,10 @@ pub enum LevelKind {
     SparseBlockList,
     /// One contiguous band of stored coordinates per fiber.
     SparseBand,
+    /// Dense flags plus a list of set slots: random-access writes, sparse reads.
+    SparseByteMap,
+    /// A hash map from (position, coordinate) to child position: random-access writes.
+    SparseDict,
     /// `SparseCOO{N}`: N dimensions at once, one coordinate array per dimension.
     SparseCOO(usize),
     /// Leaf: one value per position, `fill` outside the stored structure.
@@ -46,7 +50,9 @@ impl LevelKind {
             | LevelKind::SparseList
             | LevelKind::SparsePoint
             | LevelKind::SparseBlockList
-            | LevelKind::SparseBand => 1,
+            | LevelKind::SparseBand
+            | LevelKind::SparseByteMap
+            | LevelKind::SparseDict => 1,
             LevelKind::SparseCOO(n) => *n,
             LevelKind::Element(_) | LevelKind::Pattern | LevelKind::Scalar { .. } => 0,
         }
@@ -71,6 +77,8 @@ impl LevelKind {
                 | LevelKind::SparsePoint
                 | LevelKind::SparseBlockList
                 | LevelKind::SparseBand
+                | LevelKind::SparseByteMap
+                | LevelKind::SparseDict
         )
     }
 }
@@ -280,12 +288,15 @@ impl FormatParser<'_> {
                 self.expect(b')')?;
                 Ok(vec![LevelKind::Pattern])
             }
-            "Dense" | "SparseList" | "SparsePoint" | "SparseBlockList" | "SparseBand" => {
+            "Dense" | "SparseList" | "SparsePoint" | "SparseBlockList" | "SparseBand"
+            | "SparseByteMap" | "SparseDict" => {
                 let kind = match name.as_str() {
                     "Dense" => LevelKind::Dense,
                     "SparsePoint" => LevelKind::SparsePoint,
                     "SparseBlockList" => LevelKind::SparseBlockList,
                     "SparseBand" => LevelKind::SparseBand,
+                    "SparseByteMap" => LevelKind::SparseByteMap,
+                    "SparseDict" => LevelKind::SparseDict,
                     _ => LevelKind::SparseList,
                 };
                 self.expect(b'(')?;
@@ -317,7 +328,7 @@ impl FormatParser<'_> {
             other => Err(Error::Format {
                 format: self.text.to_string(),
                 msg: format!(
-                    "unknown level `{other}` (known: Dense, SparseList, SparsePoint, SparseBlockList, SparseBand, SparseCOO{{N}}, Element, Pattern; 0-d: Scalar, SparseScalar, ShortCircuitScalar, SparseShortCircuitScalar)"
+                    "unknown level `{other}` (known: Dense, SparseList, SparsePoint, SparseBlockList, SparseBand, SparseByteMap, SparseDict, SparseCOO{{N}}, Element, Pattern; 0-d: Scalar, SparseScalar, ShortCircuitScalar, SparseShortCircuitScalar)"
                 ),
             }),
         }
@@ -371,6 +382,8 @@ impl fmt::Display for Format {
                 LevelKind::SparsePoint => f.write_str("SparsePoint(")?,
                 LevelKind::SparseBlockList => f.write_str("SparseBlockList(")?,
                 LevelKind::SparseBand => f.write_str("SparseBand(")?,
+                LevelKind::SparseByteMap => f.write_str("SparseByteMap(")?,
+                LevelKind::SparseDict => f.write_str("SparseDict(")?,
                 LevelKind::SparseCOO(n) => write!(f, "SparseCOO{{{n}}}(")?,
                 LevelKind::Element(v) => write_fill(f, "Element", v)?,
                 LevelKind::Scalar {
@@ -415,6 +428,8 @@ mod tests {
         for s in [
             "Dense(SparseList(Element(0.0)))",
             "SparseList(Pattern())",
+            "Dense(SparseByteMap(Element(0.0)))",
+            "SparseDict(SparseDict(Element(0.0)))",
             "Dense(Dense(Element(0)))",
             "Dense(Element(false))",
             "Dense(Element(0x00))",

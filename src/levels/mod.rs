@@ -9,7 +9,9 @@ pub mod pattern;
 pub mod scalar;
 pub mod sparse_band;
 pub mod sparse_block_list;
+pub mod sparse_bytemap;
 pub mod sparse_coo;
+pub mod sparse_dict;
 pub mod sparse_list;
 pub mod sparse_point;
 
@@ -181,6 +183,8 @@ pub fn level_impl(kind: &LevelKind) -> &'static dyn Level {
     match kind {
         LevelKind::Dense => &dense::Dense,
         LevelKind::SparseList => &sparse_list::SparseList,
+        LevelKind::SparseByteMap => &sparse_bytemap::SparseByteMap,
+        LevelKind::SparseDict => &sparse_dict::SparseDict,
         LevelKind::SparseCOO(_) => &sparse_coo::SparseCOO,
         LevelKind::SparsePoint => &sparse_point::SparsePoint,
         LevelKind::SparseBlockList => &sparse_block_list::SparseBlockList,

@@ -62,6 +62,93 @@ pub unsafe extern "C" fn tessera_grow(state: *mut GrowState<'_>, buf: i64, want:
     0
 }
 
+/// `Stmt::Sort` of `buf[lo..hi]` (the kernel has checked the range). Returns 0, or 1 if the
+/// buffer or range is not valid after all.
+///
+/// # Safety
+/// As for [`tessera_grow`]: `state` is the running kernel's live `GrowState`.
+pub unsafe extern "C" fn tessera_sort(
+    state: *mut GrowState<'_>,
+    buf: i64,
+    lo: i64,
+    hi: i64,
+) -> i64 {
+    // SAFETY: the caller passes the state it received from `run_native`; sorting in place moves
+    // no memory, so the kernel's views stay valid.
+    let state = unsafe { &mut *state };
+    let Some(v) = state
+        .bufs
+        .get_mut(buf as usize)
+        .and_then(|b| b.as_i64_mut())
+    else {
+        return 1;
+    };
+    if lo >= hi {
+        return 0;
+    }
+    if lo < 0 || hi as usize > v.len() {
+        return 1;
+    }
+    v[lo as usize..hi as usize].sort_unstable();
+    0
+}
+
+/// `Stmt::SortPerm` of `perm[lo..hi]` by `keys` (the kernel has checked the range). Returns 0,
+/// or 1 with the offending position of `keys` in `*bad`.
+///
+/// # Safety
+/// As for [`tessera_grow`]; `bad` must be valid for a write of one i64 (the kernel's fault word).
+pub unsafe extern "C" fn tessera_sort_perm(
+    state: *mut GrowState<'_>,
+    keys: i64,
+    perm: i64,
+    lo: i64,
+    hi: i64,
+    bad: *mut i64,
+) -> i64 {
+    // SAFETY: as in `tessera_sort`.
+    let state = unsafe { &mut *state };
+    let (k, p) = (keys as usize, perm as usize);
+    if k == p || k >= state.bufs.len() || p >= state.bufs.len() {
+        return 1;
+    }
+    // Take the permutation out so both buffers can be borrowed; put it back unchanged in
+    // address (a `Vec` moved out and back keeps its heap allocation), so the views stay valid.
+    let mut pb = std::mem::replace(&mut state.bufs[p], Buffer::I64(vec![]));
+    let r = match (state.bufs[k].as_i64(), pb.as_i64_mut()) {
+        (Some(kv), Some(pv)) if lo >= hi => {
+            let _ = (kv, pv);
+            Ok(())
+        }
+        (Some(kv), Some(pv)) if lo >= 0 && hi as usize <= pv.len() => {
+            super::intrinsics::sort_perm(kv, &mut pv[lo as usize..hi as usize])
+        }
+        _ => Err(-1),
+    };
+    state.bufs[p] = pb;
+    match r {
+        Ok(()) => 0,
+        Err(index) => {
+            // SAFETY: the kernel passes its fault word, valid for the whole call.
+            unsafe { *bad = index };
+            1
+        }
+    }
+}
+
+/// `Expr::HashFind` in buffer `buf` (see `intrinsics::hash_find`); -1 for a bad buffer.
+///
+/// # Safety
+/// As for [`tessera_grow`].
+pub unsafe extern "C" fn tessera_hash_find(state: *mut GrowState<'_>, buf: i64, key: i64) -> i64 {
+    // SAFETY: the caller passes the state it received from `run_native`; nothing is moved.
+    let state = unsafe { &*state };
+    match state.bufs.get(buf as usize).and_then(|b| b.as_i64()) {
+        Some(t) => super::intrinsics::hash_find(t, key),
+        None => -1,
+    }
+}
+
 pub extern "C" fn tessera_exp(x: f64) -> f64 {
     x.exp()
 }

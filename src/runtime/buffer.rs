@@ -156,6 +156,12 @@ impl Buffer {
         }
     }
 
+    pub fn as_i64_mut(&mut self) -> Option<&mut [i64]> {
+        match self {
+            Buffer::I64(v) => Some(v),
+            _ => None,
+        }
+    }
     pub fn as_f64(&self) -> Option<&[f64]> {
         match self {
             Buffer::F64(v) => Some(v),

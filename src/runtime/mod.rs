@@ -2,5 +2,6 @@
 
 pub mod abi;
 pub mod buffer;
+pub mod intrinsics;
 
 pub use buffer::Buffer;

@@ -40,6 +40,8 @@ pub fn emit(
     let sig_f1 = sig(&mut b, &[types::F64], types::F64);
     let sig_f2 = sig(&mut b, &[types::F64, types::F64], types::F64);
     let sig_grow = sig(&mut b, &[types::I64, types::I64, types::I64], types::I64);
+    let sig_i4 = sig(&mut b, &[types::I64; 4], types::I64);
+    let sig_i6 = sig(&mut b, &[types::I64; 6], types::I64);
     let mut e = Emitter {
         k,
         b,
@@ -54,6 +56,8 @@ pub fn emit(
         sig_f1,
         sig_f2,
         sig_grow,
+        sig_i4,
+        sig_i6,
     };
     for v in &k.vars {
         let ty = clif(v.ty);
@@ -108,6 +112,9 @@ struct Emitter<'a, 'f> {
     sig_f1: SigRef,
     sig_f2: SigRef,
     sig_grow: SigRef,
+    /// Helpers of four and six i64 arguments returning i64 (sorting).
+    sig_i4: SigRef,
+    sig_i6: SigRef,
 }
 
 impl Emitter<'_, '_> {
@@ -382,6 +389,35 @@ impl Emitter<'_, '_> {
                     e.store(*buf, addr, v);
                 });
             }
+            Stmt::Sort { buf, lo, hi } => {
+                let (lo, hi) = (self.expr(lo), self.expr(hi));
+                self.guard_range(*buf, lo, hi);
+                let f = self.int(abi::tessera_sort as *const () as usize as i64);
+                let id = self.int(buf.0 as i64);
+                let call = self
+                    .b
+                    .ins()
+                    .call_indirect(self.sig_i4, f, &[self.state, id, lo, hi]);
+                let rc = self.b.inst_results(call)[0];
+                // The range was checked, so a failure can only be the buffer itself.
+                let ok = self.b.ins().icmp_imm_s(IntCC::Equal, rc, 0);
+                self.guard(ok, *buf, lo);
+            }
+            Stmt::SortPerm { keys, perm, lo, hi } => {
+                let (lo, hi) = (self.expr(lo), self.expr(hi));
+                self.guard_range(*perm, lo, hi);
+                let f = self.int(abi::tessera_sort_perm as *const () as usize as i64);
+                let (k, p) = (self.int(keys.0 as i64), self.int(perm.0 as i64));
+                let call = self.b.ins().call_indirect(
+                    self.sig_i6,
+                    f,
+                    &[self.state, k, p, lo, hi, self.fault],
+                );
+                let rc = self.b.inst_results(call)[0];
+                let ok = self.b.ins().icmp_imm_s(IntCC::Equal, rc, 0);
+                let bad = self.b.ins().load(types::I64, flags(), self.fault, 0);
+                self.guard(ok, *keys, bad);
+            }
             Stmt::Fail(k) => {
                 let code = self.int(*k as i64 + 1);
                 self.b.ins().return_(&[code]);
@@ -451,6 +487,16 @@ impl Emitter<'_, '_> {
             Expr::SearchGe { buf, lo, hi, key } => {
                 let (lo, hi, key) = (self.expr(lo), self.expr(hi), self.expr(key));
                 self.search_ge(*buf, lo, hi, key)
+            }
+            Expr::HashFind { table, key } => {
+                let key = self.expr(key);
+                let f = self.int(abi::tessera_hash_find as *const () as usize as i64);
+                let id = self.int(table.0 as i64);
+                let call = self
+                    .b
+                    .ins()
+                    .call_indirect(self.sig_grow, f, &[self.state, id, key]);
+                self.b.inst_results(call)[0]
             }
         }
     }
