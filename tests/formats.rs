@@ -179,7 +179,7 @@ fn check_rank(rank: usize, cases: &[Case]) {
             );
             assert_eq!(
                 read_storage(&t),
-                read_storage(&b),
+                read_storage(b),
                 "{}: Dense -> {f} storage",
                 c.name
             );
