@@ -433,11 +433,14 @@ fn info(path: &str, storage: bool) -> Result<String> {
     let _ = writeln!(out, "element: {}", t.elem());
     if storage {
         for (k, kind) in t.format.levels.iter().enumerate() {
-            let names = crate::levels::level_impl(kind).buffers(kind, t.elem());
+            let imp = crate::levels::level_impl(kind);
+            let names = imp.buffers(kind, t.elem());
             // Levels are numbered from 1 (the root), as in Finch's printed trees.
             let _ = write!(out, "level {} {}:", k + 1, kind.name());
             for ((name, _), buf) in names.iter().zip(&t.levels[k]) {
-                let _ = write!(out, " {name} {}", show_array(buf));
+                if !imp.scratch().contains(name) {
+                    let _ = write!(out, " {name} {}", show_array(buf));
+                }
             }
             if names.is_empty() {
                 let _ = write!(out, " (no arrays)");

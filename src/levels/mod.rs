@@ -69,6 +69,11 @@ pub enum LeafValue {
 pub trait Level: Sync {
     /// The buffers the level stores, with their element types (`elem` is the tensor's).
     fn buffers(&self, kind: &LevelKind, elem: ElemType) -> Vec<(&'static str, ElemType)>;
+    /// Buffers used only while a kernel writes the level (empty in a finished tensor), which
+    /// `tessera info --storage` does not show.
+    fn scratch(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// Per-kernel state variables the level's update code keeps (name, compute type).
     fn state(&self, _kind: &LevelKind) -> Vec<(&'static str, ElemType)> {
         vec![]

@@ -4,9 +4,13 @@
 //!
 //! Reading dimension `s` of a fiber walks the runs of equal `idx{s}` inside the fiber's
 //! position range (for `s > 0` the range of one run of the previous dimension), so every
-//! dimension is a stepper over stored coordinates only. Updates append whole entries in
-//! lexicographic order; the coordinates of the outer dimensions wait in state variables until
-//! the innermost one is known.
+//! dimension is a stepper over stored coordinates only. Updates append whole entries; the
+//! coordinates of the outer dimensions wait in state variables until the innermost one is
+//! known. Entries may be written in any order (non-concordant loops, scatters): each records
+//! its fiber in `epos`, and a freeze after an out-of-order write sorts the entries with a
+//! stable permutation sort and moves coordinates and leaf values into place. An entry written
+//! twice cannot be combined at freeze (its child may be a whole sub-fiber), so it is an error;
+//! SparseDict and SparseByteMap accumulate repeated writes.
 
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
@@ -36,6 +40,18 @@ const fn coord(s: usize) -> usize {
     3 + s
 }
 
+/// Update scratch after the coordinate arrays: each entry's fiber, and the sort permutation.
+const fn epos(n: usize) -> usize {
+    1 + n
+}
+const fn perm(n: usize) -> usize {
+    2 + n
+}
+/// State variable: an entry arrived out of order since the last declaration.
+const fn unsorted(n: usize) -> usize {
+    3 + n
+}
+
 fn rank_of(kind: &LevelKind) -> usize {
     match kind {
         LevelKind::SparseCOO(n) => *n,
@@ -51,7 +67,12 @@ impl Level for SparseCOO {
                 .iter()
                 .map(|n| (*n, ElemType::I64)),
         );
+        out.push(("epos", ElemType::I64));
+        out.push(("perm", ElemType::I64));
         out
+    }
+    fn scratch(&self) -> &'static [&'static str] {
+        &["epos", "perm"]
     }
     fn state(&self, kind: &LevelKind) -> Vec<(&'static str, ElemType)> {
         let mut out = vec![
@@ -64,6 +85,7 @@ impl Level for SparseCOO {
                 .iter()
                 .map(|n| (*n, ElemType::I64)),
         );
+        out.push(("unsorted", ElemType::Bool));
         out
     }
 
@@ -131,9 +153,12 @@ impl Level for SparseCOO {
     ) -> usize {
         bufs[PTR].truncate(parent_count + 1);
         let entries = i64s(&bufs[PTR])[parent_count] as usize;
-        for k in 0..rank_of(kind) {
+        let n = rank_of(kind);
+        for k in 0..n {
             bufs[1 + k].truncate(entries);
         }
+        bufs[epos(n)].truncate(0);
+        bufs[perm(n)].truncate(0);
         entries
     }
     fn empty(
@@ -231,6 +256,7 @@ impl Level for SparseCOO {
             },
             b::assign(l.state(QOS), b::int(0)),
             b::assign(l.state(PREV), b::int(-1)),
+            b::assign(l.state(unsorted(rank_of(l.kind()))), b::boolean(false)),
         ];
         code.extend(l.child_impl().declare(cx, &l.child(), b::int(0), init)?);
         Ok(code)
@@ -253,7 +279,11 @@ impl Level for SparseCOO {
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let ptr = l.buf(PTR);
         let p = cx.var("p", ElemType::I64);
-        let mut code = vec![Stmt::For {
+        let mut code = b::if_(
+            b::var(l.state(unsorted(rank_of(l.kind())))),
+            self.sort_entries(cx, l)?,
+        );
+        code.push(Stmt::For {
             var: p,
             start: b::int(1),
             stop: b::add(count.clone(), b::int(1)),
@@ -265,7 +295,7 @@ impl Level for SparseCOO {
                     b::load(ptr, b::sub(b::var(p), b::int(1))),
                 ),
             )],
-        }];
+        });
         let (child, n) = l.child_impl().freeze(cx, &l.child(), b::load(ptr, count))?;
         code.extend(child);
         Ok((code, n))
@@ -403,12 +433,10 @@ impl Level for SparseCOO {
         let coords: Vec<VarId> = (0..n - 1).map(|k| l.state(coord(k))).collect();
         let (qos, start) = (l.state(QOS), l.state(START));
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
-        let order = cx.error(format!(
-            "tensor `{}`: SparseCOO entries must be written once each, in increasing lexicographic order",
-            t.name
-        ));
+        let (epos_buf, unsorted_var) = (l.buf(epos(n)), l.state(unsorted(n)));
         let mut point_pre: Vec<Stmt> = ptr_bufs
             .iter()
+            .chain([&epos_buf])
             .map(|&buf| Stmt::Grow {
                 buf,
                 len: b::add(b::var(qos), b::int(1)),
@@ -424,6 +452,7 @@ impl Level for SparseCOO {
         let mut child = f.child(b::var(qos));
         child.dirty = Some(dirty);
         let parent_dirty = f.dirty;
+        let fiber_pos = f.pos.clone();
         let lookup = Looplet::Lookup(Rc::new(move |i: &Expr| {
             let mut new: Vec<Expr> = coords.iter().map(|&c| b::var(c)).collect();
             new.push(i.clone());
@@ -431,14 +460,19 @@ impl Level for SparseCOO {
                 .iter()
                 .map(|&buf| b::load(buf, b::sub(b::var(qos), b::int(1))))
                 .collect();
+            // Out of order within the fiber: sort at freeze.
             let mut commit = vec![Stmt::If {
                 cond: b::lt(b::var(start), b::var(qos)),
-                then: b::if_(b::not(lex_less(&prev, &new)), vec![Stmt::Fail(order)]),
+                then: b::if_(
+                    b::not(lex_less(&prev, &new)),
+                    vec![b::assign(unsorted_var, b::boolean(true))],
+                ),
                 otherwise: vec![],
             }];
             for (&buf, v) in ptr_bufs.iter().zip(new) {
                 commit.push(b::store(buf, b::var(qos), v));
             }
+            commit.push(b::store(epos_buf, b::var(qos), fiber_pos.clone()));
             commit.push(b::assign(qos, b::add(b::var(qos), b::int(1))));
             if let Some(d) = parent_dirty {
                 commit.push(b::assign(d, b::boolean(true)));
@@ -458,18 +492,86 @@ impl Level for SparseCOO {
 }
 
 impl SparseCOO {
-    /// Start updating fiber `f.pos`: fibers in increasing order, its count recorded at the end.
+    /// Sort the entries written since the declaration by (fiber, coordinates), moving leaf
+    /// values along; a repeated entry is an error.
+    fn sort_entries(&self, cx: &mut Cx, l: &LevelRef) -> Result<Vec<Stmt>> {
+        let n = rank_of(l.kind());
+        let name = &l.tensor.name;
+        let total = b::var(l.state(QOS));
+        let (perm_buf, epos_buf) = (l.buf(perm(n)), l.buf(epos(n)));
+        // What moves with an entry: its fiber, its coordinates and (for a leaf child) its value.
+        let mut moved: Vec<crate::ir::BufId> = vec![epos_buf];
+        moved.extend((0..n).map(|k| l.buf(1 + k)));
+        let child = l.child();
+        match child.kind() {
+            LevelKind::Element(_) => moved.push(child.buf(0)),
+            LevelKind::Pattern => {}
+            _ => {
+                let e = cx.error(format!(
+                    "tensor `{name}`: a SparseCOO level with levels below it must be written in increasing order (only a leaf child can be sorted at freeze)"
+                ));
+                return Ok(vec![Stmt::Fail(e)]);
+            }
+        }
+        let k = cx.var("k", ElemType::I64);
+        let mut code = vec![
+            Stmt::Grow {
+                buf: perm_buf,
+                len: total.clone(),
+            },
+            Stmt::For {
+                var: k,
+                start: b::int(0),
+                stop: total.clone(),
+                body: vec![b::store(perm_buf, b::var(k), b::var(k))],
+            },
+        ];
+        // Stable sorts from the least significant key: last coordinate first, fiber last.
+        for key in (0..n).map(|d| l.buf(1 + d)).rev().chain([epos_buf]) {
+            code.push(Stmt::SortPerm {
+                keys: key,
+                perm: perm_buf,
+                lo: b::int(0),
+                hi: total.clone(),
+            });
+        }
+        code.extend(apply_permutation(cx, perm_buf, &moved, total.clone()));
+        // Sorted: a repeated entry now sits next to its twin.
+        let dup = cx.error(format!(
+            "tensor `{name}`: a SparseCOO entry was written twice (it cannot combine repeated writes; use SparseDict or SparseByteMap to accumulate)"
+        ));
+        let same = (0..n)
+            .map(|d| l.buf(1 + d))
+            .chain([epos_buf])
+            .map(|buf| {
+                b::eq(
+                    b::load(buf, b::var(k)),
+                    b::load(buf, b::sub(b::var(k), b::int(1))),
+                )
+            })
+            .reduce(b::and)
+            .expect("at least the fiber key");
+        code.push(Stmt::For {
+            var: k,
+            start: b::int(1),
+            stop: total,
+            body: b::if_(same, vec![Stmt::Fail(dup)]),
+        });
+        Ok(code)
+    }
+
+    /// Start updating fiber `f.pos`; its count is recorded at the end.
     fn open_fiber(&self, cx: &mut Cx, l: &LevelRef, f: &Fiber, body: Looplet) -> Looplet {
         let (ptr, qos, prev, start) = (l.buf(PTR), l.state(QOS), l.state(PREV), l.state(START));
-        let fiber_order = cx.error(format!(
-            "tensor `{}`: SparseCOO fibers must be written in increasing position order",
-            l.tensor.name
-        ));
+        let _ = cx;
+        let unsorted_var = l.state(unsorted(rank_of(l.kind())));
         let pos = f.pos.clone();
+        // A fiber reopened after a later one: its entries follow the later fiber's, so the
+        // freeze must sort. Its count keeps accumulating in `ptr[pos + 1]` either way.
         let preamble = vec![
             Stmt::If {
                 cond: b::lt(pos.clone(), b::var(prev)),
-                then: vec![Stmt::Fail(fiber_order)],
+                then: vec![b::assign(unsorted_var, b::boolean(true))],
                 otherwise: vec![],
             },
             b::assign(prev, pos.clone()),
@@ -489,6 +591,56 @@ impl SparseCOO {
             epilogue,
         }
     }
+}
+
+/// Rearrange `bufs[0..total]` in place so entry `k` becomes old entry `perm[k]`, following
+/// each cycle of the permutation once (visited entries of `perm` are marked by `-1 - p`).
+fn apply_permutation(cx: &mut Cx, perm: BufId, bufs: &[BufId], total: Expr) -> Vec<Stmt> {
+    let (start, j, next) = (
+        cx.var("cycle", ElemType::I64),
+        cx.var("j", ElemType::I64),
+        cx.var("next", ElemType::I64),
+    );
+    let temps: Vec<VarId> = bufs
+        .iter()
+        .map(|&buf| {
+            let elem = cx.bufs[buf.0 as usize].elem;
+            cx.var("held", elem.compute())
+        })
+        .collect();
+    let mut walk = vec![
+        b::assign(next, b::load(perm, b::var(j))),
+        b::store(perm, b::var(j), b::sub(b::int(-1), b::var(next))),
+    ];
+    let mut close = vec![];
+    let mut shift = vec![];
+    for (&buf, &t) in bufs.iter().zip(&temps) {
+        close.push(b::store(buf, b::var(j), b::var(t)));
+        shift.push(b::store(buf, b::var(j), b::load(buf, b::var(next))));
+    }
+    close.push(Stmt::Break);
+    shift.push(b::assign(j, b::var(next)));
+    walk.push(Stmt::If {
+        cond: b::eq(b::var(next), b::var(start)),
+        then: close,
+        otherwise: shift,
+    });
+    let mut cycle: Vec<Stmt> = bufs
+        .iter()
+        .zip(&temps)
+        .map(|(&buf, &t)| b::assign(t, b::load(buf, b::var(start))))
+        .collect();
+    cycle.push(b::assign(j, b::var(start)));
+    cycle.push(Stmt::While {
+        cond: b::boolean(true),
+        body: walk,
+    });
+    vec![Stmt::For {
+        var: start,
+        start: b::int(0),
+        stop: total,
+        body: b::if_(b::le(b::int(0), b::load(perm, b::var(start))), cycle),
+    }]
 }
 
 /// `run_end` = the first position after `q` whose coordinate differs from `idx[q]`.
