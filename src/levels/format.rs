@@ -11,6 +11,17 @@ pub enum LevelKind {
     SparseList,
     /// `SparseCOO{N}`: N dimensions at once, one coordinate array per dimension.
     SparseCOO(usize),
+    /// Runs covering every coordinate, one child per run; adjacent runs with equal sub-fibers
+    /// are merged after writes when `merge` (the default; `RunList(child, merge=false)`).
+    RunList {
+        merge: bool,
+    },
+    /// Stored runs `left..=right` with fill in the gaps, one child per run; `merge` as above.
+    SparseRunList {
+        merge: bool,
+    },
+    /// At most one stored run per fiber; the child position is the fiber's position.
+    SparseInterval,
     /// Leaf: one value per position, `fill` outside the stored structure.
     Element(Scalar),
     /// Leaf: stored positions are `true`, everything else `false`.
@@ -24,13 +35,30 @@ impl LevelKind {
     /// How many indices this level consumes.
     pub fn rank(&self) -> usize {
         match self {
-            LevelKind::Dense | LevelKind::SparseList => 1,
+            LevelKind::Dense
+            | LevelKind::SparseList
+            | LevelKind::RunList { .. }
+            | LevelKind::SparseRunList { .. }
+            | LevelKind::SparseInterval => 1,
             LevelKind::SparseCOO(n) => *n,
             LevelKind::Element(_) | LevelKind::Pattern => 0,
         }
     }
     pub fn is_sparse(&self) -> bool {
-        matches!(self, LevelKind::SparseList | LevelKind::SparseCOO(_))
+        matches!(
+            self,
+            LevelKind::SparseList
+                | LevelKind::SparseCOO(_)
+                | LevelKind::SparseRunList { .. }
+                | LevelKind::SparseInterval
+        )
+    }
+    /// Whether adjacent runs are merged after writes (run-length levels only).
+    pub fn merges(&self) -> bool {
+        matches!(
+            self,
+            LevelKind::RunList { merge: true } | LevelKind::SparseRunList { merge: true }
+        )
     }
 }
 
@@ -66,6 +94,15 @@ impl Format {
         {
             return Err(err(
                 "a leaf level (Element or Pattern) can only be the innermost level",
+            ));
+        }
+        if self
+            .levels
+            .windows(2)
+            .any(|w| matches!(w, [LevelKind::RunList { .. }, LevelKind::Pattern]))
+        {
+            return Err(err(
+                "RunList stores a value for every run, fill runs included, and a Pattern leaf cannot hold `false`: use RunList(Element(false)) or SparseRunList(Pattern())",
             ));
         }
         Ok(())
@@ -226,15 +263,49 @@ impl FormatParser<'_> {
                 self.expect(b')')?;
                 Ok(vec![LevelKind::Pattern])
             }
-            "Dense" | "SparseList" => {
+            "Dense" | "SparseList" | "SparseInterval" => {
                 let kind = match name.as_str() {
                     "Dense" => LevelKind::Dense,
+                    "SparseInterval" => LevelKind::SparseInterval,
                     _ => LevelKind::SparseList,
                 };
                 self.expect(b'(')?;
                 let mut rest = self.level_chain()?;
                 self.expect(b')')?;
                 rest.insert(0, kind);
+                Ok(rest)
+            }
+            "RunList" | "SparseRunList" => {
+                self.expect(b'(')?;
+                let mut rest = self.level_chain()?;
+                let mut merge = true;
+                if self.eat(b',') {
+                    let key = self.word();
+                    if key != "merge" {
+                        return Err(self.error(&format!(
+                            "unknown option `{key}` of {name} (only `merge=true|false`)"
+                        )));
+                    }
+                    self.expect(b'=')?;
+                    merge = match self.word().as_str() {
+                        "true" => true,
+                        "false" => false,
+                        other => {
+                            return Err(
+                                self.error(&format!("`merge` is true or false, not `{other}`"))
+                            );
+                        }
+                    };
+                }
+                self.expect(b')')?;
+                rest.insert(
+                    0,
+                    if name == "RunList" {
+                        LevelKind::RunList { merge }
+                    } else {
+                        LevelKind::SparseRunList { merge }
+                    },
+                );
                 Ok(rest)
             }
             "SparseCOO" => {
@@ -260,7 +331,7 @@ impl FormatParser<'_> {
             other => Err(Error::Format {
                 format: self.text.to_string(),
                 msg: format!(
-                    "unknown level `{other}` (known: Dense, SparseList, SparseCOO{{N}}, Element, Pattern)"
+                    "unknown level `{other}` (known: Dense, SparseList, SparseCOO{{N}}, RunList, SparseRunList, SparseInterval, Element, Pattern)"
                 ),
             }),
         }
@@ -293,11 +364,21 @@ impl FormatParser<'_> {
 
 impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut close = 0;
+        // What closes each level: `)` or, for run lists without merging, `, merge=false)`.
+        let mut close = vec![];
         for l in &self.levels {
+            close.push(match l {
+                LevelKind::RunList { merge: false } | LevelKind::SparseRunList { merge: false } => {
+                    ", merge=false)"
+                }
+                _ => ")",
+            });
             match l {
                 LevelKind::Dense => f.write_str("Dense(")?,
                 LevelKind::SparseList => f.write_str("SparseList(")?,
+                LevelKind::RunList { .. } => f.write_str("RunList(")?,
+                LevelKind::SparseRunList { .. } => f.write_str("SparseRunList(")?,
+                LevelKind::SparseInterval => f.write_str("SparseInterval(")?,
                 LevelKind::SparseCOO(n) => write!(f, "SparseCOO{{{n}}}(")?,
                 LevelKind::Element(v) => match v {
                     Scalar::F64(_) | Scalar::I64(_) | Scalar::Bool(_) => write!(f, "Element({v}")?,
@@ -306,10 +387,9 @@ impl fmt::Display for Format {
                 },
                 LevelKind::Pattern => f.write_str("Pattern(")?,
             }
-            close += 1;
         }
-        for _ in 0..close {
-            f.write_str(")")?;
+        for c in close.iter().rev() {
+            f.write_str(c)?;
         }
         Ok(())
     }
@@ -329,6 +409,14 @@ mod tests {
             "Dense(Element(0x00))",
             "Dense(Element(1.5, f32))",
             "Dense(Element(Inf))",
+            "RunList(Element(0.0))",
+            "RunList(Element(0.0), merge=false)",
+            "SparseRunList(Element(0), merge=false)",
+            "Dense(SparseRunList(Pattern()))",
+            "RunList(SparseList(Element(0.0)), merge=false)",
+            "RunList(RunList(Element(0.0), merge=false))",
+            "SparseInterval(Element(false))",
+            "SparseInterval(Pattern())",
         ] {
             let f = Format::parse(s, None).unwrap();
             assert_eq!(f.to_string(), s);
@@ -356,6 +444,10 @@ mod tests {
             "Element(0)x",
             "Dense(Element(zz))",
             "dense",
+            "RunList(Pattern())",
+            "RunList(Element(0), merge=maybe)",
+            "RunList(Element(0), fuse=false)",
+            "SparseInterval(Element(0), merge=false)",
         ] {
             let e = Format::parse(s, None).unwrap_err();
             assert!(matches!(e, Error::Format { .. }), "{s}: {e}");

@@ -6,8 +6,11 @@ pub mod dense;
 pub mod element;
 pub mod format;
 pub mod pattern;
+pub mod run_list;
 pub mod sparse_coo;
+pub mod sparse_interval;
 pub mod sparse_list;
+pub mod sparse_run_list;
 
 pub use format::{Format, LevelKind};
 
@@ -104,6 +107,42 @@ pub trait Level: Sync {
         _f: &mut dyn FnMut(&[usize], usize),
     ) {
     }
+    /// Rank-1 levels: visit the stored children of fiber `pos` as inclusive coordinate ranges
+    /// `(lo, hi, child position)`, in increasing order. Levels that store one child per
+    /// coordinate need not override this.
+    fn for_each_run(
+        &self,
+        kind: &LevelKind,
+        bufs: &[Buffer],
+        dims: &[usize],
+        pos: usize,
+        f: &mut dyn FnMut(usize, usize, usize),
+    ) {
+        self.for_each_child(kind, bufs, dims, pos, &mut |c, q| f(c[0], c[0], q));
+    }
+    /// Rebuild the level so that its new position `k` holds what old position `map[k]` held,
+    /// or an all-fill fiber for `None`. Returns the same kind of map for the child level.
+    /// (Used to drop merged runs and to reshape storage after building.)
+    fn remap(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        dims: &[usize],
+        map: &[Option<usize>],
+    ) -> Vec<Option<usize>>;
+    /// Run-length levels with merging on: merge neighbouring runs of each fiber whose
+    /// sub-fibers are equal (`equal(child position, child position)`). Returns the map of kept
+    /// child positions for [`Level::remap`] of the child level, or `None` if nothing merged.
+    fn merge_runs(
+        &self,
+        _kind: &LevelKind,
+        _bufs: &mut [Buffer],
+        _dims: &[usize],
+        _parent_count: usize,
+        _equal: &mut dyn FnMut(usize, usize) -> bool,
+    ) -> Option<Vec<Option<usize>>> {
+        None
+    }
     /// Build storage from coordinate-sorted, duplicate-free entries. `groups` are (parent
     /// position, entry range) in increasing position order and `coords` holds, for each of this
     /// level's dimensions, every entry's coordinate. Returns the child count and the child groups.
@@ -160,5 +199,8 @@ pub fn level_impl(kind: &LevelKind) -> &'static dyn Level {
         LevelKind::SparseCOO(_) => &sparse_coo::SparseCOO,
         LevelKind::Element(_) => &element::Element,
         LevelKind::Pattern => &pattern::Pattern,
+        LevelKind::RunList { .. } => &run_list::RunList,
+        LevelKind::SparseRunList { .. } => &sparse_run_list::SparseRunList,
+        LevelKind::SparseInterval => &sparse_interval::SparseInterval,
     }
 }

@@ -1,6 +1,7 @@
 //! The user-facing tensor: a shape, a format (level chain) and each level's arrays.
 
 pub mod files;
+mod runs;
 
 use crate::error::{Error, Result};
 use crate::levels::{Format, level_impl};
@@ -73,7 +74,25 @@ impl Tensor {
         values: &Buffer,
         combine: impl Fn(Scalar, Scalar) -> Scalar,
     ) -> Result<Tensor> {
+        Tensor::from_coo_dyn(format, shape, coords, values, &combine)
+    }
+
+    fn from_coo_dyn(
+        format: &Format,
+        shape: &[usize],
+        coords: &[Vec<i64>],
+        values: &Buffer,
+        combine: &dyn Fn(Scalar, Scalar) -> Scalar,
+    ) -> Result<Tensor> {
         check_rank(format, shape)?;
+        if format
+            .levels
+            .contains(&crate::levels::LevelKind::SparseInterval)
+        {
+            return Tensor::build_intervals(format, |f| {
+                Tensor::from_coo_dyn(f, shape, coords, values, combine)
+            });
+        }
         let n = values.len();
         if coords.len() != shape.len() || coords.iter().any(|c| c.len() != n) {
             return Err(Error::tensor(
@@ -139,6 +158,7 @@ impl Tensor {
                 val.set(pos, vals[lo]);
             }
         }
+        t.merge_runs();
         Ok(t)
     }
 
@@ -217,10 +237,9 @@ impl Tensor {
     }
 
     /// Number of stored entries (leaf positions reachable through the structure).
+    /// A run of a run-length level counts once.
     pub fn countstored(&self) -> usize {
-        let mut n = 0;
-        self.for_each_stored(&mut |_, _| n += 1);
-        n
+        self.count_runs(0, 0)
     }
 
     /// The value at a coordinate.
