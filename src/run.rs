@@ -142,8 +142,15 @@ impl Runner {
             }
         }
         result?;
+        let (_, written) = crate::notation::visit::reads_writes(&c.program.body);
         for tl in &c.layout.tensors {
-            tensors.get_mut(&tl.name).expect("checked above").finish();
+            let t = tensors.get_mut(&tl.name).expect("checked above");
+            t.finish();
+            // Run-length levels merge equal neighbouring runs after every kernel that wrote
+            // them (the compiled freeze leaves them as written).
+            if written.contains(&tl.name) {
+                t.merge_runs();
+            }
         }
         Ok(())
     }

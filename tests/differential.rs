@@ -43,6 +43,17 @@ const MATRIX_FORMATS: &[&str] = &[
     "SparseDict(Dense(Element(2.0)))",
 ];
 
+/// Run-length formats, added to the lists above for fresh cases (past failures are replayed
+/// with the lists they were found with).
+const RUN_MATRIX_FORMATS: &[&str] = &[
+    "RunList(RunList(Element(0.0)))",
+    "Dense(RunList(Element(0.0)))",
+    "RunList(SparseList(Element(0.0)), merge=false)",
+    "SparseList(SparseRunList(Element(0.0)))",
+    "Dense(SparseRunList(Pattern()))",
+    "SparseRunList(Dense(Element(0)), merge=false)",
+];
+
 const VECTOR_FORMATS: &[&str] = &[
     "Dense(Element(0.0))",
     "SparseList(Element(0.0))",
@@ -63,13 +74,10 @@ const VECTOR_FORMATS: &[&str] = &[
     "SparseDict(Element(0))",
 ];
 
-/// A random tensor of the format; levels that hold one coordinate per fiber (SparsePoint)
-/// keep the first entry of each fiber, so any format can be drawn.
-fn random_tensor(f: &Format, shape: &[usize], density: f64, seed: u64) -> Tensor {
+/// A random tensor for formats with SparsePoint levels, which hold one coordinate per
+/// fiber: the first entry of each fiber is kept.
+fn point_tensor(f: &Format, shape: &[usize], density: f64, seed: u64) -> Tensor {
     let text = f.to_string();
-    if !text.contains("SparsePoint") {
-        return random_sparse(f, shape, density, seed).expect("random tensor");
-    }
     let loose = fmt(&text.replace("SparsePoint", "SparseList"));
     let t = random_sparse(&loose, shape, density, seed).expect("random tensor");
     // The dimensions a SparsePoint level indexes, found by level rank.
@@ -96,6 +104,51 @@ fn random_tensor(f: &Format, shape: &[usize], density: f64, seed: u64) -> Tensor
         }
     });
     Tensor::from_coo(f, shape, &coords, &vals, |a, _| a).expect("random tensor")
+}
+
+/// Scattered entries at the given density (any format).
+fn scattered(f: &Format, shape: &[usize], density: f64, seed: u64) -> Tensor {
+    if f.to_string().contains("SparsePoint") {
+        return point_tensor(f, shape, density, seed);
+    }
+    random_sparse(f, shape, density, seed).expect("random tensor")
+}
+
+const RUN_VECTOR_FORMATS: &[&str] = &[
+    "RunList(Element(0.0))",
+    "RunList(Element(0), merge=false)",
+    "SparseRunList(Element(0.0))",
+    "SparseRunList(Pattern(), merge=false)",
+];
+
+/// Random data for a format: scattered entries (`random_sparse`) or, half the time, runs of
+/// equal values along the last dimension (rows repeating now and then), which is what the
+/// run-length formats are for.
+fn random_tensor(rng: &mut StdRng, f: &Format, shape: &[usize]) -> Tensor {
+    if rng.random_bool(0.5) || f.to_string().contains("SparsePoint") {
+        let density = rng.random_range(0.0..1.0);
+        return scattered(f, shape, density, rng.random());
+    }
+    let total: usize = shape.iter().product();
+    let row = shape.last().copied().unwrap_or(1).max(1);
+    let change = rng.random_range(0.1..0.7);
+    let mut values: Vec<f64> = Vec::with_capacity(total);
+    let mut v = 0.0;
+    while values.len() < total {
+        let k = values.len();
+        if k >= row && k.is_multiple_of(row) && rng.random_bool(0.3) {
+            // Repeat the previous row.
+            for c in 0..row {
+                values.push(values[k - row + c]);
+            }
+            continue;
+        }
+        if rng.random_bool(change) {
+            v = *pick(rng, &[0.0, 0.0, 1.0, 2.0, 3.0]);
+        }
+        values.push(v);
+    }
+    Tensor::from_dense(f, shape, &tessera::runtime::Buffer::F64(values)).expect("runny tensor")
 }
 
 fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
@@ -146,8 +199,18 @@ struct Case {
     tensors: BTreeMap<String, Tensor>,
 }
 
-fn random_case(seed: u64) -> Case {
+/// A random case. With `runs` the run-length formats and run-shaped data take part; without,
+/// the case is generated as before they existed (so old failing seeds replay unchanged).
+fn random_case(seed: u64, runs: bool) -> Case {
     let mut rng = StdRng::seed_from_u64(seed);
+    let (matrix_formats, vector_formats) = if runs {
+        (
+            [MATRIX_FORMATS, RUN_MATRIX_FORMATS].concat(),
+            [VECTOR_FORMATS, RUN_VECTOR_FORMATS].concat(),
+        )
+    } else {
+        (MATRIX_FORMATS.to_vec(), VECTOR_FORMATS.to_vec())
+    };
     let ni = rng.random_range(0..6);
     let nj = if rng.random_bool(0.5) {
         ni
@@ -227,16 +290,34 @@ fn random_case(seed: u64) -> Case {
     let mut tensors = BTreeMap::new();
     let mut add = |rng: &mut StdRng, name: &str, formats: &[&str], shape: Vec<usize>| {
         let f = fmt(pick::<&str>(rng, formats));
-        let density = rng.random_range(0.0..1.0);
-        let t = random_tensor(&f, &shape, density, rng.random());
+        let t = if runs {
+            random_tensor(rng, &f, &shape)
+        } else {
+            let density = rng.random_range(0.0..1.0);
+            scattered(&f, &shape, density, rng.random())
+        };
         tensors.insert(name.to_string(), t);
     };
-    add(&mut rng, "A", MATRIX_FORMATS, vec![ni, nj]);
-    add(&mut rng, "B", MATRIX_FORMATS, vec![ni, nj]);
-    add(&mut rng, "T", MATRIX_FORMATS, vec![nj, ni]);
-    add(&mut rng, "u", VECTOR_FORMATS, vec![ni]);
-    add(&mut rng, "v", VECTOR_FORMATS, vec![nj]);
-    let of = fmt(pick::<&str>(&mut rng, out_formats));
+    add(&mut rng, "A", &matrix_formats, vec![ni, nj]);
+    add(&mut rng, "B", &matrix_formats, vec![ni, nj]);
+    add(&mut rng, "T", &matrix_formats, vec![nj, ni]);
+    add(&mut rng, "u", &vector_formats, vec![ni]);
+    add(&mut rng, "v", &vector_formats, vec![nj]);
+    // Run-length outputs take writes in increasing coordinate order only: `C[i, j]` and
+    // `y[i]` when `i` is the outer loop.
+    let mut out_formats = out_formats.to_vec();
+    if runs && order.starts_with('i') {
+        match out {
+            "C" => out_formats.extend([
+                "RunList(RunList(Element(0.0)))",
+                "Dense(SparseRunList(Element(0.0)))",
+                "SparseRunList(RunList(Element(0.0), merge=false))",
+            ]),
+            "y" => out_formats.extend(["RunList(Element(0.0))", "SparseRunList(Element(0.0))"]),
+            _ => {}
+        }
+    }
+    let of = fmt(pick::<&str>(&mut rng, &out_formats));
     tensors.insert(
         out.to_string(),
         Tensor::empty(&of, &out_shape).expect("output"),
@@ -247,7 +328,11 @@ fn random_case(seed: u64) -> Case {
 }
 
 fn check(seed: u64) -> Result<(), TestCaseError> {
-    let case = random_case(seed);
+    check_case(seed, true)
+}
+
+fn check_case(seed: u64, runs: bool) -> Result<(), TestCaseError> {
+    let case = random_case(seed, runs);
     let program = parse(&case.program);
     let expected = run_eval(&program, &case.tensors);
     let mut tensors = case.tensors.clone();
@@ -258,7 +343,11 @@ fn check(seed: u64) -> Result<(), TestCaseError> {
             .iter()
             .map(|(n, t)| format!("{n}: {} {:?}", t.format, t.shape))
             .collect();
-        format!("seed {seed}\n{}\n{}", case.program, fs.join("\n"))
+        format!(
+            "seed {seed} (runs: {runs})\n{}\n{}",
+            case.program,
+            fs.join("\n")
+        )
     };
     match (expected, got) {
         (Ok(exp), Ok(())) => {
@@ -442,22 +531,71 @@ fn sparse_outputs_match_evaluator() {
             "SparseDict(SparseByteMap(Element(0.0)))",
             None,
         ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] + B[i, j]\nend\n",
+            "RunList(RunList(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] * B[i, j]\nend\n",
+            "Dense(RunList(Element(0.0), merge=false))",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = max(A[i, j], B[i, j])\nend\n",
+            "SparseRunList(SparseRunList(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] += A[i, j] * 2\nend\n",
+            "SparseList(RunList(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j] - B[i, j]\nend\n",
+            "RunList(SparseList(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j]\nend\n",
+            "SparseRunList(Dense(Element(0.0)), merge=false)",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  if A[i, j] > 1\n    C[i, j] = B[i, j] + 1\n  end\nend\n",
+            "RunList(RunList(Element(0.0)))",
+            None,
+        ),
+        // Writes that may not happen: sparse parents retry positions their child opened.
+        (
+            "C .= 0\nfor i = _, j = _\n  if A[i, j] > 1\n    C[i, j] = B[i, j] + 1\n  end\nend\n",
+            "SparseList(RunList(Element(0.0)))",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  if A[i, j] > 1\n    C[i, j] = B[i, j] + 1\n  end\nend\n",
+            "SparseRunList(RunList(Element(0.0), merge=false))",
+            None,
+        ),
+        (
+            "C .= 0\nfor i = _, j = _\n  if B[i, j] != 2\n    C[i, j] = A[i, j]\n  end\nend\n",
+            "RunList(SparseList(Pattern()))",
+            None,
+        ),
     ];
     let mut rng = StdRng::seed_from_u64(7);
+    let inputs = [MATRIX_FORMATS, RUN_MATRIX_FORMATS].concat();
     for (text, out, b_format) in programs {
         for _ in 0..40 {
             let (ni, nj) = (rng.random_range(0..7), rng.random_range(0..7));
             let mut tensors = BTreeMap::new();
             for name in ["A", "B"] {
-                let mut f: Format = fmt(pick::<&str>(&mut rng, MATRIX_FORMATS));
+                let mut f: Format = fmt(pick::<&str>(&mut rng, &inputs));
                 if let (Some(b), "B") = (b_format, name) {
                     // Outputs that hold one entry per fiber get an operand that has one.
                     f = fmt(b);
                 }
-                tensors.insert(
-                    name.to_string(),
-                    random_tensor(&f, &[ni, nj], rng.random_range(0.0..1.0), rng.random()),
-                );
+                tensors.insert(name.to_string(), random_tensor(&mut rng, &f, &[ni, nj]));
             }
             tensors.insert(
                 "C".to_string(),
@@ -478,16 +616,154 @@ fn sparse_outputs_match_evaluator() {
     }
 }
 
-/// Seeds that once failed, kept so the bugs they found stay fixed.
-const PAST_FAILURES: &[u64] = &[
+/// SparseInterval holds one run per fiber, so it gets data of that shape: every row one
+/// interval of one value (`rows`), or one interval of equal rows of that kind (`outer`, for
+/// SparseInterval as the outer level). It is read in the usual programs and written by copies
+/// from every format; on data with several runs per fiber, "can only hold one run" is the
+/// expected outcome and nothing else is.
+#[test]
+fn sparse_interval_matches_evaluator() {
+    fn interval_row(rng: &mut StdRng, n: usize) -> Vec<f64> {
+        let mut row = vec![0.0; n];
+        if n > 0 && rng.random_bool(0.8) {
+            let a = rng.random_range(0..n);
+            let z = rng.random_range(a..n);
+            let v = *pick(rng, &[1.0, 2.0, 3.0]);
+            row[a..=z].iter_mut().for_each(|x| *x = v);
+        }
+        row
+    }
+    fn interval_data(rng: &mut StdRng, ni: usize, nj: usize, outer: bool) -> Vec<f64> {
+        if !outer {
+            return (0..ni).flat_map(|_| interval_row(rng, nj)).collect();
+        }
+        let row = interval_row(rng, nj);
+        let mut out = vec![0.0; ni * nj];
+        if ni > 0 {
+            let a = rng.random_range(0..ni);
+            let z = rng.random_range(a..ni);
+            for i in a..=z {
+                out[i * nj..(i + 1) * nj].copy_from_slice(&row);
+            }
+        }
+        out
+    }
+    let interval_formats = [
+        ("Dense(SparseInterval(Element(0.0)))", false),
+        ("SparseList(SparseInterval(Element(0.0)))", false),
+        ("RunList(SparseInterval(Element(0.0)))", false),
+        ("Dense(SparseInterval(Pattern()))", false),
+        ("SparseInterval(Dense(Element(0.0)))", true),
+        ("SparseInterval(SparseInterval(Element(0.0)))", true),
+        ("SparseInterval(RunList(Element(0.0)))", true),
+    ];
+    let reads = [
+        "s .= 0\nfor i = _, j = _\n  s[] += A[i, j] * B[i, j]\nend\n",
+        "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] + B[i, j]\nend\n",
+        "C .= 0\nfor i = _, j = _\n  C[i, j] = max(A[i, j], B[i, j])\nend\n",
+        "s .= 0\nfor j = _, i = _\n  s[] <<max>>= A[i, j] * j\nend\n",
+    ];
+    // Sources must hold any data: SparsePoint holds one entry per fiber.
+    let sources: Vec<&str> = [MATRIX_FORMATS, RUN_MATRIX_FORMATS]
+        .concat()
+        .into_iter()
+        .filter(|f| !f.contains("SparsePoint"))
+        .collect();
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut expected_refusals = 0;
+    let mut outer_written = 0;
+    for round in 0..300 {
+        let (ni, nj) = (rng.random_range(0..6), rng.random_range(0..6));
+        let (sf, outer) = *pick(&mut rng, &interval_formats);
+        let data = interval_data(&mut rng, ni, nj, outer);
+        let a = Tensor::from_dense(
+            &fmt(sf),
+            &[ni, nj],
+            &tessera::runtime::Buffer::F64(data.clone()),
+        )
+        .unwrap_or_else(|e| panic!("{sf}: {e}"));
+        a.validate("A").unwrap();
+        let mut tensors = BTreeMap::new();
+        tensors.insert("A".to_string(), a);
+        let bf = fmt(pick::<&str>(&mut rng, &sources));
+        tensors.insert("B".to_string(), random_tensor(&mut rng, &bf, &[ni, nj]));
+        // Reads.
+        let text = reads[round % reads.len()];
+        let (out, shape, of) = if text.starts_with("s") {
+            ("s", vec![], "Element(0.0)")
+        } else if text.starts_with("y") {
+            ("y", vec![ni], "Dense(Element(0.0))")
+        } else {
+            ("C", vec![ni, nj], "Dense(Dense(Element(0.0)))")
+        };
+        let mut ts = tensors.clone();
+        ts.insert(out.to_string(), Tensor::empty(&fmt(of), &shape).unwrap());
+        let p = parse(text);
+        let exp = run_eval(&p, &ts).unwrap();
+        run_jit(&p, &mut ts).unwrap_or_else(|e| panic!("{e}\n{text}{sf}"));
+        assert_eq!(ts[out].to_dense(), exp[out], "{text}{sf} B: {}", bf);
+        // Writes: copy one-run data from any format, and data that may have several runs.
+        // Over a non-leaf child (`outer`) a SparseInterval fiber takes one write: copies that
+        // write row by row are refused even when the rows are equal (a known limit), so there
+        // a refusal is allowed whatever the data.
+        for (src_data, must_fit) in [
+            (tessera::runtime::Buffer::F64(data.clone()), true),
+            (tensors["B"].to_dense(), false),
+        ] {
+            let src_format = fmt(pick::<&str>(&mut rng, &sources));
+            let src = Tensor::from_dense(&src_format, &[ni, nj], &{
+                let mut b = tessera::runtime::Buffer::new(tessera::types::ElemType::F64);
+                for k in 0..src_data.len() {
+                    b.push(src_data.get(k));
+                }
+                b
+            })
+            .unwrap();
+            let mut ts = BTreeMap::from([
+                ("A".to_string(), src),
+                ("C".to_string(), Tensor::empty(&fmt(sf), &[ni, nj]).unwrap()),
+            ]);
+            let p = parse("C .= 0\nfor i = _, j = _\n  C[i, j] = A[i, j]\nend\n");
+            let exp = run_eval(&p, &ts).unwrap();
+            let describe = || format!("{src_format} -> {sf} ({ni}x{nj}): {:?}", exp["A"]);
+            match run_jit(&p, &mut ts) {
+                Ok(()) => {
+                    assert_eq!(ts["C"].to_dense(), exp["C"], "{}", describe());
+                    ts["C"].validate("C").unwrap();
+                    outer_written += outer as usize;
+                }
+                Err(e) if e.to_string().contains("can only hold one run") && outer => {}
+                Err(e) if e.to_string().contains("can only hold one run") && !must_fit => {
+                    // Expected only if the data really does not fit in the format.
+                    let fits = Tensor::from_dense(&fmt(sf), &[ni, nj], &exp["A"]).is_ok();
+                    assert!(!fits, "refused data that fits: {}", describe());
+                    expected_refusals += 1;
+                }
+                Err(e) => panic!("{e}\n{}", describe()),
+            }
+        }
+    }
+    assert!(
+        expected_refusals > 10,
+        "the refusal path was exercised ({expected_refusals})"
+    );
+    assert!(
+        outer_written > 10,
+        "outer SparseInterval levels were written ({outer_written})"
+    );
+}
+
+/// Seeds that once failed, kept so the bugs they found stay fixed, with whether they were
+/// found with the run-length formats (`random_case`'s `runs`).
+const PAST_FAILURES: &[(u64, bool)] = &[
     // A galloping walk moved its jumper past the chunk, and the advance test then read the
     // entry after the fiber's last one.
-    6186068451744910990,
+    (6186068451744910990, false),
 ];
 
 #[test]
 fn past_failures_stay_fixed() {
-    for &seed in PAST_FAILURES {
-        check(seed).unwrap();
+    for &(seed, runs) in PAST_FAILURES {
+        check_case(seed, runs).unwrap();
     }
 }

@@ -20,6 +20,8 @@ const LEVELS: &[&str] = &[
     "SparseBand",
     "SparseByteMap",
     "SparseDict",
+    "RunList",
+    "SparseRunList",
 ];
 /// Formats that are not a chain of the levels above.
 const EXTRA_2D: &[&str] = &["SparseCOO{2}(Element(0.0))"];
@@ -169,7 +171,8 @@ fn check_rank(rank: usize, cases: &[Case]) {
             let t = d
                 .to_format(f)
                 .unwrap_or_else(|e| panic!("{}: Dense -> {f}: {e}", c.name));
-            t.validate("t").unwrap();
+            t.validate("t")
+                .unwrap_or_else(|e| panic!("{}: Dense -> {f}: {e}", c.name));
             assert_eq!(dense_values(&t), c.values, "{}: Dense -> {f}", c.name);
             assert_eq!(
                 t.countstored(),
@@ -187,18 +190,30 @@ fn check_rank(rank: usize, cases: &[Case]) {
             let back = b.to_format(&dense).unwrap();
             assert_eq!(dense_values(&back), c.values, "{}: {f} -> Dense", c.name);
         }
-        for (x, tx) in fs.iter().zip(&built) {
-            for y in &fs {
+        // Every format to every format for vectors; for matrices a fixed third of the pairs,
+        // chosen so each format is a source and a destination of many others (all 6,561
+        // pairs would dominate the test suite's time).
+        for (kx, (x, tx)) in fs.iter().zip(&built).enumerate() {
+            for (ky, y) in fs.iter().enumerate() {
+                if rank == 2 && (kx + 2 * ky) % 3 != 0 {
+                    continue;
+                }
                 let ty = tx
                     .to_format(y)
                     .unwrap_or_else(|e| panic!("{}: {x} -> {y}: {e}", c.name));
                 ty.validate("t").unwrap();
-                assert_eq!(
-                    ty.countstored(),
-                    tx.to_format_runtime(y).unwrap().countstored(),
-                    "{}: {x} -> {y} keeps the stored entries",
-                    c.name
-                );
+                // Run-length levels decide what is stored from the values: a RunList stores
+                // fill runs, and the run builders drop entries equal to the fill, while the
+                // compiled copy keeps whatever the source stores. Their counts legitimately
+                // differ; the values (checked below) may not.
+                if !x.to_string().contains("RunList(") && !y.to_string().contains("RunList(") {
+                    assert_eq!(
+                        ty.countstored(),
+                        tx.to_format_runtime(y).unwrap().countstored(),
+                        "{}: {x} -> {y} keeps the stored entries",
+                        c.name
+                    );
+                }
                 let back = ty.to_format(&dense).unwrap();
                 assert_eq!(
                     dense_values(&back),

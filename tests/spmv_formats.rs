@@ -22,6 +22,8 @@ const GENERAL: &[&str] = &[
     "Dense(SparseBand(Element(0.0)))",
     "Dense(SparseByteMap(Element(0.0)))",
     "Dense(SparseDict(Element(0.0)))",
+    "Dense(RunList(Element(0.0)))",
+    "Dense(SparseRunList(Element(0.0)))",
 ];
 
 const SPMV: &str = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend";

@@ -52,6 +52,18 @@ impl Level for Dense {
             f(&[i], pos * dims[0] + i);
         }
     }
+    fn remap(
+        &self,
+        _: &LevelKind,
+        _: &mut [Buffer],
+        dims: &[usize],
+        map: &[Option<usize>],
+    ) -> Vec<Option<usize>> {
+        let n = dims[0];
+        map.iter()
+            .flat_map(|m| (0..n).map(move |i| m.map(|p| p * n + i)))
+            .collect()
+    }
     fn build(
         &self,
         _: &LevelKind,

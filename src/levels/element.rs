@@ -58,6 +58,23 @@ impl Level for Element {
         parent_count
     }
 
+    fn remap(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        map: &[Option<usize>],
+    ) -> Vec<Option<usize>> {
+        let old = &bufs[0];
+        let mut new = Buffer::filled(old.elem(), map.len(), fill_of(kind));
+        for (k, m) in map.iter().enumerate() {
+            if let Some(p) = m {
+                new.set(k, old.get(*p));
+            }
+        }
+        bufs[0] = new;
+        vec![]
+    }
     fn build(
         &self,
         kind: &LevelKind,

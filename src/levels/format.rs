@@ -21,6 +21,17 @@ pub enum LevelKind {
     SparseDict,
     /// `SparseCOO{N}`: N dimensions at once, one coordinate array per dimension.
     SparseCOO(usize),
+    /// Runs covering every coordinate, one child per run; adjacent runs with equal sub-fibers
+    /// are merged after writes when `merge` (the default; `RunList(child, merge=false)`).
+    RunList {
+        merge: bool,
+    },
+    /// Stored runs `left..=right` with fill in the gaps, one child per run; `merge` as above.
+    SparseRunList {
+        merge: bool,
+    },
+    /// At most one stored run per fiber; the child position is the fiber's position.
+    SparseInterval,
     /// Leaf: one value per position, `fill` outside the stored structure.
     Element(Scalar),
     /// Leaf: stored positions are `true`, everything else `false`.
@@ -52,7 +63,10 @@ impl LevelKind {
             | LevelKind::SparseBlockList
             | LevelKind::SparseBand
             | LevelKind::SparseByteMap
-            | LevelKind::SparseDict => 1,
+            | LevelKind::SparseDict
+            | LevelKind::RunList { .. }
+            | LevelKind::SparseRunList { .. }
+            | LevelKind::SparseInterval => 1,
             LevelKind::SparseCOO(n) => *n,
             LevelKind::Element(_) | LevelKind::Pattern | LevelKind::Scalar { .. } => 0,
         }
@@ -79,6 +93,15 @@ impl LevelKind {
                 | LevelKind::SparseBand
                 | LevelKind::SparseByteMap
                 | LevelKind::SparseDict
+                | LevelKind::SparseRunList { .. }
+                | LevelKind::SparseInterval
+        )
+    }
+    /// Whether adjacent runs are merged after writes (run-length levels only).
+    pub fn merges(&self) -> bool {
+        matches!(
+            self,
+            LevelKind::RunList { merge: true } | LevelKind::SparseRunList { merge: true }
         )
     }
 }
@@ -134,6 +157,15 @@ impl Format {
                     "SparseBand stores fill values inside its band, which a Pattern leaf cannot hold (use Element(false))",
                 ));
             }
+        }
+        if self
+            .levels
+            .windows(2)
+            .any(|w| matches!(w, [LevelKind::RunList { .. }, LevelKind::Pattern]))
+        {
+            return Err(err(
+                "RunList stores a value for every run, fill runs included, and a Pattern leaf cannot hold `false`: use RunList(Element(false)) or SparseRunList(Pattern())",
+            ));
         }
         Ok(())
     }
@@ -289,7 +321,7 @@ impl FormatParser<'_> {
                 Ok(vec![LevelKind::Pattern])
             }
             "Dense" | "SparseList" | "SparsePoint" | "SparseBlockList" | "SparseBand"
-            | "SparseByteMap" | "SparseDict" => {
+            | "SparseByteMap" | "SparseDict" | "SparseInterval" => {
                 let kind = match name.as_str() {
                     "Dense" => LevelKind::Dense,
                     "SparsePoint" => LevelKind::SparsePoint,
@@ -297,12 +329,46 @@ impl FormatParser<'_> {
                     "SparseBand" => LevelKind::SparseBand,
                     "SparseByteMap" => LevelKind::SparseByteMap,
                     "SparseDict" => LevelKind::SparseDict,
+                    "SparseInterval" => LevelKind::SparseInterval,
                     _ => LevelKind::SparseList,
                 };
                 self.expect(b'(')?;
                 let mut rest = self.level_chain()?;
                 self.expect(b')')?;
                 rest.insert(0, kind);
+                Ok(rest)
+            }
+            "RunList" | "SparseRunList" => {
+                self.expect(b'(')?;
+                let mut rest = self.level_chain()?;
+                let mut merge = true;
+                if self.eat(b',') {
+                    let key = self.word();
+                    if key != "merge" {
+                        return Err(self.error(&format!(
+                            "unknown option `{key}` of {name} (only `merge=true|false`)"
+                        )));
+                    }
+                    self.expect(b'=')?;
+                    merge = match self.word().as_str() {
+                        "true" => true,
+                        "false" => false,
+                        other => {
+                            return Err(
+                                self.error(&format!("`merge` is true or false, not `{other}`"))
+                            );
+                        }
+                    };
+                }
+                self.expect(b')')?;
+                rest.insert(
+                    0,
+                    if name == "RunList" {
+                        LevelKind::RunList { merge }
+                    } else {
+                        LevelKind::SparseRunList { merge }
+                    },
+                );
                 Ok(rest)
             }
             "SparseCOO" => {
@@ -328,7 +394,7 @@ impl FormatParser<'_> {
             other => Err(Error::Format {
                 format: self.text.to_string(),
                 msg: format!(
-                    "unknown level `{other}` (known: Dense, SparseList, SparsePoint, SparseBlockList, SparseBand, SparseByteMap, SparseDict, SparseCOO{{N}}, Element, Pattern; 0-d: Scalar, SparseScalar, ShortCircuitScalar, SparseShortCircuitScalar)"
+                    "unknown level `{other}` (known: Dense, SparseList, SparsePoint, SparseBlockList, SparseBand, SparseByteMap, SparseDict, SparseCOO{{N}}, RunList, SparseRunList, SparseInterval, Element, Pattern; 0-d: Scalar, SparseScalar, ShortCircuitScalar, SparseShortCircuitScalar)"
                 ),
             }),
         }
@@ -374,8 +440,15 @@ impl FormatParser<'_> {
 
 impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut close = 0;
+        // What closes each level: `)` or, for run lists without merging, `, merge=false)`.
+        let mut close = vec![];
         for l in &self.levels {
+            close.push(match l {
+                LevelKind::RunList { merge: false } | LevelKind::SparseRunList { merge: false } => {
+                    ", merge=false)"
+                }
+                _ => ")",
+            });
             match l {
                 LevelKind::Dense => f.write_str("Dense(")?,
                 LevelKind::SparseList => f.write_str("SparseList(")?,
@@ -384,6 +457,9 @@ impl fmt::Display for Format {
                 LevelKind::SparseBand => f.write_str("SparseBand(")?,
                 LevelKind::SparseByteMap => f.write_str("SparseByteMap(")?,
                 LevelKind::SparseDict => f.write_str("SparseDict(")?,
+                LevelKind::RunList { .. } => f.write_str("RunList(")?,
+                LevelKind::SparseRunList { .. } => f.write_str("SparseRunList(")?,
+                LevelKind::SparseInterval => f.write_str("SparseInterval(")?,
                 LevelKind::SparseCOO(n) => write!(f, "SparseCOO{{{n}}}(")?,
                 LevelKind::Element(v) => write_fill(f, "Element", v)?,
                 LevelKind::Scalar {
@@ -401,10 +477,9 @@ impl fmt::Display for Format {
                 }
                 LevelKind::Pattern => f.write_str("Pattern(")?,
             }
-            close += 1;
         }
-        for _ in 0..close {
-            f.write_str(")")?;
+        for c in close.iter().rev() {
+            f.write_str(c)?;
         }
         Ok(())
     }
@@ -442,6 +517,14 @@ mod tests {
             "SparsePoint(Element(false))",
             "Dense(SparseBlockList(Element(0.0)))",
             "SparseBand(SparseList(Pattern()))",
+            "RunList(Element(0.0))",
+            "RunList(Element(0.0), merge=false)",
+            "SparseRunList(Element(0), merge=false)",
+            "Dense(SparseRunList(Pattern()))",
+            "RunList(SparseList(Element(0.0)), merge=false)",
+            "RunList(RunList(Element(0.0), merge=false))",
+            "SparseInterval(Element(false))",
+            "SparseInterval(Pattern())",
         ] {
             let f = Format::parse(s, None).unwrap();
             assert_eq!(f.to_string(), s);
@@ -484,6 +567,10 @@ mod tests {
             "SparseScalar()",
             "SparseBand(Pattern())",
             "Dense(SparseBand(Dense(Pattern())))",
+            "RunList(Pattern())",
+            "RunList(Element(0), merge=maybe)",
+            "RunList(Element(0), fuse=false)",
+            "SparseInterval(Element(0), merge=false)",
         ] {
             let e = Format::parse(s, None).unwrap_err();
             assert!(matches!(e, Error::Format { .. }), "{s}: {e}");

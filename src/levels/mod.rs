@@ -6,14 +6,17 @@ pub mod dense;
 pub mod element;
 pub mod format;
 pub mod pattern;
+pub mod run_list;
 pub mod scalar;
 pub mod sparse_band;
 pub mod sparse_block_list;
 pub mod sparse_bytemap;
 pub mod sparse_coo;
 pub mod sparse_dict;
+pub mod sparse_interval;
 pub mod sparse_list;
 pub mod sparse_point;
+pub mod sparse_run_list;
 
 pub use format::{Format, LevelKind};
 
@@ -118,6 +121,69 @@ pub trait Level: Sync {
         _f: &mut dyn FnMut(&[usize], usize),
     ) {
     }
+    /// Rank-1 levels: visit the stored children of fiber `pos` as inclusive coordinate ranges
+    /// `(lo, hi, child position)`, in increasing order. Levels that store one child per
+    /// coordinate need not override this.
+    fn for_each_run(
+        &self,
+        kind: &LevelKind,
+        bufs: &[Buffer],
+        dims: &[usize],
+        pos: usize,
+        f: &mut dyn FnMut(usize, usize, usize),
+    ) {
+        self.for_each_child(kind, bufs, dims, pos, &mut |c, q| f(c[0], c[0], q));
+    }
+    /// Rebuild the level so that its new position `k` holds what old position `map[k]` held,
+    /// or an all-fill fiber for `None`. Returns the same kind of map for the child level.
+    /// (Used to drop merged runs and to reshape storage after building.) The default rebuilds
+    /// the level from the stored children of the kept positions (`for_each_child`, then
+    /// `build`); levels with a cheaper direct rearrangement override it.
+    fn remap(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        dims: &[usize],
+        map: &[Option<usize>],
+    ) -> Vec<Option<usize>> {
+        let rank = kind.rank();
+        let mut coords = vec![vec![]; rank];
+        let mut old_children = vec![];
+        let mut groups = vec![];
+        for (k, m) in map.iter().enumerate() {
+            let lo = old_children.len();
+            if let Some(p) = *m {
+                self.for_each_child(kind, bufs, dims, p, &mut |c, q| {
+                    for (d, &x) in c.iter().enumerate() {
+                        coords[d].push(x as i64);
+                    }
+                    old_children.push(q);
+                });
+            }
+            if old_children.len() > lo {
+                groups.push((k, lo, old_children.len()));
+            }
+        }
+        let (count, child_groups) = self.build(kind, bufs, dims, map.len(), &groups, &coords);
+        let mut out = vec![None; count];
+        for (pos, lo, _) in child_groups {
+            out[pos] = Some(old_children[lo]);
+        }
+        out
+    }
+    /// Run-length levels with merging on: merge neighbouring runs of each fiber whose
+    /// sub-fibers are equal (`equal(child position, child position)`). Returns the map of kept
+    /// child positions for [`Level::remap`] of the child level, or `None` if nothing merged.
+    fn merge_runs(
+        &self,
+        _kind: &LevelKind,
+        _bufs: &mut [Buffer],
+        _dims: &[usize],
+        _parent_count: usize,
+        _equal: &mut dyn FnMut(usize, usize) -> bool,
+    ) -> Option<Vec<Option<usize>>> {
+        None
+    }
     /// Build storage from coordinate-sorted, duplicate-free entries. `groups` are (parent
     /// position, entry range) in increasing position order and `coords` holds, for each of this
     /// level's dimensions, every entry's coordinate. Returns the child count and the child groups.
@@ -197,5 +263,8 @@ pub fn level_impl(kind: &LevelKind) -> &'static dyn Level {
         LevelKind::Element(_) => &element::Element,
         LevelKind::Pattern => &pattern::Pattern,
         LevelKind::Scalar { .. } => &scalar::ScalarLevel,
+        LevelKind::RunList { .. } => &run_list::RunList,
+        LevelKind::SparseRunList { .. } => &sparse_run_list::SparseRunList,
+        LevelKind::SparseInterval => &sparse_interval::SparseInterval,
     }
 }

@@ -30,6 +30,15 @@ impl Level for Pattern {
     fn empty(&self, _: &LevelKind, _: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
         parent_count
     }
+    fn remap(
+        &self,
+        _: &LevelKind,
+        _: &mut [Buffer],
+        _: &[usize],
+        _: &[Option<usize>],
+    ) -> Vec<Option<usize>> {
+        vec![]
+    }
     fn build(
         &self,
         _: &LevelKind,

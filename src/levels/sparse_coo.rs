@@ -193,6 +193,35 @@ impl Level for SparseCOO {
             f(&c, q);
         }
     }
+    fn remap(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        map: &[Option<usize>],
+    ) -> Vec<Option<usize>> {
+        let n = rank_of(kind);
+        let ptr = i64s(&bufs[PTR]).to_vec();
+        let old: Vec<Vec<i64>> = (0..n).map(|k| i64s(&bufs[1 + k]).to_vec()).collect();
+        let mut new_ptr = vec![0i64];
+        let mut new_idx = vec![vec![]; n];
+        let mut child = vec![];
+        for m in map {
+            if let Some(p) = *m {
+                let (lo, hi) = (ptr[p] as usize, ptr[p + 1] as usize);
+                for (new, old) in new_idx.iter_mut().zip(&old) {
+                    new.extend_from_slice(&old[lo..hi]);
+                }
+                child.extend((lo..hi).map(Some));
+            }
+            new_ptr.push(child.len() as i64);
+        }
+        bufs[PTR] = Buffer::I64(new_ptr);
+        for (k, v) in new_idx.into_iter().enumerate() {
+            bufs[1 + k] = Buffer::I64(v);
+        }
+        child
+    }
     fn build(
         &self,
         kind: &LevelKind,
@@ -263,18 +292,26 @@ impl Level for SparseCOO {
     }
     fn assemble(&self, _: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>> {
         let ptr = l.buf(PTR);
-        Ok(vec![
+        let prev = l.state(PREV);
+        let mut code = vec![
             Stmt::Grow {
                 buf: ptr,
                 len: b::add(hi.clone(), b::int(1)),
             },
             Stmt::Fill {
                 buf: ptr,
-                start: b::add(lo, b::int(1)),
+                start: b::add(lo.clone(), b::int(1)),
                 stop: b::add(hi, b::int(1)),
                 value: b::int(0),
             },
-        ])
+        ];
+        // A sparse ancestor retrying positions it did not keep (nothing was recorded under
+        // them) reopens fibers from `lo` on: they may be written again.
+        code.extend(b::if_(
+            b::le(lo.clone(), b::var(prev)),
+            vec![b::assign(prev, b::sub(lo, b::int(1)))],
+        ));
+        Ok(code)
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let ptr = l.buf(PTR);

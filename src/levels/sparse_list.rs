@@ -104,6 +104,29 @@ impl Level for SparseList {
             f(&[i as usize], q);
         }
     }
+    fn remap(
+        &self,
+        _: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        map: &[Option<usize>],
+    ) -> Vec<Option<usize>> {
+        let (ptr, idx) = (i64s(&bufs[PTR]), i64s(&bufs[IDX]));
+        let mut new_ptr = vec![0i64];
+        let mut new_idx = vec![];
+        let mut child = vec![];
+        for m in map {
+            if let Some(p) = *m {
+                let (lo, hi) = (ptr[p] as usize, ptr[p + 1] as usize);
+                new_idx.extend_from_slice(&idx[lo..hi]);
+                child.extend((lo..hi).map(Some));
+            }
+            new_ptr.push(new_idx.len() as i64);
+        }
+        bufs[PTR] = Buffer::I64(new_ptr);
+        bufs[IDX] = Buffer::I64(new_idx);
+        child
+    }
     fn build(
         &self,
         _: &LevelKind,
@@ -162,18 +185,26 @@ impl Level for SparseList {
     }
     fn assemble(&self, _: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>> {
         let ptr = l.buf(PTR);
-        Ok(vec![
+        let prev = l.state(PREV);
+        let mut code = vec![
             Stmt::Grow {
                 buf: ptr,
                 len: b::add(hi.clone(), b::int(1)),
             },
             Stmt::Fill {
                 buf: ptr,
-                start: b::add(lo, b::int(1)),
+                start: b::add(lo.clone(), b::int(1)),
                 stop: b::add(hi, b::int(1)),
                 value: b::int(0),
             },
-        ])
+        ];
+        // A sparse ancestor retrying positions it did not keep (nothing was recorded under
+        // them) reopens fibers from `lo` on: they may be written again.
+        code.extend(b::if_(
+            b::le(lo.clone(), b::var(prev)),
+            vec![b::assign(prev, b::sub(lo, b::int(1)))],
+        ));
+        Ok(code)
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let ptr = l.buf(PTR);

@@ -56,6 +56,8 @@ impl Fiber {
 }
 
 pub type LookupFn = Rc<dyn Fn(&Expr) -> Target>;
+/// The write target for a whole extent `start..=stop` (both absolute coordinates).
+pub type AcceptRunFn = Rc<dyn Fn(&Expr, &Expr) -> Target>;
 pub type SeekFn = Rc<dyn Fn(&Expr) -> Vec<Stmt>>;
 
 /// A looplet: the structure of a fiber over the extent of the loop being lowered. Coordinates
@@ -82,6 +84,11 @@ pub enum Looplet {
     Jumper(Rc<Jumper>),
     /// Runtime specialisation: the first case whose condition holds.
     Switch(Vec<(Expr, Looplet)>),
+    /// Output side of run-length levels: `body(start, stop)` is the target that receives one
+    /// value for every coordinate of the extent (one stored run). When the statement's body does
+    /// not depend on the index once every other looplet is lowered, it is written once for the
+    /// whole extent; otherwise once per coordinate (runs of length 1).
+    AcceptRun(AcceptRunFn),
     /// Code to run before (and after) the loop that lowers `body`.
     Thunk {
         preamble: Vec<Stmt>,
@@ -123,6 +130,13 @@ pub struct Jumper {
 
 /// The looplet styles in their explicit total priority order (highest first), as in the Finch
 /// paper's Fig. 15: a statement is lowered by the rule of the highest style present.
+///
+/// `AcceptRun` comes last, after `Lookup` (the paper's order, Lookup > AcceptRun): a run
+/// writer must see the extent that is left once every read's structure has been lowered.
+/// Steppers, sequences and spikes of the inputs cut the loop into the chunks over which the
+/// right-hand side is constant, and then one run per chunk is written; a lookup among the
+/// inputs (a dense read) makes the loop per coordinate first, so the writer sees points. Below
+/// `AcceptRun` there is only the plain loop (no looplet left on the index).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Style {
     Thunk,
@@ -133,6 +147,7 @@ pub enum Style {
     Jumper,
     Stepper,
     Lookup,
+    AcceptRun,
 }
 
 impl Looplet {
@@ -146,6 +161,7 @@ impl Looplet {
             Looplet::Jumper(_) => Style::Jumper,
             Looplet::Stepper(_) => Style::Stepper,
             Looplet::Lookup(_) => Style::Lookup,
+            Looplet::AcceptRun(_) => Style::AcceptRun,
         }
     }
 }

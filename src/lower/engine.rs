@@ -216,6 +216,7 @@ impl Engine {
             Some(Style::Jumper) => self.lower_jumper(index, ext, body)?,
             Some(Style::Stepper) => self.lower_stepper(index, ext, body)?,
             Some(Style::Lookup) => self.lower_lookup(index, ext, body)?,
+            Some(Style::AcceptRun) => self.lower_accept_run(index, ext, body)?,
         });
         code.extend(post);
         Ok(code)
@@ -259,47 +260,73 @@ impl Engine {
 
     /// `for i in ext: s op= c` with nothing depending on i: `+` multiplies by the extent's
     /// length, idempotent reducers apply once if the extent is non-empty (Finch's loop
-    /// collapse). Returns `None` when some statement does not fit.
+    /// collapse). Nested loops, `if`s and `let`s whose statements all fit are integrated the
+    /// same way (repeating the whole body `len` times repeats each assignment `len` times with
+    /// the same right-hand side: reads cannot see the tensors being updated). Returns `None`
+    /// when some statement does not fit.
     fn integrate(&mut self, ext: &Ext, body: &[LStmt]) -> Result<Option<Vec<Stmt>>> {
         if ext.is_point() {
             // One iteration: nothing to multiply and no emptiness to test.
             return self.lower_block(body.to_vec()).map(Some);
         }
         let len = b::add(b::sub(ext.stop.clone(), ext.start.clone()), b::int(1));
-        let mut out = vec![];
-        for s in body {
-            let LStmt::Assign { lhs, op, rhs, span } = s else {
-                return Ok(None);
-            };
-            let integrated = match op {
-                AssignOp::Reduce(r) if symbolic::algebra::is_idempotent(r) => rhs.clone(),
-                // Reducing by the annihilator once or many times gives the annihilator.
-                AssignOp::Reduce(r) if matches!(rhs, LExpr::Lit(v) if symbolic::algebra::annihilator(r, v.ty().class()) == Some(*v)) => {
-                    rhs.clone()
-                }
-                AssignOp::Overwrite => rhs.clone(),
-                AssignOp::Reduce(
-                    crate::notation::ast::Reducer::Add | crate::notation::ast::Reducer::Sub,
-                ) => LExpr::Binary(
-                    crate::notation::ast::BinaryOp::Mul,
-                    Box::new(LExpr::Ir(len.clone(), ElemType::I64)),
-                    Box::new(rhs.clone()),
-                    *span,
-                ),
-                _ => return Ok(None),
-            };
-            out.push(LStmt::Assign {
-                lhs: lhs.clone(),
-                op: op.clone(),
-                rhs: integrated,
-                span: *span,
-            });
+        if !integrable_ops(body) {
+            return Ok(None);
         }
+        let Some(out) = integrated(body, &len) else {
+            return Ok(None);
+        };
         let code = self.lower_block(out)?;
         Ok(Some(b::if_(
             b::le(ext.start.clone(), ext.stop.clone()),
             code,
         )))
+    }
+
+    /// The run writers' rule. Once every other looplet on the index is lowered, replace each
+    /// `AcceptRun` by its target for the whole extent; if the body then no longer depends on
+    /// the index and consists only of writes to those run targets, it runs once for the extent
+    /// (each target stores one run). Otherwise the writers fall back to one write per
+    /// coordinate (runs of length 1, which the level merges afterwards).
+    fn lower_accept_run(
+        &mut self,
+        index: &str,
+        ext: Ext,
+        mut body: Vec<LStmt>,
+    ) -> Result<Vec<Stmt>> {
+        if only_run_writes(&body, index) {
+            let mut once = body.clone();
+            let (start, stop) = (ext.start.clone(), ext.stop.clone());
+            replace_head(&mut once, index, &mut |l| match l {
+                Looplet::AcceptRun(f) => Some(f(&start, &stop)),
+                _ => None,
+            });
+            if !node::stmts_use_index(&mut once, index) {
+                let (pre, post) = hoist_thunks(&mut once)?;
+                symbolic::simplify_stmts(&mut once, &self.declared);
+                if once.is_empty() {
+                    return Ok(vec![]);
+                }
+                let mut code = pre;
+                code.extend(self.lower_block(once)?);
+                code.extend(post);
+                return Ok(if ext.is_point() {
+                    code
+                } else {
+                    b::if_(b::le(ext.start, ext.stop), code)
+                });
+            }
+        }
+        replace_head(&mut body, index, &mut |l| match l {
+            Looplet::AcceptRun(f) => {
+                let f = f.clone();
+                Some(Target::Looplet(Looplet::Lookup(Rc::new(
+                    move |i: &Expr| f(i, i),
+                ))))
+            }
+            _ => None,
+        });
+        self.lower_lookup(index, ext, body)
     }
 
     fn lower_lookup(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
@@ -673,6 +700,128 @@ impl Engine {
                 )
             })
     }
+}
+
+/// The statements of a loop body that does not use its index, rewritten to run once for an
+/// extent of length `len`; `None` if some statement cannot be integrated.
+fn integrated(body: &[LStmt], len: &Expr) -> Option<Vec<LStmt>> {
+    let mut out = vec![];
+    for s in body {
+        out.push(match s {
+            LStmt::Assign { lhs, op, rhs, span } => {
+                let rhs = match op {
+                    AssignOp::Reduce(r) if symbolic::algebra::is_idempotent(r) => rhs.clone(),
+                    // Reducing by the annihilator once or many times gives the annihilator.
+                    AssignOp::Reduce(r) if matches!(rhs, LExpr::Lit(v) if symbolic::algebra::annihilator(r, v.ty().class()) == Some(*v)) => {
+                        rhs.clone()
+                    }
+                    AssignOp::Overwrite => rhs.clone(),
+                    AssignOp::Reduce(
+                        crate::notation::ast::Reducer::Add | crate::notation::ast::Reducer::Sub,
+                    ) => LExpr::Binary(
+                        crate::notation::ast::BinaryOp::Mul,
+                        Box::new(LExpr::Ir(len.clone(), ElemType::I64)),
+                        Box::new(rhs.clone()),
+                        *span,
+                    ),
+                    _ => return None,
+                };
+                LStmt::Assign {
+                    lhs: lhs.clone(),
+                    op: op.clone(),
+                    rhs,
+                    span: *span,
+                }
+            }
+            LStmt::Loop {
+                index,
+                start,
+                stop,
+                body,
+                span,
+            } => LStmt::Loop {
+                index: index.clone(),
+                start: start.clone(),
+                stop: stop.clone(),
+                body: integrated(body, len)?,
+                span: *span,
+            },
+            LStmt::If {
+                cond,
+                then,
+                otherwise,
+                span,
+            } => LStmt::If {
+                cond: cond.clone(),
+                then: integrated(then, len)?,
+                otherwise: integrated(otherwise, len)?,
+                span: *span,
+            },
+            LStmt::Let {
+                name,
+                value,
+                body,
+                span,
+            } => LStmt::Let {
+                name: name.clone(),
+                value: value.clone(),
+                body: integrated(body, len)?,
+                span: *span,
+            },
+            LStmt::Declare { .. } | LStmt::Freeze { .. } | LStmt::Thaw { .. } => return None,
+        });
+    }
+    Some(out)
+}
+
+/// Repeating `t += x; t = y` is not `t += len * x; t = y`: a tensor summed into may not be
+/// written with any other operator in the same body.
+fn integrable_ops(body: &[LStmt]) -> bool {
+    fn collect(body: &[LStmt], out: &mut Vec<(String, bool)>) {
+        for s in body {
+            match s {
+                LStmt::Assign { lhs, op, .. } => out.push((
+                    lhs.tensor.clone(),
+                    matches!(
+                        op,
+                        AssignOp::Reduce(
+                            crate::notation::ast::Reducer::Add | crate::notation::ast::Reducer::Sub
+                        )
+                    ),
+                )),
+                LStmt::Loop { body, .. } | LStmt::Let { body, .. } => collect(body, out),
+                LStmt::If {
+                    then, otherwise, ..
+                } => {
+                    collect(then, out);
+                    collect(otherwise, out);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut writes = vec![];
+    collect(body, &mut writes);
+    writes
+        .iter()
+        .all(|(t, sum)| !sum || writes.iter().all(|(u, other)| u != t || *other))
+}
+
+/// Whether every statement of the body is (nested in loops, `if`s and `let`s) an assignment
+/// to an access headed by `index` whose target is a run writer: only then may the body run
+/// once for a whole extent.
+fn only_run_writes(body: &[LStmt], index: &str) -> bool {
+    body.iter().all(|s| match s {
+        LStmt::Assign { lhs, .. } => {
+            lhs.head() == Some(index)
+                && matches!(lhs.target, Target::Looplet(Looplet::AcceptRun(_)))
+        }
+        LStmt::Loop { body, .. } | LStmt::Let { body, .. } => only_run_writes(body, index),
+        LStmt::If {
+            then, otherwise, ..
+        } => only_run_writes(then, index) && only_run_writes(otherwise, index),
+        LStmt::Declare { .. } | LStmt::Freeze { .. } | LStmt::Thaw { .. } => false,
+    })
 }
 
 /// Let-bound values were substituted as I64; give them their real type.

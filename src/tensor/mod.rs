@@ -2,6 +2,7 @@
 
 pub mod convert;
 pub mod files;
+mod runs;
 
 use crate::error::{Error, Result};
 use crate::levels::{Format, level_impl};
@@ -74,7 +75,25 @@ impl Tensor {
         values: &Buffer,
         combine: impl Fn(Scalar, Scalar) -> Scalar,
     ) -> Result<Tensor> {
+        Tensor::from_coo_dyn(format, shape, coords, values, &combine)
+    }
+
+    fn from_coo_dyn(
+        format: &Format,
+        shape: &[usize],
+        coords: &[Vec<i64>],
+        values: &Buffer,
+        combine: &dyn Fn(Scalar, Scalar) -> Scalar,
+    ) -> Result<Tensor> {
         check_rank(format, shape)?;
+        if format
+            .levels
+            .contains(&crate::levels::LevelKind::SparseInterval)
+        {
+            return Tensor::build_intervals(format, |f| {
+                Tensor::from_coo_dyn(f, shape, coords, values, combine)
+            });
+        }
         let n = values.len();
         if coords.len() != shape.len() || coords.iter().any(|c| c.len() != n) {
             return Err(Error::tensor(
@@ -149,6 +168,7 @@ impl Tensor {
                 }
             }
         }
+        t.merge_runs();
         Ok(t)
     }
 
@@ -239,7 +259,12 @@ impl Tensor {
             let imp = level_impl(kind);
             let mut next = vec![];
             for &p in &positions {
-                imp.for_each_child(kind, &self.levels[k], &dims, p, &mut |_, c| next.push(c));
+                // Runs are visited once each, not once per coordinate.
+                if kind.rank() == 1 {
+                    imp.for_each_run(kind, &self.levels[k], &dims, p, &mut |_, _, c| next.push(c));
+                } else {
+                    imp.for_each_child(kind, &self.levels[k], &dims, p, &mut |_, c| next.push(c));
+                }
             }
             next.sort_unstable();
             next.dedup();

@@ -1,0 +1,518 @@
+//! `RunList` (Finch's RunList, formerly DenseRLE): the fiber at position `p` is the runs
+//! `ptr[p]..ptr[p+1]`; run `q` ends at coordinate `right[q]` (inclusive) and starts after the
+//! previous run of its fiber (the first at 0). The runs of a fiber cover `0..n` exactly, fill
+//! runs included; child position = run number.
+//!
+//! Reads are a stepper whose chunks are `Run(child(q))`, so a loop over a run-length fiber does
+//! one iteration per run (and `s += x[i]` integrates to `s += len * v`).
+//!
+//! Writes go through `AcceptRun`: each write of an extent `a..=z` becomes one run, preceded by a
+//! fill run when the previous write ended before `a`. A run is recorded only if its child was
+//! written (the dirty flag), so a sparse parent that retries a position never sees half-written
+//! runs. Fibers nobody wrote, and the tail of a fiber after its last write, are completed with
+//! fill runs lazily: when a later fiber is opened, or at freeze. While a kernel writes the level
+//! `next` is the first coordinate not yet covered in fiber `prev`.
+//!
+//! Adjacent runs with equal sub-fibers are merged (with `merge`, the default) by the runtime
+//! after the kernel ([`crate::tensor::Tensor::merge_runs`]): a kernel that reads the level after
+//! freezing it sees the unmerged runs, which denote the same values.
+
+use super::{Level, LevelKind, LevelRef};
+use crate::error::{Error, Result};
+use crate::ir::{Expr, Stmt, build as b};
+use crate::looplets::{Fiber, Looplet, Stepper, Target};
+use crate::lower::ctx::Cx;
+use crate::notation::ast::Protocol;
+use crate::runtime::Buffer;
+use crate::types::{ElemType, Scalar};
+use std::rc::Rc;
+
+pub struct RunList;
+
+const PTR: usize = 0;
+const RIGHT: usize = 1;
+const QOS: usize = 0;
+const PREV: usize = 1;
+const NEXT: usize = 2;
+
+impl RunList {
+    /// Append a run of fill ending at `stop` to the fiber being written.
+    fn append_fill(cx: &mut Cx, l: &LevelRef, stop: Expr) -> Result<Vec<Stmt>> {
+        let (right, qos) = (l.buf(RIGHT), l.state(QOS));
+        let mut code = vec![
+            Stmt::Grow {
+                buf: right,
+                len: b::add(b::var(qos), b::int(1)),
+            },
+            b::store(right, b::var(qos), stop),
+        ];
+        code.extend(l.child_impl().assemble(
+            cx,
+            &l.child(),
+            b::var(qos),
+            b::add(b::var(qos), b::int(1)),
+        )?);
+        code.push(b::assign(qos, b::add(b::var(qos), b::int(1))));
+        Ok(code)
+    }
+
+    /// Complete fiber `prev` with a fill run, then give each fiber up to `hi` (exclusive) that
+    /// was never written one fill run covering it.
+    fn fill_up_to(cx: &mut Cx, l: &LevelRef, hi: Expr) -> Result<Vec<Stmt>> {
+        let n = l.dim(0);
+        let (ptr, qos, prev, next) = (l.buf(PTR), l.state(QOS), l.state(PREV), l.state(NEXT));
+        let mut code = b::if_(
+            b::and(
+                b::le(b::int(0), b::var(prev)),
+                b::lt(b::var(next), n.clone()),
+            ),
+            Self::append_fill(cx, l, b::sub(n.clone(), b::int(1)))?,
+        );
+        code.push(b::assign(next, n.clone()));
+        let p = cx.var("p", ElemType::I64);
+        let mut body = vec![b::store(ptr, b::var(p), b::var(qos))];
+        body.extend(b::if_(
+            b::lt(b::int(0), n.clone()),
+            Self::append_fill(cx, l, b::sub(n, b::int(1)))?,
+        ));
+        code.push(Stmt::For {
+            var: p,
+            start: b::add(b::var(prev), b::int(1)),
+            stop: hi,
+            body,
+        });
+        Ok(code)
+    }
+
+    /// Positions from `lo` on are being made fill again: forget the runs of the fibers from
+    /// `lo` to `prev` (a sparse parent retrying a position it did not keep).
+    fn rollback(l: &LevelRef, lo: Expr) -> Vec<Stmt> {
+        let (ptr, qos, prev, next) = (l.buf(PTR), l.state(QOS), l.state(PREV), l.state(NEXT));
+        b::if_(
+            b::le(lo.clone(), b::var(prev)),
+            vec![
+                b::assign(qos, b::load(ptr, lo.clone())),
+                b::assign(prev, b::sub(lo, b::int(1))),
+                b::assign(next, l.dim(0)),
+            ],
+        )
+    }
+}
+
+impl Level for RunList {
+    fn buffers(&self, _: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
+        vec![("ptr", ElemType::I64), ("right", ElemType::I64)]
+    }
+    fn state(&self, _: &LevelKind) -> Vec<(&'static str, ElemType)> {
+        vec![
+            ("qos", ElemType::I64),
+            ("prev", ElemType::I64),
+            ("next", ElemType::I64),
+        ]
+    }
+
+    fn validate(
+        &self,
+        _: &LevelKind,
+        bufs: &[Buffer],
+        dims: &[usize],
+        parent_count: usize,
+    ) -> std::result::Result<usize, String> {
+        let (ptr, right) = (i64s(&bufs[PTR]), i64s(&bufs[RIGHT]));
+        let n = dims[0] as i64;
+        if ptr.len() != parent_count + 1 {
+            return Err(format!(
+                "ptr has {} entries, expected {}",
+                ptr.len(),
+                parent_count + 1
+            ));
+        }
+        if ptr[0] != 0 {
+            return Err("ptr[0] must be 0".into());
+        }
+        for p in 0..parent_count {
+            let (lo, hi) = (ptr[p], ptr[p + 1]);
+            if hi < lo || hi as usize > right.len() {
+                return Err(format!(
+                    "ptr[{}] = {hi} is out of order or past the end of right",
+                    p + 1
+                ));
+            }
+            if n == 0 {
+                if hi > lo {
+                    return Err(format!("fiber {p} has runs but the dimension is empty"));
+                }
+                continue;
+            }
+            if hi == lo {
+                return Err(format!(
+                    "fiber {p} has no runs (runs must cover 0..{n}, fill runs included)"
+                ));
+            }
+            let mut start = 0;
+            for (q, &r) in right.iter().enumerate().take(hi as usize).skip(lo as usize) {
+                if r < start || r >= n {
+                    return Err(format!(
+                        "right[{q}] = {r} does not end a run starting at {start} inside 0..{n}"
+                    ));
+                }
+                start = r + 1;
+            }
+            if start != n {
+                return Err(format!(
+                    "the runs of fiber {p} end at {}, not at the last coordinate {}",
+                    start - 1,
+                    n - 1
+                ));
+            }
+        }
+        Ok(ptr[parent_count] as usize)
+    }
+    fn finish(
+        &self,
+        _: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+    ) -> usize {
+        bufs[PTR].truncate(parent_count + 1);
+        let n = i64s(&bufs[PTR])[parent_count] as usize;
+        bufs[RIGHT].truncate(n);
+        n
+    }
+    fn empty(
+        &self,
+        _: &LevelKind,
+        bufs: &mut [Buffer],
+        dims: &[usize],
+        parent_count: usize,
+    ) -> usize {
+        let runs = if dims[0] > 0 { parent_count } else { 0 };
+        bufs[PTR] = Buffer::I64(
+            (0..=parent_count as i64)
+                .map(|p| if dims[0] > 0 { p } else { 0 })
+                .collect(),
+        );
+        bufs[RIGHT] = Buffer::I64(vec![dims[0] as i64 - 1; runs]);
+        runs
+    }
+
+    fn for_each_child(
+        &self,
+        kind: &LevelKind,
+        bufs: &[Buffer],
+        dims: &[usize],
+        pos: usize,
+        f: &mut dyn FnMut(&[usize], usize),
+    ) {
+        self.for_each_run(kind, bufs, dims, pos, &mut |lo, hi, q| {
+            for c in lo..=hi {
+                f(&[c], q);
+            }
+        });
+    }
+    fn for_each_run(
+        &self,
+        _: &LevelKind,
+        bufs: &[Buffer],
+        _: &[usize],
+        pos: usize,
+        f: &mut dyn FnMut(usize, usize, usize),
+    ) {
+        let (ptr, right) = (i64s(&bufs[PTR]), i64s(&bufs[RIGHT]));
+        let mut start = 0;
+        let (lo, hi) = (ptr[pos] as usize, ptr[pos + 1] as usize);
+        for (q, &r) in right.iter().enumerate().take(hi).skip(lo) {
+            f(start, r as usize, q);
+            start = r as usize + 1;
+        }
+    }
+    fn remap(
+        &self,
+        _: &LevelKind,
+        bufs: &mut [Buffer],
+        dims: &[usize],
+        map: &[Option<usize>],
+    ) -> Vec<Option<usize>> {
+        let (ptr, right) = (i64s(&bufs[PTR]), i64s(&bufs[RIGHT]));
+        let mut new_ptr = vec![0i64];
+        let mut new_right = vec![];
+        let mut child = vec![];
+        for m in map {
+            match *m {
+                Some(p) => {
+                    let (lo, hi) = (ptr[p] as usize, ptr[p + 1] as usize);
+                    new_right.extend_from_slice(&right[lo..hi]);
+                    child.extend((lo..hi).map(Some));
+                }
+                None if dims[0] > 0 => {
+                    new_right.push(dims[0] as i64 - 1);
+                    child.push(None);
+                }
+                None => {}
+            }
+            new_ptr.push(new_right.len() as i64);
+        }
+        bufs[PTR] = Buffer::I64(new_ptr);
+        bufs[RIGHT] = Buffer::I64(new_right);
+        child
+    }
+    fn merge_runs(
+        &self,
+        _: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+        equal: &mut dyn FnMut(usize, usize) -> bool,
+    ) -> Option<Vec<Option<usize>>> {
+        let (ptr, right) = (i64s(&bufs[PTR]), i64s(&bufs[RIGHT]));
+        let mut new_ptr = vec![0i64];
+        let mut new_right: Vec<i64> = vec![];
+        let mut kept: Vec<Option<usize>> = vec![];
+        for p in 0..parent_count {
+            let (lo, hi) = (ptr[p] as usize, ptr[p + 1] as usize);
+            for (q, &r) in right.iter().enumerate().take(hi).skip(lo) {
+                match kept.last() {
+                    Some(&Some(k)) if q > lo && equal(k, q) => {
+                        *new_right.last_mut().expect("a kept run") = r;
+                    }
+                    _ => {
+                        new_right.push(r);
+                        kept.push(Some(q));
+                    }
+                }
+            }
+            new_ptr.push(new_right.len() as i64);
+        }
+        if kept.len() == right.len() {
+            return None;
+        }
+        bufs[PTR] = Buffer::I64(new_ptr);
+        bufs[RIGHT] = Buffer::I64(new_right);
+        Some(kept)
+    }
+    /// One run per distinct coordinate, fill runs in the gaps; equal neighbours are merged
+    /// afterwards by the tensor (values are only known once the leaves are built).
+    fn build(
+        &self,
+        _: &LevelKind,
+        bufs: &mut [Buffer],
+        dims: &[usize],
+        parent_count: usize,
+        groups: &[(usize, usize, usize)],
+        coords: &[Vec<i64>],
+    ) -> (usize, Vec<(usize, usize, usize)>) {
+        let n = dims[0] as i64;
+        let mut ptr = vec![0i64; parent_count + 1];
+        let mut right = vec![];
+        let mut out = vec![];
+        let mut g = 0;
+        for p in 0..parent_count {
+            let mut next = 0;
+            while g < groups.len() && groups[g].0 == p {
+                let (_, lo, hi) = groups[g];
+                super::dense::split_runs(&coords[0], lo, hi, |c, a, z| {
+                    if next < c {
+                        right.push(c - 1);
+                    }
+                    out.push((right.len(), a, z));
+                    right.push(c);
+                    next = c + 1;
+                });
+                g += 1;
+            }
+            if next < n {
+                right.push(n - 1);
+            }
+            ptr[p + 1] = right.len() as i64;
+        }
+        let count = right.len();
+        bufs[PTR] = Buffer::I64(ptr);
+        bufs[RIGHT] = Buffer::I64(right);
+        (count, out)
+    }
+
+    fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
+        if init.cast(l.tensor.elem) != l.tensor.fill {
+            return Err(Error::tensor(
+                &l.tensor.name,
+                format!(
+                    "a RunList level can only be declared with its fill value {}, not {init}",
+                    l.tensor.fill
+                ),
+            ));
+        }
+        let ptr = l.buf(PTR);
+        let mut code = vec![
+            Stmt::Grow {
+                buf: ptr,
+                len: b::add(count.clone(), b::int(1)),
+            },
+            Stmt::Fill {
+                buf: ptr,
+                start: b::int(0),
+                stop: b::add(count, b::int(1)),
+                value: b::int(0),
+            },
+            b::assign(l.state(QOS), b::int(0)),
+            b::assign(l.state(PREV), b::int(-1)),
+            b::assign(l.state(NEXT), l.dim(0)),
+        ];
+        code.extend(l.child_impl().declare(cx, &l.child(), b::int(0), init)?);
+        Ok(code)
+    }
+    fn assemble(&self, _: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>> {
+        let mut code = vec![Stmt::Grow {
+            buf: l.buf(PTR),
+            len: b::add(hi, b::int(1)),
+        }];
+        code.extend(Self::rollback(l, lo));
+        Ok(code)
+    }
+    fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
+        let (ptr, qos) = (l.buf(PTR), l.state(QOS));
+        let mut code = vec![Stmt::Grow {
+            buf: ptr,
+            len: b::add(count.clone(), b::int(1)),
+        }];
+        // Positions the parent did not keep (a retried last position) hold nothing.
+        code.extend(Self::rollback(l, count.clone()));
+        code.extend(Self::fill_up_to(cx, l, count.clone())?);
+        code.push(b::store(ptr, count.clone(), b::var(qos)));
+        code.push(b::assign(l.state(PREV), b::sub(count, b::int(1))));
+        let (child, n) = l.child_impl().freeze(cx, &l.child(), b::var(qos))?;
+        code.extend(child);
+        Ok((code, n))
+    }
+    fn thaw(&self, _: &mut Cx, l: &LevelRef, _: Expr) -> Result<(Vec<Stmt>, Expr)> {
+        Err(Error::tensor(
+            &l.tensor.name,
+            "a RunList level cannot be reopened for updates after it was read (declare it again, or use a Dense format)",
+        ))
+    }
+
+    fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, _: Option<Protocol>) -> Result<Looplet> {
+        let t = &f.tensor;
+        let (ptr, right) = (t.level_bufs[f.level][PTR], t.level_bufs[f.level][RIGHT]);
+        let q = cx.var(&format!("{}_q", t.name), ElemType::I64);
+        let q_stop = cx.var(&format!("{}_q_stop", t.name), ElemType::I64);
+        let preamble = vec![
+            b::assign(q, b::load(ptr, f.pos.clone())),
+            b::assign(q_stop, b::load(ptr, b::add(f.pos.clone(), b::int(1)))),
+        ];
+        // Runs cover every coordinate: no fill phase, every chunk is a run of one child.
+        let stepper = Stepper {
+            seek: Rc::new(move |start: &Expr| {
+                if *start == b::int(0) {
+                    return vec![];
+                }
+                vec![b::assign(
+                    q,
+                    Expr::SearchGe {
+                        buf: right,
+                        lo: Box::new(b::var(q)),
+                        hi: Box::new(b::var(q_stop)),
+                        key: Box::new(start.clone()),
+                    },
+                )]
+            }),
+            stop: b::load(right, b::var(q)),
+            chunk: Looplet::Run(Box::new(Target::Fiber(f.child(b::var(q))))),
+            next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
+        };
+        Ok(Looplet::Thunk {
+            preamble,
+            body: Box::new(Target::Looplet(Looplet::Stepper(Rc::new(stepper)))),
+            epilogue: vec![],
+        })
+    }
+
+    fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
+        let t = f.tensor.clone();
+        let l = LevelRef {
+            tensor: &t,
+            level: f.level,
+        };
+        let (ptr, right) = (l.buf(PTR), l.buf(RIGHT));
+        let (qos, prev, next) = (l.state(QOS), l.state(PREV), l.state(NEXT));
+        let fiber_order = cx.error(format!(
+            "tensor `{}`: RunList fibers must be written in increasing position order",
+            t.name
+        ));
+        let run_order = cx.error(format!(
+            "tensor `{}`: RunList coordinates must be written once each, in increasing order",
+            t.name
+        ));
+        let pos = f.pos.clone();
+        let mut open = vec![Stmt::If {
+            cond: b::lt(pos.clone(), b::var(prev)),
+            then: vec![Stmt::Fail(fiber_order)],
+            otherwise: vec![],
+        }];
+        let mut start = Self::fill_up_to(cx, &l, pos.clone())?;
+        start.extend([
+            b::store(ptr, pos.clone(), b::var(qos)),
+            b::assign(prev, pos.clone()),
+            b::assign(next, b::int(0)),
+        ]);
+        open.extend(b::if_(b::lt(b::var(prev), pos), start));
+
+        let gap = cx.var(&format!("{}_gap", t.name), ElemType::Bool);
+        let slot = cx.var(&format!("{}_slot", t.name), ElemType::I64);
+        let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
+        let mut alloc = vec![
+            b::assign(
+                slot,
+                b::select(b::var(gap), b::add(b::var(qos), b::int(1)), b::var(qos)),
+            ),
+            Stmt::Grow {
+                buf: right,
+                len: b::add(b::var(slot), b::int(1)),
+            },
+        ];
+        alloc.extend(l.child_impl().assemble(
+            cx,
+            &l.child(),
+            b::var(qos),
+            b::add(b::var(slot), b::int(1)),
+        )?);
+        alloc.push(b::assign(dirty, b::boolean(false)));
+        let mut child = f.child(b::var(slot));
+        child.dirty = Some(dirty);
+        let parent_dirty = f.dirty;
+        let accept = Looplet::AcceptRun(Rc::new(move |a: &Expr, z: &Expr| {
+            let mut pre = vec![b::assign(gap, b::lt(b::var(next), a.clone()))];
+            pre.extend(alloc.clone());
+            let mut commit = b::if_(b::lt(a.clone(), b::var(next)), vec![Stmt::Fail(run_order)]);
+            commit.extend(b::if_(
+                b::var(gap),
+                vec![
+                    b::store(right, b::var(qos), b::sub(a.clone(), b::int(1))),
+                    b::assign(qos, b::add(b::var(qos), b::int(1))),
+                ],
+            ));
+            commit.extend([
+                b::store(right, b::var(qos), z.clone()),
+                b::assign(qos, b::add(b::var(qos), b::int(1))),
+                b::assign(next, b::add(z.clone(), b::int(1))),
+            ]);
+            if let Some(d) = parent_dirty {
+                commit.push(b::assign(d, b::boolean(true)));
+            }
+            Target::Looplet(Looplet::Thunk {
+                preamble: pre,
+                body: Box::new(Target::Fiber(child.clone())),
+                epilogue: b::if_(b::var(dirty), commit),
+            })
+        }));
+        Ok(Looplet::Thunk {
+            preamble: open,
+            body: Box::new(Target::Looplet(accept)),
+            epilogue: vec![],
+        })
+    }
+}
+
+fn i64s(b: &Buffer) -> &[i64] {
+    b.as_i64().expect("RunList buffers are i64")
+}

@@ -1,0 +1,399 @@
+//! `SparseInterval`: each fiber holds at most one run, `left[p]..=right[p]` (empty when
+//! `left[p] > right[p]`, written as `0, -1`), fill elsewhere. The child position is the fiber's
+//! own position, so no pointer array is needed.
+//!
+//! Reads are a sequence of three phases (fill, the run, fill) with no loop at all.
+//!
+//! Writes go through `AcceptRun`. A write to a fiber that already holds a run is an error
+//! ("can only hold one run"), including after a one-coordinate run (Finch tests `left < right`
+//! and lets that case through). One exception keeps per-coordinate copies of one-run data
+//! working: with a leaf child, a write that starts right after the run and stores the run's
+//! value extends it. For that the old value is saved and the child reset to fill before the
+//! write (so `+=` and friends start from fill, as the coordinate really holds fill), then the
+//! two are compared; an unrecorded write puts the old value back. A non-leaf child cannot be
+//! saved that way, so there any second write to a fiber is refused (before it reaches the
+//! child): such a fiber must be written as one run at once, e.g. copied from a run-length
+//! level, not row by row. A leaf written with the
+//! fill value records nothing (the coordinate holds fill either way), so copying a dense
+//! vector, or a run list with explicit fill runs, stores just the one real run.
+
+use super::{Level, LevelKind, LevelRef};
+use crate::error::{Error, Result};
+use crate::ir::{BinOp, Expr, Stmt, build as b};
+use crate::looplets::{Fiber, Looplet, Phase, Target};
+use crate::lower::ctx::Cx;
+use crate::notation::ast::Protocol;
+use crate::runtime::Buffer;
+use crate::types::{Class, ElemType, Scalar};
+use std::rc::Rc;
+
+pub struct SparseInterval;
+
+const LEFT: usize = 0;
+const RIGHT: usize = 1;
+
+impl Level for SparseInterval {
+    fn buffers(&self, _: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
+        vec![("left", ElemType::I64), ("right", ElemType::I64)]
+    }
+
+    fn validate(
+        &self,
+        _: &LevelKind,
+        bufs: &[Buffer],
+        dims: &[usize],
+        parent_count: usize,
+    ) -> std::result::Result<usize, String> {
+        let (left, right) = (i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
+        if left.len() != parent_count || right.len() != parent_count {
+            return Err(format!(
+                "left and right have {} and {} entries, expected {parent_count}",
+                left.len(),
+                right.len()
+            ));
+        }
+        for p in 0..parent_count {
+            if left[p] <= right[p] && (left[p] < 0 || right[p] >= dims[0] as i64) {
+                return Err(format!(
+                    "the run {}..={} of fiber {p} is outside 0..{}",
+                    left[p], right[p], dims[0]
+                ));
+            }
+        }
+        Ok(parent_count)
+    }
+    fn finish(
+        &self,
+        _: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+    ) -> usize {
+        bufs[LEFT].truncate(parent_count);
+        bufs[RIGHT].truncate(parent_count);
+        parent_count
+    }
+    fn empty(&self, _: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
+        bufs[LEFT] = Buffer::I64(vec![0; parent_count]);
+        bufs[RIGHT] = Buffer::I64(vec![-1; parent_count]);
+        parent_count
+    }
+
+    fn for_each_child(
+        &self,
+        kind: &LevelKind,
+        bufs: &[Buffer],
+        dims: &[usize],
+        pos: usize,
+        f: &mut dyn FnMut(&[usize], usize),
+    ) {
+        self.for_each_run(kind, bufs, dims, pos, &mut |lo, hi, q| {
+            for c in lo..=hi {
+                f(&[c], q);
+            }
+        });
+    }
+    fn for_each_run(
+        &self,
+        _: &LevelKind,
+        bufs: &[Buffer],
+        _: &[usize],
+        pos: usize,
+        f: &mut dyn FnMut(usize, usize, usize),
+    ) {
+        let (left, right) = (i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
+        if left[pos] <= right[pos] {
+            f(left[pos] as usize, right[pos] as usize, pos);
+        }
+    }
+    fn remap(
+        &self,
+        _: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        map: &[Option<usize>],
+    ) -> Vec<Option<usize>> {
+        let (left, right) = (i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
+        let pick = |v: &[i64], empty: i64| -> Vec<i64> {
+            map.iter().map(|m| m.map_or(empty, |p| v[p])).collect()
+        };
+        let (new_left, new_right) = (pick(left, 0), pick(right, -1));
+        bufs[LEFT] = Buffer::I64(new_left);
+        bufs[RIGHT] = Buffer::I64(new_right);
+        map.to_vec()
+    }
+    /// Only for fibers with at most one coordinate: `Tensor::from_coo` builds SparseInterval
+    /// levels as merged SparseRunList levels and converts them (`tensor::runs`), which is where
+    /// several coordinates forming one run, or several runs (an error), are handled.
+    fn build(
+        &self,
+        _: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+        groups: &[(usize, usize, usize)],
+        coords: &[Vec<i64>],
+    ) -> (usize, Vec<(usize, usize, usize)>) {
+        let mut left = vec![0i64; parent_count];
+        let mut right = vec![-1i64; parent_count];
+        let mut out = vec![];
+        for &(p, lo, hi) in groups {
+            super::dense::split_runs(&coords[0], lo, hi, |c, a, z| {
+                debug_assert!(left[p] > right[p], "SparseInterval::build: several runs");
+                left[p] = c;
+                right[p] = c;
+                out.push((p, a, z));
+            });
+        }
+        bufs[LEFT] = Buffer::I64(left);
+        bufs[RIGHT] = Buffer::I64(right);
+        (parent_count, out)
+    }
+
+    fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
+        if init.cast(l.tensor.elem) != l.tensor.fill {
+            return Err(Error::tensor(
+                &l.tensor.name,
+                format!(
+                    "a sparse tensor can only be declared with its fill value {}, not {init}",
+                    l.tensor.fill
+                ),
+            ));
+        }
+        let mut code = empty_runs(l, b::int(0), count.clone());
+        code.extend(l.child_impl().declare(cx, &l.child(), count, init)?);
+        Ok(code)
+    }
+    fn assemble(&self, cx: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>> {
+        let mut code = empty_runs(l, lo.clone(), hi.clone());
+        code.extend(l.child_impl().assemble(cx, &l.child(), lo, hi)?);
+        Ok(code)
+    }
+    fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
+        l.child_impl().freeze(cx, &l.child(), count)
+    }
+    fn thaw(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
+        l.child_impl().thaw(cx, &l.child(), count)
+    }
+
+    fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, _: Option<Protocol>) -> Result<Looplet> {
+        let t = &f.tensor;
+        let (left, right) = (t.level_bufs[f.level][LEFT], t.level_bufs[f.level][RIGHT]);
+        let lo = cx.var(&format!("{}_left", t.name), ElemType::I64);
+        let hi = cx.var(&format!("{}_right", t.name), ElemType::I64);
+        let fill = Target::Fill(t.fill);
+        Ok(Looplet::Thunk {
+            preamble: vec![
+                b::assign(lo, b::load(left, f.pos.clone())),
+                b::assign(hi, b::load(right, f.pos.clone())),
+            ],
+            body: Box::new(Target::Looplet(Looplet::Sequence(vec![
+                Phase {
+                    stop: Some(b::sub(b::var(lo), b::int(1))),
+                    body: Looplet::Run(Box::new(fill.clone())),
+                },
+                Phase {
+                    stop: Some(b::var(hi)),
+                    body: Looplet::Run(Box::new(Target::Fiber(f.child(f.pos.clone())))),
+                },
+                Phase {
+                    stop: None,
+                    body: Looplet::Run(Box::new(fill)),
+                },
+            ]))),
+            epilogue: vec![],
+        })
+    }
+
+    fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
+        let t = f.tensor.clone();
+        let l = LevelRef {
+            tensor: &t,
+            level: f.level,
+        };
+        let (left, right) = (l.buf(LEFT), l.buf(RIGHT));
+        let pos = f.pos.clone();
+        let has = cx.var(&format!("{}_has_run", t.name), ElemType::Bool);
+        let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
+        let one_run = cx.error(format!(
+            "tensor `{}`: a SparseInterval fiber can only hold one run (a second run, or a write inside the stored run, was made)",
+            t.name
+        ));
+        let child_kind = t.format.levels[f.level + 1].clone();
+        // With a leaf child: where its value is, so that a write continuing the run with the
+        // same value can extend it.
+        let leaf = match child_kind {
+            LevelKind::Element(_) => {
+                let val = t.level_bufs[f.level + 1][0];
+                let old = cx.var(&format!("{}_run_value", t.name), t.elem.compute());
+                Some(Some((val, old)))
+            }
+            LevelKind::Pattern => Some(None),
+            _ => None,
+        };
+        let mut pre = vec![b::assign(
+            has,
+            b::le(b::load(left, pos.clone()), b::load(right, pos.clone())),
+        )];
+        let mut restore = vec![];
+        if let Some(Some((val, old))) = leaf {
+            pre.push(b::assign(old, b::load(val, pos.clone())));
+            pre.extend(l.child_impl().assemble(
+                cx,
+                &l.child(),
+                pos.clone(),
+                b::add(pos.clone(), b::int(1)),
+            )?);
+            restore = b::if_(b::var(has), vec![b::store(val, pos.clone(), b::var(old))]);
+        }
+        if leaf.is_none() {
+            // A non-leaf child cannot be saved and reset: a second write to the fiber is
+            // refused before it reaches the child.
+            pre.extend(b::if_(b::var(has), vec![Stmt::Fail(one_run)]));
+        }
+        pre.push(b::assign(dirty, b::boolean(false)));
+        let mut child = f.child(pos.clone());
+        child.dirty = Some(dirty);
+        let parent_dirty = f.dirty;
+        let (elem, fill) = (t.elem, t.fill);
+        let accept = Looplet::AcceptRun(Rc::new(move |a: &Expr, z: &Expr| {
+            let set = vec![
+                b::store(left, pos.clone(), a.clone()),
+                b::store(right, pos.clone(), z.clone()),
+            ];
+            let extend = match leaf {
+                Some(leaf) => {
+                    let mut same = b::eq(a.clone(), b::add(b::load(right, pos.clone()), b::int(1)));
+                    if let Some((val, old)) = leaf {
+                        same = b::and(
+                            same,
+                            same_value(b::load(val, pos.clone()), b::var(old), elem.class()),
+                        );
+                    }
+                    b::if_else(
+                        same,
+                        vec![b::store(right, pos.clone(), z.clone())],
+                        vec![Stmt::Fail(one_run)],
+                    )
+                }
+                None => vec![Stmt::Fail(one_run)],
+            };
+            let mut commit = b::if_else(b::var(has), extend, set);
+            if let Some(d) = parent_dirty {
+                commit.push(b::assign(d, b::boolean(true)));
+            }
+            let epilogue = match leaf {
+                // A leaf written with the fill value stores nothing (it holds fill already):
+                // dense sources and explicit fill runs then write only the real run.
+                Some(Some((val, _))) => {
+                    let is_fill = same_value(
+                        b::load(val, pos.clone()),
+                        Expr::Const(fill.widen()),
+                        elem.class(),
+                    );
+                    let mut keep = b::if_(
+                        b::and(b::var(dirty), b::le(a.clone(), b::load(right, pos.clone()))),
+                        vec![Stmt::Fail(one_run)],
+                    );
+                    keep.extend(restore.clone());
+                    b::if_else(
+                        b::and(b::var(dirty), b::not(is_fill)),
+                        commit,
+                        b::if_(b::var(has), keep),
+                    )
+                }
+                _ => b::if_else(b::var(dirty), commit, restore.clone()),
+            };
+            Target::Looplet(Looplet::Thunk {
+                preamble: pre.clone(),
+                body: Box::new(Target::Fiber(child.clone())),
+                epilogue,
+            })
+        }));
+        Ok(accept)
+    }
+}
+
+/// `left[lo..hi] = 0`, `right[lo..hi] = -1` (no run), growing the arrays as needed.
+fn empty_runs(l: &LevelRef, lo: Expr, hi: Expr) -> Vec<Stmt> {
+    let mut code = vec![];
+    for (k, v) in [(LEFT, 0), (RIGHT, -1)] {
+        code.push(Stmt::Grow {
+            buf: l.buf(k),
+            len: hi.clone(),
+        });
+        code.push(Stmt::Fill {
+            buf: l.buf(k),
+            start: lo.clone(),
+            stop: hi.clone(),
+            value: b::int(v),
+        });
+    }
+    code
+}
+
+/// Finch's `isequal` on two values of one compute class: NaN equals NaN, 0.0 differs from
+/// -0.0.
+pub fn same_value(x: Expr, y: Expr, class: Class) -> Expr {
+    if class != Class::Float {
+        return b::eq(x, y);
+    }
+    let zero = Expr::Const(Scalar::F64(0.0));
+    let one = Expr::Const(Scalar::F64(1.0));
+    let equal = b::and(
+        b::eq(x.clone(), y.clone()),
+        b::or(
+            b::bin(BinOp::Ne, x.clone(), zero),
+            b::eq(
+                b::bin(BinOp::Div, one.clone(), x.clone()),
+                b::bin(BinOp::Div, one, y.clone()),
+            ),
+        ),
+    );
+    let both_nan = b::and(
+        b::bin(BinOp::Ne, x.clone(), x),
+        b::bin(BinOp::Ne, y.clone(), y),
+    );
+    b::or(equal, both_nan)
+}
+
+fn i64s(b: &Buffer) -> &[i64] {
+    b.as_i64().expect("SparseInterval buffers are i64")
+}
+
+/// SparseInterval storage from (merged) SparseRunList storage of the same fibers, and the map
+/// of child positions (`Tensor::from_coo` builds SparseInterval levels this way). Fails on a
+/// fiber with more than one run.
+pub fn from_runs(
+    runs: &[Buffer],
+    dims: &[usize],
+    parent_count: usize,
+) -> std::result::Result<(Vec<Buffer>, Vec<Option<usize>>), String> {
+    let kind = LevelKind::SparseRunList { merge: true };
+    let imp = super::level_impl(&kind);
+    let mut left = vec![0i64; parent_count];
+    let mut right = vec![-1i64; parent_count];
+    let mut map = vec![None; parent_count];
+    for p in 0..parent_count {
+        let mut found = vec![];
+        imp.for_each_run(&kind, runs, dims, p, &mut |lo, hi, q| {
+            found.push((lo, hi, q))
+        });
+        match found.as_slice() {
+            [] => {}
+            [(lo, hi, q)] => {
+                left[p] = *lo as i64;
+                right[p] = *hi as i64;
+                map[p] = Some(*q);
+            }
+            [(a, b_, _), (c, d, _), ..] => {
+                return Err(format!(
+                    "a SparseInterval fiber can only hold one run, but fiber {p} has {} ({a}..={b_}, {c}..={d}{})",
+                    found.len(),
+                    if found.len() > 2 { ", ..." } else { "" }
+                ));
+            }
+        }
+    }
+    Ok((vec![Buffer::I64(left), Buffer::I64(right)], map))
+}

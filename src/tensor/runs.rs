@@ -1,0 +1,219 @@
+//! Runtime passes for run-length levels: merging neighbouring runs whose sub-fibers are equal
+//! (after building from coordinates and after a kernel wrote the tensor), and the conversion
+//! that builds SparseInterval levels.
+//!
+//! Merging happens here, in the runtime, rather than in the compiled `freeze`: comparing two
+//! sub-fibers of any format and dropping the merged ones (with everything below them) is plain
+//! Rust over the stored arrays, and a kernel that reads a level after freezing it sees runs
+//! that denote the same values, merged or not.
+
+use super::Tensor;
+use crate::error::{Error, Result};
+use crate::levels::{Format, LevelKind, level_impl, sparse_interval};
+use crate::runtime::Buffer;
+
+/// Read-only view of the levels from some level down, for comparing sub-fibers.
+struct View<'a> {
+    kinds: &'a [LevelKind],
+    bufs: &'a [Vec<Buffer>],
+    dims: Vec<Vec<usize>>,
+}
+
+impl View<'_> {
+    /// The children of fiber `pos` of level `k`: `(coordinates of the first, of the last,
+    /// child)`; a run spans the range from the first to the last (rank-1 levels), other levels
+    /// give one child per coordinate tuple.
+    fn children(&self, k: usize, pos: usize) -> Vec<(Vec<usize>, Vec<usize>, usize)> {
+        let (kind, imp) = (&self.kinds[k], level_impl(&self.kinds[k]));
+        let mut out = vec![];
+        if kind.rank() == 1 {
+            imp.for_each_run(kind, &self.bufs[k], &self.dims[k], pos, &mut |lo, hi, q| {
+                out.push((vec![lo], vec![hi], q))
+            });
+        } else {
+            imp.for_each_child(kind, &self.bufs[k], &self.dims[k], pos, &mut |c, q| {
+                out.push((c.to_vec(), c.to_vec(), q))
+            });
+        }
+        out
+    }
+
+    /// Whether sub-fiber `pos` of level `k` holds only the fill value.
+    fn is_fill(&self, k: usize, pos: usize) -> bool {
+        match &self.kinds[k] {
+            LevelKind::Element(fill) => {
+                self.bufs[k][0].get(pos) == fill.cast(self.bufs[k][0].elem())
+            }
+            LevelKind::Pattern => false,
+            _ => self
+                .children(k, pos)
+                .into_iter()
+                .all(|(_, _, q)| self.is_fill(k + 1, q)),
+        }
+    }
+
+    /// Whether sub-fibers `a` and `b` of level `k` hold the same values (Finch's `isequal`:
+    /// floats compare bitwise, so NaN equals NaN and 0.0 differs from -0.0).
+    fn equal(&self, k: usize, a: usize, b: usize) -> bool {
+        if a == b {
+            return true;
+        }
+        match &self.kinds[k] {
+            LevelKind::Element(_) => return self.bufs[k][0].get(a) == self.bufs[k][0].get(b),
+            LevelKind::Pattern => return true,
+            _ => {}
+        }
+        let (xs, ys) = (self.children(k, a), self.children(k, b));
+        if self.kinds[k].rank() != 1 {
+            // One child per coordinate tuple, in increasing order: a merge join.
+            let (mut i, mut j) = (0, 0);
+            while i < xs.len() || j < ys.len() {
+                let ord = match (xs.get(i), ys.get(j)) {
+                    (Some(x), Some(y)) => x.0.cmp(&y.0),
+                    (Some(_), None) => std::cmp::Ordering::Less,
+                    _ => std::cmp::Ordering::Greater,
+                };
+                let same = match ord {
+                    std::cmp::Ordering::Equal => {
+                        i += 1;
+                        j += 1;
+                        self.equal(k + 1, xs[i - 1].2, ys[j - 1].2)
+                    }
+                    std::cmp::Ordering::Less => {
+                        i += 1;
+                        self.is_fill(k + 1, xs[i - 1].2)
+                    }
+                    std::cmp::Ordering::Greater => {
+                        j += 1;
+                        self.is_fill(k + 1, ys[j - 1].2)
+                    }
+                };
+                if !same {
+                    return false;
+                }
+            }
+            return true;
+        }
+        // Ranges: walk the coordinates in pieces on which each side is one child or fill.
+        let (mut i, mut j, mut x) = (0, 0, 0usize);
+        loop {
+            while i < xs.len() && xs[i].1[0] < x {
+                i += 1;
+            }
+            while j < ys.len() && ys[j].1[0] < x {
+                j += 1;
+            }
+            if i == xs.len() && j == ys.len() {
+                return true;
+            }
+            let start = |v: &[(Vec<usize>, Vec<usize>, usize)], k: usize| {
+                v.get(k).map_or(usize::MAX, |r| r.0[0])
+            };
+            let (sa, sb) = (start(&xs, i), start(&ys, j));
+            if x < sa && x < sb {
+                x = sa.min(sb);
+                continue;
+            }
+            let ca = (x >= sa).then(|| xs[i].2);
+            let cb = (x >= sb).then(|| ys[j].2);
+            let end_a = if ca.is_some() { xs[i].1[0] } else { sa - 1 };
+            let end_b = if cb.is_some() { ys[j].1[0] } else { sb - 1 };
+            let same = match (ca, cb) {
+                (Some(p), Some(q)) => self.equal(k + 1, p, q),
+                (Some(p), None) | (None, Some(p)) => self.is_fill(k + 1, p),
+                (None, None) => true,
+            };
+            if !same {
+                return false;
+            }
+            x = end_a.min(end_b) + 1;
+        }
+    }
+}
+
+impl Tensor {
+    /// The number of positions of each level (1 for the root), cutting arrays to their
+    /// logical length on the way.
+    fn position_counts(&mut self) -> Vec<usize> {
+        let mut counts = vec![1];
+        for k in 0..self.format.levels.len() {
+            let kind = self.format.levels[k].clone();
+            let dims = self.level_dims(k).to_vec();
+            let c = level_impl(&kind).finish(&kind, &mut self.levels[k], &dims, counts[k]);
+            counts.push(c);
+        }
+        counts
+    }
+
+    /// Rebuild levels `from..` after level `from - 1` kept the child positions in `map`.
+    fn remap_from(&mut self, from: usize, mut map: Vec<Option<usize>>) {
+        for k in from..self.format.levels.len() {
+            let kind = self.format.levels[k].clone();
+            let dims = self.level_dims(k).to_vec();
+            map = level_impl(&kind).remap(&kind, &mut self.levels[k], &dims, &map);
+        }
+    }
+
+    /// Merge neighbouring runs with equal sub-fibers in every run-length level that merges
+    /// (`RunList`, `SparseRunList` without `merge=false`), innermost level first.
+    pub fn merge_runs(&mut self) {
+        for k in (0..self.format.levels.len()).rev() {
+            if !self.format.levels[k].merges() {
+                continue;
+            }
+            let counts = self.position_counts();
+            let dims: Vec<Vec<usize>> = (0..self.format.levels.len())
+                .map(|j| self.level_dims(j).to_vec())
+                .collect();
+            let kind = self.format.levels[k].clone();
+            let (upper, lower) = self.levels.split_at_mut(k + 1);
+            let view = View {
+                kinds: &self.format.levels[k + 1..],
+                bufs: lower,
+                dims: dims[k + 1..].to_vec(),
+            };
+            let map = level_impl(&kind).merge_runs(
+                &kind,
+                &mut upper[k],
+                &dims[k],
+                counts[k],
+                &mut |a, b| view.equal(0, a, b),
+            );
+            if let Some(map) = map {
+                self.remap_from(k + 1, map);
+            }
+        }
+    }
+
+    /// Build from coordinates into `format`, whose SparseInterval levels are built as merging
+    /// SparseRunList levels and then converted (an error if a fiber has several runs).
+    pub(super) fn build_intervals(
+        format: &Format,
+        build: impl Fn(&Format) -> Result<Tensor>,
+    ) -> Result<Tensor> {
+        let runs = Format {
+            levels: format
+                .levels
+                .iter()
+                .map(|l| match l {
+                    LevelKind::SparseInterval => LevelKind::SparseRunList { merge: true },
+                    l => l.clone(),
+                })
+                .collect(),
+        };
+        let mut t = build(&runs)?;
+        for k in 0..format.levels.len() {
+            if format.levels[k] != LevelKind::SparseInterval {
+                continue;
+            }
+            let counts = t.position_counts();
+            let dims = t.level_dims(k).to_vec();
+            let (bufs, map) = sparse_interval::from_runs(&t.levels[k], &dims, counts[k])
+                .map_err(|m| Error::tensor("", m))?;
+            t.levels[k] = bufs;
+            t.format.levels[k] = LevelKind::SparseInterval;
+            t.remap_from(k + 1, map);
+        }
+        Ok(t)
+    }
+}
