@@ -393,3 +393,89 @@ fn convert_goes_through_the_compiled_copy() {
     );
     assert!(!std::path::Path::new(&d.path("x.tns")).exists());
 }
+
+/// The golden storage of Finch's representation tests (`seed-finch.md` §2.4, 0-based) for
+/// every level format, as `tessera info --storage` prints it.
+#[test]
+fn info_storage_shows_the_golden_arrays_of_every_format() {
+    let d = Dir::new("golden");
+    // [0,1,1,2,2,0,0,3,0] and, for the singular formats, the Bool vector [0,0,1,0,0,0].
+    let v = d.file("v.tns", "# shape: 9\n2 1\n3 1\n4 2\n5 2\n8 3\n");
+    let b = d.file("b.tns", "# shape: 6\n3 1\n");
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            &v,
+            "RunList(Element(0.0))",
+            "6",
+            "right [0, 2, 4, 6, 7, 8]\nlevel 2 Element: val [0.0, 1.0, 2.0, 0.0, 3.0, 0.0]",
+        ),
+        (
+            &v,
+            "SparseList(Element(0.0))",
+            "5",
+            "ptr [0, 5] idx [1, 2, 3, 4, 7]\n",
+        ),
+        (
+            &v,
+            "SparseBlockList(Element(0.0))",
+            "5",
+            "ptr [0, 2] idx [4, 7] ofs [0, 4, 5]\n",
+        ),
+        (
+            &v,
+            "SparseBand(Element(0.0))",
+            "7",
+            "idx [7] ofs [0, 7]\nlevel 2 Element: val [1.0, 1.0, 2.0, 2.0, 0.0, 0.0, 3.0]",
+        ),
+        (
+            &v,
+            "SparseByteMap(Element(0.0))",
+            "5",
+            "ptr [0, 5] tbl [false, true, true, true, true, false, false, true, false] srt [1, 2, 3, 4, 7]",
+        ),
+        (
+            &v,
+            "SparseRunList(Element(0.0))",
+            "3",
+            "ptr [0, 3] left [1, 3, 7] right [2, 4, 7]\nlevel 2 Element: val [1.0, 2.0, 3.0]",
+        ),
+        (
+            &v,
+            "SparseRunList(Element(0.0), merge=false)",
+            "5",
+            "left [1, 2, 3, 4, 7] right [1, 2, 3, 4, 7]",
+        ),
+        (
+            &v,
+            "SparseDict(Element(0.0))",
+            "5",
+            "ptr [0, 5] idx [1, 2, 3, 4, 7] val [0, 1, 2, 3, 4]",
+        ),
+        (
+            &v,
+            "SparseCOO{1}(Element(0.0))",
+            "5",
+            "ptr [0, 5] idx0 [1, 2, 3, 4, 7]\n",
+        ),
+        (
+            &b,
+            "SparsePoint(Element(false))",
+            "1",
+            "idx [2]\nlevel 2 Element: val [true]",
+        ),
+        (
+            &b,
+            "SparseInterval(Element(false))",
+            "1",
+            "left [2] right [2]\nlevel 2 Element: val [true]",
+        ),
+    ];
+    for (file, format, stored, arrays) in cases {
+        let info = ok(&["info", &format!("{file}@{format}"), "--storage"]);
+        assert!(
+            info.contains(&format!("stored: {stored}\n")),
+            "{format}:\n{info}"
+        );
+        assert!(info.contains(arrays), "{format}:\n{info}");
+    }
+}
