@@ -8,6 +8,7 @@ pub mod format;
 pub mod pattern;
 pub mod run_list;
 pub mod scalar;
+pub mod shared;
 pub mod sparse_band;
 pub mod sparse_block_list;
 pub mod sparse_bytemap;

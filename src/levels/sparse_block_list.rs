@@ -198,15 +198,7 @@ impl Level for SparseBlockList {
     }
 
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
-        if init.cast(l.tensor.elem) != l.tensor.fill {
-            return Err(Error::tensor(
-                &l.tensor.name,
-                format!(
-                    "a sparse tensor can only be declared with its fill value {}, not {init}",
-                    l.tensor.fill
-                ),
-            ));
-        }
+        super::shared::declare_to_fill(l, init)?;
         let (ptr, ofs) = (l.buf(PTR), l.buf(OFS));
         let mut code = vec![
             Stmt::Grow {
@@ -248,20 +240,7 @@ impl Level for SparseBlockList {
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let (ptr, ofs) = (l.buf(PTR), l.buf(OFS));
-        let p = cx.var("p", ElemType::I64);
-        let mut code = vec![Stmt::For {
-            var: p,
-            start: b::int(1),
-            stop: b::add(count.clone(), b::int(1)),
-            body: vec![b::store(
-                ptr,
-                b::var(p),
-                b::add(
-                    b::load(ptr, b::var(p)),
-                    b::load(ptr, b::sub(b::var(p), b::int(1))),
-                ),
-            )],
-        }];
+        let mut code = vec![super::shared::prefix_sum(cx, ptr, count.clone())];
         let children = b::load(ofs, b::load(ptr, count));
         let (child, n) = l.child_impl().freeze(cx, &l.child(), children)?;
         code.extend(child);

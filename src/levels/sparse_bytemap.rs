@@ -19,7 +19,7 @@
 //! child cannot be reset slot by slot and is declared whole each time.
 
 use super::{Level, LevelKind, LevelRef};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Jumper, Looplet, Phase, Stepper, Target};
 use crate::lower::ctx::Cx;
@@ -186,15 +186,7 @@ impl Level for SparseByteMap {
     }
 
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
-        if init.cast(l.tensor.elem) != l.tensor.fill {
-            return Err(Error::tensor(
-                &l.tensor.name,
-                format!(
-                    "a sparse tensor can only be declared with its fill value {}, not {init}",
-                    l.tensor.fill
-                ),
-            ));
-        }
+        super::shared::declare_to_fill(l, init)?;
         let (ptr, tbl, srt) = (l.buf(PTR), l.buf(TBL), l.buf(SRT));
         let (nsrt, ready) = (l.state(NSRT), l.state(READY));
         let slots = b::mul(count.clone(), l.dim(0));

@@ -262,15 +262,7 @@ impl Level for SparseCOO {
     }
 
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
-        if init.cast(l.tensor.elem) != l.tensor.fill {
-            return Err(Error::tensor(
-                &l.tensor.name,
-                format!(
-                    "a sparse tensor can only be declared with its fill value {}, not {init}",
-                    l.tensor.fill
-                ),
-            ));
-        }
+        super::shared::declare_to_fill(l, init)?;
         let ptr = l.buf(PTR);
         let mut code = vec![
             Stmt::Grow {
@@ -315,24 +307,11 @@ impl Level for SparseCOO {
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let ptr = l.buf(PTR);
-        let p = cx.var("p", ElemType::I64);
         let mut code = b::if_(
             b::var(l.state(unsorted(rank_of(l.kind())))),
             self.sort_entries(cx, l)?,
         );
-        code.push(Stmt::For {
-            var: p,
-            start: b::int(1),
-            stop: b::add(count.clone(), b::int(1)),
-            body: vec![b::store(
-                ptr,
-                b::var(p),
-                b::add(
-                    b::load(ptr, b::var(p)),
-                    b::load(ptr, b::sub(b::var(p), b::int(1))),
-                ),
-            )],
-        });
+        code.push(super::shared::prefix_sum(cx, ptr, count.clone()));
         let (child, n) = l.child_impl().freeze(cx, &l.child(), b::load(ptr, count))?;
         code.extend(child);
         Ok((code, n))

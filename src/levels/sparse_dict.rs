@@ -15,7 +15,7 @@
 //! empties the table, which costs O(table size), i.e. O(largest number of entries so far).
 
 use super::{Level, LevelKind, LevelRef};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ir::{BinOp, BufId, Expr, Stmt, VarId, build as b};
 use crate::looplets::{Fiber, Jumper, Looplet, Phase, Stepper, Target};
 use crate::lower::ctx::Cx;
@@ -201,15 +201,7 @@ impl Level for SparseDict {
     }
 
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
-        if init.cast(l.tensor.elem) != l.tensor.fill {
-            return Err(Error::tensor(
-                &l.tensor.name,
-                format!(
-                    "a sparse tensor can only be declared with its fill value {}, not {init}",
-                    l.tensor.fill
-                ),
-            ));
-        }
+        super::shared::declare_to_fill(l, init)?;
         let (ptr, htbl) = (l.buf(PTR), l.buf(HTBL));
         let mut code = vec![
             Stmt::Grow {

@@ -18,7 +18,7 @@
 //! vector, or a run list with explicit fill runs, stores just the one real run.
 
 use super::{Level, LevelKind, LevelRef};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ir::{BinOp, Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Looplet, Phase, Target};
 use crate::lower::ctx::Cx;
@@ -151,15 +151,7 @@ impl Level for SparseInterval {
     }
 
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
-        if init.cast(l.tensor.elem) != l.tensor.fill {
-            return Err(Error::tensor(
-                &l.tensor.name,
-                format!(
-                    "a sparse tensor can only be declared with its fill value {}, not {init}",
-                    l.tensor.fill
-                ),
-            ));
-        }
+        super::shared::declare_to_fill(l, init)?;
         let mut code = empty_runs(l, b::int(0), count.clone());
         code.extend(l.child_impl().declare(cx, &l.child(), count, init)?);
         Ok(code)

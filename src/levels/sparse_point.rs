@@ -7,7 +7,7 @@
 //! second coordinate to a fiber is a runtime error; rewriting the stored coordinate is fine.
 
 use super::{Level, LevelKind, LevelRef};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Looplet, Phase, Target};
 use crate::lower::ctx::Cx;
@@ -119,15 +119,7 @@ impl Level for SparsePoint {
     }
 
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
-        if init.cast(l.tensor.elem) != l.tensor.fill {
-            return Err(Error::tensor(
-                &l.tensor.name,
-                format!(
-                    "a sparse tensor can only be declared with its fill value {}, not {init}",
-                    l.tensor.fill
-                ),
-            ));
-        }
+        super::shared::declare_to_fill(l, init)?;
         let mut code = mark_empty(l, b::int(0), count.clone());
         code.extend(l.child_impl().declare(cx, &l.child(), count, init)?);
         Ok(code)
