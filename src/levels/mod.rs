@@ -18,6 +18,8 @@ pub mod sparse_interval;
 pub mod sparse_list;
 pub mod sparse_point;
 pub mod sparse_run_list;
+#[cfg(test)]
+pub mod testing;
 
 pub use format::{Format, LevelKind};
 

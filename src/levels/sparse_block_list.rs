@@ -461,27 +461,14 @@ fn i64s(b: &Buffer) -> &[i64] {
 
 #[cfg(test)]
 mod tests {
-    use crate::levels::Format;
-    use crate::notation::parse::parse_program;
-    use crate::run::Runner;
+    use crate::levels::testing::{fmt, run_jit as run};
+
     use crate::runtime::Buffer;
     use crate::tensor::Tensor;
     use std::collections::BTreeMap;
 
-    fn fmt(s: &str) -> Format {
-        Format::parse(s, None).unwrap()
-    }
     fn vector() -> Buffer {
         Buffer::F64(vec![0.0, 1.0, 1.0, 2.0, 2.0, 0.0, 0.0, 3.0, 0.0])
-    }
-    fn run(text: &str, tensors: &mut BTreeMap<String, Tensor>) -> crate::Result<()> {
-        let formats = tensors
-            .iter()
-            .map(|(n, t)| (n.clone(), t.format.clone()))
-            .collect();
-        let runner = Runner::jit();
-        let c = runner.compile(&parse_program(text).unwrap(), &formats)?;
-        runner.execute(&c, tensors)
     }
 
     #[test]

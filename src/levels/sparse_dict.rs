@@ -604,46 +604,13 @@ fn i64s(b: &Buffer) -> &[i64] {
 
 #[cfg(test)]
 mod tests {
-    use crate::backend::{Interpreter, Jit};
-    use crate::levels::Format;
-    use crate::notation::parse::parse_program;
-    use crate::run::Runner;
+    use crate::levels::testing::{fmt, run_both as run};
+
     use crate::runtime::Buffer;
     use crate::tensor::Tensor;
     use std::collections::BTreeMap;
 
     const V: [f64; 9] = [0.0, 1.0, 1.0, 2.0, 2.0, 0.0, 0.0, 3.0, 0.0];
-
-    fn fmt(s: &str) -> Format {
-        Format::parse(s, None).unwrap()
-    }
-
-    /// Run on both backends; the results must agree. Returns the JIT's tensors.
-    fn run(
-        text: &str,
-        tensors: &BTreeMap<String, Tensor>,
-    ) -> crate::Result<BTreeMap<String, Tensor>> {
-        let program = parse_program(text).unwrap();
-        let formats = tensors
-            .iter()
-            .map(|(n, t)| (n.clone(), t.format.clone()))
-            .collect();
-        let mut out = vec![];
-        for runner in [
-            Runner::new(Box::new(Jit::new())),
-            Runner::new(Box::new(Interpreter)),
-        ] {
-            let mut ts = tensors.clone();
-            let r = runner
-                .compile(&program, &formats)
-                .and_then(|c| runner.execute(&c, &mut ts));
-            out.push(r.map(|_| ts));
-        }
-        let interp = out.pop().unwrap();
-        let jit = out.pop().unwrap();
-        assert_eq!(jit, interp, "backends disagree on\n{text}");
-        jit
-    }
 
     #[test]
     fn golden_storage() {

@@ -220,26 +220,13 @@ fn i64s(b: &Buffer) -> &[i64] {
 
 #[cfg(test)]
 mod tests {
-    use crate::levels::Format;
-    use crate::notation::parse::parse_program;
-    use crate::run::Runner;
+    use crate::levels::testing::{fmt, run_jit as run};
+
     use crate::runtime::Buffer;
     use crate::tensor::Tensor;
     use crate::types::Scalar;
     use std::collections::BTreeMap;
 
-    fn fmt(s: &str) -> Format {
-        Format::parse(s, None).unwrap()
-    }
-    fn run(text: &str, tensors: &mut BTreeMap<String, Tensor>) -> crate::Result<()> {
-        let formats = tensors
-            .iter()
-            .map(|(n, t)| (n.clone(), t.format.clone()))
-            .collect();
-        let runner = Runner::jit();
-        let c = runner.compile(&parse_program(text).unwrap(), &formats)?;
-        runner.execute(&c, tensors)
-    }
     fn vec_tensor(f: &str, v: Vec<f64>) -> Tensor {
         let n = v.len();
         Tensor::from_dense(&fmt(f), &[n], &Buffer::F64(v)).unwrap()
