@@ -4,8 +4,11 @@
 use super::LevelRef;
 use crate::error::{Error, Result};
 use crate::ir::{BufId, Expr, Stmt, build as b};
+use crate::looplets::{Jumper, Looplet, Phase, Stepper, Target};
 use crate::lower::ctx::Cx;
+use crate::notation::ast::Protocol;
 use crate::types::{ElemType, Scalar};
+use std::rc::Rc;
 
 /// Sparse levels do not store the coordinates they leave out, so those read as the fill: a
 /// declaration to any other value cannot be represented.
@@ -38,5 +41,41 @@ pub fn prefix_sum(cx: &mut Cx, ptr: BufId, count: Expr) -> Stmt {
                 b::load(ptr, b::sub(b::var(p), b::int(1))),
             ),
         )],
+    }
+}
+
+/// The read looplets of a level whose fiber is a sorted list of chunks up to coordinate
+/// `last`, then fill: the preamble, a stepper over the chunks (a jumper under `gallop`, whose
+/// walk is the same stepper), and a fill run after `last`.
+pub fn chunks_then_fill(
+    preamble: Vec<Stmt>,
+    stepper: Stepper,
+    protocol: Option<Protocol>,
+    last: Expr,
+    fill: Target,
+) -> Looplet {
+    let chunks = match protocol {
+        Some(Protocol::Gallop) => Looplet::Jumper(Rc::new(Jumper {
+            seek: stepper.seek.clone(),
+            stop: stepper.stop.clone(),
+            spike: stepper.chunk.clone(),
+            next: stepper.next.clone(),
+            walk: Looplet::Stepper(Rc::new(stepper)),
+        })),
+        _ => Looplet::Stepper(Rc::new(stepper)),
+    };
+    Looplet::Thunk {
+        preamble,
+        body: Box::new(Target::Looplet(Looplet::Sequence(vec![
+            Phase {
+                stop: Some(last),
+                body: chunks,
+            },
+            Phase {
+                stop: None,
+                body: Looplet::Run(Box::new(fill)),
+            },
+        ]))),
+        epilogue: vec![],
     }
 }

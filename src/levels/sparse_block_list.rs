@@ -15,7 +15,7 @@
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
 use crate::ir::{Expr, Stmt, build as b};
-use crate::looplets::{Fiber, Jumper, Looplet, Phase, Stepper, Target};
+use crate::looplets::{Fiber, Looplet, Phase, Stepper, Target};
 use crate::lower::ctx::Cx;
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
@@ -335,30 +335,13 @@ impl Level for SparseBlockList {
             chunk,
             next: vec![b::assign(r, b::add(b::var(r), b::int(1)))],
         };
-        let blocks = match protocol {
-            Some(Protocol::Gallop) => Looplet::Jumper(Rc::new(Jumper {
-                seek: stepper.seek.clone(),
-                stop: stepper.stop.clone(),
-                spike: stepper.chunk.clone(),
-                next: stepper.next.clone(),
-                walk: Looplet::Stepper(Rc::new(stepper)),
-            })),
-            _ => Looplet::Stepper(Rc::new(stepper)),
-        };
-        Ok(Looplet::Thunk {
+        Ok(super::shared::chunks_then_fill(
             preamble,
-            body: Box::new(Target::Looplet(Looplet::Sequence(vec![
-                Phase {
-                    stop: Some(b::var(last)),
-                    body: blocks,
-                },
-                Phase {
-                    stop: None,
-                    body: Looplet::Run(Box::new(fill)),
-                },
-            ]))),
-            epilogue: vec![],
-        })
+            stepper,
+            protocol,
+            b::var(last),
+            fill,
+        ))
     }
 
     fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {

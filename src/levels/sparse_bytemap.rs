@@ -21,7 +21,7 @@
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::{Expr, Stmt, build as b};
-use crate::looplets::{Fiber, Jumper, Looplet, Phase, Stepper, Target};
+use crate::looplets::{Fiber, Looplet, Stepper, Target};
 use crate::lower::ctx::Cx;
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
@@ -416,30 +416,13 @@ impl Level for SparseByteMap {
             },
             next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
         };
-        let entries = match protocol {
-            Some(Protocol::Gallop) => Looplet::Jumper(Rc::new(Jumper {
-                seek: stepper.seek.clone(),
-                stop: stepper.stop.clone(),
-                spike: stepper.chunk.clone(),
-                next: stepper.next.clone(),
-                walk: Looplet::Stepper(Rc::new(stepper)),
-            })),
-            _ => Looplet::Stepper(Rc::new(stepper)),
-        };
-        Ok(Looplet::Thunk {
+        Ok(super::shared::chunks_then_fill(
             preamble,
-            body: Box::new(Target::Looplet(Looplet::Sequence(vec![
-                Phase {
-                    stop: Some(b::var(last)),
-                    body: entries,
-                },
-                Phase {
-                    stop: None,
-                    body: Looplet::Run(Box::new(fill)),
-                },
-            ]))),
-            epilogue: vec![],
-        })
+            stepper,
+            protocol,
+            b::var(last),
+            fill,
+        ))
     }
 
     fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
