@@ -120,16 +120,7 @@ impl Level for RunList {
     ) -> std::result::Result<usize, String> {
         let (ptr, right) = (i64s(&bufs[PTR]), i64s(&bufs[RIGHT]));
         let n = dims[0] as i64;
-        if ptr.len() != parent_count + 1 {
-            return Err(format!(
-                "ptr has {} entries, expected {}",
-                ptr.len(),
-                parent_count + 1
-            ));
-        }
-        if ptr[0] != 0 {
-            return Err("ptr[0] must be 0".into());
-        }
+        super::shared::check_ptr_shape(ptr, parent_count)?;
         for p in 0..parent_count {
             let (lo, hi) = (ptr[p], ptr[p + 1]);
             if hi < lo || hi as usize > right.len() {
@@ -343,21 +334,12 @@ impl Level for RunList {
             ));
         }
         let ptr = l.buf(PTR);
-        let mut code = vec![
-            Stmt::Grow {
-                buf: ptr,
-                len: b::add(count.clone(), b::int(1)),
-            },
-            Stmt::Fill {
-                buf: ptr,
-                start: b::int(0),
-                stop: b::add(count, b::int(1)),
-                value: b::int(0),
-            },
+        let mut code = super::shared::zero_ptr(ptr, count).to_vec();
+        code.extend([
             b::assign(l.state(QOS), b::int(0)),
             b::assign(l.state(PREV), b::int(-1)),
             b::assign(l.state(NEXT), l.dim(0)),
-        ];
+        ]);
         code.extend(l.child_impl().declare(cx, &l.child(), b::int(0), init)?);
         Ok(code)
     }

@@ -3,7 +3,7 @@
 
 use super::LevelRef;
 use crate::error::{Error, Result};
-use crate::ir::{BufId, Expr, Stmt, build as b};
+use crate::ir::{BufId, Expr, Stmt, VarId, build as b};
 use crate::looplets::{Jumper, Looplet, Phase, Stepper, Target};
 use crate::lower::ctx::Cx;
 use crate::notation::ast::Protocol;
@@ -78,4 +78,73 @@ pub fn chunks_then_fill(
         ]))),
         epilogue: vec![],
     }
+}
+
+/// Runtime check of an offset array: one entry per parent position plus one, starting at 0.
+pub fn check_ptr_shape(ptr: &[i64], parent_count: usize) -> std::result::Result<(), String> {
+    if ptr.len() != parent_count + 1 {
+        return Err(format!(
+            "ptr has {} entries, expected {}",
+            ptr.len(),
+            parent_count + 1
+        ));
+    }
+    if ptr[0] != 0 {
+        return Err("ptr[0] must be 0".into());
+    }
+    Ok(())
+}
+
+/// `ptr[0..=count] = 0`: no fiber holds anything yet (declaration).
+pub fn zero_ptr(ptr: BufId, count: Expr) -> [Stmt; 2] {
+    [
+        Stmt::Grow {
+            buf: ptr,
+            len: b::add(count.clone(), b::int(1)),
+        },
+        Stmt::Fill {
+            buf: ptr,
+            start: b::int(0),
+            stop: b::add(count, b::int(1)),
+            value: b::int(0),
+        },
+    ]
+}
+
+/// Writing fiber `pos` of a level that appends entries at `cursor` and keeps each fiber's
+/// count in `ptr[pos + 1]` until freeze: fibers must come in increasing order (`prev` holds
+/// the last one opened); `start` is where this fiber's entries begin, counting any it already
+/// got earlier in the kernel. Returns the preamble and the epilogue (which records the count).
+#[allow(clippy::too_many_arguments)]
+pub fn counted_fiber(
+    cx: &mut Cx,
+    level: &str,
+    tensor: &str,
+    ptr: BufId,
+    cursor: VarId,
+    prev: VarId,
+    start: VarId,
+    pos: Expr,
+) -> (Vec<Stmt>, Vec<Stmt>) {
+    let fiber_order = cx.error(format!(
+        "tensor `{tensor}`: {level} fibers must be written in increasing position order"
+    ));
+    let preamble = vec![
+        Stmt::If {
+            cond: b::lt(pos.clone(), b::var(prev)),
+            then: vec![Stmt::Fail(fiber_order)],
+            otherwise: vec![],
+        },
+        b::assign(prev, pos.clone()),
+        b::assign(
+            start,
+            b::sub(b::var(cursor), b::load(ptr, b::add(pos.clone(), b::int(1)))),
+        ),
+    ];
+    let epilogue = vec![b::store(
+        ptr,
+        b::add(pos, b::int(1)),
+        b::sub(b::var(cursor), b::var(start)),
+    )];
+    (preamble, epilogue)
 }

@@ -55,16 +55,7 @@ impl Level for SparseBlockList {
         parent_count: usize,
     ) -> std::result::Result<usize, String> {
         let (ptr, idx, ofs) = (i64s(&bufs[PTR]), i64s(&bufs[IDX]), i64s(&bufs[OFS]));
-        if ptr.len() != parent_count + 1 {
-            return Err(format!(
-                "ptr has {} entries, expected {}",
-                ptr.len(),
-                parent_count + 1
-            ));
-        }
-        if ptr[0] != 0 {
-            return Err("ptr[0] must be 0".into());
-        }
+        super::shared::check_ptr_shape(ptr, parent_count)?;
         for p in 0..parent_count {
             if ptr[p + 1] < ptr[p] {
                 return Err(format!(
@@ -200,17 +191,8 @@ impl Level for SparseBlockList {
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
         super::shared::declare_to_fill(l, init)?;
         let (ptr, ofs) = (l.buf(PTR), l.buf(OFS));
-        let mut code = vec![
-            Stmt::Grow {
-                buf: ptr,
-                len: b::add(count.clone(), b::int(1)),
-            },
-            Stmt::Fill {
-                buf: ptr,
-                start: b::int(0),
-                stop: b::add(count, b::int(1)),
-                value: b::int(0),
-            },
+        let mut code = super::shared::zero_ptr(ptr, count).to_vec();
+        code.extend([
             Stmt::Grow {
                 buf: ofs,
                 len: b::int(1),
@@ -219,7 +201,7 @@ impl Level for SparseBlockList {
             b::assign(l.state(QOS), b::int(0)),
             b::assign(l.state(ROS), b::int(0)),
             b::assign(l.state(PREV), b::int(-1)),
-        ];
+        ]);
         code.extend(l.child_impl().declare(cx, &l.child(), b::int(0), init)?);
         Ok(code)
     }
@@ -354,32 +336,21 @@ impl Level for SparseBlockList {
         let (qos, ros, prev) = (l.state(QOS), l.state(ROS), l.state(PREV));
         let start = cx.var(&format!("{}_ros_start", t.name), ElemType::I64);
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
-        let fiber_order = cx.error(format!(
-            "tensor `{}`: SparseBlockList fibers must be written in increasing position order",
-            t.name
-        ));
         let coord_order = cx.error(format!(
             "tensor `{}`: SparseBlockList entries must be written once each, in increasing coordinate order",
             t.name
         ));
         let pos = f.pos.clone();
-        let preamble = vec![
-            Stmt::If {
-                cond: b::lt(pos.clone(), b::var(prev)),
-                then: vec![Stmt::Fail(fiber_order)],
-                otherwise: vec![],
-            },
-            b::assign(prev, pos.clone()),
-            b::assign(
-                start,
-                b::sub(b::var(ros), b::load(ptr, b::add(pos.clone(), b::int(1)))),
-            ),
-        ];
-        let epilogue = vec![b::store(
+        let (preamble, epilogue) = super::shared::counted_fiber(
+            cx,
+            "SparseBlockList",
+            &t.name,
             ptr,
-            b::add(pos, b::int(1)),
-            b::sub(b::var(ros), b::var(start)),
-        )];
+            ros,
+            prev,
+            start,
+            pos.clone(),
+        );
         // Every write takes the next child position; it is committed only if the child
         // reports a write.
         let mut point_pre =

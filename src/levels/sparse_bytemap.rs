@@ -61,16 +61,7 @@ impl Level for SparseByteMap {
         let slots = parent_count
             .checked_mul(n)
             .ok_or_else(|| "the table size overflows".to_string())?;
-        if ptr.len() != parent_count + 1 {
-            return Err(format!(
-                "ptr has {} entries, expected {}",
-                ptr.len(),
-                parent_count + 1
-            ));
-        }
-        if ptr[0] != 0 {
-            return Err("ptr[0] must be 0".into());
-        }
+        super::shared::check_ptr_shape(ptr, parent_count)?;
         if tbl.len() < slots {
             return Err(format!("tbl has {} entries, expected {slots}", tbl.len()));
         }

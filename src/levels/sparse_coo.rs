@@ -99,16 +99,7 @@ impl Level for SparseCOO {
         let n = rank_of(kind);
         let ptr = i64s(&bufs[PTR]);
         let idx: Vec<&[i64]> = (0..n).map(|k| i64s(&bufs[1 + k])).collect();
-        if ptr.len() != parent_count + 1 {
-            return Err(format!(
-                "ptr has {} entries, expected {}",
-                ptr.len(),
-                parent_count + 1
-            ));
-        }
-        if ptr[0] != 0 {
-            return Err("ptr[0] must be 0".into());
-        }
+        super::shared::check_ptr_shape(ptr, parent_count)?;
         let entries = ptr[parent_count];
         if let Some(k) = (0..n).find(|&k| (idx[k].len() as i64) < entries) {
             return Err(format!(
@@ -264,21 +255,12 @@ impl Level for SparseCOO {
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
         super::shared::declare_to_fill(l, init)?;
         let ptr = l.buf(PTR);
-        let mut code = vec![
-            Stmt::Grow {
-                buf: ptr,
-                len: b::add(count.clone(), b::int(1)),
-            },
-            Stmt::Fill {
-                buf: ptr,
-                start: b::int(0),
-                stop: b::add(count, b::int(1)),
-                value: b::int(0),
-            },
+        let mut code = super::shared::zero_ptr(ptr, count).to_vec();
+        code.extend([
             b::assign(l.state(QOS), b::int(0)),
             b::assign(l.state(PREV), b::int(-1)),
             b::assign(l.state(unsorted(rank_of(l.kind()))), b::boolean(false)),
-        ];
+        ]);
         code.extend(l.child_impl().declare(cx, &l.child(), b::int(0), init)?);
         Ok(code)
     }

@@ -59,16 +59,7 @@ impl Level for SparseDict {
     ) -> std::result::Result<usize, String> {
         let [ptr, idx, val, _, htbl, hval] = [0, 1, 2, 3, 4, 5].map(|k| i64s(&bufs[k]));
         let n = dims[0] as i64;
-        if ptr.len() != parent_count + 1 {
-            return Err(format!(
-                "ptr has {} entries, expected {}",
-                ptr.len(),
-                parent_count + 1
-            ));
-        }
-        if ptr[0] != 0 {
-            return Err("ptr[0] must be 0".into());
-        }
+        super::shared::check_ptr_shape(ptr, parent_count)?;
         let entries = ptr[parent_count];
         if entries < 0 || idx.len() < entries as usize || val.len() < entries as usize {
             return Err(format!(
@@ -203,17 +194,8 @@ impl Level for SparseDict {
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
         super::shared::declare_to_fill(l, init)?;
         let (ptr, htbl) = (l.buf(PTR), l.buf(HTBL));
-        let mut code = vec![
-            Stmt::Grow {
-                buf: ptr,
-                len: b::add(count.clone(), b::int(1)),
-            },
-            Stmt::Fill {
-                buf: ptr,
-                start: b::int(0),
-                stop: b::add(count, b::int(1)),
-                value: b::int(0),
-            },
+        let mut code = super::shared::zero_ptr(ptr, count).to_vec();
+        code.extend([
             Stmt::Fill {
                 buf: htbl,
                 start: b::int(0),
@@ -221,7 +203,7 @@ impl Level for SparseDict {
                 value: b::int(-1),
             },
             b::assign(l.state(NENT), b::int(0)),
-        ];
+        ]);
         code.extend(l.child_impl().declare(cx, &l.child(), b::int(0), init)?);
         Ok(code)
     }

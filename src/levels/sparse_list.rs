@@ -38,16 +38,7 @@ impl Level for SparseList {
         parent_count: usize,
     ) -> std::result::Result<usize, String> {
         let (ptr, idx) = (i64s(&bufs[PTR]), i64s(&bufs[IDX]));
-        if ptr.len() != parent_count + 1 {
-            return Err(format!(
-                "ptr has {} entries, expected {}",
-                ptr.len(),
-                parent_count + 1
-            ));
-        }
-        if ptr[0] != 0 {
-            return Err("ptr[0] must be 0".into());
-        }
+        super::shared::check_ptr_shape(ptr, parent_count)?;
         for p in 0..parent_count {
             let (lo, hi) = (ptr[p], ptr[p + 1]);
             if hi < lo || hi as usize > idx.len() {
@@ -158,20 +149,11 @@ impl Level for SparseList {
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
         super::shared::declare_to_fill(l, init)?;
         let ptr = l.buf(PTR);
-        let mut code = vec![
-            Stmt::Grow {
-                buf: ptr,
-                len: b::add(count.clone(), b::int(1)),
-            },
-            Stmt::Fill {
-                buf: ptr,
-                start: b::int(0),
-                stop: b::add(count, b::int(1)),
-                value: b::int(0),
-            },
+        let mut code = super::shared::zero_ptr(ptr, count).to_vec();
+        code.extend([
             b::assign(l.state(QOS), b::int(0)),
             b::assign(l.state(PREV), b::int(-1)),
-        ];
+        ]);
         code.extend(l.child_impl().declare(cx, &l.child(), b::int(0), init)?);
         Ok(code)
     }
@@ -276,32 +258,21 @@ impl Level for SparseList {
         let (qos, prev) = (l.state(QOS), l.state(PREV));
         let start = cx.var(&format!("{}_qos_start", t.name), ElemType::I64);
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
-        let fiber_order = cx.error(format!(
-            "tensor `{}`: SparseList fibers must be written in increasing position order",
-            t.name
-        ));
         let coord_order = cx.error(format!(
             "tensor `{}`: SparseList entries must be written once each, in increasing coordinate order",
             t.name
         ));
         let pos = f.pos.clone();
-        let preamble = vec![
-            Stmt::If {
-                cond: b::lt(pos.clone(), b::var(prev)),
-                then: vec![Stmt::Fail(fiber_order)],
-                otherwise: vec![],
-            },
-            b::assign(prev, pos.clone()),
-            b::assign(
-                start,
-                b::sub(b::var(qos), b::load(ptr, b::add(pos.clone(), b::int(1)))),
-            ),
-        ];
-        let epilogue = vec![b::store(
+        let (preamble, epilogue) = super::shared::counted_fiber(
+            cx,
+            "SparseList",
+            &t.name,
             ptr,
-            b::add(pos, b::int(1)),
-            b::sub(b::var(qos), b::var(start)),
-        )];
+            qos,
+            prev,
+            start,
+            pos.clone(),
+        );
         let mut point_pre = vec![Stmt::Grow {
             buf: idx,
             len: b::add(b::var(qos), b::int(1)),

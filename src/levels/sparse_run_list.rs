@@ -49,16 +49,7 @@ impl Level for SparseRunList {
     ) -> std::result::Result<usize, String> {
         let (ptr, left, right) = (i64s(&bufs[PTR]), i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
         let n = dims[0] as i64;
-        if ptr.len() != parent_count + 1 {
-            return Err(format!(
-                "ptr has {} entries, expected {}",
-                ptr.len(),
-                parent_count + 1
-            ));
-        }
-        if ptr[0] != 0 {
-            return Err("ptr[0] must be 0".into());
-        }
+        super::shared::check_ptr_shape(ptr, parent_count)?;
         for p in 0..parent_count {
             let (lo, hi) = (ptr[p], ptr[p + 1]);
             if hi < lo || hi as usize > left.len() || hi as usize > right.len() {
@@ -223,20 +214,11 @@ impl Level for SparseRunList {
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
         super::shared::declare_to_fill(l, init)?;
         let ptr = l.buf(PTR);
-        let mut code = vec![
-            Stmt::Grow {
-                buf: ptr,
-                len: b::add(count.clone(), b::int(1)),
-            },
-            Stmt::Fill {
-                buf: ptr,
-                start: b::int(0),
-                stop: b::add(count, b::int(1)),
-                value: b::int(0),
-            },
+        let mut code = super::shared::zero_ptr(ptr, count).to_vec();
+        code.extend([
             b::assign(l.state(QOS), b::int(0)),
             b::assign(l.state(PREV), b::int(-1)),
-        ];
+        ]);
         code.extend(l.child_impl().declare(cx, &l.child(), b::int(0), init)?);
         Ok(code)
     }
@@ -348,32 +330,21 @@ impl Level for SparseRunList {
         let (qos, prev) = (l.state(QOS), l.state(PREV));
         let start = cx.var(&format!("{}_qos_start", t.name), ElemType::I64);
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
-        let fiber_order = cx.error(format!(
-            "tensor `{}`: SparseRunList fibers must be written in increasing position order",
-            t.name
-        ));
         let run_order = cx.error(format!(
             "tensor `{}`: SparseRunList coordinates must be written once each, in increasing order",
             t.name
         ));
         let pos = f.pos.clone();
-        let preamble = vec![
-            Stmt::If {
-                cond: b::lt(pos.clone(), b::var(prev)),
-                then: vec![Stmt::Fail(fiber_order)],
-                otherwise: vec![],
-            },
-            b::assign(prev, pos.clone()),
-            b::assign(
-                start,
-                b::sub(b::var(qos), b::load(ptr, b::add(pos.clone(), b::int(1)))),
-            ),
-        ];
-        let epilogue = vec![b::store(
+        let (preamble, epilogue) = super::shared::counted_fiber(
+            cx,
+            "SparseRunList",
+            &t.name,
             ptr,
-            b::add(pos, b::int(1)),
-            b::sub(b::var(qos), b::var(start)),
-        )];
+            qos,
+            prev,
+            start,
+            pos.clone(),
+        );
         let mut alloc = vec![
             Stmt::Grow {
                 buf: left,
