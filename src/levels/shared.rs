@@ -148,3 +148,26 @@ pub fn counted_fiber(
     )];
     (preamble, epilogue)
 }
+
+/// Make fibers `lo..hi` of a counted level exist, empty. A sparse ancestor retrying positions
+/// it did not keep (nothing was recorded under them) reopens fibers from `lo` on, so `prev`
+/// moves back: they may be written again.
+pub fn assemble_counted(ptr: BufId, prev: VarId, lo: Expr, hi: Expr) -> Vec<Stmt> {
+    let mut code = vec![
+        Stmt::Grow {
+            buf: ptr,
+            len: b::add(hi.clone(), b::int(1)),
+        },
+        Stmt::Fill {
+            buf: ptr,
+            start: b::add(lo.clone(), b::int(1)),
+            stop: b::add(hi, b::int(1)),
+            value: b::int(0),
+        },
+    ];
+    code.extend(b::if_(
+        b::le(lo.clone(), b::var(prev)),
+        vec![b::assign(prev, b::sub(lo, b::int(1)))],
+    ));
+    code
+}

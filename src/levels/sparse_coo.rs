@@ -265,27 +265,12 @@ impl Level for SparseCOO {
         Ok(code)
     }
     fn assemble(&self, _: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>> {
-        let ptr = l.buf(PTR);
-        let prev = l.state(PREV);
-        let mut code = vec![
-            Stmt::Grow {
-                buf: ptr,
-                len: b::add(hi.clone(), b::int(1)),
-            },
-            Stmt::Fill {
-                buf: ptr,
-                start: b::add(lo.clone(), b::int(1)),
-                stop: b::add(hi, b::int(1)),
-                value: b::int(0),
-            },
-        ];
-        // A sparse ancestor retrying positions it did not keep (nothing was recorded under
-        // them) reopens fibers from `lo` on: they may be written again.
-        code.extend(b::if_(
-            b::le(lo.clone(), b::var(prev)),
-            vec![b::assign(prev, b::sub(lo, b::int(1)))],
-        ));
-        Ok(code)
+        Ok(super::shared::assemble_counted(
+            l.buf(PTR),
+            l.state(PREV),
+            lo,
+            hi,
+        ))
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let ptr = l.buf(PTR);
