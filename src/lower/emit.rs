@@ -58,6 +58,7 @@ pub fn emit_expr(e: &LExpr, span: Span) -> Result<(Expr, Class)> {
             (Expr::Const(w), w.ty().class())
         }
         LExpr::Ir(v, ty) => (v.clone(), ty.class()),
+        LExpr::Mask(m) => emit_expr(&m.original, span)?,
         LExpr::Index(n) => {
             return Err(Error::program(
                 span,

@@ -175,22 +175,39 @@ impl Engine {
                 ),
             ));
         }
-        // Unfurl every access whose next index is this loop's.
+        super::wrappers::unfurl_masks(&mut body, index)?;
+        // Unfurl every access whose next index is this loop's. Offset accesses wait until the
+        // masks on the index are lowered: a mask (often the bounds test of a permissive
+        // access) narrows the extent over which the shifted access must stay in bounds.
+        let masked = super::wrappers::has_mask(&mut body, index);
         let cx = &mut self.cx;
+        let mut checks = vec![];
         node::visit_accesses_mut(&mut body, &mut |a: &mut LAccess| {
             if a.head() == Some(index)
                 && let Target::Fiber(f) = &a.target
             {
+                let offset = match a.head_offset() {
+                    Some(_) if masked => return Ok(()),
+                    Some(o) => Some(emit_index(o, a.span)?),
+                    None => None,
+                };
                 let imp = level_impl(&f.tensor.format.levels[f.level]);
                 let l = match a.mode {
                     Mode::Read => imp.unfurl_read(cx, f, a.head_protocol())?,
                     Mode::Update => imp.unfurl_update(cx, f)?,
                 };
-                a.target = Target::Looplet(l);
+                a.target = Target::Looplet(match offset {
+                    Some(c) => {
+                        checks.extend(super::wrappers::offset_check(cx, a, f, &ext, &c));
+                        super::wrappers::shift(&l, &c)
+                    }
+                    None => l,
+                });
             }
             Ok(())
         })?;
-        let (pre, post) = hoist_thunks(&mut body)?;
+        let (mut pre, post) = hoist_thunks(&mut body)?;
+        pre.splice(0..0, checks);
         symbolic::simplify_stmts(&mut body, &self.declared);
         if body.is_empty() {
             // Nothing left to do at this level (e.g. only writes of the fill value): the

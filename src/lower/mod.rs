@@ -7,16 +7,18 @@ pub mod engine;
 pub mod node;
 pub mod scalars;
 pub mod tensor;
+pub mod wrappers;
 
 use crate::error::{Error, Result};
 use crate::ir::{BufId, Kernel, build as b};
 use crate::levels::Format;
 use crate::looplets::{Fiber, Target};
 use crate::notation::ast::{self, Expr, ExprKind, Extent, Program, Stmt, StmtKind};
+use crate::transforms::affine::Scope;
 use crate::types::{ElemType, Scalar};
 use ctx::Cx;
 use engine::Engine;
-use node::{LAccess, LExpr, LStmt, Mode};
+use node::{LAccess, LExpr, LStmt, Mask, Mode};
 use std::collections::HashMap;
 use std::rc::Rc;
 use tensor::TensorInfo;
@@ -96,7 +98,8 @@ pub fn lower_program(program: &Program, formats: &[(String, Format)]) -> Result<
 /// Notation → engine form: resolves names, sizes `_` extents from the tensors they index.
 struct Converter<'a> {
     tensors: &'a HashMap<String, Rc<TensorInfo>>,
-    scope: Vec<String>,
+    /// Names bound around the current statement, outermost first; `true` for loop indices.
+    scope: Vec<(String, bool)>,
 }
 
 impl Converter<'_> {
@@ -175,7 +178,7 @@ impl Converter<'_> {
                         (LExpr::Lit(Scalar::I64(0)), LExpr::Ir(stop, ElemType::I64))
                     }
                 };
-                self.scope.push(index.clone());
+                self.scope.push((index.clone(), true));
                 let body = self.stmts(body)?;
                 self.scope.pop();
                 LStmt::Loop {
@@ -198,7 +201,7 @@ impl Converter<'_> {
             },
             StmtKind::Let { name, value, body } => {
                 let value = self.expr(value)?;
-                self.scope.push(name.clone());
+                self.scope.push((name.clone(), false));
                 let body = self.stmts(body)?;
                 self.scope.pop();
                 LStmt::Let {
@@ -227,26 +230,28 @@ impl Converter<'_> {
         }
         let mut indices = vec![];
         let mut protocols = vec![];
+        let mut offsets = vec![];
         for ix in &a.indices {
-            match &ix.expr.kind {
-                ExprKind::Name(n) if self.scope.contains(n) => indices.push(n.clone()),
-                _ => {
-                    return Err(Error::program(
-                        ix.expr.span,
-                        format!(
-                            "internal: access to `{}` was not normalised to loop indices",
-                            a.tensor
-                        ),
-                    ));
-                }
-            }
+            let scope = Scope { names: &self.scope };
+            let Some((index, offset)) = scope.affine(&ix.expr).filter(|_| !ix.permissive) else {
+                return Err(Error::program(
+                    ix.expr.span,
+                    format!(
+                        "internal: access to `{}` was not normalised to loop indices",
+                        a.tensor
+                    ),
+                ));
+            };
+            indices.push(index);
             protocols.push(ix.protocol);
+            offsets.push(offset.map(|o| self.expr(&o)).transpose()?);
         }
         Ok(LAccess {
             tensor: a.tensor.clone(),
             target: Target::Fiber(Fiber::root(t)),
             indices,
             protocols,
+            offsets,
             mode,
             span: a.span,
         })
@@ -263,7 +268,7 @@ impl Converter<'_> {
                 ));
             }
             ExprKind::Name(n) => {
-                if self.scope.contains(n) {
+                if self.scope.iter().any(|(m, _)| m == n) {
                     LExpr::Index(n.clone())
                 } else if let Some(t) = self.tensors.get(n) {
                     if t.rank() != 0 {
@@ -280,6 +285,7 @@ impl Converter<'_> {
                         target: Target::Fiber(Fiber::root(t.clone())),
                         indices: vec![],
                         protocols: vec![],
+                        offsets: vec![],
                         mode: Mode::Read,
                         span,
                     }))
@@ -290,7 +296,20 @@ impl Converter<'_> {
             ExprKind::Access(a) => LExpr::Access(Box::new(self.access(a, Mode::Read)?)),
             ExprKind::Unary(op, x) => LExpr::Unary(*op, Box::new(self.expr(x)?), span),
             ExprKind::Binary(op, x, y) => {
-                LExpr::Binary(*op, Box::new(self.expr(x)?), Box::new(self.expr(y)?), span)
+                let cmp =
+                    LExpr::Binary(*op, Box::new(self.expr(x)?), Box::new(self.expr(y)?), span);
+                let scope = Scope { names: &self.scope };
+                match scope.mask(*op, x, y) {
+                    Some(m) => LExpr::Mask(Box::new(Mask {
+                        index: LExpr::Index(m.index),
+                        lo: m.lo.map(|e| self.expr(&e)).transpose()?,
+                        hi: m.hi.map(|e| self.expr(&e)).transpose()?,
+                        inside: m.inside,
+                        original: cmp,
+                        span,
+                    })),
+                    None => cmp,
+                }
             }
             ExprKind::Call(name, args) if name == "size" => self.size(args, span)?,
             ExprKind::Call(name, args) => LExpr::Call(

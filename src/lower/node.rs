@@ -20,6 +20,9 @@ pub struct LAccess {
     /// Indices not yet consumed by a loop, outermost first.
     pub indices: Vec<String>,
     pub protocols: Vec<Option<Protocol>>,
+    /// Per index: the access reads coordinate `index + offset` (Finch's offset and toeplitz
+    /// wrappers, from `A[i + c]` and `A[i + j]`); the offset only uses loops outside the index.
+    pub offsets: Vec<Option<LExpr>>,
     pub mode: Mode,
     pub span: Span,
 }
@@ -27,6 +30,9 @@ pub struct LAccess {
 impl LAccess {
     pub fn head(&self) -> Option<&str> {
         self.indices.first().map(|s| s.as_str())
+    }
+    pub fn head_offset(&self) -> Option<&LExpr> {
+        self.offsets.first().and_then(|o| o.as_ref())
     }
     pub fn head_protocol(&self) -> Option<Protocol> {
         self.protocols.first().copied().flatten()
@@ -36,6 +42,7 @@ impl LAccess {
         self.target = target;
         self.indices.remove(0);
         self.protocols.remove(0);
+        self.offsets.remove(0);
     }
 }
 
@@ -51,6 +58,23 @@ pub enum LExpr {
     Unary(UnaryOp, Box<LExpr>, Span),
     Binary(BinaryOp, Box<LExpr>, Box<LExpr>, Span),
     Call(String, Vec<LExpr>, Span),
+    /// An index comparison `lo <= index <= hi` (either bound may be absent), `inside` where
+    /// it holds and `!inside` elsewhere. When the loop over `index` is lowered it becomes a
+    /// mask tensor whose looplets (a sequence of runs) cut the loop at the bounds, so only the
+    /// part where the mask is true is iterated (Finch's UpTriMask, DiagMask, band masks).
+    Mask(Box<Mask>),
+}
+
+#[derive(Clone)]
+pub struct Mask {
+    /// The compared loop index (an `LExpr::Index` until the loop binds it).
+    pub index: LExpr,
+    pub lo: Option<LExpr>,
+    pub hi: Option<LExpr>,
+    pub inside: bool,
+    /// The comparison as written, emitted when the mask cannot be lowered as structure.
+    pub original: LExpr,
+    pub span: Span,
 }
 
 #[derive(Clone)]
@@ -100,6 +124,21 @@ impl LExpr {
             LExpr::Unary(_, a, _) => vec![a.as_mut()],
             LExpr::Binary(_, a, b, _) => vec![a.as_mut(), b.as_mut()],
             LExpr::Call(_, args, _) => args.iter_mut().collect(),
+            LExpr::Access(a) => a.offsets.iter_mut().flatten().collect(),
+            LExpr::Mask(m) => {
+                let Mask {
+                    index,
+                    lo,
+                    hi,
+                    original,
+                    ..
+                } = m.as_mut();
+                [index, original]
+                    .into_iter()
+                    .chain(lo.as_mut())
+                    .chain(hi.as_mut())
+                    .collect()
+            }
             _ => vec![],
         }
     }
@@ -108,7 +147,11 @@ impl LExpr {
     pub fn uses_index(&self, i: &str) -> bool {
         match self {
             LExpr::Index(n) => n == i,
-            LExpr::Access(a) => a.indices.iter().any(|n| n == i),
+            LExpr::Access(a) => {
+                a.indices.iter().any(|n| n == i)
+                    || a.offsets.iter().flatten().any(|o| o.uses_index(i))
+            }
+            LExpr::Mask(m) => m.original.uses_index(i),
             LExpr::Unary(_, a, _) => a.uses_index(i),
             LExpr::Binary(_, a, b, _) => a.uses_index(i) || b.uses_index(i),
             LExpr::Call(_, args, _) => args.iter().any(|a| a.uses_index(i)),
@@ -134,7 +177,12 @@ pub fn visit_exprs_mut(
     }
     for s in stmts {
         match s {
-            LStmt::Assign { rhs, .. } => expr(rhs, f)?,
+            LStmt::Assign { lhs, rhs, .. } => {
+                for o in lhs.offsets.iter_mut().flatten() {
+                    expr(o, f)?;
+                }
+                expr(rhs, f)?
+            }
             LStmt::Loop {
                 start, stop, body, ..
             } => {

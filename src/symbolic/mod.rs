@@ -21,6 +21,7 @@ pub fn class_of(e: &LExpr) -> Option<Class> {
         LExpr::Lit(s) => Some(s.ty().class()),
         LExpr::Ir(_, t) => Some(t.class()),
         LExpr::Index(_) => Some(Class::Int),
+        LExpr::Mask(_) => Some(Class::Bool),
         LExpr::Access(a) => match &a.target {
             Target::Fill(v) => Some(v.ty().class()),
             Target::Fiber(f) => Some(f.tensor.elem.class()),
@@ -67,6 +68,7 @@ pub fn simplify_expr(e: &mut LExpr) {
             }
             _ => None,
         },
+        LExpr::Mask(m) => lit(&m.original).map(LExpr::Lit),
         LExpr::Unary(op, x, _) => lit(x)
             .and_then(|v| semantics::eval_unary(*op, v.widen()).ok())
             .map(LExpr::Lit),

@@ -3,12 +3,18 @@
 //! (`for j, i: A[i, j]`) is replaced by a fresh index of a single-iteration loop placed right
 //! around the statement: `let v = I[i]; for k = v:v ... A[k]`. The level then reaches the
 //! coordinate by random access (a lookup, or a seek for sparse levels).
+//!
+//! An offset index `i + c` (`c` fixed while the loop over `i` runs, see `affine`) in concordant
+//! position stays: the lowering shifts the level's looplets by `c` (Finch's offset and toeplitz
+//! wrappers), so `A[i + j]` over a sparse `A` walks its stored entries instead of searching for
+//! every coordinate.
 
+use super::affine::Scope;
 use crate::notation::ast::{Access, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind};
 
 pub fn concordize(p: &Program) -> Program {
     let mut c = Concordizer {
-        loops: vec![],
+        scope: vec![],
         fresh: 0,
     };
     Program {
@@ -17,7 +23,8 @@ pub fn concordize(p: &Program) -> Program {
 }
 
 struct Concordizer {
-    loops: Vec<String>,
+    /// Names bound around the current statement, outermost first; `true` for loop indices.
+    scope: Vec<(String, bool)>,
     fresh: usize,
 }
 
@@ -40,9 +47,9 @@ impl Concordizer {
                         Extent::Range(self.expr(a, &mut wrappers), self.expr(b, &mut wrappers))
                     }
                 };
-                self.loops.push(index.clone());
+                self.scope.push((index.clone(), true));
                 let body = self.stmts(body);
-                self.loops.pop();
+                self.scope.pop();
                 StmtKind::Loop {
                     index: index.clone(),
                     extent,
@@ -58,11 +65,17 @@ impl Concordizer {
                 then: self.stmts(then),
                 otherwise: self.stmts(otherwise),
             },
-            StmtKind::Let { name, value, body } => StmtKind::Let {
-                name: name.clone(),
-                value: self.expr(value, &mut wrappers),
-                body: self.stmts(body),
-            },
+            StmtKind::Let { name, value, body } => {
+                let value = self.expr(value, &mut wrappers);
+                self.scope.push((name.clone(), false));
+                let body = self.stmts(body);
+                self.scope.pop();
+                StmtKind::Let {
+                    name: name.clone(),
+                    value,
+                    body,
+                }
+            }
             StmtKind::Block(b) => StmtKind::Block(self.stmts(b)),
             StmtKind::Assign { lhs, op, rhs } => {
                 let lhs = self.access(lhs, &mut wrappers);
@@ -119,10 +132,13 @@ impl Concordizer {
         for ix in out.indices.iter_mut() {
             // Indices nested inside this one (e.g. `I[i]` in `A[I[i]]`) come first.
             ix.expr = self.expr(&ix.expr, w);
-            let depth = match &ix.expr.kind {
-                ExprKind::Name(n) if !ix.permissive => {
-                    self.loops.iter().rposition(|l| l == n).map(|d| d as isize)
-                }
+            let scope = Scope { names: &self.scope };
+            let depth = match scope.affine(&ix.expr) {
+                Some((n, _)) if !ix.permissive => self
+                    .scope
+                    .iter()
+                    .rposition(|(l, is_loop)| *is_loop && *l == n)
+                    .map(|d| d as isize),
                 _ => None,
             };
             match depth {

@@ -1,5 +1,6 @@
 //! Normalisation passes, each a function from AST to AST (or facts about it).
 
+pub mod affine;
 pub mod concordize;
 pub mod dimensionalize;
 pub mod extents;

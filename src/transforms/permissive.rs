@@ -14,8 +14,13 @@
 //! ```
 //!
 //! The index goes through a `let` so that the in-bounds access never decides a loop's extent
-//! (a permissive access must not), and so that `e` is computed once.
+//! (a permissive access must not), and so that `e` is computed once. An offset index
+//! (`i + c`, `i`, see `affine`) stays in place instead, written `i + c` (`i + 0` for a bare
+//! index, which likewise never decides an extent): its bounds test is then a mask on `i` and
+//! the access an offset wrapper, so the lowering splits the loop at the tensor's edges instead
+//! of testing every coordinate (Finch's PermissiveTensor).
 
+use super::affine::{Scope, offset_expr};
 use crate::error::{Error, Result};
 use crate::notation::ast::{
     Access, AssignOp, BinaryOp, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind,
@@ -23,7 +28,10 @@ use crate::notation::ast::{
 use crate::types::Scalar;
 
 pub fn permissive(p: &Program) -> Result<Program> {
-    let mut pass = Pass { fresh: 0 };
+    let mut pass = Pass {
+        fresh: 0,
+        scope: vec![],
+    };
     Ok(Program {
         body: pass.stmts(&p.body)?,
     })
@@ -31,6 +39,8 @@ pub fn permissive(p: &Program) -> Result<Program> {
 
 struct Pass {
     fresh: usize,
+    /// Names bound around the current statement, outermost first; `true` for loop indices.
+    scope: Vec<(String, bool)>,
 }
 
 /// Where the first permissive index of a statement sits.
@@ -102,10 +112,13 @@ impl Pass {
                         "a loop bound cannot be `missing` or use a permissive `~` index",
                     ));
                 }
+                self.scope.push((index.clone(), true));
+                let body = self.stmts(body);
+                self.scope.pop();
                 StmtKind::Loop {
                     index: index.clone(),
                     extent: extent.clone(),
-                    body: self.stmts(body)?,
+                    body: body?,
                 }
             }
             StmtKind::Let { name, value, body } => {
@@ -115,10 +128,13 @@ impl Pass {
                         "a `let` value cannot be `missing` or use a permissive `~` index; use it directly in the statements",
                     ));
                 }
+                self.scope.push((name.clone(), false));
+                let body = self.stmts(body);
+                self.scope.pop();
                 StmtKind::Let {
                     name: name.clone(),
                     value: value.clone(),
-                    body: self.stmts(body)?,
+                    body: body?,
                 }
             }
             StmtKind::Block(b) => StmtKind::Block(self.stmts(b)?),
@@ -162,16 +178,32 @@ impl Pass {
         })
     }
 
-    /// `let _pN = index; if in_bounds { make(inside) } else { make(outside) }`.
+    /// `let _pN = index; if in_bounds { make(inside) } else { make(outside) }` (without the
+    /// `let` for an offset index).
     fn split(
         &mut self,
         site: Site,
         span: Span,
-        mut make: impl FnMut(&mut Pass, &str, bool) -> Result<Vec<Stmt>>,
+        mut make: impl FnMut(&mut Pass, &Expr, bool) -> Result<Vec<Stmt>>,
     ) -> Result<Vec<Stmt>> {
-        self.fresh += 1;
-        let name = format!("_p{}", self.fresh);
-        let var = Expr::new(ExprKind::Name(name.clone()), site.span);
+        let scope = Scope { names: &self.scope };
+        let (var, name) = match scope.affine(&site.index) {
+            Some((i, offset)) => {
+                let zero = Expr::new(ExprKind::Literal(Scalar::I64(0)), site.span);
+                (
+                    offset_expr(&i, &Some(offset.unwrap_or(zero)), site.span),
+                    None,
+                )
+            }
+            None => {
+                self.fresh += 1;
+                let name = format!("_p{}", self.fresh);
+                (
+                    Expr::new(ExprKind::Name(name.clone()), site.span),
+                    Some(name),
+                )
+            }
+        };
         let size = Expr::new(
             ExprKind::Call(
                 "size".into(),
@@ -188,10 +220,10 @@ impl Pass {
         let cond = bin(
             BinaryOp::AndAnd,
             bin(BinaryOp::Le, Expr::lit(Scalar::I64(0)), var.clone()),
-            bin(BinaryOp::Lt, var, size),
+            bin(BinaryOp::Lt, var.clone(), size),
         );
-        let then = make(self, &name, true)?;
-        let otherwise = make(self, &name, false)?;
+        let then = make(self, &var, true)?;
+        let otherwise = make(self, &var, false)?;
         let body = vec![Stmt::new(
             StmtKind::If {
                 cond,
@@ -200,14 +232,17 @@ impl Pass {
             },
             span,
         )];
-        Ok(vec![Stmt::new(
-            StmtKind::Let {
-                name,
-                value: site.index,
-                body,
-            },
-            span,
-        )])
+        Ok(match name {
+            None => body,
+            Some(name) => vec![Stmt::new(
+                StmtKind::Let {
+                    name,
+                    value: site.index,
+                    body,
+                },
+                span,
+            )],
+        })
     }
 }
 
@@ -244,7 +279,7 @@ fn first_site_expr(e: &Expr) -> Option<Site> {
 }
 
 /// The access holding the first permissive index, with that index replaced by `name`.
-fn access_with_index(a: &Access, name: &str) -> Access {
+fn access_with_index(a: &Access, name: &Expr) -> Access {
     let mut out = a.clone();
     if let Some(k) = out.indices.iter().position(|ix| has_permissive(&ix.expr)) {
         out.indices[k].expr = with_index(&out.indices[k].expr, name);
@@ -256,7 +291,7 @@ fn access_with_index(a: &Access, name: &str) -> Access {
         .position(|ix| ix.permissive)
         .expect("the site is in this access");
     out.indices[k].permissive = false;
-    out.indices[k].expr = Expr::new(ExprKind::Name(name.to_string()), out.indices[k].expr.span);
+    out.indices[k].expr = name.clone();
     out
 }
 
@@ -315,7 +350,7 @@ fn rewrite_first(e: &Expr, f: &mut dyn FnMut(&Access) -> Expr) -> (Expr, bool) {
     (Expr::new(kind, e.span), true)
 }
 
-fn with_index(e: &Expr, name: &str) -> Expr {
+fn with_index(e: &Expr, name: &Expr) -> Expr {
     rewrite_first(e, &mut |a| {
         Expr::new(ExprKind::Access(access_with_index(a, name)), e.span)
     })

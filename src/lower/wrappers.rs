@@ -1,0 +1,174 @@
+//! Wrapper tensors in the lowering: index comparisons become mask tensors with fixed looplets,
+//! and offset accesses (`A[i + c]`) read the level's looplets shifted by `c`.
+
+use super::emit::emit_index;
+use super::engine::Ext;
+use super::node::{self, LAccess, LExpr, LStmt, Mode};
+use crate::error::Result;
+use crate::ir::{Expr, Stmt, build as b};
+use crate::looplets::{Fiber, Jumper, Looplet, Phase, Stepper, Target};
+use crate::lower::ctx::Cx;
+use crate::types::Scalar;
+use std::rc::Rc;
+
+/// The name of mask accesses (not a valid identifier, so it never meets a user tensor).
+pub const MASK: &str = "<mask>";
+
+/// Replace every mask on `index` by a mask access whose looplet is a sequence of runs:
+/// `!inside` before `lo`, `inside` from `lo` to `hi`, `!inside` after. Lowering the sequence
+/// cuts the loop at the bounds; the simplifier then drops the phases where an `if` on the
+/// mask is false, so `if i <= j` over `j` iterates `j = i..` only and `i == j` is one point.
+/// A mask whose bounds cannot be computed here stays a comparison.
+pub fn unfurl_masks(body: &mut [LStmt], index: &str) -> Result<()> {
+    node::visit_exprs_mut(body, &mut |e| {
+        let LExpr::Mask(m) = e else { return Ok(()) };
+        if !matches!(&m.index, LExpr::Index(n) if n == index) {
+            return Ok(());
+        }
+        let bound = |x: &Option<LExpr>| x.as_ref().map(|x| emit_index(x, m.span)).transpose();
+        let (Ok(lo), Ok(hi)) = (bound(&m.lo), bound(&m.hi)) else {
+            return Ok(());
+        };
+        let run = |v: bool| Looplet::Run(Box::new(Target::Fill(Scalar::Bool(v))));
+        let mut phases = vec![];
+        if let Some(lo) = lo {
+            phases.push(Phase {
+                stop: Some(b::sub(lo, b::int(1))),
+                body: run(!m.inside),
+            });
+        }
+        phases.push(Phase {
+            stop: hi.clone(),
+            body: run(m.inside),
+        });
+        if hi.is_some() {
+            phases.push(Phase {
+                stop: None,
+                body: run(!m.inside),
+            });
+        }
+        *e = LExpr::Access(Box::new(LAccess {
+            tensor: MASK.to_string(),
+            target: Target::Looplet(Looplet::Sequence(phases)),
+            indices: vec![index.to_string()],
+            protocols: vec![None],
+            offsets: vec![None],
+            mode: Mode::Read,
+            span: m.span,
+        }));
+        Ok(())
+    })
+}
+
+/// Whether a mask on `index` is still to be lowered.
+pub fn has_mask(body: &mut [LStmt], index: &str) -> bool {
+    let mut found = false;
+    let _ = node::visit_accesses_mut(body, &mut |a| {
+        found |= a.tensor == MASK && a.head() == Some(index);
+        Ok(())
+    });
+    found
+}
+
+/// The run-time check that an offset access stays inside its dimension over the whole extent
+/// (once per entry into the loop, not per coordinate).
+pub fn offset_check(cx: &mut Cx, a: &LAccess, f: &Fiber, ext: &Ext, c: &Expr) -> Vec<Stmt> {
+    let dim = f.tensor.first_dim_of_level(f.level) + f.sub;
+    let size = f.tensor.dim_of_level(f.level, f.sub);
+    let msg = cx.error(format!(
+        "{}: the shifted index of `{}` in dimension {dim} leaves the tensor's bounds (use `~` to read outside as `missing`)",
+        a.span, a.tensor
+    ));
+    let first = b::add(ext.start.clone(), c.clone());
+    let last = b::add(ext.stop.clone(), c.clone());
+    let outside = b::or(b::lt(first, b::int(0)), b::le(size, last));
+    b::if_(
+        b::and(b::le(ext.start.clone(), ext.stop.clone()), outside),
+        vec![Stmt::Fail(msg)],
+    )
+}
+
+/// A looplet over tensor coordinates `k` seen as a looplet over loop coordinates `i = k - c`.
+pub fn shift(l: &Looplet, c: &Expr) -> Looplet {
+    if *c == b::int(0) {
+        return l.clone();
+    }
+    let back = |x: &Expr| b::sub(x.clone(), c.clone());
+    let c = c.clone();
+    match l {
+        Looplet::Run(t) => Looplet::Run(Box::new(shift_target(t, &c))),
+        Looplet::Lookup(f) => {
+            let f = f.clone();
+            Looplet::Lookup(Rc::new(move |i: &Expr| {
+                shift_target(&f(&b::add(i.clone(), c.clone())), &c)
+            }))
+        }
+        Looplet::Spike { at, body, tail } => Looplet::Spike {
+            at: back(at),
+            body: Box::new(shift_target(body, &c)),
+            tail: Box::new(shift_target(tail, &c)),
+        },
+        Looplet::Sequence(phases) => Looplet::Sequence(
+            phases
+                .iter()
+                .map(|p| Phase {
+                    stop: p.stop.as_ref().map(back),
+                    body: shift(&p.body, &c),
+                })
+                .collect(),
+        ),
+        Looplet::Stepper(s) => {
+            let seek = s.seek.clone();
+            let c2 = c.clone();
+            Looplet::Stepper(Rc::new(Stepper {
+                seek: Rc::new(move |i: &Expr| seek(&b::add(i.clone(), c2.clone()))),
+                stop: back(&s.stop),
+                chunk: shift(&s.chunk, &c),
+                next: s.next.clone(),
+            }))
+        }
+        Looplet::Jumper(j) => {
+            let seek = j.seek.clone();
+            let c2 = c.clone();
+            Looplet::Jumper(Rc::new(Jumper {
+                seek: Rc::new(move |i: &Expr| seek(&b::add(i.clone(), c2.clone()))),
+                stop: back(&j.stop),
+                spike: shift(&j.spike, &c),
+                walk: shift(&j.walk, &c),
+                next: j.next.clone(),
+            }))
+        }
+        Looplet::Switch(cases) => Looplet::Switch(
+            cases
+                .iter()
+                .map(|(cond, l)| (cond.clone(), shift(l, &c)))
+                .collect(),
+        ),
+        Looplet::AcceptRun(f) => {
+            let f = f.clone();
+            Looplet::AcceptRun(Rc::new(move |a: &Expr, z: &Expr| {
+                shift_target(
+                    &f(&b::add(a.clone(), c.clone()), &b::add(z.clone(), c.clone())),
+                    &c,
+                )
+            }))
+        }
+        Looplet::Thunk {
+            preamble,
+            body,
+            epilogue,
+        } => Looplet::Thunk {
+            preamble: preamble.clone(),
+            body: Box::new(shift_target(body, &c)),
+            epilogue: epilogue.clone(),
+        },
+    }
+}
+
+/// Only looplets over the same index move; fibers and fills below it do not.
+fn shift_target(t: &Target, c: &Expr) -> Target {
+    match t {
+        Target::Looplet(l) => Target::Looplet(shift(l, c)),
+        other => other.clone(),
+    }
+}
