@@ -8,7 +8,7 @@ use super::tensor::TensorInfo;
 use crate::error::{Error, Result};
 use crate::ir::{Expr, Stmt, build as b};
 use crate::levels::{LevelRef, level_impl};
-use crate::looplets::{Looplet, Phase, Style, Target};
+use crate::looplets::{Fiber, Looplet, Phase, Style, Target};
 use crate::notation::ast::{AssignOp, Span};
 use crate::symbolic;
 use crate::types::{Class, ElemType, Scalar};
@@ -40,6 +40,8 @@ pub struct Engine {
     /// Tensors whose declaration is followed by writes that touch each element at most once;
     /// only for those is `initwrite` sound (otherwise a later fill write must overwrite).
     pub write_once: HashSet<String>,
+    /// Constant bounds of the phase variables, to skip provably empty phases.
+    pub facts: super::bounds::Facts,
 }
 
 impl Engine {
@@ -156,6 +158,7 @@ impl Engine {
             Expr::Const(_) | Expr::Var(_) => e,
             e => {
                 let v = self.cx.var(name, ElemType::I64);
+                self.facts.record(v, &e);
                 code.push(b::assign(v, e));
                 b::var(v)
             }
@@ -180,8 +183,19 @@ impl Engine {
         // masks on the index are lowered: a mask (often the bounds test of a permissive
         // access) narrows the extent over which the shifted access must stay in bounds.
         let masked = super::wrappers::has_mask(&mut body, index);
+        if !masked && super::wrappers::has_offset(&mut body, index) {
+            // Drop the branches the masks already decided, so only offset accesses that
+            // can run are checked against their bounds.
+            symbolic::simplify_stmts(&mut body, &self.declared);
+        }
         let cx = &mut self.cx;
         let mut checks = vec![];
+        // Accesses to one fiber share one unfurled looplet (its state, its thunk, its
+        // splits). Writes must: separate writers would each open and commit the same fiber
+        // (`if ... C[i] = x else C[i] = y`). Reads may: the same row read in both branches of
+        // a permissive split is walked once instead of coiterated with itself.
+        type Key = (Fiber, Option<Expr>, Mode, Option<crate::notation::ast::Protocol>);
+        let mut unfurled: Vec<(Key, Looplet)> = vec![];
         node::visit_accesses_mut(&mut body, &mut |a: &mut LAccess| {
             if a.head() == Some(index)
                 && let Target::Fiber(f) = &a.target
@@ -191,18 +205,27 @@ impl Engine {
                     Some(o) => Some(emit_index(o, a.span)?),
                     None => None,
                 };
+                let (mode, protocol) = (a.mode, a.head_protocol());
+                if let Some((_, l)) = unfurled.iter().find(|((g, o, m, p), _)| {
+                    same_fiber(f, g) && *o == offset && *m == mode && *p == protocol
+                }) {
+                    a.target = Target::Looplet(l.clone());
+                    return Ok(());
+                }
                 let imp = level_impl(&f.tensor.format.levels[f.level]);
                 let l = match a.mode {
                     Mode::Read => imp.unfurl_read(cx, f, a.head_protocol())?,
                     Mode::Update => imp.unfurl_update(cx, f)?,
                 };
-                a.target = Target::Looplet(match offset {
+                let l = match &offset {
                     Some(c) => {
-                        checks.extend(super::wrappers::offset_check(cx, a, f, &ext, &c));
-                        super::wrappers::shift(&l, &c)
+                        checks.extend(super::wrappers::offset_check(cx, a, f, &ext, c));
+                        super::wrappers::shift(&l, c)
                     }
                     None => l,
-                });
+                };
+                unfurled.push(((f.clone(), offset, mode, protocol), l.clone()));
+                a.target = Target::Looplet(l);
             }
             Ok(())
         })?;
@@ -394,9 +417,11 @@ impl Engine {
             unreachable!("a switch is present")
         };
         let mut code: Vec<Stmt> = vec![];
-        for (cond, case) in cases.into_iter().rev() {
+        let conds: Vec<Expr> = cases.iter().map(|(c, _)| c.clone()).collect();
+        for (k, (cond, case)) in cases.into_iter().enumerate().rev() {
             let mut b2 = body.clone();
             set_at(&mut b2, &path, Target::Looplet(case));
+            switch_alike(&mut b2, index, &conds, k);
             let lowered = self.lower_loop(index, ext.clone(), b2)?;
             code = if code.is_empty() && cond == b::boolean(true) {
                 lowered
@@ -412,6 +437,7 @@ impl Engine {
         let Some((path, Looplet::Sequence(phases))) = seq else {
             unreachable!("a sequence is present")
         };
+        let stops: Vec<Option<Expr>> = phases.iter().map(|p| p.stop.clone()).collect();
         let mut code = vec![];
         let mut cur = ext.start.clone();
         let n = phases.len();
@@ -430,10 +456,15 @@ impl Engine {
             let hi = self.pin(&mut code, hi, &format!("{index}_phase_stop"));
             let mut b2 = body.clone();
             set_at(&mut b2, &path, Target::Looplet(looplet));
+            split_alike(&mut b2, index, &stops, k);
             let phase = Ext {
                 start: cur.clone(),
                 stop: hi.clone(),
             };
+            if self.facts.empty(&phase.start, &phase.stop) {
+                // Nothing to run, and the next phase starts where this one would have.
+                continue;
+            }
             let mut inner = self.lower_loop(index, phase.clone(), b2.clone())?;
             if k > 0 {
                 // Earlier phases may have finished a short-circuiting reduction.
@@ -442,7 +473,9 @@ impl Engine {
             code.extend(b::if_(b::le(cur.clone(), hi.clone()), inner));
             if k + 1 < n {
                 let next = self.cx.var(&format!("{index}_phase_start"), ElemType::I64);
-                code.push(b::assign(next, b::max(cur.clone(), b::add(hi, b::int(1)))));
+                let start = b::max(cur.clone(), b::add(hi, b::int(1)));
+                self.facts.record(next, &start);
+                code.push(b::assign(next, start));
                 cur = b::var(next);
             }
         }
@@ -452,9 +485,20 @@ impl Engine {
     fn lower_spike(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
         // A spike whose point is not known to be the extent's end becomes a runtime switch.
         let stop = ext.stop.clone();
+        let mut first: Option<Expr> = None;
+        replace_head(&mut body, index, &mut |l| {
+            if let Looplet::Spike { at, .. } = l
+                && *at != stop
+                && first.is_none()
+            {
+                first = Some(at.clone());
+            }
+            None
+        });
+        // Every spike at that point (one shared by several accesses) switches with it.
         let mut switched = false;
         replace_head(&mut body, index, &mut |l| match l {
-            Looplet::Spike { at, body, tail } if *at != stop && !switched => {
+            Looplet::Spike { at, body, tail } if Some(at) == first.as_ref() => {
                 switched = true;
                 Some(Target::Looplet(Looplet::Switch(vec![
                     (
@@ -523,7 +567,10 @@ impl Engine {
             if a.head() == Some(index)
                 && let Target::Looplet(Looplet::Stepper(s)) = &a.target
             {
-                steppers.push(s.clone());
+                // An access sharing another's stepper advances with it, not again.
+                if !steppers.iter().any(|t| Rc::ptr_eq(t, s)) {
+                    steppers.push(s.clone());
+                }
                 a.target = Target::Looplet(s.chunk.clone());
             }
             Ok(())
@@ -719,6 +766,15 @@ impl Engine {
     }
 }
 
+/// Whether two fibers are the same position of the same level of one tensor.
+fn same_fiber(f: &Fiber, g: &Fiber) -> bool {
+    f.tensor.name == g.tensor.name
+        && f.level == g.level
+        && f.pos == g.pos
+        && f.pos_hi == g.pos_hi
+        && f.sub == g.sub
+}
+
 /// The statements of a loop body that does not use its index, rewritten to run once for an
 /// extent of length `len`; `None` if some statement cannot be integrated.
 fn integrated(body: &[LStmt], len: &Expr) -> Option<Vec<LStmt>> {
@@ -853,10 +909,12 @@ fn retype(body: &mut [LStmt], var: crate::ir::VarId, ty: ElemType) {
     });
 }
 
-/// Collect the code of every thunk in the statements and replace each by its body.
+/// Collect the code of every thunk in the statements and replace each by its body. A thunk
+/// shared by several accesses (one writer for several writes) runs once.
 fn hoist_thunks(body: &mut [LStmt]) -> Result<(Vec<Stmt>, Vec<Stmt>)> {
     let mut pre = vec![];
     let mut post: Vec<Vec<Stmt>> = vec![];
+    let mut seen: Vec<(Vec<Stmt>, Vec<Stmt>)> = vec![];
     node::visit_accesses_mut(body, &mut |a| {
         while let Target::Looplet(Looplet::Thunk {
             preamble,
@@ -864,8 +922,12 @@ fn hoist_thunks(body: &mut [LStmt]) -> Result<(Vec<Stmt>, Vec<Stmt>)> {
             epilogue,
         }) = &a.target
         {
-            pre.extend(preamble.clone());
-            post.push(epilogue.clone());
+            let key = (preamble.clone(), epilogue.clone());
+            if !seen.contains(&key) {
+                pre.extend(preamble.clone());
+                post.push(epilogue.clone());
+                seen.push(key);
+            }
             a.target = (**body).clone();
         }
         Ok(())
@@ -936,6 +998,38 @@ fn take_first(
         Ok(())
     });
     found
+}
+
+/// Sequences with the same phase boundaries as the one being lowered (the same mask in both
+/// branches of an `if`, or tested twice) split with it: phase `k` of each takes its place,
+/// rather than every copy cutting every phase again.
+fn split_alike(body: &mut [LStmt], index: &str, stops: &[Option<Expr>], k: usize) {
+    let _ = node::visit_accesses_mut(body, &mut |a| {
+        if a.head() == Some(index)
+            && let Target::Looplet(Looplet::Sequence(ps)) = &a.target
+            && ps.len() == stops.len()
+            && ps.iter().zip(stops).all(|(p, s)| p.stop == *s)
+        {
+            let t = Target::Looplet(ps[k].body.clone());
+            a.target = t;
+        }
+        Ok(())
+    });
+}
+
+/// Switches with the same conditions as the one being lowered take their case `k` with it.
+fn switch_alike(body: &mut [LStmt], index: &str, conds: &[Expr], k: usize) {
+    let _ = node::visit_accesses_mut(body, &mut |a| {
+        if a.head() == Some(index)
+            && let Target::Looplet(Looplet::Switch(cases)) = &a.target
+            && cases.len() == conds.len()
+            && cases.iter().zip(conds).all(|((c, _), d)| c == d)
+        {
+            let t = Target::Looplet(cases[k].1.clone());
+            a.target = t;
+        }
+        Ok(())
+    });
 }
 
 /// Set the target of the access at visiting position `path`.

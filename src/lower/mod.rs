@@ -1,6 +1,7 @@
 //! Lowering a normalised program to a loop-IR kernel: conversion of the notation into the
 //! engine's form, then the recursive looplet lowering of `engine`.
 
+pub mod bounds;
 pub mod ctx;
 pub mod emit;
 pub mod engine;
@@ -79,6 +80,7 @@ pub fn lower_program(program: &Program, formats: &[(String, Format)]) -> Result<
         tensors,
         declared: HashMap::new(),
         write_once: Default::default(),
+        facts: Default::default(),
     };
     let mut code = entry;
     code.extend(engine.lower_block(body)?);
@@ -295,6 +297,34 @@ impl Converter<'_> {
             }
             ExprKind::Access(a) => LExpr::Access(Box::new(self.access(a, Mode::Read)?)),
             ExprKind::Unary(op, x) => LExpr::Unary(*op, Box::new(self.expr(x)?), span),
+            ExprKind::Binary(ast::BinaryOp::AndAnd, x, y) => {
+                let (x, y) = (self.expr(x)?, self.expr(y)?);
+                match (&x, &y) {
+                    // `lo <= i && i <= hi`: one band mask, three phases instead of four.
+                    (LExpr::Mask(a), LExpr::Mask(b)) if a.inside && b.inside && same_index(a, b) => {
+                        let both = |p: &Option<LExpr>, q: &Option<LExpr>, f: &str| match (p, q) {
+                            (Some(p), Some(q)) => {
+                                Some(LExpr::Call(f.into(), vec![p.clone(), q.clone()], span))
+                            }
+                            (p, q) => p.clone().or(q.clone()),
+                        };
+                        LExpr::Mask(Box::new(Mask {
+                            index: a.index.clone(),
+                            lo: both(&a.lo, &b.lo, "max"),
+                            hi: both(&a.hi, &b.hi, "min"),
+                            inside: true,
+                            original: LExpr::Binary(
+                                ast::BinaryOp::AndAnd,
+                                Box::new(x.clone()),
+                                Box::new(y.clone()),
+                                span,
+                            ),
+                            span,
+                        }))
+                    }
+                    _ => LExpr::Binary(ast::BinaryOp::AndAnd, Box::new(x), Box::new(y), span),
+                }
+            }
             ExprKind::Binary(op, x, y) => {
                 let cmp =
                     LExpr::Binary(*op, Box::new(self.expr(x)?), Box::new(self.expr(y)?), span);
@@ -343,6 +373,11 @@ impl Converter<'_> {
         }
         Ok(LExpr::Ir(info.dim(d as usize), ElemType::I64))
     }
+}
+
+/// Whether two masks compare the same (not yet bound) loop index.
+fn same_index(a: &Mask, b: &Mask) -> bool {
+    matches!((&a.index, &b.index), (LExpr::Index(x), LExpr::Index(y)) if x == y)
 }
 
 /// A literal, possibly negated.

@@ -70,6 +70,16 @@ pub fn has_mask(body: &mut [LStmt], index: &str) -> bool {
     found
 }
 
+/// Whether an offset access on `index` is still to be unfurled.
+pub fn has_offset(body: &mut [LStmt], index: &str) -> bool {
+    let mut found = false;
+    let _ = node::visit_accesses_mut(body, &mut |a| {
+        found |= a.head() == Some(index) && a.head_offset().is_some();
+        Ok(())
+    });
+    found
+}
+
 /// The run-time check that an offset access stays inside its dimension over the whole extent
 /// (once per entry into the loop, not per coordinate).
 pub fn offset_check(cx: &mut Cx, a: &LAccess, f: &Fiber, ext: &Ext, c: &Expr) -> Vec<Stmt> {
