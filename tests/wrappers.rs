@@ -186,7 +186,7 @@ fn offset_case(rng: &mut StdRng) -> Case {
             )
         }
         6 => {
-            // Erosion-like: a cross of permissive neighbours with a true border.
+            // Erosion by a 3x3 cross in two separable passes, with a true border.
             let img = [
                 "Dense(Dense(Element(false)))",
                 "Dense(RunList(Element(false)))",
@@ -205,8 +205,17 @@ fn offset_case(rng: &mut StdRng) -> Case {
             )
             .unwrap();
             tensors.insert("A".to_string(), t.to_format(&f).unwrap());
+            let tf = *pick(
+                rng,
+                &[
+                    "Dense(Element(false))",
+                    "RunList(Element(false))",
+                    "SparseRunList(Pattern(), merge=false)",
+                ],
+            );
+            tensors.insert("t".to_string(), Tensor::empty(&fmt(tf), &[m]).unwrap());
             (
-                "C .= false\nfor i = _, j = _\n  C[i, j] = coalesce(A[~(i - 1), j], true) & coalesce(A[i, ~(j - 1)], true) & A[i, j] & coalesce(A[i, ~(j + 1)], true) & coalesce(A[~(i + 1), j], true)\nend\n".to_string(),
+                "C .= false\nfor i = _\n  t .= false\n  for j = _\n    t[j] = coalesce(A[~(i - 1), j], true) & A[i, j] & coalesce(A[~(i + 1), j], true)\n  end\n  for j = _\n    C[i, j] = coalesce(t[~(j - 1)], true) & t[j] & coalesce(t[~(j + 1)], true)\n  end\nend\n".to_string(),
                 "C",
                 vec![n, m],
             )
@@ -269,6 +278,7 @@ fn check(seed: u64) -> Result<(), String> {
             .collect();
         format!("seed {seed}\n{}{}", case.program, fs.join("\n"))
     };
+    if std::env::var("TESSERA_TIME").is_ok() { eprintln!("CASE {seed} {}", describe().replace('\n', " | ")); }
     let program = parse(&case.program);
     let expected = run_eval(&program, &case.tensors);
     let mut tensors = case.tensors.clone();
@@ -309,7 +319,10 @@ fn wrappers_match_evaluator() {
     };
     let mut failures = vec![];
     for k in 0..cases {
-        if let Err(e) = check(base.wrapping_add(k)) {
+        let t0 = std::time::Instant::now();
+        let r = check(base.wrapping_add(k));
+        if std::env::var("TESSERA_TIME").is_ok() { eprintln!("TIME {} {}", t0.elapsed().as_millis(), base.wrapping_add(k)); }
+        if let Err(e) = r {
             failures.push(e);
         }
     }
