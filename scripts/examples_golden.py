@@ -1,6 +1,6 @@
 """Print the reference values of the example programs (examples/*.tess) used by tests/examples.rs.
 
-Run: /work/venv/bin/python scripts/examples_golden.py > tests/common/examples_golden.rs
+Run: /work/venv/bin/python scripts/examples_golden.py > tests/common/examples_golden.rs && cargo fmt
 (needs numpy, scipy and Pillow; the tests themselves need no Python).
 
 Vectors are compared through weighted checksums, so a wrong value at any position changes them;
@@ -49,7 +49,7 @@ def image_sum(b):
 
 
 print("//! Reference values printed by scripts/examples_golden.py (numpy, scipy, Pillow).")
-print("//! Regenerate: /work/venv/bin/python scripts/examples_golden.py > tests/common/examples_golden.rs")
+print("//! Regenerate: /work/venv/bin/python scripts/examples_golden.py > tests/common/examples_golden.rs && cargo fmt")
 print()
 
 print("/// (matrix, checksum of A @ x) with x[k] = k % 7 - 3, for symmetric matrices.")
@@ -99,7 +99,8 @@ print()
 
 print("/// (image, threshold, [(true pixels, sum of their positions) of img > threshold, after one")
 print("/// erosion, after two]) with the 3 x 3 box and border value 1.")
-print("pub const EROSION: &[(&str, u8, [(i64, i64); 3])] = &[")
+print("pub type ImageSums = [(i64, i64); 3];")
+print("pub const EROSION: &[(&str, u8, ImageSums)] = &[")
 box = np.ones((3, 3), dtype=bool)
 for name, t in [("camera", 128), ("horse", 128), ("text", 100), ("microaneurysms", 120)]:
     b0 = image(name) > t

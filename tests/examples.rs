@@ -3,6 +3,9 @@
 //! reference evaluator on small inputs. The graph kernels are driven the way
 //! `examples/bfs.rs` shows (that file's driver is the one tested here).
 
+#[path = "../examples/bellman_ford.rs"]
+#[allow(dead_code)]
+mod bellman_ford;
 #[path = "../examples/bfs.rs"]
 #[allow(dead_code)]
 mod bfs;
@@ -31,7 +34,6 @@ const CONVOLVE2D: &str = include_str!("../examples/convolve2d.tess");
 const THRESHOLD: &str = include_str!("../examples/threshold.tess");
 const EROSION: &str = include_str!("../examples/erosion.tess");
 const MASKED_HISTOGRAM: &str = include_str!("../examples/masked_histogram.tess");
-const BELLMAN_FORD: &str = include_str!("../examples/bellman_ford.tess");
 const SPMV: &str = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
 
 const CSR: &str = "Dense(SparseList(Element(0.0)))";
@@ -519,6 +521,31 @@ fn direction_optimizing_bfs_switches_directions() {
 }
 
 #[test]
+fn bellman_ford_reports_negative_cycles_and_bad_graphs() {
+    let k = Kernels::new();
+    // 0 -> 1 -> 0 weighs -2 in total.
+    let a = Tensor::from_coo(
+        &fmt(bellman_ford::WEIGHTS),
+        &[3, 3],
+        &[vec![0, 1, 1], vec![1, 0, 2]],
+        &Buffer::F64(vec![-1.0, -1.0, 4.0]),
+        |x, _| x,
+    )
+    .unwrap();
+    assert!(matches!(
+        bellman_ford::shortest_paths(&k.runner, &a, 0),
+        Err(tessera::Error::Kernel { .. })
+    ));
+    // The same graph with |weights|: 0 -> 1 -> 2.
+    let p = bellman_ford::shortest_paths(&k.runner, &bellman_ford::absolute(a), 0).unwrap();
+    assert_eq!(p.dist, vec![0.0, 1.0, 5.0]);
+    let rect = empty(bellman_ford::WEIGHTS, &[2, 3]);
+    assert!(bellman_ford::shortest_paths(&k.runner, &rect, 0).is_err());
+    let sq = empty(bellman_ford::WEIGHTS, &[2, 2]);
+    assert!(bellman_ford::shortest_paths(&k.runner, &sq, 2).is_err());
+}
+
+#[test]
 fn bfs_rejects_bad_graphs_and_sources() {
     let b = Bfs::default();
     let rect = empty("Dense(SparseList(Pattern()))", &[3, 4]);
@@ -539,49 +566,6 @@ fn bfs_rejects_bad_graphs_and_sources() {
 
 const FRONTIER: &str = "SparseByteMap(Pattern())";
 const DIST: &str = "Dense(Element(Inf))";
-const WEIGHTS: &str = "Dense(SparseList(Element(Inf)))";
-
-/// Bellman-Ford from `source`: bellman_ford.tess until no distance improves. `None` when
-/// distances still improve after n rounds (a negative cycle).
-fn bellman_ford(k: &Kernels, a: &Tensor, source: usize) -> Option<Vec<f64>> {
-    let n = a.shape[0];
-    let one = |f: &str, v: Buffer| {
-        Tensor::from_coo(&fmt(f), &[n], &[vec![source as i64]], &v, |x, _| x).unwrap()
-    };
-    let mut ts = tensors(vec![
-        ("A", a.clone()),
-        ("Dprev", one(DIST, Buffer::F64(vec![0.0]))),
-        ("D", empty(DIST, &[n])),
-        ("Fprev", one(FRONTIER, Buffer::Bool(vec![true]))),
-        ("F", empty(FRONTIER, &[n])),
-    ]);
-    for _ in 0..=n {
-        k.run(BELLMAN_FORD, &mut ts);
-        let mut changed = 0;
-        ts["F"].for_each_stored(&mut |_, v| changed += v.as_bool() as usize);
-        if changed == 0 {
-            return Some(f64s(&ts["D"]));
-        }
-        for (x, y) in [("D", "Dprev"), ("F", "Fprev")] {
-            let tx = ts.remove(x).unwrap();
-            let ty = ts.insert(y.to_string(), tx).unwrap();
-            ts.insert(x.to_string(), ty);
-        }
-    }
-    None
-}
-
-/// Absolute values of a weight matrix's stored entries (so no cycle is negative).
-fn absolute(mut a: Tensor) -> Tensor {
-    for level in &mut a.levels {
-        for buf in level.iter_mut() {
-            if let Buffer::F64(v) = buf {
-                v.iter_mut().for_each(|x| *x = x.abs());
-            }
-        }
-    }
-    a
-}
 
 #[test]
 fn bellman_ford_matches_scipy() {
@@ -590,8 +574,10 @@ fn bellman_ford_matches_scipy() {
     };
     let k = Kernels::new();
     for &(name, source, finite, weighted) in golden::BELLMAN_FORD {
-        let a = absolute(matrix(&dir, name, WEIGHTS));
-        let d = bellman_ford(&k, &a, source).expect("no negative cycles");
+        let a = bellman_ford::absolute(matrix(&dir, name, bellman_ford::WEIGHTS));
+        let d = bellman_ford::shortest_paths(&k.runner, &a, source)
+            .unwrap()
+            .dist;
         let got_finite = d.iter().filter(|x| x.is_finite()).count() as i64;
         let got_weighted: f64 = d
             .iter()
@@ -773,13 +759,13 @@ fn examples_agree_with_the_evaluator() {
                 ("p", empty("ShortCircuitScalar(-1)", &[])),
             ]),
         );
-        let w = random(WEIGHTS, &[8, 8], 0.4, seed + 80);
+        let w = random(bellman_ford::WEIGHTS, &[8, 8], 0.4, seed + 80);
         let dprev: Vec<f64> = (0..8)
             .map(|v| if v % 2 == 0 { v as f64 } else { f64::INFINITY })
             .collect();
         let dprev = Tensor::from_dense(&fmt(DIST), &[8], &Buffer::F64(dprev)).unwrap();
         k.agree(
-            BELLMAN_FORD,
+            bellman_ford::ROUND,
             tensors(vec![
                 ("A", w),
                 ("Dprev", dprev.clone()),
@@ -860,6 +846,40 @@ fn readme_commands_run() {
         "bins=16",
     ]);
     let got = load_tensor(bins.to_str().unwrap(), None).unwrap();
+    // Erosion twice through files, with a run-length workspace given on the command line.
+    let (name, t, want) = golden::EROSION[1];
+    assert_eq!(name, "horse");
+    let rl = "Dense(RunList(Element(false)))";
+    let mut input = tmp.join("horse.npy");
+    tessera(&[
+        "run",
+        "examples/threshold.tess",
+        "--in",
+        "img=../shared/data/images/horse.png",
+        "--scalar",
+        &format!("T={t}"),
+        "--out",
+        &format!("mask={}@{rl}", input.display()),
+    ]);
+    for (k, &w) in want[1..].iter().enumerate() {
+        let output = tmp.join(format!("eroded{}.npy", k + 1));
+        tessera(&[
+            "run",
+            "examples/erosion.tess",
+            "--in",
+            &format!("input={}@{rl}", input.display()),
+            "--out",
+            &format!("output={}@{rl}", output.display()),
+            "--out",
+            "tmp@RunList(Element(false), merge=false)",
+        ]);
+        let eroded = load_tensor(
+            output.to_str().unwrap(),
+            Some("Dense(Dense(Element(false)))"),
+        );
+        assert_eq!(image_sum(&eroded.unwrap()), w, "erosion {}", k + 1);
+        input = output;
+    }
     let _ = std::fs::remove_dir_all(&tmp);
     let (name, _, want) = golden::MASKED_HISTOGRAM[0];
     assert_eq!(name, "coins");

@@ -1,5 +1,5 @@
 //! Reference values printed by scripts/examples_golden.py (numpy, scipy, Pillow).
-//! Regenerate: /work/venv/bin/python scripts/examples_golden.py > tests/common/examples_golden.rs
+//! Regenerate: /work/venv/bin/python scripts/examples_golden.py > tests/common/examples_golden.rs && cargo fmt
 
 /// (matrix, checksum of A @ x) with x[k] = k % 7 - 3, for symmetric matrices.
 pub const SYMMETRIC_SPMV: &[(&str, f64)] = &[
@@ -45,7 +45,8 @@ pub const CONVOLVE2D: &[(&str, f64)] = &[
 
 /// (image, threshold, [(true pixels, sum of their positions) of img > threshold, after one
 /// erosion, after two]) with the 3 x 3 box and border value 1.
-pub const EROSION: &[(&str, u8, [(i64, i64); 3])] = &[
+pub type ImageSums = [(i64, i64); 3];
+pub const EROSION: &[(&str, u8, ImageSums)] = &[
     (
         "camera",
         128,
