@@ -232,7 +232,11 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
     }
     let mut outs: BTreeMap<String, OutSpec> = BTreeMap::new();
     for spec in &a.outputs {
-        let (name, rest) = match spec.split_once('=') {
+        // `NAME@FORMAT` may hold `=` inside the format (`merge=false`): an `@` before the
+        // first `=` means there is no path.
+        let at = spec.find('@');
+        let eq = spec.find('=').filter(|&e| at.is_none_or(|a| e < a));
+        let (name, rest) = match eq.map(|e| (&spec[..e], &spec[e + 1..])) {
             Some((n, r)) => (n, Some(r)),
             None => match spec.split_once('@') {
                 Some((n, f)) => {

@@ -1,4 +1,5 @@
-//! Tensor file formats: Matrix Market (`.mtx`), NumPy (`.npy`) and FROSTT (`.tns`).
+//! Tensor file formats: Matrix Market (`.mtx`), NumPy (`.npy`), FROSTT (`.tns`) and PNG images
+//! (`.png`, read only, as 2-d `u8` gray).
 //!
 //! Readers produce either coordinate data ([`CooData`]) or a dense array ([`DenseData`]); turning
 //! those into a stored tensor of some format is `tensor::files`' job. Every reader reports a
@@ -7,6 +8,7 @@
 
 pub mod mtx;
 pub mod npy;
+pub mod png;
 pub mod tns;
 
 use crate::error::{Error, Result};
@@ -40,7 +42,7 @@ pub enum FileData {
     Dense(DenseData),
 }
 
-/// Read a tensor file, choosing the format by extension (`.mtx`, `.npy`, `.tns`).
+/// Read a tensor file, choosing the format by extension (`.mtx`, `.npy`, `.tns`, `.png`).
 pub fn read_file(path: &Path) -> Result<FileData> {
     let name = path.display().to_string();
     let ext = path
@@ -49,9 +51,9 @@ pub fn read_file(path: &Path) -> Result<FileData> {
         .map(|e| e.to_ascii_lowercase())
         .unwrap_or_default();
     // Check the extension before opening, so a typo in the name reports the real problem.
-    if !matches!(ext.as_str(), "mtx" | "npy" | "tns") {
+    if !matches!(ext.as_str(), "mtx" | "npy" | "tns" | "png") {
         return Err(Error::Usage(format!(
-            "{name}: unknown input file type `.{ext}` (use .mtx, .npy or .tns)"
+            "{name}: unknown input file type `.{ext}` (use .mtx, .npy, .tns or .png)"
         )));
     }
     let file = File::open(path).map_err(|e| Error::io(&name, e))?;
@@ -59,6 +61,7 @@ pub fn read_file(path: &Path) -> Result<FileData> {
     match ext.as_str() {
         "mtx" => mtx::read_mtx(r, &name),
         "npy" => npy::read_npy(r, &name).map(FileData::Dense),
+        "png" => png::read_png(r, &name).map(FileData::Dense),
         _ => tns::read_tns(r, &name).map(FileData::Coo),
     }
 }

@@ -1,0 +1,213 @@
+//! PNG images, read as 2-d `u8` grayscale arrays: rows (top to bottom) are the first index,
+//! columns the second, so `img[y, x]` is the pixel in row `y`, column `x`.
+//!
+//! Every PNG flavour is brought to one 8-bit gray value per pixel, the way Pillow's
+//! `Image.convert("L")` does, so reference values computed with Pillow agree bit for bit:
+//! - gray of 1, 2 or 4 bits is scaled to 0..255 (a 1-bit image becomes 0 / 255);
+//! - 16-bit samples keep their high byte;
+//! - palette images are expanded to their RGB colours first;
+//! - colour is mixed with the ITU-R 601-2 luma weights in Pillow's fixed point,
+//!   `(19595 R + 38470 G + 7471 B + 0x8000) >> 16` (≈ 0.299 R + 0.587 G + 0.114 B);
+//! - alpha is dropped (not composited), as Pillow does.
+//!
+//! Only the first frame of an animated PNG is read.
+
+use super::DenseData;
+use crate::error::{Error, Result};
+use crate::runtime::Buffer;
+use ::png::{ColorType, Transformations};
+use std::io::{BufRead, Seek};
+
+/// Pillow's `L = R * 299/1000 + G * 587/1000 + B * 114/1000`, in its 16-bit fixed point.
+fn luma(r: u8, g: u8, b: u8) -> u8 {
+    let l = (r as u32 * 19595 + g as u32 * 38470 + b as u32 * 7471 + 0x8000) >> 16;
+    // The weights sum to 65536, so `l <= 255`.
+    l as u8
+}
+
+/// Decode a PNG stream into a `height x width` array of `u8` gray values.
+pub fn read_png<R: BufRead + Seek>(r: R, path: &str) -> Result<DenseData> {
+    let bad =
+        |e: ::png::DecodingError| Error::file(path, 0, format!("not a readable PNG image: {e}"));
+    let mut decoder = ::png::Decoder::new(r);
+    // EXPAND: palette → RGB(A), low-depth gray → 8 bits; STRIP_16: 16 → 8 bits (high byte).
+    decoder.set_transformations(Transformations::EXPAND | Transformations::STRIP_16);
+    let mut reader = decoder.read_info().map_err(bad)?;
+    let size = reader
+        .output_buffer_size()
+        .ok_or_else(|| Error::file(path, 0, "the image is too large to hold in memory"))?;
+    let mut raw = vec![0u8; size];
+    let info = reader.next_frame(&mut raw).map_err(bad)?;
+    let (w, h) = (info.width as usize, info.height as usize);
+    let channels = match info.color_type {
+        ColorType::Grayscale => 1,
+        ColorType::GrayscaleAlpha => 2,
+        ColorType::Rgb => 3,
+        ColorType::Rgba => 4,
+        // EXPAND turns palettes into colours; a palette left here means a broken stream.
+        ColorType::Indexed => {
+            return Err(Error::file(path, 0, "palette image could not be expanded"));
+        }
+    };
+    if info.bit_depth != ::png::BitDepth::Eight {
+        return Err(Error::file(
+            path,
+            0,
+            format!("unexpected bit depth {:?} after decoding", info.bit_depth),
+        ));
+    }
+    let mut gray = Vec::with_capacity(w * h);
+    for row in raw.chunks(info.line_size).take(h) {
+        for px in row[..w * channels].chunks_exact(channels) {
+            gray.push(match channels {
+                1 | 2 => px[0],
+                _ => luma(px[0], px[1], px[2]),
+            });
+        }
+    }
+    if gray.len() != w * h {
+        return Err(Error::file(path, 0, "image data ends before the last row"));
+    }
+    Ok(DenseData {
+        shape: vec![h, w],
+        values: Buffer::U8(gray),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    /// Encode `data` (rows of `width * samples` values) as a PNG in memory.
+    fn encode(
+        width: u32,
+        height: u32,
+        color: ColorType,
+        depth: ::png::BitDepth,
+        data: &[u8],
+    ) -> Vec<u8> {
+        encode_with(width, height, color, depth, data, None)
+    }
+
+    fn encode_with(
+        width: u32,
+        height: u32,
+        color: ColorType,
+        depth: ::png::BitDepth,
+        data: &[u8],
+        palette: Option<Vec<u8>>,
+    ) -> Vec<u8> {
+        let mut out = Vec::new();
+        {
+            let mut e = ::png::Encoder::new(&mut out, width, height);
+            e.set_color(color);
+            e.set_depth(depth);
+            if let Some(p) = palette {
+                e.set_palette(p);
+            }
+            let mut w = e.write_header().unwrap();
+            w.write_image_data(data).unwrap();
+        }
+        out
+    }
+
+    fn read(bytes: Vec<u8>) -> Result<DenseData> {
+        read_png(Cursor::new(bytes), "img.png")
+    }
+
+    #[test]
+    fn gray8_keeps_values_rows_first() {
+        let d = read(encode(
+            3,
+            2,
+            ColorType::Grayscale,
+            ::png::BitDepth::Eight,
+            &[0, 1, 2, 10, 20, 255],
+        ))
+        .unwrap();
+        assert_eq!(d.shape, vec![2, 3]);
+        assert_eq!(d.values, Buffer::U8(vec![0, 1, 2, 10, 20, 255]));
+    }
+
+    #[test]
+    fn colour_uses_pillow_luma_and_drops_alpha() {
+        let rgb = [255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 200, 30];
+        let d = read(encode(4, 1, ColorType::Rgb, ::png::BitDepth::Eight, &rgb)).unwrap();
+        // Pillow: Image.new("RGB", ...).convert("L") gives 76, 150, 29, 124 for these pixels.
+        assert_eq!(d.values, Buffer::U8(vec![76, 150, 29, 124]));
+        let rgba = [255, 0, 0, 0, 10, 200, 30, 255];
+        let d = read(encode(2, 1, ColorType::Rgba, ::png::BitDepth::Eight, &rgba)).unwrap();
+        assert_eq!(d.values, Buffer::U8(vec![76, 124]));
+        let ga = [7, 0, 9, 255];
+        let d = read(encode(
+            2,
+            1,
+            ColorType::GrayscaleAlpha,
+            ::png::BitDepth::Eight,
+            &ga,
+        ))
+        .unwrap();
+        assert_eq!(d.values, Buffer::U8(vec![7, 9]));
+    }
+
+    #[test]
+    fn low_and_high_depths_become_eight_bits() {
+        // 1-bit: 0b1010_0000 → pixels 1, 0, 1, 0.
+        let d = read(encode(
+            4,
+            1,
+            ColorType::Grayscale,
+            ::png::BitDepth::One,
+            &[0b1010_0000],
+        ))
+        .unwrap();
+        assert_eq!(d.values, Buffer::U8(vec![255, 0, 255, 0]));
+        // 16-bit big-endian samples keep their high byte.
+        let d = read(encode(
+            2,
+            1,
+            ColorType::Grayscale,
+            ::png::BitDepth::Sixteen,
+            &[0x12, 0x34, 0xff, 0x01],
+        ))
+        .unwrap();
+        assert_eq!(d.values, Buffer::U8(vec![0x12, 0xff]));
+    }
+
+    #[test]
+    fn palette_expands_to_colours_then_gray() {
+        let palette = vec![0, 0, 0, 255, 0, 0, 10, 200, 30];
+        let bytes = encode_with(
+            3,
+            1,
+            ColorType::Indexed,
+            ::png::BitDepth::Eight,
+            &[2, 1, 0],
+            Some(palette),
+        );
+        assert_eq!(read(bytes).unwrap().values, Buffer::U8(vec![124, 76, 0]));
+    }
+
+    #[test]
+    fn malformed_files_name_the_file() {
+        for bytes in [
+            b"not a png at all".to_vec(),
+            Vec::new(),
+            // A valid image cut in the middle of its data.
+            encode(
+                64,
+                64,
+                ColorType::Grayscale,
+                ::png::BitDepth::Eight,
+                &[3u8; 4096],
+            )[..60]
+                .to_vec(),
+        ] {
+            match read(bytes) {
+                Err(Error::File { path, .. }) => assert_eq!(path, "img.png"),
+                other => panic!("expected a file error, got {other:?}"),
+            }
+        }
+    }
+}
