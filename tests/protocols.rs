@@ -457,3 +457,38 @@ fn follow_reads_by_search() {
         assert_eq!(hashed, level == "SparseDict", "{level}: y is hashed:\n{code}");
     }
 }
+
+/// A protocol on a written index changes nothing: the write goes through the level's update
+/// looplet (`extrude` is Finch's name for that default).
+#[test]
+fn protocols_on_written_indices() {
+    let mut c = Checker::new(5);
+    let mut round = 0;
+    for ly in [
+        "Dense",
+        "SparseList",
+        "SparseCOO{1}",
+        "SparseBlockList",
+        "SparseBand",
+        "RunList",
+        "SparseRunList",
+        "SparseByteMap",
+        "SparseDict",
+    ] {
+        for &p in PROTOCOLS {
+            let lx = LEVELS[round % LEVELS.len()];
+            let text = format!(
+                "y .= 0\nfor i = _\n  y[{}] += x[i] * 2\nend\n",
+                index("i", p)
+            );
+            c.check(
+                &text,
+                &[("x", &vector_format(lx), 0)],
+                ("y", &vector_format(ly), vec![N]),
+                round,
+            );
+            round += 1;
+        }
+    }
+    c.assert_nontrivial("writes");
+}
