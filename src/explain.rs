@@ -27,7 +27,10 @@ pub fn kernel_error(err: Error, program: &Program, layout: &Layout) -> Error {
     }
     let mut text = msg.clone();
     for w in &writes {
-        text.push_str(&format!("; `{tensor}` is written as `{}` at {}", w.access, w.span));
+        text.push_str(&format!(
+            "; `{tensor}` is written as `{}` at {}",
+            w.access, w.span
+        ));
         if !w.loops.is_empty() {
             let loops: Vec<String> = w
                 .loops

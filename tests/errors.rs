@@ -65,7 +65,16 @@ fn read_and_written_in_nested_loops_names_the_outer_loop() {
     let s = Tensor::empty(&fmt("Element(0.0)"), &[]).unwrap();
     let text = "s .= 0\nfor i = _, j = _\n  s[] += A[i, j] * s[]\nend\n";
     let msg = jit_error(text, &[("A", a), ("s", s)]);
-    assert_mentions(&msg, &["2:1", "`s`", "loop over `i`", "read at 3:20", "written at 3:3"]);
+    assert_mentions(
+        &msg,
+        &[
+            "2:1",
+            "`s`",
+            "loop over `i`",
+            "read at 3:20",
+            "written at 3:3",
+        ],
+    );
 }
 
 #[test]
@@ -103,14 +112,21 @@ fn transposed_write_into_csr_names_the_tensor_and_loops() {
 #[test]
 fn out_of_order_scatter_into_sparse_list() {
     let x = vector("Dense(Element(0.0))", &[1.0, 2.0, 3.0]);
-    let p = Tensor::from_dense(&fmt("Dense(Element(0))"), &[3], &Buffer::I64(vec![2, 0, 1]))
-        .unwrap();
+    let p =
+        Tensor::from_dense(&fmt("Dense(Element(0))"), &[3], &Buffer::I64(vec![2, 0, 1])).unwrap();
     let y = Tensor::empty(&fmt("SparseList(Element(0.0))"), &[3]).unwrap();
     let text = "y .= 0\nfor i = _\n  y[P[i]] = x[i]\nend\n";
     let msg = jit_error(text, &[("x", x), ("P", p), ("y", y)]);
     assert_mentions(
         &msg,
-        &["`y`", "y[P[i]]", "3:3", "`i` (2:1)", "SparseByteMap", "Dense"],
+        &[
+            "`y`",
+            "y[P[i]]",
+            "3:3",
+            "`i` (2:1)",
+            "SparseByteMap",
+            "Dense",
+        ],
     );
 }
 

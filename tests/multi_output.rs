@@ -72,16 +72,16 @@ fn check(case: &Case, seed: u64) {
                                 v[c * ROWS + r] = d.get(r * N + c).as_f64();
                             }
                         }
-                        Tensor::from_dense(
-                            &fmt(f),
-                            &[N, ROWS],
-                            &tessera::runtime::Buffer::F64(v),
-                        )
-                        .unwrap()
+                        Tensor::from_dense(&fmt(f), &[N, ROWS], &tessera::runtime::Buffer::F64(v))
+                            .unwrap()
                     }
                     r => {
                         // The first input gets this round's kind, the others a dense-ish one.
-                        let kind = if n == 0 { kind } else { KINDS[(k + n) % KINDS.len()] };
+                        let kind = if n == 0 {
+                            kind
+                        } else {
+                            KINDS[(k + n) % KINDS.len()]
+                        };
                         fitted(&mut rng, f, *r as usize, kind)
                     }
                 };
@@ -97,13 +97,12 @@ fn check(case: &Case, seed: u64) {
                     .collect();
                 format!("{}{}", case.text, fs.join("\n"))
             };
-            let exp = run_eval(&program, &tensors).unwrap_or_else(|e| panic!("{e}\n{}", describe()));
+            let exp =
+                run_eval(&program, &tensors).unwrap_or_else(|e| panic!("{e}\n{}", describe()));
             let before = describe();
             let kernel = runner
                 .compile(&program, &common::formats_of(&tensors))
                 .unwrap_or_else(|e| panic!("{e}\n{before}"));
-
-
 
             runner
                 .execute(&kernel, &mut tensors)
@@ -134,7 +133,10 @@ fn a_vector_and_a_scalar() {
         &Case {
             text: "y .= 0\ns .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\n  s[] += A[i, j]\nend\n",
             inputs: &[("A", MATRICES, ROWS as i32), ("x", VECTORS, 0)],
-            outputs: &[("y", "Dense(Element(0.0))", &[ROWS]), ("s", "Element(0.0)", &[])],
+            outputs: &[
+                ("y", "Dense(Element(0.0))", &[ROWS]),
+                ("s", "Element(0.0)", &[]),
+            ],
         },
         1,
     );
@@ -213,7 +215,10 @@ fn let_values_shared_by_statements() {
         &Case {
             text: "y .= 0\ns .= 0\nfor i = _\n  let t = x[i] * 2 + z[i]\n    y[i] = t * t\n    s[] += t\n  end\nend\n",
             inputs: &[("x", VECTORS, 0), ("z", VECTORS, 0)],
-            outputs: &[("y", "Dense(Element(0.0))", &[N]), ("s", "Element(0.0)", &[])],
+            outputs: &[
+                ("y", "Dense(Element(0.0))", &[N]),
+                ("s", "Element(0.0)", &[]),
+            ],
         },
         6,
     );
@@ -234,7 +239,11 @@ fn let_values_shared_by_statements() {
 /// `w`, cleared per row, then is copied out.
 #[test]
 fn workspaces_declared_per_iteration() {
-    for w in ["Dense(Element(0.0))", "SparseByteMap(Element(0.0))", "SparseDict(Element(0.0))"] {
+    for w in [
+        "Dense(Element(0.0))",
+        "SparseByteMap(Element(0.0))",
+        "SparseDict(Element(0.0))",
+    ] {
         check(
             &Case {
                 text: "C .= 0\nfor i = _\n  w .= 0\n  for k = _, j = _\n    w[j] += A[i, k] * B[k, j]\n  end\n  for j = _\n    C[i, j] = w[j]\n  end\nend\n",
@@ -252,7 +261,10 @@ fn workspaces_declared_per_iteration() {
         &Case {
             text: "y .= 0\nfor i = _\n  t .= 0\n  for j = _\n    t[] += A[i, j]\n  end\n  y[i] = t[] * t[] + t[]\nend\n",
             inputs: &[("A", MATRICES, ROWS as i32)],
-            outputs: &[("y", "Dense(Element(0.0))", &[ROWS]), ("t", "Element(0.0)", &[])],
+            outputs: &[
+                ("y", "Dense(Element(0.0))", &[ROWS]),
+                ("t", "Element(0.0)", &[]),
+            ],
         },
         9,
     );

@@ -12,8 +12,8 @@ mod common;
 
 use common::data::{KINDS, Kind, N, fitted};
 use common::{fmt, parse, run_eval};
+use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use tessera::levels::Format;
 use tessera::run::Runner;
@@ -131,7 +131,8 @@ impl Checker {
                 out.0.to_string(),
                 Tensor::empty(&fmt(out.1), &out.2).unwrap(),
             );
-            let exp = run_eval(&program, &tensors).unwrap_or_else(|e| panic!("{e}\n{}", describe()));
+            let exp =
+                run_eval(&program, &tensors).unwrap_or_else(|e| panic!("{e}\n{}", describe()));
             self.runner
                 .execute(&kernel, &mut tensors)
                 .unwrap_or_else(|e| panic!("{e}\n{}", describe()));
@@ -341,7 +342,11 @@ fn follow_reads_by_search() {
         let hashed = code.contains("hash_find(y_");
         let direct = ["SparseByteMap", "SparseDict"].contains(&level);
         assert_eq!(searched, !direct, "{level}: y is searched:\n{code}");
-        assert_eq!(hashed, level == "SparseDict", "{level}: y is hashed:\n{code}");
+        assert_eq!(
+            hashed,
+            level == "SparseDict",
+            "{level}: y is hashed:\n{code}"
+        );
     }
 }
 

@@ -141,7 +141,10 @@ fn histograms() {
         }
     }
     // A quarter of the cases have no indices at all.
-    assert!(nonzero * 10 > cases * 6, "{nonzero} of {cases} histograms were nonzero");
+    assert!(
+        nonzero * 10 > cases * 6,
+        "{nonzero} of {cases} histograms were nonzero"
+    );
 }
 
 /// SparseCOO takes writes in any order but each entry once: a scatter of distinct indices
@@ -159,7 +162,12 @@ fn scatter_into_coo() {
             ("w".to_string(), floats("Dense(Element(0.0))", &w)),
             ("h".to_string(), empty("SparseCOO{1}(Element(0.0))", &[n])),
         ]);
-        agree(&runner, "h .= 0\nfor i = _\n  h[I[i]] += w[i]\nend\n", &mut tensors, "h");
+        agree(
+            &runner,
+            "h .= 0\nfor i = _\n  h[I[i]] += w[i]\nend\n",
+            &mut tensors,
+            "h",
+        );
     }
     let mut tensors = BTreeMap::from([
         ("I".to_string(), ints("Dense(Element(0))", &[3, 1, 3])),
@@ -170,7 +178,10 @@ fn scatter_into_coo() {
     let kernel = runner
         .compile(&program, &common::formats_of(&tensors))
         .unwrap();
-    let err = runner.execute(&kernel, &mut tensors).unwrap_err().to_string();
+    let err = runner
+        .execute(&kernel, &mut tensors)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("`h`"), "{err}");
 }
 
@@ -214,7 +225,10 @@ fn gathers_from_every_format() {
             }
         }
     }
-    assert!(nonzero * 10 > cases * 6, "{nonzero} of {cases} gathers were nonzero");
+    assert!(
+        nonzero * 10 > cases * 6,
+        "{nonzero} of {cases} gathers were nonzero"
+    );
 }
 
 /// `y[P[i]] = x[i]` scatters through a permutation: applied after the gather by `P` it gives
@@ -224,7 +238,10 @@ fn permutation_and_inverse() {
     let runner = Runner::jit();
     let mut rng = StdRng::seed_from_u64(24);
     for x_format in VECTORS {
-        for out in SCATTER_OUTPUTS.iter().chain(&["SparseCOO{1}(Element(0.0))"]) {
+        for out in SCATTER_OUTPUTS
+            .iter()
+            .chain(&["SparseCOO{1}(Element(0.0))"])
+        {
             let p = distinct_indices(&mut rng, N, N);
             let x = fitted(&mut rng, x_format, 0, Kind::Full);
             let mut tensors = BTreeMap::from([
@@ -234,8 +251,15 @@ fn permutation_and_inverse() {
                 ("z".to_string(), empty(out, &[N])),
             ]);
             let text = "y .= 0\nfor i = _\n  y[i] = x[P[i]]\nend\nz .= 0\nfor i = _\n  z[P[i]] = y[i]\nend\n";
-            assert!(agree(&runner, text, &mut tensors, "z"), "{x_format}: nonzero data");
-            assert_eq!(tensors["z"].to_dense(), x.to_dense(), "the inverse undoes P");
+            assert!(
+                agree(&runner, text, &mut tensors, "z"),
+                "{x_format}: nonzero data"
+            );
+            assert_eq!(
+                tensors["z"].to_dense(),
+                x.to_dense(),
+                "the inverse undoes P"
+            );
         }
     }
 }
@@ -248,7 +272,11 @@ fn coo_assembly_into_matrices() {
     let mut rng = StdRng::seed_from_u64(25);
     let (m, n) = (4, 5);
     for out in MATRIX_OUTPUTS {
-        for v_format in ["Dense(Element(0.0))", "SparseList(Element(0.0))", "RunList(Element(0.0))"] {
+        for v_format in [
+            "Dense(Element(0.0))",
+            "SparseList(Element(0.0))",
+            "RunList(Element(0.0))",
+        ] {
             for len in [0, 1, 8, 25] {
                 let i = random_indices(&mut rng, len, m);
                 let j = random_indices(&mut rng, len, n);
@@ -289,7 +317,10 @@ fn gathers_inside_sparse_loops() {
         for x_format in VECTORS {
             let p = random_indices(&mut rng, N, N);
             let mut tensors = BTreeMap::from([
-                ("A".to_string(), fitted(&mut rng, a_format, 5, Kind::Scattered)),
+                (
+                    "A".to_string(),
+                    fitted(&mut rng, a_format, 5, Kind::Scattered),
+                ),
                 ("P".to_string(), ints("Dense(Element(0))", &p)),
                 ("x".to_string(), fitted(&mut rng, x_format, 0, Kind::Full)),
                 ("y".to_string(), empty("Dense(Element(0.0))", &[5])),
@@ -303,7 +334,10 @@ fn gathers_inside_sparse_loops() {
             }
         }
     }
-    assert!(nonzero * 10 > cases * 7, "{nonzero} of {cases} results were nonzero");
+    assert!(
+        nonzero * 10 > cases * 7,
+        "{nonzero} of {cases} results were nonzero"
+    );
 }
 
 /// Runs `text` where `I` holds an index outside `0..n`: the evaluator must refuse, and so must
@@ -315,9 +349,15 @@ fn out_of_range(text: &str, out_format: &str, bad: i64) -> String {
     let mut tensors = BTreeMap::from([
         ("I".to_string(), ints("Dense(Element(0))", &idx)),
         ("J".to_string(), ints("Dense(Element(0))", &[0, 1, 2])),
-        ("x".to_string(), floats("SparseList(Element(0.0))", &[1.0, 0.0, 2.0, 3.0, 0.0])),
+        (
+            "x".to_string(),
+            floats("SparseList(Element(0.0))", &[1.0, 0.0, 2.0, 3.0, 0.0]),
+        ),
         ("h".to_string(), empty(out_format, &[n])),
-        ("C".to_string(), empty("Dense(Dense(Element(0.0)))", &[3, n])),
+        (
+            "C".to_string(),
+            empty("Dense(Dense(Element(0.0)))", &[3, n]),
+        ),
         ("y".to_string(), empty("Dense(Element(0.0))", &[idx.len()])),
     ]);
     let program = parse(text);
@@ -349,7 +389,10 @@ fn scatter_out_of_range_names_the_tensor_and_index() {
     for out in SCATTER_OUTPUTS {
         for bad in [-1, 5] {
             let err = out_of_range(HISTOGRAM, out, bad);
-            assert!(err.contains("`h`") && err.contains(&bad.to_string()), "{out}: {err}");
+            assert!(
+                err.contains("`h`") && err.contains(&bad.to_string()),
+                "{out}: {err}"
+            );
             assert!(!err.contains("inconsistent"), "{out}: {err}");
         }
     }

@@ -265,8 +265,12 @@ impl Level for SparseBlockList {
             // The first block ending at or after `i` holds it unless it starts later; block
             // `r` ends at `idx[r]` at child position `ofs[r + 1] - 1`.
             let f2 = f.clone();
-            let block_len =
-                move |r: &Expr| b::sub(b::load(ofs, b::add(r.clone(), b::int(1))), b::load(ofs, r.clone()));
+            let block_len = move |r: &Expr| {
+                b::sub(
+                    b::load(ofs, b::add(r.clone(), b::int(1))),
+                    b::load(ofs, r.clone()),
+                )
+            };
             return Ok(super::shared::follow_by_search(
                 cx,
                 &t.name,

@@ -20,7 +20,13 @@ pub enum Kind {
     Scattered,
 }
 
-pub const KINDS: &[Kind] = &[Kind::Empty, Kind::One, Kind::Full, Kind::Runs, Kind::Scattered];
+pub const KINDS: &[Kind] = &[
+    Kind::Empty,
+    Kind::One,
+    Kind::Full,
+    Kind::Runs,
+    Kind::Scattered,
+];
 
 /// A nonzero small integer.
 pub fn value(rng: &mut StdRng) -> f64 {
@@ -114,7 +120,8 @@ pub fn fitted(rng: &mut StdRng, format: &str, rows: usize, kind: Kind) -> Tensor
         let rows_v: Vec<Vec<f64>> = v.chunks(row_len).map(|r| r.to_vec()).collect();
         let first = rows_v.iter().position(|r| r.iter().any(|&x| x != 0.0));
         for (k, row) in v.chunks_mut(row_len).enumerate() {
-            let keep = first.is_some_and(|a| k >= a && rows_v[a..=k].iter().all(|r| *r == rows_v[a]));
+            let keep =
+                first.is_some_and(|a| k >= a && rows_v[a..=k].iter().all(|r| *r == rows_v[a]));
             if !keep {
                 row.iter_mut().for_each(|x| *x = 0.0);
             }
@@ -123,4 +130,3 @@ pub fn fitted(rng: &mut StdRng, format: &str, rows: usize, kind: Kind) -> Tensor
     Tensor::from_dense(&fmt(format), &shape, &Buffer::F64(v))
         .unwrap_or_else(|e| panic!("{format} {kind:?}: {e}"))
 }
-
