@@ -8,6 +8,7 @@ pub mod backend;
 pub mod cli;
 pub mod error;
 pub mod eval;
+pub mod explain;
 pub mod io;
 pub mod ir;
 pub mod levels;

@@ -141,7 +141,7 @@ impl Runner {
                 }
             }
         }
-        result?;
+        result.map_err(|e| crate::explain::kernel_error(e, &c.program, &c.layout))?;
         let (_, written) = crate::notation::visit::reads_writes(&c.program.body);
         for tl in &c.layout.tensors {
             let t = tensors.get_mut(&tl.name).expect("checked above");

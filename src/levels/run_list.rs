@@ -373,7 +373,7 @@ impl Level for RunList {
         ))
     }
 
-    fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, _: Option<Protocol>) -> Result<Looplet> {
+    fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet> {
         let t = &f.tensor;
         let (ptr, right) = (t.level_bufs[f.level][PTR], t.level_bufs[f.level][RIGHT]);
         let q = cx.var(&format!("{}_q", t.name), ElemType::I64);
@@ -382,6 +382,21 @@ impl Level for RunList {
             b::assign(q, b::load(ptr, f.pos.clone())),
             b::assign(q_stop, b::load(ptr, b::add(f.pos.clone(), b::int(1)))),
         ];
+        if protocol == Some(Protocol::Follow) {
+            // The runs cover the fiber: the first one ending at or after `i` holds it.
+            let f2 = f.clone();
+            return Ok(super::shared::follow_by_search(
+                cx,
+                &t.name,
+                preamble,
+                right,
+                b::var(q),
+                b::var(q_stop),
+                Rc::new(|_: &Expr, _: &Expr| b::boolean(true)),
+                Rc::new(move |q: &Expr, _: &Expr| Target::Fiber(f2.child(q.clone()))),
+                Target::Fill(t.fill),
+            ));
+        }
         // Runs cover every coordinate: no fill phase, every chunk is a run of one child.
         let stepper = Stepper {
             seek: Rc::new(move |start: &Expr| {

@@ -171,3 +171,63 @@ pub fn assemble_counted(ptr: BufId, prev: VarId, lo: Expr, hi: Expr) -> Vec<Stmt
     ));
     code
 }
+
+/// Whether entry `q` (an I64 expression) covers coordinate `i`.
+pub type HoldsFn = Rc<dyn Fn(&Expr, &Expr) -> Expr>;
+/// What entry `q` holds at coordinate `i`.
+pub type EntryFn = Rc<dyn Fn(&Expr, &Expr) -> Target>;
+
+/// The `follow` protocol (random access) on a level whose fiber entries `lo..hi` are sorted by
+/// `ends` (coordinates, or the last coordinate of each run or block): coordinate `i` is held by
+/// the first entry ending at or after it, found by binary search, if `holds(q, i)` (the entry
+/// may start later); `target(q, i)` is what it holds there. Everything is a pure expression
+/// in switch conditions, never a per-coordinate preamble, so where the statement turns out not
+/// to need the value (another operand is fill there) no search is emitted at all. Past the
+/// fiber's last entry everything is fill without a search.
+#[allow(clippy::too_many_arguments)]
+pub fn follow_by_search(
+    cx: &mut Cx,
+    name: &str,
+    mut preamble: Vec<Stmt>,
+    ends: BufId,
+    lo: Expr,
+    hi: Expr,
+    holds: HoldsFn,
+    target: EntryFn,
+    fill: Target,
+) -> Looplet {
+    let last = cx.var(&format!("{name}_follow_last"), ElemType::I64);
+    preamble.push(b::assign(last, b::int(-1)));
+    preamble.extend(b::if_(
+        b::lt(lo.clone(), hi.clone()),
+        vec![b::assign(
+            last,
+            b::load(ends, b::sub(hi.clone(), b::int(1))),
+        )],
+    ));
+    let lookup = Looplet::Lookup(Rc::new(move |i: &Expr| {
+        let q = Expr::SearchGe {
+            buf: ends,
+            lo: Box::new(lo.clone()),
+            hi: Box::new(hi.clone()),
+            key: Box::new(i.clone()),
+        };
+        let fill = || Looplet::Run(Box::new(fill.clone()));
+        let found = match holds(&q, i) {
+            Expr::Const(crate::types::Scalar::Bool(true)) => Looplet::Run(Box::new(target(&q, i))),
+            h => Looplet::Switch(vec![
+                (h, Looplet::Run(Box::new(target(&q, i)))),
+                (b::boolean(true), fill()),
+            ]),
+        };
+        Target::Looplet(Looplet::Switch(vec![
+            (b::le(i.clone(), b::var(last)), found),
+            (b::boolean(true), fill()),
+        ]))
+    }));
+    Looplet::Thunk {
+        preamble,
+        body: Box::new(Target::Looplet(lookup)),
+        epilogue: vec![],
+    }
+}

@@ -261,6 +261,38 @@ impl Level for SparseBlockList {
             },
         ];
         let fill = Target::Fill(t.fill);
+        if protocol == Some(Protocol::Follow) {
+            // The first block ending at or after `i` holds it unless it starts later; block
+            // `r` ends at `idx[r]` at child position `ofs[r + 1] - 1`.
+            let f2 = f.clone();
+            let block_len = move |r: &Expr| {
+                b::sub(
+                    b::load(ofs, b::add(r.clone(), b::int(1))),
+                    b::load(ofs, r.clone()),
+                )
+            };
+            return Ok(super::shared::follow_by_search(
+                cx,
+                &t.name,
+                vec![
+                    b::assign(r, b::load(ptr, f.pos.clone())),
+                    b::assign(r_stop, b::load(ptr, b::add(f.pos.clone(), b::int(1)))),
+                ],
+                idx,
+                b::var(r),
+                b::var(r_stop),
+                Rc::new(move |r: &Expr, i: &Expr| {
+                    b::lt(b::sub(b::load(idx, r.clone()), block_len(r)), i.clone())
+                }),
+                Rc::new(move |r: &Expr, i: &Expr| {
+                    Target::Fiber(f2.child(b::sub(
+                        b::add(b::load(ofs, b::add(r.clone(), b::int(1))), i.clone()),
+                        b::add(b::load(idx, r.clone()), b::int(1)),
+                    )))
+                }),
+                fill,
+            ));
+        }
         let f2 = f.clone();
         let inside = Looplet::Lookup(Rc::new(move |i: &Expr| {
             Target::Fiber(f2.child(b::add(b::var(q_ofs), i.clone())))

@@ -15,7 +15,7 @@
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
 use crate::ir::{BufId, Expr, Stmt, VarId, build as b};
-use crate::looplets::{Fiber, Looplet, Phase, Stepper, Target};
+use crate::looplets::{Fiber, Looplet, Stepper, Target};
 use crate::lower::ctx::Cx;
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
@@ -290,7 +290,7 @@ impl Level for SparseCOO {
         ))
     }
 
-    fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, _: Option<Protocol>) -> Result<Looplet> {
+    fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet> {
         let t = &f.tensor;
         let n = rank_of(&t.format.levels[f.level]);
         let s = f.sub;
@@ -306,6 +306,41 @@ impl Level for SparseCOO {
                 b::load(ptr, b::add(f.pos.clone(), b::int(1))),
             ),
         };
+        if protocol == Some(Protocol::Follow) {
+            // Entries `lo..hi` agree on the outer coordinates, so this one is sorted there;
+            // the entries at `i` run up to the first one past it.
+            let (t2, level, fill) = (t.clone(), f.level, Target::Fill(t.fill));
+            let f2 = f.clone();
+            return Ok(super::shared::follow_by_search(
+                cx,
+                &format!("{}{s}", t.name),
+                vec![b::assign(q, lo), b::assign(q_stop, hi)],
+                idx,
+                b::var(q),
+                b::var(q_stop),
+                Rc::new(move |q: &Expr, i: &Expr| b::eq(b::load(idx, q.clone()), i.clone())),
+                Rc::new(move |at: &Expr, i: &Expr| {
+                    if s + 1 < n {
+                        Target::Fiber(Fiber {
+                            tensor: t2.clone(),
+                            level,
+                            pos: at.clone(),
+                            pos_hi: Some(Expr::SearchGe {
+                                buf: idx,
+                                lo: Box::new(at.clone()),
+                                hi: Box::new(b::var(q_stop)),
+                                key: Box::new(b::add(i.clone(), b::int(1))),
+                            }),
+                            sub: s + 1,
+                            dirty: None,
+                        })
+                    } else {
+                        Target::Fiber(f2.child(at.clone()))
+                    }
+                }),
+                fill,
+            ));
+        }
         let find_run_end = find_run_end(idx, q, q_stop, run_end);
         let mut preamble = vec![
             b::assign(q, lo),
@@ -364,20 +399,13 @@ impl Level for SparseCOO {
             },
             next,
         };
-        Ok(Looplet::Thunk {
+        Ok(super::shared::chunks_then_fill(
             preamble,
-            body: Box::new(Target::Looplet(Looplet::Sequence(vec![
-                Phase {
-                    stop: Some(b::var(last)),
-                    body: Looplet::Stepper(Rc::new(stepper)),
-                },
-                Phase {
-                    stop: None,
-                    body: Looplet::Run(Box::new(fill)),
-                },
-            ]))),
-            epilogue: vec![],
-        })
+            stepper,
+            protocol,
+            b::var(last),
+            fill,
+        ))
     }
 
     fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {

@@ -338,41 +338,32 @@ impl Level for SparseDict {
         let (htbl, hval) = (bufs[HTBL], bufs[HVAL]);
         let fill = Target::Fill(t.fill);
         if protocol == Some(Protocol::Follow) {
-            // Random access through the hash table.
+            // Random access through the hash table. The probe is a pure expression in the
+            // switch conditions (not a per-coordinate preamble), so where the statement does
+            // not need the value no probe is emitted.
             let base = cx.var(&format!("{}_base", t.name), ElemType::I64);
-            let slot = cx.var(&format!("{}_slot", t.name), ElemType::I64);
-            let found = cx.var(&format!("{}_found", t.name), ElemType::Bool);
             let set_base = b::assign(base, b::mul(f.pos.clone(), t.dim_of_level(f.level, 0)));
             let f2 = f.clone();
             let lookup = Looplet::Lookup(Rc::new(move |i: &Expr| {
                 let k = b::add(b::var(base), i.clone());
-                let mut pre = vec![
-                    b::assign(
-                        slot,
-                        Expr::HashFind {
-                            table: htbl,
-                            key: Box::new(k.clone()),
-                        },
+                let slot = Expr::HashFind {
+                    table: htbl,
+                    key: Box::new(k.clone()),
+                };
+                let fill = || Looplet::Run(Box::new(fill.clone()));
+                let stored = Looplet::Switch(vec![
+                    (
+                        b::eq(b::load(htbl, slot.clone()), k),
+                        Looplet::Run(Box::new(Target::Fiber(
+                            f2.child(b::load(hval, slot.clone())),
+                        ))),
                     ),
-                    b::assign(found, b::boolean(false)),
-                ];
-                pre.extend(b::if_(
-                    b::le(b::int(0), b::var(slot)),
-                    vec![b::assign(found, b::eq(b::load(htbl, b::var(slot)), k))],
-                ));
-                Target::Looplet(Looplet::Thunk {
-                    preamble: pre,
-                    body: Box::new(Target::Looplet(Looplet::Switch(vec![
-                        (
-                            b::var(found),
-                            Looplet::Run(Box::new(Target::Fiber(
-                                f2.child(b::load(hval, b::var(slot))),
-                            ))),
-                        ),
-                        (b::boolean(true), Looplet::Run(Box::new(fill.clone()))),
-                    ]))),
-                    epilogue: vec![],
-                })
+                    (b::boolean(true), fill()),
+                ]);
+                Target::Looplet(Looplet::Switch(vec![
+                    (b::le(b::int(0), slot), stored),
+                    (b::boolean(true), fill()),
+                ]))
             }));
             return Ok(Looplet::Thunk {
                 preamble: vec![set_base],

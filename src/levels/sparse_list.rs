@@ -184,6 +184,23 @@ impl Level for SparseList {
         let (ptr, idx) = (t.level_bufs[f.level][PTR], t.level_bufs[f.level][IDX]);
         let q = cx.var(&format!("{}_q", t.name), ElemType::I64);
         let q_stop = cx.var(&format!("{}_q_stop", t.name), ElemType::I64);
+        if protocol == Some(Protocol::Follow) {
+            let f2 = f.clone();
+            return Ok(super::shared::follow_by_search(
+                cx,
+                &t.name,
+                vec![
+                    b::assign(q, b::load(ptr, f.pos.clone())),
+                    b::assign(q_stop, b::load(ptr, b::add(f.pos.clone(), b::int(1)))),
+                ],
+                idx,
+                b::var(q),
+                b::var(q_stop),
+                Rc::new(move |q: &Expr, i: &Expr| b::eq(b::load(idx, q.clone()), i.clone())),
+                Rc::new(move |q: &Expr, _: &Expr| Target::Fiber(f2.child(q.clone()))),
+                Target::Fill(t.fill),
+            ));
+        }
         let last = cx.var(&format!("{}_last", t.name), ElemType::I64);
         let preamble = vec![
             b::assign(q, b::load(ptr, f.pos.clone())),

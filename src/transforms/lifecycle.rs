@@ -5,7 +5,7 @@
 //! has no meaning under the dense semantics' loop order guarantees and is an error.
 
 use crate::error::{Error, Result};
-use crate::notation::ast::{Program, Stmt, StmtKind};
+use crate::notation::ast::{Access, ExprKind, Program, Span, Stmt, StmtKind};
 use crate::notation::visit;
 use std::collections::{HashMap, HashSet};
 
@@ -73,13 +73,7 @@ fn scope(
         let mut both: Vec<&&String> = reads.intersection(&writes).collect();
         both.sort();
         if let Some(t) = both.first() {
-            return Err(Error::Lifecycle {
-                span: s.span,
-                msg: format!(
-                    "`{t}` is both read and written in this {} (hint: write the result to another tensor, or declare a workspace like `{t} .= 0` inside it)",
-                    stmt_name(s)
-                ),
-            });
+            return Err(read_and_written(s, t));
         }
         let mut sorted_reads: Vec<&&String> = reads.iter().collect();
         sorted_reads.sort();
@@ -163,6 +157,50 @@ fn nested(s: &Stmt, tensors: &HashSet<String>) -> Result<Stmt> {
         other => other.clone(),
     };
     Ok(Stmt::new(kind, s.span))
+}
+
+/// The error for tensor `t` read and written inside `s`: where, and what to write instead.
+fn read_and_written(s: &Stmt, t: &str) -> Error {
+    let one = std::slice::from_ref(s);
+    let mut write: Option<&Access> = None;
+    visit::accesses(one, &mut |a| {
+        if a.tensor == t && write.is_none() {
+            write = Some(a);
+        }
+    });
+    // `accesses` visits written accesses first; the first read is the first expression use.
+    let mut read: Option<Span> = None;
+    visit::exprs(one, &mut |e| {
+        let name = match &e.kind {
+            ExprKind::Access(a) => Some((&a.tensor, a.span)),
+            ExprKind::Name(n) => Some((n, e.span)),
+            _ => None,
+        };
+        if let Some((n, span)) = name
+            && n == t
+            && read.is_none()
+        {
+            read = Some(span);
+        }
+    });
+    let at = |what: &str, span: Option<Span>| span.map(|p| format!("{what} at {p}"));
+    let places: Vec<String> = [at("read", read), at("written", write.map(|a| a.span))]
+        .into_iter()
+        .flatten()
+        .collect();
+    let update = match write {
+        Some(a) => format!("{a} +="),
+        None => format!("{t}[...] +="),
+    };
+    Error::Lifecycle {
+        span: s.span,
+        msg: format!(
+            "`{t}` is read and written inside the {} ({}): what the reads see would depend on the loop order. Hint: accumulate with an updating operator (`{update} ...`) instead of reading `{t}`, write the result to another tensor, or, to use `{t}` as a workspace, declare it (`{t} .= 0`) inside the {} before the statements that write and then read it",
+            stmt_name(s),
+            places.join(", "),
+            stmt_name(s)
+        ),
+    }
 }
 
 fn stmt_name(s: &Stmt) -> String {
