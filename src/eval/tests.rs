@@ -35,6 +35,7 @@ fn plain(e: Expr) -> AccessIndex {
         expr: e,
         permissive: false,
         protocol: None,
+        window: None,
     }
 }
 
@@ -43,6 +44,7 @@ fn perm(e: Expr) -> AccessIndex {
         expr: e,
         permissive: true,
         protocol: None,
+        window: None,
     }
 }
 
@@ -50,6 +52,7 @@ fn acc_ix(t: &str, indices: Vec<AccessIndex>) -> Access {
     Access {
         tensor: t.to_string(),
         indices,
+        swizzle: None,
         span: Span::default(),
     }
 }
@@ -134,7 +137,10 @@ fn if_(cond: Expr, then: Vec<Stmt>, otherwise: Vec<Stmt>) -> Stmt {
 }
 
 fn prog(body: Vec<Stmt>) -> Program {
-    Program { body }
+    Program {
+        reducers: vec![],
+        body,
+    }
 }
 
 // ---- tensors ------------------------------------------------------------------------------
@@ -529,6 +535,7 @@ fn blocks_protocols_and_lifecycle_markers() {
         expr: name("j"),
         permissive: false,
         protocol: Some(Protocol::Gallop),
+        window: None,
     };
     let p = prog(vec![
         stmt(StmtKind::Thaw { tensor: "s".into() }),

@@ -7,19 +7,24 @@
 //! either here or later when the AST is dropped, compared or printed.
 //!
 //! ```text
-//! program  := stmt* (separated by newlines or `;`; `#` starts a comment)
+//! program  := (reducer | stmt)* (separated by newlines or `;`; `#` starts a comment)
+//! reducer  := `reducer` name `(` name `,` name `)` `=` expr property*     (top level only)
+//! property := `identity` literal | `annihilator` literal | `commutative` | `associative`
+//!           | `idempotent`
 //! stmt     := name `.=` expr
-//!           | lhs assignop expr              lhs := name | name `[` index,* `]`
+//!           | lhs assignop expr              lhs := name | tensor `[` index,* `]`
+//! tensor   := name | `swizzle(` tensor (`,` int)* `)`
 //!           | `for` name `=` extent (`,` name `=` extent)* stmt* `end`
 //!           | `if` expr stmt* (`else` stmt*)? `end`
 //!           | `let` name `=` expr (`,` name `=` expr)* stmt* `end`
 //!           | `begin` stmt* `end` | `@freeze(` name `)` | `@thaw(` name `)`
 //! extent   := `_` | expr `:` expr
 //! assignop := `=` | `+=` | `-=` | `*=` | `&=` | `|=` | `<<` name (`(` literal `)`)? `>>=`
-//! index    := `~`? expr | `~`? protocol `(` `~`? expr `)`
+//! index    := `~`? windowed | `~`? protocol `(` `~`? windowed `)`
+//! windowed := expr | `(` expr `:` expr `)` `(` expr `)`
 //! expr     := binary operators by `BinaryOp::precedence`, all left-associative, over
-//!             (`-` | `!`)* (literal | `missing` | name | name `[` index,* `]` | name `(` expr,* `)`
-//!             | `(` expr `)`)
+//!             (`-` | `!`)* (literal | `missing` | name | tensor `[` index,* `]`
+//!             | name `(` expr,* `)` | `(` expr `)`)
 //! ```
 //!
 //! Newlines inside brackets and after a binary operator, `,`, `:` or an assignment operator do
@@ -49,7 +54,10 @@ pub fn parse_program(text: &str) -> Result<Program> {
     let mut p = Parser::new(text)?;
     let body = p.stmts()?;
     match p.peek() {
-        Tok::Eof => Ok(Program { body }),
+        Tok::Eof => Ok(Program {
+            reducers: std::mem::take(&mut p.reducers),
+            body,
+        }),
         Tok::Ident(w) if w == "end" => {
             Err(p.err_here("`end` without a matching `for`, `if`, `let` or `begin`"))
         }
@@ -267,6 +275,8 @@ struct Parser {
     toks: Vec<Token>,
     pos: usize,
     nesting: usize,
+    /// `reducer` definitions met so far (they sit between the statements of the top level).
+    reducers: Vec<ReducerDef>,
 }
 
 /// The construct a body belongs to, for "expected `end` to close ..." messages.
@@ -281,6 +291,7 @@ impl Parser {
             toks: lex(text)?,
             pos: 0,
             nesting: 0,
+            reducers: Vec::new(),
         })
     }
 
@@ -381,7 +392,17 @@ impl Parser {
             if matches!(self.peek(), Tok::Eof) || self.is_word("end") || self.is_word("else") {
                 return Ok(out);
             }
-            out.push(self.stmt()?);
+            if self.at_reducer_def() {
+                if self.nesting > 0 {
+                    return Err(self.err_here(
+                        "a `reducer` definition must be at the top level of the program",
+                    ));
+                }
+                let def = self.reducer_def()?;
+                self.reducers.push(def);
+            } else {
+                out.push(self.stmt()?);
+            }
             match self.peek() {
                 Tok::Newline | Tok::Eof => {}
                 Tok::Punct(";") => {}
@@ -515,6 +536,155 @@ impl Parser {
         }
     }
 
+    /// `reducer name(` starts a definition; `reducer` alone is an ordinary name.
+    fn at_reducer_def(&self) -> bool {
+        self.is_word("reducer")
+            && matches!(self.peek_at(1), Tok::Ident(_))
+            && matches!(self.peek_at(2), Tok::Punct("("))
+    }
+
+    fn reducer_def(&mut self) -> Result<ReducerDef> {
+        let span = self.bump().span;
+        let (name, _) = self.name("a reducer name after `reducer`")?;
+        self.expect_punct("(", &format!(" after `reducer {name}`"))?;
+        let (old, _) = self.name("the name of the old value")?;
+        self.expect_punct(",", " between the two parameters of a reducer")?;
+        let (new, _) = self.name("the name of the new value")?;
+        self.expect_punct(")", &format!(" to close the parameters of `{name}`"))?;
+        self.expect_punct("=", &format!(" before the body of `{name}`"))?;
+        self.skip_newlines();
+        let (body, _) = self.expr()?;
+        let mut def = ReducerDef::new(&name, body);
+        def.params = [old, new];
+        def.span = span;
+        let mut seen: Vec<String> = Vec::new();
+        while let Tok::Ident(w) = self.peek().clone() {
+            let wspan = self.span();
+            if seen.contains(&w) {
+                return Err(self.err_here(format!("`{w}` is given twice for `{name}`")));
+            }
+            match w.as_str() {
+                "identity" | "annihilator" => {
+                    self.bump();
+                    let vspan = self.span();
+                    let (v, _) = self.unary()?;
+                    let ExprKind::Literal(v) = v.kind else {
+                        return Err(Error::syntax(
+                            vspan,
+                            format!("expected a literal value after `{w}`"),
+                        ));
+                    };
+                    if w == "identity" {
+                        def.identity = Some(v);
+                    } else {
+                        def.annihilator = Some(v);
+                    }
+                }
+                "commutative" => {
+                    self.bump();
+                    def.commutative = true;
+                }
+                "associative" => {
+                    self.bump();
+                    def.associative = true;
+                }
+                "idempotent" => {
+                    self.bump();
+                    def.idempotent = true;
+                }
+                _ => {
+                    return Err(Error::syntax(
+                        wspan,
+                        format!(
+                            "unknown reducer property `{w}` (expected `identity`, `annihilator`, `commutative`, `associative` or `idempotent`)"
+                        ),
+                    ));
+                }
+            }
+            seen.push(w);
+        }
+        Ok(def)
+    }
+
+    /// Whether a `swizzle(...)` view starts here (`swizzle` alone is an ordinary name).
+    fn at_swizzle(&self) -> bool {
+        self.is_word("swizzle") && matches!(self.peek_at(1), Tok::Punct("("))
+    }
+
+    /// `swizzle(T, p...)`, possibly nested: the tensor and the composed permutation.
+    fn swizzle_head(&mut self) -> Result<(String, Vec<usize>)> {
+        self.enter()?;
+        let r = self.swizzle_head_inner();
+        self.leave();
+        r
+    }
+
+    fn swizzle_head_inner(&mut self) -> Result<(String, Vec<usize>)> {
+        let span = self.bump().span;
+        self.bump();
+        let (tensor, inner) = if self.at_swizzle() {
+            let (t, p) = self.swizzle_head()?;
+            (t, Some(p))
+        } else {
+            (self.name("a tensor name in `swizzle(`")?.0, None)
+        };
+        let mut perm = Vec::new();
+        while self.eat_punct(",") {
+            match self.peek() {
+                Tok::Int(v) => {
+                    perm.push(usize::try_from(*v).unwrap_or(usize::MAX));
+                    self.bump();
+                }
+                _ => return Err(self.expected("a dimension number in `swizzle(...)`")),
+            }
+        }
+        self.expect_punct(")", &format!(" to close `swizzle(` at {span}"))?;
+        if let Some(msg) = swizzle_problem(&perm) {
+            return Err(Error::syntax(span, msg));
+        }
+        match inner {
+            None => Ok((tensor, perm)),
+            Some(inner) if inner.len() == perm.len() => {
+                Ok((tensor, super::build::compose_swizzles(&inner, &perm)))
+            }
+            Some(inner) => Err(Error::syntax(
+                span,
+                format!(
+                    "this swizzle has {} dimensions but the view it swizzles has {}",
+                    perm.len(),
+                    inner.len()
+                ),
+            )),
+        }
+    }
+
+    /// `swizzle(T, p...)[idx...]`; the index count must match the permutation.
+    fn swizzled_access(&mut self) -> Result<(Access, usize)> {
+        let span = self.span();
+        let (tensor, perm) = self.swizzle_head()?;
+        if !self.is_punct("[") {
+            return Err(self.expected("`[` after `swizzle(...)`"));
+        }
+        let (indices, d) = self.indices()?;
+        if indices.len() != perm.len() {
+            return Err(Error::syntax(
+                span,
+                format!(
+                    "`swizzle` of {} dimensions accessed with {} indices",
+                    perm.len(),
+                    indices.len()
+                ),
+            ));
+        }
+        let access = Access {
+            tensor,
+            indices,
+            swizzle: Some(perm),
+            span,
+        };
+        Ok((access, d))
+    }
+
     fn macro_stmt(&mut self) -> Result<Stmt> {
         let span = self.bump().span;
         let (which, wspan) = match self.peek() {
@@ -553,6 +723,14 @@ impl Parser {
 
     /// `T .= init`, `T[idx...] op rhs` or `s op rhs`.
     fn assignment(&mut self) -> Result<Stmt> {
+        if self.at_swizzle() {
+            let span = self.span();
+            let (lhs, _) = self.swizzled_access()?;
+            let op = self.assign_op()?;
+            self.skip_newlines();
+            let (rhs, _) = self.expr()?;
+            return Ok(Stmt::new(StmtKind::Assign { lhs, op, rhs }, span));
+        }
         let (tensor, span) = self.name("a statement")?;
         if self.eat_punct(".=") {
             self.skip_newlines();
@@ -567,6 +745,7 @@ impl Parser {
         let lhs = Access {
             tensor,
             indices,
+            swizzle: None,
             span,
         };
         let op = self.assign_op()?;
@@ -638,7 +817,8 @@ impl Parser {
         }
     }
 
-    /// `e`, `~e`, `gallop(e)`, `~gallop(e)` or `gallop(~e)`.
+    /// `e`, `~e`, `gallop(e)`, `~gallop(e)` or `gallop(~e)`, where `e` may be a window
+    /// `(lo:hi)(e)`.
     fn index(&mut self) -> Result<(AccessIndex, usize)> {
         let mut permissive = self.eat_punct("~");
         let protocol = match self.peek() {
@@ -646,12 +826,13 @@ impl Parser {
             _ => None,
         };
         if protocol.is_none() {
-            let (expr, d) = self.expr()?;
+            let (window, expr, d) = self.windowed()?;
             return Ok((
                 AccessIndex {
                     expr,
                     permissive,
                     protocol,
+                    window,
                 },
                 d,
             ));
@@ -666,16 +847,55 @@ impl Parser {
             self.bump();
             permissive = true;
         }
-        let (expr, d) = self.expr()?;
+        let (window, expr, d) = self.windowed()?;
         self.expect_punct(")", &format!(" to close {pname}"))?;
         Ok((
             AccessIndex {
                 expr,
                 permissive,
                 protocol,
+                window,
             },
             d,
         ))
+    }
+
+    /// `e` or `(lo:hi)(e)`. A window starts like a parenthesised expression, so after `(` and
+    /// an expression, a `:` decides; otherwise the parser goes back and reads an expression.
+    #[allow(clippy::type_complexity)]
+    fn windowed(&mut self) -> Result<(Option<(Expr, Expr)>, Expr, usize)> {
+        if !self.is_punct("(") {
+            let (e, d) = self.expr()?;
+            return Ok((None, e, d));
+        }
+        let start = self.pos;
+        let open = self.bump().span;
+        self.enter()?;
+        let r = self.window_rest(open);
+        self.leave();
+        match r? {
+            Some(w) => Ok(w),
+            None => {
+                self.pos = start;
+                let (e, d) = self.expr()?;
+                Ok((None, e, d))
+            }
+        }
+    }
+
+    /// After the `(` of a possible window: the window, or `None` if it is not one.
+    #[allow(clippy::type_complexity)]
+    fn window_rest(&mut self, open: Span) -> Result<Option<(Option<(Expr, Expr)>, Expr, usize)>> {
+        let (lo, d1) = self.expr()?;
+        if !self.eat_punct(":") {
+            return Ok(None);
+        }
+        let (hi, d2) = self.expr()?;
+        self.expect_punct(")", &format!(" to close the window `(lo:hi)` opened at {open}"))?;
+        self.expect_punct("(", " after the window `(lo:hi)`, as in `(lo:hi)(i)`")?;
+        let (e, d3) = self.expr()?;
+        self.expect_punct(")", " to close the index of the window")?;
+        Ok(Some((Some((lo, hi)), e, d1.max(d2).max(d3) + 1)))
     }
 
     // --- expressions ---
@@ -825,6 +1045,10 @@ impl Parser {
                     Ok((Expr::new(ExprKind::Missing, span), 1))
                 }
                 _ if is_keyword(&w) || w == "_" => Err(self.expected("an expression")),
+                "swizzle" if self.at_swizzle() => {
+                    let (access, d) = self.swizzled_access()?;
+                    Ok((Expr::new(ExprKind::Access(access), span), d + 1))
+                }
                 _ => {
                     self.bump();
                     if self.is_punct("[") {
@@ -832,6 +1056,7 @@ impl Parser {
                         let access = Access {
                             tensor: w,
                             indices,
+                            swizzle: None,
                             span,
                         };
                         Ok((Expr::new(ExprKind::Access(access), span), d + 1))
@@ -877,6 +1102,25 @@ impl Parser {
             }
         }
     }
+}
+
+/// Why `perm` is not a permutation of `0..perm.len()`, if it is not.
+pub fn swizzle_problem(perm: &[usize]) -> Option<String> {
+    let mut seen = vec![false; perm.len()];
+    for &p in perm {
+        match seen.get_mut(p) {
+            Some(s) if !*s => *s = true,
+            _ => {
+                let list: Vec<String> = perm.iter().map(|p| p.to_string()).collect();
+                return Some(format!(
+                    "swizzle dimensions ({}) are not a permutation of 0..{}",
+                    list.join(", "),
+                    perm.len()
+                ));
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -18,6 +18,9 @@ const ATOM_PREC: u8 = 10;
 
 impl Display for Program {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        for r in &self.reducers {
+            writeln!(f, "{r}")?;
+        }
         for s in &self.body {
             write_stmt(f, s, 0)?;
             f.write_char('\n')?;
@@ -39,9 +42,44 @@ impl Display for Expr {
     }
 }
 
+impl Display for ReducerDef {
+    /// One line: `reducer name(a, b) = body identity 0 commutative ...`.
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let [a, b] = &self.params;
+        write!(f, "reducer {}({a}, {b}) = {}", self.name, self.body)?;
+        if let Some(v) = &self.identity {
+            f.write_str(" identity ")?;
+            write_scalar(f, v)?;
+        }
+        if let Some(v) = &self.annihilator {
+            f.write_str(" annihilator ")?;
+            write_scalar(f, v)?;
+        }
+        for (yes, word) in [
+            (self.commutative, " commutative"),
+            (self.associative, " associative"),
+            (self.idempotent, " idempotent"),
+        ] {
+            if yes {
+                f.write_str(word)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Display for Access {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        write!(f, "{}[", self.tensor)?;
+        match &self.swizzle {
+            Some(perm) => {
+                write!(f, "swizzle({}", self.tensor)?;
+                for p in perm {
+                    write!(f, ", {p}")?;
+                }
+                f.write_str(")[")?;
+            }
+            None => write!(f, "{}[", self.tensor)?,
+        }
         for (k, ix) in self.indices.iter().enumerate() {
             if k > 0 {
                 f.write_str(", ")?;
@@ -78,6 +116,7 @@ impl Display for Reducer {
                 f.write_str(")>>")
             }
             Reducer::Named(n) => write!(f, "<<{n}>>"),
+            Reducer::User(def) => write!(f, "<<{}>>", def.name),
         }
     }
 }
@@ -191,11 +230,13 @@ fn write_index(f: &mut Formatter<'_>, ix: &AccessIndex) -> fmt::Result {
     if ix.permissive {
         f.write_char('~')?;
     }
-    match ix.protocol {
-        Some(p) => write!(f, "{}({})", p.name(), ix.expr),
+    match (ix.protocol, &ix.window) {
+        (Some(p), None) => write!(f, "{}({})", p.name(), ix.expr),
+        (Some(p), Some((lo, hi))) => write!(f, "{}(({lo}:{hi})({}))", p.name(), ix.expr),
+        (None, Some((lo, hi))) => write!(f, "({lo}:{hi})({})", ix.expr),
         // `~` covers the whole index; parentheses make that visible for `~(i - 1)`.
-        None if ix.permissive => write_expr(f, &ix.expr, UNARY_PREC),
-        None => write!(f, "{}", ix.expr),
+        (None, None) if ix.permissive => write_expr(f, &ix.expr, UNARY_PREC),
+        (None, None) => write!(f, "{}", ix.expr),
     }
 }
 
@@ -391,6 +432,7 @@ mod tests {
                 expr,
                 permissive,
                 protocol,
+                window: None,
             });
         (name_s(), proptest::collection::vec(index, 0..3)).prop_map(|(t, ix)| access(&t, ix))
     }

@@ -11,9 +11,7 @@ pub fn concordize(p: &Program) -> Program {
         loops: vec![],
         fresh: 0,
     };
-    Program {
-        body: c.stmts(&p.body),
-    }
+    p.with_body(c.stmts(&p.body))
 }
 
 struct Concordizer {

@@ -24,9 +24,7 @@ use crate::types::Scalar;
 
 pub fn permissive(p: &Program) -> Result<Program> {
     let mut pass = Pass { fresh: 0 };
-    Ok(Program {
-        body: pass.stmts(&p.body)?,
-    })
+    Ok(p.with_body(pass.stmts(&p.body)?))
 }
 
 struct Pass {
