@@ -118,7 +118,14 @@ impl Checker<'_> {
                 ),
             });
         }
-        a.indices.iter().try_for_each(|ix| self.expr(&ix.expr))
+        for ix in &a.indices {
+            if let Some((lo, hi)) = &ix.window {
+                self.expr(lo)?;
+                self.expr(hi)?;
+            }
+            self.expr(&ix.expr)?;
+        }
+        Ok(())
     }
 
     fn expr(&mut self, e: &Expr) -> Result<()> {
