@@ -1302,6 +1302,168 @@ mod tests {
     }
 
     #[test]
+    fn reducer_definitions() {
+        let p = prog(
+            "reducer absmax(a, b) = max(abs(a), abs(b)) identity 0 commutative associative idempotent\nreducer sat(old, new) =\n  min(old + new, 255) annihilator 255 identity -0 commutative\ns .= 0\nfor i = _\n  s[] <<absmax>>= x[i]\nend",
+        );
+        let absmax = reducer(
+            "absmax",
+            call("max", [call("abs", [name("a")]), call("abs", [name("b")])]),
+        )
+        .identity(0)
+        .commutative()
+        .associative()
+        .idempotent();
+        let sat = reducer("sat", call("min", [add("old", "new"), lit(255)]))
+            .params("old", "new")
+            .identity(0)
+            .annihilator(255)
+            .commutative();
+        let want = program([
+            declare("s", lit(0)),
+            for_(
+                "i",
+                auto(),
+                [assign(access("s", []), user("absmax"), access("x", [idx("i")]))],
+            ),
+        ])
+        .with_reducer(absmax)
+        .with_reducer(sat);
+        assert_eq!(p, want);
+        assert_eq!(p.reducers[1].span, Span::new(2, 1));
+        assert_eq!(parse_program(&p.to_string()), Ok(p));
+        // Properties come in any order; `reducer` is still an ordinary name otherwise.
+        assert_eq!(
+            prog("reducer f(a, b) = a idempotent identity 1.5").reducers[0],
+            reducer("f", "a").idempotent().identity(1.5)
+        );
+        assert_eq!(
+            prog("reducer .= 0\nreducer[i] = 1").body,
+            program([
+                declare("reducer", lit(0)),
+                overwrite(access("reducer", [idx("i")]), lit(1))
+            ])
+            .body
+        );
+        let cases = [
+            (
+                "reducer f(a, b) = a identity 0 identity 1",
+                "1:32: syntax error: `identity` is given twice for `f`",
+            ),
+            (
+                "reducer f(a, b) = a neutral 0",
+                "1:21: syntax error: unknown reducer property `neutral` (expected `identity`, `annihilator`, `commutative`, `associative` or `idempotent`)",
+            ),
+            (
+                "reducer f(a, b) = a annihilator x",
+                "1:33: syntax error: expected a literal value after `annihilator`",
+            ),
+            (
+                "reducer f(a) = a",
+                "1:12: syntax error: expected `,` between the two parameters of a reducer, found `)`",
+            ),
+            (
+                "for i = _\n  reducer f(a, b) = a\nend",
+                "2:3: syntax error: a `reducer` definition must be at the top level of the program",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(err(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn windows() {
+        assert_eq!(
+            prog("y[i] = A[(2:4)(i), ~(j - 1), (k)]"),
+            program([overwrite(
+                access("y", [idx("i")]),
+                access(
+                    "A",
+                    [
+                        idx("i").with_window(lit(2), lit(4)),
+                        idx(sub("j", lit(1))).with_tilde(),
+                        idx("k"),
+                    ]
+                )
+            )])
+        );
+        assert_eq!(
+            expr("A[gallop((j:j + 2)(i)), ~(0:size(A, 1) - 1)(k)]"),
+            read(access(
+                "A",
+                [
+                    idx("i")
+                        .with_window("j", add("j", lit(2)))
+                        .with_protocol(Protocol::Gallop),
+                    idx("k")
+                        .with_window(lit(0), sub(call("size", [name("A"), lit(1)]), lit(1)))
+                        .with_tilde(),
+                ]
+            ))
+        );
+        assert_eq!(
+            err("s += A[(0:2)]"),
+            "1:13: syntax error: expected `(` after the window `(lo:hi)`, as in `(lo:hi)(i)`, found `]`"
+        );
+        assert_eq!(
+            err("s += A[(0:2(i)]"),
+            "1:12: syntax error: expected `)` to close the window `(lo:hi)` opened at 1:8, found `(`"
+        );
+    }
+
+    #[test]
+    fn swizzles() {
+        let at = |t: &str, perm: &[usize]| access(t, [idx("i"), idx("j")]).swizzled(perm);
+        assert_eq!(
+            prog("swizzle(B, 1, 0)[i, j] = swizzle(A, 1, 0)[i, j]"),
+            program([overwrite(at("B", &[1, 0]), at("A", &[1, 0]))])
+        );
+        // Nested swizzles compose: index k goes to dimension inner[outer[k]].
+        assert_eq!(
+            expr("swizzle(swizzle(C, 2, 0, 1), 1, 0, 2)[i, j, k]"),
+            read(access("C", [idx("i"), idx("j"), idx("k")]).swizzled(&[0, 2, 1]))
+        );
+        assert_eq!(
+            access("C", [idx("i"), idx("j"), idx("k")])
+                .swizzled(&[2, 0, 1])
+                .swizzled(&[1, 0, 2]),
+            access("C", [idx("i"), idx("j"), idx("k")]).swizzled(&[0, 2, 1])
+        );
+        // `swizzle` alone is a name.
+        assert_eq!(expr("swizzle + 1"), add("swizzle", lit(1)));
+        let cases = [
+            (
+                "s += swizzle(A, 1, 1)[i, j]",
+                "1:6: syntax error: swizzle dimensions (1, 1) are not a permutation of 0..2",
+            ),
+            (
+                "s += swizzle(A, 0, 2)[i, j]",
+                "1:6: syntax error: swizzle dimensions (0, 2) are not a permutation of 0..2",
+            ),
+            (
+                "s += swizzle(A, 1, 0)[i]",
+                "1:6: syntax error: `swizzle` of 2 dimensions accessed with 1 indices",
+            ),
+            (
+                "s += swizzle(swizzle(A, 1, 0), 0)[i]",
+                "1:6: syntax error: this swizzle has 1 dimensions but the view it swizzles has 2",
+            ),
+            (
+                "s += swizzle(A, 1, 0) + 1",
+                "1:23: syntax error: expected `[` after `swizzle(...)`, found `+`",
+            ),
+            (
+                "s += swizzle(A, i)[i]",
+                "1:17: syntax error: expected a dimension number in `swizzle(...)`, found name `i`",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(err(text), want, "{text}");
+        }
+    }
+
+    #[test]
     fn literals() {
         assert_eq!(expr("Inf"), lit(f64::INFINITY));
         assert_eq!(expr("-Inf"), lit(f64::NEG_INFINITY));

@@ -369,6 +369,29 @@ mod tests {
     }
 
     #[test]
+    fn prints_views_and_reducers() {
+        let p = program([assign(
+            access("y", [idx("i").with_window("j", add("j", lit(2)))]).swizzled(&[0]),
+            user("sat"),
+            read(access("A", [idx("i").with_window(lit(0), lit(3)).with_tilde(), idx("j").with_window(lit(1), lit(2)).with_protocol(Protocol::Follow)]).swizzled(&[1, 0])),
+        )])
+        .with_reducer(
+            reducer("sat", call("min", [add("a", "b"), lit(255)]))
+                .identity(0)
+                .annihilator(255)
+                .commutative()
+                .associative(),
+        )
+        .with_reducer(reducer("neg", neg("y")).params("x", "y").identity(-0.5).idempotent());
+        let text = "reducer sat(a, b) = min(a + b, 255) identity 0 annihilator 255 commutative associative
+reducer neg(x, y) = -y identity -0.5 idempotent
+swizzle(y, 0)[(j:j + 2)(i)] <<sat>>= swizzle(A, 1, 0)[~(0:3)(i), follow((1:2)(j))]
+";
+        assert_eq!(p.to_string(), text);
+        assert_eq!(parse_program(text), Ok(p));
+    }
+
+    #[test]
     fn prints_nested_blocks() {
         let p = program([for_(
             "i",
@@ -420,21 +443,59 @@ mod tests {
         ])
     }
 
-    fn access_s(e: impl Strategy<Value = Expr>) -> impl Strategy<Value = Access> {
+    fn access_s(e: impl Strategy<Value = Expr> + 'static) -> impl Strategy<Value = Access> {
         let protocol = proptest::option::of(proptest::sample::select(vec![
             Protocol::Walk,
             Protocol::Gallop,
             Protocol::Follow,
             Protocol::Extrude,
         ]));
-        let index =
-            (e, any::<bool>(), protocol).prop_map(|(expr, permissive, protocol)| AccessIndex {
+        let e = e.boxed();
+        let window = proptest::option::weighted(0.2, (e.clone(), e.clone()));
+        let index = (e, any::<bool>(), protocol, window).prop_map(
+            |(expr, permissive, protocol, window)| AccessIndex {
                 expr,
                 permissive,
                 protocol,
-                window: None,
-            });
-        (name_s(), proptest::collection::vec(index, 0..3)).prop_map(|(t, ix)| access(&t, ix))
+                window,
+            },
+        );
+        (
+            name_s(),
+            proptest::collection::vec(index, 0..3),
+            any::<bool>(),
+            any::<proptest::sample::Index>(),
+        )
+            .prop_map(|(t, ix, swizzled, which)| {
+                let n = ix.len();
+                let a = access(&t, ix);
+                if !swizzled {
+                    return a;
+                }
+                // One of the permutations of 0..n, chosen by rotating the identity.
+                let r = if n == 0 { 0 } else { which.index(n) };
+                let perm: Vec<usize> = (0..n).map(|k| (k + r) % n).collect();
+                a.swizzled(&perm)
+            })
+    }
+
+    fn reducer_s() -> impl Strategy<Value = ReducerDef> {
+        (
+            proptest::sample::select(vec!["f", "absmax", "sat_2"]),
+            expr_s(),
+            proptest::option::of(scalar()),
+            proptest::option::of(scalar()),
+            any::<[bool; 3]>(),
+        )
+            .prop_map(|(n, body, id, ann, [c, a, i])| {
+                let mut r = reducer(n, body);
+                r.identity = id;
+                r.annihilator = ann;
+                r.commutative = c;
+                r.associative = a;
+                r.idempotent = i;
+                r
+            })
     }
 
     fn expr_s() -> BoxedStrategy<Expr> {
@@ -513,8 +574,12 @@ mod tests {
         }
 
         #[test]
-        fn programs_round_trip(body in proptest::collection::vec(stmt_s(), 0..5)) {
-            let p = program(body);
+        fn programs_round_trip(
+            body in proptest::collection::vec(stmt_s(), 0..5),
+            reducers in proptest::collection::vec(reducer_s(), 0..3),
+        ) {
+            let mut p = program(body);
+            p.reducers = reducers;
             let text = p.to_string();
             prop_assert_eq!(parse_program(&text), Ok(p), "{}", text);
         }

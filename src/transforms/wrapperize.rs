@@ -442,8 +442,8 @@ mod tests {
         );
         // Windows of swizzled views index the view's dimension.
         assert_eq!(
-            wrap("for i = _, j = _\n  y[i] += swizzle(A, 1, 0)[(1:2)(i), j]\nend").unwrap(),
-            "for i = 0:2 - 1, j = _\n  y[i] += A[j, i + 1]\nend\n"
+            wrap("for i = _, j = _\n  s[] += swizzle(A, 1, 0)[(1:2)(i), j]\nend").unwrap(),
+            "for i = 0:2 - 1, j = _\n  s[] += A[j, i + 1]\nend\n"
         );
         // Windows inside window bounds.
         assert_eq!(
@@ -483,7 +483,7 @@ mod tests {
             "0:0: `A`: swizzle dimensions (0, 0) are not a permutation of 0..2"
         );
         assert_eq!(
-            with_perm(&[1]),
+            with_perm(&[0]),
             "0:0: `swizzle` of 1 dimensions of `A` accessed with 2 indices"
         );
     }
