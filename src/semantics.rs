@@ -396,6 +396,53 @@ mod tests {
         assert!(reducer_classes(&Reducer::Named("f".into()), Class::Int, Class::Int).is_err());
     }
 
+    fn user(text: &str) -> Reducer {
+        let p = crate::notation::parse::parse_program(text).unwrap();
+        Reducer::User(std::sync::Arc::new(p.reducers[0].clone()))
+    }
+
+    #[test]
+    fn user_reducers_type_and_apply_their_body() {
+        let sat = user("reducer sat(a, b) = min(a + b, 255)");
+        assert_eq!(
+            reducer_classes(&sat, Class::Int, Class::Bool),
+            Ok((Class::Int, Class::Int))
+        );
+        assert_eq!(
+            apply_reducer(&sat, Scalar::U8(250), Scalar::U8(9), ElemType::U8),
+            Ok(Scalar::U8(255))
+        );
+        assert_eq!(
+            apply_reducer(&sat, Scalar::U8(2), Scalar::Bool(true), ElemType::U8),
+            Ok(Scalar::U8(3))
+        );
+        // The parameters may have other names; `b` is the new value.
+        let last = user("reducer last(old, new) = new");
+        assert_eq!(
+            apply_reducer(&last, Scalar::I64(1), Scalar::F64(2.5), ElemType::F64),
+            Ok(Scalar::F64(2.5))
+        );
+        // A float body into an integer element truncates like any store.
+        let half = user("reducer half(a, b) = (a + b) / 2");
+        assert_eq!(
+            reducer_classes(&half, Class::Int, Class::Int),
+            Ok((Class::Int, Class::Float))
+        );
+        assert_eq!(
+            apply_reducer(&half, Scalar::I64(3), Scalar::I64(4), ElemType::I64),
+            Ok(Scalar::I64(3))
+        );
+        let both = user("reducer both(a, b) = a && b");
+        assert_eq!(
+            reducer_classes(&both, Class::Bool, Class::Bool),
+            Ok((Class::Bool, Class::Bool))
+        );
+        assert_eq!(
+            reducer_classes(&both, Class::Float, Class::Bool),
+            Err("in the body of reducer `both`: `&&` needs bool operands".into())
+        );
+    }
+
     #[test]
     fn reducers_store_into_the_element_type() {
         let r = apply_reducer(

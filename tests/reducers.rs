@@ -65,7 +65,12 @@ fn check_promises(def: &ReducerDef, samples: &[Scalar]) {
         }
         for &y in samples {
             if def.idempotent {
-                assert_eq!(f(f(x, y), y), f(x, y), "{} idempotent at {x}, {y}", def.name);
+                assert_eq!(
+                    f(f(x, y), y),
+                    f(x, y),
+                    "{} idempotent at {x}, {y}",
+                    def.name
+                );
             }
             if def.commutative {
                 assert_eq!(f(x, y), f(y, x), "{} commutative at {x}, {y}", def.name);
@@ -115,7 +120,10 @@ fn absmax_agrees_with_the_evaluator_on_every_format() {
     ] {
         let got = agree(
             &prog,
-            tensors(vec![("s", scalar("Scalar(0.0)")), ("x", vector(f, values.clone()))]),
+            tensors(vec![
+                ("s", scalar("Scalar(0.0)")),
+                ("x", vector(f, values.clone())),
+            ]),
         );
         assert_eq!(got["s"].get(&[]).unwrap(), Scalar::F64(7.5), "{f}");
     }
@@ -131,11 +139,18 @@ fn identities_are_skipped_and_runs_integrated_when_idempotent() {
     // Idempotent: one application per run, so no loop inside the loop over runs.
     let idem = format!("{ABSMAX}s .= 0\nfor i = _\n  s[] <<absmax>>= x[i]\nend\n");
     let c = code(&idem, &ts);
-    assert_eq!(c.matches("while").count() + c.matches("for ").count(), 1, "{c}");
+    assert_eq!(
+        c.matches("while").count() + c.matches("for ").count(),
+        1,
+        "{c}"
+    );
     // The same body without the promise: every coordinate of a run is visited.
     let plain = idem.replace(" idempotent", "");
     let c = code(&plain, &ts);
-    assert!(c.matches("while").count() + c.matches("for ").count() >= 2, "{c}");
+    assert!(
+        c.matches("while").count() + c.matches("for ").count() >= 2,
+        "{c}"
+    );
     for p in [&idem, &plain] {
         let got = agree(p, ts.clone());
         assert_eq!(got["s"].get(&[]).unwrap(), Scalar::F64(9.0));
@@ -144,10 +159,17 @@ fn identities_are_skipped_and_runs_integrated_when_idempotent() {
     // loop is over stored entries only (one loop, no comparison against the fill).
     let sparse = tensors(vec![
         ("s", scalar("Scalar(0.0)")),
-        ("x", vector("SparseList(Element(0.0))", vec![0.0, 0.0, -4.0, 0.0, 3.0])),
+        (
+            "x",
+            vector("SparseList(Element(0.0))", vec![0.0, 0.0, -4.0, 0.0, 3.0]),
+        ),
     ]);
     let c = code(&idem, &sparse);
-    assert_eq!(c.matches("while").count() + c.matches("for ").count(), 1, "{c}");
+    assert_eq!(
+        c.matches("while").count() + c.matches("for ").count(),
+        1,
+        "{c}"
+    );
     agree(&idem, sparse);
 }
 
@@ -179,7 +201,8 @@ fn reducers_without_identity_visit_the_fills() {
 
 #[test]
 fn saturating_row_sums_into_sparse_outputs() {
-    let sat = "reducer sat(a, b) = min(a + b, 10) identity 0 annihilator 10 commutative associative\n";
+    let sat =
+        "reducer sat(a, b) = min(a + b, 10) identity 0 annihilator 10 commutative associative\n";
     let a = [
         0, 3, 0, 9, 0, //
         0, 0, 0, 0, 0, //
@@ -206,7 +229,11 @@ fn saturating_row_sums_into_sparse_outputs() {
                 ("y", Tensor::empty(&fmt(yf), &[5]).unwrap()),
             ]);
             let got = agree(&rows, ts.clone());
-            assert_eq!(got["y"].to_dense(), Buffer::I64(vec![10, 0, 9, 0, 10]), "{af} {yf}");
+            assert_eq!(
+                got["y"].to_dense(),
+                Buffer::I64(vec![10, 0, 9, 0, 10]),
+                "{af} {yf}"
+            );
             // Column sums write `y` out of order: only formats that take any order.
             if !yf.starts_with("SparseList") {
                 let got = agree(&cols, ts);
@@ -266,7 +293,10 @@ fn short_circuit_stops_at_a_user_annihilator() {
         prog,
         tensors(vec![
             ("s", scalar("ShortCircuitScalar(0.0)")),
-            ("x", vector("SparseList(Element(0.0))", vec![1.0, 0.0, 2.5, 0.0])),
+            (
+                "x",
+                vector("SparseList(Element(0.0))", vec![1.0, 0.0, 2.5, 0.0]),
+            ),
         ]),
     );
     assert_eq!(got["s"].get(&[]).unwrap(), Scalar::F64(3.5));
@@ -280,7 +310,11 @@ fn reducers_registered_from_rust() {
             for_(
                 "i",
                 auto(),
-                [assign(access("s", []), user(name), read(access("x", [idx("i")])))],
+                [assign(
+                    access("s", []),
+                    user(name),
+                    read(access("x", [idx("i")])),
+                )],
             ),
         ]);
         sum.with_reducer(reducer(name, add("a", mul("b", lit(scale)))).identity(0))

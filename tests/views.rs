@@ -82,7 +82,10 @@ fn vector_windows_copy_and_sum() {
     for f in VECTOR_FORMATS {
         let got = agree(
             copy,
-            tensors(vec![("x", tensor(f, &[n], x.clone())), ("y", zeros("Dense(Element(0.0))", &[6]))]),
+            tensors(vec![
+                ("x", tensor(f, &[n], x.clone())),
+                ("y", zeros("Dense(Element(0.0))", &[6])),
+            ]),
         );
         assert_eq!(got["y"].to_dense(), Buffer::F64(x[2..8].to_vec()), "{f}");
         // Windows at both edges, in the middle, of one coordinate and empty ones (which may
@@ -98,11 +101,18 @@ fn vector_windows_copy_and_sum() {
             let p = sum.replace("lo", lo).replace("hi", hi);
             let got = agree(
                 &p,
-                tensors(vec![("x", tensor(f, &[n], x.clone())), ("s", zeros("Scalar(0.0)", &[]))]),
+                tensors(vec![
+                    ("x", tensor(f, &[n], x.clone())),
+                    ("s", zeros("Scalar(0.0)", &[])),
+                ]),
             );
             let (l, h) = (bound(lo, n), bound(hi, n));
             let want = (l..=h).fold(0.0, |s, k| s + x[k as usize] * 10.0 + 1.0);
-            assert_eq!(got["s"].get(&[]).unwrap(), Scalar::F64(want), "{f} {lo}:{hi}");
+            assert_eq!(
+                got["s"].get(&[]).unwrap(),
+                Scalar::F64(want),
+                "{f} {lo}:{hi}"
+            );
         }
     }
 }
@@ -204,11 +214,15 @@ fn swizzled_spmv_is_the_transposed_spmv() {
         assert_eq!(s["y"].to_dense(), t["y"].to_dense(), "{f}");
     }
     // Swizzling twice is the plain SpMV; the output shape is inferred through the swizzle.
-    let twice = "y .= 0\nfor i = _, j = _\n  y[i] += swizzle(swizzle(A, 1, 0), 1, 0)[i, j] * z[j]\nend\n";
+    let twice =
+        "y .= 0\nfor i = _, j = _\n  y[i] += swizzle(swizzle(A, 1, 0), 1, 0)[i, j] * z[j]\nend\n";
     let got = agree(
         twice,
         tensors(vec![
-            ("A", tensor("Dense(SparseList(Element(0.0)))", &[4, 6], a.clone())),
+            (
+                "A",
+                tensor("Dense(SparseList(Element(0.0)))", &[4, 6], a.clone()),
+            ),
             ("z", tensor("Dense(Element(0.0))", &[6], vec![1.0; 6])),
             ("y", zeros("Dense(Element(0.0))", &[4])),
         ]),
@@ -235,7 +249,9 @@ fn swizzled_writes_and_higher_ranks() {
         assert_eq!(got["B"].to_dense(), Buffer::F64(want), "{f}");
     }
     // Rank 3: index k addresses dimension perm[k]; with a window on a swizzled dimension.
-    let c: Vec<f64> = (0..24).map(|v| if v % 3 == 0 { 0.0 } else { v as f64 }).collect();
+    let c: Vec<f64> = (0..24)
+        .map(|v| if v % 3 == 0 { 0.0 } else { v as f64 })
+        .collect();
     let prog = "s .= 0\nfor i = _, j = _, k = _\n  s[] += swizzle(C, 2, 0, 1)[(1:2)(i), j, k] * (i + 10 * j + 100 * k)\nend\n";
     for f in [
         "Dense(Dense(Dense(Element(0.0))))",
@@ -294,8 +310,11 @@ fn view_errors() {
     );
     // Sliding windows the evaluator catches leaving the tensor as they move.
     let p = parse("s .= 0\nfor j = 0:4, i = _\n  s[] += x[(j:j + 2)(i)]\nend");
-    let e = run_eval(&p, &tensors(vec![("x", x()), ("s", zeros("Scalar(0.0)", &[]))]))
-        .unwrap_err();
+    let e = run_eval(
+        &p,
+        &tensors(vec![("x", x()), ("s", zeros("Scalar(0.0)", &[]))]),
+    )
+    .unwrap_err();
     assert_eq!(
         e.to_string(),
         "tensor `x`: 3:10: the window 4:6 leaves dimension 0 (size 6)"
@@ -322,7 +341,11 @@ fn view_errors() {
     // A window sizing a loop cannot use what the loop binds.
     let (c, e) = both_fail(
         "s .= 0\nfor i = _, j = _\n  s[] += x[(j:j + 1)(i)] * z[j]\nend",
-        tensors(vec![("x", x()), ("z", x()), ("s", zeros("Scalar(0.0)", &[]))]),
+        tensors(vec![
+            ("x", x()),
+            ("z", x()),
+            ("s", zeros("Scalar(0.0)", &[])),
+        ]),
     );
     let want = "3:13: this window of `x` sizes the loop over `i` at 2:1 but uses `j`, which is bound inside that loop";
     assert_eq!(c.to_string(), want);

@@ -7,9 +7,9 @@ use crate::error::{Error, Result};
 use crate::notation::ast::{
     Access, AccessIndex, AssignOp, Expr, ExprKind, Extent, Span, Stmt, StmtKind,
 };
+use crate::semantics::{apply_reducer, convert, eval_binary, eval_call, eval_unary};
 use crate::transforms::dimensionalize::window_outside;
 use crate::transforms::wrapperize;
-use crate::semantics::{apply_reducer, convert, eval_binary, eval_call, eval_unary};
 use crate::types::{Class, Scalar};
 
 /// A value in its compute class (`Bool`, `I64` or `F64`), or `None` for `missing`.
@@ -125,7 +125,12 @@ impl<'a> Machine<'a> {
             }
             let (lo, hi) = (self.bound(w.lo)?, self.bound(w.hi)?);
             let size = hi.saturating_sub(lo).saturating_add(1).max(0) as usize;
-            all.push(extent::Use::window(&w, &lo.to_string(), &hi.to_string(), size));
+            all.push(extent::Use::window(
+                &w,
+                &lo.to_string(),
+                &hi.to_string(),
+                size,
+            ));
         }
         extent::infer(&all, index, span)
     }
@@ -184,7 +189,12 @@ impl<'a> Machine<'a> {
             let d = a.dim_of(k);
             if let Some((lo, hi)) = &ix.window {
                 let (lo, hi) = (self.bound(lo)?, self.bound(hi)?);
-                let n = self.tensor(&a.tensor, a.span)?.shape.get(d).copied().unwrap_or(0);
+                let n = self
+                    .tensor(&a.tensor, a.span)?
+                    .shape
+                    .get(d)
+                    .copied()
+                    .unwrap_or(0);
                 let size = hi.saturating_sub(lo).saturating_add(1).max(0);
                 if size > 0 && (lo < 0 || hi >= n as i64) {
                     oob.get_or_insert_with(|| window_outside(&a.tensor, a.span, lo, hi, d, n));

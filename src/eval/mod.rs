@@ -133,7 +133,7 @@ fn check_extents(env: &Env, body: &[crate::notation::ast::Stmt]) -> Result<()> {
                         }
                     }
                     // Windows of sizes known only at run time are checked when the loop runs.
-                    if !(all.is_empty() && !windows.is_empty()) {
+                    if !all.is_empty() || windows.is_empty() {
                         extent::infer(&all, index, s.span)?;
                     }
                 }

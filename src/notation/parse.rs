@@ -891,7 +891,10 @@ impl Parser {
             return Ok(None);
         }
         let (hi, d2) = self.expr()?;
-        self.expect_punct(")", &format!(" to close the window `(lo:hi)` opened at {open}"))?;
+        self.expect_punct(
+            ")",
+            &format!(" to close the window `(lo:hi)` opened at {open}"),
+        )?;
         self.expect_punct("(", " after the window `(lo:hi)`, as in `(lo:hi)(i)`")?;
         let (e, d3) = self.expr()?;
         self.expect_punct(")", " to close the index of the window")?;
@@ -1324,7 +1327,11 @@ mod tests {
             for_(
                 "i",
                 auto(),
-                [assign(access("s", []), user("absmax"), access("x", [idx("i")]))],
+                [assign(
+                    access("s", []),
+                    user("absmax"),
+                    access("x", [idx("i")]),
+                )],
             ),
         ])
         .with_reducer(absmax)

@@ -373,7 +373,18 @@ mod tests {
         let p = program([assign(
             access("y", [idx("i").with_window("j", add("j", lit(2)))]).swizzled(&[0]),
             user("sat"),
-            read(access("A", [idx("i").with_window(lit(0), lit(3)).with_tilde(), idx("j").with_window(lit(1), lit(2)).with_protocol(Protocol::Follow)]).swizzled(&[1, 0])),
+            read(
+                access(
+                    "A",
+                    [
+                        idx("i").with_window(lit(0), lit(3)).with_tilde(),
+                        idx("j")
+                            .with_window(lit(1), lit(2))
+                            .with_protocol(Protocol::Follow),
+                    ],
+                )
+                .swizzled(&[1, 0]),
+            ),
         )])
         .with_reducer(
             reducer("sat", call("min", [add("a", "b"), lit(255)]))
@@ -382,8 +393,14 @@ mod tests {
                 .commutative()
                 .associative(),
         )
-        .with_reducer(reducer("neg", neg("y")).params("x", "y").identity(-0.5).idempotent());
-        let text = "reducer sat(a, b) = min(a + b, 255) identity 0 annihilator 255 commutative associative
+        .with_reducer(
+            reducer("neg", neg("y"))
+                .params("x", "y")
+                .identity(-0.5)
+                .idempotent(),
+        );
+        let text =
+            "reducer sat(a, b) = min(a + b, 255) identity 0 annihilator 255 commutative associative
 reducer neg(x, y) = -y identity -0.5 idempotent
 swizzle(y, 0)[(j:j + 2)(i)] <<sat>>= swizzle(A, 1, 0)[~(0:3)(i), follow((1:2)(j))]
 ";

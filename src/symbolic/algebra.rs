@@ -87,3 +87,32 @@ pub fn is_one(s: &Scalar) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notation::build::{add, reducer};
+    use std::sync::Arc;
+
+    #[test]
+    fn user_reducers_declare_their_properties() {
+        let sat = Reducer::User(Arc::new(
+            reducer("sat", add("a", "b"))
+                .identity(0)
+                .annihilator(255)
+                .idempotent(),
+        ));
+        assert_eq!(identity(&sat, Class::Int), Some(Scalar::I64(0)));
+        assert_eq!(identity(&sat, Class::Float), Some(Scalar::F64(0.0)));
+        assert_eq!(identity(&sat, Class::Bool), Some(Scalar::Bool(false)));
+        assert_eq!(annihilator(&sat, Class::Int), Some(Scalar::I64(255)));
+        // 255 is no bool: the promise says nothing about bool reductions.
+        assert_eq!(annihilator(&sat, Class::Bool), None);
+        assert!(is_idempotent(&sat));
+        let half = Reducer::User(Arc::new(reducer("half", "b").identity(0.5)));
+        assert_eq!(identity(&half, Class::Float), Some(Scalar::F64(0.5)));
+        assert_eq!(identity(&half, Class::Int), None);
+        assert_eq!(annihilator(&half, Class::Float), None);
+        assert!(!is_idempotent(&half));
+    }
+}

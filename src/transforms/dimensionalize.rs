@@ -130,7 +130,11 @@ impl Dims {
                 };
                 let d = a.dim_of(k);
                 let Some(&n) = shape.get(d) else { continue };
-                meet(n, format!("dimension {d} of `{}` (size {n})", a.tensor), a.span);
+                meet(
+                    n,
+                    format!("dimension {d} of `{}` (size {n})", a.tensor),
+                    a.span,
+                );
             }
         });
         let windows = window_uses(body, index);

@@ -25,9 +25,7 @@ impl Linear {
 
     /// `self + k·other`, `None` on overflow.
     fn add_scaled(mut self, other: &Linear, k: i64) -> Option<Linear> {
-        self.constant = self
-            .constant
-            .checked_add(other.constant.checked_mul(k)?)?;
+        self.constant = self.constant.checked_add(other.constant.checked_mul(k)?)?;
         for (n, c) in &other.terms {
             let e = self.terms.entry(n.clone()).or_insert(0);
             *e = e.checked_add(c.checked_mul(k)?)?;

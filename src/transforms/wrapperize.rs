@@ -139,7 +139,9 @@ pub struct WindowUse<'a> {
 
 /// Whether `index` indexes some tensor directly (a plain, non-permissive, unwindowed name).
 pub fn is_direct(ix: &AccessIndex, index: &str) -> bool {
-    !ix.permissive && ix.window.is_none() && matches!(&ix.expr.kind, ExprKind::Name(n) if n == index)
+    !ix.permissive
+        && ix.window.is_none()
+        && matches!(&ix.expr.kind, ExprKind::Name(n) if n == index)
 }
 
 /// Every window indexed by `index` in `body`, in program order.
@@ -150,12 +152,7 @@ pub fn window_uses<'a>(body: &'a [Stmt], index: &str) -> Vec<WindowUse<'a>> {
     out
 }
 
-fn walk<'a>(
-    body: &'a [Stmt],
-    index: &str,
-    bound: &mut Vec<String>,
-    out: &mut Vec<WindowUse<'a>>,
-) {
+fn walk<'a>(body: &'a [Stmt], index: &str, bound: &mut Vec<String>, out: &mut Vec<WindowUse<'a>>) {
     let exprs = |e: &'a Expr, bound: &Vec<String>, out: &mut Vec<WindowUse<'a>>| {
         visit::expr(e, &mut |x| {
             if let ExprKind::Access(a) = &x.kind {
@@ -239,11 +236,7 @@ pub fn hoistable(w: &WindowUse) -> bool {
 
 /// The window that sizes `for index = _` (at `span`) when no tensor is indexed by `index`
 /// directly: the first one, whose bounds must not use names bound inside the loop.
-pub fn auto_window<'a>(
-    body: &'a [Stmt],
-    index: &str,
-    span: Span,
-) -> Result<Option<WindowUse<'a>>> {
+pub fn auto_window<'a>(body: &'a [Stmt], index: &str, span: Span) -> Result<Option<WindowUse<'a>>> {
     let mut direct = false;
     visit::accesses(body, &mut |a: &Access| {
         direct |= a.indices.iter().any(|ix| is_direct(ix, index));
@@ -456,7 +449,9 @@ mod tests {
     fn bad_views_are_errors() {
         let e = |t: &str| wrap(t).unwrap_err().to_string();
         assert_eq!(
-            e("for i = _\n  s[] += A[(0:k)(i)]\nend\nfor i = _, k = _\n  s[] += A[(0:k)(i)] * B[k]\nend"),
+            e(
+                "for i = _\n  s[] += A[(0:k)(i)]\nend\nfor i = _, k = _\n  s[] += A[(0:k)(i)] * B[k]\nend"
+            ),
             "5:15: this window of `A` sizes the loop over `i` at 4:1 but uses `k`, which is bound inside that loop"
         );
         assert_eq!(
