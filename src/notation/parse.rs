@@ -860,35 +860,31 @@ impl Parser {
         ))
     }
 
-    /// `e` or `(lo:hi)(e)`. A window starts like a parenthesised expression, so after `(` and
-    /// an expression, a `:` decides; otherwise the parser goes back and reads an expression.
+    /// `e` or `(lo:hi)(e)`. A window starts like a parenthesised expression: after `(` and an
+    /// expression, a `:` makes it a window; otherwise the parenthesised expression is the first
+    /// operand of the index expression (parsed once: backtracking would be exponential in the
+    /// nesting of accesses).
     #[allow(clippy::type_complexity)]
     fn windowed(&mut self) -> Result<(Option<(Expr, Expr)>, Expr, usize)> {
         if !self.is_punct("(") {
             let (e, d) = self.expr()?;
             return Ok((None, e, d));
         }
-        let start = self.pos;
         let open = self.bump().span;
         self.enter()?;
         let r = self.window_rest(open);
         self.leave();
-        match r? {
-            Some(w) => Ok(w),
-            None => {
-                self.pos = start;
-                let (e, d) = self.expr()?;
-                Ok((None, e, d))
-            }
-        }
+        r
     }
 
-    /// After the `(` of a possible window: the window, or `None` if it is not one.
+    /// After the `(` that starts an index.
     #[allow(clippy::type_complexity)]
-    fn window_rest(&mut self, open: Span) -> Result<Option<(Option<(Expr, Expr)>, Expr, usize)>> {
+    fn window_rest(&mut self, open: Span) -> Result<(Option<(Expr, Expr)>, Expr, usize)> {
         let (lo, d1) = self.expr()?;
         if !self.eat_punct(":") {
-            return Ok(None);
+            self.expect_punct(")", &format!(" to close `(` at {open}"))?;
+            let (e, d) = self.binary_rest(lo, d1, 1)?;
+            return Ok((None, e, d));
         }
         let (hi, d2) = self.expr()?;
         self.expect_punct(
@@ -898,7 +894,7 @@ impl Parser {
         self.expect_punct("(", " after the window `(lo:hi)`, as in `(lo:hi)(i)`")?;
         let (e, d3) = self.expr()?;
         self.expect_punct(")", " to close the index of the window")?;
-        Ok(Some((Some((lo, hi)), e, d1.max(d2).max(d3) + 1)))
+        Ok((Some((lo, hi)), e, d1.max(d2).max(d3) + 1))
     }
 
     // --- expressions ---
@@ -938,7 +934,17 @@ impl Parser {
     /// Precedence climbing: every operator is left-associative, so the right operand only takes
     /// operators that bind strictly tighter.
     fn binary(&mut self, min_prec: u8) -> Result<(Expr, usize)> {
-        let (mut lhs, mut depth) = self.unary()?;
+        let (lhs, depth) = self.unary()?;
+        self.binary_rest(lhs, depth, min_prec)
+    }
+
+    /// The operators after a first operand `lhs` already parsed.
+    fn binary_rest(
+        &mut self,
+        mut lhs: Expr,
+        mut depth: usize,
+        min_prec: u8,
+    ) -> Result<(Expr, usize)> {
         while let Some(op) = self.binary_op() {
             let prec = op.precedence();
             if prec < min_prec {
@@ -1642,6 +1648,11 @@ mod tests {
         assert!(err(&chain).contains("deeper"));
         let blocks = format!("{}{}", "begin\n".repeat(10_000), "end\n".repeat(10_000));
         assert!(err(&blocks).contains("nesting"));
+        // Accesses whose indices start with `(` are parsed once each, not twice per level.
+        let nested = format!("x = {}i{}", "A[(".repeat(45), ")]".repeat(45));
+        assert!(parse_program(&nested).is_ok());
+        let too_deep = format!("x = {}i{}", "A[(".repeat(60), ")]".repeat(60));
+        assert!(err(&too_deep).contains("nesting"));
         let long_ok = format!("x = 1{}", " + 1".repeat(500));
         assert!(parse_program(&long_ok).is_ok());
     }
