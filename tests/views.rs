@@ -117,6 +117,43 @@ fn vector_windows_copy_and_sum() {
     }
 }
 
+#[test]
+fn windows_known_only_at_run_time_and_written_windows() {
+    let x = vector_values();
+    let n = x.len();
+    // The bounds come from a `let` (a value the compiler cannot see): the loop is sized by
+    // `hi - lo` when it starts.
+    let prog = "s .= 0\nfor j = 0:2\n  let lo = j * 3, hi = j * 3 + j\n    for i = _\n      s[] += x[(lo:hi)(i)] * (j + 1)\n    end\n  end\nend\n";
+    // Writes through a window land at the window's offset.
+    let write = "y .= 0\nfor i = _\n  y[(3:8)(i)] = x[(4:9)(i)] + 1\nend\n";
+    for f in VECTOR_FORMATS {
+        let got = agree(
+            prog,
+            tensors(vec![
+                ("x", tensor(f, &[n], x.clone())),
+                ("s", zeros("Scalar(0.0)", &[])),
+            ]),
+        );
+        // j = 0: x[0]; j = 1: x[3..=4]; j = 2: x[6..=8].
+        let want = x[0] + 2.0 * (x[3] + x[4]) + 3.0 * (x[6] + x[7] + x[8]);
+        assert_eq!(got["s"].get(&[]).unwrap(), Scalar::F64(want), "{f}");
+        for yf in ["Dense(Element(0.0))", "SparseList(Element(0.0))"] {
+            let got = agree(
+                write,
+                tensors(vec![
+                    ("x", tensor(f, &[n], x.clone())),
+                    ("y", zeros(yf, &[10])),
+                ]),
+            );
+            let mut want = vec![0.0; 10];
+            for i in 0..6 {
+                want[3 + i] = x[4 + i] + 1.0;
+            }
+            assert_eq!(got["y"].to_dense(), Buffer::F64(want), "{f} {yf}");
+        }
+    }
+}
+
 /// The value of a window bound of `vector_windows_copy_and_sum`.
 fn bound(text: &str, n: usize) -> i64 {
     let n = n as i64;

@@ -239,3 +239,96 @@ pub fn window_outside(tensor: &str, span: Span, lo: i64, hi: i64, dim: usize, n:
         format!("{span}: the window {lo}:{hi} leaves dimension {dim} (size {n})"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notation::parse::parse_program;
+
+    fn infer(
+        text: &str,
+        known: &[(&str, &[usize])],
+        unknown: &[&str],
+    ) -> Result<HashMap<String, Vec<usize>>> {
+        let mut shapes: HashMap<String, Option<Vec<usize>>> = known
+            .iter()
+            .map(|(n, s)| (n.to_string(), Some(s.to_vec())))
+            .collect();
+        for n in unknown {
+            shapes.insert(n.to_string(), None);
+        }
+        infer_shapes(&parse_program(text).unwrap(), &shapes)
+    }
+
+    #[test]
+    fn windows_size_outputs_and_swizzles_permute_dimensions() {
+        let s = infer(
+            "for i = _\n  y[i] = x[(2:4)(i)]\nend",
+            &[("x", &[9])],
+            &["y"],
+        )
+        .unwrap();
+        assert_eq!(s["y"], vec![3]);
+        let s = infer(
+            "for i = _, j = _\n  swizzle(B, 1, 0)[i, j] = A[i, (1:2)(j)]\nend",
+            &[("A", &[4, 6])],
+            &["B"],
+        )
+        .unwrap();
+        assert_eq!(s["B"], vec![2, 4]);
+        let s = infer(
+            "for j = _, i = _\n  y[j] += x[(j:j + 2)(i)] * w[i]\nend",
+            &[("x", &[9]), ("w", &[3])],
+            &["y"],
+        );
+        // `j` is sized by nothing but the output, which nothing sizes.
+        assert!(s.is_err());
+    }
+
+    #[test]
+    fn windows_meet_other_extents() {
+        let e = infer(
+            "for j = _, i = _\n  y[j] += x[(j:j + 3)(i)] * w[i]\nend",
+            &[("x", &[9]), ("w", &[3]), ("y", &[6])],
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "2:11: dimension mismatch: index `i` ranges over dimension 0 of `w` (size 3) but also over the window j:j + 3 of dimension 0 of `x` (size 4)"
+        );
+        let e = infer(
+            "for i = 0:3\n  s[] += swizzle(A, 1, 0)[(0:size(A, 0) - 1)(i), 0]\nend",
+            &[("A", &[2, 5]), ("s", &[])],
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "2:10: dimension mismatch: index `i` ranges over the range 0:3 but also over the window 0:size(A, 0) - 1 of dimension 1 of `A` (size 2)"
+        );
+        let e = infer(
+            "for i = _\n  s[] += x[(0:size(x, 0))(i)]\nend",
+            &[("x", &[4]), ("s", &[])],
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "tensor `x`: 2:10: the window 0:4 leaves dimension 0 (size 4)"
+        );
+        // Empty windows may sit anywhere; sizes that depend on values are left to run time.
+        infer(
+            "for i = _\n  s[] += x[(9:8)(i)]\nend",
+            &[("x", &[4]), ("s", &[])],
+            &[],
+        )
+        .unwrap();
+        infer(
+            "for j = 0:1, i = _\n  s[] += x[(0:j)(i)]\nend",
+            &[("x", &[4]), ("s", &[])],
+            &[],
+        )
+        .unwrap();
+    }
+}
