@@ -448,7 +448,7 @@ fn with_views_and_user_reducers(program: &str) -> String {
 #[test]
 fn views_and_user_reducers_match_evaluator() {
     let mut rng = StdRng::seed_from_u64(7);
-    for _ in 0..100 {
+    for _ in 0..50 {
         check_rewritten(rng.random(), true, &with_views_and_user_reducers).unwrap();
     }
 }
