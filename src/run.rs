@@ -24,10 +24,13 @@ pub struct Compiled {
     pub program: Program,
 }
 
-/// Normalise a program for tensors with these names: permissive indices become bounds checks,
-/// then concordize, then lifecycle automation.
+/// Normalise a program for tensors with these names: user reducers are attached to their
+/// uses, windows and swizzles are compiled away, permissive indices become bounds checks, then
+/// concordize, then lifecycle automation.
 pub fn normalize(program: &Program, tensors: &HashSet<String>) -> Result<Program> {
-    let p = transforms::permissive(program)?;
+    let p = transforms::resolve_reducers(program)?;
+    let p = transforms::wrapperize(&p)?;
+    let p = transforms::permissive(&p)?;
     let p = transforms::resolve_auto_extents(&p);
     let p = transforms::concordize(&p);
     transforms::lifecycle(&p, tensors)

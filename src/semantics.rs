@@ -6,7 +6,7 @@
 //! (`true + true == 2`), as in Julia. Integer arithmetic wraps, and integer division or
 //! remainder by zero gives 0 rather than trapping, so that no program can crash a kernel.
 
-use crate::notation::ast::{BinaryOp, Reducer, UnaryOp};
+use crate::notation::ast::{BinaryOp, Expr, ExprKind, Reducer, ReducerDef, UnaryOp};
 use crate::types::{Class, ElemType, Scalar};
 
 /// The representative element type of a class.
@@ -142,6 +142,67 @@ pub fn reducer_classes(r: &Reducer, elem: Class, rhs: Class) -> Result<(Class, C
             }
         }
         Reducer::Named(n) => Err(format!("unknown reducer `<<{n}>>=`")),
+        // Both operands meet in one class, as for `min`; the body decides the result class.
+        Reducer::User(def) => {
+            let c = join(elem, rhs);
+            let result = body_class(def, &def.body, c)
+                .map_err(|m| format!("in the body of reducer `{}`: {m}", def.name))?;
+            Ok((c, result))
+        }
+    }
+}
+
+/// The class of (part of) a user reducer's body when both parameters have class `c`.
+pub fn body_class(def: &ReducerDef, e: &Expr, c: Class) -> Result<Class, String> {
+    match &e.kind {
+        ExprKind::Literal(v) => Ok(v.widen().ty().class()),
+        ExprKind::Name(n) if def.params.contains(n) => Ok(c),
+        ExprKind::Unary(op, x) => Ok(unary_class(*op, body_class(def, x, c)?)?.1),
+        ExprKind::Binary(op, x, y) => {
+            let (a, b) = (body_class(def, x, c)?, body_class(def, y, c)?);
+            Ok(binary_classes(*op, a, b)?.1)
+        }
+        ExprKind::Call(name, args) if name != "size" => {
+            let classes = args
+                .iter()
+                .map(|a| body_class(def, a, c))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(call_classes(name, &classes)?.1)
+        }
+        _ => Err(body_misuse(def, e)),
+    }
+}
+
+/// Why `e` cannot appear in the body of `def` (it is not a parameter, literal, operator or
+/// built-in function).
+pub fn body_misuse(def: &ReducerDef, e: &Expr) -> String {
+    let [a, b] = &def.params;
+    match &e.kind {
+        ExprKind::Name(n) => format!("`{n}` is not a parameter of `{}` (`{a}`, `{b}`)", def.name),
+        ExprKind::Access(x) => format!(
+            "a reducer body cannot read tensors (`{}[...]` in `{}`)",
+            x.tensor, def.name
+        ),
+        ExprKind::Missing => format!("a reducer body cannot use `missing` (in `{}`)", def.name),
+        ExprKind::Call(n, _) => format!("a reducer body cannot call `{n}` (in `{}`)", def.name),
+        _ => format!("unexpected expression in the body of `{}`", def.name),
+    }
+}
+
+/// Evaluate a user reducer's body with its parameters bound to `old` and `new`.
+pub fn eval_body(def: &ReducerDef, e: &Expr, old: Scalar, new: Scalar) -> Result<Scalar, String> {
+    let ev = |x: &Expr| eval_body(def, x, old, new);
+    match &e.kind {
+        ExprKind::Literal(v) => Ok(v.widen()),
+        ExprKind::Name(n) if *n == def.params[0] => Ok(old),
+        ExprKind::Name(n) if *n == def.params[1] => Ok(new),
+        ExprKind::Unary(op, x) => eval_unary(*op, ev(x)?),
+        ExprKind::Binary(op, x, y) => eval_binary(*op, ev(x)?, ev(y)?),
+        ExprKind::Call(name, args) if name != "size" => {
+            let vals = args.iter().map(ev).collect::<Result<Vec<_>, _>>()?;
+            eval_call(name, &vals)
+        }
+        _ => Err(body_misuse(def, e)),
     }
 }
 
@@ -288,6 +349,8 @@ pub fn apply_reducer(
             }
         }
         Reducer::Named(n) => return Err(format!("unknown reducer `<<{n}>>=`")),
+        Reducer::User(def) => eval_body(def, &def.body, o, n)
+            .map_err(|m| format!("in the body of reducer `{}`: {m}", def.name))?,
     };
     Ok(out.cast(elem))
 }
@@ -331,6 +394,53 @@ mod tests {
         assert!(call_classes("min", &[Class::Int]).is_err());
         assert!(call_classes("nope", &[]).is_err());
         assert!(reducer_classes(&Reducer::Named("f".into()), Class::Int, Class::Int).is_err());
+    }
+
+    fn user(text: &str) -> Reducer {
+        let p = crate::notation::parse::parse_program(text).unwrap();
+        Reducer::User(std::sync::Arc::new(p.reducers[0].clone()))
+    }
+
+    #[test]
+    fn user_reducers_type_and_apply_their_body() {
+        let sat = user("reducer sat(a, b) = min(a + b, 255)");
+        assert_eq!(
+            reducer_classes(&sat, Class::Int, Class::Bool),
+            Ok((Class::Int, Class::Int))
+        );
+        assert_eq!(
+            apply_reducer(&sat, Scalar::U8(250), Scalar::U8(9), ElemType::U8),
+            Ok(Scalar::U8(255))
+        );
+        assert_eq!(
+            apply_reducer(&sat, Scalar::U8(2), Scalar::Bool(true), ElemType::U8),
+            Ok(Scalar::U8(3))
+        );
+        // The parameters may have other names; `b` is the new value.
+        let last = user("reducer last(old, new) = new");
+        assert_eq!(
+            apply_reducer(&last, Scalar::I64(1), Scalar::F64(2.5), ElemType::F64),
+            Ok(Scalar::F64(2.5))
+        );
+        // A float body into an integer element truncates like any store.
+        let half = user("reducer half(a, b) = (a + b) / 2");
+        assert_eq!(
+            reducer_classes(&half, Class::Int, Class::Int),
+            Ok((Class::Int, Class::Float))
+        );
+        assert_eq!(
+            apply_reducer(&half, Scalar::I64(3), Scalar::I64(4), ElemType::I64),
+            Ok(Scalar::I64(3))
+        );
+        let both = user("reducer both(a, b) = a && b");
+        assert_eq!(
+            reducer_classes(&both, Class::Bool, Class::Bool),
+            Ok((Class::Bool, Class::Bool))
+        );
+        assert_eq!(
+            reducer_classes(&both, Class::Float, Class::Bool),
+            Err("in the body of reducer `both`: `&&` needs bool operands".into())
+        );
     }
 
     #[test]

@@ -194,7 +194,18 @@ fn check(seed: u64) -> Result<(), TestCaseError> {
 }
 
 fn check_case(seed: u64, runs: bool) -> Result<(), TestCaseError> {
-    let case = random_case(seed, runs);
+    check_rewritten(seed, runs, &|p| p.to_string())
+}
+
+/// The random case of `seed`, its program rewritten by `rewrite` (which must keep its
+/// meaning), compiled against the evaluator.
+fn check_rewritten(
+    seed: u64,
+    runs: bool,
+    rewrite: &dyn Fn(&str) -> String,
+) -> Result<(), TestCaseError> {
+    let mut case = random_case(seed, runs);
+    case.program = rewrite(&case.program);
     let program = parse(&case.program);
     let expected = run_eval(&program, &case.tensors);
     let mut tensors = case.tensors.clone();
@@ -276,6 +287,32 @@ fn compiled_matches_evaluator() {
         both * 4 < cases as usize,
         "{both} of {cases} programs were rejected by both sides"
     );
+}
+
+/// The same program through views and user reducers that mean the same thing: a double
+/// swizzle, a swizzled transpose, windows covering whole dimensions, and user versions of `+`,
+/// `max` and `min` with their properties declared.
+fn with_views_and_user_reducers(program: &str) -> String {
+    let defs = "reducer plus(a, b) = a + b identity 0 commutative associative\n\
+        reducer mx(a, b) = max(a, b) identity -Inf commutative associative idempotent\n\
+        reducer mn(a, b) = min(a, b) identity Inf commutative associative idempotent\n";
+    let body = program
+        .replace("T[j, i]", "swizzle(T, 1, 0)[i, j]")
+        .replace("A[i, j]", "swizzle(swizzle(A, 1, 0), 1, 0)[i, j]")
+        .replace("B[i, j]", "B[(0:size(B, 0) - 1)(i), j]")
+        .replace("u[i]", "u[(0:size(u, 0) - 1)(i)]")
+        .replace(" += ", " <<plus>>= ")
+        .replace(" <<max>>= ", " <<mx>>= ")
+        .replace(" <<min>>= ", " <<mn>>= ");
+    format!("{defs}{body}")
+}
+
+#[test]
+fn views_and_user_reducers_match_evaluator() {
+    let mut rng = StdRng::seed_from_u64(7);
+    for _ in 0..50 {
+        check_rewritten(rng.random(), true, &with_views_and_user_reducers).unwrap();
+    }
 }
 
 /// Sparse outputs: the same computations written into sparse levels in concordant order.

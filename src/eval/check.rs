@@ -5,8 +5,7 @@
 use super::Env;
 use crate::error::{Error, Result};
 use crate::notation::ast::{
-    Access, AssignOp, BUILTIN_FUNCTIONS, Expr, ExprKind, Extent, Program, Reducer, Span, Stmt,
-    StmtKind,
+    Access, BUILTIN_FUNCTIONS, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind,
 };
 use crate::types::Scalar;
 
@@ -68,10 +67,8 @@ impl Checker<'_> {
                 rank(self.env, tensor, s.span)?;
                 self.expr(init)
             }
-            StmtKind::Assign { lhs, op, rhs } => {
-                if let AssignOp::Reduce(Reducer::Named(n)) = op {
-                    return Err(Error::program(s.span, format!("unknown reducer `{n}`")));
-                }
+            // Unknown reducers are reported by `resolve_reducers`, which runs before.
+            StmtKind::Assign { lhs, rhs, .. } => {
                 self.access(lhs)?;
                 self.expr(rhs)
             }
@@ -118,7 +115,14 @@ impl Checker<'_> {
                 ),
             });
         }
-        a.indices.iter().try_for_each(|ix| self.expr(&ix.expr))
+        for ix in &a.indices {
+            if let Some((lo, hi)) = &ix.window {
+                self.expr(lo)?;
+                self.expr(hi)?;
+            }
+            self.expr(&ix.expr)?;
+        }
+        Ok(())
     }
 
     fn expr(&mut self, e: &Expr) -> Result<()> {

@@ -4,8 +4,12 @@
 use super::check::size_args;
 use super::{DenseTensor, Env, extent};
 use crate::error::{Error, Result};
-use crate::notation::ast::{Access, AssignOp, Expr, ExprKind, Extent, Span, Stmt, StmtKind};
+use crate::notation::ast::{
+    Access, AccessIndex, AssignOp, Expr, ExprKind, Extent, Span, Stmt, StmtKind,
+};
 use crate::semantics::{apply_reducer, convert, eval_binary, eval_call, eval_unary};
+use crate::transforms::dimensionalize::window_outside;
+use crate::transforms::wrapperize;
 use crate::types::{Class, Scalar};
 
 /// A value in its compute class (`Bool`, `I64` or `F64`), or `None` for `missing`.
@@ -70,7 +74,7 @@ impl<'a> Machine<'a> {
                 body,
             } => {
                 let (lo, hi) = match extent {
-                    Extent::Auto => (0, extent::infer(self.env, body, index, s.span)? as i64 - 1),
+                    Extent::Auto => (0, self.auto_extent(body, index, s.span)? as i64 - 1),
                     Extent::Range(a, b) => {
                         let (lo, hi) = (self.bound(a)?, self.bound(b)?);
                         if lo <= hi {
@@ -109,6 +113,26 @@ impl<'a> Machine<'a> {
             // Reading and updating are the same thing on a dense array.
             StmtKind::Freeze { .. } | StmtKind::Thaw { .. } => Ok(()),
         }
+    }
+
+    /// The extent of `for index = _`: the tensors `index` indexes directly and the windows
+    /// it indexes whose bounds can be computed now must all agree.
+    fn auto_extent(&mut self, body: &[Stmt], index: &str, span: Span) -> Result<usize> {
+        let mut all = extent::uses(self.env, body, index);
+        for w in wrapperize::window_uses(body, index) {
+            if !wrapperize::hoistable(&w) {
+                continue;
+            }
+            let (lo, hi) = (self.bound(w.lo)?, self.bound(w.hi)?);
+            let size = hi.saturating_sub(lo).saturating_add(1).max(0) as usize;
+            all.push(extent::Use::window(
+                &w,
+                &lo.to_string(),
+                &hi.to_string(),
+                size,
+            ));
+        }
+        extent::infer(&all, index, span)
     }
 
     /// A loop bound `a` of `for i = a:b`, as an integer.
@@ -150,28 +174,64 @@ impl<'a> Machine<'a> {
 
     /// Where `a` lands, and the out-of-bounds error of a plain index if there is one (then the
     /// place is a dummy `At(0)`). A permissive index outside wins over a plain one outside.
+    /// A window `(lo:hi)(e)` addresses `lo + e`, and both the window and `e` inside it are
+    /// bounds-checked like a plain index; a swizzle sends index `k` to dimension `perm[k]`.
     fn place(&mut self, a: &Access) -> Result<(Place, Option<Error>)> {
-        let mut at = vec![];
-        for ix in &a.indices {
-            match self.expr(&ix.expr)? {
-                None => return Ok((Place::Outside, None)),
-                Some(v) => at.push(index_value(v)),
+        let rank = a.indices.len();
+        // Per tensor dimension: the coordinate and the index that gave it.
+        let mut at: Vec<Option<(i64, &AccessIndex)>> = vec![None; rank];
+        let mut oob = None;
+        for (k, ix) in a.indices.iter().enumerate() {
+            let Some(v) = self.expr(&ix.expr)? else {
+                return Ok((Place::Outside, None));
+            };
+            let mut c = index_value(v);
+            let d = a.dim_of(k);
+            if let Some((lo, hi)) = &ix.window {
+                let (lo, hi) = (self.bound(lo)?, self.bound(hi)?);
+                let n = self
+                    .tensor(&a.tensor, a.span)?
+                    .shape
+                    .get(d)
+                    .copied()
+                    .unwrap_or(0);
+                let size = hi.saturating_sub(lo).saturating_add(1).max(0);
+                if size > 0 && (lo < 0 || hi >= n as i64) {
+                    oob.get_or_insert_with(|| window_outside(&a.tensor, a.span, lo, hi, d, n));
+                } else if c < 0 || c >= size {
+                    oob.get_or_insert_with(|| {
+                        Error::tensor(
+                            &a.tensor,
+                            format!(
+                                "{}: {} = {c} is outside the window {lo}:{hi} (size {size}) of dimension {d}",
+                                ix.expr.span,
+                                describe_index(ix, k)
+                            ),
+                        )
+                    });
+                }
+                c = c.saturating_add(lo);
+            }
+            if let Some(slot) = at.get_mut(d) {
+                *slot = Some((c, ix));
             }
         }
         let t = self.tensor(&a.tensor, a.span)?;
         let mut off = 0usize;
-        let mut oob = None;
-        for (d, (ix, &k)) in a.indices.iter().zip(&at).enumerate() {
+        for (d, slot) in at.iter().enumerate() {
+            let Some((k, ix)) = *slot else {
+                return Err(Error::program(
+                    a.span,
+                    format!("internal: no index for dimension {d} of `{}`", a.tensor),
+                ));
+            };
             let n = t.shape[d];
             if k < 0 || k >= n as i64 {
                 if ix.permissive {
                     return Ok((Place::Outside, None));
                 }
                 oob.get_or_insert_with(|| {
-                    let what = match &ix.expr.kind {
-                        ExprKind::Name(name) => format!("index `{name}`"),
-                        _ => format!("index {d}"),
-                    };
+                    let what = describe_index(ix, d);
                     Error::tensor(
                         &a.tensor,
                         format!(
@@ -248,6 +308,14 @@ impl<'a> Machine<'a> {
                 }
             }
         })
+    }
+}
+
+/// ``index `i` `` for a name, else `index k` (its position).
+fn describe_index(ix: &AccessIndex, k: usize) -> String {
+    match &ix.expr.kind {
+        ExprKind::Name(name) => format!("index `{name}`"),
+        _ => format!("index {k}"),
     }
 }
 

@@ -1,27 +1,38 @@
 //! Which tensor dimensions a loop index ranges over: those it indexes directly (a plain,
-//! non-permissive name) anywhere in the loop body, nested loops included. Computed indices
-//! (`A[i + 1]`, `A[I[k]]`) and permissive ones (`A[~i]`) never decide an extent; they are
-//! bounds-checked when they run instead.
+//! non-permissive name, through a swizzle's permutation) anywhere in the loop body, nested
+//! loops included, and the windows `(lo:hi)(index)` whose bounds are known where the loop
+//! starts. Computed indices (`A[i + 1]`, `A[I[k]]`) and permissive ones (`A[~i]`) never decide
+//! an extent; they are bounds-checked when they run instead, as are windows whose bounds use
+//! names bound inside the loop.
 
 use super::Env;
 use crate::error::{Error, Result};
-use crate::notation::ast::{Access, ExprKind, Span, Stmt};
+use crate::notation::ast::{Access, Span, Stmt};
 use crate::notation::visit;
+use crate::transforms::wrapperize::{WindowUse, is_direct};
 
-/// One direct use of an index: `tensor`'s dimension `dim` has size `size`.
+/// One use of an index: a dimension or a window of that size.
 pub struct Use {
-    pub tensor: String,
-    pub dim: usize,
+    pub what: String,
     pub size: usize,
     pub span: Span,
 }
 
 impl Use {
     pub fn describe(&self) -> String {
-        format!(
-            "dimension {} of `{}` (size {})",
-            self.dim, self.tensor, self.size
-        )
+        format!("{} (size {})", self.what, self.size)
+    }
+
+    /// The window `lo:hi` (as given) of `w`, of `size` coordinates.
+    pub fn window(w: &WindowUse, lo: &str, hi: &str, size: usize) -> Use {
+        Use {
+            what: format!(
+                "the window {lo}:{hi} of dimension {} of `{}`",
+                w.dim, w.tensor
+            ),
+            size,
+            span: w.span,
+        }
     }
 }
 
@@ -29,14 +40,14 @@ impl Use {
 pub fn uses(env: &Env, body: &[Stmt], index: &str) -> Vec<Use> {
     let mut out = vec![];
     visit::accesses(body, &mut |a: &Access| {
-        for (d, ix) in a.indices.iter().enumerate() {
-            if ix.permissive || !matches!(&ix.expr.kind, ExprKind::Name(n) if n == index) {
+        for (k, ix) in a.indices.iter().enumerate() {
+            if !is_direct(ix, index) {
                 continue;
             }
+            let d = a.dim_of(k);
             if let Some(&size) = env.tensors.get(&a.tensor).and_then(|t| t.shape.get(d)) {
                 out.push(Use {
-                    tensor: a.tensor.clone(),
-                    dim: d,
+                    what: format!("dimension {d} of `{}`", a.tensor),
                     size,
                     span: a.span,
                 });
@@ -46,9 +57,8 @@ pub fn uses(env: &Env, body: &[Stmt], index: &str) -> Vec<Use> {
     out
 }
 
-/// The extent of `for index = _`: every direct use must agree on it.
-pub fn infer(env: &Env, body: &[Stmt], index: &str, span: Span) -> Result<usize> {
-    let all = uses(env, body, index);
+/// The extent of `for index = _`: every use (`all`) must agree on it.
+pub fn infer(all: &[Use], index: &str, span: Span) -> Result<usize> {
     let Some(first) = all.first() else {
         return Err(Error::program(
             span,

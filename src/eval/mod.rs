@@ -6,7 +6,9 @@
 //!
 //! A run has three phases:
 //! 1. [`check`]: static errors the compiler reports whether or not the faulty code runs
-//!    (unknown names and tensors, wrong ranks, unknown functions and reducers);
+//!    (unknown names and tensors, wrong ranks, unknown functions, bad reducer definitions and
+//!    unknown reducers, bad swizzles and windows: the last two by the compiler's own checks,
+//!    [`crate::transforms::resolve_reducers`] and [`crate::transforms::wrapperize::check_wrappers`]);
 //! 2. the lifecycle check, which is the compiler's own pass
 //!    ([`crate::transforms::lifecycle`]) run on the source program. Reusing it, rather than
 //!    re-deriving the rule, guarantees the evaluator rejects exactly the programs the compiler
@@ -24,7 +26,13 @@
 //! - in one access, a permissive index outside its dimension makes the access `missing` even
 //!   if a plain index is outside too (the compiler tests permissive bounds first);
 //! - a write through a permissive index outside is dropped before its value is computed, so
-//!   errors in that value are not reported (the compiler drops the whole statement).
+//!   errors in that value are not reported (the compiler drops the whole statement);
+//! - a window `A[(lo:hi)(i)]` is computed where the access runs: a non-empty window must lie
+//!   inside `A` and `i` inside `0:hi - lo`, both reported like an out-of-bounds index; a
+//!   `for i = _` loop also meets the sizes of the windows of `i` whose bounds are known where
+//!   it starts (the compiler checks only those whose size is the same for every value of the
+//!   names they use);
+//! - a user reducer applies its body to every write, whatever properties it declares.
 
 mod check;
 mod exec;
@@ -93,6 +101,8 @@ pub fn run(program: &Program, env: &mut Env) -> Result<()> {
             ));
         }
     }
+    let program = &crate::transforms::resolve_reducers(program)?;
+    crate::transforms::wrapperize::check_wrappers(program)?;
     check::check(program, env)?;
     check_extents(env, &program.body)?;
     let names: HashSet<String> = env.tensors.keys().cloned().collect();
@@ -104,6 +114,7 @@ pub fn run(program: &Program, env: &mut Env) -> Result<()> {
 /// compiler decides extents before running anything.
 fn check_extents(env: &Env, body: &[crate::notation::ast::Stmt]) -> Result<()> {
     use crate::notation::ast::{Extent, StmtKind};
+    use crate::transforms::linear::window_size;
     for s in body {
         match &s.kind {
             StmtKind::Loop {
@@ -112,7 +123,19 @@ fn check_extents(env: &Env, body: &[crate::notation::ast::Stmt]) -> Result<()> {
                 body,
             } => {
                 if *extent == Extent::Auto {
-                    extent::infer(env, body, index, s.span)?;
+                    let mut all = extent::uses(env, body, index);
+                    let windows = crate::transforms::wrapperize::window_uses(body, index);
+                    let sizes = |t: &str, d: usize| env.tensors.get(t)?.shape.get(d).copied();
+                    for w in &windows {
+                        if let Some(n) = window_size(w.lo, w.hi, &sizes) {
+                            let (lo, hi) = (w.lo.to_string(), w.hi.to_string());
+                            all.push(extent::Use::window(w, &lo, &hi, n as usize));
+                        }
+                    }
+                    // Windows of sizes known only at run time are checked when the loop runs.
+                    if !all.is_empty() || windows.is_empty() {
+                        extent::infer(&all, index, s.span)?;
+                    }
                 }
                 check_extents(env, body)?;
             }

@@ -35,6 +35,7 @@ fn plain(e: Expr) -> AccessIndex {
         expr: e,
         permissive: false,
         protocol: None,
+        window: None,
     }
 }
 
@@ -43,6 +44,7 @@ fn perm(e: Expr) -> AccessIndex {
         expr: e,
         permissive: true,
         protocol: None,
+        window: None,
     }
 }
 
@@ -50,6 +52,7 @@ fn acc_ix(t: &str, indices: Vec<AccessIndex>) -> Access {
     Access {
         tensor: t.to_string(),
         indices,
+        swizzle: None,
         span: Span::default(),
     }
 }
@@ -134,7 +137,10 @@ fn if_(cond: Expr, then: Vec<Stmt>, otherwise: Vec<Stmt>) -> Stmt {
 }
 
 fn prog(body: Vec<Stmt>) -> Program {
-    Program { body }
+    Program {
+        reducers: vec![],
+        body,
+    }
 }
 
 // ---- tensors ------------------------------------------------------------------------------
@@ -529,6 +535,7 @@ fn blocks_protocols_and_lifecycle_markers() {
         expr: name("j"),
         permissive: false,
         protocol: Some(Protocol::Gallop),
+        window: None,
     };
     let p = prog(vec![
         stmt(StmtKind::Thaw { tensor: "s".into() }),
@@ -930,4 +937,71 @@ fn parsed_convolution_and_histogram() {
     ok(&p, &mut e);
     assert_eq!(as_f64(&e, "y"), vec![3.0, 6.0, 9.0, 12.0, 9.0]);
     assert_eq!(values(&e, "h"), vec![Scalar::I64(1), Scalar::I64(2)]);
+}
+
+// ---- user reducers and views --------------------------------------------------------------
+
+fn text(t: &str) -> Program {
+    crate::notation::parse::parse_program(t).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn user_reducers_apply_their_body_to_every_write() {
+    // No identity is used: the zeros of `x` are reduced like any value.
+    let p = text(
+        "reducer zeros(a, b) = a + ifelse(b == 0, 1, 0) identity 0\nn .= 0\nfor i = _\n  n[] <<zeros>>= x[i]\nend",
+    );
+    let mut e = env(vec![
+        ("x", f64s(&[5], &[0.0, 2.0, 0.0, 0.0, 1.0])),
+        ("n", i64s(&[], &[0])),
+    ]);
+    ok(&p, &mut e);
+    assert_eq!(values(&e, "n"), vec![Scalar::I64(3)]);
+}
+
+#[test]
+fn windows_and_swizzles_address_the_viewed_tensor() {
+    #[rustfmt::skip]
+    let a = [1.0, 2.0, 3.0,
+             4.0, 5.0, 6.0];
+    // B[i, j] = A[j, 1 + i]: a window on the swizzled view's first index (A's dimension 1).
+    let p = text("for i = _, j = _\n  B[i, j] = swizzle(A, 1, 0)[(1:2)(i), j]\nend");
+    let mut e = env(vec![("A", f64s(&[2, 3], &a)), ("B", zeros(&[2, 2]))]);
+    ok(&p, &mut e);
+    assert_eq!(as_f64(&e, "B"), vec![2.0, 5.0, 3.0, 6.0]);
+    // Window bounds from a `let` outside the loop size it when the loop starts.
+    let p = text("let lo = 1, hi = 2\n  for i = _\n    s[] += A[0, (lo:hi)(i)]\n  end\nend");
+    let mut e = env(vec![("A", f64s(&[2, 3], &a)), ("s", zeros(&[]))]);
+    ok(&p, &mut e);
+    assert_eq!(as_f64(&e, "s"), vec![5.0]);
+    // Writes through a window land at the offset.
+    let p = text("for i = _\n  y[(2:3)(i)] = x[i]\nend");
+    let mut e = env(vec![("x", f64s(&[2], &[7.0, 8.0])), ("y", zeros(&[5]))]);
+    ok(&p, &mut e);
+    assert_eq!(as_f64(&e, "y"), vec![0.0, 0.0, 7.0, 8.0, 0.0]);
+}
+
+#[test]
+fn view_errors_at_run_time() {
+    let mut e = env(vec![("x", f64s(&[4], &[1.0; 4])), ("s", zeros(&[]))]);
+    // Dynamic bounds: the window leaves `x` only for some `j`.
+    let p = text(
+        "for j = 0:2\n  let lo = j * 2\n    for i = _\n      s[] += x[(lo:lo + 1)(i)]\n    end\n  end\nend",
+    );
+    assert_eq!(
+        run(&p, &mut e).unwrap_err().to_string(),
+        "tensor `x`: 4:14: the window 4:5 leaves dimension 0 (size 4)"
+    );
+    // Two windows of different sizes for one `_` index, both known when the loop starts.
+    let p = text("for i = _\n  s[] += x[(0:1)(i)] * x[(1:3)(i)]\nend");
+    assert!(matches!(
+        run(&p, &mut e),
+        Err(Error::DimensionMismatch { span, .. }) if span.line == 2 && span.col == 24
+    ));
+    // An index outside its window.
+    let p = text("for i = 0:2\n  s[] += x[(1:2)(i)]\nend");
+    assert_eq!(
+        run(&p, &mut e).unwrap_err().to_string(),
+        "tensor `x`: 2:18: index `i` = 2 is outside the window 1:2 (size 2) of dimension 0"
+    );
 }

@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::ir::{BinOp, Expr, UnOp, build as b};
 use crate::levels::{LeafValue, level_impl};
 use crate::looplets::Target;
-use crate::notation::ast::{BinaryOp, Reducer, Span, UnaryOp};
+use crate::notation::ast::{self, BinaryOp, ExprKind, Reducer, ReducerDef, Span, UnaryOp};
 use crate::semantics;
 use crate::types::{Class, Scalar};
 
@@ -210,5 +210,29 @@ pub fn apply_reducer(r: &Reducer, old: Expr, new: Expr, class: Class) -> Expr {
             b::select(b::eq(old.clone(), z), new, old)
         }
         Reducer::Named(_) => unreachable!("reducer_classes rejects unknown reducers"),
+        Reducer::User(def) => {
+            // Inline the body with the parameters bound to the two operands; `reducer_classes`
+            // typed it with these classes by the same rules, so emission cannot fail.
+            let operand = |v: &Expr| LExpr::Ir(v.clone(), class_type(class));
+            let body = user_body(def, &def.body, &operand(&old), &operand(&new));
+            emit_expr(&body, def.body.span)
+                .expect("reducer_classes typed the body")
+                .0
+        }
+    }
+}
+
+/// A user reducer's body in engine form, with its parameters replaced by `old` and `new`.
+fn user_body(def: &ReducerDef, e: &ast::Expr, old: &LExpr, new: &LExpr) -> LExpr {
+    let go = |x: &ast::Expr| user_body(def, x, old, new);
+    match &e.kind {
+        ExprKind::Name(n) if *n == def.params[0] => old.clone(),
+        ExprKind::Name(n) if *n == def.params[1] => new.clone(),
+        ExprKind::Unary(op, x) => LExpr::Unary(*op, Box::new(go(x)), e.span),
+        ExprKind::Binary(op, x, y) => LExpr::Binary(*op, Box::new(go(x)), Box::new(go(y)), e.span),
+        ExprKind::Call(f, args) => LExpr::Call(f.clone(), args.iter().map(go).collect(), e.span),
+        ExprKind::Literal(v) => LExpr::Lit(v.widen()),
+        // `resolve_reducers` admits nothing else; an unbound name fails in `emit_expr`.
+        _ => LExpr::Index(format!("{e}")),
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::types::Scalar;
 use std::fmt;
+use std::sync::Arc;
 
 /// A position in the program text (1-based). `Span::default()` (0:0) marks built nodes.
 #[derive(Clone, Copy, Debug, Default, Eq)]
@@ -39,11 +40,82 @@ impl fmt::Display for Span {
     }
 }
 
-/// A whole program: a sequence of statements at global scope.
+/// A whole program: user reducer definitions and a sequence of statements at global scope.
 #[derive(Clone, Debug, PartialEq, Hash)]
 pub struct Program {
+    /// `reducer name(a, b) = ...` definitions, in the order written. A program carries its own
+    /// reducers, so two programs that differ only in a reducer's body never share a kernel.
+    pub reducers: Vec<ReducerDef>,
     pub body: Vec<Stmt>,
 }
+
+impl Program {
+    /// The same reducers around another body (what every AST-to-AST pass returns).
+    pub fn with_body(&self, body: Vec<Stmt>) -> Program {
+        Program {
+            reducers: self.reducers.clone(),
+            body,
+        }
+    }
+
+    /// Register a user reducer (the Rust counterpart of a `reducer` line).
+    pub fn add_reducer(&mut self, def: ReducerDef) -> &mut Program {
+        self.reducers.push(def);
+        self
+    }
+}
+
+/// `reducer name(a, b) = body [identity v] [annihilator v] [commutative] [associative]
+/// [idempotent]`: a user reducer. `x[...] <<name>>= v` stores `body` with `a` bound to the old
+/// value and `b` to `v`, both first converted to the class of `old` joined with `v`'s (as for
+/// `<<min>>=`); the result is stored back into the element type.
+///
+/// The properties are the user's promise and are trusted, not verified: the simplifier drops
+/// reductions of the `identity` (`f(x, id) == x`), stops short-circuit loops at the
+/// `annihilator` (`f(z, x) == z`), and applies an `idempotent` reducer (`f(f(x, v), v) ==
+/// f(x, v)`) once for a run of equal values. `commutative` and `associative` are recorded for
+/// schedules that reorder reductions; the lowering visits coordinates in the reference
+/// evaluator's order and does not rely on them. A false promise gives kernels that disagree with
+/// the reference evaluator, which always applies `body`.
+#[derive(Clone, Debug, PartialEq, Hash)]
+pub struct ReducerDef {
+    pub name: String,
+    /// The names of the old and the new value (`a` and `b` in the examples).
+    pub params: [String; 2],
+    /// An expression over the two parameters, literals and built-in operators and functions.
+    pub body: Expr,
+    pub identity: Option<Scalar>,
+    pub annihilator: Option<Scalar>,
+    pub commutative: bool,
+    pub associative: bool,
+    pub idempotent: bool,
+    /// Where `reducer` is written.
+    pub span: Span,
+}
+
+// Expressions compare literals bit for bit (see `Scalar`), so equality is reflexive.
+impl Eq for ReducerDef {}
+
+impl ReducerDef {
+    /// `reducer name(a, b) = body`, without properties.
+    pub fn new(name: &str, body: Expr) -> ReducerDef {
+        ReducerDef {
+            name: name.to_string(),
+            params: ["a".to_string(), "b".to_string()],
+            body,
+            identity: None,
+            annihilator: None,
+            commutative: false,
+            associative: false,
+            idempotent: false,
+            span: Span::default(),
+        }
+    }
+}
+
+/// The reducer names the language defines itself (`<<min>>=` ...); a user reducer may not take
+/// one of them.
+pub const BUILTIN_REDUCERS: &[&str] = &["min", "max", "and", "or", "choose"];
 
 #[derive(Clone, Debug, PartialEq, Hash)]
 pub struct Stmt {
@@ -125,8 +197,13 @@ pub enum Reducer {
     Max,
     /// `<<choose(z)>>=`: keeps whichever operand is not `z` (GraphBLAS "any"); the old value wins.
     Choose(Scalar),
-    /// `<<name>>=`: a user-registered reducer.
+    /// `<<name>>=`: a user reducer, by name, as the parser and the builder produce it.
     Named(String),
+    /// A user reducer with its definition attached, which normalisation
+    /// (`transforms::reducers::resolve_reducers`) substitutes for `Named` so that every later
+    /// stage (typing, the simplifier's algebra, the lowering) sees the definition. It prints as
+    /// `<<name>>`.
+    User(Arc<ReducerDef>),
 }
 
 /// The access protocol requested for one index of an access (`A[gallop(i)]`).
@@ -158,12 +235,25 @@ impl Protocol {
     }
 }
 
-/// `T[idx, ...]` (`T[]` for a 0-d tensor).
+/// `T[idx, ...]` (`T[]` for a 0-d tensor), or `swizzle(T, p0, p1, ...)[idx, ...]`.
 #[derive(Clone, Debug, PartialEq, Hash)]
 pub struct Access {
     pub tensor: String,
     pub indices: Vec<AccessIndex>,
+    /// A lazy transpose: index `k` of the access addresses dimension `perm[k]` of the tensor
+    /// (`swizzle(A, 1, 0)[i, j]` reads `A[j, i]`). Nested swizzles are composed by the parser.
+    pub swizzle: Option<Vec<usize>>,
     pub span: Span,
+}
+
+impl Access {
+    /// The tensor dimension that index position `k` addresses.
+    pub fn dim_of(&self, k: usize) -> usize {
+        match &self.swizzle {
+            Some(p) => p.get(k).copied().unwrap_or(k),
+            None => k,
+        }
+    }
 }
 
 /// One index position of an access.
@@ -174,6 +264,9 @@ pub struct AccessIndex {
     pub permissive: bool,
     /// `gallop(e)` etc.; `None` is the default protocol.
     pub protocol: Option<Protocol>,
+    /// `(lo:hi)(e)`: `e` indexes the window `lo:hi` of the dimension, so it addresses `lo + e`
+    /// and ranges over `0:hi - lo` (Finch's `window(A, lo:hi)`).
+    pub window: Option<(Expr, Expr)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Hash)]

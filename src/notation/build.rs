@@ -15,7 +15,7 @@
 //! ```
 
 use super::ast::{Access, AccessIndex, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind};
-pub use super::ast::{AssignOp, BinaryOp, Protocol, Reducer, UnaryOp};
+pub use super::ast::{AssignOp, BinaryOp, Protocol, Reducer, ReducerDef, UnaryOp};
 use crate::types::Scalar;
 
 fn stmt(kind: StmtKind) -> Stmt {
@@ -31,7 +31,58 @@ fn stmts(body: impl IntoIterator<Item = Stmt>) -> Vec<Stmt> {
 }
 
 pub fn program(body: impl IntoIterator<Item = Stmt>) -> Program {
-    Program { body: stmts(body) }
+    Program {
+        reducers: vec![],
+        body: stmts(body),
+    }
+}
+
+impl Program {
+    /// The program with one more user reducer, for chaining after [`program`].
+    pub fn with_reducer(mut self, def: ReducerDef) -> Program {
+        self.reducers.push(def);
+        self
+    }
+}
+
+/// `reducer name(a, b) = body`: the parameters are `a` (old value) and `b` (new value); add
+/// properties with the methods of [`ReducerDef`] and register it with
+/// [`Program::with_reducer`]; use it with `Reducer::Named(name)` or [`user`].
+pub fn reducer(name: &str, body: impl Into<Expr>) -> ReducerDef {
+    ReducerDef::new(name, body.into())
+}
+
+/// `<<name>>`: a user reducer, by name.
+pub fn user(name: &str) -> Reducer {
+    Reducer::Named(name.to_string())
+}
+
+impl ReducerDef {
+    /// Name the old and new value something other than `a` and `b`.
+    pub fn params(mut self, old: &str, new: &str) -> ReducerDef {
+        self.params = [old.to_string(), new.to_string()];
+        self
+    }
+    pub fn identity(mut self, v: impl IntoLiteral) -> ReducerDef {
+        self.identity = Some(v.into_scalar());
+        self
+    }
+    pub fn annihilator(mut self, v: impl IntoLiteral) -> ReducerDef {
+        self.annihilator = Some(v.into_scalar());
+        self
+    }
+    pub fn commutative(mut self) -> ReducerDef {
+        self.commutative = true;
+        self
+    }
+    pub fn associative(mut self) -> ReducerDef {
+        self.associative = true;
+        self
+    }
+    pub fn idempotent(mut self) -> ReducerDef {
+        self.idempotent = true;
+        self
+    }
 }
 
 /// `tensor .= init`
@@ -132,8 +183,31 @@ pub fn access(tensor: &str, indices: impl IntoIterator<Item = AccessIndex>) -> A
     Access {
         tensor: tensor.to_string(),
         indices: indices.into_iter().collect(),
+        swizzle: None,
         span: Span::default(),
     }
+}
+
+impl Access {
+    /// `swizzle(A, perm...)[...]`: index `k` addresses dimension `perm[k]`. Swizzling an
+    /// already swizzled access composes the two, as nested `swizzle(swizzle(A, p), q)` does.
+    pub fn swizzled(mut self, perm: &[usize]) -> Access {
+        self.swizzle = Some(match &self.swizzle {
+            Some(inner) => compose_swizzles(inner, perm),
+            None => perm.to_vec(),
+        });
+        self
+    }
+}
+
+/// `swizzle(swizzle(A, inner), outer)` as one swizzle: index `k` addresses dimension
+/// `outer[k]` of the inner view, which is dimension `inner[outer[k]]` of `A`. Entries out of
+/// range are kept as they are for the validity checks to report.
+pub fn compose_swizzles(inner: &[usize], outer: &[usize]) -> Vec<usize> {
+    outer
+        .iter()
+        .map(|&k| inner.get(k).copied().unwrap_or(k))
+        .collect()
 }
 
 /// A plain index; `idx("i")` is the loop index `i`.
@@ -142,6 +216,7 @@ pub fn idx(e: impl Into<Expr>) -> AccessIndex {
         expr: e.into(),
         permissive: false,
         protocol: None,
+        window: None,
     }
 }
 
@@ -155,6 +230,12 @@ impl AccessIndex {
     /// `gallop(e)` etc.
     pub fn with_protocol(mut self, p: Protocol) -> AccessIndex {
         self.protocol = Some(p);
+        self
+    }
+
+    /// `(lo:hi)(e)`: the index into the window `lo:hi` of the dimension.
+    pub fn with_window(mut self, lo: impl Into<Expr>, hi: impl Into<Expr>) -> AccessIndex {
+        self.window = Some((lo.into(), hi.into()));
         self
     }
 }

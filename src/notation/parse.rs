@@ -7,19 +7,24 @@
 //! either here or later when the AST is dropped, compared or printed.
 //!
 //! ```text
-//! program  := stmt* (separated by newlines or `;`; `#` starts a comment)
+//! program  := (reducer | stmt)* (separated by newlines or `;`; `#` starts a comment)
+//! reducer  := `reducer` name `(` name `,` name `)` `=` expr property*     (top level only)
+//! property := `identity` literal | `annihilator` literal | `commutative` | `associative`
+//!           | `idempotent`
 //! stmt     := name `.=` expr
-//!           | lhs assignop expr              lhs := name | name `[` index,* `]`
+//!           | lhs assignop expr              lhs := name | tensor `[` index,* `]`
+//! tensor   := name | `swizzle(` tensor (`,` int)* `)`
 //!           | `for` name `=` extent (`,` name `=` extent)* stmt* `end`
 //!           | `if` expr stmt* (`else` stmt*)? `end`
 //!           | `let` name `=` expr (`,` name `=` expr)* stmt* `end`
 //!           | `begin` stmt* `end` | `@freeze(` name `)` | `@thaw(` name `)`
 //! extent   := `_` | expr `:` expr
 //! assignop := `=` | `+=` | `-=` | `*=` | `&=` | `|=` | `<<` name (`(` literal `)`)? `>>=`
-//! index    := `~`? expr | `~`? protocol `(` `~`? expr `)`
+//! index    := `~`? windowed | `~`? protocol `(` `~`? windowed `)`
+//! windowed := expr | `(` expr `:` expr `)` `(` expr `)`
 //! expr     := binary operators by `BinaryOp::precedence`, all left-associative, over
-//!             (`-` | `!`)* (literal | `missing` | name | name `[` index,* `]` | name `(` expr,* `)`
-//!             | `(` expr `)`)
+//!             (`-` | `!`)* (literal | `missing` | name | tensor `[` index,* `]`
+//!             | name `(` expr,* `)` | `(` expr `)`)
 //! ```
 //!
 //! Newlines inside brackets and after a binary operator, `,`, `:` or an assignment operator do
@@ -49,7 +54,10 @@ pub fn parse_program(text: &str) -> Result<Program> {
     let mut p = Parser::new(text)?;
     let body = p.stmts()?;
     match p.peek() {
-        Tok::Eof => Ok(Program { body }),
+        Tok::Eof => Ok(Program {
+            reducers: std::mem::take(&mut p.reducers),
+            body,
+        }),
         Tok::Ident(w) if w == "end" => {
             Err(p.err_here("`end` without a matching `for`, `if`, `let` or `begin`"))
         }
@@ -267,6 +275,8 @@ struct Parser {
     toks: Vec<Token>,
     pos: usize,
     nesting: usize,
+    /// `reducer` definitions met so far (they sit between the statements of the top level).
+    reducers: Vec<ReducerDef>,
 }
 
 /// The construct a body belongs to, for "expected `end` to close ..." messages.
@@ -281,6 +291,7 @@ impl Parser {
             toks: lex(text)?,
             pos: 0,
             nesting: 0,
+            reducers: Vec::new(),
         })
     }
 
@@ -381,7 +392,17 @@ impl Parser {
             if matches!(self.peek(), Tok::Eof) || self.is_word("end") || self.is_word("else") {
                 return Ok(out);
             }
-            out.push(self.stmt()?);
+            if self.at_reducer_def() {
+                if self.nesting > 0 {
+                    return Err(self.err_here(
+                        "a `reducer` definition must be at the top level of the program",
+                    ));
+                }
+                let def = self.reducer_def()?;
+                self.reducers.push(def);
+            } else {
+                out.push(self.stmt()?);
+            }
             match self.peek() {
                 Tok::Newline | Tok::Eof => {}
                 Tok::Punct(";") => {}
@@ -515,6 +536,155 @@ impl Parser {
         }
     }
 
+    /// `reducer name(` starts a definition; `reducer` alone is an ordinary name.
+    fn at_reducer_def(&self) -> bool {
+        self.is_word("reducer")
+            && matches!(self.peek_at(1), Tok::Ident(_))
+            && matches!(self.peek_at(2), Tok::Punct("("))
+    }
+
+    fn reducer_def(&mut self) -> Result<ReducerDef> {
+        let span = self.bump().span;
+        let (name, _) = self.name("a reducer name after `reducer`")?;
+        self.expect_punct("(", &format!(" after `reducer {name}`"))?;
+        let (old, _) = self.name("the name of the old value")?;
+        self.expect_punct(",", " between the two parameters of a reducer")?;
+        let (new, _) = self.name("the name of the new value")?;
+        self.expect_punct(")", &format!(" to close the parameters of `{name}`"))?;
+        self.expect_punct("=", &format!(" before the body of `{name}`"))?;
+        self.skip_newlines();
+        let (body, _) = self.expr()?;
+        let mut def = ReducerDef::new(&name, body);
+        def.params = [old, new];
+        def.span = span;
+        let mut seen: Vec<String> = Vec::new();
+        while let Tok::Ident(w) = self.peek().clone() {
+            let wspan = self.span();
+            if seen.contains(&w) {
+                return Err(self.err_here(format!("`{w}` is given twice for `{name}`")));
+            }
+            match w.as_str() {
+                "identity" | "annihilator" => {
+                    self.bump();
+                    let vspan = self.span();
+                    let (v, _) = self.unary()?;
+                    let ExprKind::Literal(v) = v.kind else {
+                        return Err(Error::syntax(
+                            vspan,
+                            format!("expected a literal value after `{w}`"),
+                        ));
+                    };
+                    if w == "identity" {
+                        def.identity = Some(v);
+                    } else {
+                        def.annihilator = Some(v);
+                    }
+                }
+                "commutative" => {
+                    self.bump();
+                    def.commutative = true;
+                }
+                "associative" => {
+                    self.bump();
+                    def.associative = true;
+                }
+                "idempotent" => {
+                    self.bump();
+                    def.idempotent = true;
+                }
+                _ => {
+                    return Err(Error::syntax(
+                        wspan,
+                        format!(
+                            "unknown reducer property `{w}` (expected `identity`, `annihilator`, `commutative`, `associative` or `idempotent`)"
+                        ),
+                    ));
+                }
+            }
+            seen.push(w);
+        }
+        Ok(def)
+    }
+
+    /// Whether a `swizzle(...)` view starts here (`swizzle` alone is an ordinary name).
+    fn at_swizzle(&self) -> bool {
+        self.is_word("swizzle") && matches!(self.peek_at(1), Tok::Punct("("))
+    }
+
+    /// `swizzle(T, p...)`, possibly nested: the tensor and the composed permutation.
+    fn swizzle_head(&mut self) -> Result<(String, Vec<usize>)> {
+        self.enter()?;
+        let r = self.swizzle_head_inner();
+        self.leave();
+        r
+    }
+
+    fn swizzle_head_inner(&mut self) -> Result<(String, Vec<usize>)> {
+        let span = self.bump().span;
+        self.bump();
+        let (tensor, inner) = if self.at_swizzle() {
+            let (t, p) = self.swizzle_head()?;
+            (t, Some(p))
+        } else {
+            (self.name("a tensor name in `swizzle(`")?.0, None)
+        };
+        let mut perm = Vec::new();
+        while self.eat_punct(",") {
+            match self.peek() {
+                Tok::Int(v) => {
+                    perm.push(usize::try_from(*v).unwrap_or(usize::MAX));
+                    self.bump();
+                }
+                _ => return Err(self.expected("a dimension number in `swizzle(...)`")),
+            }
+        }
+        self.expect_punct(")", &format!(" to close `swizzle(` at {span}"))?;
+        if let Some(msg) = swizzle_problem(&perm) {
+            return Err(Error::syntax(span, msg));
+        }
+        match inner {
+            None => Ok((tensor, perm)),
+            Some(inner) if inner.len() == perm.len() => {
+                Ok((tensor, super::build::compose_swizzles(&inner, &perm)))
+            }
+            Some(inner) => Err(Error::syntax(
+                span,
+                format!(
+                    "this swizzle has {} dimensions but the view it swizzles has {}",
+                    perm.len(),
+                    inner.len()
+                ),
+            )),
+        }
+    }
+
+    /// `swizzle(T, p...)[idx...]`; the index count must match the permutation.
+    fn swizzled_access(&mut self) -> Result<(Access, usize)> {
+        let span = self.span();
+        let (tensor, perm) = self.swizzle_head()?;
+        if !self.is_punct("[") {
+            return Err(self.expected("`[` after `swizzle(...)`"));
+        }
+        let (indices, d) = self.indices()?;
+        if indices.len() != perm.len() {
+            return Err(Error::syntax(
+                span,
+                format!(
+                    "`swizzle` of {} dimensions accessed with {} indices",
+                    perm.len(),
+                    indices.len()
+                ),
+            ));
+        }
+        let access = Access {
+            tensor,
+            indices,
+            swizzle: Some(perm),
+            span,
+        };
+        Ok((access, d))
+    }
+
     fn macro_stmt(&mut self) -> Result<Stmt> {
         let span = self.bump().span;
         let (which, wspan) = match self.peek() {
@@ -553,6 +723,14 @@ impl Parser {
 
     /// `T .= init`, `T[idx...] op rhs` or `s op rhs`.
     fn assignment(&mut self) -> Result<Stmt> {
+        if self.at_swizzle() {
+            let span = self.span();
+            let (lhs, _) = self.swizzled_access()?;
+            let op = self.assign_op()?;
+            self.skip_newlines();
+            let (rhs, _) = self.expr()?;
+            return Ok(Stmt::new(StmtKind::Assign { lhs, op, rhs }, span));
+        }
         let (tensor, span) = self.name("a statement")?;
         if self.eat_punct(".=") {
             self.skip_newlines();
@@ -567,6 +745,7 @@ impl Parser {
         let lhs = Access {
             tensor,
             indices,
+            swizzle: None,
             span,
         };
         let op = self.assign_op()?;
@@ -638,7 +817,8 @@ impl Parser {
         }
     }
 
-    /// `e`, `~e`, `gallop(e)`, `~gallop(e)` or `gallop(~e)`.
+    /// `e`, `~e`, `gallop(e)`, `~gallop(e)` or `gallop(~e)`, where `e` may be a window
+    /// `(lo:hi)(e)`.
     fn index(&mut self) -> Result<(AccessIndex, usize)> {
         let mut permissive = self.eat_punct("~");
         let protocol = match self.peek() {
@@ -646,12 +826,13 @@ impl Parser {
             _ => None,
         };
         if protocol.is_none() {
-            let (expr, d) = self.expr()?;
+            let (window, expr, d) = self.windowed()?;
             return Ok((
                 AccessIndex {
                     expr,
                     permissive,
                     protocol,
+                    window,
                 },
                 d,
             ));
@@ -666,16 +847,54 @@ impl Parser {
             self.bump();
             permissive = true;
         }
-        let (expr, d) = self.expr()?;
+        let (window, expr, d) = self.windowed()?;
         self.expect_punct(")", &format!(" to close {pname}"))?;
         Ok((
             AccessIndex {
                 expr,
                 permissive,
                 protocol,
+                window,
             },
             d,
         ))
+    }
+
+    /// `e` or `(lo:hi)(e)`. A window starts like a parenthesised expression: after `(` and an
+    /// expression, a `:` makes it a window; otherwise the parenthesised expression is the first
+    /// operand of the index expression (parsed once: backtracking would be exponential in the
+    /// nesting of accesses).
+    #[allow(clippy::type_complexity)]
+    fn windowed(&mut self) -> Result<(Option<(Expr, Expr)>, Expr, usize)> {
+        if !self.is_punct("(") {
+            let (e, d) = self.expr()?;
+            return Ok((None, e, d));
+        }
+        let open = self.bump().span;
+        self.enter()?;
+        let r = self.window_rest(open);
+        self.leave();
+        r
+    }
+
+    /// After the `(` that starts an index.
+    #[allow(clippy::type_complexity)]
+    fn window_rest(&mut self, open: Span) -> Result<(Option<(Expr, Expr)>, Expr, usize)> {
+        let (lo, d1) = self.expr()?;
+        if !self.eat_punct(":") {
+            self.expect_punct(")", &format!(" to close `(` at {open}"))?;
+            let (e, d) = self.binary_rest(lo, d1, 1)?;
+            return Ok((None, e, d));
+        }
+        let (hi, d2) = self.expr()?;
+        self.expect_punct(
+            ")",
+            &format!(" to close the window `(lo:hi)` opened at {open}"),
+        )?;
+        self.expect_punct("(", " after the window `(lo:hi)`, as in `(lo:hi)(i)`")?;
+        let (e, d3) = self.expr()?;
+        self.expect_punct(")", " to close the index of the window")?;
+        Ok((Some((lo, hi)), e, d1.max(d2).max(d3) + 1))
     }
 
     // --- expressions ---
@@ -715,7 +934,17 @@ impl Parser {
     /// Precedence climbing: every operator is left-associative, so the right operand only takes
     /// operators that bind strictly tighter.
     fn binary(&mut self, min_prec: u8) -> Result<(Expr, usize)> {
-        let (mut lhs, mut depth) = self.unary()?;
+        let (lhs, depth) = self.unary()?;
+        self.binary_rest(lhs, depth, min_prec)
+    }
+
+    /// The operators after a first operand `lhs` already parsed.
+    fn binary_rest(
+        &mut self,
+        mut lhs: Expr,
+        mut depth: usize,
+        min_prec: u8,
+    ) -> Result<(Expr, usize)> {
         while let Some(op) = self.binary_op() {
             let prec = op.precedence();
             if prec < min_prec {
@@ -825,6 +1054,10 @@ impl Parser {
                     Ok((Expr::new(ExprKind::Missing, span), 1))
                 }
                 _ if is_keyword(&w) || w == "_" => Err(self.expected("an expression")),
+                "swizzle" if self.at_swizzle() => {
+                    let (access, d) = self.swizzled_access()?;
+                    Ok((Expr::new(ExprKind::Access(access), span), d + 1))
+                }
                 _ => {
                     self.bump();
                     if self.is_punct("[") {
@@ -832,6 +1065,7 @@ impl Parser {
                         let access = Access {
                             tensor: w,
                             indices,
+                            swizzle: None,
                             span,
                         };
                         Ok((Expr::new(ExprKind::Access(access), span), d + 1))
@@ -877,6 +1111,25 @@ impl Parser {
             }
         }
     }
+}
+
+/// Why `perm` is not a permutation of `0..perm.len()`, if it is not.
+pub fn swizzle_problem(perm: &[usize]) -> Option<String> {
+    let mut seen = vec![false; perm.len()];
+    for &p in perm {
+        match seen.get_mut(p) {
+            Some(s) if !*s => *s = true,
+            _ => {
+                let list: Vec<String> = perm.iter().map(|p| p.to_string()).collect();
+                return Some(format!(
+                    "swizzle dimensions ({}) are not a permutation of 0..{}",
+                    list.join(", "),
+                    perm.len()
+                ));
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -1058,6 +1311,172 @@ mod tests {
     }
 
     #[test]
+    fn reducer_definitions() {
+        let p = prog(
+            "reducer absmax(a, b) = max(abs(a), abs(b)) identity 0 commutative associative idempotent\nreducer sat(old, new) =\n  min(old + new, 255) annihilator 255 identity -0 commutative\ns .= 0\nfor i = _\n  s[] <<absmax>>= x[i]\nend",
+        );
+        let absmax = reducer(
+            "absmax",
+            call("max", [call("abs", [name("a")]), call("abs", [name("b")])]),
+        )
+        .identity(0)
+        .commutative()
+        .associative()
+        .idempotent();
+        let sat = reducer("sat", call("min", [add("old", "new"), lit(255)]))
+            .params("old", "new")
+            .identity(0)
+            .annihilator(255)
+            .commutative();
+        let want = program([
+            declare("s", lit(0)),
+            for_(
+                "i",
+                auto(),
+                [assign(
+                    access("s", []),
+                    user("absmax"),
+                    access("x", [idx("i")]),
+                )],
+            ),
+        ])
+        .with_reducer(absmax)
+        .with_reducer(sat);
+        assert_eq!(p, want);
+        assert_eq!(p.reducers[1].span, Span::new(2, 1));
+        assert_eq!(parse_program(&p.to_string()), Ok(p));
+        // Properties come in any order; `reducer` is still an ordinary name otherwise.
+        assert_eq!(
+            prog("reducer f(a, b) = a idempotent identity 1.5").reducers[0],
+            reducer("f", "a").idempotent().identity(1.5)
+        );
+        assert_eq!(
+            prog("reducer .= 0\nreducer[i] = 1").body,
+            program([
+                declare("reducer", lit(0)),
+                overwrite(access("reducer", [idx("i")]), lit(1))
+            ])
+            .body
+        );
+        let cases = [
+            (
+                "reducer f(a, b) = a identity 0 identity 1",
+                "1:32: syntax error: `identity` is given twice for `f`",
+            ),
+            (
+                "reducer f(a, b) = a neutral 0",
+                "1:21: syntax error: unknown reducer property `neutral` (expected `identity`, `annihilator`, `commutative`, `associative` or `idempotent`)",
+            ),
+            (
+                "reducer f(a, b) = a annihilator x",
+                "1:33: syntax error: expected a literal value after `annihilator`",
+            ),
+            (
+                "reducer f(a) = a",
+                "1:12: syntax error: expected `,` between the two parameters of a reducer, found `)`",
+            ),
+            (
+                "for i = _\n  reducer f(a, b) = a\nend",
+                "2:3: syntax error: a `reducer` definition must be at the top level of the program",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(err(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn windows() {
+        assert_eq!(
+            prog("y[i] = A[(2:4)(i), ~(j - 1), (k)]"),
+            program([overwrite(
+                access("y", [idx("i")]),
+                access(
+                    "A",
+                    [
+                        idx("i").with_window(lit(2), lit(4)),
+                        idx(sub("j", lit(1))).with_tilde(),
+                        idx("k"),
+                    ]
+                )
+            )])
+        );
+        assert_eq!(
+            expr("A[gallop((j:j + 2)(i)), ~(0:size(A, 1) - 1)(k)]"),
+            read(access(
+                "A",
+                [
+                    idx("i")
+                        .with_window("j", add("j", lit(2)))
+                        .with_protocol(Protocol::Gallop),
+                    idx("k")
+                        .with_window(lit(0), sub(call("size", [name("A"), lit(1)]), lit(1)))
+                        .with_tilde(),
+                ]
+            ))
+        );
+        assert_eq!(
+            err("s += A[(0:2)]"),
+            "1:13: syntax error: expected `(` after the window `(lo:hi)`, as in `(lo:hi)(i)`, found `]`"
+        );
+        assert_eq!(
+            err("s += A[(0:2(i)]"),
+            "1:12: syntax error: expected `)` to close the window `(lo:hi)` opened at 1:8, found `(`"
+        );
+    }
+
+    #[test]
+    fn swizzles() {
+        let at = |t: &str, perm: &[usize]| access(t, [idx("i"), idx("j")]).swizzled(perm);
+        assert_eq!(
+            prog("swizzle(B, 1, 0)[i, j] = swizzle(A, 1, 0)[i, j]"),
+            program([overwrite(at("B", &[1, 0]), at("A", &[1, 0]))])
+        );
+        // Nested swizzles compose: index k goes to dimension inner[outer[k]].
+        assert_eq!(
+            expr("swizzle(swizzle(C, 2, 0, 1), 1, 0, 2)[i, j, k]"),
+            read(access("C", [idx("i"), idx("j"), idx("k")]).swizzled(&[0, 2, 1]))
+        );
+        assert_eq!(
+            access("C", [idx("i"), idx("j"), idx("k")])
+                .swizzled(&[2, 0, 1])
+                .swizzled(&[1, 0, 2]),
+            access("C", [idx("i"), idx("j"), idx("k")]).swizzled(&[0, 2, 1])
+        );
+        // `swizzle` alone is a name.
+        assert_eq!(expr("swizzle + 1"), add("swizzle", lit(1)));
+        let cases = [
+            (
+                "s += swizzle(A, 1, 1)[i, j]",
+                "1:6: syntax error: swizzle dimensions (1, 1) are not a permutation of 0..2",
+            ),
+            (
+                "s += swizzle(A, 0, 2)[i, j]",
+                "1:6: syntax error: swizzle dimensions (0, 2) are not a permutation of 0..2",
+            ),
+            (
+                "s += swizzle(A, 1, 0)[i]",
+                "1:6: syntax error: `swizzle` of 2 dimensions accessed with 1 indices",
+            ),
+            (
+                "s += swizzle(swizzle(A, 1, 0), 0)[i]",
+                "1:6: syntax error: this swizzle has 1 dimensions but the view it swizzles has 2",
+            ),
+            (
+                "s += swizzle(A, 1, 0) + 1",
+                "1:23: syntax error: expected `[` after `swizzle(...)`, found `+`",
+            ),
+            (
+                "s += swizzle(A, i)[i]",
+                "1:17: syntax error: expected a dimension number in `swizzle(...)`, found name `i`",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(err(text), want, "{text}");
+        }
+    }
+
+    #[test]
     fn literals() {
         assert_eq!(expr("Inf"), lit(f64::INFINITY));
         assert_eq!(expr("-Inf"), lit(f64::NEG_INFINITY));
@@ -1229,6 +1648,11 @@ mod tests {
         assert!(err(&chain).contains("deeper"));
         let blocks = format!("{}{}", "begin\n".repeat(10_000), "end\n".repeat(10_000));
         assert!(err(&blocks).contains("nesting"));
+        // Accesses whose indices start with `(` are parsed once each, not twice per level.
+        let nested = format!("x = {}i{}", "A[(".repeat(45), ")]".repeat(45));
+        assert!(parse_program(&nested).is_ok());
+        let too_deep = format!("x = {}i{}", "A[(".repeat(60), ")]".repeat(60));
+        assert!(err(&too_deep).contains("nesting"));
         let long_ok = format!("x = 1{}", " + 1".repeat(500));
         assert!(parse_program(&long_ok).is_ok());
     }

@@ -18,6 +18,9 @@ const ATOM_PREC: u8 = 10;
 
 impl Display for Program {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        for r in &self.reducers {
+            writeln!(f, "{r}")?;
+        }
         for s in &self.body {
             write_stmt(f, s, 0)?;
             f.write_char('\n')?;
@@ -39,9 +42,44 @@ impl Display for Expr {
     }
 }
 
+impl Display for ReducerDef {
+    /// One line: `reducer name(a, b) = body identity 0 commutative ...`.
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let [a, b] = &self.params;
+        write!(f, "reducer {}({a}, {b}) = {}", self.name, self.body)?;
+        if let Some(v) = &self.identity {
+            f.write_str(" identity ")?;
+            write_scalar(f, v)?;
+        }
+        if let Some(v) = &self.annihilator {
+            f.write_str(" annihilator ")?;
+            write_scalar(f, v)?;
+        }
+        for (yes, word) in [
+            (self.commutative, " commutative"),
+            (self.associative, " associative"),
+            (self.idempotent, " idempotent"),
+        ] {
+            if yes {
+                f.write_str(word)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Display for Access {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        write!(f, "{}[", self.tensor)?;
+        match &self.swizzle {
+            Some(perm) => {
+                write!(f, "swizzle({}", self.tensor)?;
+                for p in perm {
+                    write!(f, ", {p}")?;
+                }
+                f.write_str(")[")?;
+            }
+            None => write!(f, "{}[", self.tensor)?,
+        }
         for (k, ix) in self.indices.iter().enumerate() {
             if k > 0 {
                 f.write_str(", ")?;
@@ -78,6 +116,7 @@ impl Display for Reducer {
                 f.write_str(")>>")
             }
             Reducer::Named(n) => write!(f, "<<{n}>>"),
+            Reducer::User(def) => write!(f, "<<{}>>", def.name),
         }
     }
 }
@@ -191,11 +230,13 @@ fn write_index(f: &mut Formatter<'_>, ix: &AccessIndex) -> fmt::Result {
     if ix.permissive {
         f.write_char('~')?;
     }
-    match ix.protocol {
-        Some(p) => write!(f, "{}({})", p.name(), ix.expr),
+    match (ix.protocol, &ix.window) {
+        (Some(p), None) => write!(f, "{}({})", p.name(), ix.expr),
+        (Some(p), Some((lo, hi))) => write!(f, "{}(({lo}:{hi})({}))", p.name(), ix.expr),
+        (None, Some((lo, hi))) => write!(f, "({lo}:{hi})({})", ix.expr),
         // `~` covers the whole index; parentheses make that visible for `~(i - 1)`.
-        None if ix.permissive => write_expr(f, &ix.expr, UNARY_PREC),
-        None => write!(f, "{}", ix.expr),
+        (None, None) if ix.permissive => write_expr(f, &ix.expr, UNARY_PREC),
+        (None, None) => write!(f, "{}", ix.expr),
     }
 }
 
@@ -328,6 +369,46 @@ mod tests {
     }
 
     #[test]
+    fn prints_views_and_reducers() {
+        let p = program([assign(
+            access("y", [idx("i").with_window("j", add("j", lit(2)))]).swizzled(&[0]),
+            user("sat"),
+            read(
+                access(
+                    "A",
+                    [
+                        idx("i").with_window(lit(0), lit(3)).with_tilde(),
+                        idx("j")
+                            .with_window(lit(1), lit(2))
+                            .with_protocol(Protocol::Follow),
+                    ],
+                )
+                .swizzled(&[1, 0]),
+            ),
+        )])
+        .with_reducer(
+            reducer("sat", call("min", [add("a", "b"), lit(255)]))
+                .identity(0)
+                .annihilator(255)
+                .commutative()
+                .associative(),
+        )
+        .with_reducer(
+            reducer("neg", neg("y"))
+                .params("x", "y")
+                .identity(-0.5)
+                .idempotent(),
+        );
+        let text =
+            "reducer sat(a, b) = min(a + b, 255) identity 0 annihilator 255 commutative associative
+reducer neg(x, y) = -y identity -0.5 idempotent
+swizzle(y, 0)[(j:j + 2)(i)] <<sat>>= swizzle(A, 1, 0)[~(0:3)(i), follow((1:2)(j))]
+";
+        assert_eq!(p.to_string(), text);
+        assert_eq!(parse_program(text), Ok(p));
+    }
+
+    #[test]
     fn prints_nested_blocks() {
         let p = program([for_(
             "i",
@@ -379,20 +460,59 @@ mod tests {
         ])
     }
 
-    fn access_s(e: impl Strategy<Value = Expr>) -> impl Strategy<Value = Access> {
+    fn access_s(e: impl Strategy<Value = Expr> + 'static) -> impl Strategy<Value = Access> {
         let protocol = proptest::option::of(proptest::sample::select(vec![
             Protocol::Walk,
             Protocol::Gallop,
             Protocol::Follow,
             Protocol::Extrude,
         ]));
-        let index =
-            (e, any::<bool>(), protocol).prop_map(|(expr, permissive, protocol)| AccessIndex {
+        let e = e.boxed();
+        let window = proptest::option::weighted(0.2, (e.clone(), e.clone()));
+        let index = (e, any::<bool>(), protocol, window).prop_map(
+            |(expr, permissive, protocol, window)| AccessIndex {
                 expr,
                 permissive,
                 protocol,
-            });
-        (name_s(), proptest::collection::vec(index, 0..3)).prop_map(|(t, ix)| access(&t, ix))
+                window,
+            },
+        );
+        (
+            name_s(),
+            proptest::collection::vec(index, 0..3),
+            any::<bool>(),
+            any::<proptest::sample::Index>(),
+        )
+            .prop_map(|(t, ix, swizzled, which)| {
+                let n = ix.len();
+                let a = access(&t, ix);
+                if !swizzled {
+                    return a;
+                }
+                // One of the permutations of 0..n, chosen by rotating the identity.
+                let r = if n == 0 { 0 } else { which.index(n) };
+                let perm: Vec<usize> = (0..n).map(|k| (k + r) % n).collect();
+                a.swizzled(&perm)
+            })
+    }
+
+    fn reducer_s() -> impl Strategy<Value = ReducerDef> {
+        (
+            proptest::sample::select(vec!["f", "absmax", "sat_2"]),
+            expr_s(),
+            proptest::option::of(scalar()),
+            proptest::option::of(scalar()),
+            any::<[bool; 3]>(),
+        )
+            .prop_map(|(n, body, id, ann, [c, a, i])| {
+                let mut r = reducer(n, body);
+                r.identity = id;
+                r.annihilator = ann;
+                r.commutative = c;
+                r.associative = a;
+                r.idempotent = i;
+                r
+            })
     }
 
     fn expr_s() -> BoxedStrategy<Expr> {
@@ -471,8 +591,12 @@ mod tests {
         }
 
         #[test]
-        fn programs_round_trip(body in proptest::collection::vec(stmt_s(), 0..5)) {
-            let p = program(body);
+        fn programs_round_trip(
+            body in proptest::collection::vec(stmt_s(), 0..5),
+            reducers in proptest::collection::vec(reducer_s(), 0..3),
+        ) {
+            let mut p = program(body);
+            p.reducers = reducers;
             let text = p.to_string();
             prop_assert_eq!(parse_program(&text), Ok(p), "{}", text);
         }

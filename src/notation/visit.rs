@@ -1,6 +1,6 @@
 //! Read-only walks over the AST shared by the passes.
 
-use super::ast::{Access, Expr, ExprKind, Extent, Stmt, StmtKind};
+use super::ast::{Access, AccessIndex, Expr, ExprKind, Extent, Stmt, StmtKind};
 
 /// Every expression in the statements (pre-order), including extents and access indices.
 pub fn exprs<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Expr)) {
@@ -9,7 +9,7 @@ pub fn exprs<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Expr)) {
             StmtKind::Declare { init, .. } => expr(init, f),
             StmtKind::Assign { lhs, rhs, .. } => {
                 for ix in &lhs.indices {
-                    expr(&ix.expr, f);
+                    index(ix, f);
                 }
                 expr(rhs, f);
             }
@@ -44,7 +44,7 @@ pub fn expr<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr)) {
     match &e.kind {
         ExprKind::Access(a) => {
             for ix in &a.indices {
-                expr(&ix.expr, f);
+                index(ix, f);
             }
         }
         ExprKind::Unary(_, x) => expr(x, f),
@@ -65,6 +65,15 @@ pub fn expr<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr)) {
         }
         ExprKind::Literal(_) | ExprKind::Missing | ExprKind::Name(_) => {}
     }
+}
+
+/// The expressions of one access index: a window's bounds, then the index itself.
+pub fn index<'a>(ix: &'a AccessIndex, f: &mut dyn FnMut(&'a Expr)) {
+    if let Some((lo, hi)) = &ix.window {
+        expr(lo, f);
+        expr(hi, f);
+    }
+    expr(&ix.expr, f);
 }
 
 /// Every access, written or read.

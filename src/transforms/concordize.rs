@@ -17,9 +17,7 @@ pub fn concordize(p: &Program) -> Program {
         scope: vec![],
         fresh: 0,
     };
-    Program {
-        body: c.stmts(&p.body),
-    }
+    p.with_body(c.stmts(&p.body))
 }
 
 struct Concordizer {

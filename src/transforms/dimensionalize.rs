@@ -2,11 +2,18 @@
 //! extent is the meet of its explicit range and the dimensions of every tensor it indexes
 //! directly; a tensor without a shape (an output) takes the extents of the indices that write
 //! it. Disagreements are `DimensionMismatch` errors naming both sides.
+//!
+//! A window `A[(lo:hi)(i)]` is a dimension of size `hi - lo + 1` for `i`; it takes part when
+//! that size is the same for every value of the names in `lo` and `hi` (`(2:4)`, `(j:j+2)`,
+//! `(0:size(A, 0) - 2)`), and a window whose bounds are constants must lie inside `A`. A
+//! swizzled access `swizzle(A, p...)[...]` indexes dimension `p[k]` of `A` with index `k`.
 
 use crate::error::{Error, Result};
 use crate::lower::const_value;
-use crate::notation::ast::{Access, ExprKind, Extent, Program, Span, Stmt, StmtKind};
+use crate::notation::ast::{Access, Extent, Program, Span, Stmt, StmtKind};
 use crate::notation::visit;
+use crate::transforms::linear;
+use crate::transforms::wrapperize::{is_direct, window_uses};
 use std::collections::HashMap;
 
 /// Shapes of all tensors: `known` ones are checked, unknown ones (`None`) are inferred.
@@ -31,6 +38,7 @@ pub fn infer_shapes(
     for _ in 0..2 {
         d.stmts(&p.body)?;
     }
+    d.windows_inside(&p.body)?;
     let mut out = HashMap::new();
     for (name, shape) in &d.shapes {
         match shape {
@@ -102,30 +110,44 @@ impl Dims {
             Extent::Auto => None,
         };
         let mut err = None;
+        let mut meet = |n: usize, here: String, span: Span| match &found {
+            None => found = Some((n, here)),
+            Some((m, there)) if *m != n && err.is_none() => {
+                err = Some(Error::DimensionMismatch {
+                    span,
+                    msg: format!("index `{index}` ranges over {there} but also over {here}"),
+                });
+            }
+            _ => {}
+        };
         visit::accesses(body, &mut |a: &Access| {
-            for (d, ix) in a.indices.iter().enumerate() {
-                if ix.permissive || !matches!(&ix.expr.kind, ExprKind::Name(n) if n == index) {
+            for (k, ix) in a.indices.iter().enumerate() {
+                if !is_direct(ix, index) {
                     continue;
                 }
                 let Some(Some(shape)) = self.shapes.get(&a.tensor) else {
                     continue;
                 };
+                let d = a.dim_of(k);
                 let Some(&n) = shape.get(d) else { continue };
-                let here = format!("dimension {d} of `{}` (size {n})", a.tensor);
-                match &found {
-                    None => found = Some((n, here)),
-                    Some((m, there)) if *m != n && err.is_none() => {
-                        err = Some(Error::DimensionMismatch {
-                            span: a.span,
-                            msg: format!(
-                                "index `{index}` ranges over {there} but also over {here}"
-                            ),
-                        });
-                    }
-                    _ => {}
-                }
+                meet(
+                    n,
+                    format!("dimension {d} of `{}` (size {n})", a.tensor),
+                    a.span,
+                );
             }
         });
+        let windows = window_uses(body, index);
+        for w in &windows {
+            let Some(n) = linear::window_size(w.lo, w.hi, &|t, d| self.size(t, d)) else {
+                continue;
+            };
+            let here = format!(
+                "the window {}:{} of dimension {} of `{}` (size {n})",
+                w.lo, w.hi, w.dim, w.tensor
+            );
+            meet(n as usize, here, w.span);
+        }
         if let Some(e) = err {
             return Err(e);
         }
@@ -135,6 +157,8 @@ impl Dims {
                 Ok(())
             }
             None if self.extents.contains_key(index) => Ok(()),
+            // A window whose size depends on other indices: the loop is sized when it runs.
+            None if !windows.is_empty() => Ok(()),
             None => {
                 // Maybe an output shape found later sizes it; the second round decides.
                 if self.shapes.values().all(|s| s.is_some()) {
@@ -156,9 +180,9 @@ impl Dims {
         let mut updates = vec![];
         visit::accesses(body, &mut |a: &Access| {
             if let Some(None) = self.shapes.get(&a.tensor) {
-                for (d, ix) in a.indices.iter().enumerate() {
-                    if matches!(&ix.expr.kind, ExprKind::Name(m) if m == index) && !ix.permissive {
-                        updates.push((a.tensor.clone(), d, a.indices.len()));
+                for (k, ix) in a.indices.iter().enumerate() {
+                    if is_direct(ix, index) {
+                        updates.push((a.tensor.clone(), a.dim_of(k), a.indices.len()));
                     }
                 }
             }
@@ -176,5 +200,135 @@ impl Dims {
                 self.shapes.insert(t, Some(shape));
             }
         }
+    }
+
+    /// The extent of dimension `d` of `t`, if known.
+    fn size(&self, t: &str, d: usize) -> Option<usize> {
+        self.shapes.get(t)?.as_ref()?.get(d).copied()
+    }
+
+    /// Windows with constant bounds must lie inside their tensor (an empty one anywhere).
+    fn windows_inside(&self, body: &[Stmt]) -> Result<()> {
+        let mut err = None;
+        visit::accesses(body, &mut |a: &Access| {
+            for (k, ix) in a.indices.iter().enumerate() {
+                let Some((lo, hi)) = &ix.window else { continue };
+                let d = a.dim_of(k);
+                let sizes = |t: &str, d: usize| self.size(t, d);
+                let (Some(l), Some(h), Some(n)) = (
+                    linear::constant(lo, &sizes),
+                    linear::constant(hi, &sizes),
+                    self.size(&a.tensor, d),
+                ) else {
+                    continue;
+                };
+                if err.is_none() && l <= h && (l < 0 || h >= n as i64) {
+                    err = Some(window_outside(&a.tensor, a.span, l, h, d, n));
+                }
+            }
+        });
+        err.map_or(Ok(()), Err)
+    }
+}
+
+/// The error for a non-empty window `lo:hi` that leaves dimension `dim` (of size `n`) of
+/// `tensor`; the reference evaluator reports the same when it reaches the access.
+pub fn window_outside(tensor: &str, span: Span, lo: i64, hi: i64, dim: usize, n: usize) -> Error {
+    Error::tensor(
+        tensor,
+        format!("{span}: the window {lo}:{hi} leaves dimension {dim} (size {n})"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notation::parse::parse_program;
+
+    fn infer(
+        text: &str,
+        known: &[(&str, &[usize])],
+        unknown: &[&str],
+    ) -> Result<HashMap<String, Vec<usize>>> {
+        let mut shapes: HashMap<String, Option<Vec<usize>>> = known
+            .iter()
+            .map(|(n, s)| (n.to_string(), Some(s.to_vec())))
+            .collect();
+        for n in unknown {
+            shapes.insert(n.to_string(), None);
+        }
+        infer_shapes(&parse_program(text).unwrap(), &shapes)
+    }
+
+    #[test]
+    fn windows_size_outputs_and_swizzles_permute_dimensions() {
+        let s = infer(
+            "for i = _\n  y[i] = x[(2:4)(i)]\nend",
+            &[("x", &[9])],
+            &["y"],
+        )
+        .unwrap();
+        assert_eq!(s["y"], vec![3]);
+        let s = infer(
+            "for i = _, j = _\n  swizzle(B, 1, 0)[i, j] = A[i, (1:2)(j)]\nend",
+            &[("A", &[4, 6])],
+            &["B"],
+        )
+        .unwrap();
+        assert_eq!(s["B"], vec![2, 4]);
+        let s = infer(
+            "for j = _, i = _\n  y[j] += x[(j:j + 2)(i)] * w[i]\nend",
+            &[("x", &[9]), ("w", &[3])],
+            &["y"],
+        );
+        // `j` is sized by nothing but the output, which nothing sizes.
+        assert!(s.is_err());
+    }
+
+    #[test]
+    fn windows_meet_other_extents() {
+        let e = infer(
+            "for j = _, i = _\n  y[j] += x[(j:j + 3)(i)] * w[i]\nend",
+            &[("x", &[9]), ("w", &[3]), ("y", &[6])],
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "2:11: dimension mismatch: index `i` ranges over dimension 0 of `w` (size 3) but also over the window j:j + 3 of dimension 0 of `x` (size 4)"
+        );
+        let e = infer(
+            "for i = 0:3\n  s[] += swizzle(A, 1, 0)[(0:size(A, 0) - 1)(i), 0]\nend",
+            &[("A", &[2, 5]), ("s", &[])],
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "2:10: dimension mismatch: index `i` ranges over the range 0:3 but also over the window 0:size(A, 0) - 1 of dimension 1 of `A` (size 2)"
+        );
+        let e = infer(
+            "for i = _\n  s[] += x[(0:size(x, 0))(i)]\nend",
+            &[("x", &[4]), ("s", &[])],
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "tensor `x`: 2:10: the window 0:4 leaves dimension 0 (size 4)"
+        );
+        // Empty windows may sit anywhere; sizes that depend on values are left to run time.
+        infer(
+            "for i = _\n  s[] += x[(9:8)(i)]\nend",
+            &[("x", &[4]), ("s", &[])],
+            &[],
+        )
+        .unwrap();
+        infer(
+            "for j = 0:1, i = _\n  s[] += x[(0:j)(i)]\nend",
+            &[("x", &[4]), ("s", &[])],
+            &[],
+        )
+        .unwrap();
     }
 }

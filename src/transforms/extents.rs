@@ -7,9 +7,7 @@ use crate::notation::ast::{BinaryOp, Expr, ExprKind, Extent, Program, Stmt, Stmt
 use crate::types::Scalar;
 
 pub fn resolve_auto_extents(p: &Program) -> Program {
-    Program {
-        body: stmts(&p.body),
-    }
+    p.with_body(stmts(&p.body))
 }
 
 fn stmts(body: &[Stmt]) -> Vec<Stmt> {

@@ -20,7 +20,7 @@ pub fn lifecycle(p: &Program, tensors: &HashSet<String>) -> Result<Program> {
     let mut modes: HashMap<String, Mode> =
         tensors.iter().map(|t| (t.clone(), Mode::Read)).collect();
     let body = scope(&p.body, tensors, &mut modes, true)?;
-    Ok(Program { body })
+    Ok(p.with_body(body))
 }
 
 fn declared_in(stmts: &[Stmt]) -> HashSet<String> {

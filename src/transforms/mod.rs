@@ -5,10 +5,15 @@ pub mod concordize;
 pub mod dimensionalize;
 pub mod extents;
 pub mod lifecycle;
+pub mod linear;
 pub mod permissive;
+pub mod reducers;
+pub mod wrapperize;
 
 pub use concordize::concordize;
 pub use dimensionalize::infer_shapes;
 pub use extents::resolve_auto_extents;
 pub use lifecycle::lifecycle;
 pub use permissive::permissive;
+pub use reducers::resolve_reducers;
+pub use wrapperize::wrapperize;

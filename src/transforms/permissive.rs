@@ -32,9 +32,7 @@ pub fn permissive(p: &Program) -> Result<Program> {
         fresh: 0,
         scope: vec![],
     };
-    Ok(Program {
-        body: pass.stmts(&p.body)?,
-    })
+    Ok(p.with_body(pass.stmts(&p.body)?))
 }
 
 struct Pass {
