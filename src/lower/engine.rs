@@ -42,6 +42,9 @@ pub struct Engine {
     pub write_once: HashSet<String>,
     /// Constant bounds of the phase variables, to skip provably empty phases.
     pub facts: super::bounds::Facts,
+    /// Where a failing bounds check stores the value it reports: buffer 0 (the dimensions),
+    /// one slot past the last dimension.
+    pub detail: (crate::ir::BufId, i64),
 }
 
 impl Engine {
@@ -67,12 +70,29 @@ impl Engine {
                 stop,
                 body,
                 span,
+                bounds,
             } => {
                 let start = emit_index(&start, span)?;
                 let stop = emit_index(&stop, span)?;
                 let mut code = vec![];
                 let start = self.pin(&mut code, start, &format!("{index}_start"));
                 let stop = self.pin(&mut code, stop, &format!("{index}_stop"));
+                for bd in bounds {
+                    let msg = self.cx.error(format!(
+                        "{span}: index {} is outside dimension {} of `{}`",
+                        crate::backend::DETAIL,
+                        bd.dim,
+                        bd.tensor
+                    ));
+                    let low = b::lt(start.clone(), b::int(0));
+                    let outside = b::or(low.clone(), b::le(bd.size, stop.clone()));
+                    let (buf, slot) = self.detail;
+                    let bad = b::select(low, start.clone(), stop.clone());
+                    code.extend(b::if_(
+                        b::and(b::le(start.clone(), stop.clone()), outside),
+                        vec![b::store(buf, b::int(slot), bad), Stmt::Fail(msg)],
+                    ));
+                }
                 code.extend(self.lower_loop(&index, Ext { start, stop }, body)?);
                 Ok(code)
             }
@@ -194,7 +214,12 @@ impl Engine {
         // splits). Writes must: separate writers would each open and commit the same fiber
         // (`if ... C[i] = x else C[i] = y`). Reads may: the same row read in both branches of
         // a permissive split is walked once instead of coiterated with itself.
-        type Key = (Fiber, Option<Expr>, Mode, Option<crate::notation::ast::Protocol>);
+        type Key = (
+            Fiber,
+            Option<Expr>,
+            Mode,
+            Option<crate::notation::ast::Protocol>,
+        );
         let mut unfurled: Vec<(Key, Looplet)> = vec![];
         node::visit_accesses_mut(&mut body, &mut |a: &mut LAccess| {
             if a.head() == Some(index)
@@ -812,12 +837,14 @@ fn integrated(body: &[LStmt], len: &Expr) -> Option<Vec<LStmt>> {
                 stop,
                 body,
                 span,
+                bounds,
             } => LStmt::Loop {
                 index: index.clone(),
                 start: start.clone(),
                 stop: stop.clone(),
                 body: integrated(body, len)?,
                 span: *span,
+                bounds: bounds.clone(),
             },
             LStmt::If {
                 cond,
