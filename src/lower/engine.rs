@@ -462,6 +462,21 @@ impl Engine {
         let Some((path, Looplet::Sequence(phases))) = seq else {
             unreachable!("a sequence is present")
         };
+        if ext.is_point() {
+            // A single coordinate lies in one phase: choose it at run time, no loops.
+            let at = ext.start.clone();
+            let cases = phases
+                .into_iter()
+                .map(|p| {
+                    let cond = p
+                        .stop
+                        .map_or(b::boolean(true), |s| b::le(at.clone(), s));
+                    (cond, p.body)
+                })
+                .collect();
+            set_at(&mut body, &path, Target::Looplet(Looplet::Switch(cases)));
+            return self.lower_loop(index, ext, body);
+        }
         let stops: Vec<Option<Expr>> = phases.iter().map(|p| p.stop.clone()).collect();
         let mut code = vec![];
         let mut cur = ext.start.clone();
@@ -474,19 +489,40 @@ impl Engine {
             },
         ) in phases.into_iter().enumerate()
         {
-            let hi = match stop {
-                None => ext.stop.clone(),
-                Some(s) => b::min(s, ext.stop.clone()),
+            // A phase ending one past the previous one's end is a single coordinate (the
+            // diagonal of `i == j`): lowered as that point, with no loop around it.
+            let point = match (&stop, k.checked_sub(1).and_then(|p| stops[p].as_ref())) {
+                (Some(s), Some(prev)) if *prev == b::sub(s.clone(), b::int(1)) => {
+                    Some(self.pin(&mut code, s.clone(), &format!("{index}_point")))
+                }
+                _ => None,
+            };
+            let hi = match (&point, stop) {
+                (_, None) => ext.stop.clone(),
+                (Some(p), _) => b::min(p.clone(), ext.stop.clone()),
+                (None, Some(s)) => b::min(s, ext.stop.clone()),
             };
             let hi = self.pin(&mut code, hi, &format!("{index}_phase_stop"));
             let mut b2 = body.clone();
             set_at(&mut b2, &path, Target::Looplet(looplet));
             split_alike(&mut b2, index, &stops, k);
-            let phase = Ext {
-                start: cur.clone(),
-                stop: hi.clone(),
+            let (phase, guard) = match &point {
+                Some(p) => (
+                    Ext {
+                        start: p.clone(),
+                        stop: p.clone(),
+                    },
+                    b::and(b::le(cur.clone(), p.clone()), b::le(p.clone(), ext.stop.clone())),
+                ),
+                None => (
+                    Ext {
+                        start: cur.clone(),
+                        stop: hi.clone(),
+                    },
+                    b::le(cur.clone(), hi.clone()),
+                ),
             };
-            if self.facts.empty(&phase.start, &phase.stop) {
+            if self.facts.empty(&cur, &hi) {
                 // Nothing to run, and the next phase starts where this one would have.
                 continue;
             }
@@ -495,7 +531,7 @@ impl Engine {
                 // Earlier phases may have finished a short-circuiting reduction.
                 inner = self.short_circuit_guard(index, &phase, &b2, inner)?;
             }
-            code.extend(b::if_(b::le(cur.clone(), hi.clone()), inner));
+            code.extend(b::if_(guard, inner));
             if k + 1 < n {
                 let next = self.cx.var(&format!("{index}_phase_start"), ElemType::I64);
                 let start = b::max(cur.clone(), b::add(hi, b::int(1)));
