@@ -185,7 +185,9 @@ fn masks_and_offsets_follow_the_structure() {
         "s .= 0\nfor i = _, j = _\n  if i <= j\n    s[] += A[i, j]\n  end\nend\n",
         &[("A", csr), ("s", "Element(0.0)")],
     );
-    let seek = triu.find("search_ge(A_idx").expect("a seek to the diagonal");
+    let seek = triu
+        .find("search_ge(A_idx")
+        .expect("a seek to the diagonal");
     let step = triu.find("while").expect("a stepper over the row");
     assert!(seek < step, "{triu}");
     assert_eq!(triu.matches("while").count(), 1, "{triu}");
@@ -196,7 +198,10 @@ fn masks_and_offsets_follow_the_structure() {
         &[("A", csr), ("d", "Dense(Element(0.0))")],
     );
     assert!(diag.contains("search_ge(A_idx"), "{diag}");
-    assert!(!diag.contains("while"), "one point per row, no inner loop:\n{diag}");
+    assert!(
+        !diag.contains("while"),
+        "one point per row, no inner loop:\n{diag}"
+    );
     assert_eq!(diag.matches("for (").count(), 1, "{diag}");
 
     let shifted = code(

@@ -468,9 +468,7 @@ impl Engine {
             let cases = phases
                 .into_iter()
                 .map(|p| {
-                    let cond = p
-                        .stop
-                        .map_or(b::boolean(true), |s| b::le(at.clone(), s));
+                    let cond = p.stop.map_or(b::boolean(true), |s| b::le(at.clone(), s));
                     (cond, p.body)
                 })
                 .collect();
@@ -512,7 +510,10 @@ impl Engine {
                         start: p.clone(),
                         stop: p.clone(),
                     },
-                    b::and(b::le(cur.clone(), p.clone()), b::le(p.clone(), ext.stop.clone())),
+                    b::and(
+                        b::le(cur.clone(), p.clone()),
+                        b::le(p.clone(), ext.stop.clone()),
+                    ),
                 ),
                 None => (
                     Ext {

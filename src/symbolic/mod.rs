@@ -167,7 +167,14 @@ fn is_noop(
     match op {
         // Finch's `initwrite`: overwriting with the declared value is a no-op.
         AssignOp::Overwrite => declared.get(t).is_some_and(|init| v.cast(elem) == *init),
-        AssignOp::Reduce(r) => algebra::identity(r, v.ty().class()).is_some_and(|id| v == id),
+        // The value is reduced in the compute class (a pattern's `false` added to a float
+        // is 0.0), so the identity is that class's.
+        AssignOp::Reduce(r) => {
+            let class = semantics::reducer_classes(r, elem.class(), v.ty().class())
+                .map_or(v.ty().class(), |(compute, _)| compute);
+            let v = v.cast(semantics::class_type(class)).widen();
+            algebra::identity(r, class).is_some_and(|id| v == id)
+        }
     }
 }
 
