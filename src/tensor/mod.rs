@@ -1,8 +1,11 @@
 //! The user-facing tensor: a shape, a format (level chain) and each level's arrays.
 
+mod build;
 pub mod convert;
 pub mod files;
 mod runs;
+
+pub use build::{StoredEntries, add_duplicates, parse_format, random_exact};
 
 use crate::error::{Error, Result};
 use crate::levels::{Format, level_impl};
