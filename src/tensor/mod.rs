@@ -3,7 +3,11 @@
 mod build;
 pub mod convert;
 pub mod files;
+#[cfg(feature = "ndarray")]
+pub mod ndarray_interop;
 mod runs;
+#[cfg(feature = "sprs")]
+mod sprs_interop;
 
 pub use build::{StoredEntries, add_duplicates, parse_format, random_exact};
 
