@@ -38,7 +38,10 @@ fn evaluate(
         .collect();
     let out = Format::dense(out_shape.len(), Scalar::zero(elem));
     tensors.insert(s.output.clone(), Tensor::empty(&out, out_shape).unwrap());
-    run_eval(&parse(&text), &tensors).unwrap().remove(&s.output).unwrap()
+    run_eval(&parse(&text), &tensors)
+        .unwrap()
+        .remove(&s.output)
+        .unwrap()
 }
 
 fn assert_close(got: &Buffer, want: &Buffer, what: &str) {
@@ -73,7 +76,11 @@ fn dense(rank: usize) -> Format {
 fn sparse_product_is_gustavson_into_a_sparse_output() {
     let a = random_sparse(&csr(), &[7, 9], 0.3, 1).unwrap();
     let b = random_sparse(&csr(), &[9, 5], 0.3, 2).unwrap();
-    let c = check("C[i, j] += A[i, k] * B[k, j]", "0.0", &[("A", &a), ("B", &b)]);
+    let c = check(
+        "C[i, j] += A[i, k] * B[k, j]",
+        "0.0",
+        &[("A", &a), ("B", &b)],
+    );
     assert_eq!(c.format, csr());
     let p = plan_einsum(
         "C[i, j] += A[i, k] * B[k, j]",
@@ -123,9 +130,17 @@ fn spmv_mttkrp_and_elementwise_outputs() {
         &[("X", &t), ("B", &b), ("C", &c)],
     );
     let a2 = random_sparse(&csr(), &[8, 6], 0.3, 11).unwrap();
-    let sum = check("T[i, j] = A[i, j] + B[i, j]", "0.0", &[("A", &a), ("B", &a2)]);
+    let sum = check(
+        "T[i, j] = A[i, j] + B[i, j]",
+        "0.0",
+        &[("A", &a), ("B", &a2)],
+    );
     assert_eq!(sum.format, csr());
-    let prod = check("T[i, j] = A[i, j] * B[i, j]", "0.0", &[("A", &a), ("B", &a2)]);
+    let prod = check(
+        "T[i, j] = A[i, j] * B[i, j]",
+        "0.0",
+        &[("A", &a), ("B", &a2)],
+    );
     assert_eq!(prod.format, csr());
     assert!(prod.countstored() <= a.countstored().min(a2.countstored()));
     // A right side that is not 0 where the inputs store nothing is dense.
@@ -133,7 +148,11 @@ fn spmv_mttkrp_and_elementwise_outputs() {
     let shifted = check("T[i, j] = A[i, j] * 2 + 1", "1.0", &[("A", &a)]);
     assert_eq!(shifted.format, fmt("Dense(SparseList(Element(1.0)))"));
     // A right side that depends on a dense input where the sparse one stores nothing is dense.
-    let sum = check("T[i, j] = A[i, j] + D[i, j]", "0.0", &[("A", &a), ("D", &a.to_format(&dense(2)).unwrap())]);
+    let sum = check(
+        "T[i, j] = A[i, j] + D[i, j]",
+        "0.0",
+        &[("A", &a), ("D", &a.to_format(&dense(2)).unwrap())],
+    );
     assert_eq!(sum.format, dense(2));
     let s = check("s[] += A[i, j] * B[i, j]", "0.0", &[("A", &a), ("B", &a2)]);
     assert_eq!(s.rank(), 0);
@@ -147,10 +166,11 @@ fn max_and_min_reductions_see_the_fill() {
     check("m[j] <<min>>= A[i, j]", "Inf", &[("A", &a)]);
     let ints = fmt("Dense(SparseList(Element(0)))");
     let b = random_sparse(&ints, &[5, 5], 0.4, 13).unwrap();
-    let r = check("m[i] <<max>>= A[i, k] * B[k, j]", "-9223372036854775808", &[
-        ("A", &b),
-        ("B", &b),
-    ]);
+    let r = check(
+        "m[i] <<max>>= A[i, k] * B[k, j]",
+        "-9223372036854775808",
+        &[("A", &b), ("B", &b)],
+    );
     assert_eq!(r.elem(), tessera::ElemType::I64);
     let bools = fmt("Dense(SparseList(Element(false)))");
     let p = random_sparse(&bools, &[5, 5], 0.3, 14).unwrap();
@@ -172,7 +192,13 @@ fn a_second_call_on_new_data_of_the_same_formats_compiles_nothing() {
     let c = einsum_with(&runner, spec, &[("A", &a2), ("B", &b2)], None).unwrap();
     assert_eq!(*runner.last_compile_ms.borrow(), 0.0);
     assert_eq!(runner.cache_len(), compiled);
-    let want = evaluate(spec, "0.0", &[("A", &a2), ("B", &b2)], &[11, 3], tessera::ElemType::F64);
+    let want = evaluate(
+        spec,
+        "0.0",
+        &[("A", &a2), ("B", &b2)],
+        &[11, 3],
+        tessera::ElemType::F64,
+    );
     assert_close(&c.to_dense(), &want, "second call");
 }
 
@@ -465,7 +491,10 @@ fn cli_einsum_writes_the_output_and_times_the_kernel() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8(o.stdout).unwrap();
-    assert!(text.contains("# workspace w: SparseByteMap(Element(0.0))"), "{text}");
+    assert!(
+        text.contains("# workspace w: SparseByteMap(Element(0.0))"),
+        "{text}"
+    );
     assert!(text.contains("w[j] += A[i, k] * A[k, j]"), "{text}");
     let time = text.lines().last().unwrap();
     assert!(time.starts_with("time: compile_ms="), "{time}");

@@ -22,7 +22,11 @@ fn class_walk(e: &Expr, reads: &[Class], next: &mut usize) -> Result<Class> {
             *next += 1;
             reads[*next - 1]
         }
-        ExprKind::Unary(op, x) => unary_class(*op, class_walk(x, reads, next)?).map_err(err)?.1,
+        ExprKind::Unary(op, x) => {
+            unary_class(*op, class_walk(x, reads, next)?)
+                .map_err(err)?
+                .1
+        }
         ExprKind::Binary(op, a, b) => {
             let (ca, cb) = (class_walk(a, reads, next)?, class_walk(b, reads, next)?);
             binary_classes(*op, ca, cb).map_err(err)?.1
@@ -129,10 +133,7 @@ mod tests {
         );
         let sum = parse_expr("A[i, j] + B[i, j]").unwrap();
         assert_eq!(absent_value(&sum, &[zero, zero], &[true, false]), None);
-        assert_eq!(
-            absent_value(&sum, &[zero, zero], &[true, true]),
-            Some(zero)
-        );
+        assert_eq!(absent_value(&sum, &[zero, zero], &[true, true]), Some(zero));
         let shifted = parse_expr("A[i] * 2 + 1").unwrap();
         assert_eq!(
             absent_value(&shifted, &[Scalar::I64(0)], &[true]),

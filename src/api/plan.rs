@@ -112,7 +112,12 @@ struct Planner<'a> {
 
 impl Planner<'_> {
     fn score(&self, order: &[String]) -> Candidate {
-        let pos = |v: &String| order.iter().position(|o| o == v).expect("every index loops");
+        let pos = |v: &String| {
+            order
+                .iter()
+                .position(|o| o == v)
+                .expect("every index loops")
+        };
         let mut cost = 0.0;
         let mut perms = vec![];
         // The level kind each read uses for each index, after any transpose.
@@ -289,8 +294,8 @@ pub fn plan(spec: &Spec, inputs: &[(&str, &Format)], output: Option<&Format>) ->
     let rhs_class = class_of(&spec.rhs, &read_classes)?;
     let (class, out_fill) = match spec.reducer() {
         Some(r) => {
-            let (_, c) =
-                reducer_classes(r, rhs_class, rhs_class).map_err(|m| Error::program(spec.span, m))?;
+            let (_, c) = reducer_classes(r, rhs_class, rhs_class)
+                .map_err(|m| Error::program(spec.span, m))?;
             let id = identity(r, c).ok_or_else(|| {
                 Error::program(spec.span, format!("`{r:?}` has no identity in {c:?}"))
             })?;
@@ -426,12 +431,7 @@ fn build(
     let fill = Expr::lit(planner.out_fill.widen());
     let outs = &spec.out_indices;
     let out_access = || access(&spec.output, outs.iter().map(|v| idx(v.as_str())));
-    let nest = |loops: &[String], body| {
-        loops
-            .iter()
-            .rev()
-            .fold(body, |b, v| for_(v, auto(), [b]))
-    };
+    let nest = |loops: &[String], body| loops.iter().rev().fold(body, |b, v| for_(v, auto(), [b]));
     let (body, workspace) = if best.workspace {
         let rest = &outs[best.prefix..];
         let name = fresh("w", &mut taken);
@@ -476,7 +476,12 @@ fn build(
     }
 }
 
-fn rename_reads(e: &mut Expr, perms: &[Option<Vec<usize>>], names: &[Option<String>], next: &mut usize) {
+fn rename_reads(
+    e: &mut Expr,
+    perms: &[Option<Vec<usize>>],
+    names: &[Option<String>],
+    next: &mut usize,
+) {
     match &mut e.kind {
         ExprKind::Access(a) => {
             if let (Some(perm), Some(name)) = (&perms[*next], &names[*next]) {

@@ -25,7 +25,11 @@ impl Spec {
         self.reads[k]
             .indices
             .iter()
-            .map(|ix| plain_name(&ix.expr).expect("checked by parse_spec").to_string())
+            .map(|ix| {
+                plain_name(&ix.expr)
+                    .expect("checked by parse_spec")
+                    .to_string()
+            })
             .collect()
     }
 
@@ -76,7 +80,10 @@ fn check_access(a: &Access, what: &str) -> Result<Vec<String>> {
     if a.swizzle.is_some() {
         return Err(Error::unsupported(
             a.span,
-            format!("einsum takes plain accesses; write the indices of `{}` in the order you want instead of a swizzle", a.tensor),
+            format!(
+                "einsum takes plain accesses; write the indices of `{}` in the order you want instead of a swizzle",
+                a.tensor
+            ),
         ));
     }
     let mut names: Vec<String> = vec![];
@@ -113,7 +120,9 @@ fn check_rhs(e: &Expr) -> Result<()> {
         ExprKind::Literal(_) | ExprKind::Access(_) => Ok(()),
         ExprKind::Name(n) => Err(Error::unsupported(
             e.span,
-            format!("einsum reads tensors as accesses: write `{n}[]` for a 0-d tensor (indices cannot be used as values)"),
+            format!(
+                "einsum reads tensors as accesses: write `{n}[]` for a 0-d tensor (indices cannot be used as values)"
+            ),
         )),
         ExprKind::Missing => Err(Error::unsupported(e.span, "einsum has no `missing` values")),
         ExprKind::Unary(_, x) => check_rhs(x),
@@ -200,7 +209,9 @@ pub fn parse_spec(text: &str) -> Result<Spec> {
         let extra = &all[spec.out_indices.len()];
         return Err(Error::program(
             stmt.span,
-            format!("index `{extra}` is not on the left, so it is reduced: use a reducer such as `+=` instead of `=`"),
+            format!(
+                "index `{extra}` is not on the left, so it is reduced: use a reducer such as `+=` instead of `=`"
+            ),
         ));
     }
     Ok(spec)

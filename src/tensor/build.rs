@@ -187,7 +187,10 @@ mod tests {
         let entries: Vec<_> = p.stored().collect();
         assert_eq!(
             entries,
-            vec![(vec![0, 1], Scalar::F64(7.0)), (vec![2, 0], Scalar::F64(5.0))]
+            vec![
+                (vec![0, 1], Scalar::F64(7.0)),
+                (vec![2, 0], Scalar::F64(5.0))
+            ]
         );
         assert!(t.permute(&[0, 0]).is_err());
         assert!(t.permute(&[0]).is_err());

@@ -78,6 +78,9 @@ mod tests {
         let bf = Format::parse("SparseList(Element(false))", None).unwrap();
         let tb = Tensor::from_ndarray(&b, &bf).unwrap();
         assert_eq!(tb.to_ndarray::<bool>().unwrap(), b);
-        assert_eq!(tb.to_ndarray::<i64>().unwrap().into_raw_vec_and_offset().0, vec![1, 0, 1]);
+        assert_eq!(
+            tb.to_ndarray::<i64>().unwrap().into_raw_vec_and_offset().0,
+            vec![1, 0, 1]
+        );
     }
 }

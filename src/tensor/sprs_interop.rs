@@ -41,7 +41,10 @@ impl Tensor {
         if self.rank() != 2 {
             return Err(Error::tensor(
                 "",
-                format!("a sprs matrix has 2 dimensions, this tensor {}", self.rank()),
+                format!(
+                    "a sprs matrix has 2 dimensions, this tensor {}",
+                    self.rank()
+                ),
             ));
         }
         let mut t = TriMat::new((self.shape[0], self.shape[1]));
