@@ -277,7 +277,8 @@ fn errors_name_the_place() {
 
 /// (name, spgemm, spgemm nonzeros, spmv, AᵀA, AᵀA nonzeros, (A + Aᵀ) row sums, row maxima):
 /// printed by `scripts/einsum_golden.py`.
-const GOLDEN: &[(&str, f64, usize, f64, f64, usize, f64, f64)] = &[
+type Golden = (&'static str, f64, usize, f64, f64, usize, f64, f64);
+const GOLDEN: &[Golden] = &[
     (
         "west0479",
         -855175112.3337483,
