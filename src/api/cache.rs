@@ -1,0 +1,13 @@
+//! The kernel cache the elementwise, reduction and matmul functions share when no `Runner` is
+//! given: repeated calls of the same operation on inputs of the same formats compile once per
+//! thread.
+
+use crate::run::Runner;
+
+thread_local! {
+    static RUNNER: Runner = Runner::jit();
+}
+
+pub fn with_runner<T>(f: impl FnOnce(&Runner) -> T) -> T {
+    RUNNER.with(f)
+}
