@@ -8,7 +8,8 @@
 //! they fit that structure (CSR in, CSR out); otherwise it takes einsum's choice.
 //!
 //! Broadcasting ([`super::broadcast`]): an input with a size-1 dimension stretched to another
-//! extent is read through a copy without it; a 0-d input (see [`scalar`]) is read everywhere.
+//! extent is read through a copy without it; a 0-d input (see [`scalar`]) is a constant of
+//! the statement.
 
 use super::broadcast::{broadcast_shape, kept_dims, squeeze};
 use super::cache::with_runner;
@@ -124,6 +125,10 @@ pub fn map_with(runner: &Runner, op: Op, inputs: &[&Tensor]) -> Result<Tensor> {
     let mut operands = vec![];
     let mut reads = vec![];
     for (k, t) in inputs.iter().enumerate() {
+        if let Some(v) = constant(t) {
+            operands.push(format!("({v})"));
+            continue;
+        }
         let dims = kept_dims(&t.shape, &out_shape);
         let keep: Vec<bool> = dims.iter().map(Option::is_some).collect();
         let read = squeeze(t, &keep)?;
@@ -142,6 +147,17 @@ pub fn map_with(runner: &Runner, op: Op, inputs: &[&Tensor]) -> Result<Tensor> {
     let out = einsum_with(runner, &spec, &named, output.as_ref())?;
     debug_assert_eq!(out.shape, out_shape);
     Ok(out)
+}
+
+/// The value of a 0-d input whose type a literal has: written into the statement, so the
+/// fill algebra knows it (`a + 1` keeps `a`'s structure; a `1[]` read would be unknown).
+/// Each such constant compiles its own kernel.
+fn constant(t: &Tensor) -> Option<Scalar> {
+    let literal = matches!(
+        t.elem(),
+        crate::types::ElemType::F64 | crate::types::ElemType::I64 | crate::types::ElemType::Bool
+    );
+    (t.rank() == 0 && literal).then(|| t.to_dense().get(0))
 }
 
 /// The format of the first input of the output's shape that has a sparse level, with

@@ -1,0 +1,490 @@
+//! Elementwise operations, reductions and matmul of `tessera::api` against a plain-Rust dense
+//! computation of NumPy's semantics (broadcast the indices, apply the operation), on random
+//! formats, shapes (size-1 axes and 0-d included) and fill values; the structure the fill
+//! algebra promises (intersection for `*`, union for `+`, kept level kinds); a few statements
+//! against the reference evaluator; and the errors.
+
+mod common;
+
+use common::{parse, run_eval};
+use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use tessera::Scalar;
+use tessera::api::{self, Op, Reduction};
+use tessera::levels::{Format, LevelKind};
+use tessera::runtime::Buffer;
+use tessera::tensor::Tensor;
+
+const INF: f64 = f64::INFINITY;
+
+/// Level kinds (without the leaf) to store a tensor of `rank` dimensions in.
+fn kinds_for(rank: usize) -> Vec<Vec<LevelKind>> {
+    use LevelKind::*;
+    let runs = RunList { merge: true };
+    match rank {
+        0 => vec![vec![]],
+        1 => vec![
+            vec![Dense],
+            vec![SparseList],
+            vec![runs],
+            vec![SparseCOO(1)],
+        ],
+        2 => vec![
+            vec![Dense, Dense],
+            vec![Dense, SparseList],
+            vec![SparseList, SparseList],
+            vec![SparseCOO(2)],
+            vec![Dense, runs],
+        ],
+        _ => vec![
+            vec![Dense; 3],
+            vec![Dense, SparseList, SparseList],
+            vec![SparseCOO(3)],
+            vec![Dense, Dense, runs],
+        ],
+    }
+}
+
+fn format(kinds: &[LevelKind], fill: f64) -> Format {
+    let mut levels = kinds.to_vec();
+    levels.push(LevelKind::Element(Scalar::F64(fill)));
+    Format { levels }
+}
+
+/// A tensor of `shape` in a random format and fill (0, 1 or Inf), about half its entries the
+/// fill and the others small values of both signs.
+fn random(rng: &mut StdRng, shape: &[usize]) -> Tensor {
+    let options = kinds_for(shape.len());
+    let kinds = &options[rng.random_range(0..options.len())];
+    let fill = [0.0, 1.0, INF][rng.random_range(0..3)];
+    let total: usize = shape.iter().product();
+    let values: Vec<f64> = (0..total)
+        .map(|_| {
+            if rng.random_bool(0.5) {
+                fill
+            } else {
+                [-3.0, -1.5, 0.0, 1.0, 2.0, 7.0][rng.random_range(0..6)]
+            }
+        })
+        .collect();
+    Tensor::from_dense(&format(kinds, fill), shape, &Buffer::F64(values)).unwrap()
+}
+
+/// A shape of rank 0..=3, extents 1..=3 (size-1 axes are common).
+fn random_shape(rng: &mut StdRng) -> Vec<usize> {
+    let rank = rng.random_range(0..=3);
+    (0..rank).map(|_| rng.random_range(1..=3)).collect()
+}
+
+/// A shape that broadcasts to `out`: a suffix of it with some extents turned into 1.
+fn broadcasting_to(rng: &mut StdRng, out: &[usize]) -> Vec<usize> {
+    let rank = rng.random_range(0..=out.len());
+    out[out.len() - rank..]
+        .iter()
+        .map(|&n| if rng.random_bool(0.3) { 1 } else { n })
+        .collect()
+}
+
+fn as_f64(b: &Buffer) -> Vec<f64> {
+    b.to_scalars().iter().map(|s| s.as_f64()).collect()
+}
+
+/// The row-major flat index into an input of `shape` of the result coordinate `c`.
+fn source(shape: &[usize], c: &[usize]) -> usize {
+    let lead = c.len() - shape.len();
+    shape
+        .iter()
+        .enumerate()
+        .fold(0, |k, (d, &n)| k * n + if n == 1 { 0 } else { c[d + lead] })
+}
+
+fn coords(shape: &[usize]) -> Vec<Vec<usize>> {
+    let total: usize = shape.iter().product();
+    (0..total)
+        .map(|mut k| {
+            let mut c = vec![0; shape.len()];
+            for d in (0..shape.len()).rev() {
+                c[d] = k % shape[d];
+                k /= shape[d];
+            }
+            c
+        })
+        .collect()
+}
+
+fn numpy_op(op: Op, x: &[f64]) -> f64 {
+    let b = |t: bool| if t { 1.0 } else { 0.0 };
+    match op {
+        Op::Add => x[0] + x[1],
+        Op::Sub => x[0] - x[1],
+        Op::Mul => x[0] * x[1],
+        Op::Div => x[0] / x[1],
+        Op::Min => x[0].min(x[1]),
+        Op::Max => x[0].max(x[1]),
+        Op::Lt => b(x[0] < x[1]),
+        Op::Le => b(x[0] <= x[1]),
+        Op::Gt => b(x[0] > x[1]),
+        Op::Ge => b(x[0] >= x[1]),
+        Op::Eq => b(x[0] == x[1]),
+        Op::Ne => b(x[0] != x[1]),
+        Op::Neg => -x[0],
+        Op::Abs => x[0].abs(),
+        Op::Sqrt => x[0].sqrt(),
+        Op::Exp => x[0].exp(),
+        Op::Log => x[0].ln(),
+        Op::And | Op::Or | Op::Not => unreachable!("not generated on floats"),
+    }
+}
+
+/// NumPy's result of `op` on the inputs, row-major over the broadcast shape.
+fn numpy_map(op: Op, inputs: &[&Tensor], out: &[usize]) -> Vec<f64> {
+    let dense: Vec<Vec<f64>> = inputs.iter().map(|t| as_f64(&t.to_dense())).collect();
+    coords(out)
+        .iter()
+        .map(|c| {
+            let x: Vec<f64> = inputs
+                .iter()
+                .zip(&dense)
+                .map(|(t, v)| v[source(&t.shape, c)])
+                .collect();
+            numpy_op(op, &x)
+        })
+        .collect()
+}
+
+fn same(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-9 * y.abs())
+}
+
+const OPS: [Op; 17] = [
+    Op::Add,
+    Op::Sub,
+    Op::Mul,
+    Op::Div,
+    Op::Min,
+    Op::Max,
+    Op::Lt,
+    Op::Le,
+    Op::Gt,
+    Op::Ge,
+    Op::Eq,
+    Op::Ne,
+    Op::Neg,
+    Op::Abs,
+    Op::Sqrt,
+    Op::Exp,
+    Op::Log,
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn elementwise_ops_match_numpy(seed in any::<u64>(), k in 0..OPS.len()) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let op = OPS[k];
+        let out = random_shape(&mut rng);
+        let tensors: Vec<Tensor> = (0..op.arity())
+            .map(|_| {
+                let shape = broadcasting_to(&mut rng, &out);
+                random(&mut rng, &shape)
+            })
+            .collect();
+        let inputs: Vec<&Tensor> = tensors.iter().collect();
+        let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
+        let expected_shape = api::broadcast_shape(&shapes).unwrap();
+        let c = api::map(op, &inputs).unwrap();
+        prop_assert_eq!(&c.shape, &expected_shape);
+        let want = numpy_map(op, &inputs, &expected_shape);
+        let got = as_f64(&c.to_dense());
+        prop_assert!(same(&got, &want), "{:?} of {:?}\ngot  {:?}\nwant {:?}\nformat {}",
+            op, inputs.iter().map(|t| (t.shape.clone(), t.format.to_string())).collect::<Vec<_>>(),
+            got, want, c.format);
+        // The fill is the operation on the fills (a 0-d input is a constant).
+        let fills: Vec<f64> = inputs
+            .iter()
+            .map(|t| if t.rank() == 0 { t.to_dense().get(0) } else { t.fill() }.as_f64())
+            .collect();
+        prop_assert!(same(&[c.fill().as_f64()], &[numpy_op(op, &fills)]));
+    }
+
+    #[test]
+    fn reductions_match_numpy(seed in any::<u64>(), k in 0..7usize) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let shape = random_shape(&mut rng);
+        let a = random(&mut rng, &shape);
+        let axes: Vec<usize> = (0..shape.len()).filter(|_| rng.random_bool(0.5)).collect();
+        let hows = [Reduction::Sum, Reduction::Prod, Reduction::Max, Reduction::Min, Reduction::Any, Reduction::All];
+        let r = match hows.get(k) {
+            Some(&how) => api::reduce(how, &a, &axes).unwrap(),
+            None => api::norm(&a, &axes).unwrap(),
+        };
+        let want = numpy_reduce(k, &a, &axes);
+        let got = as_f64(&r.to_dense());
+        prop_assert!(same(&got, &want), "reduction {} over {:?} of {:?} {}\ngot  {:?}\nwant {:?}",
+            k, axes, shape, a.format, got, want);
+    }
+}
+
+/// NumPy's `sum prod max min any all norm` (by position `k`) of `a` over `axes` (all when empty).
+fn numpy_reduce(k: usize, a: &Tensor, axes: &[usize]) -> Vec<f64> {
+    let reduced = |d: usize| axes.is_empty() || axes.contains(&d);
+    let kept: Vec<usize> = (0..a.rank()).filter(|&d| !reduced(d)).collect();
+    let out_shape: Vec<usize> = kept.iter().map(|&d| a.shape[d]).collect();
+    let start = [0.0, 1.0, -INF, INF, 0.0, 1.0, 0.0][k];
+    let mut out = vec![start; out_shape.iter().product()];
+    let values = as_f64(&a.to_dense());
+    for (c, v) in coords(&a.shape).iter().zip(values) {
+        let o = kept.iter().fold(0, |s, &d| s * a.shape[d] + c[d]);
+        let acc = &mut out[o];
+        *acc = match k {
+            0 => *acc + v,
+            1 => *acc * v,
+            2 => acc.max(v),
+            3 => acc.min(v),
+            4 => f64::from(*acc != 0.0 || v != 0.0),
+            5 => f64::from(*acc != 0.0 && v != 0.0),
+            _ => *acc + v * v,
+        };
+    }
+    if k == 6 {
+        out.iter_mut().for_each(|x| *x = x.sqrt());
+    }
+    out
+}
+
+fn csr(values: &[f64], shape: &[usize]) -> Tensor {
+    Tensor::from_slice("csr", shape, &Buffer::F64(values.to_vec())).unwrap()
+}
+
+#[test]
+fn products_store_the_intersection_sums_the_union() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let dense = |rng: &mut StdRng| -> Vec<f64> {
+        (0..30)
+            .map(|_| if rng.random_bool(0.3) { 2.0 } else { 0.0 })
+            .collect()
+    };
+    let a = csr(&dense(&mut rng), &[5, 6]);
+    let b = csr(&dense(&mut rng), &[5, 6]);
+    let p = api::mul(&a, &b).unwrap();
+    assert_eq!(p.format.to_string(), "Dense(SparseList(Element(0.0)))");
+    assert!(p.countstored() <= a.countstored().min(b.countstored()));
+    let s = api::add(&a, &b).unwrap();
+    assert_eq!(s.format.to_string(), "Dense(SparseList(Element(0.0)))");
+    let union = coords(&[5, 6])
+        .iter()
+        .filter(|c| a.get(c).unwrap().as_f64() != 0.0 || b.get(c).unwrap().as_f64() != 0.0)
+        .count();
+    assert_eq!(s.countstored(), union);
+    assert!(s.countstored() < 30);
+}
+
+#[test]
+fn constants_keep_the_structure_and_move_the_fill() {
+    let a = csr(&[0.0, 3.0, 0.0, 0.0, 0.0, -2.0], &[2, 3]);
+    let shifted = api::add(&a, &api::scalar(Scalar::F64(1.0))).unwrap();
+    assert_eq!(
+        shifted.format.to_string(),
+        "Dense(SparseList(Element(1.0)))"
+    );
+    assert_eq!(shifted.countstored(), 2);
+    assert_eq!(
+        shifted.to_dense(),
+        Buffer::F64(vec![1.0, 4.0, 1.0, 1.0, 1.0, -1.0])
+    );
+    // min(b, 0) over a fill-Inf b: the fill becomes 0, the stored structure stays.
+    let b = Tensor::from_slice(
+        "Dense(SparseList(Element(Inf)))",
+        &[2, 3],
+        &Buffer::F64(vec![INF, 3.0, INF, INF, INF, -2.0]),
+    )
+    .unwrap();
+    let low = api::minimum(&b, &api::scalar(Scalar::F64(0.0))).unwrap();
+    assert_eq!(low.fill(), Scalar::F64(0.0));
+    assert_eq!(low.format.to_string(), "Dense(SparseList(Element(0.0)))");
+    assert_eq!(low.countstored(), 2);
+    assert_eq!(
+        low.to_dense(),
+        Buffer::F64(vec![0.0, 0.0, 0.0, 0.0, 0.0, -2.0])
+    );
+}
+
+#[test]
+fn coordinate_inputs_keep_their_format() {
+    let a = Tensor::from_slice(
+        "SparseCOO{2}(Element(0.0))",
+        &[2, 2],
+        &Buffer::F64(vec![0.0, 3.0, 4.0, 0.0]),
+    )
+    .unwrap();
+    let d = api::mul(&a, &a).unwrap();
+    assert_eq!(d.format.to_string(), "SparseCOO{2}(Element(0.0))");
+    assert_eq!(d.to_dense(), Buffer::F64(vec![0.0, 9.0, 16.0, 0.0]));
+}
+
+#[test]
+fn comparisons_give_bools() {
+    let a = csr(&[0.0, 3.0, -1.0, 0.0], &[2, 2]);
+    let lt = api::lt(&a, &api::scalar(Scalar::F64(1.0))).unwrap();
+    assert_eq!(lt.elem(), tessera::ElemType::Bool);
+    assert_eq!(lt.to_dense(), Buffer::Bool(vec![true, false, true, true]));
+}
+
+/// The fill takes part in a reduction: a sum over a fill-1 matrix counts every fill.
+#[test]
+fn reductions_count_the_fills_on_every_axis_set_of_a_3d_tensor() {
+    let f = Format::parse("Dense(SparseList(SparseList(Element(1.0))))", Some(3)).unwrap();
+    let values: Vec<f64> = (0..24)
+        .map(|k| if k % 5 == 0 { k as f64 } else { 1.0 })
+        .collect();
+    let a = Tensor::from_dense(&f, &[2, 3, 4], &Buffer::F64(values)).unwrap();
+    assert!(a.countstored() < 24);
+    let sets: [&[usize]; 8] = [&[], &[0], &[1], &[2], &[0, 1], &[0, 2], &[1, 2], &[0, 1, 2]];
+    for axes in sets {
+        for k in 0..7 {
+            let r = match k {
+                6 => api::norm(&a, axes).unwrap(),
+                _ => {
+                    let hows = [
+                        Reduction::Sum,
+                        Reduction::Prod,
+                        Reduction::Max,
+                        Reduction::Min,
+                        Reduction::Any,
+                        Reduction::All,
+                    ];
+                    api::reduce(hows[k], &a, axes).unwrap()
+                }
+            };
+            let want = numpy_reduce(k, &a, axes);
+            assert!(same(&as_f64(&r.to_dense()), &want), "{k} over {axes:?}");
+        }
+    }
+    assert_eq!(
+        api::sum(&a, &[]).unwrap().to_dense(),
+        Buffer::F64(vec![19.0 + 0.0 + 5.0 + 10.0 + 15.0 + 20.0])
+    );
+}
+
+/// The statements `map` writes, run by the reference evaluator on the same inputs.
+#[test]
+fn broadcasting_agrees_with_the_reference_evaluator() {
+    let a = csr(&[0.0, 3.0, 0.0, 1.0, 0.0, -2.0], &[2, 3]);
+    let row = Tensor::from_slice(
+        "SparseList(Element(0.0))",
+        &[3],
+        &Buffer::F64(vec![5.0, 0.0, 2.0]),
+    )
+    .unwrap();
+    let col = Tensor::from_slice("dense", &[2, 1], &Buffer::F64(vec![1.0, -1.0])).unwrap();
+    let col_vec = Tensor::from_slice("dense", &[2], &Buffer::F64(vec![1.0, -1.0])).unwrap();
+    for (op, text) in [(Op::Mul, "*"), (Op::Add, "+"), (Op::Sub, "-")] {
+        let got = api::map(op, &[&a, &row]).unwrap();
+        let program = format!("C .= 0.0\nfor i = _, j = _\nC[i, j] = A[i, j] {text} r[j]\nend\n");
+        let tensors = BTreeMap::from([
+            ("A".to_string(), a.clone()),
+            ("r".to_string(), row.clone()),
+            (
+                "C".to_string(),
+                Tensor::with_format("dense", &[2, 3]).unwrap(),
+            ),
+        ]);
+        assert_eq!(
+            got.to_dense(),
+            run_eval(&parse(&program), &tensors).unwrap()["C"]
+        );
+        let got = api::map(op, &[&col, &a]).unwrap();
+        let program = format!("C .= 0.0\nfor i = _, j = _\nC[i, j] = c[i] {text} A[i, j]\nend\n");
+        let tensors = BTreeMap::from([
+            ("A".to_string(), a.clone()),
+            ("c".to_string(), col_vec.clone()),
+            (
+                "C".to_string(),
+                Tensor::with_format("dense", &[2, 3]).unwrap(),
+            ),
+        ]);
+        assert_eq!(
+            got.to_dense(),
+            run_eval(&parse(&program), &tensors).unwrap()["C"]
+        );
+    }
+}
+
+#[test]
+fn zero_dimensional_operands() {
+    let two = api::scalar(Scalar::F64(2.0));
+    let three = api::scalar(Scalar::F64(3.0));
+    let p = api::mul(&two, &three).unwrap();
+    assert!(p.shape.is_empty());
+    assert_eq!(p.to_dense(), Buffer::F64(vec![6.0]));
+    let v = Tensor::from_slice(
+        "SparseList(Element(0.0))",
+        &[3],
+        &Buffer::F64(vec![0.0, 4.0, 0.0]),
+    )
+    .unwrap();
+    assert_eq!(
+        api::sub(&two, &v).unwrap().to_dense(),
+        Buffer::F64(vec![2.0, -2.0, 2.0])
+    );
+    assert_eq!(
+        api::sum(&p, &[]).unwrap().to_dense(),
+        Buffer::F64(vec![6.0])
+    );
+}
+
+#[test]
+fn matmul_and_permutations() {
+    let a = csr(&[1.0, 0.0, 2.0, 0.0, 3.0, 0.0], &[2, 3]);
+    let t = api::transpose(&a).unwrap();
+    assert_eq!(t.shape, vec![3, 2]);
+    assert_eq!(t.format, a.format);
+    assert_eq!(
+        t.to_dense(),
+        Buffer::F64(vec![1.0, 0.0, 0.0, 3.0, 2.0, 0.0])
+    );
+    let g = api::matmul(&a, &t).unwrap();
+    assert_eq!(g.to_dense(), Buffer::F64(vec![5.0, 0.0, 0.0, 9.0]));
+    let x = Tensor::from_slice("dense", &[3], &Buffer::F64(vec![1.0, 1.0, 1.0])).unwrap();
+    assert_eq!(
+        api::matmul(&a, &x).unwrap().to_dense(),
+        Buffer::F64(vec![3.0, 3.0])
+    );
+    assert_eq!(
+        api::matmul(&x, &x).unwrap().to_dense(),
+        Buffer::F64(vec![3.0])
+    );
+    let cube = Tensor::from_slice(
+        "dense",
+        &[1, 2, 3],
+        &Buffer::F64((0..6).map(f64::from).collect()),
+    )
+    .unwrap();
+    let p = api::permute_dims(&cube, &[2, 0, 1]).unwrap();
+    assert_eq!(p.shape, vec![3, 1, 2]);
+    assert_eq!(p.get(&[2, 0, 1]).unwrap(), Scalar::F64(5.0));
+}
+
+#[test]
+fn bad_shapes_and_axes_are_errors() {
+    let a = csr(&[1.0; 6], &[2, 3]);
+    let b = csr(&[1.0; 8], &[2, 4]);
+    let e = api::add(&a, &b).unwrap_err();
+    assert!(matches!(e, tessera::Error::DimensionMismatch { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("[2, 3]") && msg.contains("[2, 4]"), "{msg}");
+    assert!(api::sum(&a, &[2]).is_err());
+    assert!(api::sum(&a, &[1, 1]).is_err());
+    assert!(api::map(Op::Add, &[&a]).is_err());
+    assert!(matches!(
+        api::matmul(&a, &a).unwrap_err(),
+        tessera::Error::DimensionMismatch { .. }
+    ));
+    assert!(api::permute_dims(&a, &[0, 0]).is_err());
+}
