@@ -151,8 +151,7 @@ fn numpy_map(op: Op, inputs: &[&Tensor], out: &[usize]) -> Vec<f64> {
                 .collect();
             // The compiler takes 0 as annihilating `*` (Finch's convention), so `0 * Inf`
             // may be 0 where IEEE says NaN; either is accepted (see `same`).
-            let zero_inf =
-                op == Op::Mul && x.iter().any(|v| *v == 0.0) && x.iter().any(|v| v.is_infinite());
+            let zero_inf = op == Op::Mul && x.contains(&0.0) && x.iter().any(|v| v.is_infinite());
             if zero_inf {
                 ZERO_OR_NAN
             } else {
