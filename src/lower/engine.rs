@@ -1049,8 +1049,10 @@ fn set_at(body: &mut [LStmt], path: &usize, t: Target) {
     });
 }
 
-/// Tensors declared in `stmts` whose following writes (up to their freeze) are one overwrite
-/// that names every enclosing loop index, so each element is written at most once.
+/// Tensors declared in `stmts` whose following writes (up to their freeze) are overwrites
+/// that name every enclosing loop index, so each element is written at most once. Several
+/// writes qualify when they sit in exclusive branches of `if`s (the split a permissive access
+/// makes) and address the element the same way, so no two iterations can reach one element.
 fn write_once_tensors(stmts: &[LStmt]) -> HashSet<String> {
     let mut out = HashSet::new();
     for (k, s) in stmts.iter().enumerate() {
@@ -1062,14 +1064,19 @@ fn write_once_tensors(stmts: &[LStmt]) -> HashSet<String> {
             .position(|s| matches!(s, LStmt::Freeze { tensor: t } if t == tensor))
             .map_or(stmts.len(), |p| k + 1 + p);
         let mut writes = vec![];
-        collect_writes(&stmts[k + 1..end], tensor, &mut vec![], &mut writes);
+        let per_pass = collect_writes(&stmts[k + 1..end], tensor, &mut vec![], &mut writes);
         let once = match writes.as_slice() {
-            [(AssignOp::Overwrite, lhs, loops)] => {
-                let distinct: HashSet<&String> = lhs.iter().collect();
-                distinct.len() == lhs.len() && loops.iter().all(|l| lhs.contains(l))
-            }
             [] => true,
-            _ => false,
+            [(_, first, _, _), ..] => {
+                per_pass <= 1
+                    && writes.iter().all(|(op, lhs, loops, plain)| {
+                        let distinct: HashSet<&String> = lhs.iter().collect();
+                        *op == AssignOp::Overwrite
+                            && distinct.len() == lhs.len()
+                            && loops.iter().all(|l| lhs.contains(l))
+                            && (writes.len() == 1 || (lhs == first && *plain))
+                    })
+            }
         };
         if once {
             out.insert(tensor.clone());
@@ -1078,29 +1085,40 @@ fn write_once_tensors(stmts: &[LStmt]) -> HashSet<String> {
     out
 }
 
-type Write = (AssignOp, Vec<String>, Vec<String>);
+/// (operator, indices, enclosing loops, whether the indices carry no offsets)
+type Write = (AssignOp, Vec<String>, Vec<String>, bool);
 
-fn collect_writes(stmts: &[LStmt], tensor: &str, loops: &mut Vec<String>, out: &mut Vec<Write>) {
+/// Collect the writes to `tensor`; returns how many of them one pass through `stmts` can
+/// execute (the branches of an `if` are exclusive; loops are judged by their indices).
+fn collect_writes(
+    stmts: &[LStmt],
+    tensor: &str,
+    loops: &mut Vec<String>,
+    out: &mut Vec<Write>,
+) -> usize {
+    let mut n = 0;
     for s in stmts {
-        match s {
+        n += match s {
             LStmt::Assign { lhs, op, .. } if lhs.tensor == tensor => {
-                out.push((op.clone(), lhs.indices.clone(), loops.clone()))
+                let plain = lhs.offsets.iter().all(|o| o.is_none());
+                out.push((op.clone(), lhs.indices.clone(), loops.clone(), plain));
+                1
             }
             LStmt::Loop { index, body, .. } => {
                 loops.push(index.clone());
-                collect_writes(body, tensor, loops, out);
+                let k = collect_writes(body, tensor, loops, out);
                 loops.pop();
+                k
             }
             LStmt::If {
                 then, otherwise, ..
-            } => {
-                collect_writes(then, tensor, loops, out);
-                collect_writes(otherwise, tensor, loops, out);
-            }
+            } => collect_writes(then, tensor, loops, out)
+                .max(collect_writes(otherwise, tensor, loops, out)),
             LStmt::Let { body, .. } => collect_writes(body, tensor, loops, out),
             // A second declaration starts a new region, judged on its own.
-            LStmt::Declare { tensor: t, .. } if t == tensor => return,
-            _ => {}
-        }
+            LStmt::Declare { tensor: t, .. } if t == tensor => return n,
+            _ => 0,
+        };
     }
+    n
 }
