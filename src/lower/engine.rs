@@ -165,6 +165,27 @@ impl Engine {
         }
     }
 
+    /// Inside a chunk loop over `ext`, the chunk `i..=e` lies in the extent.
+    fn loop_facts(&mut self, i: crate::ir::VarId, e: crate::ir::VarId, ext: &Ext) {
+        self.facts
+            .record_range(i, Some(ext.start.clone()), Some(ext.stop.clone()));
+        self.facts
+            .record_range(e, Some(b::var(i)), Some(ext.stop.clone()));
+    }
+
+    /// The extent itself, or its start when the facts show it holds at most that point (the
+    /// caller runs it only when it is not empty).
+    fn narrow(&self, ext: Ext) -> Ext {
+        if !ext.is_point() && self.facts.at_most_one(&ext.start, &ext.stop) {
+            Ext {
+                start: ext.start.clone(),
+                stop: ext.start,
+            }
+        } else {
+            ext
+        }
+    }
+
     /// Lower `for index in ext: body`.
     pub fn lower_loop(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
         if self.cx.vars.len() > MAX_KERNEL_VARS {
@@ -440,6 +461,7 @@ impl Engine {
         let stops: Vec<Option<Expr>> = phases.iter().map(|p| p.stop.clone()).collect();
         let mut code = vec![];
         let mut cur = ext.start.clone();
+        let mut emitted = false;
         let n = phases.len();
         for (
             k,
@@ -465,12 +487,18 @@ impl Engine {
                 // Nothing to run, and the next phase starts where this one would have.
                 continue;
             }
-            let mut inner = self.lower_loop(index, phase.clone(), b2.clone())?;
+            // A phase of at most one coordinate (the edges a mask cuts) runs at its start,
+            // under the guard below: no loop, and its steppers seek once.
+            let run = self.narrow(phase.clone());
+            let mut inner = self.lower_loop(index, run.clone(), b2.clone())?;
             if k > 0 {
                 // Earlier phases may have finished a short-circuiting reduction.
-                inner = self.short_circuit_guard(index, &phase, &b2, inner)?;
+                inner = self.short_circuit_guard(index, &run, &b2, inner)?;
             }
-            code.extend(b::if_(b::le(cur.clone(), hi.clone()), inner));
+            if !inner.is_empty() {
+                emitted = true;
+            }
+            code.extend(guard(b::le(cur.clone(), hi.clone()), inner));
             if k + 1 < n {
                 let next = self.cx.var(&format!("{index}_phase_start"), ElemType::I64);
                 let start = b::max(cur.clone(), b::add(hi, b::int(1)));
@@ -479,7 +507,8 @@ impl Engine {
                 cur = b::var(next);
             }
         }
-        Ok(code)
+        // Phase bounds alone are dead code.
+        Ok(if emitted { code } else { vec![] })
     }
 
     fn lower_spike(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
@@ -528,14 +557,11 @@ impl Engine {
             b::sub(ext.stop.clone(), b::int(1)),
             &format!("{index}_before_stop"),
         );
-        let inner = self.lower_loop(
-            index,
-            Ext {
-                start: ext.start.clone(),
-                stop: last.clone(),
-            },
-            before,
-        )?;
+        let before_ext = self.narrow(Ext {
+            start: ext.start.clone(),
+            stop: last.clone(),
+        });
+        let inner = self.lower_loop(index, before_ext, before)?;
         if inner.is_empty() {
             code.clear();
         } else {
@@ -590,6 +616,7 @@ impl Engine {
         }
         let i = self.cx.var(index, ElemType::I64);
         let e = self.cx.var(&format!("{index}_step"), ElemType::I64);
+        self.loop_facts(i, e, &ext);
         code.push(b::assign(i, ext.start.clone()));
         let mut step = ext.stop.clone();
         for s in &steppers {
@@ -660,6 +687,7 @@ impl Engine {
         }
         let i = self.cx.var(index, ElemType::I64);
         let e = self.cx.var(&format!("{index}_jump"), ElemType::I64);
+        self.loop_facts(i, e, &ext);
         code.push(b::assign(i, ext.start.clone()));
         let lead = jumpers
             .iter()
@@ -763,6 +791,19 @@ impl Engine {
                     ),
                 )
             })
+    }
+}
+
+/// `if cond { then }`, without repeating a test that `then` already makes first and alone
+/// (a phase guard around a run writer's own emptiness test).
+fn guard(cond: Expr, then: Vec<Stmt>) -> Vec<Stmt> {
+    match then.as_slice() {
+        [Stmt::If {
+            cond: c,
+            otherwise,
+            ..
+        }] if *c == cond && otherwise.is_empty() => then,
+        _ => b::if_(cond, then),
     }
 }
 
