@@ -111,6 +111,25 @@ impl Facts {
             .min()
     }
 
+    /// The smallest proven value of `b - a` (None when nothing is known).
+    fn min_gap(&self, a: &Expr, b: &Expr) -> Option<i64> {
+        let highs = self.bounds(a, true);
+        let lows = self.bounds(b, false);
+        lows.iter()
+            .flat_map(|l| highs.iter().filter_map(move |h| l.minus_const(h)))
+            .max()
+    }
+
+    /// Whether `a <= b` always.
+    pub fn le(&self, a: &Expr, b: &Expr) -> bool {
+        self.min_gap(a, b).is_some_and(|g| g >= 0)
+    }
+
+    /// Whether `a < b` always.
+    pub fn lt(&self, a: &Expr, b: &Expr) -> bool {
+        self.min_gap(a, b).is_some_and(|g| g > 0)
+    }
+
     /// Whether the range `start..=stop` is provably empty.
     pub fn empty(&self, start: &Expr, stop: &Expr) -> bool {
         self.max_gap(start, stop).is_some_and(|g| g < 0)
@@ -269,5 +288,7 @@ mod tests {
         assert!(f.empty(&b::var(i), &b::sub(b::var(i), b::int(3))));
         assert!(f.at_most_one(&b::var(i), &b::var(i)));
         assert!(!f.at_most_one(&b::var(i), &b::var(stop)));
+        assert!(f.le(&b::var(i), &b::var(stop)) && f.lt(&b::sub(b::var(i), b::int(1)), &b::var(i)));
+        assert!(!f.le(&b::var(stop), &b::var(i)) && !f.lt(&b::var(i), &b::var(i)));
     }
 }

@@ -459,6 +459,9 @@ impl Engine {
             unreachable!("a sequence is present")
         };
         let stops: Vec<Option<Expr>> = phases.iter().map(|p| p.stop.clone()).collect();
+        if ext.is_point() {
+            return self.lower_sequence_at(index, ext, body, path, phases, &stops);
+        }
         let mut code = vec![];
         let mut cur = ext.start.clone();
         let mut emitted = false;
@@ -472,8 +475,9 @@ impl Engine {
         ) in phases.into_iter().enumerate()
         {
             let hi = match stop {
-                None => ext.stop.clone(),
-                Some(s) => b::min(s, ext.stop.clone()),
+                // A phase reaching past the extent is cut by it alone.
+                Some(s) if !self.facts.le(&ext.stop, &s) => b::min(s, ext.stop.clone()),
+                _ => ext.stop.clone(),
             };
             let hi = self.pin(&mut code, hi, &format!("{index}_phase_stop"));
             let mut b2 = body.clone();
@@ -509,6 +513,43 @@ impl Engine {
         }
         // Phase bounds alone are dead code.
         Ok(if emitted { code } else { vec![] })
+    }
+
+    /// A sequence at one point runs the phase holding it: the first whose stop is not before
+    /// the point (phase k starts after every earlier stop). Only that phase runs, so no
+    /// phase bounds are computed.
+    fn lower_sequence_at(
+        &mut self,
+        index: &str,
+        ext: Ext,
+        body: Vec<LStmt>,
+        path: usize,
+        phases: Vec<Phase>,
+        stops: &[Option<Expr>],
+    ) -> Result<Vec<Stmt>> {
+        let at = ext.start.clone();
+        let mut cases: Vec<(Expr, Vec<Stmt>)> = vec![];
+        for (k, phase) in phases.into_iter().enumerate() {
+            let cond = match &phase.stop {
+                Some(s) if self.facts.lt(s, &at) => continue,
+                Some(s) if !self.facts.le(&at, s) => b::le(at.clone(), s.clone()),
+                _ => b::boolean(true),
+            };
+            let mut b2 = body.clone();
+            set_at(&mut b2, &path, Target::Looplet(phase.body));
+            split_alike(&mut b2, index, stops, k);
+            let inner = self.lower_loop(index, ext.clone(), b2)?;
+            let last = cond == b::boolean(true);
+            cases.push((cond, inner));
+            if last {
+                break;
+            }
+        }
+        let mut code = vec![];
+        for (cond, inner) in cases.into_iter().rev() {
+            code = b::if_else(cond, inner, code);
+        }
+        Ok(code)
     }
 
     fn lower_spike(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
