@@ -23,7 +23,7 @@ pub struct Ext {
 }
 
 impl Ext {
-    fn is_point(&self) -> bool {
+    pub fn is_point(&self) -> bool {
         self.start == self.stop
     }
 }
@@ -240,7 +240,14 @@ impl Engine {
                 };
                 let l = match &offset {
                     Some(c) => {
-                        checks.extend(super::wrappers::offset_check(cx, a, f, &ext, c));
+                        checks.extend(super::wrappers::offset_check(
+                            cx,
+                            &self.facts,
+                            a,
+                            f,
+                            &ext,
+                            c,
+                        ));
                         super::wrappers::shift(&l, c)
                     }
                     None => l,
@@ -474,9 +481,9 @@ impl Engine {
             },
         ) in phases.into_iter().enumerate()
         {
-            let hi = match stop {
+            let hi = match &stop {
                 // A phase reaching past the extent is cut by it alone.
-                Some(s) if !self.facts.le(&ext.stop, &s) => b::min(s, ext.stop.clone()),
+                Some(s) if !self.facts.le(&ext.stop, s) => b::min(s.clone(), ext.stop.clone()),
                 _ => ext.stop.clone(),
             };
             let hi = self.pin(&mut code, hi, &format!("{index}_phase_stop"));
@@ -505,7 +512,12 @@ impl Engine {
             code.extend(guard(b::le(cur.clone(), hi.clone()), inner));
             if k + 1 < n {
                 let next = self.cx.var(&format!("{index}_phase_start"), ElemType::I64);
-                let start = b::max(cur.clone(), b::add(hi, b::int(1)));
+                // After the phase's own stop rather than after `hi`: the two differ only when
+                // the phase reaches past the extent, and then every later phase is empty
+                // either way. Without the `min`, constant cuts stay constants (`max(0, 0 + 1)`
+                // is 1), which proves the shifted accesses of later phases in bounds.
+                let after = stop.unwrap_or(hi);
+                let start = b::max(cur.clone(), b::add(after, b::int(1)));
                 self.facts.record(next, &start);
                 code.push(b::assign(next, start));
                 cur = b::var(next);

@@ -12,7 +12,7 @@ use crate::looplets::Target;
 use crate::lower::node::{LExpr, LStmt};
 use crate::notation::ast::{AssignOp, BinaryOp};
 use crate::semantics;
-use crate::types::{Class, ElemType, Scalar};
+use crate::types::{Class, Scalar};
 use std::collections::HashMap;
 
 /// The compute class of an expression, if it can be typed.
@@ -155,18 +155,13 @@ fn simplify_binary(op: BinaryOp, x: &LExpr, y: &LExpr) -> Option<LExpr> {
     }
 }
 
-/// Whether assigning `v` with `op` to tensor `t` (element type `elem`) can change nothing.
-fn is_noop(
-    op: &AssignOp,
-    v: Scalar,
-    t: &str,
-    elem: ElemType,
-    declared: &HashMap<String, Scalar>,
-) -> bool {
+/// Whether assigning `v` with `op` to tensor `t` can change nothing.
+fn is_noop(op: &AssignOp, v: Scalar, t: &str, declared: &HashMap<String, Scalar>) -> bool {
     let v = v.widen();
     match op {
-        // Finch's `initwrite`: overwriting with the declared value is a no-op.
-        AssignOp::Overwrite => declared.get(t).is_some_and(|init| v.cast(elem) == *init),
+        // Finch's `initwrite`: overwriting with the declared value (held in the tensor's
+        // element type) is a no-op.
+        AssignOp::Overwrite => declared.get(t).is_some_and(|init| v.cast(init.ty()) == *init),
         AssignOp::Reduce(r) => algebra::identity(r, v.ty().class()).is_some_and(|id| v == id),
     }
 }
@@ -180,12 +175,11 @@ pub fn simplify_stmts(stmts: &mut Vec<LStmt>, declared: &HashMap<String, Scalar>
                 if matches!(lhs.target, Target::Null) {
                     continue;
                 }
-                let elem = match &lhs.target {
-                    Target::Fiber(f) => Some(f.tensor.elem),
-                    _ => None,
-                };
-                if let (Some(v), Some(elem)) = (lit(rhs), elem)
-                    && is_noop(op, v, &lhs.tensor, elem, declared)
+                // Whether the write still goes through a looplet (a run writer waiting for
+                // the extent) or already reached its fiber, a no-op is dropped: dropping it
+                // early also drops the set-up of writers that would only wrap it.
+                if let Some(v) = lit(rhs)
+                    && is_noop(op, v, &lhs.tensor, declared)
                 {
                     continue;
                 }
