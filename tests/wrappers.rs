@@ -84,28 +84,28 @@ fn mask_case(rng: &mut StdRng) -> Case {
     } else {
         String::new()
     };
-    let (out, lhs, shape, formats): (&str, &str, Vec<usize>, &[&str]) =
-        match rng.random_range(0..3) {
-            0 => ("s", "s[]", vec![], &["Element(0.0)", "SparseScalar(0.0)"]),
-            1 => (
-                "y",
-                "y[i]",
-                vec![ni],
-                &["Dense(Element(0.0))", "SparseByteMap(Element(0.0))"],
-            ),
-            _ => (
-                "C",
-                "C[i, j]",
-                vec![ni, nj],
-                &[
-                    "Dense(Dense(Element(0.0)))",
-                    "Dense(SparseList(Element(0.0)))",
-                    "SparseList(SparseList(Element(0.0)))",
-                    "Dense(RunList(Element(0.0)))",
-                    "Dense(SparseDict(Element(0.0)))",
-                ],
-            ),
-        };
+    let (out, lhs, shape, formats): (&str, &str, Vec<usize>, &[&str]) = match rng.random_range(0..3)
+    {
+        0 => ("s", "s[]", vec![], &["Element(0.0)", "SparseScalar(0.0)"]),
+        1 => (
+            "y",
+            "y[i]",
+            vec![ni],
+            &["Dense(Element(0.0))", "SparseByteMap(Element(0.0))"],
+        ),
+        _ => (
+            "C",
+            "C[i, j]",
+            vec![ni, nj],
+            &[
+                "Dense(Dense(Element(0.0)))",
+                "Dense(SparseList(Element(0.0)))",
+                "SparseList(SparseList(Element(0.0)))",
+                "Dense(RunList(Element(0.0)))",
+                "Dense(SparseDict(Element(0.0)))",
+            ],
+        ),
+    };
     let op = if out == "C" { "<<max>>=" } else { "+=" };
     let other = other.replace("OUT", lhs);
     let program = format!(
@@ -149,9 +149,7 @@ fn offset_case(rng: &mut StdRng) -> Case {
             vec![n],
         ),
         1 => (
-            format!(
-                "y .= 0\nfor i = _, j = _\n  y[i] += coalesce(x[~{pij}], {pad}) * w[j]\nend\n"
-            ),
+            format!("y .= 0\nfor i = _, j = _\n  y[i] += coalesce(x[~{pij}], {pad}) * w[j]\nend\n"),
             "y",
             vec![n],
         ),
@@ -278,7 +276,9 @@ fn check(seed: u64) -> Result<(), String> {
             .collect();
         format!("seed {seed}\n{}{}", case.program, fs.join("\n"))
     };
-    if std::env::var("TESSERA_TIME").is_ok() { eprintln!("CASE {seed} {}", describe().replace('\n', " | ")); }
+    if std::env::var("TESSERA_TIME").is_ok() {
+        eprintln!("CASE {seed} {}", describe().replace('\n', " | "));
+    }
     let program = parse(&case.program);
     let expected = run_eval(&program, &case.tensors);
     let mut tensors = case.tensors.clone();
@@ -303,7 +303,10 @@ fn check(seed: u64) -> Result<(), String> {
             Ok(())
         }
         (Ok(_), Err(e)) => Err(format!("compiled run failed: {e}\n{}", describe())),
-        (Err(e), Ok(())) => Err(format!("evaluator failed ({e}) but kernel ran\n{}", describe())),
+        (Err(e), Ok(())) => Err(format!(
+            "evaluator failed ({e}) but kernel ran\n{}",
+            describe()
+        )),
     }
 }
 
@@ -321,7 +324,9 @@ fn wrappers_match_evaluator() {
     for k in 0..cases {
         let t0 = std::time::Instant::now();
         let r = check(base.wrapping_add(k));
-        if std::env::var("TESSERA_TIME").is_ok() { eprintln!("TIME {} {}", t0.elapsed().as_millis(), base.wrapping_add(k)); }
+        if std::env::var("TESSERA_TIME").is_ok() {
+            eprintln!("TIME {} {}", t0.elapsed().as_millis(), base.wrapping_add(k));
+        }
         if let Err(e) = r {
             failures.push(e);
         }

@@ -157,7 +157,9 @@ impl Facts {
                 }
                 out.push(Lin::term(e));
                 let out = simplest(out);
-                self.cache.borrow_mut().insert((*v, upper), Some(out.clone()));
+                self.cache
+                    .borrow_mut()
+                    .insert((*v, upper), Some(out.clone()));
                 return out;
             }
             Expr::Binary(op, a, b) => self.binary(*op, a, b, upper),
@@ -183,17 +185,13 @@ impl Facts {
             out
         };
         match op {
-            BinOp::Add => pairs(
-                self.bounds(a, upper),
-                self.bounds(b, upper),
-                &|p, q| p.plus(q),
-            ),
+            BinOp::Add => pairs(self.bounds(a, upper), self.bounds(b, upper), &|p, q| {
+                p.plus(q)
+            }),
             // The upper bound of a - b needs the lower bound of b, and vice versa.
-            BinOp::Sub => pairs(
-                self.bounds(a, upper),
-                self.bounds(b, !upper),
-                &|p, q| p.plus(&q.scaled(-1)?),
-            ),
+            BinOp::Sub => pairs(self.bounds(a, upper), self.bounds(b, !upper), &|p, q| {
+                p.plus(&q.scaled(-1)?)
+            }),
             BinOp::Mul => match (a, b) {
                 (Expr::Const(Scalar::I64(k)), x) | (x, Expr::Const(Scalar::I64(k))) => {
                     let flip = *k < 0;
@@ -215,16 +213,14 @@ impl Facts {
                 out.extend(self.bounds(b, false));
                 out
             }
-            BinOp::Min | BinOp::Max => pairs(
-                self.bounds(a, upper),
-                self.bounds(b, upper),
-                &|p, q| {
+            BinOp::Min | BinOp::Max => {
+                pairs(self.bounds(a, upper), self.bounds(b, upper), &|p, q| {
                     // The weaker of two comparable bounds holds for both.
                     let d = p.minus_const(q)?;
                     let p_weaker = if upper { d >= 0 } else { d <= 0 };
                     Some(if p_weaker { p.clone() } else { q.clone() })
-                },
-            ),
+                })
+            }
             _ => vec![],
         }
     }

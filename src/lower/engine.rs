@@ -215,7 +215,12 @@ impl Engine {
         // splits). Writes must: separate writers would each open and commit the same fiber
         // (`if ... C[i] = x else C[i] = y`). Reads may: the same row read in both branches of
         // a permissive split is walked once instead of coiterated with itself.
-        type Key = (Fiber, Option<Expr>, Mode, Option<crate::notation::ast::Protocol>);
+        type Key = (
+            Fiber,
+            Option<Expr>,
+            Mode,
+            Option<crate::notation::ast::Protocol>,
+        );
         let mut unfurled: Vec<(Key, Looplet)> = vec![];
         node::visit_accesses_mut(&mut body, &mut |a: &mut LAccess| {
             if a.head() == Some(index)
@@ -851,11 +856,11 @@ impl Engine {
 /// (a phase guard around a run writer's own emptiness test).
 fn guard(cond: Expr, then: Vec<Stmt>) -> Vec<Stmt> {
     match then.as_slice() {
-        [Stmt::If {
-            cond: c,
-            otherwise,
-            ..
-        }] if *c == cond && otherwise.is_empty() => then,
+        [
+            Stmt::If {
+                cond: c, otherwise, ..
+            },
+        ] if *c == cond && otherwise.is_empty() => then,
         _ => b::if_(cond, then),
     }
 }

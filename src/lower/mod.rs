@@ -323,7 +323,9 @@ impl Converter<'_> {
                 let (x, y) = (self.expr(x)?, self.expr(y)?);
                 match (&x, &y) {
                     // `lo <= i && i <= hi`: one band mask, three phases instead of four.
-                    (LExpr::Mask(a), LExpr::Mask(b)) if a.inside && b.inside && same_index(a, b) => {
+                    (LExpr::Mask(a), LExpr::Mask(b))
+                        if a.inside && b.inside && same_index(a, b) =>
+                    {
                         let both = |p: &Option<LExpr>, q: &Option<LExpr>, f: &str| match (p, q) {
                             (Some(p), Some(q)) => {
                                 Some(LExpr::Call(f.into(), vec![p.clone(), q.clone()], span))

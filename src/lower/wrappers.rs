@@ -1,8 +1,8 @@
 //! Wrapper tensors in the lowering: index comparisons become mask tensors with fixed looplets,
 //! and offset accesses (`A[i + c]`) read the level's looplets shifted by `c`.
 
-use super::emit::emit_index;
 use super::bounds::Facts;
+use super::emit::emit_index;
 use super::engine::Ext;
 use super::node::{self, LAccess, LExpr, LStmt, Mode};
 use crate::error::Result;

@@ -161,7 +161,9 @@ fn is_noop(op: &AssignOp, v: Scalar, t: &str, declared: &HashMap<String, Scalar>
     match op {
         // Finch's `initwrite`: overwriting with the declared value (held in the tensor's
         // element type) is a no-op.
-        AssignOp::Overwrite => declared.get(t).is_some_and(|init| v.cast(init.ty()) == *init),
+        AssignOp::Overwrite => declared
+            .get(t)
+            .is_some_and(|init| v.cast(init.ty()) == *init),
         AssignOp::Reduce(r) => algebra::identity(r, v.ty().class()).is_some_and(|id| v == id),
     }
 }

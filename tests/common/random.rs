@@ -1,8 +1,8 @@
 //! Random formats and data shared by the differential tests: the format lists every
 //! generator draws from, and tensors with scattered entries or runs.
 
-use rand::rngs::StdRng;
 use rand::Rng;
+use rand::rngs::StdRng;
 use tessera::levels::Format;
 use tessera::tensor::{Tensor, random_sparse};
 
@@ -149,4 +149,3 @@ pub fn random_tensor(rng: &mut StdRng, f: &Format, shape: &[usize]) -> Tensor {
 pub fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
     &xs[rng.random_range(0..xs.len())]
 }
-
