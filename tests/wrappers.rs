@@ -42,7 +42,7 @@ fn condition(rng: &mut StdRng) -> String {
         format!("{k} <= j"),
         format!("j - {k} != i"),
         format!("i <= {k}"),
-        format!("i + 1 == j || j == i"),
+        "i + 1 == j || j == i".to_string(),
     ];
     pick(rng, &c).clone()
 }

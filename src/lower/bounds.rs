@@ -66,6 +66,9 @@ impl Lin {
     }
 }
 
+/// Candidate bounds by (variable, upper); `None` while being computed.
+type Cache = HashMap<(VarId, bool), Option<Vec<Lin>>>;
+
 /// Bounds of variables assigned from known expressions (phase starts and stops, pinned
 /// extents), of loop variables (the extent they run over) and equalities of dimensions.
 #[derive(Default)]
@@ -73,7 +76,7 @@ pub struct Facts {
     vars: HashMap<VarId, (Option<Expr>, Option<Expr>)>,
     /// The candidate bounds of each variable, computed once (facts never change once
     /// recorded); `None` while being computed, which stops a cycle.
-    cache: RefCell<HashMap<(VarId, bool), Option<Vec<Lin>>>>,
+    cache: RefCell<Cache>,
 }
 
 impl Facts {
