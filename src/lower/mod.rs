@@ -5,6 +5,7 @@ pub mod bounds;
 pub mod ctx;
 pub mod emit;
 pub mod engine;
+pub mod flags;
 pub mod node;
 pub mod scalars;
 pub mod shapes;
@@ -114,6 +115,7 @@ pub fn lower_program(
         body: code,
         errors,
     };
+    flags::fold_flags(&mut kernel.body);
     crate::ir::prune::prune_dead_vars(&mut kernel);
     debug_assert_eq!(kernel.check(), Ok(()), "lowering produced ill-typed IR");
     Ok((kernel, layout))
