@@ -186,6 +186,25 @@ impl Engine {
         }
     }
 
+    /// `narrow` for an extent whose code runs only where `start <= stop`: a point that is not
+    /// a constant gets a variable that the facts bound by `stop` as well (shifted accesses at
+    /// the last coordinate are then in bounds, and phases at the point reaching `stop` need
+    /// no test). Its assignment is pushed to `code`.
+    fn narrow_guarded(&mut self, ext: Ext, index: &str, code: &mut Vec<Stmt>) -> Ext {
+        let narrowed = self.narrow(ext.clone());
+        if ext.is_point() || !narrowed.is_point() || matches!(ext.start, Expr::Const(_)) {
+            return narrowed;
+        }
+        let p = self.cx.var(&format!("{index}_at"), ElemType::I64);
+        self.facts
+            .record_range(p, Some(ext.start.clone()), Some(ext.stop.clone()));
+        code.push(b::assign(p, ext.start));
+        Ext {
+            start: b::var(p),
+            stop: b::var(p),
+        }
+    }
+
     /// Lower `for index in ext: body`.
     pub fn lower_loop(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
         if self.cx.vars.len() > MAX_KERNEL_VARS {
@@ -505,8 +524,12 @@ impl Engine {
             }
             // A phase of at most one coordinate (the edges a mask cuts) runs at its start,
             // under the guard below: no loop, and its steppers seek once.
-            let run = self.narrow(phase.clone());
+            let mut at_point = vec![];
+            let run = self.narrow_guarded(phase.clone(), index, &mut at_point);
             let mut inner = self.lower_loop(index, run.clone(), b2.clone())?;
+            if !inner.is_empty() {
+                inner.splice(0..0, at_point);
+            }
             if k > 0 {
                 // Earlier phases may have finished a short-circuiting reduction.
                 inner = self.short_circuit_guard(index, &run, &b2, inner)?;
