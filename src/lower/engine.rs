@@ -369,10 +369,17 @@ impl Engine {
             return Ok(None);
         };
         let code = self.lower_block(out)?;
-        Ok(Some(b::if_(
-            b::le(ext.start.clone(), ext.stop.clone()),
-            code,
-        )))
+        Ok(Some(self.if_nonempty(ext, code)))
+    }
+
+    /// `code` under `if start <= stop`, unless the facts show the extent is not empty (a
+    /// chunk of a stepper loop always holds its first coordinate).
+    fn if_nonempty(&self, ext: &Ext, code: Vec<Stmt>) -> Vec<Stmt> {
+        if ext.is_point() || self.facts.le(&ext.start, &ext.stop) {
+            code
+        } else {
+            guard(b::le(ext.start.clone(), ext.stop.clone()), code)
+        }
     }
 
     /// The run writers' rule. Once every other looplet on the index is lowered, replace each
@@ -402,11 +409,7 @@ impl Engine {
                 let mut code = pre;
                 code.extend(self.lower_block(once)?);
                 code.extend(post);
-                return Ok(if ext.is_point() {
-                    code
-                } else {
-                    b::if_(b::le(ext.start, ext.stop), code)
-                });
+                return Ok(self.if_nonempty(&ext, code));
             }
         }
         replace_head(&mut body, index, &mut |l| match l {
@@ -537,7 +540,7 @@ impl Engine {
             if !inner.is_empty() {
                 emitted = true;
             }
-            code.extend(guard(b::le(cur.clone(), hi.clone()), inner));
+            code.extend(self.if_nonempty(&phase, inner));
             if k + 1 < n {
                 let next = self.cx.var(&format!("{index}_phase_start"), ElemType::I64);
                 // After the phase's own stop rather than after `hi`: the two differ only when
