@@ -119,7 +119,9 @@ impl Runner {
             })
             .collect();
         transforms::infer_shapes(&c.program, &shapes)?;
-        let mut dims = vec![0i64; c.layout.ndims];
+        // One slot past the dimensions receives the value a failing check reports
+        // (`Layout::detail_slot`).
+        let mut dims = vec![0i64; c.layout.ndims + 1];
         let nbufs = c.ir.bufs.len();
         let mut bufs: Vec<Buffer> = vec![Buffer::I64(vec![]); nbufs];
         for tl in &c.layout.tensors {

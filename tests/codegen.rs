@@ -174,6 +174,47 @@ fn mismatched_shapes_are_a_dimension_error() {
     assert!(matches!(e, tessera::Error::DimensionMismatch { .. }), "{e}");
 }
 
+/// The structural wins of masks and offsets, read off the generated code: the triangle sum
+/// over CSR seeks to the diagonal and steps from there with no `i <= j` test left; `i == j`
+/// seeks to one point per row with no inner loop; a permissive offset read is split at the
+/// tensor's edges instead of testing every coordinate.
+#[test]
+fn masks_and_offsets_follow_the_structure() {
+    let csr = "Dense(SparseList(Element(0.0)))";
+    let triu = code(
+        "s .= 0\nfor i = _, j = _\n  if i <= j\n    s[] += A[i, j]\n  end\nend\n",
+        &[("A", csr), ("s", "Element(0.0)")],
+    );
+    let seek = triu
+        .find("search_ge(A_idx")
+        .expect("a seek to the diagonal");
+    let step = triu.find("while").expect("a stepper over the row");
+    assert!(seek < step, "{triu}");
+    assert_eq!(triu.matches("while").count(), 1, "{triu}");
+    assert!(!triu.contains("(i <= "), "no comparison left:\n{triu}");
+
+    let diag = code(
+        "d .= 0\nfor i = _, j = _\n  if i == j\n    d[i] += A[i, j]\n  end\nend\n",
+        &[("A", csr), ("d", "Dense(Element(0.0))")],
+    );
+    assert!(diag.contains("search_ge(A_idx"), "{diag}");
+    assert!(
+        !diag.contains("while"),
+        "one point per row, no inner loop:\n{diag}"
+    );
+    assert_eq!(diag.matches("for (").count(), 1, "{diag}");
+
+    let shifted = code(
+        "y .= 0\nfor i = _\n  y[i] += coalesce(x[~(i - 1)], 0) * x[i]\nend\n",
+        &[("x", "Dense(Element(0.0))"), ("y", "Dense(Element(0.0))")],
+    );
+    // Each loop body is one store, no bounds test per coordinate.
+    for body in shifted.split("for (").skip(1) {
+        let inner = body.split('}').next().unwrap_or("");
+        assert!(!inner.contains("if ("), "{shifted}");
+    }
+}
+
 /// The separable erosion passes on run-length images (Finch Fig. 26) stay small: the edges a
 /// permissive access `~(j - 1)` cuts are single coordinates, lowered without loops, so the
 /// horizontal pass over a row coiterates its three shifted readers in one loop, and the

@@ -384,7 +384,7 @@ fn scatter_out_of_range_is_an_error() {
 /// The message names the tensor written and the bad index (today the kernel only notices a
 /// buffer overrun and blames the tensor's arrays).
 #[test]
-#[ignore = "needs bounds checks on indirect indices (lead)"]
+
 fn scatter_out_of_range_names_the_tensor_and_index() {
     for out in SCATTER_OUTPUTS {
         for bad in [-1, 5] {
@@ -399,7 +399,7 @@ fn scatter_out_of_range_names_the_tensor_and_index() {
 }
 
 #[test]
-#[ignore = "needs bounds checks on indirect indices (lead)"]
+
 fn gather_out_of_range_is_an_error() {
     for bad in [-1, 5, 1000] {
         out_of_range(
@@ -413,7 +413,7 @@ fn gather_out_of_range_is_an_error() {
 /// A column index past the row lands inside the next row of a dense matrix's storage: only a
 /// bounds check on the index itself can catch it.
 #[test]
-#[ignore = "needs bounds checks on indirect indices (lead)"]
+
 fn matrix_scatter_out_of_range_is_an_error() {
     for bad in [-1, 5] {
         out_of_range(

@@ -276,9 +276,6 @@ fn check(seed: u64) -> Result<(), String> {
             .collect();
         format!("seed {seed}\n{}{}", case.program, fs.join("\n"))
     };
-    if std::env::var("TESSERA_TIME").is_ok() {
-        eprintln!("CASE {seed} {}", describe().replace('\n', " | "));
-    }
     let program = parse(&case.program);
     let expected = run_eval(&program, &case.tensors);
     let mut tensors = case.tensors.clone();
@@ -322,12 +319,7 @@ fn wrappers_match_evaluator() {
     };
     let mut failures = vec![];
     for k in 0..cases {
-        let t0 = std::time::Instant::now();
-        let r = check(base.wrapping_add(k));
-        if std::env::var("TESSERA_TIME").is_ok() {
-            eprintln!("TIME {} {}", t0.elapsed().as_millis(), base.wrapping_add(k));
-        }
-        if let Err(e) = r {
+        if let Err(e) = check(base.wrapping_add(k)) {
             failures.push(e);
         }
     }

@@ -30,6 +30,9 @@ pub trait CompiledKernel {
     fn run(&self, bufs: &mut [Buffer]) -> Result<()>;
 }
 
+/// In an error message, the place of the value the failing check stored (see `KernelFault`).
+pub const DETAIL: &str = "{detail}";
+
 /// Why a kernel stopped early.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelFault {
@@ -50,11 +53,21 @@ impl KernelFault {
                 .unwrap_or("?")
         };
         let msg = match self {
-            KernelFault::Fail(e) => k
-                .errors
-                .get(e as usize)
-                .cloned()
-                .unwrap_or_else(|| format!("error {e}")),
+            KernelFault::Fail(e) => {
+                let msg = k
+                    .errors
+                    .get(e as usize)
+                    .cloned()
+                    .unwrap_or_else(|| format!("error {e}"));
+                // A check that reports a value stores it in the last slot of buffer 0.
+                match bufs.first() {
+                    Some(Buffer::I64(d)) if msg.contains(DETAIL) => {
+                        let v = d.last().map_or("?".to_string(), |v| v.to_string());
+                        msg.replace(DETAIL, &v)
+                    }
+                    _ => msg,
+                }
+            }
             KernelFault::OutOfBounds { buf, index } => {
                 let len = bufs.get(buf.0 as usize).map(|b| b.len()).unwrap_or(0);
                 format!(

@@ -1,6 +1,7 @@
-//! The `tessera` command line: `run`, `code`, `convert`, `info`, `demo`.
+//! The `tessera` command line: `run`, `code`, `einsum`, `convert`, `info`, `demo`.
 
 mod demo;
+mod einsum;
 mod eval;
 
 use crate::error::{Error, Result};
@@ -31,6 +32,8 @@ pub enum Command {
     Run(RunArgs),
     /// Print the generated loop IR for the given formats.
     Code(RunArgs),
+    /// Evaluate one index-notation statement, `OUT[i, j] += A[i, k] * B[k, j]`.
+    Einsum(einsum::EinsumArgs),
     /// Convert a tensor file, optionally into another storage format.
     Convert {
         /// Input file (.mtx, .npy, .tns)
@@ -82,6 +85,7 @@ pub fn run_cli(cli: Cli) -> Result<String> {
     match cli.command {
         Command::Run(a) => run(&a, false),
         Command::Code(a) => run(&a, true),
+        Command::Einsum(a) => einsum::einsum(&a),
         Command::Convert { input, output } => convert(&input, &output),
         Command::Info { path, storage } => info(&path, storage),
         Command::Demo => demo::demo(),
@@ -135,6 +139,30 @@ fn with_origin(e: Error, origin: &str) -> Error {
 struct OutSpec {
     path: Option<String>,
     format: Option<String>,
+}
+
+/// `NAME[=PATH][@FORMAT]` of `--out`.
+fn parse_out(spec: &str) -> Result<(String, OutSpec)> {
+    // `NAME@FORMAT` may hold `=` inside the format (`merge=false`): an `@` before the first
+    // `=` means there is no path.
+    let at = spec.find('@');
+    let eq = spec.find('=').filter(|&e| at.is_none_or(|a| e < a));
+    let (name, path, format) = match eq {
+        Some(e) => {
+            let (p, f) = split_format(&spec[e + 1..]);
+            (&spec[..e], Some(p.to_string()), f.map(str::to_string))
+        }
+        None => match spec.split_once('@') {
+            Some((n, f)) => (n, None, Some(f.to_string())),
+            None => (spec, None, None),
+        },
+    };
+    if name.is_empty() {
+        return Err(Error::Usage(format!(
+            "--out expects NAME[=PATH][@FORMAT], got `{spec}`"
+        )));
+    }
+    Ok((name.to_string(), OutSpec { path, format }))
 }
 
 fn parse_scalar(name: &str, v: &str) -> Result<Scalar> {
@@ -232,39 +260,8 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
     }
     let mut outs: BTreeMap<String, OutSpec> = BTreeMap::new();
     for spec in &a.outputs {
-        // `NAME@FORMAT` may hold `=` inside the format (`merge=false`): an `@` before the
-        // first `=` means there is no path.
-        let at = spec.find('@');
-        let eq = spec.find('=').filter(|&e| at.is_none_or(|a| e < a));
-        let (name, rest) = match eq.map(|e| (&spec[..e], &spec[e + 1..])) {
-            Some((n, r)) => (n, Some(r)),
-            None => match spec.split_once('@') {
-                Some((n, f)) => {
-                    outs.insert(
-                        n.to_string(),
-                        OutSpec {
-                            path: None,
-                            format: Some(f.to_string()),
-                        },
-                    );
-                    continue;
-                }
-                None => (spec.as_str(), None),
-            },
-        };
-        let (path, format) = match rest {
-            Some(r) => {
-                let (p, f) = split_format(r);
-                (Some(p.to_string()), f.map(str::to_string))
-            }
-            None => (None, None),
-        };
-        if name.is_empty() {
-            return Err(Error::Usage(format!(
-                "--out expects NAME[=PATH][@FORMAT], got `{spec}`"
-            )));
-        }
-        outs.insert(name.to_string(), OutSpec { path, format });
+        let (name, o) = parse_out(spec)?;
+        outs.insert(name, o);
     }
     let mut given_shapes: HashMap<String, Vec<usize>> = HashMap::new();
     for spec in &a.shapes {
@@ -393,17 +390,22 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
         }
     }
     if a.time {
-        let mut sorted = times.clone();
-        sorted.sort_by(|x, y| x.total_cmp(y));
-        let median = sorted[sorted.len() / 2];
-        let _ = writeln!(
-            out,
-            "time: compile_ms={compile_ms:.3} run_ms_median={median:.3} run_ms_min={:.3} repeats={}",
-            sorted[0],
-            sorted.len()
-        );
+        out.push_str(&time_line(compile_ms, &times));
     }
     Ok(out)
+}
+
+/// The `time:` line of `run` and `einsum`: kernel compile time (0 on a cache hit) and the
+/// median and minimum of the kernel runs.
+fn time_line(compile_ms: f64, times: &[f64]) -> String {
+    let mut sorted = times.to_vec();
+    sorted.sort_by(|x, y| x.total_cmp(y));
+    format!(
+        "time: compile_ms={compile_ms:.3} run_ms_median={:.3} run_ms_min={:.3} repeats={}\n",
+        sorted[sorted.len() / 2],
+        sorted[0],
+        sorted.len()
+    )
 }
 
 fn convert(input: &str, output: &str) -> Result<String> {

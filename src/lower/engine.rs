@@ -40,8 +40,12 @@ pub struct Engine {
     /// Tensors whose declaration is followed by writes that touch each element at most once;
     /// only for those is `initwrite` sound (otherwise a later fill write must overwrite).
     pub write_once: HashSet<String>,
-    /// Constant bounds of the phase variables, to skip provably empty phases.
+    /// Bounds of phase and loop variables: provably empty phases are skipped, phases of one
+    /// coordinate lowered as points.
     pub facts: super::bounds::Facts,
+    /// Where a failing bounds check stores the value it reports: buffer 0 (the dimensions),
+    /// one slot past the last dimension.
+    pub detail: (crate::ir::BufId, i64),
 }
 
 impl Engine {
@@ -67,12 +71,29 @@ impl Engine {
                 stop,
                 body,
                 span,
+                bounds,
             } => {
                 let start = emit_index(&start, span)?;
                 let stop = emit_index(&stop, span)?;
                 let mut code = vec![];
                 let start = self.pin(&mut code, start, &format!("{index}_start"));
                 let stop = self.pin(&mut code, stop, &format!("{index}_stop"));
+                for bd in bounds {
+                    let msg = self.cx.error(format!(
+                        "{span}: index {} is outside dimension {} of `{}`",
+                        crate::backend::DETAIL,
+                        bd.dim,
+                        bd.tensor
+                    ));
+                    let low = b::lt(start.clone(), b::int(0));
+                    let outside = b::or(low.clone(), b::le(bd.size, stop.clone()));
+                    let (buf, slot) = self.detail;
+                    let bad = b::select(low, start.clone(), stop.clone());
+                    code.extend(b::if_(
+                        b::and(b::le(start.clone(), stop.clone()), outside),
+                        vec![b::store(buf, b::int(slot), bad), Stmt::Fail(msg)],
+                    ));
+                }
                 code.extend(self.lower_loop(&index, Ext { start, stop }, body)?);
                 Ok(code)
             }
@@ -937,12 +958,14 @@ fn integrated(body: &[LStmt], len: &Expr) -> Option<Vec<LStmt>> {
                 stop,
                 body,
                 span,
+                bounds,
             } => LStmt::Loop {
                 index: index.clone(),
                 start: start.clone(),
                 stop: stop.clone(),
                 body: integrated(body, len)?,
                 span: *span,
+                bounds: bounds.clone(),
             },
             LStmt::If {
                 cond,

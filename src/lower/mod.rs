@@ -104,6 +104,7 @@ pub fn lower_program(
         declared: HashMap::new(),
         write_once: Default::default(),
         facts: Default::default(),
+        detail: (dims_buf, ndims as i64),
     };
     let mut code = entry;
     code.extend(engine.lower_block(body)?);
@@ -190,8 +191,14 @@ impl Converter<'_> {
                 extent,
                 body,
             } => {
+                let mut bounds = vec![];
                 let (start, stop) = match extent {
-                    Extent::Range(a, z) => (self.expr(a)?, self.expr(z)?),
+                    Extent::Range(a, z) => {
+                        if !is_static(a) || !is_static(z) {
+                            bounds = self.direct_dims(body, index)?;
+                        }
+                        (self.expr(a)?, self.expr(z)?)
+                    }
                     Extent::Auto => {
                         let (t, d) = find_dim_source(body, index).ok_or_else(|| {
                             Error::program(
@@ -213,6 +220,7 @@ impl Converter<'_> {
                     stop,
                     body,
                     span,
+                    bounds,
                 }
             }
             StmtKind::If {
@@ -378,6 +386,32 @@ impl Converter<'_> {
 }
 
 impl Converter<'_> {
+    /// The dimensions that `index` addresses directly (bare, not permissive) in `body`.
+    fn direct_dims(&self, body: &[Stmt], index: &str) -> Result<Vec<node::Bound>> {
+        let mut found: Vec<(String, usize, ast::Span)> = vec![];
+        crate::notation::visit::accesses(body, &mut |a: &ast::Access| {
+            for (d, ix) in a.indices.iter().enumerate() {
+                if !ix.permissive
+                    && matches!(&ix.expr.kind, ExprKind::Name(n) if n == index)
+                    && !found.iter().any(|(t, e, _)| *t == a.tensor && *e == d)
+                {
+                    found.push((a.tensor.clone(), d, a.span));
+                }
+            }
+        });
+        found
+            .into_iter()
+            .map(|(t, d, span)| {
+                let info = self.tensor(&t, span)?;
+                Ok(node::Bound {
+                    size: info.dim(d),
+                    tensor: t,
+                    dim: d,
+                })
+            })
+            .collect()
+    }
+
     /// `size(A, d)`: the extent of dimension `d` of `A`.
     fn size(&self, args: &[Expr], span: ast::Span) -> Result<LExpr> {
         let usage = || {
@@ -404,6 +438,19 @@ impl Converter<'_> {
 /// Whether two masks compare the same (not yet bound) loop index.
 fn same_index(a: &Mask, b: &Mask) -> bool {
     matches!((&a.index, &b.index), (LExpr::Index(x), LExpr::Index(y)) if x == y)
+}
+
+/// Whether a loop bound is fixed by the tensors' shapes alone (literals, `size(...)`): the
+/// shape check before every run then covers the dimensions its index addresses.
+fn is_static(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Literal(_) => true,
+        ExprKind::Name(_) | ExprKind::Access(_) | ExprKind::Missing => false,
+        ExprKind::Call(f, _) if f == "size" => true,
+        ExprKind::Unary(_, x) => is_static(x),
+        ExprKind::Binary(_, x, y) => is_static(x) && is_static(y),
+        ExprKind::Call(_, args) => args.iter().all(is_static),
+    }
 }
 
 /// A literal, possibly negated.

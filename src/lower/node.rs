@@ -7,6 +7,14 @@ use crate::looplets::Target;
 use crate::notation::ast::{AssignOp, BinaryOp, Protocol, Span, UnaryOp};
 use crate::types::{ElemType, Scalar};
 
+/// Dimension `dim` of `tensor`, whose extent is the IR value `size`.
+#[derive(Clone)]
+pub struct Bound {
+    pub tensor: String,
+    pub dim: usize,
+    pub size: ir::Expr,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Read,
@@ -103,6 +111,10 @@ pub enum LStmt {
         stop: LExpr,
         body: Vec<LStmt>,
         span: Span,
+        /// Dimensions the index addresses directly whose bounds the shape check before the
+        /// run does not cover (a range computed from data, like an indirect index's
+        /// single-iteration loop): tested once per entry into the loop.
+        bounds: Vec<Bound>,
     },
     If {
         cond: LExpr,

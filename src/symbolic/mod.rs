@@ -12,7 +12,7 @@ use crate::looplets::Target;
 use crate::lower::node::{LExpr, LStmt};
 use crate::notation::ast::{AssignOp, BinaryOp};
 use crate::semantics;
-use crate::types::{Class, Scalar};
+use crate::types::{Class, ElemType, Scalar};
 use std::collections::HashMap;
 
 /// The compute class of an expression, if it can be typed.
@@ -155,8 +155,15 @@ fn simplify_binary(op: BinaryOp, x: &LExpr, y: &LExpr) -> Option<LExpr> {
     }
 }
 
-/// Whether assigning `v` with `op` to tensor `t` can change nothing.
-fn is_noop(op: &AssignOp, v: Scalar, t: &str, declared: &HashMap<String, Scalar>) -> bool {
+/// Whether assigning `v` with `op` to tensor `t` can change nothing; `elem` is the tensor's
+/// element type where the write already reached its fiber.
+fn is_noop(
+    op: &AssignOp,
+    v: Scalar,
+    t: &str,
+    elem: Option<ElemType>,
+    declared: &HashMap<String, Scalar>,
+) -> bool {
     let v = v.widen();
     match op {
         // Finch's `initwrite`: overwriting with the declared value (held in the tensor's
@@ -164,7 +171,15 @@ fn is_noop(op: &AssignOp, v: Scalar, t: &str, declared: &HashMap<String, Scalar>
         AssignOp::Overwrite => declared
             .get(t)
             .is_some_and(|init| v.cast(init.ty()) == *init),
-        AssignOp::Reduce(r) => algebra::identity(r, v.ty().class()).is_some_and(|id| v == id),
+        // The value is reduced in the compute class (a pattern's `false` added to a float
+        // is 0.0), so the identity is that class's.
+        AssignOp::Reduce(r) => {
+            let class = elem
+                .and_then(|e| semantics::reducer_classes(r, e.class(), v.ty().class()).ok())
+                .map_or(v.ty().class(), |(compute, _)| compute);
+            let v = v.cast(semantics::class_type(class)).widen();
+            algebra::identity(r, class).is_some_and(|id| v == id)
+        }
     }
 }
 
@@ -180,8 +195,12 @@ pub fn simplify_stmts(stmts: &mut Vec<LStmt>, declared: &HashMap<String, Scalar>
                 // Whether the write still goes through a looplet (a run writer waiting for
                 // the extent) or already reached its fiber, a no-op is dropped: dropping it
                 // early also drops the set-up of writers that would only wrap it.
+                let elem = match &lhs.target {
+                    Target::Fiber(f) => Some(f.tensor.elem),
+                    _ => None,
+                };
                 if let Some(v) = lit(rhs)
-                    && is_noop(op, v, &lhs.tensor, declared)
+                    && is_noop(op, v, &lhs.tensor, elem, declared)
                 {
                     continue;
                 }

@@ -23,13 +23,14 @@ pub fn load_tensor(path: &str, format: Option<&str>) -> Result<Tensor> {
     };
     let t = match data {
         FileData::Coo(c) => {
-            let combine = |a: Scalar, b: Scalar| match a.widen() {
-                Scalar::Bool(x) => Scalar::Bool(x | b.as_bool()),
-                Scalar::I64(x) => Scalar::I64(x.wrapping_add(b.as_i64())),
-                _ => Scalar::F64(a.as_f64() + b.as_f64()),
-            };
             let values = convert_buffer(&c.values, format.elem());
-            Tensor::from_coo(&format, &c.shape, &c.coords, &values, combine)
+            Tensor::from_coo(
+                &format,
+                &c.shape,
+                &c.coords,
+                &values,
+                crate::tensor::add_duplicates,
+            )
         }
         FileData::Dense(d) => {
             Tensor::from_dense(&format, &d.shape, &convert_buffer(&d.values, format.elem()))

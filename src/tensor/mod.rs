@@ -1,8 +1,15 @@
 //! The user-facing tensor: a shape, a format (level chain) and each level's arrays.
 
+mod build;
 pub mod convert;
 pub mod files;
+#[cfg(feature = "ndarray")]
+pub mod ndarray_interop;
 mod runs;
+#[cfg(feature = "sprs")]
+mod sprs_interop;
+
+pub use build::{StoredEntries, add_duplicates, parse_format, random_exact};
 
 use crate::error::{Error, Result};
 use crate::levels::{Format, level_impl};

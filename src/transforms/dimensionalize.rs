@@ -9,7 +9,6 @@
 //! swizzled access `swizzle(A, p...)[...]` indexes dimension `p[k]` of `A` with index `k`.
 
 use crate::error::{Error, Result};
-use crate::lower::const_value;
 use crate::notation::ast::{Access, Extent, Program, Span, Stmt, StmtKind};
 use crate::notation::visit;
 use crate::transforms::linear;
@@ -99,12 +98,12 @@ impl Dims {
         body: &[Stmt],
         span: Span,
     ) -> Result<()> {
+        let sizes = |t: &str, d: usize| self.size(t, d);
         let mut found: Option<(usize, String)> = match extent {
-            Extent::Range(a, b) => match (const_value(a), const_value(b)) {
-                (Some(a), Some(b)) if a.as_i64() == 0 => Some((
-                    (b.as_i64() + 1).max(0) as usize,
-                    format!("the range 0:{}", b.as_i64()),
-                )),
+            Extent::Range(a, b) => match (linear::constant(a, &sizes), linear::constant(b, &sizes))
+            {
+                (Some(0), Some(b)) => Some(((b + 1).max(0) as usize, format!("the range 0:{b}"))),
+                (Some(a), Some(b)) => return self.inside(index, a, b, body),
                 _ => return Ok(()),
             },
             Extent::Auto => None,
@@ -170,6 +169,32 @@ impl Dims {
                 Ok(())
             }
         }
+    }
+
+    /// A loop over `a:b` (not from 0) must stay inside every dimension its index addresses.
+    fn inside(&self, index: &str, a: i64, b: i64, body: &[Stmt]) -> Result<()> {
+        let mut err = None;
+        visit::accesses(body, &mut |acc: &Access| {
+            for (k, ix) in acc.indices.iter().enumerate() {
+                let d = acc.dim_of(k);
+                if err.is_some() || !is_direct(ix, index) {
+                    continue;
+                }
+                if let Some(n) = self.size(&acc.tensor, d)
+                    && a <= b
+                    && (a < 0 || b >= n as i64)
+                {
+                    err = Some(Error::DimensionMismatch {
+                        span: acc.span,
+                        msg: format!(
+                            "index `{index}` ranges over {a}:{b}, outside dimension {d} of `{}` (size {n})",
+                            acc.tensor
+                        ),
+                    });
+                }
+            }
+        });
+        err.map_or(Ok(()), Err)
     }
 
     /// Unknown-shape tensors written through `index` take its extent.

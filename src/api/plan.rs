@@ -1,0 +1,503 @@
+//! Planning an einsum from its inputs' formats (never their data, so new data of the same
+//! formats gets the same program and hits the kernel cache): the loop order, which sparse
+//! inputs are read through a transposed copy, the output format, and whether the output is
+//! accumulated in a workspace (Gustavson's algorithm for a sparse product).
+//!
+//! Every loop order is scored with a rough cost model and the cheapest wins, ties going to the
+//! order closest to "output indices in output order, then the reduced ones":
+//! - a sparse input (one with a sparse level) whose level order disagrees with the loop order
+//!   is transposed into a copy of the same format (cost: sorting its entries). Dense inputs are
+//!   never copied: the compiler reads them by random access in any order;
+//! - a loop costs a factor `N` per iteration of its enclosing loops, or `D << N` when some
+//!   sparse input stores only some coordinates of its index and the right side is the
+//!   reducer's identity wherever those inputs store nothing (then only stored coordinates are
+//!   visited);
+//! - an output level that takes writes only in order (`SparseList`...) must see its
+//!   coordinates in order: when reduced indices come before some output index, the output's
+//!   remaining dimensions are accumulated in a workspace (`SparseByteMap` for sparse levels,
+//!   `Dense` for dense ones) re-declared for each prefix, then copied out; its cost is its
+//!   size `N^rank` plus the copy.
+
+use super::fills::{absent_value, class_of, same_in};
+use super::spec::Spec;
+use crate::error::{Error, Result};
+use crate::levels::{Format, LevelKind};
+use crate::notation::ast::{Expr, ExprKind, Program};
+use crate::notation::build::*;
+use crate::semantics::{class_type, reducer_classes};
+use crate::symbolic::algebra::identity;
+use crate::types::{Class, ElemType, Scalar};
+
+/// Loop orders of more indices than this are not all scored: the preferred one is used.
+const MAX_SCORED_INDICES: usize = 8;
+/// The cost model's extent of a dense loop, and of a loop over stored coordinates only.
+const N: f64 = 1e4;
+const D: f64 = 10.0;
+/// Cost per entry of transposing a copy (a sort).
+const SORT: f64 = 20.0;
+
+/// A sparse input read through a transposed copy: dimension `d` of `name` is dimension
+/// `perm[d]` of `input` (see [`crate::tensor::Tensor::permute`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transpose {
+    pub input: String,
+    pub name: String,
+    pub perm: Vec<usize>,
+}
+
+/// Where the output is accumulated before it is copied out, and over which output indices.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workspace {
+    pub name: String,
+    pub format: Format,
+    pub indices: Vec<String>,
+}
+
+/// What [`plan`] decided, and the program that carries it out.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub spec: Spec,
+    pub loop_order: Vec<String>,
+    pub transposes: Vec<Transpose>,
+    pub output_format: Format,
+    pub workspace: Option<Workspace>,
+    pub program: Program,
+}
+
+/// One read's format, as the planner sees it.
+struct Read {
+    indices: Vec<String>,
+    /// The level kind indexing each dimension (a `SparseCOO{2}` level indexes two).
+    dim_kinds: Vec<LevelKind>,
+    sparse: bool,
+    fill: Scalar,
+}
+
+fn dim_kinds(f: &Format) -> Vec<LevelKind> {
+    f.levels
+        .iter()
+        .flat_map(|l| std::iter::repeat_n(l.clone(), l.rank()))
+        .collect()
+}
+
+/// Levels that take writes in any order.
+fn random_write(k: &LevelKind) -> bool {
+    matches!(
+        k,
+        LevelKind::Dense | LevelKind::SparseByteMap | LevelKind::SparseDict
+    )
+}
+
+/// The scored shape of one loop order.
+struct Candidate {
+    cost: f64,
+    inversions: usize,
+    order: Vec<String>,
+    /// Per read: the permutation of its transposed copy, if it needs one.
+    perms: Vec<Option<Vec<usize>>>,
+    out_kinds: Vec<LevelKind>,
+    /// How many leading loops are the output's leading indices (written directly).
+    prefix: usize,
+    workspace: bool,
+}
+
+struct Planner<'a> {
+    spec: &'a Spec,
+    reads: Vec<Read>,
+    class: Class,
+    out_fill: Scalar,
+    given: Option<&'a Format>,
+    preferred: Vec<String>,
+}
+
+impl Planner<'_> {
+    fn score(&self, order: &[String]) -> Candidate {
+        let pos = |v: &String| {
+            order
+                .iter()
+                .position(|o| o == v)
+                .expect("every index loops")
+        };
+        let mut cost = 0.0;
+        let mut perms = vec![];
+        // The level kind each read uses for each index, after any transpose.
+        let mut kind_at: Vec<Vec<(String, LevelKind)>> = vec![];
+        for r in &self.reads {
+            let p: Vec<usize> = r.indices.iter().map(pos).collect();
+            let concordant = p.windows(2).all(|w| w[0] < w[1]);
+            let perm = (!concordant && r.sparse).then(|| {
+                let mut perm: Vec<usize> = (0..p.len()).collect();
+                perm.sort_by_key(|&d| p[d]);
+                perm
+            });
+            let indices: Vec<String> = match &perm {
+                Some(perm) => perm.iter().map(|&d| r.indices[d].clone()).collect(),
+                None => r.indices.clone(),
+            };
+            if perm.is_some() {
+                let entries: f64 = r
+                    .dim_kinds
+                    .iter()
+                    .map(|k| if k.is_sparse() { D } else { N })
+                    .product();
+                cost += SORT * entries;
+            }
+            kind_at.push(indices.into_iter().zip(r.dim_kinds.clone()).collect());
+            perms.push(perm);
+        }
+        let fills: Vec<Scalar> = self.reads.iter().map(|r| r.fill).collect();
+        // Whether the right side is the output fill wherever the reads sparse in `v` store
+        // nothing: then only their stored coordinates of `v` matter.
+        let driven = |v: &String| {
+            let absent: Vec<bool> = kind_at
+                .iter()
+                .map(|ks| ks.iter().any(|(i, k)| i == v && k.is_sparse()))
+                .collect();
+            absent.iter().any(|&a| a)
+                && absent_value(&self.spec.rhs, &fills, &absent)
+                    .is_some_and(|x| same_in(self.class, x, self.out_fill))
+        };
+        let mut iterations = 1.0;
+        for v in order {
+            iterations *= if driven(v) { D } else { N };
+            cost += iterations;
+        }
+        let out_kinds: Vec<LevelKind> = match self.given {
+            Some(f) => dim_kinds(f),
+            None => self
+                .spec
+                .out_indices
+                .iter()
+                .map(|v| {
+                    if driven(v) {
+                        LevelKind::SparseList
+                    } else {
+                        LevelKind::Dense
+                    }
+                })
+                .collect(),
+        };
+        let outs = &self.spec.out_indices;
+        let prefix = order.iter().zip(outs).take_while(|(a, b)| a == b).count();
+        let workspace = out_kinds[prefix..].iter().any(|k| !random_write(k));
+        if workspace {
+            let rank = (outs.len() - prefix) as i32;
+            let outer: f64 = order[..prefix]
+                .iter()
+                .map(|v| if driven(v) { D } else { N })
+                .product();
+            cost += N.powi(rank) + outer * D.powi(rank);
+        }
+        let inversions = order
+            .iter()
+            .enumerate()
+            .flat_map(|(a, x)| order[a + 1..].iter().map(move |y| (x, y)))
+            .filter(|(x, y)| {
+                let rank = |v: &String| self.preferred.iter().position(|p| p == v);
+                rank(x) > rank(y)
+            })
+            .count();
+        Candidate {
+            cost,
+            inversions,
+            order: order.to_vec(),
+            perms,
+            out_kinds,
+            prefix,
+            workspace,
+        }
+    }
+}
+
+fn permutations(items: &[String]) -> Vec<Vec<String>> {
+    if items.len() <= 1 {
+        return vec![items.to_vec()];
+    }
+    let mut out = vec![];
+    for k in 0..items.len() {
+        let mut rest = items.to_vec();
+        let first = rest.remove(k);
+        for mut p in permutations(&rest) {
+            p.insert(0, first.clone());
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A name not among `taken`, starting from `base`.
+fn fresh(base: &str, taken: &mut Vec<String>) -> String {
+    let mut name = base.to_string();
+    let mut n = 2;
+    while taken.contains(&name) {
+        name = format!("{base}{n}");
+        n += 1;
+    }
+    taken.push(name.clone());
+    name
+}
+
+/// Plan `spec` for inputs of these formats (`inputs[k]` is a tensor name and its format);
+/// `output` fixes the output format instead of choosing one.
+pub fn plan(spec: &Spec, inputs: &[(&str, &Format)], output: Option<&Format>) -> Result<Plan> {
+    let mut reads = vec![];
+    for (k, a) in spec.reads.iter().enumerate() {
+        let f = inputs
+            .iter()
+            .find(|(n, _)| *n == a.tensor)
+            .map(|(_, f)| *f)
+            .ok_or_else(|| {
+                Error::program(
+                    a.span,
+                    format!("unknown tensor `{}`: it is not among the inputs", a.tensor),
+                )
+            })?;
+        if f.rank() != a.indices.len() {
+            return Err(Error::program(
+                a.span,
+                format!(
+                    "`{}` has {} dimensions but is indexed with {}",
+                    a.tensor,
+                    f.rank(),
+                    a.indices.len()
+                ),
+            ));
+        }
+        let kinds = dim_kinds(f);
+        reads.push(Read {
+            indices: spec.read_indices(k),
+            sparse: kinds.iter().any(|k| k.is_sparse()),
+            dim_kinds: kinds,
+            fill: f.fill(),
+        });
+    }
+    if let Some((n, _)) = inputs
+        .iter()
+        .find(|(n, _)| !spec.reads.iter().any(|a| a.tensor == *n))
+    {
+        return Err(Error::Usage(format!(
+            "input `{n}` is not read by the einsum `{}[...]`",
+            spec.output
+        )));
+    }
+    if let Some(v) = spec
+        .out_indices
+        .iter()
+        .find(|v| !reads.iter().any(|r| r.indices.contains(v)))
+    {
+        return Err(Error::program(
+            spec.span,
+            format!("output index `{v}` appears in no input, so its extent is unknown"),
+        ));
+    }
+    let read_classes: Vec<Class> = inputs_classes(spec, inputs);
+    let rhs_class = class_of(&spec.rhs, &read_classes)?;
+    let (class, out_fill) = match spec.reducer() {
+        Some(r) => {
+            let (_, c) = reducer_classes(r, rhs_class, rhs_class)
+                .map_err(|m| Error::program(spec.span, m))?;
+            let id = identity(r, c).ok_or_else(|| {
+                Error::program(spec.span, format!("`{r:?}` has no identity in {c:?}"))
+            })?;
+            (c, id)
+        }
+        None => {
+            let fills: Vec<Scalar> = reads.iter().map(|r| r.fill).collect();
+            let all = vec![true; reads.len()];
+            let f = absent_value(&spec.rhs, &fills, &all)
+                .unwrap_or(Scalar::zero(class_type(rhs_class)));
+            (rhs_class, f)
+        }
+    };
+    let elem = match output {
+        Some(f) => f.elem(),
+        None => class_type(class),
+    };
+    let out_fill = out_fill.cast(elem);
+    if let Some(f) = output {
+        check_given(spec, f, out_fill, elem)?;
+    }
+    let all = spec.all_indices();
+    let planner = Planner {
+        spec,
+        reads,
+        class,
+        out_fill,
+        given: output,
+        preferred: all.clone(),
+    };
+    let orders = if all.len() <= MAX_SCORED_INDICES {
+        permutations(&all)
+    } else {
+        vec![all.clone()]
+    };
+    let best = orders
+        .iter()
+        .map(|o| planner.score(o))
+        .min_by(|a, b| {
+            a.cost
+                .total_cmp(&b.cost)
+                .then(a.inversions.cmp(&b.inversions))
+        })
+        .expect("at least one order");
+    Ok(build(spec, inputs, &planner, best, output, elem))
+}
+
+fn inputs_classes(spec: &Spec, inputs: &[(&str, &Format)]) -> Vec<Class> {
+    spec.reads
+        .iter()
+        .map(|a| {
+            inputs
+                .iter()
+                .find(|(n, _)| *n == a.tensor)
+                .map(|(_, f)| f.elem().class())
+                .expect("checked by plan")
+        })
+        .collect()
+}
+
+/// A given output format must have the output's rank, and a sparse one the fill einsum
+/// starts from (a dense one is simply filled with it).
+fn check_given(spec: &Spec, f: &Format, fill: Scalar, elem: ElemType) -> Result<()> {
+    if f.rank() != spec.out_indices.len() {
+        return Err(Error::Format {
+            format: f.to_string(),
+            msg: format!(
+                "the output `{}` has {} dimensions",
+                spec.output,
+                spec.out_indices.len()
+            ),
+        });
+    }
+    if !f.is_dense() && !same_in(elem.class(), f.fill(), fill) {
+        return Err(Error::Format {
+            format: f.to_string(),
+            msg: format!(
+                "the output `{}` starts from {fill} (the reducer's identity or the right side's fill), so a sparse output format needs that fill",
+                spec.output
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn format_of(kinds: &[LevelKind], elem: ElemType, fill: Scalar) -> Format {
+    let mut levels = kinds.to_vec();
+    // Element(false) rather than Pattern for booleans: einsum may store explicit `false`s.
+    levels.push(LevelKind::Element(fill.cast(elem)));
+    Format { levels }
+}
+
+fn build(
+    spec: &Spec,
+    inputs: &[(&str, &Format)],
+    planner: &Planner,
+    best: Candidate,
+    output: Option<&Format>,
+    elem: ElemType,
+) -> Plan {
+    let mut taken: Vec<String> = inputs.iter().map(|(n, _)| n.to_string()).collect();
+    taken.push(spec.output.clone());
+    taken.extend(best.order.iter().cloned());
+    let mut transposes: Vec<Transpose> = vec![];
+    let mut names = vec![];
+    for (a, perm) in spec.reads.iter().zip(&best.perms) {
+        names.push(perm.as_ref().map(|perm| {
+            match transposes
+                .iter()
+                .find(|t| t.input == a.tensor && &t.perm == perm)
+            {
+                Some(t) => t.name.clone(),
+                None => {
+                    let suffix: String = perm.iter().map(|d| d.to_string()).collect();
+                    let name = fresh(&format!("{}_t{suffix}", a.tensor), &mut taken);
+                    transposes.push(Transpose {
+                        input: a.tensor.clone(),
+                        name: name.clone(),
+                        perm: perm.clone(),
+                    });
+                    name
+                }
+            }
+        }));
+    }
+    let mut rhs = spec.rhs.clone();
+    let mut next = 0;
+    rename_reads(&mut rhs, &best.perms, &names, &mut next);
+    let output_format = match output {
+        Some(f) => f.clone(),
+        None => format_of(&best.out_kinds, elem, planner.out_fill),
+    };
+    let fill = Expr::lit(planner.out_fill.widen());
+    let outs = &spec.out_indices;
+    let out_access = || access(&spec.output, outs.iter().map(|v| idx(v.as_str())));
+    let nest = |loops: &[String], body| loops.iter().rev().fold(body, |b, v| for_(v, auto(), [b]));
+    let (body, workspace) = if best.workspace {
+        let rest = &outs[best.prefix..];
+        let name = fresh("w", &mut taken);
+        let kinds: Vec<LevelKind> = best.out_kinds[best.prefix..]
+            .iter()
+            .map(|k| {
+                if random_write(k) && *k != LevelKind::SparseDict {
+                    k.clone()
+                } else if k.is_sparse() {
+                    LevelKind::SparseByteMap
+                } else {
+                    LevelKind::Dense
+                }
+            })
+            .collect();
+        let w_access = || access(&name, rest.iter().map(|v| idx(v.as_str())));
+        let update = assign(w_access(), spec.op.clone(), rhs);
+        let copy = overwrite(out_access(), read(w_access()));
+        let inner = block([
+            declare(&name, fill.clone()),
+            nest(&best.order[best.prefix..], update),
+            nest(rest, copy),
+        ]);
+        let ws = Workspace {
+            name: name.clone(),
+            format: format_of(&kinds, elem, planner.out_fill),
+            indices: rest.to_vec(),
+        };
+        (nest(&best.order[..best.prefix], inner), Some(ws))
+    } else {
+        let update = assign(out_access(), spec.op.clone(), rhs);
+        (nest(&best.order, update), None)
+    };
+    let program = program([declare(&spec.output, fill), body]);
+    Plan {
+        spec: spec.clone(),
+        loop_order: best.order,
+        transposes,
+        output_format,
+        workspace,
+        program,
+    }
+}
+
+fn rename_reads(
+    e: &mut Expr,
+    perms: &[Option<Vec<usize>>],
+    names: &[Option<String>],
+    next: &mut usize,
+) {
+    match &mut e.kind {
+        ExprKind::Access(a) => {
+            if let (Some(perm), Some(name)) = (&perms[*next], &names[*next]) {
+                a.tensor = name.clone();
+                a.indices = perm.iter().map(|&d| a.indices[d].clone()).collect();
+            }
+            *next += 1;
+        }
+        ExprKind::Unary(_, x) => rename_reads(x, perms, names, next),
+        ExprKind::Binary(_, a, b) => {
+            rename_reads(a, perms, names, next);
+            rename_reads(b, perms, names, next);
+        }
+        ExprKind::Call(_, args) => args
+            .iter_mut()
+            .for_each(|a| rename_reads(a, perms, names, next)),
+        ExprKind::Literal(_) | ExprKind::Missing | ExprKind::Name(_) => {}
+    }
+}

@@ -1,0 +1,122 @@
+//! `tessera einsum "C[i, j] += A[i, k] * B[k, j]" --in A=a.mtx --in B=b.mtx --out C=c.mtx`:
+//! the library's einsum on files, with `run`'s input loading, atomic output writing and
+//! `--time` line.
+
+use super::{parse_out, split_format, split_name, time_line};
+use crate::api::{formats_of, plan::plan, prepare};
+use crate::error::{Error, Result};
+use crate::levels::Format;
+use crate::run::Runner;
+use crate::tensor::Tensor;
+use clap::Args;
+use std::fmt::Write as _;
+use std::time::Instant;
+
+#[derive(Args, Debug)]
+pub struct EinsumArgs {
+    /// The statement, `OUT[i, j] op= expression` (`op=` one of `= += -= *= &= |= <<min>>= <<max>>=`)
+    pub spec: String,
+    /// Input tensor: NAME=PATH[@FORMAT]
+    #[arg(long = "in", value_name = "NAME=PATH[@FORMAT]")]
+    pub inputs: Vec<String>,
+    /// Where to write the output and in which format: NAME[=PATH][@FORMAT] (without a path,
+    /// a 0-d result is printed and others are summarised)
+    #[arg(long = "out", value_name = "NAME[=PATH][@FORMAT]")]
+    pub output: Option<String>,
+    /// Run the kernel this many times (with --time: median and minimum)
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Print a `time:` line (kernel only; transposed copies are made before it)
+    #[arg(long)]
+    pub time: bool,
+    /// Print the plan and the generated program
+    #[arg(long)]
+    pub show_program: bool,
+}
+
+pub fn einsum(a: &EinsumArgs) -> Result<String> {
+    let mut inputs: Vec<(String, Tensor)> = vec![];
+    for spec in &a.inputs {
+        let (name, rest) = split_name(spec, "--in")?;
+        let (path, fmt) = split_format(rest);
+        if inputs.iter().any(|(n, _)| n == name) {
+            return Err(Error::Usage(format!("--in {name} is given twice")));
+        }
+        let t = crate::tensor::files::load_tensor(path, fmt)?;
+        t.validate(name)?;
+        inputs.push((name.to_string(), t));
+    }
+    let out = a.output.as_deref().map(parse_out).transpose()?;
+    let borrowed: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let formats: Vec<(&str, &Format)> = inputs
+        .iter()
+        .map(|(n, t)| (n.as_str(), &t.format))
+        .collect();
+    let spec = crate::api::spec::parse_spec(&a.spec)?;
+    let out_format = match out.as_ref().and_then(|(_, o)| o.format.as_deref()) {
+        Some(f) => Some(Format::parse(f, Some(spec.out_indices.len()))?),
+        None => None,
+    };
+    if let Some((name, _)) = &out
+        && *name != spec.output
+    {
+        return Err(Error::Usage(format!(
+            "--out names `{name}` but the einsum writes `{}`",
+            spec.output
+        )));
+    }
+    let plan = plan(&spec, &formats, out_format.as_ref())?;
+    let mut text = String::new();
+    if a.show_program {
+        let _ = writeln!(text, "# loop order: {}", plan.loop_order.join(", "));
+        for t in &plan.transposes {
+            let perm: Vec<String> = t.perm.iter().map(|d| d.to_string()).collect();
+            let _ = writeln!(
+                text,
+                "# {} is {} transposed (dimensions {})",
+                t.name,
+                t.input,
+                perm.join(", ")
+            );
+        }
+        let _ = writeln!(text, "# {}: {}", spec.output, plan.output_format);
+        if let Some(w) = &plan.workspace {
+            let _ = writeln!(text, "# workspace {}: {}", w.name, w.format);
+        }
+        let _ = write!(text, "{}", plan.program);
+    }
+    let mut tensors = prepare(&plan, &borrowed)?;
+    drop(borrowed);
+    drop(inputs);
+    let runner = Runner::jit();
+    let compiled = runner.compile(&plan.program, &formats_of(&tensors))?;
+    let compile_ms = *runner.last_compile_ms.borrow();
+    let mut times = vec![];
+    for _ in 0..a.repeat.max(1) {
+        let t0 = Instant::now();
+        runner.execute(&compiled, &mut tensors)?;
+        times.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    let result = &tensors[&spec.output];
+    match out.as_ref().and_then(|(_, o)| o.path.as_deref()) {
+        Some(p) => crate::tensor::files::write_tensor(p, result)?,
+        None if result.rank() == 0 => {
+            let _ = writeln!(text, "{} = {}", spec.output, result.get(&[])?);
+        }
+        None => {
+            let shape: Vec<String> = result.shape.iter().map(|d| d.to_string()).collect();
+            let _ = writeln!(
+                text,
+                "{}: shape {} stored {} format {}",
+                spec.output,
+                shape.join("x"),
+                result.countstored(),
+                result.format
+            );
+        }
+    }
+    if a.time {
+        text.push_str(&time_line(compile_ms, &times));
+    }
+    Ok(text)
+}
