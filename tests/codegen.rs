@@ -214,3 +214,50 @@ fn masks_and_offsets_follow_the_structure() {
         assert!(!inner.contains("if ("), "{shifted}");
     }
 }
+
+/// The separable erosion passes on run-length images (Finch Fig. 26) stay small: the edges a
+/// permissive access `~(j - 1)` cuts are single coordinates, lowered without loops, so the
+/// horizontal pass over a row coiterates its three shifted readers in one loop, and the
+/// vertical pass has one loop per kind of row (first, only, interior, last). The line bounds
+/// (about 30% above today's sizes) catch a regression that multiplies the code again.
+#[test]
+fn run_length_erosion_passes_stay_small() {
+    let horizontal = "u .= false\nfor j = _\n  u[j] = coalesce(t[~(j - 1)], true) & t[j] & coalesce(t[~(j + 1)], true)\nend\n";
+    let vertical = "C .= false\nfor i = _, j = _\n  C[i, j] = coalesce(A[~(i - 1), j], true) & A[i, j] & coalesce(A[~(i + 1), j], true)\nend\n";
+    for (row, image, h_max, v_max) in [
+        (
+            "SparseRunList(Pattern())",
+            "Dense(SparseRunList(Pattern()))",
+            280,
+            430,
+        ),
+        (
+            "RunList(Element(false))",
+            "Dense(RunList(Element(false)))",
+            290,
+            460,
+        ),
+    ] {
+        let c = code(horizontal, &[("t", row), ("u", row)]);
+        let (_, whiles) = count_loops(&c);
+        assert_eq!(whiles, 1, "one coiterating loop over the row:\n{c}");
+        let lines = c.lines().count();
+        assert!(lines < h_max, "{row}: {lines} lines\n{c}");
+        let c = code(vertical, &[("A", image), ("C", image)]);
+        let (_, whiles) = count_loops(&c);
+        assert_eq!(whiles, 4, "one loop per kind of row:\n{c}");
+        let lines = c.lines().count();
+        assert!(lines < v_max, "{image}: {lines} lines\n{c}");
+    }
+    // The whole two-pass kernel with a run-length row workspace declared per row.
+    let c = code(
+        include_str!("../examples/erosion.tess"),
+        &[
+            ("input", "Dense(SparseRunList(Pattern()))"),
+            ("output", "Dense(SparseRunList(Pattern()))"),
+            ("tmp", "SparseRunList(Pattern(), merge=false)"),
+        ],
+    );
+    let lines = c.lines().count();
+    assert!(lines < 1500, "{lines} lines");
+}

@@ -23,7 +23,7 @@ pub struct Ext {
 }
 
 impl Ext {
-    fn is_point(&self) -> bool {
+    pub fn is_point(&self) -> bool {
         self.start == self.stop
     }
 }
@@ -40,7 +40,8 @@ pub struct Engine {
     /// Tensors whose declaration is followed by writes that touch each element at most once;
     /// only for those is `initwrite` sound (otherwise a later fill write must overwrite).
     pub write_once: HashSet<String>,
-    /// Constant bounds of the phase variables, to skip provably empty phases.
+    /// Bounds of phase and loop variables: provably empty phases are skipped, phases of one
+    /// coordinate lowered as points.
     pub facts: super::bounds::Facts,
     /// Where a failing bounds check stores the value it reports: buffer 0 (the dimensions),
     /// one slot past the last dimension.
@@ -185,6 +186,46 @@ impl Engine {
         }
     }
 
+    /// Inside a chunk loop over `ext`, the chunk `i..=e` lies in the extent.
+    fn loop_facts(&mut self, i: crate::ir::VarId, e: crate::ir::VarId, ext: &Ext) {
+        self.facts
+            .record_range(i, Some(ext.start.clone()), Some(ext.stop.clone()));
+        self.facts
+            .record_range(e, Some(b::var(i)), Some(ext.stop.clone()));
+    }
+
+    /// The extent itself, or its start when the facts show it holds at most that point (the
+    /// caller runs it only when it is not empty).
+    fn narrow(&self, ext: Ext) -> Ext {
+        if !ext.is_point() && self.facts.at_most_one(&ext.start, &ext.stop) {
+            Ext {
+                start: ext.start.clone(),
+                stop: ext.start,
+            }
+        } else {
+            ext
+        }
+    }
+
+    /// `narrow` for an extent whose code runs only where `start <= stop`: a point that is not
+    /// a constant gets a variable that the facts bound by `stop` as well (shifted accesses at
+    /// the last coordinate are then in bounds, and phases at the point reaching `stop` need
+    /// no test). Its assignment is pushed to `code`.
+    fn narrow_guarded(&mut self, ext: Ext, index: &str, code: &mut Vec<Stmt>) -> Ext {
+        let narrowed = self.narrow(ext.clone());
+        if ext.is_point() || !narrowed.is_point() || matches!(ext.start, Expr::Const(_)) {
+            return narrowed;
+        }
+        let p = self.cx.var(&format!("{index}_at"), ElemType::I64);
+        self.facts
+            .record_range(p, Some(ext.start.clone()), Some(ext.stop.clone()));
+        code.push(b::assign(p, ext.start));
+        Ext {
+            start: b::var(p),
+            stop: b::var(p),
+        }
+    }
+
     /// Lower `for index in ext: body`.
     pub fn lower_loop(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
         if self.cx.vars.len() > MAX_KERNEL_VARS {
@@ -244,7 +285,14 @@ impl Engine {
                 };
                 let l = match &offset {
                     Some(c) => {
-                        checks.extend(super::wrappers::offset_check(cx, a, f, &ext, c));
+                        checks.extend(super::wrappers::offset_check(
+                            cx,
+                            &self.facts,
+                            a,
+                            f,
+                            &ext,
+                            c,
+                        ));
                         super::wrappers::shift(&l, c)
                     }
                     None => l,
@@ -342,10 +390,17 @@ impl Engine {
             return Ok(None);
         };
         let code = self.lower_block(out)?;
-        Ok(Some(b::if_(
-            b::le(ext.start.clone(), ext.stop.clone()),
-            code,
-        )))
+        Ok(Some(self.if_nonempty(ext, code)))
+    }
+
+    /// `code` under `if start <= stop`, unless the facts show the extent is not empty (a
+    /// chunk of a stepper loop always holds its first coordinate).
+    fn if_nonempty(&self, ext: &Ext, code: Vec<Stmt>) -> Vec<Stmt> {
+        if ext.is_point() || self.facts.le(&ext.start, &ext.stop) {
+            code
+        } else {
+            guard(b::le(ext.start.clone(), ext.stop.clone()), code)
+        }
     }
 
     /// The run writers' rule. Once every other looplet on the index is lowered, replace each
@@ -375,11 +430,7 @@ impl Engine {
                 let mut code = pre;
                 code.extend(self.lower_block(once)?);
                 code.extend(post);
-                return Ok(if ext.is_point() {
-                    code
-                } else {
-                    b::if_(b::le(ext.start, ext.stop), code)
-                });
+                return Ok(self.if_nonempty(&ext, code));
             }
         }
         replace_head(&mut body, index, &mut |l| match l {
@@ -462,22 +513,13 @@ impl Engine {
         let Some((path, Looplet::Sequence(phases))) = seq else {
             unreachable!("a sequence is present")
         };
-        if ext.is_point() {
-            // A single coordinate lies in one phase: choose it at run time, no loops.
-            let at = ext.start.clone();
-            let cases = phases
-                .into_iter()
-                .map(|p| {
-                    let cond = p.stop.map_or(b::boolean(true), |s| b::le(at.clone(), s));
-                    (cond, p.body)
-                })
-                .collect();
-            set_at(&mut body, &path, Target::Looplet(Looplet::Switch(cases)));
-            return self.lower_loop(index, ext, body);
-        }
         let stops: Vec<Option<Expr>> = phases.iter().map(|p| p.stop.clone()).collect();
+        if ext.is_point() {
+            return self.lower_sequence_at(index, ext, body, path, phases, &stops);
+        }
         let mut code = vec![];
         let mut cur = ext.start.clone();
+        let mut emitted = false;
         let n = phases.len();
         for (
             k,
@@ -487,59 +529,89 @@ impl Engine {
             },
         ) in phases.into_iter().enumerate()
         {
-            // A phase ending one past the previous one's end is a single coordinate (the
-            // diagonal of `i == j`): lowered as that point, with no loop around it.
-            let point = match (&stop, k.checked_sub(1).and_then(|p| stops[p].as_ref())) {
-                (Some(s), Some(prev)) if *prev == b::sub(s.clone(), b::int(1)) => {
-                    Some(self.pin(&mut code, s.clone(), &format!("{index}_point")))
-                }
-                _ => None,
-            };
-            let hi = match (&point, stop) {
-                (_, None) => ext.stop.clone(),
-                (Some(p), _) => b::min(p.clone(), ext.stop.clone()),
-                (None, Some(s)) => b::min(s, ext.stop.clone()),
+            let hi = match &stop {
+                // A phase reaching past the extent is cut by it alone.
+                Some(s) if !self.facts.le(&ext.stop, s) => b::min(s.clone(), ext.stop.clone()),
+                _ => ext.stop.clone(),
             };
             let hi = self.pin(&mut code, hi, &format!("{index}_phase_stop"));
             let mut b2 = body.clone();
             set_at(&mut b2, &path, Target::Looplet(looplet));
             split_alike(&mut b2, index, &stops, k);
-            let (phase, guard) = match &point {
-                Some(p) => (
-                    Ext {
-                        start: p.clone(),
-                        stop: p.clone(),
-                    },
-                    b::and(
-                        b::le(cur.clone(), p.clone()),
-                        b::le(p.clone(), ext.stop.clone()),
-                    ),
-                ),
-                None => (
-                    Ext {
-                        start: cur.clone(),
-                        stop: hi.clone(),
-                    },
-                    b::le(cur.clone(), hi.clone()),
-                ),
+            let phase = Ext {
+                start: cur.clone(),
+                stop: hi.clone(),
             };
-            if self.facts.empty(&cur, &hi) {
+            if self.facts.empty(&phase.start, &phase.stop) {
                 // Nothing to run, and the next phase starts where this one would have.
                 continue;
             }
-            let mut inner = self.lower_loop(index, phase.clone(), b2.clone())?;
+            // A phase of at most one coordinate (the edges a mask cuts) runs at its start,
+            // under the guard below: no loop, and its steppers seek once.
+            let mut at_point = vec![];
+            let run = self.narrow_guarded(phase.clone(), index, &mut at_point);
+            let mut inner = self.lower_loop(index, run.clone(), b2.clone())?;
+            if !inner.is_empty() {
+                inner.splice(0..0, at_point);
+            }
             if k > 0 {
                 // Earlier phases may have finished a short-circuiting reduction.
-                inner = self.short_circuit_guard(index, &phase, &b2, inner)?;
+                inner = self.short_circuit_guard(index, &run, &b2, inner)?;
             }
-            code.extend(b::if_(guard, inner));
+            if !inner.is_empty() {
+                emitted = true;
+            }
+            code.extend(self.if_nonempty(&phase, inner));
             if k + 1 < n {
                 let next = self.cx.var(&format!("{index}_phase_start"), ElemType::I64);
-                let start = b::max(cur.clone(), b::add(hi, b::int(1)));
+                // After the phase's own stop rather than after `hi`: the two differ only when
+                // the phase reaches past the extent, and then every later phase is empty
+                // either way. Without the `min`, constant cuts stay constants (`max(0, 0 + 1)`
+                // is 1), which proves the shifted accesses of later phases in bounds.
+                let after = stop.unwrap_or(hi);
+                let start = b::max(cur.clone(), b::add(after, b::int(1)));
                 self.facts.record(next, &start);
                 code.push(b::assign(next, start));
                 cur = b::var(next);
             }
+        }
+        // Phase bounds alone are dead code.
+        Ok(if emitted { code } else { vec![] })
+    }
+
+    /// A sequence at one point runs the phase holding it: the first whose stop is not before
+    /// the point (phase k starts after every earlier stop). Only that phase runs, so no
+    /// phase bounds are computed.
+    fn lower_sequence_at(
+        &mut self,
+        index: &str,
+        ext: Ext,
+        body: Vec<LStmt>,
+        path: usize,
+        phases: Vec<Phase>,
+        stops: &[Option<Expr>],
+    ) -> Result<Vec<Stmt>> {
+        let at = ext.start.clone();
+        let mut cases: Vec<(Expr, Vec<Stmt>)> = vec![];
+        for (k, phase) in phases.into_iter().enumerate() {
+            let cond = match &phase.stop {
+                Some(s) if self.facts.lt(s, &at) => continue,
+                Some(s) if !self.facts.le(&at, s) => b::le(at.clone(), s.clone()),
+                _ => b::boolean(true),
+            };
+            let mut b2 = body.clone();
+            set_at(&mut b2, &path, Target::Looplet(phase.body));
+            split_alike(&mut b2, index, stops, k);
+            let inner = self.lower_loop(index, ext.clone(), b2)?;
+            let last = cond == b::boolean(true);
+            cases.push((cond, inner));
+            if last {
+                break;
+            }
+        }
+        let mut code = vec![];
+        for (cond, inner) in cases.into_iter().rev() {
+            code = b::if_else(cond, inner, code);
         }
         Ok(code)
     }
@@ -590,14 +662,11 @@ impl Engine {
             b::sub(ext.stop.clone(), b::int(1)),
             &format!("{index}_before_stop"),
         );
-        let inner = self.lower_loop(
-            index,
-            Ext {
-                start: ext.start.clone(),
-                stop: last.clone(),
-            },
-            before,
-        )?;
+        let before_ext = self.narrow(Ext {
+            start: ext.start.clone(),
+            stop: last.clone(),
+        });
+        let inner = self.lower_loop(index, before_ext, before)?;
         if inner.is_empty() {
             code.clear();
         } else {
@@ -652,6 +721,7 @@ impl Engine {
         }
         let i = self.cx.var(index, ElemType::I64);
         let e = self.cx.var(&format!("{index}_step"), ElemType::I64);
+        self.loop_facts(i, e, &ext);
         code.push(b::assign(i, ext.start.clone()));
         let mut step = ext.stop.clone();
         for s in &steppers {
@@ -722,6 +792,7 @@ impl Engine {
         }
         let i = self.cx.var(index, ElemType::I64);
         let e = self.cx.var(&format!("{index}_jump"), ElemType::I64);
+        self.loop_facts(i, e, &ext);
         code.push(b::assign(i, ext.start.clone()));
         let lead = jumpers
             .iter()
@@ -825,6 +896,19 @@ impl Engine {
                     ),
                 )
             })
+    }
+}
+
+/// `if cond { then }`, without repeating a test that `then` already makes first and alone
+/// (a phase guard around a run writer's own emptiness test).
+fn guard(cond: Expr, then: Vec<Stmt>) -> Vec<Stmt> {
+    match then.as_slice() {
+        [
+            Stmt::If {
+                cond: c, otherwise, ..
+            },
+        ] if *c == cond && otherwise.is_empty() => then,
+        _ => b::if_(cond, then),
     }
 }
 
@@ -1113,8 +1197,10 @@ fn set_at(body: &mut [LStmt], path: &usize, t: Target) {
     });
 }
 
-/// Tensors declared in `stmts` whose following writes (up to their freeze) are one overwrite
-/// that names every enclosing loop index, so each element is written at most once.
+/// Tensors declared in `stmts` whose following writes (up to their freeze) are overwrites
+/// that name every enclosing loop index, so each element is written at most once. Several
+/// writes qualify when they sit in exclusive branches of `if`s (the split a permissive access
+/// makes) and address the element the same way, so no two iterations can reach one element.
 fn write_once_tensors(stmts: &[LStmt]) -> HashSet<String> {
     let mut out = HashSet::new();
     for (k, s) in stmts.iter().enumerate() {
@@ -1126,14 +1212,19 @@ fn write_once_tensors(stmts: &[LStmt]) -> HashSet<String> {
             .position(|s| matches!(s, LStmt::Freeze { tensor: t } if t == tensor))
             .map_or(stmts.len(), |p| k + 1 + p);
         let mut writes = vec![];
-        collect_writes(&stmts[k + 1..end], tensor, &mut vec![], &mut writes);
+        let per_pass = collect_writes(&stmts[k + 1..end], tensor, &mut vec![], &mut writes);
         let once = match writes.as_slice() {
-            [(AssignOp::Overwrite, lhs, loops)] => {
-                let distinct: HashSet<&String> = lhs.iter().collect();
-                distinct.len() == lhs.len() && loops.iter().all(|l| lhs.contains(l))
-            }
             [] => true,
-            _ => false,
+            [(_, first, _, _), ..] => {
+                per_pass <= 1
+                    && writes.iter().all(|(op, lhs, loops, plain)| {
+                        let distinct: HashSet<&String> = lhs.iter().collect();
+                        *op == AssignOp::Overwrite
+                            && distinct.len() == lhs.len()
+                            && loops.iter().all(|l| lhs.contains(l))
+                            && (writes.len() == 1 || (lhs == first && *plain))
+                    })
+            }
         };
         if once {
             out.insert(tensor.clone());
@@ -1142,29 +1233,40 @@ fn write_once_tensors(stmts: &[LStmt]) -> HashSet<String> {
     out
 }
 
-type Write = (AssignOp, Vec<String>, Vec<String>);
+/// (operator, indices, enclosing loops, whether the indices carry no offsets)
+type Write = (AssignOp, Vec<String>, Vec<String>, bool);
 
-fn collect_writes(stmts: &[LStmt], tensor: &str, loops: &mut Vec<String>, out: &mut Vec<Write>) {
+/// Collect the writes to `tensor`; returns how many of them one pass through `stmts` can
+/// execute (the branches of an `if` are exclusive; loops are judged by their indices).
+fn collect_writes(
+    stmts: &[LStmt],
+    tensor: &str,
+    loops: &mut Vec<String>,
+    out: &mut Vec<Write>,
+) -> usize {
+    let mut n = 0;
     for s in stmts {
-        match s {
+        n += match s {
             LStmt::Assign { lhs, op, .. } if lhs.tensor == tensor => {
-                out.push((op.clone(), lhs.indices.clone(), loops.clone()))
+                let plain = lhs.offsets.iter().all(|o| o.is_none());
+                out.push((op.clone(), lhs.indices.clone(), loops.clone(), plain));
+                1
             }
             LStmt::Loop { index, body, .. } => {
                 loops.push(index.clone());
-                collect_writes(body, tensor, loops, out);
+                let k = collect_writes(body, tensor, loops, out);
                 loops.pop();
+                k
             }
             LStmt::If {
                 then, otherwise, ..
-            } => {
-                collect_writes(then, tensor, loops, out);
-                collect_writes(otherwise, tensor, loops, out);
-            }
+            } => collect_writes(then, tensor, loops, out)
+                .max(collect_writes(otherwise, tensor, loops, out)),
             LStmt::Let { body, .. } => collect_writes(body, tensor, loops, out),
             // A second declaration starts a new region, judged on its own.
-            LStmt::Declare { tensor: t, .. } if t == tensor => return,
-            _ => {}
-        }
+            LStmt::Declare { tensor: t, .. } if t == tensor => return n,
+            _ => 0,
+        };
     }
+    n
 }

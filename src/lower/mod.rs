@@ -5,13 +5,15 @@ pub mod bounds;
 pub mod ctx;
 pub mod emit;
 pub mod engine;
+pub mod flags;
 pub mod node;
 pub mod scalars;
+pub mod shapes;
 pub mod tensor;
 pub mod wrappers;
 
 use crate::error::{Error, Result};
-use crate::ir::{BufId, Kernel, build as b};
+use crate::ir::{self, BufId, Kernel, build as b};
 use crate::levels::Format;
 use crate::looplets::{Fiber, Target};
 use crate::notation::ast::{self, Expr, ExprKind, Extent, Program, Stmt, StmtKind};
@@ -40,8 +42,14 @@ pub struct TensorLayout {
     pub dims_slot: usize,
 }
 
-/// Compile a normalised program for tensors of the given formats.
-pub fn lower_program(program: &Program, formats: &[(String, Format)]) -> Result<(Kernel, Layout)> {
+/// Compile a normalised program for tensors of the given formats. Each class of `equal`
+/// dimensions (see `shapes::equal_dims`; the caller checks them before every run) is read
+/// into one variable.
+pub fn lower_program(
+    program: &Program,
+    formats: &[(String, Format)],
+    equal: &[Vec<shapes::Dim>],
+) -> Result<(Kernel, Layout)> {
     let mut cx = Cx::default();
     let ndims: usize = formats.iter().map(|(_, f)| f.rank()).sum();
     let dims_buf = cx.buf("dims".into(), ElemType::I64, false);
@@ -52,10 +60,25 @@ pub fn lower_program(program: &Program, formats: &[(String, Format)]) -> Result<
     };
     let mut slot = 0;
     let mut entry = vec![];
+    let mut first_of_class: HashMap<usize, ir::VarId> = HashMap::new();
     for (name, format) in formats {
-        let t = TensorInfo::new(&mut cx, name, format, slot);
-        for (d, v) in t.dims.iter().enumerate() {
-            entry.push(b::assign(*v, b::load(dims_buf, b::int((slot + d) as i64))));
+        let mut t = TensorInfo::new(&mut cx, name, format, slot);
+        for d in 0..t.dims.len() {
+            let class = equal
+                .iter()
+                .position(|c| c.iter().any(|(n, e)| n == name && *e == d));
+            match class.and_then(|c| first_of_class.get(&c)) {
+                Some(v) => t.dims[d] = *v,
+                None => {
+                    entry.push(b::assign(
+                        t.dims[d],
+                        b::load(dims_buf, b::int((slot + d) as i64)),
+                    ));
+                    if let Some(c) = class {
+                        first_of_class.insert(c, t.dims[d]);
+                    }
+                }
+            }
         }
         layout.tensors.push(TensorLayout {
             name: name.clone(),
@@ -93,6 +116,7 @@ pub fn lower_program(program: &Program, formats: &[(String, Format)]) -> Result<
         body: code,
         errors,
     };
+    flags::fold_flags(&mut kernel.body);
     crate::ir::prune::prune_dead_vars(&mut kernel);
     debug_assert_eq!(kernel.check(), Ok(()), "lowering produced ill-typed IR");
     Ok((kernel, layout))

@@ -1,6 +1,7 @@
 //! Wrapper tensors in the lowering: index comparisons become mask tensors with fixed looplets,
 //! and offset accesses (`A[i + c]`) read the level's looplets shifted by `c`.
 
+use super::bounds::Facts;
 use super::emit::emit_index;
 use super::engine::Ext;
 use super::node::{self, LAccess, LExpr, LStmt, Mode};
@@ -81,21 +82,33 @@ pub fn has_offset(body: &mut [LStmt], index: &str) -> bool {
 }
 
 /// The run-time check that an offset access stays inside its dimension over the whole extent
-/// (once per entry into the loop, not per coordinate).
-pub fn offset_check(cx: &mut Cx, a: &LAccess, f: &Fiber, ext: &Ext, c: &Expr) -> Vec<Stmt> {
+/// (once per entry into the loop, not per coordinate); none where the facts prove it.
+pub fn offset_check(
+    cx: &mut Cx,
+    facts: &Facts,
+    a: &LAccess,
+    f: &Fiber,
+    ext: &Ext,
+    c: &Expr,
+) -> Vec<Stmt> {
     let dim = f.tensor.first_dim_of_level(f.level) + f.sub;
     let size = f.tensor.dim_of_level(f.level, f.sub);
+    let first = b::add(ext.start.clone(), c.clone());
+    let last = b::add(ext.stop.clone(), c.clone());
+    if facts.le(&b::int(0), &first) && facts.lt(&last, &size) {
+        return vec![];
+    }
     let msg = cx.error(format!(
         "{}: the shifted index of `{}` in dimension {dim} leaves the tensor's bounds (use `~` to read outside as `missing`)",
         a.span, a.tensor
     ));
-    let first = b::add(ext.start.clone(), c.clone());
-    let last = b::add(ext.stop.clone(), c.clone());
     let outside = b::or(b::lt(first, b::int(0)), b::le(size, last));
-    b::if_(
-        b::and(b::le(ext.start.clone(), ext.stop.clone()), outside),
-        vec![Stmt::Fail(msg)],
-    )
+    let nonempty = if ext.is_point() {
+        b::boolean(true)
+    } else {
+        b::le(ext.start.clone(), ext.stop.clone())
+    };
+    b::if_(b::and(nonempty, outside), vec![Stmt::Fail(msg)])
 }
 
 /// A looplet over tensor coordinates `k` seen as a looplet over loop coordinates `i = k - c`.

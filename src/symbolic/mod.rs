@@ -155,22 +155,27 @@ fn simplify_binary(op: BinaryOp, x: &LExpr, y: &LExpr) -> Option<LExpr> {
     }
 }
 
-/// Whether assigning `v` with `op` to tensor `t` (element type `elem`) can change nothing.
+/// Whether assigning `v` with `op` to tensor `t` can change nothing; `elem` is the tensor's
+/// element type where the write already reached its fiber.
 fn is_noop(
     op: &AssignOp,
     v: Scalar,
     t: &str,
-    elem: ElemType,
+    elem: Option<ElemType>,
     declared: &HashMap<String, Scalar>,
 ) -> bool {
     let v = v.widen();
     match op {
-        // Finch's `initwrite`: overwriting with the declared value is a no-op.
-        AssignOp::Overwrite => declared.get(t).is_some_and(|init| v.cast(elem) == *init),
+        // Finch's `initwrite`: overwriting with the declared value (held in the tensor's
+        // element type) is a no-op.
+        AssignOp::Overwrite => declared
+            .get(t)
+            .is_some_and(|init| v.cast(init.ty()) == *init),
         // The value is reduced in the compute class (a pattern's `false` added to a float
         // is 0.0), so the identity is that class's.
         AssignOp::Reduce(r) => {
-            let class = semantics::reducer_classes(r, elem.class(), v.ty().class())
+            let class = elem
+                .and_then(|e| semantics::reducer_classes(r, e.class(), v.ty().class()).ok())
                 .map_or(v.ty().class(), |(compute, _)| compute);
             let v = v.cast(semantics::class_type(class)).widen();
             algebra::identity(r, class).is_some_and(|id| v == id)
@@ -187,11 +192,14 @@ pub fn simplify_stmts(stmts: &mut Vec<LStmt>, declared: &HashMap<String, Scalar>
                 if matches!(lhs.target, Target::Null) {
                     continue;
                 }
+                // Whether the write still goes through a looplet (a run writer waiting for
+                // the extent) or already reached its fiber, a no-op is dropped: dropping it
+                // early also drops the set-up of writers that would only wrap it.
                 let elem = match &lhs.target {
                     Target::Fiber(f) => Some(f.tensor.elem),
                     _ => None,
                 };
-                if let (Some(v), Some(elem)) = (lit(rhs), elem)
+                if let Some(v) = lit(rhs)
                     && is_noop(op, v, &lhs.tensor, elem, declared)
                 {
                     continue;
