@@ -551,18 +551,5 @@ fn readme_example() -> tessera::Result<()> {
 
 #[test]
 fn readme_shows_the_tested_example() {
-    let me = include_str!("einsum.rs");
-    let start = me.find("// README example start\n").unwrap();
-    let end = me.find("    // README example end").unwrap();
-    let body: String = me[start..end]
-        .lines()
-        .skip(1)
-        .map(|l| l.strip_prefix("    ").unwrap_or(l))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let readme = include_str!("../README.md");
-    assert!(
-        readme.contains(&format!("```rust\n{body}```")),
-        "README.md's Rust API example differs from tests/einsum.rs::readme_example:\n{body}"
-    );
+    common::assert_readme_shows(include_str!("einsum.rs"), "einsum.rs");
 }

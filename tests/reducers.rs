@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{fmt, parse, run_eval, run_jit};
+use common::{agree, fmt, parse, run_eval, run_jit};
 use std::collections::BTreeMap;
 use tessera::notation::ast::{Program, Reducer, ReducerDef};
 use tessera::notation::build::*;
@@ -35,19 +35,6 @@ fn tensors(list: Vec<(&str, Tensor)>) -> BTreeMap<String, Tensor> {
 fn code(program: &str, tensors: &BTreeMap<String, Tensor>) -> String {
     let (k, _, _) = Runner::lower(&parse(program), &common::formats_of(tensors)).unwrap();
     k.to_string()
-}
-
-/// Run compiled and with the reference evaluator; every tensor must agree.
-fn agree(program: &str, tensors: BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor> {
-    let p = parse(program);
-    let want = run_eval(&p, &tensors).unwrap_or_else(|e| panic!("{e}\n{program}"));
-    let mut got = tensors;
-    run_jit(&p, &mut got).unwrap_or_else(|e| panic!("{e}\n{program}"));
-    for (n, t) in &got {
-        t.validate(n).unwrap();
-        assert_eq!(t.to_dense(), want[n], "{n} in\n{program}");
-    }
-    got
 }
 
 /// The properties a definition declares hold on the reference semantics for `samples`

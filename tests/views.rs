@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{fmt, parse, run_eval, run_jit};
+use common::{agree, fmt, parse, run_eval, run_jit};
 use std::collections::BTreeMap;
 use tessera::error::Error;
 use tessera::runtime::Buffer;
@@ -34,19 +34,6 @@ fn zeros(format: &str, shape: &[usize]) -> Tensor {
 
 fn tensors(list: Vec<(&str, Tensor)>) -> BTreeMap<String, Tensor> {
     list.into_iter().map(|(n, t)| (n.to_string(), t)).collect()
-}
-
-/// Run compiled and with the reference evaluator; every tensor must agree.
-fn agree(program: &str, tensors: BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor> {
-    let p = parse(program);
-    let want = run_eval(&p, &tensors).unwrap_or_else(|e| panic!("{e}\n{program}"));
-    let mut got = tensors;
-    run_jit(&p, &mut got).unwrap_or_else(|e| panic!("{e}\n{program}"));
-    for (n, t) in &got {
-        t.validate(n).unwrap();
-        assert_eq!(t.to_dense(), want[n], "{n} in\n{program}");
-    }
-    got
 }
 
 /// Both the compiled kernel and the evaluator fail; returns both messages.

@@ -72,3 +72,35 @@ pub fn data_dir(test: &str) -> Option<PathBuf> {
         None
     }
 }
+
+/// Run compiled and with the reference evaluator; every tensor must agree.
+pub fn agree(program: &str, tensors: BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor> {
+    let p = parse(program);
+    let want = run_eval(&p, &tensors).unwrap_or_else(|e| panic!("{e}\n{program}"));
+    let mut got = tensors;
+    run_jit(&p, &mut got).unwrap_or_else(|e| panic!("{e}\n{program}"));
+    for (n, t) in &got {
+        t.validate(n).unwrap();
+        assert_eq!(t.to_dense(), want[n], "{n} in\n{program}");
+    }
+    got
+}
+
+/// README.md shows, as a `rust` block, the code between `// README example start` and
+/// `// README example end` in the test source `source` (named `name`), so the example
+/// cannot rot.
+pub fn assert_readme_shows(source: &str, name: &str) {
+    let start = source.find("// README example start\n").unwrap();
+    let end = source.find("    // README example end").unwrap();
+    let body: String = source[start..end]
+        .lines()
+        .skip(1)
+        .map(|l| l.strip_prefix("    ").unwrap_or(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let readme = include_str!("../../README.md");
+    assert!(
+        readme.contains(&format!("```rust\n{body}```")),
+        "README.md's example differs from the one in tests/{name}:\n{body}"
+    );
+}
