@@ -55,10 +55,18 @@ impl Engine {
         super::scalars::drop_annihilated_writes(self, &mut stmts);
         let mut stmts = super::scalars::split_leaf_switches(stmts);
         symbolic::simplify_stmts(&mut stmts, &self.declared);
-        let mut code = pre;
+        let mut body = vec![];
         for s in stmts {
-            code.extend(self.lower_stmt(s)?);
+            body.extend(self.lower_stmt(s)?);
         }
+        if body.is_empty() {
+            // The statements vanished (a product with a fill of 0, a write of the fill): the
+            // set-up their reads and writes needed (a lookup's search, a fiber's opening)
+            // goes with them, as in `lower_loop`.
+            return Ok(vec![]);
+        }
+        let mut code = pre;
+        code.extend(body);
         code.extend(post);
         Ok(code)
     }
