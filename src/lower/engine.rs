@@ -251,8 +251,9 @@ impl Engine {
         // Unfurl every access whose next index is this loop's. Offset accesses wait until the
         // masks on the index are lowered: a mask (often the bounds test of a permissive
         // access) narrows the extent over which the shifted access must stay in bounds.
-        let masked = super::wrappers::has_mask(&mut body, index);
-        if !masked && super::wrappers::has_offset(&mut body, index) {
+        use super::wrappers::{MASK, any_head};
+        let masked = any_head(&mut body, index, |a| a.tensor == MASK);
+        if !masked && any_head(&mut body, index, |a| a.head_offset().is_some()) {
             // Drop the branches the masks already decided, so only offset accesses that
             // can run are checked against their bounds.
             symbolic::simplify_stmts(&mut body, &self.declared);

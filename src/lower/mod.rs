@@ -18,6 +18,7 @@ use crate::levels::Format;
 use crate::looplets::{Fiber, Target};
 use crate::notation::ast::{self, Expr, ExprKind, Extent, Program, Stmt, StmtKind};
 use crate::transforms::affine::Scope;
+use crate::transforms::wrapperize::is_direct;
 use crate::types::{ElemType, Scalar};
 use ctx::Cx;
 use engine::Engine;
@@ -391,9 +392,7 @@ impl Converter<'_> {
         let mut found: Vec<(String, usize, ast::Span)> = vec![];
         crate::notation::visit::accesses(body, &mut |a: &ast::Access| {
             for (d, ix) in a.indices.iter().enumerate() {
-                if !ix.permissive
-                    && matches!(&ix.expr.kind, ExprKind::Name(n) if n == index)
-                    && !found.iter().any(|(t, e, _)| *t == a.tensor && *e == d)
+                if is_direct(ix, index) && !found.iter().any(|(t, e, _)| *t == a.tensor && *e == d)
                 {
                     found.push((a.tensor.clone(), d, a.span));
                 }
@@ -469,7 +468,7 @@ pub fn find_dim_source(body: &[Stmt], index: &str) -> Option<(String, usize)> {
     crate::notation::visit::accesses(body, &mut |a: &ast::Access| {
         if found.is_none() {
             for (d, ix) in a.indices.iter().enumerate() {
-                if !ix.permissive && matches!(&ix.expr.kind, ExprKind::Name(n) if n == index) {
+                if is_direct(ix, index) {
                     found = Some((a.tensor.clone(), d));
                     break;
                 }

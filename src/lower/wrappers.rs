@@ -61,21 +61,12 @@ pub fn unfurl_masks(body: &mut [LStmt], index: &str) -> Result<()> {
     })
 }
 
-/// Whether a mask on `index` is still to be lowered.
-pub fn has_mask(body: &mut [LStmt], index: &str) -> bool {
+/// Whether an access headed by `index` satisfies `pred` (a mask still to be lowered, an
+/// offset access still to be unfurled).
+pub fn any_head(body: &mut [LStmt], index: &str, pred: impl Fn(&LAccess) -> bool) -> bool {
     let mut found = false;
     let _ = node::visit_accesses_mut(body, &mut |a| {
-        found |= a.tensor == MASK && a.head() == Some(index);
-        Ok(())
-    });
-    found
-}
-
-/// Whether an offset access on `index` is still to be unfurled.
-pub fn has_offset(body: &mut [LStmt], index: &str) -> bool {
-    let mut found = false;
-    let _ = node::visit_accesses_mut(body, &mut |a| {
-        found |= a.head() == Some(index) && a.head_offset().is_some();
+        found |= a.head() == Some(index) && pred(a);
         Ok(())
     });
     found
