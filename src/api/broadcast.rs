@@ -90,6 +90,58 @@ pub fn squeeze(t: &Tensor, keep: &[bool]) -> Result<Tensor> {
     Tensor::from_coo(&format, &shape, &coords, &values, |_, b| b)
 }
 
+/// `t` with a dimension of extent 1 inserted wherever `kept` is false (`kept` has one entry
+/// per dimension of the result, true for each of `t`'s in order). A new dimension becomes a
+/// dense level, or joins the `SparseCOO` level whose coordinates it falls among.
+pub fn unsqueeze(t: &Tensor, kept: &[bool]) -> Result<Tensor> {
+    let mut levels = vec![];
+    let mut d = 0;
+    let mut units = kept.iter().take_while(|k| !**k).count();
+    levels.extend(std::iter::repeat_n(LevelKind::Dense, units));
+    let mut at = units;
+    for kind in &t.format.levels {
+        if kind.is_leaf() {
+            levels.push(kind.clone());
+            break;
+        }
+        // The result dimensions this level spans, and the unit ones after its last.
+        let mut spanned = 0;
+        let mut inside = 0;
+        while spanned < kind.rank() {
+            if kept[at] {
+                spanned += 1;
+            } else {
+                inside += 1;
+            }
+            at += 1;
+        }
+        d += kind.rank();
+        units = kept[at..].iter().take_while(|k| !**k).count();
+        at += units;
+        levels.push(match kind {
+            LevelKind::SparseCOO(n) => LevelKind::SparseCOO(n + inside),
+            _ => kind.clone(),
+        });
+        levels.extend(std::iter::repeat_n(LevelKind::Dense, units));
+    }
+    debug_assert_eq!(d, t.rank());
+    let format = Format::new(levels)?;
+    let mut shape = vec![1; kept.len()];
+    let positions: Vec<usize> = (0..kept.len()).filter(|&p| kept[p]).collect();
+    for (&p, &n) in positions.iter().zip(&t.shape) {
+        shape[p] = n;
+    }
+    let mut coords = vec![vec![]; kept.len()];
+    let mut values = Buffer::new(t.elem());
+    t.for_each_stored(&mut |c, v| {
+        for (p, out) in coords.iter_mut().enumerate() {
+            out.push(positions.iter().position(|&q| q == p).map_or(0, |j| c[j] as i64));
+        }
+        values.push(v);
+    });
+    Tensor::from_coo(&format, &shape, &coords, &values, |_, b| b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +168,18 @@ mod tests {
         .unwrap();
         let s = squeeze(&t, &[true, false, true]).unwrap();
         assert_eq!(s.format.to_string(), "SparseCOO{2}(Element(0.0))");
+        let back = unsqueeze(&s, &[true, false, true]).unwrap();
+        assert_eq!(back.format, t.format);
+        assert_eq!(back.to_dense(), t.to_dense());
+        let csr = Tensor::from_triplets("csr", &[2, 3], &[vec![1], vec![2]], &Buffer::F64(vec![5.0]))
+            .unwrap();
+        let u = unsqueeze(&csr, &[false, true, false, true, false]).unwrap();
+        assert_eq!(u.shape, vec![1, 2, 1, 3, 1]);
+        assert_eq!(
+            u.format.to_string(),
+            "Dense(Dense(Dense(SparseList(Dense(Element(0.0))))))"
+        );
+        assert_eq!(u.get(&[0, 1, 0, 2, 0]).unwrap(), csr.get(&[1, 2]).unwrap());
         assert_eq!(
             s.to_dense(),
             Buffer::F64(vec![0.0, 0.0, 1.0, 0.0, 2.0, 0.0])

@@ -55,7 +55,7 @@ impl Op {
     }
 
     /// The right side of the statement applying the operation to these operand texts.
-    fn apply(self, x: &[String]) -> String {
+    pub(super) fn apply(self, x: &[String]) -> String {
         let infix = |op: &str| format!("{} {op} {}", x[0], x[1]);
         let call = |f: &str| format!("{f}({})", x.join(", "));
         match self {

@@ -8,6 +8,7 @@ mod cache;
 mod einsum;
 mod elementwise;
 mod fills;
+mod lazy;
 mod matmul;
 pub mod plan;
 mod reduce;
@@ -19,6 +20,7 @@ pub use elementwise::{
     Op, abs, add, and, div, eq, exp, ge, gt, le, log, lt, map, map_with, maximum, minimum, mul, ne,
     neg, not, or, scalar, sqrt, sub,
 };
+pub use lazy::{Lazy, lazy};
 pub use matmul::{matmul, matmul_with, permute_dims, transpose};
 pub use plan::{Plan, Transpose, Workspace};
 pub use reduce::{Reduction, all, any, max, min, norm, norm_with, prod, reduce, reduce_with, sum};
