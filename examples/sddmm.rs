@@ -94,10 +94,16 @@ fn run() -> Result<()> {
             "SDDMM N={n} K={k} density={density} nnz={}",
             a.countstored()
         );
-        println!("fused (lazy/compute, {} kernel): {fm:.3} ms", statements.len());
+        println!(
+            "fused (lazy/compute, {} kernel): {fm:.3} ms",
+            statements.len()
+        );
         println!("  {}", statements.join("\n  "));
         println!("unfused dense (matmul then mul): {um:.3} ms");
-        println!("ratio unfused/fused: {:.1}x; results agree: {agree}", um / fm);
+        println!(
+            "ratio unfused/fused: {:.1}x; results agree: {agree}",
+            um / fm
+        );
     }
     if !agree {
         return Err(Error::Usage("fused and unfused results differ".into()));

@@ -3,6 +3,8 @@
 //! the same operations run one by one by the eager API (itself checked against NumPy's
 //! semantics in `tests/elementwise.rs`); and how many kernels fusion leaves.
 
+mod common;
+
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -61,7 +63,11 @@ fn broadcasting_to(rng: &mut StdRng, out: &[usize]) -> Vec<usize> {
 
 /// A random expression of shape `shape`, built lazily and eagerly side by side.
 fn expression(rng: &mut StdRng, shape: &[usize], depth: usize) -> (Lazy, Tensor, String) {
-    let choice = if depth == 0 { 0 } else { rng.random_range(0..7) };
+    let choice = if depth == 0 {
+        0
+    } else {
+        rng.random_range(0..7)
+    };
     match choice {
         1 | 2 => {
             let op = [Op::Add, Op::Sub, Op::Mul, Op::Min, Op::Max][rng.random_range(0..5)];
@@ -83,14 +89,22 @@ fn expression(rng: &mut StdRng, shape: &[usize], depth: usize) -> (Lazy, Tensor,
             (a.0.map(op, &[]), e, format!("{op:?}({})", a.2))
         }
         4 if shape.len() < 3 => {
-            let how = [Reduction::Sum, Reduction::Sum, Reduction::Max, Reduction::Min]
-                [rng.random_range(0..4)];
+            let how = [
+                Reduction::Sum,
+                Reduction::Sum,
+                Reduction::Max,
+                Reduction::Min,
+            ][rng.random_range(0..4)];
             let axis = rng.random_range(0..=shape.len());
             let mut inner = shape.to_vec();
             inner.insert(axis, rng.random_range(1..=3));
             let a = expression(rng, &inner, depth - 1);
             let e = api::reduce(how, &a.1, &[axis]).unwrap();
-            (a.0.reduce(how, &[axis]), e, format!("{how:?}({}, {axis})", a.2))
+            (
+                a.0.reduce(how, &[axis]),
+                e,
+                format!("{how:?}({}, {axis})", a.2),
+            )
         }
         5 if shape.len() >= 2 => {
             let r = shape.len();
@@ -183,7 +197,10 @@ fn elementwise_chains_and_their_reductions_are_one_kernel() {
     let eager = api::sum(&api::mul(&a, &b).unwrap(), &[1]).unwrap();
     assert_eq!(s.to_dense(), eager.to_dense());
     // A sum of a sum is one sum over both axes.
-    assert_eq!(la.sum(&[1]).sum(&[0]).compute_explained().unwrap().1.len(), 1);
+    assert_eq!(
+        la.sum(&[1]).sum(&[0]).compute_explained().unwrap().1.len(),
+        1
+    );
 }
 
 #[test]
@@ -199,7 +216,11 @@ fn what_cannot_be_one_statement_is_materialized_first() {
     let eager = api::matmul(&api::matmul(&a, &b).unwrap(), &c).unwrap();
     assert_eq!(out.to_dense(), eager.to_dense());
     // A max of a sum.
-    let (_, st) = la.sum(&[1]).reduce(Reduction::Max, &[]).compute_explained().unwrap();
+    let (_, st) = la
+        .sum(&[1])
+        .reduce(Reduction::Max, &[])
+        .compute_explained()
+        .unwrap();
     assert_eq!(st.len(), 2, "{st:?}");
 }
 
@@ -232,4 +253,41 @@ fn bad_shapes_are_errors_at_compute() {
     assert!(e.contains("axis 2 is outside"), "{e}");
     let e = a.permute(&[0, 0]).compute().unwrap_err().to_string();
     assert!(e.contains("does not reorder"), "{e}");
+}
+
+/// The README's lazy example, verbatim between the markers (checked below).
+#[test]
+fn readme_example() -> tessera::Result<()> {
+    // README example start
+    use tessera::api::lazy;
+    use tessera::runtime::Buffer;
+    use tessera::tensor::Tensor;
+
+    let a = Tensor::from_triplets(
+        "csr",
+        &[3, 3],
+        &[vec![0, 2], vec![1, 0]],
+        &Buffer::F64(vec![2.0, 3.0]),
+    )?;
+    let b = Tensor::from_slice(
+        "dense",
+        &[3, 2],
+        &Buffer::F64(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+    )?;
+    let (a, b) = (lazy(&a), lazy(&b));
+    // SDDMM: (B Bᵀ)[i, j] is computed only where A stores an entry, in one kernel.
+    let sddmm = &a * &b.matmul(&b.transpose());
+    let (out, kernels) = sddmm.compute_explained()?;
+    assert_eq!(kernels.len(), 1);
+    assert_eq!(out.countstored(), 2);
+    assert_eq!(out.get(&[0, 1])?, tessera::Scalar::F64(2.0 * 11.0));
+    // Row sums of the result fuse into the same single kernel.
+    assert_eq!(sddmm.sum(&[1]).compute_explained()?.1.len(), 1);
+    // README example end
+    Ok(())
+}
+
+#[test]
+fn readme_shows_the_tested_example() {
+    common::assert_readme_shows(include_str!("lazy.rs"), "lazy.rs");
 }

@@ -135,7 +135,12 @@ pub fn unsqueeze(t: &Tensor, kept: &[bool]) -> Result<Tensor> {
     let mut values = Buffer::new(t.elem());
     t.for_each_stored(&mut |c, v| {
         for (p, out) in coords.iter_mut().enumerate() {
-            out.push(positions.iter().position(|&q| q == p).map_or(0, |j| c[j] as i64));
+            out.push(
+                positions
+                    .iter()
+                    .position(|&q| q == p)
+                    .map_or(0, |j| c[j] as i64),
+            );
         }
         values.push(v);
     });
@@ -171,8 +176,9 @@ mod tests {
         let back = unsqueeze(&s, &[true, false, true]).unwrap();
         assert_eq!(back.format, t.format);
         assert_eq!(back.to_dense(), t.to_dense());
-        let csr = Tensor::from_triplets("csr", &[2, 3], &[vec![1], vec![2]], &Buffer::F64(vec![5.0]))
-            .unwrap();
+        let csr =
+            Tensor::from_triplets("csr", &[2, 3], &[vec![1], vec![2]], &Buffer::F64(vec![5.0]))
+                .unwrap();
         let u = unsqueeze(&csr, &[false, true, false, true, false]).unwrap();
         assert_eq!(u.shape, vec![1, 2, 1, 3, 1]);
         assert_eq!(

@@ -177,12 +177,14 @@ enum Body {
 impl Body {
     fn rename(&mut self, from: Var, to: Var) {
         match self {
-            Body::Read(_, vars) => vars.iter_mut().filter(|v| **v == from).for_each(|v| *v = to),
+            Body::Read(_, vars) => vars
+                .iter_mut()
+                .filter(|v| **v == from)
+                .for_each(|v| *v = to),
             Body::Lit(_) => {}
             Body::Apply(_, args) => args.iter_mut().for_each(|a| a.rename(from, to)),
         }
     }
-
 
     fn uses(&self, v: Var) -> bool {
         match self {
@@ -263,7 +265,11 @@ impl<'r> Fuser<'r> {
                     perm.clone()
                 };
                 let mut seen = vec![false; r];
-                if perm.len() != r || perm.iter().any(|&p| p >= r || std::mem::replace(&mut seen[p], true)) {
+                if perm.len() != r
+                    || perm
+                        .iter()
+                        .any(|&p| p >= r || std::mem::replace(&mut seen[p], true))
+                {
                     return Err(Error::Usage(format!(
                         "permutation {perm:?} does not reorder the {r} dimensions of its operand"
                     )));
@@ -403,9 +409,19 @@ impl<'r> Fuser<'r> {
             None => vec![],
         };
         let out = t.out.clone();
-        vars.extend(out.iter().zip(&reduced).filter(|(_, r)| **r).map(|(v, _)| *v));
+        vars.extend(
+            out.iter()
+                .zip(&reduced)
+                .filter(|(_, r)| **r)
+                .map(|(v, _)| *v),
+        );
         Ok(Term {
-            out: out.iter().zip(&reduced).filter(|(_, r)| !**r).map(|(v, _)| *v).collect(),
+            out: out
+                .iter()
+                .zip(&reduced)
+                .filter(|(_, r)| !**r)
+                .map(|(v, _)| *v)
+                .collect(),
             reduction: Some((how, vars)),
             body: t.body,
         })
@@ -529,7 +545,10 @@ impl<'r> Fuser<'r> {
         let e = crate::notation::parse::parse_expr(&show(b))?;
         let mut reads = vec![];
         b.reads(&mut reads);
-        let classes: Vec<Class> = reads.iter().map(|&k| self.inputs[k].elem().class()).collect();
+        let classes: Vec<Class> = reads
+            .iter()
+            .map(|&k| self.inputs[k].elem().class())
+            .collect();
         super::fills::class_of(&e, &classes)
     }
 }
