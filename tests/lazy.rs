@@ -263,17 +263,10 @@ fn readme_example() -> tessera::Result<()> {
     use tessera::runtime::Buffer;
     use tessera::tensor::Tensor;
 
-    let a = Tensor::from_triplets(
-        "csr",
-        &[3, 3],
-        &[vec![0, 2], vec![1, 0]],
-        &Buffer::F64(vec![2.0, 3.0]),
-    )?;
-    let b = Tensor::from_slice(
-        "dense",
-        &[3, 2],
-        &Buffer::F64(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
-    )?;
+    let (i, j) = (vec![0, 2], vec![1, 0]);
+    let a = Tensor::from_triplets("csr", &[3, 3], &[i, j], &Buffer::F64(vec![2.0, 3.0]))?;
+    let v: Vec<f64> = (1..=6).map(f64::from).collect();
+    let b = Tensor::from_slice("dense", &[3, 2], &Buffer::F64(v))?;
     let (a, b) = (lazy(&a), lazy(&b));
     // SDDMM: (B Bᵀ)[i, j] is computed only where A stores an entry, in one kernel.
     let sddmm = &a * &b.matmul(&b.transpose());

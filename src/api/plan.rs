@@ -7,7 +7,8 @@
 //! order closest to "output indices in output order, then the reduced ones":
 //! - a sparse input (one with a sparse level) whose level order disagrees with the loop order
 //!   is transposed into a copy of the same format (cost: sorting its entries). Dense inputs are
-//!   never copied: the compiler reads them by random access in any order;
+//!   never copied: the compiler reads them by random access in any order, at the cost of a
+//!   strided load per access when the order disagrees with theirs;
 //! - a loop costs a factor `N` per iteration of its enclosing loops, or `D << N` when some
 //!   sparse input stores only some coordinates of its index and the right side is the
 //!   reducer's identity wherever those inputs store nothing (then only stored coordinates are
@@ -35,6 +36,9 @@ const N: f64 = 1e4;
 const D: f64 = 10.0;
 /// Cost per entry of transposing a copy (a sort).
 const SORT: f64 = 20.0;
+/// Cost per access of a dense input read against its level order (a strided, cache-missing
+/// load), relative to one loop iteration.
+const STRIDED: f64 = 1.0;
 
 /// A sparse input read through a transposed copy: dimension `d` of `name` is dimension
 /// `perm[d]` of `input` (see [`crate::tensor::Tensor::permute`]).
@@ -158,9 +162,20 @@ impl Planner<'_> {
                     .is_some_and(|x| same_in(self.class, x, self.out_fill))
         };
         let mut iterations = 1.0;
+        let mut at_depth = vec![];
         for v in order {
             iterations *= if driven(v) { D } else { N };
             cost += iterations;
+            at_depth.push(iterations);
+        }
+        // Dense reads are never copied, but one read against its level order misses the
+        // cache on every access of its deepest loop.
+        for (r, perm) in self.reads.iter().zip(&perms) {
+            let p: Vec<usize> = r.indices.iter().map(pos).collect();
+            let strided = perm.is_none() && p.windows(2).any(|w| w[0] > w[1]);
+            if let Some(&deepest) = p.iter().max().filter(|_| strided) {
+                cost += STRIDED * at_depth[deepest];
+            }
         }
         let out_kinds: Vec<LevelKind> = match self.given {
             Some(f) => dim_kinds(f),
