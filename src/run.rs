@@ -89,7 +89,8 @@ impl Runner {
             return Ok(c.clone());
         }
         let t0 = Instant::now();
-        let (ir, layout, _) = Runner::lower(program, formats)?;
+        let (mut ir, layout, _) = Runner::lower(program, formats)?;
+        crate::ir::promote::promote_scalars(&mut ir);
         if let Err(e) = ir.check() {
             return Err(Error::Backend(format!("internal error: ill-typed IR: {e}")));
         }

@@ -345,8 +345,10 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
         .map(|(n, t)| (n.clone(), t.format.clone()))
         .collect();
     if code_only {
-        let (k, _, _) =
+        let (mut k, _, _) =
             Runner::lower(&program, &all_formats).map_err(|e| with_origin(e, &origin))?;
+        // Show what the backend compiles.
+        crate::ir::promote::promote_scalars(&mut k);
         return Ok(k.to_string());
     }
     let mut times = vec![];

@@ -9,6 +9,7 @@
 pub mod build;
 pub mod check;
 pub mod print;
+pub mod promote;
 pub mod prune;
 
 use crate::types::{ElemType, Scalar};

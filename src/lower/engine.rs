@@ -728,6 +728,12 @@ impl Engine {
             code.extend(chunk);
             return Ok(code);
         }
+        if let [s] = steppers.as_slice()
+            && let Some(walk) = self.lower_walk(index, &ext, s, &body, &unspecialised)?
+        {
+            code.extend(walk);
+            return Ok(code);
+        }
         let i = self.cx.var(index, ElemType::I64);
         let e = self.cx.var(&format!("{index}_step"), ElemType::I64);
         self.loop_facts(i, e, &ext);
@@ -762,6 +768,75 @@ impl Engine {
             body: inner,
         });
         Ok(code)
+    }
+
+    /// One stepper whose chunks are spikes over a part that does nothing (a sparse list read
+    /// where the statement vanishes on its fill): visit the stored coordinates only,
+    /// `while i <= stop { e = entry; if e > stop break; tail at e; next; i = e + 1 }`, without
+    /// the generic chunk's `min` and the tests of whether the chunk reached its entry.
+    fn lower_walk(
+        &mut self,
+        index: &str,
+        ext: &Ext,
+        s: &Rc<crate::looplets::Stepper>,
+        body: &[LStmt],
+        unspecialised: &[LStmt],
+    ) -> Result<Option<Vec<Stmt>>> {
+        let Looplet::Spike {
+            at,
+            body: gap,
+            tail,
+        } = &s.chunk
+        else {
+            return Ok(None);
+        };
+        if *at != s.stop {
+            return Ok(None);
+        }
+        let i = self.cx.var(index, ElemType::I64);
+        let e = self.cx.var(&format!("{index}_entry"), ElemType::I64);
+        self.loop_facts(i, e, ext);
+        let mut before = body.to_vec();
+        replace_head(&mut before, index, &mut |l| match l {
+            Looplet::Spike { .. } => Some(Target::Looplet(Looplet::Run(gap.clone()))),
+            _ => None,
+        });
+        let gap_ext = Ext {
+            start: b::var(i),
+            stop: b::sub(b::var(e), b::int(1)),
+        };
+        if !self.lower_loop(index, gap_ext, before)?.is_empty() {
+            return Ok(None);
+        }
+        let mut at_entry = body.to_vec();
+        replace_head(&mut at_entry, index, &mut |l| match l {
+            Looplet::Spike { .. } => Some(Target::Looplet(Looplet::Run(tail.clone()))),
+            _ => None,
+        });
+        let point = Ext {
+            start: b::var(e),
+            stop: b::var(e),
+        };
+        let chunk = self.lower_loop(index, point, at_entry)?;
+        if chunk.is_empty() {
+            return Ok(Some(vec![]));
+        }
+        let mut inner = vec![b::assign(e, s.stop.clone())];
+        inner.extend(b::if_(
+            b::lt(ext.stop.clone(), b::var(e)),
+            vec![Stmt::Break],
+        ));
+        inner.extend(chunk);
+        inner.extend(s.next.clone());
+        inner.push(b::assign(i, b::add(b::var(e), b::int(1))));
+        inner.extend(self.short_circuit_exit(index, b::var(i), &ext.stop, unspecialised)?);
+        Ok(Some(vec![
+            b::assign(i, ext.start.clone()),
+            Stmt::While {
+                cond: b::le(b::var(i), ext.stop.clone()),
+                body: inner,
+            },
+        ]))
     }
 
     /// Leapfrog: each chunk ends at the largest stop among the jumpers; the jumper that reaches

@@ -79,9 +79,16 @@ impl Backend for Jit {
         let id = module
             .declare_function("tessera_kernel", Linkage::Export, &ctx.func.signature)
             .map_err(|e| backend_err(&e))?;
+        let dump = std::env::var_os("TESSERA_DUMP_ASM").is_some();
+        ctx.set_disasm(dump);
         module
             .define_function(id, &mut ctx)
             .map_err(|e| backend_err(&format!("{e:?}")))?;
+        if dump {
+            if let Some(text) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
+                eprintln!("{text}");
+            }
+        }
         module.clear_context(&mut ctx);
         module.finalize_definitions().map_err(|e| backend_err(&e))?;
         let code = module.get_finalized_function(id);

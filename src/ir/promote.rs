@@ -1,0 +1,490 @@
+//! Scalar promotion: an innermost loop that reads and writes one element `buf[e]` whose index
+//! does not change in the loop (the `y[i] += A[i, j] * x[j]` of a sparse row) keeps it in a
+//! variable, loaded before the loop and stored after it. Backends cannot do this themselves:
+//! every buffer may alias every other as far as they know, so each iteration would store and
+//! reload the element, a chain through memory that costs more than the arithmetic.
+//!
+//! The promoted loop runs only when `e` is inside the buffer; otherwise the original loop
+//! runs and reports the out-of-bounds access exactly where it happens. The copy costs code
+//! size, so only innermost loops are promoted, and the pass runs just before a backend
+//! compiles the kernel (`Runner::lower` keeps the structural code the tests read). Only elements whose
+//! stored type is their compute type (`f64`, `i64`, `bool`) are promoted, since a narrowing
+//! store followed by a reload is not the identity.
+
+use super::{BinOp, BufId, Expr, Kernel, Stmt, VarDecl, VarId};
+use crate::types::{ElemType, Scalar};
+use std::collections::HashSet;
+
+pub fn promote_scalars(k: &mut Kernel) {
+    let mut body = std::mem::take(&mut k.body);
+    walk(k, &mut body);
+    k.body = body;
+}
+
+fn walk(k: &mut Kernel, stmts: &mut Vec<Stmt>) {
+    let mut out = Vec::with_capacity(stmts.len());
+    for mut s in stmts.drain(..) {
+        match &mut s {
+            Stmt::If {
+                then, otherwise, ..
+            } => {
+                walk(k, then);
+                walk(k, otherwise);
+            }
+            Stmt::For { body, .. } | Stmt::While { body, .. } => {
+                if has_loop(body) {
+                    walk(k, body);
+                } else if let Some(promoted) = promote_loop(k, &s) {
+                    out.extend(promoted);
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        out.push(s);
+    }
+    *stmts = out;
+}
+
+fn has_loop(stmts: &[Stmt]) -> bool {
+    stmts.iter().any(|s| match s {
+        Stmt::For { .. } | Stmt::While { .. } => true,
+        Stmt::If {
+            then, otherwise, ..
+        } => has_loop(then) || has_loop(otherwise),
+        _ => false,
+    })
+}
+
+/// What a loop body does, for deciding which elements stay put while it runs.
+#[derive(Default)]
+struct Effects {
+    assigned: HashSet<VarId>,
+    /// Buffers written, grown, filled or sorted.
+    changed: HashSet<BufId>,
+    /// Buffers used other than by plain loads and stores (length, search, sort, hash).
+    other_use: HashSet<BufId>,
+    /// Every load or store index per buffer.
+    accesses: Vec<(BufId, Expr)>,
+}
+
+fn effects_stmts(stmts: &[Stmt], fx: &mut Effects) {
+    for s in stmts {
+        match s {
+            Stmt::Assign(v, e) => {
+                fx.assigned.insert(*v);
+                effects_expr(e, fx);
+            }
+            Stmt::Store { buf, index, value } => {
+                fx.changed.insert(*buf);
+                fx.accesses.push((*buf, index.clone()));
+                effects_expr(index, fx);
+                effects_expr(value, fx);
+            }
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                effects_expr(cond, fx);
+                effects_stmts(then, fx);
+                effects_stmts(otherwise, fx);
+            }
+            Stmt::For {
+                var,
+                start,
+                stop,
+                body,
+            } => {
+                fx.assigned.insert(*var);
+                effects_expr(start, fx);
+                effects_expr(stop, fx);
+                effects_stmts(body, fx);
+            }
+            Stmt::While { cond, body } => {
+                effects_expr(cond, fx);
+                effects_stmts(body, fx);
+            }
+            Stmt::Grow { buf, len } => {
+                fx.changed.insert(*buf);
+                fx.other_use.insert(*buf);
+                effects_expr(len, fx);
+            }
+            Stmt::Fill {
+                buf,
+                start,
+                stop,
+                value,
+            } => {
+                fx.changed.insert(*buf);
+                fx.other_use.insert(*buf);
+                effects_expr(start, fx);
+                effects_expr(stop, fx);
+                effects_expr(value, fx);
+            }
+            Stmt::Sort { buf, lo, hi } => {
+                fx.changed.insert(*buf);
+                fx.other_use.insert(*buf);
+                effects_expr(lo, fx);
+                effects_expr(hi, fx);
+            }
+            Stmt::SortPerm { keys, perm, lo, hi } => {
+                fx.changed.insert(*perm);
+                fx.other_use.extend([*keys, *perm]);
+                effects_expr(lo, fx);
+                effects_expr(hi, fx);
+            }
+            Stmt::Break | Stmt::Fail(_) | Stmt::Comment(_) => {}
+        }
+    }
+}
+
+fn effects_expr(e: &Expr, fx: &mut Effects) {
+    match e {
+        Expr::Const(_) | Expr::Var(_) => {}
+        Expr::Load { buf, index } => {
+            fx.accesses.push((*buf, (**index).clone()));
+            effects_expr(index, fx);
+        }
+        Expr::Len(b) => {
+            fx.other_use.insert(*b);
+        }
+        Expr::Unary(_, a) | Expr::Cast(_, a) => effects_expr(a, fx),
+        Expr::Binary(_, a, b) => {
+            effects_expr(a, fx);
+            effects_expr(b, fx);
+        }
+        Expr::Select(c, a, b) => {
+            effects_expr(c, fx);
+            effects_expr(a, fx);
+            effects_expr(b, fx);
+        }
+        Expr::SearchGe { buf, lo, hi, key } => {
+            fx.other_use.insert(*buf);
+            effects_expr(lo, fx);
+            effects_expr(hi, fx);
+            effects_expr(key, fx);
+        }
+        Expr::HashFind { table, key } => {
+            fx.other_use.insert(*table);
+            effects_expr(key, fx);
+        }
+    }
+}
+
+/// Whether `e` has the same value throughout a loop with these effects.
+fn invariant(e: &Expr, fx: &Effects) -> bool {
+    match e {
+        Expr::Const(_) => true,
+        Expr::Var(v) => !fx.assigned.contains(v),
+        Expr::Load { buf, index } => !fx.changed.contains(buf) && invariant(index, fx),
+        Expr::Len(b) => !fx.changed.contains(b),
+        Expr::Unary(_, a) | Expr::Cast(_, a) => invariant(a, fx),
+        Expr::Binary(_, a, b) => invariant(a, fx) && invariant(b, fx),
+        Expr::Select(c, a, b) => invariant(c, fx) && invariant(a, fx) && invariant(b, fx),
+        Expr::SearchGe { buf, lo, hi, key } => {
+            !fx.changed.contains(buf)
+                && invariant(lo, fx)
+                && invariant(hi, fx)
+                && invariant(key, fx)
+        }
+        Expr::HashFind { table, key } => !fx.changed.contains(table) && invariant(key, fx),
+    }
+}
+
+/// The loop with its promotable elements in variables, or `None` when nothing can be
+/// promoted: `if inside { t = buf[e]; loop with t; buf[e] = t } else { loop }`. The original
+/// loop in the `else` runs only when `e` is outside the buffer, so the out-of-bounds fault is
+/// reported where it always was (or not at all, when the loop never reaches the element).
+fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
+    let mut fx = Effects::default();
+    effects_stmts(std::slice::from_ref(l), &mut fx);
+    let mut chosen: Vec<Promoted> = vec![];
+    let mut candidates: Vec<BufId> = fx.changed.iter().copied().collect();
+    candidates.sort();
+    for buf in candidates {
+        let elem = k.buf_elem(buf);
+        if !matches!(elem, ElemType::F64 | ElemType::I64 | ElemType::Bool)
+            || fx.other_use.contains(&buf)
+        {
+            continue;
+        }
+        let mut indices = fx
+            .accesses
+            .iter()
+            .filter(|(b, _)| *b == buf)
+            .map(|(_, e)| e);
+        let Some(first) = indices.next() else {
+            continue;
+        };
+        if !indices.all(|e| e == first) || !invariant(first, &fx) {
+            continue;
+        }
+        // The index itself must not read a promoted element.
+        if chosen.iter().any(|p| reads(first, p.buf)) {
+            continue;
+        }
+        let name = k.bufs[buf.0 as usize].name.clone();
+        let var = new_var(k, &format!("{name}_elem"), elem);
+        chosen.push(Promoted {
+            buf,
+            index: first.clone(),
+            var,
+        });
+    }
+    let mut inside: Option<Expr> = None;
+    let mut then = vec![];
+    for p in &chosen {
+        let ok = Expr::Binary(
+            BinOp::And,
+            Box::new(Expr::Binary(
+                BinOp::Le,
+                Box::new(Expr::Const(Scalar::I64(0))),
+                Box::new(p.index.clone()),
+            )),
+            Box::new(Expr::Binary(
+                BinOp::Lt,
+                Box::new(p.index.clone()),
+                Box::new(Expr::Len(p.buf)),
+            )),
+        );
+        inside = Some(match inside {
+            None => ok,
+            Some(c) => Expr::Binary(BinOp::And, Box::new(c), Box::new(ok)),
+        });
+        then.push(Stmt::Assign(p.var, p.load()));
+    }
+    let mut promoted = l.clone();
+    substitute_stmt(&mut promoted, &chosen);
+    then.push(promoted);
+    then.extend(chosen.iter().map(Promoted::write_back));
+    Some(vec![Stmt::If {
+        cond: inside?,
+        then,
+        otherwise: vec![
+            Stmt::Comment(
+                "the same loop, reached only when an element above is out of bounds".into(),
+            ),
+            l.clone(),
+        ],
+    }])
+}
+
+/// An element kept in `var` while a loop runs.
+struct Promoted {
+    buf: BufId,
+    index: Expr,
+    var: VarId,
+}
+
+impl Promoted {
+    fn load(&self) -> Expr {
+        Expr::Load {
+            buf: self.buf,
+            index: Box::new(self.index.clone()),
+        }
+    }
+
+    fn write_back(&self) -> Stmt {
+        Stmt::Store {
+            buf: self.buf,
+            index: self.index.clone(),
+            value: Expr::Var(self.var),
+        }
+    }
+}
+
+fn new_var(k: &mut Kernel, name: &str, ty: ElemType) -> VarId {
+    k.vars.push(VarDecl {
+        name: name.to_string(),
+        ty: ty.compute(),
+    });
+    VarId(k.vars.len() as u32 - 1)
+}
+
+fn reads(e: &Expr, buf: BufId) -> bool {
+    let mut fx = Effects::default();
+    effects_expr(e, &mut fx);
+    fx.accesses.iter().any(|(b, _)| *b == buf)
+}
+
+/// Substitute in a statement list; before a `Fail` the elements go back to memory, so a
+/// failing kernel leaves them (and the value a check reports) as the original loop would.
+fn substitute_list(stmts: &mut Vec<Stmt>, chosen: &[Promoted]) {
+    let mut out = Vec::with_capacity(stmts.len());
+    for mut s in stmts.drain(..) {
+        if matches!(s, Stmt::Fail(_)) {
+            out.extend(chosen.iter().map(Promoted::write_back));
+        }
+        substitute_stmt(&mut s, chosen);
+        out.push(s);
+    }
+    *stmts = out;
+}
+
+fn substitute_stmt(s: &mut Stmt, chosen: &[Promoted]) {
+    match s {
+        Stmt::Assign(_, e) => substitute_expr(e, chosen),
+        Stmt::Store { buf, index, value } => {
+            substitute_expr(value, chosen);
+            if let Some(p) = chosen.iter().find(|p| p.buf == *buf && p.index == *index) {
+                let value = std::mem::replace(value, Expr::Var(p.var));
+                *s = Stmt::Assign(p.var, value);
+            } else {
+                substitute_expr(index, chosen);
+            }
+        }
+        Stmt::If {
+            cond,
+            then,
+            otherwise,
+        } => {
+            substitute_expr(cond, chosen);
+            substitute_list(then, chosen);
+            substitute_list(otherwise, chosen);
+        }
+        Stmt::For {
+            start, stop, body, ..
+        } => {
+            substitute_expr(start, chosen);
+            substitute_expr(stop, chosen);
+            substitute_list(body, chosen);
+        }
+        Stmt::While { cond, body } => {
+            substitute_expr(cond, chosen);
+            substitute_list(body, chosen);
+        }
+        Stmt::Grow { len, .. } => substitute_expr(len, chosen),
+        Stmt::Fill {
+            start, stop, value, ..
+        } => {
+            substitute_expr(start, chosen);
+            substitute_expr(stop, chosen);
+            substitute_expr(value, chosen);
+        }
+        Stmt::Sort { lo, hi, .. } | Stmt::SortPerm { lo, hi, .. } => {
+            substitute_expr(lo, chosen);
+            substitute_expr(hi, chosen);
+        }
+        Stmt::Break | Stmt::Fail(_) | Stmt::Comment(_) => {}
+    }
+}
+
+fn substitute_expr(e: &mut Expr, chosen: &[Promoted]) {
+    if let Expr::Load { buf, index } = e
+        && let Some(p) = chosen.iter().find(|p| p.buf == *buf && p.index == **index)
+    {
+        *e = Expr::Var(p.var);
+        return;
+    }
+    match e {
+        Expr::Const(_) | Expr::Var(_) | Expr::Len(_) => {}
+        Expr::Load { index, .. } => substitute_expr(index, chosen),
+        Expr::Unary(_, a) | Expr::Cast(_, a) => substitute_expr(a, chosen),
+        Expr::Binary(_, a, b) => {
+            substitute_expr(a, chosen);
+            substitute_expr(b, chosen);
+        }
+        Expr::Select(c, a, b) => {
+            substitute_expr(c, chosen);
+            substitute_expr(a, chosen);
+            substitute_expr(b, chosen);
+        }
+        Expr::SearchGe { lo, hi, key, .. } => {
+            substitute_expr(lo, chosen);
+            substitute_expr(hi, chosen);
+            substitute_expr(key, chosen);
+        }
+        Expr::HashFind { key, .. } => substitute_expr(key, chosen),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::BufDecl;
+    use crate::ir::build as b;
+
+    fn kernel(body: Vec<Stmt>, bufs: &[(&str, ElemType)]) -> Kernel {
+        Kernel {
+            name: "k".into(),
+            bufs: bufs
+                .iter()
+                .map(|(n, e)| BufDecl {
+                    name: n.to_string(),
+                    elem: *e,
+                    growable: false,
+                })
+                .collect(),
+            vars: vec![
+                VarDecl {
+                    name: "j".into(),
+                    ty: ElemType::I64,
+                },
+                VarDecl {
+                    name: "i".into(),
+                    ty: ElemType::I64,
+                },
+            ],
+            body,
+            errors: vec![],
+        }
+    }
+
+    fn sum_loop(index: Expr) -> Stmt {
+        let y = BufId(0);
+        let x = BufId(1);
+        Stmt::For {
+            var: VarId(0),
+            start: b::int(0),
+            stop: b::int(4),
+            body: vec![b::store(
+                y,
+                index.clone(),
+                b::add(
+                    Expr::Load {
+                        buf: y,
+                        index: Box::new(index),
+                    },
+                    Expr::Load {
+                        buf: x,
+                        index: Box::new(b::var(VarId(0))),
+                    },
+                ),
+            )],
+        }
+    }
+
+    #[test]
+    fn an_invariant_element_is_kept_in_a_variable_inside_its_bounds() {
+        let bufs = [("y", ElemType::F64), ("x", ElemType::F64)];
+        let mut k = kernel(vec![sum_loop(b::var(VarId(1)))], &bufs);
+        promote_scalars(&mut k);
+        assert!(k.check().is_ok());
+        let shown = k.to_string();
+        assert!(
+            shown.contains("if ((0 <= i) & (i < len(y))) {\n    y_elem = y[i];"),
+            "{shown}"
+        );
+        assert!(shown.contains("y_elem = y_elem + x[j];"), "{shown}");
+        assert!(
+            shown.contains("    y[i] = y_elem;\n  } else {\n    // the same loop"),
+            "{shown}"
+        );
+        assert!(shown.contains("y[i] = y[i] + x[j];"), "{shown}");
+    }
+
+    #[test]
+    fn elements_that_move_or_narrow_stay_in_memory() {
+        // The index changes with the loop.
+        let bufs = [("y", ElemType::F64), ("x", ElemType::F64)];
+        let mut k = kernel(vec![sum_loop(b::var(VarId(0)))], &bufs);
+        promote_scalars(&mut k);
+        assert!(matches!(k.body[0], Stmt::For { .. }));
+        // A u8 element wraps on every store.
+        let bufs = [("y", ElemType::U8), ("x", ElemType::U8)];
+        let mut k = kernel(vec![sum_loop(b::var(VarId(1)))], &bufs);
+        promote_scalars(&mut k);
+        assert!(matches!(k.body[0], Stmt::For { .. }));
+    }
+}
