@@ -84,10 +84,10 @@ impl Backend for Jit {
         module
             .define_function(id, &mut ctx)
             .map_err(|e| backend_err(&format!("{e:?}")))?;
-        if dump {
-            if let Some(text) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
-                eprintln!("{text}");
-            }
+        // `TESSERA_DUMP_ASM=1` prints each kernel's machine code, for reading what Cranelift
+        // made of the loop IR.
+        if dump && let Some(text) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
+            eprintln!("{text}");
         }
         module.clear_context(&mut ctx);
         module.finalize_definitions().map_err(|e| backend_err(&e))?;
