@@ -202,7 +202,7 @@ fn check_case(seed: u64, runs: bool) -> Result<(), TestCaseError> {
 
 /// How a case's program is compiled and run (the JIT unless a test says otherwise). Only the
 /// main test's runs count towards its refused / both-failed limits (`tally`).
-type RunCompiled = dyn Fn(&Program, &mut BTreeMap<String, Tensor>) -> tessera::Result<()>;
+type RunCompiled<'a> = dyn Fn(&Program, &mut BTreeMap<String, Tensor>) -> tessera::Result<()> + 'a;
 
 fn check_rewritten(
     seed: u64,
@@ -218,7 +218,7 @@ fn check_with(
     seed: u64,
     runs: bool,
     rewrite: &dyn Fn(&str) -> String,
-    run_compiled: &RunCompiled,
+    run_compiled: &RunCompiled<'_>,
     tally: bool,
 ) -> Result<(), TestCaseError> {
     let mut case = random_case(seed, runs);
@@ -322,12 +322,26 @@ fn c_backend_matches_evaluator_on_a_sample() {
         let k = runner.compile(p, &common::formats_of(ts))?;
         runner.execute(&k, ts)
     };
+    // Cases whose kernel is large take the compiler seconds each; the sample keeps to kernels
+    // of up to `MAX_LINES` lines of C (most cases), and says how many it passed over.
+    const MAX_LINES: usize = 1500;
     let mut rng = StdRng::seed_from_u64(0xC0DE);
-    for _ in 0..40 {
+    let (mut ran, mut large) = (0, 0);
+    while ran < 40 {
         let seed: u64 = rng.random();
+        let case = random_case(seed, true);
+        let lines = Runner::lower(&parse(&case.program), &common::formats_of(&case.tensors))
+            .map_or(0, |(k, _, _)| CBackend::source(&k).lines().count());
+        if lines > MAX_LINES {
+            large += 1;
+            continue;
+        }
         check_with(seed, true, &|p| p.to_string(), &run_c, false)
             .unwrap_or_else(|e| panic!("C backend: {e}"));
+        ran += 1;
     }
+    assert!(large < ran, "{large} large kernels passed over for {ran} run");
+    eprintln!("C backend sample: {ran} cases run, {large} with large kernels passed over");
 }
 
 /// The same program through views and user reducers that mean the same thing: a double
