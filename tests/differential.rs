@@ -340,7 +340,10 @@ fn c_backend_matches_evaluator_on_a_sample() {
             .unwrap_or_else(|e| panic!("C backend: {e}"));
         ran += 1;
     }
-    assert!(large < ran, "{large} large kernels passed over for {ran} run");
+    assert!(
+        large < ran,
+        "{large} large kernels passed over for {ran} run"
+    );
     eprintln!("C backend sample: {ran} cases run, {large} with large kernels passed over");
 }
 
