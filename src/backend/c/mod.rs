@@ -162,13 +162,6 @@ struct Loaded {
     f: KernelFn,
 }
 
-// SAFETY: the library handle and the function pointer are immutable after loading and may be
-// used from any thread; the kernel keeps no state of its own beyond the helper table, which
-// `tessera_init` wrote once before the object was published in the registry.
-unsafe impl Send for Loaded {}
-// SAFETY: as above; nothing in `Loaded` is mutated after construction.
-unsafe impl Sync for Loaded {}
-
 fn load(path: &Path) -> std::result::Result<Loaded, String> {
     // SAFETY: the object was produced by our compiler invocation from generated source whose
     // initialisers only copy a struct; loading runs no other code.
