@@ -209,6 +209,51 @@ fn search_break_and_while() {
     assert_eq!(bufs[1], Buffer::I64(vec![3, 10]));
 }
 
+/// `out[i] = x[i + 1] + x[i - 1]` over `lo..hi`: the C backend checks such a loop's range once
+/// before it and runs an unchecked copy when the range fits, the checked copy otherwise; both
+/// must stop at the same access with the same writes done as the JIT and the interpreter.
+#[test]
+fn shifted_loop_accesses_fail_at_the_same_place() {
+    let i = VarId(0);
+    let k = kernel(
+        &[
+            ("x", ElemType::F64, false),
+            ("out", ElemType::F32, false),
+            ("range", ElemType::I64, false),
+        ],
+        &[("i", ElemType::I64)],
+        vec![Stmt::For {
+            var: i,
+            start: b::load(BufId(2), b::int(0)),
+            stop: b::load(BufId(2), b::int(1)),
+            body: vec![b::store(
+                BufId(1),
+                b::var(i),
+                b::add(
+                    b::load(BufId(0), b::add(b::var(i), b::int(1))),
+                    b::load(BufId(0), b::sub(b::var(i), b::int(1))),
+                ),
+            )],
+        }],
+    );
+    let x = Buffer::F64((0..8).map(|v| v as f64 * 1.5).collect());
+    let out = Buffer::F32(vec![0.0; 8]);
+    for (lo, hi, ok) in [
+        (1, 7, true),
+        (3, 3, true),
+        (5, 2, true),
+        (0, 5, false),
+        (2, 8, false),
+    ] {
+        let (r, bufs) = run_both(&k, &[x.clone(), out.clone(), Buffer::I64(vec![lo, hi])]);
+        assert_eq!(r.is_ok(), ok, "{lo}..{hi}: {r:?}");
+        if lo == 2 {
+            // Written up to the failing position.
+            assert_eq!(bufs[1].get(6), Scalar::F32(7.5 + 10.5), "{bufs:?}");
+        }
+    }
+}
+
 #[test]
 fn out_of_bounds_and_fail_are_errors_not_crashes() {
     let oob = kernel(
