@@ -1,6 +1,6 @@
 //! The on-disk cache of compiled kernels: `<dir>/<hash>.so` (and its source `<hash>.c`, kept
-//! for debugging), where the hash covers the source text and the full compiler command, so a
-//! different compiler or flags never reuse an object. Files appear by atomic rename from
+//! for debugging), where the hash covers the source text, the full compiler command and the
+//! host processor, so a different compiler, flags or machine never reuse an object. Files appear by atomic rename from
 //! per-process temporary names, so processes compiling the same kernel at once never see a
 //! partial file.
 
@@ -26,11 +26,34 @@ pub fn default_dir() -> PathBuf {
     std::env::temp_dir().join("tessera-cache")
 }
 
+/// What `-march=native` means on this machine: the processor model and feature flags (from
+/// `/proc/cpuinfo` where there is one). Part of the hash, so a cache directory shared between
+/// machines (a network home) never hands one machine code built for another processor.
+fn host_cpu() -> &'static str {
+    static CPU: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CPU.get_or_init(|| {
+        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let first = |key: &str| {
+            info.lines()
+                .find(|l| l.starts_with(key))
+                .unwrap_or_default()
+                .to_string()
+        };
+        format!(
+            "{} {} {}",
+            std::env::consts::ARCH,
+            first("model name"),
+            first("flags")
+        )
+    })
+}
+
 /// Where the object for this source and command lives.
 pub fn object_path(dir: &Path, source: &str, command: &[String]) -> PathBuf {
     let mut h = Sha256::new();
     // Lengths first, so no two (source, command) pairs hash the same text.
-    for part in std::iter::once(source).chain(command.iter().map(String::as_str)) {
+    let parts = [source, host_cpu()];
+    for part in parts.into_iter().chain(command.iter().map(String::as_str)) {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part.as_bytes());
     }
