@@ -445,5 +445,32 @@ fn code_prints_the_c_source() {
         !code("jit").contains("tessera_kernel"),
         "the IR printer stays the default"
     );
+    if !CBackend::new().compiler_available() {
+        eprintln!("code_prints_the_c_source: no C compiler, einsum --backend c skipped");
+        return;
+    }
+    let einsum = |backend: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args([
+                "einsum",
+                "C[i, j] += A[i, k] * A[k, j]",
+                "--backend",
+                backend,
+            ])
+            .arg("--in")
+            .arg(format!("A={}@csr", a.display()))
+            .env("TESSERA_CACHE_DIR", dir.join("cache"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let on_c = einsum("c");
+    assert!(on_c.contains("stored 2"), "{on_c}");
+    assert_eq!(on_c, einsum("jit"));
     let _ = std::fs::remove_dir_all(&dir);
 }
