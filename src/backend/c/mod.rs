@@ -1,6 +1,6 @@
 //! The C backend (`--backend c`): C source from the loop IR (see `emit`), compiled by the
-//! system C compiler into a shared object, cached on disk by a hash of the source and the
-//! compiler command, and loaded with `libloading`.
+//! system C compiler into a shared object, cached on disk by a hash of the source, the
+//! compiler command and the host processor (see `cache`), and loaded with `libloading`.
 //!
 //! The shared object exports two functions: `tessera_kernel`, with the native kernel signature
 //! of `runtime::abi` (so it runs through `run_native` and reports faults exactly as the JIT),
