@@ -14,7 +14,10 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
+use tessera::backend::CBackend;
 use tessera::levels::Format;
+use tessera::notation::ast::Program;
+use tessera::run::Runner;
 use tessera::tensor::Tensor;
 
 /// A random expression over the loop indices `i`, `j`.
@@ -197,19 +200,33 @@ fn check_case(seed: u64, runs: bool) -> Result<(), TestCaseError> {
     check_rewritten(seed, runs, &|p| p.to_string())
 }
 
-/// The random case of `seed`, its program rewritten by `rewrite` (which must keep its
-/// meaning), compiled against the evaluator.
+/// How a case's program is compiled and run (the JIT unless a test says otherwise). Only the
+/// main test's runs count towards its refused / both-failed limits (`tally`).
+type RunCompiled<'a> = dyn Fn(&Program, &mut BTreeMap<String, Tensor>) -> tessera::Result<()> + 'a;
+
 fn check_rewritten(
     seed: u64,
     runs: bool,
     rewrite: &dyn Fn(&str) -> String,
+) -> Result<(), TestCaseError> {
+    check_with(seed, runs, rewrite, &run_jit, true)
+}
+
+/// The random case of `seed`, its program rewritten by `rewrite` (which must keep its
+/// meaning), compiled against the evaluator.
+fn check_with(
+    seed: u64,
+    runs: bool,
+    rewrite: &dyn Fn(&str) -> String,
+    run_compiled: &RunCompiled<'_>,
+    tally: bool,
 ) -> Result<(), TestCaseError> {
     let mut case = random_case(seed, runs);
     case.program = rewrite(&case.program);
     let program = parse(&case.program);
     let expected = run_eval(&program, &case.tensors);
     let mut tensors = case.tensors.clone();
-    let got = run_jit(&program, &mut tensors);
+    let got = run_compiled(&program, &mut tensors);
     let describe = || {
         let fs: Vec<String> = case
             .tensors
@@ -236,6 +253,8 @@ fn check_rewritten(
                     .map_err(|e| TestCaseError::fail(format!("{e}\n{}", describe())))?;
             }
         }
+        (Err(_), Err(_)) if !tally => {}
+        (Ok(_), Err(tessera::Error::Unsupported { .. })) if !tally => {}
         (Err(_), Err(_)) => {
             BOTH_FAILED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
@@ -287,6 +306,45 @@ fn compiled_matches_evaluator() {
         both * 4 < cases as usize,
         "{both} of {cases} programs were rejected by both sides"
     );
+}
+
+/// A fixed sample of the cases through the C backend (small: each kernel is a compiler run;
+/// the disk cache makes reruns cheap).
+#[test]
+fn c_backend_matches_evaluator_on_a_sample() {
+    let c = CBackend::new().with_cache_dir(std::env::temp_dir().join("tessera-test-cache"));
+    if !c.compiler_available() {
+        eprintln!("no C compiler (cc or $CC): skipping the C backend sample");
+        return;
+    }
+    let runner = Runner::new(Box::new(c));
+    let run_c = |p: &Program, ts: &mut BTreeMap<String, Tensor>| {
+        let k = runner.compile(p, &common::formats_of(ts))?;
+        runner.execute(&k, ts)
+    };
+    // Cases whose kernel is large take the compiler seconds each; the sample keeps to kernels
+    // of up to `MAX_LINES` lines of C (most cases), and says how many it passed over.
+    const MAX_LINES: usize = 1500;
+    let mut rng = StdRng::seed_from_u64(0xC0DE);
+    let (mut ran, mut large) = (0, 0);
+    while ran < 40 {
+        let seed: u64 = rng.random();
+        let case = random_case(seed, true);
+        let lines = Runner::lower(&parse(&case.program), &common::formats_of(&case.tensors))
+            .map_or(0, |(k, _, _)| CBackend::source(&k).lines().count());
+        if lines > MAX_LINES {
+            large += 1;
+            continue;
+        }
+        check_with(seed, true, &|p| p.to_string(), &run_c, false)
+            .unwrap_or_else(|e| panic!("C backend: {e}"));
+        ran += 1;
+    }
+    assert!(
+        large < ran,
+        "{large} large kernels passed over for {ran} run"
+    );
+    eprintln!("C backend sample: {ran} cases run, {large} with large kernels passed over");
 }
 
 /// The same program through views and user reducers that mean the same thing: a double

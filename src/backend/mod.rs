@@ -1,15 +1,19 @@
 //! Backends: turn a checked loop-IR [`Kernel`] into something that runs on buffers.
 //!
 //! - [`Jit`] (default): Cranelift, in-process, milliseconds to compile.
+//! - [`CBackend`] (`--backend c`): C source compiled by the system compiler into a shared
+//!   object cached on disk; slower to compile the first time, faster code.
 //! - [`Interpreter`]: walks the IR directly. No compile time at all; used to cross-check the
 //!   JIT and where native code generation is unavailable.
 //!
-//! Both report runtime failures the same way (see [`KernelFault`]), so a kernel gives the same
+//! All report runtime failures the same way (see [`KernelFault`]), so a kernel gives the same
 //! error whichever backend ran it.
 
+mod c;
 mod interp;
 mod jit;
 
+pub use c::CBackend;
 pub use interp::Interpreter;
 pub use jit::Jit;
 
@@ -83,7 +87,28 @@ impl KernelFault {
     }
 }
 
-/// Checks shared by both backends before a run: one buffer per declaration, of its type.
+/// Status codes a native kernel returns (the fault word carries the index or length): 0 is
+/// success, `k + 1` is `Fail(k)`, `-(buf + 1)` an out-of-bounds access of `buf`, and
+/// `GROW_BASE - buf` a failed grow of `buf`. Both native backends emit exactly these.
+pub(crate) const GROW_BASE: i64 = -(1 << 32);
+
+/// Decode a native kernel's status code and fault word (`None`: it succeeded).
+pub(crate) fn native_fault(code: i64, word: i64) -> Option<KernelFault> {
+    Some(match code {
+        0 => return None,
+        c if c > 0 => KernelFault::Fail((c - 1) as u32),
+        c if c <= GROW_BASE => KernelFault::Grow {
+            buf: BufId((GROW_BASE - c) as u32),
+            len: word,
+        },
+        c => KernelFault::OutOfBounds {
+            buf: BufId((-c - 1) as u32),
+            index: word,
+        },
+    })
+}
+
+/// Checks shared by all backends before a run: one buffer per declaration, of its type.
 fn check_buffers(k: &Kernel, bufs: &[Buffer]) -> Result<()> {
     if bufs.len() != k.bufs.len() {
         return Err(Error::Backend(format!(

@@ -1,7 +1,8 @@
-//! The JIT and the interpreter must agree on every kernel, including the corner cases of the
-//! IR's arithmetic (division by zero, shifts, saturating casts, NaN) and its failures.
+//! The JIT, the C backend and the interpreter must agree on every kernel, including the corner
+//! cases of the IR's arithmetic (division by zero, shifts, saturating casts, NaN) and its
+//! failures. (The C backend takes part when a C compiler is installed.)
 
-use super::{Backend, Interpreter, Jit};
+use super::{Backend, CBackend, Interpreter, Jit};
 use crate::error::Error;
 use crate::ir::build as b;
 use crate::ir::{BinOp, BufDecl, BufId, Expr, Kernel, Stmt, UnOp, VarDecl, VarId};
@@ -9,7 +10,11 @@ use crate::runtime::Buffer;
 use crate::types::{ElemType, Scalar};
 use proptest::prelude::*;
 
-fn kernel(bufs: &[(&str, ElemType, bool)], vars: &[(&str, ElemType)], body: Vec<Stmt>) -> Kernel {
+pub(super) fn kernel(
+    bufs: &[(&str, ElemType, bool)],
+    vars: &[(&str, ElemType)],
+    body: Vec<Stmt>,
+) -> Kernel {
     Kernel {
         name: "test".into(),
         bufs: bufs
@@ -29,17 +34,26 @@ fn kernel(bufs: &[(&str, ElemType, bool)], vars: &[(&str, ElemType)], body: Vec<
     }
 }
 
-/// Run on both backends; both results (buffers after the run, or the error) must be equal.
-fn run_both(k: &Kernel, bufs: &[Buffer]) -> (Result<(), Error>, Vec<Buffer>) {
-    k.check()
-        .unwrap_or_else(|e| panic!("ill-typed test kernel: {e}\n{k}"));
-    let mut a = bufs.to_vec();
-    let ra = Jit::new().compile(k).unwrap().run(&mut a);
-    let mut c = bufs.to_vec();
-    let rc = Interpreter::new().compile(k).unwrap().run(&mut c);
-    assert_eq!(ra, rc, "JIT and interpreter disagree on the result\n{k}");
+/// The C backend for tests, caching in a folder of the temporary directory; `None` (after
+/// saying so once) when no C compiler is installed.
+pub(crate) fn c_backend() -> Option<&'static CBackend> {
+    static C: std::sync::OnceLock<Option<CBackend>> = std::sync::OnceLock::new();
+    C.get_or_init(|| {
+        let c = CBackend::new().with_cache_dir(std::env::temp_dir().join("tessera-test-cache"));
+        if c.compiler_available() {
+            Some(c)
+        } else {
+            eprintln!("no C compiler (cc or $CC): skipping the C backend in these tests");
+            None
+        }
+    })
+    .as_ref()
+}
+
+/// Buffers equal value for value, any NaN matching any NaN (sign and payload may differ
+/// between machine code and Rust).
+pub(super) fn same_buffers(a: &[Buffer], c: &[Buffer]) -> bool {
     let same = |x: &Buffer, y: &Buffer| {
-        // NaNs may differ in sign and payload between machine code and Rust; any NaN is a NaN.
         x.elem() == y.elem()
             && x.to_scalars()
                 .iter()
@@ -47,10 +61,38 @@ fn run_both(k: &Kernel, bufs: &[Buffer]) -> (Result<(), Error>, Vec<Buffer>) {
                 .all(|(p, q)| *p == q || (p.is_nan() && q.is_nan()))
             && x.len() == y.len()
     };
+    a.len() == c.len() && a.iter().zip(c).all(|(x, y)| same(x, y))
+}
+
+/// Run on every backend; all results (buffers after the run, or the error) must be equal.
+fn run_both(k: &Kernel, bufs: &[Buffer]) -> (Result<(), Error>, Vec<Buffer>) {
+    run_on(k, bufs, true)
+}
+
+/// As `run_both`; without `with_c` only the JIT and the interpreter (for the many small
+/// random kernels, which `backend::c::tests` batches into a few C compiles instead).
+fn run_on(k: &Kernel, bufs: &[Buffer], with_c: bool) -> (Result<(), Error>, Vec<Buffer>) {
+    k.check()
+        .unwrap_or_else(|e| panic!("ill-typed test kernel: {e}\n{k}"));
+    let mut a = bufs.to_vec();
+    let ra = Jit::new().compile(k).unwrap().run(&mut a);
+    let mut c = bufs.to_vec();
+    let rc = Interpreter::new().compile(k).unwrap().run(&mut c);
+    assert_eq!(ra, rc, "JIT and interpreter disagree on the result\n{k}");
     assert!(
-        a.iter().zip(&c).all(|(x, y)| same(x, y)),
+        same_buffers(&a, &c),
         "JIT and interpreter disagree on the buffers\n{k}\n{a:?}\n{c:?}"
     );
+    if let Some(cb) = c_backend().filter(|_| with_c) {
+        let mut n = bufs.to_vec();
+        let rn = cb.compile(k).unwrap().run(&mut n);
+        let src = CBackend::source(k);
+        assert_eq!(ra, rn, "JIT and C disagree on the result\n{k}\n{src}");
+        assert!(
+            same_buffers(&a, &n),
+            "JIT and C disagree on the buffers\n{k}\n{a:?}\n{n:?}\n{src}"
+        );
+    }
     (ra, a)
 }
 
@@ -165,6 +207,51 @@ fn search_break_and_while() {
     );
     r.unwrap();
     assert_eq!(bufs[1], Buffer::I64(vec![3, 10]));
+}
+
+/// `out[i] = x[i + 1] + x[i - 1]` over `lo..hi`: the C backend checks such a loop's range once
+/// before it and runs an unchecked copy when the range fits, the checked copy otherwise; both
+/// must stop at the same access with the same writes done as the JIT and the interpreter.
+#[test]
+fn shifted_loop_accesses_fail_at_the_same_place() {
+    let i = VarId(0);
+    let k = kernel(
+        &[
+            ("x", ElemType::F64, false),
+            ("out", ElemType::F32, false),
+            ("range", ElemType::I64, false),
+        ],
+        &[("i", ElemType::I64)],
+        vec![Stmt::For {
+            var: i,
+            start: b::load(BufId(2), b::int(0)),
+            stop: b::load(BufId(2), b::int(1)),
+            body: vec![b::store(
+                BufId(1),
+                b::var(i),
+                b::add(
+                    b::load(BufId(0), b::add(b::var(i), b::int(1))),
+                    b::load(BufId(0), b::sub(b::var(i), b::int(1))),
+                ),
+            )],
+        }],
+    );
+    let x = Buffer::F64((0..8).map(|v| v as f64 * 1.5).collect());
+    let out = Buffer::F32(vec![0.0; 8]);
+    for (lo, hi, ok) in [
+        (1, 7, true),
+        (3, 3, true),
+        (5, 2, true),
+        (0, 5, false),
+        (2, 8, false),
+    ] {
+        let (r, bufs) = run_both(&k, &[x.clone(), out.clone(), Buffer::I64(vec![lo, hi])]);
+        assert_eq!(r.is_ok(), ok, "{lo}..{hi}: {r:?}");
+        if lo == 2 {
+            // Written up to the failing position.
+            assert_eq!(bufs[1].get(6), Scalar::F32(7.5 + 10.5), "{bufs:?}");
+        }
+    }
 }
 
 #[test]
@@ -345,13 +432,16 @@ fn hash_find_agrees() {
 #[test]
 fn wrong_buffers_are_rejected() {
     let k = kernel(&[("x", ElemType::F64, false)], &[], vec![]);
-    let c = Jit::new().compile(&k).unwrap();
-    assert!(c.run(&mut []).is_err());
-    assert!(c.run(&mut [Buffer::I64(vec![])]).is_err());
+    let mut compiled = vec![Jit::new().compile(&k).unwrap()];
+    compiled.extend(c_backend().map(|c| c.compile(&k).unwrap()));
+    for c in compiled {
+        assert!(c.run(&mut []).is_err());
+        assert!(c.run(&mut [Buffer::I64(vec![])]).is_err());
+    }
 }
 
 /// Random well-typed expressions of a given compute type over two variables of each type.
-fn arb_expr(ty: ElemType, depth: u32) -> BoxedStrategy<Expr> {
+pub(super) fn arb_expr(ty: ElemType, depth: u32) -> BoxedStrategy<Expr> {
     let leaf = match ty {
         ElemType::I64 => prop_oneof![
             prop_oneof![
@@ -495,6 +585,6 @@ proptest! {
             &[("a", ElemType::I64), ("b", ElemType::I64), ("x", ElemType::F64), ("y", ElemType::F64), ("p", ElemType::Bool)],
             body,
         );
-        let _ = run_both(&k, &[Buffer::filled(ty, 1, Scalar::zero(ty))]);
+        let _ = run_on(&k, &[Buffer::filled(ty, 1, Scalar::zero(ty))], false);
     }
 }

@@ -2,11 +2,10 @@
 //! the library's einsum on files, with `run`'s input loading, atomic output writing and
 //! `--time` line.
 
-use super::{parse_out, split_format, split_name, time_line};
+use super::{parse_out, runner_for, split_format, split_name, time_line};
 use crate::api::{formats_of, plan::plan, prepare};
 use crate::error::{Error, Result};
 use crate::levels::Format;
-use crate::run::Runner;
 use crate::tensor::Tensor;
 use clap::Args;
 use std::fmt::Write as _;
@@ -32,6 +31,9 @@ pub struct EinsumArgs {
     /// Print the plan and the generated program
     #[arg(long)]
     pub show_program: bool,
+    /// `jit` (Cranelift, default) or `c` (C via the system compiler, cached on disk)
+    #[arg(long, default_value = "jit")]
+    pub backend: String,
 }
 
 pub fn einsum(a: &EinsumArgs) -> Result<String> {
@@ -88,7 +90,7 @@ pub fn einsum(a: &EinsumArgs) -> Result<String> {
     let mut tensors = prepare(&plan, &borrowed)?;
     drop(borrowed);
     drop(inputs);
-    let runner = Runner::jit();
+    let runner = runner_for(&a.backend)?;
     let compiled = runner.compile(&plan.program, &formats_of(&tensors))?;
     let compile_ms = *runner.last_compile_ms.borrow();
     let mut times = vec![];

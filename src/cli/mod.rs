@@ -75,7 +75,8 @@ pub struct RunArgs {
     /// Print a `time:` line (kernel only)
     #[arg(long)]
     pub time: bool,
-    /// `jit` (compiled, default) or `eval` (reference evaluator)
+    /// `jit` (Cranelift, default), `c` (C via the system compiler, cached on disk; with
+    /// `code`, prints the C source) or `eval` (reference evaluator)
     #[arg(long, default_value = "jit")]
     pub backend: String,
 }
@@ -349,13 +350,16 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
             Runner::lower(&program, &all_formats).map_err(|e| with_origin(e, &origin))?;
         // Show what the backend compiles.
         crate::ir::promote::promote_scalars(&mut k);
-        return Ok(k.to_string());
+        return Ok(match a.backend.as_str() {
+            "c" => crate::backend::CBackend::source(&k),
+            _ => k.to_string(),
+        });
     }
     let mut times = vec![];
     let mut compile_ms = 0.0;
     match a.backend.as_str() {
-        "jit" => {
-            let runner = Runner::jit();
+        "jit" | "c" => {
+            let runner = runner_for(&a.backend)?;
             let c = runner
                 .compile(&program, &all_formats)
                 .map_err(|e| with_origin(e, &origin))?;
@@ -375,7 +379,7 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
         }
         other => {
             return Err(Error::Usage(format!(
-                "unknown backend `{other}` (jit or eval)"
+                "unknown backend `{other}` (jit, c or eval)"
             )));
         }
     }
@@ -395,6 +399,17 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
         out.push_str(&time_line(compile_ms, &times));
     }
     Ok(out)
+}
+
+/// A runner on a compiling backend named on the command line (`jit` or `c`).
+fn runner_for(backend: &str) -> Result<Runner> {
+    match backend {
+        "jit" => Ok(Runner::jit()),
+        "c" => Ok(Runner::new(Box::new(crate::backend::CBackend::new()))),
+        other => Err(Error::Usage(format!(
+            "unknown backend `{other}` (jit or c)"
+        ))),
+    }
 }
 
 /// The `time:` line of `run` and `einsum`: kernel compile time (0 on a cache hit) and the

@@ -6,7 +6,7 @@
 //! load and store is checked against the length; a failed check leaves through a per-buffer
 //! exit block that records the index and returns the fault code.
 
-use super::GROW_BASE;
+use crate::backend::GROW_BASE;
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp};
 use crate::runtime::abi::{self, VIEW_LEN, VIEW_PTR, VIEW_SIZE};
 use crate::types::{ElemType, Scalar};

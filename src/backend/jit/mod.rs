@@ -2,9 +2,9 @@
 
 mod emit;
 
-use super::{Backend, CompiledKernel, KernelFault, check_buffers};
+use super::{Backend, CompiledKernel, check_buffers, native_fault};
 use crate::error::{Error, Result};
-use crate::ir::{BufId, Kernel};
+use crate::ir::Kernel;
 use crate::runtime::Buffer;
 use crate::runtime::abi::{KernelFn, run_native};
 use cranelift_codegen::ir::{AbiParam, types};
@@ -13,11 +13,6 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module, default_libcall_names};
-
-/// Status codes a native kernel returns (the fault word carries the index or length).
-const OK: i64 = 0;
-/// `GROW_BASE - buf`: a grow failed (`-(buf + 1)` is an out-of-bounds access, `k + 1` is `Fail(k)`).
-pub(super) const GROW_BASE: i64 = -(1 << 32);
 
 /// The Cranelift backend. Building the target description once makes each compile cheaper.
 pub struct Jit {
@@ -116,19 +111,10 @@ impl CompiledKernel for Native {
         // SAFETY: `check_buffers` verified the buffer count and element types the code was
         // generated for; every access the code makes is bounds-checked against the views.
         let (code, word) = unsafe { run_native(self.f, bufs) };
-        let fault = match code {
-            OK => return Ok(()),
-            c if c > 0 => KernelFault::Fail((c - 1) as u32),
-            c if c <= GROW_BASE => KernelFault::Grow {
-                buf: BufId((GROW_BASE - c) as u32),
-                len: word,
-            },
-            c => KernelFault::OutOfBounds {
-                buf: BufId((-c - 1) as u32),
-                index: word,
-            },
-        };
-        Err(fault.to_error(&self.k, bufs))
+        match native_fault(code, word) {
+            None => Ok(()),
+            Some(fault) => Err(fault.to_error(&self.k, bufs)),
+        }
     }
 }
 

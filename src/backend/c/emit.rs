@@ -1,0 +1,785 @@
+//! Loop IR → C source.
+//!
+//! The generated function has the native kernel signature of `runtime::abi` (`views`, `state`,
+//! `fault` → status code), so it runs through the same `run_native` boundary as the JIT and
+//! returns the same status codes (`backend::native_fault`). The runtime helpers (grow, sorts,
+//! hash lookup, exp/log/fmod) reach it as a table of function pointers that the loader hands
+//! to the exported `tessera_init` once, because a shared object cannot link against the
+//! executable's symbols.
+//!
+//! The C avoids undefined behaviour: wrapping integer arithmetic goes through `uint64_t`,
+//! division, remainder, shifts and float→int casts through helpers that define every input,
+//! and every buffer access is checked against the buffer's length exactly where the JIT checks
+//! it. Sub-expressions that can fail (loads, searches) are hoisted into statements in the
+//! interpreter's evaluation order, so the first failing access is the same on every backend.
+//!
+//! For speed, an innermost counted loop whose accesses `buf[i + c]` can be proven in range
+//! from the loop bounds alone is emitted twice: a copy without those checks, taken when one
+//! test before the loop shows the whole range is inside the buffers, and the checked copy
+//! otherwise (so a corrupt input still fails at the same access with the same buffers).
+
+use crate::backend::GROW_BASE;
+use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp, VarId};
+use crate::types::{ElemType, Scalar};
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+/// The fixed part of every kernel: the view and helper layouts and the arithmetic helpers.
+const PRELUDE: &str = r#"#include <stdint.h>
+#include <string.h>
+
+/* Must match runtime::abi::View. */
+typedef struct { void *ptr; int64_t len; } tessera_view;
+/* Must match backend::c::Helpers. */
+typedef struct {
+    int64_t (*grow)(void *, int64_t, int64_t);
+    int64_t (*sort)(void *, int64_t, int64_t, int64_t);
+    int64_t (*sort_perm)(void *, int64_t, int64_t, int64_t, int64_t, int64_t *);
+    int64_t (*hash_find)(void *, int64_t, int64_t);
+    double (*exp)(double);
+    double (*log)(double);
+    double (*fmod)(double, double);
+} tessera_helpers;
+
+static tessera_helpers H;
+
+__attribute__((visibility("default"))) void tessera_init(const tessera_helpers *h) { H = *h; }
+
+#define LIKELY(c) __builtin_expect(!!(c), 1)
+#define UNLIKELY(c) __builtin_expect(!!(c), 0)
+
+static inline int64_t t_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t t_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static inline int64_t t_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static inline int64_t t_neg(int64_t a) { return (int64_t)(0 - (uint64_t)a); }
+static inline int64_t t_abs(int64_t a) { return a < 0 ? t_neg(a) : a; }
+static inline int64_t t_div(int64_t a, int64_t b) { return b == 0 ? 0 : b == -1 ? t_neg(a) : a / b; }
+static inline int64_t t_rem(int64_t a, int64_t b) { return (b == 0 || b == -1) ? 0 : a % b; }
+static inline int64_t t_shl(int64_t a, int64_t b) { return (int64_t)((uint64_t)a << (b & 63)); }
+static inline int64_t t_shr(int64_t a, int64_t b) { return a >> (b & 63); }
+static inline int64_t t_mini(int64_t a, int64_t b) { return b < a ? b : a; }
+static inline int64_t t_maxi(int64_t a, int64_t b) { return b > a ? b : a; }
+static inline double t_minf(double a, double b) { return b < a ? b : a; }
+static inline double t_maxf(double a, double b) { return b > a ? b : a; }
+/* Saturating, NaN to 0 (the IR's F64 -> I64 cast). */
+static inline int64_t t_f2i(double x) {
+    if (x != x) return 0;
+    if (x >= 9223372036854775808.0) return INT64_MAX;
+    if (x <= -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)x;
+}
+static inline double t_bits(uint64_t u) { double d; memcpy(&d, &u, sizeof d); return d; }
+"#;
+
+/// The C source of a kernel.
+pub fn emit(k: &Kernel) -> String {
+    let mut e = Emitter {
+        k,
+        out: String::new(),
+        depth: 1,
+        tmp: 0,
+        unchecked: HashSet::new(),
+    };
+    let _ = writeln!(e.out, "/* tessera kernel `{}` */", comment(&k.name));
+    e.out.push_str(PRELUDE);
+    e.out.push_str(
+        "\n__attribute__((visibility(\"default\")))\n\
+         int64_t tessera_kernel(tessera_view *views, void *state, int64_t *fault) {\n",
+    );
+    let moving = moving_buffers(&k.body);
+    for (n, d) in k.bufs.iter().enumerate() {
+        let t = c_elem(d.elem);
+        if moving.contains(&(n as u32)) {
+            e.line(&format!(
+                "{t} *b{n} = ({t} *)views[{n}].ptr; int64_t n{n} = views[{n}].len; /* {} */",
+                comment(&d.name)
+            ));
+        } else {
+            // Nothing but this pointer touches the buffer while the kernel runs.
+            e.line(&format!(
+                "{t} *const restrict b{n} = ({t} *)views[{n}].ptr; const int64_t n{n} = views[{n}].len; /* {} */",
+                comment(&d.name)
+            ));
+        }
+    }
+    for (n, v) in k.vars.iter().enumerate() {
+        let zero = if v.ty == ElemType::F64 { "0.0" } else { "0" };
+        e.line(&format!(
+            "{} v{n} = {zero}; /* {} */",
+            c_compute(v.ty),
+            comment(&v.name)
+        ));
+    }
+    e.line("(void)state; (void)fault;");
+    e.stmts(&k.body);
+    e.line("return 0;");
+    e.out.push_str("}\n");
+    e.out
+}
+
+/// Buffers whose pointer or contents a helper may change while the kernel runs (grown,
+/// sorted or hashed by Rust): they must not be declared `restrict`.
+fn moving_buffers(stmts: &[Stmt]) -> HashSet<u32> {
+    let mut set = HashSet::new();
+    walk_stmts(stmts, &mut |s| match s {
+        Stmt::Grow { buf, .. } | Stmt::Sort { buf, .. } => {
+            set.insert(buf.0);
+        }
+        Stmt::SortPerm { keys, perm, .. } => {
+            set.insert(keys.0);
+            set.insert(perm.0);
+        }
+        _ => {}
+    });
+    let mut hashed = vec![];
+    walk_exprs(stmts, &mut |e| {
+        if let Expr::HashFind { table, .. } = e {
+            hashed.push(table.0);
+        }
+    });
+    set.extend(hashed);
+    set
+}
+
+fn walk_stmts(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
+    for s in stmts {
+        f(s);
+        match s {
+            Stmt::If {
+                then, otherwise, ..
+            } => {
+                walk_stmts(then, f);
+                walk_stmts(otherwise, f);
+            }
+            Stmt::For { body, .. } | Stmt::While { body, .. } => walk_stmts(body, f),
+            _ => {}
+        }
+    }
+}
+
+/// Every expression (and sub-expression) in the statements.
+fn walk_exprs(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
+    fn expr(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+        f(e);
+        match e {
+            Expr::Const(_) | Expr::Var(_) | Expr::Len(_) => {}
+            Expr::Load { index, .. } => expr(index, f),
+            Expr::Unary(_, a) | Expr::Cast(_, a) => expr(a, f),
+            Expr::Binary(_, a, b) => {
+                expr(a, f);
+                expr(b, f);
+            }
+            Expr::Select(c, a, b) => {
+                expr(c, f);
+                expr(a, f);
+                expr(b, f);
+            }
+            Expr::SearchGe { lo, hi, key, .. } => {
+                expr(lo, f);
+                expr(hi, f);
+                expr(key, f);
+            }
+            Expr::HashFind { key, .. } => expr(key, f),
+        }
+    }
+    walk_stmts(stmts, &mut |s| {
+        let es: Vec<&Expr> = match s {
+            Stmt::Assign(_, e) | Stmt::Grow { len: e, .. } => vec![e],
+            Stmt::Store { index, value, .. } => vec![index, value],
+            Stmt::If { cond, .. } | Stmt::While { cond, .. } => vec![cond],
+            Stmt::For { start, stop, .. } => vec![start, stop],
+            Stmt::Fill {
+                start, stop, value, ..
+            } => vec![start, stop, value],
+            Stmt::Sort { lo, hi, .. } | Stmt::SortPerm { lo, hi, .. } => vec![lo, hi],
+            Stmt::Break | Stmt::Fail(_) | Stmt::Comment(_) => vec![],
+        };
+        for e in es {
+            expr(e, f);
+        }
+    });
+}
+
+/// Whether evaluating the expression can fail or call out (so it is hoisted into statements).
+fn effectful(e: &Expr) -> bool {
+    let mut found = false;
+    walk_exprs(&[Stmt::Assign(VarId(0), e.clone())], &mut |x| {
+        found |= matches!(
+            x,
+            Expr::Load { .. } | Expr::SearchGe { .. } | Expr::HashFind { .. }
+        )
+    });
+    found
+}
+
+/// Text safe inside a C comment.
+fn comment(s: &str) -> String {
+    s.replace("*/", "* /").replace(['\n', '\r'], " ")
+}
+
+/// The C type of a buffer element.
+fn c_elem(t: ElemType) -> &'static str {
+    match t {
+        ElemType::Bool | ElemType::U8 => "uint8_t",
+        ElemType::I8 => "int8_t",
+        ElemType::I32 => "int32_t",
+        ElemType::I64 => "int64_t",
+        ElemType::U64 => "uint64_t",
+        ElemType::F32 => "float",
+        ElemType::F64 => "double",
+    }
+}
+
+/// The C type of a compute-type value (`Bool` is a byte holding 0 or 1).
+fn c_compute(t: ElemType) -> &'static str {
+    match t.compute() {
+        ElemType::Bool => "uint8_t",
+        ElemType::F64 => "double",
+        _ => "int64_t",
+    }
+}
+
+fn c_const(s: Scalar) -> String {
+    match s {
+        Scalar::Bool(b) => (b as u8).to_string(),
+        Scalar::F64(x) => c_f64(x),
+        Scalar::F32(x) => c_f64(x as f64),
+        s if s.as_i64() == i64::MIN => "INT64_MIN".into(),
+        s => format!("INT64_C({})", s.as_i64()),
+    }
+}
+
+fn c_f64(x: f64) -> String {
+    if x.is_finite() {
+        // Rust's `{:?}` is the shortest text that reads back to the same bits, and C
+        // compilers round decimal literals correctly.
+        format!("({x:?})")
+    } else {
+        format!("t_bits(UINT64_C({:#x}))", x.to_bits())
+    }
+}
+
+/// A loop-invariant access `buf[var + offset]` proven in range before the loop.
+type Access = (u32, u32, i64);
+
+/// The largest constant offset loop versioning considers (keeps its range test overflow-free).
+const MAX_OFFSET: i64 = 1 << 20;
+
+struct Emitter<'a> {
+    k: &'a Kernel,
+    out: String,
+    depth: usize,
+    tmp: usize,
+    /// Accesses whose check a versioned loop made before entering (see the module docs).
+    unchecked: HashSet<Access>,
+}
+
+impl Emitter<'_> {
+    fn line(&mut self, s: &str) {
+        for _ in 0..self.depth {
+            self.out.push_str("    ");
+        }
+        self.out.push_str(s);
+        self.out.push('\n');
+    }
+
+    fn open(&mut self, s: &str) {
+        self.line(s);
+        self.depth += 1;
+    }
+
+    fn close(&mut self, s: &str) {
+        self.depth -= 1;
+        self.line(s);
+    }
+
+    fn fresh(&mut self) -> String {
+        self.tmp += 1;
+        format!("t{}", self.tmp)
+    }
+
+    fn oob_code(buf: BufId) -> i64 {
+        -(buf.0 as i64) - 1
+    }
+
+    /// Return the out-of-bounds fault for `buf` with `index` unless `0 <= index < len`.
+    fn check(&mut self, buf: BufId, index: &str) {
+        let n = buf.0;
+        self.line(&format!(
+            "if (UNLIKELY((uint64_t){index} >= (uint64_t)n{n})) {{ *fault = {index}; return {}; }}",
+            Self::oob_code(buf)
+        ));
+    }
+
+    /// Fail unless the range `[lo, hi)` is empty or inside `buf` (reports as the JIT does).
+    fn check_range(&mut self, buf: BufId, lo: &str, hi: &str) {
+        let n = buf.0;
+        self.line(&format!(
+            "if (UNLIKELY({lo} < {hi} && ({lo} < 0 || {hi} > n{n}))) {{ *fault = {lo} >= 0 ? {hi} - 1 : {lo}; return {}; }}",
+            Self::oob_code(buf)
+        ));
+    }
+
+    /// Evaluate into a named constant (so later text can use it twice without re-evaluating);
+    /// a plain name or constant is used as it is.
+    fn bind(&mut self, ty: &str, value: String) -> String {
+        let name = value.len() > 1
+            && value.starts_with(['v', 't', 'n'])
+            && value[1..].chars().all(|c| c.is_ascii_digit());
+        if name || value.starts_with("INT64_C(") {
+            return value;
+        }
+        let t = self.fresh();
+        self.line(&format!("const {ty} {t} = {value};"));
+        t
+    }
+
+    fn stmts(&mut self, stmts: &[Stmt]) {
+        for s in stmts {
+            self.stmt(s);
+        }
+    }
+
+    /// Statements that hoist sub-expressions get their own block, so their temporaries stay
+    /// local.
+    fn scoped(&mut self, exprs: &[&Expr], body: impl FnOnce(&mut Self)) {
+        let scope = exprs.iter().any(|e| effectful(e));
+        if scope {
+            self.open("{");
+        }
+        body(self);
+        if scope {
+            self.close("}");
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        match s {
+            Stmt::Assign(v, e) => self.scoped(&[e], |me| {
+                let x = me.expr(e);
+                me.line(&format!("v{} = {x};", v.0));
+            }),
+            Stmt::Store { buf, index, value } => self.scoped(&[index, value], |me| {
+                // The JIT evaluates the value before checking the index; so do we.
+                let i = me.expr(index);
+                let i = me.bind("int64_t", i);
+                let v = me.expr(value);
+                if !me.is_unchecked(*buf, index) {
+                    me.check(*buf, &i);
+                }
+                let t = c_elem(me.k.buf_elem(*buf));
+                me.line(&format!("b{}[{i}] = ({t})({v});", buf.0));
+            }),
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => self.scoped(&[cond], |me| {
+                let c = me.expr(cond);
+                me.open(&format!("if ({c}) {{"));
+                me.stmts(then);
+                if otherwise.is_empty() {
+                    me.close("}");
+                } else {
+                    me.close("} else {");
+                    me.depth += 1;
+                    me.stmts(otherwise);
+                    me.close("}");
+                }
+            }),
+            Stmt::For {
+                var,
+                start,
+                stop,
+                body,
+            } => {
+                // The bound lives in a block of its own.
+                self.open("{");
+                let me = &mut *self;
+                let s = me.expr(start);
+                let s = me.bind("int64_t", s);
+                // `stop` is evaluated once, before the loop, even if the body assigns a
+                // variable it reads.
+                let e = me.expr(stop);
+                let e = if e.starts_with("INT64_C(") {
+                    e
+                } else {
+                    let t = me.fresh();
+                    me.line(&format!("const int64_t {t} = {e};"));
+                    t
+                };
+                me.counted_loop(*var, &s, &e, body);
+                self.close("}");
+            }
+            Stmt::While { cond, body } => {
+                if effectful(cond) {
+                    self.open("while (1) {");
+                    let c = self.expr(cond);
+                    self.line(&format!("if (!({c})) break;"));
+                } else {
+                    let c = self.expr(cond);
+                    self.open(&format!("while ({c}) {{"));
+                }
+                self.stmts(body);
+                self.close("}");
+            }
+            Stmt::Break => self.line("break;"),
+            Stmt::Grow { buf, len } => self.scoped(&[len], |me| {
+                let want = me.expr(len);
+                let want = me.bind("int64_t", want);
+                let (n, t) = (buf.0, c_elem(me.k.buf_elem(*buf)));
+                me.line(&format!(
+                    "if (UNLIKELY(H.grow(state, {n}, {want}) != 0)) {{ *fault = {want}; return INT64_C({}); }}",
+                    GROW_BASE - n as i64
+                ));
+                me.line(&format!(
+                    "b{n} = ({t} *)views[{n}].ptr; n{n} = views[{n}].len;"
+                ));
+            }),
+            Stmt::Fill {
+                buf,
+                start,
+                stop,
+                value,
+            } => self.scoped(&[start, stop, value], |me| {
+                let lo = me.expr(start);
+                let lo = me.bind("int64_t", lo);
+                let hi = me.expr(stop);
+                let hi = me.bind("int64_t", hi);
+                let v = me.expr(value);
+                let v = me.bind(c_compute(me.k.buf_elem(*buf)), v);
+                me.check_range(*buf, &lo, &hi);
+                let t = c_elem(me.k.buf_elem(*buf));
+                me.line(&format!(
+                    "for (int64_t f = {lo}; f < {hi}; f++) b{}[f] = ({t})({v});",
+                    buf.0
+                ));
+            }),
+            Stmt::Sort { buf, lo, hi } => self.scoped(&[lo, hi], |me| {
+                let l = me.expr(lo);
+                let l = me.bind("int64_t", l);
+                let h = me.expr(hi);
+                let h = me.bind("int64_t", h);
+                me.check_range(*buf, &l, &h);
+                // The range was checked, so a failure can only be the buffer itself.
+                me.line(&format!(
+                    "if (UNLIKELY(H.sort(state, {}, {l}, {h}) != 0)) {{ *fault = {l}; return {}; }}",
+                    buf.0,
+                    Self::oob_code(*buf)
+                ));
+            }),
+            Stmt::SortPerm { keys, perm, lo, hi } => self.scoped(&[lo, hi], |me| {
+                let l = me.expr(lo);
+                let l = me.bind("int64_t", l);
+                let h = me.expr(hi);
+                let h = me.bind("int64_t", h);
+                me.check_range(*perm, &l, &h);
+                // On failure the helper has written the bad position of `keys` to `*fault`.
+                me.line(&format!(
+                    "if (UNLIKELY(H.sort_perm(state, {}, {}, {l}, {h}, fault) != 0)) return {};",
+                    keys.0,
+                    perm.0,
+                    Self::oob_code(*keys)
+                ));
+            }),
+            Stmt::Fail(k) => self.line(&format!("return {};", *k as i64 + 1)),
+            Stmt::Comment(c) => self.line(&format!("/* {} */", comment(c))),
+        }
+    }
+
+    fn is_unchecked(&self, buf: BufId, index: &Expr) -> bool {
+        match loop_offset(index) {
+            Some((v, c)) => self.unchecked.contains(&(buf.0, v.0, c)),
+            None => false,
+        }
+    }
+
+    /// `for (v = s; v < e; v++) body`, versioned when the body's accesses allow (module docs).
+    fn counted_loop(&mut self, var: VarId, s: &str, e: &str, body: &[Stmt]) {
+        let assigned = assigns(body, var);
+        let step = if assigned {
+            format!("v{0} = t_add(v{0}, 1)", var.0)
+        } else {
+            format!("v{}++", var.0)
+        };
+        let accesses = if assigned {
+            vec![]
+        } else {
+            self.versionable(var, body)
+        };
+        if accesses.is_empty() {
+            self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
+            self.stmts(body);
+            self.close("}");
+            return;
+        }
+        let mut tests = vec![];
+        for &(b, _, c) in &accesses {
+            // `s + c >= 0` and `e + c <= n` without overflow: |c| is small and n >= 0.
+            tests.push(format!(
+                "{s} >= INT64_C({}) && {e} <= n{b} - INT64_C({c})",
+                -c
+            ));
+        }
+        tests.sort();
+        tests.dedup();
+        self.open(&format!("if ({s} >= {e} || ({})) {{", tests.join(" && ")));
+        let saved = self.unchecked.clone();
+        self.unchecked.extend(accesses.iter().copied());
+        self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
+        self.stmts(body);
+        self.close("}");
+        self.unchecked = saved;
+        self.close("} else {");
+        self.depth += 1;
+        self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
+        self.stmts(body);
+        self.close("}");
+        self.close("}");
+    }
+
+    /// The accesses `buf[var + c]` of an innermost loop body whose check can move before the
+    /// loop: the buffer keeps its length (no grow in the body) and the body has no inner loop
+    /// (versioning nested loops would multiply the code).
+    fn versionable(&self, var: VarId, body: &[Stmt]) -> Vec<Access> {
+        let mut nested = false;
+        let mut grown = HashSet::new();
+        walk_stmts(body, &mut |s| match s {
+            Stmt::For { .. } | Stmt::While { .. } | Stmt::Fill { .. } => nested = true,
+            Stmt::Grow { buf, .. } => {
+                grown.insert(buf.0);
+            }
+            _ => {}
+        });
+        if nested {
+            return vec![];
+        }
+        let mut found = HashSet::new();
+        let mut note = |buf: BufId, index: &Expr| {
+            if let Some((v, c)) = loop_offset(index)
+                && v == var
+                && !grown.contains(&buf.0)
+            {
+                found.insert((buf.0, v.0, c));
+            }
+        };
+        walk_stmts(body, &mut |s| {
+            if let Stmt::Store { buf, index, .. } = s {
+                note(*buf, index);
+            }
+        });
+        walk_exprs(body, &mut |e| {
+            if let Expr::Load { buf, index } = e {
+                note(*buf, index);
+            }
+        });
+        let mut v: Vec<Access> = found.into_iter().collect();
+        v.sort();
+        v
+    }
+
+    /// The C text of a pure expression; loads, searches and lookups are hoisted into
+    /// statements first, in evaluation order.
+    fn expr(&mut self, e: &Expr) -> String {
+        match e {
+            Expr::Const(s) => c_const(*s),
+            Expr::Var(v) => format!("v{}", v.0),
+            Expr::Len(b) => format!("n{}", b.0),
+            Expr::Load { buf, index } => {
+                let i = self.expr(index);
+                let i = self.bind("int64_t", i);
+                if !self.is_unchecked(*buf, index) {
+                    self.check(*buf, &i);
+                }
+                let x = self.load(*buf, &i);
+                self.bind(c_compute(self.k.buf_elem(*buf)), x)
+            }
+            Expr::Unary(op, a) => {
+                let ty = self.k.type_of(a);
+                let x = self.expr(a);
+                match (op, ty) {
+                    (UnOp::Neg, ElemType::F64) => format!("(-{x})"),
+                    (UnOp::Neg, _) => format!("t_neg({x})"),
+                    (UnOp::Not, ElemType::Bool) => format!("({x} ^ 1)"),
+                    (UnOp::Not, _) => format!("(~{x})"),
+                    (UnOp::Abs, ElemType::F64) => format!("__builtin_fabs({x})"),
+                    (UnOp::Abs, _) => format!("t_abs({x})"),
+                    (UnOp::Sqrt, _) => format!("__builtin_sqrt({x})"),
+                    (UnOp::Floor, _) => format!("__builtin_floor({x})"),
+                    (UnOp::Exp, _) => format!("H.exp({x})"),
+                    (UnOp::Log, _) => format!("H.log({x})"),
+                }
+            }
+            Expr::Binary(op, a, b) => {
+                let ty = self.k.type_of(a);
+                let x = self.expr(a);
+                let y = self.expr(b);
+                binary(*op, ty, &x, &y)
+            }
+            Expr::Select(c, a, b) => {
+                let c = self.expr(c);
+                let x = self.expr(a);
+                let y = self.expr(b);
+                format!("({c} ? {x} : {y})")
+            }
+            Expr::Cast(to, a) => {
+                let from = self.k.type_of(a);
+                let x = self.expr(a);
+                cast(from, *to, &x)
+            }
+            Expr::SearchGe { buf, lo, hi, key } => {
+                let l = self.expr(lo);
+                let l = self.bind("int64_t", l);
+                let h = self.expr(hi);
+                let h = self.bind("int64_t", h);
+                let k = self.expr(key);
+                let k = self.bind("int64_t", k);
+                self.check_range(*buf, &l, &h);
+                let (lv, hv) = (self.fresh(), self.fresh());
+                self.line(&format!("int64_t {lv} = {l}, {hv} = {h};"));
+                let at = self.load(*buf, "m");
+                self.line(&format!(
+                    "while ({lv} < {hv}) {{ const int64_t m = {lv} + (({hv} - {lv}) >> 1); if ({at} < {k}) {lv} = m + 1; else {hv} = m; }}"
+                ));
+                lv
+            }
+            Expr::HashFind { table, key } => {
+                let k = self.expr(key);
+                self.bind("int64_t", format!("H.hash_find(state, {}, {k})", table.0))
+            }
+        }
+    }
+
+    /// `buf[index]` widened to its compute type (the index is already checked).
+    fn load(&self, buf: BufId, index: &str) -> String {
+        let b = buf.0;
+        match self.k.buf_elem(buf) {
+            ElemType::Bool => format!("b{b}[{index}]"),
+            ElemType::F32 => format!("(double)b{b}[{index}]"),
+            ElemType::F64 | ElemType::I64 => format!("b{b}[{index}]"),
+            _ => format!("(int64_t)b{b}[{index}]"),
+        }
+    }
+}
+
+/// `Var(v) + c` (also `c + v`, `v - c`, plain `v`) with a small constant `c`.
+fn loop_offset(index: &Expr) -> Option<(VarId, i64)> {
+    let small = |c: i64| (-MAX_OFFSET..=MAX_OFFSET).contains(&c);
+    match index {
+        Expr::Var(v) => Some((*v, 0)),
+        Expr::Binary(BinOp::Add, a, b) => match (&**a, &**b) {
+            (Expr::Var(v), Expr::Const(Scalar::I64(c)))
+            | (Expr::Const(Scalar::I64(c)), Expr::Var(v))
+                if small(*c) =>
+            {
+                Some((*v, *c))
+            }
+            _ => None,
+        },
+        Expr::Binary(BinOp::Sub, a, b) => match (&**a, &**b) {
+            (Expr::Var(v), Expr::Const(Scalar::I64(c))) if small(*c) => Some((*v, -c)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Whether the statements assign `var` (also as an inner loop's counter).
+fn assigns(stmts: &[Stmt], var: VarId) -> bool {
+    let mut found = false;
+    walk_stmts(stmts, &mut |s| match s {
+        Stmt::Assign(v, _) | Stmt::For { var: v, .. } => found |= *v == var,
+        _ => {}
+    });
+    found
+}
+
+fn binary(op: BinOp, ty: ElemType, x: &str, y: &str) -> String {
+    use BinOp::*;
+    let float = ty == ElemType::F64;
+    let f = |name: &str| format!("{name}({x}, {y})");
+    let infix = |o: &str| format!("({x} {o} {y})");
+    match op {
+        Add if float => infix("+"),
+        Sub if float => infix("-"),
+        Mul if float => infix("*"),
+        Div if float => infix("/"),
+        Rem if float => f("H.fmod"),
+        Min if float => f("t_minf"),
+        Max if float => f("t_maxf"),
+        Add => f("t_add"),
+        Sub => f("t_sub"),
+        Mul => f("t_mul"),
+        Div => f("t_div"),
+        Rem => f("t_rem"),
+        Min => f("t_mini"),
+        Max => f("t_maxi"),
+        // C's float comparisons are ordered (false on NaN) except `!=`, as the IR specifies.
+        Eq => infix("=="),
+        Ne => infix("!="),
+        Lt => infix("<"),
+        Le => infix("<="),
+        Gt => infix(">"),
+        Ge => infix(">="),
+        And => infix("&"),
+        Or => infix("|"),
+        Xor => infix("^"),
+        Shl => f("t_shl"),
+        Shr => f("t_shr"),
+    }
+}
+
+fn cast(from: ElemType, to: ElemType, x: &str) -> String {
+    match (from, to) {
+        _ if from == to => x.to_string(),
+        (ElemType::I64, ElemType::F64) | (ElemType::Bool, ElemType::F64) => {
+            format!("((double){x})")
+        }
+        (ElemType::F64, ElemType::I64) => format!("t_f2i({x})"),
+        (ElemType::Bool, _) => format!("((int64_t){x})"),
+        (ElemType::I64, ElemType::Bool) => format!("({x} != 0)"),
+        (_, ElemType::Bool) => format!("({x} != 0.0)"),
+        (f, t) => unreachable!("checked IR has no cast from {f} to {t}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constants_read_back_exactly() {
+        assert_eq!(c_const(Scalar::I64(i64::MIN)), "INT64_MIN");
+        assert_eq!(c_const(Scalar::I64(-5)), "INT64_C(-5)");
+        assert_eq!(c_const(Scalar::F64(-0.0)), "(-0.0)");
+        assert_eq!(c_const(Scalar::F64(1e300)), "(1e300)");
+        assert!(c_const(Scalar::F64(f64::NAN)).starts_with("t_bits(UINT64_C(0x7ff8"));
+        assert_eq!(
+            c_const(Scalar::F64(f64::NEG_INFINITY)),
+            "t_bits(UINT64_C(0xfff0000000000000))"
+        );
+    }
+
+    #[test]
+    fn loop_offsets_are_recognised() {
+        use crate::ir::build as b;
+        let i = VarId(3);
+        assert_eq!(loop_offset(&b::var(i)), Some((i, 0)));
+        assert_eq!(
+            loop_offset(&Expr::Binary(
+                BinOp::Sub,
+                Box::new(b::var(i)),
+                Box::new(b::int(2))
+            )),
+            Some((i, -2))
+        );
+        assert_eq!(
+            loop_offset(&Expr::Binary(
+                BinOp::Add,
+                Box::new(b::var(i)),
+                Box::new(b::int(1 << 40))
+            )),
+            None
+        );
+    }
+}

@@ -1,0 +1,104 @@
+//! The C backend against the interpreter on random expressions. The shared cross-checks in
+//! `backend::tests` also run every hand-written kernel on it; here many random expressions
+//! share one kernel, because each kernel costs a compiler run.
+
+use crate::backend::tests::{arb_expr, c_backend, kernel, same_buffers};
+use crate::backend::{Backend, CBackend, Interpreter};
+use crate::ir::build as b;
+use crate::ir::{BufId, Expr, Stmt, VarId};
+use crate::runtime::Buffer;
+use crate::types::{ElemType, Scalar};
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+const PER_KERNEL: usize = 120;
+
+#[test]
+fn c_and_interpreter_agree_on_random_expressions() {
+    let Some(cb) = c_backend() else { return };
+    let types = [ElemType::Bool, ElemType::I64, ElemType::F64];
+    for batch in 0..3u8 {
+        let mut runner = TestRunner::new_with_rng(
+            Config::default(),
+            TestRng::from_seed(RngAlgorithm::ChaCha, &[batch; 32]),
+        );
+        let consts = [
+            [
+                Scalar::I64(i64::MIN),
+                Scalar::I64(-1),
+                Scalar::F64(f64::NAN),
+                Scalar::F64(-0.0),
+                Scalar::Bool(true),
+            ],
+            [
+                Scalar::I64(7),
+                Scalar::I64(0),
+                Scalar::F64(1e300),
+                Scalar::F64(-2.5),
+                Scalar::Bool(false),
+            ],
+            [
+                Scalar::I64(i64::MAX),
+                Scalar::I64(-3),
+                Scalar::F64(f64::NEG_INFINITY),
+                Scalar::F64(0.75),
+                Scalar::Bool(true),
+            ],
+        ][batch as usize];
+        let mut body: Vec<Stmt> = consts
+            .iter()
+            .enumerate()
+            .map(|(k, c)| b::assign(VarId(k as u32), Expr::Const(*c)))
+            .collect();
+        for slot in 0..PER_KERNEL {
+            let t = slot % 3;
+            let e = arb_expr(types[t], 3)
+                .new_tree(&mut runner)
+                .unwrap()
+                .current();
+            body.push(b::store(BufId(t as u32), b::int((slot / 3) as i64), e));
+        }
+        let k = kernel(
+            &[
+                ("bools", ElemType::Bool, false),
+                ("ints", ElemType::I64, false),
+                ("floats", ElemType::F64, false),
+            ],
+            &[
+                ("a", ElemType::I64),
+                ("b", ElemType::I64),
+                ("x", ElemType::F64),
+                ("y", ElemType::F64),
+                ("p", ElemType::Bool),
+            ],
+            body,
+        );
+        k.check().unwrap();
+        let n = PER_KERNEL / 3;
+        let bufs: Vec<Buffer> = types
+            .iter()
+            .map(|&t| Buffer::filled(t, n, Scalar::zero(t)))
+            .collect();
+        let mut want = bufs.clone();
+        Interpreter::new()
+            .compile(&k)
+            .unwrap()
+            .run(&mut want)
+            .unwrap();
+        let mut got = bufs;
+        cb.compile(&k).unwrap().run(&mut got).unwrap();
+        if !same_buffers(&want, &got) {
+            for (t, (w, g)) in want.iter().zip(&got).enumerate() {
+                for s in 0..n {
+                    assert!(
+                        w.get(s) == g.get(s) || (w.get(s).is_nan() && g.get(s).is_nan()),
+                        "slot {s} of buffer {t}: interpreter {:?}, C {:?}\n{k}\n{}",
+                        w.get(s),
+                        g.get(s),
+                        CBackend::source(&k)
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,476 @@
+//! The C backend (`--backend c`) against the JIT and the evaluator: the example kernels give
+//! the same tensors, corrupt inputs and failing checks give the same error text, compiled
+//! objects are reused from the disk cache, and a missing or failing compiler is a typed error.
+//! Every test skips with a message when no C compiler is installed.
+
+mod common;
+
+use common::random::scattered;
+use common::{fmt, parse, run_eval, run_jit};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use tessera::Error;
+use tessera::backend::{Backend, CBackend};
+use tessera::notation::parse::parse_program;
+use tessera::run::Runner;
+use tessera::runtime::Buffer;
+use tessera::tensor::Tensor;
+
+const SPMV: &str = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
+const EROSION: &str = include_str!("../examples/erosion.tess");
+const MASKED_HISTOGRAM: &str = include_str!("../examples/masked_histogram.tess");
+const HISTOGRAM: &str = "h .= 0\nfor i = _\n  h[I[i]] += 1\nend\n";
+
+/// A fresh, empty folder for one test's cache.
+fn fresh_dir(test: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tessera-c-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A runner on the C backend caching in the shared test cache, or `None` (with a message)
+/// without a C compiler.
+fn c_runner(test: &str) -> Option<Runner> {
+    let c = CBackend::new().with_cache_dir(std::env::temp_dir().join("tessera-test-cache"));
+    if c.compiler_available() {
+        Some(Runner::new(Box::new(c)))
+    } else {
+        eprintln!("{test}: no C compiler (cc or $CC), skipped");
+        None
+    }
+}
+
+fn run_on(
+    runner: &Runner,
+    text: &str,
+    tensors: &mut BTreeMap<String, Tensor>,
+) -> tessera::Result<()> {
+    let k = runner.compile(&parse(text), &common::formats_of(tensors))?;
+    runner.execute(&k, tensors)
+}
+
+fn tensors(list: Vec<(&str, Tensor)>) -> BTreeMap<String, Tensor> {
+    list.into_iter().map(|(n, t)| (n.to_string(), t)).collect()
+}
+
+fn empty(format: &str, shape: &[usize]) -> Tensor {
+    Tensor::empty(&fmt(format), shape).unwrap()
+}
+
+/// Run `text` on C and the JIT; both must succeed with the evaluator's values and the same
+/// storage.
+fn agree_three_ways(c: &Runner, text: &str, ts: BTreeMap<String, Tensor>) {
+    let want = run_eval(&parse(text), &ts).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let mut on_jit = ts.clone();
+    run_jit(&parse(text), &mut on_jit).unwrap_or_else(|e| panic!("JIT: {e}\n{text}"));
+    let mut on_c = ts;
+    run_on(c, text, &mut on_c).unwrap_or_else(|e| panic!("C: {e}\n{text}"));
+    for (n, t) in &on_c {
+        assert_eq!(
+            t.to_dense(),
+            want[n],
+            "`{n}` differs from the evaluator\n{text}"
+        );
+        assert_eq!(
+            t.levels, on_jit[n].levels,
+            "`{n}` storage differs from the JIT\n{text}"
+        );
+    }
+}
+
+#[test]
+fn spmv_over_formats_agrees() {
+    let Some(c) = c_runner("spmv_over_formats_agrees") else {
+        return;
+    };
+    for (k, f) in [
+        "Dense(SparseList(Element(0.0)))",
+        "Dense(Dense(Element(0.0)))",
+        "SparseList(SparseList(Element(0.0)))",
+        "Dense(SparseBand(Element(0.0)))",
+        "Dense(SparseBlockList(Element(0.0)))",
+        "Dense(RunList(Element(0.0)))",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let a = scattered(&fmt(f), &[9, 7], 0.4, k as u64);
+        let x = scattered(&fmt("Dense(Element(0.0))"), &[7], 0.8, 99);
+        let y = empty("Dense(Element(0.0))", &[9]);
+        agree_three_ways(&c, SPMV, tensors(vec![("A", a), ("x", x), ("y", y)]));
+    }
+}
+
+#[test]
+fn image_examples_agree() {
+    let Some(c) = c_runner("image_examples_agree") else {
+        return;
+    };
+    let (h, w) = (13, 21);
+    // A blob with holes: erosion removes its rim and the pixels next to holes.
+    let pixels: Vec<bool> = (0..h * w)
+        .map(|p| {
+            let (y, x) = ((p / w) as i64, (p % w) as i64);
+            (y - 6).pow(2) + (x - 10).pow(2) < 40 && (x * 7 + y * 3) % 11 != 0
+        })
+        .collect();
+    for (f, tmp) in [
+        ("Dense(Dense(Element(false)))", "Dense(Element(false))"),
+        ("Dense(SparseRunList(Pattern()))", "Dense(Element(false))"),
+        (
+            "Dense(RunList(Element(false)))",
+            "RunList(Element(false), merge=false)",
+        ),
+    ] {
+        let img = Tensor::from_dense(&fmt(f), &[h, w], &Buffer::Bool(pixels.clone())).unwrap();
+        agree_three_ways(
+            &c,
+            EROSION,
+            tensors(vec![
+                ("input", img),
+                ("output", empty(f, &[h, w])),
+                ("tmp", empty(tmp, &[w])),
+            ]),
+        );
+    }
+    let gray: Vec<u8> = (0..h * w).map(|p| (p * 37 % 256) as u8).collect();
+    let img = Tensor::from_dense(
+        &fmt("Dense(Dense(Element(0x00)))"),
+        &[h, w],
+        &Buffer::U8(gray),
+    )
+    .unwrap();
+    let mask = Tensor::from_dense(
+        &fmt("Dense(SparseRunList(Pattern()))"),
+        &[h, w],
+        &Buffer::Bool(pixels),
+    )
+    .unwrap();
+    agree_three_ways(
+        &c,
+        MASKED_HISTOGRAM,
+        tensors(vec![
+            ("img", img),
+            ("mask", mask),
+            ("bins", empty("Dense(Element(0))", &[16])),
+        ]),
+    );
+}
+
+#[test]
+fn spgemm_through_einsum_agrees() {
+    let Some(c) = c_runner("spgemm_through_einsum_agrees") else {
+        return;
+    };
+    let csr = fmt("Dense(SparseList(Element(0.0)))");
+    let a = scattered(&csr, &[8, 6], 0.3, 1);
+    let b = scattered(&csr, &[6, 9], 0.3, 2);
+    let spec = "C[i, j] += A[i, k] * B[k, j]";
+    let on_c = tessera::api::einsum_with(&c, spec, &[("A", &a), ("B", &b)], Some(&csr)).unwrap();
+    let on_jit =
+        tessera::api::einsum_with(&Runner::jit(), spec, &[("A", &a), ("B", &b)], Some(&csr))
+            .unwrap();
+    assert_eq!(on_c.levels, on_jit.levels);
+    assert!(on_c.countstored() > 0, "the product should not be empty");
+}
+
+/// The error of running `text` on C and on the JIT (both must fail, with the same message).
+fn same_error(c: &Runner, text: &str, ts: &BTreeMap<String, Tensor>) -> String {
+    let mut on_jit = ts.clone();
+    let e_jit = run_jit(&parse(text), &mut on_jit).expect_err("the JIT should fail");
+    let mut on_c = ts.clone();
+    let e_c = run_on(c, text, &mut on_c).expect_err("C should fail");
+    assert_eq!(e_c.to_string(), e_jit.to_string());
+    e_c.to_string()
+}
+
+#[test]
+fn corrupt_input_gives_the_jit_error() {
+    let Some(c) = c_runner("corrupt_input_gives_the_jit_error") else {
+        return;
+    };
+    let a = scattered(&fmt("Dense(SparseList(Element(0.0)))"), &[5, 4], 0.6, 3);
+    let x = scattered(&fmt("Dense(Element(0.0))"), &[4], 1.0, 4);
+    let (ptr, idx) = (
+        a.levels[1][0].as_i64().unwrap().to_vec(),
+        a.levels[1][1].as_i64().unwrap().to_vec(),
+    );
+    assert!(idx.len() > 1);
+    let corrupt = |level: usize, k: usize, v: i64| {
+        let mut t = a.clone();
+        let mut arr = [&ptr, &idx][level].clone();
+        arr[k] = v;
+        t.levels[1][level] = Buffer::I64(arr);
+        tensors(vec![
+            ("A", t),
+            ("x", x.clone()),
+            ("y", empty("Dense(Element(0.0))", &[5])),
+        ])
+    };
+    for ts in [
+        // The last row ends far past the column indices.
+        corrupt(0, ptr.len() - 1, idx.len() as i64 + 50),
+        // A row starts before the first entry.
+        corrupt(0, 1, -7),
+        // A middle row that ends past the column indices.
+        corrupt(0, 2, idx.len() as i64 + 3),
+    ] {
+        let msg = same_error(&c, SPMV, &ts);
+        assert!(msg.contains("out of bounds"), "{msg}");
+    }
+}
+
+#[test]
+fn failing_check_reports_its_detail_like_the_jit() {
+    let Some(c) = c_runner("failing_check_reports_its_detail_like_the_jit") else {
+        return;
+    };
+    for out in ["Dense(Element(0))", "SparseByteMap(Element(0))"] {
+        for bad in [-1i64, 7] {
+            let i = Tensor::from_dense(
+                &fmt("Dense(Element(0))"),
+                &[3],
+                &Buffer::I64(vec![1, bad, 2]),
+            )
+            .unwrap();
+            let ts = tensors(vec![("I", i), ("h", empty(out, &[5]))]);
+            let msg = same_error(&c, HISTOGRAM, &ts);
+            assert!(
+                msg.contains("`h`") && msg.contains(&bad.to_string()),
+                "{out}: {msg}"
+            );
+        }
+    }
+}
+
+/// A kernel no other test compiles (so its object is certainly not cached yet).
+fn unique_kernel(tag: u64) -> tessera::ir::Kernel {
+    let p = parse_program(&format!("y .= 0\nfor i = _\n  y[i] += x[i] * {tag}\nend\n")).unwrap();
+    let ts = tensors(vec![
+        ("x", empty("Dense(Element(0.0))", &[3])),
+        ("y", empty("Dense(Element(0.0))", &[3])),
+    ]);
+    Runner::lower(&p, &common::formats_of(&ts)).unwrap().0
+}
+
+#[test]
+fn objects_are_cached_on_disk_by_hash() {
+    let dir = fresh_dir("cache");
+    let c = CBackend::new().with_cache_dir(&dir);
+    if !c.compiler_available() {
+        eprintln!("objects_are_cached_on_disk_by_hash: no C compiler, skipped");
+        return;
+    }
+    let objects = || -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "so"))
+            .collect();
+        v.sort();
+        v
+    };
+    let k = unique_kernel(std::process::id() as u64);
+    c.compile(&k).unwrap();
+    let first = objects();
+    assert_eq!(first.len(), 1, "one object per kernel: {first:?}");
+    assert!(
+        dir.join(first[0].with_extension("c").file_name().unwrap())
+            .is_file()
+    );
+    let stamp = std::fs::metadata(&first[0]).unwrap().modified().unwrap();
+    // A second backend on the same folder reuses the object instead of compiling again.
+    CBackend::new().with_cache_dir(&dir).compile(&k).unwrap();
+    assert_eq!(objects(), first);
+    assert_eq!(
+        std::fs::metadata(&first[0]).unwrap().modified().unwrap(),
+        stamp
+    );
+    // Another kernel is another object.
+    c.compile(&unique_kernel(std::process::id() as u64 + 1))
+        .unwrap();
+    assert_eq!(objects().len(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A new process finds the object in the cache and does not run the compiler: a logging
+/// wrapper as `$CC` counts the compiler runs of two `tessera run --backend c` processes.
+#[test]
+fn a_new_process_reuses_the_cached_object() {
+    if !CBackend::new().compiler_available() {
+        eprintln!("a_new_process_reuses_the_cached_object: no C compiler, skipped");
+        return;
+    }
+    let dir = fresh_dir("process");
+    let log = dir.join("cc.log");
+    let wrapper = dir.join("logging-cc");
+    let real = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho run >> '{}'\nexec {real} \"$@\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&wrapper)
+        .status()
+        .unwrap();
+    let x = dir.join("x.npy");
+    write_npy(&x, &[1.0, 2.0, 3.0]);
+    let run = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(["run", "s .= 0\nfor i = _\n  s[] += x[i] * x[i]\nend\n"])
+            .arg("--in")
+            .arg(format!("x={}", x.display()))
+            .args(["--out", "s", "--backend", "c", "--time"])
+            .env("TESSERA_CACHE_DIR", dir.join("cache"))
+            .env("CC", &wrapper)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let first = run();
+    assert!(first.starts_with("s = 14"), "{first}");
+    assert!(first.contains("compile_ms="), "{first}");
+    let second = run();
+    assert_eq!(second.lines().next(), first.lines().next());
+    let runs = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    assert_eq!(runs, 1, "the compiler ran {runs} times for one kernel");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A 1-d f64 `.npy` file.
+fn write_npy(path: &std::path::Path, values: &[f64]) {
+    let header = format!(
+        "{{'descr': '<f8', 'fortran_order': False, 'shape': ({},), }}",
+        values.len()
+    );
+    let pad = 64 - (10 + header.len() + 1) % 64;
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    npy.extend_from_slice(&((header.len() + pad + 1) as u16).to_le_bytes());
+    npy.extend_from_slice(header.as_bytes());
+    npy.extend(std::iter::repeat_n(b' ', pad));
+    npy.push(b'\n');
+    for v in values {
+        npy.extend_from_slice(&v.to_le_bytes());
+    }
+    std::fs::write(path, npy).unwrap();
+}
+
+#[test]
+fn a_missing_compiler_is_a_backend_error_naming_it() {
+    let dir = fresh_dir("missing");
+    let k = unique_kernel(7);
+    let err = CBackend::with_compiler("/nonexistent/cc")
+        .with_cache_dir(&dir)
+        .compile(&k)
+        .err()
+        .expect("compiling without a compiler must fail");
+    match &err {
+        Error::Backend(msg) => assert!(msg.contains("/nonexistent/cc"), "{msg}"),
+        e => panic!("expected a backend error, got {e:?}"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_failing_compiler_shows_its_stderr() {
+    if !CBackend::new().compiler_available() {
+        eprintln!("a_failing_compiler_shows_its_stderr: no C compiler, skipped");
+        return;
+    }
+    let dir = fresh_dir("failing");
+    let err = CBackend::with_compiler("cc -include /nonexistent/tessera-missing.h")
+        .with_cache_dir(&dir)
+        .compile(&unique_kernel(8))
+        .err()
+        .expect("the compile must fail");
+    match &err {
+        Error::Backend(msg) => {
+            assert!(msg.contains("cc -include"), "{msg}");
+            assert!(msg.contains("tessera-missing.h"), "{msg}");
+        }
+        e => panic!("expected a backend error, got {e:?}"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn code_prints_the_c_source() {
+    let dir = fresh_dir("code");
+    let a = dir.join("a.mtx");
+    std::fs::write(
+        &a,
+        "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.5\n2 1 2.0\n",
+    )
+    .unwrap();
+    let x = dir.join("x.npy");
+    write_npy(&x, &[1.0, 2.0]);
+    let code = |backend: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(["code", SPMV, "--out", "y", "--backend", backend])
+            .arg("--in")
+            .arg(format!("A={}@csr", a.display()))
+            .arg("--in")
+            .arg(format!("x={}", x.display()))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let c = code("c");
+    assert!(c.contains("int64_t tessera_kernel("), "{c}");
+    assert!(
+        c.contains("A_idx"),
+        "buffers keep their names in comments: {c}"
+    );
+    assert!(
+        !code("jit").contains("tessera_kernel"),
+        "the IR printer stays the default"
+    );
+    if !CBackend::new().compiler_available() {
+        eprintln!("code_prints_the_c_source: no C compiler, einsum --backend c skipped");
+        return;
+    }
+    let einsum = |backend: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args([
+                "einsum",
+                "C[i, j] += A[i, k] * A[k, j]",
+                "--backend",
+                backend,
+            ])
+            .arg("--in")
+            .arg(format!("A={}@csr", a.display()))
+            .env("TESSERA_CACHE_DIR", dir.join("cache"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let on_c = einsum("c");
+    assert!(on_c.contains("stored 2"), "{on_c}");
+    assert_eq!(on_c, einsum("jit"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
