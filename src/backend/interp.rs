@@ -96,9 +96,14 @@ impl Machine<'_> {
             } => {
                 let start = self.expr(start)?.as_i64();
                 let stop = self.expr(stop)?.as_i64();
+                // As the native backends: the variable holds every value tested, so a loop
+                // that ends normally leaves it at the first value not below `stop`.
                 let mut i = start;
-                while i < stop {
+                loop {
                     self.vars[var.0 as usize] = Scalar::I64(i);
+                    if i >= stop {
+                        break;
+                    }
                     if let Flow::Break = self.stmts(body)? {
                         break;
                     }

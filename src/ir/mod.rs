@@ -147,6 +147,8 @@ pub enum Stmt {
         otherwise: Vec<Stmt>,
     },
     /// `for var = start; var < stop; var += 1` — `stop` is evaluated once, before the loop.
+    /// Afterwards `var` holds the first value not below `stop` (`start` if the loop never
+    /// ran), or its value at a `break`.
     For {
         var: VarId,
         start: Expr,
