@@ -398,6 +398,7 @@ impl Level for SparseCOO {
                 tail: Box::new(Target::Fiber(tail)),
             },
             next,
+            positions_end: None,
         };
         Ok(super::shared::chunks_then_fill(
             preamble,

@@ -411,6 +411,7 @@ impl Level for SparseDict {
                 tail: Box::new(Target::Fiber(f.child(b::load(val, b::var(q))))),
             },
             next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
+            positions_end: Some(b::var(q_stop)),
         };
         Ok(super::shared::chunks_then_fill(
             preamble,

@@ -240,6 +240,7 @@ impl Level for SparseList {
                 tail: Box::new(Target::Fiber(f.child(b::var(q)))),
             },
             next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
+            positions_end: Some(b::var(q_stop)),
         };
         Ok(super::shared::chunks_then_fill(
             preamble,

@@ -112,6 +112,10 @@ pub struct Stepper {
     pub chunk: Looplet,
     /// Advance to the next chunk.
     pub next: Vec<Stmt>,
+    /// When the chunks are the positions of a variable that `next` advances by one (a sparse
+    /// list's entries), the position after the last one: the engine may then walk the
+    /// positions with a counted loop.
+    pub positions_end: Option<Expr>,
 }
 
 pub struct Jumper {

@@ -827,6 +827,20 @@ impl Engine {
             vec![Stmt::Break],
         ));
         inner.extend(chunk);
+        // Positions advanced one by one become a counted loop over them (which backends can
+        // free of per-access bounds checks); the extent's end is then the `break` above.
+        if let (Some(end), [Stmt::Assign(q, step)]) = (&s.positions_end, s.next.as_slice())
+            && *step == b::add(b::var(*q), b::int(1))
+        {
+            let next = b::add(b::var(e), b::int(1));
+            inner.extend(self.short_circuit_exit(index, next, &ext.stop, unspecialised)?);
+            return Ok(Some(vec![Stmt::For {
+                var: *q,
+                start: b::var(*q),
+                stop: end.clone(),
+                body: inner,
+            }]));
+        }
         inner.extend(s.next.clone());
         inner.push(b::assign(i, b::add(b::var(e), b::int(1))));
         inner.extend(self.short_circuit_exit(index, b::var(i), &ext.stop, unspecialised)?);

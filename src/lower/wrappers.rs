@@ -139,6 +139,7 @@ pub fn shift(l: &Looplet, c: &Expr) -> Looplet {
                 stop: back(&s.stop),
                 chunk: shift(&s.chunk, &c),
                 next: s.next.clone(),
+                positions_end: s.positions_end.clone(),
             }))
         }
         Looplet::Jumper(j) => {
