@@ -271,3 +271,24 @@ fn run_length_erosion_passes_stay_small() {
     let lines = c.lines().count();
     assert!(lines < 1500, "{lines} lines");
 }
+
+#[test]
+fn pattern_spmv_skips_the_fill_like_csr() {
+    // `Pattern()`'s fill is `false`, a zero of `*`: the fill regions between stored entries
+    // must vanish as they do for `Element(0.0)`, or SpMV walks all m x n coordinates.
+    let c = code(
+        "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend",
+        &[
+            ("A", "Dense(SparseList(Pattern()))"),
+            ("x", "Dense(Element(0.0))"),
+            ("y", "Dense(Element(0.0))"),
+        ],
+    );
+    let (fors, whiles) = count_loops(&c);
+    assert_eq!(
+        fors + whiles,
+        2,
+        "one loop over rows, one over stored entries:\n{c}"
+    );
+    assert!(!c.contains("0.0 *"), "no products with the fill:\n{c}");
+}

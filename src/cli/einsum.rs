@@ -2,7 +2,7 @@
 //! the library's einsum on files, with `run`'s input loading, atomic output writing and
 //! `--time` line.
 
-use super::{parse_out, runner_for, split_format, split_name, time_line};
+use super::{parse_out, split_format, split_name, time_line};
 use crate::api::{formats_of, plan::plan, prepare};
 use crate::error::{Error, Result};
 use crate::levels::Format;
@@ -34,6 +34,12 @@ pub struct EinsumArgs {
     /// `jit` (Cranelift, default) or `c` (C via the system compiler, cached on disk)
     #[arg(long, default_value = "jit")]
     pub backend: String,
+    /// Untimed runs before the timed ones
+    #[arg(long, default_value_t = 0)]
+    pub warmup: usize,
+    /// Print only `tessera bench`'s JSON line (compile_ms, median_ms, min_ms, ...)
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn einsum(a: &EinsumArgs) -> Result<String> {
@@ -90,9 +96,12 @@ pub fn einsum(a: &EinsumArgs) -> Result<String> {
     let mut tensors = prepare(&plan, &borrowed)?;
     drop(borrowed);
     drop(inputs);
-    let runner = runner_for(&a.backend)?;
+    let runner = super::compiling_runner(&a.backend)?;
     let compiled = runner.compile(&plan.program, &formats_of(&tensors))?;
     let compile_ms = *runner.last_compile_ms.borrow();
+    for _ in 0..a.warmup {
+        runner.execute(&compiled, &mut tensors)?;
+    }
     let mut times = vec![];
     for _ in 0..a.repeat.max(1) {
         let t0 = Instant::now();
@@ -116,6 +125,9 @@ pub fn einsum(a: &EinsumArgs) -> Result<String> {
                 result.format
             );
         }
+    }
+    if a.json {
+        return Ok(super::bench::json_line(compile_ms, &times, a.warmup, &a.backend) + "\n");
     }
     if a.time {
         text.push_str(&time_line(compile_ms, &times));

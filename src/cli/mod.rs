@@ -1,5 +1,6 @@
 //! The `tessera` command line: `run`, `code`, `einsum`, `convert`, `info`, `demo`.
 
+mod bench;
 mod demo;
 mod einsum;
 mod eval;
@@ -32,6 +33,8 @@ pub enum Command {
     Run(RunArgs),
     /// Print the generated loop IR for the given formats.
     Code(RunArgs),
+    /// Compile once, then time warm-up and measured kernel runs (`--json`: one JSON line).
+    Bench(bench::BenchArgs),
     /// Evaluate one index-notation statement, `OUT[i, j] += A[i, k] * B[k, j]`.
     Einsum(einsum::EinsumArgs),
     /// Convert a tensor file, optionally into another storage format.
@@ -86,6 +89,7 @@ pub fn run_cli(cli: Cli) -> Result<String> {
     match cli.command {
         Command::Run(a) => run(&a, false),
         Command::Code(a) => run(&a, true),
+        Command::Bench(a) => bench::bench(&a),
         Command::Einsum(a) => einsum::einsum(&a),
         Command::Convert { input, output } => convert(&input, &output),
         Command::Info { path, storage } => info(&path, storage),
@@ -241,11 +245,119 @@ fn declared_anywhere(p: &Program) -> HashSet<String> {
     out
 }
 
+/// A program ready to compile: the outputs' declarations added, every tensor loaded or
+/// created, shared by `run` and `bench`.
+struct Prepared {
+    program: Program,
+    origin: String,
+    tensors: BTreeMap<String, Tensor>,
+    outs: BTreeMap<String, OutSpec>,
+    formats: BTreeMap<String, Format>,
+}
+
+/// The tensor flags `run` and `bench` share.
+struct TensorFlags<'a> {
+    program: &'a str,
+    inputs: &'a [String],
+    scalars: &'a [String],
+    outputs: &'a [String],
+    shapes: &'a [String],
+}
+
+impl<'a> From<&'a RunArgs> for TensorFlags<'a> {
+    fn from(a: &'a RunArgs) -> Self {
+        TensorFlags {
+            program: &a.program,
+            inputs: &a.inputs,
+            scalars: &a.scalars,
+            outputs: &a.outputs,
+            shapes: &a.shapes,
+        }
+    }
+}
+
+/// The runner of a compiling backend named on the command line (`eval` is not one: it
+/// interprets the program and is handled by `run` alone).
+fn compiling_runner(backend: &str) -> Result<Runner> {
+    match backend {
+        "jit" => Ok(Runner::jit()),
+        "c" => Ok(Runner::new(Box::new(crate::backend::CBackend::new()))),
+        other => Err(Error::Usage(format!(
+            "unknown backend `{other}` (jit, c or eval)"
+        ))),
+    }
+}
+
 fn run(a: &RunArgs, code_only: bool) -> Result<String> {
-    let (mut program, origin) = load_program(&a.program)?;
+    let Prepared {
+        program,
+        origin,
+        mut tensors,
+        outs,
+        formats: all_formats,
+    } = prepare(&TensorFlags::from(a))?;
+    if code_only {
+        let (mut k, _, _) =
+            Runner::lower(&program, &all_formats).map_err(|e| with_origin(e, &origin))?;
+        // Show what the backend compiles.
+        crate::ir::promote::promote_scalars(&mut k);
+        return Ok(match a.backend.as_str() {
+            "c" => crate::backend::CBackend::source(&k),
+            _ => k.to_string(),
+        });
+    }
+    let mut times = vec![];
+    let mut compile_ms = 0.0;
+    if a.backend == "eval" {
+        for _ in 0..a.repeat.max(1) {
+            let t0 = Instant::now();
+            eval::run_eval(&program, &mut tensors).map_err(|e| with_origin(e, &origin))?;
+            times.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+    } else {
+        let runner = compiling_runner(&a.backend)?;
+        let c = runner
+            .compile(&program, &all_formats)
+            .map_err(|e| with_origin(e, &origin))?;
+        compile_ms = *runner.last_compile_ms.borrow();
+        for _ in 0..a.repeat.max(1) {
+            let t0 = Instant::now();
+            runner.execute(&c, &mut tensors)?;
+            times.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    let mut out = write_outputs(&outs, &tensors)?;
+    if a.time {
+        out.push_str(&time_line(compile_ms, &times));
+    }
+    Ok(out)
+}
+
+/// Write every `--out` file (each atomically), only after everything succeeded; 0-d outputs
+/// without a path are returned as `name = value` lines.
+fn write_outputs(
+    outs: &BTreeMap<String, OutSpec>,
+    tensors: &BTreeMap<String, Tensor>,
+) -> Result<String> {
+    let mut out = String::new();
+    for (n, o) in outs {
+        let t = &tensors[n];
+        match &o.path {
+            Some(p) => crate::tensor::files::write_tensor(p, t)?,
+            None if t.rank() == 0 => {
+                let _ = writeln!(out, "{n} = {}", t.get(&[])?);
+            }
+            None => {}
+        }
+    }
+    Ok(out)
+}
+
+fn prepare(a: &TensorFlags) -> Result<Prepared> {
+    let (mut program, origin) = load_program(a.program)?;
     let ranks = ranks(&program);
     let mut tensors: BTreeMap<String, Tensor> = BTreeMap::new();
-    for spec in &a.inputs {
+    for spec in a.inputs {
         let (name, rest) = split_name(spec, "--in")?;
         let (path, fmt) = split_format(rest);
         tensors.insert(
@@ -253,19 +365,19 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
             crate::tensor::files::load_tensor(path, fmt)?,
         );
     }
-    for spec in &a.scalars {
+    for spec in a.scalars {
         let (name, v) = split_name(spec, "--scalar")?;
         let v = parse_scalar(name, v)?;
         let f = Format::new(vec![crate::levels::LevelKind::Element(v)])?;
         tensors.insert(name.to_string(), Tensor::empty(&f, &[])?);
     }
     let mut outs: BTreeMap<String, OutSpec> = BTreeMap::new();
-    for spec in &a.outputs {
+    for spec in a.outputs {
         let (name, o) = parse_out(spec)?;
         outs.insert(name, o);
     }
     let mut given_shapes: HashMap<String, Vec<usize>> = HashMap::new();
-    for spec in &a.shapes {
+    for spec in a.shapes {
         let (name, s) = split_name(spec, "--shape")?;
         given_shapes.insert(name.to_string(), parse_shape(s)?);
     }
@@ -341,75 +453,17 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
     for (n, t) in &tensors {
         t.validate(n)?;
     }
-    let all_formats: BTreeMap<String, Format> = tensors
+    let formats: BTreeMap<String, Format> = tensors
         .iter()
         .map(|(n, t)| (n.clone(), t.format.clone()))
         .collect();
-    if code_only {
-        let (mut k, _, _) =
-            Runner::lower(&program, &all_formats).map_err(|e| with_origin(e, &origin))?;
-        // Show what the backend compiles.
-        crate::ir::promote::promote_scalars(&mut k);
-        return Ok(match a.backend.as_str() {
-            "c" => crate::backend::CBackend::source(&k),
-            _ => k.to_string(),
-        });
-    }
-    let mut times = vec![];
-    let mut compile_ms = 0.0;
-    match a.backend.as_str() {
-        "jit" | "c" => {
-            let runner = runner_for(&a.backend)?;
-            let c = runner
-                .compile(&program, &all_formats)
-                .map_err(|e| with_origin(e, &origin))?;
-            compile_ms = *runner.last_compile_ms.borrow();
-            for _ in 0..a.repeat.max(1) {
-                let t0 = Instant::now();
-                runner.execute(&c, &mut tensors)?;
-                times.push(t0.elapsed().as_secs_f64() * 1e3);
-            }
-        }
-        "eval" => {
-            for _ in 0..a.repeat.max(1) {
-                let t0 = Instant::now();
-                eval::run_eval(&program, &mut tensors).map_err(|e| with_origin(e, &origin))?;
-                times.push(t0.elapsed().as_secs_f64() * 1e3);
-            }
-        }
-        other => {
-            return Err(Error::Usage(format!(
-                "unknown backend `{other}` (jit, c or eval)"
-            )));
-        }
-    }
-    let mut out = String::new();
-    // Write every file only after everything succeeded; each write is atomic.
-    for (n, o) in &outs {
-        let t = &tensors[n];
-        match &o.path {
-            Some(p) => crate::tensor::files::write_tensor(p, t)?,
-            None if t.rank() == 0 => {
-                let _ = writeln!(out, "{n} = {}", t.get(&[])?);
-            }
-            None => {}
-        }
-    }
-    if a.time {
-        out.push_str(&time_line(compile_ms, &times));
-    }
-    Ok(out)
-}
-
-/// A runner on a compiling backend named on the command line (`jit` or `c`).
-fn runner_for(backend: &str) -> Result<Runner> {
-    match backend {
-        "jit" => Ok(Runner::jit()),
-        "c" => Ok(Runner::new(Box::new(crate::backend::CBackend::new()))),
-        other => Err(Error::Usage(format!(
-            "unknown backend `{other}` (jit or c)"
-        ))),
-    }
+    Ok(Prepared {
+        program,
+        origin,
+        tensors,
+        outs,
+        formats,
+    })
 }
 
 /// The `time:` line of `run` and `einsum`: kernel compile time (0 on a cache hit) and the

@@ -112,9 +112,12 @@ fn simplify_binary(op: BinaryOp, x: &LExpr, y: &LExpr) -> Option<LExpr> {
     let keep = |e: &LExpr, c: Class| (c == result).then(|| e.clone());
     match op {
         BinaryOp::Mul => {
-            if lit(x).is_some_and(|v| algebra::is_zero(&v))
-                || lit(y).is_some_and(|v| algebra::is_zero(&v))
-            {
+            // A `Pattern()` fill is `false`, which multiplies as 0 (Finch's strong zero):
+            // without this, SpMV over a pattern matrix walked every fill coordinate.
+            let zero = |e: &LExpr| {
+                lit(e).is_some_and(|v| algebra::is_zero(&v) || v == Scalar::Bool(false))
+            };
+            if zero(x) || zero(y) {
                 return zero_of(result);
             }
             if lit(x).is_some_and(|v| algebra::is_one(&v)) {

@@ -1,0 +1,119 @@
+//! `tessera bench PROGRAM --in ... --out ... [--warmup W] [--repeat N] [--backend jit|c] [--json]`:
+//! compile once, run W untimed warm-up runs, then time N kernel runs (kernel only, as
+//! `run --time`); the benchmark scripts read the one-line JSON report.
+
+use super::{
+    Prepared, TensorFlags, compiling_runner, prepare, time_line, with_origin, write_outputs,
+};
+use crate::error::{Error, Result};
+use clap::Args;
+use std::time::Instant;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Program file (or program text)
+    pub program: String,
+    /// Input tensor: NAME=PATH[@FORMAT]
+    #[arg(long = "in", value_name = "NAME=PATH[@FORMAT]")]
+    pub inputs: Vec<String>,
+    /// 0-d input: NAME=VALUE
+    #[arg(long = "scalar", value_name = "NAME=VALUE")]
+    pub scalars: Vec<String>,
+    /// Output or workspace tensor: NAME[=PATH][@FORMAT] (files hold the last run's result)
+    #[arg(long = "out", value_name = "NAME[=PATH][@FORMAT]")]
+    pub outputs: Vec<String>,
+    /// Shape of an output no index determines: NAME=D1xD2...
+    #[arg(long = "shape", value_name = "NAME=D1xD2")]
+    pub shapes: Vec<String>,
+    /// Untimed runs before the timed ones (caches, page faults, branch predictors)
+    #[arg(long, default_value_t = 3)]
+    pub warmup: usize,
+    /// Timed runs (at least 1)
+    #[arg(long, default_value_t = 10)]
+    pub repeat: usize,
+    /// Compiling backend: `jit` (Cranelift, default) or `c`
+    #[arg(long, default_value = "jit")]
+    pub backend: String,
+    /// Print one JSON line: compile_ms, median_ms, min_ms, max_ms, repeats, warmup, backend
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The one-line JSON report of `bench` (and `einsum --json`): compile time, median, minimum
+/// and maximum of the timed runs.
+pub(super) fn json_line(compile_ms: f64, times: &[f64], warmup: usize, backend: &str) -> String {
+    let mut sorted = times.to_vec();
+    sorted.sort_by(|x, y| x.total_cmp(y));
+    let n = sorted.len();
+    let median = if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    };
+    // A flat object of finite numbers and one backend name: no JSON crate needed.
+    format!(
+        "{{\"compile_ms\": {compile_ms}, \"median_ms\": {median}, \"min_ms\": {}, \"max_ms\": {}, \"repeats\": {n}, \"warmup\": {warmup}, \"backend\": {}}}",
+        sorted[0],
+        sorted[n - 1],
+        json_string(backend)
+    )
+}
+
+pub fn bench(a: &BenchArgs) -> Result<String> {
+    if a.repeat == 0 {
+        return Err(Error::Usage(
+            "--repeat must be at least 1 (the number of timed runs)".into(),
+        ));
+    }
+    // Checked before loading the inputs, which may take far longer than the kernel.
+    let runner = compiling_runner(&a.backend)?;
+    let Prepared {
+        program,
+        origin,
+        mut tensors,
+        outs,
+        formats,
+    } = prepare(&TensorFlags {
+        program: &a.program,
+        inputs: &a.inputs,
+        scalars: &a.scalars,
+        outputs: &a.outputs,
+        shapes: &a.shapes,
+    })?;
+    let compiled = runner
+        .compile(&program, &formats)
+        .map_err(|e| with_origin(e, &origin))?;
+    let compile_ms = *runner.last_compile_ms.borrow();
+    for _ in 0..a.warmup {
+        runner.execute(&compiled, &mut tensors)?;
+    }
+    let mut times = Vec::with_capacity(a.repeat);
+    for _ in 0..a.repeat {
+        let t0 = Instant::now();
+        runner.execute(&compiled, &mut tensors)?;
+        times.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    let mut out = write_outputs(&outs, &tensors)?;
+    if a.json {
+        // Only the JSON line on stdout, so scripts can parse it whole.
+        return Ok(json_line(compile_ms, &times, a.warmup, &a.backend) + "\n");
+    }
+    out.push_str(&time_line(compile_ms, &times));
+    Ok(out)
+}
+
+/// `s` as a JSON string literal.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}

@@ -1,0 +1,214 @@
+//! `tessera bench` and `tessera einsum --json`: the one-line JSON report the benchmark scripts
+//! parse, the output file of the last run, and the usage errors.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use tessera::io::{FileData, read_file};
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("tessera-bench-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+    fn file(&self, name: &str, text: &str) -> String {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    }
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .output()
+        .expect("run tessera")
+}
+
+/// A flat JSON object of numbers and strings, as `bench --json` prints it.
+#[derive(Debug, PartialEq)]
+enum Value {
+    Num(f64),
+    Str(String),
+}
+
+fn parse_flat_json(line: &str) -> BTreeMap<String, Value> {
+    let body = line
+        .trim()
+        .strip_prefix('{')
+        .and_then(|s| s.strip_suffix('}'))
+        .unwrap_or_else(|| panic!("not a JSON object: {line}"));
+    let mut out = BTreeMap::new();
+    for pair in body.split(", ") {
+        let (k, v) = pair
+            .split_once(": ")
+            .unwrap_or_else(|| panic!("bad pair `{pair}` in {line}"));
+        let k = k
+            .strip_prefix('"')
+            .and_then(|k| k.strip_suffix('"'))
+            .unwrap_or_else(|| panic!("unquoted key `{k}`"));
+        let v = match v.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+            Some(s) => Value::Str(s.to_string()),
+            None => Value::Num(
+                v.parse()
+                    .unwrap_or_else(|_| panic!("`{v}` of `{k}` is not a JSON number")),
+            ),
+        };
+        out.insert(k.to_string(), v);
+    }
+    out
+}
+
+fn num(m: &BTreeMap<String, Value>, k: &str) -> f64 {
+    match m.get(k) {
+        Some(Value::Num(v)) => *v,
+        other => panic!("`{k}` should be a number, got {other:?}"),
+    }
+}
+
+const A_MTX: &str = "%%MatrixMarket matrix coordinate real general\n3 4 5\n1 1 1.5\n1 3 2\n2 2 -1\n3 1 4\n3 4 0.25\n";
+const X_TNS: &str = "1 1\n2 2\n3 3\n4 4\n";
+const SPMV: &str = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
+
+#[test]
+fn bench_prints_one_json_line_and_writes_the_last_runs_output() {
+    let d = Dir::new("json");
+    let a = d.file("a.mtx", A_MTX);
+    let x = d.file("x.tns", X_TNS);
+    let prog = d.file("spmv.tess", SPMV);
+    let y = d.path("y.npy");
+    let o = tessera(&[
+        "bench",
+        &prog,
+        "--in",
+        &format!("A={a}@Dense(SparseBlockList(Element(0.0)))"),
+        "--in",
+        &format!("x={x}@dense"),
+        "--out",
+        &format!("y={y}"),
+        "--warmup",
+        "2",
+        "--repeat",
+        "4",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "one line expected: {stdout}");
+    let m = parse_flat_json(&stdout);
+    assert_eq!(num(&m, "repeats"), 4.0);
+    assert_eq!(num(&m, "warmup"), 2.0);
+    assert_eq!(m.get("backend"), Some(&Value::Str("jit".into())));
+    let (min, median, max) = (num(&m, "min_ms"), num(&m, "median_ms"), num(&m, "max_ms"));
+    assert!(0.0 <= min && min <= median && median <= max, "{stdout}");
+    assert!(num(&m, "compile_ms") > 0.0, "compiled once: {stdout}");
+    // The kernel ran 6 times on the same y: `y .= 0` makes the last run's output A x.
+    match read_file(std::path::Path::new(&y)).unwrap() {
+        FileData::Dense(t) => {
+            let v: Vec<f64> = t.values.to_scalars().iter().map(|s| s.as_f64()).collect();
+            assert_eq!(v, vec![7.5, -2.0, 5.0]);
+        }
+        FileData::Coo(_) => panic!("y should be dense"),
+    }
+    // Without --json: run's `time:` line.
+    let o = tessera(&[
+        "bench",
+        &prog,
+        "--in",
+        &format!("A={a}"),
+        "--in",
+        &format!("x={x}@dense"),
+        "--out",
+        "y",
+        "--repeat",
+        "3",
+    ]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.starts_with("time: compile_ms=") && text.contains("repeats=3"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bench_rejects_bad_repeat_and_backend_and_writes_nothing() {
+    let d = Dir::new("errors");
+    let a = d.file("a.mtx", A_MTX);
+    let x = d.file("x.tns", X_TNS);
+    let y = d.path("y.npy");
+    let base = [
+        "bench".to_string(),
+        SPMV.to_string(),
+        "--in".into(),
+        format!("A={a}"),
+        "--in".into(),
+        format!("x={x}@dense"),
+        "--out".into(),
+        format!("y={y}"),
+        "--json".into(),
+    ];
+    let with = |extra: &[&str]| {
+        let mut v: Vec<&str> = base.iter().map(String::as_str).collect();
+        v.extend_from_slice(extra);
+        tessera(&v)
+    };
+    let o = with(&["--repeat", "0"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--repeat must be at least 1"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = with(&["--repeat", "many"]);
+    assert!(!o.status.success(), "a non-number --repeat is refused");
+    let o = with(&["--backend", "fortran"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("unknown backend `fortran`"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.stdout.is_empty());
+    assert!(
+        !std::path::Path::new(&y).exists(),
+        "no output file after a failure"
+    );
+}
+
+#[test]
+fn einsum_json_reports_the_same_fields() {
+    let d = Dir::new("einsum");
+    let a = d.file("a.mtx", A_MTX);
+    let c = d.path("c.mtx");
+    let o = tessera(&[
+        "einsum",
+        "C[i, k] += A[i, j] * A[k, j]",
+        "--in",
+        &format!("A={a}"),
+        "--out",
+        &format!("C={c}"),
+        "--warmup",
+        "1",
+        "--repeat",
+        "3",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = parse_flat_json(&String::from_utf8(o.stdout).unwrap());
+    assert_eq!(num(&m, "repeats"), 3.0);
+    assert_eq!(num(&m, "warmup"), 1.0);
+    assert!(std::path::Path::new(&c).exists());
+}
