@@ -1,8 +1,9 @@
-//! The `tessera` command line: `run`, `code`, `einsum`, `convert`, `info`, `demo`.
+//! The `tessera` command line: `run`, `code`, `einsum`, `graph`, `convert`, `info`, `demo`.
 
 mod demo;
 mod einsum;
 mod eval;
+mod graph;
 
 use crate::error::{Error, Result};
 use crate::levels::Format;
@@ -34,6 +35,8 @@ pub enum Command {
     Code(RunArgs),
     /// Evaluate one index-notation statement, `OUT[i, j] += A[i, k] * B[k, j]`.
     Einsum(einsum::EinsumArgs),
+    /// Run a graph algorithm (BFS with parents, Bellman-Ford) on a graph file, timed.
+    Graph(graph::GraphArgs),
     /// Convert a tensor file, optionally into another storage format.
     Convert {
         /// Input file (.mtx, .npy, .tns)
@@ -86,6 +89,7 @@ pub fn run_cli(cli: Cli) -> Result<String> {
         Command::Run(a) => run(&a, false),
         Command::Code(a) => run(&a, true),
         Command::Einsum(a) => einsum::einsum(&a),
+        Command::Graph(a) => graph::graph(&a),
         Command::Convert { input, output } => convert(&input, &output),
         Command::Info { path, storage } => info(&path, storage),
         Command::Demo => demo::demo(),
