@@ -34,7 +34,10 @@ pub struct Paths {
 fn take_f64(t: &Tensor, name: &str) -> Vec<f64> {
     match t.to_dense() {
         Buffer::F64(v) => v,
-        other => unreachable!("{name} is declared with f64 elements, got {:?}", other.elem()),
+        other => unreachable!(
+            "{name} is declared with f64 elements, got {:?}",
+            other.elem()
+        ),
     }
 }
 

@@ -85,7 +85,9 @@ pub fn search_in(
     dir: Direction,
 ) -> Result<Search> {
     let (Some(a), Some(at)) = (graph.get("A"), graph.get("AT")) else {
-        return Err(Error::Usage("a search needs the graph `A` and its transpose `AT`".into()));
+        return Err(Error::Usage(
+            "a search needs the graph `A` and its transpose `AT`".into(),
+        ));
     };
     let n = check_graph(a, source, "adjacency")?;
     if at.shape != a.shape {
@@ -169,7 +171,11 @@ fn run_search(
             d => d,
         };
         steps.push((step, frontier));
-        let kernel = if step == Direction::Pull { &pull } else { &push };
+        let kernel = if step == Direction::Pull {
+            &pull
+        } else {
+            &push
+        };
         runner.execute(kernel, ts)?;
         runner.execute(&visit, ts)?;
         frontier = 0;

@@ -120,9 +120,9 @@ pub fn graph(a: &GraphArgs) -> Result<String> {
     let mut files = vec![];
     for spec in &a.outputs {
         let (name, o) = parse_out(spec)?;
-        let path = o.path.ok_or_else(|| {
-            Error::Usage(format!("--out {name}: give a file, {name}=PATH.npy"))
-        })?;
+        let path = o
+            .path
+            .ok_or_else(|| Error::Usage(format!("--out {name}: give a file, {name}=PATH.npy")))?;
         if !matches!(name.as_str(), "parents" | "dist") {
             return Err(Error::Usage(format!(
                 "--out {name}: tessera graph writes `parents` and `dist`"
