@@ -14,7 +14,9 @@ use std::time::Instant;
 use tessera::error::{Error, Result};
 use tessera::run::Runner;
 
-pub use tessera::algorithms::bellman_ford::{ROUND, WEIGHTS, absolute, shortest_paths};
+pub use tessera::algorithms::bellman_ford::{
+    PREDECESSORS, ROUND, WEIGHTS, absolute, shortest_paths,
+};
 
 fn main() {
     if let Err(e) = run() {
