@@ -514,19 +514,39 @@ fn direction_optimizing_bfs_switches_directions() {
     let Some(dir) = data_dir("direction_optimizing_bfs_switches_directions") else {
         return;
     };
-    let a = matrix(&dir, "delaunay_n14", bfs::GRAPH_FORMAT);
-    let s = Bfs::default().search(&a, &a, 0, Direction::Auto).unwrap();
-    let n = a.shape[0] as f64;
-    for &(d, size) in &s.steps {
-        let want = if size as f64 > bfs::PULL_ABOVE * n {
-            Direction::Pull
-        } else {
-            Direction::Push
-        };
-        assert_eq!(d, want, "frontier {size}");
+    // Beamer's rule, recomputed from the levels: step k expands level k.
+    for (name, source) in [("delaunay_n14", 0), ("ca-HepPh", 0)] {
+        let a = matrix(&dir, name, bfs::GRAPH_FORMAT);
+        let s = Bfs::default()
+            .search(&a, &a, source, Direction::Auto)
+            .unwrap();
+        let n = a.shape[0];
+        let mut degree = vec![0i64; n];
+        for (j, _, _) in edges(&a) {
+            degree[j] += 1;
+        }
+        let total: i64 = degree.iter().sum();
+        let edges_at =
+            |k: i64| -> i64 { (0..n).filter(|&v| s.level[v] == k).map(|v| degree[v]).sum() };
+        let (mut previous, mut last, mut explored) = (Direction::Push, 0, 0);
+        for (k, &(d, size)) in s.steps.iter().enumerate() {
+            let frontier_edges = edges_at(k as i64);
+            explored += frontier_edges;
+            let unexplored = total - explored;
+            let want = match previous {
+                Direction::Pull if size < last && (size as f64) < n as f64 / bfs::BETA => {
+                    Direction::Push
+                }
+                Direction::Pull => Direction::Pull,
+                _ if frontier_edges as f64 > unexplored as f64 / bfs::ALPHA => Direction::Pull,
+                _ => Direction::Push,
+            };
+            assert_eq!(d, want, "{name}: step {k}, frontier {size}");
+            (previous, last) = (d, size);
+        }
+        assert!(s.steps.iter().any(|(d, _)| *d == Direction::Push), "{name}");
+        assert!(s.steps.iter().any(|(d, _)| *d == Direction::Pull), "{name}");
     }
-    assert!(s.steps.iter().any(|(d, _)| *d == Direction::Push));
-    assert!(s.steps.iter().any(|(d, _)| *d == Direction::Pull));
 }
 
 #[test]

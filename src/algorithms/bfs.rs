@@ -4,7 +4,7 @@
 
 use super::{check_graph, one_hot};
 use crate::error::{Error, Result};
-use crate::levels::Format;
+use crate::levels::{Format, LevelKind};
 use crate::notation::parse::parse_program;
 use crate::run::Runner;
 use crate::runtime::Buffer;
@@ -22,8 +22,15 @@ pub const GRAPH_FORMAT: &str = "Dense(SparseList(Pattern()))";
 const FRONTIER: &str = "SparseByteMap(Pattern())";
 
 /// Pull once the frontier holds more than this fraction of the vertices (the value of the
-/// Finch artifact's push-pull BFS).
+/// Finch artifact's push-pull BFS), for graphs whose out-degrees the driver cannot read.
 pub const PULL_ABOVE: f64 = 0.01;
+/// Beamer's switch, used when the out-degrees are known (a `Dense(SparseList(..))` graph): pull
+/// once the frontier's out-edges exceed the unexplored vertices' out-edges / ALPHA, push again
+/// once a shrinking frontier holds fewer than n / BETA vertices. Beamer et al.'s values: a
+/// vertex-count rule alone pulls far too early on high-diameter graphs (road networks,
+/// meshes), where a pull step scans every unvisited vertex for a thin frontier.
+pub const ALPHA: f64 = 14.0;
+pub const BETA: f64 = 24.0;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
@@ -161,15 +168,45 @@ fn run_search(
     let mut level = vec![-1i64; n];
     level[source] = 0;
     let mut steps = vec![];
+    // Out-degrees from the row pointers of a Dense(SparseList(..)) graph.
+    let ptr: Option<Vec<i64>> = match (&ts["A"].format.levels[..], ts["A"].levels.get(1)) {
+        ([LevelKind::Dense, LevelKind::SparseList, _], Some(bufs)) => match bufs.first() {
+            Some(Buffer::I64(p)) if p.len() == n + 1 => Some(p.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let degree = |v: usize| ptr.as_ref().map_or(0, |p| p[v + 1] - p[v]);
+    let mut frontier_edges = degree(source);
+    let mut unexplored_edges = ptr.as_ref().map_or(0, |p| p[n]) - frontier_edges;
+    let mut previous = Direction::Push;
+    let mut last_frontier = 0;
     let mut frontier = 1;
     let mut depth = 0;
     while frontier > 0 {
         depth += 1;
         let step = match dir {
-            Direction::Auto if frontier as f64 > PULL_ABOVE * n as f64 => Direction::Pull,
-            Direction::Auto => Direction::Push,
+            Direction::Auto if ptr.is_none() => {
+                if frontier as f64 > PULL_ABOVE * n as f64 {
+                    Direction::Pull
+                } else {
+                    Direction::Push
+                }
+            }
+            Direction::Auto => match previous {
+                Direction::Pull
+                    if frontier < last_frontier && (frontier as f64) < n as f64 / BETA =>
+                {
+                    Direction::Push
+                }
+                Direction::Pull => Direction::Pull,
+                _ if frontier_edges as f64 > unexplored_edges as f64 / ALPHA => Direction::Pull,
+                _ => Direction::Push,
+            },
             d => d,
         };
+        previous = step;
+        last_frontier = frontier;
         steps.push((step, frontier));
         let kernel = if step == Direction::Pull {
             &pull
@@ -179,12 +216,15 @@ fn run_search(
         runner.execute(kernel, ts)?;
         runner.execute(&visit, ts)?;
         frontier = 0;
+        frontier_edges = 0;
         ts["Fnext"].for_each_stored(&mut |c, v| {
             if v.as_bool() {
                 level[c[0]] = depth;
                 frontier += 1;
+                frontier_edges += degree(c[0]);
             }
         });
+        unexplored_edges -= frontier_edges;
         let next = ts.remove("Fnext").expect("inserted above");
         let old = ts.insert("F".into(), next).expect("inserted above");
         ts.insert("Fnext".into(), old);
