@@ -143,6 +143,8 @@ class GraphBLAS:
 
         n, A, AT = self.n, self.A, self.AT
         pi = gb.Vector(gb.dtypes.INT64, n)
+        if push_pull:
+            pi.ss.config["sparsity_control"] = ["bitmap"]
         pi[src] << src
         q = gb.Vector(gb.dtypes.INT64, n)
         q[src] << src
@@ -150,7 +152,7 @@ class GraphBLAS:
         nq, last_nq = 1, 0
         edges_unexplored = A.nvals
         any_pull, do_push = False, True
-        sr = semiring.any_secondi[gb.dtypes.INT64]
+        sr = semiring.ss.any_secondi[gb.dtypes.INT64]
         while True:
             if push_pull:
                 if do_push:
@@ -172,9 +174,14 @@ class GraphBLAS:
                     if nq < last_nq and nq <= n / beta2:
                         do_push = True
                 any_pull = any_pull or not do_push
+            # As LAGraph: a sparse frontier for push (saxpy), a bitmap one for pull, so that
+            # each unvisited vertex's dot product probes the frontier in O(1) and stops at its
+            # first hit (the ANY monoid).
             if do_push:
+                q.ss.config["sparsity_control"] = ["sparse"]
                 q(~pi.S, replace=True) << q.vxm(A, sr)
             else:
+                q.ss.config["sparsity_control"] = ["bitmap"]
                 q(~pi.S, replace=True) << AT.mxv(q, sr)
             last_nq, nq = nq, q.nvals
             if nq == 0:
@@ -206,7 +213,7 @@ class GraphBLAS:
         c = reached.diag().mxm(W, semiring.min_plus).new()  # c[j, i] = d[j] + w(j, i)
         di = c.mxm(d.diag(), semiring.any_second).new()  # di[j, i] = d[i]
         tight = c.ewise_mult(di, binary.eq).new().select("==", True).new()
-        pred = reached.vxm(tight, semiring.any_secondi[gb.dtypes.INT64]).new()
+        pred = reached.vxm(tight, semiring.ss.any_secondi[gb.dtypes.INT64]).new()
         pred[src] << src
         return d, pred
 
