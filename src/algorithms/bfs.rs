@@ -70,6 +70,25 @@ pub fn transpose(a: &Tensor) -> Result<Tensor> {
     )
 }
 
+/// Empty a `SparseByteMap(Pattern())` vector in O(entries): unset the table slots its sorted
+/// list names, then empty the list (the step kernels do not declare their output, see
+/// examples/bfs_push.tess).
+fn empty_frontier(t: &mut Tensor) -> Result<()> {
+    if let [ptr, Buffer::Bool(tbl), Buffer::I64(srt)] = &mut t.levels[0][..] {
+        for &q in srt.iter() {
+            if let Some(slot) = usize::try_from(q).ok().and_then(|q| tbl.get_mut(q)) {
+                *slot = false;
+            }
+        }
+        srt.clear();
+        *ptr = Buffer::I64(vec![0, 0]);
+        return Ok(());
+    }
+    // Another layout: start from a fresh empty vector.
+    *t = Tensor::empty(&t.format, &t.shape)?;
+    Ok(())
+}
+
 /// Search from `source` over the graph `a` (`at` is its transpose; pass `a` again for a
 /// symmetric graph). The kernels compile on the first call and come from `runner`'s cache after.
 pub fn search(
@@ -226,7 +245,8 @@ fn run_search(
         });
         unexplored_edges -= frontier_edges;
         let next = ts.remove("Fnext").expect("inserted above");
-        let old = ts.insert("F".into(), next).expect("inserted above");
+        let mut old = ts.insert("F".into(), next).expect("inserted above");
+        empty_frontier(&mut old)?;
         ts.insert("Fnext".into(), old);
     }
     let parent = match ts["P"].to_dense() {
