@@ -3,7 +3,7 @@
 //! previous distance and flag tensors between rounds); `examples/bellman_ford_preds.tess`
 //! then picks a tight in-edge per reached vertex.
 
-use super::{check_graph, one_hot};
+use super::{check_graph, empty_frontier, one_hot};
 use crate::error::{Error, Result};
 use crate::levels::Format;
 use crate::notation::parse::parse_program;
@@ -110,7 +110,10 @@ fn run_rounds(
         }
         for (cur, prev) in [("D", "Dprev"), ("F", "Fprev")] {
             let t = ts.remove(cur).expect("inserted above");
-            let old = ts.insert(prev.to_string(), t).expect("inserted above");
+            let mut old = ts.insert(prev.to_string(), t).expect("inserted above");
+            if cur == "F" {
+                empty_frontier(&mut old)?;
+            }
             ts.insert(cur.to_string(), old);
         }
     }

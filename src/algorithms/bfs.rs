@@ -2,7 +2,7 @@
 //! `examples/bfs_push.tess` and `examples/bfs_pull.tess`; one of them runs per level until the
 //! frontier is empty, push for small frontiers and pull for large ones (Beamer's heuristic).
 
-use super::{check_graph, one_hot};
+use super::{check_graph, empty_frontier, one_hot};
 use crate::error::{Error, Result};
 use crate::levels::{Format, LevelKind};
 use crate::notation::parse::parse_program;
@@ -68,25 +68,6 @@ pub fn transpose(a: &Tensor) -> Result<Tensor> {
         &Buffer::Bool(vec![true; n]),
         |x, _| x,
     )
-}
-
-/// Empty a `SparseByteMap(Pattern())` vector in O(entries): unset the table slots its sorted
-/// list names, then empty the list (the step kernels do not declare their output, see
-/// examples/bfs_push.tess).
-fn empty_frontier(t: &mut Tensor) -> Result<()> {
-    if let [ptr, Buffer::Bool(tbl), Buffer::I64(srt)] = &mut t.levels[0][..] {
-        for &q in srt.iter() {
-            if let Some(slot) = usize::try_from(q).ok().and_then(|q| tbl.get_mut(q)) {
-                *slot = false;
-            }
-        }
-        srt.clear();
-        *ptr = Buffer::I64(vec![0, 0]);
-        return Ok(());
-    }
-    // Another layout: start from a fresh empty vector.
-    *t = Tensor::empty(&t.format, &t.shape)?;
-    Ok(())
 }
 
 /// Search from `source` over the graph `a` (`at` is its transpose; pass `a` again for a

@@ -41,3 +41,22 @@ fn one_hot(format: &str, n: usize, source: usize, value: Buffer) -> Result<Tenso
         |x, _| x,
     )
 }
+
+/// Empty a `SparseByteMap(Pattern())` vector in O(entries): unset the table slots its sorted
+/// list names, then empty the list (the BFS and Bellman-Ford kernels do not declare their
+/// output flags, see examples/bfs_push.tess).
+pub(crate) fn empty_frontier(t: &mut Tensor) -> Result<()> {
+    if let [ptr, Buffer::Bool(tbl), Buffer::I64(srt)] = &mut t.levels[0][..] {
+        for &q in srt.iter() {
+            if let Some(slot) = usize::try_from(q).ok().and_then(|q| tbl.get_mut(q)) {
+                *slot = false;
+            }
+        }
+        srt.clear();
+        *ptr = Buffer::I64(vec![0, 0]);
+        return Ok(());
+    }
+    // Another layout: start from a fresh empty vector.
+    *t = Tensor::empty(&t.format, &t.shape)?;
+    Ok(())
+}
