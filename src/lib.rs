@@ -4,6 +4,7 @@
 //! lowering through [`levels`] and [`looplets`] (simplified by [`symbolic`]) → [`ir`] loop IR →
 //! [`backend`] native kernel. [`eval`] is the dense reference evaluator used as the test oracle.
 
+pub mod algorithms;
 pub mod api;
 pub mod backend;
 pub mod cli;

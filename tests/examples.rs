@@ -34,6 +34,7 @@ const CONVOLVE2D: &str = include_str!("../examples/convolve2d.tess");
 const THRESHOLD: &str = include_str!("../examples/threshold.tess");
 const EROSION: &str = include_str!("../examples/erosion.tess");
 const MASKED_HISTOGRAM: &str = include_str!("../examples/masked_histogram.tess");
+const EROSION_WORDS: &str = include_str!("../examples/erosion_words.tess");
 const SPMV: &str = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
 
 const CSR: &str = "Dense(SparseList(Element(0.0)))";
@@ -513,19 +514,39 @@ fn direction_optimizing_bfs_switches_directions() {
     let Some(dir) = data_dir("direction_optimizing_bfs_switches_directions") else {
         return;
     };
-    let a = matrix(&dir, "delaunay_n14", bfs::GRAPH_FORMAT);
-    let s = Bfs::default().search(&a, &a, 0, Direction::Auto).unwrap();
-    let n = a.shape[0] as f64;
-    for &(d, size) in &s.steps {
-        let want = if size as f64 > bfs::PULL_ABOVE * n {
-            Direction::Pull
-        } else {
-            Direction::Push
-        };
-        assert_eq!(d, want, "frontier {size}");
+    // Beamer's rule, recomputed from the levels: step k expands level k.
+    for (name, source) in [("delaunay_n14", 0), ("ca-HepPh", 0)] {
+        let a = matrix(&dir, name, bfs::GRAPH_FORMAT);
+        let s = Bfs::default()
+            .search(&a, &a, source, Direction::Auto)
+            .unwrap();
+        let n = a.shape[0];
+        let mut degree = vec![0i64; n];
+        for (j, _, _) in edges(&a) {
+            degree[j] += 1;
+        }
+        let total: i64 = degree.iter().sum();
+        let edges_at =
+            |k: i64| -> i64 { (0..n).filter(|&v| s.level[v] == k).map(|v| degree[v]).sum() };
+        let (mut previous, mut last, mut explored) = (Direction::Push, 0, 0);
+        for (k, &(d, size)) in s.steps.iter().enumerate() {
+            let frontier_edges = edges_at(k as i64);
+            explored += frontier_edges;
+            let unexplored = total - explored;
+            let want = match previous {
+                Direction::Pull if size < last && (size as f64) < n as f64 / bfs::BETA => {
+                    Direction::Push
+                }
+                Direction::Pull => Direction::Pull,
+                _ if frontier_edges as f64 > unexplored as f64 / bfs::ALPHA => Direction::Pull,
+                _ => Direction::Push,
+            };
+            assert_eq!(d, want, "{name}: step {k}, frontier {size}");
+            (previous, last) = (d, size);
+        }
+        assert!(s.steps.iter().any(|(d, _)| *d == Direction::Push), "{name}");
+        assert!(s.steps.iter().any(|(d, _)| *d == Direction::Pull), "{name}");
     }
-    assert!(s.steps.iter().any(|(d, _)| *d == Direction::Push));
-    assert!(s.steps.iter().any(|(d, _)| *d == Direction::Pull));
 }
 
 #[test]
@@ -583,9 +604,8 @@ fn bellman_ford_matches_scipy() {
     let k = Kernels::new();
     for &(name, source, finite, weighted) in golden::BELLMAN_FORD {
         let a = bellman_ford::absolute(matrix(&dir, name, bellman_ford::WEIGHTS));
-        let d = bellman_ford::shortest_paths(&k.runner, &a, source)
-            .unwrap()
-            .dist;
+        let paths = bellman_ford::shortest_paths(&k.runner, &a, source).unwrap();
+        let d = paths.dist;
         let got_finite = d.iter().filter(|x| x.is_finite()).count() as i64;
         let got_weighted: f64 = d
             .iter()
@@ -610,6 +630,19 @@ fn bellman_ford_matches_scipy() {
                 v == source || !d[v].is_finite() || tight[v],
                 "{name}: {v} has no predecessor"
             );
+        }
+        // The driver's predecessors are such tight edges.
+        let weight: std::collections::HashMap<(usize, usize), f64> =
+            edges(&a).into_iter().map(|(j, i, w)| ((j, i), w)).collect();
+        assert_eq!(paths.pred[source], source as i64, "{name}");
+        for v in (0..d.len()).filter(|&v| v != source) {
+            let p = paths.pred[v];
+            if !d[v].is_finite() {
+                assert_eq!(p, -1, "{name}: unreached {v} has a predecessor");
+                continue;
+            }
+            let w = weight[&(p as usize, v)];
+            assert_eq!(d[p as usize] + w, d[v], "{name}: predecessor {p} of {v}");
         }
     }
 }
@@ -775,13 +808,113 @@ fn examples_agree_with_the_evaluator() {
         k.agree(
             bellman_ford::ROUND,
             tensors(vec![
-                ("A", w),
+                ("A", w.clone()),
                 ("Dprev", dprev.clone()),
-                ("D", dprev),
+                ("D", dprev.clone()),
                 ("Fprev", frontier.clone()),
                 ("F", empty(FRONTIER, &[8])),
             ]),
         );
+        k.agree(
+            bellman_ford::PREDECESSORS,
+            tensors(vec![
+                ("A", w),
+                ("D", dprev),
+                ("P", empty("Dense(Element(-1))", &[8])),
+            ]),
+        );
+        let (words, pad) = word_image(5, 100, seed + 90);
+        k.agree(
+            EROSION_WORDS,
+            tensors(vec![
+                ("input", words),
+                ("pad", pad),
+                ("output", empty(WORDS, &[5, 2])),
+                ("tmp", empty("Dense(Element(0))", &[2])),
+            ]),
+        );
+    }
+}
+
+const WORDS: &str = "Dense(Dense(Element(0)))";
+
+/// A random binary image of `h` rows and `w` pixels packed 64 per i64 word (pixel x is bit
+/// x % 64 of word x / 64, padding bits set), and the padding word vector erosion_words.tess
+/// takes.
+fn word_image(h: usize, w: usize, seed: u64) -> (Tensor, Tensor) {
+    let nw = w.div_ceil(64);
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let pad: Vec<i64> = (0..nw)
+        .map(|k| {
+            let first = w.saturating_sub(64 * k).min(64);
+            if first == 64 {
+                0
+            } else {
+                (!0u64 << first) as i64
+            }
+        })
+        .collect();
+    let px: Vec<i64> = (0..h * nw)
+        .map(|k| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Mostly set pixels, so erosion leaves some standing.
+            let y = x | x.rotate_left(21);
+            (y as i64) | pad[k % nw]
+        })
+        .collect();
+    (
+        Tensor::from_dense(&fmt(WORDS), &[h, nw], &Buffer::I64(px)).unwrap(),
+        Tensor::from_dense(&fmt("Dense(Element(0))"), &[nw], &Buffer::I64(pad)).unwrap(),
+    )
+}
+
+#[test]
+fn erosion_words_equals_erosion_on_the_unpacked_image() {
+    let k = Kernels::new();
+    let (h, w) = (7, 150);
+    for seed in 0..3 {
+        let (mut words, pad) = word_image(h, w, seed);
+        let unpack = |t: &Tensor| -> Vec<bool> {
+            let v = match t.to_dense() {
+                Buffer::I64(v) => v,
+                other => panic!("expected i64 words, got {:?}", other.elem()),
+            };
+            let nw = w.div_ceil(64);
+            (0..h * w)
+                .map(|p| (v[(p / w) * nw + (p % w) / 64] >> ((p % w) % 64)) & 1 == 1)
+                .collect()
+        };
+        let bits = |v: Vec<bool>| {
+            Tensor::from_dense(
+                &fmt("Dense(Dense(Element(false)))"),
+                &[h, w],
+                &Buffer::Bool(v),
+            )
+            .unwrap()
+        };
+        let mut image = bits(unpack(&words));
+        // Two runs, as the image study does: the padding must survive the first.
+        for _ in 0..2 {
+            let mut ts = tensors(vec![
+                ("input", words),
+                ("pad", pad.clone()),
+                ("output", empty(WORDS, &[h, w.div_ceil(64)])),
+                ("tmp", empty("Dense(Element(0))", &[w.div_ceil(64)])),
+            ]);
+            k.run(EROSION_WORDS, &mut ts);
+            words = ts.remove("output").unwrap();
+            let mut ts = tensors(vec![
+                ("input", image),
+                ("output", empty("Dense(Dense(Element(false)))", &[h, w])),
+                ("tmp", empty("Dense(Element(false))", &[w])),
+            ]);
+            k.run(EROSION, &mut ts);
+            image = ts.remove("output").unwrap();
+            assert_eq!(unpack(&words), bools(&image), "seed {seed}");
+        }
+        assert!(bools(&image).iter().any(|&b| b), "seed {seed}: all eroded");
     }
 }
 

@@ -1,9 +1,10 @@
-//! The `tessera` command line: `run`, `code`, `einsum`, `convert`, `info`, `demo`.
+//! The `tessera` command line: `run`, `code`, `einsum`, `graph`, `convert`, `info`, `demo`.
 
 mod bench;
 mod demo;
 mod einsum;
 mod eval;
+mod graph;
 
 use crate::error::{Error, Result};
 use crate::levels::Format;
@@ -37,6 +38,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Evaluate one index-notation statement, `OUT[i, j] += A[i, k] * B[k, j]`.
     Einsum(einsum::EinsumArgs),
+    /// Run a graph algorithm (BFS with parents, Bellman-Ford) on a graph file, timed.
+    Graph(graph::GraphArgs),
     /// Convert a tensor file, optionally into another storage format.
     Convert {
         /// Input file (.mtx, .npy, .tns)
@@ -91,6 +94,7 @@ pub fn run_cli(cli: Cli) -> Result<String> {
         Command::Code(a) => run(&a, true),
         Command::Bench(a) => bench::bench(&a),
         Command::Einsum(a) => einsum::einsum(&a),
+        Command::Graph(a) => graph::graph(&a),
         Command::Convert { input, output } => convert(&input, &output),
         Command::Info { path, storage } => info(&path, storage),
         Command::Demo => demo::demo(),

@@ -1,0 +1,243 @@
+//! Direction-optimizing breadth-first search with parents: the kernels are
+//! `examples/bfs_push.tess` and `examples/bfs_pull.tess`; one of them runs per level until the
+//! frontier is empty, push for small frontiers and pull for large ones (Beamer's heuristic).
+
+use super::{check_graph, empty_frontier, one_hot};
+use crate::error::{Error, Result};
+use crate::levels::{Format, LevelKind};
+use crate::notation::parse::parse_program;
+use crate::run::Runner;
+use crate::runtime::Buffer;
+use crate::tensor::Tensor;
+use std::collections::BTreeMap;
+
+pub const PUSH: &str = include_str!("../../examples/bfs_push.tess");
+pub const PULL: &str = include_str!("../../examples/bfs_pull.tess");
+/// After a step: the new frontier joins the visited set. A kernel of its own because a step
+/// cannot read `V` and write it in the same loop.
+pub const VISIT: &str = "for k = _\n  V[k] |= Fnext[k]\nend\n";
+
+/// The adjacency format the kernels are written for (edge j -> k for a stored A[j, k]).
+pub const GRAPH_FORMAT: &str = "Dense(SparseList(Pattern()))";
+const FRONTIER: &str = "SparseByteMap(Pattern())";
+
+/// Pull once the frontier holds more than this fraction of the vertices (the value of the
+/// Finch artifact's push-pull BFS), for graphs whose out-degrees the driver cannot read.
+pub const PULL_ABOVE: f64 = 0.01;
+/// Beamer's switch, used when the out-degrees are known (a `Dense(SparseList(..))` graph): pull
+/// once the frontier's out-edges exceed the unexplored vertices' out-edges / ALPHA, push again
+/// once a shrinking frontier holds fewer than n / BETA vertices. Beamer et al.'s values: a
+/// vertex-count rule alone pulls far too early on high-diameter graphs (road networks,
+/// meshes), where a pull step scans every unvisited vertex for a thin frontier.
+pub const ALPHA: f64 = 14.0;
+pub const BETA: f64 = 24.0;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Push,
+    Pull,
+    /// Push while the frontier is small, pull when it is large.
+    Auto,
+}
+
+pub struct Search {
+    /// The BFS tree: `parent[source] == source`, -1 for unreached vertices.
+    pub parent: Vec<i64>,
+    /// Hops from the source, -1 for unreached vertices.
+    pub level: Vec<i64>,
+    /// The direction of each step and the size of the frontier it expanded.
+    pub steps: Vec<(Direction, usize)>,
+    /// Milliseconds spent compiling each kernel in this call (none once the runner caches them).
+    pub compile_ms: Vec<(&'static str, f64)>,
+}
+
+/// The transpose of a pattern graph (in-edges, for pulling).
+pub fn transpose(a: &Tensor) -> Result<Tensor> {
+    let (mut rows, mut cols) = (vec![], vec![]);
+    a.for_each_stored(&mut |c, v| {
+        if v.as_bool() {
+            rows.push(c[1] as i64);
+            cols.push(c[0] as i64);
+        }
+    });
+    let n = rows.len();
+    Tensor::from_coo(
+        &a.format,
+        &[a.shape[1], a.shape[0]],
+        &[rows, cols],
+        &Buffer::Bool(vec![true; n]),
+        |x, _| x,
+    )
+}
+
+/// Search from `source` over the graph `a` (`at` is its transpose; pass `a` again for a
+/// symmetric graph). The kernels compile on the first call and come from `runner`'s cache after.
+pub fn search(
+    runner: &Runner,
+    a: &Tensor,
+    at: &Tensor,
+    source: usize,
+    dir: Direction,
+) -> Result<Search> {
+    let mut graph = BTreeMap::from([("A".to_string(), a.clone()), ("AT".to_string(), at.clone())]);
+    search_in(runner, &mut graph, source, dir)
+}
+
+/// [`search`] over a graph kept in `graph` as `A` and its transpose `AT`, so that repeated
+/// searches do not copy it; the search's own tensors are removed again before returning.
+pub fn search_in(
+    runner: &Runner,
+    graph: &mut BTreeMap<String, Tensor>,
+    source: usize,
+    dir: Direction,
+) -> Result<Search> {
+    let (Some(a), Some(at)) = (graph.get("A"), graph.get("AT")) else {
+        return Err(Error::Usage(
+            "a search needs the graph `A` and its transpose `AT`".into(),
+        ));
+    };
+    let n = check_graph(a, source, "adjacency")?;
+    if at.shape != a.shape {
+        return Err(Error::tensor(
+            "AT",
+            format!(
+                "the transpose has shape {:?}, the graph {:?}",
+                at.shape, a.shape
+            ),
+        ));
+    }
+    let state = ["F", "Fnext", "V", "P", "p"];
+    let result = run_search(runner, graph, n, source, dir);
+    for name in state {
+        graph.remove(name);
+    }
+    result
+}
+
+fn run_search(
+    runner: &Runner,
+    ts: &mut BTreeMap<String, Tensor>,
+    n: usize,
+    source: usize,
+    dir: Direction,
+) -> Result<Search> {
+    ts.insert(
+        "F".into(),
+        one_hot(FRONTIER, n, source, Buffer::Bool(vec![true]))?,
+    );
+    ts.insert(
+        "Fnext".into(),
+        Tensor::empty(&Format::parse(FRONTIER, None)?, &[n])?,
+    );
+    ts.insert(
+        "V".into(),
+        one_hot("Dense(Element(false))", n, source, Buffer::Bool(vec![true]))?,
+    );
+    ts.insert(
+        "P".into(),
+        one_hot(
+            "Dense(Element(-1))",
+            n,
+            source,
+            Buffer::I64(vec![source as i64]),
+        )?,
+    );
+    ts.insert(
+        "p".into(),
+        Tensor::empty(&Format::parse("ShortCircuitScalar(-1)", None)?, &[])?,
+    );
+    let formats = |names: &[&str]| -> BTreeMap<String, Format> {
+        names
+            .iter()
+            .map(|n| (n.to_string(), ts[*n].format.clone()))
+            .collect()
+    };
+    let mut compile_ms = vec![];
+    let mut compile = |name: &'static str, text: &str, names: &[&str]| {
+        let c = runner.compile(&parse_program(text)?, &formats(names))?;
+        let ms = *runner.last_compile_ms.borrow();
+        if ms > 0.0 {
+            compile_ms.push((name, ms));
+        }
+        Ok::<_, crate::error::Error>(c)
+    };
+    let push = compile("bfs_push", PUSH, &["A", "F", "Fnext", "V", "P"])?;
+    let pull = compile("bfs_pull", PULL, &["AT", "F", "Fnext", "V", "P", "p"])?;
+    let visit = compile("bfs_visit", VISIT, &["V", "Fnext"])?;
+
+    let mut level = vec![-1i64; n];
+    level[source] = 0;
+    let mut steps = vec![];
+    // Out-degrees from the row pointers of a Dense(SparseList(..)) graph.
+    let ptr: Option<Vec<i64>> = match (&ts["A"].format.levels[..], ts["A"].levels.get(1)) {
+        ([LevelKind::Dense, LevelKind::SparseList, _], Some(bufs)) => match bufs.first() {
+            Some(Buffer::I64(p)) if p.len() == n + 1 => Some(p.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let degree = |v: usize| ptr.as_ref().map_or(0, |p| p[v + 1] - p[v]);
+    let mut frontier_edges = degree(source);
+    let mut unexplored_edges = ptr.as_ref().map_or(0, |p| p[n]) - frontier_edges;
+    let mut previous = Direction::Push;
+    let mut last_frontier = 0;
+    let mut frontier = 1;
+    let mut depth = 0;
+    while frontier > 0 {
+        depth += 1;
+        let step = match dir {
+            Direction::Auto if ptr.is_none() => {
+                if frontier as f64 > PULL_ABOVE * n as f64 {
+                    Direction::Pull
+                } else {
+                    Direction::Push
+                }
+            }
+            Direction::Auto => match previous {
+                Direction::Pull
+                    if frontier < last_frontier && (frontier as f64) < n as f64 / BETA =>
+                {
+                    Direction::Push
+                }
+                Direction::Pull => Direction::Pull,
+                _ if frontier_edges as f64 > unexplored_edges as f64 / ALPHA => Direction::Pull,
+                _ => Direction::Push,
+            },
+            d => d,
+        };
+        previous = step;
+        last_frontier = frontier;
+        steps.push((step, frontier));
+        let kernel = if step == Direction::Pull {
+            &pull
+        } else {
+            &push
+        };
+        runner.execute(kernel, ts)?;
+        runner.execute(&visit, ts)?;
+        frontier = 0;
+        frontier_edges = 0;
+        ts["Fnext"].for_each_stored(&mut |c, v| {
+            if v.as_bool() {
+                level[c[0]] = depth;
+                frontier += 1;
+                frontier_edges += degree(c[0]);
+            }
+        });
+        unexplored_edges -= frontier_edges;
+        let next = ts.remove("Fnext").expect("inserted above");
+        let mut old = ts.insert("F".into(), next).expect("inserted above");
+        empty_frontier(&mut old)?;
+        ts.insert("Fnext".into(), old);
+    }
+    let parent = match ts["P"].to_dense() {
+        Buffer::I64(v) => v,
+        other => unreachable!("P is declared with i64 elements, got {:?}", other.elem()),
+    };
+    Ok(Search {
+        parent,
+        level,
+        steps,
+        compile_ms,
+    })
+}

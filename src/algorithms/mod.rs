@@ -1,0 +1,62 @@
+//! Graph algorithms driven from Rust over compiled kernels (Finch §6.4): each step is a
+//! program of `examples/`, compiled once per format combination by the caller's [`Runner`]
+//! (`crate::run::Runner`) and run until the algorithm converges.
+
+pub mod bellman_ford;
+pub mod bfs;
+
+use crate::error::{Error, Result};
+use crate::levels::Format;
+use crate::runtime::Buffer;
+use crate::tensor::Tensor;
+
+/// Check that `a` is a square adjacency matrix and `source` one of its vertices.
+fn check_graph(a: &Tensor, source: usize, what: &str) -> Result<usize> {
+    let n = a.shape.first().copied().unwrap_or(0);
+    if a.rank() != 2 || a.shape[1] != n {
+        return Err(Error::tensor(
+            "A",
+            format!(
+                "a graph needs a square {what} matrix, got shape {:?}",
+                a.shape
+            ),
+        ));
+    }
+    if source >= n {
+        return Err(Error::tensor(
+            "A",
+            format!("source {source} is outside the graph's 0..{n} vertices"),
+        ));
+    }
+    Ok(n)
+}
+
+/// A vector of length `n` holding `value` at `source` and the format's fill elsewhere.
+fn one_hot(format: &str, n: usize, source: usize, value: Buffer) -> Result<Tensor> {
+    Tensor::from_coo(
+        &Format::parse(format, None)?,
+        &[n],
+        &[vec![source as i64]],
+        &value,
+        |x, _| x,
+    )
+}
+
+/// Empty a `SparseByteMap(Pattern())` vector in O(entries): unset the table slots its sorted
+/// list names, then empty the list (the BFS and Bellman-Ford kernels do not declare their
+/// output flags, see examples/bfs_push.tess).
+pub(crate) fn empty_frontier(t: &mut Tensor) -> Result<()> {
+    if let [ptr, Buffer::Bool(tbl), Buffer::I64(srt)] = &mut t.levels[0][..] {
+        for &q in srt.iter() {
+            if let Some(slot) = usize::try_from(q).ok().and_then(|q| tbl.get_mut(q)) {
+                *slot = false;
+            }
+        }
+        srt.clear();
+        *ptr = Buffer::I64(vec![0, 0]);
+        return Ok(());
+    }
+    // Another layout: start from a fresh empty vector.
+    *t = Tensor::empty(&t.format, &t.shape)?;
+    Ok(())
+}

@@ -1,0 +1,208 @@
+//! `tessera graph bfs|bfs-pull|bfs-do|bellman-ford`: the graph algorithms of
+//! `crate::algorithms` on a graph file, timed as whole algorithms (warm-up runs first, so the
+//! kernels are compiled and cached before the timed runs).
+
+use super::{parse_out, split_format, split_name};
+use crate::algorithms::{bellman_ford, bfs};
+use crate::error::{Error, Result};
+use crate::levels::Format;
+use crate::run::Runner;
+use crate::runtime::Buffer;
+use crate::tensor::Tensor;
+use clap::{Args, ValueEnum};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Instant;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Algorithm {
+    /// Breadth-first search, push (top-down) steps only
+    Bfs,
+    /// Breadth-first search, pull (bottom-up) steps only
+    BfsPull,
+    /// Direction-optimizing breadth-first search (push for small frontiers, pull for large)
+    BfsDo,
+    /// Bellman-Ford shortest paths with predecessors
+    BellmanFord,
+}
+
+#[derive(Args, Debug)]
+pub struct GraphArgs {
+    pub algorithm: Algorithm,
+    /// The graph: A=PATH[@FORMAT] (edge j -> k for a stored A[j, k]; its values are the
+    /// weights for bellman-ford)
+    #[arg(long = "in", value_name = "A=PATH[@FORMAT]")]
+    pub inputs: Vec<String>,
+    /// Source vertex (0-based)
+    #[arg(long, default_value_t = 0)]
+    pub source: usize,
+    /// Result file: parents=PATH.npy (BFS parents or Bellman-Ford predecessors, -1 unreached),
+    /// dist=PATH.npy (BFS levels or Bellman-Ford distances)
+    #[arg(long = "out", value_name = "NAME=PATH")]
+    pub outputs: Vec<String>,
+    /// Untimed runs before the timed ones (the first compiles the kernels)
+    #[arg(long, default_value_t = 3)]
+    pub warmup: usize,
+    /// Timed runs
+    #[arg(long, default_value_t = 10)]
+    pub repeat: usize,
+    /// Print one JSON line instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One run's results, as written to files.
+struct Outcome {
+    parents: Vec<i64>,
+    /// BFS levels (as f64 so both algorithms share one output) or distances.
+    dist: Vec<f64>,
+    iterations: usize,
+    compile_ms: Vec<(&'static str, f64)>,
+}
+
+fn load_graph(a: &GraphArgs) -> Result<(String, Tensor)> {
+    let [spec] = a.inputs.as_slice() else {
+        return Err(Error::Usage(
+            "tessera graph needs exactly one --in A=PATH[@FORMAT]".into(),
+        ));
+    };
+    let (name, rest) = split_name(spec, "--in")?;
+    if name != "A" {
+        return Err(Error::Usage(format!(
+            "--in {name}: the graph is called A (--in A=PATH[@FORMAT])"
+        )));
+    }
+    let (path, fmt) = split_format(rest);
+    let default = match a.algorithm {
+        Algorithm::BellmanFord => bellman_ford::WEIGHTS,
+        _ => bfs::GRAPH_FORMAT,
+    };
+    let t = crate::tensor::files::load_tensor(path, Some(fmt.unwrap_or(default)))?;
+    Ok((path.to_string(), t))
+}
+
+fn run_once(
+    runner: &Runner,
+    alg: Algorithm,
+    graph: &mut BTreeMap<String, Tensor>,
+    source: usize,
+) -> Result<Outcome> {
+    let dir = match alg {
+        Algorithm::Bfs => bfs::Direction::Push,
+        Algorithm::BfsPull => bfs::Direction::Pull,
+        Algorithm::BfsDo => bfs::Direction::Auto,
+        Algorithm::BellmanFord => {
+            let p = bellman_ford::shortest_paths_in(runner, graph, source)?;
+            return Ok(Outcome {
+                parents: p.pred,
+                dist: p.dist,
+                iterations: p.rounds,
+                compile_ms: p.compile_ms,
+            });
+        }
+    };
+    let s = bfs::search_in(runner, graph, source, dir)?;
+    Ok(Outcome {
+        parents: s.parent,
+        dist: s.level.iter().map(|&l| l as f64).collect(),
+        iterations: s.steps.len(),
+        compile_ms: s.compile_ms,
+    })
+}
+
+fn vector(values: Buffer) -> Result<Tensor> {
+    let n = values.len();
+    let fill = crate::types::Scalar::zero(values.elem());
+    Tensor::from_dense(&Format::dense(1, fill), &[n], &values)
+}
+
+pub fn graph(a: &GraphArgs) -> Result<String> {
+    let mut files = vec![];
+    for spec in &a.outputs {
+        let (name, o) = parse_out(spec)?;
+        let path = o
+            .path
+            .ok_or_else(|| Error::Usage(format!("--out {name}: give a file, {name}=PATH.npy")))?;
+        if !matches!(name.as_str(), "parents" | "dist") {
+            return Err(Error::Usage(format!(
+                "--out {name}: tessera graph writes `parents` and `dist`"
+            )));
+        }
+        files.push((name, path));
+    }
+    let (path, a_tensor) = load_graph(a)?;
+    let n = a_tensor.shape.first().copied().unwrap_or(0);
+    let mut graph = BTreeMap::new();
+    if a.algorithm != Algorithm::BellmanFord {
+        graph.insert("AT".to_string(), bfs::transpose(&a_tensor)?);
+    }
+    graph.insert("A".to_string(), a_tensor);
+    let runner = Runner::jit();
+    // The first run compiles; it counts as a warm-up run.
+    let mut last = run_once(&runner, a.algorithm, &mut graph, a.source)?;
+    let compile_ms = std::mem::take(&mut last.compile_ms);
+    for _ in 1..a.warmup {
+        last = run_once(&runner, a.algorithm, &mut graph, a.source)?;
+    }
+    let mut times = vec![];
+    for _ in 0..a.repeat {
+        let t0 = Instant::now();
+        last = run_once(&runner, a.algorithm, &mut graph, a.source)?;
+        times.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    for (name, p) in &files {
+        let t = if name == "parents" {
+            vector(Buffer::I64(last.parents.clone()))?
+        } else {
+            vector(Buffer::F64(last.dist.clone()))?
+        };
+        crate::tensor::files::write_tensor(p, &t)?;
+    }
+    let reached = last.parents.iter().filter(|&&p| p >= 0).count();
+    let total_compile: f64 = compile_ms.iter().map(|(_, ms)| ms).sum();
+    let mut sorted = times.clone();
+    sorted.sort_by(|x, y| x.total_cmp(y));
+    let (median, min) = match sorted.as_slice() {
+        [] => (f64::NAN, f64::NAN),
+        s => (s[s.len() / 2], s[0]),
+    };
+    let mut out = String::new();
+    if a.json {
+        let kernels: Vec<String> = compile_ms
+            .iter()
+            .map(|(k, ms)| format!("\"{k}\": {ms:.4}"))
+            .collect();
+        // NaN is not JSON: no timed runs give nulls.
+        let num = |x: f64| {
+            if x.is_finite() {
+                format!("{x:.4}")
+            } else {
+                "null".to_string()
+            }
+        };
+        let _ = writeln!(
+            out,
+            "{{\"compile_ms\": {total_compile:.4}, \"median_ms\": {}, \"min_ms\": {}, \
+             \"repeats\": {}, \"warmup\": {}, \"iterations\": {}, \"vertices\": {n}, \
+             \"reached\": {reached}, \"kernels_compile_ms\": {{{}}}}}",
+            num(median),
+            num(min),
+            a.repeat,
+            a.warmup.max(1),
+            last.iterations,
+            kernels.join(", ")
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "graph: {path}, {n} vertices, source {}: reached {reached} in {} iterations",
+            a.source, last.iterations
+        );
+        let _ = writeln!(
+            out,
+            "time: compile_ms={total_compile:.3} run_ms_median={median:.3} run_ms_min={min:.3} repeats={}",
+            a.repeat
+        );
+    }
+    Ok(out)
+}
