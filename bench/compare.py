@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tessera against the libraries users would pick instead, measured in one run.
 
-    python3 bench/compare.py [--quick] [--studies spmv,spgemm,graphs,images,compile]
+    python3 bench/compare.py [--quick] [--studies spmv,spgemm,graphs,images,compile,sddmm]
                              [--backend jit,c]
 
 Creates bench/.venv (if missing) and installs bench/requirements.txt into it, re-executes
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 VENV = BENCH / ".venv"
 RESULTS = BENCH / "results"
-ALL_STUDIES = ["spmv", "spgemm", "graphs", "images", "compile"]
+ALL_STUDIES = ["spmv", "spgemm", "graphs", "images", "compile", "sddmm"]
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 

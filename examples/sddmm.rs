@@ -8,7 +8,9 @@
 //! ```
 //!
 //! Prints the median times, their ratio and whether the two results agree, and with `--json`
-//! one JSON line instead.
+//! one JSON line instead. `--dump DIR` also writes the inputs and the fused result there
+//! (`A.mtx`, `B.npy`, `C.npy`, `out.mtx`), so other libraries can be run and checked on the
+//! same data (`bench/studies/sddmm.py`).
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -17,6 +19,7 @@ use tessera::api::{self, lazy};
 use tessera::error::{Error, Result};
 use tessera::levels::Format;
 use tessera::runtime::Buffer;
+use tessera::tensor::files::write_tensor;
 use tessera::tensor::{Tensor, random_sparse};
 
 fn arg<T: std::str::FromStr>(args: &[String], k: usize, default: T) -> Result<T> {
@@ -44,6 +47,15 @@ fn run() -> Result<()> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let json = args.iter().any(|a| a == "--json");
     args.retain(|a| a != "--json");
+    let dump = match args.iter().position(|a| a == "--dump") {
+        Some(k) if k + 1 < args.len() => {
+            let dir = args.remove(k + 1);
+            args.remove(k);
+            Some(dir)
+        }
+        Some(_) => return Err(Error::Usage("--dump needs a directory".into())),
+        None => None,
+    };
     let n: usize = arg(&args, 0, 5000)?;
     let k: usize = arg(&args, 1, 64)?;
     let density: f64 = arg(&args, 2, 0.001)?;
@@ -107,6 +119,13 @@ fn run() -> Result<()> {
     }
     if !agree {
         return Err(Error::Usage("fused and unfused results differ".into()));
+    }
+    if let Some(dir) = dump {
+        let path = |f: &str| format!("{dir}/{f}");
+        write_tensor(&path("A.mtx"), &a)?;
+        write_tensor(&path("B.npy"), &b)?;
+        write_tensor(&path("C.npy"), &c)?;
+        write_tensor(&path("out.mtx"), &fused)?;
     }
     Ok(())
 }

@@ -49,6 +49,9 @@ pub struct GraphArgs {
     /// Print one JSON line instead of text
     #[arg(long)]
     pub json: bool,
+    /// Compiling backend: `jit` (Cranelift, default) or `c`
+    #[arg(long, default_value = "jit")]
+    pub backend: String,
 }
 
 /// One run's results, as written to files.
@@ -137,7 +140,7 @@ pub fn graph(a: &GraphArgs) -> Result<String> {
         graph.insert("AT".to_string(), bfs::transpose(&a_tensor)?);
     }
     graph.insert("A".to_string(), a_tensor);
-    let runner = Runner::jit();
+    let runner = super::compiling_runner(&a.backend)?;
     // The first run compiles; it counts as a warm-up run.
     let mut last = run_once(&runner, a.algorithm, &mut graph, a.source)?;
     let compile_ms = std::mem::take(&mut last.compile_ms);
