@@ -189,6 +189,11 @@ def write_benchmarks_md() -> None:
     lines += ["```", ""]
     for r in results:
         lines.append(harness.render_markdown(r))
+        # Hand-written reading of the figures (profiles, why a target is missed) lives beside
+        # the code, dated, and is shown under the study's generated table.
+        analysis = ROOT / "bench" / "analysis" / f"{r['study']}.md"
+        if analysis.exists():
+            lines.append(analysis.read_text().rstrip() + "\n")
         cmds = r.get("tessera_commands", [])
         if cmds:
             lines.append("<details><summary>Exact tessera commands of this study (last round)</summary>")

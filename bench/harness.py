@@ -96,6 +96,8 @@ _CHECKS: dict[str, Callable[[], None]] = {
     "finch-tensor": _finch,
     "opencv": _import("cv2"),
     "cv2": _import("cv2"),
+    "numpy dense": _import("numpy"),
+    "numpy sampled": _import("numpy"),
 }
 
 # The pip package behind each peer, to report a failed install as the reason.

@@ -428,6 +428,9 @@ impl Emitter<'_> {
                 let want = me.expr(len);
                 let want = me.bind("int64_t", want);
                 let (n, t) = (buf.0, c_elem(me.k.buf_elem(*buf)));
+                // A buffer already long enough needs no call (appends grow geometrically, so
+                // the call is rare).
+                me.open(&format!("if (UNLIKELY({want} > n{n})) {{"));
                 me.line(&format!(
                     "if (UNLIKELY(H.grow(state, {n}, {want}) != 0)) {{ *fault = {want}; return INT64_C({}); }}",
                     GROW_BASE - n as i64
@@ -435,6 +438,7 @@ impl Emitter<'_> {
                 me.line(&format!(
                     "b{n} = ({t} *)views[{n}].ptr; n{n} = views[{n}].len;"
                 ));
+                me.close("}");
             }),
             Stmt::Fill {
                 buf,

@@ -358,6 +358,13 @@ impl Emitter<'_, '_> {
             }
             Stmt::Grow { buf, len } => {
                 let want = self.expr(len);
+                // A buffer already long enough needs no call (appends grow geometrically, so
+                // the call is rare).
+                let have = self.b.use_var(self.blen[buf.0 as usize]);
+                let short = self.b.ins().icmp(IntCC::SignedGreaterThan, want, have);
+                let (slow, done) = (self.b.create_block(), self.b.create_block());
+                self.b.ins().brif(short, slow, &[], done, &[]);
+                self.b.switch_to_block(slow);
                 let f = self.int(abi::tessera_grow as *const () as usize as i64);
                 let id = self.int(buf.0 as i64);
                 let call = self
@@ -373,6 +380,8 @@ impl Emitter<'_, '_> {
                 self.b.ins().return_(&[code]);
                 self.b.switch_to_block(cont);
                 self.reload(*buf);
+                self.b.ins().jump(done, &[]);
+                self.b.switch_to_block(done);
             }
             Stmt::Fill {
                 buf,
