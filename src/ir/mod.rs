@@ -197,6 +197,91 @@ pub enum Stmt {
     Comment(String),
 }
 
+impl Expr {
+    /// The direct sub-expressions, in evaluation order.
+    pub fn children(&self) -> Vec<&Expr> {
+        match self {
+            Expr::Const(_) | Expr::Var(_) | Expr::Len(_) => vec![],
+            Expr::Load { index: a, .. } | Expr::HashFind { key: a, .. } => vec![a],
+            Expr::Unary(_, a) | Expr::Cast(_, a) => vec![a],
+            Expr::Binary(_, a, b) => vec![a, b],
+            Expr::Select(c, a, b) => vec![c, a, b],
+            Expr::SearchGe { lo, hi, key, .. } => vec![lo, hi, key],
+        }
+    }
+
+    pub fn children_mut(&mut self) -> Vec<&mut Expr> {
+        match self {
+            Expr::Const(_) | Expr::Var(_) | Expr::Len(_) => vec![],
+            Expr::Load { index: a, .. } | Expr::HashFind { key: a, .. } => vec![a],
+            Expr::Unary(_, a) | Expr::Cast(_, a) => vec![a],
+            Expr::Binary(_, a, b) => vec![a, b],
+            Expr::Select(c, a, b) => vec![c, a, b],
+            Expr::SearchGe { lo, hi, key, .. } => vec![lo, hi, key],
+        }
+    }
+
+    /// This expression and every sub-expression, outermost first.
+    pub fn visit(&self, f: &mut dyn FnMut(&Expr)) {
+        f(self);
+        for c in self.children() {
+            c.visit(f);
+        }
+    }
+}
+
+impl Stmt {
+    /// The expressions the statement evaluates itself (not those of nested statements).
+    pub fn own_exprs(&self) -> Vec<&Expr> {
+        match self {
+            Stmt::Assign(_, e) | Stmt::Grow { len: e, .. } => vec![e],
+            Stmt::Store { index, value, .. } => vec![index, value],
+            Stmt::If { cond, .. } | Stmt::While { cond, .. } => vec![cond],
+            Stmt::For { start, stop, .. } => vec![start, stop],
+            Stmt::Fill {
+                start, stop, value, ..
+            } => vec![start, stop, value],
+            Stmt::Sort { lo, hi, .. } | Stmt::SortPerm { lo, hi, .. } => vec![lo, hi],
+            Stmt::Break | Stmt::Fail(_) | Stmt::Comment(_) => vec![],
+        }
+    }
+
+    pub fn own_exprs_mut(&mut self) -> Vec<&mut Expr> {
+        match self {
+            Stmt::Assign(_, e) | Stmt::Grow { len: e, .. } => vec![e],
+            Stmt::Store { index, value, .. } => vec![index, value],
+            Stmt::If { cond, .. } | Stmt::While { cond, .. } => vec![cond],
+            Stmt::For { start, stop, .. } => vec![start, stop],
+            Stmt::Fill {
+                start, stop, value, ..
+            } => vec![start, stop, value],
+            Stmt::Sort { lo, hi, .. } | Stmt::SortPerm { lo, hi, .. } => vec![lo, hi],
+            Stmt::Break | Stmt::Fail(_) | Stmt::Comment(_) => vec![],
+        }
+    }
+
+    /// The statement lists nested in this one.
+    pub fn bodies(&self) -> Vec<&Vec<Stmt>> {
+        match self {
+            Stmt::If {
+                then, otherwise, ..
+            } => vec![then, otherwise],
+            Stmt::For { body, .. } | Stmt::While { body, .. } => vec![body],
+            _ => vec![],
+        }
+    }
+
+    pub fn bodies_mut(&mut self) -> Vec<&mut Vec<Stmt>> {
+        match self {
+            Stmt::If {
+                then, otherwise, ..
+            } => vec![then, otherwise],
+            Stmt::For { body, .. } | Stmt::While { body, .. } => vec![body],
+            _ => vec![],
+        }
+    }
+}
+
 impl Kernel {
     pub fn var_ty(&self, v: VarId) -> ElemType {
         self.vars[v.0 as usize].ty

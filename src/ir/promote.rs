@@ -71,125 +71,53 @@ struct Effects {
 fn effects_stmts(stmts: &[Stmt], fx: &mut Effects) {
     for s in stmts {
         match s {
-            Stmt::Assign(v, e) => {
+            Stmt::Assign(v, _) | Stmt::For { var: v, .. } => {
                 fx.assigned.insert(*v);
-                effects_expr(e, fx);
             }
-            Stmt::Store { buf, index, value } => {
+            Stmt::Store { buf, index, .. } => {
                 fx.changed.insert(*buf);
                 fx.accesses.push((*buf, index.clone()));
-                effects_expr(index, fx);
-                effects_expr(value, fx);
             }
-            Stmt::If {
-                cond,
-                then,
-                otherwise,
-            } => {
-                effects_expr(cond, fx);
-                effects_stmts(then, fx);
-                effects_stmts(otherwise, fx);
-            }
-            Stmt::For {
-                var,
-                start,
-                stop,
-                body,
-            } => {
-                fx.assigned.insert(*var);
-                effects_expr(start, fx);
-                effects_expr(stop, fx);
-                effects_stmts(body, fx);
-            }
-            Stmt::While { cond, body } => {
-                effects_expr(cond, fx);
-                effects_stmts(body, fx);
-            }
-            Stmt::Grow { buf, len } => {
+            Stmt::Grow { buf, .. } | Stmt::Fill { buf, .. } | Stmt::Sort { buf, .. } => {
                 fx.changed.insert(*buf);
                 fx.other_use.insert(*buf);
-                effects_expr(len, fx);
             }
-            Stmt::Fill {
-                buf,
-                start,
-                stop,
-                value,
-            } => {
-                fx.changed.insert(*buf);
-                fx.other_use.insert(*buf);
-                effects_expr(start, fx);
-                effects_expr(stop, fx);
-                effects_expr(value, fx);
-            }
-            Stmt::Sort { buf, lo, hi } => {
-                fx.changed.insert(*buf);
-                fx.other_use.insert(*buf);
-                effects_expr(lo, fx);
-                effects_expr(hi, fx);
-            }
-            Stmt::SortPerm { keys, perm, lo, hi } => {
+            Stmt::SortPerm { keys, perm, .. } => {
                 fx.changed.insert(*perm);
                 fx.other_use.extend([*keys, *perm]);
-                effects_expr(lo, fx);
-                effects_expr(hi, fx);
             }
-            Stmt::Break | Stmt::Fail(_) | Stmt::Comment(_) => {}
+            _ => {}
+        }
+        for e in s.own_exprs() {
+            effects_expr(e, fx);
+        }
+        for body in s.bodies() {
+            effects_stmts(body, fx);
         }
     }
 }
 
 fn effects_expr(e: &Expr, fx: &mut Effects) {
-    match e {
-        Expr::Const(_) | Expr::Var(_) => {}
-        Expr::Load { buf, index } => {
-            fx.accesses.push((*buf, (**index).clone()));
-            effects_expr(index, fx);
-        }
-        Expr::Len(b) => {
+    e.visit(&mut |x| match x {
+        Expr::Load { buf, index } => fx.accesses.push((*buf, (**index).clone())),
+        Expr::Len(b) | Expr::SearchGe { buf: b, .. } | Expr::HashFind { table: b, .. } => {
             fx.other_use.insert(*b);
         }
-        Expr::Unary(_, a) | Expr::Cast(_, a) => effects_expr(a, fx),
-        Expr::Binary(_, a, b) => {
-            effects_expr(a, fx);
-            effects_expr(b, fx);
-        }
-        Expr::Select(c, a, b) => {
-            effects_expr(c, fx);
-            effects_expr(a, fx);
-            effects_expr(b, fx);
-        }
-        Expr::SearchGe { buf, lo, hi, key } => {
-            fx.other_use.insert(*buf);
-            effects_expr(lo, fx);
-            effects_expr(hi, fx);
-            effects_expr(key, fx);
-        }
-        Expr::HashFind { table, key } => {
-            fx.other_use.insert(*table);
-            effects_expr(key, fx);
-        }
-    }
+        _ => {}
+    });
 }
 
 /// Whether `e` has the same value throughout a loop with these effects.
 fn invariant(e: &Expr, fx: &Effects) -> bool {
-    match e {
-        Expr::Const(_) => true,
+    let here = match e {
         Expr::Var(v) => !fx.assigned.contains(v),
-        Expr::Load { buf, index } => !fx.changed.contains(buf) && invariant(index, fx),
-        Expr::Len(b) => !fx.changed.contains(b),
-        Expr::Unary(_, a) | Expr::Cast(_, a) => invariant(a, fx),
-        Expr::Binary(_, a, b) => invariant(a, fx) && invariant(b, fx),
-        Expr::Select(c, a, b) => invariant(c, fx) && invariant(a, fx) && invariant(b, fx),
-        Expr::SearchGe { buf, lo, hi, key } => {
-            !fx.changed.contains(buf)
-                && invariant(lo, fx)
-                && invariant(hi, fx)
-                && invariant(key, fx)
-        }
-        Expr::HashFind { table, key } => !fx.changed.contains(table) && invariant(key, fx),
-    }
+        Expr::Load { buf, .. }
+        | Expr::Len(buf)
+        | Expr::SearchGe { buf, .. }
+        | Expr::HashFind { table: buf, .. } => !fx.changed.contains(buf),
+        _ => true,
+    };
+    here && e.children().into_iter().all(|c| invariant(c, fx))
 }
 
 /// The loop with its promotable elements in variables, or `None` when nothing can be
@@ -323,50 +251,19 @@ fn substitute_list(stmts: &mut Vec<Stmt>, chosen: &[Promoted]) {
 }
 
 fn substitute_stmt(s: &mut Stmt, chosen: &[Promoted]) {
-    match s {
-        Stmt::Assign(_, e) => substitute_expr(e, chosen),
-        Stmt::Store { buf, index, value } => {
-            substitute_expr(value, chosen);
-            if let Some(p) = chosen.iter().find(|p| p.buf == *buf && p.index == *index) {
-                let value = std::mem::replace(value, Expr::Var(p.var));
-                *s = Stmt::Assign(p.var, value);
-            } else {
-                substitute_expr(index, chosen);
-            }
-        }
-        Stmt::If {
-            cond,
-            then,
-            otherwise,
-        } => {
-            substitute_expr(cond, chosen);
-            substitute_list(then, chosen);
-            substitute_list(otherwise, chosen);
-        }
-        Stmt::For {
-            start, stop, body, ..
-        } => {
-            substitute_expr(start, chosen);
-            substitute_expr(stop, chosen);
-            substitute_list(body, chosen);
-        }
-        Stmt::While { cond, body } => {
-            substitute_expr(cond, chosen);
-            substitute_list(body, chosen);
-        }
-        Stmt::Grow { len, .. } => substitute_expr(len, chosen),
-        Stmt::Fill {
-            start, stop, value, ..
-        } => {
-            substitute_expr(start, chosen);
-            substitute_expr(stop, chosen);
-            substitute_expr(value, chosen);
-        }
-        Stmt::Sort { lo, hi, .. } | Stmt::SortPerm { lo, hi, .. } => {
-            substitute_expr(lo, chosen);
-            substitute_expr(hi, chosen);
-        }
-        Stmt::Break | Stmt::Fail(_) | Stmt::Comment(_) => {}
+    if let Stmt::Store { buf, index, value } = s
+        && let Some(p) = chosen.iter().find(|p| p.buf == *buf && p.index == *index)
+    {
+        let mut value = std::mem::replace(value, Expr::Var(p.var));
+        substitute_expr(&mut value, chosen);
+        *s = Stmt::Assign(p.var, value);
+        return;
+    }
+    for e in s.own_exprs_mut() {
+        substitute_expr(e, chosen);
+    }
+    for body in s.bodies_mut() {
+        substitute_list(body, chosen);
     }
 }
 
@@ -377,25 +274,8 @@ fn substitute_expr(e: &mut Expr, chosen: &[Promoted]) {
         *e = Expr::Var(p.var);
         return;
     }
-    match e {
-        Expr::Const(_) | Expr::Var(_) | Expr::Len(_) => {}
-        Expr::Load { index, .. } => substitute_expr(index, chosen),
-        Expr::Unary(_, a) | Expr::Cast(_, a) => substitute_expr(a, chosen),
-        Expr::Binary(_, a, b) => {
-            substitute_expr(a, chosen);
-            substitute_expr(b, chosen);
-        }
-        Expr::Select(c, a, b) => {
-            substitute_expr(c, chosen);
-            substitute_expr(a, chosen);
-            substitute_expr(b, chosen);
-        }
-        Expr::SearchGe { lo, hi, key, .. } => {
-            substitute_expr(lo, chosen);
-            substitute_expr(hi, chosen);
-            substitute_expr(key, chosen);
-        }
-        Expr::HashFind { key, .. } => substitute_expr(key, chosen),
+    for c in e.children_mut() {
+        substitute_expr(c, chosen);
     }
 }
 

@@ -19,72 +19,21 @@ pub fn prune_dead_vars(k: &mut Kernel) {
 
 fn reads_in(stmts: &[Stmt], read: &mut HashSet<VarId>) {
     for s in stmts {
-        match s {
-            Stmt::Assign(_, e) => expr_reads(e, read),
-            Stmt::Store { index, value, .. } => {
-                expr_reads(index, read);
-                expr_reads(value, read);
-            }
-            Stmt::If {
-                cond,
-                then,
-                otherwise,
-            } => {
-                expr_reads(cond, read);
-                reads_in(then, read);
-                reads_in(otherwise, read);
-            }
-            Stmt::For {
-                start, stop, body, ..
-            } => {
-                expr_reads(start, read);
-                expr_reads(stop, read);
-                reads_in(body, read);
-            }
-            Stmt::While { cond, body } => {
-                expr_reads(cond, read);
-                reads_in(body, read);
-            }
-            Stmt::Grow { len, .. } => expr_reads(len, read),
-            Stmt::Sort { lo, hi, .. } | Stmt::SortPerm { lo, hi, .. } => {
-                expr_reads(lo, read);
-                expr_reads(hi, read);
-            }
-            Stmt::Fill {
-                start, stop, value, ..
-            } => {
-                expr_reads(start, read);
-                expr_reads(stop, read);
-                expr_reads(value, read);
-            }
-            Stmt::Break | Stmt::Fail(_) | Stmt::Comment(_) => {}
+        for e in s.own_exprs() {
+            expr_reads(e, read);
+        }
+        for body in s.bodies() {
+            reads_in(body, read);
         }
     }
 }
 
 fn expr_reads(e: &Expr, read: &mut HashSet<VarId>) {
-    match e {
-        Expr::Const(_) | Expr::Len(_) => {}
-        Expr::Var(v) => {
+    e.visit(&mut |x| {
+        if let Expr::Var(v) = x {
             read.insert(*v);
         }
-        Expr::Load { index, .. } | Expr::HashFind { key: index, .. } => expr_reads(index, read),
-        Expr::Unary(_, a) | Expr::Cast(_, a) => expr_reads(a, read),
-        Expr::Binary(_, a, b) => {
-            expr_reads(a, read);
-            expr_reads(b, read);
-        }
-        Expr::Select(c, a, b) => {
-            expr_reads(c, read);
-            expr_reads(a, read);
-            expr_reads(b, read);
-        }
-        Expr::SearchGe { lo, hi, key, .. } => {
-            expr_reads(lo, read);
-            expr_reads(hi, read);
-            expr_reads(key, read);
-        }
-    }
+    });
 }
 
 /// Remove assignments to unread variables and statements left empty; returns whether
@@ -135,76 +84,22 @@ fn compact(k: &mut Kernel) {
 
 fn visit_vars(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut VarId)) {
     for s in stmts {
-        match s {
-            Stmt::Assign(v, e) => {
-                f(v);
-                expr_vars(e, f);
-            }
-            Stmt::Store { index, value, .. } => {
-                expr_vars(index, f);
-                expr_vars(value, f);
-            }
-            Stmt::If {
-                cond,
-                then,
-                otherwise,
-            } => {
-                expr_vars(cond, f);
-                visit_vars(then, f);
-                visit_vars(otherwise, f);
-            }
-            Stmt::For {
-                var,
-                start,
-                stop,
-                body,
-            } => {
-                f(var);
-                expr_vars(start, f);
-                expr_vars(stop, f);
-                visit_vars(body, f);
-            }
-            Stmt::While { cond, body } => {
-                expr_vars(cond, f);
-                visit_vars(body, f);
-            }
-            Stmt::Grow { len, .. } => expr_vars(len, f),
-            Stmt::Sort { lo, hi, .. } | Stmt::SortPerm { lo, hi, .. } => {
-                expr_vars(lo, f);
-                expr_vars(hi, f);
-            }
-            Stmt::Fill {
-                start, stop, value, ..
-            } => {
-                expr_vars(start, f);
-                expr_vars(stop, f);
-                expr_vars(value, f);
-            }
-            Stmt::Break | Stmt::Fail(_) | Stmt::Comment(_) => {}
+        if let Stmt::Assign(v, _) | Stmt::For { var: v, .. } = s {
+            f(v);
+        }
+        for e in s.own_exprs_mut() {
+            expr_vars(e, f);
+        }
+        for body in s.bodies_mut() {
+            visit_vars(body, f);
         }
     }
 }
 
 fn expr_vars(e: &mut Expr, f: &mut dyn FnMut(&mut VarId)) {
     match e {
-        Expr::Const(_) | Expr::Len(_) => {}
         Expr::Var(v) => f(v),
-        Expr::Load { index, .. } | Expr::HashFind { key: index, .. } => expr_vars(index, f),
-        Expr::Unary(_, a) | Expr::Cast(_, a) => expr_vars(a, f),
-        Expr::Binary(_, a, b) => {
-            expr_vars(a, f);
-            expr_vars(b, f);
-        }
-        Expr::Select(c, a, b) => {
-            expr_vars(c, f);
-            expr_vars(a, f);
-            expr_vars(b, f);
-        }
-        Expr::SearchGe { lo, hi, key, .. } => {
-            expr_vars(lo, f);
-            expr_vars(hi, f);
-            expr_vars(key, f);
-        }
+        e => e.children_mut().into_iter().for_each(|c| expr_vars(c, f)),
     }
 }
 

@@ -159,43 +159,9 @@ fn walk_stmts(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
 
 /// Every expression (and sub-expression) in the statements.
 fn walk_exprs(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
-    fn expr(e: &Expr, f: &mut dyn FnMut(&Expr)) {
-        f(e);
-        match e {
-            Expr::Const(_) | Expr::Var(_) | Expr::Len(_) => {}
-            Expr::Load { index, .. } => expr(index, f),
-            Expr::Unary(_, a) | Expr::Cast(_, a) => expr(a, f),
-            Expr::Binary(_, a, b) => {
-                expr(a, f);
-                expr(b, f);
-            }
-            Expr::Select(c, a, b) => {
-                expr(c, f);
-                expr(a, f);
-                expr(b, f);
-            }
-            Expr::SearchGe { lo, hi, key, .. } => {
-                expr(lo, f);
-                expr(hi, f);
-                expr(key, f);
-            }
-            Expr::HashFind { key, .. } => expr(key, f),
-        }
-    }
     walk_stmts(stmts, &mut |s| {
-        let es: Vec<&Expr> = match s {
-            Stmt::Assign(_, e) | Stmt::Grow { len: e, .. } => vec![e],
-            Stmt::Store { index, value, .. } => vec![index, value],
-            Stmt::If { cond, .. } | Stmt::While { cond, .. } => vec![cond],
-            Stmt::For { start, stop, .. } => vec![start, stop],
-            Stmt::Fill {
-                start, stop, value, ..
-            } => vec![start, stop, value],
-            Stmt::Sort { lo, hi, .. } | Stmt::SortPerm { lo, hi, .. } => vec![lo, hi],
-            Stmt::Break | Stmt::Fail(_) | Stmt::Comment(_) => vec![],
-        };
-        for e in es {
-            expr(e, f);
+        for e in s.own_exprs() {
+            e.visit(f);
         }
     });
 }
