@@ -1,42 +1,11 @@
 //! `tessera bench` and `tessera einsum --json`: the one-line JSON report the benchmark scripts
 //! parse, the output file of the last run, and the usage errors.
 
+mod common;
+
+use common::cli::{Dir, tessera};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Command, Output};
 use tessera::io::{FileData, read_file};
-
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("tessera-bench-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-    fn file(&self, name: &str, text: &str) -> String {
-        let p = self.0.join(name);
-        std::fs::write(&p, text).unwrap();
-        p.to_str().unwrap().to_string()
-    }
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).to_str().unwrap().to_string()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .output()
-        .expect("run tessera")
-}
 
 /// A flat JSON object of numbers and strings, as `bench --json` prints it.
 #[derive(Debug, PartialEq)]

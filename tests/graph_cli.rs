@@ -4,48 +4,10 @@
 
 mod common;
 
+use common::cli::{Dir, ok, tessera};
 use std::collections::VecDeque;
-use std::path::PathBuf;
-use std::process::{Command, Output};
 use tessera::io::{FileData, read_file};
 use tessera::runtime::Buffer;
-
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("tessera-graph-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).to_str().unwrap().to_string()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .output()
-        .expect("run tessera")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = tessera(args);
-    assert!(
-        o.status.success(),
-        "tessera {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
 
 /// A directed graph: (n, edges (from, to, weight)), without duplicate edges.
 type Graph = (usize, Vec<(usize, usize, f64)>);

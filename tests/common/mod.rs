@@ -2,6 +2,7 @@
 //! reference evaluator, and finding the shared data folder.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod data;
 pub mod random;
 pub mod scipy;
