@@ -416,7 +416,7 @@ impl Level for RunList {
             stop: b::load(right, b::var(q)),
             chunk: Looplet::Run(Box::new(Target::Fiber(f.child(b::var(q))))),
             next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
-            positions_end: None,
+            positions: None,
         };
         Ok(Looplet::Thunk {
             preamble,

@@ -348,7 +348,7 @@ impl Level for SparseBlockList {
             stop: b::load(idx, b::var(r)),
             chunk,
             next: vec![b::assign(r, b::add(b::var(r), b::int(1)))],
-            positions_end: None,
+            positions: None,
         };
         Ok(super::shared::chunks_then_fill(
             preamble,

@@ -406,7 +406,7 @@ impl Level for SparseByteMap {
                 tail: Box::new(Target::Fiber(f.child(b::load(srt, b::var(q))))),
             },
             next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
-            positions_end: None,
+            positions: None,
         };
         Ok(super::shared::chunks_then_fill(
             preamble,

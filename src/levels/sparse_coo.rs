@@ -398,7 +398,7 @@ impl Level for SparseCOO {
                 tail: Box::new(Target::Fiber(tail)),
             },
             next,
-            positions_end: None,
+            positions: None,
         };
         Ok(super::shared::chunks_then_fill(
             preamble,

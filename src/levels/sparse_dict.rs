@@ -17,7 +17,7 @@
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::{BinOp, BufId, Expr, Stmt, VarId, build as b};
-use crate::looplets::{Fiber, Looplet, Stepper, Target};
+use crate::looplets::{Fiber, Looplet, Positions, Stepper, Target};
 use crate::lower::ctx::Cx;
 use crate::notation::ast::Protocol;
 use crate::runtime::{Buffer, intrinsics};
@@ -411,7 +411,11 @@ impl Level for SparseDict {
                 tail: Box::new(Target::Fiber(f.child(b::load(val, b::var(q))))),
             },
             next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
-            positions_end: Some(b::var(q_stop)),
+            positions: Some(Positions {
+                end: b::var(q_stop),
+                last: b::var(last),
+                coords: idx,
+            }),
         };
         Ok(super::shared::chunks_then_fill(
             preamble,

@@ -8,7 +8,7 @@
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
 use crate::ir::{Expr, Stmt, build as b};
-use crate::looplets::{Fiber, Looplet, Stepper, Target};
+use crate::looplets::{Fiber, Looplet, Positions, Stepper, Target};
 use crate::lower::ctx::Cx;
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
@@ -240,7 +240,11 @@ impl Level for SparseList {
                 tail: Box::new(Target::Fiber(f.child(b::var(q)))),
             },
             next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
-            positions_end: Some(b::var(q_stop)),
+            positions: Some(Positions {
+                end: b::var(q_stop),
+                last: b::var(last),
+                coords: idx,
+            }),
         };
         Ok(super::shared::chunks_then_fill(
             preamble,

@@ -313,7 +313,7 @@ impl Level for SparseRunList {
             stop: stop.clone(),
             chunk,
             next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
-            positions_end: None,
+            positions: None,
         };
         Ok(super::shared::chunks_then_fill(
             preamble,

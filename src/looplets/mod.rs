@@ -113,9 +113,20 @@ pub struct Stepper {
     /// Advance to the next chunk.
     pub next: Vec<Stmt>,
     /// When the chunks are the positions of a variable that `next` advances by one (a sparse
-    /// list's entries), the position after the last one: the engine may then walk the
-    /// positions with a counted loop.
-    pub positions_end: Option<Expr>,
+    /// list's entries, in coordinate order): the engine may then walk the positions with a
+    /// counted loop.
+    pub positions: Option<Positions>,
+}
+
+/// The positions a stepper's chunks are (see [`Stepper::positions`]).
+#[derive(Clone)]
+pub struct Positions {
+    /// The position after the last one.
+    pub end: Expr,
+    /// The largest stored coordinate (any value below the first one when there is none).
+    pub last: Expr,
+    /// The coordinates, ascending over the positions: chunk `q` stops at `coords[q]`.
+    pub coords: crate::ir::BufId,
 }
 
 pub struct Jumper {

@@ -821,26 +821,44 @@ impl Engine {
         if chunk.is_empty() {
             return Ok(Some(vec![]));
         }
+        // Positions advanced one by one become a counted loop over those whose coordinate is
+        // inside the extent (found once, by a search only when the extent ends before the
+        // last entry); backends can free such a loop of per-access bounds checks.
+        if let (Some(pos), [Stmt::Assign(q, step)]) = (&s.positions, s.next.as_slice())
+            && *step == b::add(b::var(*q), b::int(1))
+        {
+            let end = self.cx.var(&format!("{index}_entries_end"), ElemType::I64);
+            let mut inner = vec![b::assign(e, s.stop.clone())];
+            inner.extend(chunk);
+            let next = b::add(b::var(e), b::int(1));
+            inner.extend(self.short_circuit_exit(index, next, &ext.stop, unspecialised)?);
+            let mut code = vec![b::assign(end, pos.end.clone())];
+            code.extend(b::if_(
+                b::lt(ext.stop.clone(), pos.last.clone()),
+                vec![b::assign(
+                    end,
+                    Expr::SearchGe {
+                        buf: pos.coords,
+                        lo: Box::new(b::var(*q)),
+                        hi: Box::new(pos.end.clone()),
+                        key: Box::new(b::add(ext.stop.clone(), b::int(1))),
+                    },
+                )],
+            ));
+            code.push(Stmt::For {
+                var: *q,
+                start: b::var(*q),
+                stop: b::var(end),
+                body: inner,
+            });
+            return Ok(Some(code));
+        }
         let mut inner = vec![b::assign(e, s.stop.clone())];
         inner.extend(b::if_(
             b::lt(ext.stop.clone(), b::var(e)),
             vec![Stmt::Break],
         ));
         inner.extend(chunk);
-        // Positions advanced one by one become a counted loop over them (which backends can
-        // free of per-access bounds checks); the extent's end is then the `break` above.
-        if let (Some(end), [Stmt::Assign(q, step)]) = (&s.positions_end, s.next.as_slice())
-            && *step == b::add(b::var(*q), b::int(1))
-        {
-            let next = b::add(b::var(e), b::int(1));
-            inner.extend(self.short_circuit_exit(index, next, &ext.stop, unspecialised)?);
-            return Ok(Some(vec![Stmt::For {
-                var: *q,
-                start: b::var(*q),
-                stop: end.clone(),
-                body: inner,
-            }]));
-        }
         inner.extend(s.next.clone());
         inner.push(b::assign(i, b::add(b::var(e), b::int(1))));
         inner.extend(self.short_circuit_exit(index, b::var(i), &ext.stop, unspecialised)?);

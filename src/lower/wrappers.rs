@@ -139,7 +139,9 @@ pub fn shift(l: &Looplet, c: &Expr) -> Looplet {
                 stop: back(&s.stop),
                 chunk: shift(&s.chunk, &c),
                 next: s.next.clone(),
-                positions_end: s.positions_end.clone(),
+                // Shifted coordinates no longer match the level's own (its search keys and
+                // last coordinate): the engine walks a shifted list chunk by chunk.
+                positions: None,
             }))
         }
         Looplet::Jumper(j) => {
