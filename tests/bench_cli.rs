@@ -15,30 +15,21 @@ enum Value {
 }
 
 fn parse_flat_json(line: &str) -> BTreeMap<String, Value> {
-    let body = line
-        .trim()
-        .strip_prefix('{')
-        .and_then(|s| s.strip_suffix('}'))
+    let v: serde_json::Value =
+        serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    let obj = v
+        .as_object()
         .unwrap_or_else(|| panic!("not a JSON object: {line}"));
-    let mut out = BTreeMap::new();
-    for pair in body.split(", ") {
-        let (k, v) = pair
-            .split_once(": ")
-            .unwrap_or_else(|| panic!("bad pair `{pair}` in {line}"));
-        let k = k
-            .strip_prefix('"')
-            .and_then(|k| k.strip_suffix('"'))
-            .unwrap_or_else(|| panic!("unquoted key `{k}`"));
-        let v = match v.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
-            Some(s) => Value::Str(s.to_string()),
-            None => Value::Num(
-                v.parse()
-                    .unwrap_or_else(|_| panic!("`{v}` of `{k}` is not a JSON number")),
-            ),
-        };
-        out.insert(k.to_string(), v);
-    }
-    out
+    obj.iter()
+        .map(|(k, v)| {
+            let v = match v {
+                serde_json::Value::String(s) => Value::Str(s.clone()),
+                serde_json::Value::Number(n) => Value::Num(n.as_f64().expect("a finite number")),
+                other => panic!("`{other}` of `{k}` is neither a number nor a string"),
+            };
+            (k.clone(), v)
+        })
+        .collect()
 }
 
 fn num(m: &BTreeMap<String, Value>, k: &str) -> f64 {

@@ -3,7 +3,7 @@
 //! `run --time`); the benchmark scripts read the one-line JSON report.
 
 use super::{
-    Prepared, TensorFlags, compiling_runner, prepare, time_line, with_origin, write_outputs,
+    Prepared, TensorArgs, compiling_runner, prepare, time_line, with_origin, write_outputs,
 };
 use crate::error::{Error, Result};
 use clap::Args;
@@ -11,20 +11,8 @@ use std::time::Instant;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Program file (or program text)
-    pub program: String,
-    /// Input tensor: NAME=PATH[@FORMAT]
-    #[arg(long = "in", value_name = "NAME=PATH[@FORMAT]")]
-    pub inputs: Vec<String>,
-    /// 0-d input: NAME=VALUE
-    #[arg(long = "scalar", value_name = "NAME=VALUE")]
-    pub scalars: Vec<String>,
-    /// Output or workspace tensor: NAME[=PATH][@FORMAT] (files hold the last run's result)
-    #[arg(long = "out", value_name = "NAME[=PATH][@FORMAT]")]
-    pub outputs: Vec<String>,
-    /// Shape of an output no index determines: NAME=D1xD2...
-    #[arg(long = "shape", value_name = "NAME=D1xD2")]
-    pub shapes: Vec<String>,
+    #[command(flatten)]
+    pub tensors: TensorArgs,
     /// Untimed runs before the timed ones (caches, page faults, branch predictors)
     #[arg(long, default_value_t = 3)]
     pub warmup: usize,
@@ -50,13 +38,16 @@ pub(super) fn json_line(compile_ms: f64, times: &[f64], warmup: usize, backend: 
     } else {
         (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
     };
-    // A flat object of finite numbers and one backend name: no JSON crate needed.
-    format!(
-        "{{\"compile_ms\": {compile_ms}, \"median_ms\": {median}, \"min_ms\": {}, \"max_ms\": {}, \"repeats\": {n}, \"warmup\": {warmup}, \"backend\": {}}}",
-        sorted[0],
-        sorted[n - 1],
-        json_string(backend)
-    )
+    serde_json::json!({
+        "compile_ms": compile_ms,
+        "median_ms": median,
+        "min_ms": sorted[0],
+        "max_ms": sorted[n - 1],
+        "repeats": n,
+        "warmup": warmup,
+        "backend": backend,
+    })
+    .to_string()
 }
 
 pub fn bench(a: &BenchArgs) -> Result<String> {
@@ -73,13 +64,7 @@ pub fn bench(a: &BenchArgs) -> Result<String> {
         mut tensors,
         outs,
         formats,
-    } = prepare(&TensorFlags {
-        program: &a.program,
-        inputs: &a.inputs,
-        scalars: &a.scalars,
-        outputs: &a.outputs,
-        shapes: &a.shapes,
-    })?;
+    } = prepare(&a.tensors)?;
     let compiled = runner
         .compile(&program, &formats)
         .map_err(|e| with_origin(e, &origin))?;
@@ -100,20 +85,4 @@ pub fn bench(a: &BenchArgs) -> Result<String> {
     }
     out.push_str(&time_line(compile_ms, &times));
     Ok(out)
-}
-
-/// `s` as a JSON string literal.
-fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }

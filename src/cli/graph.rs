@@ -171,30 +171,23 @@ pub fn graph(a: &GraphArgs) -> Result<String> {
     };
     let mut out = String::new();
     if a.json {
-        let kernels: Vec<String> = compile_ms
+        let kernels: serde_json::Map<String, serde_json::Value> = compile_ms
             .iter()
-            .map(|(k, ms)| format!("\"{k}\": {ms:.4}"))
+            .map(|(k, ms)| (k.to_string(), serde_json::json!(ms)))
             .collect();
-        // NaN is not JSON: no timed runs give nulls.
-        let num = |x: f64| {
-            if x.is_finite() {
-                format!("{x:.4}")
-            } else {
-                "null".to_string()
-            }
-        };
-        let _ = writeln!(
-            out,
-            "{{\"compile_ms\": {total_compile:.4}, \"median_ms\": {}, \"min_ms\": {}, \
-             \"repeats\": {}, \"warmup\": {}, \"iterations\": {}, \"vertices\": {n}, \
-             \"reached\": {reached}, \"kernels_compile_ms\": {{{}}}}}",
-            num(median),
-            num(min),
-            a.repeat,
-            a.warmup.max(1),
-            last.iterations,
-            kernels.join(", ")
-        );
+        // NaN is not JSON: no timed runs give nulls (serde_json writes non-finite as null).
+        let line = serde_json::json!({
+            "compile_ms": total_compile,
+            "median_ms": median,
+            "min_ms": min,
+            "repeats": a.repeat,
+            "warmup": a.warmup.max(1),
+            "iterations": last.iterations,
+            "vertices": n,
+            "reached": reached,
+            "kernels_compile_ms": kernels,
+        });
+        let _ = writeln!(out, "{line}");
     } else {
         let _ = writeln!(
             out,

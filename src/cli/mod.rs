@@ -59,8 +59,9 @@ pub enum Command {
     Demo,
 }
 
+/// The program and tensor flags `run`, `code` and `bench` share.
 #[derive(Args, Debug)]
-pub struct RunArgs {
+pub struct TensorArgs {
     /// Program file (or program text)
     pub program: String,
     /// Input tensor: NAME=PATH[@FORMAT]
@@ -69,12 +70,18 @@ pub struct RunArgs {
     /// 0-d input: NAME=VALUE
     #[arg(long = "scalar", value_name = "NAME=VALUE")]
     pub scalars: Vec<String>,
-    /// Output or workspace tensor: NAME[=PATH][@FORMAT]
+    /// Output or workspace tensor: NAME[=PATH][@FORMAT] (a file holds the last run's result)
     #[arg(long = "out", value_name = "NAME[=PATH][@FORMAT]")]
     pub outputs: Vec<String>,
     /// Shape of an output no index determines: NAME=D1xD2...
     #[arg(long = "shape", value_name = "NAME=D1xD2")]
     pub shapes: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub tensors: TensorArgs,
     /// Run the kernel this many times (with --time: median and minimum)
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
@@ -259,27 +266,6 @@ struct Prepared {
     formats: BTreeMap<String, Format>,
 }
 
-/// The tensor flags `run` and `bench` share.
-struct TensorFlags<'a> {
-    program: &'a str,
-    inputs: &'a [String],
-    scalars: &'a [String],
-    outputs: &'a [String],
-    shapes: &'a [String],
-}
-
-impl<'a> From<&'a RunArgs> for TensorFlags<'a> {
-    fn from(a: &'a RunArgs) -> Self {
-        TensorFlags {
-            program: &a.program,
-            inputs: &a.inputs,
-            scalars: &a.scalars,
-            outputs: &a.outputs,
-            shapes: &a.shapes,
-        }
-    }
-}
-
 /// The runner of a compiling backend named on the command line (`eval` is not one: it
 /// interprets the program and is handled by `run` alone).
 fn compiling_runner(backend: &str) -> Result<Runner> {
@@ -299,7 +285,7 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
         mut tensors,
         outs,
         formats: all_formats,
-    } = prepare(&TensorFlags::from(a))?;
+    } = prepare(&a.tensors)?;
     if code_only {
         let (mut k, _, _) =
             Runner::lower(&program, &all_formats).map_err(|e| with_origin(e, &origin))?;
@@ -357,11 +343,11 @@ fn write_outputs(
     Ok(out)
 }
 
-fn prepare(a: &TensorFlags) -> Result<Prepared> {
-    let (mut program, origin) = load_program(a.program)?;
+fn prepare(a: &TensorArgs) -> Result<Prepared> {
+    let (mut program, origin) = load_program(&a.program)?;
     let ranks = ranks(&program);
     let mut tensors: BTreeMap<String, Tensor> = BTreeMap::new();
-    for spec in a.inputs {
+    for spec in &a.inputs {
         let (name, rest) = split_name(spec, "--in")?;
         let (path, fmt) = split_format(rest);
         tensors.insert(
@@ -369,19 +355,19 @@ fn prepare(a: &TensorFlags) -> Result<Prepared> {
             crate::tensor::files::load_tensor(path, fmt)?,
         );
     }
-    for spec in a.scalars {
+    for spec in &a.scalars {
         let (name, v) = split_name(spec, "--scalar")?;
         let v = parse_scalar(name, v)?;
         let f = Format::new(vec![crate::levels::LevelKind::Element(v)])?;
         tensors.insert(name.to_string(), Tensor::empty(&f, &[])?);
     }
     let mut outs: BTreeMap<String, OutSpec> = BTreeMap::new();
-    for spec in a.outputs {
+    for spec in &a.outputs {
         let (name, o) = parse_out(spec)?;
         outs.insert(name, o);
     }
     let mut given_shapes: HashMap<String, Vec<usize>> = HashMap::new();
-    for spec in a.shapes {
+    for spec in &a.shapes {
         let (name, s) = split_name(spec, "--shape")?;
         given_shapes.insert(name.to_string(), parse_shape(s)?);
     }
