@@ -482,9 +482,15 @@ impl<'r> Fuser<'r> {
 
     fn run(&mut self, t: &Term, output: Option<&Format>) -> Result<Tensor> {
         let Some(runner) = self.runner else {
-            // Only shapes were asked for: a stand-in of the right shape.
+            // Only shapes were asked for: an empty stand-in of the right shape, in a format
+            // that allocates nothing per coordinate.
             let shape: Vec<usize> = t.out.iter().map(|v| self.extent[v.0]).collect();
-            return Tensor::empty(&Format::dense(shape.len(), Scalar::F64(0.0)), &shape);
+            let mut levels = vec![];
+            if !shape.is_empty() {
+                levels.push(crate::levels::LevelKind::SparseCOO(shape.len()));
+            }
+            levels.push(crate::levels::LevelKind::Element(Scalar::F64(0.0)));
+            return Tensor::empty(&Format::new(levels)?, &shape);
         };
         // Unit dimensions no read uses (from `expand_dims` or a broadcast) have no extent in
         // einsum's eyes: the statement leaves them out and the result gets them back.
