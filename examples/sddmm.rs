@@ -95,12 +95,18 @@ fn run() -> Result<()> {
         .all(|(x, y)| (x.as_f64() - y.as_f64()).abs() <= 1e-9 * (1.0 + y.as_f64().abs()));
     let (fm, um) = (median(fused_ms), median(unfused_ms));
     if json {
-        println!(
-            "{{\"n\": {n}, \"k\": {k}, \"density\": {density}, \"nnz\": {}, \"fused_ms\": {fm:.3}, \"unfused_ms\": {um:.3}, \"ratio\": {:.1}, \"kernels\": {}, \"agree\": {agree}}}",
-            a.countstored(),
-            um / fm,
-            statements.len()
-        );
+        let line = serde_json::json!({
+            "n": n,
+            "k": k,
+            "density": density,
+            "nnz": a.countstored(),
+            "fused_ms": fm,
+            "unfused_ms": um,
+            "ratio": um / fm,
+            "kernels": statements.len(),
+            "agree": agree,
+        });
+        println!("{line}");
     } else {
         println!(
             "SDDMM N={n} K={k} density={density} nnz={}",
