@@ -30,16 +30,22 @@ fn fresh_dir(test: &str) -> PathBuf {
     d
 }
 
+/// Whether a C compiler is here; without one, says that `test` is skipped.
+fn has_compiler(test: &str) -> bool {
+    let found = CBackend::new().compiler_available();
+    if !found {
+        eprintln!("{test}: no C compiler (cc or $CC), skipped");
+    }
+    found
+}
+
 /// A runner on the C backend caching in the shared test cache, or `None` (with a message)
 /// without a C compiler.
 fn c_runner(test: &str) -> Option<Runner> {
-    let c = CBackend::new().with_cache_dir(std::env::temp_dir().join("tessera-test-cache"));
-    if c.compiler_available() {
-        Some(Runner::new(Box::new(c)))
-    } else {
-        eprintln!("{test}: no C compiler (cc or $CC), skipped");
-        None
-    }
+    has_compiler(test).then(|| {
+        let c = CBackend::new().with_cache_dir(std::env::temp_dir().join("tessera-test-cache"));
+        Runner::new(Box::new(c))
+    })
 }
 
 fn run_on(
@@ -259,8 +265,7 @@ fn unique_kernel(tag: u64) -> tessera::ir::Kernel {
 fn objects_are_cached_on_disk_by_hash() {
     let dir = fresh_dir("cache");
     let c = CBackend::new().with_cache_dir(&dir);
-    if !c.compiler_available() {
-        eprintln!("objects_are_cached_on_disk_by_hash: no C compiler, skipped");
+    if !has_compiler("objects_are_cached_on_disk_by_hash") {
         return;
     }
     let objects = || -> Vec<PathBuf> {
@@ -299,8 +304,7 @@ fn objects_are_cached_on_disk_by_hash() {
 /// wrapper as `$CC` counts the compiler runs of two `tessera run --backend c` processes.
 #[test]
 fn a_new_process_reuses_the_cached_object() {
-    if !CBackend::new().compiler_available() {
-        eprintln!("a_new_process_reuses_the_cached_object: no C compiler, skipped");
+    if !has_compiler("a_new_process_reuses_the_cached_object") {
         return;
     }
     let dir = fresh_dir("process");
@@ -388,8 +392,7 @@ fn a_missing_compiler_is_a_backend_error_naming_it() {
 
 #[test]
 fn a_failing_compiler_shows_its_stderr() {
-    if !CBackend::new().compiler_available() {
-        eprintln!("a_failing_compiler_shows_its_stderr: no C compiler, skipped");
+    if !has_compiler("a_failing_compiler_shows_its_stderr") {
         return;
     }
     let dir = fresh_dir("failing");
@@ -445,8 +448,7 @@ fn code_prints_the_c_source() {
         !code("jit").contains("tessera_kernel"),
         "the IR printer stays the default"
     );
-    if !CBackend::new().compiler_available() {
-        eprintln!("code_prints_the_c_source: no C compiler, einsum --backend c skipped");
+    if !has_compiler("code_prints_the_c_source (einsum --backend c)") {
         return;
     }
     let einsum = |backend: &str| {
