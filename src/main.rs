@@ -3,7 +3,9 @@
 use clap::Parser;
 use std::io::Write;
 use std::process::ExitCode;
-use tessera::cli::{Cli, run_cli};
+mod cli;
+
+use cli::{Cli, run_cli};
 
 fn main() -> ExitCode {
     match run_cli(Cli::parse()) {

@@ -5,9 +5,9 @@
 use super::{
     Prepared, TensorArgs, compiling_runner, prepare, time_line, with_origin, write_outputs,
 };
-use crate::error::{Error, Result};
 use clap::Args;
 use std::time::Instant;
+use tessera::error::{Error, Result};
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {

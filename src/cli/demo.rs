@@ -1,14 +1,14 @@
 //! `tessera demo`: the showcase on generated data, no arguments needed.
 
-use crate::error::Result;
-use crate::levels::Format;
-use crate::notation::parse::parse_program;
-use crate::run::Runner;
-use crate::runtime::Buffer;
-use crate::tensor::{Tensor, random_sparse};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Instant;
+use tessera::error::Result;
+use tessera::levels::Format;
+use tessera::notation::parse::parse_program;
+use tessera::run::Runner;
+use tessera::runtime::Buffer;
+use tessera::tensor::{Tensor, random_sparse};
 
 const SPMV: &str = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
 const DOT: &str = "s .= 0\nfor i = _\n  s[] += a[i] * b[i]\nend\n";

@@ -3,13 +3,13 @@
 //! `--time` line.
 
 use super::{parse_out, split_format, split_name, time_line};
-use crate::api::{formats_of, plan::plan, prepare};
-use crate::error::{Error, Result};
-use crate::levels::Format;
-use crate::tensor::Tensor;
 use clap::Args;
 use std::fmt::Write as _;
 use std::time::Instant;
+use tessera::api::{formats_of, plan::plan, prepare};
+use tessera::error::{Error, Result};
+use tessera::levels::Format;
+use tessera::tensor::Tensor;
 
 #[derive(Args, Debug)]
 pub struct EinsumArgs {
@@ -50,7 +50,7 @@ pub fn einsum(a: &EinsumArgs) -> Result<String> {
         if inputs.iter().any(|(n, _)| n == name) {
             return Err(Error::Usage(format!("--in {name} is given twice")));
         }
-        let t = crate::tensor::files::load_tensor(path, fmt)?;
+        let t = tessera::tensor::files::load_tensor(path, fmt)?;
         t.validate(name)?;
         inputs.push((name.to_string(), t));
     }
@@ -60,7 +60,7 @@ pub fn einsum(a: &EinsumArgs) -> Result<String> {
         .iter()
         .map(|(n, t)| (n.as_str(), &t.format))
         .collect();
-    let spec = crate::api::spec::parse_spec(&a.spec)?;
+    let spec = tessera::api::spec::parse_spec(&a.spec)?;
     let out_format = match out.as_ref().and_then(|(_, o)| o.format.as_deref()) {
         Some(f) => Some(Format::parse(f, Some(spec.out_indices.len()))?),
         None => None,
@@ -110,7 +110,7 @@ pub fn einsum(a: &EinsumArgs) -> Result<String> {
     }
     let result = &tensors[&spec.output];
     match out.as_ref().and_then(|(_, o)| o.path.as_deref()) {
-        Some(p) => crate::tensor::files::write_tensor(p, result)?,
+        Some(p) => tessera::tensor::files::write_tensor(p, result)?,
         None if result.rank() == 0 => {
             let _ = writeln!(text, "{} = {}", spec.output, result.get(&[])?);
         }

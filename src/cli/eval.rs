@@ -1,26 +1,26 @@
 //! The `--backend eval` path: the reference evaluator on dense copies of the tensors.
 
-use crate::error::Result;
-use crate::notation::ast::Program;
-use crate::tensor::Tensor;
 use std::collections::BTreeMap;
+use tessera::error::Result;
+use tessera::notation::ast::Program;
+use tessera::tensor::Tensor;
 
 /// Run the reference evaluator on dense copies and store the results back in each format.
 pub fn run_eval(program: &Program, tensors: &mut BTreeMap<String, Tensor>) -> Result<()> {
-    let mut env = crate::eval::Env {
+    let mut env = tessera::eval::Env {
         tensors: BTreeMap::new(),
     };
     for (n, t) in tensors.iter() {
         env.tensors.insert(
             n.clone(),
-            crate::eval::DenseTensor {
+            tessera::eval::DenseTensor {
                 shape: t.shape.clone(),
                 fill: t.fill(),
                 values: t.to_dense(),
             },
         );
     }
-    crate::eval::run(program, &mut env)?;
+    tessera::eval::run(program, &mut env)?;
     for (n, t) in tensors.iter_mut() {
         let d = &env.tensors[n];
         *t = Tensor::from_dense(&t.format, &t.shape, &d.values)?;

@@ -1,18 +1,18 @@
 //! `tessera graph bfs|bfs-pull|bfs-do|bellman-ford`: the graph algorithms of
-//! `crate::algorithms` on a graph file, timed as whole algorithms (warm-up runs first, so the
+//! `tessera::algorithms` on a graph file, timed as whole algorithms (warm-up runs first, so the
 //! kernels are compiled and cached before the timed runs).
 
 use super::{parse_out, split_format, split_name};
-use crate::algorithms::{bellman_ford, bfs};
-use crate::error::{Error, Result};
-use crate::levels::Format;
-use crate::run::Runner;
-use crate::runtime::Buffer;
-use crate::tensor::Tensor;
 use clap::{Args, ValueEnum};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Instant;
+use tessera::algorithms::{bellman_ford, bfs};
+use tessera::error::{Error, Result};
+use tessera::levels::Format;
+use tessera::run::Runner;
+use tessera::runtime::Buffer;
+use tessera::tensor::Tensor;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Algorithm {
@@ -80,7 +80,7 @@ fn load_graph(a: &GraphArgs) -> Result<(String, Tensor)> {
         Algorithm::BellmanFord => bellman_ford::WEIGHTS,
         _ => bfs::GRAPH_FORMAT,
     };
-    let t = crate::tensor::files::load_tensor(path, Some(fmt.unwrap_or(default)))?;
+    let t = tessera::tensor::files::load_tensor(path, Some(fmt.unwrap_or(default)))?;
     Ok((path.to_string(), t))
 }
 
@@ -115,7 +115,7 @@ fn run_once(
 
 fn vector(values: Buffer) -> Result<Tensor> {
     let n = values.len();
-    let fill = crate::types::Scalar::zero(values.elem());
+    let fill = tessera::types::Scalar::zero(values.elem());
     Tensor::from_dense(&Format::dense(1, fill), &[n], &values)
 }
 
@@ -159,7 +159,7 @@ pub fn graph(a: &GraphArgs) -> Result<String> {
         } else {
             vector(Buffer::F64(last.dist.clone()))?
         };
-        crate::tensor::files::write_tensor(p, &t)?;
+        tessera::tensor::files::write_tensor(p, &t)?;
     }
     let reached = last.parents.iter().filter(|&&p| p >= 0).count();
     let total_compile: f64 = compile_ms.iter().map(|(_, ms)| ms).sum();

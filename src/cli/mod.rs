@@ -6,16 +6,16 @@ mod einsum;
 mod eval;
 mod graph;
 
-use crate::error::{Error, Result};
-use crate::levels::Format;
-use crate::notation::ast::{Program, Stmt, StmtKind};
-use crate::run::Runner;
-use crate::tensor::Tensor;
-use crate::types::Scalar;
 use clap::{Args, Parser, Subcommand};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::time::Instant;
+use tessera::error::{Error, Result};
+use tessera::levels::Format;
+use tessera::notation::ast::{Program, Stmt, StmtKind};
+use tessera::run::Runner;
+use tessera::tensor::Tensor;
+use tessera::types::Scalar;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -136,7 +136,8 @@ fn load_program(p: &str) -> Result<(Program, String)> {
             msg: "program file not found".into(),
         });
     };
-    let prog = crate::notation::parse::parse_program(&text).map_err(|e| with_origin(e, &origin))?;
+    let prog =
+        tessera::notation::parse::parse_program(&text).map_err(|e| with_origin(e, &origin))?;
     Ok((prog, origin))
 }
 
@@ -215,7 +216,7 @@ fn parse_shape(s: &str) -> Result<Vec<usize>> {
 /// The rank each tensor is accessed with in the program.
 fn ranks(p: &Program) -> HashMap<String, usize> {
     let mut out = HashMap::new();
-    crate::notation::visit::accesses(&p.body, &mut |a| {
+    tessera::notation::visit::accesses(&p.body, &mut |a| {
         out.entry(a.tensor.clone()).or_insert(a.indices.len());
     });
     out
@@ -271,7 +272,7 @@ struct Prepared {
 fn compiling_runner(backend: &str) -> Result<Runner> {
     match backend {
         "jit" => Ok(Runner::jit()),
-        "c" => Ok(Runner::new(Box::new(crate::backend::CBackend::new()))),
+        "c" => Ok(Runner::new(Box::new(tessera::backend::CBackend::new()))),
         other => Err(Error::Usage(format!(
             "unknown backend `{other}` (jit, c or eval)"
         ))),
@@ -290,9 +291,9 @@ fn run(a: &RunArgs, code_only: bool) -> Result<String> {
         let (mut k, _, _) =
             Runner::lower(&program, &all_formats).map_err(|e| with_origin(e, &origin))?;
         // Show what the backend compiles.
-        crate::ir::promote::promote_scalars(&mut k);
+        tessera::ir::promote::promote_scalars(&mut k);
         return Ok(match a.backend.as_str() {
-            "c" => crate::backend::CBackend::source(&k),
+            "c" => tessera::backend::CBackend::source(&k),
             _ => k.to_string(),
         });
     }
@@ -333,7 +334,7 @@ fn write_outputs(
     for (n, o) in outs {
         let t = &tensors[n];
         match &o.path {
-            Some(p) => crate::tensor::files::write_tensor(p, t)?,
+            Some(p) => tessera::tensor::files::write_tensor(p, t)?,
             None if t.rank() == 0 => {
                 let _ = writeln!(out, "{n} = {}", t.get(&[])?);
             }
@@ -352,13 +353,13 @@ fn prepare(a: &TensorArgs) -> Result<Prepared> {
         let (path, fmt) = split_format(rest);
         tensors.insert(
             name.to_string(),
-            crate::tensor::files::load_tensor(path, fmt)?,
+            tessera::tensor::files::load_tensor(path, fmt)?,
         );
     }
     for spec in &a.scalars {
         let (name, v) = split_name(spec, "--scalar")?;
         let v = parse_scalar(name, v)?;
-        let f = Format::new(vec![crate::levels::LevelKind::Element(v)])?;
+        let f = Format::new(vec![tessera::levels::LevelKind::Element(v)])?;
         tensors.insert(name.to_string(), Tensor::empty(&f, &[])?);
     }
     let mut outs: BTreeMap<String, OutSpec> = BTreeMap::new();
@@ -384,18 +385,23 @@ fn prepare(a: &TensorArgs) -> Result<Prepared> {
         }
     }
     let mut unknown = None;
-    crate::notation::visit::accesses(&program.body, &mut |acc: &crate::notation::ast::Access| {
-        if unknown.is_none() && !tensors.contains_key(&acc.tensor) && !created.contains(&acc.tensor)
-        {
-            unknown = Some(Error::program(
-                acc.span,
-                format!(
-                    "unknown tensor `{}`: give it with --in {}=PATH, --scalar or --out",
-                    acc.tensor, acc.tensor
-                ),
-            ));
-        }
-    });
+    tessera::notation::visit::accesses(
+        &program.body,
+        &mut |acc: &tessera::notation::ast::Access| {
+            if unknown.is_none()
+                && !tensors.contains_key(&acc.tensor)
+                && !created.contains(&acc.tensor)
+            {
+                unknown = Some(Error::program(
+                    acc.span,
+                    format!(
+                        "unknown tensor `{}`: give it with --in {}=PATH, --scalar or --out",
+                        acc.tensor, acc.tensor
+                    ),
+                ));
+            }
+        },
+    );
     if let Some(e) = unknown {
         return Err(with_origin(e, &origin));
     }
@@ -417,8 +423,8 @@ fn prepare(a: &TensorArgs) -> Result<Prepared> {
     for n in &created {
         shapes.insert(n.clone(), given_shapes.get(n).cloned());
     }
-    let shapes =
-        crate::transforms::infer_shapes(&program, &shapes).map_err(|e| with_origin(e, &origin))?;
+    let shapes = tessera::transforms::infer_shapes(&program, &shapes)
+        .map_err(|e| with_origin(e, &origin))?;
     for n in &created {
         let f = &formats[n];
         tensors.insert(n.clone(), Tensor::empty(f, &shapes[n])?);
@@ -433,7 +439,7 @@ fn prepare(a: &TensorArgs) -> Result<Prepared> {
                 Stmt::new(
                     StmtKind::Declare {
                         tensor: n.clone(),
-                        init: crate::notation::ast::Expr::lit(fill),
+                        init: tessera::notation::ast::Expr::lit(fill),
                     },
                     Default::default(),
                 ),
@@ -472,18 +478,18 @@ fn time_line(compile_ms: f64, times: &[f64]) -> String {
 fn convert(input: &str, output: &str) -> Result<String> {
     let (ipath, ifmt) = split_format(input);
     let (opath, ofmt) = split_format(output);
-    let t = crate::tensor::files::load_tensor(ipath, ifmt)?;
+    let t = tessera::tensor::files::load_tensor(ipath, ifmt)?;
     let t = match ofmt {
         Some(f) => t.to_format(&Format::parse(f, Some(t.rank()))?)?,
         None => t,
     };
-    crate::tensor::files::write_tensor(opath, &t)?;
+    tessera::tensor::files::write_tensor(opath, &t)?;
     Ok(String::new())
 }
 
 fn info(path: &str, storage: bool) -> Result<String> {
     let (p, fmt) = split_format(path);
-    let t = crate::tensor::files::load_tensor(p, fmt)?;
+    let t = tessera::tensor::files::load_tensor(p, fmt)?;
     let mut out = String::new();
     let shape: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
     let _ = writeln!(
@@ -500,7 +506,7 @@ fn info(path: &str, storage: bool) -> Result<String> {
     let _ = writeln!(out, "element: {}", t.elem());
     if storage {
         for (k, kind) in t.format.levels.iter().enumerate() {
-            let imp = crate::levels::level_impl(kind);
+            let imp = tessera::levels::level_impl(kind);
             let names = imp.buffers(kind, t.elem());
             // Levels are numbered from 1 (the root), as in Finch's printed trees.
             let _ = write!(out, "level {} {}:", k + 1, kind.name());
@@ -521,7 +527,7 @@ fn info(path: &str, storage: bool) -> Result<String> {
 /// Longest array `info --storage` prints in full; longer ones show their ends and length.
 const SHOW_MAX: usize = 20;
 
-fn show_array(buf: &crate::runtime::Buffer) -> String {
+fn show_array(buf: &tessera::runtime::Buffer) -> String {
     let n = buf.len();
     let item = |k: usize| buf.get(k).to_string();
     if n <= SHOW_MAX {

@@ -7,7 +7,6 @@
 pub mod algorithms;
 pub mod api;
 pub mod backend;
-pub mod cli;
 pub mod error;
 pub mod eval;
 pub mod explain;

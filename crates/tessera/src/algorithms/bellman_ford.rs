@@ -12,8 +12,8 @@ use crate::runtime::Buffer;
 use crate::tensor::Tensor;
 use std::collections::BTreeMap;
 
-pub const ROUND: &str = include_str!("../../examples/bellman_ford.tess");
-pub const PREDECESSORS: &str = include_str!("../../examples/bellman_ford_preds.tess");
+pub const ROUND: &str = include_str!("../../../../examples/bellman_ford.tess");
+pub const PREDECESSORS: &str = include_str!("../../../../examples/bellman_ford_preds.tess");
 /// Missing edges weigh Inf, so they never shorten a path.
 pub const WEIGHTS: &str = "Dense(SparseList(Element(Inf)))";
 const DIST: &str = "Dense(Element(Inf))";

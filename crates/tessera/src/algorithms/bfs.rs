@@ -11,8 +11,8 @@ use crate::runtime::Buffer;
 use crate::tensor::Tensor;
 use std::collections::BTreeMap;
 
-pub const PUSH: &str = include_str!("../../examples/bfs_push.tess");
-pub const PULL: &str = include_str!("../../examples/bfs_pull.tess");
+pub const PUSH: &str = include_str!("../../../../examples/bfs_push.tess");
+pub const PULL: &str = include_str!("../../../../examples/bfs_pull.tess");
 /// After a step: the new frontier joins the visited set. A kernel of its own because a step
 /// cannot read `V` and write it in the same loop.
 pub const VISIT: &str = "for k = _\n  V[k] |= Fnext[k]\nend\n";

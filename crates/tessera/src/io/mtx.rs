@@ -805,7 +805,7 @@ mod tests {
     #[test]
     fn reads_a_real_symmetric_matrix() {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/data/matrices/494_bus.mtx");
+            .join("../../../shared/data/matrices/494_bus.mtx");
         if !p.exists() {
             eprintln!("skipping: {} not found", p.display());
             return;
