@@ -1,7 +1,7 @@
 //! The error type every user-facing operation returns. Each variant names the place of the
 //! mistake: a program position, a file and line, or a tensor and index.
 
-use crate::notation::ast::Span;
+use crate::span::Span;
 use thiserror::Error;
 
 #[derive(Debug, Error, Clone, PartialEq)]

@@ -7,6 +7,7 @@
 pub mod algorithms;
 pub mod api;
 pub mod backend;
+pub mod convert;
 pub mod error;
 pub mod eval;
 pub mod explain;
@@ -19,6 +20,7 @@ pub mod notation;
 pub mod run;
 pub mod runtime;
 pub mod semantics;
+pub mod span;
 pub mod symbolic;
 pub mod tensor;
 pub mod transforms;

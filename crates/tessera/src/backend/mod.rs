@@ -34,8 +34,8 @@ pub trait CompiledKernel {
     fn run(&self, bufs: &mut [Buffer]) -> Result<()>;
 }
 
-/// In an error message, the place of the value the failing check stored (see `KernelFault`).
-pub const DETAIL: &str = "{detail}";
+pub use crate::ir::cx::DETAIL;
+pub(crate) use crate::runtime::buffer::{MAX_GROW, grown_len};
 
 /// Why a kernel stopped early.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,19 +130,6 @@ fn check_buffers(k: &Kernel, bufs: &[Buffer]) -> Result<()> {
     }
     Ok(())
 }
-
-/// The length a `Grow` to `want` gives a buffer of length `len`: at least double, so a kernel
-/// that appends one element at a time calls the runtime O(log n) times.
-pub(crate) fn grown_len(len: usize, want: usize) -> usize {
-    if want <= len {
-        len
-    } else {
-        want.max(len.saturating_mul(2)).max(4)
-    }
-}
-
-/// Largest length a `Grow` may ask for (guards against runaway sizes from corrupt inputs).
-pub(crate) const MAX_GROW: i64 = 1 << 40;
 
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@
 
 pub mod build;
 pub mod check;
+pub mod cx;
 pub mod print;
 pub mod promote;
 pub mod prune;

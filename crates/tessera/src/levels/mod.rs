@@ -24,10 +24,10 @@ pub mod testing;
 pub use format::{Format, LevelKind};
 
 use crate::error::Result;
+use crate::ir::cx::Cx;
 use crate::ir::{Expr, Stmt};
+use crate::looplets::tensor::TensorInfo;
 use crate::looplets::{Fiber, Looplet};
-use crate::lower::ctx::Cx;
-use crate::lower::tensor::TensorInfo;
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
 use crate::types::{ElemType, Scalar};

@@ -3,9 +3,9 @@
 
 use super::LevelRef;
 use crate::error::{Error, Result};
+use crate::ir::cx::Cx;
 use crate::ir::{BufId, Expr, Stmt, VarId, build as b};
 use crate::looplets::{Jumper, Looplet, Phase, Stepper, Target};
-use crate::lower::ctx::Cx;
 use crate::notation::ast::Protocol;
 use crate::types::{ElemType, Scalar};
 use std::rc::Rc;

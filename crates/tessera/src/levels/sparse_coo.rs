@@ -14,9 +14,9 @@
 
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
+use crate::ir::cx::Cx;
 use crate::ir::{BufId, Expr, Stmt, VarId, build as b};
 use crate::looplets::{Fiber, Looplet, Stepper, Target};
-use crate::lower::ctx::Cx;
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
 use crate::types::{ElemType, Scalar};

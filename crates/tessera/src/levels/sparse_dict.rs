@@ -16,9 +16,9 @@
 
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
+use crate::ir::cx::Cx;
 use crate::ir::{BinOp, BufId, Expr, Stmt, VarId, build as b};
 use crate::looplets::{Fiber, Looplet, Positions, Stepper, Target};
-use crate::lower::ctx::Cx;
 use crate::notation::ast::Protocol;
 use crate::runtime::{Buffer, intrinsics};
 use crate::types::{ElemType, Scalar};

@@ -2,9 +2,11 @@
 //! lowering engine. Levels build looplets (`levels/`), the engine lowers them (`lower/`).
 
 use crate::ir::{Expr, Stmt, VarId};
-use crate::lower::tensor::TensorInfo;
+pub mod tensor;
+
 use crate::types::Scalar;
 use std::rc::Rc;
+use tensor::TensorInfo;
 
 /// What an access currently points at.
 #[derive(Clone)]

@@ -1,13 +1,14 @@
 //! The recursive lowering engine: one loop at a time, outermost first, each loop's body
 //! rewritten by the looplet rule of the highest style present (see `looplets::Style`).
 
-use super::ctx::Cx;
 use super::emit::{emit_expr, emit_index};
 use super::node::{self, LAccess, LExpr, LStmt, Mode};
-use super::tensor::TensorInfo;
+use super::simplify;
 use crate::error::{Error, Result};
+use crate::ir::cx::Cx;
 use crate::ir::{Expr, Stmt, build as b};
 use crate::levels::{LevelRef, level_impl};
+use crate::looplets::tensor::TensorInfo;
 use crate::looplets::{Fiber, Looplet, Phase, Style, Target};
 use crate::notation::ast::{AssignOp, Span};
 use crate::symbolic;
@@ -42,7 +43,7 @@ pub struct Engine {
     pub write_once: HashSet<String>,
     /// Bounds of phase and loop variables: provably empty phases are skipped, phases of one
     /// coordinate lowered as points.
-    pub facts: super::bounds::Facts,
+    pub facts: crate::symbolic::bounds::Facts,
     /// Where a failing bounds check stores the value it reports: buffer 0 (the dimensions),
     /// one slot past the last dimension.
     pub detail: (crate::ir::BufId, i64),
@@ -54,7 +55,7 @@ impl Engine {
         self.write_once.extend(write_once_tensors(&stmts));
         super::scalars::drop_annihilated_writes(self, &mut stmts);
         let mut stmts = super::scalars::split_leaf_switches(stmts);
-        symbolic::simplify_stmts(&mut stmts, &self.declared);
+        simplify::simplify_stmts(&mut stmts, &self.declared);
         let mut body = vec![];
         for s in stmts {
             body.extend(self.lower_stmt(s)?);
@@ -89,7 +90,7 @@ impl Engine {
                 for bd in bounds {
                     let msg = self.cx.error(format!(
                         "{span}: index {} is outside dimension {} of `{}`",
-                        crate::backend::DETAIL,
+                        crate::ir::cx::DETAIL,
                         bd.dim,
                         bd.tensor
                     ));
@@ -256,7 +257,7 @@ impl Engine {
         if !masked && any_head(&mut body, index, |a| a.head_offset().is_some()) {
             // Drop the branches the masks already decided, so only offset accesses that
             // can run are checked against their bounds.
-            symbolic::simplify_stmts(&mut body, &self.declared);
+            simplify::simplify_stmts(&mut body, &self.declared);
         }
         let cx = &mut self.cx;
         let mut checks = vec![];
@@ -313,7 +314,7 @@ impl Engine {
         })?;
         let (mut pre, post) = hoist_thunks(&mut body)?;
         pre.splice(0..0, checks);
-        symbolic::simplify_stmts(&mut body, &self.declared);
+        simplify::simplify_stmts(&mut body, &self.declared);
         if body.is_empty() {
             // Nothing left to do at this level (e.g. only writes of the fill value): the
             // thunks' set-up and wrap-up are not needed either, and skipping them is what
@@ -432,7 +433,7 @@ impl Engine {
             });
             if !node::stmts_use_index(&mut once, index) {
                 let (pre, post) = hoist_thunks(&mut once)?;
-                symbolic::simplify_stmts(&mut once, &self.declared);
+                simplify::simplify_stmts(&mut once, &self.declared);
                 if once.is_empty() {
                     return Ok(vec![]);
                 }

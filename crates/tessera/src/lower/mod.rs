@@ -1,31 +1,30 @@
 //! Lowering a normalised program to a loop-IR kernel: conversion of the notation into the
 //! engine's form, then the recursive looplet lowering of `engine`.
 
-pub mod bounds;
-pub mod ctx;
 pub mod emit;
 pub mod engine;
 pub mod flags;
 pub mod node;
 pub mod scalars;
 pub mod shapes;
-pub mod tensor;
+pub mod simplify;
+
 pub mod wrappers;
 
 use crate::error::{Error, Result};
+use crate::ir::cx::Cx;
 use crate::ir::{self, BufId, Kernel, build as b};
 use crate::levels::Format;
+use crate::looplets::tensor::TensorInfo;
 use crate::looplets::{Fiber, Target};
 use crate::notation::ast::{self, Expr, ExprKind, Extent, Program, Stmt, StmtKind};
 use crate::transforms::affine::Scope;
 use crate::transforms::wrapperize::is_direct;
 use crate::types::{ElemType, Scalar};
-use ctx::Cx;
 use engine::Engine;
 use node::{LAccess, LExpr, LStmt, Mask, Mode};
 use std::collections::HashMap;
 use std::rc::Rc;
-use tensor::TensorInfo;
 
 /// Where each tensor's arrays sit in the kernel's buffer list. Buffer 0 holds every dimension.
 #[derive(Clone, Debug)]
@@ -201,12 +200,13 @@ impl Converter<'_> {
                         (self.expr(a)?, self.expr(z)?)
                     }
                     Extent::Auto => {
-                        let (t, d) = find_dim_source(body, index).ok_or_else(|| {
-                            Error::program(
-                                span,
-                                format!("could not resolve the extent of index `{index}`"),
-                            )
-                        })?;
+                        let (t, d) = crate::transforms::extents::find_dim_source(body, index)
+                            .ok_or_else(|| {
+                                Error::program(
+                                    span,
+                                    format!("could not resolve the extent of index `{index}`"),
+                                )
+                            })?;
                         let t = self.tensor(&t, span)?;
                         let stop = b::sub(t.dim(d), b::int(1));
                         (LExpr::Lit(Scalar::I64(0)), LExpr::Ir(stop, ElemType::I64))
@@ -460,20 +460,4 @@ pub fn const_value(e: &Expr) -> Option<Scalar> {
             .and_then(|v| crate::semantics::eval_unary(ast::UnaryOp::Neg, v.widen()).ok()),
         _ => None,
     }
-}
-
-/// A tensor and dimension that index `index` directly somewhere in `body`.
-pub fn find_dim_source(body: &[Stmt], index: &str) -> Option<(String, usize)> {
-    let mut found = None;
-    crate::notation::visit::accesses(body, &mut |a: &ast::Access| {
-        if found.is_none() {
-            for (d, ix) in a.indices.iter().enumerate() {
-                if is_direct(ix, index) {
-                    found = Some((a.tensor.clone(), d));
-                    break;
-                }
-            }
-        }
-    });
-    found
 }

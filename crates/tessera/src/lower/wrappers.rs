@@ -1,14 +1,14 @@
 //! Wrapper tensors in the lowering: index comparisons become mask tensors with fixed looplets,
 //! and offset accesses (`A[i + c]`) read the level's looplets shifted by `c`.
 
-use super::bounds::Facts;
 use super::emit::emit_index;
 use super::engine::Ext;
 use super::node::{self, LAccess, LExpr, LStmt, Mode};
 use crate::error::Result;
+use crate::ir::cx::Cx;
 use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Jumper, Looplet, Phase, Stepper, Target};
-use crate::lower::ctx::Cx;
+use crate::symbolic::bounds::Facts;
 use crate::types::Scalar;
 use std::rc::Rc;
 

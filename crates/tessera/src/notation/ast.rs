@@ -5,40 +5,9 @@
 //! Spans never take part in equality, so `parse(print(p)) == p` compares structure only.
 
 use crate::types::Scalar;
-use std::fmt;
 use std::sync::Arc;
 
-/// A position in the program text (1-based). `Span::default()` (0:0) marks built nodes.
-#[derive(Clone, Copy, Debug, Default, Eq)]
-pub struct Span {
-    pub line: u32,
-    pub col: u32,
-}
-
-impl PartialEq for Span {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl std::hash::Hash for Span {
-    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
-}
-
-impl Span {
-    pub fn new(line: u32, col: u32) -> Span {
-        Span { line, col }
-    }
-    pub fn is_known(&self) -> bool {
-        self.line > 0
-    }
-}
-
-impl fmt::Display for Span {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.line, self.col)
-    }
-}
+pub use crate::span::Span;
 
 /// A whole program: user reducer definitions and a sequence of statements at global scope.
 #[derive(Clone, Debug, PartialEq, Hash)]

@@ -51,10 +51,10 @@ pub unsafe extern "C" fn tessera_grow(state: *mut GrowState<'_>, buf: i64, want:
         return 1;
     };
     if want > b.len() as i64 {
-        if want > crate::backend::MAX_GROW {
+        if want > super::buffer::MAX_GROW {
             return 1;
         }
-        let n = crate::backend::grown_len(b.len(), want as usize);
+        let n = super::buffer::grown_len(b.len(), want as usize);
         b.resize(n, Scalar::zero(b.elem()));
     }
     // SAFETY: `views` has one entry per buffer (built by `run_native`) and `k` is in range.

@@ -188,3 +188,16 @@ mod tests {
         assert_eq!(b.get(3), Scalar::I32(1));
     }
 }
+
+/// The length a `Grow` to `want` gives a buffer of length `len`: at least double, so a kernel
+/// that appends one element at a time calls the runtime O(log n) times.
+pub(crate) fn grown_len(len: usize, want: usize) -> usize {
+    if want <= len {
+        len
+    } else {
+        want.max(len.saturating_mul(2)).max(4)
+    }
+}
+
+/// Largest length a `Grow` may ask for (guards against runaway sizes from corrupt inputs).
+pub(crate) const MAX_GROW: i64 = 1 << 40;

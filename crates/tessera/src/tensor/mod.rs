@@ -1,7 +1,6 @@
 //! The user-facing tensor: a shape, a format (level chain) and each level's arrays.
 
 mod build;
-pub mod convert;
 pub mod files;
 #[cfg(feature = "ndarray")]
 pub mod ndarray_interop;
@@ -317,20 +316,6 @@ impl Tensor {
             let dims = self.level_dims(k).to_vec();
             count = level_impl(&kind).finish(&kind, &mut self.levels[k], &dims, count);
         }
-    }
-
-    /// Convert to another format (same shape and values) by a compiled copy program. The
-    /// source's stored entries are kept, explicitly stored fills included, except when the
-    /// source is all-Dense: then entries equal to the destination's fill are not stored (like
-    /// SciPy's `csr_matrix(dense)`).
-    pub fn to_format(&self, format: &Format) -> Result<Tensor> {
-        convert::convert(self, format, self.format.is_dense())
-    }
-
-    /// A copy into `format` (the tensor's own format if `None`) without the stored entries
-    /// equal to the fill value.
-    pub fn dropfills(&self, format: Option<&Format>) -> Result<Tensor> {
-        convert::convert(self, format.unwrap_or(&self.format), true)
     }
 
     /// Conversion by the runtime builders (`from_coo`/`from_dense`), without compiling: the

@@ -2,8 +2,9 @@
 //! index indexes directly. This runs before concordization, which moves indices into
 //! single-iteration loops and would otherwise hide the tensor that sizes the loop.
 
-use crate::lower::find_dim_source;
+use crate::notation::ast;
 use crate::notation::ast::{BinaryOp, Expr, ExprKind, Extent, Program, Stmt, StmtKind};
+use crate::transforms::wrapperize::is_direct;
 use crate::types::Scalar;
 
 pub fn resolve_auto_extents(p: &Program) -> Program {
@@ -68,4 +69,20 @@ fn stmt(s: &Stmt) -> Stmt {
         k => k.clone(),
     };
     Stmt::new(kind, s.span)
+}
+
+/// A tensor and dimension that index `index` directly somewhere in `body`.
+pub fn find_dim_source(body: &[Stmt], index: &str) -> Option<(String, usize)> {
+    let mut found = None;
+    crate::notation::visit::accesses(body, &mut |a: &ast::Access| {
+        if found.is_none() {
+            for (d, ix) in a.indices.iter().enumerate() {
+                if is_direct(ix, index) {
+                    found = Some((a.tensor.clone(), d));
+                    break;
+                }
+            }
+        }
+    });
+    found
 }

@@ -2,14 +2,33 @@
 //! dst[i0, i1] = src[i0, i1] end`), run through the kernel cache. The loops follow the natural
 //! (row-major) order, which every format reads and most formats write; a destination that
 //! cannot record writes in that order is reported as an error naming both formats.
+//!
+//! It sits above `run` (it compiles) while `tensor` sits below it (the runner binds tensors),
+//! so `Tensor::to_format` and `Tensor::dropfills` are implemented here.
 
-use super::Tensor;
 use crate::error::{Error, Result};
 use crate::levels::Format;
 use crate::notation::ast::{Expr, Program};
 use crate::notation::build::*;
 use crate::run::Runner;
+use crate::tensor::Tensor;
 use std::collections::BTreeMap;
+
+impl Tensor {
+    /// Convert to another format (same shape and values) by a compiled copy program. The
+    /// source's stored entries are kept, explicitly stored fills included, except when the
+    /// source is all-Dense: then entries equal to the destination's fill are not stored (like
+    /// SciPy's `csr_matrix(dense)`).
+    pub fn to_format(&self, format: &Format) -> Result<Tensor> {
+        convert(self, format, self.format.is_dense())
+    }
+
+    /// A copy into `format` (the tensor's own format if `None`) without the stored entries
+    /// equal to the fill value.
+    pub fn dropfills(&self, format: Option<&Format>) -> Result<Tensor> {
+        convert(self, format.unwrap_or(&self.format), true)
+    }
+}
 
 const SRC: &str = "src";
 const DST: &str = "dst";

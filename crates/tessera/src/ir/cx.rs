@@ -3,6 +3,10 @@
 use crate::ir::{BufDecl, BufId, VarDecl, VarId};
 use crate::types::ElemType;
 
+/// In an error message, the place of the value the failing check stored (see
+/// `backend::KernelFault`).
+pub const DETAIL: &str = "{detail}";
+
 #[derive(Default)]
 pub struct Cx {
     pub vars: Vec<VarDecl>,

@@ -1,9 +1,9 @@
 //! What the compiler knows about one tensor of a kernel: its format, the IR buffers of each
 //! level, the level state variables and its dimensions.
 
+use crate::ir::cx::Cx;
 use crate::ir::{BufId, Expr, VarId, build};
 use crate::levels::{Format, level_impl};
-use crate::lower::ctx::Cx;
 use crate::types::{ElemType, Scalar};
 
 pub struct TensorInfo {
