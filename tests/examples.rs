@@ -563,7 +563,7 @@ fn bellman_ford_reports_negative_cycles_and_bad_graphs() {
     .unwrap();
     assert!(matches!(
         bellman_ford::shortest_paths(&k.runner, &a, 0),
-        Err(tessera::Error::Kernel { .. })
+        Err(tessera::Error::Tensor { .. })
     ));
     // The same graph with |weights|: 0 -> 1 -> 2.
     let p = bellman_ford::shortest_paths(&k.runner, &bellman_ford::absolute(a), 0).unwrap();

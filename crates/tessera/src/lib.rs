@@ -13,6 +13,7 @@ pub mod eval;
 pub mod explain;
 pub mod io;
 pub mod ir;
+pub mod kernel_error;
 pub mod levels;
 pub mod looplets;
 pub mod lower;
@@ -27,4 +28,5 @@ pub mod transforms;
 pub mod types;
 
 pub use error::{Error, Result};
+pub use kernel_error::{KernelError, KernelErrorKind};
 pub use types::{ElemType, Scalar};

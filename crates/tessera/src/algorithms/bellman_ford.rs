@@ -117,9 +117,10 @@ fn run_rounds(
             ts.insert(cur.to_string(), old);
         }
     }
-    Err(Error::Kernel {
-        msg: format!("distances still improve after {n} rounds: the graph has a negative cycle"),
-    })
+    Err(Error::tensor(
+        "A",
+        format!("distances still improve after {n} rounds: the graph has a negative cycle"),
+    ))
 }
 
 fn formats_of(ts: &BTreeMap<String, Tensor>, names: &[&str]) -> BTreeMap<String, Format> {

@@ -18,6 +18,7 @@ pub use interp::Interpreter;
 pub use jit::Jit;
 
 use crate::error::{Error, Result};
+use crate::ir::cx::{KernelError, KernelErrorKind};
 use crate::ir::{BufId, Kernel};
 use crate::runtime::Buffer;
 
@@ -34,7 +35,6 @@ pub trait CompiledKernel {
     fn run(&self, bufs: &mut [Buffer]) -> Result<()>;
 }
 
-pub use crate::ir::cx::DETAIL;
 pub(crate) use crate::runtime::buffer::{MAX_GROW, grown_len};
 
 /// Why a kernel stopped early.
@@ -49,41 +49,46 @@ pub enum KernelFault {
 }
 
 impl KernelFault {
+    /// The error the fault means, with the data the kernel left: a failing bounds check
+    /// stores the index it found in the last slot of buffer 0 (see `Engine::detail`).
     pub fn to_error(self, k: &Kernel, bufs: &[Buffer]) -> Error {
-        let name = |b: BufId| {
-            k.bufs
-                .get(b.0 as usize)
-                .map(|d| d.name.as_str())
-                .unwrap_or("?")
-        };
-        let msg = match self {
+        let decl = |b: BufId| k.bufs.get(b.0 as usize);
+        let array =
+            |b: BufId| decl(b).map_or_else(|| format!("buffer {}", b.0), |d| d.name.clone());
+        let owner = |b: BufId| decl(b).and_then(|d| d.tensor.clone());
+        let err = match self {
             KernelFault::Fail(e) => {
-                let msg = k
-                    .errors
-                    .get(e as usize)
-                    .cloned()
-                    .unwrap_or_else(|| format!("error {e}"));
-                // A check that reports a value stores it in the last slot of buffer 0.
-                match bufs.first() {
-                    Some(Buffer::I64(d)) if msg.contains(DETAIL) => {
-                        let v = d.last().map_or("?".to_string(), |v| v.to_string());
-                        msg.replace(DETAIL, &v)
-                    }
-                    _ => msg,
+                let Some(err) = k.errors.get(e as usize) else {
+                    return Error::Backend(format!(
+                        "internal error: kernel `{}` failed with code {e}, which names no error",
+                        k.name
+                    ));
+                };
+                let mut err = err.clone();
+                if let KernelErrorKind::OutOfBounds { value, .. } = &mut err.kind
+                    && let Some(Buffer::I64(d)) = bufs.first()
+                {
+                    *value = d.last().copied();
                 }
+                err
             }
-            KernelFault::OutOfBounds { buf, index } => {
-                let len = bufs.get(buf.0 as usize).map(|b| b.len()).unwrap_or(0);
-                format!(
-                    "index {index} is out of bounds of `{}` (length {len}): the tensor's arrays are inconsistent",
-                    name(buf)
-                )
-            }
-            KernelFault::Grow { buf, len } => {
-                format!("cannot grow `{}` to {len} elements", name(buf))
-            }
+            KernelFault::OutOfBounds { buf, index } => KernelError::about(
+                owner(buf),
+                KernelErrorKind::Storage {
+                    array: array(buf),
+                    index,
+                    len: bufs.get(buf.0 as usize).map_or(0, |b| b.len()),
+                },
+            ),
+            KernelFault::Grow { buf, len } => KernelError::about(
+                owner(buf),
+                KernelErrorKind::Grow {
+                    array: array(buf),
+                    len,
+                },
+            ),
         };
-        Error::Kernel { msg }
+        Error::kernel(err)
     }
 }
 

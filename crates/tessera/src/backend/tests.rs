@@ -5,6 +5,7 @@
 use super::{Backend, CBackend, Interpreter, Jit};
 use crate::error::Error;
 use crate::ir::build as b;
+use crate::ir::cx::{KernelError, KernelErrorKind};
 use crate::ir::{BinOp, BufDecl, BufId, Expr, Kernel, Stmt, UnOp, VarDecl, VarId};
 use crate::runtime::Buffer;
 use crate::types::{ElemType, Scalar};
@@ -23,6 +24,7 @@ pub(super) fn kernel(
                 name: n.into(),
                 elem,
                 growable,
+                tensor: None,
             })
             .collect(),
         vars: vars
@@ -30,8 +32,13 @@ pub(super) fn kernel(
             .map(|&(n, ty)| VarDecl { name: n.into(), ty })
             .collect(),
         body,
-        errors: vec!["custom failure".into()],
+        errors: vec![custom_failure()],
     }
+}
+
+/// The error `Stmt::Fail(0)` raises in test kernels.
+pub(super) fn custom_failure() -> KernelError {
+    KernelError::new("y", KernelErrorKind::Duplicate { level: "SparseCOO" })
 }
 
 /// The C backend for tests, caching in a folder of the temporary directory; `None` (after
@@ -275,12 +282,7 @@ fn out_of_bounds_and_fail_are_errors_not_crashes() {
     );
     assert!(run_both(&neg, &[Buffer::F64(vec![0.0; 3])]).0.is_err());
     let fail = kernel(&[], &[], vec![Stmt::Fail(0)]);
-    assert_eq!(
-        run_both(&fail, &[]).0,
-        Err(Error::Kernel {
-            msg: "custom failure".into()
-        })
-    );
+    assert_eq!(run_both(&fail, &[]).0, Err(Error::kernel(custom_failure())));
     let huge = kernel(
         &[("x", ElemType::F64, true)],
         &[],

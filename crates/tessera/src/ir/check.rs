@@ -1,33 +1,132 @@
 //! Type checking of loop IR (catches lowering bugs before they reach a backend).
 //!
 //! Backends assume well-typed IR (Cranelift would panic on a type mismatch), so every kernel
-//! is checked before compilation and a failure is reported as an internal error instead.
+//! is checked before compilation and a failure is reported as an internal error instead. The
+//! check goes on past a faulty statement and reports every one, each with its place in the
+//! statement tree, so one run of a broken lowering shows all it got wrong.
 
 use super::{BinOp, BufId, Expr, Kernel, Stmt, UnOp};
 use crate::types::{Class, ElemType};
+use std::fmt;
+
+/// One step down the statement tree from the kernel body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Statement `k` of the current list.
+    Stmt(usize),
+    /// Into the body of a `for` over this variable.
+    For(String),
+    /// Into the body of a `while`.
+    While,
+    /// Into the `then` branch of an `if`.
+    Then,
+    /// Into the `else` branch of an `if`.
+    Else,
+}
+
+/// A problem in the IR and where it is (an empty path: the kernel's declarations).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IrError {
+    pub path: Vec<Step>,
+    pub msg: String,
+}
+
+/// Everything [`Kernel::check`] found, in statement order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IllTyped(pub Vec<IrError>);
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Stmt(k) => write!(f, "#{k}"),
+            Step::For(v) => write!(f, "for `{v}`"),
+            Step::While => f.write_str("while"),
+            Step::Then => f.write_str("then"),
+            Step::Else => f.write_str("else"),
+        }
+    }
+}
+
+impl fmt::Display for IrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            return f.write_str(&self.msg);
+        }
+        let path: Vec<String> = self.path.iter().map(Step::to_string).collect();
+        write!(f, "at {}: {}", path.join(" > "), self.msg)
+    }
+}
+
+impl fmt::Display for IllTyped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let all: Vec<String> = self.0.iter().map(IrError::to_string).collect();
+        f.write_str(&all.join("; "))
+    }
+}
+
+impl std::error::Error for IllTyped {}
 
 impl Kernel {
     /// Verify that every id is declared and every expression and statement is well typed.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), IllTyped> {
+        let mut out = vec![];
         for (k, v) in self.vars.iter().enumerate() {
             if v.ty != v.ty.compute() {
-                return Err(format!(
-                    "variable {k} `{}` has non-compute type {}",
-                    v.name, v.ty
-                ));
+                out.push(IrError {
+                    path: vec![],
+                    msg: format!("variable {k} `{}` has non-compute type {}", v.name, v.ty),
+                });
             }
         }
-        self.check_stmts(&self.body, 0)
-    }
-
-    fn check_stmts(&self, stmts: &[Stmt], loops: usize) -> Result<(), String> {
-        for s in stmts {
-            self.check_stmt(s, loops)?;
+        self.check_stmts(&self.body, 0, &mut vec![], &mut out);
+        if out.is_empty() {
+            Ok(())
+        } else {
+            Err(IllTyped(out))
         }
-        Ok(())
     }
 
-    fn check_stmt(&self, s: &Stmt, loops: usize) -> Result<(), String> {
+    fn check_stmts(
+        &self,
+        stmts: &[Stmt],
+        loops: usize,
+        path: &mut Vec<Step>,
+        out: &mut Vec<IrError>,
+    ) {
+        for (k, s) in stmts.iter().enumerate() {
+            path.push(Step::Stmt(k));
+            if let Err(msg) = self.check_own(s, loops) {
+                out.push(IrError {
+                    path: path.clone(),
+                    msg,
+                });
+            }
+            // The bodies are checked even when the statement itself is faulty.
+            let nested: Vec<(Step, &Vec<Stmt>, usize)> = match s {
+                Stmt::If {
+                    then, otherwise, ..
+                } => vec![(Step::Then, then, loops), (Step::Else, otherwise, loops)],
+                Stmt::For { var, body, .. } => {
+                    let name = self
+                        .vars
+                        .get(var.0 as usize)
+                        .map_or_else(|| format!("v{}", var.0), |v| v.name.clone());
+                    vec![(Step::For(name), body, loops + 1)]
+                }
+                Stmt::While { body, .. } => vec![(Step::While, body, loops + 1)],
+                _ => vec![],
+            };
+            for (step, body, depth) in nested {
+                path.push(step);
+                self.check_stmts(body, depth, path, out);
+                path.pop();
+            }
+            path.pop();
+        }
+    }
+
+    /// The statement's own parts (not its nested statements).
+    fn check_own(&self, s: &Stmt, loops: usize) -> Result<(), String> {
         match s {
             Stmt::Assign(v, e) => {
                 self.var_ok(v.0)?;
@@ -42,35 +141,20 @@ impl Kernel {
                     format!("store into `{}`", self.bufs[buf.0 as usize].name)
                 })
             }
-            Stmt::If {
-                cond,
-                then,
-                otherwise,
-            } => {
-                expect(self.expr_ty(cond)?, ElemType::Bool, || {
-                    "if condition".into()
-                })?;
-                self.check_stmts(then, loops)?;
-                self.check_stmts(otherwise, loops)
-            }
+            Stmt::If { cond, .. } => expect(self.expr_ty(cond)?, ElemType::Bool, || {
+                "if condition".into()
+            }),
             Stmt::For {
-                var,
-                start,
-                stop,
-                body,
+                var, start, stop, ..
             } => {
                 self.var_ok(var.0)?;
                 expect(self.var_ty(*var), ElemType::I64, || "for variable".into())?;
                 expect(self.expr_ty(start)?, ElemType::I64, || "for start".into())?;
-                expect(self.expr_ty(stop)?, ElemType::I64, || "for stop".into())?;
-                self.check_stmts(body, loops + 1)
+                expect(self.expr_ty(stop)?, ElemType::I64, || "for stop".into())
             }
-            Stmt::While { cond, body } => {
-                expect(self.expr_ty(cond)?, ElemType::Bool, || {
-                    "while condition".into()
-                })?;
-                self.check_stmts(body, loops + 1)
-            }
+            Stmt::While { cond, .. } => expect(self.expr_ty(cond)?, ElemType::Bool, || {
+                "while condition".into()
+            }),
             Stmt::Break if loops == 0 => Err("`break` outside a loop".into()),
             Stmt::Break | Stmt::Comment(_) => Ok(()),
             Stmt::Grow { buf, len } => {
@@ -111,7 +195,7 @@ impl Kernel {
                 expect(self.expr_ty(hi)?, ElemType::I64, || "sort_perm hi".into())
             }
             Stmt::Fail(k) if (*k as usize) < self.errors.len() => Ok(()),
-            Stmt::Fail(k) => Err(format!("fail({k}) names no error message")),
+            Stmt::Fail(k) => Err(format!("fail({k}) names no error")),
         }
     }
 
@@ -257,6 +341,7 @@ mod tests {
                 name: "x".into(),
                 elem: ElemType::F32,
                 growable: false,
+                tensor: None,
             }],
             vars: vec![
                 VarDecl {
@@ -300,6 +385,47 @@ mod tests {
             .check()
             .is_err()
         );
+    }
+
+    #[test]
+    fn reports_every_error_with_its_place() {
+        use super::{IrError, Step};
+        // A bad store inside the loop, a break in the else branch (fine: inside the loop),
+        // a bad if condition, and a fail outside the loop naming no message.
+        let k = kernel(vec![
+            Stmt::For {
+                var: VarId(0),
+                start: b::int(0),
+                stop: b::int(3),
+                body: vec![
+                    b::store(BufId(0), b::var(VarId(0)), b::var(VarId(0))),
+                    Stmt::If {
+                        cond: b::int(1),
+                        then: vec![],
+                        otherwise: vec![Stmt::Break],
+                    },
+                ],
+            },
+            Stmt::Fail(0),
+        ]);
+        let errs = k.check().unwrap_err().0;
+        let paths: Vec<&Vec<Step>> = errs.iter().map(|e: &IrError| &e.path).collect();
+        let for_i = Step::For("i".into());
+        assert_eq!(
+            paths,
+            [
+                &vec![Step::Stmt(0), for_i.clone(), Step::Stmt(0)],
+                &vec![Step::Stmt(0), for_i, Step::Stmt(1)],
+                &vec![Step::Stmt(1)],
+            ],
+            "{errs:?}"
+        );
+        let shown = k.check().unwrap_err().to_string();
+        assert!(
+            shown.starts_with("at #0 > for `i` > #0: store into `x`: expected f64, found i64; "),
+            "{shown}"
+        );
+        assert!(shown.ends_with("at #1: fail(0) names no error"), "{shown}");
     }
     use super::super::Expr;
 }

@@ -1,17 +1,15 @@
-//! The IR under construction: variables, buffers and runtime error messages.
+//! The IR under construction: variables, buffers and the runtime errors its checks raise.
+
+pub use crate::kernel_error::{KernelError, KernelErrorKind, Order};
 
 use crate::ir::{BufDecl, BufId, VarDecl, VarId};
 use crate::types::ElemType;
-
-/// In an error message, the place of the value the failing check stored (see
-/// `backend::KernelFault`).
-pub const DETAIL: &str = "{detail}";
 
 #[derive(Default)]
 pub struct Cx {
     pub vars: Vec<VarDecl>,
     pub bufs: Vec<BufDecl>,
-    pub errors: Vec<String>,
+    pub errors: Vec<KernelError>,
 }
 
 impl Cx {
@@ -24,20 +22,35 @@ impl Cx {
         });
         VarId(self.vars.len() as u32 - 1)
     }
+    /// A buffer of the kernel's own (no tensor's storage).
     pub fn buf(&mut self, name: String, elem: ElemType, growable: bool) -> BufId {
+        self.push_buf(name, elem, growable, None)
+    }
+    /// An array of `tensor`'s storage (faults on it name the tensor).
+    pub fn tensor_buf(&mut self, tensor: &str, name: String, elem: ElemType) -> BufId {
+        self.push_buf(name, elem, true, Some(tensor.to_string()))
+    }
+    fn push_buf(
+        &mut self,
+        name: String,
+        elem: ElemType,
+        growable: bool,
+        tensor: Option<String>,
+    ) -> BufId {
         self.bufs.push(BufDecl {
             name,
             elem,
             growable,
+            tensor,
         });
         BufId(self.bufs.len() as u32 - 1)
     }
-    /// Register a runtime error message; returns its code for `Stmt::Fail`.
-    pub fn error(&mut self, msg: String) -> u32 {
-        if let Some(k) = self.errors.iter().position(|m| *m == msg) {
+    /// Register a runtime error; returns its code for `Stmt::Fail`.
+    pub fn error(&mut self, err: KernelError) -> u32 {
+        if let Some(k) = self.errors.iter().position(|e| e.same(&err)) {
             return k as u32;
         }
-        self.errors.push(msg);
+        self.errors.push(err);
         self.errors.len() as u32 - 1
     }
 }

@@ -34,6 +34,9 @@ pub struct BufDecl {
     pub elem: ElemType,
     /// Whether the kernel may `Grow` it (an output level array).
     pub growable: bool,
+    /// The tensor whose storage it is (a fault on it names the tensor); `None` for the
+    /// kernel's own buffers.
+    pub tensor: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -42,8 +45,8 @@ pub struct Kernel {
     pub bufs: Vec<BufDecl>,
     pub vars: Vec<VarDecl>,
     pub body: Vec<Stmt>,
-    /// Messages of the runtime errors the kernel can raise with `Stmt::Fail(k)`.
-    pub errors: Vec<String>,
+    /// The runtime errors the kernel can raise with `Stmt::Fail(k)`.
+    pub errors: Vec<cx::KernelError>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -165,8 +165,7 @@ impl<'a> Printer<'a> {
                     .k
                     .errors
                     .get(*k as usize)
-                    .map(String::as_str)
-                    .unwrap_or("?");
+                    .map_or_else(|| "?".to_string(), |e| e.to_string());
                 let _ = writeln!(out, "{pad}fail({msg:?});");
             }
             Stmt::Comment(c) => {
@@ -276,6 +275,7 @@ mod tests {
                 name: "x_val".into(),
                 elem: ElemType::F64,
                 growable: false,
+                tensor: None,
             }],
             vars: vec![
                 VarDecl {

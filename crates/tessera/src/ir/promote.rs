@@ -294,6 +294,7 @@ mod tests {
                     name: n.to_string(),
                     elem: *e,
                     growable: false,
+                    tensor: None,
                 })
                 .collect(),
             vars: vec![

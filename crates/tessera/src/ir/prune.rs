@@ -123,6 +123,7 @@ mod tests {
                 name: "out".into(),
                 elem: ElemType::I64,
                 growable: false,
+                tensor: None,
             }],
             vars: vec![var("a"), var("dead1"), var("dead2"), var("i")],
             body: vec![

@@ -19,7 +19,7 @@
 
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
-use crate::ir::cx::Cx;
+use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Looplet, Stepper, Target};
 use crate::notation::ast::Protocol;
@@ -433,13 +433,19 @@ impl Level for RunList {
         };
         let (ptr, right) = (l.buf(PTR), l.buf(RIGHT));
         let (qos, prev, next) = (l.state(QOS), l.state(PREV), l.state(NEXT));
-        let fiber_order = cx.error(format!(
-            "tensor `{}`: RunList fibers must be written in increasing position order",
-            t.name
+        let fiber_order = cx.error(KernelError::new(
+            &t.name,
+            KernelErrorKind::OutOfOrder {
+                level: "RunList",
+                order: Order::Fibers,
+            },
         ));
-        let run_order = cx.error(format!(
-            "tensor `{}`: RunList coordinates must be written once each, in increasing order",
-            t.name
+        let run_order = cx.error(KernelError::new(
+            &t.name,
+            KernelErrorKind::OutOfOrder {
+                level: "RunList",
+                order: Order::Runs,
+            },
         ));
         let pos = f.pos.clone();
         let mut open = vec![Stmt::If {

@@ -3,7 +3,7 @@
 
 use super::LevelRef;
 use crate::error::{Error, Result};
-use crate::ir::cx::Cx;
+use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{BufId, Expr, Stmt, VarId, build as b};
 use crate::looplets::{Jumper, Looplet, Phase, Stepper, Target};
 use crate::notation::ast::Protocol;
@@ -118,7 +118,7 @@ pub fn zero_ptr(ptr: BufId, count: Expr) -> [Stmt; 2] {
 #[allow(clippy::too_many_arguments)]
 pub fn counted_fiber(
     cx: &mut Cx,
-    level: &str,
+    level: &'static str,
     tensor: &str,
     ptr: BufId,
     cursor: VarId,
@@ -126,8 +126,12 @@ pub fn counted_fiber(
     start: VarId,
     pos: Expr,
 ) -> (Vec<Stmt>, Vec<Stmt>) {
-    let fiber_order = cx.error(format!(
-        "tensor `{tensor}`: {level} fibers must be written in increasing position order"
+    let fiber_order = cx.error(KernelError::new(
+        tensor,
+        KernelErrorKind::OutOfOrder {
+            level,
+            order: Order::Fibers,
+        },
     ));
     let preamble = vec![
         Stmt::If {

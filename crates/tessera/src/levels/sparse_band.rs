@@ -13,7 +13,7 @@
 
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
-use crate::ir::cx::Cx;
+use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Looplet, Phase, Target};
 use crate::notation::ast::Protocol;
@@ -255,13 +255,19 @@ impl Level for SparseBand {
             v(cx, "band_pos"),
         );
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
-        let fiber_order = cx.error(format!(
-            "tensor `{}`: SparseBand fibers must be written in increasing position order",
-            t.name
+        let fiber_order = cx.error(KernelError::new(
+            &t.name,
+            KernelErrorKind::OutOfOrder {
+                level: "SparseBand",
+                order: Order::Fibers,
+            },
         ));
-        let coord_order = cx.error(format!(
-            "tensor `{}`: SparseBand cannot write before the start of a fiber's band (write each fiber in increasing coordinate order)",
-            t.name
+        let coord_order = cx.error(KernelError::new(
+            &t.name,
+            KernelErrorKind::OutOfOrder {
+                level: "SparseBand",
+                order: Order::BandStart,
+            },
         ));
         let pos = f.pos.clone();
         let preamble = vec![

@@ -14,7 +14,7 @@
 
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
-use crate::ir::cx::Cx;
+use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Looplet, Phase, Stepper, Target};
 use crate::notation::ast::Protocol;
@@ -369,9 +369,12 @@ impl Level for SparseBlockList {
         let (qos, ros, prev) = (l.state(QOS), l.state(ROS), l.state(PREV));
         let start = cx.var(&format!("{}_ros_start", t.name), ElemType::I64);
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
-        let coord_order = cx.error(format!(
-            "tensor `{}`: SparseBlockList entries must be written once each, in increasing coordinate order",
-            t.name
+        let coord_order = cx.error(KernelError::new(
+            &t.name,
+            KernelErrorKind::OutOfOrder {
+                level: "SparseBlockList",
+                order: Order::Entries,
+            },
         ));
         let pos = f.pos.clone();
         let (preamble, epilogue) = super::shared::counted_fiber(

@@ -14,7 +14,7 @@
 
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
-use crate::ir::cx::Cx;
+use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{BufId, Expr, Stmt, VarId, build as b};
 use crate::looplets::{Fiber, Looplet, Stepper, Target};
 use crate::notation::ast::Protocol;
@@ -519,8 +519,12 @@ impl SparseCOO {
             LevelKind::Element(_) => moved.push(child.buf(0)),
             LevelKind::Pattern => {}
             _ => {
-                let e = cx.error(format!(
-                    "tensor `{name}`: a SparseCOO level with levels below it must be written in increasing order (only a leaf child can be sorted at freeze)"
+                let e = cx.error(KernelError::new(
+                    name,
+                    KernelErrorKind::OutOfOrder {
+                        level: "SparseCOO",
+                        order: Order::Sorted,
+                    },
                 ));
                 return Ok(vec![Stmt::Fail(e)]);
             }
@@ -549,8 +553,9 @@ impl SparseCOO {
         }
         code.extend(apply_permutation(cx, perm_buf, &moved, total.clone()));
         // Sorted: a repeated entry now sits next to its twin.
-        let dup = cx.error(format!(
-            "tensor `{name}`: a SparseCOO entry was written twice (it cannot combine repeated writes; use SparseDict or SparseByteMap to accumulate)"
+        let dup = cx.error(KernelError::new(
+            name,
+            KernelErrorKind::Duplicate { level: "SparseCOO" },
         ));
         let same = (0..n)
             .map(|d| l.buf(1 + d))

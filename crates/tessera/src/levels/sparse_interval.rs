@@ -19,7 +19,7 @@
 
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
-use crate::ir::cx::Cx;
+use crate::ir::cx::{Cx, KernelError, KernelErrorKind};
 use crate::ir::{BinOp, Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Looplet, Phase, Target};
 use crate::notation::ast::Protocol;
@@ -207,9 +207,11 @@ impl Level for SparseInterval {
         let pos = f.pos.clone();
         let has = cx.var(&format!("{}_has_run", t.name), ElemType::Bool);
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
-        let one_run = cx.error(format!(
-            "tensor `{}`: a SparseInterval fiber can only hold one run (a second run, or a write inside the stored run, was made)",
-            t.name
+        let one_run = cx.error(KernelError::new(
+            &t.name,
+            KernelErrorKind::SecondRun {
+                level: "SparseInterval",
+            },
         ));
         let child_kind = t.format.levels[f.level + 1].clone();
         // With a leaf child: where its value is, so that a write continuing the run with the

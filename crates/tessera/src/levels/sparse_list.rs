@@ -7,7 +7,7 @@
 
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
-use crate::ir::cx::Cx;
+use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Looplet, Positions, Stepper, Target};
 use crate::notation::ast::Protocol;
@@ -265,9 +265,12 @@ impl Level for SparseList {
         let (qos, prev) = (l.state(QOS), l.state(PREV));
         let start = cx.var(&format!("{}_qos_start", t.name), ElemType::I64);
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
-        let coord_order = cx.error(format!(
-            "tensor `{}`: SparseList entries must be written once each, in increasing coordinate order",
-            t.name
+        let coord_order = cx.error(KernelError::new(
+            &t.name,
+            KernelErrorKind::OutOfOrder {
+                level: "SparseList",
+                order: Order::Entries,
+            },
         ));
         let pos = f.pos.clone();
         let (preamble, epilogue) = super::shared::counted_fiber(

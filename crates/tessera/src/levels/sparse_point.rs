@@ -8,7 +8,7 @@
 
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
-use crate::ir::cx::Cx;
+use crate::ir::cx::{Cx, KernelError, KernelErrorKind};
 use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Looplet, Phase, Target};
 use crate::notation::ast::Protocol;
@@ -167,9 +167,11 @@ impl Level for SparsePoint {
         let t = &f.tensor;
         let idx = t.level_bufs[f.level][IDX];
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
-        let second = cx.error(format!(
-            "tensor `{}`: SparsePoint holds one entry per fiber, but a second coordinate was written",
-            t.name
+        let second = cx.error(KernelError::new(
+            &t.name,
+            KernelErrorKind::SecondEntry {
+                level: "SparsePoint",
+            },
         ));
         let pos = f.pos.clone();
         let mut child = f.child(pos.clone());

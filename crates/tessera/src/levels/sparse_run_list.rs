@@ -12,7 +12,7 @@
 
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
-use crate::ir::cx::Cx;
+use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Looplet, Phase, Stepper, Target};
 use crate::notation::ast::Protocol;
@@ -334,9 +334,12 @@ impl Level for SparseRunList {
         let (qos, prev) = (l.state(QOS), l.state(PREV));
         let start = cx.var(&format!("{}_qos_start", t.name), ElemType::I64);
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
-        let run_order = cx.error(format!(
-            "tensor `{}`: SparseRunList coordinates must be written once each, in increasing order",
-            t.name
+        let run_order = cx.error(KernelError::new(
+            &t.name,
+            KernelErrorKind::OutOfOrder {
+                level: "SparseRunList",
+                order: Order::Runs,
+            },
         ));
         let pos = f.pos.clone();
         let (preamble, epilogue) = super::shared::counted_fiber(

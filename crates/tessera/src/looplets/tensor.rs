@@ -36,7 +36,7 @@ impl TensorInfo {
             level_bufs.push(
                 imp.buffers(kind, elem)
                     .into_iter()
-                    .map(|(n, t)| cx.buf(unique(format!("{name}_{n}")), t, true))
+                    .map(|(n, t)| cx.tensor_buf(name, unique(format!("{name}_{n}")), t))
                     .collect(),
             );
             level_vars.push(

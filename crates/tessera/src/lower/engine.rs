@@ -88,12 +88,17 @@ impl Engine {
                 let start = self.pin(&mut code, start, &format!("{index}_start"));
                 let stop = self.pin(&mut code, stop, &format!("{index}_stop"));
                 for bd in bounds {
-                    let msg = self.cx.error(format!(
-                        "{span}: index {} is outside dimension {} of `{}`",
-                        crate::ir::cx::DETAIL,
-                        bd.dim,
-                        bd.tensor
-                    ));
+                    // The value is filled in from `self.detail` when the fault is reported.
+                    let msg = self.cx.error(
+                        crate::ir::cx::KernelError::new(
+                            &bd.tensor,
+                            crate::ir::cx::KernelErrorKind::OutOfBounds {
+                                dim: bd.dim,
+                                value: None,
+                            },
+                        )
+                        .at(span),
+                    );
                     let low = b::lt(start.clone(), b::int(0));
                     let outside = b::or(low.clone(), b::le(bd.size, stop.clone()));
                     let (buf, slot) = self.detail;
@@ -103,7 +108,10 @@ impl Engine {
                         vec![b::store(buf, b::int(slot), bad), Stmt::Fail(msg)],
                     ));
                 }
-                code.extend(self.lower_loop(&index, Ext { start, stop }, body)?);
+                // An error the loop's lowering raised without a place (the kernel grew too
+                // large) is placed at the innermost loop statement around it.
+                let lowered = self.lower_loop(&index, Ext { start, stop }, body);
+                code.extend(lowered.map_err(|e| e.or_at(span))?);
                 Ok(code)
             }
             LStmt::If {
@@ -252,8 +260,8 @@ impl Engine {
         // Unfurl every access whose next index is this loop's. Offset accesses wait until the
         // masks on the index are lowered: a mask (often the bounds test of a permissive
         // access) narrows the extent over which the shifted access must stay in bounds.
-        use super::wrappers::{MASK, any_head};
-        let masked = any_head(&mut body, index, |a| a.tensor == MASK);
+        use super::wrappers::any_head;
+        let masked = any_head(&mut body, index, |a| a.mask);
         if !masked && any_head(&mut body, index, |a| a.head_offset().is_some()) {
             // Drop the branches the masks already decided, so only offset accesses that
             // can run are checked against their bounds.

@@ -289,6 +289,7 @@ impl Converter<'_> {
             offsets,
             mode,
             span: a.span,
+            mask: false,
         })
     }
 
@@ -323,6 +324,7 @@ impl Converter<'_> {
                         offsets: vec![],
                         mode: Mode::Read,
                         span,
+                        mask: false,
                     }))
                 } else {
                     return Err(Error::program(span, format!("unknown name `{n}`")));

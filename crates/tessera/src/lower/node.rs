@@ -33,6 +33,9 @@ pub struct LAccess {
     pub offsets: Vec<Option<LExpr>>,
     pub mode: Mode,
     pub span: Span,
+    /// A mask from an index comparison (`if i <= j`), not a tensor: its target is the
+    /// comparison's looplet and `tensor` only a name for messages.
+    pub mask: bool,
 }
 
 impl LAccess {

@@ -5,15 +5,16 @@ use super::emit::emit_index;
 use super::engine::Ext;
 use super::node::{self, LAccess, LExpr, LStmt, Mode};
 use crate::error::Result;
-use crate::ir::cx::Cx;
+use crate::ir::cx::{Cx, KernelError, KernelErrorKind};
 use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Jumper, Looplet, Phase, Stepper, Target};
 use crate::symbolic::bounds::Facts;
 use crate::types::Scalar;
 use std::rc::Rc;
 
-/// The name of mask accesses (not a valid identifier, so it never meets a user tensor).
-pub const MASK: &str = "<mask>";
+/// The name mask accesses show in messages (not an identifier, so it never equals a user
+/// tensor's; what makes an access a mask is `LAccess::mask`).
+const MASK_NAME: &str = "(mask)";
 
 /// Replace every mask on `index` by a mask access whose looplet is a sequence of runs:
 /// `!inside` before `lo`, `inside` from `lo` to `hi`, `!inside` after. Lowering the sequence
@@ -49,7 +50,8 @@ pub fn unfurl_masks(body: &mut [LStmt], index: &str) -> Result<()> {
             });
         }
         *e = LExpr::Access(Box::new(LAccess {
-            tensor: MASK.to_string(),
+            tensor: MASK_NAME.to_string(),
+            mask: true,
             target: Target::Looplet(Looplet::Sequence(phases)),
             indices: vec![index.to_string()],
             protocols: vec![None],
@@ -89,10 +91,8 @@ pub fn offset_check(
     if facts.le(&b::int(0), &first) && facts.lt(&last, &size) {
         return vec![];
     }
-    let msg = cx.error(format!(
-        "{}: the shifted index of `{}` in dimension {dim} leaves the tensor's bounds (use `~` to read outside as `missing`)",
-        a.span, a.tensor
-    ));
+    let msg =
+        cx.error(KernelError::new(&a.tensor, KernelErrorKind::ShiftOutOfBounds { dim }).at(a.span));
     let outside = b::or(b::lt(first, b::int(0)), b::le(size, last));
     let nonempty = if ext.is_point() {
         b::boolean(true)
