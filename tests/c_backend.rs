@@ -10,12 +10,12 @@ use common::{fmt, parse, run_eval, run_jit};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
-use tessera::Error;
 use tessera::backend::{Backend, CBackend};
 use tessera::notation::parse::parse_program;
 use tessera::run::Runner;
 use tessera::runtime::Buffer;
 use tessera::tensor::Tensor;
+use tessera::{Error, KernelErrorKind};
 
 const SPMV: &str = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
 const EROSION: &str = include_str!("../examples/erosion.tess");
@@ -182,14 +182,16 @@ fn spgemm_through_einsum_agrees() {
     assert!(on_c.countstored() > 0, "the product should not be empty");
 }
 
-/// The error of running `text` on C and on the JIT (both must fail, with the same message).
-fn same_error(c: &Runner, text: &str, ts: &BTreeMap<String, Tensor>) -> String {
+/// The error of running `text` on C and on the JIT (both must fail, with the same error:
+/// kind, data and message).
+fn same_error(c: &Runner, text: &str, ts: &BTreeMap<String, Tensor>) -> Error {
     let mut on_jit = ts.clone();
     let e_jit = run_jit(&parse(text), &mut on_jit).expect_err("the JIT should fail");
     let mut on_c = ts.clone();
     let e_c = run_on(c, text, &mut on_c).expect_err("C should fail");
+    assert_eq!(e_c, e_jit);
     assert_eq!(e_c.to_string(), e_jit.to_string());
-    e_c.to_string()
+    e_c
 }
 
 #[test]
@@ -223,8 +225,16 @@ fn corrupt_input_gives_the_jit_error() {
         // A middle row that ends past the column indices.
         corrupt(0, 2, idx.len() as i64 + 3),
     ] {
-        let msg = same_error(&c, SPMV, &ts);
-        assert!(msg.contains("out of bounds"), "{msg}");
+        // A fault on one of `A`'s arrays names `A`.
+        match same_error(&c, SPMV, &ts) {
+            Error::Kernel(e) => assert!(
+                e.tensor.as_deref() == Some("A")
+                    && matches!(e.kind, KernelErrorKind::Storage { .. })
+                    && e.to_string().contains("out of bounds"),
+                "{e}"
+            ),
+            e => panic!("expected a kernel error, got {e}"),
+        }
     }
 }
 
@@ -242,7 +252,12 @@ fn failing_check_reports_its_detail_like_the_jit() {
             )
             .unwrap();
             let ts = tensors(vec![("I", i), ("h", empty(out, &[5]))]);
-            let msg = same_error(&c, HISTOGRAM, &ts);
+            let e = same_error(&c, HISTOGRAM, &ts);
+            assert!(
+                matches!(&e, Error::Kernel(k) if k.kind == KernelErrorKind::OutOfBounds { dim: 0, value: Some(bad) }),
+                "{out}: {e}"
+            );
+            let msg = e.to_string();
             assert!(
                 msg.contains("`h`") && msg.contains(&bad.to_string()),
                 "{out}: {msg}"

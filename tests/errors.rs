@@ -8,6 +8,7 @@ use common::{fmt, parse, run_eval};
 use std::collections::BTreeMap;
 use tessera::runtime::Buffer;
 use tessera::tensor::Tensor;
+use tessera::{Error, KernelErrorKind};
 
 fn vector(format: &str, values: &[f64]) -> Tensor {
     Tensor::from_dense(&fmt(format), &[values.len()], &Buffer::F64(values.to_vec())).unwrap()
@@ -145,5 +146,158 @@ fn random_writes_formats_take_the_same_writes() {
         let p = parse("C .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n");
         common::run_jit(&p, &mut ts).unwrap_or_else(|e| panic!("{out}: {e}"));
         assert_eq!(ts["C"].to_dense(), ts["A"].to_dense(), "{out}");
+    }
+}
+
+/// The error a run gives, as a value.
+fn jit_err(program: &tessera::notation::ast::Program, tensors: &[(&str, Tensor)]) -> Error {
+    let mut ts: BTreeMap<String, Tensor> = tensors
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.clone()))
+        .collect();
+    common::run_jit(program, &mut ts).expect_err("the run should fail")
+}
+
+/// API users match on the kind of a kernel error and read its tensor and place, no text.
+#[test]
+fn kernel_errors_are_values_to_match_on() {
+    let a = matrix("Dense(Dense(Element(0.0)))", 2, &[1.0, 2.0, 3.0, 4.0]);
+    let c = Tensor::empty(&fmt("Dense(SparseList(Element(0.0)))"), &[2, 2]).unwrap();
+    let p = parse("C .= 0\nfor j = _, i = _\n  C[i, j] = A[i, j]\nend\n");
+    let err = jit_err(&p, &[("A", a), ("C", c)]);
+    let Error::Kernel(e) = &err else {
+        panic!("expected a kernel error: {err}");
+    };
+    assert!(
+        matches!(
+            e.kind,
+            KernelErrorKind::OutOfOrder {
+                level: "SparseList",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(
+        matches!(&err, Error::Kernel(e) if matches!(e.kind, KernelErrorKind::OutOfOrder { .. }))
+    );
+    assert_eq!(e.tensor.as_deref(), Some("C"));
+    // One write of `C`: it is the failing one, with its place and loops.
+    assert_eq!(e.access.as_deref(), Some("C[i, j]"));
+    assert_eq!((e.span.line, e.span.col), (3, 3));
+    let loops: Vec<(&str, u32)> = e.writes[0]
+        .loops
+        .iter()
+        .map(|(i, s)| (i.as_str(), s.col))
+        .collect();
+    assert_eq!(loops, [("j", 1), ("i", 12)]);
+    let hint = e.hint.as_ref().expect("an order error says what to change");
+    assert_eq!(
+        hint.loop_order,
+        Some(vec!["i".to_string(), "j".to_string()])
+    );
+}
+
+/// A duplicate and a second entry are their own kinds, and get the writes but no order hint.
+#[test]
+fn refused_writes_of_other_kinds() {
+    let x = vector("Dense(Element(0.0))", &[1.0, 2.0, 3.0]);
+    let p =
+        Tensor::from_dense(&fmt("Dense(Element(0))"), &[3], &Buffer::I64(vec![1, 0, 1])).unwrap();
+    let program = parse("y .= 0\nfor i = _\n  y[P[i]] = x[i]\nend\n");
+    let y = Tensor::empty(&fmt("SparseCOO{1}(Element(0.0))"), &[3]).unwrap();
+    let err = jit_err(&program, &[("x", x.clone()), ("P", p), ("y", y)]);
+    match &err {
+        Error::Kernel(e) => {
+            assert_eq!(e.kind, KernelErrorKind::Duplicate { level: "SparseCOO" });
+            assert_eq!(e.access.as_deref(), Some("y[P[i]]"));
+            assert_eq!(e.hint, None);
+        }
+        other => panic!("expected a kernel error: {other}"),
+    }
+    let y = Tensor::empty(&fmt("SparsePoint(Element(0.0))"), &[3]).unwrap();
+    let err = jit_err(
+        &parse("y .= 0\nfor i = _\n  y[i] = x[i]\nend\n"),
+        &[("x", x), ("y", y)],
+    );
+    assert!(
+        matches!(&err, Error::Kernel(e) if matches!(e.kind, KernelErrorKind::SecondEntry { .. })),
+        "{err}"
+    );
+}
+
+/// An index leaving a tensor names the tensor, the dimension and the value, and its place
+/// in the program text; a built program has no text, so no `0:0` is shown.
+#[test]
+fn out_of_bounds_indices_name_the_tensor_index_and_place() {
+    let i =
+        Tensor::from_dense(&fmt("Dense(Element(0))"), &[3], &Buffer::I64(vec![1, 7, 2])).unwrap();
+    let h = Tensor::empty(&fmt("Dense(Element(0))"), &[5]).unwrap();
+    let text = "h .= 0\nfor i = _\n  h[I[i]] += 1\nend\n";
+    let err = jit_err(&parse(text), &[("I", i.clone()), ("h", h.clone())]);
+    let Error::Kernel(e) = &err else {
+        panic!("expected a kernel error: {err}");
+    };
+    assert_eq!(
+        e.kind,
+        KernelErrorKind::OutOfBounds {
+            dim: 0,
+            value: Some(7)
+        }
+    );
+    assert_eq!(e.tensor.as_deref(), Some("h"));
+    assert!(e.span.is_known(), "{e}");
+    let shown = err.to_string();
+    assert!(
+        shown.contains(&format!(
+            "{}: index 7 is outside dimension 0 of `h`",
+            e.span
+        )),
+        "{shown}"
+    );
+
+    use tessera::notation::build::*;
+    let built = program([
+        declare("h", lit(0)),
+        for_(
+            "i",
+            auto(),
+            [assign(
+                access("h", [idx(read(access("I", [idx("i")])))]),
+                Reducer::Add,
+                lit(1),
+            )],
+        ),
+    ]);
+    let err = jit_err(&built, &[("I", i), ("h", h)]);
+    let shown = err.to_string();
+    assert_eq!(
+        shown, "kernel error: index 7 is outside dimension 0 of `h`",
+        "{shown}"
+    );
+}
+
+/// A fault on a tensor's arrays (storage that contradicts itself) names the tensor.
+#[test]
+fn inconsistent_storage_names_the_tensor() {
+    let mut a = matrix("Dense(SparseList(Element(0.0)))", 2, &[1.0, 0.0, 2.0, 3.0]);
+    let mut ptr = a.levels[1][0].as_i64().unwrap().to_vec();
+    let last = ptr.len() - 1;
+    ptr[last] += 40;
+    a.levels[1][0] = Buffer::I64(ptr);
+    let x = vector("Dense(Element(0.0))", &[1.0, 1.0]);
+    let y = Tensor::empty(&fmt("Dense(Element(0.0))"), &[2]).unwrap();
+    let p = parse("y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n");
+    let err = jit_err(&p, &[("A", a), ("x", x), ("y", y)]);
+    match &err {
+        Error::Kernel(e) => {
+            assert_eq!(e.tensor.as_deref(), Some("A"), "{e}");
+            assert!(
+                matches!(&e.kind, KernelErrorKind::Storage { array, .. } if array.starts_with("A_")),
+                "{e}"
+            );
+            assert!(err.to_string().contains("tensor `A`: index"), "{err}");
+        }
+        other => panic!("expected a kernel error: {other}"),
     }
 }

@@ -372,11 +372,11 @@ fn reducer_errors_name_the_place() {
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("2:3: syntax error"), "{e}");
-    // Builder programs get the same checks (built nodes have no position: 0:0).
+    // Builder programs get the same checks (built nodes have no position, so none is shown).
     let p: Program = program([assign(access("s", []), user("g"), lit(1.0))]);
     let mut got = ts.clone();
     assert_eq!(
         run_jit(&p, &mut got).unwrap_err().to_string(),
-        "0:0: unknown reducer `g`"
+        "unknown reducer `g`"
     );
 }

@@ -6,6 +6,8 @@ mod common;
 
 use common::{fmt, parse, run_eval, run_jit};
 use std::collections::BTreeMap;
+use tessera::KernelErrorKind;
+use tessera::kernel_error::Order;
 use tessera::levels::Format;
 use tessera::run::Runner;
 use tessera::runtime::Buffer;
@@ -380,8 +382,13 @@ fn sparse_interval_reads_without_a_loop() {
     assert_eq!(ts["s"].get(&[]).unwrap().as_f64(), 12.0);
 }
 
+/// A kernel refusing a second run, or a tensor built from values with several runs.
 fn one_run_error(e: &tessera::Error) -> bool {
-    e.to_string().contains("can only hold one run")
+    match e {
+        tessera::Error::Kernel(k) => matches!(k.kind, KernelErrorKind::SecondRun { .. }),
+        tessera::Error::Tensor { msg, .. } => msg.contains("can only hold one run"),
+        _ => false,
+    }
 }
 
 #[test]
@@ -541,6 +548,10 @@ fn out_of_order_run_writes_are_errors() {
             ("B".to_string(), Tensor::empty(&fmt(out), &[3]).unwrap()),
         ]);
         let e = run_jit(&parse("B .= 0\nfor i = _\n  B[2 - i] = A[i]\nend"), &mut ts).unwrap_err();
+        assert!(
+            matches!(&e, tessera::Error::Kernel(k) if matches!(k.kind, KernelErrorKind::OutOfOrder { order: Order::Runs, .. })),
+            "{out}: {e}"
+        );
         assert!(e.to_string().contains("in increasing order"), "{out}: {e}");
     }
 }
