@@ -14,6 +14,7 @@ pub mod explain;
 pub mod io;
 pub mod ir;
 pub mod levels;
+pub mod limit;
 pub mod looplets;
 pub mod lower;
 pub mod notation;
