@@ -15,6 +15,7 @@ pub mod io;
 pub mod ir;
 pub mod kernel_error;
 pub mod levels;
+pub mod limit;
 pub mod looplets;
 pub mod lower;
 pub mod notation;

@@ -10,7 +10,7 @@ use crate::notation::ast::Program;
 use crate::runtime::Buffer;
 use crate::tensor::Tensor;
 use crate::transforms;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 use std::time::Instant;
@@ -36,10 +36,16 @@ pub fn normalize(program: &Program, tensors: &HashSet<String>) -> Result<Program
     transforms::lifecycle(&p, tensors)
 }
 
+/// The default kernel-size budget, in IR statements. The largest kernels of the examples and
+/// studies are a few thousand; past ~10^4 Cranelift's register allocation and `cc -O3` take
+/// seconds to minutes and gigabytes, so such a kernel is refused before it reaches a backend.
+pub const DEFAULT_MAX_KERNEL_SIZE: usize = 8_000;
+
 /// Compiles programs (cached by program and formats) and runs them on tensors.
 pub struct Runner {
     backend: Box<dyn Backend>,
     cache: RefCell<HashMap<String, Rc<Compiled>>>,
+    max_kernel_size: Cell<usize>,
     /// Time spent compiling by the last `compile` call (0 on a cache hit).
     pub last_compile_ms: RefCell<f64>,
 }
@@ -49,12 +55,22 @@ impl Runner {
         Runner {
             backend,
             cache: RefCell::new(HashMap::new()),
+            max_kernel_size: Cell::new(DEFAULT_MAX_KERNEL_SIZE),
             last_compile_ms: RefCell::new(0.0),
         }
     }
 
     pub fn jit() -> Runner {
         Runner::new(Box::new(crate::backend::Jit::new()))
+    }
+
+    /// The largest kernel, in IR statements, this runner hands to its backend.
+    pub fn set_max_kernel_size(&self, statements: usize) {
+        self.max_kernel_size.set(statements);
+    }
+
+    pub fn max_kernel_size(&self) -> usize {
+        self.max_kernel_size.get()
     }
 
     pub fn cache_len(&self) -> usize {
@@ -91,6 +107,7 @@ impl Runner {
         let t0 = Instant::now();
         let (mut ir, layout, _) = Runner::lower(program, formats)?;
         crate::ir::promote::promote_scalars(&mut ir);
+        check_kernel_size(&ir, program, self.max_kernel_size.get())?;
         if let Err(e) = ir.check() {
             return Err(Error::Backend(format!("internal error: ill-typed IR: {e}")));
         }
@@ -162,4 +179,29 @@ impl Runner {
         }
         Ok(())
     }
+}
+
+/// Refuse a kernel over the size budget, naming the program's first loop (where the
+/// multiplying splits happen) and what to do.
+fn check_kernel_size(ir: &Kernel, program: &Program, max: usize) -> Result<()> {
+    let size = ir.size();
+    if size <= max {
+        return Ok(());
+    }
+    let span = program
+        .body
+        .iter()
+        .find(|s| matches!(s.kind, crate::notation::ast::StmtKind::Loop { .. }))
+        .or(program.body.first())
+        .map(|s| s.span)
+        .unwrap_or_default();
+    Err(Error::unsupported(
+        span,
+        format!(
+            "the kernel is {size} IR statements, over the limit of {max}: the loop's operands split it \
+             into too many cases (each sparse, run-length or permissive operand coiterated with \
+             the others multiplies the code); split the loop into several loops with fewer such \
+             operands each, or raise the limit (`Runner::set_max_kernel_size`, `--max-kernel-size`)"
+        ),
+    ))
 }

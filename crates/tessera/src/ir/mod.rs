@@ -234,6 +234,22 @@ impl Expr {
     }
 }
 
+impl Kernel {
+    /// The number of statements, nested ones included (comments not counted): the measure the
+    /// runner's kernel-size budget is checked against, since native compile time grows with it.
+    pub fn size(&self) -> usize {
+        fn count(body: &[Stmt]) -> usize {
+            body.iter()
+                .map(|s| {
+                    let own = usize::from(!matches!(s, Stmt::Comment(_)));
+                    own + s.bodies().iter().map(|b| count(b)).sum::<usize>()
+                })
+                .sum()
+        }
+        count(&self.body)
+    }
+}
+
 impl Stmt {
     /// The expressions the statement evaluates itself (not those of nested statements).
     pub fn own_exprs(&self) -> Vec<&Expr> {
