@@ -15,6 +15,7 @@ pub mod ir;
 pub mod levels;
 pub mod looplets;
 pub mod lower;
+pub mod memory;
 pub mod notation;
 pub mod run;
 pub mod runtime;

@@ -80,7 +80,10 @@ impl KernelFault {
                 )
             }
             KernelFault::Grow { buf, len } => {
-                format!("cannot grow `{}` to {len} elements", name(buf))
+                format!(
+                    "cannot grow `{}` to {len} elements: over the memory limit or out of memory",
+                    name(buf)
+                )
             }
         };
         Error::Kernel { msg }
@@ -139,6 +142,13 @@ pub(crate) fn grown_len(len: usize, want: usize) -> usize {
     } else {
         want.max(len.saturating_mul(2)).max(4)
     }
+}
+
+/// Grow `b` to at least `want` elements for a kernel's `Grow`: doubling, or exactly `want` when
+/// doubling is over the memory limit; `false` when even `want` cannot be had (the kernel then
+/// stops with [`KernelFault::Grow`] instead of the process aborting).
+pub(crate) fn grow(b: &mut Buffer, want: usize) -> bool {
+    b.try_grow(grown_len(b.len(), want)) || b.try_grow(want)
 }
 
 /// Largest length a `Grow` may ask for (guards against runaway sizes from corrupt inputs).

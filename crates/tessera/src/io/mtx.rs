@@ -240,6 +240,21 @@ pub fn read_mtx(r: impl BufRead, path: &str) -> Result<FileData> {
     match layout {
         Layout::Coordinate => {
             let nnz = size.get(2).copied().unwrap_or(0);
+            // Refuse a count that cannot be held before reading the entries: two coordinates
+            // and a value per entry, twice over for a symmetric file's mirrored entries.
+            let per_entry = if symmetry == Symmetry::General { 24 } else { 48 };
+            let coo = crate::levels::Format {
+                levels: vec![
+                    crate::levels::LevelKind::SparseCOO(2),
+                    crate::levels::LevelKind::Element(Scalar::F64(0.0)),
+                ],
+            };
+            crate::memory::check(
+                &format!("{path}:{size_line}"),
+                &[rows, cols],
+                &coo,
+                (nnz as u64).checked_mul(per_entry),
+            )?;
             read_coordinate(&mut lines, path, [rows, cols], nnz, field, symmetry).map(FileData::Coo)
         }
         Layout::Array => read_array(&mut lines, path, size_line, [rows, cols], field, symmetry)
@@ -325,6 +340,19 @@ fn read_array<R: BufRead>(
 ) -> Result<DenseData> {
     let [m, n] = shape;
     let total = element_count(&shape, path, size_line)?;
+    let dense = crate::levels::Format::dense(
+        2,
+        match field {
+            Field::Integer => Scalar::I64(0),
+            _ => Scalar::F64(0.0),
+        },
+    );
+    crate::memory::check(
+        &format!("{path}:{size_line}"),
+        &shape,
+        &dense,
+        crate::memory::tensor_bytes(&dense, &shape, 0),
+    )?;
     // Symmetric arrays list the lower triangle with the diagonal, skew ones without it.
     let expected = match symmetry {
         Symmetry::General => total,
@@ -690,6 +718,24 @@ mod tests {
             ),
             1
         );
+    }
+
+    #[test]
+    fn sizes_beyond_memory_are_refused_at_the_size_line() {
+        if crate::memory::available().is_none() {
+            eprintln!("skipping: no /proc/meminfo, so no memory limit by default");
+            return;
+        }
+        let huge = [
+            "%%MatrixMarket matrix coordinate real general\n% c\n3 3 1000000000000000000\n",
+            "%%MatrixMarket matrix array real general\n% c\n1000000000 1000000000\n1\n",
+        ];
+        for text in huge {
+            match read_mtx(text.as_bytes(), "t.mtx") {
+                Err(Error::Memory { tensor, .. }) => assert_eq!(tensor, "t.mtx:3"),
+                other => panic!("expected a memory error, got {other:?}"),
+            }
+        }
     }
 
     #[test]
