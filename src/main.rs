@@ -13,7 +13,9 @@ fn main() -> ExitCode {
     // interrupted. Without a handler the process would just die and leave them behind.
     let handler = || tessera::io::remove_temp_files_then(|| std::process::exit(130));
     if let Err(e) = ctrlc::set_handler(handler) {
-        eprintln!("warning: no interrupt handler ({e}): an interrupted run may leave temporary files");
+        eprintln!(
+            "warning: no interrupt handler ({e}): an interrupted run may leave temporary files"
+        );
     }
     match run_cli(Cli::parse()) {
         Ok(out) => {

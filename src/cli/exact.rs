@@ -24,7 +24,9 @@ pub fn widen_float_outputs(
 ) -> Result<Vec<(String, Format)>> {
     let candidates: Vec<&String> = outputs
         .iter()
-        .filter(|n| tensors[*n].elem().class() != Class::Float && widened(&tensors[*n].format).is_some())
+        .filter(|n| {
+            tensors[*n].elem().class() != Class::Float && widened(&tensors[*n].format).is_some()
+        })
         .collect();
     if candidates.is_empty() {
         return Ok(vec![]);

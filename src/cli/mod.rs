@@ -178,8 +178,7 @@ fn load_program(p: &str) -> Result<(Program, String)> {
     let path = std::path::Path::new(p);
     if path.is_file() {
         let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
-        let prog =
-            tessera::notation::parse::parse_program(&text).map_err(|e| with_origin(e, p))?;
+        let prog = tessera::notation::parse::parse_program(&text).map_err(|e| with_origin(e, p))?;
         return Ok((prog, p.to_string()));
     }
     let origin = "<program>";
@@ -434,9 +433,7 @@ fn write_outputs(
 /// A `NAME=...` flag given twice for the same name is a mistake, not an override.
 fn once(seen: &mut HashMap<String, &'static str>, name: &str, flag: &'static str) -> Result<()> {
     match seen.insert(name.to_string(), flag) {
-        Some(first) if first == flag => Err(Error::Usage(format!(
-            "{flag} {name} is given twice"
-        ))),
+        Some(first) if first == flag => Err(Error::Usage(format!("{flag} {name} is given twice"))),
         Some(first) => Err(Error::Usage(format!(
             "`{name}` is given with both {first} and {flag}"
         ))),
@@ -566,7 +563,10 @@ fn prepare(a: &TensorArgs, open_files: bool) -> Result<Prepared> {
         .map_err(|e| with_origin(e, &origin))?;
     for n in &created {
         let f = &formats[n];
-        tensors.insert(n.clone(), Tensor::empty(f, &shapes[n]).map_err(|e| e.named(n))?);
+        tensors.insert(
+            n.clone(),
+            Tensor::empty(f, &shapes[n]).map_err(|e| e.named(n))?,
+        );
     }
     // Outputs the program does not declare start from their fill value.
     let global = declared_globally(&program);

@@ -243,7 +243,10 @@ mod tests {
         assert_eq!(tensor_bytes(&csr, &[usize::MAX, 1], 0), None);
         // Rows times columns overflow, but only the stored entries count below the rows.
         let n = 1usize << 40;
-        assert_eq!(tensor_bytes(&csr, &[n, n], 1), Some((n as u64 + 1) * 8 + 16));
+        assert_eq!(
+            tensor_bytes(&csr, &[n, n], 1),
+            Some((n as u64 + 1) * 8 + 16)
+        );
         // A shape of the wrong rank is not a size either.
         assert_eq!(tensor_bytes(&csr, &[3], 0), None);
     }
@@ -253,7 +256,10 @@ mod tests {
         let dense = fmt("Dense(Dense(Element(0.0)))", 2);
         let e = check("C", &[1 << 40, 1 << 40], &dense, None).unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("`C`") && msg.contains("1099511627776x"), "{msg}");
+        assert!(
+            msg.contains("`C`") && msg.contains("1099511627776x"),
+            "{msg}"
+        );
         assert!(check("C", &[2, 2], &dense, Some(32)).is_ok());
     }
 

@@ -422,7 +422,11 @@ mod tests {
         // Both written: both published, no temporary file left.
         let mut sa = Staged::create(&a).unwrap();
         let mut sb = Staged::create(&b).unwrap();
-        assert_eq!(entries(&d).len(), 2, "the temporary files exist from the start");
+        assert_eq!(
+            entries(&d).len(),
+            2,
+            "the temporary files exist from the start"
+        );
         sa.write(|w| w.write_all(b"a").map_err(write_err)).unwrap();
         sb.write(|w| w.write_all(b"b").map_err(write_err)).unwrap();
         commit_all(vec![sa, sb]).unwrap();
@@ -430,7 +434,8 @@ mod tests {
         // One not written: neither is published, both old files stay.
         let mut sa = Staged::create(&a).unwrap();
         let sb = Staged::create(&b).unwrap();
-        sa.write(|w| w.write_all(b"new").map_err(write_err)).unwrap();
+        sa.write(|w| w.write_all(b"new").map_err(write_err))
+            .unwrap();
         assert!(commit_all(vec![sa, sb]).is_err());
         assert_eq!(std::fs::read_to_string(&a).unwrap(), "a");
         assert_eq!(entries(&d), vec!["a.txt", "b.txt"]);

@@ -242,7 +242,11 @@ pub fn read_mtx(r: impl BufRead, path: &str) -> Result<FileData> {
             let nnz = size.get(2).copied().unwrap_or(0);
             // Refuse a count that cannot be held before reading the entries: two coordinates
             // and a value per entry, twice over for a symmetric file's mirrored entries.
-            let per_entry = if symmetry == Symmetry::General { 24 } else { 48 };
+            let per_entry = if symmetry == Symmetry::General {
+                24
+            } else {
+                48
+            };
             let coo = crate::levels::Format {
                 levels: vec![
                     crate::levels::LevelKind::SparseCOO(2),

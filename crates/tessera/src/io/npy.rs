@@ -544,7 +544,10 @@ mod tests {
         match read_npy(&out[..], "u.npy") {
             Err(e @ Error::File { .. }) => {
                 let msg = e.to_string();
-                assert!(msg.starts_with("u.npy: element [1, 0] is 18446744073709551615"), "{msg}");
+                assert!(
+                    msg.starts_with("u.npy: element [1, 0] is 18446744073709551615"),
+                    "{msg}"
+                );
             }
             other => panic!("expected a file error, got {other:?}"),
         }

@@ -205,7 +205,11 @@ mod tests {
         for &b in bytes {
             c ^= b as u32;
             for _ in 0..8 {
-                c = if c & 1 == 1 { 0xedb8_8320 ^ (c >> 1) } else { c >> 1 };
+                c = if c & 1 == 1 {
+                    0xedb8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
             }
         }
         !c
@@ -227,7 +231,11 @@ mod tests {
         ihdr.extend_from_slice(&[8, 0, 0, 0, 0]);
         chunk(&mut out, b"IHDR", &ihdr);
         // A zlib stream of one empty stored block.
-        chunk(&mut out, b"IDAT", &[0x78, 0x01, 0x01, 0x00, 0x00, 0xff, 0xff, 0, 0, 0, 1]);
+        chunk(
+            &mut out,
+            b"IDAT",
+            &[0x78, 0x01, 0x01, 0x00, 0x00, 0xff, 0xff, 0, 0, 0, 1],
+        );
         chunk(&mut out, b"IEND", &[]);
         out
     }

@@ -225,7 +225,10 @@ mod tests {
         let mut b = Buffer::I64(vec![1, 2]);
         assert!(b.try_grow(4));
         assert_eq!(b, Buffer::I64(vec![1, 2, 0, 0]));
-        assert!(b.try_grow(3), "shrinking is not asked for; a smaller length is a no-op");
+        assert!(
+            b.try_grow(3),
+            "shrinking is not asked for; a smaller length is a no-op"
+        );
         assert_eq!(b.len(), 4);
         // More than any machine has (and than 64-bit sizes for some types): refused, unchanged.
         assert!(!b.try_grow(usize::MAX / 2));

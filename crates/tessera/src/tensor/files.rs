@@ -9,9 +9,9 @@ use crate::types::{Class, ElemType, Scalar};
 use std::path::Path;
 
 /// Read a tensor file and store it in `format` (or the default for its kind of file). Float
-/// values loaded into an integer or bool format must convert exactly (1.0 into `i64` does,
-/// 1.5 is an error naming the entry), and a tensor too large for the memory limit is refused
-/// before it is built.
+/// values loaded into an integer format must convert exactly (1.0 into `i64` does, 1.5 is an
+/// error naming the entry; into bool, nonzero is true), and a tensor too large for the memory
+/// limit is refused before it is built.
 pub fn load_tensor(path: &str, format: Option<&str>) -> Result<Tensor> {
     let data = io::read_file(Path::new(path))?;
     let (rank, elem) = match &data {
@@ -62,15 +62,15 @@ fn unravel(mut k: usize, shape: &[usize]) -> Vec<usize> {
     idx
 }
 
-/// `values` as element type `ty`; a float that does not survive the trip to an integer or
-/// bool type and back (1.5, 300.0 into `u8`, NaN) is an error naming the entry (`place(k)`).
+/// `values` as element type `ty`; a float that does not survive the trip to an integer type
+/// and back (1.5, 300.0 into `u8`, NaN) is an error naming the entry (`place(k)`).
 fn convert_values(
     values: &Buffer,
     ty: ElemType,
     path: &str,
     place: impl Fn(usize) -> String,
 ) -> Result<Buffer> {
-    if values.elem().class() == Class::Float && ty.class() != Class::Float {
+    if values.elem().class() == Class::Float && ty.class() == Class::Int {
         for k in 0..values.len() {
             let v = values.get(k);
             if v.cast(ty).cast(v.ty()) != v {
@@ -295,7 +295,12 @@ mod tests {
         let dense = t.to_format(&Format::dense(2, Scalar::F64(0.0))).unwrap();
         let q = d.join("dense.tns");
         write_tensor(q.to_str().unwrap(), &dense).unwrap();
-        assert_eq!(load_tensor(q.to_str().unwrap(), None).unwrap().countstored(), 1);
+        assert_eq!(
+            load_tensor(q.to_str().unwrap(), None)
+                .unwrap()
+                .countstored(),
+            1
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -323,7 +328,10 @@ mod tests {
             "%%MatrixMarket matrix array integer general\n4 1\n0\n7\n0\n-2\n"
         );
         // Read back, an n x 1 matrix.
-        assert_eq!(load_tensor(p.to_str().unwrap(), None).unwrap().shape, vec![4, 1]);
+        assert_eq!(
+            load_tensor(p.to_str().unwrap(), None).unwrap().shape,
+            vec![4, 1]
+        );
         // Other ranks are refused before anything is written.
         let t3 = Tensor::empty(&Format::dense(3, Scalar::F64(0.0)), &[1, 1, 1]).unwrap();
         assert!(matches!(
@@ -346,9 +354,13 @@ mod tests {
         .unwrap();
         let err = load_tensor(path, Some("Dense(SparseList(Element(0)))")).unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("a.mtx") && msg.contains("(2, 1)") && msg.contains("1.5"), "{msg}");
+        assert!(
+            msg.contains("a.mtx") && msg.contains("(2, 1)") && msg.contains("1.5"),
+            "{msg}"
+        );
         assert!(!msg.contains(":0:"), "{msg}");
-        assert!(load_tensor(path, Some("Dense(SparseList(Element(false)))")).is_err());
+        // Into bool, nonzero is true (graphs and masks are loaded that way).
+        assert!(load_tensor(path, Some("Dense(SparseList(Element(false)))")).is_ok());
         std::fs::write(
             &p,
             "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 2.0\n2 1 -3\n",
@@ -371,7 +383,10 @@ mod tests {
             Err(Error::Memory { shape, .. }) => assert_eq!(shape, huge.to_vec()),
             other => panic!("expected a memory error, got {:?}", other.map(|_| ())),
         }
-        assert!(std::fs::read_dir(&d).unwrap().next().is_none(), "nothing created");
+        assert!(
+            std::fs::read_dir(&d).unwrap().next().is_none(),
+            "nothing created"
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 }
