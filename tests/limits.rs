@@ -411,8 +411,9 @@ fn an_interrupted_run_leaves_no_temporary_file() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+    // The shell's own `kill`, so no procps is needed.
+    let kill = Command::new("sh")
+        .args(["-c", &format!("kill -TERM {}", child.id())])
         .status()
         .unwrap();
     assert!(kill.success());
