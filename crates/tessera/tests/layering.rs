@@ -13,12 +13,13 @@ use std::path::{Path, PathBuf};
 /// group listed in `PEERS` may import each other.
 const LAYERS: &[&[&str]] = &[
     &["types", "span", "limit"],
-    &["error", "ir", "runtime"],
+    &["error"],
+    &["ir", "runtime"],
     &["io", "notation"],
     &["semantics"],
     &["transforms", "symbolic"],
     &["levels", "looplets"],
-    &["lower"],
+    &["lower", "memory"],
     &["backend", "eval"],
     &["explain", "tensor"],
     &["run"],

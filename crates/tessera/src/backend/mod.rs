@@ -35,7 +35,7 @@ pub trait CompiledKernel {
 }
 
 pub use crate::ir::cx::DETAIL;
-pub(crate) use crate::runtime::buffer::{MAX_GROW, grown_len};
+pub(crate) use crate::runtime::buffer::{MAX_GROW, grow};
 
 /// Why a kernel stopped early.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,7 +80,10 @@ impl KernelFault {
                 )
             }
             KernelFault::Grow { buf, len } => {
-                format!("cannot grow `{}` to {len} elements", name(buf))
+                format!(
+                    "cannot grow `{}` to {len} elements: over the memory limit or out of memory",
+                    name(buf)
+                )
             }
         };
         Error::Kernel { msg }
