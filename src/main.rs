@@ -8,6 +8,15 @@ mod cli;
 use cli::{Cli, run_cli};
 
 fn main() -> ExitCode {
+    // Ctrl-C, SIGTERM or SIGHUP while outputs are being written: remove their temporary files
+    // (the outputs themselves are only ever renamed into place whole), then exit as
+    // interrupted. Without a handler the process would just die and leave them behind.
+    let handler = || tessera::io::remove_temp_files_then(|| std::process::exit(130));
+    if let Err(e) = ctrlc::set_handler(handler) {
+        eprintln!(
+            "warning: no interrupt handler ({e}): an interrupted run may leave temporary files"
+        );
+    }
     match run_cli(Cli::parse()) {
         Ok(out) => {
             let mut stdout = std::io::stdout().lock();

@@ -128,7 +128,7 @@ fn bench_rejects_bad_repeat_and_backend_and_writes_nothing() {
     let o = with(&["--repeat", "0"]);
     assert!(!o.status.success());
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("--repeat must be at least 1"),
+        String::from_utf8_lossy(&o.stderr).contains("'--repeat <REPEAT>': must be at least 1"),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );

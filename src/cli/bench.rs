@@ -7,7 +7,7 @@ use super::{
 };
 use clap::Args;
 use std::time::Instant;
-use tessera::error::{Error, Result};
+use tessera::error::Result;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -17,7 +17,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3)]
     pub warmup: usize,
     /// Timed runs (at least 1)
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = super::parse_repeat)]
     pub repeat: usize,
     /// Compiling backend: `jit` (Cranelift, default) or `c`
     #[arg(long, default_value = "jit")]
@@ -51,11 +51,6 @@ pub(super) fn json_line(compile_ms: f64, times: &[f64], warmup: usize, backend: 
 }
 
 pub fn bench(a: &BenchArgs) -> Result<String> {
-    if a.repeat == 0 {
-        return Err(Error::Usage(
-            "--repeat must be at least 1 (the number of timed runs)".into(),
-        ));
-    }
     // Checked before loading the inputs, which may take far longer than the kernel.
     let runner = compiling_runner(&a.backend)?;
     let Prepared {
@@ -64,7 +59,9 @@ pub fn bench(a: &BenchArgs) -> Result<String> {
         mut tensors,
         outs,
         formats,
-    } = prepare(&a.tensors)?;
+        files,
+        narrowed,
+    } = prepare(&a.tensors, true)?;
     let compiled = runner
         .compile(&program, &formats)
         .map_err(|e| with_origin(e, &origin))?;
@@ -78,7 +75,8 @@ pub fn bench(a: &BenchArgs) -> Result<String> {
         runner.execute(&compiled, &mut tensors)?;
         times.push(t0.elapsed().as_secs_f64() * 1e3);
     }
-    let mut out = write_outputs(&outs, &tensors)?;
+    super::exact::narrow_back(&narrowed, &mut tensors)?;
+    let mut out = write_outputs(&outs, files, &tensors)?;
     if a.json {
         // Only the JSON line on stdout, so scripts can parse it whole.
         return Ok(json_line(compile_ms, &times, a.warmup, &a.backend) + "\n");

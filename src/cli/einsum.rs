@@ -10,6 +10,7 @@ use tessera::api::{formats_of, plan::plan, prepare};
 use tessera::error::{Error, Result};
 use tessera::levels::Format;
 use tessera::tensor::Tensor;
+use tessera::tensor::files::OutputFile;
 
 #[derive(Args, Debug)]
 pub struct EinsumArgs {
@@ -22,8 +23,8 @@ pub struct EinsumArgs {
     /// a 0-d result is printed and others are summarised)
     #[arg(long = "out", value_name = "NAME[=PATH][@FORMAT]")]
     pub output: Option<String>,
-    /// Run the kernel this many times (with --time: median and minimum)
-    #[arg(long, default_value_t = 1)]
+    /// Run the kernel this many times, at least 1 (with --time: median and minimum)
+    #[arg(long, default_value_t = 1, value_parser = super::parse_repeat)]
     pub repeat: usize,
     /// Print a `time:` line (kernel only; transposed copies are made before it)
     #[arg(long)]
@@ -40,16 +41,22 @@ pub struct EinsumArgs {
     /// Print only `tessera bench`'s JSON line (compile_ms, median_ms, min_ms, ...)
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub memory: super::MemoryArgs,
 }
 
 pub fn einsum(a: &EinsumArgs) -> Result<String> {
-    let mut inputs: Vec<(String, Tensor)> = vec![];
+    let mut names = vec![];
     for spec in &a.inputs {
         let (name, rest) = split_name(spec, "--in")?;
-        let (path, fmt) = split_format(rest);
-        if inputs.iter().any(|(n, _)| n == name) {
+        if names.iter().any(|(n, _)| n == &name) {
             return Err(Error::Usage(format!("--in {name} is given twice")));
         }
+        names.push((name, rest));
+    }
+    let mut inputs: Vec<(String, Tensor)> = vec![];
+    for (name, rest) in names {
+        let (path, fmt) = split_format(rest);
         let t = tessera::tensor::files::load_tensor(path, fmt)?;
         t.validate(name)?;
         inputs.push((name.to_string(), t));
@@ -93,9 +100,15 @@ pub fn einsum(a: &EinsumArgs) -> Result<String> {
         }
         let _ = write!(text, "{}", plan.program);
     }
-    let mut tensors = prepare(&plan, &borrowed)?;
+    let mut tensors = prepare(&plan, &borrowed).map_err(|e| e.named(&spec.output))?;
     drop(borrowed);
     drop(inputs);
+    let result = &tensors[&spec.output];
+    // The output file is checked and opened before the kernel runs.
+    let file = match out.as_ref().and_then(|(_, o)| o.path.as_deref()) {
+        Some(p) => Some(OutputFile::create(p, &result.shape, result.fill())?),
+        None => None,
+    };
     let runner = super::compiling_runner(&a.backend)?;
     let compiled = runner.compile(&plan.program, &formats_of(&tensors))?;
     let compile_ms = *runner.last_compile_ms.borrow();
@@ -103,14 +116,14 @@ pub fn einsum(a: &EinsumArgs) -> Result<String> {
         runner.execute(&compiled, &mut tensors)?;
     }
     let mut times = vec![];
-    for _ in 0..a.repeat.max(1) {
+    for _ in 0..a.repeat {
         let t0 = Instant::now();
         runner.execute(&compiled, &mut tensors)?;
         times.push(t0.elapsed().as_secs_f64() * 1e3);
     }
     let result = &tensors[&spec.output];
-    match out.as_ref().and_then(|(_, o)| o.path.as_deref()) {
-        Some(p) => tessera::tensor::files::write_tensor(p, result)?,
+    match file {
+        Some(f) => tessera::tensor::files::write_outputs(vec![(f, result)])?,
         None if result.rank() == 0 => {
             let _ = writeln!(text, "{} = {}", spec.output, result.get(&[])?);
         }

@@ -16,7 +16,8 @@ pub fn run_eval(program: &Program, tensors: &mut BTreeMap<String, Tensor>) -> Re
             tessera::eval::DenseTensor {
                 shape: t.shape.clone(),
                 fill: t.fill(),
-                values: t.to_dense(),
+                // The evaluator works on dense copies: each must fit the memory limit.
+                values: t.try_to_dense().map_err(|e| e.named(n))?,
             },
         );
     }

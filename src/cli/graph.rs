@@ -13,6 +13,7 @@ use tessera::levels::Format;
 use tessera::run::Runner;
 use tessera::runtime::Buffer;
 use tessera::tensor::Tensor;
+use tessera::tensor::files::OutputFile;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Algorithm {
@@ -43,8 +44,8 @@ pub struct GraphArgs {
     /// Untimed runs before the timed ones (the first compiles the kernels)
     #[arg(long, default_value_t = 3)]
     pub warmup: usize,
-    /// Timed runs
-    #[arg(long, default_value_t = 10)]
+    /// Timed runs (at least 1)
+    #[arg(long, default_value_t = 10, value_parser = super::parse_repeat)]
     pub repeat: usize,
     /// Print one JSON line instead of text
     #[arg(long)]
@@ -52,6 +53,8 @@ pub struct GraphArgs {
     /// Compiling backend: `jit` (Cranelift, default) or `c`
     #[arg(long, default_value = "jit")]
     pub backend: String,
+    #[command(flatten)]
+    pub memory: super::MemoryArgs,
 }
 
 /// One run's results, as written to files.
@@ -120,7 +123,7 @@ fn vector(values: Buffer) -> Result<Tensor> {
 }
 
 pub fn graph(a: &GraphArgs) -> Result<String> {
-    let mut files = vec![];
+    let mut specs: Vec<(String, String)> = vec![];
     for spec in &a.outputs {
         let (name, o) = parse_out(spec)?;
         let path = o
@@ -131,10 +134,24 @@ pub fn graph(a: &GraphArgs) -> Result<String> {
                 "--out {name}: tessera graph writes `parents` and `dist`"
             )));
         }
-        files.push((name, path));
+        if specs.iter().any(|(n, _)| *n == name) {
+            return Err(Error::Usage(format!("--out {name} is given twice")));
+        }
+        tessera::tensor::files::check_output_type(&path)?;
+        specs.push((name, path));
     }
     let (path, a_tensor) = load_graph(a)?;
     let n = a_tensor.shape.first().copied().unwrap_or(0);
+    // The output files are opened before the runs: a bad path fails now, not after them.
+    let mut files = vec![];
+    for (name, p) in specs {
+        let fill = if name == "parents" {
+            tessera::types::Scalar::I64(0)
+        } else {
+            tessera::types::Scalar::F64(0.0)
+        };
+        files.push((name, OutputFile::create(&p, &[n], fill)?));
+    }
     let mut graph = BTreeMap::new();
     if a.algorithm != Algorithm::BellmanFord {
         graph.insert("AT".to_string(), bfs::transpose(&a_tensor)?);
@@ -153,14 +170,13 @@ pub fn graph(a: &GraphArgs) -> Result<String> {
         last = run_once(&runner, a.algorithm, &mut graph, a.source)?;
         times.push(t0.elapsed().as_secs_f64() * 1e3);
     }
-    for (name, p) in &files {
-        let t = if name == "parents" {
-            vector(Buffer::I64(last.parents.clone()))?
-        } else {
-            vector(Buffer::F64(last.dist.clone()))?
-        };
-        tessera::tensor::files::write_tensor(p, &t)?;
-    }
+    let parents = vector(Buffer::I64(last.parents.clone()))?;
+    let dist = vector(Buffer::F64(last.dist.clone()))?;
+    let files = files
+        .into_iter()
+        .map(|(name, f)| (f, if name == "parents" { &parents } else { &dist }))
+        .collect();
+    tessera::tensor::files::write_outputs(files)?;
     let reached = last.parents.iter().filter(|&&p| p >= 0).count();
     let total_compile: f64 = compile_ms.iter().map(|(_, ms)| ms).sum();
     let mut sorted = times.clone();

@@ -4,6 +4,7 @@ mod bench;
 mod demo;
 mod einsum;
 mod eval;
+mod exact;
 mod graph;
 
 use clap::{Args, Parser, Subcommand};
@@ -15,6 +16,7 @@ use tessera::levels::Format;
 use tessera::notation::ast::{Program, Stmt, StmtKind};
 use tessera::run::Runner;
 use tessera::tensor::Tensor;
+use tessera::tensor::files::OutputFile;
 use tessera::types::Scalar;
 
 #[derive(Parser, Debug)]
@@ -33,7 +35,7 @@ pub enum Command {
     /// Compile a program for its inputs' formats and run it.
     Run(RunArgs),
     /// Print the generated loop IR for the given formats.
-    Code(RunArgs),
+    Code(CodeArgs),
     /// Compile once, then time warm-up and measured kernel runs (`--json`: one JSON line).
     Bench(bench::BenchArgs),
     /// Evaluate one index-notation statement, `OUT[i, j] += A[i, k] * B[k, j]`.
@@ -42,10 +44,12 @@ pub enum Command {
     Graph(graph::GraphArgs),
     /// Convert a tensor file, optionally into another storage format.
     Convert {
-        /// Input file (.mtx, .npy, .tns)
+        /// Input file (.mtx, .npy, .tns, .png)
         input: String,
-        /// Output file, optionally `@FORMAT`
+        /// Output file (.mtx, .npy, .tns), optionally `@FORMAT`
         output: String,
+        #[command(flatten)]
+        memory: MemoryArgs,
     },
     /// Show a tensor file's shape, stored count and format.
     Info {
@@ -54,15 +58,39 @@ pub enum Command {
         /// Print every level's arrays
         #[arg(long)]
         storage: bool,
+        #[command(flatten)]
+        memory: MemoryArgs,
     },
     /// The showcase on generated data.
     Demo,
 }
 
+/// The memory limit flag of every command that loads or creates tensors.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct MemoryArgs {
+    /// Refuse, before allocating, any tensor or array larger than this (bytes, or with a
+    /// binary unit: 512M, 4G); default: the memory available
+    #[arg(long, value_name = "BYTES", value_parser = parse_max_memory)]
+    pub max_memory: Option<u64>,
+}
+
+fn parse_max_memory(s: &str) -> std::result::Result<u64, String> {
+    tessera::memory::parse_size(s)
+}
+
+/// `--repeat N`: the same rule and message in every command.
+pub(crate) fn parse_repeat(s: &str) -> std::result::Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1 (the number of kernel runs)".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a whole number")),
+    }
+}
+
 /// The program and tensor flags `run`, `code` and `bench` share.
 #[derive(Args, Debug)]
 pub struct TensorArgs {
-    /// Program file (or program text)
+    /// Program file, or the program text itself (anything that is not an existing file)
     pub program: String,
     /// Input tensor: NAME=PATH[@FORMAT]
     #[arg(long = "in", value_name = "NAME=PATH[@FORMAT]")]
@@ -73,17 +101,28 @@ pub struct TensorArgs {
     /// Output or workspace tensor: NAME[=PATH][@FORMAT] (a file holds the last run's result)
     #[arg(long = "out", value_name = "NAME[=PATH][@FORMAT]")]
     pub outputs: Vec<String>,
-    /// Shape of an output no index determines: NAME=D1xD2...
+    /// Shape of an output or workspace no index determines: NAME=D1xD2...
     #[arg(long = "shape", value_name = "NAME=D1xD2")]
     pub shapes: Vec<String>,
+    #[command(flatten)]
+    pub memory: MemoryArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CodeArgs {
+    #[command(flatten)]
+    pub tensors: TensorArgs,
+    /// `jit` (the loop IR Cranelift compiles, default) or `c` (the C source)
+    #[arg(long, default_value = "jit")]
+    pub backend: String,
 }
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
     #[command(flatten)]
     pub tensors: TensorArgs,
-    /// Run the kernel this many times (with --time: median and minimum)
-    #[arg(long, default_value_t = 1)]
+    /// Run the kernel this many times, at least 1 (with --time: median and minimum)
+    #[arg(long, default_value_t = 1, value_parser = parse_repeat)]
     pub repeat: usize,
     /// Print a `time:` line (kernel only)
     #[arg(long)]
@@ -96,14 +135,25 @@ pub struct RunArgs {
 
 /// Run the command line; returns what to print on stdout.
 pub fn run_cli(cli: Cli) -> Result<String> {
+    let memory = match &cli.command {
+        Command::Run(a) => Some(a.tensors.memory),
+        Command::Code(a) => Some(a.tensors.memory),
+        Command::Bench(a) => Some(a.tensors.memory),
+        Command::Einsum(a) => Some(a.memory),
+        Command::Graph(a) => Some(a.memory),
+        Command::Convert { memory, .. } | Command::Info { memory, .. } => Some(*memory),
+        Command::Demo => None,
+    };
+    // The library checks every large allocation against this limit.
+    tessera::memory::set_max_memory(memory.and_then(|m| m.max_memory));
     match cli.command {
-        Command::Run(a) => run(&a, false),
-        Command::Code(a) => run(&a, true),
+        Command::Run(a) => run(&a),
+        Command::Code(a) => code(&a),
         Command::Bench(a) => bench::bench(&a),
         Command::Einsum(a) => einsum::einsum(&a),
         Command::Graph(a) => graph::graph(&a),
-        Command::Convert { input, output } => convert(&input, &output),
-        Command::Info { path, storage } => info(&path, storage),
+        Command::Convert { input, output, .. } => convert(&input, &output),
+        Command::Info { path, storage, .. } => info(&path, storage),
         Command::Demo => demo::demo(),
     }
 }
@@ -122,33 +172,44 @@ fn split_name<'a>(s: &'a str, flag: &str) -> Result<(&'a str, &'a str)> {
         .ok_or_else(|| Error::Usage(format!("{flag} expects NAME=..., got `{s}`")))
 }
 
+/// PROGRAM is a file when one exists at that path, and program text otherwise; text that
+/// does not parse either is reported both ways.
 fn load_program(p: &str) -> Result<(Program, String)> {
-    let (text, origin) = if std::path::Path::new(p).is_file() {
-        (
-            std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?,
-            p.to_string(),
-        )
-    } else if p.contains(['\n', '[', ';']) {
-        (p.to_string(), "<program>".to_string())
-    } else {
-        return Err(Error::Io {
-            path: p.to_string(),
-            msg: "program file not found".into(),
-        });
-    };
-    let prog =
-        tessera::notation::parse::parse_program(&text).map_err(|e| with_origin(e, &origin))?;
-    Ok((prog, origin))
+    let path = std::path::Path::new(p);
+    if path.is_file() {
+        let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
+        let prog = tessera::notation::parse::parse_program(&text).map_err(|e| with_origin(e, p))?;
+        return Ok((prog, p.to_string()));
+    }
+    let origin = "<program>";
+    match tessera::notation::parse::parse_program(p) {
+        Ok(prog) => Ok((prog, origin.to_string())),
+        // Text with program punctuation or several lines was surely meant as a program.
+        Err(e) if p.contains(['\n', '[', ';', '=']) => Err(with_origin(e, origin)),
+        Err(e) => Err(Error::Usage(format!(
+            "no file `{p}`, and as program text: {}",
+            with_origin(e, origin)
+        ))),
+    }
 }
 
-/// Prefix program-position errors with the program's file name.
+/// Prefix program-position errors with the program's file name (and no position at all when
+/// the error has none).
 fn with_origin(e: Error, origin: &str) -> Error {
+    let text = e.to_string();
     match e {
-        Error::Syntax { .. }
-        | Error::Program { .. }
-        | Error::DimensionMismatch { .. }
-        | Error::Lifecycle { .. }
-        | Error::Unsupported { .. } => Error::Usage(format!("{origin}:{e}")),
+        Error::Syntax { span, .. }
+        | Error::Program { span, .. }
+        | Error::DimensionMismatch { span, .. }
+        | Error::Lifecycle { span, .. }
+        | Error::Unsupported { span, .. } => {
+            if span.line == 0 {
+                let text = text.strip_prefix("0:0: ").unwrap_or(&text);
+                Error::Usage(format!("{origin}: {text}"))
+            } else {
+                Error::Usage(format!("{origin}:{text}"))
+            }
+        }
         e => e,
     }
 }
@@ -258,13 +319,17 @@ fn declared_anywhere(p: &Program) -> HashSet<String> {
 }
 
 /// A program ready to compile: the outputs' declarations added, every tensor loaded or
-/// created, shared by `run` and `bench`.
+/// created and every output file opened, shared by `run`, `code` and `bench`.
 struct Prepared {
     program: Program,
     origin: String,
     tensors: BTreeMap<String, Tensor>,
     outs: BTreeMap<String, OutSpec>,
     formats: BTreeMap<String, Format>,
+    /// The `--out` files, checked and opened before any kernel runs.
+    files: Vec<(String, OutputFile)>,
+    /// Integer or bool outputs computed in floats, with their requested formats.
+    narrowed: Vec<(String, Format)>,
 }
 
 /// The runner of a compiling backend named on the command line (`eval` is not one: it
@@ -279,98 +344,148 @@ fn compiling_runner(backend: &str) -> Result<Runner> {
     }
 }
 
-fn run(a: &RunArgs, code_only: bool) -> Result<String> {
+fn code(a: &CodeArgs) -> Result<String> {
+    if !matches!(a.backend.as_str(), "jit" | "c") {
+        return Err(Error::Usage(format!(
+            "unknown backend `{}` for code (jit or c)",
+            a.backend
+        )));
+    }
+    let Prepared {
+        program,
+        origin,
+        formats,
+        ..
+    } = prepare(&a.tensors, false)?;
+    let (mut k, _, _) = Runner::lower(&program, &formats).map_err(|e| with_origin(e, &origin))?;
+    // Show what the backend compiles.
+    tessera::ir::promote::promote_scalars(&mut k);
+    Ok(match a.backend.as_str() {
+        "c" => tessera::backend::CBackend::source(&k),
+        _ => k.to_string(),
+    })
+}
+
+fn run(a: &RunArgs) -> Result<String> {
+    // Checked before loading the inputs, which may take far longer than the kernel.
+    let runner = match a.backend.as_str() {
+        "eval" => None,
+        b => Some(compiling_runner(b)?),
+    };
     let Prepared {
         program,
         origin,
         mut tensors,
         outs,
         formats: all_formats,
-    } = prepare(&a.tensors)?;
-    if code_only {
-        let (mut k, _, _) =
-            Runner::lower(&program, &all_formats).map_err(|e| with_origin(e, &origin))?;
-        // Show what the backend compiles.
-        tessera::ir::promote::promote_scalars(&mut k);
-        return Ok(match a.backend.as_str() {
-            "c" => tessera::backend::CBackend::source(&k),
-            _ => k.to_string(),
-        });
-    }
+        files,
+        narrowed,
+    } = prepare(&a.tensors, true)?;
     let mut times = vec![];
     let mut compile_ms = 0.0;
-    if a.backend == "eval" {
-        for _ in 0..a.repeat.max(1) {
-            let t0 = Instant::now();
-            eval::run_eval(&program, &mut tensors).map_err(|e| with_origin(e, &origin))?;
-            times.push(t0.elapsed().as_secs_f64() * 1e3);
+    match runner {
+        None => {
+            for _ in 0..a.repeat {
+                let t0 = Instant::now();
+                eval::run_eval(&program, &mut tensors).map_err(|e| with_origin(e, &origin))?;
+                times.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
         }
-    } else {
-        let runner = compiling_runner(&a.backend)?;
-        let c = runner
-            .compile(&program, &all_formats)
-            .map_err(|e| with_origin(e, &origin))?;
-        compile_ms = *runner.last_compile_ms.borrow();
-        for _ in 0..a.repeat.max(1) {
-            let t0 = Instant::now();
-            runner.execute(&c, &mut tensors)?;
-            times.push(t0.elapsed().as_secs_f64() * 1e3);
+        Some(runner) => {
+            let c = runner
+                .compile(&program, &all_formats)
+                .map_err(|e| with_origin(e, &origin))?;
+            compile_ms = *runner.last_compile_ms.borrow();
+            for _ in 0..a.repeat {
+                let t0 = Instant::now();
+                runner.execute(&c, &mut tensors)?;
+                times.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
         }
     }
-    let mut out = write_outputs(&outs, &tensors)?;
+    exact::narrow_back(&narrowed, &mut tensors)?;
+    let mut out = write_outputs(&outs, files, &tensors)?;
     if a.time {
         out.push_str(&time_line(compile_ms, &times));
     }
     Ok(out)
 }
 
-/// Write every `--out` file (each atomically), only after everything succeeded; 0-d outputs
+/// Write every `--out` file, all or none, only after everything succeeded; 0-d outputs
 /// without a path are returned as `name = value` lines.
 fn write_outputs(
     outs: &BTreeMap<String, OutSpec>,
+    files: Vec<(String, OutputFile)>,
     tensors: &BTreeMap<String, Tensor>,
 ) -> Result<String> {
     let mut out = String::new();
     for (n, o) in outs {
         let t = &tensors[n];
-        match &o.path {
-            Some(p) => tessera::tensor::files::write_tensor(p, t)?,
-            None if t.rank() == 0 => {
-                let _ = writeln!(out, "{n} = {}", t.get(&[])?);
-            }
-            None => {}
+        if o.path.is_none() && t.rank() == 0 {
+            let _ = writeln!(out, "{n} = {}", t.get(&[])?);
         }
     }
+    let files = files.into_iter().map(|(n, f)| (f, &tensors[&n])).collect();
+    tessera::tensor::files::write_outputs(files)?;
     Ok(out)
 }
 
-fn prepare(a: &TensorArgs) -> Result<Prepared> {
+/// A `NAME=...` flag given twice for the same name is a mistake, not an override.
+fn once(seen: &mut HashMap<String, &'static str>, name: &str, flag: &'static str) -> Result<()> {
+    match seen.insert(name.to_string(), flag) {
+        Some(first) if first == flag => Err(Error::Usage(format!("{flag} {name} is given twice"))),
+        Some(first) => Err(Error::Usage(format!(
+            "`{name}` is given with both {first} and {flag}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Load the inputs, create the outputs and workspaces, and (with `open_files`) open the
+/// output files, so that every mistake in the command line is found before a kernel runs.
+fn prepare(a: &TensorArgs, open_files: bool) -> Result<Prepared> {
     let (mut program, origin) = load_program(&a.program)?;
     let ranks = ranks(&program);
     let mut tensors: BTreeMap<String, Tensor> = BTreeMap::new();
+    let mut seen = HashMap::new();
+    // Names and flags first, so a repeated name is reported before any file is read.
+    let mut inputs = vec![];
     for spec in &a.inputs {
         let (name, rest) = split_name(spec, "--in")?;
-        let (path, fmt) = split_format(rest);
-        tensors.insert(
-            name.to_string(),
-            tessera::tensor::files::load_tensor(path, fmt)?,
-        );
+        once(&mut seen, name, "--in")?;
+        inputs.push((name, rest));
     }
+    let mut scalars = vec![];
     for spec in &a.scalars {
         let (name, v) = split_name(spec, "--scalar")?;
-        let v = parse_scalar(name, v)?;
-        let f = Format::new(vec![tessera::levels::LevelKind::Element(v)])?;
-        tensors.insert(name.to_string(), Tensor::empty(&f, &[])?);
+        once(&mut seen, name, "--scalar")?;
+        scalars.push((name, parse_scalar(name, v)?));
     }
     let mut outs: BTreeMap<String, OutSpec> = BTreeMap::new();
     for spec in &a.outputs {
         let (name, o) = parse_out(spec)?;
-        outs.insert(name, o);
+        if outs.insert(name.clone(), o).is_some() {
+            return Err(Error::Usage(format!("--out {name} is given twice")));
+        }
     }
     let mut given_shapes: HashMap<String, Vec<usize>> = HashMap::new();
     for spec in &a.shapes {
         let (name, s) = split_name(spec, "--shape")?;
-        given_shapes.insert(name.to_string(), parse_shape(s)?);
+        if given_shapes
+            .insert(name.to_string(), parse_shape(s)?)
+            .is_some()
+        {
+            return Err(Error::Usage(format!("--shape {name} is given twice")));
+        }
+    }
+    for (name, rest) in inputs {
+        let (path, fmt) = split_format(rest);
+        let t = tessera::tensor::files::load_tensor(path, fmt)?;
+        tensors.insert(name.to_string(), t);
+    }
+    for (name, v) in scalars {
+        let f = Format::new(vec![tessera::levels::LevelKind::Element(v)])?;
+        tensors.insert(name.to_string(), Tensor::empty(&f, &[])?);
     }
     // Tensors the program creates: outputs not given as inputs, and undeclared workspaces.
     let declared = declared_anywhere(&program);
@@ -382,6 +497,18 @@ fn prepare(a: &TensorArgs) -> Result<Prepared> {
     for n in &declared {
         if !tensors.contains_key(n) && !outs.contains_key(n) {
             created.push(n.clone());
+        }
+    }
+    for n in given_shapes.keys() {
+        if tensors.contains_key(n) {
+            return Err(Error::Usage(format!(
+                "--shape {n}: `{n}` is an input, its shape comes from its file or value"
+            )));
+        }
+        if !created.contains(n) {
+            return Err(Error::Usage(format!(
+                "--shape {n}: the program has no output or workspace `{n}`"
+            )));
         }
     }
     let mut unknown = None;
@@ -407,8 +534,12 @@ fn prepare(a: &TensorArgs) -> Result<Prepared> {
     }
     let mut formats: BTreeMap<String, Format> = BTreeMap::new();
     for n in &created {
-        let rank = *ranks
+        // A tensor only declared (`x .= 5`) has the rank of its --shape, or none: it is 0-d.
+        let rank = ranks
             .get(n)
+            .copied()
+            .or_else(|| given_shapes.get(n).map(|s| s.len()))
+            .or_else(|| declared.contains(n).then_some(0))
             .ok_or_else(|| Error::Usage(format!("--out {n}: the program never uses `{n}`")))?;
         let f = match outs.get(n).and_then(|o| o.format.as_deref()) {
             Some(f) => Format::parse(f, Some(rank))?,
@@ -421,13 +552,21 @@ fn prepare(a: &TensorArgs) -> Result<Prepared> {
         shapes.insert(n.clone(), Some(t.shape.clone()));
     }
     for n in &created {
-        shapes.insert(n.clone(), given_shapes.get(n).cloned());
+        let shape = match given_shapes.get(n) {
+            Some(s) => Some(s.clone()),
+            None if !ranks.contains_key(n) => Some(vec![]),
+            None => None,
+        };
+        shapes.insert(n.clone(), shape);
     }
     let shapes = tessera::transforms::infer_shapes(&program, &shapes)
         .map_err(|e| with_origin(e, &origin))?;
     for n in &created {
         let f = &formats[n];
-        tensors.insert(n.clone(), Tensor::empty(f, &shapes[n])?);
+        tensors.insert(
+            n.clone(),
+            Tensor::empty(f, &shapes[n]).map_err(|e| e.named(n))?,
+        );
     }
     // Outputs the program does not declare start from their fill value.
     let global = declared_globally(&program);
@@ -449,6 +588,18 @@ fn prepare(a: &TensorArgs) -> Result<Prepared> {
     for (n, t) in &tensors {
         t.validate(n)?;
     }
+    let mut files = vec![];
+    let mut narrowed = vec![];
+    if open_files {
+        for (n, o) in &outs {
+            if let Some(p) = &o.path {
+                let t = &tensors[n];
+                files.push((n.clone(), OutputFile::create(p, &t.shape, t.fill())?));
+            }
+        }
+        let names: Vec<String> = outs.keys().cloned().collect();
+        narrowed = exact::widen_float_outputs(&program, &names, &mut tensors)?;
+    }
     let formats: BTreeMap<String, Format> = tensors
         .iter()
         .map(|(n, t)| (n.clone(), t.format.clone()))
@@ -459,6 +610,8 @@ fn prepare(a: &TensorArgs) -> Result<Prepared> {
         tensors,
         outs,
         formats,
+        files,
+        narrowed,
     })
 }
 
@@ -478,12 +631,17 @@ fn time_line(compile_ms: f64, times: &[f64]) -> String {
 fn convert(input: &str, output: &str) -> Result<String> {
     let (ipath, ifmt) = split_format(input);
     let (opath, ofmt) = split_format(output);
+    // The output's type is checked before the input is read.
+    tessera::tensor::files::check_output_type(opath)?;
     let t = tessera::tensor::files::load_tensor(ipath, ifmt)?;
-    let t = match ofmt {
-        Some(f) => t.to_format(&Format::parse(f, Some(t.rank()))?)?,
+    let format = ofmt.map(|f| Format::parse(f, Some(t.rank()))).transpose()?;
+    let fill = format.as_ref().map_or(t.fill(), |f| f.fill());
+    let file = OutputFile::create(opath, &t.shape, fill)?;
+    let t = match format {
+        Some(f) => t.to_format(&f)?,
         None => t,
     };
-    tessera::tensor::files::write_tensor(opath, &t)?;
+    tessera::tensor::files::write_outputs(vec![(file, &t)])?;
     Ok(String::new())
 }
 

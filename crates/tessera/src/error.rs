@@ -29,8 +29,9 @@ pub enum Error {
     #[error("bad format `{format}`: {msg}")]
     Format { format: String, msg: String },
 
-    /// Malformed input file (line is 1-based; 0 when the problem is not tied to one line).
-    #[error("{path}:{line}: {msg}")]
+    /// Malformed input file (line is 1-based; 0 when the problem is not tied to one line, and
+    /// then only the path is shown).
+    #[error("{path}{}: {msg}", line_suffix(*line))]
     File {
         path: String,
         line: usize,
@@ -41,8 +42,9 @@ pub enum Error {
     #[error("{path}: {msg}")]
     Io { path: String, msg: String },
 
-    /// A tensor whose storage or values are invalid (e.g. an index out of bounds).
-    #[error("tensor `{tensor}`: {msg}")]
+    /// A tensor whose storage or values are invalid (e.g. an index out of bounds). Raised by
+    /// `Tensor` methods without a name (they do not know it) until [`Error::named`] gives one.
+    #[error("{}{msg}", tensor_prefix(tensor))]
     Tensor { tensor: String, msg: String },
 
     /// A runtime error raised by a compiled kernel (e.g. an out-of-order write to a SparseList);
@@ -53,6 +55,19 @@ pub enum Error {
     /// Something the program asks for that this version of the compiler cannot generate.
     #[error("{}unsupported: {msg}", at(span))]
     Unsupported { span: Span, msg: String },
+
+    /// A tensor too large for the memory limit, refused before anything was allocated
+    /// (`bytes` is `None` when the size does not even fit in 64 bits; `limit` is `None` when
+    /// there was no limit to compare with).
+    #[error("{}", memory_message(tensor, shape, format, *bytes, *limit, *set_by_user))]
+    Memory {
+        tensor: String,
+        shape: Vec<usize>,
+        format: String,
+        bytes: Option<u64>,
+        limit: Option<u64>,
+        set_by_user: bool,
+    },
 
     /// Bad command-line usage.
     #[error("{0}")]
@@ -72,6 +87,62 @@ fn at(span: &Span) -> String {
     } else {
         String::new()
     }
+}
+
+fn tensor_prefix(tensor: &str) -> String {
+    if tensor.is_empty() {
+        String::new()
+    } else {
+        format!("tensor `{tensor}`: ")
+    }
+}
+
+fn line_suffix(line: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}")
+    }
+}
+
+/// `1000x1000`, or `()` for a 0-d shape.
+pub fn shape_text(shape: &[usize]) -> String {
+    if shape.is_empty() {
+        return "()".into();
+    }
+    let dims: Vec<String> = shape.iter().map(|n| n.to_string()).collect();
+    dims.join("x")
+}
+
+fn memory_message(
+    tensor: &str,
+    shape: &[usize],
+    format: &str,
+    bytes: Option<u64>,
+    limit: Option<u64>,
+    set_by_user: bool,
+) -> String {
+    let what = if tensor.is_empty() {
+        "a tensor".to_string()
+    } else {
+        format!("tensor `{tensor}`")
+    };
+    let need = match bytes {
+        Some(b) => human(b),
+        None => "more than 2^64 bytes".into(),
+    };
+    let over = match (limit, set_by_user) {
+        (Some(l), true) => format!(", over the limit of {} set by --max-memory", human(l)),
+        (Some(l), false) => format!(
+            ", over the {} of memory available (see --max-memory)",
+            human(l)
+        ),
+        (None, _) => String::new(),
+    };
+    format!(
+        "{what} of shape {} in {format} needs {need}{over}",
+        shape_text(shape)
+    )
 }
 
 impl Error {
@@ -126,11 +197,53 @@ impl Error {
         }
         self
     }
+    /// Give a tensor error raised without a name (by `Tensor` constructors, which do not know
+    /// it) the name of the tensor it is about.
+    pub fn named(self, name: &str) -> Error {
+        match self {
+            Error::Tensor { tensor, msg } if tensor.is_empty() => Error::Tensor {
+                tensor: name.to_string(),
+                msg,
+            },
+            Error::Memory {
+                tensor,
+                shape,
+                format,
+                bytes,
+                limit,
+                set_by_user,
+            } if tensor.is_empty() => Error::Memory {
+                tensor: name.to_string(),
+                shape,
+                format,
+                bytes,
+                limit,
+                set_by_user,
+            },
+            e => e,
+        }
+    }
     pub fn unsupported(span: Span, msg: impl Into<String>) -> Error {
         Error::Unsupported {
             span,
             msg: msg.into(),
         }
+    }
+}
+
+/// A byte count as a person reads it: `8.0 TiB (8796093022208 bytes)`.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut x = bytes as f64;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < UNITS.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{x:.1} {} ({bytes} bytes)", UNITS[u])
     }
 }
 

@@ -52,7 +52,7 @@ pub enum KernelErrorKind {
         index: i64,
         len: usize,
     },
-    /// `array` could not grow to `len` elements.
+    /// `array` could not grow to `len` elements (over the memory limit, or out of memory).
     Grow { array: String, len: i64 },
 }
 
@@ -201,7 +201,10 @@ impl fmt::Display for KernelError {
                 f,
                 "index {index} is out of bounds of `{array}` (length {len}): the tensor's arrays are inconsistent"
             ),
-            Grow { array, len } => write!(f, "cannot grow `{array}` to {len} elements"),
+            Grow { array, len } => write!(
+                f,
+                "cannot grow `{array}` to {len} elements: over the memory limit or out of memory"
+            ),
         }?;
         if self.writes.is_empty()
             && let Some(a) = &self.access

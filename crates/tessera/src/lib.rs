@@ -18,6 +18,7 @@ pub mod levels;
 pub mod limit;
 pub mod looplets;
 pub mod lower;
+pub mod memory;
 pub mod notation;
 pub mod run;
 pub mod runtime;

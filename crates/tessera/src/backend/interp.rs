@@ -1,6 +1,6 @@
 //! The IR interpreter backend: executes a kernel by walking its statements.
 
-use super::{Backend, CompiledKernel, KernelFault, MAX_GROW, check_buffers, grown_len};
+use super::{Backend, CompiledKernel, KernelFault, MAX_GROW, check_buffers, grow};
 use crate::error::Result;
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp};
 use crate::runtime::{Buffer, intrinsics};
@@ -129,8 +129,12 @@ impl Machine<'_> {
                             len: want,
                         });
                     }
-                    let n = grown_len(b.len(), want as usize);
-                    b.resize(n, Scalar::zero(b.elem()));
+                    if !grow(b, want as usize) {
+                        return Err(KernelFault::Grow {
+                            buf: *buf,
+                            len: want,
+                        });
+                    }
                 }
             }
             Stmt::Fill {

@@ -35,7 +35,7 @@ pub trait CompiledKernel {
     fn run(&self, bufs: &mut [Buffer]) -> Result<()>;
 }
 
-pub(crate) use crate::runtime::buffer::{MAX_GROW, grown_len};
+pub(crate) use crate::runtime::buffer::{MAX_GROW, grow};
 
 /// Why a kernel stopped early.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

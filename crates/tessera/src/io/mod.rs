@@ -16,6 +16,7 @@ use crate::runtime::Buffer;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Coordinate data: entry `k` sits at `(coords[0][k], coords[1][k], ...)` (0-based) and holds
@@ -79,28 +80,117 @@ pub(crate) fn write_err(e: std::io::Error) -> Error {
 /// final rename stays on one file system and is atomic), which is flushed, synced and renamed
 /// over `path`. On any error the temporary file is removed and `path` is left as it was.
 pub fn write_atomic(path: &Path, f: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let name = path.display().to_string();
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| Error::Usage(format!("{name}: not a file name")))?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    // The pid and a counter keep concurrent writers (other processes, other threads) apart.
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}-{}",
-        file_name.to_string_lossy(),
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = write_tmp(&tmp, &name, f)
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(&name, e)));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    let mut s = Staged::create(path)?;
+    s.write(f)?;
+    commit_all(vec![s])
+}
+
+/// Temporary files being written now, removed by [`remove_temp_files`] when the process is
+/// interrupted (the `tessera` binary calls it from its Ctrl-C / SIGTERM handler).
+static TEMP_FILES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn temp_files() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    // A panic elsewhere while holding the lock leaves the list itself intact.
+    TEMP_FILES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Remove every temporary output file still being written, then run `then` with the list
+/// still locked: an interrupt handler passes `|| std::process::exit(130)`, so no file can be
+/// created or committed between the cleanup and the exit. The removed files are forgotten, so
+/// a commit of one of them fails instead of publishing a file cut short.
+pub fn remove_temp_files_then<T>(then: impl FnOnce() -> T) -> T {
+    let mut list = temp_files();
+    for p in list.drain(..) {
+        let _ = std::fs::remove_file(p);
     }
-    result
+    let out = then();
+    drop(list);
+    out
+}
+
+/// An output file being written: a temporary file beside `path`, created at once (so a path
+/// that cannot be written fails before any work is done), renamed over `path` by
+/// [`commit_all`], and removed if dropped uncommitted.
+pub struct Staged {
+    path: PathBuf,
+    tmp: PathBuf,
+    name: String,
+    written: bool,
+}
+
+impl Staged {
+    pub fn create(path: &Path) -> Result<Staged> {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let name = path.display().to_string();
+        let file_name = path
+            .file_name()
+            .ok_or_else(|| Error::Usage(format!("{name}: not a file name")))?;
+        if path.is_dir() {
+            return Err(Error::Usage(format!("{name}: is a directory, not a file")));
+        }
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        // The pid and a counter keep concurrent writers (other processes, other threads) apart.
+        let tmp = dir.join(format!(
+            ".{}.tmp-{}-{}",
+            file_name.to_string_lossy(),
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut list = temp_files();
+        File::create(&tmp).map_err(|e| Error::io(&name, e))?;
+        list.push(tmp.clone());
+        Ok(Staged {
+            path: path.to_path_buf(),
+            tmp,
+            name,
+            written: false,
+        })
+    }
+
+    /// The final path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Write the whole content (flushed and synced); errors name the final path.
+    pub fn write(&mut self, f: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+        write_tmp(&self.tmp, &self.name, f)?;
+        self.written = true;
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        let mut list = temp_files();
+        if let Some(k) = list.iter().position(|p| *p == self.tmp) {
+            list.swap_remove(k);
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Rename every written file over its path, or none: nothing is renamed unless all were
+/// written and are still there (an interrupted process removes them), and the renames run
+/// with the temporary-file list locked, so an interrupt does not land between them.
+pub fn commit_all(files: Vec<Staged>) -> Result<()> {
+    let mut list = temp_files();
+    for s in &files {
+        if !s.written || !list.contains(&s.tmp) {
+            return Err(Error::Io {
+                path: s.name.clone(),
+                msg: "the output was not written completely".into(),
+            });
+        }
+    }
+    for s in &files {
+        std::fs::rename(&s.tmp, &s.path).map_err(|e| Error::io(&s.name, e))?;
+        list.retain(|p| *p != s.tmp);
+    }
+    Ok(())
 }
 
 fn write_tmp(tmp: &Path, name: &str, f: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
@@ -322,6 +412,39 @@ mod tests {
         assert!(write_atomic(&p, |_| Err(Error::Usage("stop".into()))).is_err());
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "old");
         assert_eq!(entries(&d), vec!["out.npy"]);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn staged_files_are_published_together_or_not_at_all() {
+        let d = temp_dir("staged");
+        let (a, b) = (d.join("a.txt"), d.join("b.txt"));
+        // Both written: both published, no temporary file left.
+        let mut sa = Staged::create(&a).unwrap();
+        let mut sb = Staged::create(&b).unwrap();
+        assert_eq!(
+            entries(&d).len(),
+            2,
+            "the temporary files exist from the start"
+        );
+        sa.write(|w| w.write_all(b"a").map_err(write_err)).unwrap();
+        sb.write(|w| w.write_all(b"b").map_err(write_err)).unwrap();
+        commit_all(vec![sa, sb]).unwrap();
+        assert_eq!(entries(&d), vec!["a.txt", "b.txt"]);
+        // One not written: neither is published, both old files stay.
+        let mut sa = Staged::create(&a).unwrap();
+        let sb = Staged::create(&b).unwrap();
+        sa.write(|w| w.write_all(b"new").map_err(write_err))
+            .unwrap();
+        assert!(commit_all(vec![sa, sb]).is_err());
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "a");
+        assert_eq!(entries(&d), vec!["a.txt", "b.txt"]);
+        // Dropped without a commit: removed.
+        drop(Staged::create(&d.join("c.txt")).unwrap());
+        assert_eq!(entries(&d), vec!["a.txt", "b.txt"]);
+        // A directory is not an output file, and a missing directory fails at once.
+        assert!(Staged::create(&d).is_err());
+        assert!(Staged::create(&d.join("no/such/dir.txt")).is_err());
         let _ = std::fs::remove_dir_all(&d);
     }
 

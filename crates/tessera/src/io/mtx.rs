@@ -240,6 +240,19 @@ pub fn read_mtx(r: impl BufRead, path: &str) -> Result<FileData> {
     match layout {
         Layout::Coordinate => {
             let nnz = size.get(2).copied().unwrap_or(0);
+            // Refuse a count that cannot be held before reading the entries: two coordinates
+            // and a value per entry, twice over for a symmetric file's mirrored entries.
+            let per_entry = if symmetry == Symmetry::General {
+                24
+            } else {
+                48
+            };
+            crate::runtime::memory::check(
+                &format!("{path}:{size_line}"),
+                &[rows, cols],
+                "SparseCOO(2, Element(0.0))",
+                (nnz as u64).checked_mul(per_entry),
+            )?;
             read_coordinate(&mut lines, path, [rows, cols], nnz, field, symmetry).map(FileData::Coo)
         }
         Layout::Array => read_array(&mut lines, path, size_line, [rows, cols], field, symmetry)
@@ -325,6 +338,17 @@ fn read_array<R: BufRead>(
 ) -> Result<DenseData> {
     let [m, n] = shape;
     let total = element_count(&shape, path, size_line)?;
+    // Every entry is 8 bytes (f64 or i64) in a dense array.
+    let dense = match field {
+        Field::Integer => "Dense(Dense(Element(0)))",
+        _ => "Dense(Dense(Element(0.0)))",
+    };
+    crate::runtime::memory::check(
+        &format!("{path}:{size_line}"),
+        &shape,
+        dense,
+        (total as u64).checked_mul(8),
+    )?;
     // Symmetric arrays list the lower triangle with the diagonal, skew ones without it.
     let expected = match symmetry {
         Symmetry::General => total,
@@ -690,6 +714,24 @@ mod tests {
             ),
             1
         );
+    }
+
+    #[test]
+    fn sizes_beyond_memory_are_refused_at_the_size_line() {
+        if crate::runtime::memory::available().is_none() {
+            eprintln!("skipping: no /proc/meminfo, so no memory limit by default");
+            return;
+        }
+        let huge = [
+            "%%MatrixMarket matrix coordinate real general\n% c\n3 3 1000000000000000000\n",
+            "%%MatrixMarket matrix array real general\n% c\n1000000000 1000000000\n1\n",
+        ];
+        for text in huge {
+            match read_mtx(text.as_bytes(), "t.mtx") {
+                Err(Error::Memory { tensor, .. }) => assert_eq!(tensor, "t.mtx:3"),
+                other => panic!("expected a memory error, got {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -263,6 +263,13 @@ pub fn read_npy(mut r: impl Read, path: &str) -> Result<DenseData> {
     let nbytes = count
         .checked_mul(ty.size())
         .ok_or_else(|| bad(format!("shape {shape:?} is too large")))?;
+    // The raw bytes and the decoded array are both held for a moment.
+    crate::runtime::memory::check(
+        path,
+        &shape,
+        "a dense array",
+        (nbytes as u64).checked_mul(2),
+    )?;
     // Grow with the data actually present rather than trusting the header's size.
     let mut data = Vec::with_capacity(nbytes.min(1 << 24));
     r.take(nbytes as u64)
@@ -275,10 +282,44 @@ pub fn read_npy(mut r: impl Read, path: &str) -> Result<DenseData> {
         )));
     }
     let mut values = decode(&data, ty, order);
+    check_u64(&values, &shape, fortran, path)?;
     if fortran && shape.len() > 1 {
         values = fortran_to_c(&values, &shape);
     }
     Ok(DenseData { shape, values })
+}
+
+/// Integers are computed as i64 (see `types`), so a `u64` of 2^63 or more would be read as a
+/// negative number: refuse it, naming the element.
+fn check_u64(values: &Buffer, shape: &[usize], fortran: bool, path: &str) -> Result<()> {
+    let Buffer::U64(v) = values else {
+        return Ok(());
+    };
+    let Some(k) = v.iter().position(|&x| x > i64::MAX as u64) else {
+        return Ok(());
+    };
+    // The element's index, unravelled in the file's order.
+    let mut idx = vec![0usize; shape.len()];
+    let mut r = k;
+    let dims: Vec<usize> = if fortran {
+        (0..shape.len()).collect()
+    } else {
+        (0..shape.len()).rev().collect()
+    };
+    for d in dims {
+        let n = shape[d].max(1);
+        idx[d] = r % n;
+        r /= n;
+    }
+    Err(Error::file(
+        path,
+        0,
+        format!(
+            "element {idx:?} is {}: u64 values from 2^63 on do not fit the i64 integers \
+             are computed in",
+            v[k]
+        ),
+    ))
 }
 
 fn decode(data: &[u8], ty: ElemType, order: Order) -> Buffer {
@@ -470,7 +511,7 @@ mod tests {
             Buffer::F32(vec![0.1, -2.5, f32::MAX, 1e-30, 0.0, 7.0]),
             Buffer::I64(vec![i64::MIN, -1, 0, 1, i64::MAX, 5]),
             Buffer::I32(vec![i32::MIN, -1, 0, 1, i32::MAX, 5]),
-            Buffer::U64(vec![0, 1, u64::MAX, 3, 4, 5]),
+            Buffer::U64(vec![0, 1, i64::MAX as u64, 3, 4, 5]),
             Buffer::I8(vec![-128, -1, 0, 1, 127, 5]),
             Buffer::U8(vec![0, 1, 255, 3, 4, 5]),
             Buffer::Bool(vec![true, false, true, true, false, false]),
@@ -494,6 +535,47 @@ mod tests {
             shape: vec![0, 3],
             values: Buffer::I32(vec![]),
         });
+    }
+
+    #[test]
+    fn u64_beyond_i64_is_refused_naming_the_element() {
+        let mut out = Vec::new();
+        let d = DenseData {
+            shape: vec![2, 2],
+            values: Buffer::U64(vec![0, 1, u64::MAX, 3]),
+        };
+        write_npy(&mut out, &d).unwrap();
+        match read_npy(&out[..], "u.npy") {
+            Err(e @ Error::File { .. }) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.starts_with("u.npy: element [1, 0] is 18446744073709551615"),
+                    "{msg}"
+                );
+            }
+            other => panic!("expected a file error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_header_larger_than_the_memory_limit_is_refused_before_reading() {
+        // 10^8 x 10^8 f64 claimed by a header with no data behind it.
+        if crate::runtime::memory::available().is_none() {
+            eprintln!("skipping: no /proc/meminfo, so no memory limit by default");
+            return;
+        }
+        let bytes = make(
+            1,
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (100000000, 100000000), }",
+            &[],
+        );
+        match read_npy(&bytes[..], "big.npy") {
+            Err(Error::Memory { tensor, shape, .. }) => {
+                assert_eq!(tensor, "big.npy");
+                assert_eq!(shape, vec![100_000_000, 100_000_000]);
+            }
+            other => panic!("expected a memory error, got {other:?}"),
+        }
     }
 
     #[test]

@@ -29,14 +29,28 @@ fn luma(r: u8, g: u8, b: u8) -> u8 {
 pub fn read_png<R: BufRead + Seek>(r: R, path: &str) -> Result<DenseData> {
     let bad =
         |e: ::png::DecodingError| Error::file(path, 0, format!("not a readable PNG image: {e}"));
-    let mut decoder = ::png::Decoder::new(r);
+    // The decoder's own buffers are held to the memory limit too (its default is 64 MiB).
+    let limits = ::png::Limits {
+        bytes: crate::runtime::memory::max_memory()
+            .or_else(crate::runtime::memory::available)
+            .map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX)),
+    };
+    let mut decoder = ::png::Decoder::new_with_limits(r, limits);
     // EXPAND: palette → RGB(A), low-depth gray → 8 bits; STRIP_16: 16 → 8 bits (high byte).
     decoder.set_transformations(Transformations::EXPAND | Transformations::STRIP_16);
     let mut reader = decoder.read_info().map_err(bad)?;
-    let size = reader
-        .output_buffer_size()
-        .ok_or_else(|| Error::file(path, 0, "the image is too large to hold in memory"))?;
-    let mut raw = vec![0u8; size];
+    // The header's size is checked before anything of that size is allocated: a 69-byte
+    // file can claim 100000 x 100000 pixels.
+    let (width, height) = (reader.info().width as usize, reader.info().height as usize);
+    let size = reader.output_buffer_size();
+    let bytes = size.and_then(|raw| raw.checked_add(width.checked_mul(height)?));
+    crate::runtime::memory::check(
+        path,
+        &[height, width],
+        "Dense(Dense(Element(0x00)))",
+        bytes.map(|b| b as u64),
+    )?;
+    let mut raw = vec![0u8; size.unwrap_or(0)];
     let info = reader.next_frame(&mut raw).map_err(bad)?;
     let (w, h) = (info.width as usize, info.height as usize);
     let channels = match info.color_type {
@@ -187,6 +201,63 @@ mod tests {
             Some(palette),
         );
         assert_eq!(read(bytes).unwrap().values, Buffer::U8(vec![124, 76, 0]));
+    }
+
+    /// CRC-32 of PNG chunks (ISO 3309), bit by bit: enough for a few hand-made chunks.
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut c = 0xffff_ffffu32;
+        for &b in bytes {
+            c ^= b as u32;
+            for _ in 0..8 {
+                c = if c & 1 == 1 {
+                    0xedb8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+        }
+        !c
+    }
+
+    fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        let mut body = kind.to_vec();
+        body.extend_from_slice(data);
+        out.extend_from_slice(&body);
+        out.extend_from_slice(&crc32(&body).to_be_bytes());
+    }
+
+    /// A tiny PNG whose header claims `width x height` 8-bit gray pixels.
+    fn lying_header(width: u32, height: u32) -> Vec<u8> {
+        let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+        let mut ihdr = width.to_be_bytes().to_vec();
+        ihdr.extend_from_slice(&height.to_be_bytes());
+        ihdr.extend_from_slice(&[8, 0, 0, 0, 0]);
+        chunk(&mut out, b"IHDR", &ihdr);
+        // A zlib stream of one empty stored block.
+        chunk(
+            &mut out,
+            b"IDAT",
+            &[0x78, 0x01, 0x01, 0x00, 0x00, 0xff, 0xff, 0, 0, 0, 1],
+        );
+        chunk(&mut out, b"IEND", &[]);
+        out
+    }
+
+    #[test]
+    fn a_huge_header_is_refused_before_allocating() {
+        // 10^12 pixels: more than any machine's memory.
+        let bytes = lying_header(1_000_000, 1_000_000);
+        assert!(bytes.len() < 100, "{} bytes", bytes.len());
+        match read(bytes) {
+            Err(Error::Memory { tensor, shape, .. }) => {
+                assert_eq!(tensor, "img.png");
+                assert_eq!(shape, vec![1_000_000, 1_000_000]);
+            }
+            // Without /proc/meminfo there is no limit, and the data is simply missing.
+            Err(Error::File { .. }) if crate::runtime::memory::available().is_none() => {}
+            other => panic!("expected a memory error, got {other:?}"),
+        }
     }
 
     #[test]

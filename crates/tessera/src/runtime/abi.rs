@@ -6,7 +6,6 @@
 //! calling [`tessera_grow`], the only helper that moves memory.
 
 use super::Buffer;
-use crate::types::Scalar;
 
 /// One buffer as a kernel sees it.
 #[repr(C)]
@@ -54,8 +53,9 @@ pub unsafe extern "C" fn tessera_grow(state: *mut GrowState<'_>, buf: i64, want:
         if want > super::buffer::MAX_GROW {
             return 1;
         }
-        let n = super::buffer::grown_len(b.len(), want as usize);
-        b.resize(n, Scalar::zero(b.elem()));
+        if !super::buffer::grow(b, want as usize) {
+            return 1;
+        }
     }
     // SAFETY: `views` has one entry per buffer (built by `run_native`) and `k` is in range.
     unsafe { *state.views.add(k) = view_of(b) };

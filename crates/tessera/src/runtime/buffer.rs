@@ -126,6 +126,38 @@ impl Buffer {
         }
     }
 
+    /// Grow to `len` elements (new ones zero) without aborting when memory runs out: `false`
+    /// (and the buffer unchanged) if `len` elements are over the memory limit
+    /// ([`crate::memory`]) or cannot be allocated.
+    pub fn try_grow(&mut self, len: usize) -> bool {
+        let n = self.len();
+        if len <= n {
+            return true;
+        }
+        let bytes = (len as u64).checked_mul(self.elem().size() as u64);
+        if !bytes.is_some_and(super::memory::allows) {
+            return false;
+        }
+        let reserved = each_buffer!(self, v => v.try_reserve_exact(len - n).is_ok());
+        if reserved {
+            self.resize(len, Scalar::zero(self.elem()));
+        }
+        reserved
+    }
+
+    /// A copy converted to element type `ty` (a clone when it already has that type).
+    pub fn converted(&self, ty: ElemType) -> Buffer {
+        if self.elem() == ty {
+            return self.clone();
+        }
+        let mut out = Buffer::new(ty);
+        out.reserve(self.len());
+        for k in 0..self.len() {
+            out.push(self.get(k));
+        }
+        out
+    }
+
     pub fn truncate(&mut self, len: usize) {
         each_buffer!(self, v => v.truncate(len))
     }
@@ -187,6 +219,22 @@ mod tests {
         b.resize(4, Scalar::Bool(true));
         assert_eq!(b.get(3), Scalar::I32(1));
     }
+
+    #[test]
+    fn try_grow_refuses_what_cannot_be_allocated() {
+        let mut b = Buffer::I64(vec![1, 2]);
+        assert!(b.try_grow(4));
+        assert_eq!(b, Buffer::I64(vec![1, 2, 0, 0]));
+        assert!(
+            b.try_grow(3),
+            "shrinking is not asked for; a smaller length is a no-op"
+        );
+        assert_eq!(b.len(), 4);
+        // More than any machine has (and than 64-bit sizes for some types): refused, unchanged.
+        assert!(!b.try_grow(usize::MAX / 2));
+        assert!(!b.try_grow(1 << 60));
+        assert_eq!(b, Buffer::I64(vec![1, 2, 0, 0]));
+    }
 }
 
 /// The length a `Grow` to `want` gives a buffer of length `len`: at least double, so a kernel
@@ -197,6 +245,13 @@ pub(crate) fn grown_len(len: usize, want: usize) -> usize {
     } else {
         want.max(len.saturating_mul(2)).max(4)
     }
+}
+
+/// Grow `b` to at least `want` elements for a kernel's `Grow`: doubling, or exactly `want` when
+/// doubling is over the memory limit; `false` when even `want` cannot be had (the kernel then
+/// stops with a grow fault instead of the process aborting).
+pub(crate) fn grow(b: &mut Buffer, want: usize) -> bool {
+    b.try_grow(grown_len(b.len(), want)) || b.try_grow(want)
 }
 
 /// Largest length a `Grow` may ask for (guards against runaway sizes from corrupt inputs).

@@ -3,5 +3,6 @@
 pub mod abi;
 pub mod buffer;
 pub mod intrinsics;
+pub mod memory;
 
 pub use buffer::Buffer;

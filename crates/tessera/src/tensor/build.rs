@@ -151,7 +151,7 @@ mod tests {
         }
         assert_eq!(
             random_exact(&f, &[2, 2], 9, 0).unwrap_err().to_string(),
-            "tensor ``: 9 entries do not fit in shape [2, 2] (4 coordinates)"
+            "9 entries do not fit in shape [2, 2] (4 coordinates)"
         );
         assert_eq!(
             random_exact(&f, &[4, 4], 5, 11).unwrap(),

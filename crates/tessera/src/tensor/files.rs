@@ -5,10 +5,13 @@ use crate::io::{self, CooData, DenseData, FileData};
 use crate::levels::{Format, LevelKind};
 use crate::runtime::Buffer;
 use crate::tensor::Tensor;
-use crate::types::{ElemType, Scalar};
+use crate::types::{Class, ElemType, Scalar};
 use std::path::Path;
 
-/// Read a tensor file and store it in `format` (or the default for its kind of file).
+/// Read a tensor file and store it in `format` (or the default for its kind of file). Float
+/// values loaded into an integer format must convert exactly (1.0 into `i64` does, 1.5 is an
+/// error naming the entry; into bool, nonzero is true), and a tensor too large for the memory
+/// limit is refused before it is built.
 pub fn load_tensor(path: &str, format: Option<&str>) -> Result<Tensor> {
     let data = io::read_file(Path::new(path))?;
     let (rank, elem) = match &data {
@@ -23,7 +26,10 @@ pub fn load_tensor(path: &str, format: Option<&str>) -> Result<Tensor> {
     };
     let t = match data {
         FileData::Coo(c) => {
-            let values = convert_buffer(&c.values, format.elem());
+            let values = convert_values(&c.values, format.elem(), path, |k| {
+                let at: Vec<String> = c.coords.iter().map(|d| (d[k] + 1).to_string()).collect();
+                format!("the entry at ({}) (1-based, as in the file)", at.join(", "))
+            })?;
             Tensor::from_coo(
                 &format,
                 &c.shape,
@@ -33,13 +39,54 @@ pub fn load_tensor(path: &str, format: Option<&str>) -> Result<Tensor> {
             )
         }
         FileData::Dense(d) => {
-            Tensor::from_dense(&format, &d.shape, &convert_buffer(&d.values, format.elem()))
+            let values = convert_values(&d.values, format.elem(), path, |k| {
+                format!("element {:?}", unravel(k, &d.shape))
+            })?;
+            Tensor::from_dense(&format, &d.shape, &values)
         }
     };
     t.map_err(|e| match e {
         Error::Tensor { msg, .. } => Error::file(path, 0, msg),
-        e => e,
+        e => e.named(path),
     })
+}
+
+/// The row-major index of the `k`-th element of an array of `shape`.
+fn unravel(mut k: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        let n = shape[d].max(1);
+        idx[d] = k % n;
+        k /= n;
+    }
+    idx
+}
+
+/// `values` as element type `ty`; a float that does not survive the trip to an integer type
+/// and back (1.5, 300.0 into `u8`, NaN) is an error naming the entry (`place(k)`).
+fn convert_values(
+    values: &Buffer,
+    ty: ElemType,
+    path: &str,
+    place: impl Fn(usize) -> String,
+) -> Result<Buffer> {
+    if values.elem().class() == Class::Float && ty.class() == Class::Int {
+        for k in 0..values.len() {
+            let v = values.get(k);
+            if v.cast(ty).cast(v.ty()) != v {
+                return Err(Error::file(
+                    path,
+                    0,
+                    format!(
+                        "{} is {v}, which {ty} cannot hold exactly (load the file into a float \
+                         format, e.g. Element(0.0))",
+                        place(k)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(values.converted(ty))
 }
 
 fn default_format(data: &FileData, rank: usize, elem: ElemType) -> Format {
@@ -62,68 +109,147 @@ fn default_format(data: &FileData, rank: usize, elem: ElemType) -> Format {
     }
 }
 
-fn convert_buffer(b: &Buffer, ty: ElemType) -> Buffer {
-    if b.elem() == ty {
-        return b.clone();
-    }
-    let mut out = Buffer::new(ty);
-    out.reserve(b.len());
-    for k in 0..b.len() {
-        out.push(b.get(k));
-    }
-    out
+/// What an output file's extension makes of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum OutKind {
+    Npy,
+    Mtx,
+    Tns,
 }
 
-/// Write a tensor by the file's extension: `.npy` dense, `.mtx` 2-d, `.tns` any rank.
-pub fn write_tensor(path: &str, t: &Tensor) -> Result<()> {
+/// An output file checked and opened before the work that fills it: its extension is known,
+/// its tensor's rank and size suit it, and its temporary file exists (so a directory that is
+/// missing or not writable fails before any kernel runs). Write it with [`write_outputs`].
+pub struct OutputFile {
+    kind: OutKind,
+    file: io::Staged,
+}
+
+/// Check that `path` names a file type tensors can be written to (`.npy`, `.mtx`, `.tns`).
+pub fn check_output_type(path: &str) -> Result<()> {
+    out_kind(path).map(|_| ())
+}
+
+fn out_kind(path: &str) -> Result<OutKind> {
     let ext = Path::new(path)
         .extension()
         .and_then(|e| e.to_str())
         .unwrap_or("");
     match ext {
-        "npy" => {
-            let d = DenseData {
-                shape: t.shape.clone(),
-                values: t.to_dense(),
-            };
-            io::write_atomic(Path::new(path), |w| io::npy::write_npy(w, &d))
-        }
-        "mtx" => {
-            if t.rank() != 2 {
-                return Err(Error::Usage(format!(
-                    "{path}: Matrix Market holds 2-d tensors, `{}` has rank {}",
-                    path,
-                    t.rank()
-                )));
-            }
-            if t.format.is_dense() {
-                let d = DenseData {
-                    shape: t.shape.clone(),
-                    values: t.to_dense(),
-                };
-                io::write_atomic(Path::new(path), |w| io::mtx::write_mtx_array(w, &d))
-            } else {
-                let c = to_coo(t);
-                io::write_atomic(Path::new(path), |w| io::mtx::write_mtx_coo(w, &c))
-            }
-        }
-        "tns" => {
-            let c = to_coo(t);
-            io::write_atomic(Path::new(path), |w| io::tns::write_tns(w, &c))
-        }
+        "npy" => Ok(OutKind::Npy),
+        "mtx" => Ok(OutKind::Mtx),
+        "tns" => Ok(OutKind::Tns),
         other => Err(Error::Usage(format!(
             "{path}: unknown output file type `.{other}` (use .npy, .mtx or .tns)"
         ))),
     }
 }
 
+impl OutputFile {
+    /// An output for a tensor of this shape and element type (the fill gives the type).
+    pub fn create(path: &str, shape: &[usize], fill: Scalar) -> Result<OutputFile> {
+        let kind = out_kind(path)?;
+        match kind {
+            OutKind::Mtx if !matches!(shape.len(), 1 | 2) => {
+                return Err(Error::Usage(format!(
+                    "{path}: Matrix Market holds vectors and matrices, this tensor has rank {}",
+                    shape.len()
+                )));
+            }
+            // A .npy is dense whatever the tensor's format: its size is checked now.
+            OutKind::Npy => {
+                let dense = Format::dense(shape.len(), fill);
+                let bytes = crate::memory::tensor_bytes(&dense, shape, 0);
+                crate::memory::check(path, shape, &dense, bytes)?;
+            }
+            _ => {}
+        }
+        Ok(OutputFile {
+            kind,
+            file: io::Staged::create(Path::new(path))?,
+        })
+    }
+
+    /// Write `t` into the temporary file (published by [`write_outputs`]).
+    fn write(&mut self, t: &Tensor) -> Result<()> {
+        let name = self.file.path().display().to_string();
+        match self.kind {
+            OutKind::Npy => {
+                let d = DenseData {
+                    shape: t.shape.clone(),
+                    values: t.try_to_dense().map_err(|e| e.named(&name))?,
+                };
+                self.file.write(|w| io::npy::write_npy(w, &d))
+            }
+            OutKind::Mtx => {
+                // A vector is an n x 1 matrix.
+                let shape = match t.shape.as_slice() {
+                    [n] => vec![*n, 1],
+                    s => s.to_vec(),
+                };
+                if t.format.is_dense() {
+                    let d = DenseData {
+                        shape,
+                        values: t.try_to_dense().map_err(|e| e.named(&name))?,
+                    };
+                    self.file.write(|w| io::mtx::write_mtx_array(w, &d))
+                } else {
+                    let mut c = to_coo(t);
+                    if t.rank() == 1 {
+                        c.coords.push(vec![0; c.values.len()]);
+                        c.shape = shape;
+                    }
+                    self.file.write(|w| io::mtx::write_mtx_coo(w, &c))
+                }
+            }
+            OutKind::Tns => {
+                let c = to_coo(t);
+                self.file.write(|w| io::tns::write_tns(w, &c))
+            }
+        }
+    }
+}
+
+/// Write every output, then publish them all (each renamed over its path) or none: an error in
+/// any write leaves every path as it was.
+pub fn write_outputs(outputs: Vec<(OutputFile, &Tensor)>) -> Result<()> {
+    let mut files = Vec::with_capacity(outputs.len());
+    for (mut o, t) in outputs {
+        o.write(t)?;
+        files.push(o.file);
+    }
+    io::commit_all(files)
+}
+
+/// Write a tensor by the file's extension: `.npy` dense, `.mtx` a matrix (a vector as an n x 1
+/// matrix), `.tns` any rank.
+pub fn write_tensor(path: &str, t: &Tensor) -> Result<()> {
+    let o = OutputFile::create(path, &t.shape, t.fill())?;
+    write_outputs(vec![(o, t)])
+}
+
+/// Whether coordinate files keep the stored entries equal to the fill: yes when each entry is
+/// stored on its own (sparse lists, hash maps, ...), so an explicitly stored zero survives a
+/// round trip; no when the innermost level is Dense or some level stores runs, whose fill
+/// coordinates are structure rather than entries.
+fn keeps_stored_fills(f: &Format) -> bool {
+    let runs = f.levels.iter().any(|l| {
+        matches!(
+            l,
+            LevelKind::RunList { .. } | LevelKind::SparseRunList { .. } | LevelKind::SparseInterval
+        )
+    });
+    let inner = f.levels.iter().rev().find(|l| !l.is_leaf());
+    !runs && inner.is_some_and(|l| !matches!(l, LevelKind::Dense))
+}
+
 fn to_coo(t: &Tensor) -> CooData {
     let mut coords = vec![vec![]; t.rank()];
     let mut values = Buffer::new(t.elem());
     let fill = t.fill();
+    let keep_fills = keeps_stored_fills(&t.format);
     t.for_each_stored(&mut |c, v| {
-        // Explicit fill values of sparse formats are not worth a line in a coordinate file.
-        if v != fill {
+        if keep_fills || v != fill {
             for (d, &x) in c.iter().enumerate() {
                 coords[d].push(x as i64);
             }
@@ -134,5 +260,133 @@ fn to_coo(t: &Tensor) -> CooData {
         shape: t.shape.clone(),
         coords,
         values,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(tag: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("tessera-files-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn coordinate_files_keep_explicitly_stored_zeros() {
+        let d = dir("zeros");
+        let p = d.join("z.mtx");
+        std::fs::write(
+            &p,
+            "%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 0\n1 2 5\n2 2 0\n",
+        )
+        .unwrap();
+        let t = load_tensor(p.to_str().unwrap(), None).unwrap();
+        assert_eq!(t.countstored(), 3);
+        for out in ["back.mtx", "back.tns"] {
+            let q = d.join(out);
+            write_tensor(q.to_str().unwrap(), &t).unwrap();
+            let back = load_tensor(q.to_str().unwrap(), None).unwrap();
+            assert_eq!(back.countstored(), 3, "{out}");
+        }
+        // A dense tensor written as coordinates lists only the entries that are not fill.
+        let dense = t.to_format(&Format::dense(2, Scalar::F64(0.0))).unwrap();
+        let q = d.join("dense.tns");
+        write_tensor(q.to_str().unwrap(), &dense).unwrap();
+        assert_eq!(
+            load_tensor(q.to_str().unwrap(), None)
+                .unwrap()
+                .countstored(),
+            1
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn vectors_are_written_as_n_by_1_matrices() {
+        let d = dir("vec");
+        let v = Tensor::from_coo(
+            &Format::parse("SparseList(Element(0))", Some(1)).unwrap(),
+            &[4],
+            &[vec![1, 3]],
+            &Buffer::I64(vec![7, -2]),
+            |a, _| a,
+        )
+        .unwrap();
+        let p = d.join("v.mtx");
+        write_tensor(p.to_str().unwrap(), &v).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "%%MatrixMarket matrix coordinate integer general\n4 1 2\n2 1 7\n4 1 -2\n"
+        );
+        let dense = v.to_format(&Format::dense(1, Scalar::I64(0))).unwrap();
+        write_tensor(p.to_str().unwrap(), &dense).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "%%MatrixMarket matrix array integer general\n4 1\n0\n7\n0\n-2\n"
+        );
+        // Read back, an n x 1 matrix.
+        assert_eq!(
+            load_tensor(p.to_str().unwrap(), None).unwrap().shape,
+            vec![4, 1]
+        );
+        // Other ranks are refused before anything is written.
+        let t3 = Tensor::empty(&Format::dense(3, Scalar::F64(0.0)), &[1, 1, 1]).unwrap();
+        assert!(matches!(
+            write_tensor(d.join("t.mtx").to_str().unwrap(), &t3),
+            Err(Error::Usage(m)) if m.contains("rank 3")
+        ));
+        assert!(!d.join("t.mtx").exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn floats_load_into_integer_formats_only_when_exact() {
+        let d = dir("exact");
+        let p = d.join("a.mtx");
+        let path = p.to_str().unwrap();
+        std::fs::write(
+            &p,
+            "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 2.0\n2 1 1.5\n",
+        )
+        .unwrap();
+        let err = load_tensor(path, Some("Dense(SparseList(Element(0)))")).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("a.mtx") && msg.contains("(2, 1)") && msg.contains("1.5"),
+            "{msg}"
+        );
+        assert!(!msg.contains(":0:"), "{msg}");
+        // Into bool, nonzero is true (graphs and masks are loaded that way).
+        assert!(load_tensor(path, Some("Dense(SparseList(Element(false)))")).is_ok());
+        std::fs::write(
+            &p,
+            "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 2.0\n2 1 -3\n",
+        )
+        .unwrap();
+        let t = load_tensor(path, Some("Dense(SparseList(Element(0)))")).unwrap();
+        assert_eq!(t.to_dense(), Buffer::I64(vec![2, 0, -3, 0]));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_dense_output_too_large_for_the_limit_is_refused_when_opened() {
+        if crate::memory::available().is_none() {
+            return;
+        }
+        let d = dir("big");
+        let p = d.join("big.npy");
+        let huge = [1usize << 30, 1 << 30];
+        match OutputFile::create(p.to_str().unwrap(), &huge, Scalar::F64(0.0)) {
+            Err(Error::Memory { shape, .. }) => assert_eq!(shape, huge.to_vec()),
+            other => panic!("expected a memory error, got {:?}", other.map(|_| ())),
+        }
+        assert!(
+            std::fs::read_dir(&d).unwrap().next().is_none(),
+            "nothing created"
+        );
+        let _ = std::fs::remove_dir_all(&d);
     }
 }

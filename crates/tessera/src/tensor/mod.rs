@@ -11,7 +11,7 @@ mod sprs_interop;
 pub use build::{StoredEntries, add_duplicates, parse_format, random_exact};
 
 use crate::error::{Error, Result};
-use crate::levels::{Format, level_impl};
+use crate::levels::{Format, LevelKind, level_impl};
 use crate::runtime::Buffer;
 use crate::types::{ElemType, Scalar};
 
@@ -25,8 +25,10 @@ pub struct Tensor {
 
 impl Tensor {
     /// A tensor whose every entry is the format's fill value.
+    /// A tensor too large for the memory limit is refused (see [`crate::memory`]).
     pub fn empty(format: &Format, shape: &[usize]) -> Result<Tensor> {
         check_rank(format, shape)?;
+        crate::memory::check_tensor(format, shape, 0)?;
         let mut t = Tensor::unbuilt(format, shape);
         let mut count = 1;
         for (k, kind) in format.levels.iter().enumerate() {
@@ -107,6 +109,7 @@ impl Tensor {
                 "coordinate lists and values differ in length",
             ));
         }
+        check_build(format, shape, n)?;
         for (d, c) in coords.iter().enumerate() {
             if let Some((k, &bad)) = c
                 .iter()
@@ -180,17 +183,30 @@ impl Tensor {
 
     /// Build from row-major dense values, storing only entries that differ from the fill.
     pub fn from_dense(format: &Format, shape: &[usize], values: &Buffer) -> Result<Tensor> {
-        let total: usize = shape.iter().product();
-        if values.len() != total {
+        check_rank(format, shape)?;
+        let total = shape.iter().try_fold(1usize, |a, &n| a.checked_mul(n));
+        if total != Some(values.len()) {
             return Err(Error::tensor(
                 "",
                 format!("{} values for shape {:?}", values.len(), shape),
             ));
         }
+        let total = values.len();
+        if format.is_dense()
+            && let Some(LevelKind::Element(_)) = format.levels.last()
+        {
+            // All-dense storage is the values themselves, in row-major order: no coordinates.
+            crate::memory::check_tensor(format, shape, total)?;
+            let mut t = Tensor::unbuilt(format, shape);
+            if let Some(val) = t.levels.last_mut().and_then(|l| l.first_mut()) {
+                *val = values.converted(format.elem());
+            }
+            return Ok(t);
+        }
         let fill = format.fill();
-        let keep: Vec<usize> = (0..total)
-            .filter(|&k| format.is_dense() || values.get(k).cast(format.elem()) != fill)
-            .collect();
+        let kept = |k: &usize| format.is_dense() || values.get(*k).cast(format.elem()) != fill;
+        check_build(format, shape, (0..total).filter(kept).count())?;
+        let keep: Vec<usize> = (0..total).filter(kept).collect();
         let mut per_entry = vec![vec![]; shape.len()];
         for &k in &keep {
             let mut r = k;
@@ -235,6 +251,14 @@ impl Tensor {
             self.walk(level + 1, child, coord, f);
             coord.truncate(coord.len() - c.len());
         });
+    }
+
+    /// Row-major dense values, refused when they would not fit in the memory limit.
+    pub fn try_to_dense(&self) -> Result<Buffer> {
+        let dense = Format::dense(self.rank(), self.fill());
+        let bytes = crate::memory::tensor_bytes(&dense, &self.shape, 0);
+        crate::memory::check("", &self.shape, &dense, bytes)?;
+        Ok(self.to_dense())
     }
 
     /// Row-major dense values.
@@ -341,6 +365,17 @@ impl Tensor {
     }
 }
 
+/// The memory check of building a tensor from `entries` coordinate entries: the storage, and
+/// the builder's working arrays (a sort order, the combined values and a sorted copy of the
+/// coordinates: about `40 + 8 * rank` bytes an entry).
+fn check_build(format: &Format, shape: &[usize], entries: usize) -> Result<()> {
+    let work = (entries as u64).checked_mul(40 + 8 * shape.len() as u64);
+    let bytes = crate::memory::tensor_bytes(format, shape, entries)
+        .zip(work)
+        .and_then(|(a, b)| a.checked_add(b));
+    crate::memory::check("", shape, format, bytes)
+}
+
 fn check_rank(format: &Format, shape: &[usize]) -> Result<()> {
     if format.rank() != shape.len() {
         return Err(Error::Format {
@@ -402,5 +437,43 @@ mod tests {
         );
         t.validate("A").unwrap();
         assert_eq!(t.countstored(), 3);
+    }
+
+    #[test]
+    fn sizes_past_64_bits_are_refused_not_allocated() {
+        let huge = [1usize << 40, 1 << 40];
+        let dense = Format::dense(2, Scalar::F64(0.0));
+        for e in [
+            Tensor::empty(&dense, &huge).unwrap_err(),
+            Tensor::from_coo(
+                &Format::parse("csr", None).unwrap(),
+                &[usize::MAX, 2],
+                &[vec![0], vec![0]],
+                &Buffer::F64(vec![1.0]),
+                |a, _| a,
+            )
+            .unwrap_err(),
+        ] {
+            match e.named("T") {
+                Error::Memory { tensor, bytes, .. } => {
+                    assert_eq!(tensor, "T");
+                    assert_eq!(bytes, None);
+                }
+                other => panic!("expected a memory error, got {other:?}"),
+            }
+        }
+        // A sparse vector of length 2^40 is small and fine.
+        let sv = Format::parse("SparseList(Element(0.0))", Some(1)).unwrap();
+        assert!(Tensor::empty(&sv, &[1 << 40]).is_ok());
+    }
+
+    #[test]
+    fn dense_values_are_stored_as_they_are() {
+        let f = Format::dense(2, Scalar::I32(0));
+        let t = Tensor::from_dense(&f, &[2, 2], &Buffer::F64(vec![1.0, 0.0, -2.0, 3.0])).unwrap();
+        assert_eq!(t.levels[2], vec![Buffer::I32(vec![1, 0, -2, 3])]);
+        t.validate("t").unwrap();
+        assert!(Tensor::from_dense(&f, &[3, 2], &Buffer::F64(vec![1.0])).is_err());
+        assert!(Tensor::from_dense(&f, &[usize::MAX, 2], &Buffer::F64(vec![])).is_err());
     }
 }

@@ -39,20 +39,29 @@ pub fn infer_shapes(
     }
     d.windows_inside(&p.body)?;
     let mut out = HashMap::new();
+    let mut unknown: Vec<&String> = vec![];
     for (name, shape) in &d.shapes {
         match shape {
             Some(s) => {
                 out.insert(name.clone(), s.clone());
             }
-            None => {
-                return Err(Error::Program {
-                    span: Span::default(),
-                    msg: format!(
-                        "could not infer the shape of `{name}`: give it with --shape {name}=D1xD2..."
-                    ),
-                });
-            }
+            None => unknown.push(name),
         }
+    }
+    // Report the first such tensor in name order, at its first access in the program.
+    if let Some(name) = unknown.into_iter().min() {
+        let mut span = None;
+        visit::accesses(&p.body, &mut |a: &Access| {
+            if span.is_none() && a.tensor == *name {
+                span = Some(a.span);
+            }
+        });
+        return Err(Error::Program {
+            span: span.unwrap_or_default(),
+            msg: format!(
+                "could not infer the shape of `{name}`: give it with --shape {name}=D1xD2..."
+            ),
+        });
     }
     Ok(out)
 }
