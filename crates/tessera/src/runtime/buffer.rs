@@ -207,6 +207,26 @@ impl Buffer {
     }
 }
 
+/// The length a `Grow` to `want` gives a buffer of length `len`: at least double, so a kernel
+/// that appends one element at a time calls the runtime O(log n) times.
+pub(crate) fn grown_len(len: usize, want: usize) -> usize {
+    if want <= len {
+        len
+    } else {
+        want.max(len.saturating_mul(2)).max(4)
+    }
+}
+
+/// Grow `b` to at least `want` elements for a kernel's `Grow`: doubling, or exactly `want` when
+/// doubling is over the memory limit; `false` when even `want` cannot be had (the kernel then
+/// stops with a grow fault instead of the process aborting).
+pub(crate) fn grow(b: &mut Buffer, want: usize) -> bool {
+    b.try_grow(grown_len(b.len(), want)) || b.try_grow(want)
+}
+
+/// Largest length a `Grow` may ask for (guards against runaway sizes from corrupt inputs).
+pub(crate) const MAX_GROW: i64 = 1 << 40;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,23 +256,3 @@ mod tests {
         assert_eq!(b, Buffer::I64(vec![1, 2, 0, 0]));
     }
 }
-
-/// The length a `Grow` to `want` gives a buffer of length `len`: at least double, so a kernel
-/// that appends one element at a time calls the runtime O(log n) times.
-pub(crate) fn grown_len(len: usize, want: usize) -> usize {
-    if want <= len {
-        len
-    } else {
-        want.max(len.saturating_mul(2)).max(4)
-    }
-}
-
-/// Grow `b` to at least `want` elements for a kernel's `Grow`: doubling, or exactly `want` when
-/// doubling is over the memory limit; `false` when even `want` cannot be had (the kernel then
-/// stops with a grow fault instead of the process aborting).
-pub(crate) fn grow(b: &mut Buffer, want: usize) -> bool {
-    b.try_grow(grown_len(b.len(), want)) || b.try_grow(want)
-}
-
-/// Largest length a `Grow` may ask for (guards against runaway sizes from corrupt inputs).
-pub(crate) const MAX_GROW: i64 = 1 << 40;
