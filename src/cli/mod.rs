@@ -559,7 +559,8 @@ fn prepare(a: &TensorArgs, open_files: bool) -> Result<Prepared> {
         };
         shapes.insert(n.clone(), shape);
     }
-    let shapes = tessera::transforms::infer_shapes(&program, &shapes)
+    let values = tessera::run::scalar_values(&program, &tensors);
+    let shapes = tessera::transforms::infer_shapes_with(&program, &shapes, &values)
         .map_err(|e| with_origin(e, &origin))?;
     for n in &created {
         let f = &formats[n];

@@ -44,6 +44,14 @@ fn explain(mut e: KernelError, program: &Program, layout: &Layout) -> KernelErro
                 .map(|t| t.format.to_string()),
             loop_order: writes.iter().find_map(|w| w.plain_order.clone()),
             any_order: RANDOM_WRITES.to_string(),
+            // The program given is the source one: the lifecycle pass says where `tensor`
+            // reopens for updates after a read (append-only formats append after the stored).
+            reopened_at: {
+                let names = layout.tensors.iter().map(|t| t.name.clone()).collect();
+                crate::transforms::lifecycle(program, &names)
+                    .ok()
+                    .and_then(|p| reopened(&p.body, &tensor))
+            },
         });
     }
     // With one write, the failing access is known.
@@ -108,6 +116,20 @@ fn plain_order(access: &Access, loops: &[(String, Span)]) -> Option<Vec<String>>
             _ => None,
         })
         .collect()
+}
+
+/// Where the lifecycle pass reopens `tensor` for updates after a read (its first `@thaw`).
+fn reopened(stmts: &[Stmt], tensor: &str) -> Option<Span> {
+    stmts.iter().find_map(|s| match &s.kind {
+        StmtKind::Thaw { tensor: t } if t == tensor => Some(s.span),
+        StmtKind::Loop { body, .. } | StmtKind::Let { body, .. } | StmtKind::Block(body) => {
+            reopened(body, tensor)
+        }
+        StmtKind::If {
+            then, otherwise, ..
+        } => reopened(then, tensor).or_else(|| reopened(otherwise, tensor)),
+        _ => None,
+    })
 }
 
 #[cfg(test)]

@@ -91,6 +91,9 @@ pub struct OrderHint {
     pub loop_order: Option<Vec<String>>,
     /// Formats whose levels all take writes in any order.
     pub any_order: String,
+    /// Where the program updates the tensor again after reading it: its format keeps the
+    /// stored entries and appends, so the new writes must come after them.
+    pub reopened_at: Option<crate::span::Span>,
 }
 
 impl KernelError {
@@ -229,6 +232,12 @@ impl fmt::Display for KernelError {
             }
         }
         if let Some(h) = &self.hint {
+            if let Some(at) = h.reopened_at {
+                write!(
+                    f,
+                    "; `{t}` is updated again at {at} after it was read, and its format keeps the stored entries and appends the new ones after them, so they must come after the last stored one"
+                )?;
+            }
             let format = h
                 .format
                 .as_ref()
@@ -336,6 +345,7 @@ mod tests {
             format: Some("Dense(SparseList(Element(0.0)))".into()),
             loop_order: Some(vec!["i".into(), "j".into()]),
             any_order: "Dense".into(),
+            reopened_at: None,
         });
         let s = shown(&e);
         // The write list carries the place: no leading span.

@@ -41,6 +41,22 @@ pub fn normalize(program: &Program, tensors: &HashSet<String>) -> Result<Program
 /// seconds to minutes and gigabytes, so such a kernel is refused before it reaches a backend.
 pub const DEFAULT_MAX_KERNEL_SIZE: usize = 8_000;
 
+/// The values of the integer 0-d tensors `program` reads but never writes, which shape
+/// inference may treat as constants (`for i = 0:m - 1` with `m` given as a scalar).
+pub fn scalar_values(
+    program: &Program,
+    tensors: &BTreeMap<String, Tensor>,
+) -> HashMap<String, i64> {
+    let (_, written) = crate::notation::visit::reads_writes(&program.body);
+    tensors
+        .iter()
+        .filter(|(n, t)| {
+            t.rank() == 0 && t.elem().class() == crate::types::Class::Int && !written.contains(n)
+        })
+        .filter_map(|(n, t)| Some((n.clone(), t.get(&[]).ok()?.as_i64())))
+        .collect()
+}
+
 /// Compiles programs (cached by program and formats) and runs them on tensors.
 pub struct Runner {
     backend: Box<dyn Backend>,
@@ -136,7 +152,7 @@ impl Runner {
                     .map(|t| (tl.name.clone(), Some(t.shape.clone())))
             })
             .collect();
-        transforms::infer_shapes(&c.program, &shapes)?;
+        transforms::infer_shapes_with(&c.program, &shapes, &scalar_values(&c.program, tensors))?;
         // One slot past the dimensions receives the value a failing check reports
         // (`Layout::detail_slot`).
         let mut dims = vec![0i64; c.layout.ndims + 1];

@@ -137,6 +137,23 @@ pub trait Level: Sync {
     ) {
         self.for_each_child(kind, bufs, dims, pos, &mut |c, q| f(c[0], c[0], q));
     }
+    /// The child positions fiber `pos` holds storage for, each once (what `countstored`
+    /// counts, as Finch's `countstored` does): by default its stored children, a run or
+    /// block slot once. A level that allocates its children densely overrides this.
+    fn owned_children(
+        &self,
+        kind: &LevelKind,
+        bufs: &[Buffer],
+        dims: &[usize],
+        pos: usize,
+        f: &mut dyn FnMut(usize),
+    ) {
+        if kind.rank() == 1 {
+            self.for_each_run(kind, bufs, dims, pos, &mut |_, _, c| f(c));
+        } else {
+            self.for_each_child(kind, bufs, dims, pos, &mut |_, c| f(c));
+        }
+    }
     /// Rebuild the level so that its new position `k` holds what old position `map[k]` held,
     /// or an all-fill fiber for `None`. Returns the same kind of map for the child level.
     /// (Used to drop merged runs and to reshape storage after building.) The default rebuilds

@@ -366,10 +366,12 @@ impl Level for RunList {
         code.extend(child);
         Ok((code, n))
     }
+    /// Like Finch's RunList: the freeze covers every fiber with runs to its end, so nothing
+    /// is left to append after.
     fn thaw(&self, _: &mut Cx, l: &LevelRef, _: Expr) -> Result<(Vec<Stmt>, Expr)> {
         Err(Error::tensor(
             &l.tensor.name,
-            "a RunList level cannot be reopened for updates after it was read (declare it again, or use a Dense format)",
+            "a RunList level cannot be reopened for updates after a read (its runs already cover every fiber to the end)",
         ))
     }
 

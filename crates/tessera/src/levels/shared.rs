@@ -112,9 +112,20 @@ pub fn zero_ptr(ptr: BufId, count: Expr) -> [Stmt; 2] {
 }
 
 /// Writing fiber `pos` of a level that appends entries at `cursor` and keeps each fiber's
-/// count in `ptr[pos + 1]` until freeze: fibers must come in increasing order (`prev` holds
-/// the last one opened); `start` is where this fiber's entries begin, counting any it already
-/// got earlier in the kernel. Returns the preamble and the epilogue (which records the count).
+/// count in `ptr[pos + 1]` until freeze. `start` is where this fiber's entries begin, counting
+/// any it already got earlier in the kernel (or before a thaw). Entries must come in
+/// increasing fiber order: `prev` holds the last fiber that received one. The order is checked
+/// when an entry is committed, not when the fiber is opened, so a later loop may pass over
+/// earlier fibers without writing them (Finch moves `prev_pos` on writes too).
+pub struct CountedFiber {
+    /// Run when the fiber is opened.
+    pub preamble: Vec<Stmt>,
+    /// Run when the fiber is closed: records its count.
+    pub epilogue: Vec<Stmt>,
+    /// Run before each entry is committed: the fiber-order check.
+    pub commit: Vec<Stmt>,
+}
+
 #[allow(clippy::too_many_arguments)]
 pub fn counted_fiber(
     cx: &mut Cx,
@@ -125,7 +136,7 @@ pub fn counted_fiber(
     prev: VarId,
     start: VarId,
     pos: Expr,
-) -> (Vec<Stmt>, Vec<Stmt>) {
+) -> CountedFiber {
     let fiber_order = cx.error(KernelError::new(
         tensor,
         KernelErrorKind::OutOfOrder {
@@ -133,24 +144,70 @@ pub fn counted_fiber(
             order: Order::Fibers,
         },
     ));
-    let preamble = vec![
+    let preamble = vec![b::assign(
+        start,
+        b::sub(b::var(cursor), b::load(ptr, b::add(pos.clone(), b::int(1)))),
+    )];
+    let epilogue = vec![b::store(
+        ptr,
+        b::add(pos.clone(), b::int(1)),
+        b::sub(b::var(cursor), b::var(start)),
+    )];
+    let commit = vec![
         Stmt::If {
             cond: b::lt(pos.clone(), b::var(prev)),
             then: vec![Stmt::Fail(fiber_order)],
             otherwise: vec![],
         },
-        b::assign(prev, pos.clone()),
-        b::assign(
-            start,
-            b::sub(b::var(cursor), b::load(ptr, b::add(pos.clone(), b::int(1)))),
-        ),
+        b::assign(prev, pos),
     ];
-    let epilogue = vec![b::store(
-        ptr,
-        b::add(pos, b::int(1)),
-        b::sub(b::var(cursor), b::var(start)),
-    )];
-    (preamble, epilogue)
+    CountedFiber {
+        preamble,
+        epilogue,
+        commit,
+    }
+}
+
+/// Reopen a counted level frozen earlier (Finch's thaw): the offsets in `ptr[0..=count]` go
+/// back to per-fiber counts, `cursor` moves past the last stored entry and `prev` to the last
+/// fiber holding one, so new entries append after the stored ones (a fiber before `prev`
+/// cannot take more). Returns the code; the number of stored entries is then `cursor`.
+pub fn thaw_counted(cx: &mut Cx, ptr: BufId, cursor: VarId, prev: VarId, count: Expr) -> Vec<Stmt> {
+    let (n, k, p) = (
+        cx.var("thaw_count", ElemType::I64),
+        cx.var("k", ElemType::I64),
+        cx.var("p", ElemType::I64),
+    );
+    vec![
+        b::assign(n, count),
+        b::assign(cursor, b::load(ptr, b::var(n))),
+        b::assign(prev, b::int(-1)),
+        // From the last fiber down, so each offset is still whole when its successor needs it.
+        Stmt::For {
+            var: k,
+            start: b::int(0),
+            stop: b::var(n),
+            body: vec![
+                b::assign(p, b::sub(b::var(n), b::var(k))),
+                b::store(
+                    ptr,
+                    b::var(p),
+                    b::sub(
+                        b::load(ptr, b::var(p)),
+                        b::load(ptr, b::sub(b::var(p), b::int(1))),
+                    ),
+                ),
+                Stmt::If {
+                    cond: b::and(
+                        b::lt(b::var(prev), b::int(0)),
+                        b::lt(b::int(0), b::load(ptr, b::var(p))),
+                    ),
+                    then: vec![b::assign(prev, b::sub(b::var(p), b::int(1)))],
+                    otherwise: vec![],
+                },
+            ],
+        },
+    ]
 }
 
 /// Make fibers `lo..hi` of a counted level exist, empty. A sparse ancestor retrying positions

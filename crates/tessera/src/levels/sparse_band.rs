@@ -177,10 +177,11 @@ impl Level for SparseBand {
         code.extend(child);
         Ok((code, n))
     }
+    /// Like Finch's SparseBand: one band per fiber, fixed once frozen.
     fn thaw(&self, _: &mut Cx, l: &LevelRef, _: Expr) -> Result<(Vec<Stmt>, Expr)> {
         Err(Error::tensor(
             &l.tensor.name,
-            "a SparseBand level cannot be reopened for updates after it was read (declare it again, or use a Dense format)",
+            "a SparseBand level cannot be reopened for updates after a read (each fiber's band is fixed once frozen)",
         ))
     }
 

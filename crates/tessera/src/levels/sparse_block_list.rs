@@ -228,11 +228,16 @@ impl Level for SparseBlockList {
         code.extend(child);
         Ok((code, n))
     }
-    fn thaw(&self, _: &mut Cx, l: &LevelRef, _: Expr) -> Result<(Vec<Stmt>, Expr)> {
-        Err(Error::tensor(
-            &l.tensor.name,
-            "a SparseBlockList level cannot be reopened for updates after it was read (declare it again, or use a Dense format)",
-        ))
+    /// Finch's thaw, which Finch itself lacks for this level: new entries append after the
+    /// stored ones, extending the last block when they continue it (see
+    /// `shared::thaw_counted`; the cursor there counts blocks).
+    fn thaw(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
+        let (ros, qos) = (l.state(ROS), l.state(QOS));
+        let mut code = super::shared::thaw_counted(cx, l.buf(PTR), ros, l.state(PREV), count);
+        code.push(b::assign(qos, b::load(l.buf(OFS), b::var(ros))));
+        let (child, n) = l.child_impl().thaw(cx, &l.child(), b::var(qos))?;
+        code.extend(child);
+        Ok((code, n))
     }
 
     fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet> {
@@ -377,7 +382,7 @@ impl Level for SparseBlockList {
             },
         ));
         let pos = f.pos.clone();
-        let (preamble, epilogue) = super::shared::counted_fiber(
+        let fiber = super::shared::counted_fiber(
             cx,
             "SparseBlockList",
             &t.name,
@@ -396,6 +401,7 @@ impl Level for SparseBlockList {
         let mut child = f.child(b::var(qos));
         child.dirty = Some(dirty);
         let parent_dirty = f.dirty;
+        let fiber_commit = fiber.commit.clone();
         let lookup = Looplet::Lookup(Rc::new(move |i: &Expr| {
             let end = b::add(b::var(qos), b::int(1));
             let new_block = vec![
@@ -426,7 +432,12 @@ impl Level for SparseBlockList {
             ));
             // Only look at the previous block when this fiber has one (else idx[ros-1]
             // belongs to another fiber, or does not exist).
-            let mut commit = b::if_else(b::lt(b::var(start), b::var(ros)), in_fiber, new_block);
+            let mut commit = fiber_commit.clone();
+            commit.extend(b::if_else(
+                b::lt(b::var(start), b::var(ros)),
+                in_fiber,
+                new_block,
+            ));
             commit.push(b::assign(qos, b::add(b::var(qos), b::int(1))));
             if let Some(d) = parent_dirty {
                 commit.push(b::assign(d, b::boolean(true)));
@@ -438,9 +449,9 @@ impl Level for SparseBlockList {
             })
         }));
         Ok(Looplet::Thunk {
-            preamble,
+            preamble: fiber.preamble,
             body: Box::new(Target::Looplet(lookup)),
-            epilogue,
+            epilogue: fiber.epilogue,
         })
     }
 }

@@ -130,6 +130,18 @@ impl Level for SparseByteMap {
         slots
     }
 
+    /// Every slot: the children are allocated densely, set or not (Finch counts them all).
+    fn owned_children(
+        &self,
+        _: &LevelKind,
+        _: &[Buffer],
+        dims: &[usize],
+        pos: usize,
+        f: &mut dyn FnMut(usize),
+    ) {
+        let n = dims[0];
+        (pos * n..(pos + 1) * n).for_each(f);
+    }
     fn for_each_child(
         &self,
         _: &LevelKind,

@@ -283,11 +283,47 @@ impl Level for SparseCOO {
         code.extend(child);
         Ok((code, n))
     }
-    fn thaw(&self, _: &mut Cx, l: &LevelRef, _: Expr) -> Result<(Vec<Stmt>, Expr)> {
-        Err(Error::tensor(
-            &l.tensor.name,
-            "a SparseCOO level cannot be reopened for updates after it was read (declare it again, or use a Dense format)",
-        ))
+    /// Finch's thaw, which Finch itself lacks for this level: new entries are appended in any
+    /// order and the freeze sorts them in among the stored ones (a coordinate written again
+    /// is the usual "written twice" error). The entries' fibers (`epos`) are rebuilt first,
+    /// since the sort needs them and a tensor given to the kernel does not carry them.
+    fn thaw(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
+        let n = rank_of(l.kind());
+        let (ptr, epos_buf, qos) = (l.buf(PTR), l.buf(epos(n)), l.state(QOS));
+        let (cnt, p, q) = (
+            cx.var("thaw_fibers", ElemType::I64),
+            cx.var("p", ElemType::I64),
+            cx.var("q", ElemType::I64),
+        );
+        let mut code = vec![
+            b::assign(cnt, count),
+            Stmt::Grow {
+                buf: epos_buf,
+                len: b::load(ptr, b::var(cnt)),
+            },
+            Stmt::For {
+                var: p,
+                start: b::int(0),
+                stop: b::var(cnt),
+                body: vec![Stmt::For {
+                    var: q,
+                    start: b::load(ptr, b::var(p)),
+                    stop: b::load(ptr, b::add(b::var(p), b::int(1))),
+                    body: vec![b::store(epos_buf, b::var(q), b::var(p))],
+                }],
+            },
+        ];
+        code.extend(super::shared::thaw_counted(
+            cx,
+            ptr,
+            qos,
+            l.state(PREV),
+            b::var(cnt),
+        ));
+        code.push(b::assign(l.state(unsorted(n)), b::boolean(false)));
+        let (child, m) = l.child_impl().thaw(cx, &l.child(), b::var(qos))?;
+        code.extend(child);
+        Ok((code, m))
     }
 
     fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet> {
@@ -443,7 +479,7 @@ impl Level for SparseCOO {
         }
         let ptr_bufs: Vec<BufId> = (0..n).map(|k| l.buf(1 + k)).collect();
         let coords: Vec<VarId> = (0..n - 1).map(|k| l.state(coord(k))).collect();
-        let (qos, start) = (l.state(QOS), l.state(START));
+        let (qos, start, prev_fiber) = (l.state(QOS), l.state(START), l.state(PREV));
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
         let (epos_buf, unsorted_var) = (l.buf(epos(n)), l.state(unsorted(n)));
         let mut point_pre: Vec<Stmt> = ptr_bufs
@@ -472,15 +508,26 @@ impl Level for SparseCOO {
                 .iter()
                 .map(|&buf| b::load(buf, b::sub(b::var(qos), b::int(1))))
                 .collect();
+            // A fiber written after a later one got entries: its entries follow the later
+            // fiber's, so the freeze must sort (checked here, not when the fiber is opened,
+            // so a loop may pass over earlier fibers without writing them).
+            let mut commit = vec![
+                Stmt::If {
+                    cond: b::lt(fiber_pos.clone(), b::var(prev_fiber)),
+                    then: vec![b::assign(unsorted_var, b::boolean(true))],
+                    otherwise: vec![],
+                },
+                b::assign(prev_fiber, fiber_pos.clone()),
+            ];
             // Out of order within the fiber: sort at freeze.
-            let mut commit = vec![Stmt::If {
+            commit.push(Stmt::If {
                 cond: b::lt(b::var(start), b::var(qos)),
                 then: b::if_(
                     b::not(lex_less(&prev, &new)),
                     vec![b::assign(unsorted_var, b::boolean(true))],
                 ),
                 otherwise: vec![],
-            }];
+            });
             for (&buf, v) in ptr_bufs.iter().zip(new) {
                 commit.push(b::store(buf, b::var(qos), v));
             }
@@ -579,24 +626,15 @@ impl SparseCOO {
 
     /// Start updating fiber `f.pos`; its count is recorded at the end.
     fn open_fiber(&self, cx: &mut Cx, l: &LevelRef, f: &Fiber, body: Looplet) -> Looplet {
-        let (ptr, qos, prev, start) = (l.buf(PTR), l.state(QOS), l.state(PREV), l.state(START));
+        let (ptr, qos, start) = (l.buf(PTR), l.state(QOS), l.state(START));
         let _ = cx;
-        let unsorted_var = l.state(unsorted(rank_of(l.kind())));
         let pos = f.pos.clone();
-        // A fiber reopened after a later one: its entries follow the later fiber's, so the
-        // freeze must sort. Its count keeps accumulating in `ptr[pos + 1]` either way.
-        let preamble = vec![
-            Stmt::If {
-                cond: b::lt(pos.clone(), b::var(prev)),
-                then: vec![b::assign(unsorted_var, b::boolean(true))],
-                otherwise: vec![],
-            },
-            b::assign(prev, pos.clone()),
-            b::assign(
-                start,
-                b::sub(b::var(qos), b::load(ptr, b::add(pos.clone(), b::int(1)))),
-            ),
-        ];
+        // Its count keeps accumulating in `ptr[pos + 1]`; the order of fibers is checked
+        // when an entry is committed (`unfurl_update`).
+        let preamble = vec![b::assign(
+            start,
+            b::sub(b::var(qos), b::load(ptr, b::add(pos.clone(), b::int(1)))),
+        )];
         let epilogue = vec![b::store(
             ptr,
             b::add(pos, b::int(1)),

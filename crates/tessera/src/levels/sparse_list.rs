@@ -3,7 +3,8 @@
 //!
 //! While being updated `ptr[p+1]` holds the count of fiber `p`; freeze turns counts into
 //! offsets. Writes must come in increasing coordinate order within a fiber and fibers in
-//! increasing position order; anything else is a runtime error, never corrupt storage.
+//! increasing position order; anything else is a runtime error, never corrupt storage. After
+//! a read, a thaw reopens the level for appending after its last stored entry.
 
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
@@ -172,11 +173,13 @@ impl Level for SparseList {
         code.extend(child);
         Ok((code, n))
     }
-    fn thaw(&self, _: &mut Cx, l: &LevelRef, _: Expr) -> Result<(Vec<Stmt>, Expr)> {
-        Err(Error::tensor(
-            &l.tensor.name,
-            "a SparseList level cannot be reopened for updates after it was read (declare it again, or use a Dense format)",
-        ))
+    /// Finch's thaw: new entries append after the stored ones (see `shared::thaw_counted`).
+    fn thaw(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
+        let qos = l.state(QOS);
+        let mut code = super::shared::thaw_counted(cx, l.buf(PTR), qos, l.state(PREV), count);
+        let (child, n) = l.child_impl().thaw(cx, &l.child(), b::var(qos))?;
+        code.extend(child);
+        Ok((code, n))
     }
 
     fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet> {
@@ -273,7 +276,7 @@ impl Level for SparseList {
             },
         ));
         let pos = f.pos.clone();
-        let (preamble, epilogue) = super::shared::counted_fiber(
+        let fiber = super::shared::counted_fiber(
             cx,
             "SparseList",
             &t.name,
@@ -297,13 +300,15 @@ impl Level for SparseList {
         let mut child = f.child(b::var(qos));
         child.dirty = Some(dirty);
         let parent_dirty = f.dirty;
+        let fiber_commit = fiber.commit.clone();
         let lookup = Looplet::Lookup(Rc::new(move |i: &Expr| {
             let prev_idx = b::load(idx, b::sub(b::var(qos), b::int(1)));
-            let mut commit = vec![Stmt::If {
+            let mut commit = fiber_commit.clone();
+            commit.push(Stmt::If {
                 cond: b::lt(b::var(start), b::var(qos)),
                 then: b::if_(b::le(i.clone(), prev_idx), vec![Stmt::Fail(coord_order)]),
                 otherwise: vec![],
-            }];
+            });
             commit.push(b::store(idx, b::var(qos), i.clone()));
             commit.push(b::assign(qos, b::add(b::var(qos), b::int(1))));
             if let Some(d) = parent_dirty {
@@ -316,9 +321,9 @@ impl Level for SparseList {
             })
         }));
         Ok(Looplet::Thunk {
-            preamble,
+            preamble: fiber.preamble,
             body: Box::new(Target::Looplet(lookup)),
-            epilogue,
+            epilogue: fiber.epilogue,
         })
     }
 }

@@ -237,11 +237,13 @@ impl Level for SparseRunList {
         code.extend(child);
         Ok((code, n))
     }
-    fn thaw(&self, _: &mut Cx, l: &LevelRef, _: Expr) -> Result<(Vec<Stmt>, Expr)> {
-        Err(Error::tensor(
-            &l.tensor.name,
-            "a SparseRunList level cannot be reopened for updates after it was read (declare it again, or use a Dense format)",
-        ))
+    /// Finch's thaw: new runs append after the stored ones (see `shared::thaw_counted`).
+    fn thaw(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
+        let qos = l.state(QOS);
+        let mut code = super::shared::thaw_counted(cx, l.buf(PTR), qos, l.state(PREV), count);
+        let (child, n) = l.child_impl().thaw(cx, &l.child(), b::var(qos))?;
+        code.extend(child);
+        Ok((code, n))
     }
 
     fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet> {
@@ -342,7 +344,7 @@ impl Level for SparseRunList {
             },
         ));
         let pos = f.pos.clone();
-        let (preamble, epilogue) = super::shared::counted_fiber(
+        let fiber = super::shared::counted_fiber(
             cx,
             "SparseRunList",
             &t.name,
@@ -385,14 +387,16 @@ impl Level for SparseRunList {
             ),
             _ => b::var(dirty),
         };
+        let fiber_commit = fiber.commit.clone();
         let accept = Looplet::AcceptRun(Rc::new(move |a: &Expr, z: &Expr| {
             let prev_right = b::load(right, b::sub(b::var(qos), b::int(1)));
             // (Nested: the previous run is only loaded when the fiber has one.)
-            let mut commit = vec![Stmt::If {
+            let mut commit = fiber_commit.clone();
+            commit.push(Stmt::If {
                 cond: b::lt(b::var(start), b::var(qos)),
                 then: b::if_(b::le(a.clone(), prev_right), vec![Stmt::Fail(run_order)]),
                 otherwise: vec![],
-            }];
+            });
             commit.extend([
                 b::store(left, b::var(qos), a.clone()),
                 b::store(right, b::var(qos), z.clone()),
@@ -408,9 +412,9 @@ impl Level for SparseRunList {
             })
         }));
         Ok(Looplet::Thunk {
-            preamble,
+            preamble: fiber.preamble,
             body: Box::new(Target::Looplet(accept)),
-            epilogue,
+            epilogue: fiber.epilogue,
         })
     }
 }

@@ -169,7 +169,7 @@ impl Engine {
                 };
                 Ok(level_impl(l.kind()).freeze(&mut self.cx, &l, b::int(1))?.0)
             }
-            LStmt::Thaw { tensor, span } => {
+            LStmt::Thaw { tensor, span, read } => {
                 let t = self.tensors[&tensor].clone();
                 let l = LevelRef {
                     tensor: &t,
@@ -179,12 +179,25 @@ impl Engine {
                 level_impl(l.kind())
                     .thaw(&mut self.cx, &l, b::int(1))
                     .map(|r| r.0)
-                    .map_err(|e| Error::Lifecycle {
-                        span,
-                        msg: e.to_string(),
-                    })
+                    .map_err(|e| cannot_reopen(&tensor, span, read, e))
             }
         }
+    }
+}
+
+/// The error for updating `tensor` at `span` after a read at `read` when a level of its format
+/// cannot reopen (`why`, from the level's `thaw`).
+fn cannot_reopen(tensor: &str, span: Span, read: Option<Span>, why: Error) -> Error {
+    let why = match why {
+        Error::Tensor { msg, .. } => msg,
+        other => other.to_string(),
+    };
+    let read = read.map(|r| format!(" at {r}")).unwrap_or_default();
+    Error::Lifecycle {
+        span,
+        msg: format!(
+            "`{tensor}` is updated again here after it was read{read}, but {why}. Declare it again (`{tensor} .= ...`) before this update to start over, or store it in a format whose levels all reopen after a read (the README's format table lists them)"
+        ),
     }
 }
 

@@ -96,6 +96,7 @@ pub fn lower_program(
     let mut conv = Converter {
         tensors: &tensors,
         scope: vec![],
+        read_at: HashMap::new(),
     };
     let body = conv.stmts(&program.body)?;
     let mut engine = Engine {
@@ -127,6 +128,9 @@ struct Converter<'a> {
     tensors: &'a HashMap<String, Rc<TensorInfo>>,
     /// Names bound around the current statement, outermost first; `true` for loop indices.
     scope: Vec<(String, bool)>,
+    /// Where each tensor was last frozen for reading (the lifecycle pass puts the first read
+    /// access's position on the `@freeze`).
+    read_at: HashMap<String, ast::Span>,
 }
 
 impl Converter<'_> {
@@ -164,6 +168,9 @@ impl Converter<'_> {
             }
             StmtKind::Freeze { tensor } => {
                 self.tensor(tensor, span)?;
+                if span.is_known() {
+                    self.read_at.insert(tensor.clone(), span);
+                }
                 LStmt::Freeze {
                     tensor: tensor.clone(),
                 }
@@ -173,6 +180,7 @@ impl Converter<'_> {
                 LStmt::Thaw {
                     tensor: tensor.clone(),
                     span,
+                    read: self.read_at.get(tensor).copied(),
                 }
             }
             StmtKind::Assign { lhs, op, rhs } => {

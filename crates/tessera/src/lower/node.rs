@@ -101,6 +101,9 @@ pub enum LStmt {
     Thaw {
         tensor: String,
         span: Span,
+        /// Where the tensor was read before this update, for the error of a format that
+        /// cannot reopen.
+        read: Option<Span>,
     },
     Assign {
         lhs: LAccess,

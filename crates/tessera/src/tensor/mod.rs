@@ -278,7 +278,8 @@ impl Tensor {
 
     /// The number of stored leaf positions (Finch's `countstored`): the distinct positions of
     /// the leaf level reachable through the structure. A position shared by several
-    /// coordinates (a run, a band slot) counts once; every position of a Dense level counts.
+    /// coordinates (a run, a band slot) counts once; every position of a Dense level counts,
+    /// and so does every slot of a SparseByteMap fiber (its children are allocated densely).
     pub fn countstored(&self) -> usize {
         let mut positions = vec![0usize];
         for (k, kind) in self.format.levels.iter().enumerate() {
@@ -289,12 +290,7 @@ impl Tensor {
             let imp = level_impl(kind);
             let mut next = vec![];
             for &p in &positions {
-                // Runs are visited once each, not once per coordinate.
-                if kind.rank() == 1 {
-                    imp.for_each_run(kind, &self.levels[k], &dims, p, &mut |_, _, c| next.push(c));
-                } else {
-                    imp.for_each_child(kind, &self.levels[k], &dims, p, &mut |_, c| next.push(c));
-                }
+                imp.owned_children(kind, &self.levels[k], &dims, p, &mut |c| next.push(c));
             }
             next.sort_unstable();
             next.dedup();

@@ -9,10 +9,11 @@
 //! swizzled access `swizzle(A, p...)[...]` indexes dimension `p[k]` of `A` with index `k`.
 
 use crate::error::{Error, Result};
-use crate::notation::ast::{Access, Extent, Program, Span, Stmt, StmtKind};
+use crate::notation::ast::{Access, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind};
 use crate::notation::visit;
 use crate::transforms::linear;
 use crate::transforms::wrapperize::{is_direct, window_uses};
+use crate::types::Scalar;
 use std::collections::HashMap;
 
 /// Shapes of all tensors: `known` ones are checked, unknown ones (`None`) are inferred.
@@ -20,10 +21,22 @@ pub fn infer_shapes(
     p: &Program,
     shapes: &HashMap<String, Option<Vec<usize>>>,
 ) -> Result<HashMap<String, Vec<usize>>> {
+    infer_shapes_with(p, shapes, &HashMap::new())
+}
+
+/// [`infer_shapes`] knowing the `values` of integer scalars the program only reads (`--scalar
+/// m=3`): loop bounds that use them are constants, so `for i = 0:m - 1` sizes what `i` indexes
+/// and must agree with it, as a literal range does.
+pub fn infer_shapes_with(
+    p: &Program,
+    shapes: &HashMap<String, Option<Vec<usize>>>,
+    values: &HashMap<String, i64>,
+) -> Result<HashMap<String, Vec<usize>>> {
     let mut d = Dims {
         shapes: shapes.clone(),
         extents: HashMap::new(),
         partial: HashMap::new(),
+        values: values.clone(),
     };
     // A tensor without a shape accessed with no indices is 0-d.
     visit::accesses(&p.body, &mut |a: &Access| {
@@ -72,6 +85,8 @@ struct Dims {
     extents: HashMap<String, (usize, String)>,
     /// Dimensions found so far of tensors being inferred.
     partial: HashMap<String, Vec<Option<usize>>>,
+    /// Values of the scalars the program only reads.
+    values: HashMap<String, i64>,
 }
 
 impl Dims {
@@ -107,11 +122,18 @@ impl Dims {
         body: &[Stmt],
         span: Span,
     ) -> Result<()> {
-        let sizes = |t: &str, d: usize| self.size(t, d);
         let mut found: Option<(usize, String)> = match extent {
-            Extent::Range(a, b) => match (linear::constant(a, &sizes), linear::constant(b, &sizes))
-            {
-                (Some(0), Some(b)) => Some(((b + 1).max(0) as usize, format!("the range 0:{b}"))),
+            Extent::Range(a, stop) => match (self.constant(a), self.constant(stop)) {
+                (Some(0), Some(b)) => {
+                    // Name the bound as written when it is not a literal (`0:m - 1 = 0:2`).
+                    let written = stop.to_string();
+                    let range = if written == b.to_string() {
+                        format!("the range 0:{b}")
+                    } else {
+                        format!("the range 0:{written} = 0:{b}")
+                    };
+                    Some(((b + 1).max(0) as usize, range))
+                }
                 (Some(a), Some(b)) => return self.inside(index, a, b, body),
                 _ => return Ok(()),
             },
@@ -236,6 +258,12 @@ impl Dims {
         }
     }
 
+    /// The value of `e` if it is the same on every run: literals, known sizes and scalars.
+    fn constant(&self, e: &Expr) -> Option<i64> {
+        let e = with_values(e, &self.values);
+        linear::constant(&e, &|t, d| self.size(t, d))
+    }
+
     /// The extent of dimension `d` of `t`, if known.
     fn size(&self, t: &str, d: usize) -> Option<usize> {
         self.shapes.get(t)?.as_ref()?.get(d).copied()
@@ -248,10 +276,9 @@ impl Dims {
             for (k, ix) in a.indices.iter().enumerate() {
                 let Some((lo, hi)) = &ix.window else { continue };
                 let d = a.dim_of(k);
-                let sizes = |t: &str, d: usize| self.size(t, d);
                 let (Some(l), Some(h), Some(n)) = (
-                    linear::constant(lo, &sizes),
-                    linear::constant(hi, &sizes),
+                    self.constant(lo),
+                    self.constant(hi),
                     self.size(&a.tensor, d),
                 ) else {
                     continue;
@@ -263,6 +290,32 @@ impl Dims {
         });
         err.map_or(Ok(()), Err)
     }
+}
+
+/// `e` with the known scalars replaced by their values.
+fn with_values(e: &Expr, values: &HashMap<String, i64>) -> Expr {
+    if values.is_empty() {
+        return e.clone();
+    }
+    let kind = match &e.kind {
+        ExprKind::Name(n) => match values.get(n) {
+            Some(v) => ExprKind::Literal(Scalar::I64(*v)),
+            None => return e.clone(),
+        },
+        ExprKind::Unary(op, x) => ExprKind::Unary(*op, Box::new(with_values(x, values))),
+        ExprKind::Binary(op, x, y) => ExprKind::Binary(
+            *op,
+            Box::new(with_values(x, values)),
+            Box::new(with_values(y, values)),
+        ),
+        // `size(A, d)` names a tensor, not a value.
+        ExprKind::Call(f, args) if f != "size" => ExprKind::Call(
+            f.clone(),
+            args.iter().map(|a| with_values(a, values)).collect(),
+        ),
+        _ => return e.clone(),
+    };
+    Expr::new(kind, e.span)
 }
 
 /// The error for a non-empty window `lo:hi` that leaves dimension `dim` (of size `n`) of

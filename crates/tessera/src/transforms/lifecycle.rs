@@ -79,11 +79,12 @@ fn scope(
         sorted_reads.sort();
         for t in sorted_reads {
             if modes[*t] == Mode::Update {
+                // At the read itself, so a later error about reopening `t` can name it.
                 out.push(Stmt::new(
                     StmtKind::Freeze {
                         tensor: (*t).clone(),
                     },
-                    s.span,
+                    first_read(one, t).unwrap_or(s.span),
                 ));
                 modes.insert((*t).clone(), Mode::Read);
             }
@@ -96,7 +97,7 @@ fn scope(
                     StmtKind::Thaw {
                         tensor: (*t).clone(),
                     },
-                    s.span,
+                    first_write(one, t).unwrap_or(s.span),
                 ));
                 modes.insert((*t).clone(), Mode::Update);
                 touched.push((*t).clone());
@@ -159,18 +160,21 @@ fn nested(s: &Stmt, tensors: &HashSet<String>) -> Result<Stmt> {
     Ok(Stmt::new(kind, s.span))
 }
 
-/// The error for tensor `t` read and written inside `s`: where, and what to write instead.
-fn read_and_written(s: &Stmt, t: &str) -> Error {
-    let one = std::slice::from_ref(s);
-    let mut write: Option<&Access> = None;
-    visit::accesses(one, &mut |a| {
+/// Where `t` is first written (assigned or declared) in `stmts`.
+fn first_write(stmts: &[Stmt], t: &str) -> Option<Span> {
+    let mut write = None;
+    visit::accesses(stmts, &mut |a| {
         if a.tensor == t && write.is_none() {
-            write = Some(a);
+            write = Some(a.span);
         }
     });
-    // `accesses` visits written accesses first; the first read is the first expression use.
-    let mut read: Option<Span> = None;
-    visit::exprs(one, &mut |e| {
+    write
+}
+
+/// Where `t` is first read in `stmts` (its first use in an expression).
+fn first_read(stmts: &[Stmt], t: &str) -> Option<Span> {
+    let mut read = None;
+    visit::exprs(stmts, &mut |e| {
         let name = match &e.kind {
             ExprKind::Access(a) => Some((&a.tensor, a.span)),
             ExprKind::Name(n) => Some((n, e.span)),
@@ -183,6 +187,20 @@ fn read_and_written(s: &Stmt, t: &str) -> Error {
             read = Some(span);
         }
     });
+    read
+}
+
+/// The error for tensor `t` read and written inside `s`: where, and what to write instead.
+fn read_and_written(s: &Stmt, t: &str) -> Error {
+    let one = std::slice::from_ref(s);
+    let mut write: Option<&Access> = None;
+    visit::accesses(one, &mut |a| {
+        if a.tensor == t && write.is_none() {
+            write = Some(a);
+        }
+    });
+    // `accesses` visits written accesses first; the first read is the first expression use.
+    let read = first_read(one, t);
     let at = |what: &str, span: Option<Span>| span.map(|p| format!("{what} at {p}"));
     let places: Vec<String> = [at("read", read), at("written", write.map(|a| a.span))]
         .into_iter()

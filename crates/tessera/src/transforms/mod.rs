@@ -11,7 +11,7 @@ pub mod reducers;
 pub mod wrapperize;
 
 pub use concordize::concordize;
-pub use dimensionalize::infer_shapes;
+pub use dimensionalize::{infer_shapes, infer_shapes_with};
 pub use extents::resolve_auto_extents;
 pub use lifecycle::lifecycle;
 pub use permissive::permissive;

@@ -120,18 +120,35 @@ impl Pass {
                 }
             }
             StmtKind::Let { name, value, body } => {
-                if has_permissive(value) || propagate(value).is_none() {
-                    return Err(Error::unsupported(
-                        span,
-                        "a `let` value cannot be `missing` or use a permissive `~` index; use it directly in the statements",
-                    ));
+                // A permissive read in the value splits the whole `let` on its bounds check,
+                // as for any statement; the variable is then `missing` where the value is.
+                if let Some(site) = first_site_expr(value) {
+                    return self.split(site, span, |pass, index, inside| {
+                        let value = if inside {
+                            with_index(value, index)
+                        } else {
+                            without_access(value)
+                        };
+                        let s = Stmt::new(
+                            StmtKind::Let {
+                                name: name.clone(),
+                                value,
+                                body: body.clone(),
+                            },
+                            span,
+                        );
+                        pass.stmt(&s)
+                    });
                 }
+                let Some(value) = propagate(value) else {
+                    return self.stmts(&missing_name(body, name));
+                };
                 self.scope.push((name.clone(), false));
                 let body = self.stmts(body);
                 self.scope.pop();
                 StmtKind::Let {
                     name: name.clone(),
-                    value: value.clone(),
+                    value,
                     body: body?,
                 }
             }
@@ -242,6 +259,109 @@ impl Pass {
             )],
         })
     }
+}
+
+/// `stmts` with `name` (a `let` variable whose value is `missing`) read as `missing`, up to
+/// where a loop or `let` binds the name again.
+fn missing_name(stmts: &[Stmt], name: &str) -> Vec<Stmt> {
+    let e = |x: &Expr| name_to_missing(x, name);
+    let shadowed = |n: &String| n == name;
+    stmts
+        .iter()
+        .map(|s| {
+            let kind = match &s.kind {
+                StmtKind::Assign { lhs, op, rhs } => {
+                    let mut lhs = lhs.clone();
+                    for ix in lhs.indices.iter_mut() {
+                        ix.expr = e(&ix.expr);
+                        if let Some((lo, hi)) = &mut ix.window {
+                            *lo = e(lo);
+                            *hi = e(hi);
+                        }
+                    }
+                    StmtKind::Assign {
+                        lhs,
+                        op: op.clone(),
+                        rhs: e(rhs),
+                    }
+                }
+                StmtKind::Declare { tensor, init } => StmtKind::Declare {
+                    tensor: tensor.clone(),
+                    init: e(init),
+                },
+                StmtKind::Loop {
+                    index,
+                    extent,
+                    body,
+                } => StmtKind::Loop {
+                    index: index.clone(),
+                    extent: match extent {
+                        Extent::Range(a, b) => Extent::Range(e(a), e(b)),
+                        Extent::Auto => Extent::Auto,
+                    },
+                    body: if shadowed(index) {
+                        body.clone()
+                    } else {
+                        missing_name(body, name)
+                    },
+                },
+                StmtKind::If {
+                    cond,
+                    then,
+                    otherwise,
+                } => StmtKind::If {
+                    cond: e(cond),
+                    then: missing_name(then, name),
+                    otherwise: missing_name(otherwise, name),
+                },
+                StmtKind::Let {
+                    name: n,
+                    value,
+                    body,
+                } => StmtKind::Let {
+                    name: n.clone(),
+                    value: e(value),
+                    body: if shadowed(n) {
+                        body.clone()
+                    } else {
+                        missing_name(body, name)
+                    },
+                },
+                StmtKind::Block(b) => StmtKind::Block(missing_name(b, name)),
+                other => other.clone(),
+            };
+            Stmt::new(kind, s.span)
+        })
+        .collect()
+}
+
+fn name_to_missing(e: &Expr, name: &str) -> Expr {
+    let kind = match &e.kind {
+        ExprKind::Name(n) if n == name => ExprKind::Missing,
+        ExprKind::Unary(op, x) => ExprKind::Unary(*op, Box::new(name_to_missing(x, name))),
+        ExprKind::Binary(op, x, y) => ExprKind::Binary(
+            *op,
+            Box::new(name_to_missing(x, name)),
+            Box::new(name_to_missing(y, name)),
+        ),
+        ExprKind::Call(f, args) => ExprKind::Call(
+            f.clone(),
+            args.iter().map(|a| name_to_missing(a, name)).collect(),
+        ),
+        ExprKind::Access(a) => {
+            let mut a = a.clone();
+            for ix in a.indices.iter_mut() {
+                ix.expr = name_to_missing(&ix.expr, name);
+                if let Some((lo, hi)) = &mut ix.window {
+                    *lo = name_to_missing(lo, name);
+                    *hi = name_to_missing(hi, name);
+                }
+            }
+            ExprKind::Access(a)
+        }
+        other => other.clone(),
+    };
+    Expr::new(kind, e.span)
 }
 
 fn has_permissive(e: &Expr) -> bool {
