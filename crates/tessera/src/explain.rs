@@ -10,9 +10,6 @@ use crate::kernel_error::{OrderHint, WriteSite};
 use crate::lower::Layout;
 use crate::notation::ast::{Access, ExprKind, Program, Span, Stmt, StmtKind};
 
-/// Formats whose levels all take writes in any order, for the hint.
-const RANDOM_WRITES: &str = "Dense, SparseByteMap, SparseDict or SparseCOO";
-
 /// `err` with the writes of the tensor it names described (`program` is the source program
 /// the kernel was compiled from); other errors unchanged.
 pub fn kernel_error(err: Error, program: &Program, layout: &Layout) -> Error {
@@ -43,7 +40,8 @@ fn explain(mut e: KernelError, program: &Program, layout: &Layout) -> KernelErro
                 .find(|t| t.name == tensor)
                 .map(|t| t.format.to_string()),
             loop_order: writes.iter().find_map(|w| w.plain_order.clone()),
-            any_order: RANDOM_WRITES.to_string(),
+            // The levels that take writes in any order, from the level registry.
+            any_order: crate::levels::registry::any_order_levels(false),
             // The program given is the source one: the lifecycle pass says where `tensor`
             // reopens for updates after a read (append-only formats append after the stored).
             reopened_at: {

@@ -22,6 +22,7 @@
 use super::fills::{absent_value, class_of, same_in};
 use super::spec::Spec;
 use crate::error::{Error, Result};
+use crate::levels::registry::Writes;
 use crate::levels::{Format, LevelKind};
 use crate::notation::ast::{Expr, ExprKind, Program};
 use crate::notation::build::*;
@@ -84,12 +85,19 @@ fn dim_kinds(f: &Format) -> Vec<LevelKind> {
         .collect()
 }
 
-/// Levels that take writes in any order.
+/// Levels that take writes in any order, repeated ones included (a reduction's).
 fn random_write(k: &LevelKind) -> bool {
-    matches!(
-        k,
-        LevelKind::Dense | LevelKind::SparseByteMap | LevelKind::SparseDict
-    )
+    k.caps().writes == Writes::Random
+}
+
+/// The workspace level for one output dimension: it takes writes in any order; a sparse one
+/// (SparseByteMap) re-declares in the time of what was written, which is Gustavson's trick.
+fn workspace_kind(out: &LevelKind) -> LevelKind {
+    if out.is_sparse() {
+        LevelKind::SparseByteMap
+    } else {
+        LevelKind::Dense
+    }
 }
 
 /// The scored shape of one loop order.
@@ -452,15 +460,7 @@ fn build(
         let name = fresh("w", &mut taken);
         let kinds: Vec<LevelKind> = best.out_kinds[best.prefix..]
             .iter()
-            .map(|k| {
-                if random_write(k) && *k != LevelKind::SparseDict {
-                    k.clone()
-                } else if k.is_sparse() {
-                    LevelKind::SparseByteMap
-                } else {
-                    LevelKind::Dense
-                }
-            })
+            .map(workspace_kind)
             .collect();
         let w_access = || access(&name, rest.iter().map(|v| idx(v.as_str())));
         let update = assign(w_access(), spec.op.clone(), rhs);

@@ -1,5 +1,6 @@
 //! `Dense`: every coordinate of every fiber is stored; child position = `pos * n + i`.
 
+use super::registry::{self, Arity, Caps, LevelSpec, Role, Writes};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::Cx;
@@ -11,6 +12,25 @@ use crate::types::{ElemType, Scalar};
 use std::rc::Rc;
 
 pub struct Dense;
+
+pub const SPEC: LevelSpec = LevelSpec {
+    name: "Dense",
+    role: Role::Level,
+    arity: Arity::Fixed(1),
+    params: &[],
+    // Its walk is random access already.
+    protocols: &[],
+    caps: Caps {
+        writes: Writes::Random,
+        reopen: true,
+        ..Caps::LEVEL
+    },
+    is: |k| matches!(k, LevelKind::Dense),
+    make: |_| LevelKind::Dense,
+    args: registry::no_args,
+    check_below: registry::any_below,
+    imp: &Dense,
+};
 
 impl Level for Dense {
     fn buffers(&self, _: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
@@ -104,9 +124,6 @@ impl Level for Dense {
     }
     fn unfurl_update(&self, _: &mut Cx, f: &Fiber) -> Result<Looplet> {
         Ok(lookup(f))
-    }
-    fn random_writes(&self) -> bool {
-        true
     }
 }
 

@@ -1,5 +1,6 @@
 //! `Element(fill)`: the leaf holding one value per position.
 
+use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
 use super::{LeafValue, Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::Cx;
@@ -10,6 +11,23 @@ use crate::runtime::Buffer;
 use crate::types::{ElemType, Scalar};
 
 pub struct Element;
+
+pub const SPEC: LevelSpec = LevelSpec {
+    name: "Element",
+    role: Role::Leaf,
+    arity: Arity::Fixed(0),
+    params: &[Param::Fill],
+    protocols: &[],
+    caps: Caps::LEAF,
+    is: |k| matches!(k, LevelKind::Element(_)),
+    make: |a| LevelKind::Element(a.fill),
+    args: |k| Args {
+        fill: fill_of(k),
+        ..Args::default()
+    },
+    check_below: registry::any_below,
+    imp: &Element,
+};
 
 fn fill_of(kind: &LevelKind) -> Scalar {
     match kind {
@@ -151,8 +169,5 @@ impl Level for Element {
             code.push(b::assign(d, b::boolean(true)));
         }
         Some(code)
-    }
-    fn random_writes(&self) -> bool {
-        true
     }
 }

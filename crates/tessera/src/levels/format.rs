@@ -1,5 +1,6 @@
 //! Format descriptions (`Dense(SparseList(Element(0.0)))`) and their parser.
 
+use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
 use crate::error::{Error, Result};
 use crate::types::{ElemType, Scalar};
 use std::fmt;
@@ -48,61 +49,41 @@ pub enum LevelKind {
 }
 
 impl LevelKind {
+    /// What the registry says about this level.
+    pub fn spec(&self) -> &'static LevelSpec {
+        registry::spec_of(self)
+    }
+    /// What the level can do.
+    pub fn caps(&self) -> Caps {
+        self.spec().caps
+    }
     pub fn is_leaf(&self) -> bool {
-        matches!(
-            self,
-            LevelKind::Element(_) | LevelKind::Pattern | LevelKind::Scalar { .. }
-        )
+        self.spec().role != Role::Level
     }
     /// How many indices this level consumes.
     pub fn rank(&self) -> usize {
-        match self {
-            LevelKind::Dense
-            | LevelKind::SparseList
-            | LevelKind::SparsePoint
-            | LevelKind::SparseBlockList
-            | LevelKind::SparseBand
-            | LevelKind::SparseByteMap
-            | LevelKind::SparseDict
-            | LevelKind::RunList { .. }
-            | LevelKind::SparseRunList { .. }
-            | LevelKind::SparseInterval => 1,
-            LevelKind::SparseCOO(n) => *n,
-            LevelKind::Element(_) | LevelKind::Pattern | LevelKind::Scalar { .. } => 0,
+        let spec = self.spec();
+        match spec.arity {
+            Arity::Fixed(n) => n,
+            Arity::Dims => (spec.args)(self).dims,
         }
     }
     /// The level's constructor name with its parameters but without its child or fill
-    /// (`SparseList`, `SparseCOO{2}`, `Element`), taken from the format's printed form.
+    /// (`SparseList`, `SparseCOO{2}`, `Element`).
     pub fn name(&self) -> String {
-        let one = Format {
-            levels: vec![self.clone()],
-        }
-        .to_string();
-        match one.find('(') {
-            Some(k) => one[..k].to_string(),
-            None => one,
+        let spec = self.spec();
+        match spec.arity {
+            Arity::Dims => format!("{}{{{}}}", spec.name, self.rank()),
+            Arity::Fixed(_) => spec.name.to_string(),
         }
     }
     pub fn is_sparse(&self) -> bool {
-        matches!(
-            self,
-            LevelKind::SparseList
-                | LevelKind::SparseCOO(_)
-                | LevelKind::SparsePoint
-                | LevelKind::SparseBlockList
-                | LevelKind::SparseBand
-                | LevelKind::SparseByteMap
-                | LevelKind::SparseDict
-                | LevelKind::SparseRunList { .. }
-                | LevelKind::SparseInterval
-        )
+        self.caps().sparse
     }
-    /// Whether adjacent runs are merged after writes (run-length levels only).
+    /// Whether adjacent runs are merged after writes (run-length levels with `merge` on).
     pub fn merges(&self) -> bool {
-        matches!(
-            self,
-            LevelKind::RunList { merge: true } | LevelKind::SparseRunList { merge: true }
-        )
+        let spec = self.spec();
+        spec.caps.merges_runs && (spec.args)(self).flag("merge")
     }
 }
 
@@ -140,32 +121,15 @@ impl Format {
                 "a leaf level (Element or Pattern) can only be the innermost level",
             ));
         }
-        if self.levels.len() > 1 && matches!(self.leaf(), LevelKind::Scalar { .. }) {
+        if self.levels.len() > 1 && self.leaf().spec().role == Role::Whole {
             return Err(err(
                 "scalar formats (SparseScalar, ShortCircuitScalar) are whole 0-d formats, not levels",
             ));
         }
-        // Positions inside a band are stored even where they hold the fill, and a Pattern leaf
-        // reads every stored position as `true`: the band's gaps would read wrong.
         for (k, l) in self.levels.iter().enumerate() {
-            if *l == LevelKind::SparseBand
-                && self.levels[k + 1..]
-                    .iter()
-                    .all(|c| matches!(c, LevelKind::Dense | LevelKind::Pattern))
-            {
-                return Err(err(
-                    "SparseBand stores fill values inside its band, which a Pattern leaf cannot hold (use Element(false))",
-                ));
+            if let Some(msg) = (l.spec().check_below)(&self.levels[k + 1..]) {
+                return Err(err(msg));
             }
-        }
-        if self
-            .levels
-            .windows(2)
-            .any(|w| matches!(w, [LevelKind::RunList { .. }, LevelKind::Pattern]))
-        {
-            return Err(err(
-                "RunList stores a value for every run, fill runs included, and a Pattern leaf cannot hold `false`: use RunList(Element(false)) or SparseRunList(Pattern())",
-            ));
         }
         Ok(())
     }
@@ -185,10 +149,13 @@ impl Format {
         self.levels.last().expect("validated formats have a leaf")
     }
 
+    /// The leaf's fill value (`false` for a leaf without one: Pattern).
     pub fn fill(&self) -> Scalar {
-        match self.leaf() {
-            LevelKind::Element(f) | LevelKind::Scalar { fill: f, .. } => *f,
-            _ => Scalar::Bool(false),
+        let leaf = self.leaf();
+        let spec = leaf.spec();
+        match spec.params.contains(&Param::Fill) {
+            true => (spec.args)(leaf).fill,
+            false => Scalar::Bool(false),
         }
     }
 
@@ -301,115 +268,86 @@ impl FormatParser<'_> {
         String::from_utf8_lossy(&self.s[start..self.pos]).into_owned()
     }
 
+    /// `Name{N}(child, flag=value)`, `Name(fill[, type])` or `Name()`, as the level's
+    /// registered parameters say.
     fn level_chain(&mut self) -> Result<Vec<LevelKind>> {
         let name = self.word();
         if name.is_empty() {
             return Err(self.error("expected a level name"));
         }
-        match name.as_str() {
-            "Element" | "Scalar" => Ok(vec![LevelKind::Element(self.fill_arg()?)]),
-            "SparseScalar" | "ShortCircuitScalar" | "SparseShortCircuitScalar" => {
-                Ok(vec![LevelKind::Scalar {
-                    fill: self.fill_arg()?,
-                    sparse: name.starts_with("Sparse"),
-                    short_circuit: name.contains("ShortCircuit"),
-                }])
-            }
-            "Pattern" => {
-                self.expect(b'(')?;
-                self.expect(b')')?;
-                Ok(vec![LevelKind::Pattern])
-            }
-            "Dense" | "SparseList" | "SparsePoint" | "SparseBlockList" | "SparseBand"
-            | "SparseByteMap" | "SparseDict" | "SparseInterval" => {
-                let kind = match name.as_str() {
-                    "Dense" => LevelKind::Dense,
-                    "SparsePoint" => LevelKind::SparsePoint,
-                    "SparseBlockList" => LevelKind::SparseBlockList,
-                    "SparseBand" => LevelKind::SparseBand,
-                    "SparseByteMap" => LevelKind::SparseByteMap,
-                    "SparseDict" => LevelKind::SparseDict,
-                    "SparseInterval" => LevelKind::SparseInterval,
-                    _ => LevelKind::SparseList,
-                };
-                self.expect(b'(')?;
-                let mut rest = self.level_chain()?;
-                self.expect(b')')?;
-                rest.insert(0, kind);
-                Ok(rest)
-            }
-            "RunList" | "SparseRunList" => {
-                self.expect(b'(')?;
-                let mut rest = self.level_chain()?;
-                let mut merge = true;
-                if self.eat(b',') {
-                    let key = self.word();
-                    if key != "merge" {
-                        return Err(self.error(&format!(
-                            "unknown option `{key}` of {name} (only `merge=true|false`)"
-                        )));
-                    }
-                    self.expect(b'=')?;
-                    merge = match self.word().as_str() {
-                        "true" => true,
-                        "false" => false,
-                        other => {
-                            return Err(
-                                self.error(&format!("`merge` is true or false, not `{other}`"))
-                            );
-                        }
-                    };
-                }
-                self.expect(b')')?;
-                rest.insert(
-                    0,
-                    if name == "RunList" {
-                        LevelKind::RunList { merge }
-                    } else {
-                        LevelKind::SparseRunList { merge }
-                    },
-                );
-                Ok(rest)
-            }
-            "SparseCOO" => {
+        let Some(spec) = registry::lookup(&name) else {
+            return Err(Error::Format {
+                format: self.text.to_string(),
+                msg: format!(
+                    "unknown level `{name}` (known: {})",
+                    registry::known_names()
+                ),
+            });
+        };
+        let mut args = Args::default();
+        for p in spec.params {
+            if let Param::Dims { max } = *p {
                 self.expect(b'{')?;
                 let n = self.word();
-                let n: usize = n
+                args.dims = n
                     .parse()
                     .ok()
-                    .filter(|n| (1..=super::sparse_coo::MAX_RANK).contains(n))
+                    .filter(|n| (1..=max).contains(n))
                     .ok_or_else(|| {
                         self.error(&format!(
-                            "SparseCOO{{N}} needs N in 1..={}, got `{n}`",
-                            super::sparse_coo::MAX_RANK
+                            "{}{{N}} needs N in 1..={max}, got `{n}`",
+                            spec.name
                         ))
                     })?;
                 self.expect(b'}')?;
-                self.expect(b'(')?;
-                let mut rest = self.level_chain()?;
-                self.expect(b')')?;
-                rest.insert(0, LevelKind::SparseCOO(n));
-                Ok(rest)
             }
-            other => Err(Error::Format {
-                format: self.text.to_string(),
-                msg: format!(
-                    "unknown level `{other}` (known: Dense, SparseList, SparsePoint, SparseBlockList, SparseBand, SparseByteMap, SparseDict, SparseCOO{{N}}, RunList, SparseRunList, SparseInterval, Element, Pattern; 0-d: Scalar, SparseScalar, ShortCircuitScalar, SparseShortCircuitScalar)"
-                ),
-            }),
         }
+        self.expect(b'(')?;
+        let mut rest = match spec.role {
+            Role::Level => self.level_chain()?,
+            Role::Leaf | Role::Whole => vec![],
+        };
+        if spec.params.contains(&Param::Fill) {
+            args.fill = self.fill_arg()?;
+        }
+        args.flags = spec.flags().collect();
+        while self.eat(b',') {
+            let key = self.word();
+            let Some(flag) = args.flags.iter_mut().find(|(k, _)| *k == key) else {
+                let options: Vec<String> = spec
+                    .flags()
+                    .map(|(k, _)| format!("`{k}=true|false`"))
+                    .collect();
+                let only = match options.is_empty() {
+                    true => "it takes none".to_string(),
+                    false => format!("only {}", options.join(", ")),
+                };
+                return Err(
+                    self.error(&format!("unknown option `{key}` of {} ({only})", spec.name))
+                );
+            };
+            self.expect(b'=')?;
+            flag.1 = match self.word().as_str() {
+                "true" => true,
+                "false" => false,
+                other => {
+                    return Err(self.error(&format!("`{key}` is true or false, not `{other}`")));
+                }
+            };
+        }
+        self.expect(b')')?;
+        rest.insert(0, (spec.make)(&args));
+        Ok(rest)
     }
 
-    /// `(value[, type])`
+    /// `value[, type]` (inside the level's parentheses).
     fn fill_arg(&mut self) -> Result<Scalar> {
-        self.expect(b'(')?;
         let v = self.word();
         let ty = if self.eat(b',') {
             Some(self.word())
         } else {
             None
         };
-        self.expect(b')')?;
         self.fill_literal(&v, ty.as_deref())
     }
 
@@ -440,42 +378,27 @@ impl FormatParser<'_> {
 
 impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // What closes each level: `)` or, for run lists without merging, `, merge=false)`.
+        // What closes each level: `)`, after the flags that are not at their defaults.
         let mut close = vec![];
         for l in &self.levels {
-            close.push(match l {
-                LevelKind::RunList { merge: false } | LevelKind::SparseRunList { merge: false } => {
-                    ", merge=false)"
+            let spec = l.spec();
+            let args = (spec.args)(l);
+            let mut end = String::new();
+            for (key, default) in spec.flags() {
+                let v = args.flag(key);
+                if v != default {
+                    end.push_str(&format!(", {key}={v}"));
                 }
-                _ => ")",
-            });
-            match l {
-                LevelKind::Dense => f.write_str("Dense(")?,
-                LevelKind::SparseList => f.write_str("SparseList(")?,
-                LevelKind::SparsePoint => f.write_str("SparsePoint(")?,
-                LevelKind::SparseBlockList => f.write_str("SparseBlockList(")?,
-                LevelKind::SparseBand => f.write_str("SparseBand(")?,
-                LevelKind::SparseByteMap => f.write_str("SparseByteMap(")?,
-                LevelKind::SparseDict => f.write_str("SparseDict(")?,
-                LevelKind::RunList { .. } => f.write_str("RunList(")?,
-                LevelKind::SparseRunList { .. } => f.write_str("SparseRunList(")?,
-                LevelKind::SparseInterval => f.write_str("SparseInterval(")?,
-                LevelKind::SparseCOO(n) => write!(f, "SparseCOO{{{n}}}(")?,
-                LevelKind::Element(v) => write_fill(f, "Element", v)?,
-                LevelKind::Scalar {
-                    fill,
-                    sparse,
-                    short_circuit,
-                } => {
-                    let name = match (sparse, short_circuit) {
-                        (true, true) => "SparseShortCircuitScalar",
-                        (true, false) => "SparseScalar",
-                        (false, true) => "ShortCircuitScalar",
-                        (false, false) => "Scalar",
-                    };
-                    write_fill(f, name, fill)?
-                }
-                LevelKind::Pattern => f.write_str("Pattern(")?,
+            }
+            end.push(')');
+            close.push(end);
+            f.write_str(spec.name)?;
+            if spec.arity == Arity::Dims {
+                write!(f, "{{{}}}", args.dims)?;
+            }
+            match spec.params.contains(&Param::Fill) {
+                true => write_fill(f, &args.fill)?,
+                false => f.write_str("(")?,
             }
         }
         for c in close.iter().rev() {
@@ -485,12 +408,12 @@ impl fmt::Display for Format {
     }
 }
 
-/// `Name(fill` (the caller closes the parenthesis).
-fn write_fill(f: &mut fmt::Formatter<'_>, name: &str, v: &Scalar) -> fmt::Result {
+/// `(fill` after a leaf's name (the caller closes the parenthesis).
+fn write_fill(f: &mut fmt::Formatter<'_>, v: &Scalar) -> fmt::Result {
     match v {
-        Scalar::F64(_) | Scalar::I64(_) | Scalar::Bool(_) => write!(f, "{name}({v}"),
-        Scalar::U8(x) => write!(f, "{name}(0x{x:02x}"),
-        other => write!(f, "{name}({}, {}", other.widen(), other.ty()),
+        Scalar::F64(_) | Scalar::I64(_) | Scalar::Bool(_) => write!(f, "({v}"),
+        Scalar::U8(x) => write!(f, "(0x{x:02x}"),
+        other => write!(f, "({}, {}", other.widen(), other.ty()),
     }
 }
 

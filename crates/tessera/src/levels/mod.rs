@@ -6,6 +6,7 @@ pub mod dense;
 pub mod element;
 pub mod format;
 pub mod pattern;
+pub mod registry;
 pub mod run_list;
 pub mod scalar;
 pub mod shared;
@@ -240,8 +241,12 @@ pub trait Level: Sync {
     fn assemble(&self, cx: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>>;
     /// Finish updates of `count` positions; returns code and the number of child positions.
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)>;
-    /// Reopen for updates (after a freeze in the same kernel).
-    fn thaw(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)>;
+    /// Reopen for updates (after a freeze in the same kernel). Levels whose spec says
+    /// `caps.reopen` implement it; for the others the engine refuses before calling it, and
+    /// this default says the same.
+    fn thaw(&self, _cx: &mut Cx, l: &LevelRef, _count: Expr) -> Result<(Vec<Stmt>, Expr)> {
+        Err(registry::reopen_error(&l.tensor.name, l.kind()))
+    }
     /// Looplets to read the next dimension of a fiber.
     fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet>;
     /// Looplets to update the next dimension of a fiber.
@@ -259,10 +264,6 @@ pub trait Level: Sync {
     ) -> Option<Vec<Stmt>> {
         None
     }
-    /// Whether updates may hit positions in any order and more than once.
-    fn random_writes(&self) -> bool {
-        false
-    }
     /// For a leaf that short-circuits reductions (ShortCircuitScalar): the value it holds now,
     /// which loops reducing into it test against the reducer's annihilator to stop early.
     fn short_circuit_value(&self, _f: &Fiber) -> Option<Expr> {
@@ -271,20 +272,5 @@ pub trait Level: Sync {
 }
 
 pub fn level_impl(kind: &LevelKind) -> &'static dyn Level {
-    match kind {
-        LevelKind::Dense => &dense::Dense,
-        LevelKind::SparseList => &sparse_list::SparseList,
-        LevelKind::SparseByteMap => &sparse_bytemap::SparseByteMap,
-        LevelKind::SparseDict => &sparse_dict::SparseDict,
-        LevelKind::SparseCOO(_) => &sparse_coo::SparseCOO,
-        LevelKind::SparsePoint => &sparse_point::SparsePoint,
-        LevelKind::SparseBlockList => &sparse_block_list::SparseBlockList,
-        LevelKind::SparseBand => &sparse_band::SparseBand,
-        LevelKind::Element(_) => &element::Element,
-        LevelKind::Pattern => &pattern::Pattern,
-        LevelKind::Scalar { .. } => &scalar::ScalarLevel,
-        LevelKind::RunList { .. } => &run_list::RunList,
-        LevelKind::SparseRunList { .. } => &sparse_run_list::SparseRunList,
-        LevelKind::SparseInterval => &sparse_interval::SparseInterval,
-    }
+    kind.spec().imp
 }

@@ -1,5 +1,6 @@
 //! `Pattern()`: a leaf without storage; a stored position reads `true`, fill is `false`.
 
+use super::registry::{self, Arity, Caps, LevelSpec, Role};
 use super::{LeafValue, Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::Cx;
@@ -10,6 +11,20 @@ use crate::runtime::Buffer;
 use crate::types::{ElemType, Scalar};
 
 pub struct Pattern;
+
+pub const SPEC: LevelSpec = LevelSpec {
+    name: "Pattern",
+    role: Role::Leaf,
+    arity: Arity::Fixed(0),
+    params: &[],
+    protocols: &[],
+    caps: Caps::LEAF,
+    is: |k| matches!(k, LevelKind::Pattern),
+    make: |_| LevelKind::Pattern,
+    args: registry::no_args,
+    check_below: registry::any_below,
+    imp: &Pattern,
+};
 
 impl Level for Pattern {
     fn buffers(&self, _: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {

@@ -17,6 +17,7 @@
 //! after the kernel ([`crate::tensor::Tensor::merge_runs`]): a kernel that reads the level after
 //! freezing it sees the unmerged runs, which denote the same values.
 
+use super::registry::{Args, Arity, Caps, LevelSpec, Param, Role};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
@@ -28,6 +29,42 @@ use crate::types::{ElemType, Scalar};
 use std::rc::Rc;
 
 pub struct RunList;
+
+pub const SPEC: LevelSpec = LevelSpec {
+    name: "RunList",
+    role: Role::Level,
+    arity: Arity::Fixed(1),
+    params: &[Param::Flag {
+        key: "merge",
+        default: true,
+    }],
+    // Nothing to skip: its runs cover every coordinate.
+    protocols: &[Protocol::Follow],
+    caps: Caps {
+        merges_runs: true,
+        // As in Finch: the freeze extends every fiber's runs to its end, so nothing is left
+        // to append after.
+        reopen: false,
+        ..Caps::LEVEL
+    },
+    is: |k| matches!(k, LevelKind::RunList { .. }),
+    make: |a| LevelKind::RunList {
+        merge: a.flag("merge"),
+    },
+    args: |k| Args {
+        flags: vec![("merge", matches!(k, LevelKind::RunList { merge: true }))],
+        ..Args::default()
+    },
+    check_below,
+    imp: &RunList,
+};
+
+/// Fill runs are stored with a value, which a Pattern leaf cannot hold (it reads `true`).
+fn check_below(below: &[LevelKind]) -> Option<&'static str> {
+    matches!(below.first(), Some(LevelKind::Pattern)).then_some(
+        "RunList stores a value for every run, fill runs included, and a Pattern leaf cannot hold `false`: use RunList(Element(false)) or SparseRunList(Pattern())",
+    )
+}
 
 const PTR: usize = 0;
 const RIGHT: usize = 1;
@@ -366,15 +403,6 @@ impl Level for RunList {
         code.extend(child);
         Ok((code, n))
     }
-    /// Like Finch's RunList: the freeze covers every fiber with runs to its end, so nothing
-    /// is left to append after.
-    fn thaw(&self, _: &mut Cx, l: &LevelRef, _: Expr) -> Result<(Vec<Stmt>, Expr)> {
-        Err(Error::tensor(
-            &l.tensor.name,
-            "a RunList level cannot be reopened for updates after a read (its runs already cover every fiber to the end)",
-        ))
-    }
-
     fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet> {
         let t = &f.tensor;
         let (ptr, right) = (t.level_bufs[f.level][PTR], t.level_bufs[f.level][RIGHT]);

@@ -3,6 +3,7 @@
 //! the reducer's annihilator) and `SparseShortCircuitScalar(fill)` (both). They are whole
 //! formats, never levels under another one, so their single position is the root's.
 
+use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
 use super::{LeafValue, Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::Cx;
@@ -13,6 +14,102 @@ use crate::runtime::Buffer;
 use crate::types::{ElemType, Scalar};
 
 pub struct ScalarLevel;
+
+/// `Scalar(fill)` is `Element(fill)` used as a whole format: it parses to an `Element` leaf. A
+/// `LevelKind::Scalar` with neither flag built in Rust prints as `Scalar(fill)`.
+pub const SCALAR: LevelSpec = scalar_spec("Scalar", false, false);
+pub const SPARSE_SCALAR: LevelSpec = scalar_spec("SparseScalar", true, false);
+pub const SHORT_CIRCUIT_SCALAR: LevelSpec = scalar_spec("ShortCircuitScalar", false, true);
+pub const SPARSE_SHORT_CIRCUIT_SCALAR: LevelSpec =
+    scalar_spec("SparseShortCircuitScalar", true, true);
+
+/// The four names of `LevelKind::Scalar`, one per combination of its flags. Functions in a
+/// const cannot capture the flags, so each combination has its own `is` and `make`.
+const fn scalar_spec(name: &'static str, sparse: bool, short_circuit: bool) -> LevelSpec {
+    type Is = fn(&LevelKind) -> bool;
+    type Make = fn(&Args) -> LevelKind;
+    let (is, make): (Is, Make) = match (sparse, short_circuit) {
+        (false, false) => (
+            |k| {
+                matches!(
+                    k,
+                    LevelKind::Scalar {
+                        sparse: false,
+                        short_circuit: false,
+                        ..
+                    }
+                )
+            },
+            |a| LevelKind::Element(a.fill),
+        ),
+        (true, false) => (
+            |k| {
+                matches!(
+                    k,
+                    LevelKind::Scalar {
+                        sparse: true,
+                        short_circuit: false,
+                        ..
+                    }
+                )
+            },
+            |a| scalar(a.fill, true, false),
+        ),
+        (false, true) => (
+            |k| {
+                matches!(
+                    k,
+                    LevelKind::Scalar {
+                        sparse: false,
+                        short_circuit: true,
+                        ..
+                    }
+                )
+            },
+            |a| scalar(a.fill, false, true),
+        ),
+        (true, true) => (
+            |k| {
+                matches!(
+                    k,
+                    LevelKind::Scalar {
+                        sparse: true,
+                        short_circuit: true,
+                        ..
+                    }
+                )
+            },
+            |a| scalar(a.fill, true, true),
+        ),
+    };
+    LevelSpec {
+        name,
+        role: Role::Whole,
+        arity: Arity::Fixed(0),
+        params: &[Param::Fill],
+        protocols: &[],
+        caps: Caps {
+            short_circuit,
+            ..Caps::LEAF
+        },
+        is,
+        make,
+        args: |k| Args {
+            fill: parts(k).0,
+            ..Args::default()
+        },
+        check_below: registry::any_below,
+        imp: &ScalarLevel,
+    }
+}
+
+fn scalar(fill: Scalar, sparse: bool, short_circuit: bool) -> LevelKind {
+    LevelKind::Scalar {
+        fill,
+        sparse,
+        short_circuit,
+    }
+}
 
 fn parts(kind: &LevelKind) -> (Scalar, bool, bool) {
     match kind {
@@ -211,9 +308,6 @@ impl Level for ScalarLevel {
             code.push(b::assign(d, b::boolean(true)));
         }
         Some(code)
-    }
-    fn random_writes(&self) -> bool {
-        true
     }
     fn short_circuit_value(&self, f: &Fiber) -> Option<Expr> {
         let (_, _, short_circuit) = parts(&f.tensor.format.levels[f.level]);

@@ -11,6 +11,7 @@
 //! fill), a write inside the band updates it in place, and a write before the band's start is
 //! a runtime error (it would have to shift the stored entries).
 
+use super::registry::{self, Arity, Caps, LevelSpec, Role};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
@@ -22,6 +23,37 @@ use crate::types::{ElemType, Scalar};
 use std::rc::Rc;
 
 pub struct SparseBand;
+
+pub const SPEC: LevelSpec = LevelSpec {
+    name: "SparseBand",
+    role: Role::Level,
+    arity: Arity::Fixed(1),
+    params: &[],
+    // Its walk needs no loop: fill, the band by random access, fill.
+    protocols: &[],
+    caps: Caps {
+        sparse: true,
+        // As in Finch: each fiber's band is fixed once frozen.
+        reopen: false,
+        ..Caps::LEVEL
+    },
+    is: |k| matches!(k, LevelKind::SparseBand),
+    make: |_| LevelKind::SparseBand,
+    args: registry::no_args,
+    check_below,
+    imp: &SparseBand,
+};
+
+/// Positions inside a band are stored even where they hold the fill, and a Pattern leaf reads
+/// every stored position as `true`: the band's gaps would read wrong.
+fn check_below(below: &[LevelKind]) -> Option<&'static str> {
+    below
+        .iter()
+        .all(|c| matches!(c, LevelKind::Dense | LevelKind::Pattern))
+        .then_some(
+            "SparseBand stores fill values inside its band, which a Pattern leaf cannot hold (use Element(false))",
+        )
+}
 
 const IDX: usize = 0;
 const OFS: usize = 1;
@@ -177,14 +209,6 @@ impl Level for SparseBand {
         code.extend(child);
         Ok((code, n))
     }
-    /// Like Finch's SparseBand: one band per fiber, fixed once frozen.
-    fn thaw(&self, _: &mut Cx, l: &LevelRef, _: Expr) -> Result<(Vec<Stmt>, Expr)> {
-        Err(Error::tensor(
-            &l.tensor.name,
-            "a SparseBand level cannot be reopened for updates after a read (each fiber's band is fixed once frozen)",
-        ))
-    }
-
     fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, _: Option<Protocol>) -> Result<Looplet> {
         let t = &f.tensor;
         let (idx, ofs) = (t.level_bufs[f.level][IDX], t.level_bufs[f.level][OFS]);

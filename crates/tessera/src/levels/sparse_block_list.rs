@@ -12,6 +12,7 @@
 //! coordinate extends the current block, any other later coordinate starts a new block, and a
 //! repeated or earlier coordinate is a runtime error.
 
+use super::registry::{self, Arity, Caps, LevelSpec, Role};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
@@ -23,6 +24,24 @@ use crate::types::{ElemType, Scalar};
 use std::rc::Rc;
 
 pub struct SparseBlockList;
+
+pub const SPEC: LevelSpec = LevelSpec {
+    name: "SparseBlockList",
+    role: Role::Level,
+    arity: Arity::Fixed(1),
+    params: &[],
+    protocols: &[Protocol::Gallop, Protocol::Follow],
+    caps: Caps {
+        sparse: true,
+        reopen: true,
+        ..Caps::LEVEL
+    },
+    is: |k| matches!(k, LevelKind::SparseBlockList),
+    make: |_| LevelKind::SparseBlockList,
+    args: registry::no_args,
+    check_below: registry::any_below,
+    imp: &SparseBlockList,
+};
 
 const PTR: usize = 0;
 const IDX: usize = 1;

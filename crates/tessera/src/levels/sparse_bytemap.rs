@@ -18,6 +18,7 @@
 //! declaration in a kernel clears the whole table (the `ready` state says which). A non-leaf
 //! child cannot be reset slot by slot and is declared whole each time.
 
+use super::registry::{self, Arity, Caps, LevelSpec, Role, Writes};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::Cx;
@@ -29,6 +30,25 @@ use crate::types::{ElemType, Scalar};
 use std::rc::Rc;
 
 pub struct SparseByteMap;
+
+pub const SPEC: LevelSpec = LevelSpec {
+    name: "SparseByteMap",
+    role: Role::Level,
+    arity: Arity::Fixed(1),
+    params: &[],
+    protocols: &[Protocol::Gallop, Protocol::Follow],
+    caps: Caps {
+        sparse: true,
+        writes: Writes::Random,
+        reopen: true,
+        ..Caps::LEVEL
+    },
+    is: |k| matches!(k, LevelKind::SparseByteMap),
+    make: |_| LevelKind::SparseByteMap,
+    args: registry::no_args,
+    check_below: registry::any_below,
+    imp: &SparseByteMap,
+};
 
 const PTR: usize = 0;
 const TBL: usize = 1;
@@ -472,9 +492,6 @@ impl Level for SparseByteMap {
             body: Box::new(Target::Looplet(lookup)),
             epilogue: vec![],
         })
-    }
-    fn random_writes(&self) -> bool {
-        true
     }
 }
 

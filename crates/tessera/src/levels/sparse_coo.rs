@@ -12,6 +12,7 @@
 //! twice cannot be combined at freeze (its child may be a whole sub-fiber), so it is an error;
 //! SparseDict and SparseByteMap accumulate repeated writes.
 
+use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role, Writes};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
@@ -23,6 +24,28 @@ use crate::types::{ElemType, Scalar};
 use std::rc::Rc;
 
 pub struct SparseCOO;
+
+pub const SPEC: LevelSpec = LevelSpec {
+    name: "SparseCOO",
+    role: Role::Level,
+    arity: Arity::Dims,
+    params: &[Param::Dims { max: MAX_RANK }],
+    protocols: &[Protocol::Gallop, Protocol::Follow],
+    caps: Caps {
+        sparse: true,
+        writes: Writes::AnyOrderOnce,
+        reopen: true,
+        ..Caps::LEVEL
+    },
+    is: |k| matches!(k, LevelKind::SparseCOO(_)),
+    make: |a| LevelKind::SparseCOO(a.dims),
+    args: |k| Args {
+        dims: rank_of(k),
+        ..Args::default()
+    },
+    check_below: registry::any_below,
+    imp: &SparseCOO,
+};
 
 /// The largest N of `SparseCOO{N}`.
 pub const MAX_RANK: usize = 8;

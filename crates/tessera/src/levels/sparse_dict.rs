@@ -14,6 +14,7 @@
 //! sorts the children by key (`sort_perm`) into `val` and rebuilds `ptr` and `idx`. A declaration
 //! empties the table, which costs O(table size), i.e. O(largest number of entries so far).
 
+use super::registry::{self, Arity, Caps, LevelSpec, Role, Writes};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::Cx;
@@ -25,6 +26,25 @@ use crate::types::{ElemType, Scalar};
 use std::rc::Rc;
 
 pub struct SparseDict;
+
+pub const SPEC: LevelSpec = LevelSpec {
+    name: "SparseDict",
+    role: Role::Level,
+    arity: Arity::Fixed(1),
+    params: &[],
+    protocols: &[Protocol::Gallop, Protocol::Follow],
+    caps: Caps {
+        sparse: true,
+        writes: Writes::Random,
+        reopen: true,
+        ..Caps::LEVEL
+    },
+    is: |k| matches!(k, LevelKind::SparseDict),
+    make: |_| LevelKind::SparseDict,
+    args: registry::no_args,
+    check_below: registry::any_below,
+    imp: &SparseDict,
+};
 
 const PTR: usize = 0;
 const IDX: usize = 1;
@@ -513,9 +533,6 @@ impl Level for SparseDict {
             body: Box::new(Target::Looplet(lookup)),
             epilogue: vec![],
         })
-    }
-    fn random_writes(&self) -> bool {
-        true
     }
 }
 

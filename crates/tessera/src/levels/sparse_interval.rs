@@ -17,6 +17,7 @@
 //! fill value records nothing (the coordinate holds fill either way), so copying a dense
 //! vector, or a run list with explicit fill runs, stores just the one real run.
 
+use super::registry::{self, Arity, Caps, LevelSpec, Role};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind};
@@ -28,6 +29,26 @@ use crate::types::{Class, ElemType, Scalar};
 use std::rc::Rc;
 
 pub struct SparseInterval;
+
+pub const SPEC: LevelSpec = LevelSpec {
+    name: "SparseInterval",
+    role: Role::Level,
+    arity: Arity::Fixed(1),
+    params: &[],
+    // Its walk needs no loop: fill, the run, fill.
+    protocols: &[],
+    caps: Caps {
+        sparse: true,
+        reopen: true,
+        holds_any: false,
+        ..Caps::LEVEL
+    },
+    is: |k| matches!(k, LevelKind::SparseInterval),
+    make: |_| LevelKind::SparseInterval,
+    args: registry::no_args,
+    check_below: registry::any_below,
+    imp: &SparseInterval,
+};
 
 const LEFT: usize = 0;
 const RIGHT: usize = 1;

@@ -6,6 +6,7 @@
 //! increasing position order; anything else is a runtime error, never corrupt storage. After
 //! a read, a thaw reopens the level for appending after its last stored entry.
 
+use super::registry::{self, Arity, Caps, LevelSpec, Role};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
@@ -17,6 +18,24 @@ use crate::types::{ElemType, Scalar};
 use std::rc::Rc;
 
 pub struct SparseList;
+
+pub const SPEC: LevelSpec = LevelSpec {
+    name: "SparseList",
+    role: Role::Level,
+    arity: Arity::Fixed(1),
+    params: &[],
+    protocols: &[Protocol::Gallop, Protocol::Follow],
+    caps: Caps {
+        sparse: true,
+        reopen: true,
+        ..Caps::LEVEL
+    },
+    is: |k| matches!(k, LevelKind::SparseList),
+    make: |_| LevelKind::SparseList,
+    args: registry::no_args,
+    check_below: registry::any_below,
+    imp: &SparseList,
+};
 
 const PTR: usize = 0;
 const IDX: usize = 1;

@@ -6,6 +6,7 @@
 //! Reading needs no loop: fill before the point, the child at the point, fill after. Writing a
 //! second coordinate to a fiber is a runtime error; rewriting the stored coordinate is fine.
 
+use super::registry::{self, Arity, Caps, LevelSpec, Role};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind};
@@ -17,6 +18,26 @@ use crate::types::{ElemType, Scalar};
 use std::rc::Rc;
 
 pub struct SparsePoint;
+
+pub const SPEC: LevelSpec = LevelSpec {
+    name: "SparsePoint",
+    role: Role::Level,
+    arity: Arity::Fixed(1),
+    params: &[],
+    // Its walk reaches the one coordinate without a loop.
+    protocols: &[],
+    caps: Caps {
+        sparse: true,
+        reopen: true,
+        holds_any: false,
+        ..Caps::LEVEL
+    },
+    is: |k| matches!(k, LevelKind::SparsePoint),
+    make: |_| LevelKind::SparsePoint,
+    args: registry::no_args,
+    check_below: registry::any_below,
+    imp: &SparsePoint,
+};
 
 const IDX: usize = 0;
 /// `idx` of an empty fiber.

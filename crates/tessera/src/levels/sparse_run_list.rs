@@ -10,6 +10,7 @@
 //! Contiguous runs with equal sub-fibers are merged by the runtime after the kernel when
 //! `merge` is on (the default).
 
+use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
@@ -21,6 +22,36 @@ use crate::types::{ElemType, Scalar};
 use std::rc::Rc;
 
 pub struct SparseRunList;
+
+pub const SPEC: LevelSpec = LevelSpec {
+    name: "SparseRunList",
+    role: Role::Level,
+    arity: Arity::Fixed(1),
+    params: &[Param::Flag {
+        key: "merge",
+        default: true,
+    }],
+    protocols: &[Protocol::Gallop, Protocol::Follow],
+    caps: Caps {
+        sparse: true,
+        merges_runs: true,
+        reopen: true,
+        ..Caps::LEVEL
+    },
+    is: |k| matches!(k, LevelKind::SparseRunList { .. }),
+    make: |a| LevelKind::SparseRunList {
+        merge: a.flag("merge"),
+    },
+    args: |k| Args {
+        flags: vec![(
+            "merge",
+            matches!(k, LevelKind::SparseRunList { merge: true }),
+        )],
+        ..Args::default()
+    },
+    check_below: registry::any_below,
+    imp: &SparseRunList,
+};
 
 const PTR: usize = 0;
 const LEFT: usize = 1;

@@ -7,6 +7,7 @@ use super::simplify;
 use crate::error::{Error, Result};
 use crate::ir::cx::Cx;
 use crate::ir::{Expr, Stmt, build as b};
+use crate::levels::registry::reopen_error;
 use crate::levels::{LevelRef, level_impl};
 use crate::looplets::tensor::TensorInfo;
 use crate::looplets::{Fiber, Looplet, Phase, Style, Target};
@@ -171,6 +172,15 @@ impl Engine {
             }
             LStmt::Thaw { tensor, span, read } => {
                 let t = self.tensors[&tensor].clone();
+                // Whether the format can be reopened is the registry's answer, not the name's.
+                if let Some(kind) = t.format.levels.iter().find(|k| !k.caps().reopen) {
+                    return Err(cannot_reopen(
+                        &tensor,
+                        span,
+                        read,
+                        reopen_error(&tensor, kind),
+                    ));
+                }
                 let l = LevelRef {
                     tensor: &t,
                     level: 0,
