@@ -146,6 +146,50 @@ pub fn random_tensor(rng: &mut StdRng, f: &Format, shape: &[usize]) -> Tensor {
     Tensor::from_dense(f, shape, &tessera::runtime::Buffer::F64(values)).expect("runny tensor")
 }
 
+/// Every format of `rank` dimensions (0 to 2) the level registry builds over an `f64`, an
+/// `i64` or a Pattern leaf (each registered level in each parameter variant, at each place of
+/// the chain), keeping those whose levels hold any data so that random data fits. A newly
+/// registered level joins the generators through its registry line alone.
+pub fn registry_formats(rank: usize) -> Vec<&'static str> {
+    use std::sync::OnceLock;
+    use tessera::levels::LevelKind;
+    use tessera::levels::registry::example_formats;
+    use tessera::types::Scalar;
+    static BY_RANK: [OnceLock<Vec<String>>; 3] = [const { OnceLock::new() }; 3];
+    let leaves = [
+        LevelKind::Element(Scalar::F64(0.0)),
+        LevelKind::Element(Scalar::I64(0)),
+        LevelKind::Pattern,
+    ];
+    BY_RANK[rank]
+        .get_or_init(|| {
+            example_formats(rank, &leaves)
+                .iter()
+                .filter(|f| f.levels.iter().all(|l| l.caps().holds_any))
+                .map(|f| f.to_string())
+                .collect()
+        })
+        .iter()
+        .map(String::as_str)
+        .collect()
+}
+
+/// The formats fresh random cases draw from: the lists above and the registry's.
+pub fn fresh_formats(rank: usize) -> Vec<&'static str> {
+    let listed: &[&[&'static str]] = match rank {
+        1 => &[VECTOR_FORMATS, RUN_VECTOR_FORMATS],
+        2 => &[MATRIX_FORMATS, RUN_MATRIX_FORMATS],
+        _ => &[],
+    };
+    let mut out = listed.concat();
+    for f in registry_formats(rank) {
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    out
+}
+
 pub fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
     &xs[rng.random_range(0..xs.len())]
 }

@@ -516,3 +516,22 @@ fn rename_reads(
         ExprKind::Literal(_) | ExprKind::Missing | ExprKind::Name(_) => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::levels::registry::{LEVELS, Role};
+
+    /// Whatever the output's levels, its workspace takes writes in any order, repeated ones
+    /// included, and is sparse where the output is.
+    #[test]
+    fn workspaces_take_writes_in_any_order() {
+        for spec in LEVELS.iter().filter(|s| s.role == Role::Level) {
+            for k in spec.variants(1, &[]) {
+                let w = workspace_kind(&k);
+                assert!(random_write(&w), "{k:?} -> {w:?}");
+                assert_eq!(w.is_sparse(), k.is_sparse(), "{k:?} -> {w:?}");
+            }
+        }
+    }
+}
