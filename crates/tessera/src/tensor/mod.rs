@@ -229,26 +229,31 @@ impl Tensor {
     /// Visit every stored entry: coordinates and value.
     pub fn for_each_stored(&self, f: &mut dyn FnMut(&[usize], Scalar)) {
         let mut coord = vec![];
-        self.walk(0, 0, &mut coord, f);
+        // Each level's code, looked up in the registry once rather than once per position.
+        let imps: Vec<&dyn crate::levels::Level> =
+            self.format.levels.iter().map(level_impl).collect();
+        self.walk(&imps, 0, 0, &mut coord, f);
     }
 
     fn walk(
         &self,
+        imps: &[&dyn crate::levels::Level],
         level: usize,
         pos: usize,
         coord: &mut Vec<usize>,
         f: &mut dyn FnMut(&[usize], Scalar),
     ) {
         let kind = &self.format.levels[level];
-        let imp = level_impl(kind);
-        if kind.is_leaf() {
+        let imp = imps[level];
+        // A validated format's leaf is its last level.
+        if level + 1 == imps.len() {
             f(coord, imp.leaf_value(kind, &self.levels[level], pos));
             return;
         }
         let dims = self.level_dims(level).to_vec();
         imp.for_each_child(kind, &self.levels[level], &dims, pos, &mut |c, child| {
             coord.extend_from_slice(c);
-            self.walk(level + 1, child, coord, f);
+            self.walk(imps, level + 1, child, coord, f);
             coord.truncate(coord.len() - c.len());
         });
     }
