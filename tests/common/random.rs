@@ -174,22 +174,6 @@ pub fn registry_formats(rank: usize) -> Vec<&'static str> {
         .collect()
 }
 
-/// The formats fresh random cases draw from: the lists above and the registry's.
-pub fn fresh_formats(rank: usize) -> Vec<&'static str> {
-    let listed: &[&[&'static str]] = match rank {
-        1 => &[VECTOR_FORMATS, RUN_VECTOR_FORMATS],
-        2 => &[MATRIX_FORMATS, RUN_MATRIX_FORMATS],
-        _ => &[],
-    };
-    let mut out = listed.concat();
-    for f in registry_formats(rank) {
-        if !out.contains(&f) {
-            out.push(f);
-        }
-    }
-    out
-}
-
 pub fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
     &xs[rng.random_range(0..xs.len())]
 }

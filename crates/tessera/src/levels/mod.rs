@@ -1,6 +1,8 @@
 //! Level formats. Each file holds one format: its runtime storage (which buffers it keeps and
 //! how to check and finish them) and its compile-time methods (declare, assemble, freeze,
-//! unfurl into looplets, leaf reads and writes). The lowering engine only talks to [`Level`].
+//! unfurl into looplets, leaf reads and writes), and its [`registry::LevelSpec`]: name,
+//! parameters, protocols and capabilities, listed in [`registry::LEVELS`]. The lowering engine
+//! only talks to [`Level`] and asks the spec's capabilities.
 
 pub mod dense;
 pub mod element;

@@ -37,6 +37,7 @@ pub const SPEC: LevelSpec = LevelSpec {
     params: &[],
     // Its walk needs no loop: fill, the run, fill.
     protocols: &[],
+    // Reopened, a fiber that already holds its run still takes no second one.
     caps: Caps {
         sparse: true,
         reopen: true,

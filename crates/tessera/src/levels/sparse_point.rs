@@ -26,6 +26,7 @@ pub const SPEC: LevelSpec = LevelSpec {
     params: &[],
     // Its walk reaches the one coordinate without a loop.
     protocols: &[],
+    // Reopened, a fiber takes writes at its stored coordinate (or its first, if empty).
     caps: Caps {
         sparse: true,
         reopen: true,
