@@ -98,6 +98,19 @@ impl Runner {
         program: &Program,
         formats: &BTreeMap<String, Format>,
     ) -> Result<(Kernel, Layout, Program)> {
+        // The static checks see the source program: normalisation rewrites accesses (a
+        // repeated index becomes a loop over a dimension that must exist) and drops statements.
+        let signatures = formats
+            .iter()
+            .map(|(n, f)| {
+                let sig = transforms::check::Signature {
+                    rank: f.rank(),
+                    elem: f.elem(),
+                };
+                (n.clone(), sig)
+            })
+            .collect();
+        transforms::check::check(program, &signatures)?;
         let names: HashSet<String> = formats.keys().cloned().collect();
         let normal = normalize(program, &names)?;
         let list: Vec<(String, Format)> = formats

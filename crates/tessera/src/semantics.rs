@@ -5,6 +5,15 @@
 //! common class before an operation; `Bool` takes part in arithmetic as the integers 0 and 1
 //! (`true + true == 2`), as in Julia. Integer arithmetic wraps, and integer division or
 //! remainder by zero gives 0 rather than trapping, so that no program can crash a kernel.
+//!
+//! Floats follow IEEE 754 with two deliberate exceptions, the same in every backend (README,
+//! "Semantics"):
+//! - zero is a strong annihilator of `*`: a product with a zero factor is `0.0`, even when the
+//!   other factor is NaN or infinite. This is what lets a sparse kernel skip the zeros of an
+//!   operand (Finch's rule), so the dense semantics adopts it instead of depending on which
+//!   zeros a format happens to store;
+//! - `min` and `max` propagate NaN from either side and order `-0.0` below `0.0` (IEEE
+//!   754-2019 `minimum`/`maximum`, Julia's `min`), so they are commutative.
 
 use crate::notation::ast::{BinaryOp, Expr, ExprKind, Reducer, ReducerDef, UnaryOp};
 use crate::types::{Class, ElemType, Scalar};
@@ -206,13 +215,38 @@ pub fn eval_body(def: &ReducerDef, e: &Expr, old: Scalar, new: Scalar) -> Result
     }
 }
 
-/// `select(b < a, b, a)`, the IR's `Min` (so NaN handling matches every backend).
-fn min_f(a: f64, b: f64) -> f64 {
-    if b < a { b } else { a }
+/// IEEE 754-2019 `minimum`, the IR's float `Min`: NaN if either operand is NaN, and `-0.0`
+/// below `0.0` (for equal operands the sign bits are or-ed, which only matters for zeros).
+pub fn min_f(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a == b {
+        f64::from_bits(a.to_bits() | b.to_bits())
+    } else if b < a {
+        b
+    } else {
+        a
+    }
 }
 
-fn max_f(a: f64, b: f64) -> f64 {
-    if b > a { b } else { a }
+/// IEEE 754-2019 `maximum`, the IR's float `Max` (for equal operands the sign bits are
+/// and-ed: `max(-0.0, 0.0) == 0.0`).
+pub fn max_f(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a == b {
+        f64::from_bits(a.to_bits() & b.to_bits())
+    } else if b > a {
+        b
+    } else {
+        a
+    }
+}
+
+/// The IR's float `Mul`: IEEE multiplication, except that a zero factor gives `0.0` whatever
+/// the other factor is (a strong zero: `0 * NaN == 0 * Inf == 0`).
+pub fn mul_f(a: f64, b: f64) -> f64 {
+    if a == 0.0 || b == 0.0 { 0.0 } else { a * b }
 }
 
 fn int_div(a: i64, b: i64) -> i64 {
@@ -258,7 +292,7 @@ pub fn eval_binary(op: BinaryOp, a: Scalar, b: Scalar) -> Result<Scalar, String>
         (_, Scalar::F64(p), Scalar::F64(q)) => match op {
             Add => Scalar::F64(p + q),
             Sub => Scalar::F64(p - q),
-            Mul => Scalar::F64(p * q),
+            Mul => Scalar::F64(mul_f(p, q)),
             Div => Scalar::F64(p / q),
             Rem => Scalar::F64(p % q),
             Eq => Scalar::Bool(p == q),
@@ -341,12 +375,11 @@ pub fn apply_reducer(
         Reducer::Or => eval_binary(BinaryOp::BitOr, o, n)?,
         Reducer::Min => eval_call("min", &[o, n])?,
         Reducer::Max => eval_call("max", &[o, n])?,
+        // Numeric equality, as `==` in a program and every backend's compare: `-0.0` counts
+        // as `0.0`, and a NaN never matches (so `<<choose(NaN)>>=` never replaces).
         Reducer::Choose(z) => {
-            if o == convert(*z, compute) {
-                n
-            } else {
-                o
-            }
+            let equal = eval_binary(BinaryOp::Eq, o, convert(*z, compute))?;
+            if equal == Scalar::Bool(true) { n } else { o }
         }
         Reducer::Named(n) => return Err(format!("unknown reducer `<<{n}>>=`")),
         Reducer::User(def) => eval_body(def, &def.body, o, n)
@@ -466,14 +499,56 @@ mod tests {
             ElemType::I64,
         );
         assert_eq!(k, Ok(Scalar::I64(2)));
+    }
+
+    fn f(s: Result<Scalar, String>) -> f64 {
+        s.unwrap().as_f64()
+    }
+
+    #[test]
+    fn min_and_max_propagate_nan_from_either_side() {
+        let (nan, one) = (Scalar::F64(f64::NAN), Scalar::F64(1.0));
+        for name in ["min", "max"] {
+            assert!(f(eval_call(name, &[nan, one])).is_nan(), "{name}");
+            assert!(f(eval_call(name, &[one, nan])).is_nan(), "{name}");
+        }
+        for r in [Reducer::Min, Reducer::Max] {
+            assert!(f(apply_reducer(&r, Scalar::F64(2.0), nan, ElemType::F64)).is_nan());
+            assert!(f(apply_reducer(&r, nan, Scalar::F64(2.0), ElemType::F64)).is_nan());
+        }
+        // Signed zeros are ordered, so both argument orders give the same bits.
+        let (neg, pos) = (Scalar::F64(-0.0), Scalar::F64(0.0));
+        for (a, b) in [(neg, pos), (pos, neg)] {
+            assert_eq!(eval_call("min", &[a, b]), Ok(neg));
+            assert_eq!(eval_call("max", &[a, b]), Ok(pos));
+        }
+        // Integers are unaffected.
         assert_eq!(
-            apply_reducer(
-                &Reducer::Min,
-                Scalar::F64(2.0),
-                Scalar::F64(f64::NAN),
-                ElemType::F64
-            ),
-            Ok(Scalar::F64(2.0))
+            eval_call("min", &[Scalar::I64(3), Scalar::I64(-2)]),
+            Ok(Scalar::I64(-2))
         );
+    }
+
+    #[test]
+    fn zero_annihilates_products_of_floats() {
+        for other in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -2.0] {
+            let p = eval_binary(BinaryOp::Mul, Scalar::F64(0.0), Scalar::F64(other));
+            assert_eq!(p, Ok(Scalar::F64(0.0)), "0 * {other}");
+            let q = eval_binary(BinaryOp::Mul, Scalar::F64(other), Scalar::I64(0));
+            assert_eq!(q, Ok(Scalar::F64(0.0)), "{other} * 0");
+        }
+        let r = apply_reducer(&Reducer::Mul, Scalar::F64(0.0), Scalar::F64(f64::NAN), ElemType::F64);
+        assert_eq!(r, Ok(Scalar::F64(0.0)));
+        assert!(f(eval_binary(BinaryOp::Mul, Scalar::F64(f64::INFINITY), Scalar::F64(f64::NAN))).is_nan());
+    }
+
+    #[test]
+    fn choose_compares_numerically() {
+        let choose0 = Reducer::Choose(Scalar::I64(0));
+        let r = apply_reducer(&choose0, Scalar::F64(-0.0), Scalar::F64(5.0), ElemType::F64);
+        assert_eq!(r, Ok(Scalar::F64(5.0)));
+        let nan = Reducer::Choose(Scalar::F64(f64::NAN));
+        let k = apply_reducer(&nan, Scalar::F64(f64::NAN), Scalar::F64(5.0), ElemType::F64);
+        assert!(f(k).is_nan());
     }
 }

@@ -1,14 +1,13 @@
 //! Execution: statements run in program order, loops visit every coordinate of their extent
 //! in increasing order, and `missing` is `None`.
 
-use super::check::size_args;
 use super::{DenseTensor, Env, extent};
 use crate::error::{Error, Result};
 use crate::notation::ast::{
     Access, AccessIndex, AssignOp, Expr, ExprKind, Extent, Span, Stmt, StmtKind,
 };
 use crate::semantics::{apply_reducer, convert, eval_binary, eval_call, eval_unary};
-use crate::transforms::dimensionalize::window_outside;
+use crate::transforms::dimensionalize::{index_outside, window_outside};
 use crate::transforms::wrapperize;
 use crate::types::{Class, Scalar};
 
@@ -230,16 +229,7 @@ impl<'a> Machine<'a> {
                 if ix.permissive {
                     return Ok((Place::Outside, None));
                 }
-                oob.get_or_insert_with(|| {
-                    let what = describe_index(ix, d);
-                    Error::tensor(
-                        &a.tensor,
-                        format!(
-                            "{}: {what} = {k} is out of bounds for dimension {d} of size {n}",
-                            ix.expr.span
-                        ),
-                    )
-                });
+                oob.get_or_insert_with(|| index_outside(&a.tensor, ix, k, d, n));
                 continue;
             }
             off = off * n + k as usize;
@@ -289,7 +279,8 @@ impl<'a> Machine<'a> {
                 _ => None,
             },
             ExprKind::Call(name, args) if name == "size" => {
-                let (t, d) = size_args(self.env, args, span)?;
+                let rank = |t: &str| self.env.tensors.get(t).map(|t| t.shape.len());
+                let (t, d) = crate::transforms::check::size_args(args, span, &rank)?;
                 Some(Scalar::I64(self.tensor(t, span)?.shape[d] as i64))
             }
             ExprKind::Call(name, args) => {
@@ -319,8 +310,8 @@ fn describe_index(ix: &AccessIndex, k: usize) -> String {
     }
 }
 
-/// An index or loop bound as an integer: converted like a store into an `i64`, so a float
-/// truncates toward zero.
+/// An index or loop bound as an integer (a bool is 0 or 1; floats are rejected before
+/// execution by `transforms::check`).
 fn index_value(v: Scalar) -> i64 {
     convert(v, Class::Int).as_i64()
 }

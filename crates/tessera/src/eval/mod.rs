@@ -5,10 +5,12 @@
 //! agree on arithmetic.
 //!
 //! A run has three phases:
-//! 1. [`check`]: static errors the compiler reports whether or not the faulty code runs
-//!    (unknown names and tensors, wrong ranks, unknown functions, bad reducer definitions and
-//!    unknown reducers, bad swizzles and windows: the last two by the compiler's own checks,
-//!    [`crate::transforms::resolve_reducers`] and [`crate::transforms::wrapperize::check_wrappers`]);
+//! 1. static errors, reported whether or not the faulty code runs, by the compiler's own
+//!    checks: [`crate::transforms::check`] (unknown names and tensors, wrong ranks, reused
+//!    loop names, float indices, unknown functions),
+//!    [`crate::transforms::dimensionalize::constant_indices_inside`] (constant indices out of
+//!    bounds), [`crate::transforms::resolve_reducers`] (bad reducer definitions and unknown
+//!    reducers) and [`crate::transforms::wrapperize::check_wrappers`] (bad swizzles and windows);
 //! 2. the lifecycle check, which is the compiler's own pass
 //!    ([`crate::transforms::lifecycle`]) run on the source program. Reusing it, rather than
 //!    re-deriving the rule, guarantees the evaluator rejects exactly the programs the compiler
@@ -22,7 +24,6 @@
 //! - an operator type error (`true && 1`) is reported only if the expression is evaluated;
 //!   the compiler reports it for any program, so on code that never runs the evaluator is the
 //!   more permissive of the two;
-//! - an index or loop bound that is a float truncates toward zero, like a store into `i64`;
 //! - in one access, a permissive index outside its dimension makes the access `missing` even
 //!   if a plain index is outside too (the compiler tests permissive bounds first);
 //! - a write through a permissive index outside is dropped before its value is computed, so
@@ -34,7 +35,6 @@
 //!   names they use);
 //! - a user reducer applies its body to every write, whatever properties it declares.
 
-mod check;
 mod exec;
 mod extent;
 #[cfg(test)]
@@ -101,9 +101,23 @@ pub fn run(program: &Program, env: &mut Env) -> Result<()> {
             ));
         }
     }
+    // In the compiler's order: the static checks on the source program first.
+    let signatures = env
+        .tensors
+        .iter()
+        .map(|(n, t)| {
+            let sig = crate::transforms::check::Signature {
+                rank: t.shape.len(),
+                elem: t.values.elem(),
+            };
+            (n.clone(), sig)
+        })
+        .collect();
+    crate::transforms::check::check(program, &signatures)?;
     let program = &crate::transforms::resolve_reducers(program)?;
     crate::transforms::wrapperize::check_wrappers(program)?;
-    check::check(program, env)?;
+    let sizes = |t: &str, d: usize| env.tensors.get(t)?.shape.get(d).copied();
+    crate::transforms::dimensionalize::constant_indices_inside(&program.body, &sizes)?;
     check_extents(env, &program.body)?;
     let names: HashSet<String> = env.tensors.keys().cloned().collect();
     crate::transforms::lifecycle(program, &names)?;

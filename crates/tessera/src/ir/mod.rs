@@ -72,14 +72,17 @@ pub enum BinOp {
     /// Wrapping on I64.
     Add,
     Sub,
+    /// Wrapping on I64. On F64 a zero factor gives 0.0 even against NaN or an infinity
+    /// (`semantics::mul_f`), so skipping a sparse operand's zeros never changes a result.
     Mul,
     /// F64 division; on I64 truncating division with x/0 = 0 (never traps).
     Div,
     /// Remainder truncated toward zero; on I64 x%0 = 0 (never traps). On F64 like C's fmod.
     Rem,
-    /// `select(b < a, b, a)`; for F64 this means min(NaN, x) = NaN only when the NaN is first.
+    /// The smaller operand. On F64, IEEE 754-2019 `minimum` (`semantics::min_f`): NaN if
+    /// either operand is NaN, and -0.0 below 0.0, so it is commutative.
     Min,
-    /// `select(b > a, b, a)`.
+    /// The larger operand; on F64 IEEE 754-2019 `maximum` (`semantics::max_f`).
     Max,
     /// Comparisons take two operands of one type and give Bool. F64 comparisons are ordered
     /// (false on NaN) except Ne, which is true on NaN.

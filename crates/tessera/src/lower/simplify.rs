@@ -2,8 +2,8 @@
 //! cannot change anything, and dead control flow. It is what turns looplet structure into
 //! skipped work (`x * 0`, `s += 0`, `if false`).
 //!
-//! Like Finch, it treats a fill value algebraically: `x * 0 == 0` even where x could be
-//! infinite or NaN in the dense semantics.
+//! Like Finch, it treats zero as annihilating `*` (`x * 0 == 0` even where x could be infinite
+//! or NaN); the dense semantics agrees (`semantics::mul_f`), so folding never changes a result.
 
 use crate::levels::{LeafValue, level_impl};
 use crate::looplets::Target;

@@ -41,8 +41,9 @@ pub fn identity(r: &Reducer, class: Class) -> Option<Scalar> {
 }
 
 /// `x op a == a` for every x: once a reduction holds its annihilator, further reductions
-/// change nothing (`*` and 0, `or` and true, `min` and -Inf). Like the simplifier, this treats
-/// `0 * NaN` algebraically as 0.
+/// change nothing (`*` and 0, `or` and true, integer `min` and its smallest value). Zero is
+/// one for float `*` too, as the strong zero of `semantics::mul_f` makes `0 * NaN == 0`.
+/// Float `min` and `max` have none: they propagate NaN, so `min(-Inf, NaN)` is NaN.
 pub fn annihilator(r: &Reducer, class: Class) -> Option<Scalar> {
     Some(match (r, class) {
         (Reducer::Mul, Class::Float) => Scalar::F64(0.0),
@@ -51,10 +52,8 @@ pub fn annihilator(r: &Reducer, class: Class) -> Option<Scalar> {
         (Reducer::Or, Class::Int) => Scalar::I64(-1),
         (Reducer::And, Class::Bool) => Scalar::Bool(false),
         (Reducer::And, Class::Int) => Scalar::I64(0),
-        (Reducer::Min, Class::Float) => Scalar::F64(f64::NEG_INFINITY),
         (Reducer::Min, Class::Int) => Scalar::I64(i64::MIN),
         (Reducer::Min, Class::Bool) => Scalar::Bool(false),
-        (Reducer::Max, Class::Float) => Scalar::F64(f64::INFINITY),
         (Reducer::Max, Class::Int) => Scalar::I64(i64::MAX),
         (Reducer::Max, Class::Bool) => Scalar::Bool(true),
         (Reducer::User(def), c) => return def.annihilator.and_then(|v| in_class(v, c)),

@@ -9,7 +9,9 @@
 //! swizzled access `swizzle(A, p...)[...]` indexes dimension `p[k]` of `A` with index `k`.
 
 use crate::error::{Error, Result};
-use crate::notation::ast::{Access, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind};
+use crate::notation::ast::{
+    Access, AccessIndex, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind,
+};
 use crate::notation::visit;
 use crate::transforms::linear;
 use crate::transforms::wrapperize::{is_direct, window_uses};
@@ -51,6 +53,7 @@ pub fn infer_shapes_with(
         d.stmts(&p.body)?;
     }
     d.windows_inside(&p.body)?;
+    constant_indices_inside(&p.body, &|t: &str, k: usize| d.size(t, k))?;
     let mut out = HashMap::new();
     let mut unknown: Vec<&String> = vec![];
     for (name, shape) in &d.shapes {
@@ -316,6 +319,47 @@ fn with_values(e: &Expr, values: &HashMap<String, i64>) -> Expr {
         _ => return e.clone(),
     };
     Expr::new(kind, e.span)
+}
+
+/// Every constant index (`A[99]`, `A[size(A, 0)]`: the same whatever the names in it are)
+/// must lie inside its dimension. This runs before a kernel runs and before the evaluator
+/// starts, so a read whose value the compiler folds away (`x[j] * 0 * A[j, 99]`) or that sits
+/// in code that never runs is an error in every backend alike. Permissive indices (`A[~99]`
+/// reads `missing`) and positions inside windows (checked as windows) are exempt.
+pub fn constant_indices_inside(body: &[Stmt], sizes: linear::Sizes) -> Result<()> {
+    let mut err = None;
+    visit::accesses(body, &mut |a: &Access| {
+        for (k, ix) in a.indices.iter().enumerate() {
+            if err.is_some() || ix.permissive || ix.window.is_some() {
+                continue;
+            }
+            let d = a.dim_of(k);
+            let (Some(v), Some(n)) = (linear::constant(&ix.expr, sizes), sizes(&a.tensor, d))
+            else {
+                continue;
+            };
+            if v < 0 || v >= n as i64 {
+                err = Some(index_outside(&a.tensor, ix, v, d, n));
+            }
+        }
+    });
+    err.map_or(Ok(()), Err)
+}
+
+/// The error for an index of value `v` outside dimension `dim` (of size `n`) of `tensor`; the
+/// reference evaluator reports the same when it reaches such an access.
+pub fn index_outside(tensor: &str, ix: &AccessIndex, v: i64, dim: usize, n: usize) -> Error {
+    let what = match &ix.expr.kind {
+        ExprKind::Name(name) => format!("index `{name}`"),
+        _ => format!("index {dim}"),
+    };
+    Error::tensor(
+        tensor,
+        format!(
+            "{}: {what} = {v} is out of bounds for dimension {dim} of size {n}",
+            ix.expr.span
+        ),
+    )
 }
 
 /// The error for a non-empty window `lo:hi` that leaves dimension `dim` (of size `n`) of

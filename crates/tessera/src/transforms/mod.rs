@@ -1,6 +1,7 @@
 //! Normalisation passes, each a function from AST to AST (or facts about it).
 
 pub mod affine;
+pub mod check;
 pub mod concordize;
 pub mod dimensionalize;
 pub mod extents;

@@ -59,8 +59,22 @@ static inline int64_t t_shl(int64_t a, int64_t b) { return (int64_t)((uint64_t)a
 static inline int64_t t_shr(int64_t a, int64_t b) { return a >> (b & 63); }
 static inline int64_t t_mini(int64_t a, int64_t b) { return b < a ? b : a; }
 static inline int64_t t_maxi(int64_t a, int64_t b) { return b > a ? b : a; }
-static inline double t_minf(double a, double b) { return b < a ? b : a; }
-static inline double t_maxf(double a, double b) { return b > a ? b : a; }
+/* IEEE 754-2019 minimum/maximum (the IR's F64 Min/Max): NaN from either side, -0.0 below 0.0
+   (equal operands: their sign bits or-ed for min, and-ed for max). */
+static inline uint64_t t_f2u(double d) { uint64_t u; memcpy(&u, &d, sizeof u); return u; }
+static inline double t_u2f(uint64_t u) { double d; memcpy(&d, &u, sizeof d); return d; }
+static inline double t_minf(double a, double b) {
+    if (a != a || b != b) return a + b;
+    if (a == b) return t_u2f(t_f2u(a) | t_f2u(b));
+    return b < a ? b : a;
+}
+static inline double t_maxf(double a, double b) {
+    if (a != a || b != b) return a + b;
+    if (a == b) return t_u2f(t_f2u(a) & t_f2u(b));
+    return b > a ? b : a;
+}
+/* The IR's F64 Mul: a zero factor gives 0.0 even against NaN or an infinity. */
+static inline double t_mulf(double a, double b) { return (a == 0.0 || b == 0.0) ? 0.0 : a * b; }
 /* Saturating, NaN to 0 (the IR's F64 -> I64 cast). */
 static inline int64_t t_f2i(double x) {
     if (x != x) return 0;
@@ -672,7 +686,7 @@ fn binary(op: BinOp, ty: ElemType, x: &str, y: &str) -> String {
     match op {
         Add if float => infix("+"),
         Sub if float => infix("-"),
-        Mul if float => infix("*"),
+        Mul if float => f("t_mulf"),
         Div if float => infix("/"),
         Rem if float => f("H.fmod"),
         Min if float => f("t_minf"),

@@ -517,17 +517,20 @@ impl Emitter<'_, '_> {
         match op {
             Add if float => ins.fadd(x, y),
             Sub if float => ins.fsub(x, y),
-            Mul if float => ins.fmul(x, y),
+            Mul if float => {
+                // A zero factor gives 0.0 even against NaN or an infinity (`ir::BinOp::Mul`).
+                let product = ins.fmul(x, y);
+                let zero = self.b.ins().f64const(0.0);
+                let zx = self.b.ins().fcmp(FloatCC::Equal, x, zero);
+                let zy = self.b.ins().fcmp(FloatCC::Equal, y, zero);
+                let either = self.b.ins().bor(zx, zy);
+                self.b.ins().select(either, zero, product)
+            }
             Div if float => ins.fdiv(x, y),
             Rem if float => self.call_f64(abi::tessera_fmod as *const () as usize, &[x, y]),
-            Min if float => {
-                let c = ins.fcmp(FloatCC::LessThan, y, x);
-                self.b.ins().select(c, y, x)
-            }
-            Max if float => {
-                let c = ins.fcmp(FloatCC::GreaterThan, y, x);
-                self.b.ins().select(c, y, x)
-            }
+            // WebAssembly's rules: NaN from either side, -0.0 below 0.0 (IEEE 754-2019).
+            Min if float => ins.fmin(x, y),
+            Max if float => ins.fmax(x, y),
             Add => ins.iadd(x, y),
             Sub => ins.isub(x, y),
             Mul => ins.imul(x, y),

@@ -1,0 +1,366 @@
+//! Static checks of a source program, run by every backend before anything else: the compiler
+//! runs them before normalisation (whose passes rewrite accesses and drop statements, so a
+//! later check would miss or crash on what they changed) and the reference evaluator before
+//! executing. Both therefore reject the same programs with the same message, whether or not the
+//! faulty code would ever run:
+//! - every name is bound (a loop index, a `let` variable or a 0-d tensor) and every tensor is
+//!   known, even in a statement whose value is `missing` (which normalisation drops);
+//! - every access has one index per dimension of its tensor (`x[i, i]` on a vector);
+//! - no `for` or `let` rebinds a name that an enclosing `for` or `let` binds: Finch's loops
+//!   have no meaningful shadowing, and the backends used to disagree about it;
+//! - indices, window bounds and loop bounds are not floats (no silent truncation);
+//! - built-in functions get their number of arguments, `size(A, d)` a tensor and a dimension.
+//!
+//! Checks that need the tensors' shapes (a constant index outside its dimension) are in
+//! [`crate::transforms::dimensionalize`], which runs whenever the shapes are known.
+
+use crate::error::{Error, Result};
+use crate::notation::ast::{
+    Access, BUILTIN_FUNCTIONS, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind,
+};
+use crate::semantics;
+use crate::types::{Class, ElemType, Scalar};
+use std::collections::HashMap;
+
+/// What the checks need to know of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Signature {
+    pub rank: usize,
+    pub elem: ElemType,
+}
+
+/// The tensors a program runs on, by name.
+pub type Signatures = HashMap<String, Signature>;
+
+/// The message of an index, window bound or loop bound of float type.
+pub const FLOAT_INDEX: &str = "an index or extent must be an integer, not a float";
+
+/// Check `p` against the tensors it runs on (see the module documentation).
+pub fn check(p: &Program, tensors: &Signatures) -> Result<()> {
+    Checker {
+        tensors,
+        bound: vec![],
+    }
+    .stmts(&p.body)
+}
+
+/// The tensor and dimension of a well-formed `size(A, d)`; `rank` gives a tensor's rank.
+pub fn size_args<'e>(
+    args: &'e [Expr],
+    span: Span,
+    rank: &dyn Fn(&str) -> Option<usize>,
+) -> Result<(&'e str, usize)> {
+    let usage = || {
+        Error::program(
+            span,
+            "`size` takes a tensor name and a dimension number, `size(A, 0)`",
+        )
+    };
+    let [t, d] = args else { return Err(usage()) };
+    let (ExprKind::Name(t), ExprKind::Literal(Scalar::I64(d))) = (&t.kind, &d.kind) else {
+        return Err(usage());
+    };
+    let r = rank(t).ok_or_else(|| Error::program(span, format!("unknown tensor `{t}`")))?;
+    if *d < 0 || *d as usize >= r {
+        return Err(Error::program(
+            span,
+            format!("`{t}` has no dimension {d} (it has {r})"),
+        ));
+    }
+    Ok((t, *d as usize))
+}
+
+/// A name bound by a `for` or a `let`.
+struct Binder {
+    name: String,
+    span: Span,
+    is_loop: bool,
+    /// The class of its values, when known (`None` for a `missing` or ill-typed `let`).
+    class: Option<Class>,
+}
+
+impl Binder {
+    fn describe(&self) -> String {
+        if self.is_loop {
+            format!("the loop over `{}` at {}", self.name, self.span)
+        } else {
+            format!("`let {}` at {}", self.name, self.span)
+        }
+    }
+}
+
+struct Checker<'a> {
+    tensors: &'a Signatures,
+    /// Loop indices and `let` variables in scope, outermost first.
+    bound: Vec<Binder>,
+}
+
+fn dimensions(n: usize) -> String {
+    if n == 1 {
+        "1 dimension".into()
+    } else {
+        format!("{n} dimensions")
+    }
+}
+
+impl Checker<'_> {
+    fn stmts(&mut self, stmts: &[Stmt]) -> Result<()> {
+        stmts.iter().try_for_each(|s| self.stmt(s))
+    }
+
+    fn tensor(&self, name: &str, span: Span) -> Result<Signature> {
+        self.tensors
+            .get(name)
+            .copied()
+            .ok_or_else(|| Error::program(span, format!("unknown tensor `{name}`")))
+    }
+
+    /// Run `body` with `b` bound; an enclosing binder of the same name is an error naming both.
+    fn scoped(&mut self, b: Binder, body: &[Stmt]) -> Result<()> {
+        if let Some(outer) = self.bound.iter().find(|o| o.name == b.name) {
+            let msg = format!(
+                "{} reuses the name bound by {} that encloses it; rename one of them",
+                b.describe(),
+                outer.describe()
+            );
+            return Err(Error::program(b.span, msg));
+        }
+        self.bound.push(b);
+        let r = self.stmts(body);
+        self.bound.pop();
+        r
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> Result<()> {
+        match &s.kind {
+            StmtKind::Declare { tensor, init } => {
+                self.tensor(tensor, s.span)?;
+                self.expr(init).map(|_| ())
+            }
+            StmtKind::Assign { lhs, rhs, .. } => {
+                self.access(lhs)?;
+                self.expr(rhs).map(|_| ())
+            }
+            StmtKind::Loop {
+                index,
+                extent,
+                body,
+            } => {
+                if let Extent::Range(a, b) = extent {
+                    self.index(a)?;
+                    self.index(b)?;
+                }
+                let binder = Binder {
+                    name: index.clone(),
+                    span: s.span,
+                    is_loop: true,
+                    class: Some(Class::Int),
+                };
+                self.scoped(binder, body)
+            }
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                self.expr(cond)?;
+                self.stmts(then)?;
+                self.stmts(otherwise)
+            }
+            StmtKind::Let { name, value, body } => {
+                let binder = Binder {
+                    name: name.clone(),
+                    span: s.span,
+                    is_loop: false,
+                    class: self.expr(value)?,
+                };
+                self.scoped(binder, body)
+            }
+            StmtKind::Block(body) => self.stmts(body),
+            StmtKind::Freeze { tensor } | StmtKind::Thaw { tensor } => {
+                self.tensor(tensor, s.span).map(|_| ())
+            }
+        }
+    }
+
+    fn access(&mut self, a: &Access) -> Result<()> {
+        let t = self.tensor(&a.tensor, a.span)?;
+        if a.indices.len() != t.rank {
+            return Err(Error::DimensionMismatch {
+                span: a.span,
+                msg: format!(
+                    "`{}` has {} but `{a}` gives {} {}",
+                    a.tensor,
+                    dimensions(t.rank),
+                    a.indices.len(),
+                    if a.indices.len() == 1 {
+                        "index"
+                    } else {
+                        "indices"
+                    }
+                ),
+            });
+        }
+        for ix in &a.indices {
+            if let Some((lo, hi)) = &ix.window {
+                self.index(lo)?;
+                self.index(hi)?;
+            }
+            self.index(&ix.expr)?;
+        }
+        Ok(())
+    }
+
+    /// An expression used as an index or a bound: checked, and not a float.
+    fn index(&mut self, e: &Expr) -> Result<()> {
+        match self.expr(e)? {
+            Some(Class::Float) => Err(Error::program(e.span, FLOAT_INDEX)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Check `e`; its class when it can be typed. Operator type errors are left to the
+    /// backends (the evaluator reports them only where they are evaluated).
+    fn expr(&mut self, e: &Expr) -> Result<Option<Class>> {
+        Ok(match &e.kind {
+            ExprKind::Literal(v) => Some(v.widen().ty().class()),
+            ExprKind::Missing => None,
+            ExprKind::Name(n) => {
+                if let Some(b) = self.bound.iter().rev().find(|b| b.name == *n) {
+                    return Ok(b.class);
+                }
+                match self.tensors.get(n) {
+                    Some(t) if t.rank == 0 => Some(t.elem.class()),
+                    Some(t) => {
+                        return Err(Error::program(
+                            e.span,
+                            format!(
+                                "`{n}` has {}: read it with indices, `{n}[...]`",
+                                dimensions(t.rank)
+                            ),
+                        ));
+                    }
+                    None => return Err(Error::program(e.span, format!("unknown name `{n}`"))),
+                }
+            }
+            ExprKind::Access(a) => {
+                self.access(a)?;
+                Some(self.tensor(&a.tensor, a.span)?.elem.class())
+            }
+            ExprKind::Unary(op, x) => self
+                .expr(x)?
+                .and_then(|c| semantics::unary_class(*op, c).ok())
+                .map(|(_, r)| r),
+            ExprKind::Binary(op, x, y) => {
+                let (cx, cy) = (self.expr(x)?, self.expr(y)?);
+                cx.zip(cy)
+                    .and_then(|(a, b)| semantics::binary_classes(*op, a, b).ok())
+                    .map(|(_, r)| r)
+            }
+            ExprKind::Call(name, args) if name == "size" => {
+                let rank = |t: &str| self.tensors.get(t).map(|s| s.rank);
+                size_args(args, e.span, &rank)?;
+                Some(Class::Int)
+            }
+            ExprKind::Call(name, args) => {
+                let Some((_, arity)) = BUILTIN_FUNCTIONS.iter().find(|(n, _)| n == name) else {
+                    return Err(Error::program(e.span, format!("unknown function `{name}`")));
+                };
+                if args.len() != *arity {
+                    return Err(Error::program(
+                        e.span,
+                        format!("`{name}` takes {arity} argument(s), got {}", args.len()),
+                    ));
+                }
+                let mut classes = vec![];
+                for a in args {
+                    classes.push(self.expr(a)?);
+                }
+                match (name.as_str(), classes.as_slice()) {
+                    // `coalesce(missing, b)` is `b`.
+                    ("coalesce", [None, b]) => *b,
+                    ("coalesce", [a, None]) => *a,
+                    _ => classes
+                        .into_iter()
+                        .collect::<Option<Vec<Class>>>()
+                        .and_then(|cs| semantics::call_classes(name, &cs).ok())
+                        .map(|(_, r)| r),
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notation::parse::parse_program;
+
+    fn sigs(list: &[(&str, usize, ElemType)]) -> Signatures {
+        list.iter()
+            .map(|&(n, rank, elem)| (n.to_string(), Signature { rank, elem }))
+            .collect()
+    }
+
+    fn err(text: &str, tensors: &Signatures) -> String {
+        check(&parse_program(text).unwrap(), tensors)
+            .expect_err(text)
+            .to_string()
+    }
+
+    #[test]
+    fn every_access_has_one_index_per_dimension() {
+        let t = sigs(&[("x", 1, ElemType::F64), ("s", 0, ElemType::F64)]);
+        assert_eq!(
+            err("for i = _\n  s[] += x[i, i]\nend\n", &t),
+            "2:10: dimension mismatch: `x` has 1 dimension but `x[i, i]` gives 2 indices"
+        );
+        // Also where the value is `missing` and normalisation would drop the statement.
+        assert_eq!(err("s[] = x[]", &t), "1:7: dimension mismatch: `x` has 1 dimension but `x[]` gives 0 indices");
+    }
+
+    #[test]
+    fn nested_binders_cannot_reuse_a_name() {
+        let t = sigs(&[("x", 1, ElemType::F64), ("s", 0, ElemType::F64)]);
+        assert_eq!(
+            err("for i = 2:5\n  for i = _\n    s[] += x[i]\n  end\nend\n", &t),
+            "2:3: the loop over `i` at 2:3 reuses the name bound by the loop over `i` at 1:1 that encloses it; rename one of them"
+        );
+        assert_eq!(
+            err("for i = _\n  let i = 2\n    s[] += x[i]\n  end\nend\n", &t),
+            "2:3: `let i` at 2:3 reuses the name bound by the loop over `i` at 1:1 that encloses it; rename one of them"
+        );
+        // Siblings may share a name.
+        let ok = "for i = _\n  s[] += x[i]\nend\nfor i = _\n  s[] += x[i]\nend\n";
+        assert_eq!(check(&parse_program(ok).unwrap(), &t), Ok(()));
+    }
+
+    #[test]
+    fn indices_and_bounds_are_not_floats() {
+        let t = sigs(&[
+            ("x", 1, ElemType::F64),
+            ("f", 1, ElemType::F64),
+            ("n", 0, ElemType::F32),
+            ("s", 0, ElemType::F64),
+        ]);
+        for (text, at) in [
+            ("for i = _\n  s[] += x[f[i]]\nend\n", "2:12"),
+            ("s[] += x[1.5]", "1:10"),
+            ("for i = 0:n\n  s[] += x[i]\nend\n", "1:11"),
+            ("for i = _\n  let k = i / 2\n    s[] += x[k]\n  end\nend\n", "3:14"),
+            ("for i = _\n  s[] += x[(0:2.0)(i)]\nend\n", "2:15"),
+        ] {
+            assert_eq!(err(text, &t), format!("{at}: {FLOAT_INDEX}"), "{text}");
+        }
+        // Integer-valued expressions of floats' tensors are fine, as are `missing` indices.
+        let ok = "for i = _\n  s[] += x[floor(i)] + x[div(i, 2)] + coalesce(x[~missing], 0)\nend\n";
+        assert_eq!(check(&parse_program(ok).unwrap(), &t), Ok(()));
+    }
+
+    #[test]
+    fn names_in_statements_that_vanish_are_still_bound() {
+        let t = sigs(&[("y", 1, ElemType::F64)]);
+        assert_eq!(err("y[j] = missing", &t), "1:3: unknown name `j`");
+        assert_eq!(err("y[0] = z[]", &t), "1:8: unknown tensor `z`");
+    }
+}
