@@ -397,30 +397,35 @@ fn let_if_else() {
 }
 
 #[test]
-fn let_shadows_and_indices_are_i64() {
-    // `y[i] = i / 2` divides as floats; `let i = 0` shadows the loop index inside.
+fn let_binds_and_indices_are_i64() {
+    // `y[i] = i / 2` divides as floats; `let j = 0` binds a new name inside.
     let mut e = env(vec![("y", zeros(&[3])), ("z", i64s(&[3], &[9, 9, 9]))]);
-    let p = prog(vec![for_(
-        "i",
-        vec![
-            set(
-                acc("y", vec![name("i")]),
-                bin(BinaryOp::Div, name("i"), int(2)),
-            ),
-            let_(
-                "k",
-                name("i"),
-                vec![let_(
-                    "i",
-                    int(0),
-                    vec![set(acc("z", vec![name("k")]), name("i"))],
-                )],
-            ),
-        ],
-    )]);
-    ok(&p, &mut e);
+    let body = |inner: &str| {
+        prog(vec![for_(
+            "i",
+            vec![
+                set(
+                    acc("y", vec![name("i")]),
+                    bin(BinaryOp::Div, name("i"), int(2)),
+                ),
+                let_(
+                    "k",
+                    name("i"),
+                    vec![let_(
+                        inner,
+                        int(0),
+                        vec![set(acc("z", vec![name("k")]), name(inner))],
+                    )],
+                ),
+            ],
+        )])
+    };
+    ok(&body("j"), &mut e);
     assert_eq!(as_f64(&e, "y"), vec![0.0, 0.5, 1.0]);
     assert_eq!(values(&e, "z"), vec![Scalar::I64(0); 3]);
+    // Rebinding the loop's own index is an error, as in the compiler (no shadowing).
+    let err = run(&body("i"), &mut e).unwrap_err().to_string();
+    assert!(err.contains("reuses the name bound by the loop over `i`"), "{err}");
 }
 
 /// `y[i] = coalesce(x[~(i-1)], 0) + x[i] + coalesce(x[~(i+1)], 0)`

@@ -169,45 +169,56 @@ pub fn counted_fiber(
 }
 
 /// Reopen a counted level frozen earlier (Finch's thaw): the offsets in `ptr[0..=count]` go
-/// back to per-fiber counts, `cursor` moves past the last stored entry and `prev` to the last
-/// fiber holding one, so new entries append after the stored ones (a fiber before `prev`
-/// cannot take more). Returns the code; the number of stored entries is then `cursor`.
-pub fn thaw_counted(cx: &mut Cx, ptr: BufId, cursor: VarId, prev: VarId, count: Expr) -> Vec<Stmt> {
+/// back to per-fiber counts, `cursor` moves past the last stored entry and `prev` (for levels
+/// that append fibers in order) to the last fiber holding one, so new entries append after the
+/// stored ones (a fiber before `prev` cannot take more). Returns the code; the number of stored
+/// entries is then `cursor`.
+pub fn thaw_counted(
+    cx: &mut Cx,
+    ptr: BufId,
+    cursor: VarId,
+    prev: Option<VarId>,
+    count: Expr,
+) -> Vec<Stmt> {
     let (n, k, p) = (
         cx.var("thaw_count", ElemType::I64),
         cx.var("k", ElemType::I64),
         cx.var("p", ElemType::I64),
     );
-    vec![
+    let mut body = vec![
+        b::assign(p, b::sub(b::var(n), b::var(k))),
+        b::store(
+            ptr,
+            b::var(p),
+            b::sub(
+                b::load(ptr, b::var(p)),
+                b::load(ptr, b::sub(b::var(p), b::int(1))),
+            ),
+        ),
+    ];
+    let mut code = vec![
         b::assign(n, count),
         b::assign(cursor, b::load(ptr, b::var(n))),
-        b::assign(prev, b::int(-1)),
-        // From the last fiber down, so each offset is still whole when its successor needs it.
-        Stmt::For {
-            var: k,
-            start: b::int(0),
-            stop: b::var(n),
-            body: vec![
-                b::assign(p, b::sub(b::var(n), b::var(k))),
-                b::store(
-                    ptr,
-                    b::var(p),
-                    b::sub(
-                        b::load(ptr, b::var(p)),
-                        b::load(ptr, b::sub(b::var(p), b::int(1))),
-                    ),
-                ),
-                Stmt::If {
-                    cond: b::and(
-                        b::lt(b::var(prev), b::int(0)),
-                        b::lt(b::int(0), b::load(ptr, b::var(p))),
-                    ),
-                    then: vec![b::assign(prev, b::sub(b::var(p), b::int(1)))],
-                    otherwise: vec![],
-                },
-            ],
-        },
-    ]
+    ];
+    if let Some(prev) = prev {
+        code.push(b::assign(prev, b::int(-1)));
+        body.push(Stmt::If {
+            cond: b::and(
+                b::lt(b::var(prev), b::int(0)),
+                b::lt(b::int(0), b::load(ptr, b::var(p))),
+            ),
+            then: vec![b::assign(prev, b::sub(b::var(p), b::int(1)))],
+            otherwise: vec![],
+        });
+    }
+    // From the last fiber down, so each offset is still whole when its successor needs it.
+    code.push(Stmt::For {
+        var: k,
+        start: b::int(0),
+        stop: b::var(n),
+        body,
+    });
+    code
 }
 
 /// Make fibers `lo..hi` of a counted level exist, empty. A sparse ancestor retrying positions

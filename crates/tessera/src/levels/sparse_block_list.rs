@@ -252,7 +252,7 @@ impl Level for SparseBlockList {
     /// `shared::thaw_counted`; the cursor there counts blocks).
     fn thaw(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let (ros, qos) = (l.state(ROS), l.state(QOS));
-        let mut code = super::shared::thaw_counted(cx, l.buf(PTR), ros, l.state(PREV), count);
+        let mut code = super::shared::thaw_counted(cx, l.buf(PTR), ros, Some(l.state(PREV)), count);
         code.push(b::assign(qos, b::load(l.buf(OFS), b::var(ros))));
         let (child, n) = l.child_impl().thaw(cx, &l.child(), b::var(qos))?;
         code.extend(child);

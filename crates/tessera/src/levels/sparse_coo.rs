@@ -5,12 +5,18 @@
 //! Reading dimension `s` of a fiber walks the runs of equal `idx{s}` inside the fiber's
 //! position range (for `s > 0` the range of one run of the previous dimension), so every
 //! dimension is a stepper over stored coordinates only. Updates append whole entries; the
-//! coordinates of the outer dimensions wait in state variables until the innermost one is
-//! known. Entries may be written in any order (non-concordant loops, scatters): each records
-//! its fiber in `epos`, and a freeze after an out-of-order write sorts the entries with a
-//! stable permutation sort and moves coordinates and leaf values into place. An entry written
-//! twice cannot be combined at freeze (its child may be a whole sub-fiber), so it is an error;
-//! SparseDict and SparseByteMap accumulate repeated writes.
+//! coordinates of the outer dimensions wait in variables of their access (`Fiber::coords`)
+//! until the innermost one is known. Entries may be written in any order (non-concordant
+//! loops, scatters): each records its fiber in `epos`, and a freeze after an out-of-order write
+//! sorts the entries with a stable permutation sort and moves coordinates and leaf values into
+//! place. An entry written twice cannot be combined at freeze (its child may be a whole
+//! sub-fiber), so it is an error; SparseDict and SparseByteMap accumulate repeated writes.
+//!
+//! An entry is appended (its position taken, its coordinates stored) as soon as its write
+//! starts, and given back when it ends without writing anything, if no later entry was
+//! appended meanwhile. Several writes in one loop body are separate accesses whose set-up all
+//! runs before their wrap-up, so appending early is what gives each its own entry; one that
+//! ends up unwritten behind a written one stays, holding the fill value.
 
 use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role, Writes};
 use super::{Level, LevelKind, LevelRef};
@@ -52,16 +58,12 @@ pub const MAX_RANK: usize = 8;
 const IDX_NAMES: [&str; MAX_RANK] = [
     "idx0", "idx1", "idx2", "idx3", "idx4", "idx5", "idx6", "idx7",
 ];
-const COORD_NAMES: [&str; MAX_RANK] = ["c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7"];
 
 const PTR: usize = 0;
+/// State: the number of entries appended since the declaration.
 const QOS: usize = 0;
-const PREV: usize = 1;
-const START: usize = 2;
-/// State variable of the pending coordinate of dimension `s`.
-const fn coord(s: usize) -> usize {
-    3 + s
-}
+/// State: an entry arrived out of order since the declaration.
+const UNSORTED: usize = 1;
 
 /// Update scratch after the coordinate arrays: each entry's fiber, and the sort permutation.
 const fn epos(n: usize) -> usize {
@@ -69,10 +71,6 @@ const fn epos(n: usize) -> usize {
 }
 const fn perm(n: usize) -> usize {
     2 + n
-}
-/// State variable: an entry arrived out of order since the last declaration.
-const fn unsorted(n: usize) -> usize {
-    3 + n
 }
 
 fn rank_of(kind: &LevelKind) -> usize {
@@ -97,19 +95,8 @@ impl Level for SparseCOO {
     fn scratch(&self) -> &'static [&'static str] {
         &["epos", "perm"]
     }
-    fn state(&self, kind: &LevelKind) -> Vec<(&'static str, ElemType)> {
-        let mut out = vec![
-            ("qos", ElemType::I64),
-            ("prev", ElemType::I64),
-            ("start", ElemType::I64),
-        ];
-        out.extend(
-            COORD_NAMES[..rank_of(kind)]
-                .iter()
-                .map(|n| (*n, ElemType::I64)),
-        );
-        out.push(("unsorted", ElemType::Bool));
-        out
+    fn state(&self, _: &LevelKind) -> Vec<(&'static str, ElemType)> {
+        vec![("qos", ElemType::I64), ("unsorted", ElemType::Bool)]
     }
 
     fn validate(
@@ -281,26 +268,30 @@ impl Level for SparseCOO {
         let mut code = super::shared::zero_ptr(ptr, count).to_vec();
         code.extend([
             b::assign(l.state(QOS), b::int(0)),
-            b::assign(l.state(PREV), b::int(-1)),
-            b::assign(l.state(unsorted(rank_of(l.kind()))), b::boolean(false)),
+            b::assign(l.state(UNSORTED), b::boolean(false)),
         ]);
         code.extend(l.child_impl().declare(cx, &l.child(), b::int(0), init)?);
         Ok(code)
     }
     fn assemble(&self, _: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>> {
-        Ok(super::shared::assemble_counted(
-            l.buf(PTR),
-            l.state(PREV),
-            lo,
-            hi,
-        ))
+        // Fibers `lo..hi` start empty: their counts (`ptr[p + 1]` until the freeze) are 0.
+        let ptr = l.buf(PTR);
+        Ok(vec![
+            Stmt::Grow {
+                buf: ptr,
+                len: b::add(hi.clone(), b::int(1)),
+            },
+            Stmt::Fill {
+                buf: ptr,
+                start: b::add(lo, b::int(1)),
+                stop: b::add(hi, b::int(1)),
+                value: b::int(0),
+            },
+        ])
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let ptr = l.buf(PTR);
-        let mut code = b::if_(
-            b::var(l.state(unsorted(rank_of(l.kind())))),
-            self.sort_entries(cx, l)?,
-        );
+        let mut code = b::if_(b::var(l.state(UNSORTED)), self.sort_entries(cx, l)?);
         code.push(super::shared::prefix_sum(cx, ptr, count.clone()));
         let (child, n) = l.child_impl().freeze(cx, &l.child(), b::load(ptr, count))?;
         code.extend(child);
@@ -336,14 +327,10 @@ impl Level for SparseCOO {
                 }],
             },
         ];
-        code.extend(super::shared::thaw_counted(
-            cx,
-            ptr,
-            qos,
-            l.state(PREV),
-            b::var(cnt),
-        ));
-        code.push(b::assign(l.state(unsorted(n)), b::boolean(false)));
+        // No fiber order to keep: an entry before the last stored one only marks the level
+        // for sorting at the next freeze.
+        code.extend(super::shared::thaw_counted(cx, ptr, qos, None, b::var(cnt)));
+        code.push(b::assign(l.state(UNSORTED), b::boolean(false)));
         let (child, m) = l.child_impl().thaw(cx, &l.child(), b::var(qos))?;
         code.extend(child);
         Ok((code, m))
@@ -392,6 +379,7 @@ impl Level for SparseCOO {
                             }),
                             sub: s + 1,
                             dirty: None,
+                            coords: vec![],
                         })
                     } else {
                         Target::Fiber(f2.child(at.clone()))
@@ -425,6 +413,7 @@ impl Level for SparseCOO {
                 pos_hi: Some(b::var(run_end)),
                 sub: s + 1,
                 dirty: None,
+                coords: vec![],
             }
         } else {
             f.child(b::var(q))
@@ -477,8 +466,10 @@ impl Level for SparseCOO {
         let n = rank_of(l.kind());
         let s = f.sub;
         if s + 1 < n {
-            // An outer dimension: remember the coordinate until the entry is complete.
-            let c = l.state(coord(s));
+            // An outer dimension: this access holds the coordinate until the entry is complete.
+            let c = cx.var(&format!("{}_c{s}", t.name), ElemType::I64);
+            let mut coords = f.coords.clone();
+            coords.push(b::var(c));
             let inner = Fiber {
                 tensor: t.clone(),
                 level: f.level,
@@ -486,90 +477,93 @@ impl Level for SparseCOO {
                 pos_hi: None,
                 sub: s + 1,
                 dirty: f.dirty,
+                coords,
             };
-            let lookup = Looplet::Lookup(Rc::new(move |i: &Expr| {
+            return Ok(Looplet::Lookup(Rc::new(move |i: &Expr| {
                 Target::Looplet(Looplet::Thunk {
                     preamble: vec![b::assign(c, i.clone())],
                     body: Box::new(Target::Fiber(inner.clone())),
                     epilogue: vec![],
                 })
-            }));
-            return Ok(if s == 0 {
-                self.open_fiber(cx, &l, f, lookup)
-            } else {
-                lookup
-            });
+            })));
         }
-        let ptr_bufs: Vec<BufId> = (0..n).map(|k| l.buf(1 + k)).collect();
-        let coords: Vec<VarId> = (0..n - 1).map(|k| l.state(coord(k))).collect();
-        let (qos, start, prev_fiber) = (l.state(QOS), l.state(START), l.state(PREV));
+        let idx_bufs: Vec<BufId> = (0..n).map(|k| l.buf(1 + k)).collect();
+        let (ptr, epos_buf) = (l.buf(PTR), l.buf(epos(n)));
+        let (qos, unsorted_var) = (l.state(QOS), l.state(UNSORTED));
+        // This access's entry, and whether its child was written.
+        let q = cx.var(&format!("{}_q", t.name), ElemType::I64);
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
-        let (epos_buf, unsorted_var) = (l.buf(epos(n)), l.state(unsorted(n)));
-        let mut point_pre: Vec<Stmt> = ptr_bufs
+        let mut grow: Vec<Stmt> = idx_bufs
             .iter()
             .chain([&epos_buf])
             .map(|&buf| Stmt::Grow {
                 buf,
-                len: b::add(b::var(qos), b::int(1)),
+                len: b::add(b::var(q), b::int(1)),
             })
             .collect();
-        point_pre.extend(l.child_impl().assemble(
+        grow.extend(l.child_impl().assemble(
             cx,
             &l.child(),
-            b::var(qos),
-            b::add(b::var(qos), b::int(1)),
+            b::var(q),
+            b::add(b::var(q), b::int(1)),
         )?);
-        point_pre.push(b::assign(dirty, b::boolean(false)));
-        let mut child = f.child(b::var(qos));
+        let mut child = f.child(b::var(q));
         child.dirty = Some(dirty);
-        let parent_dirty = f.dirty;
-        let fiber_pos = f.pos.clone();
+        let (parent_dirty, fiber_pos, outer) = (f.dirty, f.pos.clone(), f.coords.clone());
+        // Entry `k` as (fiber, coordinates), the order the freeze sorts by.
+        let entry = {
+            let idx_bufs = idx_bufs.clone();
+            move |k: Expr| -> Vec<Expr> {
+                [epos_buf]
+                    .iter()
+                    .chain(&idx_bufs)
+                    .map(|&buf| b::load(buf, k.clone()))
+                    .collect()
+            }
+        };
         let lookup = Looplet::Lookup(Rc::new(move |i: &Expr| {
-            let mut new: Vec<Expr> = coords.iter().map(|&c| b::var(c)).collect();
-            new.push(i.clone());
-            let prev: Vec<Expr> = ptr_bufs
-                .iter()
-                .map(|&buf| b::load(buf, b::sub(b::var(qos), b::int(1))))
-                .collect();
-            // A fiber written after a later one got entries: its entries follow the later
-            // fiber's, so the freeze must sort (checked here, not when the fiber is opened,
-            // so a loop may pass over earlier fibers without writing them).
-            let mut commit = vec![
+            let mut preamble = vec![b::assign(q, b::var(qos))];
+            preamble.extend(grow.clone());
+            for (&buf, c) in idx_bufs.iter().zip(outer.iter().chain([i])) {
+                preamble.push(b::store(buf, b::var(q), c.clone()));
+            }
+            preamble.extend([
+                b::store(epos_buf, b::var(q), fiber_pos.clone()),
+                b::assign(qos, b::add(b::var(q), b::int(1))),
+                b::assign(dirty, b::boolean(false)),
+            ]);
+            // Kept: count it in its fiber, and sort at freeze if it is not after the entry
+            // before it (an out-of-order write, or a fiber reopened after a later one).
+            let count = b::add(fiber_pos.clone(), b::int(1));
+            let before = entry(b::sub(b::var(q), b::int(1)));
+            let mut keep = vec![
+                b::store(ptr, count.clone(), b::add(b::load(ptr, count), b::int(1))),
                 Stmt::If {
-                    cond: b::lt(fiber_pos.clone(), b::var(prev_fiber)),
-                    then: vec![b::assign(unsorted_var, b::boolean(true))],
+                    cond: b::lt(b::int(0), b::var(q)),
+                    then: b::if_(
+                        b::not(lex_less(&before, &entry(b::var(q)))),
+                        vec![b::assign(unsorted_var, b::boolean(true))],
+                    ),
                     otherwise: vec![],
                 },
-                b::assign(prev_fiber, fiber_pos.clone()),
             ];
-            // Out of order within the fiber: sort at freeze.
-            commit.push(Stmt::If {
-                cond: b::lt(b::var(start), b::var(qos)),
-                then: b::if_(
-                    b::not(lex_less(&prev, &new)),
-                    vec![b::assign(unsorted_var, b::boolean(true))],
-                ),
-                otherwise: vec![],
-            });
-            for (&buf, v) in ptr_bufs.iter().zip(new) {
-                commit.push(b::store(buf, b::var(qos), v));
-            }
-            commit.push(b::store(epos_buf, b::var(qos), fiber_pos.clone()));
-            commit.push(b::assign(qos, b::add(b::var(qos), b::int(1))));
             if let Some(d) = parent_dirty {
-                commit.push(b::assign(d, b::boolean(true)));
+                keep.push(b::assign(d, b::boolean(true)));
             }
+            // Unwritten and still the last entry: give its position back.
+            let last = b::eq(b::add(b::var(q), b::int(1)), b::var(qos));
+            let epilogue = vec![Stmt::If {
+                cond: b::and(b::not(b::var(dirty)), last),
+                then: vec![b::assign(qos, b::var(q))],
+                otherwise: keep,
+            }];
             Target::Looplet(Looplet::Thunk {
-                preamble: point_pre.clone(),
+                preamble,
                 body: Box::new(Target::Fiber(child.clone())),
-                epilogue: b::if_(b::var(dirty), commit),
+                epilogue,
             })
         }));
-        Ok(if s == 0 {
-            self.open_fiber(cx, &l, f, lookup)
-        } else {
-            lookup
-        })
+        Ok(lookup)
     }
 }
 
@@ -645,29 +639,6 @@ impl SparseCOO {
             body: b::if_(same, vec![Stmt::Fail(dup)]),
         });
         Ok(code)
-    }
-
-    /// Start updating fiber `f.pos`; its count is recorded at the end.
-    fn open_fiber(&self, cx: &mut Cx, l: &LevelRef, f: &Fiber, body: Looplet) -> Looplet {
-        let (ptr, qos, start) = (l.buf(PTR), l.state(QOS), l.state(START));
-        let _ = cx;
-        let pos = f.pos.clone();
-        // Its count keeps accumulating in `ptr[pos + 1]`; the order of fibers is checked
-        // when an entry is committed (`unfurl_update`).
-        let preamble = vec![b::assign(
-            start,
-            b::sub(b::var(qos), b::load(ptr, b::add(pos.clone(), b::int(1)))),
-        )];
-        let epilogue = vec![b::store(
-            ptr,
-            b::add(pos, b::int(1)),
-            b::sub(b::var(qos), b::var(start)),
-        )];
-        Looplet::Thunk {
-            preamble,
-            body: Box::new(Target::Looplet(body)),
-            epilogue,
-        }
     }
 }
 

@@ -10,9 +10,15 @@
 //! - `htbl`, `hval` (i64): an open-addressing table (`hash_find`, -1 = empty) from encoded
 //!   key to child position, kept at most half full; it serves updates and `follow` reads.
 //!
-//! An update finds or creates the key's child; a child is created when first written. A freeze
-//! sorts the children by key (`sort_perm`) into `val` and rebuilds `ptr` and `idx`. A declaration
-//! empties the table, which costs O(table size), i.e. O(largest number of entries so far).
+//! An update finds or creates the key's child. A child is created (and entered in the table) as
+//! soon as its write starts, so that another write in the same loop body finds it: several
+//! writes in one body are separate accesses whose set-up all runs before their wrap-up. A
+//! child that ends up unwritten is taken out again if it is still the last one created (the
+//! last key inserted in a linear-probing table can be deleted by emptying its slot: no other
+//! key's probe sequence passes through it); one created behind a written one stays, holding
+//! the fill value. A freeze sorts the children by key (`sort_perm`) into `val` and rebuilds
+//! `ptr` and `idx`. A declaration empties the table, which costs O(table size), i.e. O(largest
+//! number of entries so far).
 
 use super::registry::{self, Arity, Caps, LevelSpec, Role, Writes};
 use super::{Level, LevelKind, LevelRef};
@@ -482,6 +488,12 @@ impl Level for SparseDict {
             b::var(c),
             b::add(b::var(c), b::int(1)),
         )?);
+        create.extend([
+            b::store(htbl, b::var(slot), b::var(k)),
+            b::store(hval, b::var(slot), b::var(c)),
+            b::store(key, b::var(c), b::var(k)),
+            b::assign(nent, b::add(b::var(nent), b::int(1))),
+        ]);
         let point_pre = {
             let mut v = vec![
                 b::assign(
@@ -507,25 +519,36 @@ impl Level for SparseDict {
         child.dirty = Some(dirty);
         let parent_dirty = f.dirty;
         let dim = l.dim(0);
+        // A created child left unwritten and still the last: out of the table again (its slot
+        // is found afresh, as another write in between may have rehashed the table).
+        let unmake = vec![
+            b::store(
+                htbl,
+                Expr::HashFind {
+                    table: htbl,
+                    key: Box::new(b::var(k)),
+                },
+                b::int(-1),
+            ),
+            b::assign(nent, b::var(c)),
+        ];
+        let last = b::eq(b::add(b::var(c), b::int(1)), b::var(nent));
+        let mut keep = vec![];
+        if let Some(d) = parent_dirty {
+            keep.push(b::assign(d, b::boolean(true)));
+        }
+        let epilogue = vec![Stmt::If {
+            cond: b::and(b::not(b::var(dirty)), b::var(fresh)),
+            then: b::if_else(last, unmake, keep.clone()),
+            otherwise: b::if_(b::var(dirty), keep),
+        }];
         let lookup = Looplet::Lookup(Rc::new(move |i: &Expr| {
             let mut preamble = vec![b::assign(k, b::add(b::var(base), i.clone()))];
             preamble.extend(pre.clone());
-            let mut record = b::if_(
-                b::var(fresh),
-                vec![
-                    b::store(htbl, b::var(slot), b::var(k)),
-                    b::store(hval, b::var(slot), b::var(c)),
-                    b::store(key, b::var(c), b::var(k)),
-                    b::assign(nent, b::add(b::var(nent), b::int(1))),
-                ],
-            );
-            if let Some(d) = parent_dirty {
-                record.push(b::assign(d, b::boolean(true)));
-            }
             Target::Looplet(Looplet::Thunk {
                 preamble,
                 body: Box::new(Target::Fiber(child.clone())),
-                epilogue: b::if_(b::var(dirty), record),
+                epilogue: epilogue.clone(),
             })
         }));
         Ok(Looplet::Thunk {

@@ -271,7 +271,7 @@ impl Level for SparseRunList {
     /// Finch's thaw: new runs append after the stored ones (see `shared::thaw_counted`).
     fn thaw(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let qos = l.state(QOS);
-        let mut code = super::shared::thaw_counted(cx, l.buf(PTR), qos, l.state(PREV), count);
+        let mut code = super::shared::thaw_counted(cx, l.buf(PTR), qos, Some(l.state(PREV)), count);
         let (child, n) = l.child_impl().thaw(cx, &l.child(), b::var(qos))?;
         code.extend(child);
         Ok((code, n))

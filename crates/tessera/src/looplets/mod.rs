@@ -32,6 +32,10 @@ pub struct Fiber {
     pub pos_hi: Option<Expr>,
     pub sub: usize,
     pub dirty: Option<VarId>,
+    /// For updates of multi-dimensional levels (SparseCOO): the coordinates of the dimensions
+    /// already consumed, held by this access alone, so that several writes in one body (each
+    /// its own access) cannot mix up each other's coordinates.
+    pub coords: Vec<Expr>,
 }
 
 impl Fiber {
@@ -43,6 +47,7 @@ impl Fiber {
             pos_hi: None,
             sub: 0,
             dirty: None,
+            coords: vec![],
         }
     }
     pub fn child(&self, pos: Expr) -> Fiber {
@@ -53,6 +58,7 @@ impl Fiber {
             pos_hi: None,
             sub: 0,
             dirty: self.dirty,
+            coords: vec![],
         }
     }
 }

@@ -1067,6 +1067,7 @@ fn same_fiber(f: &Fiber, g: &Fiber) -> bool {
         && f.pos == g.pos
         && f.pos_hi == g.pos_hi
         && f.sub == g.sub
+        && f.coords == g.coords
 }
 
 /// The statements of a loop body that does not use its index, rewritten to run once for an
