@@ -119,6 +119,8 @@ fn numpy_op(op: Op, x: &[f64]) -> f64 {
     match op {
         Op::Add => x[0] + x[1],
         Op::Sub => x[0] - x[1],
+        // Unlike NumPy, zero annihilates `*` even against an infinity (README, "Semantics").
+        Op::Mul if x[0] == 0.0 || x[1] == 0.0 => 0.0,
         Op::Mul => x[0] * x[1],
         Op::Div => x[0] / x[1],
         Op::Min => x[0].min(x[1]),
@@ -149,29 +151,16 @@ fn numpy_map(op: Op, inputs: &[&Tensor], out: &[usize]) -> Vec<f64> {
                 .zip(&dense)
                 .map(|(t, v)| v[source(&t.shape, c)])
                 .collect();
-            // The compiler takes 0 as annihilating `*` (Finch's convention), so `0 * Inf`
-            // may be 0 where IEEE says NaN; either is accepted (see `same`).
-            let zero_inf = op == Op::Mul && x.contains(&0.0) && x.iter().any(|v| v.is_infinite());
-            if zero_inf {
-                ZERO_OR_NAN
-            } else {
-                numpy_op(op, &x)
-            }
+            numpy_op(op, &x)
         })
         .collect()
 }
 
-/// A reference value that stands for "0 or NaN" (a product of 0 and an infinity).
-const ZERO_OR_NAN: f64 = -12345.678;
-
 fn same(a: &[f64], b: &[f64]) -> bool {
     a.len() == b.len()
-        && a.iter().zip(b).all(|(x, y)| {
-            x == y
-                || (x.is_nan() && y.is_nan())
-                || (*y == ZERO_OR_NAN && (*x == 0.0 || x.is_nan()))
-                || (x - y).abs() <= 1e-9 * y.abs()
-        })
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-9 * y.abs())
 }
 
 const OPS: [Op; 17] = [
@@ -257,6 +246,8 @@ fn numpy_reduce(k: usize, a: &Tensor, axes: &[usize]) -> Vec<f64> {
         let acc = &mut out[o];
         *acc = match k {
             0 => *acc + v,
+            // Zero annihilates `*`, also against an infinity (README, "Semantics").
+            1 if *acc == 0.0 || v == 0.0 => 0.0,
             1 => *acc * v,
             2 => acc.max(v),
             3 => acc.min(v),

@@ -537,9 +537,21 @@ mod tests {
             let q = eval_binary(BinaryOp::Mul, Scalar::F64(other), Scalar::I64(0));
             assert_eq!(q, Ok(Scalar::F64(0.0)), "{other} * 0");
         }
-        let r = apply_reducer(&Reducer::Mul, Scalar::F64(0.0), Scalar::F64(f64::NAN), ElemType::F64);
+        let r = apply_reducer(
+            &Reducer::Mul,
+            Scalar::F64(0.0),
+            Scalar::F64(f64::NAN),
+            ElemType::F64,
+        );
         assert_eq!(r, Ok(Scalar::F64(0.0)));
-        assert!(f(eval_binary(BinaryOp::Mul, Scalar::F64(f64::INFINITY), Scalar::F64(f64::NAN))).is_nan());
+        assert!(
+            f(eval_binary(
+                BinaryOp::Mul,
+                Scalar::F64(f64::INFINITY),
+                Scalar::F64(f64::NAN)
+            ))
+            .is_nan()
+        );
     }
 
     #[test]

@@ -115,10 +115,10 @@ pub fn run(program: &Program, env: &mut Env) -> Result<()> {
         .collect();
     crate::transforms::check::check(program, &signatures)?;
     let program = &crate::transforms::resolve_reducers(program)?;
-    crate::transforms::wrapperize::check_wrappers(program)?;
+    // After the extents, as `dimensionalize::infer_shapes` does.
+    check_extents(env, &program.body)?;
     let sizes = |t: &str, d: usize| env.tensors.get(t)?.shape.get(d).copied();
     crate::transforms::dimensionalize::constant_indices_inside(&program.body, &sizes)?;
-    check_extents(env, &program.body)?;
     let names: HashSet<String> = env.tensors.keys().cloned().collect();
     crate::transforms::lifecycle(program, &names)?;
     exec::Machine::new(env).stmts(&program.body)

@@ -425,7 +425,10 @@ fn let_binds_and_indices_are_i64() {
     assert_eq!(values(&e, "z"), vec![Scalar::I64(0); 3]);
     // Rebinding the loop's own index is an error, as in the compiler (no shadowing).
     let err = run(&body("i"), &mut e).unwrap_err().to_string();
-    assert!(err.contains("reuses the name bound by the loop over `i`"), "{err}");
+    assert!(
+        err.contains("reuses the name bound by the loop over `i`"),
+        "{err}"
+    );
 }
 
 /// `y[i] = coalesce(x[~(i-1)], 0) + x[i] + coalesce(x[~(i+1)], 0)`

@@ -35,8 +35,10 @@ pub type Signatures = HashMap<String, Signature>;
 /// The message of an index, window bound or loop bound of float type.
 pub const FLOAT_INDEX: &str = "an index or extent must be an integer, not a float";
 
-/// Check `p` against the tensors it runs on (see the module documentation).
+/// Check `p` against the tensors it runs on (see the module documentation); the rules of
+/// windows and swizzles ([`crate::transforms::wrapperize::check_wrappers`]) come first.
 pub fn check(p: &Program, tensors: &Signatures) -> Result<()> {
+    crate::transforms::wrapperize::check_wrappers(p)?;
     Checker {
         tensors,
         bound: vec![],
@@ -316,14 +318,20 @@ mod tests {
             "2:10: dimension mismatch: `x` has 1 dimension but `x[i, i]` gives 2 indices"
         );
         // Also where the value is `missing` and normalisation would drop the statement.
-        assert_eq!(err("s[] = x[]", &t), "1:7: dimension mismatch: `x` has 1 dimension but `x[]` gives 0 indices");
+        assert_eq!(
+            err("s[] = x[]", &t),
+            "1:7: dimension mismatch: `x` has 1 dimension but `x[]` gives 0 indices"
+        );
     }
 
     #[test]
     fn nested_binders_cannot_reuse_a_name() {
         let t = sigs(&[("x", 1, ElemType::F64), ("s", 0, ElemType::F64)]);
         assert_eq!(
-            err("for i = 2:5\n  for i = _\n    s[] += x[i]\n  end\nend\n", &t),
+            err(
+                "for i = 2:5\n  for i = _\n    s[] += x[i]\n  end\nend\n",
+                &t
+            ),
             "2:3: the loop over `i` at 2:3 reuses the name bound by the loop over `i` at 1:1 that encloses it; rename one of them"
         );
         assert_eq!(
@@ -347,7 +355,10 @@ mod tests {
             ("for i = _\n  s[] += x[f[i]]\nend\n", "2:12"),
             ("s[] += x[1.5]", "1:10"),
             ("for i = 0:n\n  s[] += x[i]\nend\n", "1:11"),
-            ("for i = _\n  let k = i / 2\n    s[] += x[k]\n  end\nend\n", "3:14"),
+            (
+                "for i = _\n  let k = i / 2\n    s[] += x[k]\n  end\nend\n",
+                "3:14",
+            ),
             ("for i = _\n  s[] += x[(0:2.0)(i)]\nend\n", "2:15"),
         ] {
             assert_eq!(err(text, &t), format!("{at}: {FLOAT_INDEX}"), "{text}");

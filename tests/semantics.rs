@@ -1,0 +1,557 @@
+//! One semantics across the JIT, the C backend and the reference evaluator (README,
+//! "Semantics"): each shape runs on all three, which must all succeed with the same values or
+//! all fail with the same message. The C backend is skipped, with a message, without a C
+//! compiler.
+
+mod common;
+
+use common::{fmt, parse, run_eval};
+use std::collections::BTreeMap;
+use tessera::backend::CBackend;
+use tessera::run::Runner;
+use tessera::runtime::Buffer;
+use tessera::tensor::Tensor;
+use tessera::types::Scalar;
+
+type Tensors = BTreeMap<String, Tensor>;
+
+fn tensors(list: Vec<(&str, Tensor)>) -> Tensors {
+    list.into_iter().map(|(n, t)| (n.to_string(), t)).collect()
+}
+
+fn dense(format: &str, shape: &[usize], values: Buffer) -> Tensor {
+    Tensor::from_dense(&fmt(format), shape, &values).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn vector(format: &str, values: &[f64]) -> Tensor {
+    dense(format, &[values.len()], Buffer::F64(values.to_vec()))
+}
+
+fn ints(values: &[i64]) -> Tensor {
+    dense(
+        "Dense(Element(0))",
+        &[values.len()],
+        Buffer::I64(values.to_vec()),
+    )
+}
+
+fn empty(format: &str, shape: &[usize]) -> Tensor {
+    Tensor::empty(&fmt(format), shape).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The compiled backends to compare: the JIT, and C when a compiler is here.
+fn compiled(test: &str) -> Vec<(&'static str, Runner)> {
+    let mut out = vec![("jit", Runner::jit())];
+    let c = CBackend::new().with_cache_dir(std::env::temp_dir().join("tessera-test-cache"));
+    if c.compiler_available() {
+        out.push(("c", Runner::new(Box::new(c))));
+    } else {
+        eprintln!("{test}: no C compiler (cc or $CC), the C backend is skipped");
+    }
+    out
+}
+
+/// Every tensor's dense values after running `text`, per backend (`eval` last), and the
+/// JIT's tensors.
+type Values = BTreeMap<String, Vec<Scalar>>;
+
+fn run_all(
+    test: &str,
+    text: &str,
+    ts: &Tensors,
+) -> (
+    Vec<(&'static str, tessera::Result<Values>)>,
+    Option<Tensors>,
+) {
+    let p = parse(text);
+    let mut out = vec![];
+    let mut jit = None;
+    for (name, runner) in compiled(test) {
+        let mut got = ts.clone();
+        let r = runner
+            .compile(&p, &common::formats_of(&got))
+            .and_then(|k| runner.execute(&k, &mut got));
+        if r.is_ok() {
+            for (n, t) in &got {
+                t.validate(n)
+                    .unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+            }
+        }
+        let r = r.map(|()| got.iter().map(|(n, t)| (n.clone(), values(t))).collect());
+        if name == "jit" && r.is_ok() {
+            jit = Some(got);
+        }
+        out.push((name, r));
+    }
+    let eval =
+        run_eval(&p, ts).map(|vs| vs.into_iter().map(|(n, v)| (n, v.to_scalars())).collect());
+    out.push(("eval", eval));
+    (out, jit)
+}
+
+/// Dense values as scalars.
+fn values(t: &Tensor) -> Vec<Scalar> {
+    t.to_dense().to_scalars()
+}
+
+/// Equal bits, or both NaN (the NaN payload is not specified).
+fn same(a: &[Scalar], b: &[Scalar]) -> bool {
+    let nan = |s: &Scalar| {
+        matches!(s, Scalar::F64(v) if v.is_nan()) || matches!(s, Scalar::F32(v) if v.is_nan())
+    };
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y || (nan(x) && nan(y)))
+}
+
+/// All backends succeed with the same values; returns the JIT's tensors.
+fn agree(test: &str, text: &str, ts: Tensors) -> Tensors {
+    let (results, jit) = run_all(test, text, &ts);
+    let mut want: Option<Values> = None;
+    for (backend, r) in results {
+        let got = r.unwrap_or_else(|e| panic!("{backend}: {e}\n{text}"));
+        match &want {
+            None => want = Some(got),
+            Some(w) => {
+                for (n, v) in &got {
+                    assert!(
+                        same(v, &w[n]),
+                        "{backend} and jit differ on `{n}`: {v:?} vs {:?}\n{text}",
+                        w[n]
+                    );
+                }
+            }
+        }
+    }
+    jit.expect("the JIT succeeded")
+}
+
+/// All backends fail with the same message, which contains each of `parts`.
+fn all_fail(test: &str, text: &str, ts: Tensors, parts: &[&str]) {
+    let mut messages = vec![];
+    for (backend, r) in run_all(test, text, &ts).0 {
+        match r {
+            Ok(got) => panic!("{backend} succeeded: {got:?}\n{text}"),
+            Err(e) => messages.push((backend, e.to_string())),
+        }
+    }
+    let (_, want) = &messages[0];
+    for p in parts {
+        assert!(want.contains(p), "`{want}` lacks `{p}`\n{text}");
+    }
+    for (backend, m) in &messages {
+        assert_eq!(m, want, "{backend}'s message differs\n{text}");
+    }
+}
+
+fn f64s(t: &Tensor) -> Vec<f64> {
+    values(t).iter().map(Scalar::as_f64).collect()
+}
+
+// ---- item 1: an access with more indices than dimensions --------------------------------------
+
+#[test]
+fn an_access_with_too_many_indices_is_an_error_not_a_panic() {
+    let t = "arity";
+    for f in ["Dense(Element(0.0))", "SparseList(Element(0.0))"] {
+        let ts = tensors(vec![
+            ("x", vector(f, &[1.0, 2.0, 3.0])),
+            ("s", empty("Element(0.0)", &[])),
+        ]);
+        // A repeated index is rewritten by normalisation: the check must come first.
+        all_fail(
+            t,
+            "for i = _\n  s[] += x[i, i]\nend\n",
+            ts.clone(),
+            &["2:10: dimension mismatch: `x` has 1 dimension but `x[i, i]` gives 2 indices"],
+        );
+        all_fail(
+            t,
+            "for i = _, j = _\n  s[] += x[i, j]\nend\n",
+            ts.clone(),
+            &["`x` has 1 dimension but `x[i, j]` gives 2 indices"],
+        );
+        // `tessera code` lowers without running: the same error.
+        let e = Runner::lower(
+            &parse("for i = _\n  s[] += x[i, i]\nend\n"),
+            &common::formats_of(&ts),
+        )
+        .err()
+        .expect("rejected");
+        assert!(e.to_string().contains("gives 2 indices"), "{e}");
+    }
+}
+
+// ---- item 4: loop names, multi-coordinate writes ------------------------------------------------
+
+#[test]
+fn a_nested_loop_cannot_reuse_its_outer_loops_name() {
+    let ts = tensors(vec![
+        (
+            "x",
+            vector("Dense(Element(0.0))", &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+        ),
+        ("s", empty("Element(0.0)", &[])),
+    ]);
+    all_fail(
+        "shadowing",
+        "for i = 2:5\n  for i = _\n    s[] += x[i]\n  end\nend\n",
+        ts.clone(),
+        &["2:3: the loop over `i` at 2:3 reuses the name bound by the loop over `i` at 1:1"],
+    );
+    all_fail(
+        "shadowing",
+        "for i = _\n  let i = 0\n    s[] += x[i]\n  end\nend\n",
+        ts.clone(),
+        &["`let i` at 2:3 reuses the name bound by the loop over `i` at 1:1"],
+    );
+    // Sibling loops may share a name.
+    let got = agree(
+        "shadowing",
+        "for i = _\n  s[] += x[i]\nend\nfor i = 2:5\n  s[] += x[i]\nend\n",
+        ts,
+    );
+    assert_eq!(f64s(&got["s"]), vec![21.0 + 18.0]);
+}
+
+const OUTPUTS: [&str; 4] = [
+    "SparseDict(Element(0.0))",
+    "SparseByteMap(Element(0.0))",
+    "Dense(Element(0.0))",
+    "SparseCOO{1}(Element(0.0))",
+];
+
+#[test]
+fn two_writes_in_one_body_to_a_hashed_or_coordinate_output_are_both_kept() {
+    let t = "two_writes";
+    let x = vector("Dense(Element(0.0))", &[0.5, 1.5, 2.5]);
+    for f in OUTPUTS {
+        let ts = |y: Tensor| {
+            tensors(vec![
+                ("x", x.clone()),
+                ("I", ints(&[0, 2, 4])),
+                ("J", ints(&[5, 3, 1])),
+                ("K", ints(&[1, 1, 0])),
+                ("y", y),
+            ])
+        };
+        // Distinct coordinates: every format takes them.
+        let got = agree(
+            t,
+            "y .= 0\nfor i = _\n  y[I[i]] += x[i]\n  y[J[i]] += 2.0\nend\n",
+            ts(empty(f, &[6])),
+        );
+        assert_eq!(f64s(&got["y"]), vec![0.5, 2.0, 1.5, 2.0, 2.5, 2.0], "{f}");
+        assert_eq!(got["y"].countstored(), 6, "{f}");
+        // The first write skipped (its entry is given back), the second kept.
+        let got = agree(
+            t,
+            "y .= 0\nfor i = _\n  if x[i] > 1.0\n    y[I[i]] += x[i]\n  end\n  y[J[i]] += 2.0\nend\n",
+            ts(empty(f, &[6])),
+        );
+        assert_eq!(f64s(&got["y"]), vec![0.0, 2.0, 1.5, 2.0, 2.5, 2.0], "{f}");
+        if f.starts_with("SparseDict") || f.starts_with("SparseCOO") {
+            assert_eq!(got["y"].countstored(), 5, "{f}: nothing stored at 0");
+        }
+        // One coordinate written by both writes (and the program): accumulated, except
+        // by SparseCOO, which cannot combine repeated writes and says so.
+        for text in [
+            "y .= 0\nfor i = _\n  if x[i] > 1.0\n    y[I[i]] += x[i]\n  end\n  y[K[i]] += 2.0\nend\n",
+            "y .= 0\nfor i = _\n  y[i] += 1.0\n  y[0] += 1.0\nend\n",
+        ] {
+            let y = empty(f, &[if text.contains("I[i]") { 6 } else { 3 }]);
+            if f.starts_with("SparseCOO") {
+                let mut ts = ts(y);
+                let e = common::run_jit(&parse(text), &mut ts)
+                    .unwrap_err()
+                    .to_string();
+                assert!(e.contains("a SparseCOO entry was written twice"), "{e}");
+            } else {
+                let got = agree(t, text, ts(y));
+                let want = if text.contains("I[i]") {
+                    vec![2.0, 4.0, 1.5, 0.0, 2.5, 0.0]
+                } else {
+                    vec![4.0, 1.0, 1.0]
+                };
+                assert_eq!(f64s(&got["y"]), want, "{f}\n{text}");
+            }
+        }
+    }
+}
+
+#[test]
+fn two_writes_in_one_body_to_a_matrix_keep_their_own_coordinates() {
+    let a = dense(
+        "Dense(Dense(Element(0.0)))",
+        &[3, 4],
+        Buffer::F64((1..=12).map(f64::from).collect()),
+    );
+    for f in [
+        "SparseCOO{2}(Element(0.0))",
+        "SparseDict(SparseDict(Element(0.0)))",
+        "Dense(SparseDict(Element(0.0)))",
+        "Dense(SparseCOO{1}(Element(0.0)))",
+    ] {
+        for text in [
+            "Y .= 0\nfor i = _, j = _\n  Y[2 * i, j] += A[i, j]\n  Y[2 * i + 1, j] += 2.0\nend\n",
+            "Y .= 0\nfor i = _, j = _\n  if A[i, j] > 5\n    Y[2 * i, j] += A[i, j]\n  end\n  Y[2 * i + 1, j] += 2.0\nend\n",
+        ] {
+            let got = agree(
+                "matrix_writes",
+                text,
+                tensors(vec![("A", a.clone()), ("Y", empty(f, &[6, 4]))]),
+            );
+            // Odd rows get 2.0; even row 2i gets row i of A (only above 5 with the `if`).
+            let masked = text.contains("> 5");
+            let want: Vec<f64> = (0..6)
+                .flat_map(|r| (0..4).map(move |c| (r, c)))
+                .map(|(r, c)| match (r % 2, (4 * (r / 2) + c + 1) as f64) {
+                    (1, _) => 2.0,
+                    (_, a) if masked && a <= 5.0 => 0.0,
+                    (_, a) => a,
+                })
+                .collect();
+            assert_eq!(f64s(&got["Y"]), want, "{f}\n{text}");
+        }
+    }
+}
+
+// ---- item 5: the compiled backends and the evaluator agree --------------------------------------
+
+#[test]
+fn choose_compares_with_equality_so_negative_zero_matches_zero() {
+    let t = "choose";
+    let got = agree(
+        t,
+        "s .= 0\ns[] = -0.0\ns[] <<choose(0)>>= 5.0\n",
+        tensors(vec![("s", empty("Element(0.0)", &[]))]),
+    );
+    assert_eq!(f64s(&got["s"]), vec![5.0]);
+    // Formats that can be updated after they were read.
+    for f in ["Dense(Element(0.0))", "SparseDict(Element(0.0))"] {
+        let got = agree(
+            t,
+            "for i = _\n  y[i] <<choose(0)>>= x[i]\nend\n",
+            tensors(vec![
+                ("x", vector("Dense(Element(0.0))", &[7.0, 8.0, 9.0])),
+                ("y", vector(f, &[-0.0, 1.0, 0.0])),
+            ]),
+        );
+        assert_eq!(f64s(&got["y"]), vec![7.0, 1.0, 9.0], "{f}");
+    }
+}
+
+#[test]
+fn float_valued_indices_and_bounds_are_errors() {
+    let t = "float_indices";
+    let ts = tensors(vec![
+        ("x", vector("Dense(Element(0.0))", &[1.0, 2.0, 3.0])),
+        ("f", vector("Dense(Element(0.0))", &[0.5, 1.5, 2.5])),
+        ("n", dense("Element(0.0)", &[], Buffer::F64(vec![1.5]))),
+        ("s", empty("Element(0.0)", &[])),
+    ]);
+    let msg = "an index or extent must be an integer, not a float";
+    all_fail(
+        t,
+        "for i = _\n  s[] += x[f[i]]\nend\n",
+        ts.clone(),
+        &["2:12: ", msg],
+    );
+    all_fail(t, "s[] += x[1.5]\n", ts.clone(), &["1:10: ", msg]);
+    all_fail(
+        t,
+        "for i = 0:n\n  s[] += x[i]\nend\n",
+        ts.clone(),
+        &["1:11: ", msg],
+    );
+    // Code that never runs is checked all the same.
+    all_fail(
+        t,
+        "for i = _\n  if i > 5\n    s[] += x[i / 2]\n  end\nend\n",
+        ts,
+        &["3:14: ", msg],
+    );
+}
+
+#[test]
+fn constant_indices_are_bounds_checked_even_where_the_value_is_folded_away() {
+    let t = "constant_indices";
+    let a = dense(
+        "Dense(SparseList(Element(0.0)))",
+        &[3, 4],
+        Buffer::F64((1..=12).map(f64::from).collect()),
+    );
+    let ts = tensors(vec![
+        ("x", vector("Dense(Element(0.0))", &[1.0, 2.0, 3.0])),
+        ("A", a),
+        ("s", empty("Element(0.0)", &[])),
+    ]);
+    let oob = "tensor `A`: 2:26: index 1 = 99 is out of bounds for dimension 1 of size 4";
+    all_fail(
+        t,
+        "for j = _\n  s[] += x[j] * 0 * A[j, 99]\nend\n",
+        ts.clone(),
+        &[oob],
+    );
+    // In a branch that is never taken, and through `size`.
+    all_fail(
+        t,
+        "for j = _\n  if x[j] > 100\n    s[] += A[j, size(A, 1)]\n  end\nend\n",
+        ts.clone(),
+        &["index 1 = 4 is out of bounds for dimension 1 of size 4"],
+    );
+    // In range, and permissive (`missing` outside): no error.
+    let got = agree(
+        t,
+        "for j = _\n  s[] += x[j] * A[j, 3] + coalesce(A[j, ~99], 0)\nend\n",
+        ts,
+    );
+    assert_eq!(f64s(&got["s"]), vec![4.0 + 16.0 + 36.0]);
+}
+
+#[test]
+fn zero_annihilates_products_even_against_nan_and_infinities() {
+    let t = "strong_zero";
+    let x = vector("Dense(Element(0.0))", &[1.0, 2.0, 3.0]);
+    // The program: the scalar holds the annihilator, the compiler skips the loop.
+    let got = agree(
+        t,
+        "s .= 0\nfor i = _\n  s[] *= log(-x[i])\nend\n",
+        tensors(vec![("x", x.clone()), ("s", empty("Element(0.0)", &[]))]),
+    );
+    assert_eq!(f64s(&got["s"]), vec![0.0]);
+    // Stored zeros (dense) and skipped ones (sparse) against NaN and infinities.
+    for f in [
+        "Dense(Element(0.0))",
+        "SparseList(Element(0.0))",
+        "Dense(Element(1.0))",
+    ] {
+        let got = agree(
+            t,
+            "for i = _\n  y[i] = a[i] * b[i]\n  z[i] = b[i] * a[i] * 0\nend\ns .= 0\nfor i = _\n  s[] += (x[i] - x[i]) * log(-x[i])\nend\n",
+            tensors(vec![
+                ("a", vector(f, &[0.0, 2.0, 0.0, 3.0])),
+                (
+                    "b",
+                    vector(
+                        "Dense(Element(0.0))",
+                        &[f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 4.0],
+                    ),
+                ),
+                ("x", x.clone()),
+                ("y", empty("Dense(Element(0.0))", &[4])),
+                ("z", empty("Dense(Element(0.0))", &[4])),
+                ("s", empty("Element(0.0)", &[])),
+            ]),
+        );
+        assert_eq!(f64s(&got["y"])[..3], [0.0, f64::INFINITY, 0.0], "{f}");
+        assert_eq!(f64s(&got["z"]), vec![0.0; 4], "{f}");
+        assert_eq!(f64s(&got["s"]), vec![0.0], "{f}");
+    }
+}
+
+#[test]
+fn an_unbound_name_is_an_error_even_where_the_value_is_missing() {
+    let ts = tensors(vec![
+        ("x", vector("Dense(Element(0.0))", &[1.0, 2.0, 3.0])),
+        ("y", empty("Dense(Element(0.0))", &[3])),
+    ]);
+    all_fail(
+        "unbound",
+        "y[j] = missing\n",
+        ts.clone(),
+        &["1:3: unknown name `j`"],
+    );
+    all_fail(
+        "unbound",
+        "for i = _\n  y[i] = x[~(i + 5)] + k\nend\n",
+        ts,
+        &["2:24: unknown name `k`"],
+    );
+}
+
+// ---- item 6: min and max with NaN -----------------------------------------------------------
+
+#[test]
+fn min_and_max_are_commutative_and_propagate_nan() {
+    let t = "minmax";
+    let nan = f64::NAN;
+    let (a, b) = (
+        [nan, 1.0, 2.0, -0.0, 0.0, nan],
+        [1.0, nan, 3.0, 0.0, -0.0, nan],
+    );
+    for f in ["Dense(Element(0.0))", "SparseList(Element(0.0))"] {
+        let n = a.len();
+        let got = agree(
+            t,
+            "for i = _\n  lo[i] = min(a[i], b[i])\n  ol[i] = min(b[i], a[i])\n  hi[i] = max(a[i], b[i])\n  ih[i] = max(b[i], a[i])\nend\n",
+            tensors(vec![
+                ("a", vector(f, &a)),
+                ("b", vector("Dense(Element(0.0))", &b)),
+                ("lo", empty("Dense(Element(0.0))", &[n])),
+                ("ol", empty("Dense(Element(0.0))", &[n])),
+                ("hi", empty("Dense(Element(0.0))", &[n])),
+                ("ih", empty("Dense(Element(0.0))", &[n])),
+            ]),
+        );
+        assert!(same(&values(&got["lo"]), &values(&got["ol"])), "{f}");
+        assert!(same(&values(&got["hi"]), &values(&got["ih"])), "{f}");
+        let lo = values(&got["lo"]);
+        assert!(lo[0].as_f64().is_nan() && lo[1].as_f64().is_nan() && lo[5].as_f64().is_nan());
+        assert_eq!(
+            lo[2..5],
+            [Scalar::F64(2.0), Scalar::F64(-0.0), Scalar::F64(-0.0)]
+        );
+        let hi = values(&got["hi"]);
+        assert_eq!(
+            hi[2..5],
+            [Scalar::F64(3.0), Scalar::F64(0.0), Scalar::F64(0.0)]
+        );
+    }
+    // Constant folding follows the same rule.
+    let got = agree(
+        t,
+        "s[] = min(NaN, 1.0)\nu[] = min(1.0, NaN)\nv[] = max(1.0, NaN)\nw[] = min(3, -2)\n",
+        tensors(vec![
+            ("s", empty("Element(0.0)", &[])),
+            ("u", empty("Element(0.0)", &[])),
+            ("v", empty("Element(0.0)", &[])),
+            ("w", empty("Element(0)", &[])),
+        ]),
+    );
+    for n in ["s", "u", "v"] {
+        assert!(f64s(&got[n])[0].is_nan(), "{n}");
+    }
+    assert_eq!(values(&got["w"]), vec![Scalar::I64(-2)]);
+}
+
+#[test]
+fn min_and_max_reductions_propagate_nan_even_after_an_infinity() {
+    let t = "minmax_reductions";
+    let x = vector(
+        "Dense(Element(0.0))",
+        &[1.0, f64::NEG_INFINITY, f64::INFINITY, f64::NAN, 5.0],
+    );
+    for (init, op, f) in [
+        ("Inf", "min", "Element(Inf)"),
+        ("Inf", "min", "ShortCircuitScalar(Inf)"),
+        ("-Inf", "max", "Element(-Inf)"),
+        ("-Inf", "max", "ShortCircuitScalar(-Inf)"),
+    ] {
+        let text = format!("m .= {init}\nfor i = _\n  m[] <<{op}>>= x[i]\nend\n");
+        let got = agree(
+            t,
+            &text,
+            tensors(vec![("x", x.clone()), ("m", empty(f, &[]))]),
+        );
+        assert!(f64s(&got["m"])[0].is_nan(), "{f}: {:?}", f64s(&got["m"]));
+    }
+    // Integers are unaffected.
+    let got = agree(
+        t,
+        "m .= 100\nfor i = _\n  m[] <<min>>= k[i]\nend\n",
+        tensors(vec![
+            ("k", ints(&[4, -7, 9])),
+            ("m", empty("ShortCircuitScalar(100)", &[])),
+        ]),
+    );
+    assert_eq!(values(&got["m"]), vec![Scalar::I64(-7)]);
+}
