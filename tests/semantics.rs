@@ -174,8 +174,7 @@ fn an_access_with_too_many_indices_is_an_error_not_a_panic() {
             &parse("for i = _\n  s[] += x[i, i]\nend\n"),
             &common::formats_of(&ts),
         )
-        .err()
-        .expect("rejected");
+        .expect_err("rejected");
         assert!(e.to_string().contains("gives 2 indices"), "{e}");
     }
 }

@@ -8,7 +8,7 @@
 //!
 //! Floats follow IEEE 754 with two deliberate exceptions, the same in every backend (README,
 //! "Semantics"):
-//! - zero is a strong annihilator of `*`: a product with a zero factor is `0.0`, even when the
+//! - zero is a strong annihilator of `*`: a product with a zero factor is zero, even when the
 //!   other factor is NaN or infinite. This is what lets a sparse kernel skip the zeros of an
 //!   operand (Finch's rule), so the dense semantics adopts it instead of depending on which
 //!   zeros a format happens to store;
@@ -243,10 +243,16 @@ pub fn max_f(a: f64, b: f64) -> f64 {
     }
 }
 
-/// The IR's float `Mul`: IEEE multiplication, except that a zero factor gives `0.0` whatever
-/// the other factor is (a strong zero: `0 * NaN == 0 * Inf == 0`).
+/// The IR's float `Mul`: IEEE multiplication, except that a zero factor gives zero whatever
+/// the other factor is (a strong zero: `0 * NaN == 0 * Inf == 0.0`). Only a NaN product can
+/// differ from IEEE, so kernels test for that one rare case after multiplying.
 pub fn mul_f(a: f64, b: f64) -> f64 {
-    if a == 0.0 || b == 0.0 { 0.0 } else { a * b }
+    let p = a * b;
+    if p.is_nan() && (a == 0.0 || b == 0.0) {
+        0.0
+    } else {
+        p
+    }
 }
 
 fn int_div(a: i64, b: i64) -> i64 {
@@ -531,12 +537,15 @@ mod tests {
 
     #[test]
     fn zero_annihilates_products_of_floats() {
-        for other in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -2.0] {
+        for other in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
             let p = eval_binary(BinaryOp::Mul, Scalar::F64(0.0), Scalar::F64(other));
             assert_eq!(p, Ok(Scalar::F64(0.0)), "0 * {other}");
             let q = eval_binary(BinaryOp::Mul, Scalar::F64(other), Scalar::I64(0));
             assert_eq!(q, Ok(Scalar::F64(0.0)), "{other} * 0");
         }
+        // Otherwise IEEE, signed zeros included.
+        let r = eval_binary(BinaryOp::Mul, Scalar::F64(0.0), Scalar::F64(-2.0));
+        assert_eq!(r, Ok(Scalar::F64(-0.0)));
         let r = apply_reducer(
             &Reducer::Mul,
             Scalar::F64(0.0),

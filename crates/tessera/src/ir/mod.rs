@@ -72,8 +72,9 @@ pub enum BinOp {
     /// Wrapping on I64.
     Add,
     Sub,
-    /// Wrapping on I64. On F64 a zero factor gives 0.0 even against NaN or an infinity
-    /// (`semantics::mul_f`), so skipping a sparse operand's zeros never changes a result.
+    /// Wrapping on I64. On F64 a zero factor gives zero even against NaN or an infinity
+    /// (`semantics::mul_f`), so skipping a sparse operand's zeros never changes a result
+    /// (see `plain_product` for when this is plain IEEE multiplication).
     Mul,
     /// F64 division; on I64 truncating division with x/0 = 0 (never traps).
     Div,
@@ -100,6 +101,13 @@ pub enum BinOp {
     Shl,
     /// Arithmetic shift right, I64 only, amount modulo 64.
     Shr,
+}
+
+/// Whether the F64 product `a * b` is plain IEEE multiplication: with a finite nonzero
+/// constant factor the strong zero of `BinOp::Mul` changes nothing, so backends need no test.
+pub fn plain_product(a: &Expr, b: &Expr) -> bool {
+    let safe = |e: &Expr| matches!(e, Expr::Const(Scalar::F64(c)) if c.is_finite() && *c != 0.0);
+    safe(a) || safe(b)
 }
 
 #[derive(Clone, Debug, PartialEq)]

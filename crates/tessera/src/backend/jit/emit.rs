@@ -482,6 +482,9 @@ impl Emitter<'_, '_> {
                 let ty = self.k.type_of(a);
                 let x = self.expr(a);
                 let y = self.expr(b);
+                if *op == BinOp::Mul && ty == ElemType::F64 && crate::ir::plain_product(a, b) {
+                    return self.b.ins().fmul(x, y);
+                }
                 self.binary(*op, ty, x, y)
             }
             Expr::Select(c, a, b) => {
@@ -510,6 +513,29 @@ impl Emitter<'_, '_> {
         }
     }
 
+    /// `x * y` where a zero factor gives zero even against NaN or an infinity
+    /// (`ir::BinOp::Mul`): only a NaN product can differ from IEEE, so the factors are tested
+    /// in a cold block reached from that rare case alone.
+    fn strong_zero_mul(&mut self, x: Value, y: Value) -> Value {
+        let product = self.b.ins().fmul(x, y);
+        let nan = self.b.ins().fcmp(FloatCC::Unordered, product, product);
+        let (fix, merge) = (self.b.create_block(), self.b.create_block());
+        self.b.append_block_param(merge, types::F64);
+        self.b
+            .ins()
+            .brif(nan, fix, &[], merge, &[BlockArg::Value(product)]);
+        self.b.set_cold_block(fix);
+        self.b.switch_to_block(fix);
+        let zero = self.b.ins().f64const(0.0);
+        let zx = self.b.ins().fcmp(FloatCC::Equal, x, zero);
+        let zy = self.b.ins().fcmp(FloatCC::Equal, y, zero);
+        let either = self.b.ins().bor(zx, zy);
+        let fixed = self.b.ins().select(either, zero, product);
+        self.b.ins().jump(merge, &[BlockArg::Value(fixed)]);
+        self.b.switch_to_block(merge);
+        self.b.block_params(merge)[0]
+    }
+
     fn binary(&mut self, op: BinOp, ty: ElemType, x: Value, y: Value) -> Value {
         use BinOp::*;
         let float = ty == ElemType::F64;
@@ -517,15 +543,7 @@ impl Emitter<'_, '_> {
         match op {
             Add if float => ins.fadd(x, y),
             Sub if float => ins.fsub(x, y),
-            Mul if float => {
-                // A zero factor gives 0.0 even against NaN or an infinity (`ir::BinOp::Mul`).
-                let product = ins.fmul(x, y);
-                let zero = self.b.ins().f64const(0.0);
-                let zx = self.b.ins().fcmp(FloatCC::Equal, x, zero);
-                let zy = self.b.ins().fcmp(FloatCC::Equal, y, zero);
-                let either = self.b.ins().bor(zx, zy);
-                self.b.ins().select(either, zero, product)
-            }
+            Mul if float => self.strong_zero_mul(x, y),
             Div if float => ins.fdiv(x, y),
             Rem if float => self.call_f64(abi::tessera_fmod as *const () as usize, &[x, y]),
             // WebAssembly's rules: NaN from either side, -0.0 below 0.0 (IEEE 754-2019).
