@@ -250,26 +250,35 @@ fn two_writes_in_one_body_to_a_hashed_or_coordinate_output_are_both_kept() {
         if f.starts_with("SparseDict") || f.starts_with("SparseCOO") {
             assert_eq!(got["y"].countstored(), 5, "{f}: nothing stored at 0");
         }
-        // One coordinate written by both writes (and the program): accumulated, except
-        // by SparseCOO, which cannot combine repeated writes and says so.
-        for text in [
-            "y .= 0\nfor i = _\n  if x[i] > 1.0\n    y[I[i]] += x[i]\n  end\n  y[K[i]] += 2.0\nend\n",
-            "y .= 0\nfor i = _\n  y[i] += 1.0\n  y[0] += 1.0\nend\n",
+        // One coordinate written by both writes (the program among them): accumulated,
+        // except by SparseCOO, which cannot combine repeated writes and says so. In the last,
+        // the first write creates entry 0 and leaves it alone where `x[i] <= 1`, and the second
+        // writes it: the entry must stay.
+        for (text, n, want) in [
+            (
+                "y .= 0\nfor i = _\n  if x[i] > 1.0\n    y[I[i]] += x[i]\n  end\n  y[K[i]] += 2.0\nend\n",
+                6,
+                vec![2.0, 4.0, 1.5, 0.0, 2.5, 0.0],
+            ),
+            (
+                "y .= 0\nfor i = _\n  y[i] += 1.0\n  y[0] += 1.0\nend\n",
+                3,
+                vec![4.0, 1.0, 1.0],
+            ),
+            (
+                "y .= 0\nfor i = _\n  if x[i] > 1.0\n    y[i] += 1.0\n  end\n  y[0] += 5.0\nend\n",
+                3,
+                vec![15.0, 1.0, 1.0],
+            ),
         ] {
-            let y = empty(f, &[if text.contains("I[i]") { 6 } else { 3 }]);
             if f.starts_with("SparseCOO") {
-                let mut ts = ts(y);
+                let mut ts = ts(empty(f, &[n]));
                 let e = common::run_jit(&parse(text), &mut ts)
                     .unwrap_err()
                     .to_string();
                 assert!(e.contains("a SparseCOO entry was written twice"), "{e}");
             } else {
-                let got = agree(t, text, ts(y));
-                let want = if text.contains("I[i]") {
-                    vec![2.0, 4.0, 1.5, 0.0, 2.5, 0.0]
-                } else {
-                    vec![4.0, 1.0, 1.0]
-                };
+                let got = agree(t, text, ts(empty(f, &[n])));
                 assert_eq!(f64s(&got["y"]), want, "{f}\n{text}");
             }
         }

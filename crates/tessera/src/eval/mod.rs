@@ -6,11 +6,12 @@
 //!
 //! A run has three phases:
 //! 1. static errors, reported whether or not the faulty code runs, by the compiler's own
-//!    checks: [`crate::transforms::check`] (unknown names and tensors, wrong ranks, reused
-//!    loop names, float indices, unknown functions),
+//!    checks in the compiler's order: [`crate::transforms::check`] (bad swizzles and windows,
+//!    unknown names and tensors, wrong ranks, reused loop names, float indices, unknown
+//!    functions), [`crate::transforms::resolve_reducers`] (bad reducer definitions and unknown
+//!    reducers), the extents of `_` loops, and
 //!    [`crate::transforms::dimensionalize::constant_indices_inside`] (constant indices out of
-//!    bounds), [`crate::transforms::resolve_reducers`] (bad reducer definitions and unknown
-//!    reducers) and [`crate::transforms::wrapperize::check_wrappers`] (bad swizzles and windows);
+//!    bounds);
 //! 2. the lifecycle check, which is the compiler's own pass
 //!    ([`crate::transforms::lifecycle`]) run on the source program. Reusing it, rather than
 //!    re-deriving the rule, guarantees the evaluator rejects exactly the programs the compiler

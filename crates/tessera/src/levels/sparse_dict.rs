@@ -60,6 +60,9 @@ const HTBL: usize = 4;
 const HVAL: usize = 5;
 /// State: the number of children (entries).
 const NENT: usize = 0;
+/// State: children below this position were written since the declaration (or came from the
+/// read form) and are never given back, even by a write that created one and left it alone.
+const KEPT: usize = 1;
 
 impl Level for SparseDict {
     fn buffers(&self, _: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
@@ -73,7 +76,7 @@ impl Level for SparseDict {
         ]
     }
     fn state(&self, _: &LevelKind) -> Vec<(&'static str, ElemType)> {
-        vec![("nent", ElemType::I64)]
+        vec![("nent", ElemType::I64), ("kept", ElemType::I64)]
     }
 
     fn validate(
@@ -229,6 +232,7 @@ impl Level for SparseDict {
                 value: b::int(-1),
             },
             b::assign(l.state(NENT), b::int(0)),
+            b::assign(l.state(KEPT), b::int(0)),
         ]);
         code.extend(l.child_impl().declare(cx, &l.child(), b::int(0), init)?);
         Ok(code)
@@ -327,6 +331,7 @@ impl Level for SparseDict {
         let (p, q) = (cx.var("p", ElemType::I64), cx.var("q", ElemType::I64));
         let mut code = vec![
             b::assign(nent, b::load(ptr, count.clone())),
+            b::assign(l.state(KEPT), b::var(nent)),
             Stmt::Grow {
                 buf: key,
                 len: b::var(nent),
@@ -519,8 +524,10 @@ impl Level for SparseDict {
         child.dirty = Some(dirty);
         let parent_dirty = f.dirty;
         let dim = l.dim(0);
-        // A created child left unwritten and still the last: out of the table again (its slot
-        // is found afresh, as another write in between may have rehashed the table).
+        // A child this write created and left alone goes out of the table again if it is
+        // still the last one and no other write (which found it) wrote it; its slot is found
+        // afresh, as a write in between may have rehashed the table.
+        let kept = l.state(KEPT);
         let unmake = vec![
             b::store(
                 htbl,
@@ -532,15 +539,21 @@ impl Level for SparseDict {
             ),
             b::assign(nent, b::var(c)),
         ];
-        let last = b::eq(b::add(b::var(c), b::int(1)), b::var(nent));
+        let after = b::add(b::var(c), b::int(1));
+        let removable = b::and(
+            b::eq(after.clone(), b::var(nent)),
+            b::le(b::var(kept), b::var(c)),
+        );
         let mut keep = vec![];
         if let Some(d) = parent_dirty {
             keep.push(b::assign(d, b::boolean(true)));
         }
+        let mut written = vec![b::assign(kept, b::max(b::var(kept), after))];
+        written.extend(keep.clone());
         let epilogue = vec![Stmt::If {
-            cond: b::and(b::not(b::var(dirty)), b::var(fresh)),
-            then: b::if_else(last, unmake, keep.clone()),
-            otherwise: b::if_(b::var(dirty), keep),
+            cond: b::var(dirty),
+            then: written,
+            otherwise: b::if_(b::var(fresh), b::if_else(removable, unmake, keep)),
         }];
         let lookup = Looplet::Lookup(Rc::new(move |i: &Expr| {
             let mut preamble = vec![b::assign(k, b::add(b::var(base), i.clone()))];
