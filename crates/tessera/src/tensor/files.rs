@@ -13,7 +13,13 @@ use std::path::Path;
 /// error naming the entry; into bool, nonzero is true), and a tensor too large for the memory
 /// limit is refused before it is built.
 pub fn load_tensor(path: &str, format: Option<&str>) -> Result<Tensor> {
-    let data = io::read_file(Path::new(path))?;
+    tensor_from_data(io::read_file(Path::new(path))?, format, path)
+}
+
+/// Store what a reader returned in `format` (or the default for its kind of file); `path`
+/// names the source in errors. [`load_tensor`] is [`io::read_file`] followed by this, so
+/// readers given bytes (`io::mtx::read_mtx(&bytes[..], ..)`) reach the same tensors.
+pub fn tensor_from_data(data: FileData, format: Option<&str>, path: &str) -> Result<Tensor> {
     let (rank, elem) = match &data {
         FileData::Coo(c) => (c.shape.len(), c.values.elem()),
         FileData::Dense(d) => (d.shape.len(), d.values.elem()),
