@@ -28,9 +28,16 @@ pub const SPEC: LevelSpec = LevelSpec {
     is: |k| matches!(k, LevelKind::Dense),
     make: |_| LevelKind::Dense,
     args: registry::no_args,
-    check_below: registry::any_below,
+    check_below,
     imp: &Dense,
 };
+
+/// Every position is stored, which a Pattern leaf reads as `true`: it could not hold `false`.
+fn check_below(below: &[LevelKind]) -> Option<&'static str> {
+    matches!(below.first(), Some(LevelKind::Pattern)).then_some(
+        "Dense stores every position, and a Pattern leaf reads every stored position as `true`, so it could not hold `false`: use Dense(Element(false)) or a sparse level above Pattern()",
+    )
+}
 
 impl Level for Dense {
     fn buffers(&self, _: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {

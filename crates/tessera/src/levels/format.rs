@@ -131,6 +131,12 @@ impl Format {
                 return Err(err(msg));
             }
         }
+        // A 0-d format stores its one position, which a Pattern leaf reads as `true`.
+        if let [LevelKind::Pattern] = self.levels.as_slice() {
+            return Err(err(
+                "a 0-d Pattern() always holds `true` and cannot hold `false`: use Element(false)",
+            ));
+        }
         Ok(())
     }
 
@@ -491,6 +497,11 @@ mod tests {
             "SparseBand(Pattern())",
             "Dense(SparseBand(Dense(Pattern())))",
             "RunList(Pattern())",
+            // Found by fuzzing: these read every position as `true`.
+            "Pattern()",
+            "Dense(Pattern())",
+            "SparseList(Dense(Pattern()))",
+            "SparseCOO{1}(Dense(Dense(Pattern())))",
             "RunList(Element(0), merge=maybe)",
             "RunList(Element(0), fuse=false)",
             "SparseInterval(Element(0), merge=false)",
