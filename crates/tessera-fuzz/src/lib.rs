@@ -21,8 +21,11 @@ pub use readers::{mtx, npy, png, tns};
 
 use tessera::runtime::Buffer;
 
+/// A fuzz target: bytes in, a panic on a finding.
+pub type Target = fn(&[u8]);
+
 /// Every target by name, for drivers that run them all.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("program", program),
     ("format", format),
     ("mtx", mtx),

@@ -159,10 +159,10 @@ fn load(data: FileData) {
     if prefix.is_none_or(|p| p > MAX_DENSE_PREFIX) {
         return;
     }
-    if let Ok(t) = tensor_from_data(data, None, "fuzz") {
-        if let Err(e) = t.validate("t") {
-            panic!("a tensor loaded from a file is invalid: {e}");
-        }
+    if let Ok(t) = tensor_from_data(data, None, "fuzz")
+        && let Err(e) = t.validate("t")
+    {
+        panic!("a tensor loaded from a file is invalid: {e}");
     }
 }
 

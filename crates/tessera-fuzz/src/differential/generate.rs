@@ -11,6 +11,8 @@
 
 use super::Shapes;
 use arbitrary::Unstructured;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use tessera::levels::Format;
 use tessera::notation::ast::{AccessIndex, Expr, ExprKind, Extent, Program, Stmt};
@@ -160,6 +162,9 @@ struct Scope {
 
 struct Gen<'a, 'b> {
     u: &'b mut Unstructured<'a>,
+    /// The data comes from a generator seeded by the input, not from its bytes: values need
+    /// no guidance, and short inputs still get varied data.
+    data_rng: StdRng,
     shapes: Shapes,
     extents: [usize; 3],
     /// Statements still allowed, so every program stays small.
@@ -233,14 +238,13 @@ impl Gen<'_, '_> {
     /// SparsePoint and SparseInterval hold one entry or run per fiber).
     fn data(&mut self, format: &Format, shape: &[usize]) -> Tensor {
         let count: usize = shape.iter().product();
-        let density = self.below(4);
+        let rng = &mut self.data_rng;
+        let density = rng.random_range(0..4);
         let values: Vec<f64> = (0..count)
             .map(|_| {
-                if self.below(4) < density {
-                    self.pick(&VALUES[3..])
-                } else {
-                    self.pick(VALUES)
-                }
+                let nonzero = rng.random_range(0..4) < density;
+                let from = if nonzero { &VALUES[3..] } else { VALUES };
+                from[rng.random_range(0..from.len())]
             })
             .collect();
         let values = Buffer::F64(values);
@@ -329,9 +333,9 @@ impl Gen<'_, '_> {
         }
         let ix = idx(name);
         let ix = match self.below(16) {
-            0 => ix.with_protocol(Protocol::Gallop),
-            1 => ix.with_protocol(Protocol::Follow),
-            2 => ix.with_protocol(Protocol::Walk),
+            13 => ix.with_protocol(Protocol::Gallop),
+            14 => ix.with_protocol(Protocol::Follow),
+            15 => ix.with_protocol(Protocol::Walk),
             _ => ix,
         };
         (ix, false)
@@ -368,7 +372,7 @@ impl Gen<'_, '_> {
         let lets: Vec<&(String, Props)> = scope
             .lets
             .iter()
-            .filter(|(_, p)| !(avoid.nan && p.nan) && !(avoid.missing && p.missing))
+            .filter(|(_, p)| !(avoid.nan && p.nan || avoid.missing && p.missing))
             .collect();
         match self.below(8) {
             0..=3 if !visible.is_empty() => {
@@ -596,7 +600,16 @@ impl Gen<'_, '_> {
         }
         let lhs = access(o.name, o.dims.iter().map(|&d| idx(INDICES[d])));
         let avoid = self.avoid_for(&o.op);
-        let (mut rhs, p) = self.expr(scope, reads, 2, avoid);
+        let sum = matches!(
+            o.op,
+            AssignOp::Reduce(Reducer::Add | Reducer::Sub | Reducer::Mul)
+        );
+        let (mut rhs, p) = if sum && o.class != Class::Float && !self.shapes.float_into_integer_sums
+        {
+            self.int_expr(scope, reads, 2, avoid)
+        } else {
+            self.expr(scope, reads, 2, avoid)
+        };
         // `&=` and `|=` take no floats (a type error the compilers report even where the
         // statement never runs, the evaluator only where it does).
         if matches!(o.op, AssignOp::Reduce(Reducer::And | Reducer::Or)) && p.class == Class::Float {
@@ -735,15 +748,22 @@ fn literal_of(v: Scalar) -> Expr {
 
 /// Decode a case. Two loop nests at most; the second may read what the first wrote.
 pub fn case(u: &mut Unstructured<'_>, shapes: &Shapes) -> Case {
+    let seed = u.arbitrary::<u64>().unwrap_or(0);
     let mut g = Gen {
         u,
+        data_rng: StdRng::seed_from_u64(seed),
         shapes: *shapes,
         extents: [0; 3],
         budget: 8,
         lets: 0,
     };
     for d in 0..3 {
-        g.extents[d] = g.below(MAX_EXTENT + 1);
+        // Empty dimensions now and then.
+        g.extents[d] = if g.chance(1, 10) {
+            0
+        } else {
+            1 + g.below(MAX_EXTENT)
+        };
     }
     // Formats first, data last: the program takes the bytes before the data does.
     let mut tensors = BTreeMap::new();

@@ -46,6 +46,12 @@ pub struct Shapes {
     pub missing_unbound_index: bool,
     /// A loop reusing the name of a loop around it.
     pub reused_loop_names: bool,
+    /// A float value reduced with `+=`, `-=` or `*=` into an integer or bool output. Found by
+    /// this target: the compilers turn a loop-invariant sum into one product
+    /// (`for k = 0:2; s[] += 2.5` gives 7 into an `Element(0)`, the evaluator 6, truncating
+    /// at each step) and drop `+= 0.0` (which the evaluator computes in floats, rounding
+    /// integers beyond 2^53).
+    pub float_into_integer_sums: bool,
 }
 
 impl Shapes {
@@ -58,6 +64,7 @@ impl Shapes {
         nan_into_min_max: false,
         missing_unbound_index: false,
         reused_loop_names: false,
+        float_into_integer_sums: false,
     };
     /// Everything, for checking the fixes.
     pub const ALL: Shapes = Shapes {
@@ -68,6 +75,7 @@ impl Shapes {
         nan_into_min_max: true,
         missing_unbound_index: true,
         reused_loop_names: true,
+        float_into_integer_sums: true,
     };
 }
 
