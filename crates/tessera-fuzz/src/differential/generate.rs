@@ -2,7 +2,8 @@
 //! the indices `i`, `j`, `k`, with `if`, `let`, blocks, several outputs and reducers, masks,
 //! protocols, permissive offsets and transposed reads), the formats of its tensors, and small
 //! data. Every choice takes a few bytes of an [`Unstructured`]; when the bytes run out every
-//! choice is its first option, so any input decodes to a case.
+//! choice is its first (plainest) option, so any input decodes to a case. The data comes from
+//! a generator seeded by the first eight bytes.
 //!
 //! The generator keeps to programs both sides should accept: every name is bound, every
 //! operator gets operands of classes it takes, plain indices stay in bounds (a tensor's
@@ -94,11 +95,13 @@ const SCALAR_OUTPUTS: &[&str] = &[
     "ShortCircuitScalar(0.0)",
     "SparseShortCircuitScalar(0)",
 ];
+/// User reducers (with honest properties) that stand in for `+`, `max` and `min`.
+const USER_REDUCERS: [&str; 3] = ["plus", "mx", "mn"];
 /// Stored values (before conversion to the element type); zeros are common so that sparse
 /// formats have gaps.
 const VALUES: &[f64] = &[0.0, 0.0, 0.0, 1.0, 2.0, 3.0, -1.0, -2.0];
 
-/// A program, the tensors it runs on, and the formats that were asked for (for reports).
+/// A program and the tensors it runs on (inputs with data, outputs empty).
 pub struct Case {
     pub program: Program,
     pub tensors: BTreeMap<String, Tensor>,
@@ -286,6 +289,7 @@ impl Gen<'_, '_> {
                 if class == Class::Int {
                     ops.extend([Reducer::And, Reducer::Or].map(AssignOp::Reduce));
                 }
+                ops.extend(USER_REDUCERS.map(|n| AssignOp::Reduce(user(n))));
             }
         }
         if self.shapes.choose_after_negative_zero {
@@ -302,12 +306,17 @@ impl Gen<'_, '_> {
 
     /// What the right side of a write with `op` must avoid.
     fn avoid_for(&self, op: &AssignOp) -> Avoid {
+        let user_min_max = |n: &str| n == "mx" || n == "mn";
         match op {
             AssignOp::Reduce(Reducer::Mul) => Avoid {
                 nan: !self.shapes.nan_into_times,
                 missing: false,
             },
             AssignOp::Reduce(Reducer::Min | Reducer::Max) => Avoid {
+                nan: !self.shapes.nan_into_min_max,
+                missing: false,
+            },
+            AssignOp::Reduce(Reducer::Named(n)) if user_min_max(n) => Avoid {
                 nan: !self.shapes.nan_into_min_max,
                 missing: false,
             },
@@ -600,10 +609,11 @@ impl Gen<'_, '_> {
         }
         let lhs = access(o.name, o.dims.iter().map(|&d| idx(INDICES[d])));
         let avoid = self.avoid_for(&o.op);
-        let sum = matches!(
-            o.op,
-            AssignOp::Reduce(Reducer::Add | Reducer::Sub | Reducer::Mul)
-        );
+        let sum = match &o.op {
+            AssignOp::Reduce(Reducer::Add | Reducer::Sub | Reducer::Mul) => true,
+            AssignOp::Reduce(Reducer::Named(n)) => n == "plus",
+            _ => false,
+        };
         let (mut rhs, p) = if sum && o.class != Class::Float && !self.shapes.float_into_integer_sums
         {
             self.int_expr(scope, reads, 2, avoid)
@@ -795,6 +805,7 @@ pub fn case(u: &mut Unstructured<'_>, shapes: &Shapes) -> Case {
     let mut body = vec![];
     let mut declared = vec![];
     let mut nest_stmts = vec![];
+    let mut used_ops = vec![];
     for outs in &nests {
         // The loop order: the outputs' indices and maybe others, shuffled.
         let mut order: Vec<usize> = vec![];
@@ -828,6 +839,7 @@ pub fn case(u: &mut Unstructured<'_>, shapes: &Shapes) -> Case {
                 .or_else(|_| Tensor::empty(&Format::dense(dims.len(), Scalar::F64(0.0)), &shape))
                 .expect("an empty dense tensor of a small shape");
             tensors.insert(n.to_string(), t);
+            used_ops.push(op.clone());
             writes.push(Output {
                 name: n,
                 dims,
@@ -848,7 +860,29 @@ pub fn case(u: &mut Unstructured<'_>, shapes: &Shapes) -> Case {
     }
     body.extend(declared);
     body.extend(nest_stmts);
-    let program = tessera::notation::build::program(body);
+    let mut program = tessera::notation::build::program(body);
+    // The user reducers the writes use, with the properties they have.
+    for n in USER_REDUCERS {
+        if used_ops.iter().any(|op| *op == AssignOp::Reduce(user(n))) {
+            let (a, b) = (name("a"), name("b"));
+            program.add_reducer(match n {
+                "plus" => reducer(n, add(a, b))
+                    .identity(0)
+                    .commutative()
+                    .associative(),
+                "mx" => reducer(n, call("max", [a, b]))
+                    .identity(f64::NEG_INFINITY)
+                    .commutative()
+                    .associative()
+                    .idempotent(),
+                _ => reducer(n, call("min", [a, b]))
+                    .identity(f64::INFINITY)
+                    .commutative()
+                    .associative()
+                    .idempotent(),
+            });
+        }
+    }
     // Only the tensors the program mentions take part.
     let mut used = vec![];
     tessera::notation::visit::accesses(&program.body, &mut |a| used.push(a.tensor.clone()));
@@ -865,4 +899,93 @@ pub fn case(u: &mut Unstructured<'_>, shapes: &Shapes) -> Case {
     }
     tensors.retain(|n, _| used.contains(n));
     Case { program, tensors }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera::notation::ast::StmtKind;
+
+    fn programs(shapes: &Shapes, count: u64) -> Vec<Program> {
+        let mut rng = StdRng::seed_from_u64(17);
+        (0..count)
+            .map(|_| {
+                let len = rng.random_range(16..400);
+                let data: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+                case(&mut Unstructured::new(&data), shapes).program
+            })
+            .collect()
+    }
+
+    /// Whether a loop reuses the name of a loop around it.
+    fn reuses_loop_name(body: &[Stmt], bound: &mut Vec<String>) -> bool {
+        body.iter().any(|s| match &s.kind {
+            StmtKind::Loop { index, body, .. } => {
+                if bound.contains(index) {
+                    return true;
+                }
+                bound.push(index.clone());
+                let found = reuses_loop_name(body, bound);
+                bound.pop();
+                found
+            }
+            StmtKind::If {
+                then, otherwise, ..
+            } => reuses_loop_name(then, bound) || reuses_loop_name(otherwise, bound),
+            StmtKind::Let { body, .. } | StmtKind::Block(body) => reuses_loop_name(body, bound),
+            _ => false,
+        })
+    }
+
+    /// The open shapes a program shows: choose, float index, unbound index, reused loop name.
+    fn open_shapes(p: &Program) -> [bool; 4] {
+        let (mut float_index, mut unbound) = (false, false);
+        tessera::notation::visit::accesses(&p.body, &mut |a| {
+            for ix in &a.indices {
+                float_index |= matches!(&ix.expr.kind,
+                    ExprKind::Binary(BinaryOp::Mul, _, x) if matches!(x.kind, ExprKind::Literal(Scalar::F64(_))));
+                unbound |= matches!(&ix.expr.kind, ExprKind::Name(n) if n == "q");
+            }
+        });
+        [
+            p.to_string().contains("<<choose("),
+            float_index,
+            unbound,
+            reuses_loop_name(&p.body, &mut vec![]),
+        ]
+    }
+
+    #[test]
+    fn the_agreed_shapes_leave_the_open_ones_out_and_all_has_them() {
+        for p in programs(&Shapes::AGREED, 400) {
+            assert_eq!(open_shapes(&p), [false; 4], "{p}");
+        }
+        let mut seen = [false; 4];
+        for p in programs(&Shapes::ALL, 400) {
+            for (s, now) in seen.iter_mut().zip(open_shapes(&p)) {
+                *s |= now;
+            }
+        }
+        assert_eq!(seen, [true; 4]);
+    }
+
+    #[test]
+    fn programs_print_back_and_use_their_tensors() {
+        let mut rng = StdRng::seed_from_u64(3);
+        for _ in 0..300 {
+            let data: Vec<u8> = (0..rng.random_range(0..300))
+                .map(|_| rng.random())
+                .collect();
+            let c = case(&mut Unstructured::new(&data), &Shapes::AGREED);
+            let text = c.program.to_string();
+            assert_eq!(
+                tessera::notation::parse::parse_program(&text).as_ref(),
+                Ok(&c.program)
+            );
+            for n in c.tensors.keys() {
+                let mentioned = [format!("{n}["), format!("{n} .="), format!("swizzle({n},")];
+                assert!(mentioned.iter().any(|m| text.contains(m)), "{n} in\n{text}");
+            }
+        }
+    }
 }
