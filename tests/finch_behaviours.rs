@@ -12,11 +12,12 @@ mod common;
 use common::cli::{Dir, ok, tessera};
 use common::{fmt, formats_of, parse, run_eval};
 use std::collections::BTreeMap;
-use tessera::Error;
 use tessera::backend::CBackend;
+use tessera::kernel_error::Order;
 use tessera::run::Runner;
 use tessera::runtime::Buffer;
 use tessera::tensor::Tensor;
+use tessera::{Error, KernelErrorKind};
 
 type Tensors = BTreeMap<String, Tensor>;
 
@@ -304,9 +305,20 @@ end
         let e = Buffer::F64(vec![1.0, 0.0, 2.0, 0.0, 3.0, 0.0]);
         check("fiber_order", text, &ts(&later), &[("E", e)]);
         for (backend, e) in errors("fiber_order", text, &ts(&earlier)) {
-            let Error::Kernel { msg } = &e else {
+            let Error::Kernel(k) = &e else {
                 panic!("{backend}: {f}: expected a kernel error, got {e}");
             };
+            let msg = k.to_string();
+            assert!(
+                matches!(
+                    k.kind,
+                    KernelErrorKind::OutOfOrder {
+                        order: Order::Fibers,
+                        ..
+                    }
+                ) && k.hint.as_ref().is_some_and(|h| h.reopened_at.is_some()),
+                "{backend}: {f}: {k:?}"
+            );
             assert!(
                 msg.contains("fibers must be written in increasing position order")
                     && msg.contains("`E` is updated again at 10:3 after it was read"),
@@ -327,9 +339,14 @@ fn an_entry_before_the_last_stored_one_is_an_error_naming_the_reopening() {
     ] {
         let ts = reopen_tensors(f, x.clone(), y.clone());
         for (backend, e) in errors("entry_order", REOPEN, &ts) {
-            let Error::Kernel { msg } = &e else {
+            let Error::Kernel(k) = &e else {
                 panic!("{backend}: {f}: expected a kernel error, got {e}");
             };
+            assert!(
+                matches!(k.kind, KernelErrorKind::OutOfOrder { .. }),
+                "{backend}: {f}: {k:?}"
+            );
+            let msg = k.to_string();
             assert!(
                 msg.starts_with("tensor `E`: ")
                     && msg.contains("increasing")

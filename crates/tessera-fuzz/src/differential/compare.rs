@@ -122,7 +122,16 @@ mod tests {
             Ok(Verdict::BothFailed)
         );
         assert!(compare(&err, Ok(&none)).is_err());
-        assert!(compare(&ok, Err(Error::Kernel { msg: "k".into() })).is_err());
+        assert!(
+            compare(
+                &ok,
+                Err(Error::Kernel(Box::new(tessera::KernelError::new(
+                    "k",
+                    tessera::KernelErrorKind::Duplicate { level: "SparseCOO" }
+                ))))
+            )
+            .is_err()
+        );
         assert_eq!(
             compare(
                 &ok,

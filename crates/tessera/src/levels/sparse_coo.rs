@@ -20,7 +20,7 @@
 
 use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role, Writes};
 use super::{Level, LevelKind, LevelRef};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{BufId, Expr, Stmt, VarId, build as b};
 use crate::looplets::{Fiber, Looplet, Stepper, Target};

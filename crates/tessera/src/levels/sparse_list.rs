@@ -8,7 +8,7 @@
 
 use super::registry::{self, Arity, Caps, LevelSpec, Role};
 use super::{Level, LevelKind, LevelRef};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Looplet, Positions, Stepper, Target};

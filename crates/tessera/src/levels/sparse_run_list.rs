@@ -12,7 +12,7 @@
 
 use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
 use super::{Level, LevelKind, LevelRef};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{Expr, Stmt, build as b};
 use crate::looplets::{Fiber, Looplet, Phase, Stepper, Target};
