@@ -400,7 +400,8 @@ mod tests {
                 };
                 vec![LevelKind::Dense, kind.clone(), leaf]
             }
-            Role::Leaf => vec![LevelKind::Dense, kind.clone()],
+            // Under a sparse level: Dense refuses a Pattern leaf (it would read all `true`).
+            Role::Leaf => vec![LevelKind::SparseList, kind.clone()],
             Role::Whole => vec![kind.clone()],
         };
         Format::new(levels).unwrap_or_else(|e| panic!("{}: {e}", spec.name))
