@@ -4,7 +4,8 @@
 pub mod emit;
 pub mod engine;
 pub mod flags;
-pub mod node;
+/// The program form the engine rewrites, shared with the looplet rules (which sit below).
+pub use crate::looplets::node;
 pub mod scalars;
 pub mod shapes;
 pub mod simplify;

@@ -2,8 +2,8 @@
 //! tensor access pointing at a [`Target`] (a fiber, a looplet, a fill value) and expressions
 //! that may already contain lowered IR values.
 
+use super::Target;
 use crate::ir;
-use crate::looplets::Target;
 use crate::notation::ast::{AssignOp, BinaryOp, Protocol, Span, UnaryOp};
 use crate::types::{ElemType, Scalar};
 
