@@ -52,7 +52,8 @@ pub fn expr<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr)) {
             expr(x, f);
             expr(y, f);
         }
-        // The tensor named by `size` is not read.
+        // The tensor named by `size` is not read. (The name is `semantics::Builtin::Size`'s;
+        // the notation sits below `semantics` and sees calls by name only.)
         ExprKind::Call(n, args) if n == "size" => {
             for a in args.iter().skip(1) {
                 expr(a, f);
