@@ -18,6 +18,9 @@ pub struct Program {
     pub body: Vec<Stmt>,
 }
 
+// Expressions compare literals bit for bit (see `Scalar`), so equality is reflexive.
+impl Eq for Program {}
+
 impl Program {
     /// The same reducers around another body (what every AST-to-AST pass returns).
     pub fn with_body(&self, body: Vec<Stmt>) -> Program {
