@@ -6,7 +6,7 @@
 use super::lowerer::Lowerer;
 use super::node::{self, LStmt};
 use super::rewrite::replace_head;
-use super::{Ext, Looplet, SeekFn, Target};
+use super::{Ext, IndexKind, Integer, Looplet, SeekFn, Target};
 use crate::error::Result;
 use crate::ir::{Expr, Stmt, build as b};
 use crate::types::ElemType;
@@ -107,7 +107,7 @@ pub fn lower<L: Lowerer + ?Sized>(
     for (j, (_, flag)) in jumpers.iter().zip(&led) {
         inner.extend(b::if_(b::var(*flag), j.next.clone()));
     }
-    inner.push(b::assign(i, b::add(b::var(e), b::int(1))));
+    inner.push(b::assign(i, Integer::after(&b::var(e))));
     inner.extend(lw.short_circuit_exit(index, b::var(i), &ext.stop, &unspecialised)?);
     code.push(Stmt::While {
         cond: b::le(b::var(i), ext.stop),

@@ -5,7 +5,7 @@
 use super::lowerer::Lowerer;
 use super::node::LStmt;
 use super::rewrite::replace_head;
-use super::{Ext, Looplet, Target};
+use super::{Ext, IndexKind, Integer, Looplet, Target};
 use crate::error::Result;
 use crate::ir::{Expr, Stmt, build as b};
 use crate::types::ElemType;
@@ -46,16 +46,11 @@ pub fn lower<L: Lowerer + ?Sized>(
     if inner.is_empty() {
         return Ok(vec![]);
     }
-    inner.extend(lw.short_circuit_exit(
-        index,
-        b::add(at.clone(), b::int(1)),
-        &ext.stop,
-        &unspecialised,
-    )?);
+    inner.extend(lw.short_circuit_exit(index, Integer::after(&at), &ext.stop, &unspecialised)?);
     Ok(vec![Stmt::For {
         var: v,
+        stop: ext.end_after(),
         start: ext.start,
-        stop: b::add(ext.stop, b::int(1)),
         body: inner,
     }])
 }

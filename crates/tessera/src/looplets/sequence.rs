@@ -6,7 +6,7 @@
 use super::lowerer::Lowerer;
 use super::node::{self, LStmt};
 use super::rewrite::{set_at, take_first};
-use super::{Ext, Looplet, Target};
+use super::{Ext, IndexKind, Integer, Looplet, Target};
 use crate::error::Result;
 use crate::ir::{Expr, Stmt, build as b};
 use crate::types::ElemType;
@@ -84,7 +84,7 @@ pub fn lower<L: Lowerer + ?Sized>(
             // either way. Without the `min`, constant cuts stay constants (`max(0, 0 + 1)`
             // is 1), which proves the shifted accesses of later phases in bounds.
             let after = stop.unwrap_or(hi);
-            let start = b::max(cur.clone(), b::add(after, b::int(1)));
+            let start = b::max(cur.clone(), Integer::after(&after));
             lw.facts_mut().record(next, &start);
             code.push(b::assign(next, start));
             cur = b::var(next);

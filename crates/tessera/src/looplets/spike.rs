@@ -6,7 +6,7 @@
 use super::lowerer::Lowerer;
 use super::node::LStmt;
 use super::rewrite::replace_head;
-use super::{Ext, Looplet, Target};
+use super::{Ext, IndexKind, Integer, Looplet, Target};
 use crate::error::Result;
 use crate::ir::{Expr, Stmt, build as b};
 
@@ -58,7 +58,7 @@ pub fn lower<L: Lowerer + ?Sized>(
     let mut code = vec![];
     let last = lw.pin(
         &mut code,
-        b::sub(ext.stop.clone(), b::int(1)),
+        Integer::before(&ext.stop),
         &format!("{index}_before_stop"),
     );
     let before_ext = lw.narrow(Ext {

@@ -6,7 +6,7 @@
 use super::lowerer::Lowerer;
 use super::node::{self, LStmt};
 use super::rewrite::replace_head;
-use super::{Ext, Looplet, SeekFn, Target};
+use super::{Ext, IndexKind, Integer, Looplet, SeekFn, Target};
 use crate::error::Result;
 use crate::ir::{BufId, Expr, Stmt, build as b};
 use crate::types::ElemType;
@@ -104,7 +104,7 @@ pub fn lower<L: Lowerer + ?Sized>(
         // be cut short by the extent, and a later seek continues from this position.
         inner.extend(b::if_(b::eq(s.stop.clone(), b::var(e)), s.next.clone()));
     }
-    inner.push(b::assign(i, b::add(b::var(e), b::int(1))));
+    inner.push(b::assign(i, Integer::after(&b::var(e))));
     inner.extend(lw.short_circuit_exit(index, b::var(i), &ext.stop, &unspecialised)?);
     code.push(Stmt::While {
         cond: b::le(b::var(i), ext.stop),
@@ -146,7 +146,7 @@ fn lower_walk<L: Lowerer + ?Sized>(
     });
     let gap_ext = Ext {
         start: b::var(i),
-        stop: b::sub(b::var(e), b::int(1)),
+        stop: Integer::before(&b::var(e)),
     };
     if !lw.lower_loop(index, gap_ext, before)?.is_empty() {
         return Ok(None);
@@ -173,7 +173,7 @@ fn lower_walk<L: Lowerer + ?Sized>(
         let end = lw.cx().var(&format!("{index}_entries_end"), ElemType::I64);
         let mut inner = vec![b::assign(e, s.stop.clone())];
         inner.extend(chunk);
-        let next = b::add(b::var(e), b::int(1));
+        let next = Integer::after(&b::var(e));
         inner.extend(lw.short_circuit_exit(index, next, &ext.stop, unspecialised)?);
         let mut code = vec![b::assign(end, pos.end.clone())];
         code.extend(b::if_(
@@ -184,7 +184,7 @@ fn lower_walk<L: Lowerer + ?Sized>(
                     buf: pos.coords,
                     lo: Box::new(b::var(*q)),
                     hi: Box::new(pos.end.clone()),
-                    key: Box::new(b::add(ext.stop.clone(), b::int(1))),
+                    key: Box::new(ext.end_after()),
                 },
             )],
         ));
@@ -203,7 +203,7 @@ fn lower_walk<L: Lowerer + ?Sized>(
     ));
     inner.extend(chunk);
     inner.extend(s.next.clone());
-    inner.push(b::assign(i, b::add(b::var(e), b::int(1))));
+    inner.push(b::assign(i, Integer::after(&b::var(e))));
     inner.extend(lw.short_circuit_exit(index, b::var(i), &ext.stop, unspecialised)?);
     Ok(Some(vec![
         b::assign(i, ext.start.clone()),

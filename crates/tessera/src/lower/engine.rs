@@ -13,8 +13,8 @@ use crate::levels::registry::reopen_error;
 use crate::levels::{LevelRef, level_impl};
 use crate::looplets::tensor::TensorInfo;
 use crate::looplets::{
-    Ext, Fiber, Looplet, Lowerer, Style, Target, accept_run, jumper, lookup, run, sequence, spike,
-    stepper, switch, thunk,
+    Ext, Fiber, IndexKind, Integer, Looplet, Lowerer, Style, Target, accept_run, jumper, lookup,
+    run, sequence, spike, stepper, switch, thunk,
 };
 use crate::notation::ast::{AssignOp, Span};
 use crate::symbolic;
@@ -332,14 +332,14 @@ impl Engine {
         }
         inner.extend(self.short_circuit_exit(
             index,
-            b::add(b::var(v), b::int(1)),
+            Integer::after(&b::var(v)),
             &ext.stop,
             &unspecialised,
         )?);
         Ok(vec![Stmt::For {
             var: v,
+            stop: ext.end_after(),
             start: ext.start,
-            stop: b::add(ext.stop, b::int(1)),
             body: inner,
         }])
     }
@@ -355,7 +355,7 @@ impl Engine {
             // One iteration: nothing to multiply and no emptiness to test.
             return self.lower_block(body.to_vec()).map(Some);
         }
-        let len = b::add(b::sub(ext.stop.clone(), ext.start.clone()), b::int(1));
+        let len = ext.measure();
         if !integrable_ops(body) {
             return Ok(None);
         }
