@@ -57,10 +57,34 @@ pub fn scalar_values(
         .collect()
 }
 
+/// What a compiled kernel depends on: the program (structure and the places its faults name)
+/// and the formats of its tensors. Compared structurally (the AST's and the formats' `Eq` and
+/// `Hash`), never through their printed forms.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct KernelKey {
+    program: Program,
+    /// `(line, column)` of every node: the AST's equality ignores spans, a kernel does not.
+    spans: Vec<(u32, u32)>,
+    formats: BTreeMap<String, Format>,
+}
+
+impl KernelKey {
+    fn new(program: &Program, formats: &BTreeMap<String, Format>) -> KernelKey {
+        KernelKey {
+            program: program.clone(),
+            spans: crate::notation::visit::spans(program)
+                .into_iter()
+                .map(|s| (s.line, s.col))
+                .collect(),
+            formats: formats.clone(),
+        }
+    }
+}
+
 /// Compiles programs (cached by program and formats) and runs them on tensors.
 pub struct Runner {
     backend: Box<dyn Backend>,
-    cache: RefCell<HashMap<String, Rc<Compiled>>>,
+    cache: RefCell<HashMap<KernelKey, Rc<Compiled>>>,
     max_kernel_size: Cell<usize>,
     /// Time spent compiling by the last `compile` call (0 on a cache hit).
     pub last_compile_ms: RefCell<f64>,
@@ -128,7 +152,7 @@ impl Runner {
         program: &Program,
         formats: &BTreeMap<String, Format>,
     ) -> Result<Rc<Compiled>> {
-        let key = format!("{program:?}|{formats:?}");
+        let key = KernelKey::new(program, formats);
         if let Some(c) = self.cache.borrow().get(&key) {
             *self.last_compile_ms.borrow_mut() = 0.0;
             return Ok(c.clone());
@@ -233,4 +257,55 @@ fn check_kernel_size(ir: &Kernel, program: &Program, max: usize) -> Result<()> {
              operands each, or raise the limit (`Runner::set_max_kernel_size`, `--max-kernel-size`)"
         ),
     ))
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use super::*;
+    use crate::notation::parse::parse_program;
+
+    fn formats(x: &str) -> BTreeMap<String, Format> {
+        [
+            ("x".to_string(), Format::parse(x, Some(1)).unwrap()),
+            (
+                "s".to_string(),
+                Format::parse("Scalar(0.0)", Some(0)).unwrap(),
+            ),
+        ]
+        .into()
+    }
+
+    #[test]
+    fn kernels_are_cached_by_structure_places_and_formats() {
+        let runner = Runner::jit();
+        let sum = "s .= 0\nfor i = _\n  s[] += x[i]\nend\n";
+        let dense = formats("Dense(Element(0.0))");
+        // The same text parsed twice: one kernel.
+        runner
+            .compile(&parse_program(sum).unwrap(), &dense)
+            .unwrap();
+        runner
+            .compile(&parse_program(sum).unwrap(), &dense)
+            .unwrap();
+        assert_eq!(runner.cache_len(), 1);
+        // Another format: another kernel.
+        let sparse = formats("SparseList(Element(0.0))");
+        runner
+            .compile(&parse_program(sum).unwrap(), &sparse)
+            .unwrap();
+        assert_eq!(runner.cache_len(), 2);
+        // Equal ASTs written in other places: their faults name other places, another kernel.
+        let moved = "s .= 0\nfor i = _\n    s[] += x[i]\nend\n";
+        assert_eq!(parse_program(moved).unwrap(), parse_program(sum).unwrap());
+        runner
+            .compile(&parse_program(moved).unwrap(), &dense)
+            .unwrap();
+        assert_eq!(runner.cache_len(), 3);
+        // Another literal: another kernel.
+        let scaled = "s .= 0\nfor i = _\n  s[] += 2 * x[i]\nend\n";
+        runner
+            .compile(&parse_program(scaled).unwrap(), &dense)
+            .unwrap();
+        assert_eq!(runner.cache_len(), 4);
+    }
 }

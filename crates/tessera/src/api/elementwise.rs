@@ -17,6 +17,7 @@ use super::einsum::{einsum_with, plan_einsum};
 use crate::error::{Error, Result};
 use crate::levels::{Format, LevelKind};
 use crate::run::Runner;
+use crate::semantics::Builtin;
 use crate::tensor::Tensor;
 use crate::types::Scalar;
 
@@ -57,7 +58,7 @@ impl Op {
     /// The right side of the statement applying the operation to these operand texts.
     pub(super) fn apply(self, x: &[String]) -> String {
         let infix = |op: &str| format!("{} {op} {}", x[0], x[1]);
-        let call = |f: &str| format!("{f}({})", x.join(", "));
+        let call = |f: Builtin| format!("{}({})", f.name(), x.join(", "));
         match self {
             Op::Add => infix("+"),
             Op::Sub => infix("-"),
@@ -71,14 +72,14 @@ impl Op {
             Op::Ne => infix("!="),
             Op::And => infix("&"),
             Op::Or => infix("|"),
-            Op::Min => call("min"),
-            Op::Max => call("max"),
+            Op::Min => call(Builtin::Min),
+            Op::Max => call(Builtin::Max),
             Op::Neg => format!("-{}", x[0]),
             Op::Not => format!("!{}", x[0]),
-            Op::Abs => call("abs"),
-            Op::Sqrt => call("sqrt"),
-            Op::Exp => call("exp"),
-            Op::Log => call("log"),
+            Op::Abs => call(Builtin::Abs),
+            Op::Sqrt => call(Builtin::Sqrt),
+            Op::Exp => call(Builtin::Exp),
+            Op::Log => call(Builtin::Log),
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::notation::ast::{BinaryOp, Expr, ExprKind};
-use crate::semantics::{self, binary_classes, call_classes, unary_class};
+use crate::semantics::{self, Builtin, binary_classes, unary_class};
 use crate::types::{Class, Scalar};
 
 /// The compute class of the right side, given each read's element class (in read order).
@@ -36,7 +36,10 @@ fn class_walk(e: &Expr, reads: &[Class], next: &mut usize) -> Result<Class> {
                 .iter()
                 .map(|a| class_walk(a, reads, next))
                 .collect::<Result<Vec<_>>>()?;
-            call_classes(name, &cs).map_err(err)?.1
+            Builtin::named(name)
+                .and_then(|f| f.classes(&cs))
+                .map_err(err)?
+                .1
         }
         ExprKind::Name(_) | ExprKind::Missing => {
             return Err(err("einsum reads only accesses and literals".into()));
@@ -81,7 +84,7 @@ fn absent_walk(e: &Expr, fills: &[Scalar], absent: &[bool], next: &mut usize) ->
                 .collect();
             if vs.iter().all(Option::is_some) {
                 let vs: Vec<Scalar> = vs.into_iter().flatten().collect();
-                return semantics::eval_call(name, &vs).ok();
+                return Builtin::named(name).and_then(|f| f.eval(&vs)).ok();
             }
             let decided = |z: f64| {
                 vs.iter()
@@ -89,9 +92,9 @@ fn absent_walk(e: &Expr, fills: &[Scalar], absent: &[bool], next: &mut usize) ->
                     .find(|v| matches!(v, Scalar::F64(x) if *x == z))
                     .copied()
             };
-            match name.as_str() {
-                "min" => decided(f64::NEG_INFINITY),
-                "max" => decided(f64::INFINITY),
+            match Builtin::from_name(name) {
+                Some(Builtin::Min) => decided(f64::NEG_INFINITY),
+                Some(Builtin::Max) => decided(f64::INFINITY),
                 _ => None,
             }
         }

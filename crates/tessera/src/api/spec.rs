@@ -5,6 +5,7 @@
 use crate::error::{Error, Result};
 use crate::notation::ast::{Access, AssignOp, Expr, ExprKind, Reducer, Span, StmtKind};
 use crate::notation::parse::parse_program;
+use crate::semantics::Builtin;
 
 /// A checked einsum statement.
 #[derive(Clone, Debug)]
@@ -131,7 +132,7 @@ fn check_rhs(e: &Expr) -> Result<()> {
             check_rhs(b)
         }
         ExprKind::Call(name, args) => {
-            if name == "size" {
+            if name == Builtin::Size.name() {
                 return Err(Error::unsupported(e.span, "einsum cannot use `size`"));
             }
             args.iter().try_for_each(check_rhs)

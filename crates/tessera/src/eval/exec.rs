@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::notation::ast::{
     Access, AccessIndex, AssignOp, Expr, ExprKind, Extent, Span, Stmt, StmtKind,
 };
-use crate::semantics::{apply_reducer, convert, eval_binary, eval_call, eval_unary};
+use crate::semantics::{Builtin, apply_reducer, convert, eval_binary, eval_unary};
 use crate::transforms::dimensionalize::{index_outside, window_outside};
 use crate::transforms::wrapperize;
 use crate::types::{Class, Scalar};
@@ -278,7 +278,7 @@ impl<'a> Machine<'a> {
                 (Some(x), Some(y)) => Some(eval_binary(*op, x, y).map_err(op_err)?),
                 _ => None,
             },
-            ExprKind::Call(name, args) if name == "size" => {
+            ExprKind::Call(name, args) if name == Builtin::Size.name() => {
                 let rank = |t: &str| self.env.tensors.get(t).map(|t| t.shape.len());
                 let (t, d) = crate::transforms::check::size_args(args, span, &rank)?;
                 Some(Scalar::I64(self.tensor(t, span)?.shape[d] as i64))
@@ -288,13 +288,14 @@ impl<'a> Machine<'a> {
                 for a in args {
                     vals.push(self.expr(a)?);
                 }
-                match (name.as_str(), vals.as_slice()) {
+                let f = Builtin::named(name).map_err(op_err)?;
+                match (f, vals.as_slice()) {
                     // Like the compiler's `missing` propagation: the surviving argument as is.
-                    ("coalesce", [None, b]) => *b,
-                    ("coalesce", [a @ Some(_), None]) => *a,
+                    (Builtin::Coalesce, [None, b]) => *b,
+                    (Builtin::Coalesce, [a @ Some(_), None]) => *a,
                     _ => match vals.iter().copied().collect::<Option<Vec<Scalar>>>() {
                         None => None,
-                        Some(vs) => Some(eval_call(name, &vs).map_err(op_err)?),
+                        Some(vs) => Some(f.eval(&vs).map_err(op_err)?),
                     },
                 }
             }

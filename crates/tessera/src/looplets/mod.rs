@@ -1,8 +1,36 @@
 //! The looplet vocabulary: how a level describes the structure of one fiber dimension to the
-//! lowering engine. Levels build looplets (`levels/`), the engine lowers them (`lower/`).
+//! lowering engine. Levels build looplets (`levels/`); each kind's file here holds its type
+//! and its lowering rule; the engine (`lower::engine`) drives the rules one loop at a time in
+//! the priority order of [`Style`], through the [`Lowerer`] interface.
+//!
+//! The rules rewrite the program form of [`node`] (statements whose accesses point at
+//! [`Target`]s): it is the vocabulary shared by the rules and the engine, so it lives here,
+//! below both.
 
 use crate::ir::{Expr, Stmt, VarId};
+
+pub mod accept_run;
+pub mod extent;
+pub mod jumper;
+pub mod lookup;
+pub mod lowerer;
+pub mod node;
+pub mod rewrite;
+pub mod run;
+pub mod sequence;
+pub mod spike;
+pub mod stepper;
+pub mod switch;
 pub mod tensor;
+pub mod thunk;
+
+pub use accept_run::AcceptRunFn;
+pub use extent::{Ext, Extent, IndexKind, Integer};
+pub use jumper::Jumper;
+pub use lookup::LookupFn;
+pub use lowerer::Lowerer;
+pub use sequence::Phase;
+pub use stepper::{Positions, Stepper};
 
 use crate::types::Scalar;
 use std::rc::Rc;
@@ -63,9 +91,7 @@ impl Fiber {
     }
 }
 
-pub type LookupFn = Rc<dyn Fn(&Expr) -> Target>;
-/// The write target for a whole extent `start..=stop` (both absolute coordinates).
-pub type AcceptRunFn = Rc<dyn Fn(&Expr, &Expr) -> Target>;
+/// Move a stepper's or jumper's state to the chunk containing a coordinate.
 pub type SeekFn = Rc<dyn Fn(&Expr) -> Vec<Stmt>>;
 
 /// A looplet: the structure of a fiber over the extent of the loop being lowered. Coordinates
@@ -103,52 +129,6 @@ pub enum Looplet {
         body: Box<Target>,
         epilogue: Vec<Stmt>,
     },
-}
-
-#[derive(Clone)]
-pub struct Phase {
-    pub stop: Option<Expr>,
-    pub body: Looplet,
-}
-
-pub struct Stepper {
-    /// Move the state to the chunk containing the given coordinate.
-    pub seek: SeekFn,
-    /// The last coordinate of the current chunk.
-    pub stop: Expr,
-    /// The chunk's structure (its `Spike::at` is `stop`).
-    pub chunk: Looplet,
-    /// Advance to the next chunk.
-    pub next: Vec<Stmt>,
-    /// When the chunks are the positions of a variable that `next` advances by one (a sparse
-    /// list's entries, in coordinate order): the engine may then walk the positions with a
-    /// counted loop.
-    pub positions: Option<Positions>,
-}
-
-/// The positions a stepper's chunks are (see [`Stepper::positions`]).
-#[derive(Clone)]
-pub struct Positions {
-    /// The position after the last one.
-    pub end: Expr,
-    /// The largest stored coordinate (any value below the first one when there is none).
-    pub last: Expr,
-    /// The coordinates, ascending over the positions: chunk `q` stops at `coords[q]`.
-    pub coords: crate::ir::BufId,
-}
-
-pub struct Jumper {
-    /// Move the state to the chunk containing the given coordinate (a binary search).
-    pub seek: SeekFn,
-    /// The coordinate of the current stored entry.
-    pub stop: Expr,
-    /// The chunk when this jumper leads it (the chunk ends at `stop`).
-    pub spike: Looplet,
-    /// The chunk when another jumper leads it (it ends before `stop`): a walk over the
-    /// entries inside, which leaves the state past them.
-    pub walk: Looplet,
-    /// Advance past the current entry (only after a chunk this jumper led).
-    pub next: Vec<Stmt>,
 }
 
 /// The looplet styles in their explicit total priority order (highest first), as in the Finch

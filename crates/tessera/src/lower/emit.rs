@@ -6,8 +6,8 @@ use crate::ir::{BinOp, Expr, UnOp, build as b};
 use crate::levels::{LeafValue, level_impl};
 use crate::looplets::Target;
 use crate::notation::ast::{self, BinaryOp, ExprKind, Reducer, ReducerDef, Span, UnaryOp};
-use crate::semantics;
-use crate::types::{Class, Scalar};
+use crate::semantics::{self, Builtin, builtin::min_max};
+use crate::types::Class;
 
 pub use crate::semantics::class_type;
 
@@ -129,7 +129,7 @@ pub fn emit_expr(e: &LExpr, span: Span) -> Result<(Expr, Class)> {
             };
             (Expr::Binary(irop, Box::new(a), Box::new(bv)), result)
         }
-        LExpr::Call(name, args, sp) => {
+        LExpr::Call(f, args, sp) => {
             let mut vals = vec![];
             let mut classes = vec![];
             for a in args {
@@ -137,62 +137,18 @@ pub fn emit_expr(e: &LExpr, span: Span) -> Result<(Expr, Class)> {
                 vals.push(v);
                 classes.push(c);
             }
-            let (operands, result) =
-                semantics::call_classes(name, &classes).map_err(|m| Error::program(*sp, m))?;
-            let mut v: Vec<Expr> = vals
+            let (operands, result) = f.classes(&classes).map_err(|m| Error::program(*sp, m))?;
+            let v: Vec<Expr> = vals
                 .into_iter()
                 .zip(classes.iter().zip(operands.iter()))
                 .map(|(v, (c, o))| convert(v, *c, *o))
                 .collect();
-            let arg = |v: &mut Vec<Expr>, k: usize| std::mem::replace(&mut v[k], b::int(0));
-            let out = match name.as_str() {
-                "min" | "max" => {
-                    let (x, y) = (arg(&mut v, 0), arg(&mut v, 1));
-                    minmax(name == "min", x, y, operands[0])
-                }
-                "abs" => Expr::Unary(UnOp::Abs, Box::new(arg(&mut v, 0))),
-                "sqrt" => Expr::Unary(UnOp::Sqrt, Box::new(arg(&mut v, 0))),
-                "exp" => Expr::Unary(UnOp::Exp, Box::new(arg(&mut v, 0))),
-                "log" => Expr::Unary(UnOp::Log, Box::new(arg(&mut v, 0))),
-                // Integers are already whole.
-                "floor" if operands[0] == Class::Int => arg(&mut v, 0),
-                "floor" => Expr::Unary(UnOp::Floor, Box::new(arg(&mut v, 0))),
-                "div" => {
-                    let (x, y) = (arg(&mut v, 0), arg(&mut v, 1));
-                    if operands[0] == Class::Float {
-                        // Truncating quotient, like the integer case.
-                        let q = b::bin(BinOp::Div, x, y);
-                        let neg = b::lt(q.clone(), Expr::Const(Scalar::F64(0.0)));
-                        let down = Expr::Unary(UnOp::Floor, Box::new(q.clone()));
-                        let up = Expr::Unary(
-                            UnOp::Neg,
-                            Box::new(Expr::Unary(
-                                UnOp::Floor,
-                                Box::new(Expr::Unary(UnOp::Neg, Box::new(q))),
-                            )),
-                        );
-                        b::select(neg, up, down)
-                    } else {
-                        b::bin(BinOp::Div, x, y)
-                    }
-                }
-                "ifelse" => {
-                    let (c, x, y) = (arg(&mut v, 0), arg(&mut v, 1), arg(&mut v, 2));
-                    b::select(c, x, y)
-                }
-                "coalesce" => arg(&mut v, 0),
-                other => return Err(Error::program(*sp, format!("unknown function `{other}`"))),
-            };
+            let out = f.emit(v, &operands).ok_or_else(|| {
+                Error::program(*sp, format!("internal: `{}` was not resolved", f.name()))
+            })?;
             (out, result)
         }
     })
-}
-
-fn minmax(is_min: bool, x: Expr, y: Expr, class: Class) -> Expr {
-    if class == Class::Bool {
-        return b::bin(if is_min { BinOp::And } else { BinOp::Or }, x, y);
-    }
-    b::bin(if is_min { BinOp::Min } else { BinOp::Max }, x, y)
 }
 
 /// `old <op> new` in compute class `class` (operands already converted).
@@ -203,8 +159,8 @@ pub fn apply_reducer(r: &Reducer, old: Expr, new: Expr, class: Class) -> Expr {
         Reducer::Mul => b::bin(BinOp::Mul, old, new),
         Reducer::And => b::bin(BinOp::And, old, new),
         Reducer::Or => b::bin(BinOp::Or, old, new),
-        Reducer::Min => minmax(true, old, new, class),
-        Reducer::Max => minmax(false, old, new, class),
+        Reducer::Min => min_max(true, old, new, class),
+        Reducer::Max => min_max(false, old, new, class),
         Reducer::Choose(z) => {
             let z = Expr::Const(z.cast(class_type(class)));
             b::select(b::eq(old.clone(), z), new, old)
@@ -230,7 +186,11 @@ fn user_body(def: &ReducerDef, e: &ast::Expr, old: &LExpr, new: &LExpr) -> LExpr
         ExprKind::Name(n) if *n == def.params[1] => new.clone(),
         ExprKind::Unary(op, x) => LExpr::Unary(*op, Box::new(go(x)), e.span),
         ExprKind::Binary(op, x, y) => LExpr::Binary(*op, Box::new(go(x)), Box::new(go(y)), e.span),
-        ExprKind::Call(f, args) => LExpr::Call(f.clone(), args.iter().map(go).collect(), e.span),
+        ExprKind::Call(f, args) => match Builtin::from_name(f) {
+            Some(f) => LExpr::Call(f, args.iter().map(go).collect(), e.span),
+            // `resolve_reducers` admits only built-ins; emitting this fails with its name.
+            None => LExpr::Index(format!("{e}")),
+        },
         ExprKind::Literal(v) => LExpr::Lit(v.widen()),
         // `resolve_reducers` admits nothing else; an unbound name fails in `emit_expr`.
         _ => LExpr::Index(format!("{e}")),

@@ -4,7 +4,8 @@
 pub mod emit;
 pub mod engine;
 pub mod flags;
-pub mod node;
+/// The program form the engine rewrites, shared with the looplet rules (which sit below).
+pub use crate::looplets::node;
 pub mod scalars;
 pub mod shapes;
 pub mod simplify;
@@ -18,6 +19,7 @@ use crate::levels::Format;
 use crate::looplets::tensor::TensorInfo;
 use crate::looplets::{Fiber, Target};
 use crate::notation::ast::{self, Expr, ExprKind, Extent, Program, Stmt, StmtKind};
+use crate::semantics::Builtin;
 use crate::transforms::affine::Scope;
 use crate::transforms::wrapperize::is_direct;
 use crate::types::{ElemType, Scalar};
@@ -347,16 +349,16 @@ impl Converter<'_> {
                     (LExpr::Mask(a), LExpr::Mask(b))
                         if a.inside && b.inside && same_index(a, b) =>
                     {
-                        let both = |p: &Option<LExpr>, q: &Option<LExpr>, f: &str| match (p, q) {
+                        let both = |p: &Option<LExpr>, q: &Option<LExpr>, f: Builtin| match (p, q) {
                             (Some(p), Some(q)) => {
-                                Some(LExpr::Call(f.into(), vec![p.clone(), q.clone()], span))
+                                Some(LExpr::Call(f, vec![p.clone(), q.clone()], span))
                             }
                             (p, q) => p.clone().or(q.clone()),
                         };
                         LExpr::Mask(Box::new(Mask {
                             index: a.index.clone(),
-                            lo: both(&a.lo, &b.lo, "max"),
-                            hi: both(&a.hi, &b.hi, "min"),
+                            lo: both(&a.lo, &b.lo, Builtin::Max),
+                            hi: both(&a.hi, &b.hi, Builtin::Min),
                             inside: true,
                             original: LExpr::Binary(
                                 ast::BinaryOp::AndAnd,
@@ -386,9 +388,9 @@ impl Converter<'_> {
                     None => cmp,
                 }
             }
-            ExprKind::Call(name, args) if name == "size" => self.size(args, span)?,
+            ExprKind::Call(name, args) if name == Builtin::Size.name() => self.size(args, span)?,
             ExprKind::Call(name, args) => LExpr::Call(
-                name.clone(),
+                Builtin::named(name).map_err(|m| Error::program(span, m))?,
                 args.iter().map(|a| self.expr(a)).collect::<Result<_>>()?,
                 span,
             ),
@@ -455,7 +457,7 @@ fn is_static(e: &Expr) -> bool {
     match &e.kind {
         ExprKind::Literal(_) => true,
         ExprKind::Name(_) | ExprKind::Access(_) | ExprKind::Missing => false,
-        ExprKind::Call(f, _) if f == "size" => true,
+        ExprKind::Call(f, _) if f == Builtin::Size.name() => true,
         ExprKind::Unary(_, x) => is_static(x),
         ExprKind::Binary(_, x, y) => is_static(x) && is_static(y),
         ExprKind::Call(_, args) => args.iter().all(is_static),

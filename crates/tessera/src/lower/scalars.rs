@@ -12,11 +12,12 @@
 //!   effects (another output): those still run to completion, so early exit never changes a
 //!   result, only skips work that cannot change it.
 
-use super::engine::{Engine, Ext};
+use super::engine::Engine;
 use super::node::{LAccess, LExpr, LStmt};
 use crate::error::Result;
 use crate::ir::{Expr, Stmt, build as b};
 use crate::levels::{LeafValue, level_impl};
+use crate::looplets::Ext;
 use crate::looplets::Target;
 use crate::notation::ast::{AssignOp, Reducer};
 use crate::symbolic::algebra;

@@ -9,7 +9,7 @@ use crate::levels::{LeafValue, level_impl};
 use crate::looplets::Target;
 use crate::lower::node::{LExpr, LStmt};
 use crate::notation::ast::{AssignOp, BinaryOp};
-use crate::semantics;
+use crate::semantics::{self, Builtin};
 use crate::symbolic::algebra;
 use crate::types::{Class, ElemType, Scalar};
 use std::collections::HashMap;
@@ -30,9 +30,9 @@ pub fn class_of(e: &LExpr) -> Option<Class> {
         LExpr::Binary(op, x, y, _) => semantics::binary_classes(*op, class_of(x)?, class_of(y)?)
             .ok()
             .map(|c| c.1),
-        LExpr::Call(n, args, _) => {
+        LExpr::Call(f, args, _) => {
             let cs: Option<Vec<Class>> = args.iter().map(class_of).collect();
-            semantics::call_classes(n, &cs?).ok().map(|c| c.1)
+            f.classes(&cs?).ok().map(|c| c.1)
         }
     }
 }
@@ -72,15 +72,15 @@ pub fn simplify_expr(e: &mut LExpr) {
             .and_then(|v| semantics::eval_unary(*op, v.widen()).ok())
             .map(LExpr::Lit),
         LExpr::Binary(op, x, y, _) => simplify_binary(*op, x, y),
-        LExpr::Call(name, args, _) => {
+        LExpr::Call(f, args, _) => {
+            let f = *f;
             let lits: Option<Vec<Scalar>> = args.iter().map(lit).collect();
-            match (name.as_str(), lits) {
-                (_, Some(vs)) => {
-                    semantics::eval_call(name, &vs.iter().map(|v| v.widen()).collect::<Vec<_>>())
-                        .ok()
-                        .map(LExpr::Lit)
-                }
-                ("ifelse", None) => match lit(&args[0]) {
+            match (f, lits) {
+                (_, Some(vs)) => f
+                    .eval(&vs.iter().map(|v| v.widen()).collect::<Vec<_>>())
+                    .ok()
+                    .map(LExpr::Lit),
+                (Builtin::IfElse, None) => match lit(&args[0]) {
                     Some(Scalar::Bool(c)) => {
                         let chosen = if c { &args[1] } else { &args[2] };
                         let other = if c { &args[2] } else { &args[1] };

@@ -2,12 +2,11 @@
 //! and offset accesses (`A[i + c]`) read the level's looplets shifted by `c`.
 
 use super::emit::emit_index;
-use super::engine::Ext;
 use super::node::{self, LAccess, LExpr, LStmt, Mode};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind};
 use crate::ir::{Expr, Stmt, build as b};
-use crate::looplets::{Fiber, Jumper, Looplet, Phase, Stepper, Target};
+use crate::looplets::{Ext, Fiber, Jumper, Looplet, Phase, Stepper, Target};
 use crate::symbolic::bounds::Facts;
 use crate::types::Scalar;
 use std::rc::Rc;

@@ -18,6 +18,9 @@ pub struct Program {
     pub body: Vec<Stmt>,
 }
 
+// Expressions compare literals bit for bit (see `Scalar`), so equality is reflexive.
+impl Eq for Program {}
+
 impl Program {
     /// The same reducers around another body (what every AST-to-AST pass returns).
     pub fn with_body(&self, body: Vec<Stmt>) -> Program {
@@ -342,22 +345,6 @@ impl BinaryOp {
         }
     }
 }
-
-/// Built-in functions callable as `name(args...)`, with their arity.
-pub const BUILTIN_FUNCTIONS: &[(&str, usize)] = &[
-    ("min", 2),
-    ("max", 2),
-    ("abs", 1),
-    ("sqrt", 1),
-    ("exp", 1),
-    ("log", 1),
-    ("floor", 1),
-    ("div", 2),
-    ("ifelse", 3),
-    ("coalesce", 2),
-    // `size(A, d)`: the extent of dimension `d` (a literal) of tensor `A`.
-    ("size", 2),
-];
 
 impl Expr {
     pub fn new(kind: ExprKind, span: Span) -> Expr {

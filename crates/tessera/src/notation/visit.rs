@@ -1,6 +1,9 @@
 //! Read-only walks over the AST shared by the passes.
 
-use super::ast::{Access, AccessIndex, Expr, ExprKind, Extent, Stmt, StmtKind};
+use super::ast::{
+    Access, AccessIndex, AssignOp, Expr, ExprKind, Extent, Program, Reducer, ReducerDef, Span,
+    Stmt, StmtKind,
+};
 
 /// Every expression in the statements (pre-order), including extents and access indices.
 pub fn exprs<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Expr)) {
@@ -52,7 +55,8 @@ pub fn expr<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr)) {
             expr(x, f);
             expr(y, f);
         }
-        // The tensor named by `size` is not read.
+        // The tensor named by `size` is not read. (The name is `semantics::Builtin::Size`'s;
+        // the notation sits below `semantics` and sees calls by name only.)
         ExprKind::Call(n, args) if n == "size" => {
             for a in args.iter().skip(1) {
                 expr(a, f);
@@ -132,4 +136,86 @@ pub fn reads_writes(stmts: &[Stmt]) -> (Vec<String>, Vec<String>) {
         _ => {}
     });
     (reads, writes)
+}
+
+/// Every span of the program, in a fixed order (reducers, then the body, pre-order). The AST's
+/// equality ignores spans (so `parse(print(p)) == p`); this list tells apart programs that
+/// differ only in where things are written, which the kernel cache must do because a kernel's
+/// faults name the places of its statements.
+pub fn spans(p: &Program) -> Vec<Span> {
+    let mut out = vec![];
+    for r in &p.reducers {
+        reducer_spans(r, &mut out);
+    }
+    stmt_spans(&p.body, &mut out);
+    out
+}
+
+fn reducer_spans(r: &ReducerDef, out: &mut Vec<Span>) {
+    out.push(r.span);
+    expr_spans(&r.body, out);
+}
+
+fn stmt_spans(stmts: &[Stmt], out: &mut Vec<Span>) {
+    for s in stmts {
+        out.push(s.span);
+        match &s.kind {
+            StmtKind::Declare { init, .. } => expr_spans(init, out),
+            StmtKind::Assign { lhs, op, rhs } => {
+                access_spans(lhs, out);
+                if let AssignOp::Reduce(Reducer::User(def)) = op {
+                    reducer_spans(def, out);
+                }
+                expr_spans(rhs, out);
+            }
+            StmtKind::Loop { extent, body, .. } => {
+                if let Extent::Range(a, b) = extent {
+                    expr_spans(a, out);
+                    expr_spans(b, out);
+                }
+                stmt_spans(body, out);
+            }
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                expr_spans(cond, out);
+                stmt_spans(then, out);
+                stmt_spans(otherwise, out);
+            }
+            StmtKind::Let { value, body, .. } => {
+                expr_spans(value, out);
+                stmt_spans(body, out);
+            }
+            StmtKind::Block(b) => stmt_spans(b, out),
+            StmtKind::Freeze { .. } | StmtKind::Thaw { .. } => {}
+        }
+    }
+}
+
+fn access_spans(a: &Access, out: &mut Vec<Span>) {
+    out.push(a.span);
+    for ix in &a.indices {
+        if let Some((lo, hi)) = &ix.window {
+            expr_spans(lo, out);
+            expr_spans(hi, out);
+        }
+        expr_spans(&ix.expr, out);
+    }
+}
+
+// Unlike `expr`, this visits `size`'s tensor argument too: it has a place like any other.
+fn expr_spans(e: &Expr, out: &mut Vec<Span>) {
+    out.push(e.span);
+    match &e.kind {
+        ExprKind::Access(a) => access_spans(a, out),
+        ExprKind::Unary(_, x) => expr_spans(x, out),
+        ExprKind::Binary(_, x, y) => {
+            expr_spans(x, out);
+            expr_spans(y, out);
+        }
+        ExprKind::Call(_, args) => args.iter().for_each(|a| expr_spans(a, out)),
+        ExprKind::Literal(_) | ExprKind::Missing | ExprKind::Name(_) => {}
+    }
 }

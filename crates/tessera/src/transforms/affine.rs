@@ -7,6 +7,7 @@
 //! literals, `size(...)`), so the lowering can compute it once per entry into the loop.
 
 use crate::notation::ast::{BinaryOp, Expr, ExprKind, Span, UnaryOp};
+use crate::semantics::Builtin;
 use crate::types::Scalar;
 
 /// The names in scope, outermost first, and whether each is a loop index.
@@ -47,7 +48,7 @@ impl Scope<'_> {
             ExprKind::Binary(BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul, x, y) => {
                 self.invariant(x, depth) && self.invariant(y, depth)
             }
-            ExprKind::Call(f, args) => f == "size" && args.len() == 2,
+            ExprKind::Call(f, args) => f == Builtin::Size.name() && args.len() == 2,
             _ => false,
         }
     }

@@ -15,10 +15,9 @@
 //! [`crate::transforms::dimensionalize`], which runs whenever the shapes are known.
 
 use crate::error::{Error, Result};
-use crate::notation::ast::{
-    Access, BUILTIN_FUNCTIONS, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind,
-};
+use crate::notation::ast::{Access, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind};
 use crate::semantics;
+use crate::semantics::Builtin;
 use crate::types::{Class, ElemType, Scalar};
 use std::collections::HashMap;
 
@@ -259,33 +258,27 @@ impl Checker<'_> {
                     .and_then(|(a, b)| semantics::binary_classes(*op, a, b).ok())
                     .map(|(_, r)| r)
             }
-            ExprKind::Call(name, args) if name == "size" => {
+            ExprKind::Call(name, args) if name == Builtin::Size.name() => {
                 let rank = |t: &str| self.tensors.get(t).map(|s| s.rank);
                 size_args(args, e.span, &rank)?;
                 Some(Class::Int)
             }
             ExprKind::Call(name, args) => {
-                let Some((_, arity)) = BUILTIN_FUNCTIONS.iter().find(|(n, _)| n == name) else {
-                    return Err(Error::program(e.span, format!("unknown function `{name}`")));
-                };
-                if args.len() != *arity {
-                    return Err(Error::program(
-                        e.span,
-                        format!("`{name}` takes {arity} argument(s), got {}", args.len()),
-                    ));
-                }
+                let f = Builtin::named(name).map_err(|m| Error::program(e.span, m))?;
+                f.check_arity(args.len())
+                    .map_err(|m| Error::program(e.span, m))?;
                 let mut classes = vec![];
                 for a in args {
                     classes.push(self.expr(a)?);
                 }
-                match (name.as_str(), classes.as_slice()) {
+                match (f, classes.as_slice()) {
                     // `coalesce(missing, b)` is `b`.
-                    ("coalesce", [None, b]) => *b,
-                    ("coalesce", [a, None]) => *a,
+                    (Builtin::Coalesce, [None, b]) => *b,
+                    (Builtin::Coalesce, [a, None]) => *a,
                     _ => classes
                         .into_iter()
                         .collect::<Option<Vec<Class>>>()
-                        .and_then(|cs| semantics::call_classes(name, &cs).ok())
+                        .and_then(|cs| f.classes(&cs).ok())
                         .map(|(_, r)| r),
                 }
             }

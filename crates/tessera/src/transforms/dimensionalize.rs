@@ -13,6 +13,7 @@ use crate::notation::ast::{
     Access, AccessIndex, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind,
 };
 use crate::notation::visit;
+use crate::semantics::Builtin;
 use crate::transforms::linear;
 use crate::transforms::wrapperize::{is_direct, window_uses};
 use crate::types::Scalar;
@@ -312,7 +313,7 @@ fn with_values(e: &Expr, values: &HashMap<String, i64>) -> Expr {
             Box::new(with_values(y, values)),
         ),
         // `size(A, d)` names a tensor, not a value.
-        ExprKind::Call(f, args) if f != "size" => ExprKind::Call(
+        ExprKind::Call(f, args) if f != Builtin::Size.name() => ExprKind::Call(
             f.clone(),
             args.iter().map(|a| with_values(a, values)).collect(),
         ),

@@ -4,6 +4,7 @@
 
 use crate::notation::ast;
 use crate::notation::ast::{BinaryOp, Expr, ExprKind, Extent, Program, Stmt, StmtKind};
+use crate::semantics::Builtin;
 use crate::transforms::wrapperize::is_direct;
 use crate::types::Scalar;
 
@@ -27,7 +28,7 @@ fn stmt(s: &Stmt) -> Stmt {
                     Some((tensor, d)) => {
                         let at = |k| Expr::new(k, s.span);
                         let size = at(ExprKind::Call(
-                            "size".into(),
+                            Builtin::Size.name().into(),
                             vec![
                                 at(ExprKind::Name(tensor)),
                                 at(ExprKind::Literal(Scalar::I64(d as i64))),

@@ -2,6 +2,7 @@
 //! names' values are: the size `hi - lo + 1` of a window `(j:j+2)` is 3 for every `j`.
 
 use crate::notation::ast::{BinaryOp, Expr, ExprKind, UnaryOp};
+use crate::semantics::Builtin;
 use crate::types::Scalar;
 use std::collections::BTreeMap;
 
@@ -66,7 +67,7 @@ pub fn linear(e: &Expr, sizes: Sizes) -> Option<Linear> {
                 _ => None,
             }
         }
-        ExprKind::Call(f, args) if f == "size" => match args.as_slice() {
+        ExprKind::Call(f, args) if f == Builtin::Size.name() => match args.as_slice() {
             [t, d] => match (&t.kind, &d.kind) {
                 (ExprKind::Name(t), ExprKind::Literal(Scalar::I64(d))) if *d >= 0 => {
                     let n = sizes(t, *d as usize)?;

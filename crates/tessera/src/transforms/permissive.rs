@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::notation::ast::{
     Access, AssignOp, BinaryOp, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind,
 };
+use crate::semantics::Builtin;
 use crate::types::Scalar;
 
 pub fn permissive(p: &Program) -> Result<Program> {
@@ -221,7 +222,7 @@ impl Pass {
         };
         let size = Expr::new(
             ExprKind::Call(
-                "size".into(),
+                Builtin::Size.name().into(),
                 vec![
                     Expr::new(ExprKind::Name(site.tensor.clone()), site.span),
                     Expr::lit(Scalar::I64(site.dim as i64)),
@@ -487,7 +488,7 @@ pub fn propagate(e: &Expr) -> Option<Expr> {
         ExprKind::Binary(op, x, y) => {
             ExprKind::Binary(*op, Box::new(propagate(x)?), Box::new(propagate(y)?))
         }
-        ExprKind::Call(n, args) if n == "coalesce" && args.len() == 2 => {
+        ExprKind::Call(n, args) if n == Builtin::Coalesce.name() && args.len() == 2 => {
             match propagate(&args[0]) {
                 None => return propagate(&args[1]),
                 Some(a) => match propagate(&args[1]) {

@@ -5,9 +5,9 @@
 
 use crate::error::{Error, Result};
 use crate::notation::ast::{
-    AssignOp, BUILTIN_FUNCTIONS, BUILTIN_REDUCERS, Expr, ExprKind, Program, Reducer, ReducerDef,
-    Stmt, StmtKind,
+    AssignOp, BUILTIN_REDUCERS, Expr, ExprKind, Program, Reducer, ReducerDef, Stmt, StmtKind,
 };
+use crate::semantics::Builtin;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -69,19 +69,15 @@ fn check_body(def: &ReducerDef, e: &Expr) -> Result<()> {
             check_body(def, x)?;
             check_body(def, y)
         }
-        ExprKind::Call(name, args) if name != "size" => {
-            let Some((_, arity)) = BUILTIN_FUNCTIONS.iter().find(|(n, _)| n == name) else {
+        ExprKind::Call(name, args) if name != Builtin::Size.name() => {
+            let Some(f) = Builtin::from_name(name) else {
                 return Err(Error::program(
                     e.span,
                     format!("unknown function `{name}` in reducer `{}`", def.name),
                 ));
             };
-            if args.len() != *arity {
-                return Err(Error::program(
-                    e.span,
-                    format!("`{name}` takes {arity} argument(s), got {}", args.len()),
-                ));
-            }
+            f.check_arity(args.len())
+                .map_err(|m| Error::program(e.span, m))?;
             args.iter().try_for_each(|x| check_body(def, x))
         }
         _ => bad(e),

@@ -2,8 +2,8 @@
 //! tensor access pointing at a [`Target`] (a fiber, a looplet, a fill value) and expressions
 //! that may already contain lowered IR values.
 
+use super::Target;
 use crate::ir;
-use crate::looplets::Target;
 use crate::notation::ast::{AssignOp, BinaryOp, Protocol, Span, UnaryOp};
 use crate::types::{ElemType, Scalar};
 
@@ -68,7 +68,7 @@ pub enum LExpr {
     Access(Box<LAccess>),
     Unary(UnaryOp, Box<LExpr>, Span),
     Binary(BinaryOp, Box<LExpr>, Box<LExpr>, Span),
-    Call(String, Vec<LExpr>, Span),
+    Call(crate::semantics::Builtin, Vec<LExpr>, Span),
     /// An index comparison `lo <= index <= hi` (either bound may be absent), `inside` where
     /// it holds and `!inside` elsewhere. When the loop over `index` is lowered it becomes a
     /// mask tensor whose looplets (a sequence of runs) cut the loop at the bounds, so only the

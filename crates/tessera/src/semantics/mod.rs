@@ -15,6 +15,10 @@
 //! - `min` and `max` propagate NaN from either side and order `-0.0` below `0.0` (IEEE
 //!   754-2019 `minimum`/`maximum`, Julia's `min`), so they are commutative.
 
+pub mod builtin;
+
+pub use builtin::Builtin;
+
 use crate::notation::ast::{BinaryOp, Expr, ExprKind, Reducer, ReducerDef, UnaryOp};
 use crate::types::{Class, ElemType, Scalar};
 
@@ -86,50 +90,6 @@ pub fn unary_class(op: UnaryOp, c: Class) -> Result<(Class, Class), String> {
     }
 }
 
-/// `(operand classes, result class)` of a built-in function call.
-pub fn call_classes(name: &str, args: &[Class]) -> Result<(Vec<Class>, Class), String> {
-    let arity = crate::notation::ast::BUILTIN_FUNCTIONS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, k)| *k)
-        .ok_or_else(|| format!("unknown function `{name}`"))?;
-    if args.len() != arity {
-        return Err(format!(
-            "`{name}` takes {arity} argument(s), got {}",
-            args.len()
-        ));
-    }
-    Ok(match name {
-        "min" | "max" | "coalesce" => {
-            let c = join(args[0], args[1]);
-            (vec![c, c], c)
-        }
-        "abs" => {
-            let c = join(args[0], Class::Int);
-            (vec![c], c)
-        }
-        "sqrt" | "exp" | "log" => (vec![Class::Float], Class::Float),
-        "floor" => {
-            let c = join(args[0], Class::Int);
-            (vec![c], c)
-        }
-        "div" => {
-            let c = arith(args[0], args[1]);
-            (vec![c, c], c)
-        }
-        "ifelse" => {
-            if args[0] != Class::Bool {
-                return Err("the condition of `ifelse` must be a bool".into());
-            }
-            let c = join(args[1], args[2]);
-            (vec![Class::Bool, c, c], c)
-        }
-        // The extent of a tensor's dimension; its arguments are a tensor name and a literal.
-        "size" => (vec![Class::Int, Class::Int], Class::Int),
-        _ => unreachable!("every builtin is handled above"),
-    })
-}
-
 /// `(compute class, result class)` of `old <reducer> new` where `old` has class `elem`.
 pub fn reducer_classes(r: &Reducer, elem: Class, rhs: Class) -> Result<(Class, Class), String> {
     match r {
@@ -171,12 +131,12 @@ pub fn body_class(def: &ReducerDef, e: &Expr, c: Class) -> Result<Class, String>
             let (a, b) = (body_class(def, x, c)?, body_class(def, y, c)?);
             Ok(binary_classes(*op, a, b)?.1)
         }
-        ExprKind::Call(name, args) if name != "size" => {
+        ExprKind::Call(name, args) if name != Builtin::Size.name() => {
             let classes = args
                 .iter()
                 .map(|a| body_class(def, a, c))
                 .collect::<Result<Vec<_>, _>>()?;
-            Ok(call_classes(name, &classes)?.1)
+            Ok(Builtin::named(name)?.classes(&classes)?.1)
         }
         _ => Err(body_misuse(def, e)),
     }
@@ -207,9 +167,9 @@ pub fn eval_body(def: &ReducerDef, e: &Expr, old: Scalar, new: Scalar) -> Result
         ExprKind::Name(n) if *n == def.params[1] => Ok(new),
         ExprKind::Unary(op, x) => eval_unary(*op, ev(x)?),
         ExprKind::Binary(op, x, y) => eval_binary(*op, ev(x)?, ev(y)?),
-        ExprKind::Call(name, args) if name != "size" => {
+        ExprKind::Call(name, args) if name != Builtin::Size.name() => {
             let vals = args.iter().map(ev).collect::<Result<Vec<_>, _>>()?;
-            eval_call(name, &vals)
+            Builtin::named(name)?.eval(&vals)
         }
         _ => Err(body_misuse(def, e)),
     }
@@ -325,45 +285,6 @@ pub fn eval_unary(op: UnaryOp, a: Scalar) -> Result<Scalar, String> {
     })
 }
 
-/// Evaluate a built-in function on values (`coalesce` here sees no `missing`: the evaluator
-/// resolves it before calling).
-pub fn eval_call(name: &str, args: &[Scalar]) -> Result<Scalar, String> {
-    let classes: Vec<Class> = args.iter().map(|a| a.ty().class()).collect();
-    let (operands, _) = call_classes(name, &classes)?;
-    let v: Vec<Scalar> = args
-        .iter()
-        .zip(&operands)
-        .map(|(a, c)| convert(*a, *c))
-        .collect();
-    Ok(match (name, v.as_slice()) {
-        ("min", [Scalar::Bool(a), Scalar::Bool(b)]) => Scalar::Bool(*a && *b),
-        ("max", [Scalar::Bool(a), Scalar::Bool(b)]) => Scalar::Bool(*a || *b),
-        ("min", [Scalar::I64(a), Scalar::I64(b)]) => Scalar::I64(if b < a { *b } else { *a }),
-        ("max", [Scalar::I64(a), Scalar::I64(b)]) => Scalar::I64(if b > a { *b } else { *a }),
-        ("min", [Scalar::F64(a), Scalar::F64(b)]) => Scalar::F64(min_f(*a, *b)),
-        ("max", [Scalar::F64(a), Scalar::F64(b)]) => Scalar::F64(max_f(*a, *b)),
-        ("abs", [Scalar::I64(a)]) => Scalar::I64(a.wrapping_abs()),
-        ("abs", [Scalar::F64(a)]) => Scalar::F64(a.abs()),
-        ("sqrt", [Scalar::F64(a)]) => Scalar::F64(a.sqrt()),
-        ("exp", [Scalar::F64(a)]) => Scalar::F64(a.exp()),
-        ("log", [Scalar::F64(a)]) => Scalar::F64(a.ln()),
-        ("floor", [Scalar::I64(a)]) => Scalar::I64(*a),
-        ("floor", [Scalar::F64(a)]) => Scalar::F64(a.floor()),
-        ("div", [Scalar::I64(a), Scalar::I64(b)]) => Scalar::I64(int_div(*a, *b)),
-        ("div", [Scalar::F64(a), Scalar::F64(b)]) => Scalar::F64((a / b).trunc()),
-        ("ifelse", [Scalar::Bool(c), x, y]) => {
-            if *c {
-                *x
-            } else {
-                *y
-            }
-        }
-        ("coalesce", [x, _]) => *x,
-        ("size", _) => return Err("`size` needs a tensor, not a value".into()),
-        _ => unreachable!("call_classes admits only these combinations"),
-    })
-}
-
 /// `old <r> new`, stored back into an element of type `elem`.
 pub fn apply_reducer(
     r: &Reducer,
@@ -379,8 +300,8 @@ pub fn apply_reducer(
         Reducer::Mul => eval_binary(BinaryOp::Mul, o, n)?,
         Reducer::And => eval_binary(BinaryOp::BitAnd, o, n)?,
         Reducer::Or => eval_binary(BinaryOp::BitOr, o, n)?,
-        Reducer::Min => eval_call("min", &[o, n])?,
-        Reducer::Max => eval_call("max", &[o, n])?,
+        Reducer::Min => Builtin::Min.eval(&[o, n])?,
+        Reducer::Max => Builtin::Max.eval(&[o, n])?,
         // Numeric equality, as `==` in a program and every backend's compare: `-0.0` counts
         // as `0.0`, and a NaN never matches (so `<<choose(NaN)>>=` never replaces).
         Reducer::Choose(z) => {
@@ -397,6 +318,14 @@ pub fn apply_reducer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn eval_call(name: &str, args: &[Scalar]) -> Result<Scalar, String> {
+        Builtin::named(name)?.eval(args)
+    }
+
+    fn call_classes(name: &str, args: &[Class]) -> Result<(Vec<Class>, Class), String> {
+        Builtin::named(name)?.classes(args)
+    }
 
     #[test]
     fn promotion_and_division() {

@@ -1,0 +1,215 @@
+//! Stepper: a variable number of chunks, each ending at `stop` (a sparse list's entries, a
+//! run list's runs). The rule loops chunk by chunk, each chunk ending at the smallest stop
+//! among the steppers and the extent; one stepper whose chunks do nothing before their entry
+//! becomes a walk over the stored coordinates only.
+
+use super::lowerer::Lowerer;
+use super::node::{self, LStmt};
+use super::rewrite::replace_head;
+use super::{Ext, IndexKind, Integer, Looplet, SeekFn, Target};
+use crate::error::Result;
+use crate::ir::{BufId, Expr, Stmt, build as b};
+use crate::types::ElemType;
+use std::rc::Rc;
+
+pub struct Stepper {
+    /// Move the state to the chunk containing the given coordinate.
+    pub seek: SeekFn,
+    /// The last coordinate of the current chunk.
+    pub stop: Expr,
+    /// The chunk's structure (its `Spike::at` is `stop`).
+    pub chunk: Looplet,
+    /// Advance to the next chunk.
+    pub next: Vec<Stmt>,
+    /// When the chunks are the positions of a variable that `next` advances by one (a sparse
+    /// list's entries, in coordinate order): the engine may then walk the positions with a
+    /// counted loop.
+    pub positions: Option<Positions>,
+}
+
+/// The positions a stepper's chunks are (see [`Stepper::positions`]).
+#[derive(Clone)]
+pub struct Positions {
+    /// The position after the last one.
+    pub end: Expr,
+    /// The largest stored coordinate (any value below the first one when there is none).
+    pub last: Expr,
+    /// The coordinates, ascending over the positions: chunk `q` stops at `coords[q]`.
+    pub coords: BufId,
+}
+
+pub fn lower<L: Lowerer + ?Sized>(
+    lw: &mut L,
+    index: &str,
+    ext: Ext,
+    mut body: Vec<LStmt>,
+) -> Result<Vec<Stmt>> {
+    let unspecialised = body.clone();
+    let mut steppers = vec![];
+    node::visit_accesses_mut(&mut body, &mut |a| {
+        if a.head() == Some(index)
+            && let Target::Looplet(Looplet::Stepper(s)) = &a.target
+        {
+            // An access sharing another's stepper advances with it, not again.
+            if !steppers.iter().any(|t| Rc::ptr_eq(t, s)) {
+                steppers.push(s.clone());
+            }
+            a.target = Target::Looplet(s.chunk.clone());
+        }
+        Ok(())
+    })?;
+    let mut code = vec![];
+    for s in &steppers {
+        code.extend((s.seek)(&ext.start));
+    }
+    if ext.is_point() {
+        // After seeking, every stepper's current chunk reaches the point: no loop.
+        let chunk = lw.lower_loop(index, ext, body)?;
+        if chunk.is_empty() {
+            return Ok(vec![]);
+        }
+        code.extend(chunk);
+        return Ok(code);
+    }
+    if let [s] = steppers.as_slice()
+        && let Some(walk) = lower_walk(lw, index, &ext, s, &body, &unspecialised)?
+    {
+        code.extend(walk);
+        return Ok(code);
+    }
+    let i = lw.cx().var(index, ElemType::I64);
+    let e = lw.cx().var(&format!("{index}_step"), ElemType::I64);
+    lw.loop_facts(i, e, &ext);
+    code.push(b::assign(i, ext.start.clone()));
+    let mut step = ext.stop.clone();
+    for s in &steppers {
+        step = b::min(s.stop.clone(), step);
+    }
+    let chunk = lw.lower_loop(
+        index,
+        Ext {
+            start: b::var(i),
+            stop: b::var(e),
+        },
+        body,
+    )?;
+    if chunk.is_empty() {
+        // Every stepper loop seeks to its own start, so skipping one leaves no stale state.
+        return Ok(vec![]);
+    }
+    let mut inner = vec![b::assign(e, step)];
+    inner.extend(chunk);
+    for s in &steppers {
+        // Advance only past a chunk that reached the stepper's entry: the last chunk may
+        // be cut short by the extent, and a later seek continues from this position.
+        inner.extend(b::if_(b::eq(s.stop.clone(), b::var(e)), s.next.clone()));
+    }
+    inner.push(b::assign(i, Integer::after(&b::var(e))));
+    inner.extend(lw.short_circuit_exit(index, b::var(i), &ext.stop, &unspecialised)?);
+    code.push(Stmt::While {
+        cond: b::le(b::var(i), ext.stop),
+        body: inner,
+    });
+    Ok(code)
+}
+
+/// One stepper whose chunks are spikes over a part that does nothing (a sparse list read
+/// where the statement vanishes on its fill): visit the stored coordinates only,
+/// `while i <= stop { e = entry; if e > stop break; tail at e; next; i = e + 1 }`, without
+/// the generic chunk's `min` and the tests of whether the chunk reached its entry.
+fn lower_walk<L: Lowerer + ?Sized>(
+    lw: &mut L,
+    index: &str,
+    ext: &Ext,
+    s: &Rc<Stepper>,
+    body: &[LStmt],
+    unspecialised: &[LStmt],
+) -> Result<Option<Vec<Stmt>>> {
+    let Looplet::Spike {
+        at,
+        body: gap,
+        tail,
+    } = &s.chunk
+    else {
+        return Ok(None);
+    };
+    if *at != s.stop {
+        return Ok(None);
+    }
+    let i = lw.cx().var(index, ElemType::I64);
+    let e = lw.cx().var(&format!("{index}_entry"), ElemType::I64);
+    lw.loop_facts(i, e, ext);
+    let mut before = body.to_vec();
+    replace_head(&mut before, index, &mut |l| match l {
+        Looplet::Spike { .. } => Some(Target::Looplet(Looplet::Run(gap.clone()))),
+        _ => None,
+    });
+    let gap_ext = Ext {
+        start: b::var(i),
+        stop: Integer::before(&b::var(e)),
+    };
+    if !lw.lower_loop(index, gap_ext, before)?.is_empty() {
+        return Ok(None);
+    }
+    let mut at_entry = body.to_vec();
+    replace_head(&mut at_entry, index, &mut |l| match l {
+        Looplet::Spike { .. } => Some(Target::Looplet(Looplet::Run(tail.clone()))),
+        _ => None,
+    });
+    let point = Ext {
+        start: b::var(e),
+        stop: b::var(e),
+    };
+    let chunk = lw.lower_loop(index, point, at_entry)?;
+    if chunk.is_empty() {
+        return Ok(Some(vec![]));
+    }
+    // Positions advanced one by one become a counted loop over those whose coordinate is
+    // inside the extent (found once, by a search only when the extent ends before the
+    // last entry); backends can free such a loop of per-access bounds checks.
+    if let (Some(pos), [Stmt::Assign(q, step)]) = (&s.positions, s.next.as_slice())
+        && *step == b::add(b::var(*q), b::int(1))
+    {
+        let end = lw.cx().var(&format!("{index}_entries_end"), ElemType::I64);
+        let mut inner = vec![b::assign(e, s.stop.clone())];
+        inner.extend(chunk);
+        let next = Integer::after(&b::var(e));
+        inner.extend(lw.short_circuit_exit(index, next, &ext.stop, unspecialised)?);
+        let mut code = vec![b::assign(end, pos.end.clone())];
+        code.extend(b::if_(
+            b::lt(ext.stop.clone(), pos.last.clone()),
+            vec![b::assign(
+                end,
+                Expr::SearchGe {
+                    buf: pos.coords,
+                    lo: Box::new(b::var(*q)),
+                    hi: Box::new(pos.end.clone()),
+                    key: Box::new(ext.end_after()),
+                },
+            )],
+        ));
+        code.push(Stmt::For {
+            var: *q,
+            start: b::var(*q),
+            stop: b::var(end),
+            body: inner,
+        });
+        return Ok(Some(code));
+    }
+    let mut inner = vec![b::assign(e, s.stop.clone())];
+    inner.extend(b::if_(
+        b::lt(ext.stop.clone(), b::var(e)),
+        vec![Stmt::Break],
+    ));
+    inner.extend(chunk);
+    inner.extend(s.next.clone());
+    inner.push(b::assign(i, Integer::after(&b::var(e))));
+    inner.extend(lw.short_circuit_exit(index, b::var(i), &ext.stop, unspecialised)?);
+    Ok(Some(vec![
+        b::assign(i, ext.start.clone()),
+        Stmt::While {
+            cond: b::le(b::var(i), ext.stop.clone()),
+            body: inner,
+        },
+    ]))
+}

@@ -1,0 +1,256 @@
+//! The built-in functions (`min(a, b)`, `sqrt(x)`, ...), in one place: the name each is called
+//! by, its arity, its typing rule, its value and the IR it lowers to. Every other module —
+//! checker, evaluator, simplifier, emission, the array API — resolves a call's name here once
+//! and then matches on [`Builtin`], so adding a function is one variant and its arms below.
+
+use super::{arith, convert, int_div, join, max_f, min_f};
+use crate::ir::{BinOp, Expr, UnOp, build as b};
+use crate::types::{Class, Scalar};
+
+/// A built-in function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Builtin {
+    Min,
+    Max,
+    Abs,
+    Sqrt,
+    Exp,
+    Log,
+    Floor,
+    /// Truncating quotient (`div(-7, 2) == -3`), for floats as for integers.
+    Div,
+    /// `ifelse(c, x, y)`: `x` where the bool `c` holds, else `y`.
+    IfElse,
+    /// `coalesce(a, b)`: `a`, or `b` where `a` is `missing` (resolved before evaluation).
+    Coalesce,
+    /// `size(A, d)`: the extent of dimension `d` (a literal) of tensor `A`. Its first argument
+    /// names a tensor, so it is resolved from the shapes before typing and evaluation.
+    Size,
+}
+
+impl Builtin {
+    /// Every built-in, in the order the documentation lists them.
+    pub const ALL: [Builtin; 11] = [
+        Builtin::Min,
+        Builtin::Max,
+        Builtin::Abs,
+        Builtin::Sqrt,
+        Builtin::Exp,
+        Builtin::Log,
+        Builtin::Floor,
+        Builtin::Div,
+        Builtin::IfElse,
+        Builtin::Coalesce,
+        Builtin::Size,
+    ];
+
+    /// The name a program calls it by.
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::Min => "min",
+            Builtin::Max => "max",
+            Builtin::Abs => "abs",
+            Builtin::Sqrt => "sqrt",
+            Builtin::Exp => "exp",
+            Builtin::Log => "log",
+            Builtin::Floor => "floor",
+            Builtin::Div => "div",
+            Builtin::IfElse => "ifelse",
+            Builtin::Coalesce => "coalesce",
+            Builtin::Size => "size",
+        }
+    }
+
+    /// The built-in called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Builtin> {
+        Builtin::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// [`Builtin::from_name`] with the error a program gets for an unknown name.
+    pub fn named(name: &str) -> Result<Builtin, String> {
+        Builtin::from_name(name).ok_or_else(|| format!("unknown function `{name}`"))
+    }
+
+    /// How many arguments it takes.
+    pub fn arity(self) -> usize {
+        match self {
+            Builtin::Abs | Builtin::Sqrt | Builtin::Exp | Builtin::Log | Builtin::Floor => 1,
+            Builtin::Min | Builtin::Max | Builtin::Div | Builtin::Coalesce | Builtin::Size => 2,
+            Builtin::IfElse => 3,
+        }
+    }
+
+    /// The error for a call with `n` arguments, if that is not the arity.
+    pub fn check_arity(self, n: usize) -> Result<(), String> {
+        let arity = self.arity();
+        if n == arity {
+            Ok(())
+        } else {
+            Err(format!(
+                "`{}` takes {arity} argument(s), got {n}",
+                self.name()
+            ))
+        }
+    }
+
+    /// `(operand classes, result class)` of a call with arguments of classes `args`: the
+    /// arguments are converted to the operand classes before the function applies.
+    pub fn classes(self, args: &[Class]) -> Result<(Vec<Class>, Class), String> {
+        self.check_arity(args.len())?;
+        Ok(match self {
+            Builtin::Min | Builtin::Max | Builtin::Coalesce => {
+                let c = join(args[0], args[1]);
+                (vec![c, c], c)
+            }
+            Builtin::Abs | Builtin::Floor => {
+                let c = join(args[0], Class::Int);
+                (vec![c], c)
+            }
+            Builtin::Sqrt | Builtin::Exp | Builtin::Log => (vec![Class::Float], Class::Float),
+            Builtin::Div => {
+                let c = arith(args[0], args[1]);
+                (vec![c, c], c)
+            }
+            Builtin::IfElse => {
+                if args[0] != Class::Bool {
+                    return Err("the condition of `ifelse` must be a bool".into());
+                }
+                let c = join(args[1], args[2]);
+                (vec![Class::Bool, c, c], c)
+            }
+            // The extent of a tensor's dimension; its arguments are a tensor name and a literal.
+            Builtin::Size => (vec![Class::Int, Class::Int], Class::Int),
+        })
+    }
+
+    /// Its value on `args` (`coalesce` here sees no `missing`: the evaluator resolves it
+    /// before calling).
+    pub fn eval(self, args: &[Scalar]) -> Result<Scalar, String> {
+        let classes: Vec<Class> = args.iter().map(|a| a.ty().class()).collect();
+        let (operands, _) = self.classes(&classes)?;
+        let v: Vec<Scalar> = args
+            .iter()
+            .zip(&operands)
+            .map(|(a, c)| convert(*a, *c))
+            .collect();
+        use Builtin as F;
+        Ok(match (self, v.as_slice()) {
+            (F::Min, [Scalar::Bool(a), Scalar::Bool(b)]) => Scalar::Bool(*a && *b),
+            (F::Max, [Scalar::Bool(a), Scalar::Bool(b)]) => Scalar::Bool(*a || *b),
+            (F::Min, [Scalar::I64(a), Scalar::I64(b)]) => Scalar::I64(if b < a { *b } else { *a }),
+            (F::Max, [Scalar::I64(a), Scalar::I64(b)]) => Scalar::I64(if b > a { *b } else { *a }),
+            (F::Min, [Scalar::F64(a), Scalar::F64(b)]) => Scalar::F64(min_f(*a, *b)),
+            (F::Max, [Scalar::F64(a), Scalar::F64(b)]) => Scalar::F64(max_f(*a, *b)),
+            (F::Abs, [Scalar::I64(a)]) => Scalar::I64(a.wrapping_abs()),
+            (F::Abs, [Scalar::F64(a)]) => Scalar::F64(a.abs()),
+            (F::Sqrt, [Scalar::F64(a)]) => Scalar::F64(a.sqrt()),
+            (F::Exp, [Scalar::F64(a)]) => Scalar::F64(a.exp()),
+            (F::Log, [Scalar::F64(a)]) => Scalar::F64(a.ln()),
+            (F::Floor, [Scalar::I64(a)]) => Scalar::I64(*a),
+            (F::Floor, [Scalar::F64(a)]) => Scalar::F64(a.floor()),
+            (F::Div, [Scalar::I64(a), Scalar::I64(b)]) => Scalar::I64(int_div(*a, *b)),
+            (F::Div, [Scalar::F64(a), Scalar::F64(b)]) => Scalar::F64((a / b).trunc()),
+            (F::IfElse, [Scalar::Bool(c), x, y]) => {
+                if *c {
+                    *x
+                } else {
+                    *y
+                }
+            }
+            (F::Coalesce, [x, _]) => *x,
+            (F::Size, _) => return Err("`size` needs a tensor, not a value".into()),
+            _ => unreachable!("`classes` admits only these combinations"),
+        })
+    }
+
+    /// The IR of a call whose arguments `args` are already converted to the operand classes
+    /// `operands` (from [`Builtin::classes`]). `None` for `size`, which names a tensor and is
+    /// replaced by the dimension's value before emission.
+    pub fn emit(self, args: Vec<Expr>, operands: &[Class]) -> Option<Expr> {
+        let mut args = args.into_iter();
+        let mut arg = || args.next().expect("`classes` checked the arity");
+        let unary = |op: UnOp, x: Expr| Expr::Unary(op, Box::new(x));
+        Some(match self {
+            Builtin::Min | Builtin::Max => {
+                let (x, y) = (arg(), arg());
+                min_max(self == Builtin::Min, x, y, operands[0])
+            }
+            Builtin::Abs => unary(UnOp::Abs, arg()),
+            Builtin::Sqrt => unary(UnOp::Sqrt, arg()),
+            Builtin::Exp => unary(UnOp::Exp, arg()),
+            Builtin::Log => unary(UnOp::Log, arg()),
+            // Integers are already whole.
+            Builtin::Floor if operands[0] == Class::Int => arg(),
+            Builtin::Floor => unary(UnOp::Floor, arg()),
+            Builtin::Div => {
+                let (x, y) = (arg(), arg());
+                if operands[0] == Class::Float {
+                    // Truncating quotient, like the integer case.
+                    let q = b::bin(BinOp::Div, x, y);
+                    let neg = b::lt(q.clone(), Expr::Const(Scalar::F64(0.0)));
+                    let down = unary(UnOp::Floor, q.clone());
+                    let up = unary(UnOp::Neg, unary(UnOp::Floor, unary(UnOp::Neg, q)));
+                    b::select(neg, up, down)
+                } else {
+                    b::bin(BinOp::Div, x, y)
+                }
+            }
+            Builtin::IfElse => {
+                let (c, x, y) = (arg(), arg(), arg());
+                b::select(c, x, y)
+            }
+            Builtin::Coalesce => arg(),
+            Builtin::Size => return None,
+        })
+    }
+}
+
+/// `min`/`max` of two operands of class `class` (also the `min=`/`max=` reducers): on bools
+/// they are `and`/`or`.
+pub fn min_max(is_min: bool, x: Expr, y: Expr, class: Class) -> Expr {
+    if class == Class::Bool {
+        return b::bin(if is_min { BinOp::And } else { BinOp::Or }, x, y);
+    }
+    b::bin(if is_min { BinOp::Min } else { BinOp::Max }, x, y)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_variants_correspond_one_to_one() {
+        for f in Builtin::ALL {
+            assert_eq!(Builtin::from_name(f.name()), Some(f));
+        }
+        assert_eq!(Builtin::from_name("nope"), None);
+        assert_eq!(
+            Builtin::named("nope").unwrap_err(),
+            "unknown function `nope`"
+        );
+    }
+
+    #[test]
+    fn arity_is_checked_with_the_name() {
+        assert_eq!(
+            Builtin::Min.classes(&[Class::Int]).unwrap_err(),
+            "`min` takes 2 argument(s), got 1"
+        );
+        assert_eq!(Builtin::Sqrt.eval(&[Scalar::I64(4)]), Ok(Scalar::F64(2.0)));
+    }
+
+    #[test]
+    fn emission_follows_the_operand_classes() {
+        let (x, y) = (b::int(1), b::int(2));
+        assert_eq!(
+            Builtin::Min.emit(vec![x.clone(), y.clone()], &[Class::Int, Class::Int]),
+            Some(b::bin(BinOp::Min, x.clone(), y.clone()))
+        );
+        assert_eq!(
+            Builtin::Max.emit(vec![x.clone(), y.clone()], &[Class::Bool, Class::Bool]),
+            Some(b::bin(BinOp::Or, x.clone(), y))
+        );
+        assert_eq!(Builtin::Floor.emit(vec![x.clone()], &[Class::Int]), Some(x));
+        assert_eq!(Builtin::Size.emit(vec![], &[]), None);
+    }
+}
