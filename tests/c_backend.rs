@@ -1,16 +1,22 @@
 //! The C backend (`--backend c`) against the JIT and the evaluator: the example kernels give
 //! the same tensors, corrupt inputs and failing checks give the same error text, compiled
-//! objects are reused from the disk cache, and a missing or failing compiler is a typed error.
-//! Every test skips with a message when no C compiler is installed.
+//! objects are reused from the disk cache, a missing or failing compiler is a typed error, and
+//! a sample of the differential tests' random cases agrees with the evaluator. Every test
+//! skips with a message when no C compiler is installed.
 
 mod common;
 
+use common::cases::{compare, run_cases};
+use common::loops::{ALL_OUTPUTS, loop_case_s};
 use common::random::scattered;
 use common::{fmt, parse, run_eval, run_jit};
+use proptest::test_runner::TestCaseError;
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use tessera::backend::{Backend, CBackend};
+use tessera::notation::ast::Program;
 use tessera::notation::parse::parse_program;
 use tessera::run::Runner;
 use tessera::runtime::Buffer;
@@ -490,4 +496,43 @@ fn code_prints_the_c_source() {
     assert!(on_c.contains("stored 2"), "{on_c}");
     assert_eq!(on_c, einsum("jit"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The random cases of the differential tests (`common::loops`) through the C backend against
+/// the evaluator. Each kernel is a compiler run (the disk cache makes reruns cheap), so the
+/// sample is small and keeps to kernels of up to `MAX_LINES` lines of C (most cases), saying
+/// how many it passed over. `PROPTEST_CASES=N` runs N fresh cases.
+#[test]
+fn random_cases_agree_with_the_evaluator() {
+    const MAX_LINES: usize = 1500;
+    let Some(c) = c_runner("random_cases_agree_with_the_evaluator") else {
+        return;
+    };
+    let run_c = |p: &Program, ts: &mut BTreeMap<String, Tensor>| {
+        let k = c.compile(p, &common::formats_of(ts))?;
+        c.execute(&k, ts)
+    };
+    let (ran, large) = (Cell::new(0), Cell::new(0));
+    run_cases(
+        "random_cases_agree_with_the_evaluator",
+        40,
+        loop_case_s(ALL_OUTPUTS),
+        |case| {
+            let lines = Runner::lower(&case.program, &common::formats_of(&case.tensors))
+                .map_or(0, |(k, _, _)| CBackend::source(&k).lines().count());
+            if lines > MAX_LINES {
+                large.set(large.get() + 1);
+                return Err(TestCaseError::reject("a large kernel"));
+            }
+            compare(&case, &run_c)?;
+            ran.set(ran.get() + 1);
+            Ok(())
+        },
+    );
+    let (ran, large) = (ran.get(), large.get());
+    assert!(
+        large < ran,
+        "{large} large kernels passed over for {ran} run"
+    );
+    eprintln!("C backend sample: {ran} cases run, {large} with large kernels passed over");
 }
