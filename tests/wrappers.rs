@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::cases::{Case, Tally, compare, run_cases};
+use common::cases::{Case, Tally, c_matches_evaluator, compare, run_cases};
 use common::random::{Data, all_matrix_formats, all_vector_formats, data_s};
 use common::{fmt, parse, run_jit};
 use proptest::prelude::*;
@@ -25,6 +25,9 @@ use tessera::tensor::Tensor;
 
 /// Cases per family on CI.
 const CASES: u32 = 150;
+
+/// Cases per family through the C backend on CI (each kernel is a compiler run).
+const C_CASES: u32 = 15;
 
 /// No protocol half the time, else `gallop` or `follow`.
 fn protocol_s() -> impl Strategy<Value = Option<Protocol>> {
@@ -458,4 +461,24 @@ fn masks_match_evaluator() {
 #[test]
 fn offsets_match_evaluator() {
     family_matches_evaluator("offsets_match_evaluator", offset_s().prop_map(|o| o.case()));
+}
+
+#[test]
+fn masks_match_evaluator_on_c() {
+    c_matches_evaluator(
+        "masks_match_evaluator_on_c",
+        C_CASES,
+        mask_s().prop_map(|m| m.case()),
+        |_| Ok(()),
+    );
+}
+
+#[test]
+fn offsets_match_evaluator_on_c() {
+    c_matches_evaluator(
+        "offsets_match_evaluator_on_c",
+        C_CASES,
+        offset_s().prop_map(|o| o.case()),
+        |_| Ok(()),
+    );
 }

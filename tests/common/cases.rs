@@ -5,7 +5,7 @@
 use super::{fmt, formats_of, parse, run_eval};
 use proptest::strategy::Strategy;
 use proptest::test_runner::{
-    Config, RngSeed, TestCaseError, TestCaseResult, TestError, TestRunner,
+    Config, FileFailurePersistence, RngSeed, TestCaseError, TestCaseResult, TestError, TestRunner,
 };
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -196,11 +196,19 @@ impl Tally {
 /// The proptest configuration of the differential test `name`: `ci_cases` cases from a seed
 /// fixed by the name (tests that share a strategy still see different cases), so that a CI
 /// result never depends on the day's luck. `PROPTEST_CASES=N` runs N cases from a fresh seed,
-/// printed so that `PROPTEST_RNG_SEED=seed` replays them. Failures are not persisted to files:
-/// a shrunk failure prints as text and joins a test as a `Case::from_text`.
+/// printed so that `PROPTEST_RNG_SEED=seed` replays them. A failure's seed is saved in
+/// `proptest-regressions/tests/NAME.txt` (commit it), and every run replays the saved seeds
+/// before its own cases; a seed replays its case only while the strategy is unchanged, so a
+/// bug found that way also joins a test as a `Case::from_text` of the shrunk case it prints.
 pub fn config(name: &str, ci_cases: u32) -> Config {
+    let file = format!(
+        "{}/proptest-regressions/tests/{}.txt",
+        env!("CARGO_MANIFEST_DIR"),
+        name.replace(' ', "_")
+    );
     let mut c = Config {
-        failure_persistence: None,
+        // Proptest keeps the path for the whole run; one string per test is leaked.
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(file.leak()))),
         ..Config::default()
     };
     // Proptest's own limit (4 steps a case) stops CI-sized runs early; a shrinking step is one
@@ -243,4 +251,64 @@ pub fn run_cases<S>(
         Err(TestError::Fail(why, case)) => panic!("{why}\nminimal failing case:{case:?}"),
         Err(e) => panic!("{e}"),
     }
+}
+
+/// The C backend's samples keep to kernels of up to this many lines of C: each kernel is a
+/// compiler run, and a large one takes the compiler seconds.
+pub const C_MAX_LINES: usize = 1500;
+
+/// The lines of C of `case`'s kernel (0 if it does not lower).
+pub fn c_lines(case: &Case) -> usize {
+    Runner::lower(&case.program, &formats_of(&case.tensors))
+        .map_or(0, |(k, _, _)| CBackend::source(&k).lines().count())
+}
+
+/// A runner on the C backend caching in the shared test cache, or `None` (with a message
+/// saying `test` is skipped) without a C compiler.
+pub fn c_runner(test: &str) -> Option<Runner> {
+    let c = CBackend::new().with_cache_dir(std::env::temp_dir().join("tessera-test-cache"));
+    if c.compiler_available() {
+        Some(Runner::new(Box::new(c)))
+    } else {
+        eprintln!("{test}: no C compiler (cc or $CC), skipped");
+        None
+    }
+}
+
+/// `ci_cases` cases of `strategy` (see `config`) compiled by the C backend against the
+/// evaluator, each outcome judged by `accept` (which fails the case by returning an error).
+/// Kernels over `C_MAX_LINES` lines are passed over (proptest draws others in their place)
+/// and must stay fewer than those run. Skipped, with a message, without a C compiler.
+pub fn c_matches_evaluator<S>(
+    name: &str,
+    ci_cases: u32,
+    strategy: S,
+    accept: impl Fn(Outcome) -> TestCaseResult,
+) where
+    S: Strategy<Value = Case>,
+{
+    let Some(c) = c_runner(name) else {
+        return;
+    };
+    let run_c = |p: &Program, ts: &mut BTreeMap<String, Tensor>| {
+        let k = c.compile(p, &formats_of(ts))?;
+        c.execute(&k, ts)
+    };
+    let (ran, large) = (Cell::new(0), Cell::new(0));
+    run_cases(name, ci_cases, strategy, |case| {
+        let lines = c_lines(&case);
+        if lines > C_MAX_LINES {
+            large.set(large.get() + 1);
+            return Err(TestCaseError::reject(format!("a kernel of {lines} lines")));
+        }
+        accept(compare(&case, &run_c)?)?;
+        ran.set(ran.get() + 1);
+        Ok(())
+    });
+    let (ran, large) = (ran.get(), large.get());
+    eprintln!("{name}: {ran} cases run on C, {large} with large kernels passed over");
+    assert!(
+        large < ran,
+        "{large} large kernels passed over for {ran} run"
+    );
 }
