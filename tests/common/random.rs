@@ -302,7 +302,6 @@ pub fn random_tensor(rng: &mut StdRng, f: &Format, shape: &[usize]) -> Tensor {
 /// registered level joins the generators through its registry line alone.
 pub fn registry_formats(rank: usize) -> Vec<&'static str> {
     use std::sync::OnceLock;
-    use tessera::levels::LevelKind;
     use tessera::levels::registry::example_formats;
     use tessera::types::Scalar;
     static BY_RANK: [OnceLock<Vec<String>>; 3] = [const { OnceLock::new() }; 3];
