@@ -276,7 +276,8 @@ pub fn c_runner(test: &str) -> Option<Runner> {
 }
 
 /// `ci_cases` cases of `strategy` (see `config`) compiled by the C backend against the
-/// evaluator, each outcome judged by `accept` (which fails the case by returning an error).
+/// evaluator, each outcome judged by `accept` (which fails the case by returning an error);
+/// refusals and double failures must be rare, as on the JIT, or the sample proves little.
 /// Kernels over `C_MAX_LINES` lines are passed over (proptest draws others in their place)
 /// and must stay fewer than those run. Skipped, with a message, without a C compiler.
 pub fn c_matches_evaluator<S>(
@@ -294,17 +295,20 @@ pub fn c_matches_evaluator<S>(
         let k = c.compile(p, &formats_of(ts))?;
         c.execute(&k, ts)
     };
-    let (ran, large) = (Cell::new(0), Cell::new(0));
+    let (ran, large, tally) = (Cell::new(0), Cell::new(0), Tally::default());
     run_cases(name, ci_cases, strategy, |case| {
         let lines = c_lines(&case);
         if lines > C_MAX_LINES {
             large.set(large.get() + 1);
             return Err(TestCaseError::reject(format!("a kernel of {lines} lines")));
         }
-        accept(compare(&case, &run_c)?)?;
+        let outcome = compare(&case, &run_c)?;
+        accept(outcome)?;
+        tally.count(outcome);
         ran.set(ran.get() + 1);
         Ok(())
     });
+    tally.assert_rare(10, 4);
     let (ran, large) = (ran.get(), large.get());
     eprintln!("{name}: {ran} cases run on C, {large} with large kernels passed over");
     assert!(
