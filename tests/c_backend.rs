@@ -1,10 +1,13 @@
 //! The C backend (`--backend c`) against the JIT and the evaluator: the example kernels give
 //! the same tensors, corrupt inputs and failing checks give the same error text, compiled
-//! objects are reused from the disk cache, and a missing or failing compiler is a typed error.
-//! Every test skips with a message when no C compiler is installed.
+//! objects are reused from the disk cache, a missing or failing compiler is a typed error, and
+//! a sample of the differential tests' random cases agrees with the evaluator. Every test
+//! skips with a message when no C compiler is installed.
 
 mod common;
 
+use common::cases::c_matches_evaluator;
+use common::loops::{ALL_OUTPUTS, loop_case_s};
 use common::random::scattered;
 use common::{fmt, parse, run_eval, run_jit};
 use std::collections::BTreeMap;
@@ -490,4 +493,17 @@ fn code_prints_the_c_source() {
     assert!(on_c.contains("stored 2"), "{on_c}");
     assert_eq!(on_c, einsum("jit"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The random cases of the differential tests (`common::loops`) through the C backend against
+/// the evaluator. Each kernel is a compiler run (the disk cache makes reruns cheap), so the
+/// sample is small. `PROPTEST_CASES=N` runs N fresh cases.
+#[test]
+fn random_cases_agree_with_the_evaluator() {
+    c_matches_evaluator(
+        "random_cases_agree_with_the_evaluator",
+        40,
+        loop_case_s(ALL_OUTPUTS),
+        |_| Ok(()),
+    );
 }

@@ -2,8 +2,10 @@
 //! reference evaluator, and finding the shared data folder.
 #![allow(dead_code)]
 
+pub mod cases;
 pub mod cli;
 pub mod data;
+pub mod loops;
 pub mod random;
 pub mod scipy;
 

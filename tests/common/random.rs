@@ -1,9 +1,15 @@
-//! Random formats and data shared by the differential tests: the format lists every
-//! generator draws from, and tensors with scattered entries or runs.
+//! Random formats and data shared by the differential tests: the formats every generator
+//! draws from (the level registry's, and listed ones it does not build), and tensors with
+//! scattered entries or runs (as proptest strategies, so a failing case shrinks to few, small
+//! values; `random_tensor` draws the same kinds of data from a seeded generator).
 
+use proptest::prelude::*;
+use proptest::sample::select;
 use rand::Rng;
 use rand::rngs::StdRng;
-use tessera::levels::Format;
+use std::collections::HashMap;
+use tessera::levels::{Format, LevelKind};
+use tessera::runtime::Buffer;
 use tessera::tensor::{Tensor, random_sparse};
 
 use super::fmt;
@@ -38,8 +44,7 @@ pub const MATRIX_FORMATS: &[&str] = &[
     "SparseDict(Dense(Element(2.0)))",
 ];
 
-/// Run-length formats, added to the lists above for fresh cases (past failures are replayed
-/// with the lists they were found with).
+/// Run-length formats (kept apart from the lists above for tests that read only those).
 pub const RUN_MATRIX_FORMATS: &[&str] = &[
     "RunList(RunList(Element(0.0)))",
     "Dense(RunList(Element(0.0)))",
@@ -116,6 +121,151 @@ pub const RUN_VECTOR_FORMATS: &[&str] = &[
     "SparseRunList(Pattern(), merge=false)",
 ];
 
+/// Every matrix format the generators draw from: the registry's (`registry_formats`), then
+/// the listed ones it does not build (non-zero fills, SparsePoint levels, which hold one entry
+/// per fiber).
+pub fn all_matrix_formats() -> Vec<&'static str> {
+    registry_and(2, &[MATRIX_FORMATS, RUN_MATRIX_FORMATS])
+}
+
+/// Every vector format the generators draw from, as `all_matrix_formats`.
+pub fn all_vector_formats() -> Vec<&'static str> {
+    registry_and(1, &[VECTOR_FORMATS, RUN_VECTOR_FORMATS])
+}
+
+/// The registry's formats of `rank` dimensions, then those of `listed` not among them.
+fn registry_and(rank: usize, listed: &[&[&'static str]]) -> Vec<&'static str> {
+    let mut out = registry_formats(rank);
+    for &f in listed.concat().iter() {
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// Row-major values for one tensor, drawn before its shape is known (so that shrinking the
+/// shape keeps the values): the first `shape.iter().product()` are used.
+#[derive(Clone, Debug)]
+pub enum Data {
+    /// Entries 1..=9 where `Some`, the format's fill elsewhere (what `random_sparse` gives).
+    Scattered(Vec<Option<u8>>),
+    /// Runs of equal values along the last dimension, which is what the run-length formats
+    /// are for: each `Some(v)` starts a run of `v`, starting from 0; a row whose flag is set
+    /// repeats the row before it.
+    Runs {
+        starts: Vec<Option<u8>>,
+        repeat_row: Vec<bool>,
+    },
+}
+
+/// `Data` for tensors of up to `max_len` entries: scattered entries at a few densities (from
+/// nearly empty to nearly full) half the time, runs the other half. Everything shrinks towards
+/// fewer entries and shorter runs of zero.
+pub fn data_s(max_len: usize) -> impl Strategy<Value = Data> {
+    let scattered = |density: f64| {
+        proptest::collection::vec(proptest::option::weighted(density, 1u8..=9), max_len)
+            .prop_map(Data::Scattered)
+    };
+    let runs = move |change: f64| {
+        (
+            proptest::collection::vec(
+                proptest::option::weighted(change, select(&[0u8, 0, 1, 2, 3][..])),
+                max_len,
+            ),
+            proptest::collection::vec(proptest::bool::weighted(0.3), max_len),
+        )
+            .prop_map(|(starts, repeat_row)| Data::Runs { starts, repeat_row })
+    };
+    prop_oneof![
+        1 => scattered(0.1),
+        1 => scattered(0.3),
+        1 => scattered(0.6),
+        1 => scattered(0.9),
+        2 => runs(0.2),
+        2 => runs(0.6),
+    ]
+}
+
+impl Data {
+    /// The row-major values of a tensor of `shape` whose background is `fill`.
+    pub fn values(&self, shape: &[usize], fill: f64) -> Vec<f64> {
+        let total: usize = shape.iter().product();
+        let drawn = match self {
+            Data::Scattered(xs) => xs.len(),
+            Data::Runs { starts, .. } => starts.len(),
+        };
+        assert!(total <= drawn, "{drawn} values drawn for shape {shape:?}");
+        match self {
+            Data::Scattered(xs) => (0..total).map(|k| xs[k].map_or(fill, f64::from)).collect(),
+            Data::Runs { starts, repeat_row } => {
+                let row = shape.last().copied().unwrap_or(1).max(1);
+                let mut values: Vec<f64> = Vec::with_capacity(total);
+                let mut v = 0.0;
+                while values.len() < total {
+                    let k = values.len();
+                    if k >= row && k.is_multiple_of(row) && repeat_row[k / row] {
+                        for c in 0..row {
+                            values.push(values[k - row + c]);
+                        }
+                        continue;
+                    }
+                    if let Some(x) = starts[k] {
+                        v = f64::from(x);
+                    }
+                    values.push(v);
+                }
+                values
+            }
+        }
+    }
+
+    /// A tensor of format `f` and `shape` holding these values (for a format with SparsePoint
+    /// levels, the first entry of each fiber only).
+    pub fn tensor(&self, f: &Format, shape: &[usize]) -> Tensor {
+        let fill = f.fill().as_f64();
+        let mut values = self.values(shape, fill);
+        keep_one_per_point_fiber(f, shape, &mut values, fill);
+        Tensor::from_dense(f, shape, &Buffer::F64(values))
+            .unwrap_or_else(|e| panic!("a {f} tensor of shape {shape:?}: {e}"))
+    }
+}
+
+/// SparsePoint levels hold one coordinate per fiber: entries after the first of each fiber
+/// become the fill.
+fn keep_one_per_point_fiber(f: &Format, shape: &[usize], values: &mut [f64], fill: f64) {
+    // The dimensions a SparsePoint level indexes, found by level rank.
+    let mut point_dims = vec![];
+    let mut d = 0;
+    for l in &f.levels {
+        if *l == LevelKind::SparsePoint {
+            point_dims.push(d);
+        }
+        d += l.rank();
+    }
+    if point_dims.is_empty() {
+        return;
+    }
+    let mut chosen: HashMap<(usize, Vec<usize>), usize> = HashMap::new();
+    for (k, v) in values.iter_mut().enumerate() {
+        if *v == fill {
+            continue;
+        }
+        let mut c = vec![0; shape.len()];
+        let mut r = k;
+        for d in (0..shape.len()).rev() {
+            c[d] = r % shape[d];
+            r /= shape[d];
+        }
+        let fits = point_dims
+            .iter()
+            .all(|&d| *chosen.entry((d, c[..d].to_vec())).or_insert(c[d]) == c[d]);
+        if !fits {
+            *v = fill;
+        }
+    }
+}
+
 /// Random data for a format: scattered entries (`random_sparse`) or, half the time, runs of
 /// equal values along the last dimension (rows repeating now and then), which is what the
 /// run-length formats are for.
@@ -152,7 +302,6 @@ pub fn random_tensor(rng: &mut StdRng, f: &Format, shape: &[usize]) -> Tensor {
 /// registered level joins the generators through its registry line alone.
 pub fn registry_formats(rank: usize) -> Vec<&'static str> {
     use std::sync::OnceLock;
-    use tessera::levels::LevelKind;
     use tessera::levels::registry::example_formats;
     use tessera::types::Scalar;
     static BY_RANK: [OnceLock<Vec<String>>; 3] = [const { OnceLock::new() }; 3];
