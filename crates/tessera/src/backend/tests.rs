@@ -503,6 +503,7 @@ pub(super) fn arb_expr(ty: ElemType, depth: u32) -> BoxedStrategy<Expr> {
             BinOp::Add,
             BinOp::Sub,
             BinOp::Mul,
+            BinOp::IeeeMul,
             BinOp::Div,
             BinOp::Rem,
             BinOp::Min,

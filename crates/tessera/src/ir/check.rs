@@ -271,6 +271,7 @@ impl Kernel {
                 use BinOp::*;
                 let ok = match op {
                     Add | Sub | Mul | Div | Rem | Min | Max => ta != ElemType::Bool,
+                    IeeeMul => ta == ElemType::F64,
                     Eq | Ne | Lt | Le | Gt | Ge => true,
                     And | Or | Xor => ta != ElemType::F64,
                     Shl | Shr => ta == ElemType::I64,

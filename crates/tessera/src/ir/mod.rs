@@ -9,6 +9,7 @@
 pub mod build;
 pub mod check;
 pub mod cx;
+pub mod ieee_mul;
 pub mod print;
 pub mod promote;
 pub mod prune;
@@ -76,6 +77,10 @@ pub enum BinOp {
     /// (`semantics::mul_f`), so skipping a sparse operand's zeros never changes a result
     /// (see `plain_product` for when this is plain IEEE multiplication).
     Mul,
+    /// F64 only: plain IEEE 754 multiplication (`0 * NaN` and `0 * Inf` are NaN). Never produced
+    /// by the lowering; `ieee_mul::ieee_products` puts it where a NaN product is caught and the
+    /// loop re-run with `Mul`, so results are still those of the strong zero.
+    IeeeMul,
     /// F64 division; on I64 truncating division with x/0 = 0 (never traps).
     Div,
     /// Remainder truncated toward zero; on I64 x%0 = 0 (never traps). On F64 like C's fmod.

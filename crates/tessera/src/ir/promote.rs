@@ -46,7 +46,7 @@ fn walk(k: &mut Kernel, stmts: &mut Vec<Stmt>) {
     *stmts = out;
 }
 
-fn has_loop(stmts: &[Stmt]) -> bool {
+pub(super) fn has_loop(stmts: &[Stmt]) -> bool {
     stmts.iter().any(|s| match s {
         Stmt::For { .. } | Stmt::While { .. } => true,
         Stmt::If {

@@ -544,6 +544,7 @@ impl Emitter<'_, '_> {
             Add if float => ins.fadd(x, y),
             Sub if float => ins.fsub(x, y),
             Mul if float => self.strong_zero_mul(x, y),
+            IeeeMul => ins.fmul(x, y),
             Div if float => ins.fdiv(x, y),
             Rem if float => self.call_f64(abi::tessera_fmod as *const () as usize, &[x, y]),
             // WebAssembly's rules: NaN from either side, -0.0 below 0.0 (IEEE 754-2019).
