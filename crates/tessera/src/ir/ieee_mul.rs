@@ -4,7 +4,7 @@
 //! the min or max of) products into accumulators, the test can move out of the loop:
 //!
 //! ```text
-//! saved = every variable the loop assigns
+//! saved = the accumulators, and the variables the loop reads before assigning them
 //! the loop with its accumulator products as IEEE multiplies (`BinOp::IeeeMul`)
 //! if (an accumulator is NaN) { restore the variables; the original loop }
 //! ```
@@ -17,7 +17,8 @@
 //! test after the loop sees it and the original loop runs again from the saved state. The
 //! loop must not write memory (only variables are restored), and no condition, index or
 //! other value may read an accumulator, so both runs take the same path, fault at the same
-//! place, and leave every other variable equal. An accumulator that is NaN for another
+//! place, and leave every other variable equal (which is also why a variable the loop
+//! always assigns before reading needs no saved copy). An accumulator that is NaN for another
 //! reason (`Inf - Inf`, a NaN input) only costs the re-run.
 //!
 //! The pass runs after scalar promotion (`promote.rs`), which turns `y[i] += A[i, j] * x[j]`
@@ -192,6 +193,54 @@ fn convert_stmts(k: &Kernel, stmts: &mut [Stmt], acc: &BTreeSet<VarId>) -> usize
     n
 }
 
+/// The variables the loop may read before it assigns them in the same iteration (or in its
+/// bounds): the only ones besides the accumulators that the re-run needs back. Any other
+/// variable the loop assigns is recomputed by the re-run along the same path, to the same
+/// value, since only the accumulators depend on the products; so it needs no saved copy,
+/// and no register to hold one while the fast loop runs (a per-row temporary such as a
+/// gathered column index).
+fn read_before_assigned(l: &Stmt) -> BTreeSet<VarId> {
+    let mut out = BTreeSet::new();
+    let reads = |s: &Stmt, out: &mut BTreeSet<VarId>, skip: &BTreeSet<VarId>| {
+        let mut all = BTreeSet::new();
+        collect_reads(std::slice::from_ref(s), &mut all);
+        out.extend(all.difference(skip).copied());
+    };
+    let mut assigned = BTreeSet::new();
+    if let Stmt::For { var, .. } = l {
+        assigned.insert(*var);
+    }
+    for e in l.own_exprs() {
+        e.visit(&mut |x| {
+            if let Expr::Var(v) = x {
+                out.insert(*v);
+            }
+        });
+    }
+    for s in l.bodies().into_iter().flatten() {
+        reads(s, &mut out, &assigned);
+        if let Stmt::Assign(v, _) = s {
+            assigned.insert(*v);
+        }
+    }
+    out
+}
+
+fn collect_reads(stmts: &[Stmt], out: &mut BTreeSet<VarId>) {
+    for s in stmts {
+        for e in s.own_exprs() {
+            e.visit(&mut |x| {
+                if let Expr::Var(v) = x {
+                    out.insert(*v);
+                }
+            });
+        }
+        for body in s.bodies() {
+            collect_reads(body, out);
+        }
+    }
+}
+
 /// The loop as IEEE run + NaN test + exact re-run, or `None` when no product qualifies.
 fn retry_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
     let mut u = Uses::default();
@@ -216,9 +265,11 @@ fn retry_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
     if convert_stmts(k, fast.bodies_mut().into_iter().next()?, &acc) == 0 {
         return None;
     }
+    let needed = read_before_assigned(l);
     let saved: Vec<(VarId, VarId)> = u
         .assigned
         .iter()
+        .filter(|v| acc.contains(v) || needed.contains(v))
         .map(|&v| {
             let decl = &k.vars[v.0 as usize];
             let copy = VarDecl {
@@ -313,7 +364,24 @@ mod tests {
             shown.contains("if (s != s) {\n    j = j_saved;\n    s = s_saved;"),
             "{shown}"
         );
-        assert!(shown.contains("s = s + a[j] * x[j];"), "{shown}");
+        assert!(shown.contains("s = s + (a[j] * x[j]);"), "{shown}");
+    }
+
+    #[test]
+    fn a_temporary_assigned_before_it_is_read_is_not_saved() {
+        let shown = converted(vec![
+            b::assign(T, b::load(BufId(0), b::var(J))),
+            b::assign(
+                S,
+                b::add(b::var(S), b::mul(b::var(T), b::load(BufId(1), b::var(J)))),
+            ),
+        ]);
+        assert!(shown.contains("s = s + ieee_mul(t, x[j]);"), "{shown}");
+        assert!(
+            shown.contains("j_saved = j;\n  s_saved = s;\n  for"),
+            "{shown}"
+        );
+        assert!(!shown.contains("t_saved"), "{shown}");
     }
 
     #[test]
