@@ -110,6 +110,7 @@ pub enum BinOp {
 
 /// Whether the F64 product `a * b` is plain IEEE multiplication: with a finite nonzero
 /// constant factor the strong zero of `BinOp::Mul` changes nothing, so backends need no test.
+/// (Products into NaN-sticky accumulators lose the test another way: `ieee_mul.rs`.)
 pub fn plain_product(a: &Expr, b: &Expr) -> bool {
     let safe = |e: &Expr| matches!(e, Expr::Const(Scalar::F64(c)) if c.is_finite() && *c != 0.0);
     safe(a) || safe(b)
