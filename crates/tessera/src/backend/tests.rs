@@ -29,7 +29,11 @@ pub(super) fn kernel(
             .collect(),
         vars: vars
             .iter()
-            .map(|&(n, ty)| VarDecl { name: n.into(), ty })
+            .map(|&(n, ty)| VarDecl {
+                name: n.into(),
+                ty,
+                cold: false,
+            })
             .collect(),
         body,
         errors: vec![custom_failure()],

@@ -348,10 +348,12 @@ mod tests {
                 VarDecl {
                     name: "i".into(),
                     ty: ElemType::I64,
+                    cold: false,
                 },
                 VarDecl {
                     name: "s".into(),
                     ty: ElemType::F64,
+                    cold: false,
                 },
             ],
             body,

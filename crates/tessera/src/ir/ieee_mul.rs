@@ -275,6 +275,7 @@ fn retry_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
             let copy = VarDecl {
                 name: format!("{}_saved", decl.name),
                 ty: decl.ty,
+                cold: true,
             };
             k.vars.push(copy);
             (v, VarId(k.vars.len() as u32 - 1))
@@ -317,7 +318,11 @@ mod tests {
             growable: false,
             tensor: None,
         };
-        let var = |n: &str, ty| VarDecl { name: n.into(), ty };
+        let var = |n: &str, ty| VarDecl {
+            name: n.into(),
+            ty,
+            cold: false,
+        };
         Kernel {
             name: "k".into(),
             bufs: vec![buf("a"), buf("x"), buf("out")],

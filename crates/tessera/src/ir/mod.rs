@@ -27,6 +27,10 @@ pub struct VarDecl {
     pub name: String,
     /// A compute type: `Bool`, `I64` or `F64`.
     pub ty: ElemType,
+    /// Only copied to and from, on a rare path (the state `ieee_mul.rs` saves for a re-run):
+    /// a backend may keep it in memory, so that it takes no register from a hot loop it is
+    /// live across.
+    pub cold: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]

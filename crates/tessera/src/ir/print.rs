@@ -282,10 +282,12 @@ mod tests {
                 VarDecl {
                     name: "i".into(),
                     ty: ElemType::I64,
+                    cold: false,
                 },
                 VarDecl {
                     name: "s".into(),
                     ty: ElemType::F64,
+                    cold: false,
                 },
             ],
             body: vec![Stmt::For {

@@ -226,6 +226,7 @@ fn new_var(k: &mut Kernel, name: &str, ty: ElemType) -> VarId {
     k.vars.push(VarDecl {
         name: name.to_string(),
         ty: ty.compute(),
+        cold: false,
     });
     VarId(k.vars.len() as u32 - 1)
 }
@@ -301,10 +302,12 @@ mod tests {
                 VarDecl {
                     name: "j".into(),
                     ty: ElemType::I64,
+                    cold: false,
                 },
                 VarDecl {
                     name: "i".into(),
                     ty: ElemType::I64,
+                    cold: false,
                 },
             ],
             body,
