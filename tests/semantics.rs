@@ -563,3 +563,178 @@ fn min_and_max_reductions_propagate_nan_even_after_an_infinity() {
     );
     assert_eq!(values(&got["m"]), vec![Scalar::I64(-7)]);
 }
+
+// ---- the strong zero with IEEE products and an exact re-run (ir/ieee_mul.rs) ---------------------
+
+/// Whether the JIT's kernel for `text` multiplies with IEEE products somewhere, i.e. whether
+/// running it exercises the NaN test and the re-run.
+fn uses_ieee_products(text: &str, ts: &Tensors) -> bool {
+    let runner = Runner::jit();
+    let k = runner
+        .compile(&parse(text), &common::formats_of(ts))
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    k.ir.to_string().contains("ieee_mul(")
+}
+
+/// A matrix from triplets; zeros among the values stay stored.
+fn triplets(format: &str, shape: &[usize], entries: &[(i64, i64, f64)]) -> Tensor {
+    let coords = vec![
+        entries.iter().map(|e| e.0).collect(),
+        entries.iter().map(|e| e.1).collect(),
+    ];
+    let values = Buffer::F64(entries.iter().map(|e| e.2).collect());
+    Tensor::from_triplets(format, shape, &coords, &values).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A vector from its stored entries; zeros among them stay stored.
+fn stored(format: &str, n: usize, entries: &[(i64, f64)]) -> Tensor {
+    let coords = vec![entries.iter().map(|e| e.0).collect()];
+    let values = Buffer::F64(entries.iter().map(|e| e.1).collect());
+    Tensor::from_triplets(format, &[n], &coords, &values).unwrap_or_else(|e| panic!("{e}"))
+}
+
+const SPMV_ROWS: &str = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
+
+#[test]
+fn spmv_with_stored_zeros_against_nan_and_infinities_re_runs_exactly() {
+    let t = "ieee_spmv";
+    let (nan, inf) = (f64::NAN, f64::INFINITY);
+    // Row 0: stored 0 * NaN, row 1: stored 0 * Inf, row 2: Inf + -Inf (NaN under both
+    // semantics), row 3: stored 0 * NaN and 0 * -Inf among finite products, row 4: finite.
+    let entries = [
+        (0, 0, 0.0),
+        (0, 1, 2.0),
+        (1, 1, 3.0),
+        (1, 2, 0.0),
+        (2, 2, 1.0),
+        (2, 3, 1.0),
+        (3, 0, 0.0),
+        (3, 1, 5.0),
+        (3, 3, 0.0),
+        (4, 1, -1.5),
+    ];
+    let want = [4.0, 6.0, nan, 10.0, -3.0];
+    let x = [nan, 2.0, inf, -inf];
+    for a in [
+        "Dense(SparseList(Element(0.0)))",
+        "Dense(Dense(Element(0.0)))",
+        "SparseList(SparseList(Element(0.0)))",
+        "SparseCOO{2}(Element(0.0))",
+        "Dense(SparseBlockList(Element(0.0)))",
+        "Dense(SparseBand(Element(0.0)))",
+        "Dense(SparseByteMap(Element(0.0)))",
+        "Dense(SparseDict(Element(0.0)))",
+    ] {
+        for xf in ["Dense(Element(0.0))", "SparseList(Element(0.0))"] {
+            let ts = tensors(vec![
+                ("A", triplets(a, &[5, 4], &entries)),
+                ("x", vector(xf, &x)),
+                ("y", empty("Dense(Element(0.0))", &[5])),
+            ]);
+            if a == "Dense(SparseList(Element(0.0)))" {
+                assert!(uses_ieee_products(SPMV_ROWS, &ts), "{a}, {xf}");
+            }
+            let got = agree(t, SPMV_ROWS, ts);
+            let y = f64s(&got["y"]);
+            assert!(y[2].is_nan(), "{a}, {xf}: {y:?}");
+            assert_eq!(
+                [y[0], y[1], y[3], y[4]],
+                [want[0], want[1], want[3], want[4]],
+                "{a}, {xf}"
+            );
+        }
+    }
+    // Column-major (the accumulator moves, so products keep the strong zero in the loop).
+    let at: Vec<(i64, i64, f64)> = entries.iter().map(|&(i, j, v)| (j, i, v)).collect();
+    let got = agree(
+        t,
+        "y .= 0\nfor j = _, i = _\n  y[i] += AT[j, i] * x[j]\nend\n",
+        tensors(vec![
+            (
+                "AT",
+                triplets("Dense(SparseList(Element(0.0)))", &[4, 5], &at),
+            ),
+            ("x", vector("Dense(Element(0.0))", &x)),
+            ("y", empty("Dense(Element(0.0))", &[5])),
+        ]),
+    );
+    let y = f64s(&got["y"]);
+    assert!(
+        y[2].is_nan() && y[0] == 4.0 && y[1] == 6.0 && y[3] == 10.0,
+        "{y:?}"
+    );
+}
+
+#[test]
+fn an_accumulator_that_starts_nan_stays_nan_after_the_re_run() {
+    let a = triplets(
+        "Dense(SparseList(Element(0.0)))",
+        &[3, 3],
+        &[(0, 0, 0.0), (1, 1, 2.0), (2, 2, 0.0)],
+    );
+    let text = "for i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
+    let ts = tensors(vec![
+        ("A", a),
+        (
+            "x",
+            vector("Dense(Element(0.0))", &[f64::NAN, 2.0, f64::INFINITY]),
+        ),
+        ("y", vector("Dense(Element(0.0))", &[f64::NAN, 1.0, 2.0])),
+    ]);
+    assert!(uses_ieee_products(text, &ts));
+    let got = agree("ieee_nan_start", text, ts);
+    let y = f64s(&got["y"]);
+    assert!(y[0].is_nan() && y[1] == 5.0 && y[2] == 2.0, "{y:?}");
+}
+
+#[test]
+fn dot_products_and_min_max_product_reductions_re_run_exactly() {
+    let t = "ieee_reductions";
+    let (nan, inf) = (f64::NAN, f64::INFINITY);
+    // Stored zeros meet NaN and Inf; the other products are 6 and -1.
+    let a_entries = [(0, 0.0), (1, 2.0), (2, 0.0), (3, 1.0)];
+    let b = [nan, 3.0, inf, -1.0];
+    let cases: [(&str, &str, f64); 4] = [
+        ("s .= 0", "s[] += a[i] * b[i]", 5.0),
+        ("s .= Inf", "s[] <<min>>= a[i] * b[i]", -1.0),
+        ("s .= -Inf", "s[] <<max>>= a[i] * b[i]", 6.0),
+        ("s .= 1", "s[] *= a[i] * b[i]", 0.0),
+    ];
+    for af in [
+        "Dense(Element(0.0))",
+        "SparseList(Element(0.0))",
+        "SparseCOO{1}(Element(0.0))",
+        "SparseByteMap(Element(0.0))",
+    ] {
+        for bf in ["Dense(Element(0.0))", "SparseList(Element(0.0))"] {
+            for (init, update, want) in cases {
+                let text = format!("{init}\nfor i = _\n  {update}\nend\n");
+                let ts = tensors(vec![
+                    ("a", stored(af, 4, &a_entries)),
+                    ("b", vector(bf, &b)),
+                    ("s", empty("Element(0.0)", &[])),
+                ]);
+                if af == "Dense(Element(0.0))" && bf == af {
+                    assert!(uses_ieee_products(&text, &ts), "{text}");
+                }
+                let got = agree(t, &text, ts);
+                assert_eq!(f64s(&got["s"]), vec![want], "{af}, {bf}: {text}");
+            }
+        }
+    }
+    // Inf + -Inf is NaN under both semantics; so is a NaN factor against a nonzero one.
+    for (x, y) in [([1.0, 1.0], [inf, -inf]), ([2.0, 0.0], [nan, 1.0])] {
+        for f in ["Dense(Element(0.0))", "SparseList(Element(0.0))"] {
+            let got = agree(
+                t,
+                "s .= 0\nfor i = _\n  s[] += a[i] * b[i]\nend\n",
+                tensors(vec![
+                    ("a", vector(f, &x)),
+                    ("b", vector("Dense(Element(0.0))", &y)),
+                    ("s", empty("Element(0.0)", &[])),
+                ]),
+            );
+            assert!(f64s(&got["s"])[0].is_nan(), "{f}: {x:?} . {y:?}");
+        }
+    }
+}

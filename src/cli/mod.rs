@@ -360,6 +360,7 @@ fn code(a: &CodeArgs) -> Result<String> {
     let (mut k, _, _) = Runner::lower(&program, &formats).map_err(|e| with_origin(e, &origin))?;
     // Show what the backend compiles.
     tessera::ir::promote::promote_scalars(&mut k);
+    tessera::ir::ieee_mul::ieee_products(&mut k);
     Ok(match a.backend.as_str() {
         "c" => tessera::backend::CBackend::source(&k),
         _ => k.to_string(),

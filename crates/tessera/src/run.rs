@@ -161,6 +161,9 @@ impl Runner {
         let (mut ir, layout, _) = Runner::lower(program, formats)?;
         crate::ir::promote::promote_scalars(&mut ir);
         check_kernel_size(&ir, program, self.max_kernel_size.get())?;
+        // After the size check: it at most copies innermost loops once more, and programs
+        // accepted before stay accepted.
+        crate::ir::ieee_mul::ieee_products(&mut ir);
         if let Err(e) = ir.check() {
             return Err(Error::Backend(format!("internal error: ill-typed IR: {e}")));
         }

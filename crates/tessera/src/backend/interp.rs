@@ -282,6 +282,7 @@ pub(crate) fn binary(op: BinOp, a: Scalar, b: Scalar) -> Scalar {
         (Add, F(x), F(y)) => F(x + y),
         (Sub, F(x), F(y)) => F(x - y),
         (Mul, F(x), F(y)) => F(crate::semantics::mul_f(x, y)),
+        (IeeeMul, F(x), F(y)) => F(x * y),
         (Div, F(x), F(y)) => F(x / y),
         (Rem, F(x), F(y)) => F(x % y),
         (Min, I(x), I(y)) => I(if y < x { y } else { x }),

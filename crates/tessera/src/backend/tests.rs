@@ -29,7 +29,11 @@ pub(super) fn kernel(
             .collect(),
         vars: vars
             .iter()
-            .map(|&(n, ty)| VarDecl { name: n.into(), ty })
+            .map(|&(n, ty)| VarDecl {
+                name: n.into(),
+                ty,
+                cold: false,
+            })
             .collect(),
         body,
         errors: vec![custom_failure()],
@@ -503,6 +507,7 @@ pub(super) fn arb_expr(ty: ElemType, depth: u32) -> BoxedStrategy<Expr> {
             BinOp::Add,
             BinOp::Sub,
             BinOp::Mul,
+            BinOp::IeeeMul,
             BinOp::Div,
             BinOp::Rem,
             BinOp::Min,

@@ -271,6 +271,7 @@ impl Kernel {
                 use BinOp::*;
                 let ok = match op {
                     Add | Sub | Mul | Div | Rem | Min | Max => ta != ElemType::Bool,
+                    IeeeMul => ta == ElemType::F64,
                     Eq | Ne | Lt | Le | Gt | Ge => true,
                     And | Or | Xor => ta != ElemType::F64,
                     Shl | Shr => ta == ElemType::I64,
@@ -347,10 +348,12 @@ mod tests {
                 VarDecl {
                     name: "i".into(),
                     ty: ElemType::I64,
+                    cold: false,
                 },
                 VarDecl {
                     name: "s".into(),
                     ty: ElemType::F64,
+                    cold: false,
                 },
             ],
             body,

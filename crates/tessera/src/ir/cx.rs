@@ -19,6 +19,7 @@ impl Cx {
         self.vars.push(VarDecl {
             name: name.to_string(),
             ty,
+            cold: false,
         });
         VarId(self.vars.len() as u32 - 1)
     }

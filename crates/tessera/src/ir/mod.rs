@@ -9,6 +9,7 @@
 pub mod build;
 pub mod check;
 pub mod cx;
+pub mod ieee_mul;
 pub mod print;
 pub mod promote;
 pub mod prune;
@@ -26,6 +27,10 @@ pub struct VarDecl {
     pub name: String,
     /// A compute type: `Bool`, `I64` or `F64`.
     pub ty: ElemType,
+    /// Only copied to and from, on a rare path (the state `ieee_mul.rs` saves for a re-run):
+    /// a backend may keep it in memory, so that it takes no register from a hot loop it is
+    /// live across.
+    pub cold: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -76,6 +81,10 @@ pub enum BinOp {
     /// (`semantics::mul_f`), so skipping a sparse operand's zeros never changes a result
     /// (see `plain_product` for when this is plain IEEE multiplication).
     Mul,
+    /// F64 only: plain IEEE 754 multiplication (`0 * NaN` and `0 * Inf` are NaN). Never produced
+    /// by the lowering; `ieee_mul::ieee_products` puts it where a NaN product is caught and the
+    /// loop re-run with `Mul`, so results are still those of the strong zero.
+    IeeeMul,
     /// F64 division; on I64 truncating division with x/0 = 0 (never traps).
     Div,
     /// Remainder truncated toward zero; on I64 x%0 = 0 (never traps). On F64 like C's fmod.
@@ -105,6 +114,7 @@ pub enum BinOp {
 
 /// Whether the F64 product `a * b` is plain IEEE multiplication: with a finite nonzero
 /// constant factor the strong zero of `BinOp::Mul` changes nothing, so backends need no test.
+/// (Products into NaN-sticky accumulators lose the test another way: `ieee_mul.rs`.)
 pub fn plain_product(a: &Expr, b: &Expr) -> bool {
     let safe = |e: &Expr| matches!(e, Expr::Const(Scalar::F64(c)) if c.is_finite() && *c != 0.0);
     safe(a) || safe(b)

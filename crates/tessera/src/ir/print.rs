@@ -194,6 +194,7 @@ impl<'a> Printer<'a> {
             Expr::Binary(op, a, b) => match op {
                 BinOp::Min => format!("min({}, {})", self.expr(a), self.expr(b)),
                 BinOp::Max => format!("max({}, {})", self.expr(a), self.expr(b)),
+                BinOp::IeeeMul => format!("ieee_mul({}, {})", self.expr(a), self.expr(b)),
                 _ => format!("{} {} {}", self.operand(a), symbol(*op), self.operand(b)),
             },
             Expr::Select(c, a, b) => {
@@ -218,7 +219,7 @@ impl<'a> Printer<'a> {
     /// An operand of an infix or prefix operator: parenthesised unless it is atomic.
     fn operand(&self, e: &Expr) -> String {
         match e {
-            Expr::Binary(op, ..) if !matches!(op, BinOp::Min | BinOp::Max) => {
+            Expr::Binary(op, ..) if !matches!(op, BinOp::Min | BinOp::Max | BinOp::IeeeMul) => {
                 format!("({})", self.expr(e))
             }
             Expr::Const(Scalar::I64(v)) if *v < 0 => format!("({v})"),
@@ -257,7 +258,7 @@ fn symbol(op: BinOp) -> &'static str {
         BinOp::Xor => "^",
         BinOp::Shl => "<<",
         BinOp::Shr => ">>",
-        BinOp::Min | BinOp::Max => unreachable!("printed as calls"),
+        BinOp::Min | BinOp::Max | BinOp::IeeeMul => unreachable!("printed as calls"),
     }
 }
 
@@ -281,10 +282,12 @@ mod tests {
                 VarDecl {
                     name: "i".into(),
                     ty: ElemType::I64,
+                    cold: false,
                 },
                 VarDecl {
                     name: "s".into(),
                     ty: ElemType::F64,
+                    cold: false,
                 },
             ],
             body: vec![Stmt::For {

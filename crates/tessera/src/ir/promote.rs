@@ -46,7 +46,7 @@ fn walk(k: &mut Kernel, stmts: &mut Vec<Stmt>) {
     *stmts = out;
 }
 
-fn has_loop(stmts: &[Stmt]) -> bool {
+pub(super) fn has_loop(stmts: &[Stmt]) -> bool {
     stmts.iter().any(|s| match s {
         Stmt::For { .. } | Stmt::While { .. } => true,
         Stmt::If {
@@ -226,6 +226,7 @@ fn new_var(k: &mut Kernel, name: &str, ty: ElemType) -> VarId {
     k.vars.push(VarDecl {
         name: name.to_string(),
         ty: ty.compute(),
+        cold: false,
     });
     VarId(k.vars.len() as u32 - 1)
 }
@@ -301,10 +302,12 @@ mod tests {
                 VarDecl {
                     name: "j".into(),
                     ty: ElemType::I64,
+                    cold: false,
                 },
                 VarDecl {
                     name: "i".into(),
                     ty: ElemType::I64,
+                    cold: false,
                 },
             ],
             body,

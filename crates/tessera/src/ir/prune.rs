@@ -115,6 +115,7 @@ mod tests {
         let var = |name: &str| VarDecl {
             name: name.into(),
             ty: ElemType::I64,
+            cold: false,
         };
         let (a, dead1, dead2, i) = (VarId(0), VarId(1), VarId(2), VarId(3));
         let mut k = Kernel {

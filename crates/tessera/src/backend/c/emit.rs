@@ -695,6 +695,7 @@ fn binary(op: BinOp, ty: ElemType, x: &str, y: &str) -> String {
         Add if float => infix("+"),
         Sub if float => infix("-"),
         Mul if float => f("t_mulf"),
+        IeeeMul => infix("*"),
         Div if float => infix("/"),
         Rem if float => f("H.fmod"),
         Min if float => f("t_minf"),

@@ -12,8 +12,8 @@ use crate::runtime::abi::{self, VIEW_LEN, VIEW_PTR, VIEW_SIZE};
 use crate::types::{ElemType, Scalar};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    AbiParam, Block, BlockArg, Function, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value,
-    types,
+    AbiParam, Block, BlockArg, Function, InstBuilder, MemFlagsData, SigRef, Signature, StackSlot,
+    StackSlotData, StackSlotKind, Type, Value, types,
 };
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
@@ -46,6 +46,7 @@ pub fn emit(
         k,
         b,
         vars: vec![],
+        slots: vec![],
         bptr: vec![],
         blen: vec![],
         views: params[0],
@@ -65,6 +66,16 @@ pub fn emit(
         let zero = e.zero(ty);
         e.b.def_var(var, zero);
         e.vars.push(var);
+        // A cold variable lives in a stack slot: in a register it would be live across the
+        // hot loop between its save and its restore, and Cranelift's allocator then spills
+        // values the loop does use (in SpMV, a length reloaded and stored every entry).
+        let slot = v.cold.then(|| {
+            let s = StackSlotData::new(StackSlotKind::ExplicitSlot, 8, 3);
+            let s = e.b.create_sized_stack_slot(s);
+            e.b.ins().stack_store(types::I64, zero, s, 0);
+            s
+        });
+        e.slots.push(slot);
     }
     for _ in &k.bufs {
         let p = e.b.declare_var(types::I64);
@@ -100,6 +111,8 @@ struct Emitter<'a, 'f> {
     k: &'a Kernel,
     b: FunctionBuilder<'f>,
     vars: Vec<Variable>,
+    /// The stack slots of cold variables (`ir::VarDecl::cold`), which bypass `vars`.
+    slots: Vec<Option<StackSlot>>,
     bptr: Vec<Variable>,
     blen: Vec<Variable>,
     views: Value,
@@ -292,7 +305,11 @@ impl Emitter<'_, '_> {
         match s {
             Stmt::Assign(v, e) => {
                 let x = self.expr(e);
-                self.b.def_var(self.vars[v.0 as usize], x);
+                if let Some(slot) = self.slots[v.0 as usize] {
+                    self.b.ins().stack_store(types::I64, x, slot, 0);
+                } else {
+                    self.b.def_var(self.vars[v.0 as usize], x);
+                }
             }
             Stmt::Store { buf, index, value } => {
                 let i = self.expr(index);
@@ -454,7 +471,13 @@ impl Emitter<'_, '_> {
                 Scalar::F64(x) => self.b.ins().f64const(x),
                 s => self.int(s.as_i64()),
             },
-            Expr::Var(v) => self.b.use_var(self.vars[v.0 as usize]),
+            Expr::Var(v) => match self.slots[v.0 as usize] {
+                Some(slot) => {
+                    let ty = clif(self.k.var_ty(*v));
+                    self.b.ins().stack_load(types::I64, ty, slot, 0)
+                }
+                None => self.b.use_var(self.vars[v.0 as usize]),
+            },
             Expr::Load { buf, index } => {
                 let i = self.expr(index);
                 let addr = self.element(*buf, i);
@@ -544,6 +567,7 @@ impl Emitter<'_, '_> {
             Add if float => ins.fadd(x, y),
             Sub if float => ins.fsub(x, y),
             Mul if float => self.strong_zero_mul(x, y),
+            IeeeMul => ins.fmul(x, y),
             Div if float => ins.fdiv(x, y),
             Rem if float => self.call_f64(abi::tessera_fmod as *const () as usize, &[x, y]),
             // WebAssembly's rules: NaN from either side, -0.0 below 0.0 (IEEE 754-2019).
