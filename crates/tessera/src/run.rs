@@ -41,6 +41,11 @@ pub fn normalize(program: &Program, tensors: &HashSet<String>) -> Result<Program
 /// seconds to minutes and gigabytes, so such a kernel is refused before it reaches a backend.
 pub const DEFAULT_MAX_KERNEL_SIZE: usize = 8_000;
 
+/// Kernels larger than this, in IR statements, are lowered again with their loop nests split
+/// per independent statement (`lower::fission`), and the smaller kernel is kept. Below it a
+/// shared loop (one pass over the operands) is worth its size.
+pub const FISSION_ABOVE: usize = 4_000;
+
 /// The values of the integer 0-d tensors `program` reads but never writes, which shape
 /// inference may treat as constants (`for i = 0:m - 1` with `m` given as a scalar).
 pub fn scalar_values(
@@ -144,6 +149,17 @@ impl Runner {
         // The shape check in `execute` holds these dimensions equal on every run.
         let equal = crate::lower::shapes::equal_dims(program);
         let (k, l) = lower_program(&normal, &list, &equal)?;
+        // A large kernel is often statements multiplying each other's cases: lower them as
+        // separate loops where that changes no result, if that is smaller.
+        if k.size() > FISSION_ABOVE
+            && let Some(split) = crate::lower::fission::distribute(program, formats)
+        {
+            let split_normal = normalize(&split, &names)?;
+            let (k2, l2) = lower_program(&split_normal, &list, &equal)?;
+            if k2.size() < k.size() {
+                return Ok((k2, l2, split_normal));
+            }
+        }
         Ok((k, l, normal))
     }
 

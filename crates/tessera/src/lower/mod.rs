@@ -3,6 +3,7 @@
 
 pub mod emit;
 pub mod engine;
+pub mod fission;
 pub mod flags;
 /// The program form the engine rewrites, shared with the looplet rules (which sit below).
 pub use crate::looplets::node;
