@@ -211,8 +211,9 @@ impl Runner {
 }
 
 /// Refuse a kernel over the size budget, naming the program's first loop (where the
-/// multiplying splits happen) and what to do.
-fn check_kernel_size(ir: &Kernel, program: &Program, max: usize) -> Result<()> {
+/// multiplying splits happen) and what to do. Public for tools that lower without compiling
+/// (`tessera code`), so they refuse what [`Runner::compile`] would.
+pub fn check_kernel_size(ir: &Kernel, program: &Program, max: usize) -> Result<()> {
     let size = ir.size();
     if size <= max {
         return Ok(());
