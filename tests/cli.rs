@@ -573,4 +573,15 @@ fn convert_and_backend_errors_name_the_file_and_the_choices() {
         &["run", SPMV, "--backend", "nope"],
         &["unknown backend `nope` (jit, c or eval)"],
     );
+    fails(
+        &[
+            "run",
+            "for i = _\n  y[i] = 1.0\nend\n",
+            "--out",
+            "y",
+            "--shape",
+            "y=3x",
+        ],
+        &["--shape y: bad shape `3x`"],
+    );
 }

@@ -514,7 +514,10 @@ fn prepare(a: &TensorArgs, open_files: bool) -> Result<Prepared> {
     for spec in &a.shapes {
         let (name, s) = split_name(spec, "--shape")?;
         if given_shapes
-            .insert(name.to_string(), parse_shape(s)?)
+            .insert(
+                name.to_string(),
+                parse_shape(s).map_err(|e| Error::Usage(format!("--shape {name}: {e}")))?,
+            )
             .is_some()
         {
             return Err(Error::Usage(format!("--shape {name} is given twice")));

@@ -224,7 +224,8 @@ pub fn check_kernel_size(ir: &Kernel, program: &Program, max: usize) -> Result<(
         .find(|s| matches!(s.kind, crate::notation::ast::StmtKind::Loop { .. }))
         .or(program.body.first())
         .map(|s| s.span)
-        .unwrap_or_default();
+        // An empty program's kernel is its tensors' set-up: the place is the program's start.
+        .unwrap_or(crate::span::Span::new(1, 1));
     Err(Error::unsupported(
         span,
         format!(
