@@ -9,10 +9,12 @@
 //! - no `for` or `let` rebinds a name that an enclosing `for` or `let` binds: Finch's loops
 //!   have no meaningful shadowing, and the backends used to disagree about it;
 //! - indices, window bounds and loop bounds are not floats (no silent truncation);
-//! - no reduction (`+=`, `*=`, `<<min>>=`, a user reducer...) computes in floats into an
-//!   integer or bool tensor: converting at every step would make `+= 0.0` change a large
-//!   integer (so no sparse kernel could skip its zeros) and `+= 2.5` three times depend on
-//!   whether the loop is summed step by step or folded to `3 * 2.5`;
+//! - no built-in reduction (`+=`, `-=`, `*=`, `<<min>>=`, `<<max>>=`, `<<choose>>=`) computes
+//!   in floats into an integer or bool tensor: converting at every step would make `+= 0.0`
+//!   change a large integer (so no sparse kernel could skip its zeros) and `+= 2.5` three
+//!   times depend on whether the loop is summed step by step or folded to `3 * 2.5`. A user
+//!   reducer's body decides its result class and the result is stored converted, as a cast
+//!   (the kernel applies the body at every step; its declared properties are the user's);
 //! - built-in functions get their number of arguments, `size(A, d)` a tensor and a dimension.
 //!
 //! Checks that need the tensors' shapes (a constant index outside its dimension) are in
@@ -254,9 +256,10 @@ impl Checker<'_> {
         Ok(())
     }
 
-    /// A reduction `lhs <r>= value` (the value of class `value`) does not compute in floats
-    /// into an integer or bool tensor. An overwrite `=` converts once, as a cast does, and is
-    /// left alone; reducer type errors are left to the backends, as for operators.
+    /// A built-in reduction `lhs <r>= value` (the value of class `value`) does not compute in
+    /// floats into an integer or bool tensor. An overwrite `=` converts once, as a cast does,
+    /// and a user reducer's result likewise (both only noted when collecting); reducer type
+    /// errors are left to the backends, as for operators.
     fn reduction(&mut self, lhs: &Access, r: &Reducer, value: Class, span: Span) -> Result<()> {
         let elem = self.tensor(&lhs.tensor, lhs.span)?.elem;
         if elem.class() == Class::Float {
@@ -276,7 +279,7 @@ impl Checker<'_> {
         if compute != Class::Float && result != Class::Float {
             return Ok(());
         }
-        if self.float_reductions.is_some() {
+        if self.float_reductions.is_some() || matches!(r, Reducer::Named(_) | Reducer::User(_)) {
             self.found_float_store(&lhs.tensor);
             return Ok(());
         }
@@ -469,9 +472,12 @@ mod tests {
              tensor takes only integer or bool values under a reducer (give `s` a float format \
              such as Element(0.0))"
         );
-        // A user reducer whose body makes a float of integers counts too.
+        assert!(err("s[] <<max>>= 0.5", &t).starts_with("1:1: `s[] <<max>>=` reduces float"));
+        // A user reducer's result is stored converted, as a cast, but noted as a float store.
         let half = "reducer half(a, b) = a / 2 + b\nfor i = _\n  b[] <<half>>= 1\nend\n";
-        assert!(err(half, &t).starts_with("3:3: `b[] <<half>>=` reduces float values"));
+        let half = parse_program(half).unwrap();
+        assert_eq!(check(&half, &t), Ok(()));
+        assert_eq!(float_stores(&half, &t), ["b"]);
         let p =
             parse_program("b[] = 1 / 0\ns[] *= 0.5\nb[] += f[]\nf[] += 1.5\ns[] |= 1\n").unwrap();
         assert_eq!(float_stores(&p, &t), ["b", "s"]);
