@@ -440,3 +440,148 @@ fn info_storage_shows_the_golden_arrays_of_every_format() {
         assert!(info.contains(arrays), "{format}:\n{info}");
     }
 }
+
+#[test]
+fn max_kernel_size_applies_to_every_compiling_command() {
+    let d = Dir::new("kernel-size");
+    let (a, x, prog) = (
+        d.file("A.mtx", A_MTX),
+        d.file("x.tns", X_TNS),
+        d.file("spmv.fin", SPMV),
+    );
+    let g = d.file(
+        "g.mtx",
+        "%%MatrixMarket matrix coordinate real general\n3 3 2\n1 2 1\n2 3 1\n",
+    );
+    let (ain, xin) = (format!("A={a}"), format!("x={x}@Dense(Element(0.0))"));
+    let gin = format!("A={g}");
+    let over = ["unsupported: the kernel is ", "over the limit of 5"];
+    let tensor_args = ["--in", &ain, "--in", &xin, "--out", "y"];
+    for command in ["run", "code", "bench"] {
+        let mut args = vec![command, prog.as_str()];
+        args.extend(tensor_args);
+        ok(&args);
+        args.extend(["--max-kernel-size", "5"]);
+        fails(&args, &over);
+    }
+    fails(
+        &[
+            "run",
+            &prog,
+            "--in",
+            &ain,
+            "--in",
+            &xin,
+            "--out",
+            "y",
+            "--backend",
+            "c",
+            "--max-kernel-size",
+            "5",
+        ],
+        &over,
+    );
+    let einsum = [
+        "einsum",
+        "y[i] += A[i, j] * x[j]",
+        "--in",
+        &ain,
+        "--in",
+        &xin,
+    ];
+    ok(&einsum);
+    fails(&[&einsum[..], &["--max-kernel-size", "5"]].concat(), &over);
+    ok(&["graph", "bfs", "--in", &gin]);
+    fails(
+        &["graph", "bfs", "--in", &gin, "--max-kernel-size", "5"],
+        &over,
+    );
+    // A budget large enough runs; 0 and non-numbers are usage errors.
+    let mut args = vec!["run", prog.as_str()];
+    args.extend(tensor_args);
+    args.extend(["--max-kernel-size", "100000"]);
+    ok(&args);
+    let mut bad = args.clone();
+    *bad.last_mut().unwrap() = "0";
+    let o = tessera(&bad);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("must be at least 1"));
+}
+
+#[test]
+fn integer_outputs_of_float_values_are_computed_in_floats_and_checked_whole() {
+    // A constant the kernel narrows before storing (`1 / 0` is Inf) was written as i64::MAX.
+    fails(
+        &["run", "y[] = 1 / 0", "--out", "y@Element(0)"],
+        &[
+            "tensor `y`",
+            "computes Inf at index []",
+            "cannot hold exactly",
+        ],
+    );
+    // Float reductions into an integer output, an error in the library, are computed in
+    // floats here and pass when the result is whole.
+    assert_eq!(
+        ok(&[
+            "run",
+            "s .= 0\nfor k = 0:3\n  s[] += 2.5\nend\n",
+            "--out",
+            "s@Element(0)"
+        ])
+        .trim(),
+        "s = 10"
+    );
+    fails(
+        &[
+            "run",
+            "s .= 0\nfor k = 0:2\n  s[] += 2.5\nend\n",
+            "--out",
+            "s@Element(0)",
+        ],
+        &["tensor `s`", "computes 7.5"],
+    );
+}
+
+#[test]
+fn convert_and_backend_errors_name_the_file_and_the_choices() {
+    let d = Dir::new("convert-errors");
+    let a = d.file("A.mtx", A_MTX);
+    let out = d.path("out.npy");
+    fails(
+        &["convert", &a, &format!("{out}@SparseList(Element(0.0))")],
+        &[
+            &format!("{out}: bad format"),
+            "1 dimensions but the tensor has 2",
+        ],
+    );
+    assert!(!Path::new(&out).exists());
+    fails(
+        &[
+            "bench",
+            SPMV,
+            "--in",
+            &format!("A={a}"),
+            "--backend",
+            "eval",
+        ],
+        &[
+            "unknown backend `eval` (jit or c;",
+            "tessera run --backend eval",
+        ],
+    );
+    fails(
+        &["run", SPMV, "--backend", "nope"],
+        &["unknown backend `nope` (jit, c or eval)"],
+    );
+    fails(
+        &[
+            "run",
+            "for i = _\n  y[i] = 1.0\nend\n",
+            "--out",
+            "y",
+            "--shape",
+            "y=3x",
+        ],
+        &["--shape y: bad shape `3x`"],
+    );
+}

@@ -738,3 +738,58 @@ fn dot_products_and_min_max_product_reductions_re_run_exactly() {
         }
     }
 }
+
+#[test]
+fn float_values_reduced_into_integer_or_bool_outputs_are_errors() {
+    // The fuzzer's case: `+= 2.5` three times into an `Element(0)` gave 7 on the compilers
+    // (the loop folded to `3 * 2.5`) and 6 on the evaluator (truncating each step).
+    let t = "float_into_integer";
+    let ts = tensors(vec![
+        ("x", vector("Dense(Element(0.0))", &[0.0, 2.5, 0.0])),
+        ("sx", vector("SparseList(Element(0.0))", &[0.0, 2.5, 0.0])),
+        ("k", ints(&[1, 2, 3])),
+        ("s", empty("Element(0)", &[])),
+        ("b", empty("Element(false)", &[])),
+        ("y", empty("Dense(Element(0))", &[3])),
+    ]);
+    let msg = "reduces float values into `s`, which holds i64";
+    all_fail(
+        t,
+        "s .= 0\nfor k = 0:2\n  s[] += 2.5\nend\n",
+        ts.clone(),
+        &["3:3: ", "`s[] +=`", msg],
+    );
+    // `+= 0.0 * x` was dropped by the compilers and rounded a large integer in the evaluator;
+    // also over a sparse operand whose zeros a kernel skips, and in code that never runs.
+    for text in [
+        "for i = _\n  s[] += 0.0 * x[i]\nend\n",
+        "for i = _\n  s[] += sx[i]\nend\n",
+        "for i = _\n  if i > 5\n    s[] *= x[i]\n  end\nend\n",
+        "for i = _\n  s[] <<min>>= x[i]\nend\n",
+    ] {
+        all_fail(t, text, ts.clone(), &[msg]);
+    }
+    all_fail(
+        t,
+        "for i = _\n  b[] += x[i]\nend\n",
+        ts.clone(),
+        &["2:3: ", "into `b`, which holds bool"],
+    );
+    all_fail(
+        t,
+        "for i = _\n  y[i] -= k[i] / 2\nend\n",
+        ts.clone(),
+        &["2:3: ", "into `y`, which holds i64"],
+    );
+    // Integer values reduce as before, and an overwrite converts once, as a cast.
+    let got = agree(
+        t,
+        "s .= 0\nfor i = _\n  s[] += k[i] * 2 + floor(3)\n  y[i] = x[i]\nend\n",
+        ts,
+    );
+    assert_eq!(values(&got["s"]), vec![Scalar::I64(21)]);
+    assert_eq!(
+        values(&got["y"]),
+        vec![Scalar::I64(0), Scalar::I64(2), Scalar::I64(0)]
+    );
+}

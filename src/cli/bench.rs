@@ -52,7 +52,7 @@ pub(super) fn json_line(compile_ms: f64, times: &[f64], warmup: usize, backend: 
 
 pub fn bench(a: &BenchArgs) -> Result<String> {
     // Checked before loading the inputs, which may take far longer than the kernel.
-    let runner = compiling_runner(&a.backend)?;
+    let runner = compiling_runner(&a.backend, &a.tensors.kernel)?;
     let Prepared {
         program,
         origin,

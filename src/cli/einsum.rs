@@ -43,6 +43,8 @@ pub struct EinsumArgs {
     pub json: bool,
     #[command(flatten)]
     pub memory: super::MemoryArgs,
+    #[command(flatten)]
+    pub kernel: super::KernelArgs,
 }
 
 pub fn einsum(a: &EinsumArgs) -> Result<String> {
@@ -109,7 +111,7 @@ pub fn einsum(a: &EinsumArgs) -> Result<String> {
         Some(p) => Some(OutputFile::create(p, &result.shape, result.fill())?),
         None => None,
     };
-    let runner = super::compiling_runner(&a.backend)?;
+    let runner = super::compiling_runner(&a.backend, &a.kernel)?;
     let compiled = runner.compile(&plan.program, &formats_of(&tensors))?;
     let compile_ms = *runner.last_compile_ms.borrow();
     for _ in 0..a.warmup {

@@ -12,6 +12,7 @@ use tessera::levels::{Format, LevelKind};
 use tessera::notation::ast::Program;
 use tessera::run::Runner;
 use tessera::tensor::Tensor;
+use tessera::transforms::check::{Signature, Signatures, float_stores};
 use tessera::types::{Class, ElemType, Scalar};
 
 /// The outputs (among `outputs`) with an integer or bool element type that the program stores
@@ -31,16 +32,39 @@ pub fn widen_float_outputs(
     if candidates.is_empty() {
         return Ok(vec![]);
     }
+    let mut out = vec![];
+    // A float reduction into an integer tensor is an error of the library (it would round at
+    // every step), and an overwrite a cast; here such an output is computed in floats and
+    // checked whole afterwards. The kernel's stores are looked at too (below), but a constant
+    // such as `y[] = 1 / 0` is already narrowed in the IR.
+    let signatures: Signatures = tensors
+        .iter()
+        .map(|(n, t)| {
+            let sig = Signature {
+                rank: t.format.rank(),
+                elem: t.format.elem(),
+            };
+            (n.clone(), sig)
+        })
+        .collect();
+    let floats = float_stores(program, &signatures);
+    let mut rest = vec![];
+    for n in candidates {
+        if floats.contains(n) {
+            widen(n, tensors, &mut out)?;
+        } else {
+            rest.push(n);
+        }
+    }
     let formats: BTreeMap<String, Format> = tensors
         .iter()
         .map(|(n, t)| (n.clone(), t.format.clone()))
         .collect();
     // A program that does not lower fails again, with its message, when it is compiled.
     let Ok((kernel, layout, _)) = Runner::lower(program, &formats) else {
-        return Ok(vec![]);
+        return Ok(out);
     };
-    let mut out = vec![];
-    for n in candidates {
+    for n in rest {
         let Some(tl) = layout.tensors.iter().find(|t| t.name == *n) else {
             continue;
         };
@@ -50,13 +74,23 @@ pub fn widen_float_outputs(
         if !stores_floats(&kernel, val as u32) {
             continue;
         }
-        let t = &tensors[n];
-        let wide = widened(&t.format).expect("filtered above");
-        let copy = t.to_format(&wide).map_err(|e| e.named(n))?;
-        out.push((n.clone(), t.format.clone()));
-        tensors.insert(n.clone(), copy);
+        widen(n, tensors, &mut out)?;
     }
     Ok(out)
+}
+
+/// Switch `n` (a candidate: its format has a float copy) to that copy, noting its format.
+fn widen(
+    n: &str,
+    tensors: &mut BTreeMap<String, Tensor>,
+    out: &mut Vec<(String, Format)>,
+) -> Result<()> {
+    let t = &tensors[n];
+    let wide = widened(&t.format).expect("a candidate has a float copy");
+    let copy = t.to_format(&wide).map_err(|e| e.named(n))?;
+    out.push((n.to_string(), t.format.clone()));
+    tensors.insert(n.to_string(), copy);
+    Ok(())
 }
 
 /// `format` with an f64 leaf, if its leaf holds values.

@@ -55,6 +55,8 @@ pub struct GraphArgs {
     pub backend: String,
     #[command(flatten)]
     pub memory: super::MemoryArgs,
+    #[command(flatten)]
+    pub kernel: super::KernelArgs,
 }
 
 /// One run's results, as written to files.
@@ -157,7 +159,7 @@ pub fn graph(a: &GraphArgs) -> Result<String> {
         graph.insert("AT".to_string(), bfs::transpose(&a_tensor)?);
     }
     graph.insert("A".to_string(), a_tensor);
-    let runner = super::compiling_runner(&a.backend)?;
+    let runner = super::compiling_runner(&a.backend, &a.kernel)?;
     // The first run compiles; it counts as a warm-up run.
     let mut last = run_once(&runner, a.algorithm, &mut graph, a.source)?;
     let compile_ms = std::mem::take(&mut last.compile_ms);

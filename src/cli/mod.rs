@@ -78,6 +78,31 @@ fn parse_max_memory(s: &str) -> std::result::Result<u64, String> {
     tessera::memory::parse_size(s)
 }
 
+/// The kernel-size flag of every command that compiles kernels (`run`, `code`, `bench`,
+/// `einsum`, `graph`), as `Runner::set_max_kernel_size`.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct KernelArgs {
+    /// Refuse, before compiling, a kernel of more than N loop-IR statements (default 8000;
+    /// with `--backend eval` there is no kernel and it does nothing)
+    #[arg(long, value_name = "N", value_parser = parse_kernel_size)]
+    pub max_kernel_size: Option<usize>,
+}
+
+impl KernelArgs {
+    fn limit(&self) -> usize {
+        self.max_kernel_size
+            .unwrap_or(tessera::run::DEFAULT_MAX_KERNEL_SIZE)
+    }
+}
+
+fn parse_kernel_size(s: &str) -> std::result::Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1 (IR statements)".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a whole number")),
+    }
+}
+
 /// `--repeat N`: the same rule and message in every command.
 pub(crate) fn parse_repeat(s: &str) -> std::result::Result<usize, String> {
     match s.trim().parse::<usize>() {
@@ -106,6 +131,8 @@ pub struct TensorArgs {
     pub shapes: Vec<String>,
     #[command(flatten)]
     pub memory: MemoryArgs,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
 }
 
 #[derive(Args, Debug)]
@@ -333,15 +360,25 @@ struct Prepared {
 }
 
 /// The runner of a compiling backend named on the command line (`eval` is not one: it
-/// interprets the program and is handled by `run` alone).
-fn compiling_runner(backend: &str) -> Result<Runner> {
-    match backend {
-        "jit" => Ok(Runner::jit()),
-        "c" => Ok(Runner::new(Box::new(tessera::backend::CBackend::new()))),
-        other => Err(Error::Usage(format!(
-            "unknown backend `{other}` (jit, c or eval)"
-        ))),
-    }
+/// interprets the program and is handled by `run` alone), with the kernel-size budget.
+fn compiling_runner(backend: &str, kernel: &KernelArgs) -> Result<Runner> {
+    let runner = match backend {
+        "jit" => Runner::jit(),
+        "c" => Runner::new(Box::new(tessera::backend::CBackend::new())),
+        // `run` takes `eval` before it gets here; `bench`, `einsum` and `graph` time kernels.
+        other => {
+            return Err(Error::Usage(format!(
+                "unknown backend `{other}` (jit or c{})",
+                if other == "eval" {
+                    "; the evaluator compiles no kernel: `tessera run --backend eval`"
+                } else {
+                    ""
+                }
+            )));
+        }
+    };
+    runner.set_max_kernel_size(kernel.limit());
+    Ok(runner)
 }
 
 fn code(a: &CodeArgs) -> Result<String> {
@@ -358,8 +395,10 @@ fn code(a: &CodeArgs) -> Result<String> {
         ..
     } = prepare(&a.tensors, false)?;
     let (mut k, _, _) = Runner::lower(&program, &formats).map_err(|e| with_origin(e, &origin))?;
-    // Show what the backend compiles.
+    // Show what the backend compiles, and only what `run` would compile.
     tessera::ir::promote::promote_scalars(&mut k);
+    tessera::run::check_kernel_size(&k, &program, a.tensors.kernel.limit())
+        .map_err(|e| with_origin(e, &origin))?;
     tessera::ir::ieee_mul::ieee_products(&mut k);
     Ok(match a.backend.as_str() {
         "c" => tessera::backend::CBackend::source(&k),
@@ -371,7 +410,10 @@ fn run(a: &RunArgs) -> Result<String> {
     // Checked before loading the inputs, which may take far longer than the kernel.
     let runner = match a.backend.as_str() {
         "eval" => None,
-        b => Some(compiling_runner(b)?),
+        b => Some(
+            compiling_runner(b, &a.tensors.kernel)
+                .map_err(|_| Error::Usage(format!("unknown backend `{b}` (jit, c or eval)")))?,
+        ),
     };
     let Prepared {
         program,
@@ -473,7 +515,10 @@ fn prepare(a: &TensorArgs, open_files: bool) -> Result<Prepared> {
     for spec in &a.shapes {
         let (name, s) = split_name(spec, "--shape")?;
         if given_shapes
-            .insert(name.to_string(), parse_shape(s)?)
+            .insert(
+                name.to_string(),
+                parse_shape(s).map_err(|e| Error::Usage(format!("--shape {name}: {e}")))?,
+            )
             .is_some()
         {
             return Err(Error::Usage(format!("--shape {name} is given twice")));
@@ -636,11 +681,15 @@ fn convert(input: &str, output: &str) -> Result<String> {
     // The output's type is checked before the input is read.
     tessera::tensor::files::check_output_type(opath)?;
     let t = tessera::tensor::files::load_tensor(ipath, ifmt)?;
-    let format = ofmt.map(|f| Format::parse(f, Some(t.rank()))).transpose()?;
+    // Errors about the output format name the output file, as `load_tensor`'s name the input.
+    let format = ofmt
+        .map(|f| Format::parse(f, Some(t.rank())))
+        .transpose()
+        .map_err(|e| Error::Usage(format!("{opath}: {e}")))?;
     let fill = format.as_ref().map_or(t.fill(), |f| f.fill());
     let file = OutputFile::create(opath, &t.shape, fill)?;
     let t = match format {
-        Some(f) => t.to_format(&f)?,
+        Some(f) => t.to_format(&f).map_err(|e| e.named(opath))?,
         None => t,
     };
     tessera::tensor::files::write_outputs(vec![(file, &t)])?;

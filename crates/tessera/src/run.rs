@@ -254,8 +254,9 @@ impl Runner {
 }
 
 /// Refuse a kernel over the size budget, naming the program's first loop (where the
-/// multiplying splits happen) and what to do.
-fn check_kernel_size(ir: &Kernel, program: &Program, max: usize) -> Result<()> {
+/// multiplying splits happen) and what to do. Public for tools that lower without compiling
+/// (`tessera code`), so they refuse what [`Runner::compile`] would.
+pub fn check_kernel_size(ir: &Kernel, program: &Program, max: usize) -> Result<()> {
     let size = ir.size();
     if size <= max {
         return Ok(());
@@ -266,7 +267,8 @@ fn check_kernel_size(ir: &Kernel, program: &Program, max: usize) -> Result<()> {
         .find(|s| matches!(s.kind, crate::notation::ast::StmtKind::Loop { .. }))
         .or(program.body.first())
         .map(|s| s.span)
-        .unwrap_or_default();
+        // An empty program's kernel is its tensors' set-up: the place is the program's start.
+        .unwrap_or(crate::span::Span::new(1, 1));
     Err(Error::unsupported(
         span,
         format!(

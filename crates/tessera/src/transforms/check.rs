@@ -9,13 +9,21 @@
 //! - no `for` or `let` rebinds a name that an enclosing `for` or `let` binds: Finch's loops
 //!   have no meaningful shadowing, and the backends used to disagree about it;
 //! - indices, window bounds and loop bounds are not floats (no silent truncation);
+//! - no built-in reduction (`+=`, `-=`, `*=`, `<<min>>=`, `<<max>>=`, `<<choose>>=`) computes
+//!   in floats into an integer or bool tensor: converting at every step would make `+= 0.0`
+//!   change a large integer (so no sparse kernel could skip its zeros) and `+= 2.5` three
+//!   times depend on whether the loop is summed step by step or folded to `3 * 2.5`. A user
+//!   reducer's body decides its result class and the result is stored converted, as a cast
+//!   (the kernel applies the body at every step; its declared properties are the user's);
 //! - built-in functions get their number of arguments, `size(A, d)` a tensor and a dimension.
 //!
 //! Checks that need the tensors' shapes (a constant index outside its dimension) are in
 //! [`crate::transforms::dimensionalize`], which runs whenever the shapes are known.
 
 use crate::error::{Error, Result};
-use crate::notation::ast::{Access, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind};
+use crate::notation::ast::{
+    Access, AssignOp, Expr, ExprKind, Extent, Program, Reducer, ReducerDef, Span, Stmt, StmtKind,
+};
 use crate::semantics;
 use crate::semantics::Builtin;
 use crate::types::{Class, ElemType, Scalar};
@@ -40,9 +48,29 @@ pub fn check(p: &Program, tensors: &Signatures) -> Result<()> {
     crate::transforms::wrapperize::check_wrappers(p)?;
     Checker {
         tensors,
+        reducers: &p.reducers,
         bound: vec![],
+        float_reductions: None,
     }
     .stmts(&p.body)
+}
+
+/// The tensors among `tensors` with an integer or bool element type that `p` stores float
+/// values into, by a reduction (what [`check`] refuses) or an overwrite (a cast), each once,
+/// in program order. A caller that wants such a tensor computed in floats (the command line,
+/// which then checks that every value comes out whole) switches its format first. Empty when
+/// `p` fails another check.
+pub fn float_stores(p: &Program, tensors: &Signatures) -> Vec<String> {
+    let mut c = Checker {
+        tensors,
+        reducers: &p.reducers,
+        bound: vec![],
+        float_reductions: Some(vec![]),
+    };
+    match c.stmts(&p.body) {
+        Ok(()) => c.float_reductions.unwrap_or_default(),
+        Err(_) => vec![],
+    }
 }
 
 /// The tensor and dimension of a well-formed `size(A, d)`; `rank` gives a tensor's rank.
@@ -92,8 +120,13 @@ impl Binder {
 
 struct Checker<'a> {
     tensors: &'a Signatures,
+    /// The program's reducer definitions, for the class of a `<<name>>=` reduction.
+    reducers: &'a [ReducerDef],
     /// Loop indices and `let` variables in scope, outermost first.
     bound: Vec<Binder>,
+    /// `Some`: collect the tensors float values are stored into (by a reduction, then not an
+    /// error, or an overwrite) instead of failing on the reductions.
+    float_reductions: Option<Vec<String>>,
 }
 
 fn dimensions(n: usize) -> String {
@@ -138,9 +171,20 @@ impl Checker<'_> {
                 self.tensor(tensor, s.span)?;
                 self.expr(init).map(|_| ())
             }
-            StmtKind::Assign { lhs, rhs, .. } => {
+            StmtKind::Assign { lhs, op, rhs } => {
                 self.access(lhs)?;
-                self.expr(rhs).map(|_| ())
+                let value = self.expr(rhs)?;
+                match (op, value) {
+                    (AssignOp::Reduce(r), Some(v)) => self.reduction(lhs, r, v, s.span),
+                    (AssignOp::Overwrite, Some(Class::Float)) => {
+                        let elem = self.tensor(&lhs.tensor, lhs.span)?.elem;
+                        if elem.class() != Class::Float {
+                            self.found_float_store(&lhs.tensor);
+                        }
+                        Ok(())
+                    }
+                    _ => Ok(()),
+                }
             }
             StmtKind::Loop {
                 index,
@@ -210,6 +254,53 @@ impl Checker<'_> {
             self.index(&ix.expr)?;
         }
         Ok(())
+    }
+
+    /// A built-in reduction `lhs <r>= value` (the value of class `value`) does not compute in
+    /// floats into an integer or bool tensor. An overwrite `=` converts once, as a cast does,
+    /// and a user reducer's result likewise (both only noted when collecting); reducer type
+    /// errors are left to the backends, as for operators.
+    fn reduction(&mut self, lhs: &Access, r: &Reducer, value: Class, span: Span) -> Result<()> {
+        let elem = self.tensor(&lhs.tensor, lhs.span)?.elem;
+        if elem.class() == Class::Float {
+            return Ok(());
+        }
+        let resolved = match r {
+            Reducer::Named(n) => match self.reducers.iter().find(|d| d.name == *n) {
+                Some(def) => Reducer::User(std::sync::Arc::new(def.clone())),
+                None => return Ok(()),
+            },
+            r => r.clone(),
+        };
+        let Ok((compute, result)) = semantics::reducer_classes(&resolved, elem.class(), value)
+        else {
+            return Ok(());
+        };
+        if compute != Class::Float && result != Class::Float {
+            return Ok(());
+        }
+        if self.float_reductions.is_some() || matches!(r, Reducer::Named(_) | Reducer::User(_)) {
+            self.found_float_store(&lhs.tensor);
+            return Ok(());
+        }
+        let t = &lhs.tensor;
+        Err(Error::program(
+            span,
+            format!(
+                "`{lhs} {r}=` reduces float values into `{t}`, which holds {elem}: an integer or \
+                 bool tensor takes only integer or bool values under a reducer (give `{t}` a \
+                 float format such as Element(0.0))"
+            ),
+        ))
+    }
+
+    /// Note that float values are stored into `tensor` (when collecting them).
+    fn found_float_store(&mut self, tensor: &str) {
+        if let Some(found) = &mut self.float_reductions
+            && !found.iter().any(|t| t == tensor)
+        {
+            found.push(tensor.to_string());
+        }
     }
 
     /// An expression used as an index or a bound: checked, and not a float.
@@ -358,6 +449,33 @@ mod tests {
         }
         // Integer-valued expressions of floats' tensors are fine, as are `missing` indices.
         let ok = "for i = _\n  s[] += x[floor(i)] + x[div(i, 2)] + coalesce(x[~missing], 0)\nend\n";
+        assert_eq!(check(&parse_program(ok).unwrap(), &t), Ok(()));
+    }
+
+    #[test]
+    fn float_reductions_into_integer_or_bool_tensors_are_errors() {
+        let t = sigs(&[
+            ("x", 1, ElemType::F64),
+            ("s", 0, ElemType::I64),
+            ("b", 0, ElemType::Bool),
+            ("f", 0, ElemType::F64),
+        ]);
+        assert_eq!(
+            err("for i = _\n  s[] += x[i]\nend\n", &t),
+            "2:3: `s[] +=` reduces float values into `s`, which holds i64: an integer or bool \
+             tensor takes only integer or bool values under a reducer (give `s` a float format \
+             such as Element(0.0))"
+        );
+        assert!(err("s[] <<max>>= 0.5", &t).starts_with("1:1: `s[] <<max>>=` reduces float"));
+        // A user reducer's result is stored converted, as a cast, but noted as a float store.
+        let half = "reducer half(a, b) = a / 2 + b\nfor i = _\n  b[] <<half>>= 1\nend\n";
+        let half = parse_program(half).unwrap();
+        assert_eq!(check(&half, &t), Ok(()));
+        assert_eq!(float_stores(&half, &t), ["b"]);
+        let p =
+            parse_program("b[] = 1 / 0\ns[] *= 0.5\nb[] += f[]\nf[] += 1.5\ns[] |= 1\n").unwrap();
+        assert_eq!(float_stores(&p, &t), ["b", "s"]);
+        let ok = "for i = _\n  s[] += i\n  f[] += i\n  s[] = x[i]\nend\n";
         assert_eq!(check(&parse_program(ok).unwrap(), &t), Ok(()));
     }
 

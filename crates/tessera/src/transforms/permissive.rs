@@ -28,9 +28,17 @@ use crate::notation::ast::{
 use crate::semantics::Builtin;
 use crate::types::Scalar;
 
+/// The most bounds-check splits one program may take. Each split copies the rest of its
+/// statement into both branches, so a statement with many permissive reads (nested in each
+/// other's indices, say) grows exponentially: the fuzzer's 650-byte statement took seconds
+/// here and more would hang. Past this the kernel would be far over the kernel-size budget
+/// (`run::DEFAULT_MAX_KERNEL_SIZE`) anyway.
+pub const MAX_SPLITS: usize = 4096;
+
 pub fn permissive(p: &Program) -> Result<Program> {
     let mut pass = Pass {
         fresh: 0,
+        splits: 0,
         scope: vec![],
     };
     Ok(p.with_body(pass.stmts(&p.body)?))
@@ -38,6 +46,8 @@ pub fn permissive(p: &Program) -> Result<Program> {
 
 struct Pass {
     fresh: usize,
+    /// Splits made so far (see [`MAX_SPLITS`]).
+    splits: usize,
     /// Names bound around the current statement, outermost first; `true` for loop indices.
     scope: Vec<(String, bool)>,
 }
@@ -202,6 +212,18 @@ impl Pass {
         span: Span,
         mut make: impl FnMut(&mut Pass, &Expr, bool) -> Result<Vec<Stmt>>,
     ) -> Result<Vec<Stmt>> {
+        self.splits += 1;
+        if self.splits > MAX_SPLITS {
+            return Err(Error::unsupported(
+                span,
+                format!(
+                    "this statement's permissive (`~`) reads split it on their bounds checks \
+                     into more than {MAX_SPLITS} cases (each read copies the rest of the \
+                     statement into both branches); compute some of them into a workspace or \
+                     a `let` in separate statements first"
+                ),
+            ));
+        }
         let scope = Scope { names: &self.scope };
         let (var, name) = match scope.affine(&site.index) {
             Some((i, offset)) => {

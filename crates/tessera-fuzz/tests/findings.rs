@@ -1,0 +1,39 @@
+//! Inputs the fuzz campaigns found, replayed with the property each broke (they also sit in
+//! the committed corpus, which the short run replays through the targets).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::Instant;
+
+fn seed(target: &str, name: &str) -> Vec<u8> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target)
+        .join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// A 650-byte statement of permissive reads nested in each other's indices: the permissive
+/// pass split it on every bounds check, copying the rest of the statement into both branches,
+/// and took seconds (a libFuzzer timeout; a few more reads would hang). Now refused, with the
+/// statement's place, once the splits pass `permissive::MAX_SPLITS`.
+#[test]
+fn nested_permissive_reads_are_refused_not_multiplied() {
+    let data = seed("program", "finding-nested-permissive-reads");
+    let text = std::str::from_utf8(&data).expect("text");
+    let p = tessera::notation::parse::parse_program(text).expect("it parses");
+    let mut tensors = HashSet::new();
+    tessera::notation::visit::accesses(&p.body, &mut |a| {
+        tensors.insert(a.tensor.clone());
+    });
+    let t0 = Instant::now();
+    let err = tessera::run::normalize(&p, &tensors).expect_err("refused");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("1:1: unsupported: ") && msg.contains("permissive (`~`) reads"),
+        "{msg}"
+    );
+    // Generous: the refusal comes after MAX_SPLITS splits, milliseconds; the old pass took
+    // seconds on this input and exponentially longer on larger ones.
+    assert!(t0.elapsed().as_secs_f64() < 5.0, "{:?}", t0.elapsed());
+}
