@@ -270,7 +270,10 @@ impl Shape {
     /// The program, for extents `ni` and `nj`: a loop whose index no access indexes directly
     /// (`s[] += v[j]` has none for `i`) cannot infer its extent, so it gets the range
     /// `0:n - 1` written out.
-    fn program(&self, ni: usize, nj: usize) -> Program {
+    ///
+    /// A float value reduced into an integer output is an error (README, "Semantics"), so
+    /// with `integer_out` a reduction reduces the indicator of a nonzero value instead.
+    fn program(&self, ni: usize, nj: usize, integer_out: bool) -> Program {
         let (out, lhs) = match self.output {
             Output::Scalar => ("s", access("s", [])),
             Output::Rows => ("y", access("y", [idx("i")])),
@@ -283,7 +286,14 @@ impl Shape {
             let reducers = [Reducer::Add, Reducer::Add, Reducer::Max, Reducer::Min];
             AssignOp::Reduce(self.reducer.get(&reducers).clone())
         };
-        let stmt = |rhs: Expr| -> Stmt { assign(lhs.clone(), op.clone(), rhs) };
+        let indicator = integer_out && matches!(op, AssignOp::Reduce(_));
+        let stmt = |rhs: Expr| -> Stmt {
+            let rhs = match indicator {
+                true => call("ifelse", [ne(rhs, lit(0)), lit(1), lit(0)]),
+                false => rhs,
+            };
+            assign(lhs.clone(), op.clone(), rhs)
+        };
         let inlined = || stmt(inline_t(&self.rhs, &self.t));
         let stmt = match self.guard {
             Guard::None => inlined(),
@@ -399,7 +409,9 @@ pub fn loop_case_s(outputs: &'static [Output]) -> impl Strategy<Value = Case> {
         inputs_s(),
     )
         .prop_map(|(shape, (ni, nj), out_format, inputs)| {
-            let program = shape.program(ni, nj);
+            let of = fmt(out_format.get::<&str>(&shape.output_formats()));
+            let integer_out = of.elem().class() != tessera::types::Class::Float;
+            let program = shape.program(ni, nj, integer_out);
             let mut tensors = BTreeMap::new();
             let names = [
                 ("A", vec![ni, nj]),
@@ -417,7 +429,6 @@ pub fn loop_case_s(outputs: &'static [Output]) -> impl Strategy<Value = Case> {
                 Output::Cols => ("w", vec![nj]),
                 Output::Matrix | Output::MatrixOverwrite => ("C", vec![ni, nj]),
             };
-            let of = fmt(out_format.get::<&str>(&shape.output_formats()));
             tensors.insert(
                 out.to_string(),
                 Tensor::empty(&of, &dims).expect("an empty output"),
