@@ -29,34 +29,7 @@ use crate::types::ElemType;
 use std::collections::{BTreeSet, HashMap};
 
 pub fn ieee_products(k: &mut Kernel) {
-    let mut body = std::mem::take(&mut k.body);
-    walk(k, &mut body);
-    k.body = body;
-}
-
-fn walk(k: &mut Kernel, stmts: &mut Vec<Stmt>) {
-    let mut out = Vec::with_capacity(stmts.len());
-    for mut s in stmts.drain(..) {
-        match &mut s {
-            Stmt::If {
-                then, otherwise, ..
-            } => {
-                walk(k, then);
-                walk(k, otherwise);
-            }
-            Stmt::For { body, .. } | Stmt::While { body, .. } => {
-                if super::promote::has_loop(body) {
-                    walk(k, body);
-                } else if let Some(fast) = retry_loop(k, &s) {
-                    out.extend(fast);
-                    continue;
-                }
-            }
-            _ => {}
-        }
-        out.push(s);
-    }
-    *stmts = out;
+    super::innermost::rewrite_innermost_loops(k, &mut retry_loop);
 }
 
 /// Whether a NaN in this operand of `e` always makes `e` NaN (with `Mul` read as the IEEE

@@ -10,6 +10,7 @@ pub mod build;
 pub mod check;
 pub mod cx;
 pub mod ieee_mul;
+pub mod innermost;
 pub mod print;
 pub mod promote;
 pub mod prune;

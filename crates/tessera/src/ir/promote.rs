@@ -16,44 +16,7 @@ use crate::types::{ElemType, Scalar};
 use std::collections::HashSet;
 
 pub fn promote_scalars(k: &mut Kernel) {
-    let mut body = std::mem::take(&mut k.body);
-    walk(k, &mut body);
-    k.body = body;
-}
-
-fn walk(k: &mut Kernel, stmts: &mut Vec<Stmt>) {
-    let mut out = Vec::with_capacity(stmts.len());
-    for mut s in stmts.drain(..) {
-        match &mut s {
-            Stmt::If {
-                then, otherwise, ..
-            } => {
-                walk(k, then);
-                walk(k, otherwise);
-            }
-            Stmt::For { body, .. } | Stmt::While { body, .. } => {
-                if has_loop(body) {
-                    walk(k, body);
-                } else if let Some(promoted) = promote_loop(k, &s) {
-                    out.extend(promoted);
-                    continue;
-                }
-            }
-            _ => {}
-        }
-        out.push(s);
-    }
-    *stmts = out;
-}
-
-pub(super) fn has_loop(stmts: &[Stmt]) -> bool {
-    stmts.iter().any(|s| match s {
-        Stmt::For { .. } | Stmt::While { .. } => true,
-        Stmt::If {
-            then, otherwise, ..
-        } => has_loop(then) || has_loop(otherwise),
-        _ => false,
-    })
+    super::innermost::rewrite_innermost_loops(k, &mut promote_loop);
 }
 
 /// What a loop body does, for deciding which elements stay put while it runs.
