@@ -793,3 +793,45 @@ fn float_values_reduced_into_integer_or_bool_outputs_are_errors() {
         vec![Scalar::I64(0), Scalar::I64(2), Scalar::I64(0)]
     );
 }
+
+// ---- the sign of a product with a zero factor ------------------------------------------------
+
+#[test]
+fn a_zero_factor_gives_positive_zero_so_quotients_agree() {
+    let t = "zero_sign";
+    let inf = f64::INFINITY;
+    // Fuzz finding: `x / (c * 0)` with `c < 0` was -Inf in the evaluator (IEEE `-0.0`) and
+    // +Inf in the kernels, which fold `c * 0` to `+0.0`.
+    let folded = "s .= 0\nfor i = _\n  s[] += x[i] / (c[] * 0.0)\nend\n";
+    let ts = tensors(vec![
+        ("x", vector("Dense(Element(0.0))", &[1.0, 2.0])),
+        ("c", dense("Element(0.0)", &[], Buffer::F64(vec![-2.0]))),
+        ("s", empty("Element(0.0)", &[])),
+    ]);
+    assert_eq!(f64s(&agree(t, folded, ts)["s"]), vec![inf]);
+    // At run time: stored zeros (one of them -0.0) times negative and positive entries.
+    let stored_zeros = "s .= 0\nfor i = _\n  s[] += 1 / (a[i] * x[i])\nend\n";
+    for xf in ["SparseList(Element(0.0))", "Dense(Element(0.0))"] {
+        let ts = tensors(vec![
+            ("a", vector("Dense(Element(0.0))", &[-2.0, 3.0, -1.0])),
+            ("x", stored(xf, 3, &[(0, 0.0), (1, -0.0), (2, -0.0)])),
+            ("s", empty("Element(0.0)", &[])),
+        ]);
+        assert_eq!(f64s(&agree(t, stored_zeros, ts)["s"]), vec![inf], "{xf}");
+    }
+    // An accumulated sum of zero products (the kernels' IEEE fast path) ends `+0.0`, and a
+    // quotient by it is +Inf everywhere.
+    let sum_then_divide = "s .= 0\nfor i = _\n  s[] += a[i] * x[i]\nend\nq .= 0\nq[] = 1 / s[]\n";
+    let ts = tensors(vec![
+        ("a", vector("Dense(Element(0.0))", &[-2.0, 3.0])),
+        (
+            "x",
+            stored("SparseList(Element(0.0))", 2, &[(0, 0.0), (1, -0.0)]),
+        ),
+        ("s", empty("Element(0.0)", &[])),
+        ("q", empty("Element(0.0)", &[])),
+    ]);
+    let got = agree(t, sum_then_divide, ts);
+    assert_eq!(f64s(&got["q"]), vec![inf]);
+    assert!(f64s(&got["s"])[0].is_sign_positive());
+}

@@ -6,14 +6,18 @@
 //! ```text
 //! saved = the accumulators, and the variables the loop reads before assigning them
 //! the loop with its accumulator products as IEEE multiplies (`BinOp::IeeeMul`)
-//! if (an accumulator is NaN) { restore the variables; the original loop }
+//! if (an accumulator is NaN or zero) { restore the variables; the original loop }
 //! ```
 //!
 //! Why this gives the strong zero's results bit for bit: an IEEE product differs from the
-//! strong-zero one only when it is NaN. If no converted product was NaN, both loops computed
-//! the same values. If one was, it made its accumulator NaN (each product sits on a
-//! NaN-propagating path into the accumulator's update), and every later update keeps it NaN
-//! (the accumulator appears in its own update only on such a path, and nowhere else), so the
+//! strong-zero one only when it is NaN, or `-0.0` where the strong zero gives `+0.0`. If no
+//! converted product differed, both loops computed the same values. A NaN product made its
+//! accumulator NaN (each product sits on a NaN-propagating path into the accumulator's
+//! update), and every later update keeps it NaN (the accumulator appears in its own update
+//! only on such a path, and nowhere else). A zero of the other sign changes, through `+ - *
+//! min max neg abs sqrt exp log floor`, at most the sign of a zero or a NaN (`-0.0 * Inf`),
+//! never a nonzero value, so it either leaves the accumulator equal or makes it zero or NaN;
+//! divisors, whose sign of zero shows (`1 / -0.0 = -Inf`), are off such paths. Either way the
 //! test after the loop sees it and the original loop runs again from the saved state. The
 //! loop must not write memory (only variables are restored), and no condition, index or
 //! other value may read an accumulator, so both runs take the same path, fault at the same
@@ -25,7 +29,7 @@
 //! into such a loop over a variable; a loop that still stores to memory is left alone.
 
 use super::{BinOp, Expr, Kernel, Stmt, UnOp, VarDecl, VarId};
-use crate::types::ElemType;
+use crate::types::{ElemType, Scalar};
 use std::collections::{BTreeSet, HashMap};
 
 pub fn ieee_products(k: &mut Kernel) {
@@ -68,8 +72,8 @@ fn count_reads(k: &Kernel, e: &Expr, sticky: bool, reads: &mut HashMap<VarId, (u
         r.1 += usize::from(sticky);
     }
     let down = sticky && propagates(k, e);
-    for c in e.children() {
-        count_reads(k, c, down, reads);
+    for (n, c) in e.children().into_iter().enumerate() {
+        count_reads(k, c, down && !is_divisor(e, n), reads);
     }
 }
 
@@ -144,10 +148,20 @@ fn convert(k: &Kernel, e: &mut Expr) -> usize {
         *op = BinOp::IeeeMul;
         n += 1;
     }
-    for c in e.children_mut() {
-        n += convert(k, c);
+    let div = matches!(e, Expr::Binary(BinOp::Div, ..));
+    for (m, c) in e.children_mut().into_iter().enumerate() {
+        // A divisor's products stay strong: see `is_divisor`.
+        if !(div && m == 1) {
+            n += convert(k, c);
+        }
     }
     n
+}
+
+/// Whether child `n` of `e` is a divisor, whose sign of zero the quotient shows (`x / -0.0`
+/// is `-Inf`), so a difference there would not stay a difference of zeros.
+fn is_divisor(e: &Expr, n: usize) -> bool {
+    matches!(e, Expr::Binary(BinOp::Div, ..)) && n == 1
 }
 
 /// Make the products of the accumulators' updates IEEE; the number converted.
@@ -254,12 +268,21 @@ fn retry_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
             (v, VarId(k.vars.len() as u32 - 1))
         })
         .collect();
+    // NaN or zero: `!(v < 0 || v > 0)`.
     let nan = acc
         .iter()
-        .map(|&v| Expr::Binary(BinOp::Ne, Box::new(Expr::Var(v)), Box::new(Expr::Var(v))))
+        .map(|&v| {
+            let side = |op| {
+                let zero = Expr::Const(Scalar::F64(0.0));
+                Box::new(Expr::Binary(op, Box::new(Expr::Var(v)), Box::new(zero)))
+            };
+            let nonzero = Expr::Binary(BinOp::Or, side(BinOp::Lt), side(BinOp::Gt));
+            Expr::Unary(UnOp::Not, Box::new(nonzero))
+        })
         .reduce(|a, b| Expr::Binary(BinOp::Or, Box::new(a), Box::new(b)))?;
     let mut out = vec![Stmt::Comment(
-        "IEEE products; a NaN accumulator re-runs the loop with strong-zero products".into(),
+        "IEEE products; a NaN or zero accumulator re-runs the loop with strong-zero products"
+            .into(),
     )];
     out.extend(saved.iter().map(|&(v, s)| Stmt::Assign(s, Expr::Var(v))));
     out.push(fast);
@@ -339,7 +362,7 @@ mod tests {
         assert!(shown.contains("j_saved = j;\n  s_saved = s;"), "{shown}");
         assert!(shown.contains("s = s + ieee_mul(a[j], x[j]);"), "{shown}");
         assert!(
-            shown.contains("if (s != s) {\n    j = j_saved;\n    s = s_saved;"),
+            shown.contains("if (!((s < 0.0) | (s > 0.0))) {\n    j = j_saved;\n    s = s_saved;"),
             "{shown}"
         );
         assert!(shown.contains("s = s + (a[j] * x[j]);"), "{shown}");

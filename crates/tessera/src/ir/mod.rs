@@ -78,13 +78,13 @@ pub enum BinOp {
     /// Wrapping on I64.
     Add,
     Sub,
-    /// Wrapping on I64. On F64 a zero factor gives zero even against NaN or an infinity
-    /// (`semantics::mul_f`), so skipping a sparse operand's zeros never changes a result
-    /// (see `plain_product` for when this is plain IEEE multiplication).
+    /// Wrapping on I64. On F64 a zero factor gives `+0.0` even against NaN, an infinity or a
+    /// negative factor (`semantics::mul_f`), so skipping a sparse operand's zeros, or folding
+    /// `x * 0`, never changes a result.
     Mul,
-    /// F64 only: plain IEEE 754 multiplication (`0 * NaN` and `0 * Inf` are NaN). Never produced
-    /// by the lowering; `ieee_mul::ieee_products` puts it where a NaN product is caught and the
-    /// loop re-run with `Mul`, so results are still those of the strong zero.
+    /// F64 only: plain IEEE 754 multiplication (`0 * NaN` and `0 * Inf` are NaN, `-2 * 0` is
+    /// `-0.0`). Never produced by the lowering; `ieee_mul::ieee_products` puts it where a NaN
+    /// or zero accumulator re-runs the loop with `Mul`, so results are still the strong zero's.
     IeeeMul,
     /// F64 division; on I64 truncating division with x/0 = 0 (never traps).
     Div,
@@ -111,14 +111,6 @@ pub enum BinOp {
     Shl,
     /// Arithmetic shift right, I64 only, amount modulo 64.
     Shr,
-}
-
-/// Whether the F64 product `a * b` is plain IEEE multiplication: with a finite nonzero
-/// constant factor the strong zero of `BinOp::Mul` changes nothing, so backends need no test.
-/// (Products into NaN-sticky accumulators lose the test another way: `ieee_mul.rs`.)
-pub fn plain_product(a: &Expr, b: &Expr) -> bool {
-    let safe = |e: &Expr| matches!(e, Expr::Const(Scalar::F64(c)) if c.is_finite() && *c != 0.0);
-    safe(a) || safe(b)
 }
 
 #[derive(Clone, Debug, PartialEq)]

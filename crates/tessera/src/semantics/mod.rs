@@ -203,12 +203,14 @@ pub fn max_f(a: f64, b: f64) -> f64 {
     }
 }
 
-/// The IR's float `Mul`: IEEE multiplication, except that a zero factor gives zero whatever
-/// the other factor is (a strong zero: `0 * NaN == 0 * Inf == 0.0`). Only a NaN product can
-/// differ from IEEE, so kernels test for that one rare case after multiplying.
+/// The IR's float `Mul`: IEEE multiplication, except that a zero factor gives `+0.0` whatever
+/// the other factor is (a strong zero: `0 * NaN == 0 * Inf == -2 * 0 == 0.0`). The sign is
+/// fixed because the compiler folds `x * 0` to `+0.0` without knowing `x`, and a division by
+/// the product would otherwise tell the two apart (`1 / (-2 * 0)`). Only a NaN or zero
+/// product can differ from IEEE, so kernels test for those rare cases after multiplying.
 pub fn mul_f(a: f64, b: f64) -> f64 {
     let p = a * b;
-    if p.is_nan() && (a == 0.0 || b == 0.0) {
+    if (p.is_nan() || p == 0.0) && (a == 0.0 || b == 0.0) {
         0.0
     } else {
         p
@@ -472,9 +474,14 @@ mod tests {
             let q = eval_binary(BinaryOp::Mul, Scalar::F64(other), Scalar::I64(0));
             assert_eq!(q, Ok(Scalar::F64(0.0)), "{other} * 0");
         }
-        // Otherwise IEEE, signed zeros included.
-        let r = eval_binary(BinaryOp::Mul, Scalar::F64(0.0), Scalar::F64(-2.0));
-        assert_eq!(r, Ok(Scalar::F64(-0.0)));
+        // A zero factor gives +0.0 whatever the signs (IEEE would give -0.0 here).
+        for (a, b) in [(0.0, -2.0), (-0.0, 3.0), (-0.0, -0.0)] {
+            let r = eval_binary(BinaryOp::Mul, Scalar::F64(a), Scalar::F64(b));
+            assert!(
+                matches!(r, Ok(Scalar::F64(p)) if p == 0.0 && p.is_sign_positive()),
+                "{a} * {b}: {r:?}"
+            );
+        }
         let r = apply_reducer(
             &Reducer::Mul,
             Scalar::F64(0.0),

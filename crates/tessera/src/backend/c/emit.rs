@@ -73,11 +73,11 @@ static inline double t_maxf(double a, double b) {
     if (a == b) return t_u2f(t_f2u(a) & t_f2u(b));
     return b > a ? b : a;
 }
-/* The IR's F64 Mul: a zero factor gives zero even against NaN or an infinity (only a NaN
-   product can differ from IEEE, so that is tested first). */
+/* The IR's F64 Mul: a zero factor gives +0.0 even against NaN, an infinity or a negative
+   factor (only a NaN or zero product can differ from IEEE, so that is tested first). */
 static inline double t_mulf(double a, double b) {
     double p = a * b;
-    if (UNLIKELY(p != p) && (a == 0.0 || b == 0.0)) return 0.0;
+    if (UNLIKELY(!(p < 0.0 || p > 0.0)) && (a == 0.0 || b == 0.0)) return 0.0;
     return p;
 }
 /* Saturating, NaN to 0 (the IR's F64 -> I64 cast). */
@@ -603,9 +603,6 @@ impl Emitter<'_> {
                 let ty = self.k.type_of(a);
                 let x = self.expr(a);
                 let y = self.expr(b);
-                if *op == BinOp::Mul && ty == ElemType::F64 && crate::ir::plain_product(a, b) {
-                    return format!("({x} * {y})");
-                }
                 binary(*op, ty, &x, &y)
             }
             Expr::Select(c, a, b) => {

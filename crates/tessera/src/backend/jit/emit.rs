@@ -505,9 +505,6 @@ impl Emitter<'_, '_> {
                 let ty = self.k.type_of(a);
                 let x = self.expr(a);
                 let y = self.expr(b);
-                if *op == BinOp::Mul && ty == ElemType::F64 && crate::ir::plain_product(a, b) {
-                    return self.b.ins().fmul(x, y);
-                }
                 self.binary(*op, ty, x, y)
             }
             Expr::Select(c, a, b) => {
@@ -536,12 +533,14 @@ impl Emitter<'_, '_> {
         }
     }
 
-    /// `x * y` where a zero factor gives zero even against NaN or an infinity
-    /// (`ir::BinOp::Mul`): only a NaN product can differ from IEEE, so the factors are tested
-    /// in a cold block reached from that rare case alone.
+    /// `x * y` where a zero factor gives `+0.0` even against NaN, an infinity or a negative
+    /// factor (`ir::BinOp::Mul`): only a NaN or zero product can differ from IEEE, so the
+    /// factors are tested in a cold block reached from those rare cases alone.
     fn strong_zero_mul(&mut self, x: Value, y: Value) -> Value {
         let product = self.b.ins().fmul(x, y);
-        let nan = self.b.ins().fcmp(FloatCC::Unordered, product, product);
+        // NaN or ±0 (one compare): the only products a zero factor can change.
+        let zero = self.b.ins().f64const(0.0);
+        let nan = self.b.ins().fcmp(FloatCC::UnorderedOrEqual, product, zero);
         let (fix, merge) = (self.b.create_block(), self.b.create_block());
         self.b.append_block_param(merge, types::F64);
         self.b
@@ -549,7 +548,6 @@ impl Emitter<'_, '_> {
             .brif(nan, fix, &[], merge, &[BlockArg::Value(product)]);
         self.b.set_cold_block(fix);
         self.b.switch_to_block(fix);
-        let zero = self.b.ins().f64const(0.0);
         let zx = self.b.ins().fcmp(FloatCC::Equal, x, zero);
         let zy = self.b.ins().fcmp(FloatCC::Equal, y, zero);
         let either = self.b.ins().bor(zx, zy);
