@@ -221,22 +221,28 @@ pub fn thaw_counted(
     code
 }
 
-/// Make fibers `lo..hi` of a counted level exist, empty. A sparse ancestor retrying positions
-/// it did not keep (nothing was recorded under them) reopens fibers from `lo` on, so `prev`
-/// moves back: they may be written again.
-pub fn assemble_counted(ptr: BufId, prev: VarId, lo: Expr, hi: Expr) -> Vec<Stmt> {
-    let mut code = vec![
+/// Fibers `lo..hi` of a level counting entries per fiber in `ptr[p + 1]` (until the freeze's
+/// prefix sum), all empty.
+pub fn empty_fibers(ptr: BufId, lo: Expr, hi: Expr) -> Vec<Stmt> {
+    vec![
         Stmt::Grow {
             buf: ptr,
             len: b::add(hi.clone(), b::int(1)),
         },
         Stmt::Fill {
             buf: ptr,
-            start: b::add(lo.clone(), b::int(1)),
+            start: b::add(lo, b::int(1)),
             stop: b::add(hi, b::int(1)),
             value: b::int(0),
         },
-    ];
+    ]
+}
+
+/// Make fibers `lo..hi` of a counted level exist, empty. A sparse ancestor retrying positions
+/// it did not keep (nothing was recorded under them) reopens fibers from `lo` on, so `prev`
+/// moves back: they may be written again.
+pub fn assemble_counted(ptr: BufId, prev: VarId, lo: Expr, hi: Expr) -> Vec<Stmt> {
+    let mut code = empty_fibers(ptr, lo.clone(), hi);
     code.extend(b::if_(
         b::le(lo.clone(), b::var(prev)),
         vec![b::assign(prev, b::sub(lo, b::int(1)))],

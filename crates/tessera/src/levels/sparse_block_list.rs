@@ -225,19 +225,7 @@ impl Level for SparseBlockList {
         Ok(code)
     }
     fn assemble(&self, _: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>> {
-        let ptr = l.buf(PTR);
-        Ok(vec![
-            Stmt::Grow {
-                buf: ptr,
-                len: b::add(hi.clone(), b::int(1)),
-            },
-            Stmt::Fill {
-                buf: ptr,
-                start: b::add(lo, b::int(1)),
-                stop: b::add(hi, b::int(1)),
-                value: b::int(0),
-            },
-        ])
+        Ok(super::shared::empty_fibers(l.buf(PTR), lo, hi))
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let (ptr, ofs) = (l.buf(PTR), l.buf(OFS));

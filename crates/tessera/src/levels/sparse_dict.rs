@@ -239,19 +239,7 @@ impl Level for SparseDict {
     }
     fn assemble(&self, _: &mut Cx, l: &LevelRef, lo: Expr, hi: Expr) -> Result<Vec<Stmt>> {
         // New positions have no entries; `ptr` is rebuilt by the freeze.
-        let ptr = l.buf(PTR);
-        Ok(vec![
-            Stmt::Grow {
-                buf: ptr,
-                len: b::add(hi.clone(), b::int(1)),
-            },
-            Stmt::Fill {
-                buf: ptr,
-                start: b::add(lo, b::int(1)),
-                stop: b::add(hi, b::int(1)),
-                value: b::int(0),
-            },
-        ])
+        Ok(super::shared::empty_fibers(l.buf(PTR), lo, hi))
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let (ptr, idx, val, key) = (l.buf(PTR), l.buf(IDX), l.buf(VAL), l.buf(KEY));
