@@ -11,7 +11,6 @@ pub mod scipy;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use tessera::eval::{DenseTensor, Env};
 use tessera::levels::Format;
 use tessera::notation::ast::Program;
 use tessera::notation::parse::parse_program;
@@ -42,23 +41,7 @@ pub fn run_eval(
     program: &Program,
     tensors: &BTreeMap<String, Tensor>,
 ) -> tessera::Result<BTreeMap<String, Buffer>> {
-    let mut env = Env::new();
-    for (n, t) in tensors {
-        env.insert(
-            n,
-            DenseTensor {
-                shape: t.shape.clone(),
-                fill: t.fill(),
-                values: t.to_dense(),
-            },
-        );
-    }
-    tessera::eval::run(program, &mut env)?;
-    Ok(env
-        .tensors
-        .into_iter()
-        .map(|(n, t)| (n, t.values))
-        .collect())
+    tessera::tensor::evaluate(program, tensors)
 }
 
 pub fn fmt(text: &str) -> Format {

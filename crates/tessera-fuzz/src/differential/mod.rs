@@ -18,7 +18,6 @@ use std::hash::{Hash, Hasher};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tessera::backend::CBackend;
-use tessera::eval::{DenseTensor, Env};
 use tessera::notation::ast::Program;
 use tessera::run::Runner;
 use tessera::runtime::Buffer;
@@ -224,23 +223,7 @@ fn run_eval(
     program: &Program,
     tensors: &BTreeMap<String, Tensor>,
 ) -> tessera::Result<BTreeMap<String, Buffer>> {
-    let mut env = Env::new();
-    for (n, t) in tensors {
-        env.insert(
-            n,
-            DenseTensor {
-                shape: t.shape.clone(),
-                fill: t.fill(),
-                values: t.to_dense(),
-            },
-        );
-    }
-    tessera::eval::run(program, &mut env)?;
-    Ok(env
-        .tensors
-        .into_iter()
-        .map(|(n, t)| (n, t.values))
-        .collect())
+    tessera::tensor::evaluate(program, tensors)
 }
 
 /// The case as a report: the program, then each tensor's format, shape and dense values.

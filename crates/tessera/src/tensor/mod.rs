@@ -1,6 +1,8 @@
 //! The user-facing tensor: a shape, a format (level chain) and each level's arrays.
 
 mod build;
+mod evaluate;
+pub use evaluate::evaluate;
 pub mod files;
 #[cfg(feature = "ndarray")]
 pub mod ndarray_interop;
