@@ -22,25 +22,24 @@ const INF: f64 = f64::INFINITY;
 /// Level kinds (without the leaf) to store a tensor of `rank` dimensions in.
 fn kinds_for(rank: usize) -> Vec<Vec<LevelKind>> {
     use LevelKind::*;
-    let runs = RunList { merge: true };
+    const SL: LevelKind = LevelKind::SPARSE_LIST;
+    let runs = RunList {
+        merge: true,
+        coord: tessera::levels::format::Coord::I64,
+    };
     match rank {
         0 => vec![vec![]],
-        1 => vec![
-            vec![Dense],
-            vec![SparseList],
-            vec![runs],
-            vec![SparseCOO(1)],
-        ],
+        1 => vec![vec![Dense], vec![SL], vec![runs], vec![SparseCOO(1)]],
         2 => vec![
             vec![Dense, Dense],
-            vec![Dense, SparseList],
-            vec![SparseList, SparseList],
+            vec![Dense, SL],
+            vec![SL, SL],
             vec![SparseCOO(2)],
             vec![Dense, runs],
         ],
         _ => vec![
             vec![Dense; 3],
-            vec![Dense, SparseList, SparseList],
+            vec![Dense, SL, SL],
             vec![SparseCOO(3)],
             vec![Dense, Dense, runs],
         ],

@@ -16,20 +16,24 @@ use tessera::tensor::{Tensor, random_exact};
 
 fn kinds_for(rank: usize) -> Vec<Vec<LevelKind>> {
     use LevelKind::*;
+    const SL: LevelKind = LevelKind::SPARSE_LIST;
     match rank {
         0 => vec![vec![]],
-        1 => vec![vec![Dense], vec![SparseList], vec![RunList { merge: true }]],
+        1 => vec![
+            vec![Dense],
+            vec![SL],
+            vec![RunList {
+                merge: true,
+                coord: tessera::levels::format::Coord::I64,
+            }],
+        ],
         2 => vec![
             vec![Dense, Dense],
-            vec![Dense, SparseList],
-            vec![SparseList, SparseList],
+            vec![Dense, SL],
+            vec![SL, SL],
             vec![SparseCOO(2)],
         ],
-        _ => vec![
-            vec![Dense; 3],
-            vec![Dense, SparseList, SparseList],
-            vec![SparseCOO(3)],
-        ],
+        _ => vec![vec![Dense; 3], vec![Dense, SL, SL], vec![SparseCOO(3)]],
     }
 }
 

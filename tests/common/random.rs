@@ -84,7 +84,7 @@ pub fn point_tensor(f: &Format, shape: &[usize], density: f64, seed: u64) -> Ten
     let mut point_dims = vec![];
     let mut d = 0;
     for l in &f.levels {
-        if *l == tessera::levels::LevelKind::SparsePoint {
+        if matches!(l, tessera::levels::LevelKind::SparsePoint { .. }) {
             point_dims.push(d);
         }
         d += l.rank();
@@ -238,7 +238,7 @@ fn keep_one_per_point_fiber(f: &Format, shape: &[usize], values: &mut [f64], fil
     let mut point_dims = vec![];
     let mut d = 0;
     for l in &f.levels {
-        if *l == LevelKind::SparsePoint {
+        if matches!(l, LevelKind::SparsePoint { .. }) {
             point_dims.push(d);
         }
         d += l.rank();

@@ -60,7 +60,7 @@ fn level_bytes(
     let per = |n: u64, words: u64| n.checked_mul(words * I);
     Some(match kind {
         LevelKind::Dense => (all?, 0),
-        LevelKind::SparseList | LevelKind::SparsePoint => {
+        LevelKind::SparseList { .. } | LevelKind::SparsePoint { .. } => {
             (stored, ptr.checked_add(per(stored, 1)?)?)
         }
         LevelKind::SparseCOO(r) => (stored, ptr.checked_add(per(stored, *r as u64)?)?),
@@ -78,7 +78,7 @@ fn level_bytes(
             let runs = cells.min(parents.saturating_add(entries.saturating_mul(2)));
             (runs, ptr.checked_add(per(runs, 1)?)?)
         }
-        LevelKind::SparseInterval => (parents, per(parents, 2)?),
+        LevelKind::SparseInterval { .. } => (parents, per(parents, 2)?),
         LevelKind::Element(_) => (parents, parents.checked_mul(elem.size() as u64)?),
         LevelKind::Scalar { sparse, .. } => {
             let flag = u64::from(*sparse);

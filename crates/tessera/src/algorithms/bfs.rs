@@ -4,6 +4,7 @@
 
 use super::{check_graph, empty_frontier, one_hot};
 use crate::error::{Error, Result};
+use crate::levels::format::Coord;
 use crate::levels::{Format, LevelKind};
 use crate::notation::parse::parse_program;
 use crate::run::Runner;
@@ -170,7 +171,14 @@ fn run_search(
     let mut steps = vec![];
     // Out-degrees from the row pointers of a Dense(SparseList(..)) graph.
     let ptr: Option<Vec<i64>> = match (&ts["A"].format.levels[..], ts["A"].levels.get(1)) {
-        ([LevelKind::Dense, LevelKind::SparseList, _], Some(bufs)) => match bufs.first() {
+        (
+            [
+                LevelKind::Dense,
+                LevelKind::SparseList { coord: Coord::I64 },
+                _,
+            ],
+            Some(bufs),
+        ) => match bufs.first() {
             Some(Buffer::I64(p)) if p.len() == n + 1 => Some(p.clone()),
             _ => None,
         },

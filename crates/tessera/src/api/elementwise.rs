@@ -171,7 +171,7 @@ fn kept_kinds(reads: &[Tensor], out_shape: &[usize], chosen: &Format) -> Option<
     let writable = |k: &LevelKind| {
         matches!(
             k,
-            LevelKind::Dense | LevelKind::SparseList | LevelKind::SparseCOO(_)
+            LevelKind::Dense | LevelKind::SparseList { .. } | LevelKind::SparseCOO(_)
         )
     };
     let per_dim = |f: &Format| -> Vec<bool> {

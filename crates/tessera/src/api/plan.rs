@@ -193,7 +193,7 @@ impl Planner<'_> {
                 .iter()
                 .map(|v| {
                     if driven(v) {
-                        LevelKind::SparseList
+                        LevelKind::SPARSE_LIST
                     } else {
                         LevelKind::Dense
                     }

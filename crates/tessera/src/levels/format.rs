@@ -9,9 +9,13 @@ use std::fmt;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum LevelKind {
     Dense,
-    SparseList,
+    SparseList {
+        coord: Coord,
+    },
     /// At most one stored coordinate per fiber (the paper's SparsePinpoint).
-    SparsePoint,
+    SparsePoint {
+        coord: Coord,
+    },
     /// Runs of consecutive stored coordinates ("blocks"; the paper's SparseVBL).
     SparseBlockList,
     /// One contiguous band of stored coordinates per fiber.
@@ -26,13 +30,17 @@ pub enum LevelKind {
     /// are merged after writes when `merge` (the default; `RunList(child, merge=false)`).
     RunList {
         merge: bool,
+        coord: Coord,
     },
     /// Stored runs `left..=right` with fill in the gaps, one child per run; `merge` as above.
     SparseRunList {
         merge: bool,
+        coord: Coord,
     },
     /// At most one stored run per fiber; the child position is the fiber's position.
-    SparseInterval,
+    SparseInterval {
+        coord: Coord,
+    },
     /// Leaf: one value per position, `fill` outside the stored structure.
     Element(Scalar),
     /// Leaf: stored positions are `true`, everything else `false`.
@@ -48,7 +56,53 @@ pub enum LevelKind {
     },
 }
 
+/// The type of a level's stored coordinates, `coord=` in format text: integer coordinates
+/// (the default), or real ones (`coord=f64`), which make the dimension the level indexes
+/// real-valued: its pieces are pinpoints and intervals with [`crate::limit::Limit`] endpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Coord {
+    #[default]
+    I64,
+    F64,
+}
+
+impl Coord {
+    pub fn name(self) -> &'static str {
+        match self {
+            Coord::I64 => "i64",
+            Coord::F64 => "f64",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Coord> {
+        match s {
+            "i64" => Some(Coord::I64),
+            "f64" => Some(Coord::F64),
+            _ => None,
+        }
+    }
+    pub fn is_real(self) -> bool {
+        self == Coord::F64
+    }
+}
+
 impl LevelKind {
+    pub const SPARSE_LIST: LevelKind = LevelKind::SparseList { coord: Coord::I64 };
+    pub const SPARSE_POINT: LevelKind = LevelKind::SparsePoint { coord: Coord::I64 };
+    pub const SPARSE_INTERVAL: LevelKind = LevelKind::SparseInterval { coord: Coord::I64 };
+
+    /// The type of the coordinates this level stores (`I64` for levels without `coord=`).
+    pub fn coord(&self) -> Coord {
+        let spec = self.spec();
+        match spec.params.contains(&Param::Coord) {
+            true => (spec.args)(self).coord,
+            false => Coord::I64,
+        }
+    }
+    /// Whether this level indexes a real-valued dimension.
+    pub fn is_real(&self) -> bool {
+        self.coord().is_real()
+    }
+
     /// What the registry says about this level.
     pub fn spec(&self) -> &'static LevelSpec {
         registry::spec_of(self)
@@ -169,6 +223,18 @@ impl Format {
         self.fill().ty()
     }
 
+    /// Whether each dimension is real-valued (indexed by a level with `coord=f64`).
+    pub fn real_dims(&self) -> Vec<bool> {
+        self.levels
+            .iter()
+            .flat_map(|l| std::iter::repeat_n(l.is_real(), if l.is_leaf() { 0 } else { l.rank() }))
+            .collect()
+    }
+    /// Whether some dimension is real-valued.
+    pub fn is_real(&self) -> bool {
+        self.levels.iter().any(|l| l.is_real())
+    }
+
     /// Whether every non-leaf level is `Dense`.
     pub fn is_dense(&self) -> bool {
         self.levels
@@ -188,15 +254,15 @@ impl Format {
             })
         };
         let levels = match s {
-            "csr" => vec![LevelKind::Dense, LevelKind::SparseList, f64z],
-            "dcsr" => vec![LevelKind::SparseList, LevelKind::SparseList, f64z],
+            "csr" => vec![LevelKind::Dense, LevelKind::SPARSE_LIST, f64z],
+            "dcsr" => vec![LevelKind::SPARSE_LIST, LevelKind::SPARSE_LIST, f64z],
             "dense" => Format::dense(need_rank("dense")?, Scalar::F64(0.0)).levels,
             "coo" => vec![LevelKind::SparseCOO(need_rank("coo")?), f64z],
             "sparse" => {
                 let r = need_rank("sparse")?;
                 let mut levels = vec![LevelKind::Dense; r.saturating_sub(1)];
                 if r > 0 {
-                    levels.push(LevelKind::SparseList);
+                    levels.push(LevelKind::SPARSE_LIST);
                 }
                 levels.push(f64z);
                 levels
@@ -317,13 +383,24 @@ impl FormatParser<'_> {
             args.fill = self.fill_arg()?;
         }
         args.flags = spec.flags().collect();
+        let takes_coord = spec.params.contains(&Param::Coord);
         while self.eat(b',') {
             let key = self.word();
+            if key == "coord" && takes_coord {
+                self.expect(b'=')?;
+                let ty = self.word();
+                args.coord = Coord::from_name(&ty)
+                    .ok_or_else(|| self.error(&format!("`coord` is i64 or f64, not `{ty}`")))?;
+                continue;
+            }
             let Some(flag) = args.flags.iter_mut().find(|(k, _)| *k == key) else {
-                let options: Vec<String> = spec
+                let mut options: Vec<String> = spec
                     .flags()
                     .map(|(k, _)| format!("`{k}=true|false`"))
                     .collect();
+                if takes_coord {
+                    options.push("`coord=i64|f64`".to_string());
+                }
                 let only = match options.is_empty() {
                     true => "it takes none".to_string(),
                     false => format!("only {}", options.join(", ")),
@@ -395,6 +472,9 @@ impl fmt::Display for Format {
                 if v != default {
                     end.push_str(&format!(", {key}={v}"));
                 }
+            }
+            if spec.params.contains(&Param::Coord) && args.coord != Coord::I64 {
+                end.push_str(&format!(", coord={}", args.coord.name()));
             }
             end.push(')');
             close.push(end);

@@ -8,6 +8,7 @@ pub mod dense;
 pub mod element;
 pub mod format;
 pub mod pattern;
+pub mod real;
 pub mod registry;
 pub mod run_list;
 pub mod scalar;
@@ -230,6 +231,28 @@ pub trait Level: Sync {
         _coords: &[Vec<i64>],
     ) -> std::result::Result<(), String> {
         Ok(())
+    }
+    /// Real-valued levels (`coord=f64`): visit the stored pieces of fiber `pos` in increasing
+    /// order as (closed Limit interval, child position). Integer levels visit nothing.
+    fn for_each_piece(
+        &self,
+        _kind: &LevelKind,
+        _bufs: &[Buffer],
+        _pos: usize,
+        _f: &mut dyn FnMut(crate::limit::Limit<f64>, crate::limit::Limit<f64>, usize),
+    ) {
+    }
+    /// Real-valued levels: build storage from pieces, each group's (parent position, entry
+    /// range) sorted and disjoint; like [`Level::build`] otherwise. Integer levels refuse.
+    fn build_pieces(
+        &self,
+        kind: &LevelKind,
+        _bufs: &mut [Buffer],
+        _parent_count: usize,
+        _groups: &[(usize, usize, usize)],
+        _pieces: &[(crate::limit::Limit<f64>, crate::limit::Limit<f64>)],
+    ) -> std::result::Result<(usize, Vec<(usize, usize, usize)>), String> {
+        Err(format!("{} does not store real coordinates", kind.name()))
     }
     /// Leaves: the stored value at a position.
     fn leaf_value(&self, _kind: &LevelKind, _bufs: &[Buffer], _pos: usize) -> Scalar {

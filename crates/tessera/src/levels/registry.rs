@@ -63,6 +63,10 @@ pub enum Param {
     Flag { key: &'static str, default: bool },
     /// A leaf's fill value: `(value)` or `(value, type)`.
     Fill,
+    /// `coord=i64|f64` after the child: the type of the stored coordinates; printed only when
+    /// it is not `i64`. The tests' format generators keep the default (a real dimension needs
+    /// a program over real loops).
+    Coord,
 }
 
 /// The values of a level's parameters (only those its [`Param`]s name are meaningful).
@@ -72,6 +76,7 @@ pub struct Args {
     pub fill: Scalar,
     /// Every flag of the level, with its value.
     pub flags: Vec<(&'static str, bool)>,
+    pub coord: super::format::Coord,
 }
 
 impl Default for Args {
@@ -80,6 +85,7 @@ impl Default for Args {
             dims: 1,
             fill: Scalar::F64(0.0),
             flags: vec![],
+            coord: super::format::Coord::I64,
         }
     }
 }
@@ -224,6 +230,7 @@ impl LevelSpec {
                     .iter()
                     .flat_map(|&fill| args.iter().map(move |a| Args { fill, ..a.clone() }))
                     .collect(),
+                Param::Coord => args,
             };
         }
         let mut out: Vec<LevelKind> = vec![];
@@ -332,6 +339,7 @@ pub fn example_formats(rank: usize, leaves: &[LevelKind]) -> Vec<Format> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::format::Coord;
     use super::*;
 
     /// One kind per `LevelKind` variant. The match has no wildcard, so a new variant fails to
@@ -339,16 +347,22 @@ mod tests {
     fn one_of_each() -> Vec<LevelKind> {
         let all = vec![
             LevelKind::Dense,
-            LevelKind::SparseList,
-            LevelKind::SparsePoint,
+            LevelKind::SPARSE_LIST,
+            LevelKind::SPARSE_POINT,
             LevelKind::SparseBlockList,
             LevelKind::SparseBand,
             LevelKind::SparseByteMap,
             LevelKind::SparseDict,
             LevelKind::SparseCOO(2),
-            LevelKind::RunList { merge: false },
-            LevelKind::SparseRunList { merge: true },
-            LevelKind::SparseInterval,
+            LevelKind::RunList {
+                merge: false,
+                coord: Coord::I64,
+            },
+            LevelKind::SparseRunList {
+                merge: true,
+                coord: Coord::F64,
+            },
+            LevelKind::SPARSE_INTERVAL,
             LevelKind::Element(Scalar::F64(0.0)),
             LevelKind::Pattern,
             LevelKind::Scalar {
@@ -360,8 +374,8 @@ mod tests {
         for k in &all {
             match k {
                 LevelKind::Dense
-                | LevelKind::SparseList
-                | LevelKind::SparsePoint
+                | LevelKind::SparseList { .. }
+                | LevelKind::SparsePoint { .. }
                 | LevelKind::SparseBlockList
                 | LevelKind::SparseBand
                 | LevelKind::SparseByteMap
@@ -369,7 +383,7 @@ mod tests {
                 | LevelKind::SparseCOO(_)
                 | LevelKind::RunList { .. }
                 | LevelKind::SparseRunList { .. }
-                | LevelKind::SparseInterval
+                | LevelKind::SparseInterval { .. }
                 | LevelKind::Element(_)
                 | LevelKind::Pattern
                 | LevelKind::Scalar { .. } => {}
@@ -401,7 +415,7 @@ mod tests {
                 vec![LevelKind::Dense, kind.clone(), leaf]
             }
             // Under a sparse level: Dense refuses a Pattern leaf (it would read all `true`).
-            Role::Leaf => vec![LevelKind::SparseList, kind.clone()],
+            Role::Leaf => vec![LevelKind::SPARSE_LIST, kind.clone()],
             Role::Whole => vec![kind.clone()],
         };
         Format::new(levels).unwrap_or_else(|e| panic!("{}: {e}", spec.name))

@@ -34,10 +34,13 @@ pub const SPEC: LevelSpec = LevelSpec {
     name: "RunList",
     role: Role::Level,
     arity: Arity::Fixed(1),
-    params: &[Param::Flag {
-        key: "merge",
-        default: true,
-    }],
+    params: &[
+        Param::Flag {
+            key: "merge",
+            default: true,
+        },
+        Param::Coord,
+    ],
     // Nothing to skip: its runs cover every coordinate.
     protocols: &[Protocol::Follow],
     caps: Caps {
@@ -50,10 +53,15 @@ pub const SPEC: LevelSpec = LevelSpec {
     is: |k| matches!(k, LevelKind::RunList { .. }),
     make: |a| LevelKind::RunList {
         merge: a.flag("merge"),
+        coord: a.coord,
     },
-    args: |k| Args {
-        flags: vec![("merge", matches!(k, LevelKind::RunList { merge: true }))],
-        ..Args::default()
+    args: |k| match k {
+        LevelKind::RunList { merge, coord } => Args {
+            flags: vec![("merge", *merge)],
+            coord: *coord,
+            ..Args::default()
+        },
+        _ => Args::default(),
     },
     check_below,
     imp: &RunList,

@@ -17,7 +17,8 @@
 //! fill value records nothing (the coordinate holds fill either way), so copying a dense
 //! vector, or a run list with explicit fill runs, stores just the one real run.
 
-use super::registry::{self, Arity, Caps, LevelSpec, Role};
+use super::format::Coord;
+use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind};
@@ -34,7 +35,7 @@ pub const SPEC: LevelSpec = LevelSpec {
     name: "SparseInterval",
     role: Role::Level,
     arity: Arity::Fixed(1),
-    params: &[],
+    params: &[Param::Coord],
     // Its walk needs no loop: fill, the run, fill.
     protocols: &[],
     // Reopened, a fiber that already holds its run still takes no second one.
@@ -44,9 +45,15 @@ pub const SPEC: LevelSpec = LevelSpec {
         holds_any: false,
         ..Caps::LEVEL
     },
-    is: |k| matches!(k, LevelKind::SparseInterval),
-    make: |_| LevelKind::SparseInterval,
-    args: registry::no_args,
+    is: |k| matches!(k, LevelKind::SparseInterval { .. }),
+    make: |a| LevelKind::SparseInterval { coord: a.coord },
+    args: |k| match k {
+        LevelKind::SparseInterval { coord } => Args {
+            coord: *coord,
+            ..Args::default()
+        },
+        _ => Args::default(),
+    },
     check_below: registry::any_below,
     imp: &SparseInterval,
 };
@@ -385,7 +392,10 @@ pub fn from_runs(
     dims: &[usize],
     parent_count: usize,
 ) -> std::result::Result<(Vec<Buffer>, Vec<Option<usize>>), String> {
-    let kind = LevelKind::SparseRunList { merge: true };
+    let kind = LevelKind::SparseRunList {
+        merge: true,
+        coord: Coord::I64,
+    };
     let imp = super::level_impl(&kind);
     let mut left = vec![0i64; parent_count];
     let mut right = vec![-1i64; parent_count];

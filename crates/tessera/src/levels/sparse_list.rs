@@ -6,11 +6,13 @@
 //! increasing position order; anything else is a runtime error, never corrupt storage. After
 //! a read, a thaw reopens the level for appending after its last stored entry.
 
-use super::registry::{self, Arity, Caps, LevelSpec, Role};
+use super::real;
+use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{Expr, Stmt, build as b};
+use crate::limit::{Eps, Limit};
 use crate::looplets::{Fiber, Looplet, Positions, Stepper, Target};
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
@@ -23,16 +25,22 @@ pub const SPEC: LevelSpec = LevelSpec {
     name: "SparseList",
     role: Role::Level,
     arity: Arity::Fixed(1),
-    params: &[],
+    params: &[Param::Coord],
     protocols: &[Protocol::Gallop, Protocol::Follow],
     caps: Caps {
         sparse: true,
         reopen: true,
         ..Caps::LEVEL
     },
-    is: |k| matches!(k, LevelKind::SparseList),
-    make: |_| LevelKind::SparseList,
-    args: registry::no_args,
+    is: |k| matches!(k, LevelKind::SparseList { .. }),
+    make: |a| LevelKind::SparseList { coord: a.coord },
+    args: |k| match k {
+        LevelKind::SparseList { coord } => Args {
+            coord: *coord,
+            ..Args::default()
+        },
+        _ => Args::default(),
+    },
     check_below: registry::any_below,
     imp: &SparseList,
 };
@@ -43,8 +51,8 @@ const QOS: usize = 0;
 const PREV: usize = 1;
 
 impl Level for SparseList {
-    fn buffers(&self, _: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
-        vec![("ptr", ElemType::I64), ("idx", ElemType::I64)]
+    fn buffers(&self, kind: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
+        vec![("ptr", ElemType::I64), ("idx", coord_type(kind))]
     }
     fn state(&self, _: &LevelKind) -> Vec<(&'static str, ElemType)> {
         vec![("qos", ElemType::I64), ("prev", ElemType::I64)]
@@ -52,11 +60,16 @@ impl Level for SparseList {
 
     fn validate(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &[Buffer],
         dims: &[usize],
         parent_count: usize,
     ) -> std::result::Result<usize, String> {
+        if kind.is_real() {
+            let idx = real::f64s(&bufs[IDX]);
+            let point = |q: usize| (real::limit(idx[q], 0), real::limit(idx[q], 0));
+            return real::check_fibers(i64s(&bufs[PTR]), parent_count, idx.len(), &point);
+        }
         let (ptr, idx) = (i64s(&bufs[PTR]), i64s(&bufs[IDX]));
         super::shared::check_ptr_shape(ptr, parent_count)?;
         for p in 0..parent_count {
@@ -95,20 +108,29 @@ impl Level for SparseList {
         bufs[IDX].truncate(n);
         n
     }
-    fn empty(&self, _: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
+    fn empty(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+    ) -> usize {
         bufs[PTR] = Buffer::I64(vec![0; parent_count + 1]);
-        bufs[IDX] = Buffer::I64(vec![]);
+        bufs[IDX] = Buffer::new(coord_type(kind));
         0
     }
 
     fn for_each_child(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &[Buffer],
         _: &[usize],
         pos: usize,
         f: &mut dyn FnMut(&[usize], usize),
     ) {
+        if kind.is_real() {
+            return;
+        }
         let (ptr, idx) = (i64s(&bufs[PTR]), i64s(&bufs[IDX]));
         let lo = ptr[pos] as usize;
         for (q, &i) in idx.iter().enumerate().take(ptr[pos + 1] as usize).skip(lo) {
@@ -117,26 +139,85 @@ impl Level for SparseList {
     }
     fn remap(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &mut [Buffer],
         _: &[usize],
         map: &[Option<usize>],
     ) -> Vec<Option<usize>> {
-        let (ptr, idx) = (i64s(&bufs[PTR]), i64s(&bufs[IDX]));
+        let (ptr, idx) = (i64s(&bufs[PTR]), &bufs[IDX]);
         let mut new_ptr = vec![0i64];
-        let mut new_idx = vec![];
+        let mut new_idx = Buffer::new(coord_type(kind));
         let mut child = vec![];
         for m in map {
             if let Some(p) = *m {
                 let (lo, hi) = (ptr[p] as usize, ptr[p + 1] as usize);
-                new_idx.extend_from_slice(&idx[lo..hi]);
+                for q in lo..hi {
+                    new_idx.push(idx.get(q));
+                }
                 child.extend((lo..hi).map(Some));
             }
             new_ptr.push(new_idx.len() as i64);
         }
         bufs[PTR] = Buffer::I64(new_ptr);
-        bufs[IDX] = Buffer::I64(new_idx);
+        bufs[IDX] = new_idx;
         child
+    }
+    fn for_each_piece(
+        &self,
+        kind: &LevelKind,
+        bufs: &[Buffer],
+        pos: usize,
+        f: &mut dyn FnMut(Limit<f64>, Limit<f64>, usize),
+    ) {
+        if !kind.is_real() {
+            return;
+        }
+        let (ptr, idx) = (i64s(&bufs[PTR]), real::f64s(&bufs[IDX]));
+        for q in ptr[pos] as usize..ptr[pos + 1] as usize {
+            f(real::limit(idx[q], 0), real::limit(idx[q], 0), q);
+        }
+    }
+    fn build_pieces(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        parent_count: usize,
+        groups: &[(usize, usize, usize)],
+        pieces: &[(Limit<f64>, Limit<f64>)],
+    ) -> std::result::Result<(usize, Vec<(usize, usize, usize)>), String> {
+        if !kind.is_real() {
+            return Err("SparseList stores integer coordinates here (use coord=f64)".to_string());
+        }
+        let mut ptr = vec![0i64; parent_count + 1];
+        let mut idx = vec![];
+        let mut out = vec![];
+        for &(p, lo, hi) in groups {
+            let mut k = lo;
+            while k < hi {
+                let (a, z) = pieces[k];
+                if a != z || a.eps != Eps::Zero {
+                    return Err(format!(
+                        "a SparseList holds pinpoints, not the interval [{a}, {z}]: use SparseRunList"
+                    ));
+                }
+                // Entries with the same pinpoint form one child group (they differ below).
+                let mut end = k + 1;
+                while end < hi && pieces[end] == pieces[k] {
+                    end += 1;
+                }
+                out.push((idx.len(), k, end));
+                idx.push(real::canonical(a.val));
+                ptr[p + 1] += 1;
+                k = end;
+            }
+        }
+        for p in 1..=parent_count {
+            ptr[p] += ptr[p - 1];
+        }
+        let n = idx.len();
+        bufs[PTR] = Buffer::I64(ptr);
+        bufs[IDX] = Buffer::F64(idx);
+        Ok((n, out))
     }
     fn build(
         &self,
@@ -202,6 +283,7 @@ impl Level for SparseList {
     }
 
     fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet> {
+        real::not_lowered_yet(f)?;
         let t = &f.tensor;
         let (ptr, idx) = (t.level_bufs[f.level][PTR], t.level_bufs[f.level][IDX]);
         let q = cx.var(&format!("{}_q", t.name), ElemType::I64);
@@ -278,6 +360,7 @@ impl Level for SparseList {
     }
 
     fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
+        real::not_lowered_yet(f)?;
         let t = f.tensor.clone();
         let l = LevelRef {
             tensor: &t,
@@ -344,6 +427,14 @@ impl Level for SparseList {
             body: Box::new(Target::Looplet(lookup)),
             epilogue: fiber.epilogue,
         })
+    }
+}
+
+/// The element type of the `idx` array.
+fn coord_type(kind: &LevelKind) -> ElemType {
+    match kind.is_real() {
+        true => ElemType::F64,
+        false => ElemType::I64,
     }
 }
 

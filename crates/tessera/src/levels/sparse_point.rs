@@ -6,7 +6,7 @@
 //! Reading needs no loop: fill before the point, the child at the point, fill after. Writing a
 //! second coordinate to a fiber is a runtime error; rewriting the stored coordinate is fine.
 
-use super::registry::{self, Arity, Caps, LevelSpec, Role};
+use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind};
@@ -23,7 +23,7 @@ pub const SPEC: LevelSpec = LevelSpec {
     name: "SparsePoint",
     role: Role::Level,
     arity: Arity::Fixed(1),
-    params: &[],
+    params: &[Param::Coord],
     // Its walk reaches the one coordinate without a loop.
     protocols: &[],
     // Reopened, a fiber takes writes at its stored coordinate (or its first, if empty).
@@ -33,9 +33,15 @@ pub const SPEC: LevelSpec = LevelSpec {
         holds_any: false,
         ..Caps::LEVEL
     },
-    is: |k| matches!(k, LevelKind::SparsePoint),
-    make: |_| LevelKind::SparsePoint,
-    args: registry::no_args,
+    is: |k| matches!(k, LevelKind::SparsePoint { .. }),
+    make: |a| LevelKind::SparsePoint { coord: a.coord },
+    args: |k| match k {
+        LevelKind::SparsePoint { coord } => Args {
+            coord: *coord,
+            ..Args::default()
+        },
+        _ => Args::default(),
+    },
     check_below: registry::any_below,
     imp: &SparsePoint,
 };

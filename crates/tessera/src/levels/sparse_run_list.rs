@@ -10,11 +10,13 @@
 //! Contiguous runs with equal sub-fibers are merged by the runtime after the kernel when
 //! `merge` is on (the default).
 
+use super::real;
 use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{Expr, Stmt, build as b};
+use crate::limit::Limit;
 use crate::looplets::{Fiber, Looplet, Phase, Stepper, Target};
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
@@ -27,10 +29,13 @@ pub const SPEC: LevelSpec = LevelSpec {
     name: "SparseRunList",
     role: Role::Level,
     arity: Arity::Fixed(1),
-    params: &[Param::Flag {
-        key: "merge",
-        default: true,
-    }],
+    params: &[
+        Param::Flag {
+            key: "merge",
+            default: true,
+        },
+        Param::Coord,
+    ],
     protocols: &[Protocol::Gallop, Protocol::Follow],
     caps: Caps {
         sparse: true,
@@ -41,13 +46,15 @@ pub const SPEC: LevelSpec = LevelSpec {
     is: |k| matches!(k, LevelKind::SparseRunList { .. }),
     make: |a| LevelKind::SparseRunList {
         merge: a.flag("merge"),
+        coord: a.coord,
     },
-    args: |k| Args {
-        flags: vec![(
-            "merge",
-            matches!(k, LevelKind::SparseRunList { merge: true }),
-        )],
-        ..Args::default()
+    args: |k| match k {
+        LevelKind::SparseRunList { merge, coord } => Args {
+            flags: vec![("merge", *merge)],
+            coord: *coord,
+            ..Args::default()
+        },
+        _ => Args::default(),
     },
     check_below: registry::any_below,
     imp: &SparseRunList,
@@ -56,11 +63,23 @@ pub const SPEC: LevelSpec = LevelSpec {
 const PTR: usize = 0;
 const LEFT: usize = 1;
 const RIGHT: usize = 2;
+const LEFT_EPS: usize = 3;
+const RIGHT_EPS: usize = 4;
 const QOS: usize = 0;
 const PREV: usize = 1;
 
 impl Level for SparseRunList {
-    fn buffers(&self, _: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
+    fn buffers(&self, kind: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
+        if kind.is_real() {
+            // The endpoints' values, then their infinitesimal signs (see `levels::real`).
+            return vec![
+                ("ptr", ElemType::I64),
+                ("left", ElemType::F64),
+                ("right", ElemType::F64),
+                ("left_eps", ElemType::I8),
+                ("right_eps", ElemType::I8),
+            ];
+        }
         vec![
             ("ptr", ElemType::I64),
             ("left", ElemType::I64),
@@ -73,11 +92,21 @@ impl Level for SparseRunList {
 
     fn validate(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &[Buffer],
         dims: &[usize],
         parent_count: usize,
     ) -> std::result::Result<usize, String> {
+        if kind.is_real() {
+            let (left, right) = (real::f64s(&bufs[LEFT]), real::f64s(&bufs[RIGHT]));
+            let (le, re) = (real::i8s(&bufs[LEFT_EPS]), real::i8s(&bufs[RIGHT_EPS]));
+            let n = left.len();
+            if right.len() != n || le.len() != n || re.len() != n {
+                return Err("left, right, left_eps and right_eps differ in length".to_string());
+            }
+            let piece = |q: usize| (real::endpoint(left, le, q), real::endpoint(right, re, q));
+            return real::check_fibers(i64s(&bufs[PTR]), parent_count, n, &piece);
+        }
         let (ptr, left, right) = (i64s(&bufs[PTR]), i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
         let n = dims[0] as i64;
         super::shared::check_ptr_shape(ptr, parent_count)?;
@@ -111,14 +140,26 @@ impl Level for SparseRunList {
     ) -> usize {
         bufs[PTR].truncate(parent_count + 1);
         let n = i64s(&bufs[PTR])[parent_count] as usize;
-        bufs[LEFT].truncate(n);
-        bufs[RIGHT].truncate(n);
+        for b in &mut bufs[LEFT..] {
+            b.truncate(n);
+        }
         n
     }
-    fn empty(&self, _: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
+    fn empty(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+    ) -> usize {
         bufs[PTR] = Buffer::I64(vec![0; parent_count + 1]);
-        bufs[LEFT] = Buffer::I64(vec![]);
-        bufs[RIGHT] = Buffer::I64(vec![]);
+        for (b, (_, ty)) in bufs
+            .iter_mut()
+            .zip(self.buffers(kind, ElemType::F64))
+            .skip(1)
+        {
+            *b = Buffer::new(ty);
+        }
         0
     }
 
@@ -138,12 +179,15 @@ impl Level for SparseRunList {
     }
     fn for_each_run(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &[Buffer],
         _: &[usize],
         pos: usize,
         f: &mut dyn FnMut(usize, usize, usize),
     ) {
+        if kind.is_real() {
+            return;
+        }
         let (ptr, left, right) = (i64s(&bufs[PTR]), i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
         for q in ptr[pos] as usize..ptr[pos + 1] as usize {
             f(left[q] as usize, right[q] as usize, q);
@@ -156,33 +200,38 @@ impl Level for SparseRunList {
         _: &[usize],
         map: &[Option<usize>],
     ) -> Vec<Option<usize>> {
-        let (ptr, left, right) = (i64s(&bufs[PTR]), i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
+        let ptr = i64s(&bufs[PTR]);
         let mut new_ptr = vec![0i64];
-        let (mut new_left, mut new_right) = (vec![], vec![]);
+        let mut ends: Vec<Buffer> = bufs[LEFT..].iter().map(|b| Buffer::new(b.elem())).collect();
         let mut child = vec![];
         for m in map {
             if let Some(p) = *m {
                 for q in ptr[p] as usize..ptr[p + 1] as usize {
-                    new_left.push(left[q]);
-                    new_right.push(right[q]);
+                    for (new, old) in ends.iter_mut().zip(&bufs[LEFT..]) {
+                        new.push(old.get(q));
+                    }
                     child.push(Some(q));
                 }
             }
             new_ptr.push(child.len() as i64);
         }
         bufs[PTR] = Buffer::I64(new_ptr);
-        bufs[LEFT] = Buffer::I64(new_left);
-        bufs[RIGHT] = Buffer::I64(new_right);
+        for (b, new) in bufs[LEFT..].iter_mut().zip(ends) {
+            *b = new;
+        }
         child
     }
     fn merge_runs(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &mut [Buffer],
         _: &[usize],
         parent_count: usize,
         equal: &mut dyn FnMut(usize, usize) -> bool,
     ) -> Option<Vec<Option<usize>>> {
+        if kind.is_real() {
+            return merge_real_runs(bufs, parent_count, equal);
+        }
         let (ptr, left, right) = (i64s(&bufs[PTR]), i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
         let mut new_ptr = vec![0i64];
         let (mut new_left, mut new_right): (Vec<i64>, Vec<i64>) = (vec![], vec![]);
@@ -242,6 +291,69 @@ impl Level for SparseRunList {
         (n, out)
     }
 
+    fn for_each_piece(
+        &self,
+        kind: &LevelKind,
+        bufs: &[Buffer],
+        pos: usize,
+        f: &mut dyn FnMut(Limit<f64>, Limit<f64>, usize),
+    ) {
+        if !kind.is_real() {
+            return;
+        }
+        let ptr = i64s(&bufs[PTR]);
+        let (left, right) = (real::f64s(&bufs[LEFT]), real::f64s(&bufs[RIGHT]));
+        let (le, re) = (real::i8s(&bufs[LEFT_EPS]), real::i8s(&bufs[RIGHT_EPS]));
+        for q in ptr[pos] as usize..ptr[pos + 1] as usize {
+            f(real::endpoint(left, le, q), real::endpoint(right, re, q), q);
+        }
+    }
+    /// One run per distinct piece (entries with equal pieces share a child group).
+    fn build_pieces(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        parent_count: usize,
+        groups: &[(usize, usize, usize)],
+        pieces: &[(Limit<f64>, Limit<f64>)],
+    ) -> std::result::Result<(usize, Vec<(usize, usize, usize)>), String> {
+        if !kind.is_real() {
+            return Err(
+                "SparseRunList stores integer coordinates here (use coord=f64)".to_string(),
+            );
+        }
+        let mut ptr = vec![0i64; parent_count + 1];
+        let (mut left, mut right, mut le, mut re) = (vec![], vec![], vec![], vec![]);
+        let mut out = vec![];
+        for &(p, lo, hi) in groups {
+            let mut k = lo;
+            while k < hi {
+                let mut end = k + 1;
+                while end < hi && pieces[end] == pieces[k] {
+                    end += 1;
+                }
+                let (a, z) = pieces[k];
+                out.push((left.len(), k, end));
+                left.push(real::canonical(a.val));
+                le.push(a.eps.sign());
+                right.push(real::canonical(z.val));
+                re.push(z.eps.sign());
+                ptr[p + 1] += 1;
+                k = end;
+            }
+        }
+        for p in 1..=parent_count {
+            ptr[p] += ptr[p - 1];
+        }
+        let n = left.len();
+        bufs[PTR] = Buffer::I64(ptr);
+        bufs[LEFT] = Buffer::F64(left);
+        bufs[RIGHT] = Buffer::F64(right);
+        bufs[LEFT_EPS] = Buffer::I8(le);
+        bufs[RIGHT_EPS] = Buffer::I8(re);
+        Ok((n, out))
+    }
+
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
         super::shared::declare_to_fill(l, init)?;
         let ptr = l.buf(PTR);
@@ -278,6 +390,7 @@ impl Level for SparseRunList {
     }
 
     fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet> {
+        real::not_lowered_yet(f)?;
         let t = &f.tensor;
         let bufs = &t.level_bufs[f.level];
         let (ptr, left, right) = (bufs[PTR], bufs[LEFT], bufs[RIGHT]);
@@ -358,6 +471,7 @@ impl Level for SparseRunList {
     }
 
     fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
+        real::not_lowered_yet(f)?;
         let t = f.tensor.clone();
         let l = LevelRef {
             tensor: &t,
@@ -452,4 +566,51 @@ impl Level for SparseRunList {
 
 fn i64s(b: &Buffer) -> &[i64] {
     b.as_i64().expect("SparseRunList buffers are i64")
+}
+
+/// `merge_runs` of real runs: neighbours that touch (the next starts right after the previous
+/// ends: `[a, b-ε]` then `[b, c]`, or `[a, b]` then `[b+ε, c]`) and hold equal sub-fibers.
+fn merge_real_runs(
+    bufs: &mut [Buffer],
+    parent_count: usize,
+    equal: &mut dyn FnMut(usize, usize) -> bool,
+) -> Option<Vec<Option<usize>>> {
+    let ptr = i64s(&bufs[PTR]);
+    let (left, right) = (real::f64s(&bufs[LEFT]), real::f64s(&bufs[RIGHT]));
+    let (le, re) = (real::i8s(&bufs[LEFT_EPS]), real::i8s(&bufs[RIGHT_EPS]));
+    let mut new_ptr = vec![0i64];
+    let (mut nl, mut nr, mut nle, mut nre) = (vec![], vec![], vec![], vec![]);
+    let mut kept: Vec<Option<usize>> = vec![];
+    for p in 0..parent_count {
+        let (lo, hi) = (ptr[p] as usize, ptr[p + 1] as usize);
+        for q in lo..hi {
+            let start = real::endpoint(left, le, q);
+            let touches = match (kept.last(), nr.last(), nre.last()) {
+                (Some(&Some(k)), Some(&r), Some(&e)) if q > lo => {
+                    real::limit(r, e).next() == start && equal(k, q)
+                }
+                _ => false,
+            };
+            if touches {
+                *nr.last_mut().expect("a run was kept") = right[q];
+                *nre.last_mut().expect("a run was kept") = re[q];
+            } else {
+                nl.push(left[q]);
+                nle.push(le[q]);
+                nr.push(right[q]);
+                nre.push(re[q]);
+                kept.push(Some(q));
+            }
+        }
+        new_ptr.push(nr.len() as i64);
+    }
+    if kept.len() == right.len() {
+        return None;
+    }
+    bufs[PTR] = Buffer::I64(new_ptr);
+    bufs[LEFT] = Buffer::F64(nl);
+    bufs[RIGHT] = Buffer::F64(nr);
+    bufs[LEFT_EPS] = Buffer::I8(nle);
+    bufs[RIGHT_EPS] = Buffer::I8(nre);
+    Some(kept)
 }

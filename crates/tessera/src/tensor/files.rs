@@ -106,7 +106,7 @@ fn default_format(data: &FileData, rank: usize, elem: ElemType) -> Format {
             };
             let mut levels = vec![LevelKind::Dense; rank.saturating_sub(1)];
             if rank > 0 {
-                levels.push(LevelKind::SparseList);
+                levels.push(LevelKind::SPARSE_LIST);
             }
             levels.push(fill);
             Format { levels }
@@ -242,7 +242,9 @@ fn keeps_stored_fills(f: &Format) -> bool {
     let runs = f.levels.iter().any(|l| {
         matches!(
             l,
-            LevelKind::RunList { .. } | LevelKind::SparseRunList { .. } | LevelKind::SparseInterval
+            LevelKind::RunList { .. }
+                | LevelKind::SparseRunList { .. }
+                | LevelKind::SparseInterval { .. }
         )
     });
     let inner = f.levels.iter().rev().find(|l| !l.is_leaf());

@@ -6,6 +6,7 @@ pub use evaluate::evaluate;
 pub mod files;
 #[cfg(feature = "ndarray")]
 pub mod ndarray_interop;
+pub mod pieces;
 mod runs;
 #[cfg(feature = "sprs")]
 mod sprs_interop;
@@ -96,9 +97,11 @@ impl Tensor {
         combine: &dyn Fn(Scalar, Scalar) -> Scalar,
     ) -> Result<Tensor> {
         check_rank(format, shape)?;
+        check_integer(format)?;
         if format
             .levels
-            .contains(&crate::levels::LevelKind::SparseInterval)
+            .iter()
+            .any(|l| matches!(l, crate::levels::LevelKind::SparseInterval { .. }))
         {
             return Tensor::build_intervals(format, |f| {
                 Tensor::from_coo_dyn(f, shape, coords, values, combine)
@@ -186,6 +189,7 @@ impl Tensor {
     /// Build from row-major dense values, storing only entries that differ from the fill.
     pub fn from_dense(format: &Format, shape: &[usize], values: &Buffer) -> Result<Tensor> {
         check_rank(format, shape)?;
+        check_integer(format)?;
         let total = shape.iter().try_fold(1usize, |a, &n| a.checked_mul(n));
         if total != Some(values.len()) {
             return Err(Error::tensor(
@@ -377,6 +381,18 @@ fn check_build(format: &Format, shape: &[usize], entries: usize) -> Result<()> {
         .zip(work)
         .and_then(|(a, b)| a.checked_add(b));
     crate::memory::check("", shape, format, bytes)
+}
+
+/// Coordinate and dense builders take integer coordinates; a format with a real-valued
+/// dimension is built from pieces ([`Tensor::from_pieces`]).
+fn check_integer(format: &Format) -> Result<()> {
+    if format.is_real() {
+        return Err(Error::Format {
+            format: format.to_string(),
+            msg: "a format with real-valued coordinates (coord=f64) is built from pieces (intervals and pinpoints), not from integer coordinates or dense values".to_string(),
+        });
+    }
+    Ok(())
 }
 
 fn check_rank(format: &Format, shape: &[usize]) -> Result<()> {

@@ -196,22 +196,25 @@ impl Tensor {
                 .levels
                 .iter()
                 .map(|l| match l {
-                    LevelKind::SparseInterval => LevelKind::SparseRunList { merge: true },
+                    LevelKind::SparseInterval { coord } => LevelKind::SparseRunList {
+                        merge: true,
+                        coord: *coord,
+                    },
                     l => l.clone(),
                 })
                 .collect(),
         };
         let mut t = build(&runs)?;
         for k in 0..format.levels.len() {
-            if format.levels[k] != LevelKind::SparseInterval {
+            let LevelKind::SparseInterval { coord } = format.levels[k] else {
                 continue;
-            }
+            };
             let counts = t.position_counts();
             let dims = t.level_dims(k).to_vec();
             let (bufs, map) = sparse_interval::from_runs(&t.levels[k], &dims, counts[k])
                 .map_err(|m| Error::tensor("", m))?;
             t.levels[k] = bufs;
-            t.format.levels[k] = LevelKind::SparseInterval;
+            t.format.levels[k] = LevelKind::SparseInterval { coord };
             t.remap_from(k + 1, map);
         }
         Ok(t)
