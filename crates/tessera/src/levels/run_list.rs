@@ -39,7 +39,7 @@ pub const SPEC: LevelSpec = LevelSpec {
             key: "merge",
             default: true,
         },
-        Param::Coord,
+        // Real coordinates (`coord=f64`) are not stored by this level yet.
     ],
     // Nothing to skip: its runs cover every coordinate.
     protocols: &[Protocol::Follow],

@@ -18,7 +18,7 @@
 //! vector, or a run list with explicit fill runs, stores just the one real run.
 
 use super::format::Coord;
-use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
+use super::registry::{self, Args, Arity, Caps, LevelSpec, Role};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind};
@@ -35,7 +35,8 @@ pub const SPEC: LevelSpec = LevelSpec {
     name: "SparseInterval",
     role: Role::Level,
     arity: Arity::Fixed(1),
-    params: &[Param::Coord],
+    // Real coordinates (`coord=f64`) are not stored by this level yet.
+    params: &[],
     // Its walk needs no loop: fill, the run, fill.
     protocols: &[],
     // Reopened, a fiber that already holds its run still takes no second one.

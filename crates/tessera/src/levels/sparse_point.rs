@@ -6,7 +6,7 @@
 //! Reading needs no loop: fill before the point, the child at the point, fill after. Writing a
 //! second coordinate to a fiber is a runtime error; rewriting the stored coordinate is fine.
 
-use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
+use super::registry::{self, Args, Arity, Caps, LevelSpec, Role};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind};
@@ -23,7 +23,8 @@ pub const SPEC: LevelSpec = LevelSpec {
     name: "SparsePoint",
     role: Role::Level,
     arity: Arity::Fixed(1),
-    params: &[Param::Coord],
+    // Real coordinates (`coord=f64`) are not stored by this level yet.
+    params: &[],
     // Its walk reaches the one coordinate without a loop.
     protocols: &[],
     // Reopened, a fiber takes writes at its stored coordinate (or its first, if empty).
