@@ -5,7 +5,13 @@
 //! types. Loads widen to the compute class, stores narrow to the element type: float → int
 //! truncates toward zero saturating at the i64 range (NaN → 0) and then wraps like int → narrower
 //! int does; anything → bool is `!= 0`.
+//!
+//! The loop IR has one more compute type, [`ElemType::Limit`]: the points of a loop over a
+//! real-valued index (`crate::limit::Limit<f64>`, a value plus an infinitesimal sign). It is
+//! its own class, never an element type of a tensor or buffer (it is not in
+//! [`ElemType::ALL`], so no format, parser or file reader accepts it).
 
+use crate::limit::{Eps, Limit};
 use std::fmt;
 
 /// The element type of a tensor or buffer.
@@ -19,6 +25,8 @@ pub enum ElemType {
     U64,
     F32,
     F64,
+    /// A point of a real-valued loop (`Limit<f64>`): an IR compute type only, never stored.
+    Limit,
 }
 
 /// The class an element type is computed in.
@@ -44,17 +52,22 @@ impl ElemType {
     pub fn class(self) -> Class {
         match self {
             ElemType::Bool => Class::Bool,
-            ElemType::F32 | ElemType::F64 => Class::Float,
+            // Points are built over f64 values. `Class` is the notation's classification of
+            // tensor elements, which are never points, so `Limit` gets no class of its own;
+            // `compute` and the `Scalar` conversions treat it apart.
+            ElemType::F32 | ElemType::F64 | ElemType::Limit => Class::Float,
             _ => Class::Int,
         }
     }
 
-    /// Size in bytes of one element in a buffer.
+    /// Size in bytes of one element in a buffer (for `Limit`, which no buffer holds, the
+    /// size of the native backends' 128-bit encoding).
     pub fn size(self) -> usize {
         match self {
             ElemType::Bool | ElemType::U8 | ElemType::I8 => 1,
             ElemType::I32 | ElemType::F32 => 4,
             ElemType::I64 | ElemType::U64 | ElemType::F64 => 8,
+            ElemType::Limit => 16,
         }
     }
 
@@ -68,6 +81,7 @@ impl ElemType {
             ElemType::U64 => "u64",
             ElemType::F32 => "f32",
             ElemType::F64 => "f64",
+            ElemType::Limit => "limit",
         }
     }
 
@@ -75,9 +89,10 @@ impl ElemType {
         ElemType::ALL.iter().copied().find(|t| t.name() == s)
     }
 
-    /// The compute-class representative type (`Bool`, `I64` or `F64`).
+    /// The compute-class representative type (`Bool`, `I64` or `F64`); `Limit` is its own.
     pub fn compute(self) -> ElemType {
         match self.class() {
+            _ if self == ElemType::Limit => ElemType::Limit,
             Class::Bool => ElemType::Bool,
             Class::Int => ElemType::I64,
             Class::Float => ElemType::F64,
@@ -102,6 +117,8 @@ pub enum Scalar {
     U64(u64),
     F32(f32),
     F64(f64),
+    /// A point of a real-valued loop (see [`Scalar::limit`] for the canonical form).
+    Limit(Limit<f64>),
 }
 
 impl PartialEq for Scalar {
@@ -118,6 +135,7 @@ impl PartialEq for Scalar {
             (U64(a), U64(b)) => a == b,
             (F32(a), F32(b)) => a.to_bits() == b.to_bits(),
             (F64(a), F64(b)) => a.to_bits() == b.to_bits(),
+            (Limit(a), Limit(b)) => a.val.to_bits() == b.val.to_bits() && a.eps == b.eps,
             _ => false,
         }
     }
@@ -127,6 +145,9 @@ impl std::hash::Hash for Scalar {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.ty().hash(state);
         self.to_bits().hash(state);
+        if let Scalar::Limit(l) = self {
+            l.eps.hash(state);
+        }
     }
 }
 
@@ -143,10 +164,23 @@ impl Scalar {
             Scalar::U64(_) => ElemType::U64,
             Scalar::F32(_) => ElemType::F32,
             Scalar::F64(_) => ElemType::F64,
+            Scalar::Limit(_) => ElemType::Limit,
         }
     }
 
-    /// The raw bits, zero-extended to 64 bits (used for hashing and by backends for constants).
+    /// The canonical IR point `val + sign(eps)·ε` (`Expr::MakeLimit`'s semantics): `-0.0`
+    /// becomes `+0.0`, so equal reals are equal points, and every NaN becomes the one quiet
+    /// NaN [`CANONICAL_NAN`] with the sign bit clear, which orders above `+Inf` (the lowering
+    /// never makes a NaN point from valid data; this just keeps one defined on every backend).
+    pub fn limit(val: f64, eps: i64) -> Scalar {
+        Scalar::Limit(canonical_limit(Limit::new(
+            val,
+            Eps::saturate(eps.signum() as i32),
+        )))
+    }
+
+    /// The raw bits, zero-extended to 64 bits (used for hashing and by backends for constants;
+    /// for a `Limit`, its value's bits).
     pub fn to_bits(&self) -> u64 {
         match *self {
             Scalar::Bool(b) => b as u64,
@@ -157,10 +191,11 @@ impl Scalar {
             Scalar::U64(v) => v,
             Scalar::F32(v) => v.to_bits() as u64,
             Scalar::F64(v) => v.to_bits(),
+            Scalar::Limit(l) => l.val.to_bits(),
         }
     }
 
-    /// The zero of a type (`false` for bool).
+    /// The zero of a type (`false` for bool, `0+0` for a limit).
     pub fn zero(ty: ElemType) -> Scalar {
         Scalar::from_i64(0, ty)
     }
@@ -175,6 +210,7 @@ impl Scalar {
             Scalar::U64(v) => v as f64,
             Scalar::F32(v) => v as f64,
             Scalar::F64(v) => v,
+            Scalar::Limit(l) => l.val,
         }
     }
 
@@ -188,6 +224,7 @@ impl Scalar {
             Scalar::U64(v) => v as i64,
             Scalar::F32(v) => v as i64,
             Scalar::F64(v) => v as i64,
+            Scalar::Limit(l) => l.val as i64,
         }
     }
 
@@ -196,6 +233,7 @@ impl Scalar {
             Scalar::Bool(b) => b,
             Scalar::F32(v) => v != 0.0,
             Scalar::F64(v) => v != 0.0,
+            Scalar::Limit(l) => l.val != 0.0 || l.eps != Eps::Zero,
             _ => self.as_i64() != 0,
         }
     }
@@ -203,6 +241,7 @@ impl Scalar {
     /// Widen to the compute class (`Bool`, `I64` or `F64`).
     pub fn widen(&self) -> Scalar {
         match self.ty().class() {
+            _ if self.ty() == ElemType::Limit => *self,
             Class::Bool => Scalar::Bool(self.as_bool()),
             Class::Int => Scalar::I64(self.as_i64()),
             Class::Float => Scalar::F64(self.as_f64()),
@@ -219,6 +258,7 @@ impl Scalar {
             ElemType::U64 => Scalar::U64(v as u64),
             ElemType::F32 => Scalar::F32(v as f32),
             ElemType::F64 => Scalar::F64(v as f64),
+            ElemType::Limit => Scalar::limit(v as f64, 0),
         }
     }
 
@@ -227,14 +267,20 @@ impl Scalar {
             ElemType::Bool => Scalar::Bool(v != 0.0),
             ElemType::F32 => Scalar::F32(v as f32),
             ElemType::F64 => Scalar::F64(v),
+            ElemType::Limit => Scalar::limit(v, 0),
             // Rust's `as` saturates and maps NaN to 0, which is what every backend must do too.
             _ => Scalar::from_i64(v as i64, ty),
         }
     }
 
-    /// Convert (narrow or widen) to another element type with the store semantics above.
+    /// Convert (narrow or widen) to another element type with the store semantics above. A
+    /// limit converts as its value (the IR itself has no casts from or to `Limit`).
     pub fn cast(&self, ty: ElemType) -> Scalar {
         match self.ty().class() {
+            _ if ty == ElemType::Limit => match *self {
+                Scalar::Limit(l) => Scalar::Limit(canonical_limit(l)),
+                _ => Scalar::limit(self.as_f64(), 0),
+            },
             Class::Float => Scalar::from_f64(self.as_f64(), ty),
             Class::Bool => Scalar::from_i64(self.as_bool() as i64, ty),
             Class::Int => {
@@ -252,6 +298,7 @@ impl Scalar {
         match *self {
             Scalar::F32(v) => v.is_nan(),
             Scalar::F64(v) => v.is_nan(),
+            Scalar::Limit(l) => l.val.is_nan(),
             _ => false,
         }
     }
@@ -280,8 +327,32 @@ impl fmt::Display for Scalar {
             Scalar::U64(v) => write!(f, "{v}"),
             Scalar::F32(v) => float(f, v as f64, format!("{v:?}")),
             Scalar::F64(v) => float(f, v, format!("{v:?}")),
+            // As `limit.rs` (and Finch.jl) print them: `1.0+ϵ`, `1.0-ϵ`, `1.0+0`.
+            Scalar::Limit(l) => {
+                float(f, l.val, format!("{:?}", l.val))?;
+                f.write_str(match l.eps {
+                    Eps::Minus => "-ϵ",
+                    Eps::Zero => "+0",
+                    Eps::Plus => "+ϵ",
+                })
+            }
         }
     }
+}
+
+/// The one NaN a canonical `Limit` value may hold (a positive quiet NaN).
+pub const CANONICAL_NAN: u64 = 0x7ff8_0000_0000_0000;
+
+/// `l` with `-0.0` made `+0.0` and any NaN made [`CANONICAL_NAN`] (see [`Scalar::limit`]).
+pub fn canonical_limit(l: Limit<f64>) -> Limit<f64> {
+    let val = if l.val.is_nan() {
+        f64::from_bits(CANONICAL_NAN)
+    } else if l.val == 0.0 {
+        0.0
+    } else {
+        l.val
+    };
+    Limit::new(val, l.eps)
 }
 
 #[cfg(test)]
@@ -307,5 +378,29 @@ mod tests {
         );
         assert_eq!(Scalar::I64(300).cast(ElemType::U8), Scalar::U8(44));
         assert_eq!(Scalar::I64(2).cast(ElemType::Bool), Scalar::Bool(true));
+    }
+
+    #[test]
+    fn limits_are_canonical_ir_values_but_no_element_type() {
+        assert_eq!(ElemType::from_name("limit"), None);
+        assert!(!ElemType::ALL.contains(&ElemType::Limit));
+        assert_eq!(ElemType::Limit.compute(), ElemType::Limit);
+        assert_eq!(
+            Scalar::zero(ElemType::Limit),
+            Scalar::Limit(Limit::exact(0.0))
+        );
+        // -0.0 is +0.0 and every NaN the same one; the sign of eps is clamped.
+        assert_eq!(Scalar::limit(-0.0, 0), Scalar::limit(0.0, 0));
+        assert_eq!(Scalar::limit(-0.0, 0).as_f64().to_bits(), 0);
+        let nan = Scalar::limit(-f64::NAN, -7);
+        assert_eq!(nan.as_f64().to_bits(), CANONICAL_NAN);
+        assert_eq!(
+            nan,
+            Scalar::Limit(Limit::minus_eps(f64::from_bits(CANONICAL_NAN)))
+        );
+        assert_eq!(Scalar::limit(1.5, 9).to_string(), "1.5+ϵ");
+        assert_eq!(Scalar::limit(2.0, 0).to_string(), "2.0+0");
+        assert_eq!(Scalar::limit(f64::NEG_INFINITY, -1).to_string(), "-Inf-ϵ");
+        assert_ne!(Scalar::limit(1.0, 1), Scalar::limit(1.0, 0));
     }
 }

@@ -1,10 +1,12 @@
 //! The IR interpreter backend: executes a kernel by walking its statements.
 
+use super::limit_code;
 use super::{Backend, CompiledKernel, KernelFault, MAX_GROW, check_buffers, grow};
 use crate::error::Result;
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp};
+use crate::limit::{Eps, Limit};
 use crate::runtime::{Buffer, intrinsics};
-use crate::types::Scalar;
+use crate::types::{Scalar, canonical_limit};
 
 /// Runs kernels without compiling them.
 #[derive(Default)]
@@ -207,6 +209,8 @@ impl Machine<'_> {
 
     fn expr(&mut self, e: &Expr) -> Step<Scalar> {
         Ok(match e {
+            // A constant point means its canonical form (as in the native backends).
+            Expr::Const(Scalar::Limit(p)) => Scalar::Limit(canonical_limit(*p)),
             Expr::Const(s) => *s,
             Expr::Var(v) => self.vars[v.0 as usize],
             Expr::Load { buf, index } => {
@@ -216,6 +220,10 @@ impl Machine<'_> {
             Expr::Len(buf) => Scalar::I64(self.bufs[buf.0 as usize].len() as i64),
             Expr::Unary(op, a) => unary(*op, self.expr(a)?),
             Expr::Binary(op, a, b) => binary(*op, self.expr(a)?, self.expr(b)?),
+            Expr::MakeLimit(v, e) => {
+                let (v, e) = (self.expr(v)?.as_f64(), self.expr(e)?.as_i64());
+                Scalar::limit(v, e)
+            }
             Expr::Select(c, a, b) => {
                 let (c, a, b) = (self.expr(c)?, self.expr(a)?, self.expr(b)?);
                 if c.as_bool() { a } else { b }
@@ -265,6 +273,20 @@ fn unary(op: UnOp, a: Scalar) -> Scalar {
         (UnOp::Exp, Scalar::F64(x)) => Scalar::F64(x.exp()),
         (UnOp::Log, Scalar::F64(x)) => Scalar::F64(x.ln()),
         (UnOp::Floor, Scalar::F64(x)) => Scalar::F64(x.floor()),
+        (UnOp::LimitVal, Scalar::Limit(p)) => Scalar::F64(p.val),
+        (UnOp::LimitEps, Scalar::Limit(p)) => Scalar::I64(i64::from(p.eps.sign())),
+        // `Limit::next`/`prev` would add `±0.0 + ε`, which can only change the sign of a
+        // zero value; the points here are canonical, so stepping the sign is the same.
+        (UnOp::After, Scalar::Limit(p)) => Scalar::Limit(Limit::new(
+            p.val,
+            Eps::saturate(i32::from(p.eps.sign()) + 1),
+        )),
+        (UnOp::Before, Scalar::Limit(p)) => Scalar::Limit(Limit::new(
+            p.val,
+            Eps::saturate(i32::from(p.eps.sign()) - 1),
+        )),
+        (UnOp::After, Scalar::I64(x)) => Scalar::I64(x.wrapping_add(1)),
+        (UnOp::Before, Scalar::I64(x)) => Scalar::I64(x.wrapping_sub(1)),
         (op, a) => unreachable!("checked IR has no {op:?} on {}", a.ty()),
     }
 }
@@ -272,7 +294,7 @@ fn unary(op: UnOp, a: Scalar) -> Scalar {
 /// The IR's binary operators on compute-type values (see `ir::BinOp` for the rules).
 pub(crate) fn binary(op: BinOp, a: Scalar, b: Scalar) -> Scalar {
     use BinOp::*;
-    use Scalar::{Bool as B, F64 as F, I64 as I};
+    use Scalar::{Bool as B, F64 as F, I64 as I, Limit as L};
     match (op, a, b) {
         (Add, I(x), I(y)) => I(x.wrapping_add(y)),
         (Sub, I(x), I(y)) => I(x.wrapping_sub(y)),
@@ -289,6 +311,17 @@ pub(crate) fn binary(op: BinOp, a: Scalar, b: Scalar) -> Scalar {
         (Max, I(x), I(y)) => I(if y > x { y } else { x }),
         (Min, F(x), F(y)) => F(crate::semantics::min_f(x, y)),
         (Max, F(x), F(y)) => F(crate::semantics::max_f(x, y)),
+        // Equal keys are the same canonical point, so which operand wins a tie is moot.
+        (Min, L(x), L(y)) => L(if limit_code::encode(y) < limit_code::encode(x) {
+            y
+        } else {
+            x
+        }),
+        (Max, L(x), L(y)) => L(if limit_code::encode(y) > limit_code::encode(x) {
+            y
+        } else {
+            x
+        }),
         (Eq, x, y) => B(cmp(x, y) == Some(std::cmp::Ordering::Equal)),
         (Ne, x, y) => B(cmp(x, y) != Some(std::cmp::Ordering::Equal)),
         (Lt, x, y) => B(cmp(x, y) == Some(std::cmp::Ordering::Less)),
@@ -319,6 +352,10 @@ fn cmp(a: Scalar, b: Scalar) -> Option<std::cmp::Ordering> {
         (Scalar::Bool(x), Scalar::Bool(y)) => Some(x.cmp(&y)),
         (Scalar::I64(x), Scalar::I64(y)) => Some(x.cmp(&y)),
         (Scalar::F64(x), Scalar::F64(y)) => x.partial_cmp(&y),
+        // Through the native backends' key: a total order, NaN above +Inf and equal to itself.
+        (Scalar::Limit(x), Scalar::Limit(y)) => {
+            Some(limit_code::encode(x).cmp(&limit_code::encode(y)))
+        }
         (a, b) => unreachable!(
             "checked IR compares one type, not {} and {}",
             a.ty(),

@@ -12,6 +12,7 @@
 mod c;
 mod interp;
 mod jit;
+mod limit_code;
 
 pub use c::CBackend;
 pub use interp::Interpreter;
@@ -136,5 +137,7 @@ fn check_buffers(k: &Kernel, bufs: &[Buffer]) -> Result<()> {
     Ok(())
 }
 
+#[cfg(test)]
+mod limit_tests;
 #[cfg(test)]
 mod tests;

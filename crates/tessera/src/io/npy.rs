@@ -58,6 +58,7 @@ fn descr_of(ty: ElemType) -> &'static str {
         ElemType::I8 => "|i1",
         ElemType::U8 => "|u1",
         ElemType::Bool => "|b1",
+        ElemType::Limit => unreachable!("no buffer holds limit points"),
     }
 }
 
@@ -346,6 +347,7 @@ fn decode(data: &[u8], ty: ElemType, order: Order) -> Buffer {
         ElemType::I8 => Buffer::I8(data.iter().map(|&b| b as i8).collect()),
         ElemType::U8 => Buffer::U8(data.to_vec()),
         ElemType::Bool => Buffer::Bool(data.iter().map(|&b| b != 0).collect()),
+        ElemType::Limit => unreachable!("`parse_descr` gives no limit type"),
     }
 }
 

@@ -115,6 +115,30 @@ pub fn select(c: Expr, a: Expr, b: Expr) -> Expr {
         c => Expr::Select(Box::new(c), Box::new(a), Box::new(b)),
     }
 }
+/// The constant point `v + sign(eps)·ε`, canonical (`-0.0` is `+0.0`).
+pub fn limit(v: f64, eps: i8) -> Expr {
+    Expr::Const(Scalar::limit(v, i64::from(eps)))
+}
+/// The point `val + sign(eps)·ε` of an F64 value and an I64 sign (see `Expr::MakeLimit`).
+pub fn make_limit(val: Expr, eps: Expr) -> Expr {
+    Expr::MakeLimit(Box::new(val), Box::new(eps))
+}
+/// The value of a point (Limit → F64).
+pub fn limit_val(e: Expr) -> Expr {
+    Expr::Unary(UnOp::LimitVal, Box::new(e))
+}
+/// The infinitesimal sign of a point (Limit → I64 in {-1, 0, 1}).
+pub fn limit_eps(e: Expr) -> Expr {
+    Expr::Unary(UnOp::LimitEps, Box::new(e))
+}
+/// The first point after `e` (saturating; `e + 1` on I64).
+pub fn after(e: Expr) -> Expr {
+    Expr::Unary(UnOp::After, Box::new(e))
+}
+/// The last point before `e` (saturating; `e - 1` on I64).
+pub fn before(e: Expr) -> Expr {
+    Expr::Unary(UnOp::Before, Box::new(e))
+}
 pub fn assign(v: VarId, e: Expr) -> Stmt {
     Stmt::Assign(v, e)
 }

@@ -78,6 +78,14 @@ impl Kernel {
                 });
             }
         }
+        for (k, b) in self.bufs.iter().enumerate() {
+            if b.elem == ElemType::Limit {
+                out.push(IrError {
+                    path: vec![],
+                    msg: format!("buffer {k} `{}` of limit (points are never stored)", b.name),
+                });
+            }
+        }
         self.check_stmts(&self.body, 0, &mut vec![], &mut out);
         if out.is_empty() {
             Ok(())
@@ -135,7 +143,7 @@ impl Kernel {
                 })
             }
             Stmt::Store { buf, index, value } => {
-                self.buf_ok(buf.0)?;
+                self.storable(*buf)?;
                 expect(self.expr_ty(index)?, ElemType::I64, || "store index".into())?;
                 expect(self.expr_ty(value)?, self.buf_elem(*buf).compute(), || {
                     format!("store into `{}`", self.bufs[buf.0 as usize].name)
@@ -173,7 +181,7 @@ impl Kernel {
                 stop,
                 value,
             } => {
-                self.buf_ok(buf.0)?;
+                self.storable(*buf)?;
                 expect(self.expr_ty(start)?, ElemType::I64, || "fill start".into())?;
                 expect(self.expr_ty(stop)?, ElemType::I64, || "fill stop".into())?;
                 expect(self.expr_ty(value)?, self.buf_elem(*buf).compute(), || {
@@ -205,6 +213,19 @@ impl Kernel {
         } else {
             Err(format!("undeclared variable {v}"))
         }
+    }
+
+    /// A buffer that loads and stores may use: declared, and not of `Limit` (which has no
+    /// memory representation; the declaration itself is reported too).
+    fn storable(&self, b: BufId) -> Result<(), String> {
+        self.buf_ok(b.0)?;
+        if self.buf_elem(b) == ElemType::Limit {
+            return Err(format!(
+                "access to buffer `{}` of limit",
+                self.bufs[b.0 as usize].name
+            ));
+        }
+        Ok(())
     }
 
     /// Intrinsics work on I64 buffers only.
@@ -243,7 +264,7 @@ impl Kernel {
                 self.var_ty(*v)
             }
             Expr::Load { buf, index } => {
-                self.buf_ok(buf.0)?;
+                self.storable(*buf)?;
                 expect(self.expr_ty(index)?, ElemType::I64, || "load index".into())?;
                 self.buf_elem(*buf).compute()
             }
@@ -254,14 +275,20 @@ impl Kernel {
             Expr::Unary(op, a) => {
                 let t = self.expr_ty(a)?;
                 let ok = match op {
-                    UnOp::Neg | UnOp::Abs => t != ElemType::Bool,
-                    UnOp::Not => t != ElemType::F64,
+                    UnOp::Neg | UnOp::Abs => matches!(t, ElemType::I64 | ElemType::F64),
+                    UnOp::Not => matches!(t, ElemType::Bool | ElemType::I64),
                     UnOp::Sqrt | UnOp::Exp | UnOp::Log | UnOp::Floor => t == ElemType::F64,
+                    UnOp::LimitVal | UnOp::LimitEps => t == ElemType::Limit,
+                    UnOp::After | UnOp::Before => matches!(t, ElemType::Limit | ElemType::I64),
                 };
                 if !ok {
                     return Err(format!("{op:?} on {t}"));
                 }
-                t
+                match op {
+                    UnOp::LimitVal => ElemType::F64,
+                    UnOp::LimitEps => ElemType::I64,
+                    _ => t,
+                }
             }
             Expr::Binary(op, a, b) => {
                 let (ta, tb) = (self.expr_ty(a)?, self.expr_ty(b)?);
@@ -269,11 +296,13 @@ impl Kernel {
                     return Err(format!("{op:?} on {ta} and {tb}"));
                 }
                 use BinOp::*;
+                // Points only compare and take min/max: shifts are written with `MakeLimit`.
                 let ok = match op {
-                    Add | Sub | Mul | Div | Rem | Min | Max => ta != ElemType::Bool,
+                    Add | Sub | Mul | Div | Rem => matches!(ta, ElemType::I64 | ElemType::F64),
+                    Min | Max => ta != ElemType::Bool,
                     IeeeMul => ta == ElemType::F64,
                     Eq | Ne | Lt | Le | Gt | Ge => true,
-                    And | Or | Xor => ta != ElemType::F64,
+                    And | Or | Xor => matches!(ta, ElemType::Bool | ElemType::I64),
                     Shl | Shr => ta == ElemType::I64,
                 };
                 if !ok {
@@ -293,11 +322,21 @@ impl Kernel {
                 ta
             }
             Expr::Cast(t, a) => {
-                self.expr_ty(a)?;
+                let from = self.expr_ty(a)?;
                 if *t != t.compute() {
                     return Err(format!("cast to non-compute type {t}"));
                 }
+                if from == ElemType::Limit || *t == ElemType::Limit {
+                    return Err(format!("cast from {from} to {t}"));
+                }
                 *t
+            }
+            Expr::MakeLimit(v, e) => {
+                expect(self.expr_ty(v)?, ElemType::F64, || {
+                    "make_limit value".into()
+                })?;
+                expect(self.expr_ty(e)?, ElemType::I64, || "make_limit sign".into())?;
+                ElemType::Limit
             }
             Expr::SearchGe { buf, lo, hi, key } => {
                 self.buf_ok(buf.0)?;

@@ -71,6 +71,16 @@ pub enum UnOp {
     Log,
     /// Round toward -inf (F64).
     Floor,
+    /// The value of a point, dropping its infinitesimal (Limit → F64).
+    LimitVal,
+    /// The infinitesimal sign of a point, -1, 0 or 1 (Limit → I64).
+    LimitEps,
+    /// The first point after (Limit → Limit): `v-ε → v`, `v → v+ε`, and `v+ε` stays `v+ε`
+    /// (the infinitesimal saturates, as `Limit::next`). On I64, `x + 1` (wrapping).
+    After,
+    /// The last point before (Limit → Limit): `v+ε → v`, `v → v-ε`, and `v-ε` stays `v-ε`
+    /// (as `Limit::prev`). On I64, `x - 1` (wrapping).
+    Before,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -90,13 +100,15 @@ pub enum BinOp {
     Div,
     /// Remainder truncated toward zero; on I64 x%0 = 0 (never traps). On F64 like C's fmod.
     Rem,
-    /// The smaller operand. On F64, IEEE 754-2019 `minimum` (`semantics::min_f`): NaN if
+    /// The smaller operand (on Limit, in the points' order). On F64, IEEE 754-2019 `minimum` (`semantics::min_f`): NaN if
     /// either operand is NaN, and -0.0 below 0.0, so it is commutative.
     Min,
     /// The larger operand; on F64 IEEE 754-2019 `maximum` (`semantics::max_f`).
     Max,
     /// Comparisons take two operands of one type and give Bool. F64 comparisons are ordered
-    /// (false on NaN) except Ne, which is true on NaN.
+    /// (false on NaN) except Ne, which is true on NaN. Limit comparisons are lexicographic on
+    /// (value, infinitesimal) and total: the one canonical NaN point is above `+Inf` and
+    /// equal to itself (see `Expr::MakeLimit`).
     Eq,
     Ne,
     Lt,
@@ -115,7 +127,8 @@ pub enum BinOp {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
-    /// A constant; its type is the scalar's type (only Bool, I64 and F64 constants appear).
+    /// A constant; its type is the scalar's type (only Bool, I64, F64 and Limit constants
+    /// appear). A Limit constant means its canonical point (`Scalar::limit`).
     Const(Scalar),
     Var(VarId),
     /// `buf[index]` (index is I64; loads widen to the compute type of the buffer element).
@@ -132,6 +145,10 @@ pub enum Expr {
     /// Convert between compute types: I64↔F64 (F64→I64 truncates, saturating, NaN→0),
     /// Bool→I64/F64 (0/1), I64/F64→Bool (`!= 0`).
     Cast(ElemType, Box<Expr>),
+    /// The point `value + sign(eps)·ε` (F64, I64 → Limit): a negative `eps` is `-ε`, a positive
+    /// one `+ε`. The value is canonicalised as by `Scalar::limit`: `-0.0` becomes `+0.0` (equal
+    /// reals are equal points) and any NaN the one canonical NaN, which orders above `+Inf`.
+    MakeLimit(Box<Expr>, Box<Expr>),
     /// First position `p` in `[lo, hi)` with `buf[p] >= key` (I64 buffer sorted ascending on that
     /// range), or `hi` if none (I64). Binary search.
     SearchGe {
@@ -222,7 +239,7 @@ impl Expr {
             Expr::Const(_) | Expr::Var(_) | Expr::Len(_) => vec![],
             Expr::Load { index: a, .. } | Expr::HashFind { key: a, .. } => vec![a],
             Expr::Unary(_, a) | Expr::Cast(_, a) => vec![a],
-            Expr::Binary(_, a, b) => vec![a, b],
+            Expr::Binary(_, a, b) | Expr::MakeLimit(a, b) => vec![a, b],
             Expr::Select(c, a, b) => vec![c, a, b],
             Expr::SearchGe { lo, hi, key, .. } => vec![lo, hi, key],
         }
@@ -233,7 +250,7 @@ impl Expr {
             Expr::Const(_) | Expr::Var(_) | Expr::Len(_) => vec![],
             Expr::Load { index: a, .. } | Expr::HashFind { key: a, .. } => vec![a],
             Expr::Unary(_, a) | Expr::Cast(_, a) => vec![a],
-            Expr::Binary(_, a, b) => vec![a, b],
+            Expr::Binary(_, a, b) | Expr::MakeLimit(a, b) => vec![a, b],
             Expr::Select(c, a, b) => vec![c, a, b],
             Expr::SearchGe { lo, hi, key, .. } => vec![lo, hi, key],
         }
@@ -332,7 +349,10 @@ impl Kernel {
             Expr::Var(v) => self.var_ty(*v),
             Expr::Load { buf, .. } => self.buf_elem(*buf).compute(),
             Expr::Len(_) | Expr::SearchGe { .. } | Expr::HashFind { .. } => ElemType::I64,
+            Expr::Unary(UnOp::LimitVal, _) => ElemType::F64,
+            Expr::Unary(UnOp::LimitEps, _) => ElemType::I64,
             Expr::Unary(_, a) => self.type_of(a),
+            Expr::MakeLimit(..) => ElemType::Limit,
             Expr::Binary(op, a, _) => match op {
                 BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
                     ElemType::Bool

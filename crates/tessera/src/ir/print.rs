@@ -1,6 +1,7 @@
 //! Readable C-like text of a kernel (what `tessera code` shows).
 
 use super::{BinOp, Expr, Kernel, Stmt, UnOp};
+use crate::limit::Eps;
 use crate::types::Scalar;
 use std::collections::HashMap;
 use std::fmt::{self, Write};
@@ -190,7 +191,12 @@ impl<'a> Printer<'a> {
                 UnOp::Exp => format!("exp({})", self.expr(a)),
                 UnOp::Log => format!("log({})", self.expr(a)),
                 UnOp::Floor => format!("floor({})", self.expr(a)),
+                UnOp::LimitVal => format!("val({})", self.expr(a)),
+                UnOp::LimitEps => format!("eps({})", self.expr(a)),
+                UnOp::After => format!("after({})", self.expr(a)),
+                UnOp::Before => format!("before({})", self.expr(a)),
             },
+            Expr::MakeLimit(v, e) => format!("make_limit({}, {})", self.expr(v), self.expr(e)),
             Expr::Binary(op, a, b) => match op {
                 BinOp::Min => format!("min({}, {})", self.expr(a), self.expr(b)),
                 BinOp::Max => format!("max({}, {})", self.expr(a), self.expr(b)),
@@ -236,6 +242,15 @@ fn constant(s: &Scalar) -> String {
         Scalar::F64(v) if v.is_nan() => "NAN".into(),
         Scalar::F64(v) if v.is_infinite() => if *v > 0.0 { "INFINITY" } else { "-INFINITY" }.into(),
         Scalar::F64(v) => format!("{v:?}"),
+        // `limit(1.0, +ε)`, `limit(1.0, -ε)`, `limit(1.0, 0)`.
+        Scalar::Limit(l) => {
+            let eps = match l.eps {
+                Eps::Minus => "-ε",
+                Eps::Zero => "0",
+                Eps::Plus => "+ε",
+            };
+            format!("limit({}, {eps})", constant(&Scalar::F64(l.val)))
+        }
         s => s.to_string(),
     }
 }
@@ -307,5 +322,48 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("s = s + x_val[i];"), "{text}");
+    }
+
+    #[test]
+    fn prints_limit_points_as_calls() {
+        let k = Kernel {
+            name: "pts".into(),
+            bufs: vec![],
+            vars: vec![
+                VarDecl {
+                    name: "p".into(),
+                    ty: ElemType::Limit,
+                    cold: false,
+                },
+                VarDecl {
+                    name: "x".into(),
+                    ty: ElemType::F64,
+                    cold: false,
+                },
+            ],
+            body: vec![
+                b::assign(VarId(0), b::limit(-1.5, 1)),
+                b::assign(VarId(0), b::limit(f64::INFINITY, -1)),
+                b::assign(VarId(0), b::limit(2.0, 0)),
+                b::assign(
+                    VarId(0),
+                    b::after(b::make_limit(
+                        b::add(b::limit_val(b::var(VarId(0))), b::var(VarId(1))),
+                        b::limit_eps(b::before(b::var(VarId(0)))),
+                    )),
+                ),
+            ],
+            errors: vec![],
+        };
+        k.check().unwrap();
+        let text = k.to_string();
+        assert!(text.contains("  limit p;\n"), "{text}");
+        assert!(text.contains("p = limit(-1.5, +ε);"), "{text}");
+        assert!(text.contains("p = limit(INFINITY, -ε);"), "{text}");
+        assert!(text.contains("p = limit(2.0, 0);"), "{text}");
+        assert!(
+            text.contains("p = after(make_limit(val(p) + x, eps(before(p))));"),
+            "{text}"
+        );
     }
 }

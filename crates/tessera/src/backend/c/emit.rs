@@ -17,8 +17,12 @@
 //! from the loop bounds alone is emitted twice: a copy without those checks, taken when one
 //! test before the loop shows the whole range is inside the buffers, and the checked copy
 //! otherwise (so a corrupt input still fails at the same access with the same buffers).
+//!
+//! A `Limit` point is a `__int128` holding its order key (`backend::limit_code`), as in the
+//! JIT, so comparisons are C's integer comparisons.
 
 use crate::backend::GROW_BASE;
+use crate::backend::limit_code;
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp, VarId};
 use crate::types::{ElemType, Scalar};
 use std::collections::HashSet;
@@ -88,6 +92,26 @@ static inline int64_t t_f2i(double x) {
     return (int64_t)x;
 }
 static inline double t_bits(uint64_t u) { double d; memcpy(&d, &u, sizeof d); return d; }
+/* Points (the IR's Limit): the key ordkey(bits(val)) * 4 + (eps + 1) of backend::limit_code.
+   Only defined behaviour: the multiply cannot overflow, unsigned-to-signed conversion and
+   right shifts of negative values are GCC's modulo and arithmetic ones. */
+typedef __int128 t_limit;
+static inline int64_t t_ordkey(uint64_t b) { return (int64_t)(b ^ ((uint64_t)((int64_t)b >> 63) >> 1)); }
+static inline t_limit t_lim_key(uint64_t hi, uint64_t lo) {
+    return (t_limit)(((unsigned __int128)hi << 64) | lo);
+}
+static inline t_limit t_make_limit(double v, int64_t e) {
+    uint64_t b = t_f2u(v);
+    if (v != v) b = UINT64_C(0x7ff8000000000000); /* the canonical NaN */
+    else if (b == UINT64_C(0x8000000000000000)) b = 0; /* -0.0 is +0.0 */
+    return (t_limit)t_ordkey(b) * 4 + (e < 0 ? 0 : e > 0 ? 2 : 1);
+}
+static inline double t_lim_val(t_limit k) { return t_u2f((uint64_t)t_ordkey((uint64_t)(int64_t)(k >> 2))); }
+static inline int64_t t_lim_eps(t_limit k) { return (int64_t)(k & 3) - 1; }
+static inline t_limit t_after(t_limit k) { return k + ((k & 3) != 2); }
+static inline t_limit t_before(t_limit k) { return k - ((k & 3) != 0); }
+static inline t_limit t_minl(t_limit a, t_limit b) { return b < a ? b : a; }
+static inline t_limit t_maxl(t_limit a, t_limit b) { return b > a ? b : a; }
 "#;
 
 /// The C source of a kernel.
@@ -122,7 +146,12 @@ pub fn emit(k: &Kernel) -> String {
         }
     }
     for (n, v) in k.vars.iter().enumerate() {
-        let zero = if v.ty == ElemType::F64 { "0.0" } else { "0" };
+        let point = c_const(Scalar::zero(ElemType::Limit));
+        let zero = match v.ty {
+            ElemType::F64 => "0.0",
+            ElemType::Limit => &point,
+            _ => "0",
+        };
         e.line(&format!(
             "{} v{n} = {zero}; /* {} */",
             c_compute(v.ty),
@@ -212,6 +241,7 @@ fn c_elem(t: ElemType) -> &'static str {
         ElemType::U64 => "uint64_t",
         ElemType::F32 => "float",
         ElemType::F64 => "double",
+        ElemType::Limit => unreachable!("checked IR has no buffer of points"),
     }
 }
 
@@ -220,6 +250,7 @@ fn c_compute(t: ElemType) -> &'static str {
     match t.compute() {
         ElemType::Bool => "uint8_t",
         ElemType::F64 => "double",
+        ElemType::Limit => "t_limit",
         _ => "int64_t",
     }
 }
@@ -229,6 +260,14 @@ fn c_const(s: Scalar) -> String {
         Scalar::Bool(b) => (b as u8).to_string(),
         Scalar::F64(x) => c_f64(x),
         Scalar::F32(x) => c_f64(x as f64),
+        Scalar::Limit(p) => {
+            let key = limit_code::encode(p) as u128;
+            format!(
+                "t_lim_key(UINT64_C({:#x}), UINT64_C({:#x}))",
+                (key >> 64) as u64,
+                key as u64
+            )
+        }
         s if s.as_i64() == i64::MIN => "INT64_MIN".into(),
         s => format!("INT64_C({})", s.as_i64()),
     }
@@ -587,6 +626,12 @@ impl Emitter<'_> {
                 let ty = self.k.type_of(a);
                 let x = self.expr(a);
                 match (op, ty) {
+                    (UnOp::LimitVal, _) => format!("t_lim_val({x})"),
+                    (UnOp::LimitEps, _) => format!("t_lim_eps({x})"),
+                    (UnOp::After, ElemType::Limit) => format!("t_after({x})"),
+                    (UnOp::Before, ElemType::Limit) => format!("t_before({x})"),
+                    (UnOp::After, _) => format!("t_add({x}, 1)"),
+                    (UnOp::Before, _) => format!("t_sub({x}, 1)"),
                     (UnOp::Neg, ElemType::F64) => format!("(-{x})"),
                     (UnOp::Neg, _) => format!("t_neg({x})"),
                     (UnOp::Not, ElemType::Bool) => format!("({x} ^ 1)"),
@@ -604,6 +649,11 @@ impl Emitter<'_> {
                 let x = self.expr(a);
                 let y = self.expr(b);
                 binary(*op, ty, &x, &y)
+            }
+            Expr::MakeLimit(v, e) => {
+                let v = self.expr(v);
+                let e = self.expr(e);
+                format!("t_make_limit({v}, {e})")
             }
             Expr::Select(c, a, b) => {
                 let c = self.expr(c);
@@ -697,6 +747,8 @@ fn binary(op: BinOp, ty: ElemType, x: &str, y: &str) -> String {
         Rem if float => f("H.fmod"),
         Min if float => f("t_minf"),
         Max if float => f("t_maxf"),
+        Min if ty == ElemType::Limit => f("t_minl"),
+        Max if ty == ElemType::Limit => f("t_maxl"),
         Add => f("t_add"),
         Sub => f("t_sub"),
         Mul => f("t_mul"),

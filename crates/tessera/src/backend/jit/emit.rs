@@ -5,11 +5,16 @@
 //! reloaded only after a `Grow` of that buffer, so loops index straight off registers. Every
 //! load and store is checked against the length; a failed check leaves through a per-buffer
 //! exit block that records the index and returns the fault code.
+//!
+//! A `Limit` point is an `i128` holding its order key (`backend::limit_code`), so comparing
+//! points is one integer compare and `min`/`max` a compare and a select.
 
 use crate::backend::GROW_BASE;
+use crate::backend::limit_code;
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp};
+use crate::limit::Limit;
 use crate::runtime::abi::{self, VIEW_LEN, VIEW_PTR, VIEW_SIZE};
-use crate::types::{ElemType, Scalar};
+use crate::types::{CANONICAL_NAN, ElemType, Scalar};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
     AbiParam, Block, BlockArg, Function, InstBuilder, MemFlagsData, SigRef, Signature, StackSlot,
@@ -70,7 +75,12 @@ pub fn emit(
         // hot loop between its save and its restore, and Cranelift's allocator then spills
         // values the loop does use (in SpMV, a length reloaded and stored every entry).
         let slot = v.cold.then(|| {
-            let s = StackSlotData::new(StackSlotKind::ExplicitSlot, 8, 3);
+            let size = ty.bytes();
+            let s = StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                size,
+                size.trailing_zeros() as u8,
+            );
             let s = e.b.create_sized_stack_slot(s);
             e.b.ins().stack_store(types::I64, zero, s, 0);
             s
@@ -94,11 +104,13 @@ pub fn emit(
     e.b.finalize(cfg);
 }
 
-/// The Cranelift type of a compute type (`Bool` is a byte holding 0 or 1).
+/// The Cranelift type of a compute type (`Bool` is a byte holding 0 or 1, `Limit` the
+/// point's 128-bit key).
 fn clif(t: ElemType) -> Type {
     match t.compute() {
         ElemType::Bool => types::I8,
         ElemType::F64 => types::F64,
+        ElemType::Limit => types::I128,
         _ => types::I64,
     }
 }
@@ -131,11 +143,97 @@ struct Emitter<'a, 'f> {
 }
 
 impl Emitter<'_, '_> {
+    /// The zero of a compute type: for a point, `0+0` (whose key is not 0).
     fn zero(&mut self, ty: Type) -> Value {
         if ty == types::F64 {
             self.b.ins().f64const(0.0)
+        } else if ty == types::I128 {
+            self.limit_const(Limit::exact(0.0))
         } else {
             self.b.ins().iconst(ty, 0)
+        }
+    }
+
+    /// A constant point (canonicalised, like every point a kernel makes).
+    fn limit_const(&mut self, p: Limit<f64>) -> Value {
+        let key = limit_code::encode(p);
+        let lo = self.int(key as i64);
+        let hi = self.int((key >> 64) as i64);
+        self.b.ins().iconcat(lo, hi)
+    }
+
+    /// `Expr::MakeLimit`: the key of the canonical point `v + sign(e)·ε`.
+    fn make_limit(&mut self, v: Value, e: Value) -> Value {
+        let bits = self.b.ins().bitcast(types::I64, MemFlagsData::new(), v);
+        // -0.0 → +0.0, any NaN → the canonical one (integer selects: nothing to fold).
+        let neg_zero = self.b.ins().icmp_imm_s(IntCC::Equal, bits, i64::MIN);
+        let zero = self.int(0);
+        let bits = self.b.ins().select(neg_zero, zero, bits);
+        let nan = self.b.ins().fcmp(FloatCC::Unordered, v, v);
+        let canon = self.int(CANONICAL_NAN as i64);
+        let bits = self.b.ins().select(nan, canon, bits);
+        let k = self.ordkey(bits);
+        let (m1, p1) = (self.int(-1), self.int(1));
+        let e = self.b.ins().smax(e, m1);
+        let e = self.b.ins().smin(e, p1);
+        let low = self.b.ins().iadd_imm_s(e, 1);
+        // key = k * 4 + (eps + 1): the low word is `k << 2 | low`, the high word k's sign
+        // extension of its top two bits.
+        let shifted = self.b.ins().ishl_imm_s(k, 2);
+        let lo = self.b.ins().bor(shifted, low);
+        let hi = self.b.ins().sshr_imm_s(k, 62);
+        self.b.ins().iconcat(lo, hi)
+    }
+
+    /// `c ? x : y` on points, one 64-bit half at a time. An `i128` select of the operands of
+    /// its own compare (`select(y < x, y, x)`) is what Cranelift's optimiser rewrites into
+    /// `smin.i128`/`smax.i128`, which the x64 backend cannot compile.
+    fn select_limit(&mut self, c: Value, x: Value, y: Value) -> Value {
+        let (xl, xh) = self.b.ins().isplit(x);
+        let (yl, yh) = self.b.ins().isplit(y);
+        let lo = self.b.ins().select(c, xl, yl);
+        let hi = self.b.ins().select(c, xh, yh);
+        self.b.ins().iconcat(lo, hi)
+    }
+
+    /// `limit_code::ordkey` on an i64 of float bits (its own inverse).
+    fn ordkey(&mut self, bits: Value) -> Value {
+        let sign = self.b.ins().sshr_imm_s(bits, 63);
+        let mask = self.b.ins().ushr_imm_s(sign, 1);
+        self.b.ins().bxor(bits, mask)
+    }
+
+    /// The operations on a point's key (`UnOp::LimitVal`, `LimitEps`, `After`, `Before`).
+    fn limit_unary(&mut self, op: UnOp, key: Value) -> Value {
+        let (lo, hi) = self.b.ins().isplit(key);
+        let low = self.b.ins().band_imm_s(lo, 3);
+        match op {
+            UnOp::LimitVal => {
+                // The key shifted right by two, in one word.
+                let a = self.b.ins().ushr_imm_s(lo, 2);
+                let b = self.b.ins().ishl_imm_s(hi, 62);
+                let k = self.b.ins().bor(a, b);
+                let bits = self.ordkey(k);
+                self.b.ins().bitcast(types::F64, MemFlagsData::new(), bits)
+            }
+            UnOp::LimitEps => self.b.ins().iadd_imm_s(low, -1),
+            // The low two bits are eps + 1 in {0, 1, 2}; stepping them never carries.
+            UnOp::After => {
+                // +1 unless already +ε: (3 - low) >> 1.
+                let three = self.int(3);
+                let room = self.b.ins().isub(three, low);
+                let inc = self.b.ins().ushr_imm_s(room, 1);
+                let lo = self.b.ins().iadd(lo, inc);
+                self.b.ins().iconcat(lo, hi)
+            }
+            UnOp::Before => {
+                // -1 unless already -ε: (low + 1) >> 1.
+                let up = self.b.ins().iadd_imm_s(low, 1);
+                let dec = self.b.ins().ushr_imm_s(up, 1);
+                let lo = self.b.ins().isub(lo, dec);
+                self.b.ins().iconcat(lo, hi)
+            }
+            op => unreachable!("{op:?} is not an operation on points"),
         }
     }
 
@@ -245,6 +343,7 @@ impl Emitter<'_, '_> {
                 self.b.ins().fpromote(types::F64, x)
             }
             ElemType::F64 => ins.load(types::F64, flags(), addr, 0),
+            ElemType::Limit => unreachable!("checked IR has no buffer of points"),
         }
     }
 
@@ -261,6 +360,7 @@ impl Emitter<'_, '_> {
                 let x = ins.fdemote(types::F32, v);
                 self.b.ins().store(flags(), x, addr, 0)
             }
+            ElemType::Limit => unreachable!("checked IR has no buffer of points"),
         };
     }
 
@@ -469,6 +569,7 @@ impl Emitter<'_, '_> {
             Expr::Const(s) => match *s {
                 Scalar::Bool(x) => self.b.ins().iconst(types::I8, x as i64),
                 Scalar::F64(x) => self.b.ins().f64const(x),
+                Scalar::Limit(p) => self.limit_const(p),
                 s => self.int(s.as_i64()),
             },
             Expr::Var(v) => match self.slots[v.0 as usize] {
@@ -487,6 +588,9 @@ impl Emitter<'_, '_> {
             Expr::Unary(op, a) => {
                 let ty = self.k.type_of(a);
                 let x = self.expr(a);
+                if ty == ElemType::Limit {
+                    return self.limit_unary(*op, x);
+                }
                 let ins = self.b.ins();
                 match (op, ty) {
                     (UnOp::Neg, ElemType::F64) => ins.fneg(x),
@@ -499,6 +603,11 @@ impl Emitter<'_, '_> {
                     (UnOp::Floor, _) => ins.floor(x),
                     (UnOp::Exp, _) => self.call_f64(abi::tessera_exp as *const () as usize, &[x]),
                     (UnOp::Log, _) => self.call_f64(abi::tessera_log as *const () as usize, &[x]),
+                    (UnOp::After, _) => ins.iadd_imm_s(x, 1),
+                    (UnOp::Before, _) => ins.iadd_imm_s(x, -1),
+                    (UnOp::LimitVal | UnOp::LimitEps, t) => {
+                        unreachable!("checked IR has no {op:?} on {t}")
+                    }
                 }
             }
             Expr::Binary(op, a, b) => {
@@ -507,9 +616,17 @@ impl Emitter<'_, '_> {
                 let y = self.expr(b);
                 self.binary(*op, ty, x, y)
             }
+            Expr::MakeLimit(v, e) => {
+                let (v, e) = (self.expr(v), self.expr(e));
+                self.make_limit(v, e)
+            }
             Expr::Select(c, a, b) => {
                 let (c, x, y) = (self.expr(c), self.expr(a), self.expr(b));
-                self.b.ins().select(c, x, y)
+                if self.k.type_of(a) == ElemType::Limit {
+                    self.select_limit(c, x, y)
+                } else {
+                    self.b.ins().select(c, x, y)
+                }
             }
             Expr::Cast(to, a) => {
                 let from = self.k.type_of(a);
@@ -571,6 +688,15 @@ impl Emitter<'_, '_> {
             // WebAssembly's rules: NaN from either side, -0.0 below 0.0 (IEEE 754-2019).
             Min if float => ins.fmin(x, y),
             Max if float => ins.fmax(x, y),
+            Min | Max if ty == ElemType::Limit => {
+                let cc = if op == Min {
+                    IntCC::SignedLessThan
+                } else {
+                    IntCC::SignedGreaterThan
+                };
+                let c = ins.icmp(cc, y, x);
+                self.select_limit(c, y, x)
+            }
             Add => ins.iadd(x, y),
             Sub => ins.isub(x, y),
             Mul => ins.imul(x, y),
