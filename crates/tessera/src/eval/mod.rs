@@ -36,6 +36,7 @@
 //!   names they use);
 //! - a user reducer applies its body to every write, whatever properties it declares.
 
+pub mod continuous;
 mod exec;
 mod extent;
 #[cfg(test)]

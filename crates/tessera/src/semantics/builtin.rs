@@ -26,11 +26,18 @@ pub enum Builtin {
     /// `size(A, d)`: the extent of dimension `d` (a literal) of tensor `A`. Its first argument
     /// names a tensor, so it is resolved from the shapes before typing and evaluation.
     Size,
+    /// `d(x)`, `d(x, y, ...)`: the Lebesgue measure of the real loops named (loop index names
+    /// of real loops, issue 14). It has no value of its own: as a factor of the right-hand side
+    /// of a `+=` or `-=` inside those loops it turns the counting sum over them into an
+    /// integral (each piece contributes its length times the rest of the product).
+    /// `transforms::real` checks where it may appear; the lowering and the continuous reference
+    /// evaluator replace it by the measure of the piece being visited.
+    D,
 }
 
 impl Builtin {
     /// Every built-in, in the order the documentation lists them.
-    pub const ALL: [Builtin; 11] = [
+    pub const ALL: [Builtin; 12] = [
         Builtin::Min,
         Builtin::Max,
         Builtin::Abs,
@@ -42,6 +49,7 @@ impl Builtin {
         Builtin::IfElse,
         Builtin::Coalesce,
         Builtin::Size,
+        Builtin::D,
     ];
 
     /// The name a program calls it by.
@@ -58,6 +66,7 @@ impl Builtin {
             Builtin::IfElse => "ifelse",
             Builtin::Coalesce => "coalesce",
             Builtin::Size => "size",
+            Builtin::D => "d",
         }
     }
 
@@ -71,9 +80,10 @@ impl Builtin {
         Builtin::from_name(name).ok_or_else(|| format!("unknown function `{name}`"))
     }
 
-    /// How many arguments it takes.
+    /// How many arguments it takes (the least number, for `d`, which takes one or more).
     pub fn arity(self) -> usize {
         match self {
+            Builtin::D => 1,
             Builtin::Abs | Builtin::Sqrt | Builtin::Exp | Builtin::Log | Builtin::Floor => 1,
             Builtin::Min | Builtin::Max | Builtin::Div | Builtin::Coalesce | Builtin::Size => 2,
             Builtin::IfElse => 3,
@@ -83,6 +93,13 @@ impl Builtin {
     /// The error for a call with `n` arguments, if that is not the arity.
     pub fn check_arity(self, n: usize) -> Result<(), String> {
         let arity = self.arity();
+        if self == Builtin::D {
+            return if n >= 1 {
+                Ok(())
+            } else {
+                Err("`d` takes one or more loop indices, `d(x)` or `d(x, y)`".into())
+            };
+        }
         if n == arity {
             Ok(())
         } else {
@@ -120,6 +137,8 @@ impl Builtin {
             }
             // The extent of a tensor's dimension; its arguments are a tensor name and a literal.
             Builtin::Size => (vec![Class::Int, Class::Int], Class::Int),
+            // A measure: a length or an area, whatever the indices' values.
+            Builtin::D => (vec![Class::Float; args.len()], Class::Float),
         })
     }
 
@@ -159,13 +178,15 @@ impl Builtin {
             }
             (F::Coalesce, [x, _]) => *x,
             (F::Size, _) => return Err("`size` needs a tensor, not a value".into()),
+            (F::D, _) => return Err(D_HAS_NO_VALUE.into()),
             _ => unreachable!("`classes` admits only these combinations"),
         })
     }
 
     /// The IR of a call whose arguments `args` are already converted to the operand classes
     /// `operands` (from [`Builtin::classes`]). `None` for `size`, which names a tensor and is
-    /// replaced by the dimension's value before emission.
+    /// replaced by the dimension's value before emission, and for `d`, which the lowering
+    /// replaces by the measure of a piece when it collapses a real loop.
     pub fn emit(self, args: Vec<Expr>, operands: &[Class]) -> Option<Expr> {
         let mut args = args.into_iter();
         let mut arg = || args.next().expect("`classes` checked the arity");
@@ -200,10 +221,15 @@ impl Builtin {
                 b::select(c, x, y)
             }
             Builtin::Coalesce => arg(),
-            Builtin::Size => return None,
+            Builtin::Size | Builtin::D => return None,
         })
     }
 }
+
+/// What evaluating `d(...)` as a plain value reports: a measure means something only where a
+/// real loop's reduction collapses it.
+pub const D_HAS_NO_VALUE: &str =
+    "`d(...)` is a measure: it has a value only as a factor of a `+=` inside its real loops";
 
 /// `min`/`max` of two operands of class `class` (also the `min=`/`max=` reducers): on bools
 /// they are `and`/`or`.
@@ -237,6 +263,17 @@ mod tests {
             "`min` takes 2 argument(s), got 1"
         );
         assert_eq!(Builtin::Sqrt.eval(&[Scalar::I64(4)]), Ok(Scalar::F64(2.0)));
+        // `d` takes any positive number of indices and is a float measure.
+        assert!(Builtin::D.check_arity(0).is_err());
+        assert_eq!(Builtin::D.check_arity(3), Ok(()));
+        assert_eq!(
+            Builtin::D.classes(&[Class::Float, Class::Float]).unwrap().1,
+            Class::Float
+        );
+        assert_eq!(
+            Builtin::D.eval(&[Scalar::F64(1.0)]).unwrap_err(),
+            D_HAS_NO_VALUE
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod extents;
 pub mod lifecycle;
 pub mod linear;
 pub mod permissive;
+pub mod real;
 pub mod reducers;
 pub mod wrapperize;
 
