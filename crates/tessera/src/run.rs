@@ -36,6 +36,67 @@ pub fn normalize(program: &Program, tensors: &HashSet<String>) -> Result<Program
     transforms::lifecycle(&p, tensors)
 }
 
+/// Check the program's real loops against the formats (`transforms::real`) and give each real
+/// `for x = _` the whole line, `-Inf:Inf`.
+fn real_loops(program: &Program, formats: &BTreeMap<String, Format>) -> Result<Program> {
+    use crate::notation::ast::{Extent, Stmt, StmtKind};
+    let is_real = |t: &str, d: usize| {
+        formats
+            .get(t)
+            .is_some_and(|f| f.real_dims().get(d) == Some(&true))
+    };
+    let class_of = |t: &str| formats.get(t).map(|f| f.elem().class());
+    let dims = transforms::real::RealDims {
+        is_real: &is_real,
+        class_of: &class_of,
+    };
+    let loops = transforms::real::check_real(program, &dims)?;
+    if !loops.any_real() {
+        return Ok(program.clone());
+    }
+    fn walk(body: &[Stmt], loops: &transforms::real::RealLoops) -> Vec<Stmt> {
+        body.iter()
+            .map(|s| {
+                let kind = match &s.kind {
+                    StmtKind::Loop {
+                        index,
+                        extent,
+                        body,
+                    } => {
+                        let real = loops.kind_at(s.span) == Some(transforms::real::IndexKind::Real);
+                        StmtKind::Loop {
+                            index: index.clone(),
+                            extent: match extent {
+                                Extent::Auto if real => transforms::real::real_extent(s.span),
+                                e => e.clone(),
+                            },
+                            body: walk(body, loops),
+                        }
+                    }
+                    StmtKind::If {
+                        cond,
+                        then,
+                        otherwise,
+                    } => StmtKind::If {
+                        cond: cond.clone(),
+                        then: walk(then, loops),
+                        otherwise: walk(otherwise, loops),
+                    },
+                    StmtKind::Let { name, value, body } => StmtKind::Let {
+                        name: name.clone(),
+                        value: value.clone(),
+                        body: walk(body, loops),
+                    },
+                    StmtKind::Block(b) => StmtKind::Block(walk(b, loops)),
+                    k => k.clone(),
+                };
+                Stmt { kind, span: s.span }
+            })
+            .collect()
+    }
+    Ok(program.with_body(walk(&program.body, &loops)))
+}
+
 /// The default kernel-size budget, in IR statements. The largest kernels of the examples and
 /// studies are a few thousand; past ~10^4 Cranelift's register allocation and `cc -O3` take
 /// seconds to minutes and gigabytes, so such a kernel is refused before it reaches a backend.
@@ -140,6 +201,8 @@ impl Runner {
             })
             .collect();
         transforms::check::check(program, &signatures)?;
+        let resolved = real_loops(program, formats)?;
+        let program = &resolved;
         let names: HashSet<String> = formats.keys().cloned().collect();
         let normal = normalize(program, &names)?;
         let list: Vec<(String, Format)> = formats

@@ -6,8 +6,14 @@
 //! intervals, its infinitesimal sign (an `i8` array, -1, 0 or +1). Values are never NaN and
 //! never `-0.0` (the builders store `+0.0`, so equal reals are equal bit patterns).
 
+use crate::ir::cx::Cx;
+use crate::ir::{BufId, Expr, Stmt, build as b};
 use crate::limit::{Eps, Limit};
+use crate::looplets::{Fiber, Looplet, Phase, Stepper, Target};
+use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
+use crate::types::{ElemType, Scalar};
+use std::rc::Rc;
 
 /// An endpoint from its stored value and sign.
 pub fn limit(val: f64, eps: i8) -> Limit<f64> {
@@ -24,9 +30,30 @@ pub fn canonical(v: f64) -> f64 {
     v + 0.0
 }
 
+/// The same set of reals with the ends a level stores: `[a-ε, ...]` holds the same reals as
+/// `[a, ...]`, and `[..., b+ε]` as `[..., b]`. Stored pieces start exactly or just after a
+/// value and end exactly or just before one, so the piece after an end `e` starts at
+/// `after(e)` without the infinitesimal saturating (which would let a loop stand still).
+pub fn normal(lo: Limit<f64>, hi: Limit<f64>) -> (Limit<f64>, Limit<f64>) {
+    let lo = match lo.eps {
+        Eps::Minus => Limit::exact(lo.val),
+        _ => lo,
+    };
+    let hi = match hi.eps {
+        Eps::Plus => Limit::exact(hi.val),
+        _ => hi,
+    };
+    (lo, hi)
+}
+
 /// Why a piece `[lo, hi]` cannot be stored, if it cannot: a NaN end, `-0.0`, an end past the
-/// other, or a piece holding no real number (`[a+ε, a+ε]`).
+/// other, a piece holding no real number (`[a+ε, a+ε]`), or ends not in [`normal`] form.
 pub fn check_piece(lo: Limit<f64>, hi: Limit<f64>) -> Result<(), String> {
+    if normal(lo, hi) != (lo, hi) {
+        return Err(format!(
+            "the piece [{lo}, {hi}] must start at a value or just after one and end at a value or just before one"
+        ));
+    }
     if lo.val.is_nan() || hi.val.is_nan() {
         return Err("a real coordinate is NaN".to_string());
     }
@@ -88,19 +115,110 @@ pub fn check_fibers(
     Ok(ptr[parent_count] as usize)
 }
 
-/// Kernels over real-valued levels are not lowered yet: refuse, naming the tensor.
-pub fn not_lowered_yet(f: &crate::looplets::Fiber) -> crate::error::Result<()> {
+/// Writes to real-valued levels are not lowered yet: refuse, naming the tensor.
+pub fn no_writes_yet(f: &Fiber) -> crate::error::Result<()> {
     let kind = &f.tensor.format.levels[f.level];
     match kind.is_real() {
         true => Err(crate::error::Error::tensor(
             &f.tensor.name,
             format!(
-                "loops over the real-valued coordinates of {} are not supported yet",
+                "writing the real-valued coordinates of {} is not supported yet (outputs of real loops must not be indexed by the real index)",
                 kind.name()
             ),
         )),
         false => Ok(()),
     }
+}
+
+/// The stored endpoint arrays of a real level's pieces, as IR buffers: values, and signs
+/// (`None` for pinpoint levels, whose signs are all 0).
+pub struct Ends {
+    pub lo: (BufId, Option<BufId>),
+    pub hi: (BufId, Option<BufId>),
+}
+
+/// The endpoint at position `q` as an IR Limit.
+fn end_at((vals, eps): (BufId, Option<BufId>), q: &Expr) -> Expr {
+    let sign = match eps {
+        Some(e) => b::load(e, q.clone()),
+        None => b::int(0),
+    };
+    b::make_limit(b::load(vals, q.clone()), sign)
+}
+
+/// Read looplets of a real level's fiber `f` whose pieces are `ptr[pos]..ptr[pos+1]` with the
+/// given ends (Fig. 13 of the paper): a stepper over the pieces, each chunk the fill up to the
+/// piece's start (`lo - ε`) and then the piece's child up to its end; after the last piece,
+/// fill. A pinpoint piece (`lo == hi`, exact) is the spike of the chunk.
+pub fn unfurl_pieces(
+    cx: &mut Cx,
+    f: &Fiber,
+    ptr: BufId,
+    ends: Ends,
+    protocol: Option<Protocol>,
+) -> Looplet {
+    let t = &f.tensor;
+    let q = cx.var(&format!("{}_q", t.name), ElemType::I64);
+    let q_stop = cx.var(&format!("{}_q_stop", t.name), ElemType::I64);
+    let last = cx.var(&format!("{}_last", t.name), ElemType::Limit);
+    let hi_at = |q: &Expr| end_at(ends.hi, q);
+    let preamble = vec![
+        b::assign(q, b::load(ptr, f.pos.clone())),
+        b::assign(q_stop, b::load(ptr, b::add(f.pos.clone(), b::int(1)))),
+        // Below every point of any extent when the fiber is empty.
+        b::assign(last, b::limit(f64::NEG_INFINITY, -1)),
+        Stmt::If {
+            cond: b::lt(b::var(q), b::var(q_stop)),
+            then: vec![b::assign(last, hi_at(&b::sub(b::var(q_stop), b::int(1))))],
+            otherwise: vec![],
+        },
+    ];
+    let fill = Target::Fill(t.fill);
+    let child = Target::Fiber(f.child(b::var(q)));
+    let stop = hi_at(&b::var(q));
+    let chunk = if ends.lo == ends.hi {
+        Looplet::Spike {
+            at: stop.clone(),
+            body: Box::new(fill.clone()),
+            tail: Box::new(child),
+        }
+    } else {
+        Looplet::Sequence(vec![
+            Phase {
+                stop: Some(b::before(end_at(ends.lo, &b::var(q)))),
+                body: Looplet::Run(Box::new(fill.clone())),
+            },
+            Phase {
+                stop: None,
+                body: Looplet::Run(Box::new(child)),
+            },
+        ])
+    };
+    let hi = ends.hi;
+    let stepper = Stepper {
+        // Skip the pieces that end before `start` (a walk: seeks start each fiber's loop,
+        // usually at the fiber's first piece).
+        seek: Rc::new(move |start: &Expr| {
+            if matches!(start, Expr::Const(Scalar::Limit(l)) if l.val == f64::NEG_INFINITY) {
+                return vec![];
+            }
+            let before = b::lt(end_at(hi, &b::var(q)), start.clone());
+            vec![Stmt::While {
+                cond: b::lt(b::var(q), b::var(q_stop)),
+                body: vec![Stmt::If {
+                    cond: before,
+                    then: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
+                    otherwise: vec![Stmt::Break],
+                }],
+            }]
+        }),
+        stop,
+        chunk,
+        next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
+        positions: None,
+    };
+    let protocol = protocol.filter(|p| *p == Protocol::Gallop);
+    super::shared::chunks_then_fill(preamble, stepper, protocol, b::var(last), fill)
 }
 
 pub fn f64s(b: &Buffer) -> &[f64] {

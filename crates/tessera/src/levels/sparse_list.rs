@@ -283,8 +283,15 @@ impl Level for SparseList {
     }
 
     fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet> {
-        real::not_lowered_yet(f)?;
         let t = &f.tensor;
+        if t.format.levels[f.level].is_real() {
+            let (ptr, idx) = (t.level_bufs[f.level][PTR], t.level_bufs[f.level][IDX]);
+            let ends = real::Ends {
+                lo: (idx, None),
+                hi: (idx, None),
+            };
+            return Ok(real::unfurl_pieces(cx, f, ptr, ends, protocol));
+        }
         let (ptr, idx) = (t.level_bufs[f.level][PTR], t.level_bufs[f.level][IDX]);
         let q = cx.var(&format!("{}_q", t.name), ElemType::I64);
         let q_stop = cx.var(&format!("{}_q_stop", t.name), ElemType::I64);
@@ -360,7 +367,7 @@ impl Level for SparseList {
     }
 
     fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
-        real::not_lowered_yet(f)?;
+        real::no_writes_yet(f)?;
         let t = f.tensor.clone();
         let l = LevelRef {
             tensor: &t,

@@ -390,9 +390,15 @@ impl Level for SparseRunList {
     }
 
     fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet> {
-        real::not_lowered_yet(f)?;
         let t = &f.tensor;
         let bufs = &t.level_bufs[f.level];
+        if t.format.levels[f.level].is_real() {
+            let ends = real::Ends {
+                lo: (bufs[LEFT], Some(bufs[LEFT_EPS])),
+                hi: (bufs[RIGHT], Some(bufs[RIGHT_EPS])),
+            };
+            return Ok(real::unfurl_pieces(cx, f, bufs[PTR], ends, protocol));
+        }
         let (ptr, left, right) = (bufs[PTR], bufs[LEFT], bufs[RIGHT]);
         let q = cx.var(&format!("{}_q", t.name), ElemType::I64);
         let q_stop = cx.var(&format!("{}_q_stop", t.name), ElemType::I64);
@@ -471,7 +477,7 @@ impl Level for SparseRunList {
     }
 
     fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
-        real::not_lowered_yet(f)?;
+        real::no_writes_yet(f)?;
         let t = f.tensor.clone();
         let l = LevelRef {
             tensor: &t,

@@ -22,8 +22,9 @@
 //! - the empty extent `[p, before(p)]` measures 0; a point `[p, p]` measures 1 on integers
 //!   (one coordinate), 0 on reals (a pinpoint has no length).
 
-use crate::ir::{Expr, build as b};
-use crate::types::Scalar;
+use crate::ir::cx::Cx;
+use crate::ir::{BinOp, Expr, UnOp, build as b};
+use crate::types::{ElemType, Scalar};
 use std::fmt;
 
 /// What an extent needs from the index it ranges over: its endpoints, how to step past one,
@@ -76,13 +77,112 @@ impl IndexKind for Integer {
     }
 }
 
+/// Real indices: closed intervals of IR `Limit` values (`ElemType::Limit`), whose ends are
+/// moved by ε: `after(p) = p + ε`, `before(p) = p - ε` (saturating), and whose measure is the
+/// length `val(stop) - val(start)` (an F64 value; ε dropped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Real;
+
+impl IndexKind for Real {
+    type Point = Expr;
+    fn after(p: &Expr) -> Expr {
+        b::after(p.clone())
+    }
+    fn before(p: &Expr) -> Expr {
+        b::before(p.clone())
+    }
+    /// A point moved by a real offset: `val(a) + val(c)`, the infinitesimals added saturating.
+    fn add(a: &Expr, c: &Expr) -> Expr {
+        b::make_limit(
+            b::add(b::limit_val(a.clone()), b::limit_val(c.clone())),
+            b::add(b::limit_eps(a.clone()), b::limit_eps(c.clone())),
+        )
+    }
+    fn sub(a: &Expr, c: &Expr) -> Expr {
+        b::make_limit(
+            b::sub(b::limit_val(a.clone()), b::limit_val(c.clone())),
+            b::sub(b::limit_eps(a.clone()), b::limit_eps(c.clone())),
+        )
+    }
+    fn measure(start: &Expr, stop: &Expr) -> Expr {
+        b::sub(b::limit_val(stop.clone()), b::limit_val(start.clone()))
+    }
+    fn known_le(a: &Expr, c: &Expr) -> Option<bool> {
+        match (a, c) {
+            (Expr::Const(Scalar::Limit(x)), Expr::Const(Scalar::Limit(y))) => {
+                x.partial_cmp(y).map(|o| o.is_le())
+            }
+            _ if a == c => Some(true),
+            _ => None,
+        }
+    }
+}
+
+/// Which [`IndexKind`] a loop's points are, known from their IR type: the looplet rules
+/// lower integer and real loops with the same code and ask the kind where they differ (the
+/// type of a loop variable, the point after or before another, the measure).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Integer,
+    Real,
+}
+
+impl Kind {
+    /// The kind of a point expression (a real point is an IR `Limit` value).
+    pub fn of(cx: &Cx, e: &Expr) -> Kind {
+        let real = match e {
+            Expr::Const(c) => c.ty() == ElemType::Limit,
+            Expr::Var(v) => cx.vars[v.0 as usize].ty == ElemType::Limit,
+            Expr::MakeLimit(..) => true,
+            Expr::Unary(UnOp::After | UnOp::Before, x)
+            | Expr::Binary(BinOp::Min | BinOp::Max, x, _)
+            | Expr::Select(_, x, _) => return Kind::of(cx, x),
+            _ => false,
+        };
+        if real { Kind::Real } else { Kind::Integer }
+    }
+    /// The kind of an extent's points.
+    pub fn of_ext(cx: &Cx, ext: &Ext) -> Kind {
+        Kind::of(cx, &ext.start)
+    }
+    /// The IR type of a variable holding a point.
+    pub fn ty(self) -> ElemType {
+        match self {
+            Kind::Integer => ElemType::I64,
+            Kind::Real => ElemType::Limit,
+        }
+    }
+    pub fn after(self, p: &Expr) -> Expr {
+        match self {
+            Kind::Integer => Integer::after(p),
+            Kind::Real => Real::after(p),
+        }
+    }
+    pub fn before(self, p: &Expr) -> Expr {
+        match self {
+            Kind::Integer => Integer::before(p),
+            Kind::Real => Real::before(p),
+        }
+    }
+    /// The measure of `[start, stop]`: an I64 count on integers, an F64 length on reals.
+    pub fn measure(self, start: &Expr, stop: &Expr) -> Expr {
+        match self {
+            Kind::Integer => Integer::measure(start, stop),
+            Kind::Real => Real::measure(start, stop),
+        }
+    }
+}
+
 /// A closed interval `[start, stop]` of points of kind `K`.
 pub struct Extent<K: IndexKind> {
     pub start: K::Point,
     pub stop: K::Point,
 }
 
-/// The extent of an integer loop: what the engine and the looplet rules lower today.
+/// The extent of the loop being lowered. Its points are IR expressions: I64 values on an
+/// integer loop, `Limit` values on a real one; [`Kind::of_ext`] tells which, and the rules
+/// step and measure through [`Kind`] (the `Integer` parameter is the one the extent's own
+/// helpers such as `end_after` use, only ever on integer loops).
 pub type Ext = Extent<Integer>;
 
 impl<K: IndexKind> Clone for Extent<K> {

@@ -6,7 +6,7 @@
 use super::lowerer::Lowerer;
 use super::node::{self, LStmt};
 use super::rewrite::replace_head;
-use super::{Ext, IndexKind, Integer, Looplet, SeekFn, Target};
+use super::{Ext, Kind, Looplet, SeekFn, Target};
 use crate::error::Result;
 use crate::ir::{Expr, Stmt, build as b};
 use crate::types::ElemType;
@@ -64,8 +64,9 @@ pub fn lower<L: Lowerer + ?Sized>(
         code.extend(chunk);
         return Ok(code);
     }
-    let i = lw.cx().var(index, ElemType::I64);
-    let e = lw.cx().var(&format!("{index}_jump"), ElemType::I64);
+    let kind = Kind::of_ext(lw.cx(), &ext);
+    let i = lw.cx().var(index, kind.ty());
+    let e = lw.cx().var(&format!("{index}_jump"), kind.ty());
     lw.loop_facts(i, e, &ext);
     code.push(b::assign(i, ext.start.clone()));
     let lead = jumpers
@@ -107,7 +108,7 @@ pub fn lower<L: Lowerer + ?Sized>(
     for (j, (_, flag)) in jumpers.iter().zip(&led) {
         inner.extend(b::if_(b::var(*flag), j.next.clone()));
     }
-    inner.push(b::assign(i, Integer::after(&b::var(e))));
+    inner.push(b::assign(i, kind.after(&b::var(e))));
     inner.extend(lw.short_circuit_exit(index, b::var(i), &ext.stop, &unspecialised)?);
     code.push(Stmt::While {
         cond: b::le(b::var(i), ext.stop),

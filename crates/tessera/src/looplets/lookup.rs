@@ -5,7 +5,7 @@
 use super::lowerer::Lowerer;
 use super::node::LStmt;
 use super::rewrite::replace_head;
-use super::{Ext, IndexKind, Integer, Looplet, Target};
+use super::{Ext, IndexKind, Integer, Kind, Looplet, Target};
 use crate::error::Result;
 use crate::ir::{Expr, Stmt, build as b};
 use crate::types::ElemType;
@@ -27,6 +27,15 @@ pub fn lower<L: Lowerer + ?Sized>(
             _ => None,
         });
         return lw.lower_loop(index, ext, body);
+    }
+    if Kind::of_ext(lw.cx(), &ext) == Kind::Real {
+        // A real extent of positive length has uncountably many points.
+        return Err(crate::error::Error::unsupported(
+            crate::span::Span::default(),
+            format!(
+                "the real index `{index}` would be visited point by point here (an access or mask that is not piecewise constant in it); real loops run over the pieces of real-valued levels"
+            ),
+        ));
     }
     let v = lw.cx().var(index, ElemType::I64);
     let at = b::var(v);

@@ -3,13 +3,12 @@
 //! so they reach the engine only through this trait: the IR under construction, the extent
 //! facts, the simplifier, and the recursion into what is left of the loop.
 
-use super::extent::Ext;
+use super::extent::{Ext, Kind};
 use super::node::LStmt;
 use crate::error::Result;
 use crate::ir::cx::Cx;
 use crate::ir::{Expr, Stmt, VarId, build as b};
 use crate::symbolic::bounds::Facts;
-use crate::types::ElemType;
 
 pub trait Lowerer {
     /// The kernel under construction (fresh variables, buffers, error messages).
@@ -51,7 +50,8 @@ pub trait Lowerer {
         match e {
             Expr::Const(_) | Expr::Var(_) => e,
             e => {
-                let v = self.cx().var(name, ElemType::I64);
+                let ty = Kind::of(self.cx(), &e).ty();
+                let v = self.cx().var(name, ty);
                 self.facts_mut().record(v, &e);
                 code.push(b::assign(v, e));
                 b::var(v)
@@ -88,7 +88,8 @@ pub trait Lowerer {
         if ext.is_point() || !narrowed.is_point() || matches!(ext.start, Expr::Const(_)) {
             return narrowed;
         }
-        let p = self.cx().var(&format!("{index}_at"), ElemType::I64);
+        let ty = Kind::of(self.cx(), &ext.start).ty();
+        let p = self.cx().var(&format!("{index}_at"), ty);
         self.facts_mut()
             .record_range(p, Some(ext.start.clone()), Some(ext.stop.clone()));
         code.push(b::assign(p, ext.start));

@@ -25,7 +25,7 @@ pub mod tensor;
 pub mod thunk;
 
 pub use accept_run::AcceptRunFn;
-pub use extent::{Ext, Extent, IndexKind, Integer};
+pub use extent::{Ext, Extent, IndexKind, Integer, Kind, Real};
 pub use jumper::Jumper;
 pub use lookup::LookupFn;
 pub use lowerer::Lowerer;

@@ -6,10 +6,9 @@
 use super::lowerer::Lowerer;
 use super::node::{self, LStmt};
 use super::rewrite::{set_at, take_first};
-use super::{Ext, IndexKind, Integer, Looplet, Target};
+use super::{Ext, Kind, Looplet, Target};
 use crate::error::Result;
 use crate::ir::{Expr, Stmt, build as b};
-use crate::types::ElemType;
 
 #[derive(Clone)]
 pub struct Phase {
@@ -32,6 +31,7 @@ pub fn lower<L: Lowerer + ?Sized>(
     if ext.is_point() {
         return lower_at(lw, index, ext, body, path, phases, &stops);
     }
+    let kind = Kind::of_ext(lw.cx(), &ext);
     let mut code = vec![];
     let mut cur = ext.start.clone();
     let mut emitted = false;
@@ -78,13 +78,13 @@ pub fn lower<L: Lowerer + ?Sized>(
         }
         code.extend(lw.if_nonempty(&phase, inner));
         if k + 1 < n {
-            let next = lw.cx().var(&format!("{index}_phase_start"), ElemType::I64);
+            let next = lw.cx().var(&format!("{index}_phase_start"), kind.ty());
             // After the phase's own stop rather than after `hi`: the two differ only when
             // the phase reaches past the extent, and then every later phase is empty
             // either way. Without the `min`, constant cuts stay constants (`max(0, 0 + 1)`
             // is 1), which proves the shifted accesses of later phases in bounds.
             let after = stop.unwrap_or(hi);
-            let start = b::max(cur.clone(), Integer::after(&after));
+            let start = b::max(cur.clone(), kind.after(&after));
             lw.facts_mut().record(next, &start);
             code.push(b::assign(next, start));
             cur = b::var(next);

@@ -6,7 +6,7 @@
 use super::lowerer::Lowerer;
 use super::node::LStmt;
 use super::rewrite::replace_head;
-use super::{Ext, IndexKind, Integer, Looplet, Target};
+use super::{Ext, Kind, Looplet, Target};
 use crate::error::Result;
 use crate::ir::{Expr, Stmt, build as b};
 
@@ -56,11 +56,8 @@ pub fn lower<L: Lowerer + ?Sized>(
         _ => None,
     });
     let mut code = vec![];
-    let last = lw.pin(
-        &mut code,
-        Integer::before(&ext.stop),
-        &format!("{index}_before_stop"),
-    );
+    let before_stop = Kind::of_ext(lw.cx(), &ext).before(&ext.stop);
+    let last = lw.pin(&mut code, before_stop, &format!("{index}_before_stop"));
     let before_ext = lw.narrow(Ext {
         start: ext.start.clone(),
         stop: last.clone(),

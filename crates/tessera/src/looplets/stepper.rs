@@ -6,7 +6,7 @@
 use super::lowerer::Lowerer;
 use super::node::{self, LStmt};
 use super::rewrite::replace_head;
-use super::{Ext, IndexKind, Integer, Looplet, SeekFn, Target};
+use super::{Ext, Kind, Looplet, SeekFn, Target};
 use crate::error::Result;
 use crate::ir::{BufId, Expr, Stmt, build as b};
 use crate::types::ElemType;
@@ -77,8 +77,9 @@ pub fn lower<L: Lowerer + ?Sized>(
         code.extend(walk);
         return Ok(code);
     }
-    let i = lw.cx().var(index, ElemType::I64);
-    let e = lw.cx().var(&format!("{index}_step"), ElemType::I64);
+    let kind = Kind::of_ext(lw.cx(), &ext);
+    let i = lw.cx().var(index, kind.ty());
+    let e = lw.cx().var(&format!("{index}_step"), kind.ty());
     lw.loop_facts(i, e, &ext);
     code.push(b::assign(i, ext.start.clone()));
     let mut step = ext.stop.clone();
@@ -104,7 +105,7 @@ pub fn lower<L: Lowerer + ?Sized>(
         // be cut short by the extent, and a later seek continues from this position.
         inner.extend(b::if_(b::eq(s.stop.clone(), b::var(e)), s.next.clone()));
     }
-    inner.push(b::assign(i, Integer::after(&b::var(e))));
+    inner.push(b::assign(i, kind.after(&b::var(e))));
     inner.extend(lw.short_circuit_exit(index, b::var(i), &ext.stop, &unspecialised)?);
     code.push(Stmt::While {
         cond: b::le(b::var(i), ext.stop),
@@ -136,8 +137,9 @@ fn lower_walk<L: Lowerer + ?Sized>(
     if *at != s.stop {
         return Ok(None);
     }
-    let i = lw.cx().var(index, ElemType::I64);
-    let e = lw.cx().var(&format!("{index}_entry"), ElemType::I64);
+    let kind = Kind::of_ext(lw.cx(), ext);
+    let i = lw.cx().var(index, kind.ty());
+    let e = lw.cx().var(&format!("{index}_entry"), kind.ty());
     lw.loop_facts(i, e, ext);
     let mut before = body.to_vec();
     replace_head(&mut before, index, &mut |l| match l {
@@ -146,7 +148,7 @@ fn lower_walk<L: Lowerer + ?Sized>(
     });
     let gap_ext = Ext {
         start: b::var(i),
-        stop: Integer::before(&b::var(e)),
+        stop: kind.before(&b::var(e)),
     };
     if !lw.lower_loop(index, gap_ext, before)?.is_empty() {
         return Ok(None);
@@ -169,11 +171,12 @@ fn lower_walk<L: Lowerer + ?Sized>(
     // last entry); backends can free such a loop of per-access bounds checks.
     if let (Some(pos), [Stmt::Assign(q, step)]) = (&s.positions, s.next.as_slice())
         && *step == b::add(b::var(*q), b::int(1))
+        && kind == Kind::Integer
     {
         let end = lw.cx().var(&format!("{index}_entries_end"), ElemType::I64);
         let mut inner = vec![b::assign(e, s.stop.clone())];
         inner.extend(chunk);
-        let next = Integer::after(&b::var(e));
+        let next = kind.after(&b::var(e));
         inner.extend(lw.short_circuit_exit(index, next, &ext.stop, unspecialised)?);
         let mut code = vec![b::assign(end, pos.end.clone())];
         code.extend(b::if_(
@@ -203,7 +206,7 @@ fn lower_walk<L: Lowerer + ?Sized>(
     ));
     inner.extend(chunk);
     inner.extend(s.next.clone());
-    inner.push(b::assign(i, Integer::after(&b::var(e))));
+    inner.push(b::assign(i, kind.after(&b::var(e))));
     inner.extend(lw.short_circuit_exit(index, b::var(i), &ext.stop, unspecialised)?);
     Ok(Some(vec![
         b::assign(i, ext.start.clone()),

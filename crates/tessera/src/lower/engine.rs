@@ -13,8 +13,8 @@ use crate::levels::registry::reopen_error;
 use crate::levels::{LevelRef, level_impl};
 use crate::looplets::tensor::TensorInfo;
 use crate::looplets::{
-    Ext, Fiber, IndexKind, Integer, Looplet, Lowerer, Style, Target, accept_run, jumper, lookup,
-    run, sequence, spike, stepper, switch, thunk,
+    Ext, Fiber, IndexKind, Integer, Kind, Looplet, Lowerer, Style, Target, accept_run, jumper,
+    lookup, run, sequence, spike, stepper, switch, thunk,
 };
 use crate::notation::ast::{AssignOp, Span};
 use crate::symbolic;
@@ -75,6 +75,16 @@ impl Engine {
                 span,
                 bounds,
             } => {
+                if let Some((start, stop)) = real_extent(&start, &stop, span)? {
+                    // A real loop: its points are Limits, its bounds checks none (a real
+                    // dimension spans the whole line).
+                    let mut code = vec![];
+                    let start = self.pin(&mut code, start, &format!("{index}_start"));
+                    let stop = self.pin(&mut code, stop, &format!("{index}_stop"));
+                    let lowered = self.lower_loop(&index, Ext { start, stop }, body);
+                    code.extend(lowered.map_err(|e| e.or_at(span))?);
+                    return Ok(code);
+                }
                 let start = emit_index(&start, span)?;
                 let stop = emit_index(&stop, span)?;
                 let mut code = vec![];
@@ -310,6 +320,9 @@ impl Engine {
 
     /// No looplet depends on the index: integrate what can be integrated, else loop densely.
     fn lower_plain(&mut self, index: &str, ext: Ext, mut body: Vec<LStmt>) -> Result<Vec<Stmt>> {
+        if Kind::of_ext(&self.cx, &ext) == Kind::Real {
+            return super::continuous::lower_plain(self, index, ext, body);
+        }
         if !node::stmts_use_index(&mut body, index)
             && let Some(code) = self.integrate(&ext, &body)?
         {
@@ -461,6 +474,24 @@ impl Lowerer for Engine {
     ) -> Result<Vec<Stmt>> {
         Engine::short_circuit_guard(self, index, ext, body, lowered)
     }
+}
+
+/// The Limit ends of a real loop (`for x = 0.5:9.0`: a float bound makes the loop real), or
+/// `None` for an integer loop.
+fn real_extent(start: &LExpr, stop: &LExpr, span: Span) -> Result<Option<(Expr, Expr)>> {
+    let (a, ca) = emit_expr(start, span)?;
+    let (z, cz) = emit_expr(stop, span)?;
+    if ca != Class::Float && cz != Class::Float {
+        return Ok(None);
+    }
+    let point = |v: Expr, c: Class| {
+        let v = super::emit::convert(v, c, Class::Float);
+        match v {
+            Expr::Const(Scalar::F64(x)) => b::limit(x, 0),
+            v => b::make_limit(v, b::int(0)),
+        }
+    };
+    Ok(Some((point(a, ca), point(z, cz))))
 }
 
 /// Whether two fibers are the same position of the same level of one tensor.

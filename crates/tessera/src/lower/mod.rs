@@ -1,6 +1,7 @@
 //! Lowering a normalised program to a loop-IR kernel: conversion of the notation into the
 //! engine's form, then the recursive looplet lowering of `engine`.
 
+pub mod continuous;
 pub mod emit;
 pub mod engine;
 pub mod fission;

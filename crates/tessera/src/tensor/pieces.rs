@@ -60,6 +60,24 @@ impl Tensor {
     /// coordinates are refused (a tensor holds one value per point).
     pub fn from_pieces(format: &Format, shape: &[usize], pieces: &[Piece]) -> Result<Tensor> {
         check_rank(format, shape)?;
+        // `[a-ε, b+ε]` holds the same reals as `[a, b]`, the form levels store.
+        let normal: Vec<Piece> = pieces
+            .iter()
+            .map(|(cs, v)| {
+                let cs = cs
+                    .iter()
+                    .map(|c| match *c {
+                        PieceCoord::Real(a, z) => {
+                            let (a, z) = real::normal(a, z);
+                            PieceCoord::Real(a, z)
+                        }
+                        c => c,
+                    })
+                    .collect();
+                (cs, *v)
+            })
+            .collect();
+        let pieces = &normal[..];
         let real_dims = format.real_dims();
         let elem = format.elem();
         for (k, (coords, _)) in pieces.iter().enumerate() {

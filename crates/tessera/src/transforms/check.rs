@@ -106,6 +106,9 @@ struct Binder {
     is_loop: bool,
     /// The class of its values, when known (`None` for a `missing` or ill-typed `let`).
     class: Option<Class>,
+    /// A real loop's index (float bounds): a float index that names it is a real position,
+    /// which `transforms::real` checks against the tensors' real dimensions.
+    real: bool,
 }
 
 impl Binder {
@@ -191,15 +194,18 @@ impl Checker<'_> {
                 extent,
                 body,
             } => {
+                // A float bound makes a real loop (`transforms::real` checks its uses).
+                let mut real = false;
                 if let Extent::Range(a, b) = extent {
-                    self.index(a)?;
-                    self.index(b)?;
+                    let (ca, cb) = (self.expr(a)?, self.expr(b)?);
+                    real = ca == Some(Class::Float) || cb == Some(Class::Float);
                 }
                 let binder = Binder {
                     name: index.clone(),
                     span: s.span,
                     is_loop: true,
-                    class: Some(Class::Int),
+                    class: Some(if real { Class::Float } else { Class::Int }),
+                    real,
                 };
                 self.scoped(binder, body)
             }
@@ -218,6 +224,7 @@ impl Checker<'_> {
                     span: s.span,
                     is_loop: false,
                     class: self.expr(value)?,
+                    real: self.names_real_loop(value),
                 };
                 self.scoped(binder, body)
             }
@@ -306,9 +313,22 @@ impl Checker<'_> {
     /// An expression used as an index or a bound: checked, and not a float.
     fn index(&mut self, e: &Expr) -> Result<()> {
         match self.expr(e)? {
-            Some(Class::Float) => Err(Error::program(e.span, FLOAT_INDEX)),
+            Some(Class::Float) if !self.names_real_loop(e) => {
+                Err(Error::program(e.span, FLOAT_INDEX))
+            }
             _ => Ok(()),
         }
+    }
+
+    /// Whether `e` names the index of an enclosing real loop.
+    fn names_real_loop(&self, e: &Expr) -> bool {
+        crate::transforms::real::top_names(e).iter().any(|n| {
+            self.bound
+                .iter()
+                .rev()
+                .find(|b| b.name == *n)
+                .is_some_and(|b| b.real)
+        })
     }
 
     /// Check `e`; its class when it can be typed. Operator type errors are left to the
