@@ -10,38 +10,18 @@ use crate::limit::Limit;
 use crate::types::Scalar;
 use std::cmp::Ordering;
 
-/// One coordinate of a piece.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum PieceCoord {
-    Int(usize),
-    /// The closed Limit interval `[lo, hi]` of a real dimension (a pinpoint is `[a, a]`).
-    Real(Limit<f64>, Limit<f64>),
-}
+/// One coordinate of a piece: the continuous evaluator's (an integer, or a closed Limit
+/// interval on a real dimension), so tensors convert to its [`PieceTensor`] directly.
+pub use crate::eval::continuous::Coord as PieceCoord;
+use crate::eval::continuous::PieceTensor;
 
-impl PieceCoord {
-    /// The pinpoint `a`.
-    pub fn point(a: f64) -> PieceCoord {
-        PieceCoord::Real(Limit::exact(a), Limit::exact(a))
-    }
-    /// The half-open interval `[a, b)` (BED's convention).
-    pub fn half_open(a: f64, b: f64) -> PieceCoord {
-        PieceCoord::Real(Limit::exact(a), Limit::minus_eps(b))
-    }
-    /// The closed interval `[a, b]`.
-    pub fn closed(a: f64, b: f64) -> PieceCoord {
-        PieceCoord::Real(Limit::exact(a), Limit::exact(b))
-    }
-
-    fn order(&self, other: &PieceCoord) -> Ordering {
-        match (self, other) {
-            (PieceCoord::Int(a), PieceCoord::Int(b)) => a.cmp(b),
-            (PieceCoord::Real(a, b), PieceCoord::Real(c, d)) => a
-                .partial_cmp(c)
-                .unwrap_or(Ordering::Equal)
-                .then(b.partial_cmp(d).unwrap_or(Ordering::Equal)),
-            (PieceCoord::Int(_), PieceCoord::Real(..)) => Ordering::Less,
-            (PieceCoord::Real(..), PieceCoord::Int(_)) => Ordering::Greater,
-        }
+fn coord_order(a: &PieceCoord, b: &PieceCoord) -> Ordering {
+    let lim = |x: &Limit<f64>, y: &Limit<f64>| x.partial_cmp(y).unwrap_or(Ordering::Equal);
+    match (a, b) {
+        (PieceCoord::Int(x), PieceCoord::Int(y)) => x.cmp(y),
+        (PieceCoord::Real(w, x), PieceCoord::Real(y, z)) => lim(w, y).then(lim(x, z)),
+        (PieceCoord::Int(_), PieceCoord::Real(..)) => Ordering::Less,
+        (PieceCoord::Real(..), PieceCoord::Int(_)) => Ordering::Greater,
     }
 }
 
@@ -94,7 +74,7 @@ impl Tensor {
             for (d, c) in coords.iter().enumerate() {
                 let bad = |m: String| Error::tensor("", format!("piece {k}, dimension {d}: {m}"));
                 match (c, real_dims[d]) {
-                    (PieceCoord::Int(i), false) if *i >= shape[d] => {
+                    (PieceCoord::Int(i), false) if *i < 0 || *i as usize >= shape[d] => {
                         return Err(bad(format!("coordinate {i} is outside 0..{}", shape[d])));
                     }
                     (PieceCoord::Int(_), false) => {}
@@ -115,7 +95,7 @@ impl Tensor {
             let (x, y) = (&pieces[a].0, &pieces[b].0);
             x.iter()
                 .zip(y)
-                .map(|(p, q)| p.order(q))
+                .map(|(p, q)| coord_order(p, q))
                 .find(|o| *o != Ordering::Equal)
                 .unwrap_or(Ordering::Equal)
         });
@@ -171,7 +151,7 @@ impl Tensor {
                         sorted
                             .iter()
                             .map(|(cs, _)| match cs[d] {
-                                PieceCoord::Int(i) => i as i64,
+                                PieceCoord::Int(i) => i,
                                 PieceCoord::Real(..) => unreachable!("checked above"),
                             })
                             .collect()
@@ -207,6 +187,17 @@ impl Tensor {
         out
     }
 
+    /// The tensor as the continuous reference evaluator takes it.
+    pub fn to_piece_tensor(&self) -> PieceTensor {
+        PieceTensor {
+            real: self.format.real_dims(),
+            shape: self.shape.clone(),
+            fill: self.fill(),
+            elem: self.elem(),
+            pieces: self.pieces(),
+        }
+    }
+
     fn walk_pieces(
         &self,
         level: usize,
@@ -236,14 +227,14 @@ impl Tensor {
         if kind.rank() == 1 {
             imp.for_each_run(kind, bufs, &dims, pos, &mut |lo, hi, child| {
                 for c in lo..=hi {
-                    coords.push(PieceCoord::Int(c));
+                    coords.push(PieceCoord::Int(c as i64));
                     self.walk_pieces(level + 1, child, coords, out);
                     coords.pop();
                 }
             });
         } else {
             imp.for_each_child(kind, bufs, &dims, pos, &mut |c, child| {
-                coords.extend(c.iter().map(|&i| PieceCoord::Int(i)));
+                coords.extend(c.iter().map(|&i| PieceCoord::Int(i as i64)));
                 self.walk_pieces(level + 1, child, coords, out);
                 coords.truncate(coords.len() - c.len());
             });
@@ -289,7 +280,7 @@ mod tests {
         let f = fmt("Dense(SparseRunList(Element(0.0), coord=f64))");
         let p = |row: usize, c: PieceCoord, v: f64| (vec![PieceCoord::Int(row), c], Scalar::F64(v));
         let pieces = vec![
-            p(0, PieceCoord::half_open(1.0, 2.0), 1.0),
+            p(0, PieceCoord::right_open(1.0, 2.0), 1.0),
             p(0, PieceCoord::closed(2.0, 3.0), 1.0),
             p(
                 0,

@@ -458,7 +458,6 @@ mod tests {
         for (text, at) in [
             ("for i = _\n  s[] += x[f[i]]\nend\n", "2:12"),
             ("s[] += x[1.5]", "1:10"),
-            ("for i = 0:n\n  s[] += x[i]\nend\n", "1:11"),
             (
                 "for i = _\n  let k = i / 2\n    s[] += x[k]\n  end\nend\n",
                 "3:14",
