@@ -10,7 +10,7 @@
 //! (`types::canonical_limit`), since `-0.0` and `+0.0` would have different keys; the one NaN
 //! (positive, quiet) has a key above `+Inf`'s.
 
-use crate::limit::{Eps, Limit};
+use crate::limit::Limit;
 use crate::types::canonical_limit;
 
 /// The order-preserving signed image of an `f64`'s bits (an involution on the bits).
@@ -28,12 +28,14 @@ pub(crate) fn encode(l: Limit<f64>) -> i128 {
 #[cfg(test)]
 pub(crate) fn decode(key: i128) -> Limit<f64> {
     let bits = ordkey((key >> 2) as i64 as u64) as u64;
-    Limit::new(f64::from_bits(bits), Eps::saturate((key & 3) as i32 - 1))
+    let eps = crate::limit::Eps::saturate((key & 3) as i32 - 1);
+    Limit::new(f64::from_bits(bits), eps)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limit::Eps;
 
     #[test]
     fn keys_order_points_and_decode_back() {

@@ -470,4 +470,71 @@ mod tests {
         assert!(shown.ends_with("at #1: fail(0) names no error"), "{shown}");
     }
     use super::super::Expr;
+
+    #[test]
+    fn points_compare_and_step_but_never_compute_or_touch_memory() {
+        use super::super::{BinOp, UnOp};
+        let p = VarId(2);
+        let limit_kernel = |body: Vec<Stmt>| {
+            let mut k = kernel(body);
+            k.vars.push(VarDecl {
+                name: "p".into(),
+                ty: ElemType::Limit,
+                cold: false,
+            });
+            k
+        };
+        let pt = || b::make_limit(b::var(VarId(1)), b::var(VarId(0)));
+        let ok = limit_kernel(vec![
+            b::assign(p, pt()),
+            b::assign(p, b::after(b::min(b::var(p), b::limit(1.0, -1)))),
+            b::assign(
+                p,
+                b::select(b::lt(b::var(p), pt()), b::before(b::var(p)), pt()),
+            ),
+            b::assign(VarId(1), b::limit_val(b::var(p))),
+            b::assign(VarId(0), b::after(b::limit_eps(b::var(p)))),
+            b::store(BufId(0), b::int(0), b::limit_val(b::max(pt(), b::var(p)))),
+        ]);
+        assert_eq!(ok.check(), Ok(()), "{ok}");
+        let un = |op, e| Expr::Unary(op, Box::new(e));
+        let bad = [
+            b::assign(p, b::add(b::var(p), b::limit(1.0, 0))),
+            b::assign(p, un(UnOp::Neg, b::var(p))),
+            b::assign(p, b::bin(BinOp::And, b::var(p), b::var(p))),
+            b::assign(VarId(1), b::cast(ElemType::F64, b::var(p))),
+            b::assign(p, b::cast(ElemType::Limit, b::var(VarId(1)))),
+            b::assign(p, b::make_limit(b::var(VarId(0)), b::var(VarId(0)))),
+            b::assign(p, b::make_limit(b::var(VarId(1)), b::var(VarId(1)))),
+            b::assign(VarId(1), b::limit_val(b::var(VarId(1)))),
+            b::assign(VarId(1), b::after(b::var(VarId(1)))),
+            b::assign(VarId(0), b::limit_eps(b::var(VarId(1)))),
+            b::assign(VarId(1), b::eq(b::var(p), b::var(VarId(1)))),
+        ];
+        for s in bad {
+            let k = limit_kernel(vec![s]);
+            assert!(k.check().is_err(), "{k}");
+        }
+        // No buffer holds points: the declaration and every access are errors.
+        let mut k = limit_kernel(vec![
+            b::assign(p, b::load(BufId(1), b::int(0))),
+            b::store(BufId(1), b::int(0), b::var(p)),
+        ]);
+        k.bufs.push(super::super::BufDecl {
+            name: "pts".into(),
+            elem: ElemType::Limit,
+            growable: false,
+            tensor: None,
+        });
+        let errs = k.check().unwrap_err().0;
+        let msgs: Vec<&str> = errs.iter().map(|e| e.msg.as_str()).collect();
+        assert_eq!(
+            msgs,
+            [
+                "buffer 1 `pts` of limit (points are never stored)",
+                "access to buffer `pts` of limit",
+                "access to buffer `pts` of limit",
+            ]
+        );
+    }
 }
