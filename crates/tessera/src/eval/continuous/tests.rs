@@ -351,6 +351,18 @@ fn item_17_pinpoints_and_affine_indices() {
     assert_eq!(s_after(flipped, vec![("x", x())]), 5.0);
 }
 
+#[test]
+fn a_negative_coefficient_flips_open_and_closed_ends() {
+    // x = (1, 2] read as x[-i] is nonzero for i in [-2, -1).
+    let x = vec1(&[(Coord::left_open(1.0, 2.0), 3.0)]);
+    let mut e = env(vec![("x", x), ("z", vec1(&[]))]);
+    run_text("for i = _\n  z[i] = x[-i]\nend\n", &mut e).unwrap();
+    assert_eq!(
+        e["z"].canonical().pieces,
+        vec![(vec![Coord::right_open(-2.0, -1.0)], Scalar::F64(3.0))]
+    );
+}
+
 include!("finch_2d_data.rs");
 
 /// Finch's 2-D run lists: `x[j, i]` holds, for `i` in `[s[k], e[k]]`, the ten `j` intervals of
