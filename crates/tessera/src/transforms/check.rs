@@ -51,6 +51,28 @@ pub fn check(p: &Program, tensors: &Signatures) -> Result<()> {
         reducers: &p.reducers,
         bound: vec![],
         float_reductions: None,
+        real_dims: None,
+    }
+    .stmts(&p.body)
+}
+
+/// [`check`] for a program over tensors with real dimensions (issue 14; `is_real(t, d)` says
+/// whether dimension `d` of `t` is real): a loop with a float bound is a real loop whose index
+/// is a float, and a position of a real dimension may be a float. Everything else is checked
+/// as by [`check`]; which index may go where is [`crate::transforms::real::check_real`]'s
+/// business.
+pub fn check_with_real_dims(
+    p: &Program,
+    tensors: &Signatures,
+    is_real: &dyn Fn(&str, usize) -> bool,
+) -> Result<()> {
+    crate::transforms::wrapperize::check_wrappers(p)?;
+    Checker {
+        tensors,
+        reducers: &p.reducers,
+        bound: vec![],
+        float_reductions: None,
+        real_dims: Some(is_real),
     }
     .stmts(&p.body)
 }
@@ -66,6 +88,7 @@ pub fn float_stores(p: &Program, tensors: &Signatures) -> Vec<String> {
         reducers: &p.reducers,
         bound: vec![],
         float_reductions: Some(vec![]),
+        real_dims: None,
     };
     match c.stmts(&p.body) {
         Ok(()) => c.float_reductions.unwrap_or_default(),
@@ -127,6 +150,8 @@ struct Checker<'a> {
     /// `Some`: collect the tensors float values are stored into (by a reduction, then not an
     /// error, or an overwrite) instead of failing on the reductions.
     float_reductions: Option<Vec<String>>,
+    /// Which tensor dimensions are real, when the program may have real loops.
+    real_dims: Option<&'a dyn Fn(&str, usize) -> bool>,
 }
 
 fn dimensions(n: usize) -> String {
@@ -191,15 +216,25 @@ impl Checker<'_> {
                 extent,
                 body,
             } => {
+                let mut class = Class::Int;
                 if let Extent::Range(a, b) = extent {
-                    self.index(a)?;
-                    self.index(b)?;
+                    if self.real_dims.is_some() {
+                        // A float bound makes a real loop, whose index is a float.
+                        for e in [a, b] {
+                            if self.expr(e)? == Some(Class::Float) {
+                                class = Class::Float;
+                            }
+                        }
+                    } else {
+                        self.index(a)?;
+                        self.index(b)?;
+                    }
                 }
                 let binder = Binder {
                     name: index.clone(),
                     span: s.span,
                     is_loop: true,
-                    class: Some(Class::Int),
+                    class: Some(class),
                 };
                 self.scoped(binder, body)
             }
@@ -246,12 +281,19 @@ impl Checker<'_> {
                 ),
             });
         }
-        for ix in &a.indices {
+        for (k, ix) in a.indices.iter().enumerate() {
             if let Some((lo, hi)) = &ix.window {
                 self.index(lo)?;
                 self.index(hi)?;
             }
-            self.index(&ix.expr)?;
+            if self
+                .real_dims
+                .is_some_and(|real| real(&a.tensor, a.dim_of(k)))
+            {
+                self.expr(&ix.expr)?;
+            } else {
+                self.index(&ix.expr)?;
+            }
         }
         Ok(())
     }
@@ -450,6 +492,29 @@ mod tests {
         // Integer-valued expressions of floats' tensors are fine, as are `missing` indices.
         let ok = "for i = _\n  s[] += x[floor(i)] + x[div(i, 2)] + coalesce(x[~missing], 0)\nend\n";
         assert_eq!(check(&parse_program(ok).unwrap(), &t), Ok(()));
+    }
+
+    #[test]
+    fn real_dimensions_take_floats_and_float_bounds_make_real_loops() {
+        let t = sigs(&[
+            ("x", 1, ElemType::F64),
+            ("v", 1, ElemType::F64),
+            ("s", 0, ElemType::F64),
+        ]);
+        let real = |t: &str, _: usize| t == "x";
+        let text = "for i = 0.5:9.0\n  s[] += x[2 * i + 0.5] * d(i)\nend\n";
+        let p = parse_program(text).unwrap();
+        assert_eq!(check_with_real_dims(&p, &t, &real), Ok(()));
+        assert_eq!(
+            check(&p, &t).unwrap_err().to_string(),
+            format!("1:9: {FLOAT_INDEX}")
+        );
+        // An integer dimension still refuses a float, also the index of a real loop.
+        let p = parse_program("for i = 0.5:9.0\n  s[] += v[i]\nend\n").unwrap();
+        assert_eq!(
+            check_with_real_dims(&p, &t, &real).unwrap_err().to_string(),
+            format!("2:12: {FLOAT_INDEX}")
+        );
     }
 
     #[test]
