@@ -200,7 +200,15 @@ impl Runner {
                 (n.clone(), sig)
             })
             .collect();
-        transforms::check::check(program, &signatures)?;
+        let is_real = |t: &str, d: usize| {
+            formats
+                .get(t)
+                .is_some_and(|f| f.real_dims().get(d) == Some(&true))
+        };
+        match formats.values().any(|f| f.is_real()) {
+            true => transforms::check::check_with_real_dims(program, &signatures, &is_real)?,
+            false => transforms::check::check(program, &signatures)?,
+        }
         let resolved = real_loops(program, formats)?;
         let program = &resolved;
         let names: HashSet<String> = formats.keys().cloned().collect();

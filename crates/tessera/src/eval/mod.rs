@@ -116,16 +116,6 @@ pub fn run(program: &Program, env: &mut Env) -> Result<()> {
         })
         .collect();
     crate::transforms::check::check(program, &signatures)?;
-    // Dense tensors have integer dimensions only: a real loop here has nothing to drive.
-    let no_real = |_: &str, _: usize| false;
-    let class_of = |t: &str| env.tensors.get(t).map(|x| x.values.elem().class());
-    crate::transforms::real::check_real(
-        program,
-        &crate::transforms::real::RealDims {
-            is_real: &no_real,
-            class_of: &class_of,
-        },
-    )?;
     let program = &crate::transforms::resolve_reducers(program)?;
     // After the extents, as `dimensionalize::infer_shapes` does.
     check_extents(env, &program.body)?;

@@ -51,6 +51,28 @@ pub fn check(p: &Program, tensors: &Signatures) -> Result<()> {
         reducers: &p.reducers,
         bound: vec![],
         float_reductions: None,
+        real_dims: None,
+    }
+    .stmts(&p.body)
+}
+
+/// [`check`] for a program over tensors with real dimensions (issue 14; `is_real(t, d)` says
+/// whether dimension `d` of `t` is real): a loop with a float bound is a real loop whose index
+/// is a float, and a position of a real dimension may be a float. Everything else is checked
+/// as by [`check`]; which index may go where is [`crate::transforms::real::check_real`]'s
+/// business.
+pub fn check_with_real_dims(
+    p: &Program,
+    tensors: &Signatures,
+    is_real: &dyn Fn(&str, usize) -> bool,
+) -> Result<()> {
+    crate::transforms::wrapperize::check_wrappers(p)?;
+    Checker {
+        tensors,
+        reducers: &p.reducers,
+        bound: vec![],
+        float_reductions: None,
+        real_dims: Some(is_real),
     }
     .stmts(&p.body)
 }
@@ -66,6 +88,7 @@ pub fn float_stores(p: &Program, tensors: &Signatures) -> Vec<String> {
         reducers: &p.reducers,
         bound: vec![],
         float_reductions: Some(vec![]),
+        real_dims: None,
     };
     match c.stmts(&p.body) {
         Ok(()) => c.float_reductions.unwrap_or_default(),
@@ -106,9 +129,6 @@ struct Binder {
     is_loop: bool,
     /// The class of its values, when known (`None` for a `missing` or ill-typed `let`).
     class: Option<Class>,
-    /// A real loop's index (float bounds): a float index that names it is a real position,
-    /// which `transforms::real` checks against the tensors' real dimensions.
-    real: bool,
 }
 
 impl Binder {
@@ -130,6 +150,8 @@ struct Checker<'a> {
     /// `Some`: collect the tensors float values are stored into (by a reduction, then not an
     /// error, or an overwrite) instead of failing on the reductions.
     float_reductions: Option<Vec<String>>,
+    /// Which tensor dimensions are real, when the program may have real loops.
+    real_dims: Option<&'a dyn Fn(&str, usize) -> bool>,
 }
 
 fn dimensions(n: usize) -> String {
@@ -194,18 +216,25 @@ impl Checker<'_> {
                 extent,
                 body,
             } => {
-                // A float bound makes a real loop (`transforms::real` checks its uses).
-                let mut real = false;
+                let mut class = Class::Int;
                 if let Extent::Range(a, b) = extent {
-                    let (ca, cb) = (self.expr(a)?, self.expr(b)?);
-                    real = ca == Some(Class::Float) || cb == Some(Class::Float);
+                    if self.real_dims.is_some() {
+                        // A float bound makes a real loop, whose index is a float.
+                        for e in [a, b] {
+                            if self.expr(e)? == Some(Class::Float) {
+                                class = Class::Float;
+                            }
+                        }
+                    } else {
+                        self.index(a)?;
+                        self.index(b)?;
+                    }
                 }
                 let binder = Binder {
                     name: index.clone(),
                     span: s.span,
                     is_loop: true,
-                    class: Some(if real { Class::Float } else { Class::Int }),
-                    real,
+                    class: Some(class),
                 };
                 self.scoped(binder, body)
             }
@@ -224,7 +253,6 @@ impl Checker<'_> {
                     span: s.span,
                     is_loop: false,
                     class: self.expr(value)?,
-                    real: self.names_real_loop(value),
                 };
                 self.scoped(binder, body)
             }
@@ -253,12 +281,19 @@ impl Checker<'_> {
                 ),
             });
         }
-        for ix in &a.indices {
+        for (k, ix) in a.indices.iter().enumerate() {
             if let Some((lo, hi)) = &ix.window {
                 self.index(lo)?;
                 self.index(hi)?;
             }
-            self.index(&ix.expr)?;
+            if self
+                .real_dims
+                .is_some_and(|real| real(&a.tensor, a.dim_of(k)))
+            {
+                self.expr(&ix.expr)?;
+            } else {
+                self.index(&ix.expr)?;
+            }
         }
         Ok(())
     }
@@ -313,22 +348,9 @@ impl Checker<'_> {
     /// An expression used as an index or a bound: checked, and not a float.
     fn index(&mut self, e: &Expr) -> Result<()> {
         match self.expr(e)? {
-            Some(Class::Float) if !self.names_real_loop(e) => {
-                Err(Error::program(e.span, FLOAT_INDEX))
-            }
+            Some(Class::Float) => Err(Error::program(e.span, FLOAT_INDEX)),
             _ => Ok(()),
         }
-    }
-
-    /// Whether `e` names the index of an enclosing real loop.
-    fn names_real_loop(&self, e: &Expr) -> bool {
-        crate::transforms::real::top_names(e).iter().any(|n| {
-            self.bound
-                .iter()
-                .rev()
-                .find(|b| b.name == *n)
-                .is_some_and(|b| b.real)
-        })
     }
 
     /// Check `e`; its class when it can be typed. Operator type errors are left to the
@@ -458,6 +480,7 @@ mod tests {
         for (text, at) in [
             ("for i = _\n  s[] += x[f[i]]\nend\n", "2:12"),
             ("s[] += x[1.5]", "1:10"),
+            ("for i = 0:n\n  s[] += x[i]\nend\n", "1:11"),
             (
                 "for i = _\n  let k = i / 2\n    s[] += x[k]\n  end\nend\n",
                 "3:14",
@@ -469,6 +492,29 @@ mod tests {
         // Integer-valued expressions of floats' tensors are fine, as are `missing` indices.
         let ok = "for i = _\n  s[] += x[floor(i)] + x[div(i, 2)] + coalesce(x[~missing], 0)\nend\n";
         assert_eq!(check(&parse_program(ok).unwrap(), &t), Ok(()));
+    }
+
+    #[test]
+    fn real_dimensions_take_floats_and_float_bounds_make_real_loops() {
+        let t = sigs(&[
+            ("x", 1, ElemType::F64),
+            ("v", 1, ElemType::F64),
+            ("s", 0, ElemType::F64),
+        ]);
+        let real = |t: &str, _: usize| t == "x";
+        let text = "for i = 0.5:9.0\n  s[] += x[2 * i + 0.5] * d(i)\nend\n";
+        let p = parse_program(text).unwrap();
+        assert_eq!(check_with_real_dims(&p, &t, &real), Ok(()));
+        assert_eq!(
+            check(&p, &t).unwrap_err().to_string(),
+            format!("1:9: {FLOAT_INDEX}")
+        );
+        // An integer dimension still refuses a float, also the index of a real loop.
+        let p = parse_program("for i = 0.5:9.0\n  s[] += v[i]\nend\n").unwrap();
+        assert_eq!(
+            check_with_real_dims(&p, &t, &real).unwrap_err().to_string(),
+            format!("2:12: {FLOAT_INDEX}")
+        );
     }
 
     #[test]

@@ -1002,7 +1002,7 @@ mod tests {
         );
         assert_eq!(
             run("for x = _\n  for i = _\n    s[] += A[x] * I[(0:x)(i)]\n  end\nend\n").unwrap_err(),
-            "3:23: the real index `x` is used in a window bound of `I`, which takes integers"
+            "3:24: the real index `x` is used in a window bound of `I`, which takes integers"
         );
         // As a plain value it is left to the lowering and the evaluator.
         assert!(run("for x = _\n  if x > 2\n    Z[x] += A[x] * x\n  end\nend\n").is_ok());

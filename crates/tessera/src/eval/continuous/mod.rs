@@ -27,8 +27,9 @@
 //!   change its output is refused, naming the place of the read. Where the write is annihilated
 //!   or masked out (a loop driven by pinpoints) nothing is refused.
 //!
-//! Static errors come first: [`crate::transforms::real::check_real`] (loop kinds, `d`, invertible
-//! positions) and [`crate::transforms::resolve_reducers`]; every input's pieces must be disjoint.
+//! Static errors come first: [`crate::transforms::check::check_with_real_dims`] (the compiler's
+//! checks: unknown names, ranks, reused loop names, floats in integer places, arities),
+//! [`crate::transforms::real::check_real`] (loop kinds, `d`, invertible positions) and [`crate::transforms::resolve_reducers`]; every input's pieces must be disjoint.
 //! Limits: coordinates are `f64`, so cuts computed through an affine inverse are rounded (tests
 //! use exactly representable values); the lifecycle check (reading and writing one tensor in
 //! one scope) is not applied; a position like `A[x + c]` with `c` a `let` bound inside the loop
@@ -45,6 +46,7 @@ pub use pieces::{Coord, PieceTensor, Point, meet, samples};
 
 use crate::error::{Error, Result};
 use crate::notation::ast::Program;
+use crate::transforms::check::{Signature, Signatures, check_with_real_dims};
 use crate::transforms::real::{RealDims, check_real};
 use std::collections::BTreeMap;
 
@@ -59,6 +61,17 @@ pub fn run(program: &Program, env: &mut BTreeMap<String, PieceTensor>) -> Result
                 .and_then(|t| t.real.get(d).copied())
                 .unwrap_or(false)
         };
+        let signatures: Signatures = env
+            .iter()
+            .map(|(n, t)| {
+                let sig = Signature {
+                    rank: t.rank(),
+                    elem: t.elem,
+                };
+                (n.clone(), sig)
+            })
+            .collect();
+        check_with_real_dims(program, &signatures, &is_real)?;
         let class_of = |t: &str| env.get(t).map(|t| t.elem.class());
         check_real(
             program,
