@@ -51,7 +51,21 @@ pub fn read_png<R: BufRead + Seek>(r: R, path: &str) -> Result<DenseData> {
         bytes.map(|b| b as u64),
     )?;
     let mut raw = vec![0u8; size.unwrap_or(0)];
-    let info = reader.next_frame(&mut raw).map_err(bad)?;
+    // The decoder itself panics on some malformed palettes (png 0.18.1, `palette.rs`: a slice
+    // index out of range, found by the `png` fuzz target): a hostile file must give an error,
+    // so its panic becomes one. Nothing shared is left half-updated: `raw` is discarded.
+    let frame =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.next_frame(&mut raw)));
+    let info = match frame {
+        Ok(r) => r.map_err(bad)?,
+        Err(_) => {
+            return Err(Error::file(
+                path,
+                0,
+                "not a readable PNG image: the decoder failed on its pixel data",
+            ));
+        }
+    };
     let (w, h) = (info.width as usize, info.height as usize);
     let channels = match info.color_type {
         ColorType::Grayscale => 1,
@@ -280,5 +294,20 @@ mod tests {
                 other => panic!("expected a file error, got {other:?}"),
             }
         }
+    }
+
+    /// Found by the `png` fuzz target: the png crate's palette expansion panics on this file
+    /// (a slice index out of range); reading it must give an error, not a panic.
+    #[test]
+    fn a_palette_the_decoder_panics_on_is_an_error() {
+        let bytes: [u8; 96] = [
+            137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 39, 0, 1, 53, 1,
+            2, 3, 0, 0, 1, 132, 82, 231, 94, 0, 0, 0, 28, 80, 76, 84, 69, 0, 0, 0, 255, 255, 255,
+            255, 0, 0, 0, 255, 0, 1, 29, 0, 1, 29, 48, 74, 0, 0, 0, 10, 73, 68, 65, 84, 120, 156,
+            99, 48, 74, 0, 0, 0, 10, 73, 68, 65, 84, 120, 156, 99, 96, 96, 100, 98, 29, 0, 28, 142,
+            0, 0, 73, 130,
+        ];
+        let e = read_png(std::io::Cursor::new(&bytes[..]), "bad.png").unwrap_err();
+        assert!(e.to_string().contains("bad.png"), "{e}");
     }
 }

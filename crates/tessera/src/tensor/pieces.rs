@@ -278,7 +278,7 @@ mod tests {
     #[test]
     fn runs_merge_touching_equal_pieces_and_refuse_overlaps() {
         let f = fmt("Dense(SparseRunList(Element(0.0), coord=f64))");
-        let p = |row: usize, c: PieceCoord, v: f64| (vec![PieceCoord::Int(row), c], Scalar::F64(v));
+        let p = |row: i64, c: PieceCoord, v: f64| (vec![PieceCoord::Int(row), c], Scalar::F64(v));
         let pieces = vec![
             p(0, PieceCoord::right_open(1.0, 2.0), 1.0),
             p(0, PieceCoord::closed(2.0, 3.0), 1.0),
