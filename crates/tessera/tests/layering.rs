@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 /// Bottom first. Modules in one entry form one layer; within a layer only the modules of a
 /// group listed in `PEERS` may import each other.
 const LAYERS: &[&[&str]] = &[
-    &["types", "span", "limit"],
+    &["limit"],
+    &["types", "span"],
     &["kernel_error"],
     &["error"],
     &["ir", "runtime"],
