@@ -30,8 +30,16 @@ fn pieces(cands: &[Candidate]) -> Vec<(PieceCoord, f64)> {
             (Limit::exact(a), Limit::exact(a))
         } else {
             let b = a + f64::from(len) * 0.75;
-            let lo = if lo_open { Limit::plus_eps(a) } else { Limit::exact(a) };
-            let hi = if hi_open { Limit::minus_eps(b) } else { Limit::exact(b) };
+            let lo = if lo_open {
+                Limit::plus_eps(a)
+            } else {
+                Limit::exact(a)
+            };
+            let hi = if hi_open {
+                Limit::minus_eps(b)
+            } else {
+                Limit::exact(b)
+            };
             (lo, hi)
         };
         if end.is_some_and(|e| lo <= e) {
@@ -44,7 +52,14 @@ fn pieces(cands: &[Candidate]) -> Vec<(PieceCoord, f64)> {
 }
 
 fn candidate() -> impl Strategy<Value = Candidate> {
-    (0u8..12, any::<bool>(), 1u8..5, any::<bool>(), any::<bool>(), 1u8..5)
+    (
+        0u8..12,
+        any::<bool>(),
+        1u8..5,
+        any::<bool>(),
+        any::<bool>(),
+        1u8..5,
+    )
 }
 
 fn vector(cands: &[Candidate], pinpoints: bool) -> Tensor {
@@ -52,7 +67,11 @@ fn vector(cands: &[Candidate], pinpoints: bool) -> Tensor {
     if pinpoints {
         list.retain(|(c, _)| matches!(c, PieceCoord::Real(a, b) if a == b));
     }
-    let level = if pinpoints { "SparseList" } else { "SparseRunList" };
+    let level = if pinpoints {
+        "SparseList"
+    } else {
+        "SparseRunList"
+    };
     let f = Format::parse(&format!("{level}(Element(0.0), coord=f64)"), None).unwrap();
     let p: Vec<Piece> = list
         .into_iter()
@@ -78,10 +97,16 @@ fn runners() -> Vec<(&'static str, Runner)> {
     }
     let mut out = vec![
         ("jit", Runner::jit()),
-        ("interp", Runner::new(Box::new(tessera::backend::Interpreter::new()))),
+        (
+            "interp",
+            Runner::new(Box::new(tessera::backend::Interpreter::new())),
+        ),
     ];
     if C.with(|c| *c) {
-        out.push(("c", Runner::new(Box::new(tessera::backend::CBackend::new()))));
+        out.push((
+            "c",
+            Runner::new(Box::new(tessera::backend::CBackend::new())),
+        ));
     }
     out
 }
@@ -104,7 +129,10 @@ fn compare(program: &str, inputs: &[(&str, &Tensor)], out_format: &str, out_shap
             .map(|(n, t)| (n.to_string(), (*t).clone()))
             .collect();
         ts.insert("o".to_string(), out.clone());
-        let formats = ts.iter().map(|(n, t)| (n.clone(), t.format.clone())).collect();
+        let formats = ts
+            .iter()
+            .map(|(n, t)| (n.clone(), t.format.clone()))
+            .collect();
         let c = r
             .compile(&p, &formats)
             .unwrap_or_else(|e| panic!("{name}: {e}\n{program}"));
@@ -112,10 +140,18 @@ fn compare(program: &str, inputs: &[(&str, &Tensor)], out_format: &str, out_shap
             .unwrap_or_else(|e| panic!("{name}: {e}\n{program}"));
         let got = ts["o"].to_piece_tensor().canonical();
         let close = got.pieces.len() == want.pieces.len()
-            && got.pieces.iter().zip(&want.pieces).all(|((c1, v1), (c2, v2))| {
-                c1 == c2 && (v1.as_f64() - v2.as_f64()).abs() <= 1e-9 * v2.as_f64().abs().max(1.0)
-            });
-        assert!(close, "{name} disagrees on\n{program}\ngot  {got:?}\nwant {want:?}");
+            && got
+                .pieces
+                .iter()
+                .zip(&want.pieces)
+                .all(|((c1, v1), (c2, v2))| {
+                    c1 == c2
+                        && (v1.as_f64() - v2.as_f64()).abs() <= 1e-9 * v2.as_f64().abs().max(1.0)
+                });
+        assert!(
+            close,
+            "{name} disagrees on\n{program}\ngot  {got:?}\nwant {want:?}"
+        );
     }
 }
 

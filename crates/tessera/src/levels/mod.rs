@@ -76,6 +76,9 @@ pub enum LeafValue {
     Switch(Expr, Box<LeafValue>, Box<LeafValue>),
 }
 
+/// What building a level gives: its child count and the child groups (position, entry range).
+pub type Built = (usize, Vec<(usize, usize, usize)>);
+
 pub trait Level: Sync {
     /// The buffers the level stores, with their element types (`elem` is the tensor's).
     fn buffers(&self, kind: &LevelKind, elem: ElemType) -> Vec<(&'static str, ElemType)>;
@@ -251,7 +254,7 @@ pub trait Level: Sync {
         _parent_count: usize,
         _groups: &[(usize, usize, usize)],
         _pieces: &[(crate::limit::Limit<f64>, crate::limit::Limit<f64>)],
-    ) -> std::result::Result<(usize, Vec<(usize, usize, usize)>), String> {
+    ) -> std::result::Result<Built, String> {
         Err(format!("{} does not store real coordinates", kind.name()))
     }
     /// Leaves: the stored value at a position.

@@ -316,7 +316,7 @@ impl Level for SparseRunList {
         parent_count: usize,
         groups: &[(usize, usize, usize)],
         pieces: &[(Limit<f64>, Limit<f64>)],
-    ) -> std::result::Result<(usize, Vec<(usize, usize, usize)>), String> {
+    ) -> std::result::Result<super::Built, String> {
         if !kind.is_real() {
             return Err(
                 "SparseRunList stores integer coordinates here (use coord=f64)".to_string(),

@@ -141,6 +141,9 @@ impl Binder {
     }
 }
 
+/// Whether dimension `d` of tensor `t` is real.
+type IsReal<'a> = dyn Fn(&str, usize) -> bool + 'a;
+
 struct Checker<'a> {
     tensors: &'a Signatures,
     /// The program's reducer definitions, for the class of a `<<name>>=` reduction.
@@ -151,7 +154,7 @@ struct Checker<'a> {
     /// error, or an overwrite) instead of failing on the reductions.
     float_reductions: Option<Vec<String>>,
     /// Which tensor dimensions are real, when the program may have real loops.
-    real_dims: Option<&'a dyn Fn(&str, usize) -> bool>,
+    real_dims: Option<&'a IsReal<'a>>,
 }
 
 fn dimensions(n: usize) -> String {
