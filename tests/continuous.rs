@@ -178,3 +178,123 @@ fn golden_14_open_closed_and_eps_ends() {
         1.5,
     );
 }
+
+/// Run `program` writing the real-indexed output `z` (a SparseRunList(coord=f64)); its pieces
+/// on every backend.
+fn pieces_on_all(program: &str, inputs: &[(&str, Tensor)]) -> Vec<(String, Vec<Piece>)> {
+    let p = parse_program(program).unwrap();
+    let mut out = vec![];
+    for (name, r) in runners() {
+        let mut ts: BTreeMap<String, Tensor> = inputs
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.clone()))
+            .collect();
+        ts.insert(
+            "z".to_string(),
+            Tensor::empty(&fmt("SparseRunList(Element(0.0), coord=f64)"), &[0]).unwrap(),
+        );
+        let formats = ts
+            .iter()
+            .map(|(n, t)| (n.clone(), t.format.clone()))
+            .collect();
+        let c = r
+            .compile(&p, &formats)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        r.execute(&c, &mut ts)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        ts["z"].validate("z").unwrap();
+        out.push((name.to_string(), ts["z"].pieces()));
+    }
+    out
+}
+
+fn real(c: &PieceCoord) -> (Limit<f64>, Limit<f64>) {
+    match c {
+        PieceCoord::Real(a, z) => (*a, *z),
+        PieceCoord::Int(_) => panic!("a real coordinate"),
+    }
+}
+
+#[test]
+fn golden_16_products_and_sums_of_interval_pairs_as_pieces() {
+    let inputs = [("x", closed(&X16)), ("y", closed(&Y16))];
+    let want: Vec<(f64, f64)> = vec![
+        (2., 3.),
+        (6., 6.),
+        (12., 16.),
+        (26., 27.),
+        (29., 30.),
+        (37., 40.),
+        (42., 45.),
+        (47., 56.),
+        (73., 78.),
+        (87., 87.),
+        (88., 89.),
+        (92., 96.),
+    ];
+    for (backend, got) in pieces_on_all("for i = _\n  z[i] = x[i] * y[i]\nend", &inputs) {
+        let ends: Vec<(f64, f64)> = got
+            .iter()
+            .map(|(c, v)| {
+                assert_eq!(*v, Scalar::F64(1.0), "{backend}");
+                let (a, z) = real(&c[0]);
+                assert_eq!(
+                    (a.eps, z.eps),
+                    (Limit::exact(0.0).eps, Limit::exact(0.0).eps)
+                );
+                (a.val, z.val)
+            })
+            .collect();
+        assert_eq!(ends, want, "{backend}");
+    }
+    // x + y: 30 pieces with ε ends (equal-valued neighbours do not occur here).
+    for (backend, got) in pieces_on_all("for i = _\n  z[i] = x[i] + y[i]\nend", &inputs) {
+        assert_eq!(got.len(), 30, "{backend}: {got:?}");
+        assert_eq!(real(&got[0].0[0]), (Limit::exact(2.0), Limit::exact(3.0)));
+        assert_eq!(got[0].1, Scalar::F64(2.0));
+        assert_eq!(
+            real(&got[1].0[0]),
+            (Limit::plus_eps(3.0), Limit::minus_eps(6.0))
+        );
+        assert_eq!(got[1].1, Scalar::F64(1.0));
+        let last = got.last().unwrap();
+        assert_eq!(
+            real(&last.0[0]),
+            (Limit::plus_eps(96.0), Limit::exact(98.0))
+        );
+    }
+}
+
+#[test]
+fn golden_19_union_of_left_open_pieces() {
+    let lo = |a: f64, b: f64, v: f64| (PieceCoord::left_open(a, b), v);
+    let a = runs(&[lo(1.1, 3.3, 1.0), lo(6.6, 7.7, 2.0), lo(9.9, 11.11, 3.0)]);
+    let b = runs(&[lo(2.2, 3.3, 1.0), lo(5.5, 8.8, 1.0), lo(8.8, 9.9, 2.0)]);
+    let want = [
+        (1.1, 2.2, 1.0),
+        (2.2, 3.3, 2.0),
+        (5.5, 6.6, 1.0),
+        (6.6, 7.7, 3.0),
+        (7.7, 8.8, 1.0),
+        (8.8, 9.9, 2.0),
+        (9.9, 11.11, 3.0),
+    ];
+    for (backend, got) in pieces_on_all(
+        "for i = _\n  z[i] = x[i] + y[i]\nend",
+        &[("x", a.clone()), ("y", b.clone())],
+    ) {
+        let got: Vec<(f64, f64, f64)> = got
+            .iter()
+            .map(|(c, v)| {
+                let (p, q) = real(&c[0]);
+                assert_eq!(
+                    (p, q),
+                    (Limit::plus_eps(p.val), Limit::exact(q.val)),
+                    "{backend}"
+                );
+                (p.val, q.val, v.as_f64())
+            })
+            .collect();
+        assert_eq!(got, want, "{backend}");
+    }
+}

@@ -181,6 +181,11 @@ proptest! {
             compare(&format!("for i = _\n  {body}\nend"), &inputs, SCALAR, &[]);
             compare(&format!("for i = {a:?}:{b:?}\n  {body}\nend"), &inputs, SCALAR, &[]);
         }
+        let runs = "SparseRunList(Element(0.0), coord=f64)";
+        for body in ["o[i] = x[i] * y[i]", "o[i] = x[i] + y[i]", "o[i] += x[i] - 2.0 * y[i]"] {
+            compare(&format!("for i = _\n  {body}\nend"), &inputs, runs, &[0]);
+            compare(&format!("for i = {a:?}:{b:?}\n  {body}\nend"), &inputs, runs, &[0]);
+        }
     }
 
     #[test]
