@@ -298,3 +298,43 @@ fn golden_19_union_of_left_open_pieces() {
         assert_eq!(got, want, "{backend}");
     }
 }
+
+#[test]
+fn one_pinpoint_per_row_in_a_sparse_point_level() {
+    let f = fmt("Dense(SparsePoint(Element(0.0), coord=f64))");
+    let row = |r: i64, x: f64, v: f64| {
+        (
+            vec![PieceCoord::Int(r), PieceCoord::point(x)],
+            Scalar::F64(v),
+        )
+    };
+    let a = Tensor::from_pieces(
+        &f,
+        &[4, 0],
+        &[row(0, 2.5, 1.0), row(2, 7.0, 3.0), row(3, 12.0, 5.0)],
+    )
+    .unwrap();
+    a.validate("A").unwrap();
+    assert_eq!(a.pieces().len(), 3);
+    // Two points in one fiber are refused.
+    assert!(Tensor::from_pieces(&f, &[4, 0], &[row(0, 1.0, 1.0), row(0, 2.0, 1.0)]).is_err());
+    let y = runs(&[(PieceCoord::right_open(2.0, 8.0), 10.0)]);
+    let inputs = [("A", a), ("y", y)];
+    // Rows 0 and 2 have their point inside [2, 8): 1*10 + 3*10.
+    assert_all(
+        scalar_on_all(
+            "for j = _, i = _\n  s[] += A[j, i] * y[i]\nend",
+            &inputs,
+            "0.0",
+        ),
+        40.0,
+    );
+    assert_all(
+        scalar_on_all(
+            "for j = _, i = _\n  s[] += A[j, i] * y[i] * d(i)\nend",
+            &inputs,
+            "0.0",
+        ),
+        0.0,
+    );
+}

@@ -173,6 +173,9 @@ pub trait Level: Sync {
         dims: &[usize],
         map: &[Option<usize>],
     ) -> Vec<Option<usize>> {
+        if kind.is_real() {
+            return remap_pieces(self, kind, bufs, map);
+        }
         let rank = kind.rank();
         let mut coords = vec![vec![]; rank];
         let mut old_children = vec![];
@@ -297,6 +300,38 @@ pub trait Level: Sync {
     fn short_circuit_value(&self, _f: &Fiber) -> Option<Expr> {
         None
     }
+}
+
+/// [`Level::remap`] of a real-valued level: rebuild it from the kept fibers' pieces.
+fn remap_pieces<L: Level + ?Sized>(
+    level: &L,
+    kind: &LevelKind,
+    bufs: &mut [Buffer],
+    map: &[Option<usize>],
+) -> Vec<Option<usize>> {
+    let mut pieces = vec![];
+    let mut old_children = vec![];
+    let mut groups = vec![];
+    for (k, m) in map.iter().enumerate() {
+        let lo = pieces.len();
+        if let Some(p) = *m {
+            level.for_each_piece(kind, bufs, p, &mut |a, z, q| {
+                pieces.push((a, z));
+                old_children.push(q);
+            });
+        }
+        if pieces.len() > lo {
+            groups.push((k, lo, pieces.len()));
+        }
+    }
+    let (count, child_groups) = level
+        .build_pieces(kind, bufs, map.len(), &groups, &pieces)
+        .expect("stored pieces rebuild");
+    let mut out = vec![None; count];
+    for (pos, lo, _) in child_groups {
+        out[pos] = Some(old_children[lo]);
+    }
+    out
 }
 
 pub fn level_impl(kind: &LevelKind) -> &'static dyn Level {

@@ -141,6 +141,10 @@ impl Kind {
         };
         if real { Kind::Real } else { Kind::Integer }
     }
+    /// Real when `real`, integer otherwise (a level's coordinates).
+    pub fn from_real(real: bool) -> Kind {
+        if real { Kind::Real } else { Kind::Integer }
+    }
     /// The kind of an extent's points.
     pub fn of_ext(cx: &Cx, ext: &Ext) -> Kind {
         Kind::of(cx, &ext.start)
