@@ -338,3 +338,62 @@ fn one_pinpoint_per_row_in_a_sparse_point_level() {
         0.0,
     );
 }
+
+/// `[start, end)` intervals, one per row of a `Dense(SparseInterval(Pattern(), coord=f64))`.
+fn bed_like(list: &[(f64, f64)]) -> Tensor {
+    let f = fmt("Dense(SparseInterval(Pattern(), coord=f64))");
+    let p: Vec<Piece> = list
+        .iter()
+        .enumerate()
+        .map(|(r, &(a, b))| {
+            (
+                vec![PieceCoord::Int(r as i64), PieceCoord::right_open(a, b)],
+                Scalar::Bool(true),
+            )
+        })
+        .collect();
+    let t = Tensor::from_pieces(&f, &[list.len(), 0], &p).unwrap();
+    t.validate("bed").unwrap();
+    t
+}
+
+#[test]
+fn interval_overlap_counts_follow_half_open_intervals() {
+    // Touching intervals ([0,5) and [5,9)) do not overlap, as in bedtools.
+    let a = [(0.0, 5.0), (5.0, 9.0), (20.0, 30.0), (2.0, 3.0)];
+    let b = [(5.0, 6.0), (8.5, 25.0), (29.0, 40.0), (100.0, 101.0)];
+    let want: Vec<i64> = a
+        .iter()
+        .map(|&(s, e)| b.iter().filter(|&&(t, u)| s < u && t < e).count() as i64)
+        .collect();
+    assert_eq!(want, vec![0, 2, 2, 0]);
+    // A per-pair flag, collapsed over x by `|=`.
+    let p = parse_program("for i = _, j = _, x = _\n  o[i, j] |= a[i, x] && b[j, x]\nend").unwrap();
+    for (name, r) in runners() {
+        let mut ts: BTreeMap<String, Tensor> = BTreeMap::new();
+        ts.insert("a".into(), bed_like(&a));
+        ts.insert("b".into(), bed_like(&b));
+        ts.insert(
+            "o".into(),
+            Tensor::empty(&fmt("Dense(Dense(Element(false)))"), &[a.len(), b.len()]).unwrap(),
+        );
+        let formats = ts
+            .iter()
+            .map(|(n, t)| (n.clone(), t.format.clone()))
+            .collect();
+        let c = r
+            .compile(&p, &formats)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        r.execute(&c, &mut ts)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let o = ts["o"].to_dense();
+        let got: Vec<i64> = (0..a.len())
+            .map(|i| {
+                (0..b.len())
+                    .filter(|&j| o.get(i * b.len() + j) == Scalar::Bool(true))
+                    .count() as i64
+            })
+            .collect();
+        assert_eq!(got, want, "{name}");
+    }
+}

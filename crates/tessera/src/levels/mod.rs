@@ -303,7 +303,7 @@ pub trait Level: Sync {
 }
 
 /// [`Level::remap`] of a real-valued level: rebuild it from the kept fibers' pieces.
-fn remap_pieces<L: Level + ?Sized>(
+pub(super) fn remap_pieces<L: Level + ?Sized>(
     level: &L,
     kind: &LevelKind,
     bufs: &mut [Buffer],
