@@ -397,3 +397,22 @@ fn interval_overlap_counts_follow_half_open_intervals() {
         assert_eq!(got, want, "{name}");
     }
 }
+
+/// The paper's Fig. 18: the integral's own emptiness test is the phase's, so the kernel tests
+/// each chunk once, and no infinitesimal is inspected at run time.
+#[test]
+fn integrals_test_each_chunk_once() {
+    let p = parse_program("for i = _\n  s[] += x[i] * y[i] * d(i)\nend").unwrap();
+    let mut formats = BTreeMap::new();
+    for n in ["x", "y"] {
+        formats.insert(n.to_string(), fmt("SparseRunList(Element(0.0), coord=f64)"));
+    }
+    formats.insert("s".to_string(), fmt("Element(0.0)"));
+    let (ir, _, _) = Runner::lower(&p, &formats).unwrap();
+    let text = ir.to_string();
+    assert!(!text.contains("eps("), "{text}");
+    assert!(!text.contains("after(before("), "{text}");
+    // One test per operand's fill phase, none for the integral itself.
+    let chunk_tests = text.matches(" <= i_step)").count();
+    assert_eq!(chunk_tests, 2, "{text}");
+}

@@ -85,8 +85,14 @@ pub struct Real;
 
 impl IndexKind for Real {
     type Point = Expr;
+    /// `after(before(q))` is `q` for every start of a real extent (a start is never `v - ε`,
+    /// see `lower::continuous`), so the phase after a fill that ends just before a piece
+    /// starts at the piece's own start.
     fn after(p: &Expr) -> Expr {
-        b::after(p.clone())
+        match p {
+            Expr::Unary(UnOp::Before, q) => (**q).clone(),
+            p => b::after(p.clone()),
+        }
     }
     fn before(p: &Expr) -> Expr {
         b::before(p.clone())

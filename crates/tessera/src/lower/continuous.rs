@@ -14,8 +14,8 @@
 use super::engine::Engine;
 use crate::error::{Error, Result};
 use crate::ir::{Expr, Stmt, build as b};
-use crate::looplets::{Ext, Lowerer};
 use crate::looplets::node::{self, LExpr, LStmt};
+use crate::looplets::{Ext, Lowerer};
 use crate::notation::ast::{AssignOp, BinaryOp, Reducer};
 use crate::semantics::Builtin;
 use crate::span::Span;
