@@ -416,3 +416,88 @@ fn integrals_test_each_chunk_once() {
     let chunk_tests = text.matches(" <= i_step)").count();
     assert_eq!(chunk_tests, 2, "{text}");
 }
+
+/// Points `P[x, y, id]` (x and y pinpoint levels, id an integer level): a closed box and a
+/// closed disc, against a brute force. The disc's test uses the real indices as values, which
+/// is valid because the points drive both loops.
+#[test]
+fn box_and_radius_search_over_pinpoints() {
+    let mut state = 12345u64;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 33) % 1000) as f64 / 10.0
+    };
+    let pts: Vec<(f64, f64)> = (0..300).map(|_| (next(), next())).collect();
+    let f = fmt("SparseList(SparseList(SparseList(Pattern()), coord=f64), coord=f64)");
+    let pieces: Vec<Piece> = pts
+        .iter()
+        .enumerate()
+        .map(|(k, &(x, y))| {
+            (
+                vec![
+                    PieceCoord::point(x),
+                    PieceCoord::point(y),
+                    PieceCoord::Int(k as i64),
+                ],
+                Scalar::Bool(true),
+            )
+        })
+        .collect();
+    let p = Tensor::from_pieces(&f, &[0, 0, pts.len()], &pieces).unwrap();
+    p.validate("P").unwrap();
+    let (x0, y0, x1, y1) = (20.0, 30.0, 55.5, 61.0);
+    let (cx, cy, r) = (50.0, 50.0, 17.5);
+    let in_box: Vec<usize> = (0..pts.len())
+        .filter(|&k| (x0..=x1).contains(&pts[k].0) && (y0..=y1).contains(&pts[k].1))
+        .collect();
+    let in_disc: Vec<usize> = (0..pts.len())
+        .filter(|&k| (pts[k].0 - cx).powi(2) + (pts[k].1 - cy).powi(2) <= r * r)
+        .collect();
+    assert!(!in_box.is_empty() && !in_disc.is_empty());
+    let programs = [
+        (
+            format!(
+                "for x = {x0:?}:{x1:?}, y = {y0:?}:{y1:?}, id = _\n  o[id] |= P[x, y, id]\nend"
+            ),
+            in_box,
+        ),
+        (
+            format!(
+                "for x = {:?}:{:?}, y = {:?}:{:?}\n  if (x - {cx:?}) * (x - {cx:?}) + (y - {cy:?}) * (y - {cy:?}) <= {:?}\n    for id = _\n      o[id] |= P[x, y, id]\n    end\n  end\nend",
+                cx - r,
+                cx + r,
+                cy - r,
+                cy + r,
+                r * r
+            ),
+            in_disc,
+        ),
+    ];
+    for (text, want) in programs {
+        let prog = parse_program(&text).unwrap();
+        for (name, run) in runners() {
+            let mut ts: BTreeMap<String, Tensor> = BTreeMap::new();
+            ts.insert("P".into(), p.clone());
+            ts.insert(
+                "o".into(),
+                Tensor::empty(&fmt("Dense(Element(false))"), &[pts.len()]).unwrap(),
+            );
+            let formats = ts
+                .iter()
+                .map(|(n, t)| (n.clone(), t.format.clone()))
+                .collect();
+            let c = run
+                .compile(&prog, &formats)
+                .unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+            run.execute(&c, &mut ts)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let o = ts["o"].to_dense();
+            let got: Vec<usize> = (0..pts.len())
+                .filter(|&k| o.get(k) == Scalar::Bool(true))
+                .collect();
+            assert_eq!(got, want, "{name}\n{text}");
+        }
+    }
+}
