@@ -1,0 +1,191 @@
+//! Box and radius search over 2-D points (the continuous tensor abstraction's §8.1 study):
+//! `N` uniform points in `[0, 10^4]²` as the tensor `P[x, y, id]` (x and y pinpoint levels,
+//! `coord=f64`, id an integer level), queried with closed boxes and closed discs of growing
+//! size, each query one compiled Tessera program run (the kernel is compiled once per shape of
+//! query and reused; building the tensor is timed separately).
+//!
+//! ```text
+//! cargo run --release --example point_search -- [N] [QUERIES] [REPEATS] [--dump DIR]
+//! #   defaults 1000000 8 5
+//! ```
+//!
+//! Prints one JSON line per query: its kind, size, hit count and median time; `--dump DIR`
+//! writes the points (`points.npy`, N × 2 f64) and the queries (`queries.json`) so other
+//! libraries run on the same data (`bench/point_search.py`, Shapely's STRtree).
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+use tessera::Scalar;
+use tessera::error::{Error, Result};
+use tessera::io::DenseData;
+use tessera::levels::Format;
+use tessera::notation::parse::parse_program;
+use tessera::run::Runner;
+use tessera::runtime::Buffer;
+use tessera::tensor::Tensor;
+use tessera::tensor::pieces::{Piece, PieceCoord};
+
+fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// A seeded uniform generator in `[0, 1)` (splitmix64), so the peers get the same points.
+struct Uniform(u64);
+
+impl Uniform {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let dump = args
+        .iter()
+        .position(|a| a == "--dump")
+        .map(|k| args.get(k + 1).cloned().unwrap_or_default());
+    let plain: Vec<&String> = args
+        .iter()
+        .enumerate()
+        .filter(|(k, a)| !a.starts_with("--") && !(*k > 0 && args[k - 1] == "--dump"))
+        .map(|(_, a)| a)
+        .collect();
+    let num = |k: usize, d: usize| -> Result<usize> {
+        plain.get(k).map_or(Ok(d), |s| {
+            s.parse()
+                .map_err(|_| Error::Usage(format!("argument {}: cannot read `{s}`", k + 1)))
+        })
+    };
+    let (n, queries, repeats) = (num(0, 1_000_000)?, num(1, 8)?, num(2, 5)?.max(1));
+    let mut rng = Uniform(42);
+    let pts: Vec<(f64, f64)> = (0..n)
+        .map(|_| (rng.next() * 1e4, rng.next() * 1e4))
+        .collect();
+
+    let t0 = Instant::now();
+    let format = Format::parse(
+        "SparseList(SparseList(SparseList(Pattern()), coord=f64), coord=f64)",
+        None,
+    )?;
+    let pieces: Vec<Piece> = pts
+        .iter()
+        .enumerate()
+        .map(|(k, &(x, y))| {
+            (
+                vec![
+                    PieceCoord::point(x),
+                    PieceCoord::point(y),
+                    PieceCoord::Int(k as i64),
+                ],
+                Scalar::Bool(true),
+            )
+        })
+        .collect();
+    let p = Tensor::from_pieces(&format, &[0, 0, n], &pieces)?;
+    drop(pieces);
+    let build_ms = t0.elapsed().as_secs_f64() * 1e3;
+    eprintln!("built P ({n} points) in {build_ms:.0} ms");
+
+    // Query sizes grow along x (the paper's sweep): half-widths from 5 to 5 * 2^(q-1).
+    let center = (5000.0, 5000.0);
+    let mut list = vec![];
+    for q in 0..queries {
+        let h = 5.0 * f64::powi(2.0, q as i32);
+        list.push(("box", h));
+        list.push(("radius", h));
+    }
+    if let Some(dir) = &dump {
+        let io = |e: std::io::Error| Error::Usage(format!("--dump {dir}: {e}"));
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let mut flat = Buffer::new(tessera::types::ElemType::F64);
+        for &(x, y) in &pts {
+            flat.push(Scalar::F64(x));
+            flat.push(Scalar::F64(y));
+        }
+        let mut f = std::fs::File::create(format!("{dir}/points.npy")).map_err(io)?;
+        tessera::io::npy::write_npy(
+            &mut f,
+            &DenseData {
+                shape: vec![n, 2],
+                values: flat,
+            },
+        )?;
+        let qs: Vec<String> = list
+            .iter()
+            .map(|(k, h)| format!("{{\"kind\": \"{k}\", \"half\": {h}}}"))
+            .collect();
+        std::fs::write(
+            format!("{dir}/queries.json"),
+            format!(
+                "{{\"center\": [{}, {}], \"queries\": [{}]}}",
+                center.0,
+                center.1,
+                qs.join(", ")
+            ),
+        )
+        .map_err(io)?;
+    }
+
+    let runner = Runner::jit();
+    // Each id is hit at most once, in no particular order: a COO list sorted at freeze costs
+    // O(hits log hits) a query (a byte map of N flags would be cleared in O(N)).
+    let out_format = Format::parse("SparseCOO{1}(Pattern())", None)?;
+    for (kind, h) in list {
+        let (cx, cy) = center;
+        let text = match kind {
+            "box" => format!(
+                "o .= false\nfor x = {:?}:{:?}, y = {:?}:{:?}, id = _\n  o[id] |= P[x, y, id]\nend",
+                cx - h,
+                cx + h,
+                cy - h,
+                cy + h
+            ),
+            _ => format!(
+                "o .= false\nfor x = {:?}:{:?}, y = {:?}:{:?}\n  if (x - {cx:?}) * (x - {cx:?}) + (y - {cy:?}) * (y - {cy:?}) <= {:?}\n    for id = _\n      o[id] |= P[x, y, id]\n    end\n  end\nend",
+                cx - h,
+                cx + h,
+                cy - h,
+                cy + h,
+                h * h
+            ),
+        };
+        let prog = parse_program(&text)?;
+        let mut ts: BTreeMap<String, Tensor> = BTreeMap::new();
+        ts.insert("P".into(), p.clone());
+        ts.insert("o".into(), Tensor::empty(&out_format, &[n])?);
+        let formats = ts
+            .iter()
+            .map(|(k, t)| (k.clone(), t.format.clone()))
+            .collect();
+        let t1 = Instant::now();
+        let c = runner.compile(&prog, &formats)?;
+        let compile_ms = t1.elapsed().as_secs_f64() * 1e3;
+        if std::env::var_os("SHOW_IR").is_some() {
+            eprintln!("{}", c.ir);
+        }
+        let mut times = vec![];
+        for _ in 0..repeats {
+            let t2 = Instant::now();
+            runner.execute(&c, &mut ts)?;
+            times.push(t2.elapsed().as_secs_f64() * 1e3);
+        }
+        let hits = ts["o"].pieces().len();
+        println!(
+            "{{\"kind\": \"{kind}\", \"half\": {h}, \"hits\": {hits}, \"median_ms\": {:.4}, \"compile_ms\": {compile_ms:.2}, \"build_ms\": {build_ms:.1}}}",
+            median(times)
+        );
+    }
+    Ok(())
+}
