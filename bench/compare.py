@@ -207,6 +207,10 @@ def write_benchmarks_md() -> None:
             lines.append("```")
             lines.append("</details>")
             lines.append("")
+    # Studies measured by a script of their own (not through this harness) keep their
+    # section in bench/sections/, written by hand from that script's output.
+    for section in sorted((ROOT / "bench" / "sections").glob("*.md")):
+        lines.append(section.read_text().rstrip() + "\n")
     (ROOT / "BENCHMARKS.md").write_text("\n".join(lines) + "\n")
 
 

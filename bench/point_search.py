@@ -8,7 +8,8 @@ centre). Shapely: `STRtree(points)`, built once and timed separately like Tesser
 build; a box is `tree.query(box, predicate="intersects")`, a disc `tree.query(centre,
 predicate="dwithin", distance=R)` (distance <= R, GEOS >= 3.10). Each query's hit count must
 agree. Single thread on both sides; times are medians of REPEATS calls, the two sides measured
-one after the other per query. Prints a Markdown table for BENCHMARKS.md.
+one after the other per query. Prints a Markdown table; its reading lives in
+bench/sections/point_search.md, which bench/compare.py copies into BENCHMARKS.md.
 
 Needs `shapely` and `numpy` (e.g. `python3 -m venv v && v/bin/pip install shapely numpy`).
 """
