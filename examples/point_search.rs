@@ -59,7 +59,10 @@ fn run() -> Result<()> {
     let plain: Vec<&String> = args
         .iter()
         .enumerate()
-        .filter(|(k, a)| !a.starts_with("--") && !(*k > 0 && args[k - 1] == "--dump"))
+        .filter(|(k, a)| {
+            let value_of_dump = *k > 0 && args[k - 1] == "--dump";
+            !(a.starts_with("--") || value_of_dump)
+        })
         .map(|(_, a)| a)
         .collect();
     let num = |k: usize, d: usize| -> Result<usize> {
