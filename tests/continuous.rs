@@ -501,3 +501,42 @@ fn box_and_radius_search_over_pinpoints() {
         }
     }
 }
+
+#[test]
+fn pinpoint_outputs_hold_the_coincident_points() {
+    let x = pinpoints(&[(1.0, 1.0), (3.0, 2.0), (4.1, 3.0), (5.1, 4.0)]);
+    let y = pinpoints(&[(3.0, 10.0), (5.1, 6.0), (7.0, 1.0)]);
+    let p = parse_program("z .= 0.0\nfor i = _\n  z[i] = x[i] * y[i]\nend").unwrap();
+    for (name, r) in runners() {
+        let mut ts: BTreeMap<String, Tensor> = BTreeMap::new();
+        ts.insert("x".into(), x.clone());
+        ts.insert("y".into(), y.clone());
+        ts.insert(
+            "z".into(),
+            Tensor::empty(&fmt("SparseList(Element(0.0), coord=f64)"), &[0]).unwrap(),
+        );
+        let formats = ts
+            .iter()
+            .map(|(n, t)| (n.clone(), t.format.clone()))
+            .collect();
+        let c = r
+            .compile(&p, &formats)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        r.execute(&c, &mut ts)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        ts["z"].validate("z").unwrap();
+        let got: Vec<(f64, f64)> = ts["z"]
+            .pieces()
+            .iter()
+            .map(|(c, v)| (real(&c[0]).0.val, v.as_f64()))
+            .collect();
+        assert_eq!(got, vec![(3.0, 20.0), (5.1, 24.0)], "{name}");
+    }
+    // A positive-length piece with a value other than the fill cannot be a pinpoint.
+    let p = parse_program("z .= 0.0\nfor i = _\n  z[i] = x[i] + 1.0\nend").unwrap();
+    let mut formats = BTreeMap::new();
+    formats.insert("x".to_string(), x.format.clone());
+    formats.insert("z".to_string(), fmt("SparseList(Element(0.0), coord=f64)"));
+    let e = Runner::jit().compile(&p, &formats).err().expect("refused");
+    assert!(e.to_string().contains("real index `i`"), "{e}");
+}

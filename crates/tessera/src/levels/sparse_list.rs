@@ -368,8 +368,10 @@ impl Level for SparseList {
     }
 
     fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
-        real::no_writes_yet(f)?;
         let t = f.tensor.clone();
+        // Real pinpoints are written at the points of a real loop (a piece of positive length
+        // with a value other than the fill cannot be a pinpoint: the lookup refuses it).
+        let is_real = t.format.levels[f.level].is_real();
         let l = LevelRef {
             tensor: &t,
             level: f.level,
@@ -413,13 +415,17 @@ impl Level for SparseList {
         let fiber_commit = fiber.commit.clone();
         let lookup = Looplet::Lookup(Rc::new(move |i: &Expr| {
             let prev_idx = b::load(idx, b::sub(b::var(qos), b::int(1)));
+            let (prev_idx, stored) = match is_real {
+                true => (b::make_limit(prev_idx, b::int(0)), b::limit_val(i.clone())),
+                false => (prev_idx, i.clone()),
+            };
             let mut commit = fiber_commit.clone();
             commit.push(Stmt::If {
                 cond: b::lt(b::var(start), b::var(qos)),
                 then: b::if_(b::le(i.clone(), prev_idx), vec![Stmt::Fail(coord_order)]),
                 otherwise: vec![],
             });
-            commit.push(b::store(idx, b::var(qos), i.clone()));
+            commit.push(b::store(idx, b::var(qos), stored));
             commit.push(b::assign(qos, b::add(b::var(qos), b::int(1))));
             if let Some(d) = parent_dirty {
                 commit.push(b::assign(d, b::boolean(true)));
