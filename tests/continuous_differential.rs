@@ -145,8 +145,11 @@ fn compare(program: &str, inputs: &[(&str, &Tensor)], out_format: &str, out_shap
                 .iter()
                 .zip(&want.pieces)
                 .all(|((c1, v1), (c2, v2))| {
+                    let (a, b) = (v1.as_f64(), v2.as_f64());
                     c1 == c2
-                        && (v1.as_f64() - v2.as_f64()).abs() <= 1e-9 * v2.as_f64().abs().max(1.0)
+                        && (a == b
+                            || (a.is_nan() && b.is_nan())
+                            || (a - b).abs() <= 1e-9 * b.abs().max(1.0))
                 });
         assert!(
             close,
@@ -158,7 +161,7 @@ fn compare(program: &str, inputs: &[(&str, &Tensor)], out_format: &str, out_shap
 const SCALAR: &str = "Element(0.0)";
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
 
     #[test]
     fn products_sums_and_extrema_of_two_vectors(
@@ -177,9 +180,22 @@ proptest! {
             "o[] += x[i] + y[i]",
             "o[] <<max>>= x[i] * y[i]",
             "o[] <<min>>= x[i] - y[i]",
+            "if x[i] > 2.0\n    o[] += y[i] * d(i)\n  end",
+            "let v = x[i] * 2.0\n    o[] += v * y[i]\n  end",
+            "o[] += ifelse(y[i] < x[i], x[i], 0.5) * d(i)",
         ] {
             compare(&format!("for i = _\n  {body}\nend"), &inputs, SCALAR, &[]);
             compare(&format!("for i = {a:?}:{b:?}\n  {body}\nend"), &inputs, SCALAR, &[]);
+        }
+        // Ranges reaching past the pieces, empty and reversed ones.
+        for (lo, hi) in [("-Inf", "Inf"), ("-Inf", &*format!("{a:?}")), ("Inf", "-Inf"), ("3.0", "3.0")] {
+            compare(
+                &format!("for i = {lo}:{hi}\n  o[] += x[i] * (y[i] + 1.0) * d(i)\nend"),
+                &inputs,
+                SCALAR,
+                &[],
+            );
+            compare(&format!("for i = {lo}:{hi}\n  o[] += x[i] + y[i]\nend"), &inputs, SCALAR, &[]);
         }
         let runs = "SparseRunList(Element(0.0), coord=f64)";
         for body in ["o[i] = x[i] * y[i]", "o[i] = x[i] + y[i]", "o[i] += x[i] - 2.0 * y[i]"] {
