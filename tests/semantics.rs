@@ -835,3 +835,27 @@ fn a_zero_factor_gives_positive_zero_so_quotients_agree() {
     assert_eq!(f64s(&got["q"]), vec![inf]);
     assert!(f64s(&got["s"])[0].is_sign_positive());
 }
+
+/// `x + 0.0` is not `x` when `x` is `-0.0` (IEEE: `-0.0 + 0.0 = +0.0`): a sum with a sparse
+/// operand's fill keeps the sign rule, so a quotient by it agrees everywhere.
+#[test]
+fn adding_a_fill_zero_keeps_the_ieee_sign_of_the_sum() {
+    let t = "sum_zero_sign";
+    let inf = f64::INFINITY;
+    let program = "s .= 0\nfor i = _\n  s[] += 1 / (x[i] + y[i])\nend\n";
+    for yf in ["SparseList(Element(0.0))", "Dense(Element(0.0))"] {
+        let ts = tensors(vec![
+            ("x", vector("Dense(Element(0.0))", &[-0.0, -0.0])),
+            ("y", stored(yf, 2, &[(1, 0.0)])),
+            ("s", empty("Element(0.0)", &[])),
+        ]);
+        assert_eq!(f64s(&agree(t, program, ts)["s"]), vec![inf], "{yf}");
+    }
+    // A literal zero is folded the same way.
+    let literal = "s .= 0\nfor i = _\n  s[] += 1 / (x[i] + 0.0)\nend\n";
+    let ts = tensors(vec![
+        ("x", vector("Dense(Element(0.0))", &[-0.0])),
+        ("s", empty("Element(0.0)", &[])),
+    ]);
+    assert_eq!(f64s(&agree(t, literal, ts)["s"]), vec![inf]);
+}

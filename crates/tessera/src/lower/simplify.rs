@@ -127,11 +127,19 @@ fn simplify_binary(op: BinaryOp, x: &LExpr, y: &LExpr) -> Option<LExpr> {
             }
             None
         }
+        // `x + 0` is `x` except for a float `+0.0` added to `x = -0.0`, which IEEE makes
+        // `+0.0` (observable through a quotient): only an integer zero or `-0.0` (the exact
+        // identity of float addition) is dropped.
         BinaryOp::Add => {
-            if lit(x).is_some_and(|v| algebra::is_zero(&v)) {
+            let identity = |v: Scalar| match v {
+                Scalar::F64(z) => z == 0.0 && z.is_sign_negative(),
+                Scalar::F32(z) => z == 0.0 && z.is_sign_negative(),
+                v => algebra::is_zero(&v),
+            };
+            if lit(x).is_some_and(identity) {
                 return keep(y, cy);
             }
-            if lit(y).is_some_and(|v| algebra::is_zero(&v)) {
+            if lit(y).is_some_and(identity) {
                 return keep(x, cx);
             }
             None
