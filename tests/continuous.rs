@@ -30,32 +30,45 @@ fn runners() -> Vec<(&'static str, Runner)> {
     out
 }
 
-/// Run `program` on every backend; returns the 0-d output `s` of each.
-fn scalar_on_all(program: &str, inputs: &[(&str, Tensor)], elem_fill: &str) -> Vec<(String, f64)> {
+/// Run `program` on every backend over copies of `tensors`; each backend's name and tensors
+/// afterwards (every written tensor validated).
+fn everywhere(
+    program: &str,
+    tensors: &[(&str, Tensor)],
+) -> Vec<(String, BTreeMap<String, Tensor>)> {
     let p = parse_program(program).unwrap();
     let mut out = vec![];
     for (name, r) in runners() {
-        let mut ts: BTreeMap<String, Tensor> = inputs
+        let mut ts: BTreeMap<String, Tensor> = tensors
             .iter()
             .map(|(n, t)| (n.to_string(), t.clone()))
             .collect();
-        ts.insert(
-            "s".to_string(),
-            Tensor::empty(&fmt(&format!("Element({elem_fill})")), &[]).unwrap(),
-        );
         let formats = ts
             .iter()
             .map(|(n, t)| (n.clone(), t.format.clone()))
             .collect();
         let c = r
             .compile(&p, &formats)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{program}"));
         r.execute(&c, &mut ts)
             .unwrap_or_else(|e| panic!("{name}: {e}\n{program}\n{}", c.ir));
-        let v = ts["s"].pieces()[0].1;
-        out.push((name.to_string(), v.as_f64()));
+        for (n, t) in &ts {
+            t.validate(n).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        out.push((name.to_string(), ts));
     }
     out
+}
+
+/// Run `program` on every backend; returns the 0-d output `s` of each.
+fn scalar_on_all(program: &str, inputs: &[(&str, Tensor)], elem_fill: &str) -> Vec<(String, f64)> {
+    let mut all = inputs.to_vec();
+    let s = Tensor::empty(&fmt(&format!("Element({elem_fill})")), &[]).unwrap();
+    all.push(("s", s));
+    everywhere(program, &all)
+        .into_iter()
+        .map(|(name, ts)| (name, ts["s"].pieces()[0].1.as_f64()))
+        .collect()
 }
 
 fn runs(pieces: &[(PieceCoord, f64)]) -> Tensor {
@@ -182,30 +195,13 @@ fn golden_14_open_closed_and_eps_ends() {
 /// Run `program` writing the real-indexed output `z` (a SparseRunList(coord=f64)); its pieces
 /// on every backend.
 fn pieces_on_all(program: &str, inputs: &[(&str, Tensor)]) -> Vec<(String, Vec<Piece>)> {
-    let p = parse_program(program).unwrap();
-    let mut out = vec![];
-    for (name, r) in runners() {
-        let mut ts: BTreeMap<String, Tensor> = inputs
-            .iter()
-            .map(|(n, t)| (n.to_string(), t.clone()))
-            .collect();
-        ts.insert(
-            "z".to_string(),
-            Tensor::empty(&fmt("SparseRunList(Element(0.0), coord=f64)"), &[0]).unwrap(),
-        );
-        let formats = ts
-            .iter()
-            .map(|(n, t)| (n.clone(), t.format.clone()))
-            .collect();
-        let c = r
-            .compile(&p, &formats)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        r.execute(&c, &mut ts)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        ts["z"].validate("z").unwrap();
-        out.push((name.to_string(), ts["z"].pieces()));
-    }
-    out
+    let mut all = inputs.to_vec();
+    let z = Tensor::empty(&fmt("SparseRunList(Element(0.0), coord=f64)"), &[0]).unwrap();
+    all.push(("z", z));
+    everywhere(program, &all)
+        .into_iter()
+        .map(|(name, ts)| (name, ts["z"].pieces()))
+        .collect()
 }
 
 fn real(c: &PieceCoord) -> (Limit<f64>, Limit<f64>) {
@@ -368,24 +364,10 @@ fn interval_overlap_counts_follow_half_open_intervals() {
         .collect();
     assert_eq!(want, vec![0, 2, 2, 0]);
     // A per-pair flag, collapsed over x by `|=`.
-    let p = parse_program("for i = _, j = _, x = _\n  o[i, j] |= a[i, x] && b[j, x]\nend").unwrap();
-    for (name, r) in runners() {
-        let mut ts: BTreeMap<String, Tensor> = BTreeMap::new();
-        ts.insert("a".into(), bed_like(&a));
-        ts.insert("b".into(), bed_like(&b));
-        ts.insert(
-            "o".into(),
-            Tensor::empty(&fmt("Dense(Dense(Element(false)))"), &[a.len(), b.len()]).unwrap(),
-        );
-        let formats = ts
-            .iter()
-            .map(|(n, t)| (n.clone(), t.format.clone()))
-            .collect();
-        let c = r
-            .compile(&p, &formats)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        r.execute(&c, &mut ts)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let o = Tensor::empty(&fmt("Dense(Dense(Element(false)))"), &[a.len(), b.len()]).unwrap();
+    let tensors = [("a", bed_like(&a)), ("b", bed_like(&b)), ("o", o)];
+    let program = "for i = _, j = _, x = _\n  o[i, j] |= a[i, x] && b[j, x]\nend";
+    for (name, ts) in everywhere(program, &tensors) {
         let o = ts["o"].to_dense();
         let got: Vec<i64> = (0..a.len())
             .map(|i| {
@@ -475,24 +457,10 @@ fn box_and_radius_search_over_pinpoints() {
             in_disc,
         ),
     ];
+    let o = Tensor::empty(&fmt("Dense(Element(false))"), &[pts.len()]).unwrap();
+    let tensors = [("P", p), ("o", o)];
     for (text, want) in programs {
-        let prog = parse_program(&text).unwrap();
-        for (name, run) in runners() {
-            let mut ts: BTreeMap<String, Tensor> = BTreeMap::new();
-            ts.insert("P".into(), p.clone());
-            ts.insert(
-                "o".into(),
-                Tensor::empty(&fmt("Dense(Element(false))"), &[pts.len()]).unwrap(),
-            );
-            let formats = ts
-                .iter()
-                .map(|(n, t)| (n.clone(), t.format.clone()))
-                .collect();
-            let c = run
-                .compile(&prog, &formats)
-                .unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
-            run.execute(&c, &mut ts)
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (name, ts) in everywhere(&text, &tensors) {
             let o = ts["o"].to_dense();
             let got: Vec<usize> = (0..pts.len())
                 .filter(|&k| o.get(k) == Scalar::Bool(true))
@@ -506,25 +474,9 @@ fn box_and_radius_search_over_pinpoints() {
 fn pinpoint_outputs_hold_the_coincident_points() {
     let x = pinpoints(&[(1.0, 1.0), (3.0, 2.0), (4.1, 3.0), (5.1, 4.0)]);
     let y = pinpoints(&[(3.0, 10.0), (5.1, 6.0), (7.0, 1.0)]);
-    let p = parse_program("z .= 0.0\nfor i = _\n  z[i] = x[i] * y[i]\nend").unwrap();
-    for (name, r) in runners() {
-        let mut ts: BTreeMap<String, Tensor> = BTreeMap::new();
-        ts.insert("x".into(), x.clone());
-        ts.insert("y".into(), y.clone());
-        ts.insert(
-            "z".into(),
-            Tensor::empty(&fmt("SparseList(Element(0.0), coord=f64)"), &[0]).unwrap(),
-        );
-        let formats = ts
-            .iter()
-            .map(|(n, t)| (n.clone(), t.format.clone()))
-            .collect();
-        let c = r
-            .compile(&p, &formats)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        r.execute(&c, &mut ts)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        ts["z"].validate("z").unwrap();
+    let z = Tensor::empty(&fmt("SparseList(Element(0.0), coord=f64)"), &[0]).unwrap();
+    let tensors = [("x", x.clone()), ("y", y), ("z", z)];
+    for (name, ts) in everywhere("z .= 0.0\nfor i = _\n  z[i] = x[i] * y[i]\nend", &tensors) {
         let got: Vec<(f64, f64)> = ts["z"]
             .pieces()
             .iter()

@@ -245,6 +245,41 @@ pub fn unfurl_pieces(
     super::shared::chunks_then_fill(preamble, stepper, protocol, b::var(last), fill)
 }
 
+/// `build_pieces` of a level with a `ptr` array (SparseList, SparseRunList): each group's
+/// pieces in order, one stored piece for each run of equal ones (entries that differ only in
+/// later dimensions share it), handed to `store`. Returns `ptr` and the child groups.
+pub fn counted_pieces(
+    parent_count: usize,
+    groups: &[(usize, usize, usize)],
+    pieces: &[(Limit<f64>, Limit<f64>)],
+    store: &mut dyn FnMut(Limit<f64>, Limit<f64>) -> Result<(), String>,
+) -> Result<(Vec<i64>, Vec<(usize, usize, usize)>), String> {
+    let mut ptr = vec![0i64; parent_count + 1];
+    let mut out = vec![];
+    let mut stored = 0;
+    for &(p, lo, hi) in groups {
+        let mut k = lo;
+        while k < hi {
+            let end = (k + 1..hi).find(|&e| pieces[e] != pieces[k]).unwrap_or(hi);
+            let (a, z) = pieces[k];
+            store(a, z)?;
+            out.push((stored, k, end));
+            stored += 1;
+            ptr[p + 1] += 1;
+            k = end;
+        }
+    }
+    for p in 1..=parent_count {
+        ptr[p] += ptr[p - 1];
+    }
+    Ok((ptr, out))
+}
+
+/// The refusal of `build_pieces` by a level whose kind stores integer coordinates.
+pub fn integer_level(name: &str) -> String {
+    format!("{name} stores integer coordinates here (use coord=f64)")
+}
+
 pub fn f64s(b: &Buffer) -> &[f64] {
     b.as_f64().expect("real coordinates are f64")
 }

@@ -180,9 +180,7 @@ impl Level for SparseInterval {
         pieces: &[(Limit<f64>, Limit<f64>)],
     ) -> std::result::Result<super::Built, String> {
         if !kind.is_real() {
-            return Err(
-                "SparseInterval stores integer coordinates here (use coord=f64)".to_string(),
-            );
+            return Err(real::integer_level("SparseInterval"));
         }
         self.empty(kind, bufs, &[], parent_count);
         let mut out = vec![];

@@ -187,34 +187,18 @@ impl Level for SparseList {
         pieces: &[(Limit<f64>, Limit<f64>)],
     ) -> std::result::Result<super::Built, String> {
         if !kind.is_real() {
-            return Err("SparseList stores integer coordinates here (use coord=f64)".to_string());
+            return Err(real::integer_level("SparseList"));
         }
-        let mut ptr = vec![0i64; parent_count + 1];
         let mut idx = vec![];
-        let mut out = vec![];
-        for &(p, lo, hi) in groups {
-            let mut k = lo;
-            while k < hi {
-                let (a, z) = pieces[k];
-                if a != z || a.eps != Eps::Zero {
-                    return Err(format!(
-                        "a SparseList holds pinpoints, not the interval [{a}, {z}]: use SparseRunList"
-                    ));
-                }
-                // Entries with the same pinpoint form one child group (they differ below).
-                let mut end = k + 1;
-                while end < hi && pieces[end] == pieces[k] {
-                    end += 1;
-                }
-                out.push((idx.len(), k, end));
-                idx.push(real::canonical(a.val));
-                ptr[p + 1] += 1;
-                k = end;
+        let (ptr, out) = real::counted_pieces(parent_count, groups, pieces, &mut |a, z| {
+            if a != z || a.eps != Eps::Zero {
+                return Err(format!(
+                    "a SparseList holds pinpoints, not the interval [{a}, {z}]: use SparseRunList"
+                ));
             }
-        }
-        for p in 1..=parent_count {
-            ptr[p] += ptr[p - 1];
-        }
+            idx.push(real::canonical(a.val));
+            Ok(())
+        })?;
         let n = idx.len();
         bufs[PTR] = Buffer::I64(ptr);
         bufs[IDX] = Buffer::F64(idx);

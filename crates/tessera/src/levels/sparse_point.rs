@@ -148,7 +148,7 @@ impl Level for SparsePoint {
         pieces: &[(Limit<f64>, Limit<f64>)],
     ) -> std::result::Result<super::Built, String> {
         if !kind.is_real() {
-            return Err("SparsePoint stores integer coordinates here (use coord=f64)".to_string());
+            return Err(real::integer_level("SparsePoint"));
         }
         let mut idx = vec![EMPTY_REAL; parent_count];
         let mut out = vec![];

@@ -318,33 +318,16 @@ impl Level for SparseRunList {
         pieces: &[(Limit<f64>, Limit<f64>)],
     ) -> std::result::Result<super::Built, String> {
         if !kind.is_real() {
-            return Err(
-                "SparseRunList stores integer coordinates here (use coord=f64)".to_string(),
-            );
+            return Err(real::integer_level("SparseRunList"));
         }
-        let mut ptr = vec![0i64; parent_count + 1];
         let (mut left, mut right, mut le, mut re) = (vec![], vec![], vec![], vec![]);
-        let mut out = vec![];
-        for &(p, lo, hi) in groups {
-            let mut k = lo;
-            while k < hi {
-                let mut end = k + 1;
-                while end < hi && pieces[end] == pieces[k] {
-                    end += 1;
-                }
-                let (a, z) = pieces[k];
-                out.push((left.len(), k, end));
-                left.push(real::canonical(a.val));
-                le.push(a.eps.sign());
-                right.push(real::canonical(z.val));
-                re.push(z.eps.sign());
-                ptr[p + 1] += 1;
-                k = end;
-            }
-        }
-        for p in 1..=parent_count {
-            ptr[p] += ptr[p - 1];
-        }
+        let (ptr, out) = real::counted_pieces(parent_count, groups, pieces, &mut |a, z| {
+            left.push(real::canonical(a.val));
+            le.push(a.eps.sign());
+            right.push(real::canonical(z.val));
+            re.push(z.eps.sign());
+            Ok(())
+        })?;
         let n = left.len();
         bufs[PTR] = Buffer::I64(ptr);
         bufs[LEFT] = Buffer::F64(left);
