@@ -174,11 +174,10 @@ fn the_reference_evaluator_agrees() {
                 out.to_string(),
                 Tensor::empty(&f, &shape).unwrap().to_piece_tensor(),
             );
-            let w = Format::parse("Element(false)", None).unwrap();
-            env.insert(
-                "w".to_string(),
-                Tensor::empty(&w, &[]).unwrap().to_piece_tensor(),
-            );
+            // The pair flags of the count program.
+            let j = Format::parse("Dense(SparseList(SparseList(Element(false))))", None).unwrap();
+            let pairs = Tensor::empty(&j, &[nc, ra.len(), rb.len()]).unwrap();
+            env.insert("J".to_string(), pairs.to_piece_tensor());
             let p = parse_program(program_text(op)).unwrap();
             tessera::eval::continuous::run(&p, &mut env).unwrap();
             let mut per_a = vec![0i64; ra.len()];

@@ -24,6 +24,10 @@ use std::collections::BTreeMap;
 /// The storage format of an interval tensor `[chrom, id, x]`.
 pub const INTERVAL_FORMAT: &str = "Dense(SparseList(SparseRunList(Pattern(), coord=f64)))";
 
+/// The format of the overlapping pairs `J[chrom, a_id, b_id]`: written in loop order, it
+/// stores only the pairs (a `false` a kernel may store is not a pair).
+const PAIR_FORMAT: &str = "Dense(SparseList(SparseList(Element(false))))";
+
 /// Which `bedtools intersect` operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IntervalOp {
@@ -42,10 +46,12 @@ pub fn program_text(op: IntervalOp) -> &'static str {
         IntervalOp::Overlap => {
             "O .= false\nfor c = _, i = _, j = _, x = _\n  O[i] |= A[c, i, x] && B[c, j, x]\nend\n"
         }
-        // A pair overlapping over a whole interval is one hit, not one per point: the flag w
-        // collapses the real loop first (an idempotent |=), then the pair counts once.
+        // A pair overlapping over a whole interval is one hit, not one per point: the pairs
+        // are flagged first (an idempotent |= over x), then each flagged pair counts once.
+        // (A flag per pair in a scalar inside the j loop would make that loop dense: its
+        // count statement reads no B, so every j of the dimension would be visited.)
         IntervalOp::Count => {
-            "K .= 0\nfor c = _, i = _, j = _\n  w .= false\n  for x = _\n    w[] |= A[c, i, x] && B[c, j, x]\n  end\n  if w[]\n    K[i] += 1\n  end\nend\n"
+            "J .= false\nfor c = _, i = _, j = _, x = _\n  J[c, i, j] |= A[c, i, x] && B[c, j, x]\nend\nK .= 0\nfor c = _, i = _, j = _\n  if J[c, i, j]\n    K[i] += 1\n  end\nend\n"
         }
         // J[c, i, j] is written in loop order (c, then i within c, then j), so a sparse
         // output keeps only the overlapping pairs.
@@ -116,12 +122,17 @@ pub fn run(
         }
         IntervalOp::Count => {
             ts.insert("K".into(), Tensor::empty(&fmt("Dense(Element(0))")?, &[n])?);
-            ts.insert("w".into(), Tensor::empty(&fmt("Element(false)")?, &[])?);
+            ts.insert(
+                "J".into(),
+                Tensor::empty(&fmt(PAIR_FORMAT)?, &[n_chroms, n, m])?,
+            );
             "K"
         }
         IntervalOp::Join => {
-            let f = fmt("Dense(SparseList(SparseList(Element(false))))")?;
-            ts.insert("J".into(), Tensor::empty(&f, &[n_chroms, n, m])?);
+            ts.insert(
+                "J".into(),
+                Tensor::empty(&fmt(PAIR_FORMAT)?, &[n_chroms, n, m])?,
+            );
             "J"
         }
     };
