@@ -303,3 +303,76 @@ fn shared_real_data() {
         }
     }
 }
+
+#[test]
+fn the_intervals_command() {
+    let dir = Dir::new("intervals-cli");
+    let a = dir.file(
+        "a.bed",
+        "track name=a\nchr1\t0\t5\tx\nchr1\t5\t10\ty\nchr2\t1\t2\tz\n",
+    );
+    // B gzip-compressed: read by its magic bytes.
+    let b = dir.path("b.bed.gz");
+    {
+        use std::io::Write;
+        let mut enc = flate2::write::GzEncoder::new(vec![], flate2::Compression::default());
+        enc.write_all(b"chr1\t4\t6\tp\nchr1\t9\t12\tq\n").unwrap();
+        std::fs::write(&b, enc.finish().unwrap()).unwrap();
+    }
+    let ok = |args: &[&str]| {
+        let o = tessera(args);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    assert_eq!(
+        ok(&["intervals", "overlap", &a, &b]),
+        "chr1\t0\t5\tx\nchr1\t5\t10\ty\n"
+    );
+    assert_eq!(
+        ok(&["intervals", "count", &a, &b]),
+        "chr1\t0\t5\tx\t1\nchr1\t5\t10\ty\t2\nchr2\t1\t2\tz\t0\n"
+    );
+    assert_eq!(
+        ok(&["intervals", "join", &a, &b]),
+        "chr1\t0\t5\tx\tchr1\t4\t6\tp\nchr1\t5\t10\ty\tchr1\t4\t6\tp\nchr1\t5\t10\ty\tchr1\t9\t12\tq\n"
+    );
+    let out = dir.path("o.bed");
+    let shown = ok(&[
+        "intervals",
+        "overlap",
+        &a,
+        &b,
+        "--out",
+        &out,
+        "--show-program",
+    ]);
+    assert!(shown.starts_with("# O .= false\n"), "{shown}");
+    assert!(!shown.contains("chr1"), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "chr1\t0\t5\tx\nchr1\t5\t10\ty\n"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(ok(&["intervals", "count", &a, &b, "--json"]).trim()).unwrap();
+    assert_eq!(json["a_records"], 3);
+    assert_eq!(json["b_records"], 2);
+    assert_eq!(json["overlapping_pairs"], 3);
+    let err = |args: &[&str]| {
+        let o = tessera(args);
+        assert!(!o.status.success(), "{args:?} should fail");
+        String::from_utf8(o.stderr).unwrap()
+    };
+    let bad = dir.file("bad.bed", "chr1\t1\t2\n# x\nchr1\t9\t3\n");
+    let e = err(&["intervals", "overlap", &a, &bad]);
+    assert!(e.contains("bad.bed:3: end 3 is before start 9"), "{e}");
+    let e = err(&["intervals", "count", &dir.path("none.bed"), &a]);
+    assert!(e.contains("none.bed"), "{e}");
+    // A failed run leaves no output file behind.
+    let e = err(&["intervals", "join", &bad, &a, "--out", &dir.path("p.bed")]);
+    assert!(e.contains("bad.bed:3"), "{e}");
+    assert!(!std::path::Path::new(&dir.path("p.bed")).exists());
+}
