@@ -178,3 +178,326 @@ fn golden_14_open_closed_and_eps_ends() {
         1.5,
     );
 }
+
+/// Run `program` writing the real-indexed output `z` (a SparseRunList(coord=f64)); its pieces
+/// on every backend.
+fn pieces_on_all(program: &str, inputs: &[(&str, Tensor)]) -> Vec<(String, Vec<Piece>)> {
+    let p = parse_program(program).unwrap();
+    let mut out = vec![];
+    for (name, r) in runners() {
+        let mut ts: BTreeMap<String, Tensor> = inputs
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.clone()))
+            .collect();
+        ts.insert(
+            "z".to_string(),
+            Tensor::empty(&fmt("SparseRunList(Element(0.0), coord=f64)"), &[0]).unwrap(),
+        );
+        let formats = ts
+            .iter()
+            .map(|(n, t)| (n.clone(), t.format.clone()))
+            .collect();
+        let c = r
+            .compile(&p, &formats)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        r.execute(&c, &mut ts)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        ts["z"].validate("z").unwrap();
+        out.push((name.to_string(), ts["z"].pieces()));
+    }
+    out
+}
+
+fn real(c: &PieceCoord) -> (Limit<f64>, Limit<f64>) {
+    match c {
+        PieceCoord::Real(a, z) => (*a, *z),
+        PieceCoord::Int(_) => panic!("a real coordinate"),
+    }
+}
+
+#[test]
+fn golden_16_products_and_sums_of_interval_pairs_as_pieces() {
+    let inputs = [("x", closed(&X16)), ("y", closed(&Y16))];
+    let want: Vec<(f64, f64)> = vec![
+        (2., 3.),
+        (6., 6.),
+        (12., 16.),
+        (26., 27.),
+        (29., 30.),
+        (37., 40.),
+        (42., 45.),
+        (47., 56.),
+        (73., 78.),
+        (87., 87.),
+        (88., 89.),
+        (92., 96.),
+    ];
+    for (backend, got) in pieces_on_all("for i = _\n  z[i] = x[i] * y[i]\nend", &inputs) {
+        let ends: Vec<(f64, f64)> = got
+            .iter()
+            .map(|(c, v)| {
+                assert_eq!(*v, Scalar::F64(1.0), "{backend}");
+                let (a, z) = real(&c[0]);
+                assert_eq!(
+                    (a.eps, z.eps),
+                    (Limit::exact(0.0).eps, Limit::exact(0.0).eps)
+                );
+                (a.val, z.val)
+            })
+            .collect();
+        assert_eq!(ends, want, "{backend}");
+    }
+    // x + y: 30 pieces with ε ends (equal-valued neighbours do not occur here).
+    for (backend, got) in pieces_on_all("for i = _\n  z[i] = x[i] + y[i]\nend", &inputs) {
+        assert_eq!(got.len(), 30, "{backend}: {got:?}");
+        assert_eq!(real(&got[0].0[0]), (Limit::exact(2.0), Limit::exact(3.0)));
+        assert_eq!(got[0].1, Scalar::F64(2.0));
+        assert_eq!(
+            real(&got[1].0[0]),
+            (Limit::plus_eps(3.0), Limit::minus_eps(6.0))
+        );
+        assert_eq!(got[1].1, Scalar::F64(1.0));
+        let last = got.last().unwrap();
+        assert_eq!(
+            real(&last.0[0]),
+            (Limit::plus_eps(96.0), Limit::exact(98.0))
+        );
+    }
+}
+
+#[test]
+fn golden_19_union_of_left_open_pieces() {
+    let lo = |a: f64, b: f64, v: f64| (PieceCoord::left_open(a, b), v);
+    let a = runs(&[lo(1.1, 3.3, 1.0), lo(6.6, 7.7, 2.0), lo(9.9, 11.11, 3.0)]);
+    let b = runs(&[lo(2.2, 3.3, 1.0), lo(5.5, 8.8, 1.0), lo(8.8, 9.9, 2.0)]);
+    let want = [
+        (1.1, 2.2, 1.0),
+        (2.2, 3.3, 2.0),
+        (5.5, 6.6, 1.0),
+        (6.6, 7.7, 3.0),
+        (7.7, 8.8, 1.0),
+        (8.8, 9.9, 2.0),
+        (9.9, 11.11, 3.0),
+    ];
+    for (backend, got) in pieces_on_all(
+        "for i = _\n  z[i] = x[i] + y[i]\nend",
+        &[("x", a.clone()), ("y", b.clone())],
+    ) {
+        let got: Vec<(f64, f64, f64)> = got
+            .iter()
+            .map(|(c, v)| {
+                let (p, q) = real(&c[0]);
+                assert_eq!(
+                    (p, q),
+                    (Limit::plus_eps(p.val), Limit::exact(q.val)),
+                    "{backend}"
+                );
+                (p.val, q.val, v.as_f64())
+            })
+            .collect();
+        assert_eq!(got, want, "{backend}");
+    }
+}
+
+#[test]
+fn one_pinpoint_per_row_in_a_sparse_point_level() {
+    let f = fmt("Dense(SparsePoint(Element(0.0), coord=f64))");
+    let row = |r: i64, x: f64, v: f64| {
+        (
+            vec![PieceCoord::Int(r), PieceCoord::point(x)],
+            Scalar::F64(v),
+        )
+    };
+    let a = Tensor::from_pieces(
+        &f,
+        &[4, 0],
+        &[row(0, 2.5, 1.0), row(2, 7.0, 3.0), row(3, 12.0, 5.0)],
+    )
+    .unwrap();
+    a.validate("A").unwrap();
+    assert_eq!(a.pieces().len(), 3);
+    // Two points in one fiber are refused.
+    assert!(Tensor::from_pieces(&f, &[4, 0], &[row(0, 1.0, 1.0), row(0, 2.0, 1.0)]).is_err());
+    let y = runs(&[(PieceCoord::right_open(2.0, 8.0), 10.0)]);
+    let inputs = [("A", a), ("y", y)];
+    // Rows 0 and 2 have their point inside [2, 8): 1*10 + 3*10.
+    assert_all(
+        scalar_on_all(
+            "for j = _, i = _\n  s[] += A[j, i] * y[i]\nend",
+            &inputs,
+            "0.0",
+        ),
+        40.0,
+    );
+    assert_all(
+        scalar_on_all(
+            "for j = _, i = _\n  s[] += A[j, i] * y[i] * d(i)\nend",
+            &inputs,
+            "0.0",
+        ),
+        0.0,
+    );
+}
+
+/// `[start, end)` intervals, one per row of a `Dense(SparseInterval(Pattern(), coord=f64))`.
+fn bed_like(list: &[(f64, f64)]) -> Tensor {
+    let f = fmt("Dense(SparseInterval(Pattern(), coord=f64))");
+    let p: Vec<Piece> = list
+        .iter()
+        .enumerate()
+        .map(|(r, &(a, b))| {
+            (
+                vec![PieceCoord::Int(r as i64), PieceCoord::right_open(a, b)],
+                Scalar::Bool(true),
+            )
+        })
+        .collect();
+    let t = Tensor::from_pieces(&f, &[list.len(), 0], &p).unwrap();
+    t.validate("bed").unwrap();
+    t
+}
+
+#[test]
+fn interval_overlap_counts_follow_half_open_intervals() {
+    // Touching intervals ([0,5) and [5,9)) do not overlap, as in bedtools.
+    let a = [(0.0, 5.0), (5.0, 9.0), (20.0, 30.0), (2.0, 3.0)];
+    let b = [(5.0, 6.0), (8.5, 25.0), (29.0, 40.0), (100.0, 101.0)];
+    let want: Vec<i64> = a
+        .iter()
+        .map(|&(s, e)| b.iter().filter(|&&(t, u)| s < u && t < e).count() as i64)
+        .collect();
+    assert_eq!(want, vec![0, 2, 2, 0]);
+    // A per-pair flag, collapsed over x by `|=`.
+    let p = parse_program("for i = _, j = _, x = _\n  o[i, j] |= a[i, x] && b[j, x]\nend").unwrap();
+    for (name, r) in runners() {
+        let mut ts: BTreeMap<String, Tensor> = BTreeMap::new();
+        ts.insert("a".into(), bed_like(&a));
+        ts.insert("b".into(), bed_like(&b));
+        ts.insert(
+            "o".into(),
+            Tensor::empty(&fmt("Dense(Dense(Element(false)))"), &[a.len(), b.len()]).unwrap(),
+        );
+        let formats = ts
+            .iter()
+            .map(|(n, t)| (n.clone(), t.format.clone()))
+            .collect();
+        let c = r
+            .compile(&p, &formats)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        r.execute(&c, &mut ts)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let o = ts["o"].to_dense();
+        let got: Vec<i64> = (0..a.len())
+            .map(|i| {
+                (0..b.len())
+                    .filter(|&j| o.get(i * b.len() + j) == Scalar::Bool(true))
+                    .count() as i64
+            })
+            .collect();
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+/// The paper's Fig. 18: the integral's own emptiness test is the phase's, so the kernel tests
+/// each chunk once, and no infinitesimal is inspected at run time.
+#[test]
+fn integrals_test_each_chunk_once() {
+    let p = parse_program("for i = _\n  s[] += x[i] * y[i] * d(i)\nend").unwrap();
+    let mut formats = BTreeMap::new();
+    for n in ["x", "y"] {
+        formats.insert(n.to_string(), fmt("SparseRunList(Element(0.0), coord=f64)"));
+    }
+    formats.insert("s".to_string(), fmt("Element(0.0)"));
+    let (ir, _, _) = Runner::lower(&p, &formats).unwrap();
+    let text = ir.to_string();
+    assert!(!text.contains("eps("), "{text}");
+    assert!(!text.contains("after(before("), "{text}");
+    // One test per operand's fill phase, none for the integral itself.
+    let chunk_tests = text.matches(" <= i_step)").count();
+    assert_eq!(chunk_tests, 2, "{text}");
+}
+
+/// Points `P[x, y, id]` (x and y pinpoint levels, id an integer level): a closed box and a
+/// closed disc, against a brute force. The disc's test uses the real indices as values, which
+/// is valid because the points drive both loops.
+#[test]
+fn box_and_radius_search_over_pinpoints() {
+    let mut state = 12345u64;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 33) % 1000) as f64 / 10.0
+    };
+    let pts: Vec<(f64, f64)> = (0..300).map(|_| (next(), next())).collect();
+    let f = fmt("SparseList(SparseList(SparseList(Pattern()), coord=f64), coord=f64)");
+    let pieces: Vec<Piece> = pts
+        .iter()
+        .enumerate()
+        .map(|(k, &(x, y))| {
+            (
+                vec![
+                    PieceCoord::point(x),
+                    PieceCoord::point(y),
+                    PieceCoord::Int(k as i64),
+                ],
+                Scalar::Bool(true),
+            )
+        })
+        .collect();
+    let p = Tensor::from_pieces(&f, &[0, 0, pts.len()], &pieces).unwrap();
+    p.validate("P").unwrap();
+    let (x0, y0, x1, y1) = (20.0, 30.0, 55.5, 61.0);
+    let (cx, cy, r) = (50.0, 50.0, 17.5);
+    let in_box: Vec<usize> = (0..pts.len())
+        .filter(|&k| (x0..=x1).contains(&pts[k].0) && (y0..=y1).contains(&pts[k].1))
+        .collect();
+    let in_disc: Vec<usize> = (0..pts.len())
+        .filter(|&k| (pts[k].0 - cx).powi(2) + (pts[k].1 - cy).powi(2) <= r * r)
+        .collect();
+    assert!(!in_box.is_empty() && !in_disc.is_empty());
+    let programs = [
+        (
+            format!(
+                "for x = {x0:?}:{x1:?}, y = {y0:?}:{y1:?}, id = _\n  o[id] |= P[x, y, id]\nend"
+            ),
+            in_box,
+        ),
+        (
+            format!(
+                "for x = {:?}:{:?}, y = {:?}:{:?}\n  if (x - {cx:?}) * (x - {cx:?}) + (y - {cy:?}) * (y - {cy:?}) <= {:?}\n    for id = _\n      o[id] |= P[x, y, id]\n    end\n  end\nend",
+                cx - r,
+                cx + r,
+                cy - r,
+                cy + r,
+                r * r
+            ),
+            in_disc,
+        ),
+    ];
+    for (text, want) in programs {
+        let prog = parse_program(&text).unwrap();
+        for (name, run) in runners() {
+            let mut ts: BTreeMap<String, Tensor> = BTreeMap::new();
+            ts.insert("P".into(), p.clone());
+            ts.insert(
+                "o".into(),
+                Tensor::empty(&fmt("Dense(Element(false))"), &[pts.len()]).unwrap(),
+            );
+            let formats = ts
+                .iter()
+                .map(|(n, t)| (n.clone(), t.format.clone()))
+                .collect();
+            let c = run
+                .compile(&prog, &formats)
+                .unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+            run.execute(&c, &mut ts)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let o = ts["o"].to_dense();
+            let got: Vec<usize> = (0..pts.len())
+                .filter(|&k| o.get(k) == Scalar::Bool(true))
+                .collect();
+            assert_eq!(got, want, "{name}\n{text}");
+        }
+    }
+}

@@ -383,6 +383,13 @@ mod tests {
     #[test]
     fn limits_are_canonical_ir_values_but_no_element_type() {
         assert_eq!(ElemType::from_name("limit"), None);
+        // So formats refuse it as an element type.
+        let e = crate::levels::Format::parse("Dense(Element(0.0, limit))", None).unwrap_err();
+        assert!(
+            e.to_string().contains("unknown element type `limit`"),
+            "{e}"
+        );
+        assert!(crate::levels::Format::parse("Dense(Element(0.0, f64))", None).is_ok());
         assert!(!ElemType::ALL.contains(&ElemType::Limit));
         assert_eq!(ElemType::Limit.compute(), ElemType::Limit);
         assert_eq!(

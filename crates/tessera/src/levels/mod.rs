@@ -76,6 +76,9 @@ pub enum LeafValue {
     Switch(Expr, Box<LeafValue>, Box<LeafValue>),
 }
 
+/// What building a level gives: its child count and the child groups (position, entry range).
+pub type Built = (usize, Vec<(usize, usize, usize)>);
+
 pub trait Level: Sync {
     /// The buffers the level stores, with their element types (`elem` is the tensor's).
     fn buffers(&self, kind: &LevelKind, elem: ElemType) -> Vec<(&'static str, ElemType)>;
@@ -170,6 +173,9 @@ pub trait Level: Sync {
         dims: &[usize],
         map: &[Option<usize>],
     ) -> Vec<Option<usize>> {
+        if kind.is_real() {
+            return remap_pieces(self, kind, bufs, map);
+        }
         let rank = kind.rank();
         let mut coords = vec![vec![]; rank];
         let mut old_children = vec![];
@@ -251,7 +257,7 @@ pub trait Level: Sync {
         _parent_count: usize,
         _groups: &[(usize, usize, usize)],
         _pieces: &[(crate::limit::Limit<f64>, crate::limit::Limit<f64>)],
-    ) -> std::result::Result<(usize, Vec<(usize, usize, usize)>), String> {
+    ) -> std::result::Result<Built, String> {
         Err(format!("{} does not store real coordinates", kind.name()))
     }
     /// Leaves: the stored value at a position.
@@ -294,6 +300,38 @@ pub trait Level: Sync {
     fn short_circuit_value(&self, _f: &Fiber) -> Option<Expr> {
         None
     }
+}
+
+/// [`Level::remap`] of a real-valued level: rebuild it from the kept fibers' pieces.
+pub(super) fn remap_pieces<L: Level + ?Sized>(
+    level: &L,
+    kind: &LevelKind,
+    bufs: &mut [Buffer],
+    map: &[Option<usize>],
+) -> Vec<Option<usize>> {
+    let mut pieces = vec![];
+    let mut old_children = vec![];
+    let mut groups = vec![];
+    for (k, m) in map.iter().enumerate() {
+        let lo = pieces.len();
+        if let Some(p) = *m {
+            level.for_each_piece(kind, bufs, p, &mut |a, z, q| {
+                pieces.push((a, z));
+                old_children.push(q);
+            });
+        }
+        if pieces.len() > lo {
+            groups.push((k, lo, pieces.len()));
+        }
+    }
+    let (count, child_groups) = level
+        .build_pieces(kind, bufs, map.len(), &groups, &pieces)
+        .expect("stored pieces rebuild");
+    let mut out = vec![None; count];
+    for (pos, lo, _) in child_groups {
+        out[pos] = Some(old_children[lo]);
+    }
+    out
 }
 
 pub fn level_impl(kind: &LevelKind) -> &'static dyn Level {

@@ -195,22 +195,46 @@ pub fn unfurl_pieces(
         ])
     };
     let hi = ends.hi;
+    let (lo_v, hi_v, mid) = (
+        cx.var(&format!("{}_search_lo", t.name), ElemType::I64),
+        cx.var(&format!("{}_search_hi", t.name), ElemType::I64),
+        cx.var(&format!("{}_search_mid", t.name), ElemType::I64),
+    );
     let stepper = Stepper {
-        // Skip the pieces that end before `start` (a walk: seeks start each fiber's loop,
-        // usually at the fiber's first piece).
+        // Move to the first piece that does not end before `start`, by binary search (the
+        // pieces are sorted and disjoint, so their ends ascend): a sub-range of a long fiber
+        // (a query window over millions of points) costs a logarithm, not a walk.
         seek: Rc::new(move |start: &Expr| {
             if matches!(start, Expr::Const(Scalar::Limit(l)) if l.val == f64::NEG_INFINITY) {
                 return vec![];
             }
-            let before = b::lt(end_at(hi, &b::var(q)), start.clone());
-            vec![Stmt::While {
-                cond: b::lt(b::var(q), b::var(q_stop)),
-                body: vec![Stmt::If {
-                    cond: before,
-                    then: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
-                    otherwise: vec![Stmt::Break],
-                }],
-            }]
+            let before = b::lt(end_at(hi, &b::var(mid)), start.clone());
+            vec![
+                b::assign(lo_v, b::var(q)),
+                b::assign(hi_v, b::var(q_stop)),
+                Stmt::While {
+                    cond: b::lt(b::var(lo_v), b::var(hi_v)),
+                    body: vec![
+                        b::assign(
+                            mid,
+                            b::add(
+                                b::var(lo_v),
+                                Expr::Binary(
+                                    crate::ir::BinOp::Shr,
+                                    Box::new(b::sub(b::var(hi_v), b::var(lo_v))),
+                                    Box::new(b::int(1)),
+                                ),
+                            ),
+                        ),
+                        Stmt::If {
+                            cond: before,
+                            then: vec![b::assign(lo_v, b::add(b::var(mid), b::int(1)))],
+                            otherwise: vec![b::assign(hi_v, b::var(mid))],
+                        },
+                    ],
+                },
+                b::assign(q, b::var(lo_v)),
+            ]
         }),
         stop,
         chunk,

@@ -18,12 +18,14 @@
 //! vector, or a run list with explicit fill runs, stores just the one real run.
 
 use super::format::Coord;
-use super::registry::{self, Args, Arity, Caps, LevelSpec, Role};
+use super::real;
+use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind};
 use crate::ir::{BinOp, Expr, Stmt, build as b};
-use crate::looplets::{Fiber, Looplet, Phase, Target};
+use crate::limit::Limit;
+use crate::looplets::{Fiber, Kind, Looplet, Phase, Target};
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
 use crate::types::{Class, ElemType, Scalar};
@@ -35,8 +37,7 @@ pub const SPEC: LevelSpec = LevelSpec {
     name: "SparseInterval",
     role: Role::Level,
     arity: Arity::Fixed(1),
-    // Real coordinates (`coord=f64`) are not stored by this level yet.
-    params: &[],
+    params: &[Param::Coord],
     // Its walk needs no loop: fill, the run, fill.
     protocols: &[],
     // Reopened, a fiber that already holds its run still takes no second one.
@@ -61,19 +62,46 @@ pub const SPEC: LevelSpec = LevelSpec {
 
 const LEFT: usize = 0;
 const RIGHT: usize = 1;
+const LEFT_EPS: usize = 2;
+const RIGHT_EPS: usize = 3;
 
 impl Level for SparseInterval {
-    fn buffers(&self, _: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
+    fn buffers(&self, kind: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
+        if kind.is_real() {
+            // An empty fiber holds left = +Inf, right = -Inf (see `levels::real`).
+            return vec![
+                ("left", ElemType::F64),
+                ("right", ElemType::F64),
+                ("left_eps", ElemType::I8),
+                ("right_eps", ElemType::I8),
+            ];
+        }
         vec![("left", ElemType::I64), ("right", ElemType::I64)]
     }
 
     fn validate(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &[Buffer],
         dims: &[usize],
         parent_count: usize,
     ) -> std::result::Result<usize, String> {
+        if kind.is_real() {
+            let (left, right) = (real::f64s(&bufs[LEFT]), real::f64s(&bufs[RIGHT]));
+            let (le, re) = (real::i8s(&bufs[LEFT_EPS]), real::i8s(&bufs[RIGHT_EPS]));
+            if [left.len(), right.len(), le.len(), re.len()] != [parent_count; 4] {
+                return Err(format!(
+                    "left, right and their signs need {parent_count} entries"
+                ));
+            }
+            for p in 0..parent_count {
+                let (a, z) = (real::endpoint(left, le, p), real::endpoint(right, re, p));
+                if (a, z) != empty_real() {
+                    real::check_piece(a, z).map_err(|m| format!("fiber {p}: {m}"))?;
+                }
+            }
+            return Ok(parent_count);
+        }
         let (left, right) = (i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
         if left.len() != parent_count || right.len() != parent_count {
             return Err(format!(
@@ -99,14 +127,83 @@ impl Level for SparseInterval {
         _: &[usize],
         parent_count: usize,
     ) -> usize {
-        bufs[LEFT].truncate(parent_count);
-        bufs[RIGHT].truncate(parent_count);
+        for b in bufs.iter_mut() {
+            b.truncate(parent_count);
+        }
         parent_count
     }
-    fn empty(&self, _: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
+    fn empty(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+    ) -> usize {
+        if kind.is_real() {
+            let (a, z) = empty_real();
+            bufs[LEFT] = Buffer::F64(vec![a.val; parent_count]);
+            bufs[RIGHT] = Buffer::F64(vec![z.val; parent_count]);
+            bufs[LEFT_EPS] = Buffer::I8(vec![0; parent_count]);
+            bufs[RIGHT_EPS] = Buffer::I8(vec![0; parent_count]);
+            return parent_count;
+        }
         bufs[LEFT] = Buffer::I64(vec![0; parent_count]);
         bufs[RIGHT] = Buffer::I64(vec![-1; parent_count]);
         parent_count
+    }
+    fn for_each_piece(
+        &self,
+        kind: &LevelKind,
+        bufs: &[Buffer],
+        pos: usize,
+        f: &mut dyn FnMut(Limit<f64>, Limit<f64>, usize),
+    ) {
+        if !kind.is_real() {
+            return;
+        }
+        let (left, right) = (real::f64s(&bufs[LEFT]), real::f64s(&bufs[RIGHT]));
+        let (le, re) = (real::i8s(&bufs[LEFT_EPS]), real::i8s(&bufs[RIGHT_EPS]));
+        let (a, z) = (
+            real::endpoint(left, le, pos),
+            real::endpoint(right, re, pos),
+        );
+        if (a, z) != empty_real() {
+            f(a, z, pos);
+        }
+    }
+    fn build_pieces(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        parent_count: usize,
+        groups: &[(usize, usize, usize)],
+        pieces: &[(Limit<f64>, Limit<f64>)],
+    ) -> std::result::Result<super::Built, String> {
+        if !kind.is_real() {
+            return Err(
+                "SparseInterval stores integer coordinates here (use coord=f64)".to_string(),
+            );
+        }
+        self.empty(kind, bufs, &[], parent_count);
+        let mut out = vec![];
+        for &(p, lo, hi) in groups {
+            if lo == hi {
+                continue;
+            }
+            if let Some(k) = (lo + 1..hi).find(|&k| pieces[k] != pieces[lo]) {
+                return Err(format!(
+                    "SparseInterval holds one piece per fiber, but fiber {p} has [{}, {}] and [{}, {}]",
+                    pieces[lo].0, pieces[lo].1, pieces[k].0, pieces[k].1
+                ));
+            }
+            let (a, z) = pieces[lo];
+            bufs[LEFT].set(p, Scalar::F64(real::canonical(a.val)));
+            bufs[RIGHT].set(p, Scalar::F64(real::canonical(z.val)));
+            bufs[LEFT_EPS].set(p, Scalar::I8(a.eps.sign()));
+            bufs[RIGHT_EPS].set(p, Scalar::I8(z.eps.sign()));
+            out.push((p, lo, hi));
+        }
+        Ok((parent_count, out))
     }
 
     fn for_each_child(
@@ -125,12 +222,15 @@ impl Level for SparseInterval {
     }
     fn for_each_run(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &[Buffer],
         _: &[usize],
         pos: usize,
         f: &mut dyn FnMut(usize, usize, usize),
     ) {
+        if kind.is_real() {
+            return;
+        }
         let (left, right) = (i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
         if left[pos] <= right[pos] {
             f(left[pos] as usize, right[pos] as usize, pos);
@@ -138,11 +238,14 @@ impl Level for SparseInterval {
     }
     fn remap(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &mut [Buffer],
         _: &[usize],
         map: &[Option<usize>],
     ) -> Vec<Option<usize>> {
+        if kind.is_real() {
+            return super::remap_pieces(self, kind, bufs, map);
+        }
         let (left, right) = (i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
         let pick = |v: &[i64], empty: i64| -> Vec<i64> {
             map.iter().map(|m| m.map_or(empty, |p| v[p])).collect()
@@ -200,18 +303,30 @@ impl Level for SparseInterval {
 
     fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, _: Option<Protocol>) -> Result<Looplet> {
         let t = &f.tensor;
-        let (left, right) = (t.level_bufs[f.level][LEFT], t.level_bufs[f.level][RIGHT]);
-        let lo = cx.var(&format!("{}_left", t.name), ElemType::I64);
-        let hi = cx.var(&format!("{}_right", t.name), ElemType::I64);
+        let bufs = &t.level_bufs[f.level];
+        let (left, right) = (bufs[LEFT], bufs[RIGHT]);
+        let kind = Kind::from_real(t.format.levels[f.level].is_real());
+        let lo = cx.var(&format!("{}_left", t.name), kind.ty());
+        let hi = cx.var(&format!("{}_right", t.name), kind.ty());
+        let (lo_at, hi_at) = match kind {
+            Kind::Real => (
+                b::make_limit(
+                    b::load(left, f.pos.clone()),
+                    b::load(bufs[LEFT_EPS], f.pos.clone()),
+                ),
+                b::make_limit(
+                    b::load(right, f.pos.clone()),
+                    b::load(bufs[RIGHT_EPS], f.pos.clone()),
+                ),
+            ),
+            Kind::Integer => (b::load(left, f.pos.clone()), b::load(right, f.pos.clone())),
+        };
         let fill = Target::Fill(t.fill);
         Ok(Looplet::Thunk {
-            preamble: vec![
-                b::assign(lo, b::load(left, f.pos.clone())),
-                b::assign(hi, b::load(right, f.pos.clone())),
-            ],
+            preamble: vec![b::assign(lo, lo_at), b::assign(hi, hi_at)],
             body: Box::new(Target::Looplet(Looplet::Sequence(vec![
                 Phase {
-                    stop: Some(b::sub(b::var(lo), b::int(1))),
+                    stop: Some(kind.before(&b::var(lo))),
                     body: Looplet::Run(Box::new(fill.clone())),
                 },
                 Phase {
@@ -228,6 +343,7 @@ impl Level for SparseInterval {
     }
 
     fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
+        real::no_writes_yet(f)?;
         let t = f.tensor.clone();
         let l = LevelRef {
             tensor: &t,
@@ -339,6 +455,11 @@ impl Level for SparseInterval {
 }
 
 /// `left[lo..hi] = 0`, `right[lo..hi] = -1` (no run), growing the arrays as needed.
+/// The ends a real fiber without a piece holds: `[+Inf, -Inf]`, an end below the start.
+fn empty_real() -> (Limit<f64>, Limit<f64>) {
+    (Limit::exact(f64::INFINITY), Limit::exact(f64::NEG_INFINITY))
+}
+
 fn empty_runs(l: &LevelRef, lo: Expr, hi: Expr) -> Vec<Stmt> {
     let mut code = vec![];
     for (k, v) in [(LEFT, 0), (RIGHT, -1)] {

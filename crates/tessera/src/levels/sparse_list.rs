@@ -173,8 +173,9 @@ impl Level for SparseList {
             return;
         }
         let (ptr, idx) = (i64s(&bufs[PTR]), real::f64s(&bufs[IDX]));
-        for q in ptr[pos] as usize..ptr[pos + 1] as usize {
-            f(real::limit(idx[q], 0), real::limit(idx[q], 0), q);
+        let (lo, hi) = (ptr[pos] as usize, ptr[pos + 1] as usize);
+        for (q, &x) in idx.iter().enumerate().take(hi).skip(lo) {
+            f(real::limit(x, 0), real::limit(x, 0), q);
         }
     }
     fn build_pieces(
@@ -184,7 +185,7 @@ impl Level for SparseList {
         parent_count: usize,
         groups: &[(usize, usize, usize)],
         pieces: &[(Limit<f64>, Limit<f64>)],
-    ) -> std::result::Result<(usize, Vec<(usize, usize, usize)>), String> {
+    ) -> std::result::Result<super::Built, String> {
         if !kind.is_real() {
             return Err("SparseList stores integer coordinates here (use coord=f64)".to_string());
         }

@@ -6,12 +6,14 @@
 //! Reading needs no loop: fill before the point, the child at the point, fill after. Writing a
 //! second coordinate to a fiber is a runtime error; rewriting the stored coordinate is fine.
 
-use super::registry::{self, Args, Arity, Caps, LevelSpec, Role};
+use super::real;
+use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind};
 use crate::ir::{Expr, Stmt, build as b};
-use crate::looplets::{Fiber, Looplet, Phase, Target};
+use crate::limit::Limit;
+use crate::looplets::{Fiber, Kind, Looplet, Phase, Target};
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
 use crate::types::{ElemType, Scalar};
@@ -23,8 +25,7 @@ pub const SPEC: LevelSpec = LevelSpec {
     name: "SparsePoint",
     role: Role::Level,
     arity: Arity::Fixed(1),
-    // Real coordinates (`coord=f64`) are not stored by this level yet.
-    params: &[],
+    params: &[Param::Coord],
     // Its walk reaches the one coordinate without a loop.
     protocols: &[],
     // Reopened, a fiber takes writes at its stored coordinate (or its first, if empty).
@@ -50,19 +51,40 @@ pub const SPEC: LevelSpec = LevelSpec {
 const IDX: usize = 0;
 /// `idx` of an empty fiber.
 pub const EMPTY: i64 = -1;
+/// `idx` of an empty fiber of real coordinates (never a stored point: those are not NaN).
+const EMPTY_REAL: f64 = f64::NAN;
 
 impl Level for SparsePoint {
-    fn buffers(&self, _: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
-        vec![("idx", ElemType::I64)]
+    fn buffers(&self, kind: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
+        match kind.is_real() {
+            true => vec![("idx", ElemType::F64)],
+            false => vec![("idx", ElemType::I64)],
+        }
     }
 
     fn validate(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &[Buffer],
         dims: &[usize],
         parent_count: usize,
     ) -> std::result::Result<usize, String> {
+        if kind.is_real() {
+            let idx = real::f64s(&bufs[IDX]);
+            if idx.len() != parent_count {
+                return Err(format!(
+                    "idx has {} entries, expected one per fiber ({parent_count})",
+                    idx.len()
+                ));
+            }
+            for (p, &x) in idx.iter().enumerate() {
+                if !x.is_nan() {
+                    real::check_piece(real::limit(x, 0), real::limit(x, 0))
+                        .map_err(|m| format!("idx[{p}]: {m}"))?;
+                }
+            }
+            return Ok(parent_count);
+        }
         let idx = i64s(&bufs[IDX]);
         if idx.len() != parent_count {
             return Err(format!(
@@ -90,19 +112,80 @@ impl Level for SparsePoint {
         bufs[IDX].truncate(parent_count);
         parent_count
     }
-    fn empty(&self, _: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
-        bufs[IDX] = Buffer::I64(vec![EMPTY; parent_count]);
+    fn empty(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        _: &[usize],
+        parent_count: usize,
+    ) -> usize {
+        bufs[IDX] = match kind.is_real() {
+            true => Buffer::F64(vec![EMPTY_REAL; parent_count]),
+            false => Buffer::I64(vec![EMPTY; parent_count]),
+        };
         parent_count
+    }
+    fn for_each_piece(
+        &self,
+        kind: &LevelKind,
+        bufs: &[Buffer],
+        pos: usize,
+        f: &mut dyn FnMut(Limit<f64>, Limit<f64>, usize),
+    ) {
+        if kind.is_real() {
+            let x = real::f64s(&bufs[IDX])[pos];
+            if !x.is_nan() {
+                f(real::limit(x, 0), real::limit(x, 0), pos);
+            }
+        }
+    }
+    fn build_pieces(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        parent_count: usize,
+        groups: &[(usize, usize, usize)],
+        pieces: &[(Limit<f64>, Limit<f64>)],
+    ) -> std::result::Result<super::Built, String> {
+        if !kind.is_real() {
+            return Err("SparsePoint stores integer coordinates here (use coord=f64)".to_string());
+        }
+        let mut idx = vec![EMPTY_REAL; parent_count];
+        let mut out = vec![];
+        for &(p, lo, hi) in groups {
+            if lo == hi {
+                continue;
+            }
+            let (a, z) = pieces[lo];
+            if a != z || a.eps != crate::limit::Eps::Zero {
+                return Err(format!(
+                    "a SparsePoint holds pinpoints, not the interval [{a}, {z}]"
+                ));
+            }
+            if let Some(k) = (lo + 1..hi).find(|&k| pieces[k] != pieces[lo]) {
+                return Err(format!(
+                    "SparsePoint holds one point per fiber, but fiber {p} has {} and {}",
+                    pieces[lo].0, pieces[k].0
+                ));
+            }
+            idx[p] = real::canonical(a.val);
+            out.push((p, lo, hi));
+        }
+        bufs[IDX] = Buffer::F64(idx);
+        Ok((parent_count, out))
     }
 
     fn for_each_child(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &[Buffer],
         _: &[usize],
         pos: usize,
         f: &mut dyn FnMut(&[usize], usize),
     ) {
+        if kind.is_real() {
+            return;
+        }
         let i = i64s(&bufs[IDX])[pos];
         if i != EMPTY {
             f(&[i as usize], pos);
@@ -169,11 +252,26 @@ impl Level for SparsePoint {
     fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, _: Option<Protocol>) -> Result<Looplet> {
         let t = &f.tensor;
         let idx = t.level_bufs[f.level][IDX];
-        let at = cx.var(&format!("{}_point", t.name), ElemType::I64);
+        let is_real = t.format.levels[f.level].is_real();
+        let at = cx.var(&format!("{}_point", t.name), Kind::from_real(is_real).ty());
         let fill = Target::Fill(t.fill);
-        // An empty fiber's -1 makes the first phase empty: everything is fill.
+        // An empty fiber's -1 makes the first phase empty: everything is fill. A real one's
+        // NaN becomes -Inf-ε, below every point.
+        let load = b::load(idx, f.pos.clone());
+        let point = match is_real {
+            true => b::select(
+                Expr::Binary(
+                    crate::ir::BinOp::Ne,
+                    Box::new(load.clone()),
+                    Box::new(load.clone()),
+                ),
+                b::limit(f64::NEG_INFINITY, -1),
+                b::make_limit(load, b::int(0)),
+            ),
+            false => load,
+        };
         Ok(Looplet::Thunk {
-            preamble: vec![b::assign(at, b::load(idx, f.pos.clone()))],
+            preamble: vec![b::assign(at, point)],
             body: Box::new(Target::Looplet(Looplet::Sequence(vec![
                 Phase {
                     stop: Some(b::var(at)),
@@ -193,6 +291,7 @@ impl Level for SparsePoint {
     }
 
     fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
+        real::no_writes_yet(f)?;
         let t = &f.tensor;
         let idx = t.level_bufs[f.level][IDX];
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);

@@ -316,7 +316,7 @@ impl Level for SparseRunList {
         parent_count: usize,
         groups: &[(usize, usize, usize)],
         pieces: &[(Limit<f64>, Limit<f64>)],
-    ) -> std::result::Result<(usize, Vec<(usize, usize, usize)>), String> {
+    ) -> std::result::Result<super::Built, String> {
         if !kind.is_real() {
             return Err(
                 "SparseRunList stores integer coordinates here (use coord=f64)".to_string(),
@@ -477,8 +477,8 @@ impl Level for SparseRunList {
     }
 
     fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
-        real::no_writes_yet(f)?;
         let t = f.tensor.clone();
+        let is_real = t.format.levels[f.level].is_real();
         let l = LevelRef {
             tensor: &t,
             level: f.level,
@@ -505,16 +505,22 @@ impl Level for SparseRunList {
             start,
             pos.clone(),
         );
-        let mut alloc = vec![
-            Stmt::Grow {
-                buf: left,
+        // Real runs also store their ends' infinitesimal signs.
+        let eps_bufs = is_real.then(|| (l.buf(LEFT_EPS), l.buf(RIGHT_EPS)));
+        let mut alloc: Vec<Stmt> = [Some(left), Some(right)]
+            .into_iter()
+            .chain(
+                eps_bufs
+                    .map(|(a, z)| [Some(a), Some(z)])
+                    .into_iter()
+                    .flatten(),
+            )
+            .flatten()
+            .map(|buf| Stmt::Grow {
+                buf,
                 len: b::add(b::var(qos), b::int(1)),
-            },
-            Stmt::Grow {
-                buf: right,
-                len: b::add(b::var(qos), b::int(1)),
-            },
-        ];
+            })
+            .collect();
         alloc.extend(l.child_impl().assemble(
             cx,
             &l.child(),
@@ -540,7 +546,11 @@ impl Level for SparseRunList {
         };
         let fiber_commit = fiber.commit.clone();
         let accept = Looplet::AcceptRun(Rc::new(move |a: &Expr, z: &Expr| {
-            let prev_right = b::load(right, b::sub(b::var(qos), b::int(1)));
+            let last = b::sub(b::var(qos), b::int(1));
+            let prev_right = match eps_bufs {
+                Some((_, re)) => b::make_limit(b::load(right, last.clone()), b::load(re, last)),
+                None => b::load(right, last),
+            };
             // (Nested: the previous run is only loaded when the fiber has one.)
             let mut commit = fiber_commit.clone();
             commit.push(Stmt::If {
@@ -548,11 +558,19 @@ impl Level for SparseRunList {
                 then: b::if_(b::le(a.clone(), prev_right), vec![Stmt::Fail(run_order)]),
                 otherwise: vec![],
             });
-            commit.extend([
-                b::store(left, b::var(qos), a.clone()),
-                b::store(right, b::var(qos), z.clone()),
-                b::assign(qos, b::add(b::var(qos), b::int(1))),
-            ]);
+            match eps_bufs {
+                Some((le, re)) => commit.extend([
+                    b::store(left, b::var(qos), b::limit_val(a.clone())),
+                    b::store(le, b::var(qos), b::limit_eps(a.clone())),
+                    b::store(right, b::var(qos), b::limit_val(z.clone())),
+                    b::store(re, b::var(qos), b::limit_eps(z.clone())),
+                ]),
+                None => commit.extend([
+                    b::store(left, b::var(qos), a.clone()),
+                    b::store(right, b::var(qos), z.clone()),
+                ]),
+            }
+            commit.push(b::assign(qos, b::add(b::var(qos), b::int(1))));
             if let Some(d) = parent_dirty {
                 commit.push(b::assign(d, b::boolean(true)));
             }

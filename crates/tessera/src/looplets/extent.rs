@@ -85,8 +85,14 @@ pub struct Real;
 
 impl IndexKind for Real {
     type Point = Expr;
+    /// `after(before(q))` is `q` for every start of a real extent (a start is never `v - ε`,
+    /// see `lower::continuous`), so the phase after a fill that ends just before a piece
+    /// starts at the piece's own start.
     fn after(p: &Expr) -> Expr {
-        b::after(p.clone())
+        match p {
+            Expr::Unary(UnOp::Before, q) => (**q).clone(),
+            p => b::after(p.clone()),
+        }
     }
     fn before(p: &Expr) -> Expr {
         b::before(p.clone())
@@ -139,6 +145,10 @@ impl Kind {
             | Expr::Select(_, x, _) => return Kind::of(cx, x),
             _ => false,
         };
+        if real { Kind::Real } else { Kind::Integer }
+    }
+    /// Real when `real`, integer otherwise (a level's coordinates).
+    pub fn from_real(real: bool) -> Kind {
         if real { Kind::Real } else { Kind::Integer }
     }
     /// The kind of an extent's points.

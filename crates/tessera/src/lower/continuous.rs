@@ -14,8 +14,8 @@
 use super::engine::Engine;
 use crate::error::{Error, Result};
 use crate::ir::{Expr, Stmt, build as b};
-use crate::looplets::Ext;
 use crate::looplets::node::{self, LExpr, LStmt};
+use crate::looplets::{Ext, Lowerer};
 use crate::notation::ast::{AssignOp, BinaryOp, Reducer};
 use crate::semantics::Builtin;
 use crate::span::Span;
@@ -33,8 +33,7 @@ pub fn lower_plain(
         // A pinpoint: integrals over it are 0, and the index is a value.
         replace_measure(&mut body, index, &LExpr::Lit(Scalar::F64(0.0)));
         substitute(&mut body, index, &ext.start);
-        let code = engine.lower_block(body)?;
-        return Ok(guard(is_pinpoint(&ext), code));
+        return engine.lower_block(body);
     }
     let mut code = vec![];
     for s in body {
@@ -76,12 +75,13 @@ fn collapse(engine: &mut Engine, index: &str, ext: &Ext, mut s: LStmt) -> Result
         ));
     }
     let code = engine.lower_block(vec![s])?;
-    let cond = if counting {
-        is_pinpoint(ext)
-    } else {
-        holds_a_real(ext)
-    };
-    Ok(guard(cond, code))
+    if counting {
+        return Ok(guard(is_pinpoint(ext), code));
+    }
+    // A piece holds a real number exactly when it is not empty (see `is_pinpoint`); the
+    // facts drop the test where the enclosing phase already made it (the paper's bound
+    // analysis, Fig. 18).
+    Ok(engine.if_nonempty(ext, code))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -182,19 +182,13 @@ fn substitute(stmts: &mut [LStmt], index: &str, p: &Expr) {
     });
 }
 
-/// `[start, stop]` is the one real point `start` (its infinitesimal is 0).
+/// `[start, stop]` is the one real point `start`. Extents of real loops keep the normal form
+/// of stored pieces (`levels::real::normal`): a start is a value or just after one, a stop a
+/// value or just before one (loop bounds are values; the point after a stop, the point
+/// before a start, and min/max keep this). So `start == stop` is a value without an
+/// infinitesimal, and `start <= stop` holds a real number.
 fn is_pinpoint(ext: &Ext) -> Expr {
-    let exact = b::eq(b::limit_eps(ext.start.clone()), b::int(0));
-    match ext.is_point() {
-        true => exact,
-        false => b::and(b::eq(ext.start.clone(), ext.stop.clone()), exact),
-    }
-}
-
-/// `[start, stop]` holds a real number: `start < stop` (two distinct values, or one value
-/// bracketed by its infinitesimals), or the pinpoint.
-fn holds_a_real(ext: &Ext) -> Expr {
-    b::or(b::lt(ext.start.clone(), ext.stop.clone()), is_pinpoint(ext))
+    b::eq(ext.start.clone(), ext.stop.clone())
 }
 
 fn guard(cond: Expr, code: Vec<Stmt>) -> Vec<Stmt> {

@@ -39,6 +39,9 @@ pub struct Signature {
 /// The tensors a program runs on, by name.
 pub type Signatures = HashMap<String, Signature>;
 
+/// Whether dimension `d` of tensor `t` is real (`is_real(t, d)`).
+pub type IsRealDim<'a> = dyn Fn(&str, usize) -> bool + 'a;
+
 /// The message of an index, window bound or loop bound of float type.
 pub const FLOAT_INDEX: &str = "an index or extent must be an integer, not a float";
 
@@ -61,11 +64,7 @@ pub fn check(p: &Program, tensors: &Signatures) -> Result<()> {
 /// is a float, and a position of a real dimension may be a float. Everything else is checked
 /// as by [`check`]; which index may go where is [`crate::transforms::real::check_real`]'s
 /// business.
-pub fn check_with_real_dims(
-    p: &Program,
-    tensors: &Signatures,
-    is_real: &dyn Fn(&str, usize) -> bool,
-) -> Result<()> {
+pub fn check_with_real_dims(p: &Program, tensors: &Signatures, is_real: &IsRealDim) -> Result<()> {
     crate::transforms::wrapperize::check_wrappers(p)?;
     Checker {
         tensors,
@@ -151,7 +150,7 @@ struct Checker<'a> {
     /// error, or an overwrite) instead of failing on the reductions.
     float_reductions: Option<Vec<String>>,
     /// Which tensor dimensions are real, when the program may have real loops.
-    real_dims: Option<&'a dyn Fn(&str, usize) -> bool>,
+    real_dims: Option<&'a IsRealDim<'a>>,
 }
 
 fn dimensions(n: usize) -> String {

@@ -576,8 +576,8 @@ impl<'a> Machine<'a> {
     }
 
     /// Taint the statement when position `e` of `a` names the index of a real loop on a gap
-    /// but is not constant on it: it names a loop or `let` bound inside that loop, or the
-    /// index inside a nested access.
+    /// but is not constant on it: it names (also inside a nested access) a loop or `let`
+    /// bound inside that loop, or the index inside a nested access.
     fn check_piecewise(&mut self, a: &Access, e: &Expr) {
         if self.taint.is_some() {
             return;
@@ -590,8 +590,9 @@ impl<'a> Machine<'a> {
             if !b.cell.is_some_and(Cell::is_gap) {
                 continue;
             }
-            let inner = top
-                .iter()
+            // Nested accesses count: their values move with a name bound inside too.
+            let inner = all_names(e)
+                .into_iter()
                 .find(|n| self.binding(n).is_some_and(|(j, _)| j > depth));
             let nested = all_names(e).iter().filter(|n| *n == x).count()
                 != top.iter().filter(|n| *n == x).count();

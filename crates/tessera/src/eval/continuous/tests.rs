@@ -568,6 +568,22 @@ fn nested_real_loops_shift_the_inner_breakpoints() {
 }
 
 #[test]
+fn offsets_read_inside_the_loop_count_as_varying() {
+    // `B[j]` is bound inside `x`'s loop, so `A`'s pieces cannot cut `x` where it starts.
+    let b = PieceTensor::new(vec![false], vec![1], ElemType::F64, Scalar::F64(0.0))
+        .with(vec![Coord::Int(0)], Scalar::F64(0.5));
+    let a = vec1(&[(Coord::closed(0.0, 2.0), 1.0)]);
+    let mut e = env(vec![("A", a), ("B", b), ("Z", vec1(&[]))]);
+    let text = "for x = _\n  for j = 0:0\n    Z[x] = A[x + B[j]]\n  end\nend\n";
+    assert_eq!(
+        run_text(text, &mut e).unwrap_err().to_string(),
+        "3:12: `A[x + B[j]]` mixes the real index `x` with `j`, bound inside its loop: not \
+         piecewise constant on a piece of positive length of `x`; the write at 3:5 changes its \
+         output there (valid only where the loop is driven by pinpoints)"
+    );
+}
+
+#[test]
 fn inputs_with_overlapping_pieces_are_refused() {
     let x = vec1(&[(Coord::closed(1.0, 3.0), 1.0), (Coord::point(3.0), 2.0)]);
     assert_eq!(

@@ -1,0 +1,226 @@
+//! Compiled real loops against the continuous reference evaluator (`eval::continuous`), on
+//! random piecewise tensors: pinpoints and intervals with every inclusiveness, touching and
+//! separate, over integer rows; every backend, shrinking to the smallest disagreement.
+
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use tessera::Scalar;
+use tessera::eval::continuous::{self, PieceTensor};
+use tessera::levels::Format;
+use tessera::limit::Limit;
+use tessera::notation::parse::parse_program;
+use tessera::run::Runner;
+use tessera::tensor::Tensor;
+use tessera::tensor::pieces::{Piece, PieceCoord};
+use tessera::types::ElemType;
+
+/// One candidate piece: where it starts (a multiple of 3), whether it is a pinpoint, its
+/// length, whether each end is open, its value, and whether it is kept.
+type Candidate = (u8, bool, u8, bool, bool, u8);
+
+/// Pieces from candidates, keeping each that starts after the previous one ends.
+fn pieces(cands: &[Candidate]) -> Vec<(PieceCoord, f64)> {
+    let mut starts: Vec<&Candidate> = cands.iter().collect();
+    starts.sort_by_key(|c| c.0);
+    let mut out = vec![];
+    let mut end: Option<Limit<f64>> = None;
+    for &&(at, pin, len, lo_open, hi_open, v) in &starts {
+        let a = f64::from(at) * 1.5;
+        let (lo, hi) = if pin {
+            (Limit::exact(a), Limit::exact(a))
+        } else {
+            let b = a + f64::from(len) * 0.75;
+            let lo = if lo_open {
+                Limit::plus_eps(a)
+            } else {
+                Limit::exact(a)
+            };
+            let hi = if hi_open {
+                Limit::minus_eps(b)
+            } else {
+                Limit::exact(b)
+            };
+            (lo, hi)
+        };
+        if end.is_some_and(|e| lo <= e) {
+            continue;
+        }
+        end = Some(hi);
+        out.push((PieceCoord::Real(lo, hi), f64::from(v)));
+    }
+    out
+}
+
+fn candidate() -> impl Strategy<Value = Candidate> {
+    (
+        0u8..12,
+        any::<bool>(),
+        1u8..5,
+        any::<bool>(),
+        any::<bool>(),
+        1u8..5,
+    )
+}
+
+fn vector(cands: &[Candidate], pinpoints: bool) -> Tensor {
+    let mut list = pieces(cands);
+    if pinpoints {
+        list.retain(|(c, _)| matches!(c, PieceCoord::Real(a, b) if a == b));
+    }
+    let level = if pinpoints {
+        "SparseList"
+    } else {
+        "SparseRunList"
+    };
+    let f = Format::parse(&format!("{level}(Element(0.0), coord=f64)"), None).unwrap();
+    let p: Vec<Piece> = list
+        .into_iter()
+        .map(|(c, v)| (vec![c], Scalar::F64(v)))
+        .collect();
+    Tensor::from_pieces(&f, &[0], &p).unwrap()
+}
+
+fn matrix(rows: &[Vec<Candidate>]) -> Tensor {
+    let f = Format::parse("Dense(SparseRunList(Element(0.0), coord=f64))", None).unwrap();
+    let mut p: Vec<Piece> = vec![];
+    for (r, cands) in rows.iter().enumerate() {
+        for (c, v) in pieces(cands) {
+            p.push((vec![PieceCoord::Int(r as i64), c], Scalar::F64(v)));
+        }
+    }
+    Tensor::from_pieces(&f, &[rows.len(), 0], &p).unwrap()
+}
+
+fn runners() -> Vec<(&'static str, Runner)> {
+    thread_local! {
+        static C: bool = tessera::backend::CBackend::new().compiler_available();
+    }
+    let mut out = vec![
+        ("jit", Runner::jit()),
+        (
+            "interp",
+            Runner::new(Box::new(tessera::backend::Interpreter::new())),
+        ),
+    ];
+    if C.with(|c| *c) {
+        out.push((
+            "c",
+            Runner::new(Box::new(tessera::backend::CBackend::new())),
+        ));
+    }
+    out
+}
+
+/// Run `program` with output `o` (of `out_format` and shape) compiled and in the evaluator;
+/// both outputs as canonical pieces.
+fn compare(program: &str, inputs: &[(&str, &Tensor)], out_format: &str, out_shape: &[usize]) {
+    let p = parse_program(program).unwrap();
+    let out = Tensor::empty(&Format::parse(out_format, None).unwrap(), out_shape).unwrap();
+    let mut env: BTreeMap<String, PieceTensor> = inputs
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.to_piece_tensor()))
+        .collect();
+    env.insert("o".to_string(), out.to_piece_tensor());
+    continuous::run(&p, &mut env).unwrap_or_else(|e| panic!("evaluator: {e}\n{program}"));
+    let want = env["o"].canonical();
+    for (name, r) in runners() {
+        let mut ts: BTreeMap<String, Tensor> = inputs
+            .iter()
+            .map(|(n, t)| (n.to_string(), (*t).clone()))
+            .collect();
+        ts.insert("o".to_string(), out.clone());
+        let formats = ts
+            .iter()
+            .map(|(n, t)| (n.clone(), t.format.clone()))
+            .collect();
+        let c = r
+            .compile(&p, &formats)
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{program}"));
+        r.execute(&c, &mut ts)
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{program}"));
+        let got = ts["o"].to_piece_tensor().canonical();
+        let close = got.pieces.len() == want.pieces.len()
+            && got
+                .pieces
+                .iter()
+                .zip(&want.pieces)
+                .all(|((c1, v1), (c2, v2))| {
+                    c1 == c2
+                        && (v1.as_f64() - v2.as_f64()).abs() <= 1e-9 * v2.as_f64().abs().max(1.0)
+                });
+        assert!(
+            close,
+            "{name} disagrees on\n{program}\ngot  {got:?}\nwant {want:?}"
+        );
+    }
+}
+
+const SCALAR: &str = "Element(0.0)";
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn products_sums_and_extrema_of_two_vectors(
+        xs in prop::collection::vec(candidate(), 0..7),
+        ys in prop::collection::vec(candidate(), 0..7),
+        y_pinpoints in any::<bool>(),
+        lo in 0u8..10, len in 0u8..12,
+    ) {
+        let (x, y) = (vector(&xs, false), vector(&ys, y_pinpoints));
+        let inputs = [("x", &x), ("y", &y)];
+        let (a, b) = (f64::from(lo) * 1.5, f64::from(lo) * 1.5 + f64::from(len) * 0.75);
+        for body in [
+            "o[] += x[i] * y[i] * d(i)",
+            "o[] += x[i] * y[i]",
+            "o[] += (x[i] + y[i]) * d(i)",
+            "o[] += x[i] + y[i]",
+            "o[] <<max>>= x[i] * y[i]",
+            "o[] <<min>>= x[i] - y[i]",
+        ] {
+            compare(&format!("for i = _\n  {body}\nend"), &inputs, SCALAR, &[]);
+            compare(&format!("for i = {a:?}:{b:?}\n  {body}\nend"), &inputs, SCALAR, &[]);
+        }
+        let runs = "SparseRunList(Element(0.0), coord=f64)";
+        for body in ["o[i] = x[i] * y[i]", "o[i] = x[i] + y[i]", "o[i] += x[i] - 2.0 * y[i]"] {
+            compare(&format!("for i = _\n  {body}\nend"), &inputs, runs, &[0]);
+            compare(&format!("for i = {a:?}:{b:?}\n  {body}\nend"), &inputs, runs, &[0]);
+        }
+    }
+
+    #[test]
+    fn rows_of_pieces_into_integer_outputs(
+        rows in prop::collection::vec(prop::collection::vec(candidate(), 0..5), 1..4),
+        ys in prop::collection::vec(candidate(), 0..6),
+    ) {
+        let a = matrix(&rows);
+        let y = vector(&ys, false);
+        let n = rows.len();
+        let inputs = [("A", &a), ("y", &y)];
+        compare(
+            "for j = _, i = _\n  o[] += A[j, i] * y[i] * d(i)\nend",
+            &inputs,
+            SCALAR,
+            &[],
+        );
+        compare(
+            "for j = _, i = _\n  o[j] += A[j, i] * d(i)\nend",
+            &inputs,
+            "Dense(Element(0.0))",
+            &[n],
+        );
+        compare(
+            "for j = _, i = _\n  o[j] <<max>>= A[j, i] * y[i]\nend",
+            &inputs,
+            "Dense(Element(0.0))",
+            &[n],
+        );
+    }
+}
+
+#[test]
+fn outputs_are_scalars_of_the_right_type() {
+    // The evaluator's output tensor and the compiled one agree on the element type.
+    let x = vector(&[(1, false, 2, false, true, 3)], false);
+    assert_eq!(x.to_piece_tensor().elem, ElemType::F64);
+}
