@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tessera::algorithms::intervals::{
-    IntervalOp, IntervalResult, interval_tensor, program_text, run,
+    IntervalOp, IntervalResult, interval_tensor, program_text, run, run_grid,
 };
 use tessera::io::bed::{BedRecord, ChromNames, read_bed, read_bed_from};
 use tessera::levels::Format;
@@ -95,6 +95,9 @@ fn random_files_agree_with_brute_force() {
         for op in OPS {
             let got = run(&runner, op, &ra, &rb, names.len())
                 .unwrap_or_else(|e| panic!("case {case} {op:?}: {e}"));
+            let grid = run_grid(&runner, op, &ra, &rb, names.len())
+                .unwrap_or_else(|e| panic!("case {case} {op:?}, grid: {e}"));
+            assert_eq!(got, grid, "case {case} {op:?}: naive and grid");
             assert_eq!(
                 got,
                 brute(op, &ra, &rb),
@@ -123,6 +126,10 @@ fn touching_nested_and_zero_length_intervals() {
         run(&runner, IntervalOp::Count, &ra, &rb, names.len()).unwrap(),
         brute(IntervalOp::Count, &ra, &rb)
     );
+    assert_eq!(
+        run_grid(&runner, IntervalOp::Count, &ra, &rb, names.len()).unwrap(),
+        brute(IntervalOp::Count, &ra, &rb)
+    );
 }
 
 #[test]
@@ -136,6 +143,14 @@ fn empty_files() {
         );
         assert_eq!(
             run(&runner, op, &rb, &ra, names.len()).unwrap(),
+            brute(op, &rb, &ra)
+        );
+        assert_eq!(
+            run_grid(&runner, op, &ra, &rb, names.len()).unwrap(),
+            brute(op, &ra, &rb)
+        );
+        assert_eq!(
+            run_grid(&runner, op, &rb, &ra, names.len()).unwrap(),
             brute(op, &rb, &ra)
         );
     }
@@ -290,8 +305,11 @@ fn shared_real_data() {
         let ra = read_bed(&d.join(a), &mut names).unwrap();
         let rb = read_bed(&d.join(b), &mut names).unwrap();
         for op in OPS {
+            let want = brute(op, &ra, &rb);
             let got = run(&runner, op, &ra, &rb, names.len()).unwrap();
-            assert_eq!(got, brute(op, &ra, &rb), "{a} {b} {op:?}");
+            assert_eq!(got, want, "{a} {b} {op:?}");
+            let grid = run_grid(&runner, op, &ra, &rb, names.len()).unwrap();
+            assert_eq!(grid, want, "{a} {b} {op:?}, grid");
         }
         if bedtools().is_some() {
             let (pa, pb) = (d.join(a), d.join(b));
@@ -339,6 +357,10 @@ fn the_intervals_command() {
     assert_eq!(
         ok(&["intervals", "join", &a, &b]),
         "chr1\t0\t5\tx\tchr1\t4\t6\tp\nchr1\t5\t10\ty\tchr1\t4\t6\tp\nchr1\t5\t10\ty\tchr1\t9\t12\tq\n"
+    );
+    assert_eq!(
+        ok(&["intervals", "count", &a, &b, "--naive"]),
+        "chr1\t0\t5\tx\t1\nchr1\t5\t10\ty\t2\nchr2\t1\t2\tz\t0\n"
     );
     let out = dir.path("o.bed");
     let shown = ok(&[

@@ -35,6 +35,10 @@ pub struct IntervalsArgs {
     /// Print the Tessera program first (as `#` comment lines)
     #[arg(long)]
     pub show_program: bool,
+    /// Compare every pair of records on a chromosome (the paper's naive program) instead of
+    /// only the pairs that share a bin of the grid index
+    #[arg(long)]
+    pub naive: bool,
     /// Compiling backend: `jit` (Cranelift, default) or `c`
     #[arg(long, default_value = "jit")]
     pub backend: String,
@@ -55,7 +59,11 @@ pub fn intervals(a: &IntervalsArgs) -> Result<String> {
     let ra = read_bed(Path::new(&a.a), &mut names)?;
     let rb = read_bed(Path::new(&a.b), &mut names)?;
     let t0 = Instant::now();
-    let result = intervals::run(&runner, op, &ra, &rb, names.len())?;
+    let result = if a.naive {
+        intervals::run(&runner, op, &ra, &rb, names.len())?
+    } else {
+        intervals::run_grid(&runner, op, &ra, &rb, names.len())?
+    };
     let ms = t0.elapsed().as_secs_f64() * 1e3;
     let compile_ms = *runner.last_compile_ms.borrow();
     let mut bed = String::new();
@@ -81,7 +89,12 @@ pub fn intervals(a: &IntervalsArgs) -> Result<String> {
     };
     let mut out = String::new();
     if a.show_program {
-        for l in intervals::program_text(op).lines() {
+        let text = if a.naive {
+            intervals::program_text(op)
+        } else {
+            intervals::grid_program_text(op)
+        };
+        for l in text.lines() {
             let _ = writeln!(out, "# {l}");
         }
     }
@@ -108,6 +121,7 @@ pub fn intervals(a: &IntervalsArgs) -> Result<String> {
             "compile_ms": compile_ms,
             "total_ms": ms,
             "backend": a.backend,
+            "program": if a.naive { "naive" } else { "grid" },
         });
         let _ = writeln!(out, "{line}");
     } else if a.out.is_none() {
