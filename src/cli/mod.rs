@@ -1,4 +1,5 @@
-//! The `tessera` command line: `run`, `code`, `einsum`, `graph`, `convert`, `info`, `demo`.
+//! The `tessera` command line: `run`, `code`, `einsum`, `graph`, `intervals`, `points`, `convert`,
+//! `info`, `demo`.
 
 mod bench;
 mod demo;
@@ -6,6 +7,8 @@ mod einsum;
 mod eval;
 mod exact;
 mod graph;
+mod intervals;
+mod points;
 
 use clap::{Args, Parser, Subcommand};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -42,6 +45,10 @@ pub enum Command {
     Einsum(einsum::EinsumArgs),
     /// Run a graph algorithm (BFS with parents, Bellman-Ford) on a graph file, timed.
     Graph(graph::GraphArgs),
+    /// Interval overlaps between two BED files, as `bedtools intersect -u / -c / -wa -wb`.
+    Intervals(intervals::IntervalsArgs),
+    /// Points of an N x 2 .npy array inside a closed box or disc.
+    Points(points::PointsArgs),
     /// Convert a tensor file, optionally into another storage format.
     Convert {
         /// Input file (.mtx, .npy, .tns, .png)
@@ -168,6 +175,8 @@ pub fn run_cli(cli: Cli) -> Result<String> {
         Command::Bench(a) => Some(a.tensors.memory),
         Command::Einsum(a) => Some(a.memory),
         Command::Graph(a) => Some(a.memory),
+        Command::Intervals(a) => Some(a.memory),
+        Command::Points(a) => Some(a.memory),
         Command::Convert { memory, .. } | Command::Info { memory, .. } => Some(*memory),
         Command::Demo => None,
     };
@@ -179,6 +188,8 @@ pub fn run_cli(cli: Cli) -> Result<String> {
         Command::Bench(a) => bench::bench(&a),
         Command::Einsum(a) => einsum::einsum(&a),
         Command::Graph(a) => graph::graph(&a),
+        Command::Intervals(a) => intervals::intervals(&a),
+        Command::Points(a) => points::points(&a),
         Command::Convert { input, output, .. } => convert(&input, &output),
         Command::Info { path, storage, .. } => info(&path, storage),
         Command::Demo => demo::demo(),

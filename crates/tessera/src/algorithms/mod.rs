@@ -1,9 +1,12 @@
-//! Graph algorithms driven from Rust over compiled kernels (Finch §6.4): each step is a
-//! program of `examples/`, compiled once per format combination by the caller's [`Runner`]
-//! (`crate::run::Runner`) and run until the algorithm converges.
+//! Algorithms driven from Rust over compiled kernels, each compiled by the caller's [`Runner`]
+//! (`crate::run::Runner`): genomic interval operations and point searches on continuous
+//! tensors ([`intervals`], [`points`]); graph algorithms (Finch §6.4), each step a program of
+//! `examples/` run until the algorithm converges.
 
 pub mod bellman_ford;
 pub mod bfs;
+pub mod intervals;
+pub mod points;
 
 use crate::error::{Error, Result};
 use crate::levels::Format;

@@ -1,11 +1,13 @@
 //! Tensor file formats: Matrix Market (`.mtx`), NumPy (`.npy`), FROSTT (`.tns`) and PNG images
-//! (`.png`, read only, as 2-d `u8` gray).
+//! (`.png`, read only, as 2-d `u8` gray); BED interval files (`.bed`, `.bed.gz`, [`bed`]), which
+//! hold intervals rather than tensor entries and are read into records.
 //!
 //! Readers produce either coordinate data ([`CooData`]) or a dense array ([`DenseData`]); turning
 //! those into a stored tensor of some format is `tensor::files`' job. Every reader reports a
 //! malformed file as [`Error::File`] with a 1-based line number (0 for binary files or problems not
 //! tied to a line) and never panics on bad input.
 
+pub mod bed;
 pub mod mtx;
 pub mod npy;
 pub mod png;

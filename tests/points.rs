@@ -1,0 +1,266 @@
+//! Box and radius search (issue 14): the programs of `algorithms::points` against a brute
+//! force over the points and the continuous reference evaluator, and the `tessera points`
+//! command.
+//!
+//! The seed's golden counts (§5.3 item 20) need Finch's inline 1,000-point set, which is not
+//! in this repository (the continuous evaluator's item-20 test generates its points and
+//! checks against brute force too), so the goldens here are brute-force counts.
+
+mod common;
+
+use common::cli::{Dir, tessera};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use tessera::algorithms::points::{Query, point_tensor, program_text, search};
+use tessera::io::DenseData;
+use tessera::levels::Format;
+use tessera::notation::parse::parse_program;
+use tessera::run::Runner;
+use tessera::runtime::Buffer;
+use tessera::tensor::Tensor;
+use tessera::tensor::pieces::PieceCoord;
+
+fn brute(pts: &[(f64, f64)], q: &Query) -> Vec<usize> {
+    (0..pts.len())
+        .filter(|&i| q.contains(pts[i].0, pts[i].1))
+        .collect()
+}
+
+/// Points on a coarse grid (so that many share an x, a y, or both, and lie exactly on box
+/// edges and circles), shifted by `base`.
+fn random_points(rng: &mut StdRng, n: usize, base: f64) -> Vec<(f64, f64)> {
+    (0..n)
+        .map(|_| {
+            let g = |rng: &mut StdRng| rng.random_range(-20..=20) as f64 * 0.5 + base;
+            (g(rng), g(rng))
+        })
+        .collect()
+}
+
+fn random_query(rng: &mut StdRng, base: f64) -> Query {
+    let g = |rng: &mut StdRng| rng.random_range(-24..=24) as f64 * 0.5 + base;
+    if rng.random_bool(0.5) {
+        let (a, b, c, d) = (g(rng), g(rng), g(rng), g(rng));
+        Query::Box {
+            xmin: a.min(b),
+            ymin: c.min(d),
+            xmax: a.max(b),
+            ymax: c.max(d),
+        }
+    } else {
+        Query::Radius {
+            cx: g(rng),
+            cy: g(rng),
+            r: rng.random_range(0..16) as f64 * 0.5,
+        }
+    }
+}
+
+#[test]
+fn random_queries_agree_with_brute_force() {
+    let runner = Runner::jit();
+    let mut rng = StdRng::seed_from_u64(20);
+    let mut found = 0;
+    for base in [0.0, -7.25, 1e7] {
+        for _ in 0..4 {
+            let n = rng.random_range(0..60);
+            let pts = random_points(&mut rng, n, base);
+            let t = point_tensor(&pts).unwrap();
+            for _ in 0..8 {
+                let q = random_query(&mut rng, base);
+                let want = brute(&pts, &q);
+                found += want.len();
+                let got = search(&runner, &t, &q).unwrap_or_else(|e| panic!("{q:?}: {e}"));
+                assert_eq!(got, want, "{q:?}\n{}\n{pts:?}", program_text(&q));
+            }
+        }
+    }
+    assert!(found > 100, "the queries find points ({found})");
+}
+
+/// Seed item 20's setting: uniform points in [0, 1e4]^2 shifted by 1e7, boxes and their
+/// circumscribed discs (center = box center, radius = half diagonal).
+#[test]
+fn item_20_boxes_and_circumscribed_discs() {
+    let mut rng = StdRng::seed_from_u64(2020);
+    let pts: Vec<(f64, f64)> = (0..1000)
+        .map(|_| {
+            (
+                rng.random_range(0.0..1e4) + 1e7,
+                rng.random_range(0.0..1e4) + 1e7,
+            )
+        })
+        .collect();
+    let t = point_tensor(&pts).unwrap();
+    let runner = Runner::jit();
+    for _ in 0..10 {
+        let (x0, y0) = (
+            rng.random_range(0.0..9e3) + 1e7,
+            rng.random_range(0.0..9e3) + 1e7,
+        );
+        let (x1, y1) = (
+            x0 + rng.random_range(0.0..1e3),
+            y0 + rng.random_range(0.0..1e3),
+        );
+        let bx = Query::Box {
+            xmin: x0,
+            ymin: y0,
+            xmax: x1,
+            ymax: y1,
+        };
+        let (cx, cy) = ((x0 + x1) / 2.0, (y0 + y1) / 2.0);
+        let r = ((x1 - x0) * (x1 - x0) + (y1 - y0) * (y1 - y0)).sqrt() / 2.0;
+        let disc = Query::Radius { cx, cy, r };
+        let (b, d) = (
+            search(&runner, &t, &bx).unwrap(),
+            search(&runner, &t, &disc).unwrap(),
+        );
+        assert_eq!(b, brute(&pts, &bx));
+        assert_eq!(d, brute(&pts, &disc));
+        // The disc holds the box.
+        assert!(b.iter().all(|i| d.contains(i)));
+    }
+}
+
+/// The continuous reference evaluator runs the same programs.
+#[test]
+fn the_reference_evaluator_agrees() {
+    let mut rng = StdRng::seed_from_u64(5);
+    for _ in 0..6 {
+        let pts = random_points(&mut rng, 25, 0.0);
+        let q = random_query(&mut rng, 0.0);
+        let mut env = BTreeMap::new();
+        env.insert(
+            "P".to_string(),
+            point_tensor(&pts).unwrap().to_piece_tensor(),
+        );
+        let f = Format::parse("Dense(Element(false))", None).unwrap();
+        let o = Tensor::empty(&f, &[pts.len()]).unwrap();
+        env.insert("O".to_string(), o.to_piece_tensor());
+        let p = parse_program(&program_text(&q)).unwrap();
+        tessera::eval::continuous::run(&p, &mut env).unwrap();
+        let mut got = vec![];
+        for (c, v) in &env["O"].canonical().pieces {
+            if let (PieceCoord::Int(i), true) = (c[0], v.as_bool()) {
+                got.push(i as usize);
+            }
+        }
+        got.sort();
+        assert_eq!(got, brute(&pts, &q), "{q:?}");
+    }
+}
+
+#[test]
+fn bad_queries_and_points_are_refused() {
+    let runner = Runner::jit();
+    let t = point_tensor(&[(1.0, 2.0)]).unwrap();
+    let bad = [
+        Query::Box {
+            xmin: 2.0,
+            ymin: 0.0,
+            xmax: 1.0,
+            ymax: 1.0,
+        },
+        Query::Radius {
+            cx: 0.0,
+            cy: 0.0,
+            r: -1.0,
+        },
+        Query::Radius {
+            cx: f64::NAN,
+            cy: 0.0,
+            r: 1.0,
+        },
+    ];
+    for q in bad {
+        assert!(search(&runner, &t, &q).is_err(), "{q:?}");
+    }
+    let e = point_tensor(&[(0.0, 0.0), (f64::INFINITY, 1.0)]).unwrap_err();
+    assert!(e.to_string().contains("point 1"), "{e}");
+}
+
+fn write_npy(path: &str, shape: Vec<usize>, values: Buffer) {
+    let d = DenseData { shape, values };
+    let mut bytes = vec![];
+    tessera::io::npy::write_npy(&mut bytes, &d).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn the_points_command() {
+    let dir = Dir::new("points-cli");
+    let p = dir.path("p.npy");
+    let pts = [(0.0, 0.0), (1.0, 1.0), (1.0, 1.0), (2.0, -1.0), (-3.0, 0.5)];
+    write_npy(
+        &p,
+        vec![pts.len(), 2],
+        Buffer::F64(pts.iter().flat_map(|&(x, y)| [x, y]).collect()),
+    );
+    let ok = |args: &[&str]| {
+        let o = tessera(args);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let ids = dir.path("ids.npy");
+    let out = ok(&["points", "box", &p, "--box", "-1,-1,1,1", "--out", &ids]);
+    assert_eq!(out, "count = 3\n");
+    let d = tessera::io::npy::read_npy(std::fs::File::open(&ids).unwrap(), &ids).unwrap();
+    assert_eq!(d.values, Buffer::I64(vec![0, 1, 2]));
+    let out = ok(&[
+        "points",
+        "radius",
+        &p,
+        "--center",
+        "0,0",
+        "--radius",
+        "1.5",
+        "--show-program",
+    ]);
+    assert!(out.starts_with("# O .= false\n"), "{out}");
+    assert!(out.ends_with("count = 3\n"), "{out}");
+    // (2, -1) is at distance sqrt(5) from the origin: on the circle of radius sqrt(5).
+    let out = ok(&[
+        "points",
+        "radius",
+        &p,
+        "--center",
+        "0,0",
+        "--radius",
+        &5f64.sqrt().to_string(),
+    ]);
+    assert_eq!(
+        out,
+        format!(
+            "count = {}\n",
+            brute(
+                &pts,
+                &Query::Radius {
+                    cx: 0.0,
+                    cy: 0.0,
+                    r: 5f64.sqrt()
+                }
+            )
+            .len()
+        )
+    );
+    let err = |args: &[&str]| {
+        let o = tessera(args);
+        assert!(!o.status.success(), "{args:?} should fail");
+        String::from_utf8(o.stderr).unwrap()
+    };
+    assert!(err(&["points", "box", &p]).contains("needs --box"));
+    assert!(err(&["points", "box", &p, "--box", "1,2,3"]).contains("XMIN,YMIN,XMAX,YMAX"));
+    assert!(err(&["points", "radius", &p, "--center", "0,0"]).contains("--radius"));
+    let q = dir.path("q.npy");
+    write_npy(&q, vec![3], Buffer::F64(vec![1.0, 2.0, 3.0]));
+    let e = err(&["points", "box", &q, "--box", "0,0,1,1"]);
+    assert!(e.contains("q.npy") && e.contains("N x 2"), "{e}");
+    assert!(
+        err(&["points", "box", &dir.path("none.npy"), "--box", "0,0,1,1"]).contains("none.npy")
+    );
+}
