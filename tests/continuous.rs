@@ -192,6 +192,54 @@ fn golden_14_open_closed_and_eps_ends() {
     );
 }
 
+#[test]
+fn shifted_real_positions() {
+    // x's pieces moved left by 0.5 against y: by hand, the overlaps of X16 - 0.5 with Y16
+    // are 1 + 3.5 + 1.5 + 0.5 + 3 + 3 + 8.5 + 4.5 + 1 + 4.
+    let inputs = [("x", closed(&X16)), ("y", closed(&Y16))];
+    let go = |rhs: &str| scalar_on_all(&format!("for i = _\n  s[] += {rhs}\nend"), &inputs, "0.0");
+    assert_all(go("x[i + 0.5] * y[i] * d(i)"), 30.5);
+    // Shifted by a whole 1.0, x's pieces touch y's at the pinpoints 8 ([8, 15] and [6, 8]),
+    // 29, 40 and 67: counted by Σ, nothing by ∫ (whose overlaps are 1 + 3 + 2 + 3 + 3 + 8 +
+    // 4 + 1 + 4).
+    assert_all(go("x[i + 1.0] * y[i]"), 4.0);
+    assert_all(go("x[i - (-1.0)] * y[i] * d(i)"), 29.0);
+    // A half-open piece keeps its open end when shifted: (5, 7) + 1 = (6, 8) misses y = 1
+    // at the pinpoint 8, [8, 9] + 1 = [9, 10] meets it.
+    let x = runs(&[
+        (
+            PieceCoord::Real(Limit::plus_eps(5.0), Limit::minus_eps(7.0)),
+            2.0,
+        ),
+        (PieceCoord::closed(8.0, 9.0), 3.0),
+    ]);
+    let y = pinpoints(&[(8.0, 1.0), (10.0, 1.0)]);
+    let inputs = [("x", x), ("y", y)];
+    assert_all(
+        scalar_on_all("for i = _\n  s[] += x[i - 1.0] * y[i]\nend", &inputs, "0.0"),
+        3.0,
+    );
+    assert_all(
+        scalar_on_all("for i = _\n  s[] += x[i - 1.0] * d(i)\nend", &inputs, "0.0"),
+        2.0 * 2.0 + 3.0,
+    );
+}
+
+#[test]
+fn golden_17_pinpoints_at_interval_ends() {
+    // Item 17's x: pinpoints (value 1) at the 20 ends of item 16's x.
+    let ends: Vec<(f64, f64)> = X16
+        .iter()
+        .flat_map(|&(a, b)| [(a, 1.0), (b, 1.0)])
+        .collect();
+    let inputs = [("x", pinpoints(&ends))];
+    let go = |rhs: &str| scalar_on_all(&format!("for i = _\n  s[] += {rhs}\nend"), &inputs, "0.0");
+    assert_all(go("x[i]"), 20.0);
+    assert_all(go("x[i] * d(i)"), 0.0);
+    // Every pinpoint moved by the same offset is still counted once.
+    assert_all(go("x[i + 2.5]"), 20.0);
+}
+
 /// Run `program` writing the real-indexed output `z` (a SparseRunList(coord=f64)); its pieces
 /// on every backend.
 fn pieces_on_all(program: &str, inputs: &[(&str, Tensor)]) -> Vec<(String, Vec<Piece>)> {

@@ -205,6 +205,70 @@ proptest! {
     }
 
     #[test]
+    fn offsets_of_real_positions(
+        xs in prop::collection::vec(candidate(), 0..7),
+        ys in prop::collection::vec(candidate(), 0..7),
+        y_pinpoints in any::<bool>(),
+        shift in -8i8..8,
+    ) {
+        // Offsets that are multiples of 0.75 make shifted ends meet the other operand's
+        // ends (touching pieces, a pinpoint on an open end); exact in binary floats.
+        let (x, y) = (vector(&xs, false), vector(&ys, y_pinpoints));
+        let inputs = [("x", &x), ("y", &y)];
+        let c = f64::from(shift) * 0.75;
+        let runs = "SparseRunList(Element(0.0), coord=f64)";
+        for body in [
+            format!("o[] += x[i + {c:?}] * y[i] * d(i)"),
+            format!("o[] += x[i - {c:?}] * y[i]"),
+            format!("o[] += (x[i + {c:?}] + y[i]) * d(i)"),
+            format!("o[] <<max>>= x[{c:?} + i] * y[i]"),
+        ] {
+            compare(&format!("for i = _\n  {body}\nend"), &inputs, SCALAR, &[]);
+            compare(&format!("for i = 1.5:9.75\n  {body}\nend"), &inputs, SCALAR, &[]);
+        }
+        // The offset a `let` (fixed in the loop) and the same tensor at two offsets.
+        compare(
+            &format!("let c = {c:?}\n  for i = _\n    o[] += x[i + c] * x[i] * d(i)\n  end\nend"),
+            &inputs,
+            SCALAR,
+            &[],
+        );
+        for body in [format!("o[i] = x[i + {c:?}] * y[i]"), format!("o[i] += x[i - {c:?}] + y[i]")] {
+            compare(&format!("for i = _\n  {body}\nend"), &inputs, runs, &[0]);
+        }
+    }
+
+    #[test]
+    fn outer_indices_as_offsets(
+        xs in prop::collection::vec(candidate(), 0..7),
+        ys in prop::collection::vec(candidate(), 0..7),
+    ) {
+        // An outer integer index and an outer real pinpoint index as offsets of the inner
+        // real loop's positions.
+        let (x, y) = (vector(&xs, false), vector(&ys, false));
+        let p = vector(&ys, true);
+        let inputs = [("x", &x), ("y", &y), ("p", &p)];
+        compare(
+            "for j = 0:3, i = _\n  o[j] += x[i - j] * y[i] * d(i)\nend",
+            &inputs,
+            "Dense(Element(0.0))",
+            &[4],
+        );
+        compare(
+            "for j = 0:3, i = _\n  o[j] <<max>>= x[i + j] * y[i]\nend",
+            &inputs,
+            "Dense(Element(0.0))",
+            &[4],
+        );
+        compare(
+            "for k = _, i = _\n  o[] += p[k] * x[i + k] * y[i] * d(i)\nend",
+            &inputs,
+            SCALAR,
+            &[],
+        );
+    }
+
+    #[test]
     fn rows_of_pieces_into_integer_outputs(
         rows in prop::collection::vec(prop::collection::vec(candidate(), 0..5), 1..4),
         ys in prop::collection::vec(candidate(), 0..6),

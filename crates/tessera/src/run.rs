@@ -260,7 +260,9 @@ impl Runner {
             kernel,
             layout,
             ir,
-            program: program.clone(),
+            // With its real `_` loops resolved to the whole line: the shape check of
+            // `execute` then needs no direct use of a real index (`x[i + 0.5]` alone).
+            program: real_loops(program, formats)?,
         });
         self.cache.borrow_mut().insert(key, c.clone());
         Ok(c)

@@ -174,6 +174,20 @@ impl Kind {
             Kind::Real => Real::before(p),
         }
     }
+    /// `a + c`: integer addition, or a real point moved by a real offset (ε saturating).
+    pub fn add(self, a: &Expr, c: &Expr) -> Expr {
+        match self {
+            Kind::Integer => Integer::add(a, c),
+            Kind::Real => Real::add(a, c),
+        }
+    }
+    /// `a - c`, as [`Kind::add`].
+    pub fn sub(self, a: &Expr, c: &Expr) -> Expr {
+        match self {
+            Kind::Integer => Integer::sub(a, c),
+            Kind::Real => Real::sub(a, c),
+        }
+    }
     /// The measure of `[start, stop]`: an I64 count on integers, an F64 length on reals.
     pub fn measure(self, start: &Expr, stop: &Expr) -> Expr {
         match self {

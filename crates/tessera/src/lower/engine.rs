@@ -3,7 +3,7 @@
 //! the rule (in `looplets/`, one file per kind) of the highest style present (see
 //! `looplets::Style`); without looplets left it emits the plain loop.
 
-use super::emit::{emit_expr, emit_index};
+use super::emit::{convert, emit_expr, emit_index};
 use super::node::{self, LAccess, LExpr, LStmt, Mode};
 use super::simplify;
 use crate::error::{Error, Result};
@@ -239,6 +239,7 @@ impl Engine {
             simplify::simplify_stmts(&mut body, &self.declared);
         }
         let cx = &mut self.cx;
+        let kind = Kind::of_ext(cx, &ext);
         let mut checks = vec![];
         // Accesses to one fiber share one unfurled looplet (its state, its thunk, its
         // splits). Writes must: separate writers would each open and commit the same fiber
@@ -257,6 +258,12 @@ impl Engine {
             {
                 let offset = match a.head_offset() {
                     Some(_) if masked => return Ok(()),
+                    // On a real loop the offset is a real point (an exact one: a value, not
+                    // an end moved by ε); integer offsets (outer integer indices) convert.
+                    Some(o) if kind == Kind::Real => {
+                        let (v, class) = emit_expr(o, a.span)?;
+                        Some(b::make_limit(convert(v, class, Class::Float), b::int(0)))
+                    }
                     Some(o) => Some(emit_index(o, a.span)?),
                     None => None,
                 };
@@ -273,6 +280,8 @@ impl Engine {
                     Mode::Update => imp.unfurl_update(cx, f)?,
                 };
                 let l = match &offset {
+                    // The real line is unbounded: a shifted real access cannot leave it.
+                    Some(c) if kind == Kind::Real => super::wrappers::shift(&l, c, kind),
                     Some(c) => {
                         checks.extend(super::wrappers::offset_check(
                             cx,
@@ -282,7 +291,7 @@ impl Engine {
                             &ext,
                             c,
                         ));
-                        super::wrappers::shift(&l, c)
+                        super::wrappers::shift(&l, c, kind)
                     }
                     None => l,
                 };

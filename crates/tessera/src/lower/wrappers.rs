@@ -6,6 +6,7 @@ use super::node::{self, LAccess, LExpr, LStmt, Mode};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind};
 use crate::ir::{Expr, Stmt, build as b};
+use crate::looplets::extent::Kind;
 use crate::looplets::{Ext, Fiber, Jumper, Looplet, Phase, Stepper, Target};
 use crate::symbolic::bounds::Facts;
 use crate::types::Scalar;
@@ -102,31 +103,33 @@ pub fn offset_check(
 }
 
 /// A looplet over tensor coordinates `k` seen as a looplet over loop coordinates `i = k - c`.
-pub fn shift(l: &Looplet, c: &Expr) -> Looplet {
+/// On a real loop (`kind` Real) the coordinates and `c` are `Limit` points and move by Limit
+/// arithmetic, so a half-open end keeps its ε: `[a, b)` read at `i + c` is `[a - c, b - c)`.
+pub fn shift(l: &Looplet, c: &Expr, kind: Kind) -> Looplet {
     if *c == b::int(0) {
         return l.clone();
     }
-    let back = |x: &Expr| b::sub(x.clone(), c.clone());
+    let back = |x: &Expr| kind.sub(x, c);
     let c = c.clone();
     match l {
-        Looplet::Run(t) => Looplet::Run(Box::new(shift_target(t, &c))),
+        Looplet::Run(t) => Looplet::Run(Box::new(shift_target(t, &c, kind))),
         Looplet::Lookup(f) => {
             let f = f.clone();
             Looplet::Lookup(Rc::new(move |i: &Expr| {
-                shift_target(&f(&b::add(i.clone(), c.clone())), &c)
+                shift_target(&f(&kind.add(i, &c)), &c, kind)
             }))
         }
         Looplet::Spike { at, body, tail } => Looplet::Spike {
             at: back(at),
-            body: Box::new(shift_target(body, &c)),
-            tail: Box::new(shift_target(tail, &c)),
+            body: Box::new(shift_target(body, &c, kind)),
+            tail: Box::new(shift_target(tail, &c, kind)),
         },
         Looplet::Sequence(phases) => Looplet::Sequence(
             phases
                 .iter()
                 .map(|p| Phase {
                     stop: p.stop.as_ref().map(back),
-                    body: shift(&p.body, &c),
+                    body: shift(&p.body, &c, kind),
                 })
                 .collect(),
         ),
@@ -134,9 +137,9 @@ pub fn shift(l: &Looplet, c: &Expr) -> Looplet {
             let seek = s.seek.clone();
             let c2 = c.clone();
             Looplet::Stepper(Rc::new(Stepper {
-                seek: Rc::new(move |i: &Expr| seek(&b::add(i.clone(), c2.clone()))),
+                seek: Rc::new(move |i: &Expr| seek(&kind.add(i, &c2))),
                 stop: back(&s.stop),
-                chunk: shift(&s.chunk, &c),
+                chunk: shift(&s.chunk, &c, kind),
                 next: s.next.clone(),
                 // Shifted coordinates no longer match the level's own (its search keys and
                 // last coordinate): the engine walks a shifted list chunk by chunk.
@@ -147,26 +150,23 @@ pub fn shift(l: &Looplet, c: &Expr) -> Looplet {
             let seek = j.seek.clone();
             let c2 = c.clone();
             Looplet::Jumper(Rc::new(Jumper {
-                seek: Rc::new(move |i: &Expr| seek(&b::add(i.clone(), c2.clone()))),
+                seek: Rc::new(move |i: &Expr| seek(&kind.add(i, &c2))),
                 stop: back(&j.stop),
-                spike: shift(&j.spike, &c),
-                walk: shift(&j.walk, &c),
+                spike: shift(&j.spike, &c, kind),
+                walk: shift(&j.walk, &c, kind),
                 next: j.next.clone(),
             }))
         }
         Looplet::Switch(cases) => Looplet::Switch(
             cases
                 .iter()
-                .map(|(cond, l)| (cond.clone(), shift(l, &c)))
+                .map(|(cond, l)| (cond.clone(), shift(l, &c, kind)))
                 .collect(),
         ),
         Looplet::AcceptRun(f) => {
             let f = f.clone();
             Looplet::AcceptRun(Rc::new(move |a: &Expr, z: &Expr| {
-                shift_target(
-                    &f(&b::add(a.clone(), c.clone()), &b::add(z.clone(), c.clone())),
-                    &c,
-                )
+                shift_target(&f(&kind.add(a, &c), &kind.add(z, &c)), &c, kind)
             }))
         }
         Looplet::Thunk {
@@ -175,16 +175,16 @@ pub fn shift(l: &Looplet, c: &Expr) -> Looplet {
             epilogue,
         } => Looplet::Thunk {
             preamble: preamble.clone(),
-            body: Box::new(shift_target(body, &c)),
+            body: Box::new(shift_target(body, &c, kind)),
             epilogue: epilogue.clone(),
         },
     }
 }
 
 /// Only looplets over the same index move; fibers and fills below it do not.
-fn shift_target(t: &Target, c: &Expr) -> Target {
+fn shift_target(t: &Target, c: &Expr, kind: Kind) -> Target {
     match t {
-        Target::Looplet(l) => Target::Looplet(shift(l, c)),
+        Target::Looplet(l) => Target::Looplet(shift(l, c, kind)),
         other => other.clone(),
     }
 }

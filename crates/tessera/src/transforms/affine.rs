@@ -42,7 +42,9 @@ impl Scope<'_> {
     /// `size(...)`: a value fixed while the loop at `depth` runs.
     fn invariant(&self, e: &Expr, depth: usize) -> bool {
         match &e.kind {
-            ExprKind::Literal(Scalar::I64(_)) => true,
+            // A float literal is a real offset (`x[i + 2.5]` on a real dimension); on an
+            // integer dimension the lowering refuses it as a float index, as before.
+            ExprKind::Literal(Scalar::I64(_) | Scalar::F64(_)) => true,
             ExprKind::Name(n) => self.depth(n).is_some_and(|d| d < depth),
             ExprKind::Unary(UnaryOp::Neg, x) => self.invariant(x, depth),
             ExprKind::Binary(BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul, x, y) => {
@@ -143,6 +145,7 @@ fn neg(e: &Expr) -> Expr {
         ExprKind::Literal(Scalar::I64(v)) => {
             Expr::new(ExprKind::Literal(Scalar::I64(v.wrapping_neg())), e.span)
         }
+        ExprKind::Literal(Scalar::F64(v)) => Expr::new(ExprKind::Literal(Scalar::F64(-v)), e.span),
         _ => Expr::new(ExprKind::Unary(UnaryOp::Neg, Box::new(e.clone())), e.span),
     }
 }
@@ -202,7 +205,8 @@ mod tests {
         assert!(s.affine(&e("2 * j")).is_none());
         assert!(s.affine(&e("j + j")).is_none());
         assert!(s.affine(&e("j + x[i]")).is_none());
-        assert!(s.affine(&e("j + 0.5")).is_none());
+        // A float offset is affine (a real offset on a real dimension).
+        assert!(s.affine(&e("j + 0.5")).is_some());
     }
 
     #[test]
