@@ -245,6 +245,9 @@ pub fn unfurl_pieces(
     super::shared::chunks_then_fill(preamble, stepper, protocol, b::var(last), fill)
 }
 
+/// A counted level's `ptr` array and its child groups.
+pub type Counted = (Vec<i64>, Vec<(usize, usize, usize)>);
+
 /// `build_pieces` of a level with a `ptr` array (SparseList, SparseRunList): each group's
 /// pieces in order, one stored piece for each run of equal ones (entries that differ only in
 /// later dimensions share it), handed to `store`. Returns `ptr` and the child groups.
@@ -253,7 +256,7 @@ pub fn counted_pieces(
     groups: &[(usize, usize, usize)],
     pieces: &[(Limit<f64>, Limit<f64>)],
     store: &mut dyn FnMut(Limit<f64>, Limit<f64>) -> Result<(), String>,
-) -> Result<(Vec<i64>, Vec<(usize, usize, usize)>), String> {
+) -> Result<Counted, String> {
     let mut ptr = vec![0i64; parent_count + 1];
     let mut out = vec![];
     let mut stored = 0;
