@@ -137,22 +137,45 @@ fn values(b: &Buffer) -> Vec<f64> {
     b.to_scalars().iter().map(|s| s.as_f64()).collect()
 }
 
+/// A random expression from `seed`, fused and computed eagerly: the two agree.
+fn fused_equals_eager(seed: u64) -> std::result::Result<(), TestCaseError> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let rank = rng.random_range(0..=2);
+    let shape: Vec<usize> = (0..rank).map(|_| rng.random_range(1..=3)).collect();
+    let (l, eager, shown) = expression(&mut rng, &shape, 3);
+    let (fused, statements) = l.compute_explained().unwrap();
+    prop_assert_eq!(&fused.shape, &eager.shape, "{}", shown);
+    prop_assert_eq!(l.shape().unwrap(), eager.shape.clone());
+    let (x, y) = (values(&fused.to_dense()), values(&eager.to_dense()));
+    let same = x
+        .iter()
+        .zip(&y)
+        .all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+    prop_assert!(
+        same,
+        "{}\nfused {:?}\neager {:?}\n{:#?}",
+        shown,
+        x,
+        y,
+        statements
+    );
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(150))]
 
     #[test]
     fn fused_expressions_equal_the_eager_operations(seed in any::<u64>()) {
-        let mut rng = StdRng::seed_from_u64(seed);
-        let rank = rng.random_range(0..=2);
-        let shape: Vec<usize> = (0..rank).map(|_| rng.random_range(1..=3)).collect();
-        let (l, eager, shown) = expression(&mut rng, &shape, 3);
-        let (fused, statements) = l.compute_explained().unwrap();
-        prop_assert_eq!(&fused.shape, &eager.shape, "{}", shown);
-        prop_assert_eq!(l.shape().unwrap(), eager.shape.clone());
-        let (x, y) = (values(&fused.to_dense()), values(&eager.to_dense()));
-        let same = x.iter().zip(&y).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
-        prop_assert!(same, "{}\nfused {:?}\neager {:?}\n{:#?}", shown, x, y, statements);
+        fused_equals_eager(seed)?;
     }
+}
+
+/// A seed whose fused statement grew past the kernel size limit: the fuser computes its
+/// compound operands first and the smaller statement then compiles.
+#[test]
+fn a_fused_statement_too_large_is_split() {
+    fused_equals_eager(12710126091180886149).unwrap();
 }
 
 fn csr() -> Format {

@@ -203,6 +203,21 @@ impl Body {
     }
 }
 
+/// The variables a body reads with, each once, in order of first use.
+fn read_vars(b: &Body, out: &mut Vec<Var>) {
+    match b {
+        Body::Read(_, vars) => {
+            for v in vars {
+                if !out.contains(v) {
+                    out.push(*v);
+                }
+            }
+        }
+        Body::Lit(_) => {}
+        Body::Apply(_, args) => args.iter().for_each(|a| read_vars(a, out)),
+    }
+}
+
 /// One einsum statement: `free` are the output's indices, `reduced` the others.
 #[derive(Clone, Debug)]
 struct Term {
@@ -475,6 +490,38 @@ impl<'r> Fuser<'r> {
     }
 
     /// Compute a term into a tensor and read it as an input.
+    /// `t` with each compound operand of its top operation computed into a tensor of its own
+    /// (read with the same variables); `None` when it has none.
+    fn split(&mut self, t: &Term) -> Result<Option<Term>> {
+        let Body::Apply(op, args) = &t.body else {
+            return Ok(None);
+        };
+        if !args.iter().any(|a| matches!(a, Body::Apply(..))) {
+            return Ok(None);
+        }
+        let mut operands = vec![];
+        for a in args {
+            if let Body::Apply(..) = a {
+                let mut vars = vec![];
+                read_vars(a, &mut vars);
+                let part = Term {
+                    out: vars.clone(),
+                    reduction: None,
+                    body: a.clone(),
+                };
+                let value = self.run(&part, None)?;
+                self.inputs.push(Rc::new(value));
+                operands.push(Body::Read(self.inputs.len() - 1, vars));
+            } else {
+                operands.push(a.clone());
+            }
+        }
+        Ok(Some(Term {
+            body: Body::Apply(*op, operands),
+            ..t.clone()
+        }))
+    }
+
     fn materialize(&mut self, t: &Term) -> Result<Term> {
         let out = self.run(t, None)?;
         Ok(self.input(Rc::new(out)))
@@ -505,7 +552,18 @@ impl<'r> Fuser<'r> {
             .map(|(n, k)| (n.as_str(), &*self.inputs[*k]))
             .collect();
         let all_kept = keep.iter().all(|&k| k);
-        let out = einsum_with(runner, &spec, &named, output.filter(|_| all_kept))?;
+        let out = match einsum_with(runner, &spec, &named, output.filter(|_| all_kept)) {
+            Ok(out) => out,
+            // A fused statement the compiler refuses (its kernel would be too large) is
+            // computed as its compound operands first, then the smaller statement.
+            Err(e @ Error::Unsupported { .. }) => {
+                return match self.split(t)? {
+                    Some(smaller) => self.run(&smaller, output),
+                    None => Err(e),
+                };
+            }
+            Err(e) => return Err(e),
+        };
         self.statements.push(spec);
         if all_kept {
             return Ok(out);
