@@ -16,6 +16,9 @@
 //! is timed separately. `--dump DIR` writes `a.bed` and `b.bed` for the peers
 //! (`bench/interval_overlap.py`).
 
+mod common;
+
+use common::{Uniform, median};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Instant;
@@ -30,19 +33,6 @@ use tessera::tensor::pieces::{Piece, PieceCoord};
 
 const CHROMS: usize = 4;
 const SPAN: f64 = 1e8;
-
-/// A seeded uniform generator in `[0, 1)` (splitmix64).
-struct Uniform(u64);
-
-impl Uniform {
-    fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 /// `(chrom, start, end)` with integer positions, half-open, lengths uniform in `[1, 2 * mean]`.
 fn intervals(rng: &mut Uniform, n: usize, mean: f64) -> Vec<(usize, f64, f64)> {
@@ -97,11 +87,6 @@ fn segments(b: &[(usize, f64, f64)]) -> Vec<Piece> {
     out
 }
 
-fn median(mut times: Vec<f64>) -> f64 {
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
-}
-
 fn write_bed(path: &str, list: &[(usize, f64, f64)]) -> std::io::Result<()> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
     for &(c, s, e) in list {
@@ -118,28 +103,10 @@ fn main() {
 }
 
 fn run() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let dump = args
-        .iter()
-        .position(|a| a == "--dump")
-        .map(|k| args.get(k + 1).cloned().unwrap_or_default());
-    let plain: Vec<&String> = args
-        .iter()
-        .enumerate()
-        .filter(|(k, a)| {
-            let value_of_dump = *k > 0 && args[k - 1] == "--dump";
-            !(a.starts_with("--") || value_of_dump)
-        })
-        .map(|(_, a)| a)
-        .collect();
-    let num = |k: usize, d: f64| -> Result<f64> {
-        plain.get(k).map_or(Ok(d), |s| {
-            s.parse()
-                .map_err(|_| Error::Usage(format!("argument {}: cannot read `{s}`", k + 1)))
-        })
-    };
-    let (n, m) = (num(0, 1e5)? as usize, num(1, 1e5)? as usize);
-    let (mean, repeats) = (num(2, 1000.0)?, (num(3, 5.0)? as usize).max(1));
+    let args = common::Args::from_env();
+    let dump = args.dump.clone();
+    let (n, m) = (args.num(0, 100_000usize)?, args.num(1, 100_000usize)?);
+    let (mean, repeats) = (args.num(2, 1000.0f64)?, args.num(3, 5usize)?.max(1));
     let mut rng = Uniform(7);
     let a = intervals(&mut rng, n, mean);
     let b = intervals(&mut rng, m, mean);

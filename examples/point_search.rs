@@ -13,6 +13,9 @@
 //! writes the points (`points.npy`, N × 2 f64) and the queries (`queries.json`) so other
 //! libraries run on the same data (`bench/point_search.py`, Shapely's STRtree).
 
+mod common;
+
+use common::{Uniform, median};
 use std::collections::BTreeMap;
 use std::time::Instant;
 use tessera::Scalar;
@@ -25,24 +28,6 @@ use tessera::runtime::Buffer;
 use tessera::tensor::Tensor;
 use tessera::tensor::pieces::{Piece, PieceCoord};
 
-fn median(mut times: Vec<f64>) -> f64 {
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
-}
-
-/// A seeded uniform generator in `[0, 1)` (splitmix64), so the peers get the same points.
-struct Uniform(u64);
-
-impl Uniform {
-    fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 fn main() {
     if let Err(e) = run() {
         eprintln!("error: {e}");
@@ -51,27 +36,13 @@ fn main() {
 }
 
 fn run() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let dump = args
-        .iter()
-        .position(|a| a == "--dump")
-        .map(|k| args.get(k + 1).cloned().unwrap_or_default());
-    let plain: Vec<&String> = args
-        .iter()
-        .enumerate()
-        .filter(|(k, a)| {
-            let value_of_dump = *k > 0 && args[k - 1] == "--dump";
-            !(a.starts_with("--") || value_of_dump)
-        })
-        .map(|(_, a)| a)
-        .collect();
-    let num = |k: usize, d: usize| -> Result<usize> {
-        plain.get(k).map_or(Ok(d), |s| {
-            s.parse()
-                .map_err(|_| Error::Usage(format!("argument {}: cannot read `{s}`", k + 1)))
-        })
-    };
-    let (n, queries, repeats) = (num(0, 1_000_000)?, num(1, 8)?, num(2, 5)?.max(1));
+    let args = common::Args::from_env();
+    let dump = args.dump.clone();
+    let (n, queries, repeats) = (
+        args.num(0, 1_000_000usize)?,
+        args.num(1, 8usize)?,
+        args.num(2, 5usize)?.max(1),
+    );
     let mut rng = Uniform(42);
     let pts: Vec<(f64, f64)> = (0..n)
         .map(|_| (rng.next() * 1e4, rng.next() * 1e4))
