@@ -278,6 +278,43 @@ pub fn counted_pieces(
     Ok((ptr, out))
 }
 
+/// `build_pieces` of a level holding at most one piece per fiber at the fiber's own position
+/// (SparsePoint, SparseInterval): each non-empty group's one piece, handed to `store` with
+/// the fiber's position. Returns the child groups (child position = fiber position).
+pub fn single_pieces(
+    level: &str,
+    groups: &[(usize, usize, usize)],
+    pieces: &[(Limit<f64>, Limit<f64>)],
+    store: &mut dyn FnMut(usize, Limit<f64>, Limit<f64>) -> Result<(), String>,
+) -> Result<Vec<(usize, usize, usize)>, String> {
+    let mut out = vec![];
+    for &(p, lo, hi) in groups {
+        if lo == hi {
+            continue;
+        }
+        if let Some(k) = (lo + 1..hi).find(|&k| pieces[k] != pieces[lo]) {
+            return Err(format!(
+                "{level} holds one piece per fiber, but fiber {p} has [{}, {}] and [{}, {}]",
+                pieces[lo].0, pieces[lo].1, pieces[k].0, pieces[k].1
+            ));
+        }
+        let (a, z) = pieces[lo];
+        store(p, a, z)?;
+        out.push((p, lo, hi));
+    }
+    Ok(out)
+}
+
+/// The value of a pinpoint piece, or why a pinpoint level cannot store the piece.
+pub fn pinpoint(level: &str, a: Limit<f64>, z: Limit<f64>) -> Result<f64, String> {
+    match a == z && a.eps == Eps::Zero {
+        true => Ok(canonical(a.val)),
+        false => Err(format!(
+            "a {level} holds pinpoints, not the interval [{a}, {z}]: use SparseRunList or SparseInterval"
+        )),
+    }
+}
+
 /// The refusal of `build_pieces` by a level whose kind stores integer coordinates.
 pub fn integer_level(name: &str) -> String {
     format!("{name} stores integer coordinates here (use coord=f64)")

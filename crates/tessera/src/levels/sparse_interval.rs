@@ -183,24 +183,13 @@ impl Level for SparseInterval {
             return Err(real::integer_level("SparseInterval"));
         }
         self.empty(kind, bufs, &[], parent_count);
-        let mut out = vec![];
-        for &(p, lo, hi) in groups {
-            if lo == hi {
-                continue;
-            }
-            if let Some(k) = (lo + 1..hi).find(|&k| pieces[k] != pieces[lo]) {
-                return Err(format!(
-                    "SparseInterval holds one piece per fiber, but fiber {p} has [{}, {}] and [{}, {}]",
-                    pieces[lo].0, pieces[lo].1, pieces[k].0, pieces[k].1
-                ));
-            }
-            let (a, z) = pieces[lo];
+        let out = real::single_pieces("SparseInterval", groups, pieces, &mut |p, a, z| {
             bufs[LEFT].set(p, Scalar::F64(real::canonical(a.val)));
             bufs[RIGHT].set(p, Scalar::F64(real::canonical(z.val)));
             bufs[LEFT_EPS].set(p, Scalar::I8(a.eps.sign()));
             bufs[RIGHT_EPS].set(p, Scalar::I8(z.eps.sign()));
-            out.push((p, lo, hi));
-        }
+            Ok(())
+        })?;
         Ok((parent_count, out))
     }
 

@@ -12,7 +12,7 @@ use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{Expr, Stmt, build as b};
-use crate::limit::{Eps, Limit};
+use crate::limit::Limit;
 use crate::looplets::{Fiber, Looplet, Positions, Stepper, Target};
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
@@ -191,12 +191,7 @@ impl Level for SparseList {
         }
         let mut idx = vec![];
         let (ptr, out) = real::counted_pieces(parent_count, groups, pieces, &mut |a, z| {
-            if a != z || a.eps != Eps::Zero {
-                return Err(format!(
-                    "a SparseList holds pinpoints, not the interval [{a}, {z}]: use SparseRunList"
-                ));
-            }
-            idx.push(real::canonical(a.val));
+            idx.push(real::pinpoint("SparseList", a, z)?);
             Ok(())
         })?;
         let n = idx.len();

@@ -151,26 +151,10 @@ impl Level for SparsePoint {
             return Err(real::integer_level("SparsePoint"));
         }
         let mut idx = vec![EMPTY_REAL; parent_count];
-        let mut out = vec![];
-        for &(p, lo, hi) in groups {
-            if lo == hi {
-                continue;
-            }
-            let (a, z) = pieces[lo];
-            if a != z || a.eps != crate::limit::Eps::Zero {
-                return Err(format!(
-                    "a SparsePoint holds pinpoints, not the interval [{a}, {z}]"
-                ));
-            }
-            if let Some(k) = (lo + 1..hi).find(|&k| pieces[k] != pieces[lo]) {
-                return Err(format!(
-                    "SparsePoint holds one point per fiber, but fiber {p} has {} and {}",
-                    pieces[lo].0, pieces[k].0
-                ));
-            }
-            idx[p] = real::canonical(a.val);
-            out.push((p, lo, hi));
-        }
+        let out = real::single_pieces("SparsePoint", groups, pieces, &mut |p, a, z| {
+            idx[p] = real::pinpoint("SparsePoint", a, z)?;
+            Ok(())
+        })?;
         bufs[IDX] = Buffer::F64(idx);
         Ok((parent_count, out))
     }
