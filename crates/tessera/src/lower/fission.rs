@@ -10,7 +10,12 @@
 //!
 //! Statements share a loop when one reads a tensor the other writes (the loops would see values
 //! of the wrong iteration), or both write a tensor some level of which takes writes only in
-//! order (a second pass over a SparseList fiber would append out of order). The groups run in
+//! order (a second pass over a SparseList fiber would append out of order), or both write a
+//! tensor at elements that more than one iteration of the nest can reach: `y[i] = a` and
+//! `y[i] = b` in `for i, k` interleave per element (`a` of k = 0, `b` of k = 0, `a` of k = 1,
+//! ...), and apart the last `a` would come before the first `b`. Only when every write of the
+//! tensor in both statements is `T[...]` with the same plain loop indices, all of the nest's,
+//! does each element see just one iteration, so its writes keep their order. The groups run in
 //! the order of their first statements; statements of different groups may pass each other
 //! only when they touch disjoint outputs, so per element every tensor sees its writes in the
 //! program's order. Each new nest must still find its extents: every group accesses every `_`
@@ -107,14 +112,22 @@ fn split_nest(s: &Stmt, formats: &BTreeMap<String, Format>) -> Option<Vec<Stmt>>
         .map(|l| l.index)
         .collect();
     let n = body.len();
+    let indices: Vec<&str> = loops.iter().map(|l| l.index).collect();
+    // Each write of `t` in statement `s` reaches only elements of one iteration of the nest.
+    let private = |s: &Stmt, t: &str| private_writes(s, t, &indices);
     // Statements that must share a loop: one reads what the other writes, or both write a
-    // tensor that takes writes only in order.
+    // tensor that takes writes only in order, or elements several iterations reach.
     let mut group: Vec<usize> = (0..n).collect();
     for a in 0..n {
         for b in a + 1..n {
             let ((ra, wa), (rb, wb)) = (&rw[a], &rw[b]);
-            if !wa.is_disjoint(rb) || !wb.is_disjoint(ra) || wa.intersection(wb).any(|t| !random(t))
-            {
+            let shared = |t: &String| {
+                !random(t) || {
+                    let (pa, pb) = (private(&body[a], t), private(&body[b], t));
+                    pa.is_none() || pa != pb
+                }
+            };
+            if !wa.is_disjoint(rb) || !wb.is_disjoint(ra) || wa.intersection(wb).any(shared) {
                 join(&mut group, a, b);
             }
         }
@@ -196,6 +209,32 @@ fn join(group: &mut [usize], a: usize, b: usize) {
     let (ra, rb) = (find(group, a), find(group, b));
     // The smaller position represents the group, so roots follow first statements.
     group[ra.max(rb)] = ra.min(rb);
+}
+
+/// The plain loop indices every write of `t` in `s` uses, when they are all the same and name
+/// every loop of the nest (so an element is written in one iteration only); `None` otherwise.
+fn private_writes(s: &Stmt, t: &str, nest: &[&str]) -> Option<Vec<String>> {
+    let mut tuple: Option<Option<Vec<String>>> = None;
+    visit::writes(std::slice::from_ref(s), &mut |a| {
+        if a.tensor != t {
+            return;
+        }
+        let plain: Option<Vec<String>> = a
+            .indices
+            .iter()
+            .map(|ix| match &ix.expr.kind {
+                ExprKind::Name(n) if !ix.permissive && ix.window.is_none() => Some(n.clone()),
+                _ => None,
+            })
+            .collect();
+        let plain =
+            plain.filter(|p| a.swizzle.is_none() && nest.iter().all(|i| p.iter().any(|n| n == i)));
+        tuple = Some(match tuple.take() {
+            None => plain,
+            Some(prev) => prev.filter(|p| Some(p) == plain.as_ref()),
+        });
+    });
+    tuple.flatten()
 }
 
 /// Declarations, freezes and thaws order whole passes over a tensor: leave such bodies alone.
@@ -329,6 +368,23 @@ end
             "{got}"
         );
         assert!(!nests[0].contains("D["), "{got}");
+    }
+
+    #[test]
+    fn writes_reaching_one_element_from_several_iterations_keep_their_statements_together() {
+        // Per element `y[i]`: `a` of k = 0, `b` of k = 0, `a` of k = 1; apart, `b` would be last.
+        let text =
+            "for i = _, k = _\n  D[i, i] = A[i, k]\n  D[i, i] = B[i, k]\n  C[i, k] = A[i, k]\nend\n";
+        let got = split(text, "Dense(Dense(Element(0.0)))").unwrap();
+        let nests: Vec<&str> = got.split("for i").skip(1).collect();
+        assert_eq!(nests.len(), 2, "{got}");
+        assert!(
+            nests[0].contains("D[i, i] = A") && nests[0].contains("D[i, i] = B"),
+            "{got}"
+        );
+        // Transposed writes reach an element from two different iterations too.
+        let text = "for i = _, k = _\n  C[i, k] = A[i, k]\n  C[k, i] = B[i, k]\nend\n";
+        assert_eq!(split(text, "Dense(Dense(Element(0.0)))"), None);
     }
 
     #[test]

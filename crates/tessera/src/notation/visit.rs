@@ -82,29 +82,31 @@ pub fn index<'a>(ix: &'a AccessIndex, f: &mut dyn FnMut(&'a Expr)) {
 
 /// Every access, written or read.
 pub fn accesses<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Access)) {
-    fn lhs<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Access)) {
-        for s in stmts {
-            match &s.kind {
-                StmtKind::Assign { lhs: a, .. } => f(a),
-                StmtKind::Loop { body, .. }
-                | StmtKind::Let { body, .. }
-                | StmtKind::Block(body) => lhs(body, f),
-                StmtKind::If {
-                    then, otherwise, ..
-                } => {
-                    lhs(then, f);
-                    lhs(otherwise, f);
-                }
-                _ => {}
-            }
-        }
-    }
-    lhs(stmts, f);
+    writes(stmts, f);
     exprs(stmts, &mut |e| {
         if let ExprKind::Access(a) = &e.kind {
             f(a)
         }
     });
+}
+
+/// Every access written by an assignment (directly or in nested statements).
+pub fn writes<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Access)) {
+    for s in stmts {
+        match &s.kind {
+            StmtKind::Assign { lhs: a, .. } => f(a),
+            StmtKind::Loop { body, .. } | StmtKind::Let { body, .. } | StmtKind::Block(body) => {
+                writes(body, f)
+            }
+            StmtKind::If {
+                then, otherwise, ..
+            } => {
+                writes(then, f);
+                writes(otherwise, f);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Names of the tensors read and written (directly or in nested statements).
