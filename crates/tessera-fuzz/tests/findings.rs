@@ -37,3 +37,24 @@ fn nested_permissive_reads_are_refused_not_multiplied() {
     // seconds on this input and exponentially longer on larger ones.
     assert!(t0.elapsed().as_secs_f64() < 5.0, "{:?}", t0.elapsed());
 }
+
+/// A libFuzzer timeout (14 s under load) of the program target: a chain of comparisons of
+/// permissive reads nested in each other's indices made fewer than `MAX_SPLITS` splits of a
+/// growing statement, a program of millions of nodes that the passes after took a second
+/// over. Now refused once the copies pass `permissive::MAX_COPIED` nodes.
+#[test]
+fn a_chain_of_nested_permissive_comparisons_is_refused_quickly() {
+    let data = seed("program", "finding-permissive-compare-chain");
+    let text = std::str::from_utf8(&data).expect("text");
+    let p = tessera::notation::parse::parse_program(text).expect("it parses");
+    let mut tensors = HashSet::new();
+    tessera::notation::visit::accesses(&p.body, &mut |a| {
+        tensors.insert(a.tensor.clone());
+    });
+    let t0 = Instant::now();
+    let err = tessera::run::normalize(&p, &tensors).expect_err("refused");
+    let msg = err.to_string();
+    assert!(msg.contains("expression nodes in all"), "{msg}");
+    // Generous, as above: milliseconds now, a second before.
+    assert!(t0.elapsed().as_secs_f64() < 5.0, "{:?}", t0.elapsed());
+}

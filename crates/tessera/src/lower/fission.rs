@@ -373,8 +373,7 @@ end
     #[test]
     fn writes_reaching_one_element_from_several_iterations_keep_their_statements_together() {
         // Per element `y[i]`: `a` of k = 0, `b` of k = 0, `a` of k = 1; apart, `b` would be last.
-        let text =
-            "for i = _, k = _\n  D[i, i] = A[i, k]\n  D[i, i] = B[i, k]\n  C[i, k] = A[i, k]\nend\n";
+        let text = "for i = _, k = _\n  D[i, i] = A[i, k]\n  D[i, i] = B[i, k]\n  C[i, k] = A[i, k]\nend\n";
         let got = split(text, "Dense(Dense(Element(0.0)))").unwrap();
         let nests: Vec<&str> = got.split("for i").skip(1).collect();
         assert_eq!(nests.len(), 2, "{got}");

@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::notation::ast::{
     Access, AssignOp, BinaryOp, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind,
 };
+use crate::notation::visit;
 use crate::semantics::Builtin;
 use crate::types::Scalar;
 
@@ -35,10 +36,17 @@ use crate::types::Scalar;
 /// (`run::DEFAULT_MAX_KERNEL_SIZE`) anyway.
 pub const MAX_SPLITS: usize = 4096;
 
+/// The most expression nodes the splits of one program may write (each counted once per
+/// split that copies it). Fewer splits of larger statements reach the same size: the fuzzer's
+/// 453-byte chain of comparisons took a second here and in the passes after (a libFuzzer
+/// timeout under load) within `MAX_SPLITS`.
+pub const MAX_COPIED: usize = 1 << 17;
+
 pub fn permissive(p: &Program) -> Result<Program> {
     let mut pass = Pass {
         fresh: 0,
         splits: 0,
+        copied: 0,
         scope: vec![],
     };
     Ok(p.with_body(pass.stmts(&p.body)?))
@@ -48,6 +56,8 @@ struct Pass {
     fresh: usize,
     /// Splits made so far (see [`MAX_SPLITS`]).
     splits: usize,
+    /// Expression nodes the splits wrote so far (see [`MAX_COPIED`]).
+    copied: usize,
     /// Names bound around the current statement, outermost first; `true` for loop indices.
     scope: Vec<(String, bool)>,
 }
@@ -214,14 +224,9 @@ impl Pass {
     ) -> Result<Vec<Stmt>> {
         self.splits += 1;
         if self.splits > MAX_SPLITS {
-            return Err(Error::unsupported(
+            return Err(too_many_splits(
                 span,
-                format!(
-                    "this statement's permissive (`~`) reads split it on their bounds checks \
-                     into more than {MAX_SPLITS} cases (each read copies the rest of the \
-                     statement into both branches); compute some of them into a workspace or \
-                     a `let` in separate statements first"
-                ),
+                &format!("into more than {MAX_SPLITS} cases"),
             ));
         }
         let scope = Scope { names: &self.scope };
@@ -262,6 +267,16 @@ impl Pass {
         );
         let then = make(self, &var, true)?;
         let otherwise = make(self, &var, false)?;
+        let mut nodes = 0;
+        visit::exprs(&then, &mut |_| nodes += 1);
+        visit::exprs(&otherwise, &mut |_| nodes += 1);
+        self.copied += nodes;
+        if self.copied > MAX_COPIED {
+            return Err(too_many_splits(
+                span,
+                &format!("into cases of more than {MAX_COPIED} expression nodes in all"),
+            ));
+        }
         let body = vec![Stmt::new(
             StmtKind::If {
                 cond,
@@ -282,6 +297,17 @@ impl Pass {
             )],
         })
     }
+}
+
+fn too_many_splits(span: Span, how: &str) -> Error {
+    Error::unsupported(
+        span,
+        format!(
+            "this statement's permissive (`~`) reads split it on their bounds checks {how} \
+             (each read copies the rest of the statement into both branches); compute some of \
+             them into a workspace or a `let` in separate statements first"
+        ),
+    )
 }
 
 /// `stmts` with `name` (a `let` variable whose value is `missing`) read as `missing`, up to
