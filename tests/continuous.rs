@@ -540,3 +540,32 @@ fn pinpoint_outputs_hold_the_coincident_points() {
     let e = Runner::jit().compile(&p, &formats).err().expect("refused");
     assert!(e.to_string().contains("real index `i`"), "{e}");
 }
+
+/// Item 21: trilinear interpolation along a sampled ray as an integral over the unit cube
+/// (`∫∫∫ Grid[x + i, y + j, z + k] di dj dk`). A 16³ grid of 16 channels, 1 on `[4, 12)³`;
+/// samples t = 23..69 at `0.1 t + 0.1` on every axis; Σ output = 16 Σ_t L(t)³ = 528.4 with
+/// `L = max(0, min(p + 1, 12) - max(p, 4))`.
+#[test]
+fn golden_21_trilinear_interpolation_along_a_ray() {
+    let grid_fmt = fmt(
+        "SparseRunList(SparseRunList(SparseRunList(Dense(Element(0.0)), coord=f64), coord=f64), coord=f64)",
+    );
+    let cube = PieceCoord::right_open(4.0, 12.0);
+    let pieces: Vec<Piece> = (0..16)
+        .map(|c| (vec![cube, cube, cube, PieceCoord::Int(c)], Scalar::F64(1.0)))
+        .collect();
+    let grid = Tensor::from_pieces(&grid_fmt, &[0, 0, 0, 16], &pieces).unwrap();
+    let out = Tensor::empty(&fmt("Dense(Dense(Element(0.0)))"), &[70, 16]).unwrap();
+    let program = "out .= 0.0
+for t = 23:69
+  for k = 0.0:1.0, j = 0.0:1.0, i = 0.0:1.0
+    for c = _
+      out[t, c] += coalesce(grid[k + 0.1 * t + 0.1, j + 0.1 * t + 0.1, i + 0.1 * t + 0.1, c], 0.0) * d(i) * d(j) * d(k)
+    end
+  end
+end";
+    for (backend, ts) in everywhere(program, &[("grid", grid), ("out", out)]) {
+        let total: f64 = ts["out"].pieces().iter().map(|(_, v)| v.as_f64()).sum();
+        assert!((total - 528.4).abs() < 1e-9, "{backend}: {total}");
+    }
+}

@@ -890,3 +890,30 @@ end
         assert_eq!(f64s(&agree(t, program, ts)["y"]), vec![8.0], "{zf}");
     }
 }
+
+/// A sum of an index and outer terms in any nesting (`(j + i) - 1`, `i - (1 - j)`) is an
+/// offset read like `j + c`; permissive or plain, every backend agrees with the evaluator.
+#[test]
+fn offsets_written_as_nested_sums_read_the_same_elements() {
+    let t = "nested_sum_offsets";
+    let x = [1.0, -2.0, 0.0, 4.0, 0.5];
+    for xf in [
+        "Dense(Element(0.0))",
+        "SparseList(Element(0.0))",
+        "SparseRunList(Element(0.0))",
+    ] {
+        for rhs in [
+            "x[~((j + i) - 1)]",
+            "x[~(i - (1 - j))]",
+            "x[~(1 + j + i)] * x[j]",
+        ] {
+            let program =
+                format!("s .= 0.0\nfor i = 0:2, j = 0:4\n  s[] += coalesce({rhs}, 0.5)\nend\n");
+            let ts = tensors(vec![
+                ("x", vector(xf, &x)),
+                ("s", empty("Element(0.0)", &[])),
+            ]);
+            agree(t, &program, ts);
+        }
+    }
+}

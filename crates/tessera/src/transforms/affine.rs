@@ -55,24 +55,37 @@ impl Scope<'_> {
         }
     }
 
-    /// `e` as `index + offset`: `i`, `i + c`, `c + i`, `i - c` with `i` the deepest loop index
-    /// and `c` invariant in its loop. `None` when `e` has another shape.
+    /// `e` as `index + offset`: a sum and difference of terms (`i`, `i + c`, `c + i`,
+    /// `i - c`, `(i + a) - b`, `a + (i + b)`...) in which `i`, the deepest loop index, appears
+    /// once, added, and every other term is invariant in its loop. `None` when `e` has another
+    /// shape (`c - i` runs backwards; `2 * i` is scaled).
     pub fn affine(&self, e: &Expr) -> Option<(String, Option<Expr>)> {
         let (i, depth) = self.deepest(e)?;
-        let is_i = |x: &Expr| matches!(&x.kind, ExprKind::Name(n) if *n == i);
-        match &e.kind {
-            ExprKind::Name(_) if is_i(e) => Some((i, None)),
-            ExprKind::Binary(BinaryOp::Add, x, y) if is_i(x) && self.invariant(y, depth) => {
-                Some((i, Some((**y).clone())))
+        let mut terms = vec![];
+        flatten(e, true, &mut terms);
+        let mut found = false;
+        let mut offset: Option<Expr> = None;
+        for (added, t) in terms {
+            if matches!(&t.kind, ExprKind::Name(n) if *n == i) {
+                if !added || found {
+                    return None;
+                }
+                found = true;
+            } else if self.invariant(t, depth) {
+                offset = Some(match offset {
+                    None if added => t.clone(),
+                    None => neg(t),
+                    Some(o) => bin(
+                        if added { BinaryOp::Add } else { BinaryOp::Sub },
+                        o,
+                        t.clone(),
+                    ),
+                });
+            } else {
+                return None;
             }
-            ExprKind::Binary(BinaryOp::Add, x, y) if is_i(y) && self.invariant(x, depth) => {
-                Some((i, Some((**x).clone())))
-            }
-            ExprKind::Binary(BinaryOp::Sub, x, y) if is_i(x) && self.invariant(y, depth) => {
-                Some((i, Some(neg(y))))
-            }
-            _ => None,
         }
+        found.then_some((i, offset))
     }
 
     /// A comparison of the deepest loop index with a bound fixed in its loop, as the range
@@ -140,6 +153,22 @@ fn bin(op: BinaryOp, x: Expr, y: Expr) -> Expr {
     Expr::new(ExprKind::Binary(op, Box::new(x), Box::new(y)), span)
 }
 
+/// The terms of a sum and difference, each with whether it is added (`a - (b - c)` is `+a`,
+/// `-b`, `+c`).
+fn flatten<'a>(e: &'a Expr, added: bool, out: &mut Vec<(bool, &'a Expr)>) {
+    match &e.kind {
+        ExprKind::Binary(BinaryOp::Add, x, y) => {
+            flatten(x, added, out);
+            flatten(y, added, out);
+        }
+        ExprKind::Binary(BinaryOp::Sub, x, y) => {
+            flatten(x, added, out);
+            flatten(y, !added, out);
+        }
+        _ => out.push((added, e)),
+    }
+}
+
 fn neg(e: &Expr) -> Expr {
     match &e.kind {
         ExprKind::Literal(Scalar::I64(v)) => {
@@ -196,7 +225,12 @@ mod tests {
         let (i, o) = s.affine(&e("i + j")).unwrap();
         assert_eq!((i.as_str(), show(&o).as_str()), ("j", "i"));
         let (i, o) = s.affine(&e("j - (i + 1)")).unwrap();
-        assert_eq!((i.as_str(), show(&o).as_str()), ("j", "-(i + 1)"));
+        assert_eq!((i.as_str(), show(&o).as_str()), ("j", "-i - 1"));
+        // Sums nest either way; the offset keeps the other terms in order.
+        let (i, o) = s.affine(&e("(j + 0.1 * t) + 0.1")).unwrap();
+        assert_eq!((i.as_str(), show(&o).as_str()), ("j", "0.1 * t + 0.1"));
+        let (i, o) = s.affine(&e("t - (1 - j)")).unwrap();
+        assert_eq!((i.as_str(), show(&o).as_str()), ("j", "t - 1"));
         let (i, o) = s.affine(&e("t + j")).unwrap();
         assert_eq!((i.as_str(), show(&o).as_str()), ("j", "t"));
         assert!(s.affine(&e("j - i")).is_some());
@@ -204,6 +238,7 @@ mod tests {
         assert!(s.affine(&e("i - j")).is_none());
         assert!(s.affine(&e("2 * j")).is_none());
         assert!(s.affine(&e("j + j")).is_none());
+        assert!(s.affine(&e("t - (j + 1)")).is_none());
         assert!(s.affine(&e("j + x[i]")).is_none());
         // A float offset is affine (a real offset on a real dimension).
         assert!(s.affine(&e("j + 0.5")).is_some());
