@@ -10,6 +10,7 @@
 use super::Tensor;
 use crate::error::{Error, Result};
 use crate::levels::{Format, LevelKind, level_impl, sparse_interval};
+use crate::limit::Limit;
 use crate::runtime::Buffer;
 
 /// Read-only view of the levels from some level down, for comparing sub-fibers.
@@ -38,6 +39,18 @@ impl View<'_> {
         out
     }
 
+    /// The pieces of fiber `pos` of a real-valued level `k`: `(start, stop, child)` in order.
+    fn pieces(&self, k: usize, pos: usize) -> Vec<(Limit<f64>, Limit<f64>, usize)> {
+        let mut out = vec![];
+        level_impl(&self.kinds[k]).for_each_piece(
+            &self.kinds[k],
+            &self.bufs[k],
+            pos,
+            &mut |a, z, q| out.push((a, z, q)),
+        );
+        out
+    }
+
     /// Whether sub-fiber `pos` of level `k` holds only the fill value.
     fn is_fill(&self, k: usize, pos: usize) -> bool {
         match &self.kinds[k] {
@@ -45,6 +58,10 @@ impl View<'_> {
                 self.bufs[k][0].get(pos) == fill.cast(self.bufs[k][0].elem())
             }
             LevelKind::Pattern => false,
+            kind if kind.is_real() => self
+                .pieces(k, pos)
+                .into_iter()
+                .all(|(_, _, q)| self.is_fill(k + 1, q)),
             _ => self
                 .children(k, pos)
                 .into_iter()
@@ -61,6 +78,7 @@ impl View<'_> {
         match &self.kinds[k] {
             LevelKind::Element(_) => return self.bufs[k][0].get(a) == self.bufs[k][0].get(b),
             LevelKind::Pattern => return true,
+            kind if kind.is_real() => return self.equal_real(k, a, b),
             _ => {}
         }
         let (xs, ys) = (self.children(k, a), self.children(k, b));
@@ -127,6 +145,52 @@ impl View<'_> {
                 return false;
             }
             x = end_a.min(end_b) + 1;
+        }
+    }
+}
+
+impl View<'_> {
+    /// `equal` for a real-valued level: walk the line in pieces on which each side is one
+    /// child or fill, as the integer walk above does with `Limit` endpoints (a pinpoint is the
+    /// piece `[a, a]`).
+    fn equal_real(&self, k: usize, a: usize, b: usize) -> bool {
+        let (xs, ys) = (self.pieces(k, a), self.pieces(k, b));
+        let inf = Limit::exact(f64::INFINITY);
+        let (mut i, mut j, mut x) = (0, 0, Limit::exact(f64::NEG_INFINITY));
+        loop {
+            while i < xs.len() && xs[i].1 < x {
+                i += 1;
+            }
+            while j < ys.len() && ys[j].1 < x {
+                j += 1;
+            }
+            if i == xs.len() && j == ys.len() {
+                return true;
+            }
+            let start =
+                |v: &[(Limit<f64>, Limit<f64>, usize)], k: usize| v.get(k).map_or(inf, |p| p.0);
+            let (sa, sb) = (start(&xs, i), start(&ys, j));
+            if x < sa && x < sb {
+                x = sa.min(sb);
+                continue;
+            }
+            let ca = (x >= sa).then(|| xs[i].2);
+            let cb = (x >= sb).then(|| ys[j].2);
+            let end_a = if ca.is_some() { xs[i].1 } else { sa.prev() };
+            let end_b = if cb.is_some() { ys[j].1 } else { sb.prev() };
+            let same = match (ca, cb) {
+                (Some(p), Some(q)) => self.equal(k + 1, p, q),
+                (Some(p), None) | (None, Some(p)) => self.is_fill(k + 1, p),
+                (None, None) => true,
+            };
+            if !same {
+                return false;
+            }
+            let end = end_a.min(end_b);
+            if end >= inf {
+                return true;
+            }
+            x = end.next();
         }
     }
 }
