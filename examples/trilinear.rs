@@ -7,7 +7,7 @@
 //! and a sample in empty space costs three binary searches, not eight gathers.
 //!
 //! ```text
-//! cargo run --release --example trilinear -- [N] [OCCUPANCY_%] [W] [SAMPLES] [REPEATS] [--dump DIR]
+//! cargo run --release --example trilinear -- [N] [OCCUPANCY_%] [W] [SAMPLES] [REPEATS] [--dump DIR] [--backend jit|c]
 //! #   defaults 128 5 96 128 5: a 128³ grid of 28 features, W × W rays of SAMPLES steps
 //! ```
 //!
@@ -28,7 +28,6 @@ use tessera::error::{Error, Result};
 use tessera::io::DenseData;
 use tessera::levels::Format;
 use tessera::notation::parse::parse_program;
-use tessera::run::Runner;
 use tessera::runtime::Buffer;
 use tessera::tensor::Tensor;
 use tessera::tensor::pieces::{Piece, PieceCoord};
@@ -192,7 +191,7 @@ fn main() -> Result<()> {
             Tensor::empty(&out_format, &[r, samples, FEATURES])?,
         ),
     ]);
-    let runner = Runner::jit();
+    let runner = args.runner()?;
     let formats = tensors
         .iter()
         .map(|(k, t)| (k.clone(), t.format.clone()))
@@ -225,9 +224,6 @@ fn main() -> Result<()> {
             direct(&dense, n, p, &mut want);
             let got = &out[(ray * samples + t) * FEATURES..][..FEATURES];
             for (g, w) in got.iter().zip(&want) {
-                if (g - w).abs() > 1e-9 && std::env::var("DEBUG").is_ok() {
-                    eprintln!("ray {ray} t {t} p {p:?}: {g} vs {w}");
-                }
                 worst = worst.max((g - w).abs());
             }
         }

@@ -3,29 +3,35 @@
 
 use tessera::error::{Error, Result};
 
-/// The command line of a study: positional numbers, and `--dump DIR`.
+/// The command line of a study: positional numbers, `--dump DIR` and `--backend jit|c`.
 pub struct Args {
     plain: Vec<String>,
     pub dump: Option<String>,
+    pub backend: Option<String>,
 }
 
 impl Args {
     pub fn from_env() -> Args {
         let args: Vec<String> = std::env::args().skip(1).collect();
-        let dump = args
-            .iter()
-            .position(|a| a == "--dump")
-            .map(|k| args.get(k + 1).cloned().unwrap_or_default());
+        let option = |name: &str| {
+            args.iter()
+                .position(|a| a == name)
+                .map(|k| args.get(k + 1).cloned().unwrap_or_default())
+        };
         let plain = args
             .iter()
             .enumerate()
             .filter(|(k, a)| {
-                let value_of_dump = *k > 0 && args[k - 1] == "--dump";
-                !(a.starts_with("--") || value_of_dump)
+                let value_of_option = *k > 0 && args[k - 1].starts_with("--");
+                !(a.starts_with("--") || value_of_option)
             })
             .map(|(_, a)| a.clone())
             .collect();
-        Args { plain, dump }
+        Args {
+            plain,
+            dump: option("--dump"),
+            backend: option("--backend"),
+        }
     }
 
     /// Positional argument `k` (0-based), or `default`.
@@ -34,6 +40,26 @@ impl Args {
             s.parse()
                 .map_err(|_| Error::Usage(format!("argument {}: cannot read `{s}`", k + 1)))
         })
+    }
+}
+
+impl Args {
+    /// The runner `--backend` names: the JIT (default) or the C backend.
+    #[allow(dead_code)] // not every study offers the choice
+    pub fn runner(&self) -> Result<tessera::run::Runner> {
+        match self.backend.as_deref() {
+            None | Some("jit") => Ok(tessera::run::Runner::jit()),
+            Some("c") => {
+                let c = tessera::backend::CBackend::new();
+                if !c.compiler_available() {
+                    return Err(Error::Usage(
+                        "--backend c: no C compiler (cc or $CC)".into(),
+                    ));
+                }
+                Ok(tessera::run::Runner::new(Box::new(c)))
+            }
+            Some(other) => Err(Error::Usage(format!("--backend {other}: jit or c"))),
+        }
     }
 }
 

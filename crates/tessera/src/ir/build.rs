@@ -125,11 +125,30 @@ pub fn make_limit(val: Expr, eps: Expr) -> Expr {
 }
 /// The value of a point (Limit → F64).
 pub fn limit_val(e: Expr) -> Expr {
-    Expr::Unary(UnOp::LimitVal, Box::new(e))
+    match e {
+        // A value taken apart again: the value itself, canonical (`-0.0 + 0.0` is `+0.0`,
+        // as a Limit holds it) unless it is the value of a Limit already.
+        Expr::MakeLimit(v, _) => match *v {
+            v @ Expr::Unary(UnOp::LimitVal, _) => v,
+            v => add(v, Expr::Const(Scalar::F64(0.0))),
+        },
+        e => Expr::Unary(UnOp::LimitVal, Box::new(e)),
+    }
 }
 /// The infinitesimal sign of a point (Limit → I64 in {-1, 0, 1}).
 pub fn limit_eps(e: Expr) -> Expr {
-    Expr::Unary(UnOp::LimitEps, Box::new(e))
+    match e {
+        // A sign taken apart again, when it is one already (no saturation to apply).
+        Expr::MakeLimit(_, eps)
+            if matches!(
+                *eps,
+                Expr::Const(Scalar::I64(-1..=1)) | Expr::Unary(UnOp::LimitEps, _)
+            ) =>
+        {
+            *eps
+        }
+        e => Expr::Unary(UnOp::LimitEps, Box::new(e)),
+    }
 }
 /// The first point after `e` (saturating; `e + 1` on I64).
 pub fn after(e: Expr) -> Expr {

@@ -24,6 +24,7 @@
 
 use crate::ir::cx::Cx;
 use crate::ir::{BinOp, Expr, UnOp, build as b};
+use crate::limit::Limit;
 use crate::types::{ElemType, Scalar};
 use std::fmt;
 
@@ -99,15 +100,23 @@ impl IndexKind for Real {
     }
     /// A point moved by a real offset: `val(a) + val(c)`, the infinitesimals added saturating.
     fn add(a: &Expr, c: &Expr) -> Expr {
+        match (exact_zero(a), exact_zero(c)) {
+            (true, _) => return c.clone(),
+            (_, true) => return a.clone(),
+            _ => {}
+        }
         b::make_limit(
             b::add(b::limit_val(a.clone()), b::limit_val(c.clone())),
-            b::add(b::limit_eps(a.clone()), b::limit_eps(c.clone())),
+            add_eps(a, c, BinOp::Add),
         )
     }
     fn sub(a: &Expr, c: &Expr) -> Expr {
+        if exact_zero(c) {
+            return a.clone();
+        }
         b::make_limit(
             b::sub(b::limit_val(a.clone()), b::limit_val(c.clone())),
-            b::sub(b::limit_eps(a.clone()), b::limit_eps(c.clone())),
+            add_eps(a, c, BinOp::Sub),
         )
     }
     fn measure(start: &Expr, stop: &Expr) -> Expr {
@@ -121,6 +130,24 @@ impl IndexKind for Real {
             _ if a == c => Some(true),
             _ => None,
         }
+    }
+}
+
+/// Whether `e` is the point `0` (exactly: no infinitesimal), which moves nothing.
+fn exact_zero(e: &Expr) -> bool {
+    matches!(e, Expr::Const(Scalar::Limit(l)) if *l == Limit::exact(0.0))
+}
+
+/// The infinitesimal of `a ± c`: `eps(a)` when `c` is an exact point (a real offset),
+/// else the saturating sum or difference.
+fn add_eps(a: &Expr, c: &Expr, op: BinOp) -> Expr {
+    match c {
+        Expr::MakeLimit(_, eps) if **eps == b::int(0) => b::limit_eps(a.clone()),
+        _ => Expr::Binary(
+            op,
+            Box::new(b::limit_eps(a.clone())),
+            Box::new(b::limit_eps(c.clone())),
+        ),
     }
 }
 

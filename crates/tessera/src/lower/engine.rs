@@ -241,6 +241,7 @@ impl Engine {
         let cx = &mut self.cx;
         let kind = Kind::of_ext(cx, &ext);
         let mut checks = vec![];
+        let mut binds = vec![];
         // Accesses to one fiber share one unfurled looplet (its state, its thunk, its
         // splits). Writes must: separate writers would each open and commit the same fiber
         // (`if ... C[i] = x else C[i] = y`). Reads may: the same row read in both branches of
@@ -274,6 +275,24 @@ impl Engine {
                     a.target = Target::Looplet(l.clone());
                     return Ok(());
                 }
+                // The offset is fixed while the loop runs, but the shifted looplet uses it at
+                // every step (each search probe, each chunk's ends): compute it once, before
+                // the loop, unless it is a constant or a variable already.
+                let key_offset = offset.clone();
+                let mut bind = |e: Expr, ty: ElemType| match e {
+                    Expr::Const(_) | Expr::Var(_) => e,
+                    e => {
+                        let v = cx.var(&format!("{index}_shift"), ty);
+                        binds.push(b::assign(v, e));
+                        b::var(v)
+                    }
+                };
+                let offset = offset.map(|o| match o {
+                    // A real offset is an exact point: bind its value, so the Limit arithmetic
+                    // of the shifted looplet sees the infinitesimal 0 and drops it.
+                    Expr::MakeLimit(v, eps) => b::make_limit(bind(*v, ElemType::F64), *eps),
+                    o => bind(o, ElemType::I64),
+                });
                 let imp = level_impl(&f.tensor.format.levels[f.level]);
                 let l = match a.mode {
                     Mode::Read => imp.unfurl_read(cx, f, a.head_protocol())?,
@@ -295,13 +314,13 @@ impl Engine {
                     }
                     None => l,
                 };
-                unfurled.push(((f.clone(), offset, mode, protocol), l.clone()));
+                unfurled.push(((f.clone(), key_offset, mode, protocol), l.clone()));
                 a.target = Target::Looplet(l);
             }
             Ok(())
         })?;
         let (mut pre, post) = thunk::hoist(&mut body)?;
-        pre.splice(0..0, checks);
+        pre.splice(0..0, binds.into_iter().chain(checks));
         simplify::simplify_stmts(&mut body, &self.declared);
         if body.is_empty() {
             // Nothing left to do at this level (e.g. only writes of the fill value): the
