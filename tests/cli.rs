@@ -585,3 +585,55 @@ fn convert_and_backend_errors_name_the_file_and_the_choices() {
         &["--shape y: bad shape `3x`"],
     );
 }
+
+/// BED files and point sets load into real-valued formats, and `info --storage` shows their
+/// pieces with open and closed ends.
+#[test]
+fn info_storage_shows_real_pieces_of_bed_files_and_point_sets() {
+    let d = Dir::new("real-info");
+    let bed = d.file("a.bed", "chr1\t10\t20\nchr2\t5\t5\nchr1\t15\t30\n");
+    let info = ok(&["info", &bed, "--storage"]);
+    assert!(info.starts_with("shape: 2x3xR\nstored: 3\n"), "{info}");
+    assert!(info.contains("pieces: 3\n"), "{info}");
+    // Half-open BED intervals; a zero-length record covers one base on each side.
+    assert!(info.contains("  (0, 0, [10, 20)) = true\n"), "{info}");
+    assert!(info.contains("  (0, 2, [15, 30)) = true\n"), "{info}");
+    assert!(info.contains("  (1, 1, [4, 6)) = true\n"), "{info}");
+    let info = ok(&[
+        "info",
+        &format!("{bed}@Dense(SparseList(SparseInterval(Element(0), coord=f64)))"),
+        "--storage",
+    ]);
+    assert!(info.contains("level 4 Element: val [1, 1, 1]\n"), "{info}");
+    fails(
+        &[
+            "info",
+            &format!("{bed}@Dense(SparseList(SparseList(Pattern())))"),
+        ],
+        &["a.bed", "coord=f64"],
+    );
+
+    // Three points in the plane, as an N × 2 array: P[x, y, id].
+    let points = d.path("p.npy");
+    let mut f = std::fs::File::create(&points).unwrap();
+    tessera::io::npy::write_npy(
+        &mut f,
+        &tessera::io::DenseData {
+            shape: vec![3, 2],
+            values: tessera::runtime::Buffer::F64(vec![1.5, 2.0, 0.25, -3.0, 1.5, 2.0]),
+        },
+    )
+    .unwrap();
+    let real2 = "SparseList(SparseList(SparseList(Pattern()), coord=f64), coord=f64)";
+    let info = ok(&["info", &format!("{points}@{real2}"), "--storage"]);
+    assert!(info.starts_with("shape: RxRx3\nstored: 3\n"), "{info}");
+    assert!(info.contains("  ([0.25], [-3], 1) = true\n"), "{info}");
+    assert!(info.contains("  ([1.5], [2], 2) = true\n"), "{info}");
+    fails(
+        &[
+            "info",
+            &format!("{points}@SparseList(SparseList(Pattern()), coord=f64)"),
+        ],
+        &["p.npy", "N × k"],
+    );
+}

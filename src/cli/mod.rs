@@ -711,7 +711,17 @@ fn info(path: &str, storage: bool) -> Result<String> {
     let (p, fmt) = split_format(path);
     let t = tessera::tensor::files::load_tensor(p, fmt)?;
     let mut out = String::new();
-    let shape: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
+    // A real-valued dimension is the whole line, not a count.
+    let real = t.format.real_dims();
+    let shape: Vec<String> = t
+        .shape
+        .iter()
+        .enumerate()
+        .map(|(k, d)| match real.get(k) {
+            Some(true) => "R".to_string(),
+            _ => d.to_string(),
+        })
+        .collect();
     let _ = writeln!(
         out,
         "shape: {}",
@@ -740,8 +750,47 @@ fn info(path: &str, storage: bool) -> Result<String> {
             }
             let _ = writeln!(out);
         }
+        if t.format.is_real() {
+            show_pieces(&mut out, &t);
+        }
     }
     Ok(out)
+}
+
+/// The stored pieces of a tensor with real-valued dimensions, a line each: integer
+/// coordinates as numbers, real ones as intervals whose brackets tell open ends from closed
+/// ones (`[1, 3)`; a pinpoint is `[2.5]`), then the value. The first and last ones when many.
+fn show_pieces(out: &mut String, t: &tessera::tensor::Tensor) {
+    use tessera::limit::Eps;
+    use tessera::tensor::pieces::PieceCoord;
+    let pieces = t.pieces();
+    let _ = writeln!(out, "pieces: {}", pieces.len());
+    let show = |(coords, v): &(Vec<PieceCoord>, tessera::Scalar)| {
+        let cs: Vec<String> = coords
+            .iter()
+            .map(|c| match *c {
+                PieceCoord::Int(i) => i.to_string(),
+                PieceCoord::Real(a, z) if a == z => format!("[{}]", a.val),
+                PieceCoord::Real(a, z) => format!(
+                    "{}{}, {}{}",
+                    if a.eps == Eps::Plus { "(" } else { "[" },
+                    a.val,
+                    z.val,
+                    if z.eps == Eps::Minus { ")" } else { "]" },
+                ),
+            })
+            .collect();
+        format!("  ({}) = {v}", cs.join(", "))
+    };
+    let n = pieces.len();
+    for (k, p) in pieces.iter().enumerate() {
+        if n > SHOW_MAX && k == 10 {
+            let _ = writeln!(out, "  ...");
+        }
+        if n <= SHOW_MAX || !(10..n - 5).contains(&k) {
+            let _ = writeln!(out, "{}", show(p));
+        }
+    }
 }
 
 /// Longest array `info --storage` prints in full; longer ones show their ends and length.

@@ -22,7 +22,7 @@ use crate::types::Scalar;
 use std::collections::BTreeMap;
 
 /// The storage format of an interval tensor `[chrom, id, x]`.
-pub const INTERVAL_FORMAT: &str = "Dense(SparseList(SparseRunList(Pattern(), coord=f64)))";
+pub const INTERVAL_FORMAT: &str = crate::tensor::files::BED_FORMAT;
 
 /// The format of the overlapping pairs `J[chrom, a_id, b_id]`: written in loop order, it
 /// stores only the pairs (a `false` a kernel may store is not a pair).
@@ -74,26 +74,7 @@ pub enum IntervalResult {
 
 /// The interval tensor `[chrom, id, x]` of `records` (chromosome numbers below `n_chroms`).
 pub fn interval_tensor(records: &[BedRecord], n_chroms: usize) -> Result<Tensor> {
-    let pieces: Vec<Piece> = records
-        .iter()
-        .enumerate()
-        .map(|(id, r)| {
-            let (lo, hi) = r.span();
-            (
-                vec![
-                    PieceCoord::Int(r.chrom as i64),
-                    PieceCoord::Int(id as i64),
-                    PieceCoord::right_open(lo as f64, hi as f64),
-                ],
-                Scalar::Bool(true),
-            )
-        })
-        .collect();
-    Tensor::from_pieces(
-        &Format::parse(INTERVAL_FORMAT, None)?,
-        &[n_chroms, records.len(), 0],
-        &pieces,
-    )
+    crate::tensor::files::bed_tensor(records, n_chroms, &Format::parse(INTERVAL_FORMAT, None)?)
 }
 
 fn fmt(s: &str) -> Result<Format> {

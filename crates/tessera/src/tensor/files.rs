@@ -12,8 +12,105 @@ use std::path::Path;
 /// values loaded into an integer format must convert exactly (1.0 into `i64` does, 1.5 is an
 /// error naming the entry; into bool, nonzero is true), and a tensor too large for the memory
 /// limit is refused before it is built.
+///
+/// Two kinds of file give tensors with real-valued dimensions: a BED file (`.bed`,
+/// `.bed.gz`) is `B[chrom, id, x]` (see [`bed_tensor`]), and an `N × k` float `.npy` loaded
+/// into a format with `k` real levels above one integer level is the point set
+/// `P[x1, ..., xk, id]`, one pinpoint per row.
 pub fn load_tensor(path: &str, format: Option<&str>) -> Result<Tensor> {
+    let lower = path.to_ascii_lowercase();
+    if lower.ends_with(".bed") || lower.ends_with(".bed.gz") {
+        let mut names = io::bed::ChromNames::new();
+        let records = io::bed::read_bed(Path::new(path), &mut names)?;
+        let format = match format {
+            Some(f) => {
+                Format::parse(f, Some(3)).map_err(|e| Error::Usage(format!("{path}: {e}")))?
+            }
+            None => Format::parse(BED_FORMAT, None)?,
+        };
+        return bed_tensor(&records, names.len(), &format).map_err(|e| match e {
+            Error::Usage(m) => Error::Usage(format!("{path}: {m}")),
+            e => e.named(path),
+        });
+    }
     tensor_from_data(io::read_file(Path::new(path))?, format, path)
+}
+
+/// The default format of a BED file's tensor `B[chrom, id, x]`: dense chromosomes, a sparse
+/// list of record numbers, and each record's interval as a real run.
+pub const BED_FORMAT: &str = "Dense(SparseList(SparseRunList(Pattern(), coord=f64)))";
+
+/// The tensor `B[chrom, id, x]` of BED records: chrom is the 0-based rank of the chromosome
+/// name in order of first appearance (`n_chroms` of them), id the record's 0-based number, and
+/// x the half-open `[start, end)` (a zero-length record covers `[start - 1, end + 1)`, as
+/// bedtools compares it); the value is `true` (or 1) on the interval.
+pub fn bed_tensor(
+    records: &[io::bed::BedRecord],
+    n_chroms: usize,
+    format: &Format,
+) -> Result<Tensor> {
+    use crate::tensor::pieces::{Piece, PieceCoord};
+    let real = format.real_dims();
+    if real != [false, false, true] {
+        return Err(Error::Usage(format!(
+            "a BED file is a tensor B[chrom, id, x] with a real-valued last dimension: its \
+             format needs two integer levels and a `coord=f64` level, not {format}"
+        )));
+    }
+    let one = Scalar::Bool(true).cast(format.elem());
+    let pieces: Vec<Piece> = records
+        .iter()
+        .enumerate()
+        .map(|(id, r)| {
+            let (lo, hi) = r.span();
+            (
+                vec![
+                    PieceCoord::Int(r.chrom as i64),
+                    PieceCoord::Int(id as i64),
+                    PieceCoord::right_open(lo as f64, hi as f64),
+                ],
+                one,
+            )
+        })
+        .collect();
+    Tensor::from_pieces(format, &[n_chroms, records.len(), 0], &pieces)
+}
+
+/// The point set `P[x1, ..., xk, id]` of an `N × k` array: row `id` is the pinpoint
+/// `(x1, ..., xk)`, with the value `true` (or 1).
+fn point_tensor(d: &DenseData, format: &Format, path: &str) -> Result<Tensor> {
+    use crate::tensor::pieces::{Piece, PieceCoord};
+    let real = format.real_dims();
+    let k = real.iter().take_while(|&&r| r).count();
+    if d.shape.len() != 2 || k != d.shape[1] || real.len() != k + 1 {
+        return Err(Error::Usage(format!(
+            "{path}: an N × k array loads into a format with k real levels above one integer \
+             level (the point set P[x1, ..., xk, id]); this array is {:?} and the format {format}",
+            d.shape
+        )));
+    }
+    let one = Scalar::Bool(true).cast(format.elem());
+    let values = d.values.converted(ElemType::F64);
+    let mut pieces: Vec<Piece> = Vec::with_capacity(d.shape[0]);
+    for id in 0..d.shape[0] {
+        let mut coords = Vec::with_capacity(k + 1);
+        for j in 0..k {
+            let x = values.get(id * k + j).as_f64();
+            if !x.is_finite() {
+                return Err(Error::file(
+                    path,
+                    0,
+                    format!("row {id}, column {j} is {x}: a point needs finite coordinates"),
+                ));
+            }
+            coords.push(PieceCoord::point(x));
+        }
+        coords.push(PieceCoord::Int(id as i64));
+        pieces.push((coords, one));
+    }
+    let mut shape = vec![0; k];
+    shape.push(d.shape[0]);
+    Tensor::from_pieces(format, &shape, &pieces).map_err(|e| e.named(path))
 }
 
 /// Store what a reader returned in `format` (or the default for its kind of file); `path`
@@ -24,12 +121,26 @@ pub fn tensor_from_data(data: FileData, format: Option<&str>, path: &str) -> Res
         FileData::Coo(c) => (c.shape.len(), c.values.elem()),
         FileData::Dense(d) => (d.shape.len(), d.values.elem()),
     };
-    let format = match format {
-        Some(f) => {
+    // A point set's format has one more dimension than its array (`N × k` is `P[x.., id]`).
+    let real = format.and_then(|f| Format::parse(f, None).ok().filter(Format::is_real));
+    let format = match (real, format) {
+        (Some(f), _) => f,
+        (None, Some(f)) => {
             Format::parse(f, Some(rank)).map_err(|e| Error::Usage(format!("{path}: {e}")))?
         }
-        None => default_format(&data, rank, elem),
+        (None, None) => default_format(&data, rank, elem),
     };
+    if format.is_real() {
+        return match data {
+            FileData::Dense(d) if d.values.elem().class() == Class::Float => {
+                point_tensor(&d, &format, path)
+            }
+            _ => Err(Error::Usage(format!(
+                "{path}: a format with real-valued levels loads a BED file (.bed, .bed.gz) or \
+                 an N × k float .npy point set, not this file"
+            ))),
+        };
+    }
     let t = match data {
         FileData::Coo(c) => {
             let values = convert_values(&c.values, format.elem(), path, |k| {

@@ -301,7 +301,12 @@ impl Tensor {
             let imp = level_impl(kind);
             let mut next = vec![];
             for &p in &positions {
-                imp.owned_children(kind, &self.levels[k], &dims, p, &mut |c| next.push(c));
+                if kind.is_real() {
+                    // A real level's children are its pieces (its dimension has no size).
+                    imp.for_each_piece(kind, &self.levels[k], p, &mut |_, _, c| next.push(c));
+                } else {
+                    imp.owned_children(kind, &self.levels[k], &dims, p, &mut |c| next.push(c));
+                }
             }
             next.sort_unstable();
             next.dedup();
