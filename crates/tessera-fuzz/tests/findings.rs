@@ -58,3 +58,15 @@ fn a_chain_of_nested_permissive_comparisons_is_refused_quickly() {
     // Generous, as above: milliseconds now, a second before.
     assert!(t0.elapsed().as_secs_f64() < 5.0, "{:?}", t0.elapsed());
 }
+
+/// A libFuzzer timeout of the einsum target: a statement of eight indices, whose 8! loop
+/// orders the planner scored one by one. Orders of more than seven indices are now found by
+/// swapping pairs of loops from the preferred order.
+#[test]
+fn an_einsum_of_eight_indices_is_planned_quickly() {
+    let data = seed("einsum", "finding-eight-index-chain");
+    let t0 = Instant::now();
+    tessera_fuzz::einsum::einsum(&data);
+    // Generous: milliseconds now, a third of a second (seconds under load) before.
+    assert!(t0.elapsed().as_secs_f64() < 5.0, "{:?}", t0.elapsed());
+}
