@@ -5,9 +5,10 @@
 //! has no meaning under the dense semantics' loop order guarantees and is an error.
 
 use crate::error::{Error, Result};
-use crate::notation::ast::{Access, ExprKind, Program, Span, Stmt, StmtKind};
+use crate::notation::ast::{Access, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind};
 use crate::notation::visit;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
@@ -19,33 +20,89 @@ enum Mode {
 pub fn lifecycle(p: &Program, tensors: &HashSet<String>) -> Result<Program> {
     let mut modes: HashMap<String, Mode> =
         tensors.iter().map(|t| (t.clone(), Mode::Read)).collect();
-    let body = scope(&p.body, tensors, &mut modes, true)?;
+    let mut memo = Memo::default();
+    let body = scope(&p.body, tensors, &mut modes, &mut memo)?;
     Ok(p.with_body(body))
 }
 
-fn declared_in(stmts: &[Stmt]) -> HashSet<String> {
-    let mut out = HashSet::new();
-    fn walk(stmts: &[Stmt], out: &mut HashSet<String>) {
-        for s in stmts {
-            match &s.kind {
-                StmtKind::Declare { tensor, .. } => {
-                    out.insert(tensor.clone());
+/// What a statement (with everything nested in it) reads, writes and declares.
+#[derive(Default)]
+struct Summary {
+    reads: HashSet<String>,
+    writes: HashSet<String>,
+    declared: HashSet<String>,
+}
+
+/// Summaries by statement, built bottom-up once: each scope asks for its statements' and the
+/// nested scopes ask again for theirs, which walked a deep tree (the permissive pass's nested
+/// splits) once per level of nesting.
+#[derive(Default)]
+struct Memo(HashMap<*const Stmt, Rc<Summary>>);
+
+impl Memo {
+    fn summary(&mut self, s: &Stmt) -> Rc<Summary> {
+        if let Some(got) = self.0.get(&(s as *const Stmt)) {
+            return got.clone();
+        }
+        let mut sum = Summary::default();
+        let mut read = |e: &Expr| {
+            visit::expr(e, &mut |x| match &x.kind {
+                ExprKind::Access(a) => {
+                    sum.reads.insert(a.tensor.clone());
                 }
-                StmtKind::Loop { body, .. }
-                | StmtKind::Let { body, .. }
-                | StmtKind::Block(body) => walk(body, out),
-                StmtKind::If {
-                    then, otherwise, ..
-                } => {
-                    walk(then, out);
-                    walk(otherwise, out);
+                ExprKind::Name(n) => {
+                    sum.reads.insert(n.clone());
                 }
                 _ => {}
+            })
+        };
+        let children: Vec<&Stmt> = match &s.kind {
+            StmtKind::Declare { tensor, init } => {
+                read(init);
+                sum.writes.insert(tensor.clone());
+                sum.declared.insert(tensor.clone());
+                vec![]
             }
+            StmtKind::Assign { lhs, rhs, .. } => {
+                for ix in &lhs.indices {
+                    visit::index(ix, &mut |x| read(x));
+                }
+                read(rhs);
+                sum.writes.insert(lhs.tensor.clone());
+                vec![]
+            }
+            StmtKind::Loop { extent, body, .. } => {
+                if let Extent::Range(a, b) = extent {
+                    read(a);
+                    read(b);
+                }
+                body.iter().collect()
+            }
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                read(cond);
+                then.iter().chain(otherwise).collect()
+            }
+            StmtKind::Let { value, body, .. } => {
+                read(value);
+                body.iter().collect()
+            }
+            StmtKind::Block(body) => body.iter().collect(),
+            StmtKind::Freeze { .. } | StmtKind::Thaw { .. } => vec![],
+        };
+        for c in children {
+            let cs = self.summary(c);
+            sum.reads.extend(cs.reads.iter().cloned());
+            sum.writes.extend(cs.writes.iter().cloned());
+            sum.declared.extend(cs.declared.iter().cloned());
         }
+        let sum = Rc::new(sum);
+        self.0.insert(s as *const Stmt, sum.clone());
+        sum
     }
-    walk(stmts, &mut out);
-    out
 }
 
 /// Process one scope. `modes` holds the tensors this scope owns.
@@ -53,7 +110,7 @@ fn scope(
     stmts: &[Stmt],
     tensors: &HashSet<String>,
     modes: &mut HashMap<String, Mode>,
-    global: bool,
+    memo: &mut Memo,
 ) -> Result<Vec<Stmt>> {
     let mut out = vec![];
     let mut touched: Vec<String> = vec![];
@@ -65,11 +122,11 @@ fn scope(
             continue;
         }
         let one = std::slice::from_ref(s);
-        let inner = declared_in(one);
-        let (reads, writes) = visit::reads_writes(one);
-        let owned = |t: &String| tensors.contains(t) && !inner.contains(t) && modes.contains_key(t);
-        let reads: HashSet<&String> = reads.iter().filter(|t| owned(t)).collect();
-        let writes: HashSet<&String> = writes.iter().filter(|t| owned(t)).collect();
+        let sum = memo.summary(s);
+        let owned =
+            |t: &String| tensors.contains(t) && !sum.declared.contains(t) && modes.contains_key(t);
+        let reads: HashSet<&String> = sum.reads.iter().filter(|t| owned(t)).collect();
+        let writes: HashSet<&String> = sum.writes.iter().filter(|t| owned(t)).collect();
         let mut both: Vec<&&String> = reads.intersection(&writes).collect();
         both.sort();
         if let Some(t) = both.first() {
@@ -103,7 +160,7 @@ fn scope(
                 touched.push((*t).clone());
             }
         }
-        out.push(nested(s, tensors)?);
+        out.push(nested(s, tensors, memo)?);
     }
     // Leave the scope with everything it updated readable again.
     let mut done = HashSet::new();
@@ -116,15 +173,14 @@ fn scope(
             modes.insert(t, Mode::Read);
         }
     }
-    let _ = global;
     Ok(out)
 }
 
 /// Recurse into a statement's bodies; each body owns the tensors declared directly in it.
-fn nested(s: &Stmt, tensors: &HashSet<String>) -> Result<Stmt> {
-    let body = |b: &[Stmt]| -> Result<Vec<Stmt>> {
+fn nested(s: &Stmt, tensors: &HashSet<String>, memo: &mut Memo) -> Result<Stmt> {
+    let mut body = |b: &[Stmt]| -> Result<Vec<Stmt>> {
         let mut modes = HashMap::new();
-        scope(b, tensors, &mut modes, false)
+        scope(b, tensors, &mut modes, memo)
     };
     let kind = match &s.kind {
         StmtKind::Loop {
