@@ -35,7 +35,8 @@ fn main() {
 
 fn dump(dir: &str, name: &str, shape: Vec<usize>, values: Vec<f64>) -> Result<()> {
     let io = |e: std::io::Error| Error::Usage(format!("--dump {dir}: {e}"));
-    let mut f = std::io::BufWriter::new(std::fs::File::create(format!("{dir}/{name}.npy")).map_err(io)?);
+    let mut f =
+        std::io::BufWriter::new(std::fs::File::create(format!("{dir}/{name}.npy")).map_err(io)?);
     tessera::io::npy::write_npy(
         &mut f,
         &DenseData {
@@ -99,8 +100,18 @@ fn run() -> Result<()> {
             && wants == all
         {
             dump(dir, "value", vec![n], out.value.unwrap_or_default())?;
-            dump(dir, "gradient", vec![n, 3], out.gradient.unwrap_or_default())?;
-            dump(dir, "hessian", vec![n, 3, 3], out.hessian.unwrap_or_default())?;
+            dump(
+                dir,
+                "gradient",
+                vec![n, 3],
+                out.gradient.unwrap_or_default(),
+            )?;
+            dump(
+                dir,
+                "hessian",
+                vec![n, 3, 3],
+                out.hessian.unwrap_or_default(),
+            )?;
         }
     }
     Ok(())
