@@ -218,7 +218,8 @@ fn invert(m: &[Vec<f64>]) -> Option<Vec<Vec<f64>>> {
     let scale = m.iter().flatten().fold(0.0f64, |s, v| s.max(v.abs()));
     for c in 0..d {
         let p = (c..d).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))?;
-        if !(a[p][c].abs() > scale * 1e-14) {
+        // A NaN pivot is singular too.
+        if a[p][c].abs().partial_cmp(&(scale * 1e-14)) != Some(std::cmp::Ordering::Greater) {
             return None;
         }
         a.swap(c, p);
@@ -226,11 +227,12 @@ fn invert(m: &[Vec<f64>]) -> Option<Vec<Vec<f64>>> {
         for v in &mut a[c] {
             *v /= piv;
         }
-        for r in 0..d {
+        let pivot_row = a[c].clone();
+        for (r, row) in a.iter_mut().enumerate() {
             if r != c {
-                let f = a[r][c];
-                for k in 0..2 * d {
-                    a[r][k] -= f * a[c][k];
+                let f = row[c];
+                for (x, p) in row.iter_mut().zip(&pivot_row) {
+                    *x -= f * p;
                 }
             }
         }
