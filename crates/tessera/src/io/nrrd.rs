@@ -556,7 +556,9 @@ pub fn read_nrrd(mut r: impl BufRead, path: &str, dir: Option<&Path>) -> Result<
         )
     };
     let read_exact = |src: &mut dyn Read| -> Result<Vec<u8>> {
-        let mut buf = Vec::with_capacity(want);
+        // Grown as bytes arrive, not reserved from the header: a short file claiming a size
+        // within the memory limit costs only what it holds.
+        let mut buf = Vec::new();
         src.take(want as u64)
             .read_to_end(&mut buf)
             .map_err(|e| Error::file(path, 0, format!("reading the data: {e}")))?;
