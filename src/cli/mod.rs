@@ -1,4 +1,4 @@
-//! The `tessera` command line: `run`, `code`, `einsum`, `graph`, `intervals`, `points`, `convert`,
+//! The `tessera` command line: `run`, `code`, `einsum`, `graph`, `intervals`, `points`, `probe`, `convert`,
 //! `info`, `demo`.
 
 mod bench;
@@ -9,6 +9,7 @@ mod exact;
 mod graph;
 mod intervals;
 mod points;
+mod probe;
 
 use clap::{Args, Parser, Subcommand};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -49,6 +50,8 @@ pub enum Command {
     Intervals(intervals::IntervalsArgs),
     /// Points of an N x 2 .npy array inside a closed box or disc.
     Points(points::PointsArgs),
+    /// Probe the field IMAGE ⊛ KERNEL (values, gradients or Hessians) at the points of a .npy.
+    Probe(probe::ProbeArgs),
     /// Convert a tensor file, optionally into another storage format.
     Convert {
         /// Input file (.mtx, .npy, .tns, .png)
@@ -177,6 +180,7 @@ pub fn run_cli(cli: Cli) -> Result<String> {
         Command::Graph(a) => Some(a.memory),
         Command::Intervals(a) => Some(a.memory),
         Command::Points(a) => Some(a.memory),
+        Command::Probe(a) => Some(a.memory),
         Command::Convert { memory, .. } | Command::Info { memory, .. } => Some(*memory),
         Command::Demo => None,
     };
@@ -190,6 +194,7 @@ pub fn run_cli(cli: Cli) -> Result<String> {
         Command::Graph(a) => graph::graph(&a),
         Command::Intervals(a) => intervals::intervals(&a),
         Command::Points(a) => points::points(&a),
+        Command::Probe(a) => probe::probe(&a),
         Command::Convert { input, output, .. } => convert(&input, &output),
         Command::Info { path, storage, .. } => info(&path, storage),
         Command::Demo => demo::demo(),

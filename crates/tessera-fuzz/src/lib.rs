@@ -17,7 +17,7 @@ pub use differential::differential;
 pub use einsum::einsum;
 pub use format::format;
 pub use program::program;
-pub use readers::{mtx, npy, png, tns};
+pub use readers::{mtx, npy, nrrd, png, tns};
 
 use tessera::runtime::Buffer;
 
@@ -32,6 +32,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("npy", npy),
     ("tns", tns),
     ("png", png),
+    ("nrrd", nrrd),
     ("einsum", einsum),
     ("differential", differential),
 ];

@@ -5,7 +5,11 @@
 
 use crate::same_values;
 use std::io::Cursor;
-use tessera::io::{CooData, DenseData, FileData, mtx, npy, png, tns};
+use tessera::backend::Interpreter;
+use tessera::fields::kernel::Kernel;
+use tessera::fields::probe::{Field, Wants};
+use tessera::fields::{Image, Orientation};
+use tessera::io::{CooData, DenseData, FileData, mtx, npy, nrrd, png, tns};
 use tessera::tensor::files::tensor_from_data;
 
 /// Tensors are built from what was read only up to this many elements in all dimensions but
@@ -98,6 +102,62 @@ pub fn png(data: &[u8]) {
         d.values.elem()
     );
     load(FileData::Dense(d));
+}
+
+/// A NRRD image: consistent data and orientation, and, when it makes a field (1 to 3
+/// dimensions, an invertible orientation), a `tent` probe at its centre that is NaN exactly
+/// when the centre's window is outside the image.
+pub fn nrrd(data: &[u8]) {
+    let Ok(n) = nrrd::read_nrrd(Cursor::new(data), "fuzz.nrrd", None) else {
+        return;
+    };
+    check_dense(&n.data, "nrrd");
+    let d = n.data.shape.len();
+    if let Some(dirs) = &n.directions {
+        assert!(
+            dirs.len() == d && dirs.iter().all(|v| v.len() == d),
+            "nrrd: directions {dirs:?} for a {d}-d image"
+        );
+        assert_eq!(n.origin.as_ref().map(Vec::len), Some(d), "nrrd: origin");
+    }
+    let orientation = match (n.directions, n.origin) {
+        (Some(directions), Some(origin)) => Some(Orientation { directions, origin }),
+        _ => None,
+    };
+    let Ok(image) = Image::new(
+        n.data.shape.clone(),
+        n.data.values,
+        orientation,
+        "fuzz.nrrd",
+    ) else {
+        return;
+    };
+    let centre: Vec<f64> = n
+        .data
+        .shape
+        .iter()
+        .map(|&s| (s as f64 - 1.0) / 2.0)
+        .collect();
+    let world = match &image.orientation {
+        Some(o) => (0..d)
+            .map(|i| o.origin[i] + (0..d).map(|a| o.directions[a][i] * centre[a]).sum::<f64>())
+            .collect(),
+        None => centre,
+    };
+    let mut field = Field::new(image, Kernel::named("tent").expect("a kernel"), "fuzz.nrrd")
+        .expect("a valid image makes a field");
+    let inside = field.inside(&world);
+    let k = field
+        .compile(&Interpreter::new(), Wants::order(0).expect("order 0"))
+        .expect("a probe compiles");
+    let v = field
+        .probe(&k, &world)
+        .expect("a probe runs")
+        .value
+        .expect("values were asked for")[0];
+    if !inside {
+        assert!(v.is_nan(), "nrrd: a probe outside gave {v}");
+    }
 }
 
 /// Whether the `IHDR` chunk, which the PNG signature must be followed by, claims more than

@@ -129,6 +129,7 @@ fn every_target_has_a_short_run() {
             "format",
             "mtx",
             "npy",
+            "nrrd",
             "png",
             "program",
             "tns"
@@ -159,6 +160,11 @@ fn npy() {
 #[test]
 fn tns() {
     short_run("tns");
+}
+
+#[test]
+fn nrrd() {
+    short_run("nrrd");
 }
 
 #[test]

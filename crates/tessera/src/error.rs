@@ -73,6 +73,15 @@ pub enum Error {
     #[error("{0}")]
     Usage(String),
 
+    /// A derivative of order `order` of a field reconstructed with `kernel`, which is only
+    /// `C^continuity` (`None`: already differentiated past its class): ∇ of a C⁰ field.
+    #[error("{}", continuity_message(kernel, *continuity, *order))]
+    Continuity {
+        kernel: String,
+        continuity: Option<u32>,
+        order: u32,
+    },
+
     /// The backend failed to compile generated code (a compiler bug, reported not hidden).
     #[error("backend error: {0}")]
     Backend(String),
@@ -86,6 +95,17 @@ fn at(span: &Span) -> String {
         format!("{span}: ")
     } else {
         String::new()
+    }
+}
+
+fn continuity_message(kernel: &str, continuity: Option<u32>, order: u32) -> String {
+    match continuity {
+        Some(c) => format!(
+            "kernel `{kernel}` is C{c}: a field built with it has no continuous derivative of order {order} (at most {c})"
+        ),
+        None => format!(
+            "kernel `{kernel}` is already differentiated past its continuity: no derivative of order {order}"
+        ),
     }
 }
 

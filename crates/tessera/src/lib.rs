@@ -11,6 +11,7 @@ pub mod convert;
 pub mod error;
 pub mod eval;
 pub mod explain;
+pub mod fields;
 pub mod io;
 pub mod ir;
 pub mod kernel_error;

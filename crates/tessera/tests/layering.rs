@@ -23,7 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["levels", "looplets"],
     &["lower", "memory"],
     &["backend", "eval"],
-    &["explain", "tensor"],
+    &["explain", "tensor", "fields"],
     &["run"],
     &["convert", "algorithms", "api"],
 ];

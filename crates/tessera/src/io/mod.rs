@@ -10,6 +10,7 @@
 pub mod bed;
 pub mod mtx;
 pub mod npy;
+pub mod nrrd;
 pub mod png;
 pub mod tns;
 
