@@ -233,3 +233,359 @@ fn spmv_loss_on_every_matrix_format() {
         check(SPMV_LOSS, &ts, &["A", "x"], &BTreeMap::new(), "s");
     }
 }
+
+fn vector(rng: &mut StdRng, format: &str, n: usize) -> Tensor {
+    let keep: &dyn Fn(&[usize], &mut StdRng) -> bool = if format.starts_with("Dense") {
+        &all
+    } else {
+        &some
+    };
+    tensor(rng, format, &[n], keep)
+}
+
+/// Values divided by 4, so that `exp` of sums of squares stays small and the finite
+/// differences' rounding error (relative to the loss) stays below the tolerance.
+fn small(t: Tensor) -> Tensor {
+    let v = dense_values(&t).iter().map(|x| x / 4.0).collect();
+    Tensor::from_dense(&t.format, &t.shape, &Buffer::F64(v)).unwrap()
+}
+
+fn seed(rng: &mut StdRng, shape: &[usize]) -> Tensor {
+    tensor(
+        rng,
+        &Format::dense(shape.len(), tessera::types::Scalar::F64(0.0)).to_string(),
+        shape,
+        &all,
+    )
+}
+
+#[test]
+fn sddmm_with_a_seed() {
+    let text = "C .= 0.0
+for i = _, j = _, k = _
+  C[i, j] += S[i, j] * U[i, k] * V[j, k]
+end
+";
+    let mut rng = StdRng::seed_from_u64(2);
+    for format in [
+        "Dense(SparseList(Element(0.0)))",
+        "SparseCOO{2}(Element(0.0))",
+    ] {
+        let ts = named(vec![
+            ("S", tensor(&mut rng, format, &[4, 5], &some)),
+            (
+                "U",
+                tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[4, 3], &all),
+            ),
+            (
+                "V",
+                tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[5, 3], &all),
+            ),
+        ]);
+        let seeds = named(vec![("C", seed(&mut rng, &[4, 5]))]);
+        check(text, &ts, &["S", "U", "V"], &seeds, "");
+    }
+}
+
+#[test]
+fn elementwise_functions_and_masks() {
+    let text = "y .= 0.0
+for i = _
+  y[i] = min(a[i], b[i]) + max(a[i], 1.0) * abs(b[i] - 1.2) + exp(a[i]) * log(c[i]) + sqrt(c[i]) / b[i] - ifelse(a[i] > b[i], a[i] * b[i], -a[i])
+end
+";
+    let mut rng = StdRng::seed_from_u64(3);
+    for format in ["Dense(Element(0.0))", "RunList(Element(0.0))"] {
+        let ts = named(vec![
+            ("a", vector(&mut rng, "Dense(Element(0.0))", 7)),
+            ("b", vector(&mut rng, format, 7)),
+            ("c", vector(&mut rng, "Dense(Element(0.0))", 7)),
+        ]);
+        let ts: Tensors = ts
+            .into_iter()
+            .map(|(n, t)| {
+                // b is positive everywhere (a run-length b is dense): log, / and sqrt see no 0.
+                let v: Vec<f64> = dense_values(&t).iter().map(|x| x + 0.5).collect();
+                let f = t.format.clone();
+                (
+                    n,
+                    Tensor::from_dense(&f, &t.shape, &Buffer::F64(v)).unwrap(),
+                )
+            })
+            .collect();
+        let seeds = named(vec![("y", seed(&mut rng, &[7]))]);
+        check(text, &ts, &["a", "b", "c"], &seeds, "");
+    }
+}
+
+#[test]
+fn let_variables_and_two_outputs() {
+    let text = "y .= 0.0
+z .= 0.0
+for i = _
+  let t = a[i] * b[i] + 1.0
+    y[i] = t * t + a[i]
+    z[i] = t / b[i]
+  end
+end
+";
+    let mut rng = StdRng::seed_from_u64(4);
+    let ts = named(vec![
+        ("a", vector(&mut rng, "Dense(Element(0.0))", 6)),
+        ("b", vector(&mut rng, "Dense(Element(0.0))", 6)),
+    ]);
+    let seeds = named(vec![
+        ("y", seed(&mut rng, &[6])),
+        ("z", seed(&mut rng, &[6])),
+    ]);
+    check(text, &ts, &["a", "b"], &seeds, "");
+}
+
+/// FreeTensor's Fig. 15: `t` is recomputed under the default and taped (one entry per `i`)
+/// when everything is taped; both give the same gradients.
+const FIG15: &str = "y .= 0.0
+z .= 0.0
+for i = _
+  t .= 0.0
+  t[] = a[i] * b[i]
+  y[i] = t * c[i]
+  z[i] = t * d[i]
+end
+";
+
+#[test]
+fn fig15_recomputes_t_by_default_and_tapes_it_under_all() {
+    let p = parse(FIG15);
+    let auto = grad(&p, &["a", "b", "c", "d"], &["y", "z"]).unwrap();
+    assert!(auto.tapes.is_empty(), "{}", auto.program);
+    let opts = GradOptions {
+        tapes: Tapes::All,
+        masked: vec![],
+    };
+    let all = grad_with(&p, &["a", "b", "c", "d"], &["y", "z"], &opts).unwrap();
+    assert_eq!(all.tapes.len(), 1, "{}", all.program);
+    assert_eq!((all.tapes[0].local.as_str(), all.tapes[0].rank), ("t", 1));
+    let mut rng = StdRng::seed_from_u64(15);
+    let ts: Tensors = ["a", "b", "c", "d"]
+        .iter()
+        .map(|n| (n.to_string(), vector(&mut rng, "Dense(Element(0.0))", 5)))
+        .collect();
+    let seeds = named(vec![
+        ("y", seed(&mut rng, &[5])),
+        ("z", seed(&mut rng, &[5])),
+    ]);
+    for tapes in [Tapes::Auto, Tapes::All, Tapes::None] {
+        let opts = BackwardOptions {
+            tapes,
+            ..Default::default()
+        };
+        check_with(FIG15, &ts, &["a", "b", "c", "d"], &seeds, "", &opts);
+    }
+}
+
+/// A local recomputed by a loop (a row's dot product) is taped by default, in a tape sized
+/// by the rows; inner-loop locals of a CSR matrix get tapes sized by its stored entries.
+#[test]
+fn locals_overwritten_on_every_iteration_are_taped_or_recomputed() {
+    let text = "y .= 0.0
+for i = _
+  s .= 0.0
+  for j = _
+    w .= 0.0
+    w[] = A[i, j] * x[j]
+    s[] += w * w
+  end
+  y[i] = exp(s) + s * s
+end
+l .= 0.0
+for i = _
+  l[] += y[i]
+end
+";
+    let p = parse(text);
+    let gp = grad(&p, &["A", "x"], &[]).unwrap();
+    let taped: Vec<(&str, usize)> = gp
+        .tapes
+        .iter()
+        .map(|t| (t.local.as_str(), t.rank))
+        .collect();
+    assert_eq!(taped, [("s", 1)], "{}", gp.program);
+    let mut rng = StdRng::seed_from_u64(5);
+    for tapes in [Tapes::Auto, Tapes::All, Tapes::None] {
+        let ts = named(vec![
+            (
+                "A",
+                tensor(&mut rng, "Dense(SparseList(Element(0.0)))", &[4, 5], &some),
+            ),
+            ("x", small(vector(&mut rng, "Dense(Element(0.0))", 5))),
+        ]);
+        let opts = BackwardOptions {
+            tapes,
+            ..Default::default()
+        };
+        check_with(text, &ts, &["A", "x"], &BTreeMap::new(), "l", &opts);
+        if tapes == Tapes::All {
+            // w's tape holds one entry per stored entry of A, not the dense 4 x 5.
+            let (gp, got) = backward(
+                &p,
+                &ts,
+                &["A", "x"],
+                BTreeMap::new(),
+                &opts,
+                Some(&Runner::jit()),
+            )
+            .unwrap();
+            let w = gp.tapes.iter().find(|t| t.local == "w").unwrap();
+            assert_eq!(got[&w.name].countstored(), ts["A"].countstored());
+        }
+    }
+}
+
+/// `<<max>>=` and `<<min>>=` pass the cotangent to the selected element (every element equal
+/// to the result: with distinct values, exactly one).
+#[test]
+fn min_and_max_reductions_select_one_element() {
+    let text = "m .= -Inf
+n .= Inf
+for i = _
+  m[] <<max>>= a[i] * b[i]
+  n[] <<min>>= a[i] + b[i]
+end
+l .= 0.0
+l[] = m * 2.0 + n
+";
+    let mut rng = StdRng::seed_from_u64(6);
+    for format in ["Dense(Element(0.0))", "SparseList(Element(0.0))"] {
+        let ts = named(vec![
+            ("a", vector(&mut rng, "Dense(Element(0.0))", 6)),
+            ("b", vector(&mut rng, format, 6)),
+        ]);
+        check(text, &ts, &["a", "b"], &BTreeMap::new(), "l");
+    }
+}
+
+/// The gradient of SpMV's loss w.r.t. a CSR `A` stores exactly `A`'s pattern, explicitly
+/// stored zeros included, where the dense gradient stores every coordinate.
+#[test]
+fn masked_gradient_keeps_the_pattern_of_a_csr_matrix() {
+    let a = Tensor::from_coo(
+        &fmt("Dense(SparseList(Element(0.0)))"),
+        &[3, 3],
+        &[vec![0, 0, 1, 2], vec![0, 2, 1, 0]],
+        &Buffer::F64(vec![1.0, 0.0, 2.0, 3.0]),
+        |a, _| a,
+    )
+    .unwrap();
+    let x = Tensor::from_dense(
+        &fmt("Dense(Element(0.0))"),
+        &[3],
+        &Buffer::F64(vec![1.0, 0.0, 2.0]),
+    )
+    .unwrap();
+    let ts = named(vec![("A", a.clone()), ("x", x)]);
+    let p = parse(SPMV_LOSS);
+    let (gp, got) = backward(
+        &p,
+        &ts,
+        &["A"],
+        BTreeMap::new(),
+        &BackwardOptions::default(),
+        Some(&Runner::jit()),
+    )
+    .unwrap();
+    let da = &got[&gp.gradients[0].1];
+    assert_eq!(da.format, a.format);
+    assert_eq!(da.levels[1], a.levels[1], "ptr and idx of dA and A");
+    // dA[i, j] = 2 y[i] x[j] at A's entries: y = [1, 0, 3].
+    assert_eq!(
+        dense_values(da),
+        [2.0, 0.0, 4.0, 0.0, 0.0, 0.0, 6.0, 0.0, 0.0]
+    );
+    let dense = BackwardOptions {
+        dense: true,
+        ..Default::default()
+    };
+    let (gp, got) = backward(
+        &p,
+        &ts,
+        &["A"],
+        BTreeMap::new(),
+        &dense,
+        Some(&Runner::jit()),
+    )
+    .unwrap();
+    let da = &got[&gp.gradients[0].1];
+    assert!(da.format.is_dense());
+    assert_eq!(
+        dense_values(da),
+        [2.0, 0.0, 4.0, 0.0, 0.0, 0.0, 6.0, 0.0, 12.0]
+    );
+}
+
+#[test]
+fn gradient_programs_print_and_parse_back() {
+    let p = parse(FIG15);
+    let gp = grad_with(
+        &p,
+        &["a", "b", "c", "d"],
+        &["y", "z"],
+        &GradOptions {
+            tapes: Tapes::All,
+            masked: vec!["a".into()],
+        },
+    )
+    .unwrap();
+    let text = gp.program.to_string();
+    assert_eq!(parse(&text), gp.program, "{text}");
+    for want in [
+        "t_tape[i] = a[i] * b[i]",
+        "t[] = t_tape[i]",
+        "if a_mask[i]",
+        "da[i] += ",
+        "da .= 0.0",
+        "dy[q0] = seed_y[q0]",
+    ] {
+        assert!(text.contains(want), "`{want}` missing in\n{text}");
+    }
+}
+
+/// Constructs without a derivative, and values `grad` would need two versions of in one
+/// body, are typed errors naming their line and column.
+#[test]
+fn refusals_name_their_place() {
+    let cases = [
+        (
+            "p .= 1.0\nfor i = _\n  p[] *= a[i]\nend\n",
+            "3:3",
+            "no derivative",
+        ),
+        (
+            "reducer sat(u, v) = min(u + v, 9.0)\ns .= 0.0\nfor i = _\n  s[] <<sat>>= a[i]\nend\n",
+            "4:3",
+            "no derivative",
+        ),
+        (
+            "s .= 0.0\nfor i = _\n  s[] += a[i] % 2.0\nend\n",
+            "3:10",
+            "no derivative",
+        ),
+        (
+            "s .= 0.0\nfor i = _\n  s[] = a[i]\nend\n",
+            "3:3",
+            "only the last write",
+        ),
+        (
+            "s .= 0.0\nfor i = _\n  t .= 0.0\n  t[] = a[i]\n  s[] += t\n  t[] = a[i] * 2.0\n  s[] += t\nend\n",
+            "6:3",
+            "written again",
+        ),
+    ];
+    for (text, place, what) in cases {
+        let e = grad(&parse(text), &["a"], &[]).unwrap_err().to_string();
+        assert!(e.starts_with(place) && e.contains(what), "{e}\n{text}");
+    }
+    let e = grad(&parse(SPMV_LOSS), &["y"], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("only inputs"), "{e}");
+}

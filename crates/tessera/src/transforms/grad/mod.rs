@@ -74,8 +74,8 @@ pub fn grad(program: &Program, wrt: &[&str], seeds: &[&str]) -> Result<GradProgr
 }
 
 /// The gradient program of `program` with respect to the inputs `wrt`, given the cotangents
-/// of the outputs `seeds` (inputs named in [`GradProgram::seeds`]); with no seeds, the
-/// program's one 0-d output is the loss.
+/// of the outputs `seeds` (inputs named in [`GradProgram::seeds`]); with no seeds, the loss
+/// is the program's one 0-d output that depends on `wrt` and that nothing reads.
 pub fn grad_with(
     program: &Program,
     wrt: &[&str],
@@ -148,7 +148,9 @@ pub fn grad_with(
     let loss = if seeds.is_empty() {
         let zero_d: Vec<&String> = globals
             .iter()
-            .filter(|t| active.contains(*t) && reverse::rank_of(&body, t) == 0)
+            .filter(|t| {
+                active.contains(*t) && reverse::rank_of(&body, t) == 0 && !reads.contains(t)
+            })
             .collect();
         match zero_d.as_slice() {
             [one] => Some((*one).clone()),

@@ -187,8 +187,18 @@ impl Cx {
                 fill,
             });
             // Forward: save the local's final value of this iteration, indexed by the
-            // iteration (its version) and its own indices.
-            fwd.push(tape::copy(&name, loops, n, &[], &qs, *span));
+            // iteration (its version) and its own indices. A scalar set by one overwrite is
+            // saved from its expression, so that the operands' fill still annihilates the
+            // write and a loop over a sparse operand stores one entry per stored entry.
+            let single = match single_definition(stmts, n) {
+                Some(rhs) if rank == 0 => {
+                    let lhs =
+                        tape::access(&name, loops.iter().map(|l| tape::index(l)).collect(), *span);
+                    tape::overwrite(lhs, rhs, *span)
+                }
+                _ => tape::copy(&name, loops, n, &[], &qs, *span),
+            };
+            fwd.push(single);
             // Backward: read it back.
             prologue.push(tape::stmt(
                 StmtKind::Declare {
@@ -393,4 +403,25 @@ pub(crate) fn rank_of(stmts: &[Stmt], n: &str) -> usize {
         }
     });
     rank.unwrap_or(0)
+}
+
+/// The right-hand side of `n[] = rhs` when that is the only statement of the body writing
+/// `n` (besides its declaration).
+fn single_definition(stmts: &[Stmt], n: &str) -> Option<Expr> {
+    let one: HashSet<String> = [n.to_string()].into_iter().collect();
+    let mut defs = stmts
+        .iter()
+        .filter(|s| !matches!(&s.kind, StmtKind::Declare { .. }) && tape::writes_any(s, &one));
+    let first = defs.next()?;
+    if defs.next().is_some() {
+        return None;
+    }
+    match &first.kind {
+        StmtKind::Assign {
+            lhs,
+            op: AssignOp::Overwrite,
+            rhs,
+        } if lhs.tensor == n && lhs.indices.is_empty() => Some(rhs.clone()),
+        _ => None,
+    }
 }
