@@ -589,3 +589,87 @@ fn refusals_name_their_place() {
         .to_string();
     assert!(e.contains("only inputs"), "{e}");
 }
+
+/// `tessera grad`: the loss's gradient w.r.t. a CSR matrix keeps its pattern (the stored
+/// zero included), `--dense` gives every coordinate, the printed gradient program compiles
+/// with `tessera code` (the mask is the matrix file read with a Pattern leaf), and mistakes
+/// are usage errors.
+#[test]
+fn grad_command() {
+    use common::cli::{Dir, ok, tessera};
+    let d = Dir::new("grad");
+    let a = d.file(
+        "A.mtx",
+        "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 1.0\n1 3 0.0\n2 2 2.0\n3 1 3.0\n",
+    );
+    let x = d.file("x.tns", "1 1.0\n2 0.0\n3 2.0\n");
+    let p = d.file("loss.tess", SPMV_LOSS);
+    let (da, dx) = (d.path("dA.mtx"), d.path("dx.tns"));
+    let out = ok(&[
+        "grad",
+        &p,
+        "--in",
+        &format!("A={a}"),
+        "--in",
+        &format!("x={x}@Dense(Element(0.0))"),
+        "--wrt",
+        "A,x",
+        "--out",
+        &format!("dA={da}"),
+        "--out",
+        &format!("dx={dx}"),
+        "--out",
+        "s",
+        "--show-program",
+    ]);
+    assert!(out.ends_with("s = 10.0\n"), "{out}");
+    let text: String = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("# "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(text.contains("if A_mask[i, j]"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(&da).unwrap(),
+        "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 2\n1 3 4\n2 2 0\n3 1 6\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&dx).unwrap(),
+        "# shape: 3\n1 20.0\n"
+    );
+    let g = d.file("grad.tess", &text);
+    let code = ok(&[
+        "code",
+        &g,
+        "--in",
+        &format!("A={a}"),
+        "--in",
+        &format!("A_mask={a}@Dense(SparseList(Pattern()))"),
+        "--in",
+        &format!("x={x}@Dense(Element(0.0))"),
+        "--out",
+        "dA@Dense(SparseList(Element(0.0)))",
+    ]);
+    assert!(code.contains("dA"), "{code}");
+    let dense = d.path("dense.mtx");
+    ok(&[
+        "grad",
+        &p,
+        "--in",
+        &format!("A={a}"),
+        "--in",
+        &format!("x={x}@Dense(Element(0.0))"),
+        "--wrt",
+        "A",
+        "--dense",
+        "--backend",
+        "eval",
+        "--out",
+        &format!("dA={dense}"),
+    ]);
+    let dense = std::fs::read_to_string(&dense).unwrap();
+    assert!(dense.contains("array"), "{dense}");
+    let bad = tessera(&["grad", &p, "--in", &format!("A={a}"), "--wrt", "y"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--wrt y"));
+}
