@@ -443,17 +443,13 @@ fn collect_assigns(
                 loops.clone(),
                 s.span,
             )),
-            StmtKind::Loop { index, body, .. } => {
-                if !declared_here(body, t) {
-                    loops.push(index.clone());
-                    collect_assigns(body, t, loops, out);
-                    loops.pop();
-                }
+            StmtKind::Loop { index, body, .. } if !declared_here(body, t) => {
+                loops.push(index.clone());
+                collect_assigns(body, t, loops, out);
+                loops.pop();
             }
-            StmtKind::Let { body, .. } | StmtKind::Block(body) => {
-                if !declared_here(body, t) {
-                    collect_assigns(body, t, loops, out)
-                }
+            StmtKind::Let { body, .. } | StmtKind::Block(body) if !declared_here(body, t) => {
+                collect_assigns(body, t, loops, out)
             }
             StmtKind::If {
                 then, otherwise, ..
