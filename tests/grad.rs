@@ -128,6 +128,7 @@ fn check_with(
         .map(|(n, t)| (n.clone(), as_dense(t, dense_values(t))))
         .collect();
     let eps = 1e-6;
+    let base_loss = loss(&fd_runner, &p, &dense_inputs, seeds, loss_name);
     for (backend, runner) in backends() {
         let (gp, got) = backward(&p, inputs, wrt, seeds.clone(), opts, runner.as_ref())
             .unwrap_or_else(|e| panic!("{backend}: {e}\n{text}"));
@@ -169,7 +170,9 @@ fn check_with(
                 let fd = (loss(&fd_runner, &p, &plus, seeds, loss_name)
                     - loss(&fd_runner, &p, &minus, seeds, loss_name))
                     / (2.0 * eps);
-                let tol = 1e-6 * fd.abs().max(gv[k].abs()).max(1.0);
+                // rtol 1e-6, plus the differences' rounding error: a few ulps of the loss
+                // divided by 2 eps (5.5e-11 |loss|; 1e-9 |loss| leaves a margin).
+                let tol = 1e-6 * fd.abs().max(gv[k].abs()).max(1.0) + 1e-9 * base_loss.abs();
                 assert!(
                     (fd - gv[k]).abs() <= tol,
                     "{backend}: {dname}[{k}] = {} but finite differences give {fd}\n{printed}",
@@ -672,4 +675,88 @@ fn grad_command() {
     let bad = tessera(&["grad", &p, "--in", &format!("A={a}"), "--wrt", "y"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--wrt y"));
+}
+
+mod random_programs {
+    //! Random smooth programs (a loss over an SpMV-like nest, with a loop-body local or a
+    //! `let`), random formats of the matrix and random tape modes, checked as above.
+    use super::*;
+    use proptest::prelude::*;
+
+    fn leaf() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("A[i, j]".to_string()),
+            Just("x[j]".to_string()),
+            Just("b[i]".to_string()),
+            Just("1.5".to_string()),
+        ]
+    }
+
+    fn expr() -> impl Strategy<Value = String> {
+        leaf().prop_recursive(3, 12, 2, |inner| {
+            prop_oneof![
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} + {b})")),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} - {b})")),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} * {b})")),
+                inner.clone().prop_map(|a| format!("exp(0.25 * {a})")),
+                inner.clone().prop_map(|a| format!("sqrt({a} * {a} + 1.0)")),
+                inner.clone().prop_map(|a| format!("log({a} * {a} + 1.0)")),
+                (inner.clone(), inner.clone())
+                    .prop_map(|(a, b)| format!("{a} / ({b} * {b} + 1.0)")),
+                (inner.clone(), inner).prop_map(|(a, b)| format!("ifelse(b[i] > 1.0, {a}, {b})")),
+            ]
+        })
+    }
+
+    /// A program whose loss `s` sums the squares of `y`.
+    fn program() -> impl Strategy<Value = String> {
+        let nest = (expr(), expr(), 0..3usize).prop_map(|(e, f, shape)| match shape {
+            0 => format!("for i = _, j = _\n  y[i] += A[i, j] * x[j] + {e}\nend\n"),
+            1 => format!(
+                "for i = _\n  t .= 0.0\n  for j = _\n    t[] += A[i, j] * {e}\n  end\n  y[i] = t * t + exp(0.1 * t) * b[i]\nend\n"
+            ),
+            _ => format!(
+                "for i = _, j = _\n  let u = A[i, j] + {e}\n    y[i] += u * x[j] * {f}\n  end\nend\n"
+            ),
+        });
+        nest.prop_map(|n| format!("y .= 0.0\n{n}s .= 0.0\nfor i = _\n  s[] += y[i] * y[i]\nend\n"))
+    }
+
+    const FORMATS: [&str; 5] = [
+        "Dense(Dense(Element(0.0)))",
+        "Dense(SparseList(Element(0.0)))",
+        "SparseCOO{2}(Element(0.0))",
+        "Dense(RunList(Element(0.0)))",
+        "Dense(SparseBand(Element(0.0)))",
+    ];
+
+    proptest! {
+        #![proptest_config(common::cases::config("grad_random_programs", 12))]
+        #[test]
+        fn gradients_of_random_programs(
+            text in program(),
+            format in 0..FORMATS.len(),
+            tapes in prop_oneof![Just(Tapes::Auto), Just(Tapes::All), Just(Tapes::None)],
+            seed in any::<u64>(),
+        ) {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let keep: fn(&[usize], &mut StdRng) -> bool = match format {
+                0 => all,
+                4 => band,
+                _ => some,
+            };
+            let ts = named(vec![
+                ("A", small(tensor(&mut rng, FORMATS[format], &[3, 4], &keep))),
+                ("x", small(vector(&mut rng, "Dense(Element(0.0))", 4))),
+                ("b", vector(&mut rng, "Dense(Element(0.0))", 3)),
+            ]);
+            let opts = BackwardOptions { tapes, ..Default::default() };
+            // Differentiate the inputs the program reads (`grad` refuses the others).
+            let wrt: Vec<&str> = ["A", "x", "b"]
+                .into_iter()
+                .filter(|n| text.contains(&format!("{n}[")))
+                .collect();
+            check_with(&text, &ts, &wrt, &BTreeMap::new(), "s", &opts);
+        }
+    }
 }

@@ -129,23 +129,31 @@ pub fn bind(
             "grad: a seed is given for `{extra}`, which is not a seeded output"
         )));
     }
-    let grads: HashMap<&String, &String> = gp.gradients.iter().map(|(a, d)| (d, a)).collect();
     let masked: HashMap<&String, Format> = gp
         .masks
         .iter()
         .map(|(i, _)| Ok((i, gradient_format(&tensors[i].format)?)))
         .collect::<Result<_>>()?;
+    // A gradient has its input's shape, also when nothing contributes to it (an input read
+    // only in conditions or indices) and the program never indexes it.
+    for (input, d) in &gp.gradients {
+        if tensors.contains_key(d) {
+            continue;
+        }
+        let a = &tensors[input];
+        let f = match (formats.get(d), masked.get(input)) {
+            (Some(f), _) | (None, Some(f)) => f.clone(),
+            (None, None) => Format::dense(a.rank(), Scalar::F64(0.0)),
+        };
+        let t = Tensor::empty(&f, &a.shape).map_err(|e| e.named(d))?;
+        tensors.insert(d.clone(), t);
+    }
     create_tensors(&gp.program, tensors, &|name, rank, fill| {
         if let Some(f) = formats.get(name) {
             return f.clone();
         }
         if let Some(tape) = gp.tapes.iter().find(|t| t.name == name) {
             return tape_format(tape.versions, tape.rank, tape.fill);
-        }
-        if let Some(input) = grads.get(&name.to_string())
-            && let Some(f) = masked.get(*input)
-        {
-            return f.clone();
         }
         Format::dense(rank, fill)
     })
