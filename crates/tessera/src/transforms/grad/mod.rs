@@ -471,3 +471,58 @@ fn declared_here(stmts: &[Stmt], t: &str) -> bool {
         .iter()
         .any(|s| matches!(&s.kind, StmtKind::Declare { tensor, .. } if tensor == t))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notation::parse::parse_program;
+
+    fn backward_text(text: &str, wrt: &[&str], seeds: &[&str]) -> String {
+        let gp = grad(&parse_program(text).unwrap(), wrt, seeds).unwrap();
+        let printed = gp.program.to_string();
+        assert_eq!(parse_program(&printed).unwrap(), gp.program, "{printed}");
+        printed
+    }
+
+    /// FreeTensor's repository cases (seed-freetensor §5.2 item 11) in this language.
+    #[test]
+    fn freetensor_cases() {
+        let t = backward_text(
+            "y .= 0.0\ny[] = (x1[] + x2[]) * x3[]\n",
+            &["x1", "x2", "x3"],
+            &["y"],
+        );
+        for want in [
+            "dx1[] += dy[] * x3[]",
+            "dx2[] += dy[] * x3[]",
+            "dx3[] += dy[] * (x1[] + x2[])",
+        ] {
+            assert!(t.contains(want), "`{want}` missing in\n{t}");
+        }
+        // `y += x[i]` gives `dx[i] += dy` and never resets `dy`.
+        let t = backward_text("y .= 0.0\nfor i = _\n  y[] += x[i]\nend\n", &["x"], &[]);
+        assert!(t.contains("for i = _\n  dx[i] += dy[]\nend"), "{t}");
+        assert!(!t.contains("dy[] = 0"), "{t}");
+    }
+
+    /// Only the values that depend on a differentiated input get gradients, and statements
+    /// writing the others have no backward part.
+    #[test]
+    fn inactive_values_get_no_gradient() {
+        let t = backward_text(
+            "y .= 0.0\nz .= 0.0\nfor i = _\n  y[i] = a[i] * c[i]\n  z[i] = c[i] * 2.0\nend\n",
+            &["a"],
+            &["y"],
+        );
+        assert!(!t.contains("dc") && !t.contains("dz"), "{t}");
+        assert!(t.contains("da[i] += dy[i] * c[i]"), "{t}");
+    }
+
+    #[test]
+    fn wrong_names_are_usage_errors() {
+        let p = parse_program("y .= 0.0\nfor i = _\n  y[] += x[i]\nend\n").unwrap();
+        assert!(matches!(grad(&p, &["q"], &[]), Err(Error::Usage(_))));
+        assert!(matches!(grad(&p, &["x"], &["w"]), Err(Error::Usage(_))));
+        assert!(matches!(grad(&p, &[], &[]), Err(Error::Usage(_))));
+    }
+}
