@@ -1,4 +1,5 @@
-//! The `tessera` command line: `run`, `code`, `einsum`, `graph`, `intervals`, `points`, `probe`, `convert`,
+//! The `tessera` command line: `run`, `code`, `grad`, `einsum`, `graph`, `intervals`, `points`,
+//! `probe`, `convert`,
 //! `info`, `demo`.
 
 mod bench;
@@ -6,6 +7,7 @@ mod demo;
 mod einsum;
 mod eval;
 mod exact;
+mod grad;
 mod graph;
 mod intervals;
 mod points;
@@ -40,6 +42,8 @@ pub enum Command {
     Run(RunArgs),
     /// Print the generated loop IR for the given formats.
     Code(CodeArgs),
+    /// Gradient of a program's loss or seeded outputs w.r.t. some inputs (reverse-mode AD).
+    Grad(grad::GradArgs),
     /// Compile once, then time warm-up and measured kernel runs (`--json`: one JSON line).
     Bench(bench::BenchArgs),
     /// Evaluate one index-notation statement, `OUT[i, j] += A[i, k] * B[k, j]`.
@@ -176,6 +180,7 @@ pub fn run_cli(cli: Cli) -> Result<String> {
         Command::Run(a) => Some(a.tensors.memory),
         Command::Code(a) => Some(a.tensors.memory),
         Command::Bench(a) => Some(a.tensors.memory),
+        Command::Grad(a) => Some(a.memory),
         Command::Einsum(a) => Some(a.memory),
         Command::Graph(a) => Some(a.memory),
         Command::Intervals(a) => Some(a.memory),
@@ -190,6 +195,7 @@ pub fn run_cli(cli: Cli) -> Result<String> {
         Command::Run(a) => run(&a),
         Command::Code(a) => code(&a),
         Command::Bench(a) => bench::bench(&a),
+        Command::Grad(a) => grad::grad(&a),
         Command::Einsum(a) => einsum::einsum(&a),
         Command::Graph(a) => graph::graph(&a),
         Command::Intervals(a) => intervals::intervals(&a),

@@ -8,6 +8,7 @@ mod cache;
 mod einsum;
 mod elementwise;
 mod fills;
+pub mod grad;
 mod lazy;
 mod matmul;
 pub mod plan;

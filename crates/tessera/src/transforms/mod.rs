@@ -5,6 +5,7 @@ pub mod check;
 pub mod concordize;
 pub mod dimensionalize;
 pub mod extents;
+pub mod grad;
 pub mod lifecycle;
 pub mod linear;
 pub mod permissive;

@@ -1,0 +1,308 @@
+//! Running a gradient program (`transforms::grad`) on tensors: its mask inputs (each masked
+//! input's structure with a `Pattern()` leaf), its seeds, and every tensor it creates
+//! (forward outputs and workspaces, gradient accumulators, gradients, tapes), with formats
+//! chosen here and shapes inferred from the inputs.
+
+use crate::error::{Error, Result};
+use crate::levels::{Format, LevelKind, level_impl};
+use crate::notation::ast::{ExprKind, Program, Stmt, StmtKind};
+use crate::run::Runner;
+use crate::runtime::Buffer;
+use crate::tensor::Tensor;
+use crate::transforms::grad::{GradOptions, GradProgram, Tapes, grad_with};
+use crate::types::Scalar;
+use std::collections::{BTreeMap, HashMap};
+
+/// How [`backward`] differentiates and which gradients it returns.
+#[derive(Clone, Debug, Default)]
+pub struct BackwardOptions {
+    pub tapes: Tapes,
+    /// Dense gradients for sparse inputs (every coordinate), instead of masked ones (their
+    /// stored entries only, in their format).
+    pub dense: bool,
+    /// Formats of gradient tensors by gradient name (`dA`); by default a masked gradient has
+    /// its input's format (see [`gradient_format`]) and a dense one is dense.
+    pub formats: BTreeMap<String, Format>,
+}
+
+/// Whether a sparse input's gradient is masked by default: its format has a level other than
+/// `Dense`.
+pub fn is_structured(t: &Tensor) -> bool {
+    !t.format.is_dense()
+}
+
+/// `t`'s structure with a `Pattern()` leaf: `true` exactly at its stored entries (stored
+/// zeros included), `false` elsewhere. The arrays are copied, not recomputed, except over
+/// run-length levels (a stored run covers several coordinates, each of which gets a gradient)
+/// and levels that store fill inside their structure (a band), where the mask is built from the stored coordinates in [`gradient_format`]'s levels with a bool leaf.
+pub fn pattern_of(t: &Tensor) -> Result<Tensor> {
+    let runs = t.format.levels.iter().any(|l| {
+        matches!(
+            l,
+            LevelKind::RunList { .. }
+                | LevelKind::SparseRunList { .. }
+                | LevelKind::SparseInterval { .. }
+        )
+    });
+    let mut pattern = t.format.levels.clone();
+    let last = pattern.len() - 1;
+    pattern[last] = LevelKind::Pattern;
+    // A level that stores fill inside its structure (a band) takes no Pattern leaf either.
+    let pattern = Format::new(pattern);
+    if runs || pattern.is_err() {
+        let mut levels = gradient_format(&t.format)?.levels;
+        let last = levels.len() - 1;
+        levels[last] = LevelKind::Element(Scalar::Bool(false));
+        let format = Format::new(levels)?;
+        let mut coords = vec![vec![]; t.rank()];
+        let mut n = 0;
+        t.for_each_stored(&mut |c, _| {
+            for (d, &x) in c.iter().enumerate() {
+                coords[d].push(x as i64);
+            }
+            n += 1;
+        });
+        let vals = Buffer::Bool(vec![true; n]);
+        return Tensor::from_coo(&format, &t.shape, &coords, &vals, |a, _| a);
+    }
+    let format = pattern?;
+    let mut arrays = t.levels.clone();
+    arrays[last] = level_impl(&LevelKind::Pattern)
+        .buffers(&LevelKind::Pattern, format.elem())
+        .into_iter()
+        .map(|(_, ty)| Buffer::new(ty))
+        .collect();
+    let m = Tensor {
+        shape: t.shape.clone(),
+        format,
+        levels: arrays,
+    };
+    m.validate("mask")?;
+    Ok(m)
+}
+
+/// The format of a masked gradient of an input in `format`: the same levels with an f64
+/// leaf, except that run-length levels, which take one write per run, become their
+/// per-coordinate counterparts (`RunList` → `Dense`, `SparseRunList` and `SparseInterval` →
+/// `SparseList`): a gradient differs from coordinate to coordinate inside a run.
+pub fn gradient_format(format: &Format) -> Result<Format> {
+    let mut levels: Vec<LevelKind> = format
+        .levels
+        .iter()
+        .map(|l| match l {
+            LevelKind::RunList { .. } => LevelKind::Dense,
+            LevelKind::SparseRunList { coord, .. } | LevelKind::SparseInterval { coord } => {
+                LevelKind::SparseList { coord: *coord }
+            }
+            l => l.clone(),
+        })
+        .collect();
+    let last = levels.len() - 1;
+    levels[last] = LevelKind::Element(Scalar::F64(0.0));
+    Format::new(levels)
+}
+
+/// Add to `tensors` (which hold the forward program's inputs) the gradient program's masks,
+/// its seeds (by output name) and every tensor it creates.
+pub fn bind(
+    gp: &GradProgram,
+    tensors: &mut BTreeMap<String, Tensor>,
+    seeds: BTreeMap<String, Tensor>,
+    formats: &BTreeMap<String, Format>,
+) -> Result<()> {
+    for (input, mask) in &gp.masks {
+        let t = tensors
+            .get(input)
+            .ok_or_else(|| Error::tensor(input, "is differentiated but was not given"))?;
+        let m = pattern_of(t)?;
+        tensors.insert(mask.clone(), m);
+    }
+    let mut seeds = seeds;
+    for (out, name) in &gp.seeds {
+        let s = seeds
+            .remove(out)
+            .ok_or_else(|| Error::Usage(format!("grad: no seed for the output `{out}`")))?;
+        tensors.insert(name.clone(), s);
+    }
+    if let Some(extra) = seeds.keys().next() {
+        return Err(Error::Usage(format!(
+            "grad: a seed is given for `{extra}`, which is not a seeded output"
+        )));
+    }
+    let masked: HashMap<&String, Format> = gp
+        .masks
+        .iter()
+        .map(|(i, _)| Ok((i, gradient_format(&tensors[i].format)?)))
+        .collect::<Result<_>>()?;
+    // A gradient has its input's shape, also when nothing contributes to it (an input read
+    // only in conditions or indices) and the program never indexes it.
+    for (input, d) in &gp.gradients {
+        if tensors.contains_key(d) {
+            continue;
+        }
+        let a = &tensors[input];
+        let f = match (formats.get(d), masked.get(input)) {
+            (Some(f), _) | (None, Some(f)) => f.clone(),
+            (None, None) => Format::dense(a.rank(), Scalar::F64(0.0)),
+        };
+        let t = Tensor::empty(&f, &a.shape).map_err(|e| e.named(d))?;
+        tensors.insert(d.clone(), t);
+    }
+    create_tensors(&gp.program, tensors, &|name, rank, fill| {
+        if let Some(f) = formats.get(name) {
+            return f.clone();
+        }
+        if let Some(tape) = gp.tapes.iter().find(|t| t.name == name) {
+            return tape_format(tape.versions, tape.rank, tape.fill);
+        }
+        Format::dense(rank, fill)
+    })
+}
+
+/// Create every tensor `program` uses that `tensors` lacks, empty, in the format `choose`
+/// gives for its name, rank and declared fill (f64 zero for a tensor it never declares),
+/// with the shape inferred from the given tensors.
+pub fn create_tensors(
+    program: &Program,
+    tensors: &mut BTreeMap<String, Tensor>,
+    choose: &dyn Fn(&str, usize, Scalar) -> Format,
+) -> Result<()> {
+    let inits = declarations(&program.body);
+    let ranks = ranks(program);
+    let mut created: BTreeMap<String, Format> = BTreeMap::new();
+    let names = inits.keys().chain(ranks.keys());
+    for name in names {
+        if tensors.contains_key(name) || created.contains_key(name) {
+            continue;
+        }
+        let rank = ranks.get(name).copied().unwrap_or(0);
+        let fill = inits.get(name).copied().unwrap_or(Scalar::F64(0.0));
+        created.insert(name.clone(), choose(name, rank, fill));
+    }
+    let mut shapes: HashMap<String, Option<Vec<usize>>> = tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), Some(t.shape.clone())))
+        .collect();
+    for n in created.keys() {
+        let known = ranks.contains_key(n);
+        shapes.insert(n.clone(), (!known).then(Vec::new));
+    }
+    let values = crate::run::scalar_values(program, tensors);
+    let shapes = crate::transforms::infer_shapes_with(program, &shapes, &values)?;
+    for (n, f) in created {
+        let t = Tensor::empty(&f, &shapes[&n]).map_err(|e| e.named(&n))?;
+        tensors.insert(n, t);
+    }
+    Ok(())
+}
+
+/// A tape's format: versions indexed by the loops around the local, the first `Dense` and
+/// the others `SparseList` (the loops visit only some coordinates, e.g. a CSR row's stored
+/// columns, so a tape holds one entry per visited iteration, not the dense shape), then the
+/// local's own dimensions dense.
+pub fn tape_format(versions: usize, rank: usize, fill: Scalar) -> Format {
+    let mut levels = vec![];
+    for k in 0..rank {
+        levels.push(if k == 0 || k >= versions {
+            LevelKind::Dense
+        } else {
+            LevelKind::SPARSE_LIST
+        });
+    }
+    levels.push(LevelKind::Element(fill));
+    Format { levels }
+}
+
+/// Every declared tensor and the fill its (first) declaration gives, f64 zero when it is not
+/// a literal.
+fn declarations(stmts: &[Stmt]) -> BTreeMap<String, Scalar> {
+    let mut out = BTreeMap::new();
+    fn walk(stmts: &[Stmt], out: &mut BTreeMap<String, Scalar>) {
+        for s in stmts {
+            match &s.kind {
+                StmtKind::Declare { tensor, init } => {
+                    let fill = match &init.kind {
+                        ExprKind::Literal(v) => *v,
+                        _ => Scalar::F64(0.0),
+                    };
+                    out.entry(tensor.clone()).or_insert(fill);
+                }
+                StmtKind::Loop { body, .. }
+                | StmtKind::Let { body, .. }
+                | StmtKind::Block(body) => walk(body, out),
+                StmtKind::If {
+                    then, otherwise, ..
+                } => {
+                    walk(then, out);
+                    walk(otherwise, out);
+                }
+                _ => {}
+            }
+        }
+    }
+    walk(stmts, &mut out);
+    out
+}
+
+fn ranks(p: &Program) -> HashMap<String, usize> {
+    let mut out = HashMap::new();
+    crate::notation::visit::accesses(&p.body, &mut |a| {
+        out.entry(a.tensor.clone()).or_insert(a.indices.len());
+    });
+    out
+}
+
+/// Differentiate `program` with respect to `wrt` and run the gradient program: with `runner`
+/// (compiled), or with the reference evaluator when `None`. `tensors` are the inputs;
+/// `seeds` the outputs' cotangents by output name (empty: the 0-d output is the loss).
+/// Returns the gradient program and every tensor after the run (forward outputs included);
+/// the gradient of input `A` is `tensors[gp.gradients[k].1]`.
+pub fn backward(
+    program: &Program,
+    tensors: &BTreeMap<String, Tensor>,
+    wrt: &[&str],
+    seeds: BTreeMap<String, Tensor>,
+    opts: &BackwardOptions,
+    runner: Option<&Runner>,
+) -> Result<(GradProgram, BTreeMap<String, Tensor>)> {
+    let masked = if opts.dense {
+        vec![]
+    } else {
+        wrt.iter()
+            .filter(|w| tensors.get(**w).is_some_and(is_structured))
+            .map(|w| w.to_string())
+            .collect()
+    };
+    let seed_names: Vec<&str> = seeds.keys().map(String::as_str).collect();
+    let gp = grad_with(
+        program,
+        wrt,
+        &seed_names,
+        &GradOptions {
+            tapes: opts.tapes,
+            masked,
+        },
+    )?;
+    let mut all = tensors.clone();
+    bind(&gp, &mut all, seeds, &opts.formats)?;
+    match runner {
+        Some(r) => {
+            let formats = crate::api::formats_of(&all);
+            let c = r.compile(&gp.program, &formats)?;
+            r.execute(&c, &mut all)?;
+        }
+        None => {
+            let values = crate::tensor::evaluate(&gp.program, &all)?;
+            let (_, written) = crate::notation::visit::reads_writes(&gp.program.body);
+            for (n, v) in values {
+                if !written.contains(&n) {
+                    continue;
+                }
+                let t = &all[&n];
+                let fresh = Tensor::from_dense(&t.format, &t.shape, &v)?;
+                all.insert(n, fresh);
+            }
+        }
+    }
+    Ok((gp, all))
+}

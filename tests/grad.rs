@@ -1,0 +1,762 @@
+//! Reverse-mode AD (`transforms::grad`, issue 16): gradients against central finite
+//! differences on hand-written programs, several formats, and the JIT, C and the reference
+//! evaluator; the structure of masked gradients; tapes; refusals with their place.
+
+mod common;
+
+use common::{fmt, parse};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use tessera::api::grad::{BackwardOptions, backward, create_tensors};
+use tessera::backend::CBackend;
+use tessera::levels::Format;
+use tessera::notation::ast::Program;
+use tessera::run::Runner;
+use tessera::runtime::Buffer;
+use tessera::tensor::Tensor;
+use tessera::transforms::grad::{GradOptions, Tapes, grad, grad_with};
+
+type Tensors = BTreeMap<String, Tensor>;
+
+/// Values in [0.5, 2) at the coordinates `keep` selects, zero elsewhere, in `format`.
+fn tensor(
+    rng: &mut StdRng,
+    format: &str,
+    shape: &[usize],
+    keep: &dyn Fn(&[usize], &mut StdRng) -> bool,
+) -> Tensor {
+    let total: usize = shape.iter().product();
+    let mut coords = vec![vec![]; shape.len()];
+    let mut vals = vec![];
+    for k in 0..total {
+        let mut c = vec![0; shape.len()];
+        let mut r = k;
+        for d in (0..shape.len()).rev() {
+            c[d] = r % shape[d];
+            r /= shape[d];
+        }
+        if keep(&c, rng) {
+            for (d, x) in c.iter().enumerate() {
+                coords[d].push(*x as i64);
+            }
+            vals.push(rng.random_range(0.5..2.0));
+        }
+    }
+    Tensor::from_coo(&fmt(format), shape, &coords, &Buffer::F64(vals), |a, _| a)
+        .unwrap_or_else(|e| panic!("{format}: {e}"))
+}
+
+fn dense_values(t: &Tensor) -> Vec<f64> {
+    match t.to_dense() {
+        Buffer::F64(v) => v,
+        other => panic!("not f64: {other:?}"),
+    }
+}
+
+fn as_dense(t: &Tensor, values: Vec<f64>) -> Tensor {
+    Tensor::from_dense(
+        &Format::dense(t.rank(), tessera::types::Scalar::F64(0.0)),
+        &t.shape,
+        &Buffer::F64(values),
+    )
+    .unwrap()
+}
+
+/// The loss the gradient is of: the 0-d output, or the sum of each seeded output times its
+/// seed, after running the forward program with the JIT on dense copies.
+fn loss(runner: &Runner, p: &Program, inputs: &Tensors, seeds: &Tensors, out: &str) -> f64 {
+    let mut ts = inputs.clone();
+    create_tensors(p, &mut ts, &|_, rank, fill| Format::dense(rank, fill)).unwrap();
+    let c = runner.compile(p, &common::formats_of(&ts)).unwrap();
+    runner.execute(&c, &mut ts).unwrap();
+    if seeds.is_empty() {
+        return dense_values(&ts[out])[0];
+    }
+    seeds
+        .iter()
+        .map(|(o, s)| {
+            let y = dense_values(&ts[o]);
+            dense_values(s)
+                .iter()
+                .zip(&y)
+                .map(|(a, b)| a * b)
+                .sum::<f64>()
+        })
+        .sum()
+}
+
+/// The backends: the JIT, C when a compiler is here, and the evaluator (`None`).
+fn backends() -> Vec<(&'static str, Option<Runner>)> {
+    let mut out = vec![("jit", Some(Runner::jit()))];
+    let c = CBackend::new().with_cache_dir(std::env::temp_dir().join("tessera-test-cache"));
+    if c.compiler_available() {
+        out.push(("c", Some(Runner::new(Box::new(c)))));
+    } else {
+        eprintln!("grad: no C compiler (cc or $CC), the C backend is skipped");
+    }
+    out.push(("eval", None));
+    out
+}
+
+/// Check every gradient of `text` w.r.t. `wrt` against central differences (eps 1e-6,
+/// rtol 1e-6) at every coordinate (dense gradients) or at the stored coordinates of each
+/// input (masked, where the gradient must also be absent elsewhere), on every backend.
+fn check(text: &str, inputs: &Tensors, wrt: &[&str], seeds: &Tensors, loss_name: &str) {
+    check_with(
+        text,
+        inputs,
+        wrt,
+        seeds,
+        loss_name,
+        &BackwardOptions::default(),
+    );
+}
+
+fn check_with(
+    text: &str,
+    inputs: &Tensors,
+    wrt: &[&str],
+    seeds: &Tensors,
+    loss_name: &str,
+    opts: &BackwardOptions,
+) {
+    let p = parse(text);
+    let fd_runner = Runner::jit();
+    let dense_inputs: Tensors = inputs
+        .iter()
+        .map(|(n, t)| (n.clone(), as_dense(t, dense_values(t))))
+        .collect();
+    let eps = 1e-6;
+    let base_loss = loss(&fd_runner, &p, &dense_inputs, seeds, loss_name);
+    for (backend, runner) in backends() {
+        let (gp, got) = backward(&p, inputs, wrt, seeds.clone(), opts, runner.as_ref())
+            .unwrap_or_else(|e| panic!("{backend}: {e}\n{text}"));
+        let printed = gp.program.to_string();
+        assert_eq!(parse(&printed), gp.program, "round trip:\n{printed}");
+        for (input, dname) in &gp.gradients {
+            let a = &inputs[input];
+            let g = &got[dname];
+            let masked = gp.masks.iter().any(|(i, _)| i == input);
+            let gv = dense_values(g);
+            let base = dense_values(a);
+            let mut stored = vec![false; base.len()];
+            let strides = strides(&a.shape);
+            let at = |c: &[usize]| c.iter().zip(&strides).map(|(x, s)| x * s).sum::<usize>();
+            if masked {
+                a.for_each_stored(&mut |c, _| stored[at(c)] = true);
+                if backend != "eval" {
+                    // Exactly the input's pattern, stored zeros included.
+                    let mut has = vec![false; base.len()];
+                    g.for_each_stored(&mut |c, _| has[at(c)] = true);
+                    assert_eq!(
+                        has, stored,
+                        "{backend}: {dname} is not {input}'s pattern\n{printed}"
+                    );
+                }
+            }
+            for k in 0..base.len() {
+                if masked && !stored[k] {
+                    assert_eq!(gv[k], 0.0, "{backend}: {dname}[{k}] outside the pattern");
+                    continue;
+                }
+                let mut plus = dense_inputs.clone();
+                let mut v = base.clone();
+                v[k] += eps;
+                plus.insert(input.clone(), as_dense(a, v.clone()));
+                let mut minus = dense_inputs.clone();
+                v[k] -= 2.0 * eps;
+                minus.insert(input.clone(), as_dense(a, v));
+                let fd = (loss(&fd_runner, &p, &plus, seeds, loss_name)
+                    - loss(&fd_runner, &p, &minus, seeds, loss_name))
+                    / (2.0 * eps);
+                // rtol 1e-6, plus the differences' rounding error: a few ulps of the loss
+                // divided by 2 eps (5.5e-11 |loss|; 1e-9 |loss| leaves a margin).
+                let tol = 1e-6 * fd.abs().max(gv[k].abs()).max(1.0) + 1e-9 * base_loss.abs();
+                assert!(
+                    (fd - gv[k]).abs() <= tol,
+                    "{backend}: {dname}[{k}] = {} but finite differences give {fd}\n{printed}",
+                    gv[k]
+                );
+            }
+        }
+    }
+}
+
+fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * shape[d + 1];
+    }
+    s
+}
+
+fn all(_: &[usize], _: &mut StdRng) -> bool {
+    true
+}
+
+fn some(_: &[usize], rng: &mut StdRng) -> bool {
+    rng.random_bool(0.4)
+}
+
+fn band(c: &[usize], _: &mut StdRng) -> bool {
+    c[0].abs_diff(c[1]) <= 1
+}
+
+fn named(list: Vec<(&str, Tensor)>) -> Tensors {
+    list.into_iter().map(|(n, t)| (n.to_string(), t)).collect()
+}
+
+const SPMV_LOSS: &str = "y .= 0.0
+for i = _, j = _
+  y[i] += A[i, j] * x[j]
+end
+s .= 0.0
+for i = _
+  s[] += y[i] * y[i]
+end
+";
+
+#[test]
+fn spmv_loss_on_every_matrix_format() {
+    let mut rng = StdRng::seed_from_u64(16);
+    for (format, keep) in [
+        (
+            "Dense(Dense(Element(0.0)))",
+            all as fn(&[usize], &mut StdRng) -> bool,
+        ),
+        ("Dense(SparseList(Element(0.0)))", some),
+        ("SparseCOO{2}(Element(0.0))", some),
+        ("Dense(RunList(Element(0.0)))", some),
+        ("Dense(SparseBand(Element(0.0)))", band),
+    ] {
+        let a = tensor(&mut rng, format, &[5, 6], &keep);
+        let x = tensor(&mut rng, "Dense(Element(0.0))", &[6], &all);
+        let ts = named(vec![("A", a), ("x", x)]);
+        check(SPMV_LOSS, &ts, &["A", "x"], &BTreeMap::new(), "s");
+    }
+}
+
+fn vector(rng: &mut StdRng, format: &str, n: usize) -> Tensor {
+    let keep: &dyn Fn(&[usize], &mut StdRng) -> bool = if format.starts_with("Dense") {
+        &all
+    } else {
+        &some
+    };
+    tensor(rng, format, &[n], keep)
+}
+
+/// Values divided by 4, so that `exp` of sums of squares stays small and the finite
+/// differences' rounding error (relative to the loss) stays below the tolerance.
+fn small(t: Tensor) -> Tensor {
+    let v = dense_values(&t).iter().map(|x| x / 4.0).collect();
+    Tensor::from_dense(&t.format, &t.shape, &Buffer::F64(v)).unwrap()
+}
+
+fn seed(rng: &mut StdRng, shape: &[usize]) -> Tensor {
+    tensor(
+        rng,
+        &Format::dense(shape.len(), tessera::types::Scalar::F64(0.0)).to_string(),
+        shape,
+        &all,
+    )
+}
+
+#[test]
+fn sddmm_with_a_seed() {
+    let text = "C .= 0.0
+for i = _, j = _, k = _
+  C[i, j] += S[i, j] * U[i, k] * V[j, k]
+end
+";
+    let mut rng = StdRng::seed_from_u64(2);
+    for format in [
+        "Dense(SparseList(Element(0.0)))",
+        "SparseCOO{2}(Element(0.0))",
+    ] {
+        let ts = named(vec![
+            ("S", tensor(&mut rng, format, &[4, 5], &some)),
+            (
+                "U",
+                tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[4, 3], &all),
+            ),
+            (
+                "V",
+                tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[5, 3], &all),
+            ),
+        ]);
+        let seeds = named(vec![("C", seed(&mut rng, &[4, 5]))]);
+        check(text, &ts, &["S", "U", "V"], &seeds, "");
+    }
+}
+
+#[test]
+fn elementwise_functions_and_masks() {
+    let text = "y .= 0.0
+for i = _
+  y[i] = min(a[i], b[i]) + max(a[i], 1.0) * abs(b[i] - 1.2) + exp(a[i]) * log(c[i]) + sqrt(c[i]) / b[i] - ifelse(a[i] > b[i], a[i] * b[i], -a[i])
+end
+";
+    let mut rng = StdRng::seed_from_u64(3);
+    for format in ["Dense(Element(0.0))", "RunList(Element(0.0))"] {
+        let ts = named(vec![
+            ("a", vector(&mut rng, "Dense(Element(0.0))", 7)),
+            ("b", vector(&mut rng, format, 7)),
+            ("c", vector(&mut rng, "Dense(Element(0.0))", 7)),
+        ]);
+        let ts: Tensors = ts
+            .into_iter()
+            .map(|(n, t)| {
+                // b is positive everywhere (a run-length b is dense): log, / and sqrt see no 0.
+                let v: Vec<f64> = dense_values(&t).iter().map(|x| x + 0.5).collect();
+                let f = t.format.clone();
+                (
+                    n,
+                    Tensor::from_dense(&f, &t.shape, &Buffer::F64(v)).unwrap(),
+                )
+            })
+            .collect();
+        let seeds = named(vec![("y", seed(&mut rng, &[7]))]);
+        check(text, &ts, &["a", "b", "c"], &seeds, "");
+    }
+}
+
+#[test]
+fn let_variables_and_two_outputs() {
+    let text = "y .= 0.0
+z .= 0.0
+for i = _
+  let t = a[i] * b[i] + 1.0
+    y[i] = t * t + a[i]
+    z[i] = t / b[i]
+  end
+end
+";
+    let mut rng = StdRng::seed_from_u64(4);
+    let ts = named(vec![
+        ("a", vector(&mut rng, "Dense(Element(0.0))", 6)),
+        ("b", vector(&mut rng, "Dense(Element(0.0))", 6)),
+    ]);
+    let seeds = named(vec![
+        ("y", seed(&mut rng, &[6])),
+        ("z", seed(&mut rng, &[6])),
+    ]);
+    check(text, &ts, &["a", "b"], &seeds, "");
+}
+
+/// FreeTensor's Fig. 15: `t` is recomputed under the default and taped (one entry per `i`)
+/// when everything is taped; both give the same gradients.
+const FIG15: &str = "y .= 0.0
+z .= 0.0
+for i = _
+  t .= 0.0
+  t[] = a[i] * b[i]
+  y[i] = t * c[i]
+  z[i] = t * d[i]
+end
+";
+
+#[test]
+fn fig15_recomputes_t_by_default_and_tapes_it_under_all() {
+    let p = parse(FIG15);
+    let auto = grad(&p, &["a", "b", "c", "d"], &["y", "z"]).unwrap();
+    assert!(auto.tapes.is_empty(), "{}", auto.program);
+    let opts = GradOptions {
+        tapes: Tapes::All,
+        masked: vec![],
+    };
+    let all = grad_with(&p, &["a", "b", "c", "d"], &["y", "z"], &opts).unwrap();
+    assert_eq!(all.tapes.len(), 1, "{}", all.program);
+    assert_eq!((all.tapes[0].local.as_str(), all.tapes[0].rank), ("t", 1));
+    let mut rng = StdRng::seed_from_u64(15);
+    let ts: Tensors = ["a", "b", "c", "d"]
+        .iter()
+        .map(|n| (n.to_string(), vector(&mut rng, "Dense(Element(0.0))", 5)))
+        .collect();
+    let seeds = named(vec![
+        ("y", seed(&mut rng, &[5])),
+        ("z", seed(&mut rng, &[5])),
+    ]);
+    for tapes in [Tapes::Auto, Tapes::All, Tapes::None] {
+        let opts = BackwardOptions {
+            tapes,
+            ..Default::default()
+        };
+        check_with(FIG15, &ts, &["a", "b", "c", "d"], &seeds, "", &opts);
+    }
+}
+
+/// A local recomputed by a loop (a row's dot product) is taped by default, in a tape sized
+/// by the rows; inner-loop locals of a CSR matrix get tapes sized by its stored entries.
+#[test]
+fn locals_overwritten_on_every_iteration_are_taped_or_recomputed() {
+    let text = "y .= 0.0
+for i = _
+  s .= 0.0
+  for j = _
+    w .= 0.0
+    w[] = A[i, j] * x[j]
+    s[] += w * w
+  end
+  y[i] = exp(s) + s * s
+end
+l .= 0.0
+for i = _
+  l[] += y[i]
+end
+";
+    let p = parse(text);
+    let gp = grad(&p, &["A", "x"], &[]).unwrap();
+    let taped: Vec<(&str, usize)> = gp
+        .tapes
+        .iter()
+        .map(|t| (t.local.as_str(), t.rank))
+        .collect();
+    assert_eq!(taped, [("s", 1)], "{}", gp.program);
+    let mut rng = StdRng::seed_from_u64(5);
+    for tapes in [Tapes::Auto, Tapes::All, Tapes::None] {
+        let ts = named(vec![
+            (
+                "A",
+                tensor(&mut rng, "Dense(SparseList(Element(0.0)))", &[4, 5], &some),
+            ),
+            ("x", small(vector(&mut rng, "Dense(Element(0.0))", 5))),
+        ]);
+        let opts = BackwardOptions {
+            tapes,
+            ..Default::default()
+        };
+        check_with(text, &ts, &["A", "x"], &BTreeMap::new(), "l", &opts);
+        if tapes == Tapes::All {
+            // w's tape holds one entry per stored entry of A, not the dense 4 x 5.
+            let (gp, got) = backward(
+                &p,
+                &ts,
+                &["A", "x"],
+                BTreeMap::new(),
+                &opts,
+                Some(&Runner::jit()),
+            )
+            .unwrap();
+            let w = gp.tapes.iter().find(|t| t.local == "w").unwrap();
+            assert_eq!(got[&w.name].countstored(), ts["A"].countstored());
+        }
+    }
+}
+
+/// `<<max>>=` and `<<min>>=` pass the cotangent to the selected element (every element equal
+/// to the result: with distinct values, exactly one).
+#[test]
+fn min_and_max_reductions_select_one_element() {
+    let text = "m .= -Inf
+n .= Inf
+for i = _
+  m[] <<max>>= a[i] * b[i]
+  n[] <<min>>= a[i] + b[i]
+end
+l .= 0.0
+l[] = m * 2.0 + n
+";
+    let mut rng = StdRng::seed_from_u64(6);
+    for format in ["Dense(Element(0.0))", "SparseList(Element(0.0))"] {
+        let ts = named(vec![
+            ("a", vector(&mut rng, "Dense(Element(0.0))", 6)),
+            ("b", vector(&mut rng, format, 6)),
+        ]);
+        check(text, &ts, &["a", "b"], &BTreeMap::new(), "l");
+    }
+}
+
+/// The gradient of SpMV's loss w.r.t. a CSR `A` stores exactly `A`'s pattern, explicitly
+/// stored zeros included, where the dense gradient stores every coordinate.
+#[test]
+fn masked_gradient_keeps_the_pattern_of_a_csr_matrix() {
+    let a = Tensor::from_coo(
+        &fmt("Dense(SparseList(Element(0.0)))"),
+        &[3, 3],
+        &[vec![0, 0, 1, 2], vec![0, 2, 1, 0]],
+        &Buffer::F64(vec![1.0, 0.0, 2.0, 3.0]),
+        |a, _| a,
+    )
+    .unwrap();
+    let x = Tensor::from_dense(
+        &fmt("Dense(Element(0.0))"),
+        &[3],
+        &Buffer::F64(vec![1.0, 0.0, 2.0]),
+    )
+    .unwrap();
+    let ts = named(vec![("A", a.clone()), ("x", x)]);
+    let p = parse(SPMV_LOSS);
+    let (gp, got) = backward(
+        &p,
+        &ts,
+        &["A"],
+        BTreeMap::new(),
+        &BackwardOptions::default(),
+        Some(&Runner::jit()),
+    )
+    .unwrap();
+    let da = &got[&gp.gradients[0].1];
+    assert_eq!(da.format, a.format);
+    assert_eq!(da.levels[1], a.levels[1], "ptr and idx of dA and A");
+    // dA[i, j] = 2 y[i] x[j] at A's entries: y = [1, 0, 3].
+    assert_eq!(
+        dense_values(da),
+        [2.0, 0.0, 4.0, 0.0, 0.0, 0.0, 6.0, 0.0, 0.0]
+    );
+    let dense = BackwardOptions {
+        dense: true,
+        ..Default::default()
+    };
+    let (gp, got) = backward(
+        &p,
+        &ts,
+        &["A"],
+        BTreeMap::new(),
+        &dense,
+        Some(&Runner::jit()),
+    )
+    .unwrap();
+    let da = &got[&gp.gradients[0].1];
+    assert!(da.format.is_dense());
+    assert_eq!(
+        dense_values(da),
+        [2.0, 0.0, 4.0, 0.0, 0.0, 0.0, 6.0, 0.0, 12.0]
+    );
+}
+
+#[test]
+fn gradient_programs_print_and_parse_back() {
+    let p = parse(FIG15);
+    let gp = grad_with(
+        &p,
+        &["a", "b", "c", "d"],
+        &["y", "z"],
+        &GradOptions {
+            tapes: Tapes::All,
+            masked: vec!["a".into()],
+        },
+    )
+    .unwrap();
+    let text = gp.program.to_string();
+    assert_eq!(parse(&text), gp.program, "{text}");
+    for want in [
+        "t_tape[i] = a[i] * b[i]",
+        "t[] = t_tape[i]",
+        "if a_mask[i]",
+        "da[i] += ",
+        "da .= 0.0",
+        "dy[q0] = seed_y[q0]",
+    ] {
+        assert!(text.contains(want), "`{want}` missing in\n{text}");
+    }
+}
+
+/// Constructs without a derivative, and values `grad` would need two versions of in one
+/// body, are typed errors naming their line and column.
+#[test]
+fn refusals_name_their_place() {
+    let cases = [
+        (
+            "p .= 1.0\nfor i = _\n  p[] *= a[i]\nend\n",
+            "3:3",
+            "no derivative",
+        ),
+        (
+            "reducer sat(u, v) = min(u + v, 9.0)\ns .= 0.0\nfor i = _\n  s[] <<sat>>= a[i]\nend\n",
+            "4:3",
+            "no derivative",
+        ),
+        (
+            "s .= 0.0\nfor i = _\n  s[] += a[i] % 2.0\nend\n",
+            "3:10",
+            "no derivative",
+        ),
+        (
+            "s .= 0.0\nfor i = _\n  s[] = a[i]\nend\n",
+            "3:3",
+            "only the last write",
+        ),
+        (
+            "s .= 0.0\nfor i = _\n  t .= 0.0\n  t[] = a[i]\n  s[] += t\n  t[] = a[i] * 2.0\n  s[] += t\nend\n",
+            "6:3",
+            "written again",
+        ),
+    ];
+    for (text, place, what) in cases {
+        let e = grad(&parse(text), &["a"], &[]).unwrap_err().to_string();
+        assert!(e.starts_with(place) && e.contains(what), "{e}\n{text}");
+    }
+    let e = grad(&parse(SPMV_LOSS), &["y"], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("only inputs"), "{e}");
+}
+
+/// `tessera grad`: the loss's gradient w.r.t. a CSR matrix keeps its pattern (the stored
+/// zero included), `--dense` gives every coordinate, the printed gradient program compiles
+/// with `tessera code` (the mask is the matrix file read with a Pattern leaf), and mistakes
+/// are usage errors.
+#[test]
+fn grad_command() {
+    use common::cli::{Dir, ok, tessera};
+    let d = Dir::new("grad");
+    let a = d.file(
+        "A.mtx",
+        "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 1.0\n1 3 0.0\n2 2 2.0\n3 1 3.0\n",
+    );
+    let x = d.file("x.tns", "1 1.0\n2 0.0\n3 2.0\n");
+    let p = d.file("loss.tess", SPMV_LOSS);
+    let (da, dx) = (d.path("dA.mtx"), d.path("dx.tns"));
+    let out = ok(&[
+        "grad",
+        &p,
+        "--in",
+        &format!("A={a}"),
+        "--in",
+        &format!("x={x}@Dense(Element(0.0))"),
+        "--wrt",
+        "A,x",
+        "--out",
+        &format!("dA={da}"),
+        "--out",
+        &format!("dx={dx}"),
+        "--out",
+        "s",
+        "--show-program",
+    ]);
+    assert!(out.ends_with("s = 10.0\n"), "{out}");
+    let text: String = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("# "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(text.contains("if A_mask[i, j]"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(&da).unwrap(),
+        "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 2\n1 3 4\n2 2 0\n3 1 6\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&dx).unwrap(),
+        "# shape: 3\n1 20.0\n"
+    );
+    let g = d.file("grad.tess", &text);
+    let code = ok(&[
+        "code",
+        &g,
+        "--in",
+        &format!("A={a}"),
+        "--in",
+        &format!("A_mask={a}@Dense(SparseList(Pattern()))"),
+        "--in",
+        &format!("x={x}@Dense(Element(0.0))"),
+        "--out",
+        "dA@Dense(SparseList(Element(0.0)))",
+    ]);
+    assert!(code.contains("dA"), "{code}");
+    let dense = d.path("dense.mtx");
+    ok(&[
+        "grad",
+        &p,
+        "--in",
+        &format!("A={a}"),
+        "--in",
+        &format!("x={x}@Dense(Element(0.0))"),
+        "--wrt",
+        "A",
+        "--dense",
+        "--backend",
+        "eval",
+        "--out",
+        &format!("dA={dense}"),
+    ]);
+    let dense = std::fs::read_to_string(&dense).unwrap();
+    assert!(dense.contains("array"), "{dense}");
+    let bad = tessera(&["grad", &p, "--in", &format!("A={a}"), "--wrt", "y"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--wrt y"));
+}
+
+mod random_programs {
+    //! Random smooth programs (a loss over an SpMV-like nest, with a loop-body local or a
+    //! `let`), random formats of the matrix and random tape modes, checked as above.
+    use super::*;
+    use proptest::prelude::*;
+
+    fn leaf() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("A[i, j]".to_string()),
+            Just("x[j]".to_string()),
+            Just("b[i]".to_string()),
+            Just("1.5".to_string()),
+        ]
+    }
+
+    fn expr() -> impl Strategy<Value = String> {
+        leaf().prop_recursive(3, 12, 2, |inner| {
+            prop_oneof![
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} + {b})")),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} - {b})")),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} * {b})")),
+                inner.clone().prop_map(|a| format!("exp(0.25 * {a})")),
+                inner.clone().prop_map(|a| format!("sqrt({a} * {a} + 1.0)")),
+                inner.clone().prop_map(|a| format!("log({a} * {a} + 1.0)")),
+                (inner.clone(), inner.clone())
+                    .prop_map(|(a, b)| format!("{a} / ({b} * {b} + 1.0)")),
+                (inner.clone(), inner).prop_map(|(a, b)| format!("ifelse(b[i] > 1.0, {a}, {b})")),
+            ]
+        })
+    }
+
+    /// A program whose loss `s` sums the squares of `y`.
+    fn program() -> impl Strategy<Value = String> {
+        let nest = (expr(), expr(), 0..3usize).prop_map(|(e, f, shape)| match shape {
+            0 => format!("for i = _, j = _\n  y[i] += A[i, j] * x[j] + {e}\nend\n"),
+            1 => format!(
+                "for i = _\n  t .= 0.0\n  for j = _\n    t[] += A[i, j] * {e}\n  end\n  y[i] = t * t + exp(0.1 * t) * b[i]\nend\n"
+            ),
+            _ => format!(
+                "for i = _, j = _\n  let u = A[i, j] + {e}\n    y[i] += u * x[j] * {f}\n  end\nend\n"
+            ),
+        });
+        nest.prop_map(|n| format!("y .= 0.0\n{n}s .= 0.0\nfor i = _\n  s[] += y[i] * y[i]\nend\n"))
+    }
+
+    const FORMATS: [&str; 5] = [
+        "Dense(Dense(Element(0.0)))",
+        "Dense(SparseList(Element(0.0)))",
+        "SparseCOO{2}(Element(0.0))",
+        "Dense(RunList(Element(0.0)))",
+        "Dense(SparseBand(Element(0.0)))",
+    ];
+
+    proptest! {
+        #![proptest_config(common::cases::config("grad_random_programs", 12))]
+        #[test]
+        fn gradients_of_random_programs(
+            text in program(),
+            format in 0..FORMATS.len(),
+            tapes in prop_oneof![Just(Tapes::Auto), Just(Tapes::All), Just(Tapes::None)],
+            seed in any::<u64>(),
+        ) {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let keep: fn(&[usize], &mut StdRng) -> bool = match format {
+                0 => all,
+                4 => band,
+                _ => some,
+            };
+            let ts = named(vec![
+                ("A", small(tensor(&mut rng, FORMATS[format], &[3, 4], &keep))),
+                ("x", small(vector(&mut rng, "Dense(Element(0.0))", 4))),
+                ("b", vector(&mut rng, "Dense(Element(0.0))", 3)),
+            ]);
+            let opts = BackwardOptions { tapes, ..Default::default() };
+            // Differentiate the inputs the program reads (`grad` refuses the others).
+            let wrt: Vec<&str> = ["A", "x", "b"]
+                .into_iter()
+                .filter(|n| text.contains(&format!("{n}[")))
+                .collect();
+            check_with(&text, &ts, &wrt, &BTreeMap::new(), "s", &opts);
+        }
+    }
+}
