@@ -1,6 +1,5 @@
 //! The `tessera` command line: `run`, `code`, `grad`, `einsum`, `graph`, `intervals`, `points`,
-//! `probe`, `convert`,
-//! `info`, `demo`.
+//! `probe`, `convert`, `info`, `demo`.
 
 mod bench;
 mod demo;
