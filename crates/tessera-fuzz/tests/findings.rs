@@ -70,3 +70,21 @@ fn an_einsum_of_eight_indices_is_planned_quickly() {
     // Generous: milliseconds now, a third of a second (seconds under load) before.
     assert!(t0.elapsed().as_secs_f64() < 5.0, "{:?}", t0.elapsed());
 }
+
+/// A hang of the program target (over 10 s, then libFuzzer's alarm deadlocked in malloc): a
+/// chain of permissive comparisons within `MAX_COPIED`, whose nested splits the lifecycle
+/// pass walked once per level of nesting. Its summaries are now built once, bottom-up.
+#[test]
+fn a_deep_split_statement_is_normalised_quickly() {
+    let data = seed("program", "finding-permissive-chain-hang");
+    let text = std::str::from_utf8(&data).expect("text");
+    let p = tessera::notation::parse::parse_program(text).expect("it parses");
+    let mut tensors = HashSet::new();
+    tessera::notation::visit::accesses(&p.body, &mut |a| {
+        tensors.insert(a.tensor.clone());
+    });
+    let t0 = Instant::now();
+    let _ = tessera::run::normalize(&p, &tensors);
+    // Generous: tens of milliseconds now, over ten seconds under load before.
+    assert!(t0.elapsed().as_secs_f64() < 5.0, "{:?}", t0.elapsed());
+}
