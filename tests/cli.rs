@@ -637,3 +637,30 @@ fn info_storage_shows_real_pieces_of_bed_files_and_point_sets() {
         &["p.npy", "N × k"],
     );
 }
+
+/// BED inputs of one run share a numbering of chromosomes: `c` is the same chromosome in
+/// `A` and `B` whatever order each file lists them in.
+#[test]
+fn bed_inputs_of_one_run_share_chromosome_numbers() {
+    let d = Dir::new("bed-run");
+    let a = d.file("a.bed", "chr1\t10\t20\nchr2\t5\t8\nchr1\t15\t30\n");
+    let b = d.file(
+        "b.bed",
+        "chr2\t0\t100\nchr1\t18\t19\nchr1\t30\t40\nchr3\t1\t2\n",
+    );
+    // Overlap lengths: [10, 20) and [15, 30) each meet [18, 19) for 1; chr2's [5, 8) lies
+    // in [0, 100) for 3.
+    let program =
+        "n .= 0\nfor c = _, i = _, j = _, x = _\n  n[] += A[c, i, x] * B[c, j, x] * d(x)\nend\n";
+    let out = ok(&[
+        "run",
+        program,
+        "--in",
+        &format!("A={a}"),
+        "--in",
+        &format!("B={b}"),
+        "--out",
+        "n",
+    ]);
+    assert_eq!(out.trim(), "n = 5.0");
+}

@@ -545,9 +545,11 @@ fn prepare(a: &TensorArgs, open_files: bool) -> Result<Prepared> {
             return Err(Error::Usage(format!("--shape {name} is given twice")));
         }
     }
-    for (name, rest) in inputs {
-        let (path, fmt) = split_format(rest);
-        let t = tessera::tensor::files::load_tensor(path, fmt)?;
+    // Loaded together, so BED inputs share one numbering of chromosomes.
+    let files: Vec<(&str, Option<&str>)> =
+        inputs.iter().map(|(_, rest)| split_format(rest)).collect();
+    let loaded = tessera::tensor::files::load_tensors(&files)?;
+    for ((name, _), t) in inputs.iter().zip(loaded) {
         tensors.insert(name.to_string(), t);
     }
     for (name, v) in scalars {

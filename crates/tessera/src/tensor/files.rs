@@ -18,22 +18,44 @@ use std::path::Path;
 /// into a format with `k` real levels above one integer level is the point set
 /// `P[x1, ..., xk, id]`, one pinpoint per row.
 pub fn load_tensor(path: &str, format: Option<&str>) -> Result<Tensor> {
-    let lower = path.to_ascii_lowercase();
-    if lower.ends_with(".bed") || lower.ends_with(".bed.gz") {
-        let mut names = io::bed::ChromNames::new();
-        let records = io::bed::read_bed(Path::new(path), &mut names)?;
-        let format = match format {
-            Some(f) => {
-                Format::parse(f, Some(3)).map_err(|e| Error::Usage(format!("{path}: {e}")))?
-            }
-            None => Format::parse(BED_FORMAT, None)?,
-        };
-        return bed_tensor(&records, names.len(), &format).map_err(|e| match e {
-            Error::Usage(m) => Error::Usage(format!("{path}: {m}")),
-            e => e.named(path),
+    Ok(load_tensors(&[(path, format)])?.remove(0))
+}
+
+/// [`load_tensor`] for several files at once. The BED files among them share one table of
+/// chromosome names (numbered in order of first appearance across the files, in the order
+/// given), so `chrom` means the same chromosome in each of their tensors and their first
+/// dimensions are equal.
+pub fn load_tensors(files: &[(&str, Option<&str>)]) -> Result<Vec<Tensor>> {
+    let is_bed = |path: &str| {
+        let lower = path.to_ascii_lowercase();
+        lower.ends_with(".bed") || lower.ends_with(".bed.gz")
+    };
+    let mut names = io::bed::ChromNames::new();
+    let mut records = vec![];
+    for (path, _) in files {
+        records.push(match is_bed(path) {
+            true => Some(io::bed::read_bed(Path::new(path), &mut names)?),
+            false => None,
         });
     }
-    tensor_from_data(io::read_file(Path::new(path))?, format, path)
+    files
+        .iter()
+        .zip(records)
+        .map(|(&(path, format), records)| match records {
+            Some(records) => {
+                let format = match format {
+                    Some(f) => Format::parse(f, Some(3))
+                        .map_err(|e| Error::Usage(format!("{path}: {e}")))?,
+                    None => Format::parse(BED_FORMAT, None)?,
+                };
+                bed_tensor(&records, names.len(), &format).map_err(|e| match e {
+                    Error::Usage(m) => Error::Usage(format!("{path}: {m}")),
+                    e => e.named(path),
+                })
+            }
+            None => tensor_from_data(io::read_file(Path::new(path))?, format, path),
+        })
+        .collect()
 }
 
 /// The default format of a BED file's tensor `B[chrom, id, x]`: dense chromosomes, a sparse
