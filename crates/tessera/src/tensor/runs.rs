@@ -113,50 +113,48 @@ impl View<'_> {
             return true;
         }
         // Ranges: walk the coordinates in pieces on which each side is one child or fill.
-        let (mut i, mut j, mut x) = (0, 0, 0usize);
-        loop {
-            while i < xs.len() && xs[i].1[0] < x {
-                i += 1;
-            }
-            while j < ys.len() && ys[j].1[0] < x {
-                j += 1;
-            }
-            if i == xs.len() && j == ys.len() {
-                return true;
-            }
-            let start = |v: &[(Vec<usize>, Vec<usize>, usize)], k: usize| {
-                v.get(k).map_or(usize::MAX, |r| r.0[0])
-            };
-            let (sa, sb) = (start(&xs, i), start(&ys, j));
-            if x < sa && x < sb {
-                x = sa.min(sb);
-                continue;
-            }
-            let ca = (x >= sa).then(|| xs[i].2);
-            let cb = (x >= sb).then(|| ys[j].2);
-            let end_a = if ca.is_some() { xs[i].1[0] } else { sa - 1 };
-            let end_b = if cb.is_some() { ys[j].1[0] } else { sb - 1 };
-            let same = match (ca, cb) {
-                (Some(p), Some(q)) => self.equal(k + 1, p, q),
-                (Some(p), None) | (None, Some(p)) => self.is_fill(k + 1, p),
-                (None, None) => true,
-            };
-            if !same {
-                return false;
-            }
-            x = end_a.min(end_b) + 1;
+        let runs = |v: Vec<(Vec<usize>, Vec<usize>, usize)>| -> Vec<(usize, usize, usize)> {
+            v.into_iter().map(|(lo, hi, q)| (lo[0], hi[0], q)).collect()
+        };
+        let line = Line {
+            first: 0,
+            last: usize::MAX,
+            prev: |x| x - 1,
+            next: |x| x + 1,
+        };
+        line.same_pieces(&runs(xs), &runs(ys), &mut |a, b| self.same_child(k, a, b))
+    }
+
+    /// Whether the children `a` and `b` (either may be absent: fill) of a level-`k` fiber hold
+    /// the same values.
+    fn same_child(&self, k: usize, a: Option<usize>, b: Option<usize>) -> bool {
+        match (a, b) {
+            (Some(p), Some(q)) => self.equal(k + 1, p, q),
+            (Some(p), None) | (None, Some(p)) => self.is_fill(k + 1, p),
+            (None, None) => true,
         }
     }
 }
 
-impl View<'_> {
-    /// `equal` for a real-valued level: walk the line in pieces on which each side is one
-    /// child or fill, as the integer walk above does with `Limit` endpoints (a pinpoint is the
-    /// piece `[a, a]`).
-    fn equal_real(&self, k: usize, a: usize, b: usize) -> bool {
-        let (xs, ys) = (self.pieces(k, a), self.pieces(k, b));
-        let inf = Limit::exact(f64::INFINITY);
-        let (mut i, mut j, mut x) = (0, 0, Limit::exact(f64::NEG_INFINITY));
+/// The points of a level's line: its first and last (a sentinel past every piece's start)
+/// and its neighbours. Integers step by one; real points by ε.
+struct Line<P> {
+    first: P,
+    last: P,
+    prev: fn(P) -> P,
+    next: fn(P) -> P,
+}
+
+impl<P: Copy + PartialOrd> Line<P> {
+    /// Whether two fibers given as sorted disjoint pieces `(start, stop, child)` denote the
+    /// same values: walk the line in stretches on which each side is one child or fill.
+    fn same_pieces(
+        &self,
+        xs: &[(P, P, usize)],
+        ys: &[(P, P, usize)],
+        same: &mut dyn FnMut(Option<usize>, Option<usize>) -> bool,
+    ) -> bool {
+        let (mut i, mut j, mut x) = (0, 0, self.first);
         loop {
             while i < xs.len() && xs[i].1 < x {
                 i += 1;
@@ -167,31 +165,49 @@ impl View<'_> {
             if i == xs.len() && j == ys.len() {
                 return true;
             }
-            let start =
-                |v: &[(Limit<f64>, Limit<f64>, usize)], k: usize| v.get(k).map_or(inf, |p| p.0);
-            let (sa, sb) = (start(&xs, i), start(&ys, j));
+            let start = |v: &[(P, P, usize)], k: usize| v.get(k).map_or(self.last, |p| p.0);
+            let (sa, sb) = (start(xs, i), start(ys, j));
             if x < sa && x < sb {
-                x = sa.min(sb);
+                x = if sa < sb { sa } else { sb };
                 continue;
             }
             let ca = (x >= sa).then(|| xs[i].2);
             let cb = (x >= sb).then(|| ys[j].2);
-            let end_a = if ca.is_some() { xs[i].1 } else { sa.prev() };
-            let end_b = if cb.is_some() { ys[j].1 } else { sb.prev() };
-            let same = match (ca, cb) {
-                (Some(p), Some(q)) => self.equal(k + 1, p, q),
-                (Some(p), None) | (None, Some(p)) => self.is_fill(k + 1, p),
-                (None, None) => true,
+            let end_a = if ca.is_some() {
+                xs[i].1
+            } else {
+                (self.prev)(sa)
             };
-            if !same {
+            let end_b = if cb.is_some() {
+                ys[j].1
+            } else {
+                (self.prev)(sb)
+            };
+            if !same(ca, cb) {
                 return false;
             }
-            let end = end_a.min(end_b);
-            if end >= inf {
+            let end = if end_a < end_b { end_a } else { end_b };
+            if end >= self.last {
                 return true;
             }
-            x = end.next();
+            x = (self.next)(end);
         }
+    }
+}
+
+impl View<'_> {
+    /// `equal` for a real-valued level: walk the line in pieces on which each side is one
+    /// child or fill, as the integer walk above does with `Limit` endpoints (a pinpoint is the
+    /// piece `[a, a]`).
+    fn equal_real(&self, k: usize, a: usize, b: usize) -> bool {
+        let line = Line {
+            first: Limit::exact(f64::NEG_INFINITY),
+            last: Limit::exact(f64::INFINITY),
+            prev: Limit::prev,
+            next: Limit::next,
+        };
+        let (xs, ys) = (self.pieces(k, a), self.pieces(k, b));
+        line.same_pieces(&xs, &ys, &mut |a, b| self.same_child(k, a, b))
     }
 }
 
