@@ -592,7 +592,9 @@ fn nested_real_runs_with_different_sub_fibers_stay_apart() {
     let unit = |k: i64| PieceCoord::right_open(k as f64, k as f64 + 1.0);
     let mut seed = 12345u64;
     let mut next = |m: u64| {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (seed >> 33) % m
     };
     for round in 0..40 {

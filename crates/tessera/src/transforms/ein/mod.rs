@@ -124,7 +124,10 @@ fn check_uses(body: &[Stmt]) -> Result<()> {
         if err.is_none() && is_reserved(&a.tensor) {
             err = Some(Error::program(
                 a.span,
-                format!("`{}` is reserved and read only: it cannot be written", a.tensor),
+                format!(
+                    "`{}` is reserved and read only: it cannot be written",
+                    a.tensor
+                ),
             ));
         }
     });
@@ -141,8 +144,7 @@ fn check_uses(body: &[Stmt]) -> Result<()> {
             return;
         }
         let plain = a.swizzle.is_none()
-            && a
-                .indices
+            && a.indices
                 .iter()
                 .all(|ix| !ix.permissive && ix.protocol.is_none() && ix.window.is_none());
         if !plain {
@@ -503,7 +505,10 @@ impl Term {
     }
     /// How many factors mention `v`.
     fn uses(&self, v: &str) -> usize {
-        self.factors.iter().filter(|f| factor_mentions(f, v)).count()
+        self.factors
+            .iter()
+            .filter(|f| factor_mentions(f, v))
+            .count()
     }
     /// Replace `v` by `by` everywhere and drop `v`'s loop, passing its sizing to `by`'s loop.
     fn eliminate(&mut self, v: &str, by: &Expr, delta_at: Option<Span>) {
@@ -763,7 +768,10 @@ fn contract(t: &Term) -> Option<Vec<Term>> {
                 let rest: Vec<usize> = (0..n).filter(|p| !order.contains(p)).collect();
                 order.extend(rest.iter().copied());
                 let sign = perm_sign(&order);
-                (sign, rest.iter().map(|&p| ix[p].clone()).collect::<Vec<_>>())
+                (
+                    sign,
+                    rest.iter().map(|&p| ix[p].clone()).collect::<Vec<_>>(),
+                )
             };
             let (sa, ra) = split(a);
             let (sb, rb) = split(b);
@@ -983,8 +991,7 @@ fn normalize_nest(nest: &Nest, mode: Mode) -> Result<Vec<Stmt>> {
 
 fn same_loops(a: &[Lp], b: &[Lp]) -> bool {
     a.len() == b.len()
-        && a
-            .iter()
+        && a.iter()
             .zip(b)
             .all(|(x, y)| x.index == y.index && x.extent == y.extent)
 }
@@ -1098,10 +1105,8 @@ fn canonical_names(t: &mut Term) -> bool {
                             .collect::<Vec<_>>()
                     })
                     .collect();
-                let map: Vec<(&str, &Expr)> = exprs
-                    .iter()
-                    .map(|(k, e)| (names[*k].as_str(), e))
-                    .collect();
+                let map: Vec<(&str, &Expr)> =
+                    exprs.iter().map(|(k, e)| (names[*k].as_str(), e)).collect();
                 consider(t.factors.iter().map(|f| substitute(f, &map)).collect());
                 // The next combination of per-class permutations.
                 let mut d = 0;
@@ -1183,7 +1188,10 @@ fn product(t: &Term, span: Span) -> Expr {
     let mut it = parts.into_iter();
     let first = it.next().expect("a product has a part");
     it.fold(first, |acc, e| {
-        Expr::new(ExprKind::Binary(BinaryOp::Mul, Box::new(acc), Box::new(e)), span)
+        Expr::new(
+            ExprKind::Binary(BinaryOp::Mul, Box::new(acc), Box::new(e)),
+            span,
+        )
     })
 }
 
@@ -1297,7 +1305,11 @@ fn fallback_stmt(s: &Stmt) -> Result<Stmt> {
             then: fallback_stmts(then)?,
             otherwise: fallback_stmts(otherwise)?,
         },
-        StmtKind::Let { name, value: v, body } => StmtKind::Let {
+        StmtKind::Let {
+            name,
+            value: v,
+            body,
+        } => StmtKind::Let {
             name: name.clone(),
             value: value(v),
             body: fallback_stmts(body)?,
@@ -1365,12 +1377,8 @@ fn value(e: &Expr) -> Expr {
     let sp = e.span;
     let lit = |c: i64| Expr::new(ExprKind::Literal(Scalar::I64(c)), sp);
     let bin = |op, a: Expr, b: Expr| Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)), sp);
-    let ifelse = |c: Expr, v: i64| {
-        Expr::new(
-            ExprKind::Call("ifelse".into(), vec![c, lit(v), lit(0)]),
-            sp,
-        )
-    };
+    let ifelse =
+        |c: Expr, v: i64| Expr::new(ExprKind::Call("ifelse".into(), vec![c, lit(v), lit(0)]), sp);
     let kind = match &e.kind {
         ExprKind::Access(a) if a.tensor == DELTA => {
             let (x, y) = (value(&a.indices[0].expr), value(&a.indices[1].expr));

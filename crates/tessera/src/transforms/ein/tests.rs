@@ -20,7 +20,9 @@ fn same_normal(a: &str, b: &str) {
 #[test]
 fn eps_delta_identity() {
     assert_eq!(
-        norm("for j = _, k = _, l = _, m = _, i = _\n r[j, k, l, m] += eps[i, j, k] * eps[i, l, m]\nend"),
+        norm(
+            "for j = _, k = _, l = _, m = _, i = _\n r[j, k, l, m] += eps[i, j, k] * eps[i, l, m]\nend"
+        ),
         "for j = _, k = _, l = _, m = _\n  r[j, k, l, m] += delta[j, l] * delta[k, m] - delta[j, m] * delta[k, l]\nend\n"
     );
 }
@@ -28,7 +30,10 @@ fn eps_delta_identity() {
 #[test]
 fn traces_of_delta_and_eps() {
     assert_eq!(norm("for i = 0:2\n s[] += delta[i, i]\nend"), "s[] += 3\n");
-    assert_eq!(norm("for i = 0:4\n s[] += 2 * delta[i, i]\nend"), "s[] += 10\n");
+    assert_eq!(
+        norm("for i = 0:4\n s[] += 2 * delta[i, i]\nend"),
+        "s[] += 10\n"
+    );
     assert_eq!(
         norm("for i = _, j = _, k = _\n s[] += eps[i, j, k] * eps[i, j, k]\nend"),
         "s[] += 6\n"
@@ -189,9 +194,15 @@ fn leftover_delta_and_eps_become_comparisons() {
 #[test]
 fn errors_name_places() {
     let e = normalize(&parse("for i = _\n  s[] += delta[i, i]\nend")).unwrap_err();
-    assert!(matches!(&e, Error::Program { span, .. } if (span.line, span.col) == (2, 10)), "{e}");
+    assert!(
+        matches!(&e, Error::Program { span, .. } if (span.line, span.col) == (2, 10)),
+        "{e}"
+    );
     let e = lower(&parse("for i = _, j = _\n  s[] = delta[i, j]\nend")).unwrap_err();
-    assert!(matches!(&e, Error::Program { span, .. } if span.line == 2), "{e}");
+    assert!(
+        matches!(&e, Error::Program { span, .. } if span.line == 2),
+        "{e}"
+    );
     let e = lower(&parse("for i = _\n  eps[i] += 1\nend")).unwrap_err();
     assert!(e.to_string().contains("read only"), "{e}");
     let e = lower(&parse("s[] += delta[1]")).unwrap_err();
