@@ -249,10 +249,10 @@ fn eps_of_order_two_and_four() {
     );
     let mut want = vec![0.0; 4];
     for (i, w) in want.iter_mut().enumerate() {
-        for j in 0..4 {
-            for k in 0..4 {
-                for l in 0..4 {
-                    *w += levi(&[i, j, k, l]) * a[j] * b[k] * c[l];
+        for (j, aj) in a.iter().enumerate() {
+            for (k, bk) in b.iter().enumerate() {
+                for (l, cl) in c.iter().enumerate() {
+                    *w += levi(&[i, j, k, l]) * aj * bk * cl;
                 }
             }
         }

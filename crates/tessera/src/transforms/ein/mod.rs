@@ -958,7 +958,7 @@ fn normalize_nest(nest: &Nest, mode: Mode) -> Result<Vec<Stmt>> {
         )]);
     }
     // Gather: statements by left side within equal loops, nests by loops.
-    let mut groups: Vec<(Vec<Lp>, Vec<(Access, Vec<Term>)>)> = vec![];
+    let mut groups: Vec<Group> = vec![];
     for t in terms {
         let g = match groups.iter().position(|(l, _)| same_loops(l, &t.loops)) {
             Some(g) => g,
@@ -988,6 +988,9 @@ fn normalize_nest(nest: &Nest, mode: Mode) -> Result<Vec<Stmt>> {
         })
         .collect())
 }
+
+/// One nest of the result: its loops and its statements (a left side and the terms it adds).
+type Group = (Vec<Lp>, Vec<(Access, Vec<Term>)>);
 
 fn same_loops(a: &[Lp], b: &[Lp]) -> bool {
     a.len() == b.len()
