@@ -152,6 +152,10 @@ pub struct TensorArgs {
 pub struct CodeArgs {
     #[command(flatten)]
     pub tensors: TensorArgs,
+    /// Print the program's EIN normal form (δ and ε rules applied, see the README) instead of
+    /// the kernel; it parses back as a program
+    #[arg(long)]
+    pub show_normal: bool,
     /// `jit` (the loop IR Cranelift compiles, default) or `c` (the C source)
     #[arg(long, default_value = "jit")]
     pub backend: String,
@@ -409,6 +413,12 @@ fn code(a: &CodeArgs) -> Result<String> {
             a.backend
         )));
     }
+    if a.show_normal {
+        let (program, origin) = load_program(&a.tensors.program)?;
+        let normal =
+            tessera::transforms::ein::normalize(&program).map_err(|e| with_origin(e, &origin))?;
+        return Ok(normal.to_string());
+    }
     let Prepared {
         program,
         origin,
@@ -496,6 +506,9 @@ fn write_outputs(
 
 /// A `NAME=...` flag given twice for the same name is a mistake, not an override.
 fn once(seen: &mut HashMap<String, &'static str>, name: &str, flag: &'static str) -> Result<()> {
+    if tessera::transforms::ein::is_reserved(name) {
+        return Err(tessera::transforms::ein::reserved_error(name));
+    }
     match seen.insert(name.to_string(), flag) {
         Some(first) if first == flag => Err(Error::Usage(format!("{flag} {name} is given twice"))),
         Some(first) => Err(Error::Usage(format!(
@@ -508,7 +521,10 @@ fn once(seen: &mut HashMap<String, &'static str>, name: &str, flag: &'static str
 /// Load the inputs, create the outputs and workspaces, and (with `open_files`) open the
 /// output files, so that every mistake in the command line is found before a kernel runs.
 fn prepare(a: &TensorArgs, open_files: bool) -> Result<Prepared> {
-    let (mut program, origin) = load_program(&a.program)?;
+    let (program, origin) = load_program(&a.program)?;
+    // δ and ε are structured tensors, never given: lowered away before the tensors are matched.
+    let mut program =
+        tessera::transforms::ein::lower(&program).map_err(|e| with_origin(e, &origin))?;
     let ranks = ranks(&program);
     let mut tensors: BTreeMap<String, Tensor> = BTreeMap::new();
     let mut seen = HashMap::new();
@@ -528,6 +544,9 @@ fn prepare(a: &TensorArgs, open_files: bool) -> Result<Prepared> {
     let mut outs: BTreeMap<String, OutSpec> = BTreeMap::new();
     for spec in &a.outputs {
         let (name, o) = parse_out(spec)?;
+        if tessera::transforms::ein::is_reserved(&name) {
+            return Err(tessera::transforms::ein::reserved_error(&name));
+        }
         if outs.insert(name.clone(), o).is_some() {
             return Err(Error::Usage(format!("--out {name} is given twice")));
         }

@@ -188,6 +188,12 @@ impl Runner {
         program: &Program,
         formats: &BTreeMap<String, Format>,
     ) -> Result<(Kernel, Layout, Program)> {
+        if let Some(n) = formats.keys().find(|n| transforms::ein::is_reserved(n)) {
+            return Err(transforms::ein::reserved_error(n));
+        }
+        // δ and ε first: every later stage sees ordinary tensors only.
+        let lowered = transforms::ein::lower(program)?;
+        let program = &lowered;
         // The static checks see the source program: normalisation rewrites accesses (a
         // repeated index becomes a loop over a dimension that must exist) and drops statements.
         let signatures = formats
@@ -245,6 +251,9 @@ impl Runner {
             return Ok(c.clone());
         }
         let t0 = Instant::now();
+        // The shape checks of `execute` see the program without δ and ε too.
+        let lowered = transforms::ein::lower(program)?;
+        let program = &lowered;
         let (mut ir, layout, _) = Runner::lower(program, formats)?;
         crate::ir::promote::promote_scalars(&mut ir);
         check_kernel_size(&ir, program, self.max_kernel_size.get())?;

@@ -128,6 +128,24 @@ pub fn prepare(plan: &Plan, inputs: &[(&str, &Tensor)]) -> Result<BTreeMap<Strin
             }
         }
     }
+    // An index only ε reads ranges over ε's order.
+    for (n, ix) in &plan.spec.eps {
+        for (d, v) in ix.iter().enumerate() {
+            extents
+                .entry(v.clone())
+                .or_insert((*n, crate::transforms::ein::EPS.to_string(), d));
+        }
+    }
+    // An index only δ reads takes its partner's extent (δ is square).
+    for (x, y) in &plan.spec.delta {
+        for (v, w) in [(x, y), (y, x)] {
+            if !extents.contains_key(v)
+                && let Some(e) = extents.get(w).cloned()
+            {
+                extents.insert(v.clone(), e);
+            }
+        }
+    }
     let size = |v: &String| extents[v].0;
     let mut tensors = BTreeMap::new();
     let mut used = vec![];

@@ -18,6 +18,8 @@ fn class_walk(e: &Expr, reads: &[Class], next: &mut usize) -> Result<Class> {
     let err = |m: String| Error::program(e.span, m);
     Ok(match &e.kind {
         ExprKind::Literal(v) => v.widen().ty().class(),
+        // δ and ε are not reads: integer-valued (0, ±1) structured tensors.
+        ExprKind::Access(a) if crate::transforms::ein::is_reserved(&a.tensor) => Class::Int,
         ExprKind::Access(_) => {
             *next += 1;
             reads[*next - 1]
@@ -59,6 +61,8 @@ pub fn absent_value(e: &Expr, fills: &[Scalar], absent: &[bool]) -> Option<Scala
 fn absent_walk(e: &Expr, fills: &[Scalar], absent: &[bool], next: &mut usize) -> Option<Scalar> {
     match &e.kind {
         ExprKind::Literal(v) => Some(v.widen()),
+        // δ and ε are not reads; their value varies with the coordinate.
+        ExprKind::Access(a) if crate::transforms::ein::is_reserved(&a.tensor) => None,
         ExprKind::Access(_) => {
             *next += 1;
             absent[*next - 1].then(|| fills[*next - 1].widen())

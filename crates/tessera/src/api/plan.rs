@@ -305,11 +305,15 @@ pub fn plan(spec: &Spec, inputs: &[(&str, &Format)], output: Option<&Format>) ->
             spec.output
         )));
     }
-    if let Some(v) = spec
-        .out_indices
-        .iter()
-        .find(|v| !reads.iter().any(|r| r.indices.contains(v)))
-    {
+    if let Some(v) = spec.out_indices.iter().find(|v| {
+        let read = |v: &String| reads.iter().any(|r| r.indices.contains(v));
+        !read(v)
+            && !spec.eps.iter().any(|(_, ix)| ix.contains(v))
+            && !spec
+                .delta
+                .iter()
+                .any(|(x, y)| (x == *v && read(y)) || (y == *v && read(x)))
+    }) {
         return Err(Error::program(
             spec.span,
             format!("output index `{v}` appears in no input, so its extent is unknown"),
@@ -519,6 +523,8 @@ fn rename_reads(
     next: &mut usize,
 ) {
     match &mut e.kind {
+        // δ and ε are not reads (`Spec::reads` leaves them out).
+        ExprKind::Access(a) if crate::transforms::ein::is_reserved(&a.tensor) => {}
         ExprKind::Access(a) => {
             if let (Some(perm), Some(name)) = (&perms[*next], &names[*next]) {
                 a.tensor = name.clone();

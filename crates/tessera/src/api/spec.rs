@@ -18,6 +18,11 @@ pub struct Spec {
     pub reads: Vec<Access>,
     /// Where the output is written, for errors about it.
     pub span: Span,
+    /// The orders of the ε accesses of the right side and their index names: an index only
+    /// ε reads (and the output writes) ranges over `0..order`.
+    pub eps: Vec<(usize, Vec<String>)>,
+    /// The index pairs of the δ accesses: an index only δ reads takes its partner's extent.
+    pub delta: Vec<(String, String)>,
 }
 
 impl Spec {
@@ -179,10 +184,21 @@ pub fn parse_spec(text: &str) -> Result<Spec> {
     let out_indices = check_access(lhs, "the output")?;
     check_rhs(rhs)?;
     let mut reads = vec![];
+    let mut eps = vec![];
+    let mut delta = vec![];
     let mut bad = None;
     accesses(rhs, &mut |a| {
         if bad.is_none() {
             match check_access(a, "the access of") {
+                // δ and ε are structured, never given: the compiler lowers them away
+                // (`transforms::ein`); their indices are sized by the other operands.
+                Ok(names) if crate::transforms::ein::is_reserved(&a.tensor) => {
+                    if a.tensor == crate::transforms::ein::EPS {
+                        eps.push((names.len(), names));
+                    } else if let [x, y] = names.as_slice() {
+                        delta.push((x.clone(), y.clone()));
+                    }
+                }
                 Ok(_) => reads.push(a.clone()),
                 Err(e) => bad = Some(e),
             }
@@ -204,6 +220,8 @@ pub fn parse_spec(text: &str) -> Result<Spec> {
         rhs: rhs.clone(),
         reads,
         span: lhs.span,
+        eps,
+        delta,
     };
     let all = spec.all_indices();
     if matches!(spec.op, AssignOp::Overwrite) && all.len() > spec.out_indices.len() {

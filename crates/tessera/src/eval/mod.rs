@@ -90,6 +90,16 @@ impl Env {
 ///
 /// On error the tensors may be partly updated (the evaluator does not roll back).
 pub fn run(program: &Program, env: &mut Env) -> Result<()> {
+    if let Some(n) = env
+        .tensors
+        .keys()
+        .find(|n| crate::transforms::ein::is_reserved(n))
+    {
+        return Err(crate::transforms::ein::reserved_error(n));
+    }
+    // δ and ε are lowered as the compiler lowers them (`Runner::lower`).
+    let lowered = crate::transforms::ein::lower(program)?;
+    let program = &lowered;
     for (name, t) in &env.tensors {
         let len: usize = t.shape.iter().product();
         if t.values.len() != len {

@@ -4,6 +4,7 @@ pub mod affine;
 pub mod check;
 pub mod concordize;
 pub mod dimensionalize;
+pub mod ein;
 pub mod extents;
 pub mod grad;
 pub mod lifecycle;
