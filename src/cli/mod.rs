@@ -347,26 +347,11 @@ fn declared_globally(p: &Program) -> HashSet<String> {
 
 fn declared_anywhere(p: &Program) -> HashSet<String> {
     let mut out = HashSet::new();
-    fn walk(stmts: &[Stmt], out: &mut HashSet<String>) {
-        for s in stmts {
-            match &s.kind {
-                StmtKind::Declare { tensor, .. } => {
-                    out.insert(tensor.clone());
-                }
-                StmtKind::Loop { body, .. }
-                | StmtKind::Let { body, .. }
-                | StmtKind::Block(body) => walk(body, out),
-                StmtKind::If {
-                    then, otherwise, ..
-                } => {
-                    walk(then, out);
-                    walk(otherwise, out);
-                }
-                _ => {}
-            }
+    tessera::notation::visit::stmts(&p.body, &mut |s| {
+        if let StmtKind::Declare { tensor, .. } = &s.kind {
+            out.insert(tensor.clone());
         }
-    }
-    walk(&p.body, &mut out);
+    });
     out
 }
 

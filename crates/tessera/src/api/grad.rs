@@ -217,30 +217,15 @@ pub fn tape_format(versions: usize, rank: usize, fill: Scalar) -> Format {
 /// a literal.
 fn declarations(stmts: &[Stmt]) -> BTreeMap<String, Scalar> {
     let mut out = BTreeMap::new();
-    fn walk(stmts: &[Stmt], out: &mut BTreeMap<String, Scalar>) {
-        for s in stmts {
-            match &s.kind {
-                StmtKind::Declare { tensor, init } => {
-                    let fill = match &init.kind {
-                        ExprKind::Literal(v) => *v,
-                        _ => Scalar::F64(0.0),
-                    };
-                    out.entry(tensor.clone()).or_insert(fill);
-                }
-                StmtKind::Loop { body, .. }
-                | StmtKind::Let { body, .. }
-                | StmtKind::Block(body) => walk(body, out),
-                StmtKind::If {
-                    then, otherwise, ..
-                } => {
-                    walk(then, out);
-                    walk(otherwise, out);
-                }
-                _ => {}
-            }
+    crate::notation::visit::stmts(stmts, &mut |s| {
+        if let StmtKind::Declare { tensor, init } = &s.kind {
+            let fill = match &init.kind {
+                ExprKind::Literal(v) => *v,
+                _ => Scalar::F64(0.0),
+            };
+            out.entry(tensor.clone()).or_insert(fill);
         }
-    }
-    walk(stmts, &mut out);
+    });
     out
 }
 

@@ -90,48 +90,43 @@ pub fn accesses<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Access)) {
     });
 }
 
-/// Every access written by an assignment (directly or in nested statements).
-pub fn writes<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Access)) {
-    for s in stmts {
+/// Every statement, nested ones included (pre-order: a statement before its bodies).
+pub fn stmts<'a>(list: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
+    for s in list {
+        f(s);
         match &s.kind {
-            StmtKind::Assign { lhs: a, .. } => f(a),
             StmtKind::Loop { body, .. } | StmtKind::Let { body, .. } | StmtKind::Block(body) => {
-                writes(body, f)
+                stmts(body, f)
             }
             StmtKind::If {
                 then, otherwise, ..
             } => {
-                writes(then, f);
-                writes(otherwise, f);
+                stmts(then, f);
+                stmts(otherwise, f);
             }
             _ => {}
         }
     }
 }
 
+/// Every access written by an assignment (directly or in nested statements).
+pub fn writes<'a>(list: &'a [Stmt], f: &mut dyn FnMut(&'a Access)) {
+    stmts(list, &mut |s| {
+        if let StmtKind::Assign { lhs, .. } = &s.kind {
+            f(lhs)
+        }
+    });
+}
+
 /// Names of the tensors read and written (directly or in nested statements).
 pub fn reads_writes(stmts: &[Stmt]) -> (Vec<String>, Vec<String>) {
     let mut reads = vec![];
     let mut writes = vec![];
-    fn walk(stmts: &[Stmt], writes: &mut Vec<String>) {
-        for s in stmts {
-            match &s.kind {
-                StmtKind::Assign { lhs, .. } => writes.push(lhs.tensor.clone()),
-                StmtKind::Declare { tensor, .. } => writes.push(tensor.clone()),
-                StmtKind::Loop { body, .. }
-                | StmtKind::Let { body, .. }
-                | StmtKind::Block(body) => walk(body, writes),
-                StmtKind::If {
-                    then, otherwise, ..
-                } => {
-                    walk(then, writes);
-                    walk(otherwise, writes);
-                }
-                _ => {}
-            }
-        }
-    }
-    walk(stmts, &mut writes);
+    self::stmts(stmts, &mut |s| match &s.kind {
+        StmtKind::Assign { lhs, .. } => writes.push(lhs.tensor.clone()),
+        StmtKind::Declare { tensor, .. } => writes.push(tensor.clone()),
+        _ => {}
+    });
     exprs(stmts, &mut |e| match &e.kind {
         ExprKind::Access(a) => reads.push(a.tensor.clone()),
         ExprKind::Name(n) => reads.push(n.clone()),
