@@ -13,13 +13,11 @@ fn seed(target: &str, name: &str) -> Vec<u8> {
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-/// A 650-byte statement of permissive reads nested in each other's indices: the permissive
-/// pass split it on every bounds check, copying the rest of the statement into both branches,
-/// and took seconds (a libFuzzer timeout; a few more reads would hang). Now refused, with the
-/// statement's place, once the splits pass `permissive::MAX_SPLITS`.
-#[test]
-fn nested_permissive_reads_are_refused_not_multiplied() {
-    let data = seed("program", "finding-nested-permissive-reads");
+/// The passes before lowering on the program of a program-target finding, with every
+/// accessed tensor given, and how long they took (generously bounded by the caller: the
+/// findings took seconds or hung before their fixes).
+fn normalize_seed(name: &str) -> (tessera::Result<tessera::notation::ast::Program>, f64) {
+    let data = seed("program", name);
     let text = std::str::from_utf8(&data).expect("text");
     let p = tessera::notation::parse::parse_program(text).expect("it parses");
     let mut tensors = HashSet::new();
@@ -27,15 +25,25 @@ fn nested_permissive_reads_are_refused_not_multiplied() {
         tensors.insert(a.tensor.clone());
     });
     let t0 = Instant::now();
-    let err = tessera::run::normalize(&p, &tensors).expect_err("refused");
-    let msg = err.to_string();
+    let r = tessera::run::normalize(&p, &tensors);
+    (r, t0.elapsed().as_secs_f64())
+}
+
+/// A 650-byte statement of permissive reads nested in each other's indices: the permissive
+/// pass split it on every bounds check, copying the rest of the statement into both branches,
+/// and took seconds (a libFuzzer timeout; a few more reads would hang). Now refused, with the
+/// statement's place, once the splits pass `permissive::MAX_SPLITS`.
+#[test]
+fn nested_permissive_reads_are_refused_not_multiplied() {
+    let (r, took) = normalize_seed("finding-nested-permissive-reads");
+    let msg = r.expect_err("refused").to_string();
     assert!(
         msg.starts_with("1:1: unsupported: ") && msg.contains("permissive (`~`) reads"),
         "{msg}"
     );
     // Generous: the refusal comes after MAX_SPLITS splits, milliseconds; the old pass took
     // seconds on this input and exponentially longer on larger ones.
-    assert!(t0.elapsed().as_secs_f64() < 5.0, "{:?}", t0.elapsed());
+    assert!(took < 5.0, "{took} s");
 }
 
 /// A libFuzzer timeout (14 s under load) of the program target: a chain of comparisons of
@@ -44,19 +52,11 @@ fn nested_permissive_reads_are_refused_not_multiplied() {
 /// over. Now refused once the copies pass `permissive::MAX_COPIED` nodes.
 #[test]
 fn a_chain_of_nested_permissive_comparisons_is_refused_quickly() {
-    let data = seed("program", "finding-permissive-compare-chain");
-    let text = std::str::from_utf8(&data).expect("text");
-    let p = tessera::notation::parse::parse_program(text).expect("it parses");
-    let mut tensors = HashSet::new();
-    tessera::notation::visit::accesses(&p.body, &mut |a| {
-        tensors.insert(a.tensor.clone());
-    });
-    let t0 = Instant::now();
-    let err = tessera::run::normalize(&p, &tensors).expect_err("refused");
-    let msg = err.to_string();
+    let (r, took) = normalize_seed("finding-permissive-compare-chain");
+    let msg = r.expect_err("refused").to_string();
     assert!(msg.contains("expression nodes in all"), "{msg}");
     // Generous, as above: milliseconds now, a second before.
-    assert!(t0.elapsed().as_secs_f64() < 5.0, "{:?}", t0.elapsed());
+    assert!(took < 5.0, "{took} s");
 }
 
 /// A libFuzzer timeout of the einsum target: a statement of eight indices, whose 8! loop
@@ -71,7 +71,11 @@ fn einsums_of_eight_and_nine_indices_are_planned_quickly() {
         let t0 = Instant::now();
         tessera_fuzz::einsum::einsum(&data);
         // Generous: milliseconds now, a third of a second (seconds under load) before.
-        assert!(t0.elapsed().as_secs_f64() < 5.0, "{name}: {:?}", t0.elapsed());
+        assert!(
+            t0.elapsed().as_secs_f64() < 5.0,
+            "{name}: {:?}",
+            t0.elapsed()
+        );
     }
 }
 
@@ -80,15 +84,7 @@ fn einsums_of_eight_and_nine_indices_are_planned_quickly() {
 /// pass walked once per level of nesting. Its summaries are now built once, bottom-up.
 #[test]
 fn a_deep_split_statement_is_normalised_quickly() {
-    let data = seed("program", "finding-permissive-chain-hang");
-    let text = std::str::from_utf8(&data).expect("text");
-    let p = tessera::notation::parse::parse_program(text).expect("it parses");
-    let mut tensors = HashSet::new();
-    tessera::notation::visit::accesses(&p.body, &mut |a| {
-        tensors.insert(a.tensor.clone());
-    });
-    let t0 = Instant::now();
-    let _ = tessera::run::normalize(&p, &tensors);
+    let (_, took) = normalize_seed("finding-permissive-chain-hang");
     // Generous: tens of milliseconds now, over ten seconds under load before.
-    assert!(t0.elapsed().as_secs_f64() < 5.0, "{:?}", t0.elapsed());
+    assert!(took < 5.0, "{took} s");
 }
