@@ -917,3 +917,16 @@ fn offsets_written_as_nested_sums_read_the_same_elements() {
         }
     }
 }
+
+/// Found by the differential fuzz target (`stable_run differential 1000000 2100 12`): GCC
+/// folded `0.0 - (double)c` into `-(double)c`, so for `c = 0` the C backend divided by `-0.0`.
+#[test]
+fn zero_minus_an_integer_zero_is_positive_zero_on_every_backend() {
+    let t = "zero_minus_int_zero";
+    let program = "s .= 0.0\ns[] += true / (0.0 - c[])\n";
+    let ts = tensors(vec![
+        ("c", dense("Element(0)", &[], Buffer::I64(vec![0]))),
+        ("s", empty("Element(0.0)", &[])),
+    ]);
+    assert_eq!(f64s(&agree(t, program, ts)["s"]), vec![f64::INFINITY]);
+}

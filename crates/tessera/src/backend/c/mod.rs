@@ -26,12 +26,16 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// Flags after the compiler command and the optimisation level ([`opt_level`]). Beyond
 /// `-march=native -shared -fPIC`: `-ffp-contract=off` because fusing `a * b + c` into one
-/// rounding would change results against the other backends, and `-fno-math-errno` so `sqrt`
-/// is one instruction (the IR has no errno to set).
+/// rounding would change results against the other backends, `-fno-math-errno` so `sqrt`
+/// is one instruction (the IR has no errno to set), and `-frounding-math` because without it
+/// GCC folds `0.0 - (double)i` into `-(double)i` (even at `-O0`), which is `-0.0` for `i = 0`
+/// where IEEE subtraction gives `+0.0` (`1 / (0.0 - c)` came out `-Inf`; a differential fuzz
+/// finding).
 const FLAGS: &[&str] = &[
     "-march=native",
     "-ffp-contract=off",
     "-fno-math-errno",
+    "-frounding-math",
     "-shared",
     "-fPIC",
 ];
