@@ -334,7 +334,7 @@ impl Gen<'_, '_> {
             let off = self.pick(&[-1i64, 1, 2]);
             return (idx(add(name, lit(off))).with_tilde(), true);
         }
-        if self.shapes.float_indices && self.chance(1, 16) {
+        if self.shapes.float_indices && self.chance(1, 64) {
             return (idx(mul(name, lit(1.0))), false);
         }
         if self.shapes.times_zero_out_of_range && self.chance(1, 16) {
@@ -601,7 +601,7 @@ impl Gen<'_, '_> {
     // ---- statements ----
 
     fn write(&mut self, o: &Output, scope: &Scope, reads: &[Readable]) -> Stmt {
-        if self.shapes.missing_unbound_index && !o.dims.is_empty() && self.chance(1, 16) {
+        if self.shapes.missing_unbound_index && !o.dims.is_empty() && self.chance(1, 64) {
             // `q` is bound nowhere; the value written is `missing`.
             let mut indices: Vec<AccessIndex> = o.dims.iter().map(|&d| idx(INDICES[d])).collect();
             indices[0] = idx("q");
@@ -609,13 +609,22 @@ impl Gen<'_, '_> {
         }
         let lhs = access(o.name, o.dims.iter().map(|&d| idx(INDICES[d])));
         let avoid = self.avoid_for(&o.op);
+        // A built-in reduction of floats into an integer or bool output is a static error on
+        // every backend: generated now and then, not in most programs.
         let sum = match &o.op {
-            AssignOp::Reduce(Reducer::Add | Reducer::Sub | Reducer::Mul) => true,
+            AssignOp::Reduce(
+                Reducer::Add
+                | Reducer::Sub
+                | Reducer::Mul
+                | Reducer::Min
+                | Reducer::Max
+                | Reducer::Choose(_),
+            ) => true,
             AssignOp::Reduce(Reducer::Named(n)) => n == "plus",
             _ => false,
         };
-        let (mut rhs, p) = if sum && o.class != Class::Float && !self.shapes.float_into_integer_sums
-        {
+        let floats_into_integers = self.shapes.float_into_integer_sums && self.chance(1, 8);
+        let (mut rhs, p) = if sum && o.class != Class::Float && !floats_into_integers {
             self.int_expr(scope, reads, 2, avoid)
         } else {
             self.expr(scope, reads, 2, avoid)
@@ -690,7 +699,11 @@ impl Gen<'_, '_> {
                     let body = self.body(&inner, &[], writes, reads, depth + 1);
                     out.push(let_(&t, v, body));
                 }
-                6 if depth < 4 && self.shapes.reused_loop_names && !scope.bound.is_empty() => {
+                6 if depth < 4
+                    && self.shapes.reused_loop_names
+                    && !scope.bound.is_empty()
+                    && self.chance(1, 8) =>
+                {
                     let d = scope.bound[self.below(scope.bound.len())];
                     let body = self.body(scope, &[], writes, reads, depth + 1);
                     out.push(for_(INDICES[d], auto(), body));

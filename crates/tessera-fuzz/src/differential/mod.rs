@@ -72,8 +72,21 @@ impl Shapes {
 }
 
 /// Which cases run on the C backend: one in `C_EVERY` (each case compiles its kernel with
-/// `cc`, about a tenth of a second, against milliseconds for the JIT).
+/// `cc`, about a tenth of a second, against milliseconds for the JIT), unless the environment
+/// variable `TESSERA_FUZZ_C_EVERY` says otherwise (`1`: every case).
 pub const C_EVERY: u64 = 16;
+
+/// `C_EVERY`, or the positive number in `TESSERA_FUZZ_C_EVERY` (read once).
+fn c_every() -> u64 {
+    static EVERY: OnceLock<u64> = OnceLock::new();
+    *EVERY.get_or_init(|| {
+        std::env::var("TESSERA_FUZZ_C_EVERY")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(C_EVERY)
+    })
+}
 
 /// Cases whose kernel is longer than this many lines of C are not run: a few operands with
 /// protocols in one loop multiply the code, and compiling that takes the JIT seconds (the
@@ -127,7 +140,7 @@ impl Counts {
 
 /// The fuzz target: the agreed shapes, C on a sample.
 pub fn differential(data: &[u8]) {
-    check(data, &Shapes::AGREED, sampled(data, C_EVERY));
+    check(data, &Shapes::AGREED, sampled(data, c_every()));
 }
 
 /// Whether the case of `data` is one in `every` (decided by a hash of the bytes, so a case
