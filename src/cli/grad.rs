@@ -39,8 +39,9 @@ pub struct GradArgs {
     /// Dense gradients for sparse inputs (default: only their stored entries, in their format)
     #[arg(long)]
     pub dense: bool,
-    /// `jit` (default), `c` or `eval`
-    #[arg(long, default_value = "jit")]
+    /// `tiered` (default: Cranelift at once, C in the background once a kernel is hot), `jit`
+    /// (Cranelift) or `c` (C via the system compiler, cached on disk) or `eval`
+    #[arg(long, default_value = "tiered")]
     pub backend: String,
     /// Print the gradient program first (as `#` comment lines)
     #[arg(long)]

@@ -39,8 +39,9 @@ pub struct IntervalsArgs {
     /// only the pairs that share a bin of the grid index
     #[arg(long)]
     pub naive: bool,
-    /// Compiling backend: `jit` (Cranelift, default) or `c`
-    #[arg(long, default_value = "jit")]
+    /// `tiered` (default: Cranelift at once, C in the background once a kernel is hot), `jit`
+    /// (Cranelift) or `c` (C via the system compiler, cached on disk)
+    #[arg(long, default_value = "tiered")]
     pub backend: String,
     #[command(flatten)]
     pub memory: super::MemoryArgs,

@@ -156,7 +156,8 @@ pub struct CodeArgs {
     /// the kernel; it parses back as a program
     #[arg(long)]
     pub show_normal: bool,
-    /// `jit` (the loop IR Cranelift compiles, default) or `c` (the C source)
+    /// `jit` (the loop IR Cranelift compiles, default; also `tiered`'s first tier) or `c` (the C
+    /// source)
     #[arg(long, default_value = "jit")]
     pub backend: String,
 }
@@ -171,9 +172,10 @@ pub struct RunArgs {
     /// Print a `time:` line (kernel only)
     #[arg(long)]
     pub time: bool,
-    /// `jit` (Cranelift, default), `c` (C via the system compiler, cached on disk; with
-    /// `code`, prints the C source) or `eval` (reference evaluator)
-    #[arg(long, default_value = "jit")]
+    /// `tiered` (default: Cranelift at once, C in the background once a kernel is hot), `jit`
+    /// (Cranelift), `c` (C via the system compiler, cached on disk) or `eval` (reference
+    /// evaluator)
+    #[arg(long, default_value = "tiered")]
     pub backend: String,
 }
 
@@ -373,12 +375,13 @@ struct Prepared {
 /// interprets the program and is handled by `run` alone), with the kernel-size budget.
 fn compiling_runner(backend: &str, kernel: &KernelArgs) -> Result<Runner> {
     let runner = match backend {
+        "tiered" => Runner::tiered(),
         "jit" => Runner::jit(),
         "c" => Runner::new(Box::new(tessera::backend::CBackend::new())),
         // `run` takes `eval` before it gets here; `bench`, `einsum` and `graph` time kernels.
         other => {
             return Err(Error::Usage(format!(
-                "unknown backend `{other}` (jit or c{})",
+                "unknown backend `{other}` (tiered, jit or c{})",
                 if other == "eval" {
                     "; the evaluator compiles no kernel: `tessera run --backend eval`"
                 } else {
@@ -392,9 +395,9 @@ fn compiling_runner(backend: &str, kernel: &KernelArgs) -> Result<Runner> {
 }
 
 fn code(a: &CodeArgs) -> Result<String> {
-    if !matches!(a.backend.as_str(), "jit" | "c") {
+    if !matches!(a.backend.as_str(), "jit" | "tiered" | "c") {
         return Err(Error::Usage(format!(
-            "unknown backend `{}` for code (jit or c)",
+            "unknown backend `{}` for code (jit, tiered or c)",
             a.backend
         )));
     }

@@ -43,8 +43,9 @@ pub struct PointsArgs {
     /// Print the Tessera program first (as `#` comment lines)
     #[arg(long)]
     pub show_program: bool,
-    /// Compiling backend: `jit` (Cranelift, default) or `c`
-    #[arg(long, default_value = "jit")]
+    /// `tiered` (default: Cranelift at once, C in the background once a kernel is hot), `jit`
+    /// (Cranelift) or `c` (C via the system compiler, cached on disk)
+    #[arg(long, default_value = "tiered")]
     pub backend: String,
     #[command(flatten)]
     pub memory: super::MemoryArgs,

@@ -30,7 +30,8 @@ pub struct ProbeArgs {
     /// Write the result here (.npy, atomically); points outside the image get NaN
     #[arg(long, value_name = "OUT.npy")]
     pub out: String,
-    /// Compiling backend: `jit` (Cranelift, default) or `c`
+    /// Compiling backend: `jit` (Cranelift, default), `c` or `tiered` (the probe kernel runs
+    /// once, so tiering gains nothing here)
     #[arg(long, default_value = "jit")]
     pub backend: String,
     #[command(flatten)]
@@ -68,9 +69,10 @@ pub fn probe(a: &ProbeArgs) -> Result<String> {
     let backend: Box<dyn tessera::backend::Backend> = match a.backend.as_str() {
         "jit" => Box::new(tessera::backend::Jit::new()),
         "c" => Box::new(tessera::backend::CBackend::new()),
+        "tiered" => Box::new(tessera::backend::Tiered::new()),
         other => {
             return Err(Error::Usage(format!(
-                "unknown backend `{other}` (jit or c)"
+                "unknown backend `{other}` (jit, c or tiered)"
             )));
         }
     };

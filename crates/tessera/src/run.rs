@@ -170,6 +170,12 @@ impl Runner {
         Runner::new(Box::new(crate::backend::Jit::new()))
     }
 
+    /// The default backend of the command line: the JIT at once, C for kernels that prove hot
+    /// ([`crate::backend::Tiered`]).
+    pub fn tiered() -> Runner {
+        Runner::new(Box::new(crate::backend::Tiered::new()))
+    }
+
     /// The largest kernel, in IR statements, this runner hands to its backend.
     pub fn set_max_kernel_size(&self, statements: usize) {
         self.max_kernel_size.set(statements);

@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 thread_local! {
     /// The kernel cache [`einsum`] uses: repeated einsums of the same statement on inputs of
     /// the same formats compile once per thread.
-    static RUNNER: Runner = Runner::jit();
+    static RUNNER: Runner = Runner::tiered();
 }
 
 /// Evaluate an einsum statement on named inputs, choosing the output format.

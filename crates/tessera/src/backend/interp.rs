@@ -32,6 +32,10 @@ struct Interpreted {
 }
 
 impl CompiledKernel for Interpreted {
+    fn tier(&self) -> &'static str {
+        "interp"
+    }
+
     fn run(&self, bufs: &mut [Buffer]) -> Result<()> {
         check_buffers(&self.k, bufs)?;
         let mut m = Machine {

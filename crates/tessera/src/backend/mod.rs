@@ -3,6 +3,8 @@
 //! - [`Jit`] (default): Cranelift, in-process, milliseconds to compile.
 //! - [`CBackend`] (`--backend c`): C source compiled by the system compiler into a shared
 //!   object cached on disk; slower to compile the first time, faster code.
+//! - [`Tiered`] (`--backend tiered`, the command line's default): the JIT at once, C in a
+//!   background thread once the kernel has proved hot, swapped in for later calls.
 //! - [`Interpreter`]: walks the IR directly. No compile time at all; used to cross-check the
 //!   JIT and where native code generation is unavailable.
 //!
@@ -13,10 +15,12 @@ mod c;
 mod interp;
 mod jit;
 mod limit_code;
+mod tiered;
 
 pub use c::CBackend;
 pub use interp::Interpreter;
 pub use jit::Jit;
+pub use tiered::Tiered;
 
 use crate::error::{Error, Result};
 use crate::ir::cx::{KernelError, KernelErrorKind};
@@ -27,6 +31,12 @@ use crate::runtime::Buffer;
 pub trait Backend {
     fn name(&self) -> &'static str;
     fn compile(&self, kernel: &Kernel) -> Result<Box<dyn CompiledKernel>>;
+
+    /// Whether `compile` would find this kernel ready (compiled earlier, in this process or
+    /// on disk) rather than build it.
+    fn is_cached(&self, _kernel: &Kernel) -> bool {
+        false
+    }
 }
 
 /// A kernel ready to run on buffers laid out as its `Kernel::bufs` declare.
@@ -34,6 +44,15 @@ pub trait CompiledKernel {
     /// Run on `bufs` (one per declared buffer, of the declared element types). Growable buffers
     /// may be resized; on error the buffers hold whatever the kernel wrote before failing.
     fn run(&self, bufs: &mut [Buffer]) -> Result<()>;
+
+    /// Which code runs the next call: `jit`, `c` or `interp` (a tiered kernel answers for
+    /// the tier it is on).
+    fn tier(&self) -> &'static str;
+
+    /// Finish any compilation still to come, so every later call runs the final code (the
+    /// tiered backend's optimised tier; nothing for the others). For benchmarks, which time
+    /// the steady state.
+    fn settle(&self) {}
 }
 
 pub(crate) use crate::runtime::buffer::{MAX_GROW, grow};

@@ -77,7 +77,18 @@ fn temp_name(path: &Path, ext: &str) -> PathBuf {
 }
 
 /// Compile `source` with `command` into `path` (a `.so` in the cache directory).
-pub fn compile(command: &[String], source: &str, path: &Path, kernel: &str) -> Result<()> {
+///
+/// `detached`: the compiler runs under `sh`, which also renames its output into place, so a
+/// compile started in the background finishes filling the cache even if this process exits
+/// first (the tiered backend's optimised tier, for the next process); without `sh` it runs as
+/// in the foreground.
+pub fn compile(
+    command: &[String],
+    source: &str,
+    path: &Path,
+    kernel: &str,
+    detached: bool,
+) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| Error::Io {
         path: dir.display().to_string(),
@@ -97,13 +108,41 @@ pub fn compile(command: &[String], source: &str, path: &Path, kernel: &str) -> R
     let Some((prog, args)) = command.split_first() else {
         return Err(Error::Backend("no C compiler command given".into()));
     };
-    let out = Command::new(prog)
-        .args(args)
-        .arg("-o")
-        .arg(&so_tmp)
-        .arg(&c_tmp)
-        .arg("-lm")
-        .output();
+    // The shell's arguments: the temporary object, the temporary source, the object's place,
+    // then the compiler command.
+    const RENAMING: &str = r#"o=$1; c=$2; d=$3; shift 3
+"$@" -o "$o" "$c" -lm || exit $?
+mv -f "$o" "$d" && mv -f "$c" "${d%.so}.c""#;
+    let shell = detached
+        .then(|| {
+            Command::new("sh")
+                .arg("-c")
+                .arg(RENAMING)
+                .arg("sh")
+                .arg(&so_tmp)
+                .arg(&c_tmp)
+                .arg(path)
+                .args(command)
+                .output()
+                .ok()
+        })
+        .flatten();
+    if let Some(out) = &shell
+        && out.status.success()
+    {
+        return Ok(());
+    }
+    let out = match shell {
+        // The compiler failed under the shell: report it as below.
+        Some(out) if out.status.code() != Some(127) => Ok(out),
+        _ => Command::new(prog)
+            .args(args)
+            .arg("-o")
+            .arg(&so_tmp)
+            .arg(&c_tmp)
+            .arg("-lm")
+            .output(),
+    };
     let out = match out {
         Ok(o) => o,
         Err(e) => {

@@ -85,6 +85,7 @@ impl Helpers {
 }
 
 /// The C backend: a compiler command and a cache directory.
+#[derive(Clone, Debug)]
 pub struct CBackend {
     /// The compiler program and its leading arguments (`$CC` may be e.g. `ccache gcc`).
     compiler: Vec<String>,
@@ -194,6 +195,26 @@ impl Backend for CBackend {
     }
 
     fn compile(&self, kernel: &Kernel) -> Result<Box<dyn CompiledKernel>> {
+        Ok(Box::new(self.compile_object(kernel, false)?))
+    }
+
+    fn is_cached(&self, kernel: &Kernel) -> bool {
+        let source = emit::emit(kernel);
+        let command = self.command(&source);
+        let path = cache::object_path(&self.cache_dir, &source, &command);
+        registry()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&path)
+            || path.is_file()
+    }
+}
+
+impl CBackend {
+    /// Compile (or find in the caches) and load `kernel`: the object as its concrete type,
+    /// which can cross threads (the tiered backend builds it in the background).
+    /// `detached`: see [`cache::compile`].
+    pub(crate) fn compile_object(&self, kernel: &Kernel, detached: bool) -> Result<CKernel> {
         let source = emit::emit(kernel);
         let command = self.command(&source);
         let path = cache::object_path(&self.cache_dir, &source, &command);
@@ -205,13 +226,13 @@ impl Backend for CBackend {
                 .cloned()
         };
         if let Some(l) = lookup() {
-            return Ok(Box::new(CKernel {
+            return Ok(CKernel {
                 loaded: l,
                 k: kernel.clone(),
-            }));
+            });
         }
         if !path.is_file() {
-            cache::compile(&command, &source, &path, &kernel.name)?;
+            cache::compile(&command, &source, &path, &kernel.name, detached)?;
         }
         let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
         let loaded = match reg.get(&path) {
@@ -221,7 +242,7 @@ impl Backend for CBackend {
                     Ok(l) => l,
                     // A damaged cache entry (e.g. from another machine): build it again.
                     Err(_) => {
-                        cache::compile(&command, &source, &path, &kernel.name)?;
+                        cache::compile(&command, &source, &path, &kernel.name, detached)?;
                         load(&path).map_err(|e| {
                             Error::Backend(format!(
                                 "kernel `{}`: cannot load {}: {e}",
@@ -236,20 +257,24 @@ impl Backend for CBackend {
                 l
             }
         };
-        Ok(Box::new(CKernel {
+        Ok(CKernel {
             loaded,
             k: kernel.clone(),
-        }))
+        })
     }
 }
 
 /// A kernel in a loaded shared object.
-struct CKernel {
+pub(crate) struct CKernel {
     loaded: Arc<Loaded>,
     k: Kernel,
 }
 
 impl CompiledKernel for CKernel {
+    fn tier(&self) -> &'static str {
+        "c"
+    }
+
     fn run(&self, bufs: &mut [Buffer]) -> Result<()> {
         check_buffers(&self.k, bufs)?;
         // SAFETY: `check_buffers` verified the buffer count and element types the code was

@@ -106,6 +106,10 @@ struct Native {
 }
 
 impl CompiledKernel for Native {
+    fn tier(&self) -> &'static str {
+        "jit"
+    }
+
     fn run(&self, bufs: &mut [Buffer]) -> Result<()> {
         check_buffers(&self.k, bufs)?;
         // SAFETY: `check_buffers` verified the buffer count and element types the code was
