@@ -71,7 +71,12 @@ fn bench_prints_one_json_line_and_writes_the_last_runs_output() {
     let m = parse_flat_json(&stdout);
     assert_eq!(num(&m, "repeats"), 4.0);
     assert_eq!(num(&m, "warmup"), 2.0);
-    assert_eq!(m.get("backend"), Some(&Value::Str("jit".into())));
+    // The default backend is tiered; a benchmark times its last tier (C with a compiler).
+    assert_eq!(m.get("backend"), Some(&Value::Str("tiered".into())));
+    assert!(
+        matches!(m.get("tier"), Some(Value::Str(t)) if t == "c" || t == "jit"),
+        "{stdout}"
+    );
     let (min, median, max) = (num(&m, "min_ms"), num(&m, "median_ms"), num(&m, "max_ms"));
     assert!(0.0 <= min && min <= median && median <= max, "{stdout}");
     assert!(num(&m, "compile_ms") > 0.0, "compiled once: {stdout}");

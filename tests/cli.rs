@@ -565,13 +565,13 @@ fn convert_and_backend_errors_name_the_file_and_the_choices() {
             "eval",
         ],
         &[
-            "unknown backend `eval` (jit or c;",
+            "unknown backend `eval` (tiered, jit or c;",
             "tessera run --backend eval",
         ],
     );
     fails(
         &["run", SPMV, "--backend", "nope"],
-        &["unknown backend `nope` (jit, c or eval)"],
+        &["unknown backend `nope` (tiered, jit, c or eval)"],
     );
     fails(
         &[

@@ -760,3 +760,24 @@ mod random_programs {
         }
     }
 }
+
+/// FreeTensor's Longformer workload (examples/longformer.tess): attention over a band, the
+/// scores in a `SparseBand` output; gradients with respect to Q, K and V.
+#[test]
+fn longformer_attention_on_a_band() {
+    let text = include_str!("../examples/longformer.tess");
+    let mut rng = StdRng::seed_from_u64(16);
+    let (n, d) = (7, 3);
+    let window = |c: &[usize], _: &mut StdRng| c[0].abs_diff(c[1]) <= 2;
+    let band_format = "Dense(SparseBand(Element(0.0)))";
+    let mut ts = named(vec![
+        ("B", tensor(&mut rng, band_format, &[n, n], &window)),
+        ("S", Tensor::empty(&fmt(band_format), &[n, n]).unwrap()),
+    ]);
+    for name in ["Q", "K", "V"] {
+        let t = tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[n, d], &all);
+        ts.insert(name.into(), t);
+    }
+    let seeds = named(vec![("O", seed(&mut rng, &[n, d]))]);
+    check(text, &ts, &["Q", "K", "V"], &seeds, "");
+}

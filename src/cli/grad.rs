@@ -40,7 +40,7 @@ pub struct GradArgs {
     #[arg(long)]
     pub dense: bool,
     /// `tiered` (default: Cranelift at once, C in the background once a kernel is hot), `jit`
-    /// (Cranelift) or `c` (C via the system compiler, cached on disk) or `eval`
+    /// (Cranelift), `c` (C via the system compiler, cached on disk) or `eval`
     #[arg(long, default_value = "tiered")]
     pub backend: String,
     /// Print the gradient program first (as `#` comment lines)
@@ -65,10 +65,9 @@ pub fn grad(a: &GradArgs) -> Result<String> {
     };
     let runner = match a.backend.as_str() {
         "eval" => None,
-        b => Some(
-            super::compiling_runner(b, &a.kernel)
-                .map_err(|_| Error::Usage(format!("unknown backend `{b}` (jit, c or eval)")))?,
-        ),
+        b => Some(super::compiling_runner(b, &a.kernel).map_err(|_| {
+            Error::Usage(format!("unknown backend `{b}` (tiered, jit, c or eval)"))
+        })?),
     };
     let (program, origin) = super::load_program(&a.program)?;
     let mut seen = HashMap::new();

@@ -429,10 +429,9 @@ fn run(a: &RunArgs) -> Result<String> {
     // Checked before loading the inputs, which may take far longer than the kernel.
     let runner = match a.backend.as_str() {
         "eval" => None,
-        b => Some(
-            compiling_runner(b, &a.tensors.kernel)
-                .map_err(|_| Error::Usage(format!("unknown backend `{b}` (jit, c or eval)")))?,
-        ),
+        b => Some(compiling_runner(b, &a.tensors.kernel).map_err(|_| {
+            Error::Usage(format!("unknown backend `{b}` (tiered, jit, c or eval)"))
+        })?),
     };
     let Prepared {
         program,

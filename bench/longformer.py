@@ -1,0 +1,126 @@
+"""Longformer sliding-window attention (one head), forward and forward + backward: Tessera
+(examples/longformer.rs: the window as a SparseBand level, the gradient program from
+`transforms::grad`) against PyTorch on the CPU.
+
+    python3 bench/longformer.py [N] [D] [W] [REPEATS]
+    #   defaults 4096 64 32 5
+
+The Tessera example runs with `--dump`, so both sides see the same Q, K, V and output
+cotangent G (f64). PyTorch computes the window the way Longformer's reference code does on the
+CPU: K and V padded by W rows on both sides and unfolded into N × D × (2W+1) windows (a view),
+scores by `einsum`, a masked softmax (padding gets -inf), the weighted sum by `einsum`;
+backward by autograd from `(O * G).sum()`. A second PyTorch baseline is the dense route: the
+full N × N score matrix with the band masked, as a model without a banded kernel does.
+Results must agree (relative 1e-9 on O and the three gradients). Single thread on both sides;
+times are medians of REPEATS calls, compile time excluded. Prints a Markdown table.
+
+Needs `torch` and `numpy` (e.g. `python3 -m venv v && v/bin/pip install torch numpy`).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def median_ms(call, repeats):
+    times = []
+    out = None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = call()
+        times.append((time.perf_counter() - t) * 1e3)
+    return sorted(times)[len(times) // 2], out
+
+
+def windowed(q, k, v, w):
+    """Longformer-style: pad, unfold into windows, masked softmax."""
+    n, d = q.shape
+    kp = torch.nn.functional.pad(k, (0, 0, w, w))
+    vp = torch.nn.functional.pad(v, (0, 0, w, w))
+    kw = kp.unfold(0, 2 * w + 1, 1)  # n x d x (2w+1)
+    vw = vp.unfold(0, 2 * w + 1, 1)
+    s = torch.einsum("nd,ndw->nw", q, kw) * 0.125
+    pos = torch.arange(n)[:, None] + torch.arange(-w, w + 1)[None, :]
+    s = s.masked_fill((pos < 0) | (pos >= n), float("-inf"))
+    p = torch.softmax(s, dim=1)
+    return torch.einsum("nw,ndw->nd", p, vw)
+
+
+def dense_band(q, k, v, w):
+    """The full score matrix with everything outside the band masked."""
+    n = q.shape[0]
+    s = (q @ k.T) * 0.125
+    i = torch.arange(n)
+    band = (i[:, None] - i[None, :]).abs() <= w
+    s = s.masked_fill(~band, float("-inf"))
+    return torch.softmax(s, dim=1) @ v
+
+
+def forward_backward(f, q, k, v, g, w):
+    q, k, v = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    o = f(q, k, v, w)
+    (o * g).sum().backward()
+    return o.detach(), q.grad, k.grad, v.grad
+
+
+def close(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return float(np.max(np.abs(a - b)) / max(1e-300, float(np.max(np.abs(b)))))
+
+
+def main():
+    args = [int(a) for a in sys.argv[1:]]
+    n, d, w, repeats = (args + [4096, 64, 32, 5][len(args):])[:4]
+    torch.set_num_threads(1)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        mine = {}
+        for backend in ["jit", "c"]:
+            cmd = ["cargo", "run", "--release", "-q", "--example", "longformer", "--",
+                   str(n), str(d), str(w), str(repeats), "--backend", backend, "--dump", tmp]
+            out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+            if out.returncode != 0:
+                print(f"# tessera --backend {backend} failed: {out.stderr.strip()[-300:]}")
+                continue
+            mine[backend] = json.loads(out.stdout.strip().splitlines()[-1])
+        load = lambda name: torch.from_numpy(np.load(os.path.join(tmp, name + ".npy")))
+        q, k, v, g = load("Q"), load("K"), load("V"), load("G")
+        theirs = {}
+        peers = [("PyTorch windows", windowed)]
+        if n <= 8192:
+            peers.append(("PyTorch dense + mask", dense_band))
+        for name, f in peers:
+            with torch.no_grad():
+                fwd, o = median_ms(lambda: f(q, k, v, w), repeats)
+            both, (o2, dq, dk, dv) = median_ms(lambda: forward_backward(f, q, k, v, g, w), repeats)
+            errs = [close(load("O"), o), close(load("dQ"), dq), close(load("dK"), dk),
+                    close(load("dV"), dv)]
+            if max(errs) > 1e-9:
+                sys.exit(f"{name} and Tessera disagree: relative errors O, dQ, dK, dV = {errs}")
+            theirs[name] = (fwd, both)
+    best_fwd = min(t[0] for t in theirs.values())
+    best_both = min(t[1] for t in theirs.values())
+    print(f"N = {n}, D = {d}, window {2 * w + 1}; f64, one thread; medians of {repeats}\n")
+    print("| code | forward ms | forward + backward ms | vs best peer (fwd / fwd+bwd) |")
+    print("|---|---|---|---|")
+    for name, (fwd, both) in theirs.items():
+        print(f"| {name} | {fwd:.1f} | {both:.1f} | {best_fwd / fwd:.2f}× / {best_both / both:.2f}× |")
+    for backend, m in mine.items():
+        print(f"| Tessera ({backend}) | {m['forward_ms']:.1f} | {m['grad_ms']:.1f} | "
+              f"{best_fwd / m['forward_ms']:.2f}× / {best_both / m['grad_ms']:.2f}× |")
+    print()
+    for backend, m in mine.items():
+        print(f"Tessera ({backend}) compile: forward {m['forward_compile_ms']:.0f} ms, "
+              f"gradient program {m['grad_compile_ms']:.0f} ms.")
+
+
+if __name__ == "__main__":
+    main()
