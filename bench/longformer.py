@@ -17,27 +17,14 @@ times are medians of REPEATS calls, compile time excluded. Prints a Markdown tab
 Needs `torch` and `numpy` (e.g. `python3 -m venv v && v/bin/pip install torch numpy`).
 """
 
-import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def median_ms(call, repeats):
-    times = []
-    out = None
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = call()
-        times.append((time.perf_counter() - t) * 1e3)
-    return sorted(times)[len(times) // 2], out
+from grad_workload import check, median_ms, table, tessera
 
 
 def windowed(q, k, v, w):
@@ -71,26 +58,12 @@ def forward_backward(f, q, k, v, g, w):
     return o.detach(), q.grad, k.grad, v.grad
 
 
-def close(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    return float(np.max(np.abs(a - b)) / max(1e-300, float(np.max(np.abs(b)))))
-
-
 def main():
     args = [int(a) for a in sys.argv[1:]]
     n, d, w, repeats = (args + [4096, 64, 32, 5][len(args):])[:4]
     torch.set_num_threads(1)
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        mine = {}
-        for backend in ["jit", "c"]:
-            cmd = ["cargo", "run", "--release", "-q", "--example", "longformer", "--",
-                   str(n), str(d), str(w), str(repeats), "--backend", backend, "--dump", tmp]
-            out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-            if out.returncode != 0:
-                print(f"# tessera --backend {backend} failed: {out.stderr.strip()[-300:]}")
-                continue
-            mine[backend] = json.loads(out.stdout.strip().splitlines()[-1])
+        mine = tessera("longformer", [n, d, w, repeats], tmp)
         load = lambda name: torch.from_numpy(np.load(os.path.join(tmp, name + ".npy")))
         q, k, v, g = load("Q"), load("K"), load("V"), load("G")
         theirs = {}
@@ -99,27 +72,12 @@ def main():
             peers.append(("PyTorch dense + mask", dense_band))
         for name, f in peers:
             with torch.no_grad():
-                fwd, o = median_ms(lambda: f(q, k, v, w), repeats)
-            both, (o2, dq, dk, dv) = median_ms(lambda: forward_backward(f, q, k, v, g, w), repeats)
-            errs = [close(load("O"), o), close(load("dQ"), dq), close(load("dK"), dk),
-                    close(load("dV"), dv)]
-            if max(errs) > 1e-9:
-                sys.exit(f"{name} and Tessera disagree: relative errors O, dQ, dK, dV = {errs}")
+                fwd, _ = median_ms(lambda: f(q, k, v, w), repeats)
+            both, (o, dq, dk, dv) = median_ms(lambda: forward_backward(f, q, k, v, g, w), repeats)
+            check(name, [(load("O"), o), (load("dQ"), dq), (load("dK"), dk), (load("dV"), dv)])
             theirs[name] = (fwd, both)
-    best_fwd = min(t[0] for t in theirs.values())
-    best_both = min(t[1] for t in theirs.values())
     print(f"N = {n}, D = {d}, window {2 * w + 1}; f64, one thread; medians of {repeats}\n")
-    print("| code | forward ms | forward + backward ms | vs best peer (fwd / fwd+bwd) |")
-    print("|---|---|---|---|")
-    for name, (fwd, both) in theirs.items():
-        print(f"| {name} | {fwd:.1f} | {both:.1f} | {best_fwd / fwd:.2f}× / {best_both / both:.2f}× |")
-    for backend, m in mine.items():
-        print(f"| Tessera ({backend}) | {m['forward_ms']:.1f} | {m['grad_ms']:.1f} | "
-              f"{best_fwd / m['forward_ms']:.2f}× / {best_both / m['grad_ms']:.2f}× |")
-    print()
-    for backend, m in mine.items():
-        print(f"Tessera ({backend}) compile: forward {m['forward_compile_ms']:.0f} ms, "
-              f"gradient program {m['grad_compile_ms']:.0f} ms.")
+    table(theirs, mine)
 
 
 if __name__ == "__main__":

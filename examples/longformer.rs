@@ -18,34 +18,17 @@
 
 mod common;
 
-use common::{Args, Uniform, median};
+use common::grad_study::{self, dense, format, npy};
+use common::{Args, Uniform};
 use std::collections::BTreeMap;
-use std::time::Instant;
-use tessera::api::grad::bind;
-use tessera::error::{Error, Result};
-use tessera::io::DenseData;
-use tessera::levels::Format;
-use tessera::notation::parse::parse_program;
+use tessera::error::Result;
 use tessera::runtime::Buffer;
 use tessera::tensor::Tensor;
-use tessera::transforms::grad::grad;
 
 const PROGRAM: &str = include_str!("longformer.tess");
 
-fn format(text: &str) -> Result<Format> {
-    Format::parse(text, None)
-}
-
 fn uniform(rng: &mut Uniform, n: usize) -> Vec<f64> {
     (0..n).map(|_| 2.0 * rng.next() - 1.0).collect()
-}
-
-fn dense(shape: &[usize], values: Vec<f64>) -> Result<Tensor> {
-    Tensor::from_dense(
-        &format("Dense(Dense(Element(0.0)))")?,
-        shape,
-        &Buffer::F64(values),
-    )
 }
 
 /// The band |i - j| <= w of an n × n matrix, ones stored.
@@ -67,23 +50,6 @@ fn band(n: usize, w: usize) -> Result<Tensor> {
     )
 }
 
-fn npy(dir: &str, name: &str, t: &Tensor) -> Result<()> {
-    let io = |e: std::io::Error| Error::Usage(format!("--dump {dir}: {e}"));
-    let mut f = std::fs::File::create(format!("{dir}/{name}.npy")).map_err(io)?;
-    let data = DenseData {
-        shape: t.shape.clone(),
-        values: t.try_to_dense()?,
-    };
-    tessera::io::npy::write_npy(&mut f, &data)
-}
-
-fn checksum(t: &Tensor) -> f64 {
-    match t.to_dense() {
-        Buffer::F64(v) => v.iter().sum(),
-        _ => f64::NAN,
-    }
-}
-
 fn main() -> Result<()> {
     let args = Args::from_env();
     let n: usize = args.num(0, 4096)?;
@@ -99,78 +65,25 @@ fn main() -> Result<()> {
     }
     let seed = dense(&[n, d], uniform(&mut rng, n * d))?;
     inputs.insert("B".into(), band(n, w)?);
-    let scores = "Dense(SparseBand(Element(0.0)))";
-    inputs.insert("S".into(), Tensor::empty(&format(scores)?, &[n, n])?);
-    inputs.insert(
-        "z".into(),
-        Tensor::empty(&format("Dense(Element(0.0))")?, &[n])?,
-    );
+    let scores = format("Dense(SparseBand(Element(0.0)))")?;
+    inputs.insert("S".into(), Tensor::empty(&scores, &[n, n])?);
+    inputs.insert("z".into(), dense(&[n], vec![0.0; n])?);
     inputs.insert("O".into(), dense(&[n, d], vec![0.0; n * d])?);
 
-    let program = parse_program(PROGRAM)?;
-    // Forward alone.
-    let t0 = Instant::now();
-    let forward = runner.compile(&program, &tessera::api::formats_of(&inputs))?;
-    let forward_compile_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let mut fwd = inputs.clone();
-    let mut forward_ms = vec![];
-    for _ in 0..repeats {
-        let t = Instant::now();
-        runner.execute(&forward, &mut fwd)?;
-        forward_ms.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-
-    // Forward + backward: the gradient program, seeded with O's cotangent.
-    let gp = grad(&program, &["Q", "K", "V"], &["O"])?;
-    let mut all = inputs.clone();
     let seeds = BTreeMap::from([("O".to_string(), seed.clone())]);
-    bind(&gp, &mut all, seeds, &BTreeMap::new())?;
-    let t0 = Instant::now();
-    let backward = runner.compile(&gp.program, &tessera::api::formats_of(&all))?;
-    let grad_compile_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let mut grad_ms = vec![];
-    let mut done = all.clone();
-    for _ in 0..repeats {
-        done = all.clone();
-        let t = Instant::now();
-        runner.execute(&backward, &mut done)?;
-        grad_ms.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    let gradient = |input: &str| -> Result<&Tensor> {
-        let name = gp
-            .gradients
-            .iter()
-            .find(|(i, _)| i == input)
-            .map(|(_, g)| g.clone())
-            .ok_or_else(|| Error::Usage(format!("no gradient for {input}")))?;
-        done.get(&name)
-            .ok_or_else(|| Error::Usage(format!("gradient {name} missing")))
-    };
-    let (dq, dk, dv) = (gradient("Q")?, gradient("K")?, gradient("V")?);
-
+    let study = grad_study::run(&runner, PROGRAM, &inputs, &["Q", "K", "V"], seeds, repeats)?;
     if let Some(dir) = &args.dump {
-        std::fs::create_dir_all(dir).map_err(|e| Error::Usage(format!("--dump {dir}: {e}")))?;
         for name in ["Q", "K", "V"] {
             npy(dir, name, &inputs[name])?;
+            npy(dir, &format!("d{name}"), &study.gradients[name])?;
         }
         npy(dir, "G", &seed)?;
-        npy(dir, "O", &fwd["O"])?;
-        npy(dir, "dQ", dq)?;
-        npy(dir, "dK", dk)?;
-        npy(dir, "dV", dv)?;
+        npy(dir, "O", &study.forward["O"])?;
     }
     println!(
-        "{{\"n\": {n}, \"d\": {d}, \"w\": {w}, \"backend\": \"{}\", \
-         \"forward_ms\": {:.3}, \"grad_ms\": {:.3}, \
-         \"forward_compile_ms\": {forward_compile_ms:.1}, \"grad_compile_ms\": {grad_compile_ms:.1}, \
-         \"sum_O\": {:.10e}, \"sum_dQ\": {:.10e}, \"sum_dK\": {:.10e}, \"sum_dV\": {:.10e}}}",
+        "{{\"n\": {n}, \"d\": {d}, \"w\": {w}, \"backend\": \"{}\", {}}}",
         args.backend.as_deref().unwrap_or("jit"),
-        median(forward_ms),
-        median(grad_ms),
-        checksum(&fwd["O"]),
-        checksum(dq),
-        checksum(dk),
-        checksum(dv),
+        study.json("O")
     );
     Ok(())
 }

@@ -781,3 +781,45 @@ fn longformer_attention_on_a_band() {
     let seeds = named(vec![("O", seed(&mut rng, &[n, d]))]);
     check(text, &ts, &["Q", "K", "V"], &seeds, "");
 }
+
+/// FreeTensor's GAT workload (examples/gat.tess): a graph-attention layer over a CSR graph,
+/// gradients with respect to the features, the weights and the attention vectors. The backward
+/// loops must visit the graph's edges only: a quotient or an `ifelse` in a derivative must not
+/// turn the sparse loop over `j` into a dense one (`0 / z` is not zero; `ifelse(c, 0, 0)` is).
+#[test]
+fn gat_layer_gradients_visit_only_the_edges() {
+    let text = include_str!("../examples/gat.tess");
+    let mut rng = StdRng::seed_from_u64(32);
+    let (n, f_in, f) = (6, 3, 2);
+    let edges = |c: &[usize], rng: &mut StdRng| c[0] == c[1] || rng.random_bool(0.3);
+    let mut ts = named(vec![(
+        "A",
+        tensor(&mut rng, "Dense(SparseList(Element(0.0)))", &[n, n], &edges),
+    )]);
+    for (name, shape) in [
+        ("X", vec![n, f_in]),
+        ("W", vec![f_in, f]),
+        ("a1", vec![f]),
+        ("a2", vec![f]),
+    ] {
+        let format = if shape.len() == 2 {
+            "Dense(Dense(Element(0.0)))"
+        } else {
+            "Dense(Element(0.0))"
+        };
+        let t = small(tensor(&mut rng, format, &shape, &all));
+        ts.insert(name.into(), t);
+    }
+    let seeds = named(vec![("O", seed(&mut rng, &[n, f]))]);
+    check(text, &ts, &["X", "W", "a1", "a2"], &seeds, "");
+
+    let gp = grad(&parse(text), &["X", "W", "a1", "a2"], &["O"]).unwrap();
+    let mut all = ts.clone();
+    tessera::api::grad::bind(&gp, &mut all, seeds, &BTreeMap::new()).unwrap();
+    let (kernel, _, _) = Runner::lower(&gp.program, &common::formats_of(&all)).unwrap();
+    let ir = kernel.to_string();
+    assert!(
+        !ir.contains("for (j") && !ir.contains("while"),
+        "a loop over j that is not a walk over A's entries:\n{ir}"
+    );
+}

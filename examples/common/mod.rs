@@ -3,6 +3,9 @@
 
 use tessera::error::{Error, Result};
 
+#[allow(dead_code)] // only the gradient workloads use it
+pub mod grad_study;
+
 /// The command line of a study: positional numbers, `--dump DIR` and `--backend jit|c`.
 pub struct Args {
     plain: Vec<String>,

@@ -88,7 +88,14 @@ pub fn simplify_expr(e: &mut LExpr) {
                         (class_of(chosen).is_some() && class_of(chosen) == class_of(other))
                             .then(|| chosen.clone())
                     }
-                    _ => None,
+                    // Both branches the same constant (bit for bit, one type): the condition
+                    // does not matter. Gradient programs make `ifelse(c, g, 0.0)` whose `g`
+                    // is annihilated outside a sparse operand's pattern; without this the
+                    // loop would visit every coordinate there.
+                    _ => match (lit(&args[1]), lit(&args[2])) {
+                        (Some(a), Some(b)) if a == b => Some(LExpr::Lit(a)),
+                        _ => None,
+                    },
                 },
                 _ => None,
             }

@@ -76,10 +76,15 @@ pub fn adjoint(
                 adjoint(x, mul(g.clone(), f(y)), active, out)?;
                 adjoint(y, mul(g, f(x)), active, out)?;
             }
+            // The cotangent stays a factor of a product (`g * (1 / y)`, not `g / y`): where
+            // the forward value was annihilated by a structural zero (`A[i, j] * (x / y)`
+            // outside A's pattern), `g` holds that zero and the contribution is annihilated
+            // too, so the backward loop visits the pattern only. A quotient `0 / y` is not
+            // zero (it is NaN for y = 0), and would make the loop visit every coordinate.
             BinaryOp::Div => {
-                adjoint(x, bin(BinaryOp::Div, g.clone(), f(y)), active, out)?;
+                adjoint(x, mul(g.clone(), recip(f(y))), active, out)?;
                 let yy = mul(f(y), f(y));
-                adjoint(y, neg(bin(BinaryOp::Div, mul(g, f(x)), yy)), active, out)?;
+                adjoint(y, mul(g, neg(bin(BinaryOp::Div, f(x), yy))), active, out)?;
             }
             BinaryOp::Rem => {
                 return Err(no_derivative(
@@ -106,10 +111,10 @@ pub fn adjoint(
             }
             ("sqrt", [a]) => {
                 let d = mul(lit(2.0), call("sqrt", vec![f(a)]));
-                adjoint(a, bin(BinaryOp::Div, g, d), active, out)?;
+                adjoint(a, mul(g, recip(d)), active, out)?;
             }
             ("exp", [a]) => adjoint(a, mul(g, call("exp", vec![f(a)])), active, out)?,
-            ("log", [a]) => adjoint(a, bin(BinaryOp::Div, g, f(a)), active, out)?,
+            ("log", [a]) => adjoint(a, mul(g, recip(f(a))), active, out)?,
             ("ifelse", [c, a, b]) => {
                 adjoint(a, select(f(c), g.clone()), active, out)?;
                 adjoint(b, call("ifelse", vec![f(c), zero(), g]), active, out)?;
@@ -124,6 +129,11 @@ pub fn adjoint(
         },
     }
     Ok(())
+}
+
+/// `1 / e`, so that a cotangent multiplies it (see the `Div` rule).
+fn recip(e: Expr) -> Expr {
+    bin(BinaryOp::Div, lit(1.0), e)
 }
 
 fn no_derivative(e: &Expr, what: &str) -> Error {

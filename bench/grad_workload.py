@@ -1,0 +1,67 @@
+"""What the gradient workloads' scripts (bench/longformer.py, bench/gat.py; issue 16) share:
+running a Tessera example with `--dump` on each backend, timing PyTorch, checking that both
+sides agree, and printing the table."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def median_ms(call, repeats):
+    """Median wall time of `repeats` calls, and the last call's result."""
+    times = []
+    out = None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = call()
+        times.append((time.perf_counter() - t) * 1e3)
+    return sorted(times)[len(times) // 2], out
+
+
+def tessera(example, args, dump):
+    """Run `cargo run --release --example EXAMPLE -- ARGS --dump DUMP` on the JIT and C
+    backends; returns their JSON reports by backend (a failing backend is reported, skipped)."""
+    mine = {}
+    for backend in ["jit", "c"]:
+        cmd = ["cargo", "run", "--release", "-q", "--example", example, "--", *map(str, args),
+               "--backend", backend, "--dump", dump]
+        out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if out.returncode != 0:
+            print(f"# tessera --backend {backend} failed: {out.stderr.strip()[-300:]}")
+            continue
+        mine[backend] = json.loads(out.stdout.strip().splitlines()[-1])
+    return mine
+
+
+def check(name, pairs, rtol=1e-9):
+    """Exit unless every (Tessera, peer) pair agrees to `rtol` relative to the largest value."""
+    errs = []
+    for a, b in pairs:
+        a, b = np.asarray(a), np.asarray(b)
+        errs.append(float(np.max(np.abs(a - b)) / max(1e-300, float(np.max(np.abs(b))))))
+    if max(errs) > rtol:
+        sys.exit(f"{name} and Tessera disagree: relative errors {errs}")
+
+
+def table(theirs, mine):
+    """Markdown rows: each peer's and each Tessera backend's forward and forward + backward
+    medians, with the ratio of the best peer's time to each."""
+    best_fwd = min(t[0] for t in theirs.values())
+    best_both = min(t[1] for t in theirs.values())
+    print("| code | forward ms | forward + backward ms | best peer / this (fwd, fwd+bwd) |")
+    print("|---|---|---|---|")
+    for name, (fwd, both) in theirs.items():
+        print(f"| {name} | {fwd:.1f} | {both:.1f} | {best_fwd / fwd:.2f}×, {best_both / both:.2f}× |")
+    for backend, m in mine.items():
+        print(f"| Tessera ({backend}) | {m['forward_ms']:.1f} | {m['grad_ms']:.1f} | "
+              f"{best_fwd / m['forward_ms']:.2f}×, {best_both / m['grad_ms']:.2f}× |")
+    print()
+    for backend, m in mine.items():
+        print(f"Tessera ({backend}) compile: forward {m['forward_compile_ms']:.0f} ms, "
+              f"gradient program {m['grad_compile_ms']:.0f} ms.")

@@ -1,0 +1,131 @@
+//! What the gradient workloads (issue 16: Longformer, GAT) share: timing a forward program
+//! and its gradient program on one runner, and writing tensors for the peers' scripts.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+use tessera::api::grad::bind;
+use tessera::error::{Error, Result};
+use tessera::io::DenseData;
+use tessera::levels::Format;
+use tessera::notation::parse::parse_program;
+use tessera::run::Runner;
+use tessera::runtime::Buffer;
+use tessera::tensor::Tensor;
+use tessera::transforms::grad::grad;
+
+/// Medians and compile times of a forward program and of its gradient program (forward and
+/// backward in one kernel), with the tensors of their last runs.
+pub struct Study {
+    pub forward_ms: f64,
+    pub grad_ms: f64,
+    pub forward_compile_ms: f64,
+    pub grad_compile_ms: f64,
+    /// Every tensor after the forward program's last run.
+    pub forward: BTreeMap<String, Tensor>,
+    /// The gradient of each `wrt` input, by the input's name.
+    pub gradients: BTreeMap<String, Tensor>,
+}
+
+/// Run `program` (text) on `inputs` `repeats` times, then its gradient with respect to `wrt`
+/// with the cotangents `seeds` (by output name) as many times; fresh tensors each run.
+pub fn run(
+    runner: &Runner,
+    program: &str,
+    inputs: &BTreeMap<String, Tensor>,
+    wrt: &[&str],
+    seeds: BTreeMap<String, Tensor>,
+    repeats: usize,
+) -> Result<Study> {
+    let program = parse_program(program)?;
+    let timed = |p: &tessera::notation::ast::Program, tensors: &BTreeMap<String, Tensor>| {
+        let t0 = Instant::now();
+        let kernel = runner.compile(p, &tessera::api::formats_of(tensors))?;
+        let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let (mut times, mut last) = (vec![], tensors.clone());
+        for _ in 0..repeats.max(1) {
+            last = tensors.clone();
+            let t = Instant::now();
+            runner.execute(&kernel, &mut last)?;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        Ok::<_, Error>((compile_ms, super::median(times), last))
+    };
+    let (forward_compile_ms, forward_ms, forward) = timed(&program, inputs)?;
+    let gp = grad(
+        &program,
+        wrt,
+        &seeds.keys().map(String::as_str).collect::<Vec<_>>(),
+    )?;
+    let mut all = inputs.clone();
+    bind(&gp, &mut all, seeds, &BTreeMap::new())?;
+    let (grad_compile_ms, grad_ms, done) = timed(&gp.program, &all)?;
+    let gradients = gp
+        .gradients
+        .iter()
+        .map(|(input, g)| (input.clone(), done[g].clone()))
+        .collect();
+    Ok(Study {
+        forward_ms,
+        grad_ms,
+        forward_compile_ms,
+        grad_compile_ms,
+        forward,
+        gradients,
+    })
+}
+
+pub fn format(text: &str) -> Result<Format> {
+    Format::parse(text, None)
+}
+
+/// A row-major dense tensor of f64 values.
+pub fn dense(shape: &[usize], values: Vec<f64>) -> Result<Tensor> {
+    Tensor::from_dense(
+        &Format::dense(shape.len(), tessera::Scalar::F64(0.0)),
+        shape,
+        &Buffer::F64(values),
+    )
+}
+
+/// Write `t` densely as `DIR/NAME.npy`.
+pub fn npy(dir: &str, name: &str, t: &Tensor) -> Result<()> {
+    let io = |e: std::io::Error| Error::Usage(format!("--dump {dir}: {e}"));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let mut f = std::fs::File::create(format!("{dir}/{name}.npy")).map_err(io)?;
+    let data = DenseData {
+        shape: t.shape.clone(),
+        values: t.try_to_dense()?,
+    };
+    tessera::io::npy::write_npy(&mut f, &data)
+}
+
+/// The sum of a float tensor's values (a checksum for the report).
+pub fn checksum(t: &Tensor) -> f64 {
+    match t.to_dense() {
+        Buffer::F64(v) => v.iter().sum(),
+        _ => f64::NAN,
+    }
+}
+
+impl Study {
+    /// The report's JSON fields: times, compile times and checksums of `output` and of every
+    /// gradient (`sum_dQ` for input `Q`).
+    pub fn json(&self, output: &str) -> String {
+        let mut sums = vec![format!(
+            "\"sum_{output}\": {:.10e}",
+            checksum(&self.forward[output])
+        )];
+        for (input, g) in &self.gradients {
+            sums.push(format!("\"sum_d{input}\": {:.10e}", checksum(g)));
+        }
+        format!(
+            "\"forward_ms\": {:.3}, \"grad_ms\": {:.3}, \"forward_compile_ms\": {:.1}, \
+             \"grad_compile_ms\": {:.1}, {}",
+            self.forward_ms,
+            self.grad_ms,
+            self.forward_compile_ms,
+            self.grad_compile_ms,
+            sums.join(", ")
+        )
+    }
+}
