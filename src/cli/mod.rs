@@ -419,6 +419,7 @@ fn code(a: &CodeArgs) -> Result<String> {
     tessera::run::check_kernel_size(&k, &program, a.tensors.kernel.limit())
         .map_err(|e| with_origin(e, &origin))?;
     tessera::ir::ieee_mul::ieee_products(&mut k);
+    tessera::ir::hoist::hoist_invariants(&mut k);
     Ok(match a.backend.as_str() {
         "c" => tessera::backend::CBackend::source(&k),
         _ => k.to_string(),

@@ -266,6 +266,7 @@ impl Runner {
         // After the size check: it at most copies innermost loops once more, and programs
         // accepted before stay accepted.
         crate::ir::ieee_mul::ieee_products(&mut ir);
+        crate::ir::hoist::hoist_invariants(&mut ir);
         if let Err(e) = ir.check() {
             return Err(Error::Backend(format!("internal error: ill-typed IR: {e}")));
         }

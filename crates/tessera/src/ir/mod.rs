@@ -9,6 +9,8 @@
 pub mod build;
 pub mod check;
 pub mod cx;
+mod effects;
+pub mod hoist;
 pub mod ieee_mul;
 pub mod innermost;
 pub mod print;

@@ -11,76 +11,12 @@
 //! stored type is their compute type (`f64`, `i64`, `bool`) are promoted, since a narrowing
 //! store followed by a reload is not the identity.
 
-use super::{BinOp, BufId, Expr, Kernel, Stmt, VarDecl, VarId};
+use super::effects::{Effects, effects_expr, effects_stmts, invariant, new_var};
+use super::{BinOp, BufId, Expr, Kernel, Stmt, VarId};
 use crate::types::{ElemType, Scalar};
-use std::collections::HashSet;
 
 pub fn promote_scalars(k: &mut Kernel) {
     super::innermost::rewrite_innermost_loops(k, &mut promote_loop);
-}
-
-/// What a loop body does, for deciding which elements stay put while it runs.
-#[derive(Default)]
-struct Effects {
-    assigned: HashSet<VarId>,
-    /// Buffers written, grown, filled or sorted.
-    changed: HashSet<BufId>,
-    /// Buffers used other than by plain loads and stores (length, search, sort, hash).
-    other_use: HashSet<BufId>,
-    /// Every load or store index per buffer.
-    accesses: Vec<(BufId, Expr)>,
-}
-
-fn effects_stmts(stmts: &[Stmt], fx: &mut Effects) {
-    for s in stmts {
-        match s {
-            Stmt::Assign(v, _) | Stmt::For { var: v, .. } => {
-                fx.assigned.insert(*v);
-            }
-            Stmt::Store { buf, index, .. } => {
-                fx.changed.insert(*buf);
-                fx.accesses.push((*buf, index.clone()));
-            }
-            Stmt::Grow { buf, .. } | Stmt::Fill { buf, .. } | Stmt::Sort { buf, .. } => {
-                fx.changed.insert(*buf);
-                fx.other_use.insert(*buf);
-            }
-            Stmt::SortPerm { keys, perm, .. } => {
-                fx.changed.insert(*perm);
-                fx.other_use.extend([*keys, *perm]);
-            }
-            _ => {}
-        }
-        for e in s.own_exprs() {
-            effects_expr(e, fx);
-        }
-        for body in s.bodies() {
-            effects_stmts(body, fx);
-        }
-    }
-}
-
-fn effects_expr(e: &Expr, fx: &mut Effects) {
-    e.visit(&mut |x| match x {
-        Expr::Load { buf, index } => fx.accesses.push((*buf, (**index).clone())),
-        Expr::Len(b) | Expr::SearchGe { buf: b, .. } | Expr::HashFind { table: b, .. } => {
-            fx.other_use.insert(*b);
-        }
-        _ => {}
-    });
-}
-
-/// Whether `e` has the same value throughout a loop with these effects.
-fn invariant(e: &Expr, fx: &Effects) -> bool {
-    let here = match e {
-        Expr::Var(v) => !fx.assigned.contains(v),
-        Expr::Load { buf, .. }
-        | Expr::Len(buf)
-        | Expr::SearchGe { buf, .. }
-        | Expr::HashFind { table: buf, .. } => !fx.changed.contains(buf),
-        _ => true,
-    };
-    here && e.children().into_iter().all(|c| invariant(c, fx))
 }
 
 /// The loop with its promotable elements in variables, or `None` when nothing can be
@@ -185,15 +121,6 @@ impl Promoted {
     }
 }
 
-fn new_var(k: &mut Kernel, name: &str, ty: ElemType) -> VarId {
-    k.vars.push(VarDecl {
-        name: name.to_string(),
-        ty: ty.compute(),
-        cold: false,
-    });
-    VarId(k.vars.len() as u32 - 1)
-}
-
 fn reads(e: &Expr, buf: BufId) -> bool {
     let mut fx = Effects::default();
     effects_expr(e, &mut fx);
@@ -247,6 +174,7 @@ fn substitute_expr(e: &mut Expr, chosen: &[Promoted]) {
 mod tests {
     use super::*;
     use crate::ir::BufDecl;
+    use crate::ir::VarDecl;
     use crate::ir::build as b;
 
     fn kernel(body: Vec<Stmt>, bufs: &[(&str, ElemType)]) -> Kernel {

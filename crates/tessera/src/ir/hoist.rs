@@ -1,0 +1,245 @@
+//! Loop-invariant code motion for innermost `for` loops: a computation whose value cannot
+//! change while the loop runs (`exp(s[i] + t[j])` inside the loop over the features `f` of an
+//! attention layer, `i * n` in an address) is computed once, before the loop, into a variable.
+//! The lowering emits each statement's expression whole inside its loop, and backends cannot
+//! move most of it out themselves: `exp` and `log` are calls into the runtime, and a load may
+//! alias any store of the loop as far as they know.
+//!
+//! The pass must not change which fault a kernel reports, or make one where there was none:
+//! - the loop is wrapped in `if start < stop`, so nothing hoisted runs when the loop would not
+//!   (the `else` sets the loop variable to `start`, as a loop that never ran leaves it);
+//! - an expression that can fault (a load, a search, a hash lookup) is hoisted only from the
+//!   statements the first iteration runs before anything can fail or break, and only where the
+//!   statement evaluates it unconditionally; so the first iteration would have evaluated it
+//!   first anyway, at the same place relative to every check;
+//! - other expressions (arithmetic, `exp`, casts, comparisons: no IR arithmetic traps) are
+//!   hoisted from anywhere in the body.
+//!
+//! Only compound expressions are hoisted (a variable, a constant or a buffer length is already
+//! as cheap as a variable), each distinct one once.
+
+use super::effects::{Effects, effects_stmts, invariant, new_var};
+use super::{BinOp, Expr, Kernel, Stmt};
+
+pub fn hoist_invariants(k: &mut Kernel) {
+    super::innermost::rewrite_innermost_loops(k, &mut hoist_loop);
+}
+
+fn hoist_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
+    let Stmt::For {
+        var,
+        start,
+        stop,
+        body,
+    } = l
+    else {
+        return None;
+    };
+    let mut fx = Effects::default();
+    effects_stmts(std::slice::from_ref(l), &mut fx);
+    let mut found: Vec<Expr> = vec![];
+    // Loads are safe to move out of the statements before the first that may fail or break.
+    let mut loads_ok = true;
+    for s in body {
+        if may_stop(s) {
+            loads_ok = false;
+        }
+        collect_stmt(s, loads_ok, &fx, &mut found);
+    }
+    if found.is_empty() {
+        return None;
+    }
+    let mut hoisted = vec![];
+    let mut body = body.clone();
+    for e in found {
+        let t = new_var(k, "invariant", k.type_of(&e));
+        for s in body.iter_mut() {
+            replace_stmt(s, &e, &Expr::Var(t));
+        }
+        hoisted.push(Stmt::Assign(t, e));
+    }
+    hoisted.push(Stmt::For {
+        var: *var,
+        start: start.clone(),
+        stop: stop.clone(),
+        body,
+    });
+    Some(vec![Stmt::If {
+        cond: Expr::Binary(BinOp::Lt, Box::new(start.clone()), Box::new(stop.clone())),
+        then: hoisted,
+        otherwise: vec![Stmt::Assign(*var, start.clone())],
+    }])
+}
+
+/// Whether `s` may end the loop early or fail (a `Fail` or `Break` anywhere in it).
+fn may_stop(s: &Stmt) -> bool {
+    matches!(s, Stmt::Fail(_) | Stmt::Break) || s.bodies().into_iter().flatten().any(may_stop)
+}
+
+/// Collect the hoistable expressions of `s`: its own expressions are evaluated whenever it
+/// runs (loads allowed if `loads_ok`); those of its branches only sometimes (no loads).
+fn collect_stmt(s: &Stmt, loads_ok: bool, fx: &Effects, found: &mut Vec<Expr>) {
+    for e in s.own_exprs() {
+        collect_expr(e, loads_ok, fx, found);
+    }
+    for body in s.bodies() {
+        for inner in body {
+            collect_stmt(inner, false, fx, found);
+        }
+    }
+}
+
+fn collect_expr(e: &Expr, loads_ok: bool, fx: &Effects, found: &mut Vec<Expr>) {
+    let compound = !matches!(e, Expr::Const(_) | Expr::Var(_) | Expr::Len(_));
+    if compound && invariant(e, fx) && (loads_ok || !may_fault(e)) {
+        if !found.contains(e) {
+            found.push(e.clone());
+        }
+        return;
+    }
+    for c in e.children() {
+        collect_expr(c, loads_ok, fx, found);
+    }
+}
+
+/// Whether evaluating `e` can fault: it reads a buffer.
+fn may_fault(e: &Expr) -> bool {
+    let mut reads = false;
+    e.visit(&mut |x| {
+        reads |= matches!(
+            x,
+            Expr::Load { .. } | Expr::SearchGe { .. } | Expr::HashFind { .. }
+        );
+    });
+    reads
+}
+
+fn replace_stmt(s: &mut Stmt, from: &Expr, to: &Expr) {
+    for e in s.own_exprs_mut() {
+        replace_expr(e, from, to);
+    }
+    for body in s.bodies_mut() {
+        for inner in body.iter_mut() {
+            replace_stmt(inner, from, to);
+        }
+    }
+}
+
+fn replace_expr(e: &mut Expr, from: &Expr, to: &Expr) {
+    if e == from {
+        *e = to.clone();
+        return;
+    }
+    for c in e.children_mut() {
+        replace_expr(c, from, to);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::build as b;
+    use crate::ir::{BufDecl, BufId, UnOp, VarDecl, VarId};
+    use crate::types::ElemType;
+
+    /// Buffers y, x, s (f64); variables j (the loop), i (outside).
+    fn kernel(body: Vec<Stmt>) -> Kernel {
+        let buf = |name: &str| BufDecl {
+            name: name.into(),
+            elem: ElemType::F64,
+            growable: false,
+            tensor: None,
+        };
+        let var = |name: &str| VarDecl {
+            name: name.into(),
+            ty: ElemType::I64,
+            cold: false,
+        };
+        Kernel {
+            name: "k".into(),
+            bufs: vec![buf("y"), buf("x"), buf("s")],
+            vars: vec![var("j"), var("i")],
+            body,
+            errors: vec![],
+        }
+    }
+
+    const Y: BufId = BufId(0);
+    const X: BufId = BufId(1);
+    const S: BufId = BufId(2);
+    const J: VarId = VarId(0);
+    const I: VarId = VarId(1);
+
+    fn exp_s_i() -> Expr {
+        Expr::Unary(UnOp::Exp, Box::new(b::load(S, b::var(I))))
+    }
+
+    fn loop_of(body: Vec<Stmt>) -> Stmt {
+        Stmt::For {
+            var: J,
+            start: b::int(0),
+            stop: b::int(8),
+            body,
+        }
+    }
+
+    /// `y[j] = y[j] + x[j] * exp(s[i])`
+    fn update() -> Stmt {
+        b::store(
+            Y,
+            b::var(J),
+            b::add(
+                b::load(Y, b::var(J)),
+                b::mul(b::load(X, b::var(J)), exp_s_i()),
+            ),
+        )
+    }
+
+    #[test]
+    fn an_invariant_call_is_computed_once_before_a_loop_that_runs() {
+        let mut k = kernel(vec![loop_of(vec![update()])]);
+        hoist_invariants(&mut k);
+        let shown = k.to_string();
+        assert!(
+            shown.contains("if (0 < 8) {\n    invariant = exp(s[i]);"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("y[j] = y[j] + (x[j] * invariant);"),
+            "{shown}"
+        );
+        // A loop that does not run leaves its variable at `start`, as before.
+        assert!(shown.contains("} else {\n    j = 0;\n  }"), "{shown}");
+        assert!(k.check().is_ok());
+    }
+
+    #[test]
+    fn loads_after_a_possible_failure_stay_in_the_loop() {
+        let check = b::if_(b::lt(b::var(I), b::int(0)), vec![Stmt::Fail(0)]);
+        let mut k = kernel(vec![loop_of([check, vec![update()]].concat())]);
+        hoist_invariants(&mut k);
+        let shown = k.to_string();
+        assert!(!shown.contains("= exp(s[i])"), "{shown}");
+        assert!(
+            shown.contains("y[j] = y[j] + (x[j] * exp(s[i]));"),
+            "{shown}"
+        );
+        // Arithmetic that cannot fault moves anyway (here the check's condition).
+        assert!(shown.contains("invariant = i < 0;"), "{shown}");
+        let scaled = b::store(Y, b::var(J), b::mul(b::var(I), b::int(3)));
+        let check = b::if_(b::lt(b::var(I), b::int(0)), vec![Stmt::Fail(0)]);
+        let mut k = kernel(vec![loop_of([check, vec![scaled]].concat())]);
+        k.bufs[0].elem = ElemType::I64;
+        hoist_invariants(&mut k);
+        assert!(k.to_string().contains("= i * 3;"), "{k}");
+    }
+
+    #[test]
+    fn values_that_change_in_the_loop_stay() {
+        // `s` is written in the loop, `j` is the loop's own variable.
+        let write_s = b::store(S, b::var(I), b::load(X, b::var(J)));
+        let mut k = kernel(vec![loop_of(vec![write_s, update()])]);
+        hoist_invariants(&mut k);
+        assert!(!k.to_string().contains("invariant"), "{k}");
+    }
+}
