@@ -63,7 +63,7 @@ pub enum Param {
     Flag { key: &'static str, default: bool },
     /// A leaf's fill value: `(value)` or `(value, type)`.
     Fill,
-    /// `coord=i64|f64` after the child: the type of the stored coordinates; printed only when
+    /// `coord=i64|i32|f64` after the child: the type of the stored coordinates; printed only when
     /// it is not `i64`. The tests' format generators keep the default (a real dimension needs
     /// a program over real loops).
     Coord,
