@@ -54,6 +54,12 @@ pub enum KernelErrorKind {
     },
     /// `array` could not grow to `len` elements (over the memory limit, or out of memory).
     Grow { array: String, len: i64 },
+    /// A 4-byte level (`coord=i32`) was asked to index a dimension, or hold a count of
+    /// entries, beyond `i32::MAX` (`what` says which): refused rather than wrapped.
+    IndexOverflow {
+        level: &'static str,
+        what: &'static str,
+    },
 }
 
 /// Which order a level needs its writes in.
@@ -207,6 +213,11 @@ impl fmt::Display for KernelError {
             Grow { array, len } => write!(
                 f,
                 "cannot grow `{array}` to {len} elements: over the memory limit or out of memory"
+            ),
+            IndexOverflow { level, what } => write!(
+                f,
+                "{level} with coord=i32 cannot hold {what} above {} (use coord=i64)",
+                i32::MAX
             ),
         }?;
         if self.writes.is_empty()

@@ -51,13 +51,14 @@ fn level_bytes(
     cells: u64,
     entries: u64,
 ) -> Option<(u64, u64)> {
-    const I: u64 = 8;
+    // Index words are 4 bytes in a `coord=i32` level (its positions follow its coordinates).
+    let word = kind.coord().pos_elem().size() as u64;
     // Levels with a slot for every coordinate cannot have more than 64 bits of them.
     let all = (cells < u64::MAX).then_some(cells);
     // A position array of one i64 per parent, plus one.
-    let ptr = parents.checked_add(1)?.checked_mul(I)?;
+    let ptr = parents.checked_add(1)?.checked_mul(word)?;
     let stored = cells.min(entries);
-    let per = |n: u64, words: u64| n.checked_mul(words * I);
+    let per = |n: u64, words: u64| n.checked_mul(words * word);
     Some(match kind {
         LevelKind::Dense => (all?, 0),
         LevelKind::SparseList { .. } | LevelKind::SparsePoint { .. } => {
@@ -68,7 +69,7 @@ fn level_bytes(
             (stored, ptr.checked_add(per(stored, 2)?)?)
         }
         // An index and an offset per parent.
-        LevelKind::SparseBand => (stored, per(parents, 2)?.checked_add(I)?),
+        LevelKind::SparseBand => (stored, per(parents, 2)?.checked_add(word)?),
         // A flag per cell and a sorted list; every cell is a child position.
         LevelKind::SparseByteMap => (all?, ptr.checked_add(all?)?.checked_add(per(stored, 1)?)?),
         // Index, value and key arrays plus a hash table of about twice the entries.

@@ -174,12 +174,14 @@ fn run_search(
         (
             [
                 LevelKind::Dense,
-                LevelKind::SparseList { coord: Coord::I64 },
+                LevelKind::SparseList {
+                    coord: Coord::I64 | Coord::I32,
+                },
                 _,
             ],
             Some(bufs),
         ) => match bufs.first() {
-            Some(Buffer::I64(p)) if p.len() == n + 1 => Some(p.clone()),
+            Some(p) if p.len() == n + 1 => Some(crate::levels::shared::ints(p).into_owned()),
             _ => None,
         },
         _ => None,

@@ -56,13 +56,17 @@ pub enum LevelKind {
     },
 }
 
-/// The type of a level's stored coordinates, `coord=` in format text: integer coordinates
-/// (the default), or real ones (`coord=f64`), which make the dimension the level indexes
-/// real-valued: its pieces are pinpoints and intervals with [`crate::limit::Limit`] endpoints.
+/// The type of a level's stored coordinates, `coord=` in format text: 8-byte integer
+/// coordinates (the default), 4-byte ones (`coord=i32`: the level's position array is 4 bytes
+/// too, so a CSR matrix moves 12 bytes per entry as SciPy's does; a dimension or a stored count
+/// beyond `i32::MAX` is a typed error, never a wrap), or real ones (`coord=f64`), which make the
+/// dimension the level indexes real-valued: its pieces are pinpoints and intervals with
+/// [`crate::limit::Limit`] endpoints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Coord {
     #[default]
     I64,
+    I32,
     F64,
 }
 
@@ -70,18 +74,36 @@ impl Coord {
     pub fn name(self) -> &'static str {
         match self {
             Coord::I64 => "i64",
+            Coord::I32 => "i32",
             Coord::F64 => "f64",
         }
     }
     pub fn from_name(s: &str) -> Option<Coord> {
         match s {
             "i64" => Some(Coord::I64),
+            "i32" => Some(Coord::I32),
             "f64" => Some(Coord::F64),
             _ => None,
         }
     }
     pub fn is_real(self) -> bool {
         self == Coord::F64
+    }
+    /// The element type of the level's stored coordinates, and of its position (offset)
+    /// array, which follows the coordinates' width for integer levels.
+    pub fn elem(self) -> ElemType {
+        match self {
+            Coord::I64 => ElemType::I64,
+            Coord::I32 => ElemType::I32,
+            Coord::F64 => ElemType::F64,
+        }
+    }
+    /// The element type of the level's position arrays (`ptr`): 4 bytes under `coord=i32`.
+    pub fn pos_elem(self) -> ElemType {
+        match self {
+            Coord::I32 => ElemType::I32,
+            Coord::I64 | Coord::F64 => ElemType::I64,
+        }
     }
 }
 
@@ -389,8 +411,9 @@ impl FormatParser<'_> {
             if key == "coord" && takes_coord {
                 self.expect(b'=')?;
                 let ty = self.word();
-                args.coord = Coord::from_name(&ty)
-                    .ok_or_else(|| self.error(&format!("`coord` is i64 or f64, not `{ty}`")))?;
+                args.coord = Coord::from_name(&ty).ok_or_else(|| {
+                    self.error(&format!("`coord` is i64, i32 or f64, not `{ty}`"))
+                })?;
                 continue;
             }
             let Some(flag) = args.flags.iter_mut().find(|(k, _)| *k == key) else {
@@ -399,7 +422,7 @@ impl FormatParser<'_> {
                     .map(|(k, _)| format!("`{k}=true|false`"))
                     .collect();
                 if takes_coord {
-                    options.push("`coord=i64|f64`".to_string());
+                    options.push("`coord=i64|i32|f64`".to_string());
                 }
                 let only = match options.is_empty() {
                     true => "it takes none".to_string(),

@@ -18,6 +18,7 @@
 //! freezing it sees the unmerged runs, which denote the same values.
 
 use super::registry::{Args, Arity, Caps, LevelSpec, Param, Role};
+use super::shared::{int_at, int_buf, int_range, ints};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
@@ -145,8 +146,11 @@ impl RunList {
 }
 
 impl Level for RunList {
-    fn buffers(&self, _: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
-        vec![("ptr", ElemType::I64), ("right", ElemType::I64)]
+    fn buffers(&self, kind: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
+        vec![
+            ("ptr", kind.coord().pos_elem()),
+            ("right", kind.coord().elem()),
+        ]
     }
     fn state(&self, _: &LevelKind) -> Vec<(&'static str, ElemType)> {
         vec![
@@ -163,9 +167,9 @@ impl Level for RunList {
         dims: &[usize],
         parent_count: usize,
     ) -> std::result::Result<usize, String> {
-        let (ptr, right) = (i64s(&bufs[PTR]), i64s(&bufs[RIGHT]));
+        let (ptr, right) = (ints(&bufs[PTR]), ints(&bufs[RIGHT]));
         let n = dims[0] as i64;
-        super::shared::check_ptr_shape(ptr, parent_count)?;
+        super::shared::check_ptr_shape(&ptr, parent_count)?;
         for p in 0..parent_count {
             let (lo, hi) = (ptr[p], ptr[p + 1]);
             if hi < lo || hi as usize > right.len() {
@@ -212,24 +216,25 @@ impl Level for RunList {
         parent_count: usize,
     ) -> usize {
         bufs[PTR].truncate(parent_count + 1);
-        let n = i64s(&bufs[PTR])[parent_count] as usize;
+        let n = int_at(&bufs[PTR], parent_count) as usize;
         bufs[RIGHT].truncate(n);
         n
     }
     fn empty(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &mut [Buffer],
         dims: &[usize],
         parent_count: usize,
     ) -> usize {
         let runs = if dims[0] > 0 { parent_count } else { 0 };
-        bufs[PTR] = Buffer::I64(
+        bufs[PTR] = int_buf(
+            kind.coord().pos_elem(),
             (0..=parent_count as i64)
                 .map(|p| if dims[0] > 0 { p } else { 0 })
                 .collect(),
         );
-        bufs[RIGHT] = Buffer::I64(vec![dims[0] as i64 - 1; runs]);
+        bufs[RIGHT] = int_buf(kind.coord().elem(), vec![dims[0] as i64 - 1; runs]);
         runs
     }
 
@@ -255,22 +260,25 @@ impl Level for RunList {
         pos: usize,
         f: &mut dyn FnMut(usize, usize, usize),
     ) {
-        let (ptr, right) = (i64s(&bufs[PTR]), i64s(&bufs[RIGHT]));
+        let (lo, hi) = (
+            int_at(&bufs[PTR], pos) as usize,
+            int_at(&bufs[PTR], pos + 1) as usize,
+        );
         let mut start = 0;
-        let (lo, hi) = (ptr[pos] as usize, ptr[pos + 1] as usize);
-        for (q, &r) in right.iter().enumerate().take(hi).skip(lo) {
+        for (k, &r) in int_range(&bufs[RIGHT], lo, hi).iter().enumerate() {
+            let q = lo + k;
             f(start, r as usize, q);
             start = r as usize + 1;
         }
     }
     fn remap(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &mut [Buffer],
         dims: &[usize],
         map: &[Option<usize>],
     ) -> Vec<Option<usize>> {
-        let (ptr, right) = (i64s(&bufs[PTR]), i64s(&bufs[RIGHT]));
+        let (ptr, right) = (ints(&bufs[PTR]), ints(&bufs[RIGHT]));
         let mut new_ptr = vec![0i64];
         let mut new_right = vec![];
         let mut child = vec![];
@@ -289,19 +297,19 @@ impl Level for RunList {
             }
             new_ptr.push(new_right.len() as i64);
         }
-        bufs[PTR] = Buffer::I64(new_ptr);
-        bufs[RIGHT] = Buffer::I64(new_right);
+        bufs[PTR] = int_buf(kind.coord().pos_elem(), new_ptr);
+        bufs[RIGHT] = int_buf(kind.coord().elem(), new_right);
         child
     }
     fn merge_runs(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &mut [Buffer],
         _: &[usize],
         parent_count: usize,
         equal: &mut dyn FnMut(usize, usize) -> bool,
     ) -> Option<Vec<Option<usize>>> {
-        let (ptr, right) = (i64s(&bufs[PTR]), i64s(&bufs[RIGHT]));
+        let (ptr, right) = (ints(&bufs[PTR]), ints(&bufs[RIGHT]));
         let mut new_ptr = vec![0i64];
         let mut new_right: Vec<i64> = vec![];
         let mut kept: Vec<Option<usize>> = vec![];
@@ -323,15 +331,15 @@ impl Level for RunList {
         if kept.len() == right.len() {
             return None;
         }
-        bufs[PTR] = Buffer::I64(new_ptr);
-        bufs[RIGHT] = Buffer::I64(new_right);
+        bufs[PTR] = int_buf(kind.coord().pos_elem(), new_ptr);
+        bufs[RIGHT] = int_buf(kind.coord().elem(), new_right);
         Some(kept)
     }
     /// One run per distinct coordinate, fill runs in the gaps; equal neighbours are merged
     /// afterwards by the tensor (values are only known once the leaves are built).
     fn build(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &mut [Buffer],
         dims: &[usize],
         parent_count: usize,
@@ -363,8 +371,8 @@ impl Level for RunList {
             ptr[p + 1] = right.len() as i64;
         }
         let count = right.len();
-        bufs[PTR] = Buffer::I64(ptr);
-        bufs[RIGHT] = Buffer::I64(right);
+        bufs[PTR] = int_buf(kind.coord().pos_elem(), ptr);
+        bufs[RIGHT] = int_buf(kind.coord().elem(), right);
         (count, out)
     }
 
@@ -379,7 +387,8 @@ impl Level for RunList {
             ));
         }
         let ptr = l.buf(PTR);
-        let mut code = super::shared::zero_ptr(ptr, count).to_vec();
+        let mut code = super::shared::fits_i32(cx, l, "a dimension", l.dim(0));
+        code.extend(super::shared::zero_ptr(ptr, count));
         code.extend([
             b::assign(l.state(QOS), b::int(0)),
             b::assign(l.state(PREV), b::int(-1)),
@@ -405,6 +414,13 @@ impl Level for RunList {
         // Positions the parent did not keep (a retried last position) hold nothing.
         code.extend(Self::rollback(l, count.clone()));
         code.extend(Self::fill_up_to(cx, l, count.clone())?);
+        // Every stored offset is at most the run count `qos`: if that fits, nothing wrapped.
+        code.extend(super::shared::fits_i32(
+            cx,
+            l,
+            "a stored count",
+            b::var(qos),
+        ));
         code.push(b::store(ptr, count.clone(), b::var(qos)));
         code.push(b::assign(l.state(PREV), b::sub(count, b::int(1))));
         let (child, n) = l.child_impl().freeze(cx, &l.child(), b::var(qos))?;
@@ -553,8 +569,4 @@ impl Level for RunList {
             epilogue: vec![],
         })
     }
-}
-
-fn i64s(b: &Buffer) -> &[i64] {
-    b.as_i64().expect("RunList buffers are i64")
 }

@@ -7,8 +7,67 @@ use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{BufId, Expr, Stmt, VarId, build as b};
 use crate::looplets::{Jumper, Looplet, Phase, Stepper, Target};
 use crate::notation::ast::Protocol;
+use crate::runtime::Buffer;
 use crate::types::{ElemType, Scalar};
+use std::borrow::Cow;
 use std::rc::Rc;
+
+/// A level's integer array (coordinates or positions) as i64 values, whatever its stored
+/// width (`coord=i32` levels store 4 bytes): borrowed when it is i64 already, widened
+/// otherwise. For whole-array work (validate, build, remap); a per-fiber visit uses
+/// [`int_at`] and [`int_range`] so that it does not copy the whole array.
+pub fn ints(b: &Buffer) -> Cow<'_, [i64]> {
+    match b {
+        Buffer::I64(v) => Cow::Borrowed(v),
+        Buffer::I32(v) => Cow::Owned(v.iter().map(|&x| x as i64).collect()),
+        _ => panic!("level index arrays are i64 or i32, not {}", b.elem()),
+    }
+}
+
+/// `b[i]` of a level's integer array, widened.
+pub fn int_at(b: &Buffer, i: usize) -> i64 {
+    match b {
+        Buffer::I64(v) => v[i],
+        Buffer::I32(v) => v[i] as i64,
+        _ => panic!("level index arrays are i64 or i32, not {}", b.elem()),
+    }
+}
+
+/// `b[lo..hi]` of a level's integer array, widened.
+pub fn int_range(b: &Buffer, lo: usize, hi: usize) -> Cow<'_, [i64]> {
+    match b {
+        Buffer::I64(v) => Cow::Borrowed(&v[lo..hi]),
+        Buffer::I32(v) => Cow::Owned(v[lo..hi].iter().map(|&x| x as i64).collect()),
+        _ => panic!("level index arrays are i64 or i32, not {}", b.elem()),
+    }
+}
+
+/// A level's integer array of element type `ty` (I64 or I32) from i64 values. The callers'
+/// values fit: coordinates are below dimensions and counts below stored counts, which the
+/// tensor checks against `i32::MAX` for 4-byte levels (`tensor::check_rank`, `check_count`).
+pub fn int_buf(ty: ElemType, v: Vec<i64>) -> Buffer {
+    match ty {
+        ElemType::I32 => Buffer::I32(v.into_iter().map(|x| x as i32).collect()),
+        _ => Buffer::I64(v),
+    }
+}
+
+/// `if value > i32::MAX: fail` for a 4-byte level (`coord=i32`), nothing otherwise: where its
+/// code would narrow a dimension's coordinates or a stored count that does not fit (`what`
+/// names it in the error), so that it fails rather than wraps.
+pub fn fits_i32(cx: &mut Cx, l: &LevelRef, what: &'static str, value: Expr) -> Vec<Stmt> {
+    if l.kind().coord() != super::format::Coord::I32 {
+        return vec![];
+    }
+    let e = cx.error(KernelError::new(
+        &l.tensor.name,
+        KernelErrorKind::IndexOverflow {
+            level: l.kind().spec().name,
+            what,
+        },
+    ));
+    b::if_(b::lt(b::int(i32::MAX as i64), value), vec![Stmt::Fail(e)])
+}
 
 /// Sparse levels do not store the coordinates they leave out, so those read as the fill: a
 /// declaration to any other value cannot be represented.

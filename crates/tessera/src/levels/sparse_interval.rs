@@ -20,6 +20,7 @@
 use super::format::Coord;
 use super::real;
 use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
+use super::shared::{int_at, int_buf, ints};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind};
@@ -76,7 +77,10 @@ impl Level for SparseInterval {
                 ("right_eps", ElemType::I8),
             ];
         }
-        vec![("left", ElemType::I64), ("right", ElemType::I64)]
+        vec![
+            ("left", kind.coord().elem()),
+            ("right", kind.coord().elem()),
+        ]
     }
 
     fn validate(
@@ -102,7 +106,7 @@ impl Level for SparseInterval {
             }
             return Ok(parent_count);
         }
-        let (left, right) = (i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
+        let (left, right) = (ints(&bufs[LEFT]), ints(&bufs[RIGHT]));
         if left.len() != parent_count || right.len() != parent_count {
             return Err(format!(
                 "left and right have {} and {} entries, expected {parent_count}",
@@ -147,8 +151,8 @@ impl Level for SparseInterval {
             bufs[RIGHT_EPS] = Buffer::I8(vec![0; parent_count]);
             return parent_count;
         }
-        bufs[LEFT] = Buffer::I64(vec![0; parent_count]);
-        bufs[RIGHT] = Buffer::I64(vec![-1; parent_count]);
+        bufs[LEFT] = int_buf(kind.coord().elem(), vec![0; parent_count]);
+        bufs[RIGHT] = int_buf(kind.coord().elem(), vec![-1; parent_count]);
         parent_count
     }
     fn for_each_piece(
@@ -218,9 +222,9 @@ impl Level for SparseInterval {
         if kind.is_real() {
             return;
         }
-        let (left, right) = (i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
-        if left[pos] <= right[pos] {
-            f(left[pos] as usize, right[pos] as usize, pos);
+        let (left, right) = (int_at(&bufs[LEFT], pos), int_at(&bufs[RIGHT], pos));
+        if left <= right {
+            f(left as usize, right as usize, pos);
         }
     }
     fn remap(
@@ -233,13 +237,13 @@ impl Level for SparseInterval {
         if kind.is_real() {
             return super::remap_pieces(self, kind, bufs, map);
         }
-        let (left, right) = (i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
+        let (left, right) = (ints(&bufs[LEFT]), ints(&bufs[RIGHT]));
         let pick = |v: &[i64], empty: i64| -> Vec<i64> {
             map.iter().map(|m| m.map_or(empty, |p| v[p])).collect()
         };
-        let (new_left, new_right) = (pick(left, 0), pick(right, -1));
-        bufs[LEFT] = Buffer::I64(new_left);
-        bufs[RIGHT] = Buffer::I64(new_right);
+        let (new_left, new_right) = (pick(&left, 0), pick(&right, -1));
+        bufs[LEFT] = int_buf(kind.coord().elem(), new_left);
+        bufs[RIGHT] = int_buf(kind.coord().elem(), new_right);
         map.to_vec()
     }
     /// Only for fibers with at most one coordinate: `Tensor::from_coo` builds SparseInterval
@@ -247,7 +251,7 @@ impl Level for SparseInterval {
     /// several coordinates forming one run, or several runs (an error), are handled.
     fn build(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &mut [Buffer],
         _: &[usize],
         parent_count: usize,
@@ -265,14 +269,15 @@ impl Level for SparseInterval {
                 out.push((p, a, z));
             });
         }
-        bufs[LEFT] = Buffer::I64(left);
-        bufs[RIGHT] = Buffer::I64(right);
+        bufs[LEFT] = int_buf(kind.coord().elem(), left);
+        bufs[RIGHT] = int_buf(kind.coord().elem(), right);
         (parent_count, out)
     }
 
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
         super::shared::declare_to_fill(l, init)?;
-        let mut code = empty_runs(l, b::int(0), count.clone());
+        let mut code = super::shared::fits_i32(cx, l, "a dimension", l.dim(0));
+        code.extend(empty_runs(l, b::int(0), count.clone()));
         code.extend(l.child_impl().declare(cx, &l.child(), count, init)?);
         Ok(code)
     }
@@ -489,14 +494,11 @@ pub fn same_value(x: Expr, y: Expr, class: Class) -> Expr {
     b::or(equal, both_nan)
 }
 
-fn i64s(b: &Buffer) -> &[i64] {
-    b.as_i64().expect("SparseInterval buffers are i64")
-}
-
 /// SparseInterval storage from (merged) SparseRunList storage of the same fibers, and the map
 /// of child positions (`Tensor::from_coo` builds SparseInterval levels this way). Fails on a
 /// fiber with more than one run.
 pub fn from_runs(
+    coord: Coord,
     runs: &[Buffer],
     dims: &[usize],
     parent_count: usize,
@@ -530,5 +532,8 @@ pub fn from_runs(
             }
         }
     }
-    Ok((vec![Buffer::I64(left), Buffer::I64(right)], map))
+    Ok((
+        vec![int_buf(coord.elem(), left), int_buf(coord.elem(), right)],
+        map,
+    ))
 }

@@ -8,6 +8,7 @@
 
 use super::real;
 use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
+use super::shared::{int_at, int_buf, int_range, ints};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
@@ -52,7 +53,7 @@ const PREV: usize = 1;
 
 impl Level for SparseList {
     fn buffers(&self, kind: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
-        vec![("ptr", ElemType::I64), ("idx", coord_type(kind))]
+        vec![("ptr", kind.coord().pos_elem()), ("idx", coord_type(kind))]
     }
     fn state(&self, _: &LevelKind) -> Vec<(&'static str, ElemType)> {
         vec![("qos", ElemType::I64), ("prev", ElemType::I64)]
@@ -68,10 +69,10 @@ impl Level for SparseList {
         if kind.is_real() {
             let idx = real::f64s(&bufs[IDX]);
             let point = |q: usize| (real::limit(idx[q], 0), real::limit(idx[q], 0));
-            return real::check_fibers(i64s(&bufs[PTR]), parent_count, idx.len(), &point);
+            return real::check_fibers(&ints(&bufs[PTR]), parent_count, idx.len(), &point);
         }
-        let (ptr, idx) = (i64s(&bufs[PTR]), i64s(&bufs[IDX]));
-        super::shared::check_ptr_shape(ptr, parent_count)?;
+        let (ptr, idx) = (ints(&bufs[PTR]), ints(&bufs[IDX]));
+        super::shared::check_ptr_shape(&ptr, parent_count)?;
         for p in 0..parent_count {
             let (lo, hi) = (ptr[p], ptr[p + 1]);
             if hi < lo || hi as usize > idx.len() {
@@ -104,7 +105,7 @@ impl Level for SparseList {
         parent_count: usize,
     ) -> usize {
         bufs[PTR].truncate(parent_count + 1);
-        let n = i64s(&bufs[PTR])[parent_count] as usize;
+        let n = int_at(&bufs[PTR], parent_count) as usize;
         bufs[IDX].truncate(n);
         n
     }
@@ -115,7 +116,7 @@ impl Level for SparseList {
         _: &[usize],
         parent_count: usize,
     ) -> usize {
-        bufs[PTR] = Buffer::I64(vec![0; parent_count + 1]);
+        bufs[PTR] = int_buf(kind.coord().pos_elem(), vec![0; parent_count + 1]);
         bufs[IDX] = Buffer::new(coord_type(kind));
         0
     }
@@ -131,10 +132,12 @@ impl Level for SparseList {
         if kind.is_real() {
             return;
         }
-        let (ptr, idx) = (i64s(&bufs[PTR]), i64s(&bufs[IDX]));
-        let lo = ptr[pos] as usize;
-        for (q, &i) in idx.iter().enumerate().take(ptr[pos + 1] as usize).skip(lo) {
-            f(&[i as usize], q);
+        let (lo, hi) = (
+            int_at(&bufs[PTR], pos) as usize,
+            int_at(&bufs[PTR], pos + 1) as usize,
+        );
+        for (k, &i) in int_range(&bufs[IDX], lo, hi).iter().enumerate() {
+            f(&[i as usize], lo + k);
         }
     }
     fn remap(
@@ -144,7 +147,7 @@ impl Level for SparseList {
         _: &[usize],
         map: &[Option<usize>],
     ) -> Vec<Option<usize>> {
-        let (ptr, idx) = (i64s(&bufs[PTR]), &bufs[IDX]);
+        let (ptr, idx) = (ints(&bufs[PTR]), &bufs[IDX]);
         let mut new_ptr = vec![0i64];
         let mut new_idx = Buffer::new(coord_type(kind));
         let mut child = vec![];
@@ -158,7 +161,7 @@ impl Level for SparseList {
             }
             new_ptr.push(new_idx.len() as i64);
         }
-        bufs[PTR] = Buffer::I64(new_ptr);
+        bufs[PTR] = int_buf(kind.coord().pos_elem(), new_ptr);
         bufs[IDX] = new_idx;
         child
     }
@@ -172,7 +175,7 @@ impl Level for SparseList {
         if !kind.is_real() {
             return;
         }
-        let (ptr, idx) = (i64s(&bufs[PTR]), real::f64s(&bufs[IDX]));
+        let (ptr, idx) = (ints(&bufs[PTR]), real::f64s(&bufs[IDX]));
         let (lo, hi) = (ptr[pos] as usize, ptr[pos + 1] as usize);
         for (q, &x) in idx.iter().enumerate().take(hi).skip(lo) {
             f(real::limit(x, 0), real::limit(x, 0), q);
@@ -201,7 +204,7 @@ impl Level for SparseList {
     }
     fn build(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &mut [Buffer],
         _: &[usize],
         parent_count: usize,
@@ -222,15 +225,16 @@ impl Level for SparseList {
             ptr[p] += ptr[p - 1];
         }
         let n = idx.len();
-        bufs[PTR] = Buffer::I64(ptr);
-        bufs[IDX] = Buffer::I64(idx);
+        bufs[PTR] = int_buf(kind.coord().pos_elem(), ptr);
+        bufs[IDX] = int_buf(coord_type(kind), idx);
         (n, out)
     }
 
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
         super::shared::declare_to_fill(l, init)?;
         let ptr = l.buf(PTR);
-        let mut code = super::shared::zero_ptr(ptr, count).to_vec();
+        let mut code = super::shared::fits_i32(cx, l, "a dimension", l.dim(0));
+        code.extend(super::shared::zero_ptr(ptr, count));
         code.extend([
             b::assign(l.state(QOS), b::int(0)),
             b::assign(l.state(PREV), b::int(-1)),
@@ -248,7 +252,9 @@ impl Level for SparseList {
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let ptr = l.buf(PTR);
-        let mut code = vec![super::shared::prefix_sum(cx, ptr, count.clone())];
+        // Every fiber's count is at most the total (`qos`), so if that fits nothing wrapped.
+        let mut code = super::shared::fits_i32(cx, l, "a stored count", b::var(l.state(QOS)));
+        code.push(super::shared::prefix_sum(cx, ptr, count.clone()));
         let (child, n) = l.child_impl().freeze(cx, &l.child(), b::load(ptr, count))?;
         code.extend(child);
         Ok((code, n))
@@ -425,12 +431,5 @@ impl Level for SparseList {
 
 /// The element type of the `idx` array.
 fn coord_type(kind: &LevelKind) -> ElemType {
-    match kind.is_real() {
-        true => ElemType::F64,
-        false => ElemType::I64,
-    }
-}
-
-fn i64s(b: &Buffer) -> &[i64] {
-    b.as_i64().expect("SparseList buffers are i64")
+    kind.coord().elem()
 }

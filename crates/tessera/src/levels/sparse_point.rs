@@ -8,6 +8,7 @@
 
 use super::real;
 use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
+use super::shared::{int_at, int_buf, ints};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind};
@@ -56,10 +57,7 @@ const EMPTY_REAL: f64 = f64::NAN;
 
 impl Level for SparsePoint {
     fn buffers(&self, kind: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
-        match kind.is_real() {
-            true => vec![("idx", ElemType::F64)],
-            false => vec![("idx", ElemType::I64)],
-        }
+        vec![("idx", kind.coord().elem())]
     }
 
     fn validate(
@@ -85,7 +83,7 @@ impl Level for SparsePoint {
             }
             return Ok(parent_count);
         }
-        let idx = i64s(&bufs[IDX]);
+        let idx = ints(&bufs[IDX]);
         if idx.len() != parent_count {
             return Err(format!(
                 "idx has {} entries, expected one per fiber ({parent_count})",
@@ -121,7 +119,7 @@ impl Level for SparsePoint {
     ) -> usize {
         bufs[IDX] = match kind.is_real() {
             true => Buffer::F64(vec![EMPTY_REAL; parent_count]),
-            false => Buffer::I64(vec![EMPTY; parent_count]),
+            false => int_buf(kind.coord().elem(), vec![EMPTY; parent_count]),
         };
         parent_count
     }
@@ -170,7 +168,7 @@ impl Level for SparsePoint {
         if kind.is_real() {
             return;
         }
-        let i = i64s(&bufs[IDX])[pos];
+        let i = int_at(&bufs[IDX], pos);
         if i != EMPTY {
             f(&[i as usize], pos);
         }
@@ -194,7 +192,7 @@ impl Level for SparsePoint {
     }
     fn build(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &mut [Buffer],
         _: &[usize],
         parent_count: usize,
@@ -210,13 +208,14 @@ impl Level for SparsePoint {
                 out.push((p, lo, hi));
             }
         }
-        bufs[IDX] = Buffer::I64(idx);
+        bufs[IDX] = int_buf(kind.coord().elem(), idx);
         (parent_count, out)
     }
 
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
         super::shared::declare_to_fill(l, init)?;
-        let mut code = mark_empty(l, b::int(0), count.clone());
+        let mut code = super::shared::fits_i32(cx, l, "a dimension", l.dim(0));
+        code.extend(mark_empty(l, b::int(0), count.clone()));
         code.extend(l.child_impl().declare(cx, &l.child(), count, init)?);
         Ok(code)
     }
@@ -326,10 +325,6 @@ fn mark_empty(l: &LevelRef, lo: Expr, hi: Expr) -> Vec<Stmt> {
             value: b::int(EMPTY),
         },
     ]
-}
-
-fn i64s(b: &Buffer) -> &[i64] {
-    b.as_i64().expect("SparsePoint buffers are i64")
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 
 use super::real;
 use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
+use super::shared::{int_at, int_buf, ints};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
@@ -73,7 +74,7 @@ impl Level for SparseRunList {
         if kind.is_real() {
             // The endpoints' values, then their infinitesimal signs (see `levels::real`).
             return vec![
-                ("ptr", ElemType::I64),
+                ("ptr", kind.coord().pos_elem()),
                 ("left", ElemType::F64),
                 ("right", ElemType::F64),
                 ("left_eps", ElemType::I8),
@@ -81,9 +82,9 @@ impl Level for SparseRunList {
             ];
         }
         vec![
-            ("ptr", ElemType::I64),
-            ("left", ElemType::I64),
-            ("right", ElemType::I64),
+            ("ptr", kind.coord().pos_elem()),
+            ("left", kind.coord().elem()),
+            ("right", kind.coord().elem()),
         ]
     }
     fn state(&self, _: &LevelKind) -> Vec<(&'static str, ElemType)> {
@@ -105,11 +106,11 @@ impl Level for SparseRunList {
                 return Err("left, right, left_eps and right_eps differ in length".to_string());
             }
             let piece = |q: usize| (real::endpoint(left, le, q), real::endpoint(right, re, q));
-            return real::check_fibers(i64s(&bufs[PTR]), parent_count, n, &piece);
+            return real::check_fibers(&ints(&bufs[PTR]), parent_count, n, &piece);
         }
-        let (ptr, left, right) = (i64s(&bufs[PTR]), i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
+        let (ptr, left, right) = (ints(&bufs[PTR]), ints(&bufs[LEFT]), ints(&bufs[RIGHT]));
         let n = dims[0] as i64;
-        super::shared::check_ptr_shape(ptr, parent_count)?;
+        super::shared::check_ptr_shape(&ptr, parent_count)?;
         for p in 0..parent_count {
             let (lo, hi) = (ptr[p], ptr[p + 1]);
             if hi < lo || hi as usize > left.len() || hi as usize > right.len() {
@@ -139,7 +140,7 @@ impl Level for SparseRunList {
         parent_count: usize,
     ) -> usize {
         bufs[PTR].truncate(parent_count + 1);
-        let n = i64s(&bufs[PTR])[parent_count] as usize;
+        let n = int_at(&bufs[PTR], parent_count) as usize;
         for b in &mut bufs[LEFT..] {
             b.truncate(n);
         }
@@ -152,7 +153,7 @@ impl Level for SparseRunList {
         _: &[usize],
         parent_count: usize,
     ) -> usize {
-        bufs[PTR] = Buffer::I64(vec![0; parent_count + 1]);
+        bufs[PTR] = int_buf(kind.coord().pos_elem(), vec![0; parent_count + 1]);
         for (b, (_, ty)) in bufs
             .iter_mut()
             .zip(self.buffers(kind, ElemType::F64))
@@ -188,19 +189,22 @@ impl Level for SparseRunList {
         if kind.is_real() {
             return;
         }
-        let (ptr, left, right) = (i64s(&bufs[PTR]), i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
-        for q in ptr[pos] as usize..ptr[pos + 1] as usize {
-            f(left[q] as usize, right[q] as usize, q);
+        for q in int_at(&bufs[PTR], pos) as usize..int_at(&bufs[PTR], pos + 1) as usize {
+            f(
+                int_at(&bufs[LEFT], q) as usize,
+                int_at(&bufs[RIGHT], q) as usize,
+                q,
+            );
         }
     }
     fn remap(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &mut [Buffer],
         _: &[usize],
         map: &[Option<usize>],
     ) -> Vec<Option<usize>> {
-        let ptr = i64s(&bufs[PTR]);
+        let ptr = ints(&bufs[PTR]);
         let mut new_ptr = vec![0i64];
         let mut ends: Vec<Buffer> = bufs[LEFT..].iter().map(|b| Buffer::new(b.elem())).collect();
         let mut child = vec![];
@@ -215,7 +219,7 @@ impl Level for SparseRunList {
             }
             new_ptr.push(child.len() as i64);
         }
-        bufs[PTR] = Buffer::I64(new_ptr);
+        bufs[PTR] = int_buf(kind.coord().pos_elem(), new_ptr);
         for (b, new) in bufs[LEFT..].iter_mut().zip(ends) {
             *b = new;
         }
@@ -232,7 +236,7 @@ impl Level for SparseRunList {
         if kind.is_real() {
             return merge_real_runs(bufs, parent_count, equal);
         }
-        let (ptr, left, right) = (i64s(&bufs[PTR]), i64s(&bufs[LEFT]), i64s(&bufs[RIGHT]));
+        let (ptr, left, right) = (ints(&bufs[PTR]), ints(&bufs[LEFT]), ints(&bufs[RIGHT]));
         let mut new_ptr = vec![0i64];
         let (mut new_left, mut new_right): (Vec<i64>, Vec<i64>) = (vec![], vec![]);
         let mut kept: Vec<Option<usize>> = vec![];
@@ -255,16 +259,16 @@ impl Level for SparseRunList {
         if kept.len() == right.len() {
             return None;
         }
-        bufs[PTR] = Buffer::I64(new_ptr);
-        bufs[LEFT] = Buffer::I64(new_left);
-        bufs[RIGHT] = Buffer::I64(new_right);
+        bufs[PTR] = int_buf(kind.coord().pos_elem(), new_ptr);
+        bufs[LEFT] = int_buf(kind.coord().elem(), new_left);
+        bufs[RIGHT] = int_buf(kind.coord().elem(), new_right);
         Some(kept)
     }
     /// One run per distinct coordinate; contiguous equal runs are merged afterwards by the
     /// tensor (values are only known once the leaves are built).
     fn build(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &mut [Buffer],
         _: &[usize],
         parent_count: usize,
@@ -285,9 +289,9 @@ impl Level for SparseRunList {
             ptr[p] += ptr[p - 1];
         }
         let n = idx.len();
-        bufs[PTR] = Buffer::I64(ptr);
-        bufs[LEFT] = Buffer::I64(idx.clone());
-        bufs[RIGHT] = Buffer::I64(idx);
+        bufs[PTR] = int_buf(kind.coord().pos_elem(), ptr);
+        bufs[LEFT] = int_buf(kind.coord().elem(), idx.clone());
+        bufs[RIGHT] = int_buf(kind.coord().elem(), idx);
         (n, out)
     }
 
@@ -301,7 +305,7 @@ impl Level for SparseRunList {
         if !kind.is_real() {
             return;
         }
-        let ptr = i64s(&bufs[PTR]);
+        let ptr = ints(&bufs[PTR]);
         let (left, right) = (real::f64s(&bufs[LEFT]), real::f64s(&bufs[RIGHT]));
         let (le, re) = (real::i8s(&bufs[LEFT_EPS]), real::i8s(&bufs[RIGHT_EPS]));
         for q in ptr[pos] as usize..ptr[pos + 1] as usize {
@@ -329,7 +333,7 @@ impl Level for SparseRunList {
             Ok(())
         })?;
         let n = left.len();
-        bufs[PTR] = Buffer::I64(ptr);
+        bufs[PTR] = int_buf(kind.coord().pos_elem(), ptr);
         bufs[LEFT] = Buffer::F64(left);
         bufs[RIGHT] = Buffer::F64(right);
         bufs[LEFT_EPS] = Buffer::I8(le);
@@ -340,7 +344,8 @@ impl Level for SparseRunList {
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
         super::shared::declare_to_fill(l, init)?;
         let ptr = l.buf(PTR);
-        let mut code = super::shared::zero_ptr(ptr, count).to_vec();
+        let mut code = super::shared::fits_i32(cx, l, "a dimension", l.dim(0));
+        code.extend(super::shared::zero_ptr(ptr, count));
         code.extend([
             b::assign(l.state(QOS), b::int(0)),
             b::assign(l.state(PREV), b::int(-1)),
@@ -358,7 +363,9 @@ impl Level for SparseRunList {
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let ptr = l.buf(PTR);
-        let mut code = vec![super::shared::prefix_sum(cx, ptr, count.clone())];
+        // Every fiber's count is at most the total (`qos`), so if that fits nothing wrapped.
+        let mut code = super::shared::fits_i32(cx, l, "a stored count", b::var(l.state(QOS)));
+        code.push(super::shared::prefix_sum(cx, ptr, count.clone()));
         let (child, n) = l.child_impl().freeze(cx, &l.child(), b::load(ptr, count))?;
         code.extend(child);
         Ok((code, n))
@@ -571,10 +578,6 @@ impl Level for SparseRunList {
     }
 }
 
-fn i64s(b: &Buffer) -> &[i64] {
-    b.as_i64().expect("SparseRunList buffers are i64")
-}
-
 /// `merge_runs` of real runs: neighbours that touch (the next starts right after the previous
 /// ends: `[a, b-ε]` then `[b, c]`, or `[a, b]` then `[b+ε, c]`) and hold equal sub-fibers.
 fn merge_real_runs(
@@ -582,7 +585,7 @@ fn merge_real_runs(
     parent_count: usize,
     equal: &mut dyn FnMut(usize, usize) -> bool,
 ) -> Option<Vec<Option<usize>>> {
-    let ptr = i64s(&bufs[PTR]);
+    let ptr = ints(&bufs[PTR]);
     let (left, right) = (real::f64s(&bufs[LEFT]), real::f64s(&bufs[RIGHT]));
     let (le, re) = (real::i8s(&bufs[LEFT_EPS]), real::i8s(&bufs[RIGHT_EPS]));
     let mut new_ptr = vec![0i64];

@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::io::{self, CooData, DenseData, FileData};
+use crate::levels::format::Coord;
 use crate::levels::{Format, LevelKind};
 use crate::runtime::Buffer;
 use crate::tensor::Tensor;
@@ -237,9 +238,20 @@ fn default_format(data: &FileData, rank: usize, elem: ElemType) -> Format {
                 ElemType::F64 | ElemType::F32 => LevelKind::Element(Scalar::zero(ElemType::F64)),
                 t => LevelKind::Element(Scalar::zero(t)),
             };
+            // 4-byte coordinates and positions when the last dimension and the entry count
+            // fit, as SciPy does: 12 bytes per CSR entry instead of 16.
+            let fits = |n: usize| n <= i32::MAX as usize;
+            let coord = match data {
+                FileData::Coo(c)
+                    if c.shape.last().is_none_or(|&n| fits(n)) && fits(c.values.len()) =>
+                {
+                    Coord::I32
+                }
+                _ => Coord::I64,
+            };
             let mut levels = vec![LevelKind::Dense; rank.saturating_sub(1)];
             if rank > 0 {
-                levels.push(LevelKind::SPARSE_LIST);
+                levels.push(LevelKind::SparseList { coord });
             }
             levels.push(fill);
             Format { levels }

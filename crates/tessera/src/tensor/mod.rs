@@ -168,6 +168,7 @@ impl Tensor {
                 })?;
             let (c, g) =
                 level_impl(kind).build(kind, &mut t.levels[k], &dims, count, &groups, coords_here);
+            check_count(format, k, c)?;
             count = c;
             groups = g;
             dim += kind.rank();
@@ -409,6 +410,41 @@ fn check_rank(format: &Format, shape: &[usize]) -> Result<()> {
                 format.rank(),
                 shape,
                 shape.len()
+            ),
+        });
+    }
+    // A 4-byte level stores coordinates below its dimension: one beyond `i32::MAX` would wrap.
+    let mut first = 0;
+    for l in &format.levels {
+        let dims = &shape[first..first + l.rank()];
+        first += l.rank();
+        if let Some(&n) = dims.iter().find(|&&n| n > i32::MAX as usize)
+            && l.coord() == crate::levels::format::Coord::I32
+        {
+            return Err(Error::Format {
+                format: format.to_string(),
+                msg: format!(
+                    "{} with coord=i32 cannot index a dimension of {n} (above {}): use coord=i64",
+                    l.name(),
+                    i32::MAX
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A 4-byte level (`coord=i32`) holds at most `i32::MAX` stored positions: its position array
+/// is 4 bytes too. Checked after building, so an oversized tensor is refused, never wrapped.
+fn check_count(format: &Format, level: usize, count: usize) -> Result<()> {
+    let l = &format.levels[level];
+    if l.coord() == crate::levels::format::Coord::I32 && count > i32::MAX as usize {
+        return Err(Error::Format {
+            format: format.to_string(),
+            msg: format!(
+                "level {level} ({} with coord=i32) would store {count} entries, above {}: use coord=i64",
+                l.name(),
+                i32::MAX
             ),
         });
     }

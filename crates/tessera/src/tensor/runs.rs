@@ -291,7 +291,7 @@ impl Tensor {
             };
             let counts = t.position_counts();
             let dims = t.level_dims(k).to_vec();
-            let (bufs, map) = sparse_interval::from_runs(&t.levels[k], &dims, counts[k])
+            let (bufs, map) = sparse_interval::from_runs(coord, &t.levels[k], &dims, counts[k])
                 .map_err(|m| Error::tensor("", m))?;
             t.levels[k] = bufs;
             t.format.levels[k] = LevelKind::SparseInterval { coord };
