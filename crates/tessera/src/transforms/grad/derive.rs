@@ -222,7 +222,11 @@ mod tests {
         );
         assert_eq!(
             contributions("a[i] / b[i]", &["a", "b"]),
-            ["a[i]: g / b[i]", "b[i]: -(g * a[i] / (b[i] * b[i]))"]
+            // The cotangent stays a factor of the product (see the `Div` rule).
+            [
+                "a[i]: g * (1.0 / b[i])",
+                "b[i]: g * -(a[i] / (b[i] * b[i]))"
+            ]
         );
     }
 
