@@ -10,18 +10,9 @@ import time
 
 import numpy as np
 
+from harness import median_ms  # noqa: F401 (the workload scripts import it from here)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def median_ms(call, repeats):
-    """Median wall time of `repeats` calls, and the last call's result."""
-    times = []
-    out = None
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = call()
-        times.append((time.perf_counter() - t) * 1e3)
-    return sorted(times)[len(times) // 2], out
 
 
 def tessera(example, args, dump):

@@ -483,3 +483,14 @@ def plot(result: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def median_ms(call, repeats):
+    """Median wall time in ms of `repeats` calls of `call`, and the last call's result (the
+    studies that time a peer in Python share it)."""
+    times, out = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = call()
+        times.append((time.perf_counter() - t) * 1e3)
+    return sorted(times)[len(times) // 2], out

@@ -27,14 +27,7 @@ import pandas as pd
 import polars as pl
 import polars_bio as pb
 
-
-def median_ms(call, repeats):
-    times, out = [], None
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = call()
-        times.append((time.perf_counter() - t) * 1e3)
-    return sorted(times)[len(times) // 2], out
+from harness import median_ms
 
 
 def main():

@@ -33,6 +33,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 from scipy import ndimage
 
+from harness import median_ms
+
 CHUNK = 100_000
 
 
@@ -89,15 +91,6 @@ def numpy_all(vol, pts):
                 hess[s : s + CHUNK, a, c] = h
                 hess[s : s + CHUNK, c, a] = h
     return value, grad, hess
-
-
-def median_ms(call, repeats):
-    times, out = [], None
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = call()
-        times.append((time.perf_counter() - t) * 1e3)
-    return sorted(times)[len(times) // 2], out
 
 
 def main():

@@ -27,15 +27,7 @@ import time
 import numpy as np
 import torch
 
-
-def median_ms(call, repeats):
-    times = []
-    out = None
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = call()
-        times.append((time.perf_counter() - t) * 1e3)
-    return sorted(times)[len(times) // 2], out
+from harness import median_ms
 
 
 def lerp(grid, pts):

@@ -9,7 +9,7 @@ mod common;
 use common::cases::c_matches_evaluator;
 use common::loops::{ALL_OUTPUTS, loop_case_s};
 use common::random::scattered;
-use common::{fmt, parse, run_eval, run_jit};
+use common::{fmt, fresh_dir, has_c_compiler, parse, run_eval, run_jit};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -25,27 +25,10 @@ const EROSION: &str = include_str!("../examples/erosion.tess");
 const MASKED_HISTOGRAM: &str = include_str!("../examples/masked_histogram.tess");
 const HISTOGRAM: &str = "h .= 0\nfor i = _\n  h[I[i]] += 1\nend\n";
 
-/// A fresh, empty folder for one test's cache.
-fn fresh_dir(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tessera-c-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// Whether a C compiler is here; without one, says that `test` is skipped.
-fn has_compiler(test: &str) -> bool {
-    let found = CBackend::new().compiler_available();
-    if !found {
-        eprintln!("{test}: no C compiler (cc or $CC), skipped");
-    }
-    found
-}
-
 /// A runner on the C backend caching in the shared test cache, or `None` (with a message)
 /// without a C compiler.
 fn c_runner(test: &str) -> Option<Runner> {
-    has_compiler(test).then(|| {
+    has_c_compiler(test).then(|| {
         let c = CBackend::new().with_cache_dir(std::env::temp_dir().join("tessera-test-cache"));
         Runner::new(Box::new(c))
     })
@@ -281,9 +264,9 @@ fn unique_kernel(tag: u64) -> tessera::ir::Kernel {
 
 #[test]
 fn objects_are_cached_on_disk_by_hash() {
-    let dir = fresh_dir("cache");
+    let dir = fresh_dir("c", "cache");
     let c = CBackend::new().with_cache_dir(&dir);
-    if !has_compiler("objects_are_cached_on_disk_by_hash") {
+    if !has_c_compiler("objects_are_cached_on_disk_by_hash") {
         return;
     }
     let objects = || -> Vec<PathBuf> {
@@ -322,10 +305,10 @@ fn objects_are_cached_on_disk_by_hash() {
 /// wrapper as `$CC` counts the compiler runs of two `tessera run --backend c` processes.
 #[test]
 fn a_new_process_reuses_the_cached_object() {
-    if !has_compiler("a_new_process_reuses_the_cached_object") {
+    if !has_c_compiler("a_new_process_reuses_the_cached_object") {
         return;
     }
-    let dir = fresh_dir("process");
+    let dir = fresh_dir("c", "process");
     let log = dir.join("cc.log");
     let wrapper = dir.join("logging-cc");
     let real = std::env::var("CC").unwrap_or_else(|_| "cc".into());
@@ -394,7 +377,7 @@ fn write_npy(path: &std::path::Path, values: &[f64]) {
 
 #[test]
 fn a_missing_compiler_is_a_backend_error_naming_it() {
-    let dir = fresh_dir("missing");
+    let dir = fresh_dir("c", "missing");
     let k = unique_kernel(7);
     let err = CBackend::with_compiler("/nonexistent/cc")
         .with_cache_dir(&dir)
@@ -410,10 +393,10 @@ fn a_missing_compiler_is_a_backend_error_naming_it() {
 
 #[test]
 fn a_failing_compiler_shows_its_stderr() {
-    if !has_compiler("a_failing_compiler_shows_its_stderr") {
+    if !has_c_compiler("a_failing_compiler_shows_its_stderr") {
         return;
     }
-    let dir = fresh_dir("failing");
+    let dir = fresh_dir("c", "failing");
     let err = CBackend::with_compiler("cc -include /nonexistent/tessera-missing.h")
         .with_cache_dir(&dir)
         .compile(&unique_kernel(8))
@@ -431,7 +414,7 @@ fn a_failing_compiler_shows_its_stderr() {
 
 #[test]
 fn code_prints_the_c_source() {
-    let dir = fresh_dir("code");
+    let dir = fresh_dir("c", "code");
     let a = dir.join("a.mtx");
     std::fs::write(
         &a,
@@ -466,7 +449,7 @@ fn code_prints_the_c_source() {
         !code("jit").contains("tessera_kernel"),
         "the IR printer stays the default"
     );
-    if !has_compiler("code_prints_the_c_source (einsum --backend c)") {
+    if !has_c_compiler("code_prints_the_c_source (einsum --backend c)") {
         return;
     }
     let einsum = |backend: &str| {

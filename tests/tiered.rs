@@ -8,30 +8,14 @@ mod common;
 
 use common::cli::ok;
 use common::random::scattered;
-use common::{fmt, parse, run_eval};
+use common::{fmt, fresh_dir, has_c_compiler, parse, run_eval};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 use tessera::backend::{CBackend, Tiered};
 use tessera::run::Runner;
 use tessera::tensor::Tensor;
 
 const SPMV: &str = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
-
-fn fresh_dir(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tessera-tiered-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn has_compiler(test: &str) -> bool {
-    let found = CBackend::new().compiler_available();
-    if !found {
-        eprintln!("{test}: no C compiler (cc or $CC), skipped");
-    }
-    found
-}
 
 /// A tiered runner whose kernels are hot after their first call, caching C objects in `dir`.
 fn eager(c: Option<CBackend>) -> Runner {
@@ -75,10 +59,10 @@ fn values(t: &Tensor) -> Vec<f64> {
 
 #[test]
 fn a_hot_kernel_moves_from_the_jit_to_c_with_the_same_results() {
-    if !has_compiler("a_hot_kernel_moves_from_the_jit_to_c_with_the_same_results") {
+    if !has_c_compiler("a_hot_kernel_moves_from_the_jit_to_c_with_the_same_results") {
         return;
     }
-    let dir = fresh_dir("hot");
+    let dir = fresh_dir("tiered", "hot");
     let runner = eager(Some(CBackend::new().with_cache_dir(&dir)));
     let program = parse(SPMV);
     let mut ts = spmv_tensors(1);
@@ -120,10 +104,10 @@ fn a_hot_kernel_moves_from_the_jit_to_c_with_the_same_results() {
 
 #[test]
 fn an_object_in_the_disk_cache_is_used_from_the_first_call() {
-    if !has_compiler("an_object_in_the_disk_cache_is_used_from_the_first_call") {
+    if !has_c_compiler("an_object_in_the_disk_cache_is_used_from_the_first_call") {
         return;
     }
-    let dir = fresh_dir("cached");
+    let dir = fresh_dir("tiered", "cached");
     let program = parse(SPMV);
     let ts = spmv_tensors(3);
     let formats = common::formats_of(&ts);
@@ -150,7 +134,7 @@ fn an_object_in_the_disk_cache_is_used_from_the_first_call() {
 
 #[test]
 fn without_a_working_c_compiler_the_kernel_stays_on_the_jit() {
-    let dir = fresh_dir("broken");
+    let dir = fresh_dir("tiered", "broken");
     let program = parse(SPMV);
     for c in [
         None,
@@ -174,7 +158,7 @@ fn without_a_working_c_compiler_the_kernel_stays_on_the_jit() {
 
 #[test]
 fn a_cold_kernel_is_not_compiled_with_c() {
-    let dir = fresh_dir("cold");
+    let dir = fresh_dir("tiered", "cold");
     let program = parse(SPMV);
     let runner = Runner::new(Box::new(
         Tiered::new()
@@ -197,10 +181,10 @@ fn a_cold_kernel_is_not_compiled_with_c() {
 
 #[test]
 fn bench_times_the_optimised_tier_and_says_so() {
-    if !has_compiler("bench_times_the_optimised_tier_and_says_so") {
+    if !has_c_compiler("bench_times_the_optimised_tier_and_says_so") {
         return;
     }
-    let dir = fresh_dir("bench");
+    let dir = fresh_dir("tiered", "bench");
     let a = dir.join("A.mtx");
     std::fs::write(
         &a,
@@ -211,37 +195,29 @@ fn bench_times_the_optimised_tier_and_says_so() {
     std::fs::write(&x, "# shape: 3\n1 1.0\n2 2.0\n3 3.0\n").unwrap();
     let prog = dir.join("spmv.tess");
     std::fs::write(&prog, SPMV).unwrap();
-    let line = ok(&[
-        "bench",
-        prog.to_str().unwrap(),
-        "--in",
-        &format!("A={}", a.display()),
-        "--in",
-        &format!("x={}", x.display()),
-        "--out",
-        "y",
-        "--repeat",
-        "2",
-        "--json",
-    ]);
-    let json: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
-    assert_eq!(json["backend"], "tiered");
-    assert_eq!(json["tier"], "c", "{line}");
-    assert!(json["optimise_ms"].as_f64().unwrap() >= 0.0);
-    let jit = ok(&[
-        "bench",
-        prog.to_str().unwrap(),
-        "--in",
-        &format!("A={}", a.display()),
-        "--in",
-        &format!("x={}", x.display()),
-        "--out",
-        "y",
-        "--backend",
-        "jit",
-        "--json",
-    ]);
-    let json: serde_json::Value = serde_json::from_str(jit.trim()).unwrap();
-    assert_eq!(json["tier"], "jit");
+    let (a, x) = (format!("A={}", a.display()), format!("x={}", x.display()));
+    let bench = |backend: &str| -> serde_json::Value {
+        let args = [
+            "bench",
+            prog.to_str().unwrap(),
+            "--in",
+            &a,
+            "--in",
+            &x,
+            "--out",
+            "y",
+            "--repeat",
+            "2",
+            "--backend",
+            backend,
+            "--json",
+        ];
+        serde_json::from_str(ok(&args).trim()).unwrap()
+    };
+    let tiered = bench("tiered");
+    assert_eq!(tiered["backend"], "tiered");
+    assert_eq!(tiered["tier"], "c", "{tiered}");
+    assert!(tiered["optimise_ms"].as_f64().unwrap() >= 0.0);
+    assert_eq!(bench("jit")["tier"], "jit");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -90,3 +90,21 @@ pub fn assert_readme_shows(source: &str, name: &str) {
         "README.md's example differs from the one in tests/{name}:\n{body}"
     );
 }
+
+/// A fresh, empty folder `tessera-{kind}-{test}-{pid}` in the temporary directory, for one
+/// test's files or kernel cache.
+pub fn fresh_dir(kind: &str, test: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tessera-{kind}-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Whether a C compiler is here; without one, says that `test` is skipped.
+pub fn has_c_compiler(test: &str) -> bool {
+    let found = tessera::backend::CBackend::new().compiler_available();
+    if !found {
+        eprintln!("{test}: no C compiler (cc or $CC), skipped");
+    }
+    found
+}
