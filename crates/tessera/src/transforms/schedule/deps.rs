@@ -754,6 +754,22 @@ impl Analysis {
         }
     }
 
+    /// The first dependence carried by the loop at `path`: two conflicting instances in
+    /// different iterations of it and the same iteration of every loop outside it. `None`
+    /// means its iterations are independent up to reductions of one kind (what running
+    /// them in parallel needs; the reductions then need private accumulators or atomics).
+    /// With `private`, tensors declared inside the loop count as one per iteration (an
+    /// executor must then give each thread its own).
+    pub fn carried_by(&self, path: &[(usize, usize)], private: bool) -> Option<Dependence> {
+        let id = self.loops.iter().position(|l| l.path == path)?;
+        let inside = |x: &Acc| x.loops.contains(&id);
+        let bad = |_: &Acc, _: &Acc, common: &[usize], v: &[Dir]| {
+            let at = common.iter().position(|l| *l == id).expect("shared");
+            v[..at].iter().all(|d| *d == Dir::Eq) && v[at] != Dir::Eq
+        };
+        self.find(&inside, &inside, private, &bad)
+    }
+
     /// Whether an access lies inside (or is part of) the statement at `path`.
     pub fn inside(x: &Acc, path: &[(usize, usize)]) -> bool {
         super::names::within(&x.stmt, path)

@@ -103,6 +103,17 @@ pub fn schedule(p: &Program, text: &str) -> Result<Program> {
     apply(p, &parse_schedule(text)?)
 }
 
+/// The first dependence carried by loop `target` of `p` (see [`deps::Analysis::carried_by`]):
+/// `None` when its iterations are independent up to reductions of one kind.
+pub fn carried_dependence(p: &Program, target: &str, private: bool) -> Result<Option<Dependence>> {
+    let c = parse_command(&format!("unroll({target})"), 0)?;
+    let Command::Unroll(r) = &c.command else {
+        unreachable!("parsed as unroll")
+    };
+    let path = names::find_loop(&p.body, &c, r)?;
+    Ok(deps::Analysis::new(p).carried_by(&path, private))
+}
+
 /// Apply parsed commands in order; the first refusal is returned and nothing is applied.
 pub fn apply(p: &Program, commands: &[Located]) -> Result<Program> {
     let mut cur = p.clone();

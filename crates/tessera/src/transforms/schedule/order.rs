@@ -144,13 +144,36 @@ pub fn fuse(p: &Program, c: &Located, first: &LoopRef, second: &LoopRef) -> Resu
             "`fuse` needs loop `{second}` to follow loop `{first}` directly in one block"
         )));
     }
-    let (i, lo1, hi1, body1, span) = resolved(get(&p.body, &p1), c)?;
-    let (j, lo2, hi2, body2, _) = resolved(get(&p.body, &p2), c)?;
-    if lo1 != lo2 || hi1 != hi2 {
-        return Err(c.error(format!(
-            "the extents differ: `{i}` runs over `{lo1}:{hi1}`, `{j}` over `{lo2}:{hi2}`"
-        )));
-    }
+    let auto = |path: &Path| {
+        matches!(
+            &get(&p.body, path).kind,
+            StmtKind::Loop {
+                extent: Extent::Auto,
+                ..
+            }
+        )
+    };
+    // Two `_` extents fuse into one `_`: the lowering infers it from every tensor the fused
+    // index indexes and refuses tensors that disagree (a dimension mismatch, not a result).
+    let both_auto = auto(&p1) && auto(&p2);
+    let raw = |path: &Path| match &get(&p.body, path).kind {
+        StmtKind::Loop { index, body, .. } => (index.clone(), body.clone()),
+        _ => unreachable!("find_loop finds loops"),
+    };
+    let span = get(&p.body, &p1).span;
+    let (i, j, body1, body2, extent) = if both_auto {
+        let ((i, body1), (j, body2)) = (raw(&p1), raw(&p2));
+        (i, j, body1, body2, Extent::Auto)
+    } else {
+        let (i, lo1, hi1, body1, _) = resolved(get(&p.body, &p1), c)?;
+        let (j, lo2, hi2, body2, _) = resolved(get(&p.body, &p2), c)?;
+        if lo1 != lo2 || hi1 != hi2 {
+            return Err(c.error(format!(
+                "the extents differ: `{i}` runs over `{lo1}:{hi1}`, `{j}` over `{lo2}:{hi2}`"
+            )));
+        }
+        (i, j, body1, body2, Extent::Range(lo1, hi1))
+    };
     let body2 = if i == j {
         body2
     } else {
@@ -165,7 +188,7 @@ pub fn fuse(p: &Program, c: &Located, first: &LoopRef, second: &LoopRef) -> Resu
     let fused = Stmt::new(
         StmtKind::Loop {
             index: i,
-            extent: Extent::Range(lo1, hi1),
+            extent,
             body,
         },
         span,

@@ -12,7 +12,8 @@
 //! run once per iteration of a different set of loops. `let`s between them (FreeTensor #466)
 //! are moved into the innermost body, which evaluates them once per innermost iteration
 //! instead of once per outer one: the same value unless the nest writes something they read,
-//! which is refused.
+//! which is refused. A guard `if` without `else` between them (what `split` leaves) moves in
+//! the same way.
 
 use super::deps::{Analysis, Dir, first_is_x};
 use super::names::{find_loop, get, mentions};
@@ -38,7 +39,8 @@ pub fn reorder(p: &Program, c: &Located, list: &[LoopRef]) -> Result<Program> {
     // Walk down the nest from the outermost loop named, collecting the loops in depth order
     // and the `let`s between them.
     let mut nest: Vec<(String, Extent, Span, Vec<(usize, usize)>)> = vec![];
-    let mut lets: Vec<(String, Expr, Span)> = vec![];
+    // The `let`s (with their names) and guards (without) between the loops, outermost first.
+    let mut lets: Vec<(Option<String>, Expr, Span)> = vec![];
     let mut cur = get(&p.body, &outer_path);
     let mut cur_path = outer_path.clone();
     let inner_body: Vec<Stmt> = loop {
@@ -62,8 +64,19 @@ pub fn reorder(p: &Program, c: &Located, list: &[LoopRef]) -> Result<Program> {
                     let StmtKind::Let { name, value, body } = &one.kind else {
                         unreachable!()
                     };
-                    lets.push((name.clone(), value.clone(), one.span));
+                    lets.push((Some(name.clone()), value.clone(), one.span));
                     b = body;
+                    cur_path.push((0, 0));
+                }
+                // A guard without `else` (what `split` leaves around its inner body) moves
+                // in like a `let`: the same condition, evaluated deeper.
+                [one] if matches!(&one.kind, StmtKind::If { otherwise, .. } if otherwise.is_empty()) =>
+                {
+                    let StmtKind::If { cond, then, .. } = &one.kind else {
+                        unreachable!()
+                    };
+                    lets.push((None, cond.clone(), one.span));
+                    b = then;
                     cur_path.push((0, 0));
                 }
                 [one] if matches!(one.kind, StmtKind::Loop { .. }) => {
@@ -103,7 +116,7 @@ pub fn reorder(p: &Program, c: &Located, list: &[LoopRef]) -> Result<Program> {
     let names: Vec<&String> = nest
         .iter()
         .map(|n| &n.0)
-        .chain(lets.iter().map(|l| &l.0))
+        .chain(lets.iter().filter_map(|l| l.0.as_ref()))
         .collect();
     for (idx, ext, span, _) in &nest {
         if let Extent::Range(a, b) = ext {
@@ -124,8 +137,12 @@ pub fn reorder(p: &Program, c: &Located, list: &[LoopRef]) -> Result<Program> {
     }
     for (n, v, span) in &lets {
         if let Some(t) = reads_of(v).into_iter().find(|t| written.contains(t)) {
+            let what = match n {
+                Some(n) => format!("`let {n}`"),
+                None => format!("the condition `{v}`"),
+            };
             return Err(c.error(format!(
-                "`let {n}`{} reads `{t}`, which the nest writes: moved into the innermost loop it would see other values",
+                "{what}{} reads `{t}`, which the nest writes: moved into the innermost loop it would see other values",
                 place(*span)
             )));
         }
@@ -144,14 +161,19 @@ pub fn reorder(p: &Program, c: &Located, list: &[LoopRef]) -> Result<Program> {
     )?;
     let mut body = inner_body;
     for (n, v, span) in lets.into_iter().rev() {
-        body = vec![Stmt::new(
-            StmtKind::Let {
-                name: n,
+        let kind = match n {
+            Some(name) => StmtKind::Let {
+                name,
                 value: v,
                 body,
             },
-            span,
-        )];
+            None => StmtKind::If {
+                cond: v,
+                then: body,
+                otherwise: vec![],
+            },
+        };
+        body = vec![Stmt::new(kind, span)];
     }
     for &k in order.iter().rev() {
         let (index, extent, span, _) = nest[k].clone();
