@@ -82,8 +82,9 @@ fn run_compiled(
     runner.execute(&k, ts)
 }
 
-/// Decode a case and commands from `data`, schedule, and check; panics on a finding.
-pub fn check(data: &[u8], with_c: bool) {
+/// Decode a case and commands from `data`, schedule, and check; panics on a finding. Returns
+/// whether a command was accepted and the scheduled program's values were compared.
+pub fn check(data: &[u8], with_c: bool) -> bool {
     let mut u = Unstructured::new(data);
     let case = generate::case(&mut u, &Shapes::AGREED);
     let mut q = case.program.clone();
@@ -96,7 +97,7 @@ pub fn check(data: &[u8], with_c: bool) {
         }
     }
     if applied.is_empty() {
-        return;
+        return false;
     }
     let report = |why: String| -> ! {
         panic!(
@@ -113,7 +114,7 @@ pub fn check(data: &[u8], with_c: bool) {
     let after = tessera::tensor::evaluate(&q, &case.tensors);
     let (Ok(want), Ok(got)) = (&before, &after) else {
         // Failing where the original failed, or with an error where it ran: no wrong value.
-        return;
+        return false;
     };
     for (n, w) in want {
         let g: &Buffer = &got[n];
@@ -150,4 +151,5 @@ pub fn check(data: &[u8], with_c: bool) {
             Err(why) => report(format!("{name} and the evaluator disagree: {why}")),
         }
     }
+    true
 }
