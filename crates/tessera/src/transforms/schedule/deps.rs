@@ -152,6 +152,12 @@ pub enum Mode {
     Reduce,
 }
 
+/// The index of each tensor dimension of an access (`None`: unknown).
+type Index = Vec<Option<Aff>>;
+
+/// Whether a direction vector between two accesses breaks a command (see [`Analysis::find`]).
+pub type Refuses<'a> = dyn Fn(&Acc, &Acc, &[usize], &[Dir]) -> bool + 'a;
+
 /// One access of the program.
 #[derive(Clone, Debug)]
 pub struct Acc {
@@ -321,7 +327,7 @@ impl Collect<'_> {
 
     /// The reads of an expression.
     fn reads(&mut self, e: &Expr) {
-        let mut found: Vec<(String, Option<Vec<Option<Aff>>>, String, Span)> = vec![];
+        let mut found: Vec<(String, Option<Index>, String, Span)> = vec![];
         crate::notation::visit::expr(e, &mut |x| match &x.kind {
             ExprKind::Access(a) => found.push((
                 a.tensor.clone(),
@@ -709,7 +715,7 @@ impl Analysis {
         a_in: &dyn Fn(&Acc) -> bool,
         b_in: &dyn Fn(&Acc) -> bool,
         private: bool,
-        bad: &dyn Fn(&Acc, &Acc, &[usize], &[Dir]) -> bool,
+        bad: &Refuses<'_>,
     ) -> Option<Dependence> {
         for x in self.accs.iter().filter(|x| a_in(x)) {
             for y in self.accs.iter().filter(|y| b_in(y)) {

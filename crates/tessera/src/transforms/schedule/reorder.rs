@@ -22,6 +22,9 @@ use crate::error::Result;
 use crate::notation::ast::{Expr, Extent, Program, Span, Stmt, StmtKind};
 use crate::notation::visit;
 
+/// A loop of the nest: index, extent, place, path.
+type NestLoop = (String, Extent, Span, Vec<(usize, usize)>);
+
 pub fn reorder(p: &Program, c: &Located, list: &[LoopRef]) -> Result<Program> {
     let mut paths = vec![];
     for r in list {
@@ -38,7 +41,7 @@ pub fn reorder(p: &Program, c: &Located, list: &[LoopRef]) -> Result<Program> {
         .clone();
     // Walk down the nest from the outermost loop named, collecting the loops in depth order
     // and the `let`s between them.
-    let mut nest: Vec<(String, Extent, Span, Vec<(usize, usize)>)> = vec![];
+    let mut nest: Vec<NestLoop> = vec![];
     // The `let`s (with their names) and guards (without) between the loops, outermost first.
     let mut lets: Vec<(Option<String>, Expr, Span)> = vec![];
     let mut cur = get(&p.body, &outer_path);
