@@ -142,6 +142,11 @@ pub struct TensorArgs {
     /// Shape of an output or workspace no index determines: NAME=D1xD2...
     #[arg(long = "shape", value_name = "NAME=D1xD2")]
     pub shapes: Vec<String>,
+    /// Schedule commands applied to the program before anything else, `;`-separated:
+    /// `split(i, 64); reorder(j, i.1)` (see the README, "Schedules"); a command that does
+    /// not apply or would break a dependence is an error and nothing runs
+    #[arg(long, value_name = "COMMANDS")]
+    pub schedule: Option<String>,
     #[command(flatten)]
     pub memory: MemoryArgs,
     #[command(flatten)]
@@ -403,6 +408,11 @@ fn code(a: &CodeArgs) -> Result<String> {
     }
     if a.show_normal {
         let (program, origin) = load_program(&a.tensors.program)?;
+        let program = match &a.tensors.schedule {
+            Some(text) => tessera::transforms::schedule::schedule(&program, text)
+                .map_err(|e| with_origin(e, &origin))?,
+            None => program,
+        };
         let normal =
             tessera::transforms::ein::normalize(&program).map_err(|e| with_origin(e, &origin))?;
         return Ok(normal.to_string());
@@ -510,6 +520,11 @@ fn once(seen: &mut HashMap<String, &'static str>, name: &str, flag: &'static str
 /// output files, so that every mistake in the command line is found before a kernel runs.
 fn prepare(a: &TensorArgs, open_files: bool) -> Result<Prepared> {
     let (program, origin) = load_program(&a.program)?;
+    let program = match &a.schedule {
+        Some(text) => tessera::transforms::schedule::schedule(&program, text)
+            .map_err(|e| with_origin(e, &origin))?,
+        None => program,
+    };
     // δ and ε are structured tensors, never given: lowered away before the tensors are matched.
     let mut program =
         tessera::transforms::ein::lower(&program).map_err(|e| with_origin(e, &origin))?;

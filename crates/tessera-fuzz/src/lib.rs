@@ -12,6 +12,7 @@ pub mod einsum;
 pub mod format;
 pub mod program;
 pub mod readers;
+pub mod schedule;
 
 pub use differential::differential;
 pub use einsum::einsum;

@@ -85,6 +85,66 @@ pub enum Error {
     /// The backend failed to compile generated code (a compiler bug, reported not hidden).
     #[error("backend error: {0}")]
     Backend(String),
+
+    /// A schedule command (`transforms::schedule`) that does not apply to the program or would
+    /// change its results: `command` is the command's text and `pos` its byte offset in the
+    /// schedule string; `dependence`, when set, is the dependence it would break.
+    #[error(
+        "schedule command `{command}` (at {pos} in the schedule): {msg}{}",
+        dependence_text(dependence)
+    )]
+    Schedule {
+        command: String,
+        pos: usize,
+        msg: String,
+        dependence: Option<Box<Dependence>>,
+    },
+}
+
+/// A dependence between two accesses that a schedule command would reverse: `source` runs
+/// first in the unscheduled program, `sink` second; `direction` gives, for each loop the two
+/// share (outermost first), how the source's iteration relates to the sink's (`<` earlier,
+/// `=` the same, `>` later).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dependence {
+    /// `read after write`, `write after read` or `write after write`.
+    pub kind: String,
+    pub source: String,
+    pub source_span: Span,
+    pub sink: String,
+    pub sink_span: Span,
+    pub direction: Vec<(String, char)>,
+}
+
+fn dependence_text(d: &Option<Box<Dependence>>) -> String {
+    let Some(d) = d else {
+        return String::new();
+    };
+    let place = |s: &Span| {
+        if s.is_known() {
+            format!(" at {s}")
+        } else {
+            String::new()
+        }
+    };
+    let dirs: Vec<String> = d
+        .direction
+        .iter()
+        .map(|(l, c)| format!("{l}: {c}"))
+        .collect();
+    format!(
+        "; it would break the {} dependence from `{}`{} to `{}`{} (direction {})",
+        d.kind,
+        d.source,
+        place(&d.source_span),
+        d.sink,
+        place(&d.sink_span),
+        if dirs.is_empty() {
+            "loop-independent".to_string()
+        } else {
+            format!("({})", dirs.join(", "))
+        }
+    )
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

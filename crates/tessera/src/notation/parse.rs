@@ -159,7 +159,13 @@ fn lex(text: &str) -> Result<Vec<Token>> {
             continue;
         }
         let tok = if c.is_ascii_alphabetic() || c == '_' {
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+            // A `.` directly followed by a letter, digit or `_` continues the name: the
+            // derived loop names of schedules (`i.0`, `i.1` after a split, `i.j` after a
+            // merge) must parse back. `T .= v` and `T.= v` are unaffected (`.` then `=`).
+            let word = |c: Option<&char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_');
+            while i < chars.len()
+                && (word(chars.get(i)) || (chars[i] == '.' && word(chars.get(i + 1))))
+            {
                 i += 1;
             }
             Tok::Ident(chars[start..i].iter().collect())

@@ -12,6 +12,7 @@ pub mod linear;
 pub mod permissive;
 pub mod real;
 pub mod reducers;
+pub mod schedule;
 pub mod wrapperize;
 
 pub use concordize::concordize;

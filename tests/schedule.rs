@@ -1,0 +1,529 @@
+//! Schedule commands (`transforms::schedule`, issue 17): FreeTensor's legality cases written as
+//! Tessera programs, each legal schedule run on the JIT, C and the evaluator over several
+//! formats against the unscheduled program, each illegal one refused with the dependence it
+//! would break and the program unchanged; random programs × random commands.
+
+mod common;
+
+use common::cases::c_runner;
+use common::random::scattered;
+use common::{fmt, formats_of, parse, run_eval, run_jit};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use tessera::Error;
+use tessera::notation::ast::Program;
+use tessera::run::Runner;
+use tessera::runtime::Buffer;
+use tessera::tensor::Tensor;
+use tessera::transforms::schedule::{carried_dependence, schedule};
+
+type Tensors = BTreeMap<String, Tensor>;
+
+/// Inputs: (name, formats to cycle through, shape); outputs and workspaces: (name, format,
+/// shape), empty.
+struct Setup<'a> {
+    inputs: &'a [(&'a str, &'a [&'a str], &'a [usize])],
+    outputs: &'a [(&'a str, &'a str, &'a [usize])],
+}
+
+const MATRICES: &[&str] = &[
+    "Dense(SparseList(Element(0.0)))",
+    "Dense(Dense(Element(0.0)))",
+    "SparseList(SparseList(Element(0.0)))",
+    "Dense(SparseRunList(Element(0.0)))",
+];
+const VECTORS: &[&str] = &[
+    "Dense(Element(0.0))",
+    "SparseList(Element(0.0))",
+    "SparseByteMap(Element(0.0))",
+];
+const DENSE1: &str = "Dense(Element(0.0))";
+const DENSE2: &str = "Dense(Dense(Element(0.0)))";
+const SCALAR: &str = "Element(0.0)";
+
+fn tensors(s: &Setup, variant: usize) -> Tensors {
+    let mut out = BTreeMap::new();
+    for (k, (n, fs, shape)) in s.inputs.iter().enumerate() {
+        let f = fs[(variant + k) % fs.len()];
+        out.insert(
+            n.to_string(),
+            scattered(&fmt(f), shape, 0.5, (variant * 31 + k) as u64),
+        );
+    }
+    for (n, f, shape) in s.outputs {
+        out.insert(n.to_string(), Tensor::empty(&fmt(f), shape).unwrap());
+    }
+    out
+}
+
+fn values(b: &Buffer) -> Vec<f64> {
+    (0..b.len()).map(|k| b.get(k).as_f64()).collect()
+}
+
+fn close(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| (x - y).abs() <= 1e-9 * (1.0 + x.abs().max(y.abs())))
+}
+
+fn outputs_of(s: &Setup, ts: &Tensors) -> BTreeMap<String, Vec<f64>> {
+    s.outputs
+        .iter()
+        .map(|(n, _, _)| (n.to_string(), values(&ts[*n].to_dense())))
+        .collect()
+}
+
+fn run_on(backend: &str, p: &Program, s: &Setup, ts: &Tensors) -> BTreeMap<String, Vec<f64>> {
+    match backend {
+        "eval" => {
+            let r = run_eval(p, ts).unwrap_or_else(|e| panic!("eval: {e}\n{p}"));
+            s.outputs
+                .iter()
+                .map(|(n, _, _)| (n.to_string(), values(&r[*n])))
+                .collect()
+        }
+        "jit" => {
+            let mut ts = ts.clone();
+            run_jit(p, &mut ts).unwrap_or_else(|e| panic!("jit: {e}\n{p}"));
+            outputs_of(s, &ts)
+        }
+        _ => {
+            let c: Runner = c_runner("schedule").expect("checked");
+            let mut ts = ts.clone();
+            let k = c
+                .compile(p, &formats_of(&ts))
+                .unwrap_or_else(|e| panic!("c: {e}\n{p}"));
+            c.execute(&k, &mut ts)
+                .unwrap_or_else(|e| panic!("c: {e}\n{p}"));
+            outputs_of(s, &ts)
+        }
+    }
+}
+
+/// `sched` applies, the result prints and parses back, the input is unchanged, and on every
+/// backend and format variant the scheduled program computes what the unscheduled one does.
+fn legal(text: &str, sched: &str, s: &Setup) -> Program {
+    let p = parse(text);
+    let q = schedule(&p, sched).unwrap_or_else(|e| panic!("`{sched}` refused: {e}\n{text}"));
+    assert_eq!(p, parse(text), "the input program changed");
+    assert_eq!(parse(&q.to_string()), q, "does not print back:\n{q}");
+    let mut backends = vec!["eval", "jit"];
+    if c_runner("schedule").is_some() {
+        backends.push("c");
+    }
+    for variant in 0..3 {
+        let ts = tensors(s, variant);
+        let want = run_on("eval", &p, s, &ts);
+        for b in &backends {
+            let got = run_on(b, &q, s, &ts);
+            // Workspaces the schedule made hold whatever their last iteration left.
+            for (n, w) in want.iter().filter(|(n, _)| !n.ends_with(".cache")) {
+                assert!(
+                    close(w, &got[n]),
+                    "`{sched}` on {b}, variant {variant}: `{n}` differs\n{w:?}\n{:?}\n{q}",
+                    got[n]
+                );
+            }
+        }
+    }
+    q
+}
+
+/// `sched` is refused with a schedule error; returns it.
+fn refused(text: &str, sched: &str) -> Error {
+    let p = parse(text);
+    match schedule(&p, sched) {
+        Ok(q) => panic!("`{sched}` accepted:\n{q}"),
+        Err(e @ Error::Schedule { .. }) => {
+            assert_eq!(p, parse(text));
+            e
+        }
+        Err(e) => panic!("not a schedule error: {e}"),
+    }
+}
+
+/// The direction of the broken dependence, as `(loop, direction)` pairs.
+fn direction(e: &Error) -> Vec<(String, char)> {
+    match e {
+        Error::Schedule {
+            dependence: Some(d),
+            ..
+        } => d.direction.clone(),
+        _ => panic!("no dependence in {e}"),
+    }
+}
+
+fn dirs(v: &[(&str, char)]) -> Vec<(String, char)> {
+    v.iter().map(|(l, d)| (l.to_string(), *d)).collect()
+}
+
+const SPMV: &str = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
+
+fn spmv_setup() -> Setup<'static> {
+    Setup {
+        inputs: &[("A", MATRICES, &[10, 7]), ("x", VECTORS, &[7])],
+        outputs: &[("y", DENSE1, &[10])],
+    }
+}
+
+#[test]
+fn spmv_split_merge_reorder_unroll_keep_results() {
+    let s = spmv_setup();
+    for sched in [
+        "split(i, 4)",
+        "split(i, 5)",
+        "split(j, 3)",
+        "reorder(j, i)",
+        "merge(i, j)",
+        "split(i, 4); reorder(j, i.1)",
+        "split(i, 4); reorder(i.1, i.0)",
+        "split(j, 2); merge(i, j.0)",
+        "split(i, 4); unroll(i.1)",
+        "split(i, 3); split(j, 2); reorder(i.0, j.0, i.1); reorder(j.1, i.1)",
+    ] {
+        legal(SPMV, sched, &s);
+    }
+    let q = legal(SPMV, "split(i, 4); reorder(j, i.1)", &s);
+    assert!(
+        q.to_string().contains("for i.0 = "),
+        "derived names print: {q}"
+    );
+}
+
+#[test]
+fn fig11_stencil_dependence_and_the_rejected_reorder() {
+    // FreeTensor Fig. 11: the write at (i, j) is read at (i + 2, j - 1).
+    let text = "for i = 1:8, j = 1:8\n  A[i + 1, j] = A[i - 1, j + 1] + A[i - 1, j - 1]\nend\n";
+    let e = refused(text, "reorder(j, i)");
+    assert_eq!(direction(&e), dirs(&[("i", '<'), ("j", '>')]));
+    let Error::Schedule {
+        dependence: Some(d),
+        command,
+        pos,
+        ..
+    } = &e
+    else {
+        unreachable!()
+    };
+    assert_eq!((command.as_str(), *pos), ("reorder(j, i)", 0));
+    assert_eq!(d.kind, "read after write");
+    assert_eq!(d.source, "A[i + 1, j]");
+    assert_eq!(d.sink, "A[i - 1, j + 1]");
+    assert_eq!(d.source_span.to_string(), "2:3");
+    let msg = e.to_string();
+    assert!(msg.contains("(i: <, j: >)") && msg.contains("2:3"), "{msg}");
+    // Order-preserving commands stay legal.
+    schedule(&parse(text), "split(j, 2)").unwrap();
+    // Without the cross-iteration reads there is nothing to break.
+    schedule(
+        &parse("for i = 1:8, j = 1:8\n  A[i + 1, j] = B[i - 1, j + 1]\nend\n"),
+        "reorder(j, i)",
+    )
+    .unwrap();
+}
+
+#[test]
+fn fig12_reorder_a_c_d_legal_b_illegal() {
+    // (a) independent writes.
+    legal(
+        "for i = _, j = _\n  B[i, j] = A[i, j] + 1\nend\n",
+        "reorder(j, i)",
+        &Setup {
+            inputs: &[("A", MATRICES, &[6, 5])],
+            outputs: &[("B", DENSE2, &[6, 5])],
+        },
+    );
+    // (c) a reduction: its instances commute.
+    legal(
+        "a .= 0\nfor i = _, j = _\n  a[] += A[i, j]\nend\n",
+        "reorder(j, i)",
+        &Setup {
+            inputs: &[("A", MATRICES, &[6, 5])],
+            outputs: &[("a", SCALAR, &[])],
+        },
+    );
+    // (d) a workspace declared inside `j`: private to each iteration.
+    legal(
+        "C .= 0\nfor i = 0:4, j = 0:3\n  t .= 0\n  for k = 0:5\n    t[k] = A[i, k] * B[k, j]\n  end\n  for k = 0:5\n    C[i, j] += t[k]\n  end\nend\n",
+        "reorder(j, i)",
+        &Setup {
+            inputs: &[("A", MATRICES, &[5, 6]), ("B", MATRICES, &[6, 4])],
+            outputs: &[("C", DENSE2, &[5, 4]), ("t", DENSE1, &[6])],
+        },
+    );
+    // (b) a = a * b + 1 orders every pair of iterations.
+    let e = refused(
+        "for i = _, j = _\n  a[] = a[] * A[i, j] + 1\nend\n",
+        "reorder(j, i)",
+    );
+    assert_eq!(direction(&e), dirs(&[("i", '<'), ("j", '>')]));
+    // The workspace of (d) is not private once it outlives the nest.
+    refused(
+        "for i = 0:4, j = 0:3\n  t[] = A[i, j]\nend\n",
+        "reorder(j, i)",
+    );
+}
+
+#[test]
+fn fig13_loop_carried_dependences() {
+    // What `parallelize` asks: a, d, e carry nothing (d and e are reductions); b does.
+    let carried = |text: &str| carried_dependence(&parse(text), "i", false).unwrap();
+    assert!(carried("for i = _\n  y[i] = x[i] * 2\nend\n").is_none());
+    assert!(carried("for i = _\n  a[] += B[i]\nend\n").is_none());
+    assert!(carried("for i = _\n  a[I[i]] += B[i]\nend\n").is_none());
+    let d = carried("for i = _\n  a[] = a[] * 2 + B[i]\nend\n").expect("carried");
+    assert_eq!(d.direction, dirs(&[("i", '<')]));
+    // A CSR loop needs no hint: `y[i]` is one element per row whatever the format.
+    assert!(carried(SPMV).is_none());
+    // A write through data is conservatively carried.
+    assert!(carried("for i = _\n  a[I[i]] = B[i]\nend\n").is_some());
+    // Distinct rows of an indirect read: `A[I[i], j]` is different for different `j`.
+    assert!(
+        carried_dependence(
+            &parse("for i = _, j = _\n  C[I[i], j] = B[i, j]\nend\n"),
+            "j",
+            false
+        )
+        .unwrap()
+        .is_none()
+    );
+}
+
+#[test]
+fn fuse_cases_of_freetensor_tests() {
+    let prod_cons = "for i = 0:3, j = 0:7\n  B[i, j] = A[i, j] * 2\nend\nfor i = 0:3, j = 0:7\n  C[i, j] = B[i, j] + 1\nend\n";
+    // Producer then consumer of the same element: legal (the lifecycle pass then asks for a
+    // workspace, since `B` is read and written inside one loop).
+    let q = schedule(&parse(prod_cons), "fuse(i#1, i#2); fuse(j#1, j#2)").unwrap();
+    assert!(
+        q.to_string()
+            .contains("for i = 0:3, j = 0:7\n  B[i, j] = A[i, j] * 2\n  C[i, j] = B[i, j] + 1\n"),
+        "{q}"
+    );
+    // A consumer of `B[i, 7 - j]` reads what later iterations of the producer write.
+    let rev = "for i = 0:3\n  for j = 0:7\n    B[i, j] = A[i, j] * 2\n  end\n  for j = 0:7\n    C[i, j] = B[i, 7 - j]\n  end\nend\n";
+    let e = refused(rev, "fuse(j#1, j#2)");
+    assert_eq!(direction(&e), dirs(&[("i", '='), ("j", '<')]));
+    // Different lengths, and loops that are not adjacent.
+    let e = refused(
+        "for i = 0:7\n  y[i] = x[i]\nend\nfor i = 0:6\n  z[i] = x[i]\nend\n",
+        "fuse(i#1, i#2)",
+    );
+    assert!(e.to_string().contains("extents differ"), "{e}");
+    let e = refused(
+        "for i = 0:7\n  y[i] = x[i]\nend\ns[] = 1\nfor i = 0:7\n  z[i] = x[i]\nend\n",
+        "fuse(i#1, i#2)",
+    );
+    assert!(e.to_string().contains("follow"), "{e}");
+    // Independent loops fuse and run.
+    legal(
+        "for i = 0:9\n  y[i] = x[i] * 2\nend\nfor k = 0:9\n  z[k] = x[k] + 1\nend\n",
+        "fuse(i, k)",
+        &Setup {
+            inputs: &[("x", VECTORS, &[10])],
+            outputs: &[("y", DENSE1, &[10]), ("z", DENSE1, &[10])],
+        },
+    );
+}
+
+#[test]
+fn swap_and_fission() {
+    let two = "for i = _\n  y[i] = x[i] * 2\n  z[i] = x[i] + 1\nend\n";
+    let s = Setup {
+        inputs: &[("x", VECTORS, &[9])],
+        outputs: &[("y", DENSE1, &[9]), ("z", DENSE1, &[9])],
+    };
+    legal(two, "swap(y, z)", &s);
+    legal(two, "swap(@2, @3)", &s);
+    legal(two, "fission(i, after y)", &s);
+    legal(two, "fission(i, after y); fuse(i#1, i#2)", &s);
+    // A workspace filled then read in one iteration: swap and fission break it.
+    let ws = "for i = _\n  t .= 0\n  for j = _\n    t[] += A[i, j]\n  end\n  y[i] = t[] * 2\nend\n";
+    let e = refused(ws, "swap(@3, y)");
+    assert_eq!(direction(&e), dirs(&[("i", '=')]));
+    let e = refused(ws, "fission(i, after @3)");
+    assert!(e.to_string().contains("`t[]`"), "{e}");
+    legal(
+        ws,
+        "split(i, 3)",
+        &Setup {
+            inputs: &[("A", MATRICES, &[7, 6])],
+            outputs: &[("y", DENSE1, &[7]), ("t", SCALAR, &[])],
+        },
+    );
+    let e = refused(two, "swap(y, x)");
+    assert!(e.to_string().contains("no statement"), "{e}");
+}
+
+#[test]
+fn freetensor_117_statements_between_loops() {
+    // A statement between the loops would run once per iteration of other loops.
+    let text = "for i = _\n  z[i] = x[i]\n  for j = _\n    B[i, j] = A[i, j]\n  end\nend\n";
+    let e = refused(text, "reorder(j, i)");
+    assert!(e.to_string().contains("z[i] = x[i]"), "{e}");
+    assert!(e.to_string().contains("2:3"), "{e}");
+}
+
+#[test]
+fn freetensor_466_definitions_between_loops() {
+    // A `let` between the loops moves into the innermost body.
+    let text = "for i = _\n  let s = x[i] * 2\n    for j = _\n      B[i, j] = A[i, j] * s\n    end\n  end\nend\n";
+    let q = legal(
+        text,
+        "reorder(j, i)",
+        &Setup {
+            inputs: &[("A", MATRICES, &[6, 5]), ("x", VECTORS, &[6])],
+            outputs: &[("B", DENSE2, &[6, 5])],
+        },
+    );
+    assert!(
+        q.to_string().starts_with("for j = _, i = _\n  let s"),
+        "{q}"
+    );
+    // ... unless the nest writes what it reads.
+    let bad =
+        "for i = _\n  let s = c[]\n    for j = _\n      c[] += A[i, j] * s\n    end\n  end\nend\n";
+    let e = refused(bad, "reorder(j, i)");
+    assert!(e.to_string().contains("`let s`"), "{e}");
+}
+
+#[test]
+fn freetensor_474_dependences_carried_by_outer_loops() {
+    // The dependence between the statements is carried by `k`: swapping them inside one
+    // iteration of `k` keeps it.
+    let text = "for k = 1:3\n  A[k, 0] = B[k] * 2\n  C[k] = A[k - 1, 0]\nend\n";
+    schedule(&parse(text), "swap(A, C)").unwrap();
+    schedule(&parse(text), "fission(k, after A)").unwrap();
+    let same = "for k = 1:3\n  A[k, 0] = B[k] * 2\n  C[k] = A[k, 0]\nend\n";
+    let e = refused(same, "swap(A, C)");
+    assert_eq!(direction(&e), dirs(&[("k", '=')]));
+    // Fuse under an outer loop: the outer loop carries the workspace's reuse.
+    let outer = "for k = 0:3\n  for i = 0:5\n    t[i] = A[k, i] * 2\n  end\n  for i = 0:5\n    D[k, i] = t[i] + 1\n  end\nend\n";
+    schedule(&parse(outer), "fuse(i#1, i#2)").unwrap();
+    let shifted = "for k = 0:3\n  for i = 0:5\n    t[i] = A[k, i] * 2\n  end\n  for i = 0:5\n    D[k, i] = t[5 - i] + 1\n  end\nend\n";
+    refused(shifted, "fuse(i#1, i#2)");
+    // Fission of the inner loops' parent keeps the order of `k`'s iterations only if nothing
+    // flows back: here `t` is reused by the next `k`.
+    refused(outer, "fission(k, after @2)");
+}
+
+#[test]
+fn names_addressing_and_command_errors() {
+    let two = "for i = 0:3\n  y[i] = x[i]\nend\nfor i = 0:3\n  z[i] = x[i]\nend\n";
+    let e = refused(two, "split(i, 2)");
+    assert!(e.to_string().contains("i#1"), "{e}");
+    let q = schedule(&parse(two), "split(i#2, 2)").unwrap();
+    assert!(
+        q.to_string().contains("for i.0 = 0:1, i.1 = 0:1\n  z["),
+        "{q}"
+    );
+    let e = refused(two, "split(q, 2)");
+    assert!(e.to_string().contains("no loop `q`"), "{e}");
+    let e = refused(two, "unroll(i#1); reorder(i, j)");
+    let Error::Schedule { pos, .. } = e else {
+        unreachable!()
+    };
+    assert_eq!(pos, 13);
+    let e = refused("for i = 0:99\n  y[i] = x[i]\nend\n", "unroll(i)");
+    assert!(e.to_string().contains("at most"), "{e}");
+    // A name the program already uses is not taken over.
+    refused("for i = 0:3\n  y[i] = x[i] + i.0[]\nend\n", "split(i, 2)");
+}
+
+#[test]
+fn split_of_sparse_accesses_falls_back_to_random_access() {
+    // `A[i.0 * 4 + i.1, j]` is not concordant with a sparse root level; the lowering reads it
+    // by random access and gets the same result on every format.
+    let s = Setup {
+        inputs: &[
+            (
+                "A",
+                &[
+                    "SparseList(SparseList(Element(0.0)))",
+                    "SparseDict(SparseList(Element(0.0)))",
+                    "SparseByteMap(Dense(Element(0.0)))",
+                ],
+                &[11, 6],
+            ),
+            ("x", VECTORS, &[6]),
+        ],
+        outputs: &[("y", DENSE1, &[11])],
+    };
+    legal(SPMV, "split(i, 4)", &s);
+    legal(SPMV, "split(j, 4); reorder(j.1, j.0)", &s);
+    legal(SPMV, "merge(i, j)", &s);
+}
+
+#[test]
+fn fig14_cache_and_cache_reduce() {
+    // FreeTensor Fig. 14: caching `a` around loop `j` gives an m-element cache of `a[i + j]`.
+    let conv = "y .= 0\nfor i = 0:5\n  for j = 0:3\n    y[i] += a[i + j] * w[j]\n  end\nend\n";
+    let q = legal(
+        conv,
+        "cache(i, a)",
+        &Setup {
+            inputs: &[("a", VECTORS, &[9]), ("w", VECTORS, &[4])],
+            outputs: &[("y", DENSE1, &[6]), ("a.cache", DENSE1, &[4])],
+        },
+    );
+    let text = q.to_string();
+    assert!(text.contains("a.cache[j] = a[i + j]"), "{text}");
+    assert!(text.contains("y[i] += a.cache[j] * w[j]"), "{text}");
+    let q = legal(
+        conv,
+        "cache_reduce(i, y)",
+        &Setup {
+            inputs: &[("a", VECTORS, &[9]), ("w", VECTORS, &[4])],
+            outputs: &[("y", DENSE1, &[6]), ("y.cache", SCALAR, &[])],
+        },
+    );
+    assert!(q.to_string().contains("y[i] += y.cache[]"), "{q}");
+    legal(
+        SPMV,
+        "cache_reduce(i, y)",
+        &Setup {
+            inputs: &[("A", MATRICES, &[10, 7]), ("x", VECTORS, &[7])],
+            outputs: &[("y", DENSE1, &[10]), ("y.cache", SCALAR, &[])],
+        },
+    );
+    // A plain read of the reduced tensor, and indices that do not bound a region.
+    refused(
+        "for i = 0:5, j = 0:3\n  y[i] += x[j]\n  z[i] = y[i]\nend\n",
+        "cache_reduce(i, y)",
+    );
+    refused(
+        "for i = 0:5, j = 0:3\n  y[i] += x[2 * j]\nend\n",
+        "cache(i, x)",
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Random programs of the differential generator × random schedule commands: whenever a
+    /// command is accepted, the scheduled program computes what the unscheduled one does on
+    /// the evaluator and the JIT (`tessera_fuzz::schedule` panics otherwise).
+    #[test]
+    fn random_programs_and_schedules(bytes in proptest::collection::vec(any::<u8>(), 32..400)) {
+        tessera_fuzz::schedule::check(&bytes, false);
+    }
+}
+
+/// The same over fixed random inputs, C included, counting the cases where a command was
+/// accepted and values compared: the sample must not be mostly refusals.
+#[test]
+fn random_schedules_are_mostly_checked() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    let (mut checked, total) = (0, 200);
+    for k in 0..total {
+        let n = rng.random_range(32..400);
+        let bytes: Vec<u8> = (0..n).map(|_| rng.random()).collect();
+        if tessera_fuzz::schedule::check(&bytes, k % 20 == 0) {
+            checked += 1;
+        }
+    }
+    eprintln!("{checked} of {total} random schedules applied and compared");
+    assert!(checked * 4 >= total, "only {checked} of {total} compared");
+}
