@@ -62,6 +62,7 @@ fn real_loops(program: &Program, formats: &BTreeMap<String, Format>) -> Result<P
                         index,
                         extent,
                         body,
+                        parallel,
                     } => {
                         let real = loops.kind_at(s.span) == Some(transforms::real::IndexKind::Real);
                         StmtKind::Loop {
@@ -71,6 +72,7 @@ fn real_loops(program: &Program, formats: &BTreeMap<String, Format>) -> Result<P
                                 e => e.clone(),
                             },
                             body: walk(body, loops),
+                            parallel: *parallel,
                         }
                     }
                     StmtKind::If {

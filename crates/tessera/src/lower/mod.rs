@@ -202,6 +202,7 @@ impl Converter<'_> {
                 index,
                 extent,
                 body,
+                ..
             } => {
                 let mut bounds = vec![];
                 let (start, stop) = match extent {
