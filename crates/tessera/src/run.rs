@@ -219,6 +219,20 @@ impl Runner {
         }
         let resolved = real_loops(program, formats)?;
         let program = &resolved;
+        // The race check of parallel loops, always on (it names the access and the loop).
+        let dense = |t: &str| {
+            formats.get(t).is_none_or(|f| {
+                f.levels.iter().all(|k| {
+                    matches!(
+                        k,
+                        crate::levels::LevelKind::Dense
+                            | crate::levels::LevelKind::Element(_)
+                            | crate::levels::LevelKind::Scalar { .. }
+                    )
+                })
+            })
+        };
+        let plans = transforms::parallel::check_parallel(program, &dense)?;
         let names: HashSet<String> = formats.keys().cloned().collect();
         let normal = normalize(program, &names)?;
         let list: Vec<(String, Format)> = formats
@@ -227,14 +241,14 @@ impl Runner {
             .collect();
         // The shape check in `execute` holds these dimensions equal on every run.
         let equal = crate::lower::shapes::equal_dims(program);
-        let (k, l) = lower_program(&normal, &list, &equal)?;
+        let (k, l) = lower_program(&normal, &list, &equal, &plans)?;
         // A large kernel is often statements multiplying each other's cases: lower them as
         // separate loops where that changes no result, if that is smaller.
         if k.size() > FISSION_ABOVE
             && let Some(split) = crate::lower::fission::distribute(program, formats)
         {
             let split_normal = normalize(&split, &names)?;
-            let (k2, l2) = lower_program(&split_normal, &list, &equal)?;
+            let (k2, l2) = lower_program(&split_normal, &list, &equal, &plans)?;
             if k2.size() < k.size() {
                 return Ok((k2, l2, split_normal));
             }
