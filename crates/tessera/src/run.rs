@@ -22,6 +22,9 @@ pub struct Compiled {
     pub ir: Kernel,
     /// The source program, for checking the shapes of the tensors each run is given.
     pub program: Program,
+    /// The kernel split around its top-level parallel loops, compiled, when it has any:
+    /// what runs when the runner has more than one thread.
+    pub parallel: Option<crate::backend::parallel::Parallel>,
 }
 
 /// Normalise a program for tensors with these names: user reducers are attached to their
@@ -154,6 +157,8 @@ pub struct Runner {
     backend: Box<dyn Backend>,
     cache: RefCell<HashMap<KernelKey, Rc<Compiled>>>,
     max_kernel_size: Cell<usize>,
+    /// Threads parallel loops run on (1: the serial kernel).
+    threads: Cell<usize>,
     /// Time spent compiling by the last `compile` call (0 on a cache hit).
     pub last_compile_ms: RefCell<f64>,
 }
@@ -164,6 +169,7 @@ impl Runner {
             backend,
             cache: RefCell::new(HashMap::new()),
             max_kernel_size: Cell::new(DEFAULT_MAX_KERNEL_SIZE),
+            threads: Cell::new(default_threads()),
             last_compile_ms: RefCell::new(0.0),
         }
     }
@@ -179,6 +185,16 @@ impl Runner {
 
     pub fn max_kernel_size(&self) -> usize {
         self.max_kernel_size.get()
+    }
+
+    /// Run parallel loops (`for i = parallel(_)`) on `threads` threads; 1 runs the serial
+    /// kernel (the default is every core).
+    pub fn set_threads(&self, threads: usize) {
+        self.threads.set(threads.max(1));
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads.get()
     }
 
     pub fn cache_len(&self) -> usize {
@@ -280,6 +296,7 @@ impl Runner {
             return Err(Error::Backend(format!("internal error: ill-typed IR: {e}")));
         }
         let kernel = self.backend.compile(&ir)?;
+        let parallel = crate::backend::parallel::Parallel::compile(self.backend.as_ref(), &ir)?;
         *self.last_compile_ms.borrow_mut() = t0.elapsed().as_secs_f64() * 1e3;
         let c = Rc::new(Compiled {
             kernel,
@@ -288,6 +305,7 @@ impl Runner {
             // With its real `_` loops resolved to the whole line: the shape check of
             // `execute` then needs no direct use of a real index (`x[i + 0.5]` alone).
             program: real_loops(program, formats)?,
+            parallel,
         });
         self.cache.borrow_mut().insert(key, c.clone());
         Ok(c)
@@ -326,7 +344,10 @@ impl Runner {
             }
         }
         bufs[0] = Buffer::I64(dims);
-        let result = c.kernel.run(&mut bufs);
+        let result = match &c.parallel {
+            Some(p) if self.threads.get() > 1 => p.run(&mut bufs, self.threads.get()),
+            _ => c.kernel.run(&mut bufs),
+        };
         // Give the arrays back even when the kernel failed, so inputs are never lost.
         for tl in &c.layout.tensors {
             let t = tensors.get_mut(&tl.name).expect("checked above");
@@ -349,6 +370,11 @@ impl Runner {
         }
         Ok(())
     }
+}
+
+/// Every core the process may use.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Refuse a kernel over the size budget, naming the program's first loop (where the

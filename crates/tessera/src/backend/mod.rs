@@ -13,6 +13,7 @@ mod c;
 mod interp;
 mod jit;
 mod limit_code;
+pub mod parallel;
 
 pub use c::CBackend;
 pub use interp::Interpreter;
@@ -34,6 +35,12 @@ pub trait CompiledKernel {
     /// Run on `bufs` (one per declared buffer, of the declared element types). Growable buffers
     /// may be resized; on error the buffers hold whatever the kernel wrote before failing.
     fn run(&self, bufs: &mut [Buffer]) -> Result<()>;
+
+    /// The native entry point, for running chunks of a parallel loop on several threads
+    /// (`backend::parallel`); `None` for a kernel without native code.
+    fn native(&self) -> Option<crate::runtime::abi::KernelFn> {
+        None
+    }
 }
 
 pub(crate) use crate::runtime::buffer::{MAX_GROW, grow};

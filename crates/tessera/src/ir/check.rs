@@ -173,15 +173,17 @@ impl Kernel {
                     self.var_ok(v.0)?;
                     expect(self.var_ty(v), ElemType::I64, || "chunk bound".into())?;
                 }
-                expect(self.expr_ty(&c.start)?, ElemType::I64, || "parallel start".into())?;
-                expect(self.expr_ty(&c.stop)?, ElemType::I64, || "parallel stop".into())?;
+                expect(self.expr_ty(&c.start)?, ElemType::I64, || {
+                    "parallel start".into()
+                })?;
+                expect(self.expr_ty(&c.stop)?, ElemType::I64, || {
+                    "parallel stop".into()
+                })?;
                 for p in &c.private {
                     self.buf_ok(p.buf.0)?;
-                    expect(
-                        p.identity.ty(),
-                        self.buf_elem(p.buf).compute(),
-                        || "private identity".into(),
-                    )?;
+                    expect(p.identity.ty(), self.buf_elem(p.buf).compute(), || {
+                        "private identity".into()
+                    })?;
                 }
                 if let Some(w) = c.weights {
                     self.buf_ok(w.0)?;

@@ -14,6 +14,7 @@ pub mod innermost;
 pub mod print;
 pub mod promote;
 pub mod prune;
+pub mod split;
 
 use crate::types::{ElemType, Scalar};
 

@@ -275,8 +275,11 @@ impl Engine {
             if let Target::Fiber(f) = &a.target
                 && f.level == 0
                 && a.offsets.first().is_some_and(Option::is_none)
-                && let [crate::levels::LevelKind::Dense, crate::levels::LevelKind::SparseList { .. }, ..] =
-                    f.tensor.format.levels.as_slice()
+                && let [
+                    crate::levels::LevelKind::Dense,
+                    crate::levels::LevelKind::SparseList { .. },
+                    ..,
+                ] = f.tensor.format.levels.as_slice()
             {
                 // SparseList's arrays are `[ptr, idx]`: `ptr` is the position array.
                 found = f.tensor.level_bufs.get(1).and_then(|b| b.first()).copied();

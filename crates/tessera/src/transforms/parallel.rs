@@ -257,7 +257,10 @@ mod tests {
     #[test]
     fn races_are_refused_with_places() {
         let e = check("for i = parallel(_)\n  s[] = x[i]\nend", &[]).unwrap_err();
-        assert!(matches!(e, Error::Race { span, .. } if (span.line, span.col) == (2, 3)), "{e}");
+        assert!(
+            matches!(e, Error::Race { span, .. } if (span.line, span.col) == (2, 3)),
+            "{e}"
+        );
         assert!(e.to_string().contains("at 1:1"), "{e}");
         let e = check("for i = parallel(_)\n  s[] -= x[i]\nend", &[]).unwrap_err();
         assert!(matches!(e, Error::Race { .. }), "{e}");
