@@ -272,17 +272,24 @@ impl Engine {
             if found.is_some() || a.mode != Mode::Read || a.head() != Some(index) {
                 return Ok(());
             }
+            // A root level without arrays (its positions are its coordinates) over a sparse
+            // level whose first array is its `ptr` (per parent position, where its entries
+            // start): rows are weighed by their entries. Only the balance depends on this.
             if let Target::Fiber(f) = &a.target
                 && f.level == 0
                 && a.offsets.first().is_some_and(Option::is_none)
-                && let [
-                    crate::levels::LevelKind::Dense,
-                    crate::levels::LevelKind::SparseList { .. },
-                    ..,
-                ] = f.tensor.format.levels.as_slice()
+                && f.tensor.level_bufs.first().is_some_and(Vec::is_empty)
+                && f.tensor
+                    .format
+                    .levels
+                    .get(1)
+                    .is_some_and(|k| k.caps().sparse)
+                && let Some(ptr) = f.tensor.level_bufs.get(1).and_then(|b| b.first())
+                && let Some(decl) = self.cx.bufs.get(ptr.0 as usize)
+                && decl.elem == ElemType::I64
+                && decl.name.ends_with("ptr")
             {
-                // SparseList's arrays are `[ptr, idx]`: `ptr` is the position array.
-                found = f.tensor.level_bufs.get(1).and_then(|b| b.first()).copied();
+                found = Some(*ptr);
             }
             Ok(())
         });
