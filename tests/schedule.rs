@@ -527,3 +527,26 @@ fn random_schedules_are_mostly_checked() {
     eprintln!("{checked} of {total} random schedules applied and compared");
     assert!(checked * 4 >= total, "only {checked} of {total} compared");
 }
+
+#[test]
+fn parallelize_marks_loops_without_carried_dependences() {
+    let s = spmv_setup();
+    // Rows of SpMV are independent; the loop runs on threads with the same results.
+    let q = legal(SPMV, "parallelize(i)", &s);
+    assert!(q.to_string().contains("for i = parallel(_)"), "{q}");
+    // The transposed product reduces into shared `y[j]`: a reduction, so legal (privatised).
+    let t = Setup {
+        inputs: &[("A", MATRICES, &[10, 7]), ("x", VECTORS, &[10])],
+        outputs: &[("y", DENSE1, &[7])],
+    };
+    let transposed = "y .= 0\nfor i = _, j = _\n  y[j] += A[i, j] * x[i]\nend\n";
+    legal(transposed, "parallelize(i)", &t);
+    // After a split, the outer part can be parallel.
+    legal(SPMV, "split(i, 4); parallelize(i.0)", &s);
+    // A recurrence is refused with the dependence.
+    let e = refused(
+        "for i = 1:8\n  a[i] = a[i - 1] + b[i]\nend\n",
+        "parallelize(i)",
+    );
+    assert_eq!(direction(&e), dirs(&[("i", '<')]));
+}

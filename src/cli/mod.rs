@@ -99,6 +99,18 @@ pub struct KernelArgs {
     /// with `--backend eval` there is no kernel and it does nothing)
     #[arg(long, value_name = "N", value_parser = parse_kernel_size)]
     pub max_kernel_size: Option<usize>,
+    /// Threads that parallel loops (`for i = parallel(_)`) run on (default: every core; 1 runs
+    /// the serial kernel)
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    pub threads: Option<usize>,
+}
+
+fn parse_threads(s: &str) -> std::result::Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1 (1 runs parallel loops serially)".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a whole number")),
+    }
 }
 
 impl KernelArgs {
@@ -396,6 +408,7 @@ fn compiling_runner(backend: &str, kernel: &KernelArgs) -> Result<Runner> {
         }
     };
     runner.set_max_kernel_size(kernel.limit());
+    runner.set_threads(kernel.threads.unwrap_or_else(tessera::run::default_threads));
     Ok(runner)
 }
 

@@ -52,6 +52,12 @@ pub enum Error {
     #[error("kernel error: {0}")]
     Kernel(Box<KernelError>),
 
+    /// Writes in a parallel loop that several iterations could make to one location without a
+    /// commutative and associative reduction (a data race), refused before any code runs. The
+    /// place is the write's; the message names the parallel loop.
+    #[error("{}race: {msg}", at(span))]
+    Race { span: Span, msg: String },
+
     /// Something the program asks for that this version of the compiler cannot generate.
     #[error("{}unsupported: {msg}", at(span))]
     Unsupported { span: Span, msg: String },

@@ -22,6 +22,9 @@ pub struct Compiled {
     pub ir: Kernel,
     /// The source program, for checking the shapes of the tensors each run is given.
     pub program: Program,
+    /// The kernel split around its top-level parallel loops, compiled, when it has any:
+    /// what runs when the runner has more than one thread.
+    pub parallel: Option<crate::backend::parallel::Parallel>,
 }
 
 /// Normalise a program for tensors with these names: user reducers are attached to their
@@ -62,6 +65,7 @@ fn real_loops(program: &Program, formats: &BTreeMap<String, Format>) -> Result<P
                         index,
                         extent,
                         body,
+                        parallel,
                     } => {
                         let real = loops.kind_at(s.span) == Some(transforms::real::IndexKind::Real);
                         StmtKind::Loop {
@@ -71,6 +75,7 @@ fn real_loops(program: &Program, formats: &BTreeMap<String, Format>) -> Result<P
                                 e => e.clone(),
                             },
                             body: walk(body, loops),
+                            parallel: *parallel,
                         }
                     }
                     StmtKind::If {
@@ -152,6 +157,8 @@ pub struct Runner {
     backend: Box<dyn Backend>,
     cache: RefCell<HashMap<KernelKey, Rc<Compiled>>>,
     max_kernel_size: Cell<usize>,
+    /// Threads parallel loops run on (1: the serial kernel).
+    threads: Cell<usize>,
     /// Time spent compiling by the last `compile` call (0 on a cache hit).
     pub last_compile_ms: RefCell<f64>,
 }
@@ -162,6 +169,7 @@ impl Runner {
             backend,
             cache: RefCell::new(HashMap::new()),
             max_kernel_size: Cell::new(DEFAULT_MAX_KERNEL_SIZE),
+            threads: Cell::new(default_threads()),
             last_compile_ms: RefCell::new(0.0),
         }
     }
@@ -183,6 +191,16 @@ impl Runner {
 
     pub fn max_kernel_size(&self) -> usize {
         self.max_kernel_size.get()
+    }
+
+    /// Run parallel loops (`for i = parallel(_)`) on `threads` threads; 1 runs the serial
+    /// kernel (the default is every core).
+    pub fn set_threads(&self, threads: usize) {
+        self.threads.set(threads.max(1));
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads.get()
     }
 
     pub fn cache_len(&self) -> usize {
@@ -223,6 +241,20 @@ impl Runner {
         }
         let resolved = real_loops(program, formats)?;
         let program = &resolved;
+        // The race check of parallel loops, always on (it names the access and the loop).
+        let dense = |t: &str| {
+            formats.get(t).is_none_or(|f| {
+                f.levels.iter().all(|k| {
+                    matches!(
+                        k,
+                        crate::levels::LevelKind::Dense
+                            | crate::levels::LevelKind::Element(_)
+                            | crate::levels::LevelKind::Scalar { .. }
+                    )
+                })
+            })
+        };
+        let plans = transforms::parallel::check_parallel(program, &dense)?;
         let names: HashSet<String> = formats.keys().cloned().collect();
         let normal = normalize(program, &names)?;
         let list: Vec<(String, Format)> = formats
@@ -231,14 +263,14 @@ impl Runner {
             .collect();
         // The shape check in `execute` holds these dimensions equal on every run.
         let equal = crate::lower::shapes::equal_dims(program);
-        let (k, l) = lower_program(&normal, &list, &equal)?;
+        let (k, l) = lower_program(&normal, &list, &equal, &plans)?;
         // A large kernel is often statements multiplying each other's cases: lower them as
         // separate loops where that changes no result, if that is smaller.
         if k.size() > FISSION_ABOVE
             && let Some(split) = crate::lower::fission::distribute(program, formats)
         {
             let split_normal = normalize(&split, &names)?;
-            let (k2, l2) = lower_program(&split_normal, &list, &equal)?;
+            let (k2, l2) = lower_program(&split_normal, &list, &equal, &plans)?;
             if k2.size() < k.size() {
                 return Ok((k2, l2, split_normal));
             }
@@ -271,6 +303,7 @@ impl Runner {
             return Err(Error::Backend(format!("internal error: ill-typed IR: {e}")));
         }
         let kernel = self.backend.compile(&ir)?;
+        let parallel = crate::backend::parallel::Parallel::compile(self.backend.as_ref(), &ir)?;
         *self.last_compile_ms.borrow_mut() = t0.elapsed().as_secs_f64() * 1e3;
         let c = Rc::new(Compiled {
             kernel,
@@ -279,6 +312,7 @@ impl Runner {
             // With its real `_` loops resolved to the whole line: the shape check of
             // `execute` then needs no direct use of a real index (`x[i + 0.5]` alone).
             program: real_loops(program, formats)?,
+            parallel,
         });
         self.cache.borrow_mut().insert(key, c.clone());
         Ok(c)
@@ -317,7 +351,10 @@ impl Runner {
             }
         }
         bufs[0] = Buffer::I64(dims);
-        let result = c.kernel.run(&mut bufs);
+        let result = match &c.parallel {
+            Some(p) if self.threads.get() > 1 => p.run(&mut bufs, self.threads.get()),
+            _ => c.kernel.run(&mut bufs),
+        };
         // Give the arrays back even when the kernel failed, so inputs are never lost.
         for tl in &c.layout.tensors {
             let t = tensors.get_mut(&tl.name).expect("checked above");
@@ -340,6 +377,11 @@ impl Runner {
         }
         Ok(())
     }
+}
+
+/// Every core the process may use.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Refuse a kernel over the size budget, naming the program's first loop (where the

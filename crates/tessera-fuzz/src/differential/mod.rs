@@ -9,6 +9,7 @@
 
 pub mod compare;
 pub mod generate;
+mod parallel;
 
 use arbitrary::Unstructured;
 use compare::{Verdict, compare};

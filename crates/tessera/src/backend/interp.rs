@@ -74,6 +74,16 @@ impl Machine<'_> {
 
     fn stmt(&mut self, s: &Stmt) -> Step<Flow> {
         match s {
+            // Inside one kernel a parallel range is its serial loop: one chunk, the whole range.
+            Stmt::Chunked(c) => {
+                self.vars[c.lo.0 as usize] = self.expr(&c.start)?;
+                self.vars[c.hi.0 as usize] = self.expr(&c.stop)?;
+                for s in &c.body {
+                    if let Flow::Break = self.stmt(s)? {
+                        return Ok(Flow::Break);
+                    }
+                }
+            }
             Stmt::Assign(v, e) => {
                 self.vars[v.0 as usize] = self.expr(e)?;
             }

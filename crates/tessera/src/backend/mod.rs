@@ -15,6 +15,7 @@ mod c;
 mod interp;
 mod jit;
 mod limit_code;
+pub mod parallel;
 mod tiered;
 
 pub use c::CBackend;
@@ -53,6 +54,12 @@ pub trait CompiledKernel {
     /// tiered backend's optimised tier; nothing for the others). For benchmarks, which time
     /// the steady state.
     fn settle(&self) {}
+
+    /// The native entry point, for running chunks of a parallel loop on several threads
+    /// (`backend::parallel`); `None` for a kernel without native code.
+    fn native(&self) -> Option<crate::runtime::abi::KernelFn> {
+        None
+    }
 }
 
 pub(crate) use crate::runtime::buffer::{MAX_GROW, grow};

@@ -163,6 +163,15 @@ impl CompiledKernel for TieredKernel {
         if self.ready().is_some() { "c" } else { "jit" }
     }
 
+    /// The current tier's entry point: parallel loops run their chunks through it, so they
+    /// move to C with the rest of the kernel (their time does not count towards `HOT_AFTER`).
+    fn native(&self) -> Option<crate::runtime::abi::KernelFn> {
+        match self.ready() {
+            Some(k) => k.native(),
+            None => self.fast.native(),
+        }
+    }
+
     fn settle(&self) {
         self.promote();
         let worker = self.worker.borrow_mut().take();

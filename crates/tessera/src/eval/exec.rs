@@ -71,6 +71,7 @@ impl<'a> Machine<'a> {
                 index,
                 extent,
                 body,
+                ..
             } => {
                 let (lo, hi) = match extent {
                     Extent::Auto => (0, self.auto_extent(body, index, s.span)? as i64 - 1),

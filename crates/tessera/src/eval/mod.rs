@@ -147,6 +147,7 @@ fn check_extents(env: &Env, body: &[crate::notation::ast::Stmt]) -> Result<()> {
                 index,
                 extent,
                 body,
+                ..
             } => {
                 if *extent == Extent::Auto {
                     let mut all = extent::uses(env, body, index);

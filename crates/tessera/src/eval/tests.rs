@@ -109,6 +109,7 @@ fn for_(i: &str, body: Vec<Stmt>) -> Stmt {
         index: i.to_string(),
         extent: Extent::Auto,
         body,
+        parallel: false,
     })
 }
 
@@ -117,6 +118,7 @@ fn for_range(i: &str, a: Expr, b: Expr, body: Vec<Stmt>) -> Stmt {
         index: i.to_string(),
         extent: Extent::Range(a, b),
         body,
+        parallel: false,
     })
 }
 

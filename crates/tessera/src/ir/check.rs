@@ -18,6 +18,8 @@ pub enum Step {
     For(String),
     /// Into the body of a `while`.
     While,
+    /// Into the body of a parallel range.
+    Chunked,
     /// Into the `then` branch of an `if`.
     Then,
     /// Into the `else` branch of an `if`.
@@ -41,6 +43,7 @@ impl fmt::Display for Step {
             Step::Stmt(k) => write!(f, "#{k}"),
             Step::For(v) => write!(f, "for `{v}`"),
             Step::While => f.write_str("while"),
+            Step::Chunked => f.write_str("parallel"),
             Step::Then => f.write_str("then"),
             Step::Else => f.write_str("else"),
         }
@@ -122,6 +125,8 @@ impl Kernel {
                     vec![(Step::For(name), body, loops + 1)]
                 }
                 Stmt::While { body, .. } => vec![(Step::While, body, loops + 1)],
+                // No `break` may leave a chunk: chunks run as separate calls.
+                Stmt::Chunked(c) => vec![(Step::Chunked, &c.body, 0)],
                 _ => vec![],
             };
             for (step, body, depth) in nested {
@@ -163,6 +168,31 @@ impl Kernel {
             Stmt::While { cond, .. } => expect(self.expr_ty(cond)?, ElemType::Bool, || {
                 "while condition".into()
             }),
+            Stmt::Chunked(c) => {
+                for v in [c.lo, c.hi] {
+                    self.var_ok(v.0)?;
+                    expect(self.var_ty(v), ElemType::I64, || "chunk bound".into())?;
+                }
+                expect(self.expr_ty(&c.start)?, ElemType::I64, || {
+                    "parallel start".into()
+                })?;
+                expect(self.expr_ty(&c.stop)?, ElemType::I64, || {
+                    "parallel stop".into()
+                })?;
+                for p in &c.private {
+                    self.buf_ok(p.buf.0)?;
+                    expect(p.identity.ty(), self.buf_elem(p.buf).compute(), || {
+                        "private identity".into()
+                    })?;
+                }
+                if let Some(w) = c.weights {
+                    self.buf_ok(w.0)?;
+                    expect(self.buf_elem(w).compute(), ElemType::I64, || {
+                        "parallel weights".into()
+                    })?;
+                }
+                Ok(())
+            }
             Stmt::Break if loops == 0 => Err("`break` outside a loop".into()),
             Stmt::Break | Stmt::Comment(_) => Ok(()),
             Stmt::Grow { buf, len } => {

@@ -23,6 +23,11 @@ pub(super) fn effects_stmts(stmts: &[Stmt], fx: &mut Effects) {
             Stmt::Assign(v, _) | Stmt::For { var: v, .. } => {
                 fx.assigned.insert(*v);
             }
+            Stmt::Chunked(c) => {
+                fx.assigned.extend([c.lo, c.hi]);
+                // Private copies are written by the chunks.
+                fx.changed.extend(c.private.iter().map(|p| p.buf));
+            }
             Stmt::Store { buf, index, .. } => {
                 fx.changed.insert(*buf);
                 fx.accesses.push((*buf, index.clone()));

@@ -114,6 +114,10 @@ fn uses_stmts(k: &Kernel, stmts: &[Stmt], u: &mut Uses) {
             Stmt::For { var, .. } => {
                 u.assigned.insert(*var);
             }
+            Stmt::Chunked(c) => {
+                u.assigned.insert(c.lo);
+                u.assigned.insert(c.hi);
+            }
             Stmt::Store { .. }
             | Stmt::Grow { .. }
             | Stmt::Fill { .. }

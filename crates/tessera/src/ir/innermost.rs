@@ -29,6 +29,8 @@ fn walk(
                 walk(k, then, rewrite);
                 walk(k, otherwise, rewrite);
             }
+            // A parallel loop's chunk body is an ordinary loop nest: its loops are rewritten too.
+            Stmt::Chunked(c) => walk(k, &mut c.body, rewrite),
             Stmt::For { body, .. } | Stmt::While { body, .. } => {
                 if has_loop(body) {
                     walk(k, body, rewrite);
@@ -47,7 +49,7 @@ fn walk(
 /// Whether `stmts` hold a loop, at any depth of `if`s.
 pub fn has_loop(stmts: &[Stmt]) -> bool {
     stmts.iter().any(|s| match s {
-        Stmt::For { .. } | Stmt::While { .. } => true,
+        Stmt::For { .. } | Stmt::While { .. } | Stmt::Chunked(_) => true,
         Stmt::If {
             then, otherwise, ..
         } => has_loop(then) || has_loop(otherwise),

@@ -16,6 +16,7 @@ pub mod innermost;
 pub mod print;
 pub mod promote;
 pub mod prune;
+pub mod split;
 
 use crate::types::{ElemType, Scalar};
 
@@ -228,10 +229,46 @@ pub enum Stmt {
         lo: Expr,
         hi: Expr,
     },
+    /// A parallel loop's range (see [`Chunked`]).
+    Chunked(Box<Chunked>),
     /// Return from the kernel with error `k` (an index into `Kernel::errors`).
     Fail(u32),
     /// A note shown by the printer; no effect.
     Comment(String),
+}
+
+/// A parallel loop's range: `body` runs once per chunk of `start..=stop`, with `lo` and `hi`
+/// set to the chunk's first and last index. Chunks partition the range and may run in any
+/// order or at once on several threads (`backend::parallel`), each with its own copy of the
+/// `private` buffers. Run as one chunk (`lo = start; hi = stop; body`) it is the serial loop,
+/// and that is what a backend does with it inside a kernel: the runner runs the chunks of a
+/// `Chunked` at a kernel's top level on threads by splitting the kernel around it
+/// (`ir::split`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chunked {
+    pub lo: VarId,
+    pub hi: VarId,
+    /// The whole range, evaluated once before the chunks (I64).
+    pub start: Expr,
+    pub stop: Expr,
+    pub body: Vec<Stmt>,
+    /// Outputs several iterations reduce into: each chunk writes a copy filled with the
+    /// reducer's identity, and the copies are folded into the buffer in chunk order.
+    pub private: Vec<Private>,
+    /// A position array of the level the loop's index drives (`pos[i]..pos[i + 1]` are row
+    /// `i`'s entries): chunks then get about equal numbers of entries rather than of indices.
+    pub weights: Option<BufId>,
+}
+
+/// A buffer each chunk of a [`Chunked`] gets its own copy of.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Private {
+    pub buf: BufId,
+    /// How a copy folds into the buffer (`Add`, `Mul`, `Min`, `Max`, `And`, `Or`), as the
+    /// reduction `buf[k] = fold(buf[k], copy[k])`.
+    pub fold: BinOp,
+    /// The value copies start from, of the buffer's compute type.
+    pub identity: Scalar,
 }
 
 impl Expr {
@@ -295,6 +332,7 @@ impl Stmt {
                 start, stop, value, ..
             } => vec![start, stop, value],
             Stmt::Sort { lo, hi, .. } | Stmt::SortPerm { lo, hi, .. } => vec![lo, hi],
+            Stmt::Chunked(c) => vec![&c.start, &c.stop],
             Stmt::Break | Stmt::Fail(_) | Stmt::Comment(_) => vec![],
         }
     }
@@ -309,6 +347,7 @@ impl Stmt {
                 start, stop, value, ..
             } => vec![start, stop, value],
             Stmt::Sort { lo, hi, .. } | Stmt::SortPerm { lo, hi, .. } => vec![lo, hi],
+            Stmt::Chunked(c) => vec![&mut c.start, &mut c.stop],
             Stmt::Break | Stmt::Fail(_) | Stmt::Comment(_) => vec![],
         }
     }
@@ -320,6 +359,7 @@ impl Stmt {
                 then, otherwise, ..
             } => vec![then, otherwise],
             Stmt::For { body, .. } | Stmt::While { body, .. } => vec![body],
+            Stmt::Chunked(c) => vec![&c.body],
             _ => vec![],
         }
     }
@@ -330,6 +370,7 @@ impl Stmt {
                 then, otherwise, ..
             } => vec![then, otherwise],
             Stmt::For { body, .. } | Stmt::While { body, .. } => vec![body],
+            Stmt::Chunked(c) => vec![&mut c.body],
             _ => vec![],
         }
     }

@@ -82,6 +82,31 @@ impl<'a> Printer<'a> {
                     self.expr(value)
                 );
             }
+            Stmt::Chunked(c) => {
+                let private: Vec<String> = c
+                    .private
+                    .iter()
+                    .map(|p| format!("{} ({:?})", self.bufs[p.buf.0 as usize], p.fold))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "{pad}parallel ({}, {}) in chunks of {}..={}{}{} {{",
+                    self.vars[c.lo.0 as usize],
+                    self.vars[c.hi.0 as usize],
+                    self.expr(&c.start),
+                    self.expr(&c.stop),
+                    c.weights
+                        .map(|w| format!(" weighed by {}", self.bufs[w.0 as usize]))
+                        .unwrap_or_default(),
+                    if private.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", private {}", private.join(", "))
+                    },
+                );
+                self.stmts(out, &c.body, depth + 1);
+                let _ = writeln!(out, "{pad}}}");
+            }
             Stmt::If {
                 cond,
                 then,

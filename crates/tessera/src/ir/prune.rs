@@ -46,6 +46,7 @@ fn drop_dead(stmts: &mut Vec<Stmt>, read: &HashSet<VarId>) -> bool {
                 then, otherwise, ..
             } => drop_dead(then, read) | drop_dead(otherwise, read),
             Stmt::For { body, .. } | Stmt::While { body, .. } => drop_dead(body, read),
+            Stmt::Chunked(c) => drop_dead(&mut c.body, read),
             _ => false,
         };
     }
@@ -86,6 +87,10 @@ fn visit_vars(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut VarId)) {
     for s in stmts {
         if let Stmt::Assign(v, _) | Stmt::For { var: v, .. } = s {
             f(v);
+        }
+        if let Stmt::Chunked(c) = s {
+            f(&mut c.lo);
+            f(&mut c.hi);
         }
         for e in s.own_exprs_mut() {
             expr_vars(e, f);

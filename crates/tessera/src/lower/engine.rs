@@ -40,6 +40,9 @@ pub struct Engine {
     /// Where a failing bounds check stores the value it reports: buffer 0 (the dimensions),
     /// one slot past the last dimension.
     pub detail: (crate::ir::BufId, i64),
+    /// The parallel loops (by the `(line, column)` of their statement) and the outputs each
+    /// privatises, from `transforms::parallel::check_parallel`.
+    pub parallel: HashMap<(u32, u32), Vec<(String, crate::notation::ast::Reducer)>>,
 }
 
 impl Engine {
@@ -110,6 +113,31 @@ impl Engine {
                         b::and(b::le(start.clone(), stop.clone()), outside),
                         vec![b::store(buf, b::int(slot), bad), Stmt::Fail(msg)],
                     ));
+                }
+                if let Some(private) = self.parallel.get(&(span.line, span.col)).cloned()
+                    && let Some(private) = self.private_bufs(&private)
+                {
+                    // Each chunk lowers the loop over its own part `lo..=hi`: looplets seek
+                    // their start there as at any loop start.
+                    let lo = self.cx.var(&format!("{index}_lo"), ElemType::I64);
+                    let hi = self.cx.var(&format!("{index}_hi"), ElemType::I64);
+                    let ext = Ext {
+                        start: b::var(lo),
+                        stop: b::var(hi),
+                    };
+                    let weights = self.weights(&index, &body);
+                    let lowered = self.lower_loop(&index, ext, body);
+                    let body = lowered.map_err(|e| e.or_at(span))?;
+                    code.push(Stmt::Chunked(Box::new(crate::ir::Chunked {
+                        lo,
+                        hi,
+                        start,
+                        stop,
+                        body,
+                        private,
+                        weights,
+                    })));
+                    return Ok(code);
                 }
                 // An error the loop's lowering raised without a place (the kernel grew too
                 // large) is placed at the innermost loop statement around it.
@@ -194,6 +222,78 @@ impl Engine {
                     .map_err(|e| cannot_reopen(&tensor, span, read, e))
             }
         }
+    }
+}
+
+impl Engine {
+    /// The buffers of privatised outputs with their folds and identities; `None` when one
+    /// cannot be folded by a built-in operator (a user reducer: the loop then runs serially).
+    fn private_bufs(
+        &self,
+        private: &[(String, crate::notation::ast::Reducer)],
+    ) -> Option<Vec<crate::ir::Private>> {
+        use crate::ir::BinOp;
+        use crate::notation::ast::Reducer;
+        let mut out = vec![];
+        for (tensor, r) in private {
+            let t = self.tensors.get(tensor)?;
+            let fold = match r {
+                Reducer::Add => BinOp::Add,
+                Reducer::Mul => BinOp::Mul,
+                Reducer::Min => BinOp::Min,
+                Reducer::Max => BinOp::Max,
+                Reducer::And => BinOp::And,
+                Reducer::Or => BinOp::Or,
+                _ => return None,
+            };
+            let identity = symbolic::algebra::identity(r, t.elem.class())?;
+            let identity = crate::semantics::convert(identity.widen(), t.elem.compute().class());
+            // A densely stored tensor keeps its values in one array, its leaf's.
+            let bufs: Vec<_> = t.level_bufs.iter().flatten().copied().collect();
+            let [buf] = bufs.as_slice() else {
+                return None;
+            };
+            out.push(crate::ir::Private {
+                buf: *buf,
+                fold,
+                identity,
+            });
+        }
+        Some(out)
+    }
+
+    /// The position array of a level that the parallel loop over `index` drives through its
+    /// parent's positions (the rows of CSR under `for i`): `pos[i]..pos[i + 1]` are row `i`'s
+    /// entries, so chunks can be cut at equal numbers of entries.
+    fn weights(&self, index: &str, body: &[LStmt]) -> Option<crate::ir::BufId> {
+        let mut found = None;
+        let mut body = body.to_vec();
+        let _ = node::visit_accesses_mut(&mut body, &mut |a: &mut LAccess| {
+            if found.is_some() || a.mode != Mode::Read || a.head() != Some(index) {
+                return Ok(());
+            }
+            // A root level without arrays (its positions are its coordinates) over a sparse
+            // level whose first array is its `ptr` (per parent position, where its entries
+            // start): rows are weighed by their entries. Only the balance depends on this.
+            if let Target::Fiber(f) = &a.target
+                && f.level == 0
+                && a.offsets.first().is_some_and(Option::is_none)
+                && f.tensor.level_bufs.first().is_some_and(Vec::is_empty)
+                && f.tensor
+                    .format
+                    .levels
+                    .get(1)
+                    .is_some_and(|k| k.caps().sparse)
+                && let Some(ptr) = f.tensor.level_bufs.get(1).and_then(|b| b.first())
+                && let Some(decl) = self.cx.bufs.get(ptr.0 as usize)
+                && decl.elem == ElemType::I64
+                && decl.name.ends_with("ptr")
+            {
+                found = Some(*ptr);
+            }
+            Ok(())
+        });
+        found
     }
 }
 

@@ -54,6 +54,7 @@ struct Header<'a> {
     index: &'a str,
     extent: &'a Extent,
     span: Span,
+    parallel: bool,
 }
 
 /// The loops of a perfect nest (`for i: for j: body`), outermost first, and its body.
@@ -64,12 +65,14 @@ fn nest(s: &Stmt) -> (Vec<Header<'_>>, &[Stmt]) {
         index,
         extent,
         body,
+        parallel,
     } = &cur.kind
     {
         loops.push(Header {
             index,
             extent,
             span: cur.span,
+            parallel: *parallel,
         });
         match body.as_slice() {
             [
@@ -305,6 +308,7 @@ fn rebuild(loops: &[Header], body: Vec<Stmt>) -> Stmt {
                 index: l.index.to_string(),
                 extent: l.extent.clone(),
                 body: inner,
+                parallel: l.parallel,
             },
             span: l.span,
         }];

@@ -53,6 +53,7 @@ pub fn lower_program(
     program: &Program,
     formats: &[(String, Format)],
     equal: &[Vec<shapes::Dim>],
+    parallel: &[crate::transforms::parallel::Plan],
 ) -> Result<(Kernel, Layout)> {
     let mut cx = Cx::default();
     let ndims: usize = formats.iter().map(|(_, f)| f.rank()).sum();
@@ -110,6 +111,10 @@ pub fn lower_program(
         write_once: Default::default(),
         facts: Default::default(),
         detail: (dims_buf, ndims as i64),
+        parallel: parallel
+            .iter()
+            .map(|p| ((p.span.line, p.span.col), p.private.clone()))
+            .collect(),
     };
     let mut code = entry;
     code.extend(engine.lower_block(body)?);
@@ -202,6 +207,7 @@ impl Converter<'_> {
                 index,
                 extent,
                 body,
+                ..
             } => {
                 let mut bounds = vec![];
                 let (start, stop) = match extent {

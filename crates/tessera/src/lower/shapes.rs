@@ -26,6 +26,7 @@ fn loops(stmts: &[Stmt], classes: &mut Vec<Vec<Dim>>) {
                 index,
                 extent,
                 body,
+                ..
             } => {
                 if matches!(extent, Extent::Auto) {
                     let mut dims: Vec<Dim> = vec![];

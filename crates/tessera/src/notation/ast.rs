@@ -106,10 +106,14 @@ pub enum StmtKind {
         rhs: Expr,
     },
     /// `for i = extent ... end`. `for i = _, j = _` parses as two nested loops.
+    /// `for i = parallel(extent)` sets `parallel`: the iterations may run on several threads
+    /// (`transforms::parallel` checks that they do not race). A field rather than an `Extent`
+    /// variant, so that every pass that rebuilds a loop must say what becomes of the mark.
     Loop {
         index: String,
         extent: Extent,
         body: Vec<Stmt>,
+        parallel: bool,
     },
     /// `if cond ... [else ...] end` (Finch's sieve; `else` is sugar for a second sieve on `!cond`).
     If {

@@ -119,7 +119,22 @@ pub fn for_(index: &str, extent: Extent, body: impl IntoIterator<Item = Stmt>) -
         index: index.to_string(),
         extent,
         body: stmts(body),
+        parallel: false,
     })
+}
+
+/// `for index = parallel(extent) ... end`: a loop whose iterations may run on several threads.
+pub fn parallel_for(index: &str, extent: Extent, body: impl IntoIterator<Item = Stmt>) -> Stmt {
+    parallelize(for_(index, extent, body))
+}
+
+/// Mark the loop `s` parallel (what the `parallelize` schedule command does to its loop);
+/// any other statement is returned unchanged.
+pub fn parallelize(mut s: Stmt) -> Stmt {
+    if let StmtKind::Loop { parallel, .. } = &mut s.kind {
+        *parallel = true;
+    }
+    s
 }
 
 /// The extent `_`.

@@ -459,8 +459,8 @@ impl Parser {
                 loop {
                     let (index, ispan) = self.name("a loop index name")?;
                     self.expect_punct("=", " after the loop index")?;
-                    let extent = self.extent()?;
-                    headers.push((index, extent, ispan));
+                    let (extent, parallel) = self.loop_extent()?;
+                    headers.push((index, extent, parallel, ispan));
                     if !self.eat_punct(",") {
                         break;
                     }
@@ -469,13 +469,14 @@ impl Parser {
                 let mut body = self.body_until_end(&opener)?;
                 // `for i = _, j = _` is `i` outer, `j` inner; the outermost loop keeps the span
                 // of `for`, inner ones the span of their index.
-                for (k, (index, extent, ispan)) in headers.into_iter().enumerate().rev() {
+                for (k, (index, extent, parallel, ispan)) in headers.into_iter().enumerate().rev() {
                     let s = if k == 0 { span } else { ispan };
                     body = vec![Stmt::new(
                         StmtKind::Loop {
                             index,
                             extent,
                             body,
+                            parallel,
                         },
                         s,
                     )];
@@ -713,6 +714,20 @@ impl Parser {
             StmtKind::Thaw { tensor }
         };
         Ok(Stmt::new(kind, span))
+    }
+
+    /// A loop's extent, `parallel(extent)` (Finch's spelling) marking the loop parallel.
+    fn loop_extent(&mut self) -> Result<(Extent, bool)> {
+        if self.is_word("parallel") && matches!(self.peek_at(1), Tok::Punct("(")) {
+            self.bump();
+            self.bump();
+            self.skip_newlines();
+            let extent = self.extent()?;
+            self.skip_newlines();
+            self.expect_punct(")", " to close `parallel(`")?;
+            return Ok((extent, true));
+        }
+        Ok((self.extent()?, false))
     }
 
     fn extent(&mut self) -> Result<Extent> {
@@ -1200,6 +1215,29 @@ mod tests {
             panic!()
         };
         assert_eq!((x.span.line, x.span.col), (3, 21));
+    }
+
+    #[test]
+    fn parallel_loops_parse_and_print() {
+        let p = prog("for i = parallel(_), j = _\n  y[i] += A[i, j] * x[j]\nend\n");
+        let StmtKind::Loop { parallel, body, .. } = &p.body[0].kind else {
+            panic!()
+        };
+        assert!(*parallel);
+        assert!(matches!(
+            &body[0].kind,
+            StmtKind::Loop {
+                parallel: false,
+                ..
+            }
+        ));
+        assert!(p.to_string().contains("for i = parallel(_), j = _"));
+        assert_eq!(prog(&p.to_string()), p);
+        let q = prog("for i = parallel(0:n - 1)\n  y[i] = x[i]\nend");
+        assert!(q.to_string().starts_with("for i = parallel(0:n - 1)"));
+        assert_eq!(prog(&q.to_string()), q);
+        let e = parse_program("for i = parallel(_\n  y[i] = 1\nend").unwrap_err();
+        assert!(e.to_string().contains("`parallel(`"), "{e}");
     }
 
     #[test]

@@ -153,6 +153,15 @@ fn write_lines(f: &mut Formatter<'_>, body: &[Stmt], level: usize) -> fmt::Resul
     Ok(())
 }
 
+/// A loop's extent, inside `parallel(...)` when the loop is marked parallel.
+fn write_extent(f: &mut Formatter<'_>, extent: &Extent, parallel: bool) -> fmt::Result {
+    if parallel {
+        write!(f, "parallel({extent})")
+    } else {
+        write!(f, "{extent}")
+    }
+}
+
 fn write_stmt(f: &mut Formatter<'_>, s: &Stmt, level: usize) -> fmt::Result {
     indent(f, level)?;
     match &s.kind {
@@ -162,9 +171,11 @@ fn write_stmt(f: &mut Formatter<'_>, s: &Stmt, level: usize) -> fmt::Result {
             index,
             extent,
             body,
+            parallel,
         } => {
             // Perfectly nested loops print as one header, as they are usually written.
-            write!(f, "for {index} = {extent}")?;
+            write!(f, "for {index} = ")?;
+            write_extent(f, extent, *parallel)?;
             let mut body = body;
             while let [
                 Stmt {
@@ -173,12 +184,14 @@ fn write_stmt(f: &mut Formatter<'_>, s: &Stmt, level: usize) -> fmt::Result {
                             index,
                             extent,
                             body: inner,
+                            parallel,
                         },
                     ..
                 },
             ] = body.as_slice()
             {
-                write!(f, ", {index} = {extent}")?;
+                write!(f, ", {index} = ")?;
+                write_extent(f, extent, *parallel)?;
                 body = inner;
             }
             write_body_end(f, body, level)
@@ -573,7 +586,13 @@ swizzle(y, 0)[(j:j + 2)(i)] <<sat>>= swizzle(A, 1, 0)[~(0:3)(i), follow((1:2)(j)
                 (expr_s(), expr_s()).prop_map(|(a, b)| range(a, b))
             ];
             prop_oneof![
-                (name_s(), extent, body.clone()).prop_map(|(i, ext, b)| for_(&i, ext, b)),
+                (name_s(), extent, body.clone(), any::<bool>()).prop_map(|(i, ext, b, par)| {
+                    if par {
+                        parallel_for(&i, ext, b)
+                    } else {
+                        for_(&i, ext, b)
+                    }
+                }),
                 (expr_s(), body.clone(), body.clone()).prop_map(|(c, t, o)| if_else(c, t, o)),
                 (name_s(), expr_s(), body.clone()).prop_map(|(n, v, b)| let_(&n, v, b)),
                 body.prop_map(block),

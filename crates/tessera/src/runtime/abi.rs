@@ -22,10 +22,37 @@ pub const VIEW_LEN: i32 = std::mem::offset_of!(View, len) as i32;
 
 /// What [`tessera_grow`] needs: the buffers themselves and the table the kernel reads.
 pub struct GrowState<'a> {
-    bufs: &'a mut [Buffer],
+    /// The buffers by number. A chunk of a parallel loop (`run_native_chunk`) shares most of
+    /// them with the other chunks, so they are reached through pointers, not one slice.
+    bufs: Vec<*mut Buffer>,
+    /// Whether the kernel may move (grow, sort) each buffer: only its own ones in a chunk.
+    movable: Vec<bool>,
     /// The table the kernel also reads; only ever accessed through this raw pointer while the
     /// kernel runs, so the kernel's copy of it stays valid.
     views: *mut View,
+    _bufs: std::marker::PhantomData<&'a mut [Buffer]>,
+}
+
+impl GrowState<'_> {
+    /// Buffer `k` for moving, if the kernel may move it.
+    ///
+    /// # Safety
+    /// No other reference to the buffer may be live (guaranteed for movable buffers: they
+    /// belong to this run alone).
+    unsafe fn movable(&mut self, k: usize) -> Option<&mut Buffer> {
+        if !*self.movable.get(k)? {
+            return None;
+        }
+        // SAFETY: the pointer is valid for the whole run (its owner outlives it) and, being
+        // movable, the buffer is reached by this run only; the caller holds no other reference.
+        Some(unsafe { &mut *self.bufs[k] })
+    }
+
+    /// Buffer `k` for reading.
+    fn get(&self, k: usize) -> Option<&Buffer> {
+        // SAFETY: valid for the run; shared buffers are only ever read while chunks run.
+        self.bufs.get(k).map(|&p| unsafe { &*p })
+    }
 }
 
 fn view_of(b: &mut Buffer) -> View {
@@ -46,7 +73,8 @@ pub unsafe extern "C" fn tessera_grow(state: *mut GrowState<'_>, buf: i64, want:
     // and is not otherwise borrowed while the kernel runs.
     let state = unsafe { &mut *state };
     let k = buf as usize;
-    let Some(b) = state.bufs.get_mut(k) else {
+    // SAFETY: no other reference to the buffer is live during the helper call.
+    let Some(b) = (unsafe { state.movable(k) }) else {
         return 1;
     };
     if want > b.len() as i64 {
@@ -76,11 +104,8 @@ pub unsafe extern "C" fn tessera_sort(
     // SAFETY: the caller passes the state it received from `run_native`; sorting in place moves
     // no memory, so the kernel's views stay valid.
     let state = unsafe { &mut *state };
-    let Some(v) = state
-        .bufs
-        .get_mut(buf as usize)
-        .and_then(|b| b.as_i64_mut())
-    else {
+    // SAFETY: no other reference to the buffer is live during the helper call.
+    let Some(v) = (unsafe { state.movable(buf as usize) }).and_then(|b| b.as_i64_mut()) else {
         return 1;
     };
     if lo >= hi {
@@ -112,10 +137,15 @@ pub unsafe extern "C" fn tessera_sort_perm(
     if k == p || k >= state.bufs.len() || p >= state.bufs.len() {
         return 1;
     }
+    // SAFETY: no other reference to the permutation is live during the helper call.
+    let Some(pb) = (unsafe { state.movable(p) }) else {
+        return 1;
+    };
     // Take the permutation out so both buffers can be borrowed; put it back unchanged in
     // address (a `Vec` moved out and back keeps its heap allocation), so the views stay valid.
-    let mut pb = std::mem::replace(&mut state.bufs[p], Buffer::I64(vec![]));
-    let r = match (state.bufs[k].as_i64(), pb.as_i64_mut()) {
+    let mut pb = std::mem::replace(pb, Buffer::I64(vec![]));
+    let keys = state.get(k).and_then(|b| b.as_i64());
+    let r = match (keys, pb.as_i64_mut()) {
         (Some(kv), Some(pv)) if lo >= hi => {
             let _ = (kv, pv);
             Ok(())
@@ -125,7 +155,10 @@ pub unsafe extern "C" fn tessera_sort_perm(
         }
         _ => Err(-1),
     };
-    state.bufs[p] = pb;
+    // SAFETY: as above; `keys` is no longer used.
+    if let Some(slot) = unsafe { state.movable(p) } {
+        *slot = pb;
+    }
     match r {
         Ok(()) => 0,
         Err(index) => {
@@ -143,7 +176,7 @@ pub unsafe extern "C" fn tessera_sort_perm(
 pub unsafe extern "C" fn tessera_hash_find(state: *mut GrowState<'_>, buf: i64, key: i64) -> i64 {
     // SAFETY: the caller passes the state it received from `run_native`; nothing is moved.
     let state = unsafe { &*state };
-    match state.bufs.get(buf as usize).and_then(|b| b.as_i64()) {
+    match state.get(buf as usize).and_then(|b| b.as_i64()) {
         Some(t) => super::intrinsics::hash_find(t, key),
         None => -1,
     }
@@ -170,11 +203,67 @@ pub type KernelFn = unsafe extern "C" fn(*mut View, *mut GrowState<'_>, *mut i64
 pub unsafe fn run_native(f: KernelFn, bufs: &mut [Buffer]) -> (i64, i64) {
     let mut table: Vec<View> = bufs.iter_mut().map(view_of).collect();
     let views = table.as_mut_ptr();
-    let mut state = GrowState { bufs, views };
+    let mut state = GrowState {
+        movable: vec![true; bufs.len()],
+        bufs: bufs.iter_mut().map(|b| b as *mut Buffer).collect(),
+        views,
+        _bufs: std::marker::PhantomData,
+    };
     let mut fault = 0i64;
     // SAFETY: the table and the state live until the call returns and are reached only through
     // these pointers meanwhile; the kernel touches buffer memory only through the views
     // (bounds-checked), and `tessera_grow` refreshes the view of any buffer it reallocates.
+    let code = unsafe { f(views, &mut state, &mut fault) };
+    drop(table);
+    (code, fault)
+}
+
+/// The buffers of a parallel loop's chunk: the shared ones (by pointer, with the views taken
+/// of them before the chunks started) and the chunk's own.
+pub struct ChunkBuffers {
+    /// Per buffer number: the shared buffer's pointer and view.
+    pub shared: Vec<(*mut Buffer, View)>,
+}
+
+// SAFETY: the shared buffers are only read, or written at elements no other chunk writes
+// (the race check and `ir::split` guarantee it), while chunks run; their owner keeps them
+// alive and untouched until every chunk has returned.
+unsafe impl Send for ChunkBuffers {}
+// SAFETY: as for `Send`: chunks only read the table itself.
+unsafe impl Sync for ChunkBuffers {}
+
+/// Run a native kernel as one chunk of a parallel loop: buffer `k` is `own[k]` where given
+/// (the chunk's private buffers, which it may grow), else the shared buffer, which the kernel
+/// may load from and store to but not move. Returns the status code and fault word.
+///
+/// # Safety
+/// As for [`run_native`]; besides, the kernel must touch the shared buffers only at elements
+/// no concurrent chunk writes, and never grow, fill or sort them (`ir::split` checks this).
+pub unsafe fn run_native_chunk(
+    f: KernelFn,
+    shared: &ChunkBuffers,
+    own: &mut [Option<&mut Buffer>],
+) -> (i64, i64) {
+    let mut table: Vec<View> = shared.shared.iter().map(|s| s.1).collect();
+    let mut bufs: Vec<*mut Buffer> = shared.shared.iter().map(|s| s.0).collect();
+    let mut movable = vec![false; bufs.len()];
+    for (k, o) in own.iter_mut().enumerate() {
+        if let Some(b) = o {
+            table[k] = view_of(b);
+            bufs[k] = &mut **b as *mut Buffer;
+            movable[k] = true;
+        }
+    }
+    let views = table.as_mut_ptr();
+    let mut state = GrowState {
+        bufs,
+        movable,
+        views,
+        _bufs: std::marker::PhantomData,
+    };
+    let mut fault = 0i64;
+    // SAFETY: the table and state live until the call returns; own buffers are this chunk's
+    // alone, and the caller guarantees the shared ones are used as described above.
     let code = unsafe { f(views, &mut state, &mut fault) };
     drop(table);
     (code, fault)

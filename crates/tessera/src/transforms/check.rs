@@ -214,6 +214,7 @@ impl Checker<'_> {
                 index,
                 extent,
                 body,
+                ..
             } => {
                 let mut class = Class::Int;
                 if let Extent::Range(a, b) = extent {

@@ -38,6 +38,7 @@ impl Concordizer {
                 index,
                 extent,
                 body,
+                parallel,
             } => {
                 let extent = match extent {
                     Extent::Auto => Extent::Auto,
@@ -52,6 +53,7 @@ impl Concordizer {
                     index: index.clone(),
                     extent,
                     body,
+                    parallel: *parallel,
                 }
             }
             StmtKind::If {
@@ -93,6 +95,7 @@ impl Concordizer {
                     index: k,
                     extent: Extent::Range(name(&v), name(&v)),
                     body: vec![out],
+                    parallel: false,
                 },
                 span,
             );

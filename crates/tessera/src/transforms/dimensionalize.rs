@@ -101,6 +101,7 @@ impl Dims {
                     index,
                     extent,
                     body,
+                    ..
                 } => {
                     self.loop_extent(index, extent, body, s.span)?;
                     self.stmts(body)?;

@@ -22,6 +22,7 @@ fn stmt(s: &Stmt) -> Stmt {
             index,
             extent,
             body,
+            parallel,
         } => {
             let extent = match extent {
                 Extent::Auto => match find_dim_source(body, index) {
@@ -50,6 +51,7 @@ fn stmt(s: &Stmt) -> Stmt {
                 index: index.clone(),
                 extent,
                 body: stmts(body),
+                parallel: *parallel,
             }
         }
         StmtKind::If {

@@ -187,10 +187,12 @@ fn nested(s: &Stmt, tensors: &HashSet<String>, memo: &mut Memo) -> Result<Stmt> 
             index,
             extent,
             body: b,
+            parallel,
         } => StmtKind::Loop {
             index: index.clone(),
             extent: extent.clone(),
             body: body(b)?,
+            parallel: *parallel,
         },
         StmtKind::If {
             cond,

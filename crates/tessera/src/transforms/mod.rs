@@ -9,6 +9,7 @@ pub mod extents;
 pub mod grad;
 pub mod lifecycle;
 pub mod linear;
+pub mod parallel;
 pub mod permissive;
 pub mod real;
 pub mod reducers;

@@ -119,6 +119,7 @@ impl Pass {
                 index,
                 extent,
                 body,
+                parallel,
             } => {
                 if let Extent::Range(a, b) = extent
                     && (has_permissive(a)
@@ -138,6 +139,7 @@ impl Pass {
                     index: index.clone(),
                     extent: extent.clone(),
                     body: body?,
+                    parallel: *parallel,
                 }
             }
             StmtKind::Let { name, value, body } => {
@@ -342,6 +344,7 @@ fn missing_name(stmts: &[Stmt], name: &str) -> Vec<Stmt> {
                     index,
                     extent,
                     body,
+                    parallel,
                 } => StmtKind::Loop {
                     index: index.clone(),
                     extent: match extent {
@@ -353,6 +356,7 @@ fn missing_name(stmts: &[Stmt], name: &str) -> Vec<Stmt> {
                     } else {
                         missing_name(body, name)
                     },
+                    parallel: *parallel,
                 },
                 StmtKind::If {
                     cond,

@@ -348,6 +348,7 @@ fn drives(body: &[Stmt], index: &str, inner: &mut Vec<String>, f: &mut dyn FnMut
                 index: i,
                 extent,
                 body,
+                ..
             } => {
                 if let Extent::Range(a, b) = extent {
                     exprs(a, index, inner, f);
@@ -508,6 +509,7 @@ impl Walker<'_, '_> {
                 index,
                 extent,
                 body,
+                ..
             } => {
                 let (kind, explicit) = match extent {
                     Extent::Range(a, b) => {

@@ -110,10 +110,12 @@ fn stmt(s: &Stmt, defs: &HashMap<&str, Arc<ReducerDef>>) -> Result<Stmt> {
             index,
             extent,
             body,
+            parallel,
         } => StmtKind::Loop {
             index: index.clone(),
             extent: extent.clone(),
             body: stmts(body, defs)?,
+            parallel: *parallel,
         },
         StmtKind::If {
             cond,

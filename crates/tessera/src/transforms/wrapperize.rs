@@ -106,6 +106,7 @@ fn check_loops(body: &[Stmt]) -> Result<()> {
                 index,
                 extent,
                 body,
+                ..
             } => {
                 if *extent == Extent::Auto {
                     auto_window(body, index, s.span)?;
@@ -178,6 +179,7 @@ fn walk<'a>(body: &'a [Stmt], index: &str, bound: &mut Vec<String>, out: &mut Ve
                 index: i,
                 extent,
                 body,
+                ..
             } => {
                 if let Extent::Range(a, b) = extent {
                     exprs(a, bound, out);
@@ -289,6 +291,7 @@ fn stmt(s: &Stmt) -> Result<Stmt> {
             index,
             extent,
             body,
+            parallel,
         } => {
             let extent = match extent {
                 Extent::Range(a, b) => Extent::Range(expr(a), expr(b)),
@@ -310,6 +313,7 @@ fn stmt(s: &Stmt) -> Result<Stmt> {
                 index: index.clone(),
                 extent,
                 body: stmts(body)?,
+                parallel: *parallel,
             }
         }
         StmtKind::If {

@@ -379,6 +379,14 @@ impl Emitter<'_> {
 
     fn stmt(&mut self, s: &Stmt) {
         match s {
+            // Inside one kernel a parallel range is its serial loop: one chunk, the whole range.
+            Stmt::Chunked(c) => {
+                self.stmt(&Stmt::Assign(c.lo, c.start.clone()));
+                self.stmt(&Stmt::Assign(c.hi, c.stop.clone()));
+                for s in &c.body {
+                    self.stmt(s);
+                }
+            }
             Stmt::Assign(v, e) => self.scoped(&[e], |me| {
                 let x = me.expr(e);
                 me.line(&format!("v{} = {x};", v.0));

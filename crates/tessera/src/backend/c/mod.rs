@@ -287,6 +287,10 @@ impl CompiledKernel for CKernel {
             Some(fault) => Err(fault.to_error(&self.k, bufs)),
         }
     }
+
+    fn native(&self) -> Option<crate::runtime::abi::KernelFn> {
+        Some(self.loaded.f)
+    }
 }
 
 #[cfg(test)]

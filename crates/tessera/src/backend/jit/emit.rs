@@ -403,6 +403,14 @@ impl Emitter<'_, '_> {
 
     fn stmt(&mut self, s: &Stmt) {
         match s {
+            // Inside one kernel a parallel range is its serial loop: one chunk, the whole range.
+            Stmt::Chunked(c) => {
+                self.stmt(&Stmt::Assign(c.lo, c.start.clone()));
+                self.stmt(&Stmt::Assign(c.hi, c.stop.clone()));
+                for s in &c.body {
+                    self.stmt(s);
+                }
+            }
             Stmt::Assign(v, e) => {
                 let x = self.expr(e);
                 if let Some(slot) = self.slots[v.0 as usize] {

@@ -120,6 +120,10 @@ impl CompiledKernel for Native {
             Some(fault) => Err(fault.to_error(&self.k, bufs)),
         }
     }
+
+    fn native(&self) -> Option<crate::runtime::abi::KernelFn> {
+        Some(self.f)
+    }
 }
 
 impl Drop for Native {

@@ -113,6 +113,7 @@ impl<'a> Machine<'a> {
                 index,
                 extent,
                 body,
+                ..
             } => self.tainted_scope(|m| {
                 if m.real_loops.contains(&(s as *const Stmt)) {
                     m.real_loop(index, extent, body)

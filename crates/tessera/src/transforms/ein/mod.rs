@@ -220,10 +220,12 @@ fn stmts(body: &[Stmt], mode: Mode, every: bool) -> Result<Vec<Stmt>> {
                 index,
                 extent,
                 body,
+                parallel,
             } => StmtKind::Loop {
                 index: index.clone(),
                 extent: extent.clone(),
                 body: stmts(body, mode, every)?,
+                parallel: *parallel,
             },
             StmtKind::If {
                 cond,
@@ -257,6 +259,7 @@ struct Lp {
     size: Option<i64>,
     /// A δ removed on this index: it sized the loop, and names the error if nothing does now.
     delta_at: Option<Span>,
+    parallel: bool,
 }
 
 struct Nest {
@@ -279,6 +282,7 @@ fn as_nest(s: &Stmt, every: bool) -> Option<Nest> {
                 index,
                 extent,
                 body,
+                parallel,
             } if body.len() == 1 => {
                 loops.push(Lp {
                     index: index.clone(),
@@ -286,6 +290,7 @@ fn as_nest(s: &Stmt, every: bool) -> Option<Nest> {
                     span: cur.span,
                     size: None,
                     delta_at: None,
+                    parallel: *parallel,
                 });
                 cur = &body[0];
             }
@@ -1237,6 +1242,7 @@ fn build_nest(loops: &[Lp], body: Vec<Stmt>) -> Stmt {
                 index: l.index.clone(),
                 extent: l.extent.clone(),
                 body,
+                parallel: l.parallel,
             },
             l.span,
         )];
@@ -1288,6 +1294,7 @@ fn fallback_stmt(s: &Stmt) -> Result<Stmt> {
             index,
             extent,
             body,
+            parallel,
         } => {
             let extent = match extent {
                 Extent::Auto => auto_extent(index, body, s.span)?,
@@ -1297,6 +1304,7 @@ fn fallback_stmt(s: &Stmt) -> Result<Stmt> {
                 index: index.clone(),
                 extent,
                 body: fallback_stmts(body)?,
+                parallel: *parallel,
             }
         }
         StmtKind::If {

@@ -284,6 +284,7 @@ impl Cx {
                 index,
                 extent,
                 body,
+                parallel,
             } => {
                 let mut inner = loops.to_vec();
                 inner.push(index.clone());
@@ -293,6 +294,7 @@ impl Cx {
                         index: index.clone(),
                         extent: extent.clone(),
                         body: f,
+                        parallel: *parallel,
                     },
                     span,
                 );
@@ -304,6 +306,7 @@ impl Cx {
                             index: index.clone(),
                             extent: extent.clone(),
                             body: b,
+                            parallel: *parallel,
                         },
                         span,
                     )]

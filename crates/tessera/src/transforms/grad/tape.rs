@@ -101,6 +101,7 @@ pub(crate) fn loops(names: &[String], body: Stmt) -> Stmt {
                 index: n.clone(),
                 extent: Extent::Auto,
                 body: vec![b],
+                parallel: false,
             },
             span,
         )
@@ -185,6 +186,7 @@ fn replay_in(s: &Stmt, keep: &HashSet<String>) -> Option<Stmt> {
             index,
             extent,
             body,
+            parallel,
         } => {
             let body = replay_list(body, keep);
             if body.is_empty() {
@@ -194,6 +196,7 @@ fn replay_in(s: &Stmt, keep: &HashSet<String>) -> Option<Stmt> {
                 index: index.clone(),
                 extent: extent.clone(),
                 body,
+                parallel: *parallel,
             }
         }
         StmtKind::If {

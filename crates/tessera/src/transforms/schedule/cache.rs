@@ -159,7 +159,9 @@ fn redirect(body: &[Stmt], t: &str, ws: &str, dims: &[Dim]) -> Vec<Stmt> {
                     index,
                     extent,
                     body,
+                    parallel,
                 } => StmtKind::Loop {
+                    parallel: *parallel,
                     index: index.clone(),
                     extent: match extent {
                         Extent::Range(a, b) => {
@@ -272,6 +274,7 @@ fn copy(
                     index: v.clone(),
                     extent: Extent::Range(lo.clone(), hi.clone()),
                     body: vec![s],
+                    parallel: false,
                 },
                 span,
             );
@@ -411,6 +414,7 @@ pub fn cache(
             index: i,
             extent: Extent::Range(lo, hi),
             body: new_body,
+            parallel: false,
         },
         span,
     );

@@ -431,6 +431,7 @@ impl Collect<'_> {
                 index,
                 extent,
                 body,
+                ..
             } => {
                 let (lo, hi) = match extent {
                     Extent::Auto => (Some(0), None),

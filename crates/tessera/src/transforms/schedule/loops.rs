@@ -63,6 +63,7 @@ pub(super) fn resolved(s: &Stmt, c: &Located) -> Result<(String, Expr, Expr, Vec
             index,
             extent: Extent::Range(lo, hi),
             body,
+            ..
         } => Ok((index, lo, hi, body, s.span)),
         StmtKind::Loop { index, .. } => Err(c.error(format!(
             "the extent of loop `{index}` is `_` and no tensor indexed by `{index}` alone gives it: write it as `a:b`"
@@ -81,7 +82,7 @@ fn fresh(p: &Program, c: &Located, n: &str) -> Result<()> {
     }
 }
 
-fn replace(p: &Program, path: &Path, with: Vec<Stmt>) -> Program {
+pub(super) fn replace(p: &Program, path: &Path, with: Vec<Stmt>) -> Program {
     let mut body = p.body.clone();
     let parent = parent_mut(&mut body, path);
     let at = path.last().expect("a path").1;
@@ -125,6 +126,7 @@ pub fn split(p: &Program, c: &Located, target: &LoopRef, f: i64) -> Result<Progr
             index: inner,
             extent: Extent::Range(lit(0, span), lit(f - 1, span)),
             body: new_body,
+            parallel: false,
         },
         span,
     );
@@ -133,6 +135,7 @@ pub fn split(p: &Program, c: &Located, target: &LoopRef, f: i64) -> Result<Progr
             index: outer,
             extent: Extent::Range(lit(0, span), div(last, lit(f, span))),
             body: vec![inner_loop],
+            parallel: false,
         },
         span,
     );
@@ -203,6 +206,7 @@ pub fn merge(p: &Program, c: &Located, outer: &LoopRef, inner: &LoopRef) -> Resu
             index: merged,
             extent: Extent::Range(lit(0, span), total),
             body: new_body,
+            parallel: false,
         },
         span,
     );

@@ -22,6 +22,7 @@ pub mod deps;
 pub mod loops;
 pub mod names;
 pub mod order;
+pub mod parallel;
 pub mod reorder;
 
 use crate::error::{Dependence, Error, Result};
@@ -67,6 +68,8 @@ pub enum Command {
     /// `cache_reduce(i, T)`: a workspace initialised to the reducer's identity, reduced into
     /// by the iteration's body, then reduced into `T` once.
     CacheReduce { target: LoopRef, tensor: String },
+    /// `parallelize(i)`: mark loop `i` parallel (see [`parallel::parallelize`]).
+    Parallelize(LoopRef),
 }
 
 /// A command with where it is written: its text and byte offset in the schedule string.
@@ -135,6 +138,7 @@ pub fn apply_one(p: &Program, c: &Located) -> Result<Program> {
         Command::Fuse { first, second } => order::fuse(p, c, first, second),
         Command::Cache { target, tensor } => cache::cache(p, c, target, tensor, false),
         Command::CacheReduce { target, tensor } => cache::cache(p, c, target, tensor, true),
+        Command::Parallelize(target) => parallel::parallelize(p, c, target),
     }
 }
 
@@ -247,14 +251,18 @@ fn parse_command(t: &str, pos: usize) -> Result<Located> {
                 Command::Cache { target, tensor }
             }
         }
-        "parallelize" | "vectorize" => {
-            return Err(loc.error(format!(
-                "`{name}` is not a schedule command of this version"
-            )));
+        "parallelize" => {
+            want(1)?;
+            Command::Parallelize(lp(args[0])?)
+        }
+        "vectorize" => {
+            return Err(loc.error(
+                "`vectorize` is not a schedule command of this version (the C tier vectorises what it can)",
+            ));
         }
         other => {
             return Err(loc.error(format!(
-                "unknown command `{other}` (split, merge, reorder, swap, fission, fuse, unroll, cache, precompute, cache_reduce)"
+                "unknown command `{other}` (split, merge, reorder, swap, fission, fuse, unroll, cache, precompute, cache_reduce, parallelize)"
             )));
         }
     };
@@ -353,7 +361,8 @@ mod tests {
         );
         let e = parse_schedule("split(i, 0)").unwrap_err();
         assert!(matches!(e, Error::Schedule { pos: 0, .. }), "{e}");
-        assert!(parse_schedule("parallelize(i)").is_err());
+        assert!(parse_schedule("vectorize(i)").is_err());
+        assert!(parse_schedule("parallelize(i, j)").is_err());
         assert!(parse_schedule("frobnicate(i)").is_err());
     }
 }

@@ -211,7 +211,9 @@ fn subst_stmt(s: &Stmt, from: &str, to: &Expr) -> Stmt {
             index,
             extent,
             body,
+            parallel,
         } => StmtKind::Loop {
+            parallel: *parallel,
             index: index.clone(),
             extent: match extent {
                 Extent::Auto => Extent::Auto,

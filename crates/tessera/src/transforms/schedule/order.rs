@@ -79,6 +79,7 @@ pub fn fission(p: &Program, c: &Located, target: &LoopRef, after: &StmtRef) -> R
         index,
         extent,
         body,
+        parallel,
     } = &get(&p.body, &lp).kind
     else {
         unreachable!("find_loop finds loops")
@@ -119,6 +120,7 @@ pub fn fission(p: &Program, c: &Located, target: &LoopRef, after: &StmtRef) -> R
                 index: index.clone(),
                 extent: extent.clone(),
                 body: b.to_vec(),
+                parallel: *parallel,
             },
             span,
         )
@@ -190,6 +192,7 @@ pub fn fuse(p: &Program, c: &Located, first: &LoopRef, second: &LoopRef) -> Resu
             index: i,
             extent,
             body,
+            parallel: false,
         },
         span,
     );

@@ -51,6 +51,7 @@ pub fn reorder(p: &Program, c: &Located, list: &[LoopRef]) -> Result<Program> {
             index,
             extent,
             body,
+            ..
         } = &cur.kind
         else {
             unreachable!("the walk stops at loops")
@@ -185,6 +186,7 @@ pub fn reorder(p: &Program, c: &Located, list: &[LoopRef]) -> Result<Program> {
                 index,
                 extent,
                 body,
+                parallel: false,
             },
             span,
         )];

@@ -1,0 +1,343 @@
+//! Running a kernel split around its parallel ranges (`ir::split`) on a thread pool: the
+//! serial segments run as ordinary kernels; each range is cut into chunks (about equal
+//! numbers of stored entries when the range has weights, else equal index ranges) that run at
+//! once, each with its own copy of the dimensions buffer (its fault slot), of the chunk
+//! bounds and of the privatised outputs. The copies are folded into the outputs in chunk
+//! order afterwards, and a failing chunk's fault (the first in chunk order) becomes the same
+//! typed error the serial kernel raises: no panic crosses threads.
+
+use super::{Backend, CompiledKernel, check_buffers, native_fault};
+use crate::error::Result;
+use crate::ir::split::{Segment, Split, split};
+use crate::ir::{BinOp, Chunked, Kernel, Private};
+use crate::runtime::Buffer;
+use crate::runtime::abi::{ChunkBuffers, View, run_native_chunk};
+use crate::types::{ElemType, Scalar};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// A kernel compiled as the segments of its split.
+pub struct Parallel {
+    split: Split,
+    segments: Vec<Box<dyn CompiledKernel>>,
+}
+
+impl Parallel {
+    /// Compile the segments of `k`'s split, or `None` if it has no top-level parallel range
+    /// or cannot be split (see `ir::split`).
+    pub fn compile(backend: &dyn Backend, k: &Kernel) -> Result<Option<Parallel>> {
+        let Some(split) = split(k) else {
+            return Ok(None);
+        };
+        let segments = split
+            .segments
+            .iter()
+            .map(|s| match s {
+                Segment::Serial(k) | Segment::Chunks { kernel: k, .. } => backend.compile(k),
+            })
+            .collect::<Result<_>>()?;
+        Ok(Some(Parallel { split, segments }))
+    }
+
+    /// The kernels of the segments, in order (for printing).
+    pub fn split(&self) -> &Split {
+        &self.split
+    }
+
+    /// Run on the original kernel's buffers with up to `threads` threads at once.
+    pub fn run(&self, bufs: &mut Vec<Buffer>, threads: usize) -> Result<()> {
+        let n = bufs.len();
+        for (d, len) in &self.split.extra {
+            bufs.push(Buffer::filled(d.elem, *len, Scalar::zero(d.elem)));
+        }
+        let r = self.run_segments(bufs, threads.max(1));
+        bufs.truncate(n);
+        r
+    }
+
+    fn run_segments(&self, bufs: &mut [Buffer], threads: usize) -> Result<()> {
+        let env_i64 = self.split.chunk_buf.0 as usize - 3;
+        for (seg, compiled) in self.split.segments.iter().zip(&self.segments) {
+            match seg {
+                Segment::Serial(_) => compiled.run(bufs)?,
+                Segment::Chunks {
+                    kernel,
+                    lo_slot,
+                    hi_slot,
+                    range,
+                } => {
+                    let env = bufs[env_i64].as_i64().unwrap_or(&[]);
+                    let (Some(&lo), Some(&hi)) = (env.get(*lo_slot), env.get(*hi_slot)) else {
+                        continue;
+                    };
+                    if lo > hi {
+                        continue;
+                    }
+                    let weights = range.weights.and_then(|w| bufs[w.0 as usize].as_i64());
+                    let cuts = cut(lo, hi, threads, weights);
+                    self.chunks(compiled.as_ref(), kernel, range, &cuts, bufs, threads)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn chunks(
+        &self,
+        compiled: &dyn CompiledKernel,
+        kernel: &Kernel,
+        range: &Chunked,
+        cuts: &[(i64, i64)],
+        bufs: &mut [Buffer],
+        threads: usize,
+    ) -> Result<()> {
+        let chunk_buf = self.split.chunk_buf.0 as usize;
+        // Each chunk's own buffers, by number.
+        let mut owns: Vec<Vec<(usize, Buffer)>> = cuts
+            .iter()
+            .map(|&(a, b)| {
+                let mut own = vec![(0, bufs[0].clone()), (chunk_buf, Buffer::I64(vec![a, b]))];
+                for p in &range.private {
+                    let real = &bufs[p.buf.0 as usize];
+                    let id = identity(real.elem(), p);
+                    own.push((
+                        p.buf.0 as usize,
+                        Buffer::filled(real.elem(), real.len(), id),
+                    ));
+                }
+                own
+            })
+            .collect();
+        let codes: Vec<(i64, i64)> = match compiled.native() {
+            Some(f) => {
+                check_buffers(kernel, bufs)?;
+                let n = bufs.len();
+                let shared = ChunkBuffers {
+                    shared: bufs
+                        .iter_mut()
+                        .map(|b| {
+                            let view = View {
+                                ptr: b.as_mut_ptr(),
+                                len: b.len() as i64,
+                            };
+                            (b as *mut Buffer, view)
+                        })
+                        .collect(),
+                };
+                pool(threads).install(|| {
+                    owns.par_iter_mut()
+                        .map(|own| {
+                            let mut slots: Vec<Option<&mut Buffer>> =
+                                (0..n).map(|_| None).collect();
+                            for (k, b) in own.iter_mut() {
+                                slots[*k] = Some(b);
+                            }
+                            // SAFETY: `check_buffers` verified the types the code was generated
+                            // for; the chunks write shared buffers only at elements indexed by
+                            // the parallel index (the race check), never move them
+                            // (`ir::split`), and `bufs` is not touched until all have returned.
+                            unsafe { run_native_chunk(f, &shared, &mut slots) }
+                        })
+                        .collect()
+                })
+            }
+            None => {
+                // No native code (the interpreter): the chunks one after another, each on the
+                // buffers with its own ones swapped in, which is the same split and folding.
+                for own in &mut owns {
+                    for (k, b) in own.iter_mut() {
+                        std::mem::swap(&mut bufs[*k], b);
+                    }
+                    let r = compiled.run(bufs);
+                    for (k, b) in own.iter_mut() {
+                        std::mem::swap(&mut bufs[*k], b);
+                    }
+                    r?;
+                }
+                vec![(0, 0); owns.len()]
+            }
+        };
+        for (own, &(code, word)) in owns.iter_mut().zip(&codes) {
+            if let Some(fault) = native_fault(code, word) {
+                // The fault slot the failing chunk filled in.
+                bufs[0] = std::mem::replace(&mut own[0].1, Buffer::I64(vec![]));
+                return Err(fault.to_error(kernel, bufs));
+            }
+        }
+        for (i, p) in range.private.iter().enumerate() {
+            for own in &owns {
+                fold(&mut bufs[p.buf.0 as usize], &own[2 + i].1, p.fold);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A pool of `threads` threads, made once per count.
+fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
+    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+    let mut pools = POOLS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    pools
+        .entry(threads)
+        .or_insert_with(|| {
+            Arc::new(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap_or_else(|_| {
+                        rayon::ThreadPoolBuilder::new()
+                            .num_threads(1)
+                            .build()
+                            .expect("a one-thread pool")
+                    }),
+            )
+        })
+        .clone()
+}
+
+/// Cut `lo..=hi` into at most `threads` chunks: with weights (a position array, row `i`'s
+/// entries at `w[i]..w[i + 1]`) at about equal numbers of entries (a binary search per cut),
+/// else at equal numbers of indices. Chunks are non-empty, in order, and cover the range.
+pub fn cut(lo: i64, hi: i64, threads: usize, weights: Option<&[i64]>) -> Vec<(i64, i64)> {
+    let len = (hi - lo + 1) as u64;
+    let k = (threads as u64).min(len).max(1) as i64;
+    let mut starts: Vec<i64> = (0..k)
+        .map(|c| lo + ((len as u128 * c as u128) / k as u128) as i64)
+        .collect();
+    if let Some(w) = weights
+        && lo >= 0
+        && (hi as usize) < w.len().saturating_sub(1)
+        && w[lo as usize] <= w[hi as usize + 1]
+    {
+        let (w0, w1) = (w[lo as usize], w[hi as usize + 1]);
+        let rows = &w[lo as usize..=hi as usize];
+        for (c, s) in starts.iter_mut().enumerate().skip(1) {
+            let target = w0 + ((w1 - w0) as i128 * c as i128 / k as i128) as i64;
+            // The first row whose entries start at or after the target.
+            *s = lo + rows.partition_point(|&p| p < target) as i64;
+        }
+    }
+    // Keep the cuts increasing (weights that are not monotone cannot break the partition).
+    let mut out = vec![];
+    let mut start = lo;
+    for (c, &s) in starts.iter().enumerate().skip(1) {
+        let s = s.clamp(start + 1, hi + 1);
+        if s > start && s <= hi {
+            out.push((start, s - 1));
+            start = s;
+        }
+        let _ = c;
+    }
+    out.push((start, hi));
+    out
+}
+
+/// The value a private copy of `buf` starts from: the fold's identity in the buffer's type
+/// (a narrow integer `min` starts from that type's largest value, not i64's).
+fn identity(elem: ElemType, p: &Private) -> Scalar {
+    match (p.fold, elem) {
+        (BinOp::Min, ElemType::I8) => Scalar::I8(i8::MAX),
+        (BinOp::Min, ElemType::I32) => Scalar::I32(i32::MAX),
+        (BinOp::Min, ElemType::U8) => Scalar::U8(u8::MAX),
+        (BinOp::Min, ElemType::U64) => Scalar::U64(u64::MAX),
+        (BinOp::Max, ElemType::I8) => Scalar::I8(i8::MIN),
+        (BinOp::Max, ElemType::I32) => Scalar::I32(i32::MIN),
+        (BinOp::Max, ElemType::U8) => Scalar::U8(0),
+        (BinOp::Max, ElemType::U64) => Scalar::U64(0),
+        (BinOp::And, ElemType::U8) => Scalar::U8(u8::MAX),
+        (BinOp::And, ElemType::U64) => Scalar::U64(u64::MAX),
+        _ => p.identity,
+    }
+}
+
+/// `acc[k] = acc[k] fold part[k]` for every element, in the arithmetic the kernels use
+/// (wrapping integers, the strong zero of `*`, NaN-propagating `min`/`max`).
+fn fold(acc: &mut Buffer, part: &Buffer, op: BinOp) {
+    use crate::semantics::{max_f, min_f, mul_f};
+    macro_rules! ints {
+        ($a:expr, $b:expr) => {
+            for (x, &y) in $a.iter_mut().zip($b) {
+                *x = match op {
+                    BinOp::Add => x.wrapping_add(y),
+                    BinOp::Mul => x.wrapping_mul(y),
+                    BinOp::Min => (*x).min(y),
+                    BinOp::Max => (*x).max(y),
+                    BinOp::And => *x & y,
+                    BinOp::Or => *x | y,
+                    _ => *x,
+                }
+            }
+        };
+    }
+    macro_rules! floats {
+        ($a:expr, $b:expr, $t:ty) => {
+            for (x, &y) in $a.iter_mut().zip($b) {
+                let (p, q) = (*x as f64, y as f64);
+                *x = match op {
+                    BinOp::Add => p + q,
+                    BinOp::Mul => mul_f(p, q),
+                    BinOp::Min => min_f(p, q),
+                    BinOp::Max => max_f(p, q),
+                    _ => p,
+                } as $t
+            }
+        };
+    }
+    match (acc, part) {
+        (Buffer::F64(a), Buffer::F64(b)) => floats!(a, b, f64),
+        (Buffer::F32(a), Buffer::F32(b)) => floats!(a, b, f32),
+        (Buffer::I64(a), Buffer::I64(b)) => ints!(a, b),
+        (Buffer::I32(a), Buffer::I32(b)) => ints!(a, b),
+        (Buffer::I8(a), Buffer::I8(b)) => ints!(a, b),
+        (Buffer::U8(a), Buffer::U8(b)) => ints!(a, b),
+        (Buffer::U64(a), Buffer::U64(b)) => ints!(a, b),
+        (Buffer::Bool(a), Buffer::Bool(b)) => {
+            for (x, &y) in a.iter_mut().zip(b) {
+                *x = match op {
+                    BinOp::Add | BinOp::Or | BinOp::Max => *x | y,
+                    BinOp::Mul | BinOp::And | BinOp::Min => *x & y,
+                    _ => *x,
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_partition_the_range() {
+        for (lo, hi, t) in [(0, 0, 4), (0, 9, 3), (5, 6, 8), (0, 99, 2), (-3, 3, 4)] {
+            let c = cut(lo, hi, t, None);
+            assert_eq!(c.first().unwrap().0, lo);
+            assert_eq!(c.last().unwrap().1, hi);
+            assert!(
+                c.windows(2)
+                    .all(|w| w[0].1 + 1 == w[1].0 && w[0].0 <= w[0].1)
+            );
+            assert!(c.len() <= t);
+        }
+    }
+
+    #[test]
+    fn weighted_cuts_balance_entries() {
+        // Row 0 holds 90 entries, rows 1..=9 one each.
+        let mut w = vec![0, 90];
+        for k in 1..=9 {
+            w.push(90 + k);
+        }
+        let c = cut(0, 9, 2, Some(&w));
+        assert_eq!(c, vec![(0, 0), (1, 9)]);
+        // Non-monotone weights still give a partition.
+        let c = cut(0, 3, 2, Some(&[5, 0, 9, 1, 2]));
+        assert_eq!(c.first().unwrap().0, 0);
+        assert_eq!(c.last().unwrap().1, 3);
+    }
+}

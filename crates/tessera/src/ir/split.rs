@@ -1,0 +1,249 @@
+//! Splitting a kernel around the parallel ranges ([`Chunked`]) at its top level, so that the
+//! chunks of each can run as separate calls on several threads.
+//!
+//! The kernel `pre; Chunked(c); post` becomes the kernels `pre'`, `c'`, `post'` over the same
+//! buffers plus a few of their own: an environment per compute type (`env_i64`, `env_f64`,
+//! `env_bool`) that carries every variable from one segment to the next, and `chunk` (the
+//! chunk's `lo` and `hi`). A serial segment loads the environment (after the first), runs, then
+//! stores it; before a range it also evaluates the range's bounds into `lo` and `hi`, which the
+//! runner reads back to cut the chunks. A chunk segment loads the environment, takes `lo` and
+//! `hi` from `chunk`, and runs the range's body; it stores nothing, so what its variables end
+//! with is lost, and the split is refused when a later segment reads such a variable before
+//! assigning it (the kernel then runs whole, serially).
+//!
+//! The split is refused too when a chunk body could move memory another chunk sees: growing,
+//! filling or sorting a buffer that is not its own (the race check leaves only dense outputs,
+//! which are sized before the loop, so this is a safety net). Buffer 0 (the dimensions and the
+//! slot a failing bounds check reports through) and the private outputs are per chunk.
+
+use super::{BufDecl, BufId, Chunked, Expr, Kernel, Stmt, VarId, build as b};
+use crate::types::ElemType;
+use std::collections::HashSet;
+
+/// One kernel of a split.
+#[derive(Clone, Debug)]
+pub enum Segment {
+    Serial(Kernel),
+    Chunks {
+        kernel: Kernel,
+        /// Where the range's bounds are in `env_i64` after the previous segment.
+        lo_slot: usize,
+        hi_slot: usize,
+        range: Chunked,
+    },
+}
+
+/// A kernel split around its top-level parallel ranges. Every segment takes the original
+/// buffers followed by [`Split::extra`].
+#[derive(Clone, Debug)]
+pub struct Split {
+    pub segments: Vec<Segment>,
+    /// The segments' own buffers, appended after the kernel's: `env_i64`, `env_f64`,
+    /// `env_bool` (one slot per variable of the type) and `chunk` (2 slots).
+    pub extra: Vec<(BufDecl, usize)>,
+    /// The number of the `chunk` buffer.
+    pub chunk_buf: BufId,
+}
+
+/// Split `k`, or `None` if it has no parallel range at its top level or cannot be split
+/// safely (then it runs whole).
+pub fn split(k: &Kernel) -> Option<Split> {
+    if !k.body.iter().any(|s| matches!(s, Stmt::Chunked(_))) {
+        return None;
+    }
+    // Each variable's slot in its type's environment.
+    let mut slots = vec![];
+    let mut counts = [0usize; 3];
+    for v in &k.vars {
+        let t = match v.ty {
+            ElemType::I64 => 0,
+            ElemType::F64 => 1,
+            ElemType::Bool => 2,
+            _ => return None,
+        };
+        slots.push((t, counts[t]));
+        counts[t] += 1;
+    }
+    let n = k.bufs.len() as u32;
+    let env = [BufId(n), BufId(n + 1), BufId(n + 2)];
+    let chunk_buf = BufId(n + 3);
+    let decl = |name: &str, elem| BufDecl {
+        name: name.into(),
+        elem,
+        growable: false,
+        tensor: None,
+    };
+    let extra = vec![
+        (decl("env_i64", ElemType::I64), counts[0]),
+        (decl("env_f64", ElemType::F64), counts[1]),
+        (decl("env_bool", ElemType::Bool), counts[2]),
+        (decl("chunk", ElemType::I64), 2),
+    ];
+    let load_all = || -> Vec<Stmt> {
+        (0..k.vars.len())
+            .map(|v| {
+                let (t, s) = slots[v];
+                b::assign(VarId(v as u32), b::load(env[t], b::int(s as i64)))
+            })
+            .collect()
+    };
+    let store_all = || -> Vec<Stmt> {
+        (0..k.vars.len())
+            .map(|v| {
+                let (t, s) = slots[v];
+                b::store(env[t], b::int(s as i64), b::var(VarId(v as u32)))
+            })
+            .collect()
+    };
+    let with_body = |body: Vec<Stmt>| {
+        let mut bufs = k.bufs.clone();
+        bufs.extend(extra.iter().map(|(d, _)| d.clone()));
+        Kernel {
+            name: k.name.clone(),
+            bufs,
+            vars: k.vars.clone(),
+            body,
+            errors: k.errors.clone(),
+        }
+    };
+    // The top level cut at each range: serial runs and ranges alternate.
+    let mut parts: Vec<Result<Vec<Stmt>, Chunked>> = vec![Ok(vec![])];
+    for s in &k.body {
+        match s {
+            Stmt::Chunked(c) => {
+                parts.push(Err((**c).clone()));
+                parts.push(Ok(vec![]));
+            }
+            s => match parts.last_mut() {
+                Some(Ok(run)) => run.push(s.clone()),
+                _ => unreachable!("a serial run follows every range"),
+            },
+        }
+    }
+    // Refuse what chunks cannot do independently.
+    let mut lost: HashSet<VarId> = HashSet::new();
+    for p in &parts {
+        match p {
+            Err(c) => {
+                let own: HashSet<BufId> =
+                    c.private.iter().map(|p| p.buf).chain([BufId(0)]).collect();
+                if !chunk_body_ok(&c.body, &own) {
+                    return None;
+                }
+                assigned(&c.body, &mut lost);
+            }
+            Ok(run) => {
+                if exposed_reads(run).iter().any(|v| lost.contains(v)) {
+                    return None;
+                }
+                // Variables this run assigns at its top level carry on normally.
+                for s in run {
+                    if let Stmt::Assign(v, _) = s {
+                        lost.remove(v);
+                    }
+                }
+            }
+        }
+    }
+    let mut segments = vec![];
+    let mut first = true;
+    let mut pending: Option<Vec<Stmt>> = None;
+    for (idx, p) in parts.into_iter().enumerate() {
+        match p {
+            Ok(run) => pending = Some(run),
+            Err(c) => {
+                let mut body = if first { vec![] } else { load_all() };
+                body.extend(pending.take().unwrap_or_default());
+                body.push(b::assign(c.lo, c.start.clone()));
+                body.push(b::assign(c.hi, c.stop.clone()));
+                body.extend(store_all());
+                segments.push(Segment::Serial(with_body(body)));
+                first = false;
+                let mut body = load_all();
+                body.push(b::assign(c.lo, b::load(chunk_buf, b::int(0))));
+                body.push(b::assign(c.hi, b::load(chunk_buf, b::int(1))));
+                body.extend(c.body.iter().cloned());
+                let _ = idx;
+                segments.push(Segment::Chunks {
+                    kernel: with_body(body),
+                    lo_slot: slots[c.lo.0 as usize].1,
+                    hi_slot: slots[c.hi.0 as usize].1,
+                    range: c,
+                });
+            }
+        }
+    }
+    let mut body = load_all();
+    body.extend(pending.take().unwrap_or_default());
+    segments.push(Segment::Serial(with_body(body)));
+    Some(Split {
+        segments,
+        extra,
+        chunk_buf,
+    })
+}
+
+/// Whether a chunk body only moves memory of its own: no growth, fill or sort of a shared
+/// buffer, and no nested range with private buffers (it would run serially inside the chunk,
+/// on the shared buffer).
+fn chunk_body_ok(body: &[Stmt], own: &HashSet<BufId>) -> bool {
+    body.iter().all(|s| {
+        let ok = match s {
+            Stmt::Grow { buf, .. } | Stmt::Fill { buf, .. } | Stmt::Sort { buf, .. } => {
+                own.contains(buf)
+            }
+            Stmt::SortPerm { perm, .. } => own.contains(perm),
+            Stmt::Chunked(c) => c.private.iter().all(|p| own.contains(&p.buf)),
+            _ => true,
+        };
+        ok && s.bodies().iter().all(|b| chunk_body_ok(b, own))
+    })
+}
+
+/// Variables assigned anywhere in `body`.
+fn assigned(body: &[Stmt], out: &mut HashSet<VarId>) {
+    for s in body {
+        match s {
+            Stmt::Assign(v, _) | Stmt::For { var: v, .. } => {
+                out.insert(*v);
+            }
+            Stmt::Chunked(c) => {
+                out.extend([c.lo, c.hi]);
+            }
+            _ => {}
+        }
+        for b in s.bodies() {
+            assigned(b, out);
+        }
+    }
+}
+
+/// Variables `run` may read before assigning them: every read except those after an
+/// assignment at the top level (nested statements count as reads throughout).
+fn exposed_reads(run: &[Stmt]) -> HashSet<VarId> {
+    fn reads(s: &Stmt, out: &mut HashSet<VarId>) {
+        for e in s.own_exprs() {
+            e.visit(&mut |x| {
+                if let Expr::Var(v) = x {
+                    out.insert(*v);
+                }
+            });
+        }
+        for b in s.bodies() {
+            for s in b {
+                reads(s, out);
+            }
+        }
+    }
+    let mut defined = HashSet::new();
+    let mut out = HashSet::new();
+    for s in run {
+        let mut r = HashSet::new();
+        reads(s, &mut r);
+        out.extend(r.difference(&defined).copied());
+        if let Stmt::Assign(v, _) = s {
+            defined.insert(*v);
+        }
+    }
+    out
+}
