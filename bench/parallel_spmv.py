@@ -31,7 +31,7 @@ if not os.path.exists(mtx):
     scipy.io.mmwrite(mtx, A)
     x = rng.random(n)
     with open(vec, "w") as f:
-        f.writelines(f"{k + 1} {v!r}\n" for k, v in enumerate(x))
+        f.writelines(f"{k + 1} {float(v)!r}\n" for k, v in enumerate(x))
 A = scipy.io.mmread(mtx).tocsr()
 x = np.loadtxt(vec, usecols=1)
 for _ in range(3):
