@@ -1,8 +1,9 @@
 //! Box and radius search over 2-D points (the continuous tensor abstraction's §8.1 study):
-//! `N` uniform points in `[0, 10^4]²` as the tensor `P[x, y, id]` (x and y pinpoint levels,
-//! `coord=f64`, id an integer level), queried with closed boxes and closed discs of growing
-//! size, each query one compiled Tessera program run (the kernel is compiled once per shape of
-//! query and reused; building the tensor is timed separately).
+//! `N` uniform points in `[0, 10^4]²` as the tensor `P[gx, gy, x, y, id]` of
+//! `tessera::algorithms::points` (a uniform grid of cells, then x and y pinpoint levels,
+//! `coord=f64`, then the ids), queried with closed boxes and closed discs of growing size, each
+//! query one compiled Tessera program run (compiled once per query, reused over the repeats,
+//! and timed separately, as is building the tensor).
 //!
 //! ```text
 //! cargo run --release --example point_search -- [N] [QUERIES] [REPEATS] [--dump DIR]
@@ -16,17 +17,13 @@
 mod common;
 
 use common::{Uniform, median};
-use std::collections::BTreeMap;
 use std::time::Instant;
 use tessera::Scalar;
+use tessera::algorithms::points::{PointIndex, Query};
 use tessera::error::{Error, Result};
 use tessera::io::DenseData;
-use tessera::levels::Format;
-use tessera::notation::parse::parse_program;
 use tessera::run::Runner;
 use tessera::runtime::Buffer;
-use tessera::tensor::Tensor;
-use tessera::tensor::pieces::{Piece, PieceCoord};
 
 fn main() {
     if let Err(e) = run() {
@@ -49,28 +46,12 @@ fn run() -> Result<()> {
         .collect();
 
     let t0 = Instant::now();
-    let format = Format::parse(
-        "SparseList(SparseList(SparseList(Pattern()), coord=f64), coord=f64)",
-        None,
-    )?;
-    let pieces: Vec<Piece> = pts
-        .iter()
-        .enumerate()
-        .map(|(k, &(x, y))| {
-            (
-                vec![
-                    PieceCoord::point(x),
-                    PieceCoord::point(y),
-                    PieceCoord::Int(k as i64),
-                ],
-                Scalar::Bool(true),
-            )
-        })
-        .collect();
-    let p = Tensor::from_pieces(&format, &[0, 0, n], &pieces)?;
-    drop(pieces);
+    let mut index = PointIndex::new(&pts)?;
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
-    eprintln!("built P ({n} points) in {build_ms:.0} ms");
+    eprintln!(
+        "built P ({n} points, {} x {} grid cells) in {build_ms:.0} ms",
+        index.grid.nx, index.grid.ny
+    );
 
     // Query sizes grow along x (the paper's sweep): half-widths from 5 to 5 * 2^(q-1).
     let center = (5000.0, 5000.0);
@@ -113,49 +94,30 @@ fn run() -> Result<()> {
     }
 
     let runner = Runner::jit();
-    // Each id is hit at most once, in no particular order: a COO list sorted at freeze costs
-    // O(hits log hits) a query (a byte map of N flags would be cleared in O(N)).
-    let out_format = Format::parse("SparseCOO{1}(Pattern())", None)?;
     for (kind, h) in list {
         let (cx, cy) = center;
-        let text = match kind {
-            "box" => format!(
-                "o .= false\nfor x = {:?}:{:?}, y = {:?}:{:?}, id = _\n  o[id] |= P[x, y, id]\nend",
-                cx - h,
-                cx + h,
-                cy - h,
-                cy + h
-            ),
-            _ => format!(
-                "o .= false\nfor x = {:?}:{:?}, y = {:?}:{:?}\n  if (x - {cx:?}) * (x - {cx:?}) + (y - {cy:?}) * (y - {cy:?}) <= {:?}\n    for id = _\n      o[id] |= P[x, y, id]\n    end\n  end\nend",
-                cx - h,
-                cx + h,
-                cy - h,
-                cy + h,
-                h * h
-            ),
+        let q = match kind {
+            "box" => Query::Box {
+                xmin: cx - h,
+                ymin: cy - h,
+                xmax: cx + h,
+                ymax: cy + h,
+            },
+            _ => Query::Radius { cx, cy, r: h },
         };
-        let prog = parse_program(&text)?;
-        let mut ts: BTreeMap<String, Tensor> = BTreeMap::new();
-        ts.insert("P".into(), p.clone());
-        ts.insert("o".into(), Tensor::empty(&out_format, &[n])?);
-        let formats = ts
-            .iter()
-            .map(|(k, t)| (k.clone(), t.format.clone()))
-            .collect();
         let t1 = Instant::now();
-        let c = runner.compile(&prog, &formats)?;
+        let c = index.compile(&runner, &q)?;
         let compile_ms = t1.elapsed().as_secs_f64() * 1e3;
         if std::env::var_os("SHOW_IR").is_some() {
             eprintln!("{}", c.ir);
         }
         let mut times = vec![];
+        let mut hits = 0;
         for _ in 0..repeats {
             let t2 = Instant::now();
-            runner.execute(&c, &mut ts)?;
+            hits = index.run(&runner, &c)?.len();
             times.push(t2.elapsed().as_secs_f64() * 1e3);
         }
-        let hits = ts["o"].pieces().len();
         println!(
             "{{\"kind\": \"{kind}\", \"half\": {h}, \"hits\": {hits}, \"median_ms\": {:.4}, \"compile_ms\": {compile_ms:.2}, \"build_ms\": {build_ms:.1}}}",
             median(times)

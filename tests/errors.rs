@@ -301,3 +301,59 @@ fn inconsistent_storage_names_the_tensor() {
         other => panic!("expected a kernel error: {other}"),
     }
 }
+
+/// A compiled kernel checks the shapes of every run: a run whose shapes or integer scalars
+/// differ from the last accepted ones is checked again (the check is skipped only for a
+/// repeat of the same shapes).
+#[test]
+fn every_run_of_a_compiled_kernel_checks_its_shapes() {
+    let runner = tessera::run::Runner::jit();
+    let program = parse(
+        "y .= 0\nfor i = _\n  y[i] += x[i] * z[i]\nend\ns .= 0\nfor k = 0:m - 1\n  s[] += w[k]\nend\n",
+    );
+    let scalar =
+        |v: i64| Tensor::from_dense(&fmt("Element(0)"), &[], &Buffer::I64(vec![v])).unwrap();
+    let make = |n: usize, m: i64, w: usize| -> BTreeMap<String, Tensor> {
+        BTreeMap::from([
+            (
+                "x".to_string(),
+                vector("Dense(Element(0.0))", &vec![1.0; n]),
+            ),
+            (
+                "z".to_string(),
+                vector("Dense(Element(0.0))", &vec![2.0; n]),
+            ),
+            (
+                "y".to_string(),
+                vector("Dense(Element(0.0))", &vec![0.0; n]),
+            ),
+            (
+                "w".to_string(),
+                vector("Dense(Element(0.0))", &vec![1.0; w]),
+            ),
+            ("m".to_string(), scalar(m)),
+            (
+                "s".to_string(),
+                Tensor::empty(&fmt("Element(0.0)"), &[]).unwrap(),
+            ),
+        ])
+    };
+    let mut ts = make(3, 4, 4);
+    let formats = common::formats_of(&ts);
+    let c = runner.compile(&program, &formats).unwrap();
+    runner.execute(&c, &mut ts).unwrap();
+    runner.execute(&c, &mut ts).unwrap();
+    assert_eq!(ts["s"].get(&[]).unwrap().as_f64(), 4.0);
+    let mut bad = make(3, 4, 4);
+    bad.insert("z".into(), vector("Dense(Element(0.0))", &[1.0; 5]));
+    let e = runner.execute(&c, &mut bad).unwrap_err();
+    assert!(matches!(e, Error::DimensionMismatch { .. }), "{e}");
+    // A changed scalar sizes the `k` loop differently from `w`.
+    let e = runner.execute(&c, &mut make(3, 5, 4)).unwrap_err();
+    assert!(e.to_string().contains("`k`"), "{e}");
+    // Consistent new shapes are accepted, and the first ones again.
+    runner.execute(&c, &mut make(7, 2, 2)).unwrap();
+    runner.execute(&c, &mut ts).unwrap();
+    let e = runner.execute(&c, &mut bad).unwrap_err();
+    assert!(matches!(e, Error::DimensionMismatch { .. }), "{e}");
+}

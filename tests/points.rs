@@ -12,7 +12,7 @@ use common::cli::{Dir, tessera};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
-use tessera::algorithms::points::{Query, point_tensor, program_text, search};
+use tessera::algorithms::points::{Grid, PointIndex, Query};
 use tessera::io::DenseData;
 use tessera::levels::Format;
 use tessera::notation::parse::parse_program;
@@ -66,13 +66,18 @@ fn random_queries_agree_with_brute_force() {
         for _ in 0..4 {
             let n = rng.random_range(0..60);
             let pts = random_points(&mut rng, n, base);
-            let t = point_tensor(&pts).unwrap();
+            // From one cell to about one point a cell: queries cross many cell borders, and
+            // points lie on them.
+            let per_cell = [1, 3, 1000][rng.random_range(0..3)];
+            let mut index = PointIndex::with_cell_size(&pts, per_cell).unwrap();
             for _ in 0..8 {
                 let q = random_query(&mut rng, base);
                 let want = brute(&pts, &q);
                 found += want.len();
-                let got = search(&runner, &t, &q).unwrap_or_else(|e| panic!("{q:?}: {e}"));
-                assert_eq!(got, want, "{q:?}\n{}\n{pts:?}", program_text(&q));
+                let got = index
+                    .search(&runner, &q)
+                    .unwrap_or_else(|e| panic!("{q:?}: {e}"));
+                assert_eq!(got, want, "{q:?}\n{}\n{pts:?}", index.program_text(&q));
             }
         }
     }
@@ -92,7 +97,8 @@ fn item_20_boxes_and_circumscribed_discs() {
             )
         })
         .collect();
-    let t = point_tensor(&pts).unwrap();
+    let mut t = PointIndex::new(&pts).unwrap();
+    assert!(t.grid.nx * t.grid.ny > 20, "{:?}", t.grid);
     let runner = Runner::jit();
     for _ in 0..10 {
         let (x0, y0) = (
@@ -113,8 +119,8 @@ fn item_20_boxes_and_circumscribed_discs() {
         let r = ((x1 - x0) * (x1 - x0) + (y1 - y0) * (y1 - y0)).sqrt() / 2.0;
         let disc = Query::Radius { cx, cy, r };
         let (b, d) = (
-            search(&runner, &t, &bx).unwrap(),
-            search(&runner, &t, &disc).unwrap(),
+            t.search(&runner, &bx).unwrap(),
+            t.search(&runner, &disc).unwrap(),
         );
         assert_eq!(b, brute(&pts, &bx));
         assert_eq!(d, brute(&pts, &disc));
@@ -130,15 +136,13 @@ fn the_reference_evaluator_agrees() {
     for _ in 0..6 {
         let pts = random_points(&mut rng, 25, 0.0);
         let q = random_query(&mut rng, 0.0);
+        let index = PointIndex::with_cell_size(&pts, 4).unwrap();
         let mut env = BTreeMap::new();
-        env.insert(
-            "P".to_string(),
-            point_tensor(&pts).unwrap().to_piece_tensor(),
-        );
+        env.insert("P".to_string(), index.tensor().to_piece_tensor());
         let f = Format::parse("Dense(Element(false))", None).unwrap();
         let o = Tensor::empty(&f, &[pts.len()]).unwrap();
         env.insert("O".to_string(), o.to_piece_tensor());
-        let p = parse_program(&program_text(&q)).unwrap();
+        let p = parse_program(&index.program_text(&q)).unwrap();
         tessera::eval::continuous::run(&p, &mut env).unwrap();
         let mut got = vec![];
         for (c, v) in &env["O"].canonical().pieces {
@@ -154,7 +158,7 @@ fn the_reference_evaluator_agrees() {
 #[test]
 fn bad_queries_and_points_are_refused() {
     let runner = Runner::jit();
-    let t = point_tensor(&[(1.0, 2.0)]).unwrap();
+    let mut t = PointIndex::new(&[(1.0, 2.0)]).unwrap();
     let bad = [
         Query::Box {
             xmin: 2.0,
@@ -174,10 +178,58 @@ fn bad_queries_and_points_are_refused() {
         },
     ];
     for q in bad {
-        assert!(search(&runner, &t, &q).is_err(), "{q:?}");
+        assert!(t.search(&runner, &q).is_err(), "{q:?}");
     }
-    let e = point_tensor(&[(0.0, 0.0), (f64::INFINITY, 1.0)]).unwrap_err();
+    let e = PointIndex::new(&[(0.0, 0.0), (f64::INFINITY, 1.0)])
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("point 1"), "{e}");
+}
+
+/// The grid's cell map is monotone, so a range's points lie in the cells of its ends; and the
+/// grid has about the asked number of cells, shaped like the points' box.
+#[test]
+fn grid_cells_are_monotone_and_sized() {
+    let mut rng = StdRng::seed_from_u64(77);
+    for _ in 0..20 {
+        let n = rng.random_range(1..400);
+        let (w, h) = (rng.random_range(0.0..1e3), rng.random_range(0.0..1e3));
+        let base = [0.0, -5e3, 1e9][rng.random_range(0..3)];
+        let pts: Vec<(f64, f64)> = (0..n)
+            .map(|_| {
+                (
+                    base + rng.random_range(0.0..=w),
+                    base + rng.random_range(0.0..=h),
+                )
+            })
+            .collect();
+        let per = rng.random_range(1..10);
+        let g = Grid::fit(&pts, per);
+        let cells = (n / per).max(1);
+        assert!(
+            g.nx * g.ny >= cells && g.nx * g.ny <= 2 * cells + g.nx + g.ny,
+            "{g:?}"
+        );
+        let mut xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
+        xs.push(base - 1.0);
+        xs.push(base + w + 1.0);
+        xs.sort_by(f64::total_cmp);
+        for pair in xs.windows(2) {
+            assert!(g.cx(pair[0]) <= g.cx(pair[1]), "{g:?} {pair:?}");
+        }
+        assert!(pts.iter().all(|p| g.cx(p.0) < g.nx && g.cy(p.1) < g.ny));
+    }
+    // A single point, and points on a line, get one row or column.
+    assert_eq!(
+        (
+            Grid::fit(&[(3.0, 4.0)], 1).nx,
+            Grid::fit(&[(3.0, 4.0)], 1).ny
+        ),
+        (1, 1)
+    );
+    let line: Vec<(f64, f64)> = (0..64).map(|i| (i as f64, 2.0)).collect();
+    let g = Grid::fit(&line, 4);
+    assert_eq!((g.nx, g.ny), (16, 1));
 }
 
 fn write_npy(path: &str, shape: Vec<usize>, values: Buffer) {

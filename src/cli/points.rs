@@ -135,14 +135,14 @@ pub fn points(a: &PointsArgs) -> Result<String> {
     q.check()?;
     let runner = super::compiling_runner(&a.backend, &a.kernel)?;
     let pts = load_points(&a.points)?;
-    let tensor = points::point_tensor(&pts).map_err(|e| match e {
+    let mut index = points::PointIndex::new(&pts).map_err(|e| match e {
         Error::Tensor { msg, .. } => Error::file(&a.points, 0, msg),
         e => e,
     })?;
-    let ids = points::search(&runner, &tensor, &q)?;
+    let ids = index.search(&runner, &q)?;
     let mut out = String::new();
     if a.show_program {
-        for l in points::program_text(&q).lines() {
+        for l in index.program_text(&q).lines() {
             let _ = writeln!(out, "# {l}");
         }
     }

@@ -25,7 +25,16 @@ pub struct Compiled {
     /// The kernel split around its top-level parallel loops, compiled, when it has any:
     /// what runs when the runner has more than one thread.
     pub parallel: Option<crate::backend::parallel::Parallel>,
+    /// The tensors the program writes (run-length outputs merge their runs after each run).
+    pub written: HashSet<String>,
+    /// The shapes and integer scalars of the last run whose shape check passed: a run with the
+    /// same ones skips the check, which costs more than a small kernel.
+    checked: std::sync::Mutex<Option<ShapeKey>>,
 }
+
+/// What the shape check of a run depends on: each layout tensor's shape, in layout order, and
+/// the values of the integer scalars (they may size loops).
+type ShapeKey = (Vec<Option<Vec<usize>>>, HashMap<String, i64>);
 
 /// Normalise a program for tensors with these names: user reducers are attached to their
 /// uses, windows and swizzles are compiled away, permissive indices become bounds checks, then
@@ -119,10 +128,19 @@ pub fn scalar_values(
     tensors: &BTreeMap<String, Tensor>,
 ) -> HashMap<String, i64> {
     let (_, written) = crate::notation::visit::reads_writes(&program.body);
+    scalar_values_except(&written.into_iter().collect(), tensors)
+}
+
+fn scalar_values_except(
+    written: &HashSet<String>,
+    tensors: &BTreeMap<String, Tensor>,
+) -> HashMap<String, i64> {
     tensors
         .iter()
         .filter(|(n, t)| {
-            t.rank() == 0 && t.elem().class() == crate::types::Class::Int && !written.contains(n)
+            t.rank() == 0
+                && t.elem().class() == crate::types::Class::Int
+                && !written.contains(n.as_str())
         })
         .filter_map(|(n, t)| Some((n.clone(), t.get(&[]).ok()?.as_i64())))
         .collect()
@@ -305,6 +323,7 @@ impl Runner {
         let kernel = self.backend.compile(&ir)?;
         let parallel = crate::backend::parallel::Parallel::compile(self.backend.as_ref(), &ir)?;
         *self.last_compile_ms.borrow_mut() = t0.elapsed().as_secs_f64() * 1e3;
+        let (_, written) = crate::notation::visit::reads_writes(&program.body);
         let c = Rc::new(Compiled {
             kernel,
             layout,
@@ -313,6 +332,8 @@ impl Runner {
             // `execute` then needs no direct use of a real index (`x[i + 0.5]` alone).
             program: real_loops(program, formats)?,
             parallel,
+            written: written.into_iter().collect(),
+            checked: std::sync::Mutex::new(None),
         });
         self.cache.borrow_mut().insert(key, c.clone());
         Ok(c)
@@ -321,17 +342,27 @@ impl Runner {
     /// Run a compiled kernel on the tensors (every tensor of its layout must be present).
     pub fn execute(&self, c: &Compiled, tensors: &mut BTreeMap<String, Tensor>) -> Result<()> {
         // Shapes must agree (a loop's extent comes from one tensor; the others must match).
-        let shapes: HashMap<String, Option<Vec<usize>>> = c
-            .layout
-            .tensors
-            .iter()
-            .filter_map(|tl| {
-                tensors
-                    .get(&tl.name)
-                    .map(|t| (tl.name.clone(), Some(t.shape.clone())))
-            })
-            .collect();
-        transforms::infer_shapes_with(&c.program, &shapes, &scalar_values(&c.program, tensors))?;
+        let key: ShapeKey = (
+            c.layout
+                .tensors
+                .iter()
+                .map(|tl| tensors.get(&tl.name).map(|t| t.shape.clone()))
+                .collect(),
+            scalar_values_except(&c.written, tensors),
+        );
+        let mut checked = c.checked.lock().unwrap_or_else(|e| e.into_inner());
+        if checked.as_ref() != Some(&key) {
+            let shapes: HashMap<String, Option<Vec<usize>>> = c
+                .layout
+                .tensors
+                .iter()
+                .zip(&key.0)
+                .filter_map(|(tl, s)| s.as_ref().map(|s| (tl.name.clone(), Some(s.clone()))))
+                .collect();
+            transforms::infer_shapes_with(&c.program, &shapes, &key.1)?;
+            *checked = Some(key);
+        }
+        drop(checked);
         // One slot past the dimensions receives the value a failing check reports
         // (`Layout::detail_slot`).
         let mut dims = vec![0i64; c.layout.ndims + 1];
@@ -365,13 +396,12 @@ impl Runner {
             }
         }
         result.map_err(|e| crate::explain::kernel_error(e, &c.program, &c.layout))?;
-        let (_, written) = crate::notation::visit::reads_writes(&c.program.body);
         for tl in &c.layout.tensors {
             let t = tensors.get_mut(&tl.name).expect("checked above");
             t.finish();
             // Run-length levels merge equal neighbouring runs after every kernel that wrote
             // them (the compiled freeze leaves them as written).
-            if written.contains(&tl.name) {
+            if c.written.contains(&tl.name) {
                 t.merge_runs();
             }
         }

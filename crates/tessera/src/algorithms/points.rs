@@ -1,24 +1,109 @@
 //! Box and radius search over 2-d points as Tessera programs (issue 14; the continuous tensor
 //! abstraction's geospatial case study).
 //!
-//! The points become `P[x, y, id]`: `x` and `y` pinpoints on real dimensions, `id` the point's
-//! row in the input, so points with equal coordinates stay distinct. The format is
-//! `SparseList(SparseList(SparseList(Pattern()), coord=f64), coord=f64)`: sorted x, then the
-//! sorted y of each x, then the ids there. A query loops over a real range of x and y and
-//! visits only the points inside it; the radius query tests the disc at each pinpoint.
+//! The points become `P[gx, gy, x, y, id]`: `gx` and `gy` the cell of a uniform grid over the
+//! points' bounding box (the spatial structure the paper lacked; counted from 1), `x` and `y` pinpoints on
+//! real dimensions, `id` the point's row in the input, so points with equal coordinates stay
+//! distinct. The format is `Dense(Dense(SparseList(SparseList(SparseList(Pattern()),
+//! coord=f64), coord=f64)))`: per cell, the sorted x, then the sorted y of each x, then the ids
+//! there. A query loops over the cells its region meets and, inside each, over the real range
+//! of x and y, so it visits only the points of a few cells' slabs; the radius query tests the
+//! disc at each pinpoint. Without the grid a query visited every point of the whole x-slab
+//! (`BENCHMARKS.md`, "box and radius search").
 
 use crate::error::{Error, Result};
 use crate::levels::Format;
 use crate::notation::parse::parse_program;
-use crate::run::Runner;
+use crate::run::{Compiled, Runner};
+use crate::runtime::Buffer;
 use crate::tensor::Tensor;
 use crate::tensor::pieces::{Piece, PieceCoord};
 use crate::types::Scalar;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
-/// The storage format of a point tensor `[x, y, id]`.
+/// The storage format of a point tensor `[gx, gy, x, y, id]`.
 pub const POINT_FORMAT: &str =
-    "SparseList(SparseList(SparseList(Pattern()), coord=f64), coord=f64)";
+    "Dense(Dense(SparseList(SparseList(SparseList(Pattern()), coord=f64), coord=f64)))";
+
+/// The format of a query's output `O[id]`: the ids found, in a COO list, so a query costs
+/// nothing per point it does not find (a dense flag vector would be cleared in O(N)).
+const OUT_FORMAT: &str = "SparseCOO{1}(Pattern())";
+
+/// The number of the first cell along each axis in `P`. Cells count from 1 (row and column 0
+/// stay empty) because a loop range `0:b` is read as a whole dimension `0:n-1` (it sizes the
+/// loop and must agree with every dimension the index reaches), while a range `a:b` with
+/// `a > 0` is a part of the dimension, which is what a query's cell range is.
+const FIRST_CELL: usize = 1;
+
+/// How many points a grid cell holds on average when the points are spread evenly: few
+/// enough that a small query scans a handful, enough that the cells' positions stay a small
+/// fraction of the tensor.
+pub const POINTS_PER_CELL: usize = 32;
+
+/// A uniform grid over a bounding box. A coordinate's cell is `floor((v - origin) / step)`
+/// clamped to the grid: monotone in `v` (every float operation in it is), so the points inside
+/// `[lo, hi]` lie in the cells from `cell(lo)` to `cell(hi)` — the grid never loses a point.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Grid {
+    pub x0: f64,
+    pub y0: f64,
+    pub sx: f64,
+    pub sy: f64,
+    pub nx: usize,
+    pub ny: usize,
+}
+
+impl Grid {
+    /// About `points.len() / per_cell` cells over the points' bounding box, shaped like it.
+    pub fn fit(points: &[(f64, f64)], per_cell: usize) -> Grid {
+        let (mut x0, mut y0, mut x1, mut y1) = (f64::MAX, f64::MAX, f64::MIN, f64::MIN);
+        for &(x, y) in points {
+            (x0, y0, x1, y1) = (x0.min(x), y0.min(y), x1.max(x), y1.max(y));
+        }
+        if points.is_empty() {
+            (x0, y0, x1, y1) = (0.0, 0.0, 0.0, 0.0);
+        }
+        let cells = (points.len() / per_cell.max(1)).max(1) as f64;
+        let (w, h) = (x1 - x0, y1 - y0);
+        // Cells as square as the box allows; a flat box gets one row or column.
+        let nx = if w > 0.0 && h > 0.0 {
+            (cells * w / h).sqrt().round().clamp(1.0, cells)
+        } else if w > 0.0 {
+            cells
+        } else {
+            1.0
+        };
+        let ny = (cells / nx).ceil().max(1.0);
+        let step = |extent: f64, n: f64| {
+            let s = extent / n;
+            if s > 0.0 && s.is_finite() { s } else { 1.0 }
+        };
+        Grid {
+            x0,
+            y0,
+            sx: step(w, nx),
+            sy: step(h, ny),
+            nx: nx as usize,
+            ny: ny as usize,
+        }
+    }
+
+    fn cell(v: f64, origin: f64, step: f64, n: usize) -> usize {
+        // `as` saturates, and clamping keeps the map monotone.
+        (((v - origin) / step).floor().max(0.0) as usize).min(n - 1)
+    }
+
+    /// The cell column of `x`.
+    pub fn cx(&self, x: f64) -> usize {
+        Grid::cell(x, self.x0, self.sx, self.nx)
+    }
+
+    /// The cell row of `y`.
+    pub fn cy(&self, y: f64) -> usize {
+        Grid::cell(y, self.y0, self.sy, self.ny)
+    }
+}
 
 /// A query region, closed.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -109,88 +194,155 @@ fn above(v: f64) -> f64 {
     -below(-v)
 }
 
-/// The program of a query; `O[id]` receives the flags of the points found.
-pub fn program_text(q: &Query) -> String {
+/// The loop ranges of a query: the cells, then the real slab (one float step wider than
+/// `c -/+ r` for a disc, whose rounding could otherwise cut off a point on the circle).
+fn ranges(q: &Query) -> (f64, f64, f64, f64) {
     match *q {
         Query::Box {
             xmin,
             ymin,
             xmax,
             ymax,
-        } => format!(
-            "O .= false\nfor x = {}:{}, y = {}:{}, id = _\n  O[id] |= P[x, y, id]\nend\n",
-            lit(xmin),
-            lit(xmax),
-            lit(ymin),
-            lit(ymax)
+        } => (xmin, xmax, ymin, ymax),
+        Query::Radius { cx, cy, r } => (below(cx - r), above(cx + r), below(cy - r), above(cy + r)),
+    }
+}
+
+/// The program of a query over the points indexed by `grid`; `O[id]` receives the ids of the
+/// points found.
+pub fn program_text(grid: &Grid, q: &Query) -> String {
+    let (xlo, xhi, ylo, yhi) = ranges(q);
+    let cells = format!(
+        "gx = {}:{}, gy = {}:{}",
+        FIRST_CELL + grid.cx(xlo),
+        FIRST_CELL + grid.cx(xhi),
+        FIRST_CELL + grid.cy(ylo),
+        FIRST_CELL + grid.cy(yhi)
+    );
+    let slab = format!(
+        "x = {}:{}, y = {}:{}",
+        lit(xlo),
+        lit(xhi),
+        lit(ylo),
+        lit(yhi)
+    );
+    match *q {
+        Query::Box { .. } => format!(
+            "O .= false\nfor {cells}, {slab}, id = _\n  O[id] |= P[gx, gy, x, y, id]\nend\n"
         ),
         // Only the points inside the bounding square are visited; the disc test runs at
         // their pinpoints.
         Query::Radius { cx, cy, r } => {
             let (x, y) = (lit(cx), lit(cy));
             format!(
-                "O .= false\nfor x = {}:{}, y = {}:{}\n  if (x - {x}) * (x - {x}) + (y - {y}) * (y - {y}) <= {}\n    for id = _\n      O[id] |= P[x, y, id]\n    end\n  end\nend\n",
-                lit(below(cx - r)),
-                lit(above(cx + r)),
-                lit(below(cy - r)),
-                lit(above(cy + r)),
+                "O .= false\nfor {cells}, {slab}\n  if (x - {x}) * (x - {x}) + (y - {y}) * (y - {y}) <= {}\n    for id = _\n      O[id] |= P[gx, gy, x, y, id]\n    end\n  end\nend\n",
                 lit(r * r),
             )
         }
     }
 }
 
-/// The point tensor of `(x, y)` pairs (finite coordinates).
-pub fn point_tensor(points: &[(f64, f64)]) -> Result<Tensor> {
-    let mut pieces: Vec<Piece> = Vec::with_capacity(points.len());
-    for (id, &(x, y)) in points.iter().enumerate() {
-        if !x.is_finite() || !y.is_finite() {
-            return Err(Error::tensor(
-                "P",
-                format!("point {id} has a coordinate that is not finite: ({x}, {y})"),
-            ));
-        }
-        // -0.0 and 0.0 are one point; pieces take +0.0.
-        let z = |v: f64| if v == 0.0 { 0.0 } else { v };
-        pieces.push((
-            vec![
-                PieceCoord::point(z(x)),
-                PieceCoord::point(z(y)),
-                PieceCoord::Int(id as i64),
-            ],
-            Scalar::Bool(true),
-        ));
-    }
-    Tensor::from_pieces(
-        &Format::parse(POINT_FORMAT, None)?,
-        &[0, 0, points.len()],
-        &pieces,
-    )
+/// Points indexed for box and radius search: the grid and the tensor `P[gx, gy, x, y, id]`,
+/// with the output tensor reused by every query.
+pub struct PointIndex {
+    pub grid: Grid,
+    /// `P` and the output `O`.
+    tensors: BTreeMap<String, Tensor>,
 }
 
-/// The ids (sorted) of the points inside `q`.
-pub fn search(runner: &Runner, points: &Tensor, q: &Query) -> Result<Vec<usize>> {
-    q.check()?;
-    let n = points.shape.get(2).copied().unwrap_or(0);
-    let mut ts = BTreeMap::new();
-    ts.insert("P".to_string(), points.clone());
-    ts.insert(
-        "O".to_string(),
-        Tensor::empty(&Format::parse("Dense(Element(false))", None)?, &[n])?,
-    );
-    let program = parse_program(&program_text(q))?;
-    let formats = ts
-        .iter()
-        .map(|(k, t)| (k.clone(), t.format.clone()))
-        .collect();
-    let compiled = runner.compile(&program, &formats)?;
-    runner.execute(&compiled, &mut ts)?;
-    let mut ids = vec![];
-    for (c, v) in ts["O"].pieces() {
-        if let (PieceCoord::Int(i), true) = (c[0], v.as_bool()) {
-            ids.push(i as usize);
-        }
+impl PointIndex {
+    /// Index `(x, y)` pairs (finite coordinates) on a grid of about
+    /// [`POINTS_PER_CELL`] points a cell.
+    pub fn new(points: &[(f64, f64)]) -> Result<PointIndex> {
+        PointIndex::with_cell_size(points, POINTS_PER_CELL)
     }
-    ids.sort_unstable();
-    Ok(ids)
+
+    /// The same with about `per_cell` points a cell (1 gives the finest grid).
+    pub fn with_cell_size(points: &[(f64, f64)], per_cell: usize) -> Result<PointIndex> {
+        let mut pieces: Vec<Piece> = Vec::with_capacity(points.len());
+        for (id, &(x, y)) in points.iter().enumerate() {
+            if !x.is_finite() || !y.is_finite() {
+                return Err(Error::tensor(
+                    "P",
+                    format!("point {id} has a coordinate that is not finite: ({x}, {y})"),
+                ));
+            }
+        }
+        let grid = Grid::fit(points, per_cell);
+        for (id, &(x, y)) in points.iter().enumerate() {
+            // -0.0 and 0.0 are one point; pieces take +0.0.
+            let z = |v: f64| if v == 0.0 { 0.0 } else { v };
+            pieces.push((
+                vec![
+                    PieceCoord::Int((FIRST_CELL + grid.cx(x)) as i64),
+                    PieceCoord::Int((FIRST_CELL + grid.cy(y)) as i64),
+                    PieceCoord::point(z(x)),
+                    PieceCoord::point(z(y)),
+                    PieceCoord::Int(id as i64),
+                ],
+                Scalar::Bool(true),
+            ));
+        }
+        let p = Tensor::from_pieces(
+            &Format::parse(POINT_FORMAT, None)?,
+            &[
+                FIRST_CELL + grid.nx,
+                FIRST_CELL + grid.ny,
+                0,
+                0,
+                points.len(),
+            ],
+            &pieces,
+        )?;
+        let o = Tensor::empty(&Format::parse(OUT_FORMAT, None)?, &[points.len()])?;
+        let tensors = BTreeMap::from([("P".to_string(), p), ("O".to_string(), o)]);
+        Ok(PointIndex { grid, tensors })
+    }
+
+    /// The point tensor `P[gx, gy, x, y, id]`.
+    pub fn tensor(&self) -> &Tensor {
+        &self.tensors["P"]
+    }
+
+    /// The program of a query on these points.
+    pub fn program_text(&self, q: &Query) -> String {
+        program_text(&self.grid, q)
+    }
+
+    /// The ids (sorted) of the points inside `q`.
+    pub fn search(&mut self, runner: &Runner, q: &Query) -> Result<Vec<usize>> {
+        let compiled = self.compile(runner, q)?;
+        self.run(runner, &compiled)
+    }
+
+    /// The kernel of a query (the query's numbers are constants of its program).
+    pub fn compile(&self, runner: &Runner, q: &Query) -> Result<Rc<Compiled>> {
+        q.check()?;
+        let program = parse_program(&self.program_text(q))?;
+        let formats = self
+            .tensors
+            .iter()
+            .map(|(k, t)| (k.clone(), t.format.clone()))
+            .collect();
+        runner.compile(&program, &formats)
+    }
+
+    /// Run a query's kernel: the ids (sorted) of the points found.
+    pub fn run(&mut self, runner: &Runner, compiled: &Compiled) -> Result<Vec<usize>> {
+        runner.execute(compiled, &mut self.tensors)?;
+        // The output's one COO level: positions `ptr`, then the coordinates, sorted by its
+        // freeze (a Pattern's entries are all `true`).
+        let o = &self.tensors["O"].levels[0];
+        let (Buffer::I64(ptr), Buffer::I64(idx)) = (&o[0], &o[1]) else {
+            return Err(Error::Backend(format!(
+                "internal error: the output of a point query is not {OUT_FORMAT}"
+            )));
+        };
+        let mut ids: Vec<usize> = idx[ptr[0] as usize..ptr[1] as usize]
+            .iter()
+            .map(|&i| i as usize)
+            .collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
 }
