@@ -7,8 +7,8 @@ Runs the Tessera example with `--dump`, so both sides see the same N uniform poi
 centre). Shapely: `STRtree(points)`, built once and timed separately like Tessera's tensor
 build; a box is `tree.query(box, predicate="intersects")`, a disc `tree.query(centre,
 predicate="dwithin", distance=R)` (distance <= R, GEOS >= 3.10). Each query's hit count must
-agree. Single thread on both sides; times are medians of REPEATS calls, the two sides measured
-one after the other per query. Prints a Markdown table; its reading lives in
+agree. Single thread on both sides; times are medians of REPEATS calls; all of Tessera's
+queries run first (in the example), then Shapely's. Prints a Markdown table; its reading lives in
 bench/sections/point_search.md, which bench/compare.py copies into BENCHMARKS.md.
 
 Needs `shapely` and `numpy` (e.g. `python3 -m venv v && v/bin/pip install shapely numpy`).
