@@ -16,6 +16,7 @@ use crate::io::bed::BedRecord;
 use crate::levels::Format;
 use crate::notation::parse::parse_program;
 use crate::run::Runner;
+use crate::runtime::Buffer;
 use crate::tensor::Tensor;
 use crate::tensor::pieces::{Piece, PieceCoord};
 use crate::types::Scalar;
@@ -249,18 +250,18 @@ fn span_tensor(records: &[BedRecord]) -> Result<Tensor> {
     )
 }
 
-/// A pattern matrix of `shape` with the given entries.
+/// A pattern matrix of `shape` with the given entries (integer coordinates: the COO
+/// builder, which sorts columns of plain integers, not the general piece builder).
 fn pattern(shape: [usize; 2], entries: Vec<(i64, i64)>) -> Result<Tensor> {
-    let pieces: Vec<Piece> = entries
-        .into_iter()
-        .map(|(r, c)| {
-            (
-                vec![PieceCoord::Int(r), PieceCoord::Int(c)],
-                Scalar::Bool(true),
-            )
-        })
-        .collect();
-    Tensor::from_pieces(&fmt("Dense(SparseList(Pattern()))")?, &shape, &pieces)
+    let (rows, cols): (Vec<i64>, Vec<i64>) = entries.into_iter().unzip();
+    let values = Buffer::Bool(vec![true; rows.len()]);
+    Tensor::from_coo(
+        &fmt("Dense(SparseList(Pattern()))")?,
+        &shape,
+        &[rows, cols],
+        &values,
+        |a, _| a,
+    )
 }
 
 /// Run `op` with the grid programs ([`grid_program_text`]): the same results as [`run`],
