@@ -47,9 +47,14 @@ impl Entries {
 pub struct RootMatrix {
     pub shape: [usize; 2],
     pub entries: Entries,
+    /// The leaf the serial commands store the file's values in: `Pattern()` for a pattern
+    /// file, `Element(0)` for integers, `Element(0.0)` for reals.
+    pub leaf: &'static str,
 }
 
-fn read_entries(path: &str) -> Result<([usize; 2], Entries)> {
+const LEAVES: [&str; 3] = ["Element(0.0)", "Element(0)", "Pattern()"];
+
+fn read_entries(path: &str) -> Result<([usize; 2], Entries, u64)> {
     let data = read_file(Path::new(path))?;
     let FileData::Coo(c) = data else {
         return Err(Error::Usage(format!(
@@ -62,13 +67,18 @@ fn read_entries(path: &str) -> Result<([usize; 2], Entries)> {
             c.shape.len()
         )));
     };
+    let leaf = match c.values.elem() {
+        tessera::types::ElemType::Bool => 2,
+        tessera::types::ElemType::F64 | tessera::types::ElemType::F32 => 0,
+        _ => 1,
+    };
     let vals = match c.values.converted(tessera::types::ElemType::F64) {
         Buffer::F64(v) => v,
         _ => unreachable!("converted to f64"),
     };
     let mut coords = c.coords.into_iter();
     let (rows, cols) = (coords.next().unwrap_or_default(), coords.next().unwrap_or_default());
-    Ok(([m, n], Entries { rows, cols, vals }))
+    Ok(([m, n], Entries { rows, cols, vals }, leaf))
 }
 
 /// Rank 0 reads `path`; every rank learns the shape, or every rank gets rank 0's error.
@@ -79,10 +89,10 @@ pub fn read_on_root(world: &SimpleCommunicator, path: &str) -> DistResult<RootMa
         Ok(None)
     };
     let read = agree(world, read)?;
-    let mut shape = [0u64; 2];
+    let mut shape = [0u64; 3];
     let entries = match read {
-        Some((s, e)) => {
-            shape = [s[0] as u64, s[1] as u64];
+        Some((s, e, leaf)) => {
+            shape = [s[0] as u64, s[1] as u64, leaf];
             e
         }
         None => Entries::default(),
@@ -91,6 +101,7 @@ pub fn read_on_root(world: &SimpleCommunicator, path: &str) -> DistResult<RootMa
     Ok(RootMatrix {
         shape: [shape[0] as usize, shape[1] as usize],
         entries,
+        leaf: LEAVES[shape[2] as usize],
     })
 }
 
