@@ -128,9 +128,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
             "--direction" if command == Command::Bfs => {
                 let d = value()?.clone();
                 if !matches!(d.as_str(), "push" | "pull" | "auto") {
-                    return Err(Error::Usage(format!(
-                        "--direction {d}: push, pull or auto"
-                    )));
+                    return Err(Error::Usage(format!("--direction {d}: push, pull or auto")));
                 }
                 a.direction = d;
             }

@@ -70,7 +70,9 @@ fn buffer_mut(t: &mut Tensor) -> &mut Buffer {
 }
 
 fn formats(m: &BTreeMap<String, Tensor>) -> BTreeMap<String, Format> {
-    m.iter().map(|(k, t)| (k.clone(), t.format.clone())).collect()
+    m.iter()
+        .map(|(k, t)| (k.clone(), t.format.clone()))
+        .collect()
 }
 
 fn search(
@@ -92,23 +94,43 @@ fn search(
     let setup = (|| -> Result<_> {
         let mut push = BTreeMap::new();
         push.insert("A".to_string(), g.out_edges.clone());
-        push.insert("F".into(), vector(FRONTIER, nloc, &[], Buffer::Bool(vec![]))?);
-        push.insert("Fnext".into(), vector(FRONTIER, n, &[], Buffer::Bool(vec![]))?);
+        push.insert(
+            "F".into(),
+            vector(FRONTIER, nloc, &[], Buffer::Bool(vec![]))?,
+        );
+        push.insert(
+            "Fnext".into(),
+            vector(FRONTIER, n, &[], Buffer::Bool(vec![]))?,
+        );
         push.insert(
             "V".into(),
-            vector("Dense(Element(false))", n, &[source as i64], Buffer::Bool(vec![true]))?,
+            vector(
+                "Dense(Element(false))",
+                n,
+                &[source as i64],
+                Buffer::Bool(vec![true]),
+            )?,
         );
-        push.insert("P".into(), vector("Dense(Element(-1))", n, &[], Buffer::I64(vec![]))?);
+        push.insert(
+            "P".into(),
+            vector("Dense(Element(-1))", n, &[], Buffer::I64(vec![]))?,
+        );
         let mut pull = BTreeMap::new();
         pull.insert("AT".to_string(), g.in_edges.clone());
         pull.insert("F".into(), vector(FRONTIER, n, &[], Buffer::Bool(vec![]))?);
-        pull.insert("Fnext".into(), vector(FRONTIER, nloc, &[], Buffer::Bool(vec![]))?);
+        pull.insert(
+            "Fnext".into(),
+            vector(FRONTIER, nloc, &[], Buffer::Bool(vec![]))?,
+        );
         let trues = Buffer::Bool(vec![true; src_local.len()]);
         pull.insert(
             "V".into(),
             vector("Dense(Element(false))", nloc, &src_local, trues)?,
         );
-        pull.insert("P".into(), vector("Dense(Element(-1))", nloc, &[], Buffer::I64(vec![]))?);
+        pull.insert(
+            "P".into(),
+            vector("Dense(Element(-1))", nloc, &[], Buffer::I64(vec![]))?,
+        );
         pull.insert(
             "p".into(),
             Tensor::empty(&Format::parse("ShortCircuitScalar(-1)", None)?, &[])?,
@@ -125,7 +147,13 @@ fn search(
         level[source - lo] = 0;
     }
     let mut front: Vec<i64> = vec![source as i64];
-    let deg = |v: usize| if g.part.owner(v) == me { g.degree[v - lo] } else { 0 };
+    let deg = |v: usize| {
+        if g.part.owner(v) == me {
+            g.degree[v - lo]
+        } else {
+            0
+        }
+    };
     let mut frontier_edges = sum_u64(world, deg(source));
     let mut unexplored_edges = g.total_edges - frontier_edges;
     let (mut previous, mut last_frontier, mut depth) = (Dir::Push, 0usize, 0i64);
@@ -160,7 +188,10 @@ fn search(
                     .collect();
                 let t = Buffer::Bool(vec![true; mine.len()]);
                 push.insert("F".into(), vector(FRONTIER, nloc, &mine, t)?);
-                push.insert("Fnext".into(), vector(FRONTIER, n, &[], Buffer::Bool(vec![]))?);
+                push.insert(
+                    "Fnext".into(),
+                    vector(FRONTIER, n, &[], Buffer::Bool(vec![]))?,
+                );
                 runner.execute(&push_k, &mut push)?;
                 let mut claimed = vec![];
                 push["Fnext"].for_each_stored(&mut |c, v| {
@@ -179,7 +210,10 @@ fn search(
             Dir::Pull => (|| {
                 let t = Buffer::Bool(vec![true; front.len()]);
                 pull.insert("F".into(), vector(FRONTIER, n, &front, t)?);
-                pull.insert("Fnext".into(), vector(FRONTIER, nloc, &[], Buffer::Bool(vec![]))?);
+                pull.insert(
+                    "Fnext".into(),
+                    vector(FRONTIER, nloc, &[], Buffer::Bool(vec![]))?,
+                );
                 runner.execute(&pull_k, &mut pull)?;
                 let mut got = vec![];
                 pull["Fnext"].for_each_stored(&mut |c, v| {
@@ -250,15 +284,27 @@ fn search(
 
 pub fn command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistResult<String> {
     let (me, size) = (world.rank() as usize, world.size() as usize);
-    let format = agree(world, load::matrix_format(a.format.as_deref().unwrap_or(GRAPH_FORMAT)))?;
+    let format = agree(
+        world,
+        load::matrix_format(a.format.as_deref().unwrap_or(GRAPH_FORMAT)),
+    )?;
     let m = load::read_on_root(world, a.input("A").expect("checked by parse"))?;
     let n = m.shape[0];
     agree(
         world,
         if m.shape[1] != n {
-            Err(Error::tensor("A", format!("a graph needs a square adjacency matrix, got shape {:?}", m.shape)))
+            Err(Error::tensor(
+                "A",
+                format!(
+                    "a graph needs a square adjacency matrix, got shape {:?}",
+                    m.shape
+                ),
+            ))
         } else if a.source >= n {
-            Err(Error::tensor("A", format!("source {} is outside the graph's 0..{n} vertices", a.source)))
+            Err(Error::tensor(
+                "A",
+                format!("source {} is outside the graph's 0..{n} vertices", a.source),
+            ))
         } else {
             Ok(())
         },
@@ -345,7 +391,11 @@ pub fn command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistRes
     agree(world, written)?;
     let mut tot: Vec<f64> = times.iter().map(|t| t.0).collect();
     let median = crate::median(&mut tot);
-    let mine = [median, times.last().map_or(0.0, |t| t.1), times.last().map_or(0.0, |t| t.2)];
+    let mine = [
+        median,
+        times.last().map_or(0.0, |t| t.1),
+        times.last().map_or(0.0, |t| t.2),
+    ];
     let per_rank = gather_to_root(world, &mine);
     if me != 0 {
         return Ok(String::new());
@@ -353,7 +403,11 @@ pub fn command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistRes
     let reached = parents.iter().filter(|&&p| p >= 0).count();
     let col = |k: usize| -> Vec<f64> { per_rank.chunks(3).map(|c| c[k]).collect() };
     if a.json {
-        let dirs: Vec<&str> = f.steps.iter().map(|(d, _)| if *d == Dir::Push { "push" } else { "pull" }).collect();
+        let dirs: Vec<&str> = f
+            .steps
+            .iter()
+            .map(|(d, _)| if *d == Dir::Push { "push" } else { "pull" })
+            .collect();
         let line = serde_json::json!({
             "command": "bfs",
             "ranks": size,

@@ -140,10 +140,3 @@ pub fn sum_u64(world: &SimpleCommunicator, v: u64) -> u64 {
     world.all_reduce_into(&v, &mut out, SystemOperation::sum());
     out
 }
-
-/// The maximum over ranks.
-pub fn max_f64(world: &SimpleCommunicator, v: f64) -> f64 {
-    let mut out = 0f64;
-    world.all_reduce_into(&v, &mut out, SystemOperation::max());
-    out
-}

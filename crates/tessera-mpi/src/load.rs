@@ -77,7 +77,10 @@ fn read_entries(path: &str) -> Result<([usize; 2], Entries, u64)> {
         _ => unreachable!("converted to f64"),
     };
     let mut coords = c.coords.into_iter();
-    let (rows, cols) = (coords.next().unwrap_or_default(), coords.next().unwrap_or_default());
+    let (rows, cols) = (
+        coords.next().unwrap_or_default(),
+        coords.next().unwrap_or_default(),
+    );
     Ok(([m, n], Entries { rows, cols, vals }, leaf))
 }
 

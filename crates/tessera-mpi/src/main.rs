@@ -13,6 +13,7 @@ mod load;
 mod partition;
 mod spgemm;
 mod spmv;
+mod summa;
 
 use args::{Args, Command};
 use comm::{DistResult, agree};
@@ -42,7 +43,7 @@ pub fn open_outputs(
         specs
             .iter()
             .map(|(_, path, shape, fill)| {
-                path.map(|p| OutputFile::create(p, shape, fill.clone()))
+                path.map(|p| OutputFile::create(p, shape, *fill))
                     .transpose()
             })
             .collect::<tessera::error::Result<Vec<_>>>()

@@ -106,7 +106,9 @@ mod tests {
         let q = Partition::balanced(&[1; 10], 3);
         assert_eq!(q.bounds, vec![0, 4, 7, 10]);
         // Empty ranges own nothing: owner skips them.
-        let e = Partition { bounds: vec![0, 0, 3, 3, 5] };
+        let e = Partition {
+            bounds: vec![0, 0, 3, 3, 5],
+        };
         assert_eq!((e.owner(0), e.owner(2), e.owner(3)), (1, 1, 3));
         assert_eq!(Partition::balanced(&[0, 0, 0], 2).bounds, vec![0, 1, 3]);
     }

@@ -6,14 +6,16 @@
 //! then summed over the same k in the same order as the serial command, so C equals its
 //! result exactly. Rank 0 gathers C's rows in order and writes the file.
 //!
-//! This layout runs on any number of ranks. The 2-D Sparse SUMMA of CombBLAS (a √P x √P
-//! grid, B's rows broadcast along grid columns and A's columns along grid rows) moves less
-//! data at scale: per rank O(nnz / √P) instead of up to O(nnz(B)); BENCHMARKS.md models both.
+//! This layout serves rank counts that are not squares (2, 3, ...); on a square count (1, 4,
+//! 9, ...) the command runs 2-D Sparse SUMMA ([`crate::summa`]), which moves less data at
+//! scale: per rank O(nnz / √P) instead of up to O(nnz(B)). BENCHMARKS.md models both.
 
 use crate::args::Args;
 use crate::comm::{DistResult, agree, exchange, gather_to_root, sum_u64};
 use crate::load::{self, Entries};
+use crate::partition::Grid;
 use crate::partition::Partition;
+use crate::summa::Block;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::time::Instant;
@@ -26,12 +28,11 @@ use tessera::types::Scalar;
 
 pub const SPEC: &str = "C[i, j] += A[i, k] * B[k, j]";
 
-fn partition(world: &SimpleCommunicator, m: &load::RootMatrix) -> Partition {
-    let size = world.size() as usize;
+fn partition(world: &SimpleCommunicator, m: &load::RootMatrix, parts: usize) -> Partition {
     let bounds = load::broadcast_u64s(
         world,
         (world.rank() == 0).then(|| {
-            let p = Partition::balanced(&m.entries.row_counts(m.shape[0]), size);
+            let p = Partition::balanced(&m.entries.row_counts(m.shape[0]), parts);
             p.bounds.iter().map(|&b| b as u64).collect()
         }),
     );
@@ -40,44 +41,28 @@ fn partition(world: &SimpleCommunicator, m: &load::RootMatrix) -> Partition {
     }
 }
 
-pub fn command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistResult<String> {
+/// The 1-D row algorithm: this rank's rows of C.
+fn by_rows(
+    world: &SimpleCommunicator,
+    runner: &Runner,
+    am: &load::RootMatrix,
+    bm: Option<&load::RootMatrix>,
+    a_part: &Partition,
+    format: &Format,
+) -> DistResult<Block> {
     let (me, size) = (world.rank() as usize, world.size() as usize);
-    let am = load::read_on_root(world, a.input("A").expect("checked by parse"))?;
-    // By default the blocks hold the file's values as the serial command loads them
-    // (a pattern file multiplies as counts, in integers).
-    let default = format!("Dense(SparseList({}))", am.leaf);
-    let format = agree(world, load::matrix_format(a.format.as_deref().unwrap_or(&default)))?;
-    let bm = match a.input("B") {
-        Some(p) => Some(load::read_on_root(world, p)?),
-        None => None,
-    };
-    let [m, k_dim] = am.shape;
-    let [kb, n] = bm.as_ref().map_or(am.shape, |b| b.shape);
-    agree(
-        world,
-        if kb == k_dim {
-            Ok(())
-        } else {
-            Err(tessera::error::Error::tensor(
-                "B",
-                format!("A is {m} x {k_dim} but B is {kb} x {n}: the inner dimensions differ"),
-            ))
-        },
-    )?;
-    let mut outs = crate::open_outputs(world, &[("C", a.output("C"), vec![m, n], Scalar::F64(0.0))])?;
-    let a_part = partition(world, &am);
-    let a_local = load::scatter(world, &am, |r, _| a_part.owner(r as usize));
-    drop(am);
+    let [_, k_dim] = am.shape;
+    let n = bm.map_or(am.shape, |b| b.shape)[1];
+    let a_local = load::scatter(world, am, |r, _| a_part.owner(r as usize));
     let (b_part, b_local) = match bm {
         Some(bm) => {
-            let p = partition(world, &bm);
-            let e = load::scatter(world, &bm, |r, _| p.owner(r as usize));
+            let p = partition(world, bm, size);
+            let e = load::scatter(world, bm, |r, _| p.owner(r as usize));
             (p, e)
         }
         // B = A: the rows of B are those of A, already distributed.
         None => (a_part.clone(), a_local.clone()),
     };
-    let t_all = Instant::now();
     // Request the rows of B this rank's A references, from their owners.
     let mut need: Vec<u64> = a_local.cols.iter().map(|&c| c as u64).collect();
     need.sort_unstable();
@@ -115,51 +100,110 @@ pub fn command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistRes
     let lo = a_part.bounds[me];
     let nloc = a_part.len(me);
     let t = Instant::now();
-    let product = (|| -> Result<(Vec<(i64, i64, f64)>, Format)> {
-        let al = load::block(&format, [nloc, k_dim], &a_local, lo, Some)?;
-        let bl = load::block(&format, [k_dim, n], &b_rows, 0, Some)?;
+    let product = (|| -> Result<Block> {
+        let al = load::block(format, [nloc, k_dim], &a_local, lo, Some)?;
+        let bl = load::block(format, [k_dim, n], &b_rows, 0, Some)?;
         let c = tessera::api::einsum_with(runner, SPEC, &[("A", &al), ("B", &bl)], None)?;
-        let mut out = vec![];
-        c.for_each_stored(&mut |ij, v| out.push(((ij[0] + lo) as i64, ij[1] as i64, v.as_f64())));
-        Ok((out, c.format))
+        let mut entries = vec![];
+        c.for_each_stored(&mut |ij, v| {
+            entries.push(((ij[0] + lo) as i64, ij[1] as i64, v.as_f64()))
+        });
+        Ok(Block {
+            entries,
+            format: c.format,
+            comm_ms,
+            compute_ms: 0.0,
+            received: b_rows.len(),
+        })
     })();
-    let (c_local, c_format) = agree(world, product)?;
-    let compute_ms = t.elapsed().as_secs_f64() * 1e3;
+    let mut block = agree(world, product)?;
+    block.compute_ms = t.elapsed().as_secs_f64() * 1e3;
+    Ok(block)
+}
+
+pub fn command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistResult<String> {
+    let (me, size) = (world.rank() as usize, world.size() as usize);
+    let am = load::read_on_root(world, a.input("A").expect("checked by parse"))?;
+    // By default the blocks hold the file's values as the serial command loads them
+    // (a pattern file multiplies as counts, in integers).
+    let default = format!("Dense(SparseList({}))", am.leaf);
+    let format = agree(
+        world,
+        load::matrix_format(a.format.as_deref().unwrap_or(&default)),
+    )?;
+    let bm = match a.input("B") {
+        Some(p) => Some(load::read_on_root(world, p)?),
+        None => None,
+    };
+    let [m, k_dim] = am.shape;
+    let [kb, n] = bm.as_ref().map_or(am.shape, |b| b.shape);
+    agree(
+        world,
+        if kb == k_dim {
+            Ok(())
+        } else {
+            Err(tessera::error::Error::tensor(
+                "B",
+                format!("A is {m} x {k_dim} but B is {kb} x {n}: the inner dimensions differ"),
+            ))
+        },
+    )?;
+    let mut outs =
+        crate::open_outputs(world, &[("C", a.output("C"), vec![m, n], Scalar::F64(0.0))])?;
+    let grid = Grid::for_ranks(size);
+    let summa = grid.rows == grid.cols;
+    let t_all = Instant::now();
+    let (a_part, block) = if summa {
+        let p = partition(world, &am, grid.rows);
+        let b = crate::summa::multiply(world, runner, &am, bm.as_ref(), &p, am.leaf)?;
+        (p, b)
+    } else {
+        let p = partition(world, &am, size);
+        let b = by_rows(world, runner, &am, bm.as_ref(), &p, &format)?;
+        (p, b)
+    };
+    drop((am, bm));
     let total_ms = t_all.elapsed().as_secs_f64() * 1e3;
+    let c_local = &block.entries;
     let rows = gather_to_root(world, &c_local.iter().map(|e| e.0).collect::<Vec<_>>());
     let cols = gather_to_root(world, &c_local.iter().map(|e| e.1).collect::<Vec<_>>());
     let vals = gather_to_root(world, &c_local.iter().map(|e| e.2).collect::<Vec<_>>());
     let nnz_c = sum_u64(world, c_local.len() as u64);
-    let received = sum_u64(world, val_in.iter().map(Vec::len).sum::<usize>() as u64);
+    let received = sum_u64(world, block.received as u64);
     let written = match outs[0].take() {
         Some(f) => {
-            let values = Buffer::F64(vals).converted(c_format.elem());
-            Tensor::from_coo(&c_format, &[m, n], &[rows, cols], &values, |x, _| x)
+            let values = Buffer::F64(vals).converted(block.format.elem());
+            Tensor::from_coo(&block.format, &[m, n], &[rows, cols], &values, |x, _| x)
         }
-            .and_then(|t| tessera::tensor::files::write_outputs(vec![(f, &t)])),
+        .and_then(|t| tessera::tensor::files::write_outputs(vec![(f, &t)])),
         None => Ok(()),
     };
     agree(world, written)?;
-    let mine = [total_ms, compute_ms, comm_ms];
+    let mine = [total_ms, block.compute_ms, block.comm_ms];
     let per_rank = gather_to_root(world, &mine);
     if me != 0 {
         return Ok(String::new());
     }
     let col = |k: usize| -> Vec<f64> { per_rank.chunks(3).map(|c| c[k]).collect() };
+    let algorithm = if summa { "summa" } else { "rows" };
     if a.json {
         let line = serde_json::json!({
             "command": "spgemm",
+            "algorithm": algorithm,
+            "grid": [grid.rows, grid.cols],
             "ranks": size,
             "shape": [m, n],
             "nnz_c": nnz_c,
-            "partition": a_part.bounds,
-            "b_entries_received": received,
+            "row_partition": a_part.bounds,
+            "entries_received": received,
             "median_ms": col(0).into_iter().fold(0.0, f64::max),
             "compute_ms": col(1),
             "comm_ms": col(2),
         });
         Ok(format!("{line}\n"))
     } else {
-        Ok(format!("spgemm: {m} x {n}, {nnz_c} entries in C on {size} ranks\n"))
+        Ok(format!(
+            "spgemm ({algorithm}): {m} x {n}, {nnz_c} entries in C on {size} ranks\n"
+        ))
     }
 }

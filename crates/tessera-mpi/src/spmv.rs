@@ -28,8 +28,6 @@ pub const SPMV: &str = include_str!("../../../examples/spmv_row.tess");
 pub const SPMV_ADD: &str = "for i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
 
 pub struct DistSpmv {
-    pub rows: Partition,
-    pub cols: Partition,
     /// Global indices of the x entries this rank reads but does not own, sorted.
     pub ghosts: Vec<usize>,
     /// How many of `ghosts` each rank owns (they are contiguous: owners grow with the index).
@@ -112,7 +110,9 @@ impl DistSpmv {
             off.insert("A".to_string(), o);
             off.insert("x".to_string(), dense(ghosts.len())?);
             let formats = |m: &BTreeMap<String, Tensor>| -> BTreeMap<String, Format> {
-                m.iter().map(|(k, t)| (k.clone(), t.format.clone())).collect()
+                m.iter()
+                    .map(|(k, t)| (k.clone(), t.format.clone()))
+                    .collect()
             };
             let diag_kernel = runner.compile(&parse_program(SPMV)?, &formats(&diag))?;
             let mut compile_ms = *runner.last_compile_ms.borrow();
@@ -139,8 +139,6 @@ impl DistSpmv {
             .map(|v| v.into_iter().map(|g| g as usize - own.start).collect())
             .collect();
         Ok(DistSpmv {
-            rows,
-            cols,
             ghosts,
             recv_counts,
             send_idx,

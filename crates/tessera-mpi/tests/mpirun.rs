@@ -1,5 +1,6 @@
 //! The distributed commands under `mpirun -np 1|2|3` against the serial library calls the
-//! single-process commands make (`tessera run examples/spmv_row.tess`, `tessera einsum`,
+//! single-process commands make (`tessera run examples/spmv_row.tess`, `tessera einsum`
+//! (also on 4 ranks, SUMMA's 2 x 2 grid),
 //! `tessera graph bfs-do`): SpMV within 1e-12 relative, SpGEMM and BFS exactly; ghost counts
 //! against the partition rule; a rank that cannot read its input fails every rank with no
 //! output written. Needs Open MPI's `mpirun` (scripts/test-mpi.sh skips without it).
@@ -17,14 +18,13 @@ use tessera::tensor::files::{load_tensor, write_tensor};
 const BIN: &str = env!("CARGO_BIN_EXE_tessera-mpi");
 
 fn mpirun(np: usize, args: &[&str]) -> Output {
-    let out = Command::new("mpirun")
+    Command::new("mpirun")
         .args(["--oversubscribe", "-np", &np.to_string(), BIN])
         .args(args)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .output()
-        .expect("mpirun runs (scripts/test-mpi.sh checks that it exists)");
-    out
+        .expect("mpirun runs (scripts/test-mpi.sh checks that it exists)")
 }
 
 fn ok(np: usize, args: &[&str]) -> String {
@@ -54,7 +54,11 @@ fn real_matrices(test: &str, names: &[&str]) -> Vec<PathBuf> {
         eprintln!("{test}: {} is absent, real matrices skipped", d.display());
         return vec![];
     }
-    names.iter().map(|n| d.join(n)).filter(|p| p.is_file()).collect()
+    names
+        .iter()
+        .map(|n| d.join(n))
+        .filter(|p| p.is_file())
+        .collect()
 }
 
 /// A random `m x n` matrix file with about `per_row` entries per row, some rows empty.
@@ -89,7 +93,9 @@ fn generated(name: &str, m: usize, n: usize, per_row: usize, seed: u64) -> PathB
 }
 
 fn x_file(n: usize, name: &str) -> (PathBuf, Vec<f64>) {
-    let x: Vec<f64> = (0..n).map(|i| ((i * 7919) % 1000) as f64 / 997.0 - 0.3).collect();
+    let x: Vec<f64> = (0..n)
+        .map(|i| ((i * 7919) % 1000) as f64 / 997.0 - 0.3)
+        .collect();
     let t = Tensor::from_slice("dense", &[n], &Buffer::F64(x.clone())).unwrap();
     let p = tmp(name);
     write_tensor(s(&p), &t).unwrap();
@@ -111,7 +117,10 @@ fn serial_spmv(a: &Path, x: &Path) -> Vec<f64> {
     ts.insert("y".to_string(), y);
     let r = Runner::jit();
     let p = parse_program(include_str!("../../../examples/spmv_row.tess")).unwrap();
-    let formats = ts.iter().map(|(k, t)| (k.clone(), t.format.clone())).collect();
+    let formats = ts
+        .iter()
+        .map(|(k, t)| (k.clone(), t.format.clone()))
+        .collect();
     let c = r.compile(&p, &formats).unwrap();
     r.execute(&c, &mut ts).unwrap();
     f64s(&ts["y"])
@@ -146,13 +155,24 @@ fn check_spmv(a: &Path, tag: &str) {
         let yp = tmp(&format!("{tag}-y{np}.npy"));
         let json = ok(
             np,
-            &["spmv", "--in", &format!("A={}", s(a)), "--in", &format!("x={}", s(&xp)),
-              "--out", &format!("y={}", s(&yp)), "--json"],
+            &[
+                "spmv",
+                "--in",
+                &format!("A={}", s(a)),
+                "--in",
+                &format!("x={}", s(&xp)),
+                "--out",
+                &format!("y={}", s(&yp)),
+                "--json",
+            ],
         );
         let got = f64s(&load_tensor(s(&yp), None).unwrap());
         assert_eq!(got.len(), m);
         for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert!((g - w).abs() <= 1e-12 * scale, "{tag} np={np} y[{k}] = {g}, serial {w}");
+            assert!(
+                (g - w).abs() <= 1e-12 * scale,
+                "{tag} np={np} y[{k}] = {g}, serial {w}"
+            );
         }
         let j: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
         let bounds: Vec<usize> = serde_json::from_value(j["partition"].clone()).unwrap();
@@ -171,17 +191,31 @@ fn check_spmv(a: &Path, tag: &str) {
         for r in 0..np {
             let want: BTreeSet<usize> = entries
                 .iter()
-                .filter(|(i, c)| (bounds[r]..bounds[r + 1]).contains(i) && !(cols[r]..cols[r + 1]).contains(c))
+                .filter(|(i, c)| {
+                    (bounds[r]..bounds[r + 1]).contains(i) && !(cols[r]..cols[r + 1]).contains(c)
+                })
                 .map(|&(_, c)| c)
                 .collect();
-            assert_eq!(ghosts[r] as usize, want.len(), "{tag} np={np}: ghosts of rank {r}");
+            assert_eq!(
+                ghosts[r] as usize,
+                want.len(),
+                "{tag} np={np}: ghosts of rank {r}"
+            );
         }
     }
 }
 
 #[test]
 fn spmv_equals_serial_on_1_2_3_ranks() {
-    for a in real_matrices("spmv", &["1138_bus.mtx", "west0479.mtx", "bcsstk13.mtx", "ca-HepPh.mtx"]) {
+    for a in real_matrices(
+        "spmv",
+        &[
+            "1138_bus.mtx",
+            "west0479.mtx",
+            "bcsstk13.mtx",
+            "ca-HepPh.mtx",
+        ],
+    ) {
         let tag = a.file_stem().unwrap().to_string_lossy().into_owned();
         check_spmv(&a, &tag);
     }
@@ -198,8 +232,10 @@ fn entries_of(t: &Tensor) -> Vec<(Vec<usize>, f64)> {
 fn check_spgemm(a: &Path, b: Option<&Path>, tag: &str) {
     let ta = load_tensor(s(a), None).unwrap();
     let tb = b.map_or_else(|| ta.clone(), |b| load_tensor(s(b), None).unwrap());
-    let want = tessera::api::einsum("C[i, j] += A[i, k] * B[k, j]", &[("A", &ta), ("B", &tb)]).unwrap();
-    for np in 1..=3 {
+    let want =
+        tessera::api::einsum("C[i, j] += A[i, k] * B[k, j]", &[("A", &ta), ("B", &tb)]).unwrap();
+    // 1 and 4 ranks run SUMMA (a square grid), 2 and 3 the 1-D row algorithm.
+    for np in 1..=4 {
         let cp = tmp(&format!("{tag}-c{np}.mtx"));
         let mut args = vec!["spgemm".to_string(), "--in".into(), format!("A={}", s(a))];
         if let Some(b) = b {
@@ -209,12 +245,15 @@ fn check_spgemm(a: &Path, b: Option<&Path>, tag: &str) {
         ok(np, &args.iter().map(String::as_str).collect::<Vec<_>>());
         let got = load_tensor(s(&cp), None).unwrap();
         assert_eq!(got.shape, want.shape);
-        assert!(entries_of(&got) == entries_of(&want), "{tag} np={np}: C differs from the serial product");
+        assert!(
+            entries_of(&got) == entries_of(&want),
+            "{tag} np={np}: C differs from the serial product"
+        );
     }
 }
 
 #[test]
-fn spgemm_equals_serial_exactly_on_1_2_3_ranks() {
+fn spgemm_equals_serial_exactly_on_1_to_4_ranks() {
     for a in real_matrices("spgemm", &["1138_bus.mtx", "west0479.mtx", "Erdos971.mtx"]) {
         let tag = a.file_stem().unwrap().to_string_lossy().into_owned();
         check_spgemm(&a, None, &tag);
@@ -234,12 +273,26 @@ fn check_bfs(a: &Path, source: usize, tag: &str) {
             let dp = tmp(&format!("{tag}-d{np}{dir}.npy"));
             ok(
                 np,
-                &["bfs", "--in", &format!("A={}", s(a)), "--source", &source.to_string(),
-                  "--direction", dir, "--out", &format!("parents={}", s(&pp)),
-                  "--out", &format!("dist={}", s(&dp))],
+                &[
+                    "bfs",
+                    "--in",
+                    &format!("A={}", s(a)),
+                    "--source",
+                    &source.to_string(),
+                    "--direction",
+                    dir,
+                    "--out",
+                    &format!("parents={}", s(&pp)),
+                    "--out",
+                    &format!("dist={}", s(&dp)),
+                ],
             );
             let parents = load_tensor(s(&pp), None).unwrap().to_dense();
-            assert_eq!(parents, Buffer::I64(want.parent.clone()), "{tag} np={np} {dir}: parents");
+            assert_eq!(
+                parents,
+                Buffer::I64(want.parent.clone()),
+                "{tag} np={np} {dir}: parents"
+            );
             let dist = f64s(&load_tensor(s(&dp), None).unwrap());
             let levels: Vec<f64> = want.level.iter().map(|&l| l as f64).collect();
             assert_eq!(dist, levels, "{tag} np={np} {dir}: levels");
@@ -249,7 +302,15 @@ fn check_bfs(a: &Path, source: usize, tag: &str) {
 
 #[test]
 fn bfs_equals_serial_exactly_on_1_2_3_ranks() {
-    for a in real_matrices("bfs", &["usroads.mtx", "ca-HepPh.mtx", "delaunay_n14.mtx", "karate.mtx"]) {
+    for a in real_matrices(
+        "bfs",
+        &[
+            "usroads.mtx",
+            "ca-HepPh.mtx",
+            "delaunay_n14.mtx",
+            "karate.mtx",
+        ],
+    ) {
         let tag = a.file_stem().unwrap().to_string_lossy().into_owned();
         check_bfs(&a, 0, &tag);
     }
@@ -264,8 +325,24 @@ fn a_rank_that_cannot_read_its_input_fails_every_rank_and_writes_nothing() {
     let (x, _) = x_file(50, "fail-x.npy");
     let y = tmp("fail-y.npy");
     let missing = tmp("no-such-dir/x.npy");
-    let good = ["spmv", "--in", &format!("A={}", s(&a)), "--in", &format!("x={}", s(&x)), "--out", &format!("y={}", s(&y))];
-    let bad = ["spmv", "--in", &format!("A={}", s(&a)), "--in", &format!("x={}", s(&missing)), "--out", &format!("y={}", s(&y))];
+    let good = [
+        "spmv",
+        "--in",
+        &format!("A={}", s(&a)),
+        "--in",
+        &format!("x={}", s(&x)),
+        "--out",
+        &format!("y={}", s(&y)),
+    ];
+    let bad = [
+        "spmv",
+        "--in",
+        &format!("A={}", s(&a)),
+        "--in",
+        &format!("x={}", s(&missing)),
+        "--out",
+        &format!("y={}", s(&y)),
+    ];
     // MPMD: rank 0 reads a good x, rank 1 one that does not exist.
     let out = Command::new("mpirun")
         .args(["--oversubscribe", "-np", "1", BIN])
@@ -278,7 +355,10 @@ fn a_rank_that_cannot_read_its_input_fails_every_rank_and_writes_nothing() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the job succeeded: {err}");
-    assert!(err.contains("rank 1") && err.contains("no-such-dir"), "stderr: {err}");
+    assert!(
+        err.contains("rank 1") && err.contains("no-such-dir"),
+        "stderr: {err}"
+    );
     assert!(!y.exists(), "an output was written");
     let dir = y.parent().unwrap();
     let leftovers: Vec<_> = std::fs::read_dir(dir)
@@ -288,7 +368,16 @@ fn a_rank_that_cannot_read_its_input_fails_every_rank_and_writes_nothing() {
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
     // An unreadable matrix on rank 0 fails every rank too.
-    let out = mpirun(2, &["bfs", "--in", &format!("A={}", s(&missing)), "--out", &format!("parents={}", s(&y))]);
+    let out = mpirun(
+        2,
+        &[
+            "bfs",
+            "--in",
+            &format!("A={}", s(&missing)),
+            "--out",
+            &format!("parents={}", s(&y)),
+        ],
+    );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("rank 0"));
     assert!(!y.exists());
@@ -299,17 +388,35 @@ fn a_rank_that_cannot_read_its_input_fails_every_rank_and_writes_nothing() {
 fn the_tessera_cli_hands_over_to_this_binary() {
     let cli = Path::new(BIN).with_file_name("tessera");
     if !cli.is_file() {
-        eprintln!("the_tessera_cli_hands_over_to_this_binary: {} is not built, skipped", cli.display());
+        eprintln!(
+            "the_tessera_cli_hands_over_to_this_binary: {} is not built, skipped",
+            cli.display()
+        );
         return;
     }
     let a = generated("cli-a.mtx", 60, 60, 3, 7);
     let out = Command::new("mpirun")
-        .args(["--oversubscribe", "-np", "2", s(&cli), "dist", "spmv", "--in", &format!("A={}", s(&a)), "--json"])
+        .args([
+            "--oversubscribe",
+            "-np",
+            "2",
+            s(&cli),
+            "dist",
+            "spmv",
+            "--in",
+            &format!("A={}", s(&a)),
+            "--json",
+        ])
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let j: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
     assert_eq!(j["ranks"], 2);
 }
