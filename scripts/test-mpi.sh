@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The MPI suite (crates/tessera-mpi): builds the `tessera-mpi` binary beside the `tessera` CLI
-# and runs its tests, which launch `mpirun -np 1|2|3` and compare with the serial results.
+# The MPI suite (crates/tessera-mpi): builds the `tessera-mpi` binary (into target/release,
+# beside the `tessera` CLI the Rust suite built) and runs its tests, which launch
+# `mpirun -np 1..4` and compare with the serial results.
 # Without Open MPI's `mpicc`/`mpirun` it prints SKIPPED and succeeds: the single-machine
 # build and tests never need MPI (`.ci/run` installs Open MPI, so CI always runs this).
 set -euo pipefail
@@ -11,5 +12,4 @@ if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; th
 fi
 # Open MPI refuses to start as root unless told; CI runs as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-cargo build --release -p tessera-cli -p tessera-mpi
 cargo test --release -p tessera-mpi
