@@ -24,12 +24,14 @@ pub struct Args {
     pub backend: String,
     /// BFS: push, pull or auto (direction-optimizing, the default).
     pub direction: String,
+    /// `--read parallel`: every rank parses its byte range of the matrix files.
+    pub parallel_read: bool,
 }
 
 pub const USAGE: &str = "usage: tessera dist spmv --in A=PATH [--in x=PATH] [--out y=PATH.npy]
        tessera dist spgemm --in A=PATH [--in B=PATH] [--out C=PATH.mtx]
        tessera dist bfs --in A=PATH [--source S] [--direction push|pull|auto] [--out parents=PATH.npy] [--out dist=PATH.npy]
-  common: [--format FORMAT] [--json] [--repeat N] [--warmup W] [--backend tiered|jit|c]
+  common: [--format FORMAT] [--read root|parallel] [--json] [--repeat N] [--warmup W] [--backend tiered|jit|c]
   run under MPI: mpirun -np P tessera dist ...";
 
 fn pair(flag: &str, s: &str) -> Result<(String, String)> {
@@ -67,6 +69,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
         source: 0,
         backend: "tiered".into(),
         direction: "auto".into(),
+        parallel_read: false,
     };
     let allowed: &[&str] = match command {
         Command::Spmv => &["A", "x"],
@@ -112,6 +115,17 @@ pub fn parse(argv: &[String]) -> Result<Args> {
                 a.outputs.push((n, p));
             }
             "--format" => a.format = Some(value()?.clone()),
+            "--read" => {
+                a.parallel_read = match value()?.as_str() {
+                    "root" => false,
+                    "parallel" => true,
+                    other => {
+                        return Err(Error::Usage(format!(
+                            "--read {other}: root (rank 0 reads and scatters) or parallel"
+                        )));
+                    }
+                }
+            }
             "--json" => a.json = true,
             "--repeat" => a.repeat = number(flag, Some(value()?))?.max(1),
             "--warmup" => a.warmup = number(flag, Some(value()?))?,

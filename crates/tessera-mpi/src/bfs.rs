@@ -288,7 +288,11 @@ pub fn command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistRes
         world,
         load::matrix_format(a.format.as_deref().unwrap_or(GRAPH_FORMAT)),
     )?;
-    let m = load::read_on_root(world, a.input("A").expect("checked by parse"))?;
+    let m = load::read_matrix(
+        world,
+        a.input("A").expect("checked by parse"),
+        a.parallel_read,
+    )?;
     let n = m.shape[0];
     agree(
         world,
@@ -316,16 +320,7 @@ pub fn command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistRes
             ("dist", a.output("dist"), vec![n], Scalar::F64(0.0)),
         ],
     )?;
-    let bounds = load::broadcast_u64s(
-        world,
-        (me == 0).then(|| {
-            let p = Partition::balanced(&m.entries.row_counts(n), size);
-            p.bounds.iter().map(|&b| b as u64).collect()
-        }),
-    );
-    let part = Partition {
-        bounds: bounds.iter().map(|&b| b as usize).collect(),
-    };
+    let part = load::balanced(world, &m, size);
     let out_e = load::scatter(world, &m, |r, _| part.owner(r as usize));
     let mut in_e = load::scatter(world, &m, |_, c| part.owner(c as usize));
     drop(m);

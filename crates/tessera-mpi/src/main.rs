@@ -74,7 +74,11 @@ fn spmv_command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistRe
         world,
         load::matrix_format(a.format.as_deref().unwrap_or("csr")),
     )?;
-    let m = load::read_on_root(world, a.input("A").expect("checked by parse"))?;
+    let m = load::read_matrix(
+        world,
+        a.input("A").expect("checked by parse"),
+        a.parallel_read,
+    )?;
     let [rows, cols] = m.shape;
     let mut outs = open_outputs(
         world,
@@ -85,16 +89,7 @@ fn spmv_command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistRe
             tessera::types::Scalar::F64(0.0),
         )],
     )?;
-    let bounds = load::broadcast_u64s(
-        world,
-        (me == 0).then(|| {
-            let p = partition::Partition::balanced(&m.entries.row_counts(rows), size);
-            p.bounds.iter().map(|&b| b as u64).collect()
-        }),
-    );
-    let row_part = partition::Partition {
-        bounds: bounds.iter().map(|&b| b as usize).collect(),
-    };
+    let row_part = load::balanced(world, &m, size);
     // x is laid out as y when A is square (PETSc's default); else split evenly.
     let col_part = if rows == cols {
         row_part.clone()

@@ -29,16 +29,7 @@ use tessera::types::Scalar;
 pub const SPEC: &str = "C[i, j] += A[i, k] * B[k, j]";
 
 fn partition(world: &SimpleCommunicator, m: &load::RootMatrix, parts: usize) -> Partition {
-    let bounds = load::broadcast_u64s(
-        world,
-        (world.rank() == 0).then(|| {
-            let p = Partition::balanced(&m.entries.row_counts(m.shape[0]), parts);
-            p.bounds.iter().map(|&b| b as u64).collect()
-        }),
-    );
-    Partition {
-        bounds: bounds.iter().map(|&b| b as usize).collect(),
-    }
+    load::balanced(world, m, parts)
 }
 
 /// The 1-D row algorithm: this rank's rows of C.
@@ -123,7 +114,11 @@ fn by_rows(
 
 pub fn command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistResult<String> {
     let (me, size) = (world.rank() as usize, world.size() as usize);
-    let am = load::read_on_root(world, a.input("A").expect("checked by parse"))?;
+    let am = load::read_matrix(
+        world,
+        a.input("A").expect("checked by parse"),
+        a.parallel_read,
+    )?;
     // By default the blocks hold the file's values as the serial command loads them
     // (a pattern file multiplies as counts, in integers).
     let default = format!("Dense(SparseList({}))", am.leaf);
@@ -132,7 +127,7 @@ pub fn command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistRes
         load::matrix_format(a.format.as_deref().unwrap_or(&default)),
     )?;
     let bm = match a.input("B") {
-        Some(p) => Some(load::read_on_root(world, p)?),
+        Some(p) => Some(load::read_matrix(world, p, a.parallel_read)?),
         None => None,
     };
     let [m, k_dim] = am.shape;

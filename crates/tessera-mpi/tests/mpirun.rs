@@ -3,7 +3,7 @@
 //! (also on 4 ranks, SUMMA's 2 x 2 grid),
 //! `tessera graph bfs-do`): SpMV within 1e-12 relative, SpGEMM and BFS exactly; ghost counts
 //! against the partition rule; a rank that cannot read its input fails every rank with no
-//! output written. Needs Open MPI's `mpirun` (scripts/test-mpi.sh skips without it).
+//! output written. Matrices are read both ways: scattered from rank 0 and `--read parallel`. Needs Open MPI's `mpirun` (scripts/test-mpi.sh skips without it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -151,8 +151,8 @@ fn check_spmv(a: &Path, tag: &str) {
     let (xp, _) = x_file(n, &format!("{tag}-x.npy"));
     let want = serial_spmv(a, &xp);
     let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-300);
-    for np in 1..=3 {
-        let yp = tmp(&format!("{tag}-y{np}.npy"));
+    for (np, read) in (1..=3).flat_map(|np| [(np, "root"), (np, "parallel")]) {
+        let yp = tmp(&format!("{tag}-y{np}{read}.npy"));
         let json = ok(
             np,
             &[
@@ -164,6 +164,8 @@ fn check_spmv(a: &Path, tag: &str) {
                 "--out",
                 &format!("y={}", s(&yp)),
                 "--json",
+                "--read",
+                read,
             ],
         );
         let got = f64s(&load_tensor(s(&yp), None).unwrap());
@@ -235,9 +237,10 @@ fn check_spgemm(a: &Path, b: Option<&Path>, tag: &str) {
     let want =
         tessera::api::einsum("C[i, j] += A[i, k] * B[k, j]", &[("A", &ta), ("B", &tb)]).unwrap();
     // 1 and 4 ranks run SUMMA (a square grid), 2 and 3 the 1-D row algorithm.
-    for np in 1..=4 {
-        let cp = tmp(&format!("{tag}-c{np}.mtx"));
-        let mut args = vec!["spgemm".to_string(), "--in".into(), format!("A={}", s(a))];
+    for (np, read) in (1..=4).flat_map(|np| [(np, "root"), (np, "parallel")]) {
+        let cp = tmp(&format!("{tag}-c{np}{read}.mtx"));
+        let mut args = vec!["spgemm".to_string(), "--read".into(), read.into()];
+        args.extend(["--in".into(), format!("A={}", s(a))]);
         if let Some(b) = b {
             args.extend(["--in".into(), format!("B={}", s(b))]);
         }
@@ -275,6 +278,9 @@ fn check_bfs(a: &Path, source: usize, tag: &str) {
                 np,
                 &[
                     "bfs",
+                    // Pull runs also read the graph in parallel.
+                    "--read",
+                    if dir == "pull" { "parallel" } else { "root" },
                     "--in",
                     &format!("A={}", s(a)),
                     "--source",
@@ -367,6 +373,41 @@ fn a_rank_that_cannot_read_its_input_fails_every_rank_and_writes_nothing() {
         .filter(|e| e.file_name().to_string_lossy().contains("fail-y"))
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    // With --read parallel every rank reads the matrix: rank 1's is missing.
+    let out = Command::new("mpirun")
+        .args([
+            "--oversubscribe",
+            "-np",
+            "1",
+            BIN,
+            "bfs",
+            "--read",
+            "parallel",
+        ])
+        .args([
+            "--in",
+            &format!("A={}", s(&a)),
+            "--out",
+            &format!("parents={}", s(&y)),
+        ])
+        .args([":", "-np", "1", BIN, "bfs", "--read", "parallel"])
+        .args([
+            "--in",
+            &format!("A={}", s(&missing)),
+            "--out",
+            &format!("parents={}", s(&y)),
+        ])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the job succeeded: {err}");
+    assert!(
+        err.contains("rank 1") && err.contains("no-such-dir"),
+        "stderr: {err}"
+    );
+    assert!(!y.exists(), "an output was written");
     // An unreadable matrix on rank 0 fails every rank too.
     let out = mpirun(
         2,
