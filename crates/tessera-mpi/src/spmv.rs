@@ -155,17 +155,22 @@ impl DistSpmv {
         self.send_idx.iter().map(Vec::len).sum()
     }
 
-    /// y (this rank's rows) = A x, with `x` this rank's slice of x. Collective: every rank
-    /// calls it; a kernel error is returned only after the exchange has completed, so the
-    /// caller can agree on it.
-    pub fn multiply(
-        &mut self,
-        world: &SimpleCommunicator,
-        runner: &Runner,
-        x: &[f64],
-    ) -> Result<(Vec<f64>, Times)> {
+    /// This rank's slice of x, which [`DistSpmv::multiply`] reads in place (an iterative
+    /// method writes its next vector here; nothing is copied per product).
+    pub fn x_mut(&mut self) -> Result<&mut Vec<f64>> {
+        values_mut(self.diag.get_mut("x").expect("built"))
+    }
+
+    /// This rank's rows of y after [`DistSpmv::multiply`].
+    pub fn y(&mut self) -> Result<&[f64]> {
+        Ok(values_mut(self.diag.get_mut("y").expect("built"))?)
+    }
+
+    /// y (this rank's rows) = A x. Collective: every rank calls it; a kernel error is
+    /// returned only after the exchange has completed, so the caller can agree on it.
+    pub fn multiply(&mut self, world: &SimpleCommunicator, runner: &Runner) -> Result<Times> {
         let t0 = Instant::now();
-        values_mut(self.diag.get_mut("x").expect("built"))?.copy_from_slice(x);
+        let x: &[f64] = values_mut(self.diag.get_mut("x").expect("built"))?;
         let sends: Vec<Vec<f64>> = self
             .send_idx
             .iter()
@@ -221,8 +226,7 @@ impl DistSpmv {
             times.off = t.elapsed().as_secs_f64() * 1e3;
             result?;
         }
-        let y = values_mut(self.diag.get_mut("y").expect("built"))?.clone();
         times.total = t0.elapsed().as_secs_f64() * 1e3;
-        Ok((y, times))
+        Ok(times)
     }
 }
