@@ -461,3 +461,41 @@ fn the_tessera_cli_hands_over_to_this_binary() {
         serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
     assert_eq!(j["ranks"], 2);
 }
+
+/// `--format` stores each rank's blocks in another Tessera format; the products are the same.
+#[test]
+fn blocks_in_other_formats_give_the_serial_result() {
+    let a = generated("fmt-a.mtx", 240, 240, 4, 8);
+    let (xp, _) = x_file(240, "fmt-x.npy");
+    let want = serial_spmv(&a, &xp);
+    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    for format in [
+        "Dense(SparseBlockList(Element(0.0)))",
+        "SparseList(SparseList(Element(0.0)))",
+        "Dense(SparseDict(Element(0.0)))",
+        "Dense(Dense(Element(0.0)))",
+    ] {
+        let yp = tmp("fmt-y.npy");
+        ok(
+            2,
+            &[
+                "spmv",
+                "--format",
+                format,
+                "--in",
+                &format!("A={}", s(&a)),
+                "--in",
+                &format!("x={}", s(&xp)),
+                "--out",
+                &format!("y={}", s(&yp)),
+            ],
+        );
+        let got = f64s(&load_tensor(s(&yp), None).unwrap());
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-12 * scale,
+                "{format}: y[{k}] = {g}, serial {w}"
+            );
+        }
+    }
+}
