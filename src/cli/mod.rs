@@ -1,8 +1,9 @@
 //! The `tessera` command line: `run`, `code`, `grad`, `einsum`, `graph`, `intervals`, `points`,
-//! `probe`, `convert`, `info`, `demo`.
+//! `probe`, `convert`, `info`, `demo`, and `dist` (which hands over to the MPI binary).
 
 mod bench;
 mod demo;
+mod dist;
 mod einsum;
 mod eval;
 mod exact;
@@ -55,6 +56,9 @@ pub enum Command {
     Points(points::PointsArgs),
     /// Probe the field IMAGE ⊛ KERNEL (values, gradients or Hessians) at the points of a .npy.
     Probe(probe::ProbeArgs),
+    /// Distributed SpMV, SpGEMM or BFS under MPI: `mpirun -np P tessera dist spmv ...` (runs
+    /// the `tessera-mpi` binary built by `cargo build --release -p tessera-mpi`).
+    Dist(dist::DistArgs),
     /// Convert a tensor file, optionally into another storage format.
     Convert {
         /// Input file (.mtx, .npy, .tns, .png)
@@ -209,7 +213,7 @@ pub fn run_cli(cli: Cli) -> Result<String> {
         Command::Points(a) => Some(a.memory),
         Command::Probe(a) => Some(a.memory),
         Command::Convert { memory, .. } | Command::Info { memory, .. } => Some(*memory),
-        Command::Demo => None,
+        Command::Demo | Command::Dist(_) => None,
     };
     // The library checks every large allocation against this limit.
     tessera::memory::set_max_memory(memory.and_then(|m| m.max_memory));
@@ -226,6 +230,7 @@ pub fn run_cli(cli: Cli) -> Result<String> {
         Command::Convert { input, output, .. } => convert(&input, &output),
         Command::Info { path, storage, .. } => info(&path, storage),
         Command::Demo => demo::demo(),
+        Command::Dist(a) => dist::dist(&a),
     }
 }
 
