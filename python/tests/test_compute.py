@@ -201,3 +201,43 @@ def test_lazy_fuses_and_matches_numpy(data):
     np.testing.assert_allclose(out.to_numpy(), (np.eye(4) + np.eye(4, k=1)) * (b @ b.T))
     assert len(statements) == 1
     assert ts.lazy(a).expand_dims(0).compute().shape == (1, 4, 3)
+
+
+def test_run_lends_read_only_inputs_and_gives_them_back():
+    import threading
+
+    a = sp.random_array((30, 20), density=0.3, random_state=5, format="csr")
+    t, x = ts.asarray(a), ts.asarray(np.arange(20.0))
+    for _ in range(2):
+        np.testing.assert_allclose(ts.run(SPMV, out="y", A=t, x=x).to_numpy(), a @ np.arange(20.0))
+    np.testing.assert_array_equal(t.to_numpy(), a.toarray())
+    # the same tensor under two names
+    c = ts.run("for i = _, j = _\n  C[i, j] = A[i, j] + B[i, j]\nend", out="C", A=t, B=t)
+    np.testing.assert_allclose(c.to_numpy(), 2 * a.toarray())
+    # a failing kernel gives its inputs back too
+    idx = ts.asarray(np.array([0, 9, 1]))
+    with pytest.raises(ts.KernelError):
+        ts.run("for i = _\n  h[I[i]] += 1\nend", out="h", shapes={"h": [3]}, I=idx)
+    np.testing.assert_array_equal(idx.to_numpy(), [0, 9, 1])
+    # threads sharing one input wait for it while it is lent, and all get the right answer
+    results, sums, errors = [], [], []
+
+    def work():
+        try:
+            for _ in range(20):
+                results.append(ts.run(SPMV, out="y", A=t, x=x).to_numpy())
+                sums.append((t * 2).to_numpy().sum())
+        except Exception as e:  # reported below: an assertion in a thread would be lost
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    assert len(results) == len(sums) == 60
+    for r in results:
+        np.testing.assert_allclose(r, a @ np.arange(20.0))
+    np.testing.assert_allclose(sums, 2 * a.sum())
+    np.testing.assert_array_equal(t.to_numpy(), a.toarray())

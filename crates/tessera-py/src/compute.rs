@@ -72,7 +72,7 @@ pub fn einsum(
 ) -> PyResult<PyTensor> {
     let inputs: Vec<(String, Arc<Tensor>)> = names
         .into_iter()
-        .zip(tensors.iter().map(|t| t.t.clone()))
+        .zip(tensors.iter().map(|t| t.arc(py)))
         .collect();
     let spec = spec.to_string();
     let format = format.map(str::to_string);
@@ -105,7 +105,7 @@ pub fn elementwise(
             tensors.len()
         )));
     }
-    let inputs: Vec<Arc<Tensor>> = tensors.iter().map(|t| t.t.clone()).collect();
+    let inputs: Vec<Arc<Tensor>> = tensors.iter().map(|t| t.arc(py)).collect();
     let out = py.detach(move || {
         let refs: Vec<&Tensor> = inputs.iter().map(|t| &**t).collect();
         api::map(op, &refs)
@@ -122,7 +122,7 @@ pub fn reduce(
     axes: Vec<usize>,
 ) -> PyResult<PyTensor> {
     let how = reduction_named(how)?;
-    let t = tensor.t.clone();
+    let t = tensor.arc(py);
     let out = py.detach(move || api::reduce(how, &t, &axes));
     Ok(PyTensor::new(out.py_err()?))
 }
@@ -133,7 +133,7 @@ pub fn matmul(
     a: PyRef<'_, PyTensor>,
     b: PyRef<'_, PyTensor>,
 ) -> PyResult<PyTensor> {
-    let (a, b) = (a.t.clone(), b.t.clone());
+    let (a, b) = (a.arc(py), b.arc(py));
     let out = py.detach(move || api::matmul(&a, &b));
     Ok(PyTensor::new(out.py_err()?))
 }
@@ -144,7 +144,7 @@ pub fn permute_dims(
     a: PyRef<'_, PyTensor>,
     perm: Vec<usize>,
 ) -> PyResult<PyTensor> {
-    let a = a.t.clone();
+    let a = a.arc(py);
     let out = py.detach(move || api::permute_dims(&a, &perm));
     Ok(PyTensor::new(out.py_err()?))
 }
@@ -173,11 +173,12 @@ enum Tree {
 }
 
 fn tree_of(node: &Bound<'_, PyAny>) -> PyResult<Tree> {
+    let py = node.py();
     let tuple = node.cast::<PyTuple>()?;
     let tag: String = tuple.get_item(0)?.extract()?;
     let item = |k: usize| tuple.get_item(k);
     Ok(match tag.as_str() {
-        "input" => Tree::Input(item(1)?.extract::<PyRef<'_, PyTensor>>()?.t.clone()),
+        "input" => Tree::Input(item(1)?.extract::<PyRef<'_, PyTensor>>()?.arc(py)),
         "map" => {
             let op = op_named(&item(1)?.extract::<String>()?)?;
             let args = item(2)?;

@@ -5,7 +5,7 @@
 //! input starts from that tensor's contents (a copy: the caller's tensor never changes).
 
 use crate::errors::IntoPy;
-use crate::tensor::{PyTensor, format_for};
+use crate::tensor::{PyTensor, Slot, format_for};
 use pyo3::prelude::*;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -50,11 +50,10 @@ pub fn with_runner<T>(f: impl FnOnce(&Runner) -> Result<T>) -> Result<T> {
     f(&r)
 }
 
-/// What a program needs before it compiles: the tensors (inputs copied, outputs created)
-/// and the program with the outputs' declarations added.
+/// What a program needs before it compiles, besides its tensors (`prepare` adds the outputs
+/// and workspaces it creates to them): the program with the outputs' declarations added.
 struct Prepared {
     program: Program,
-    tensors: BTreeMap<String, Tensor>,
     formats: BTreeMap<String, Format>,
 }
 
@@ -66,12 +65,12 @@ fn parse(text: &str) -> Result<Program> {
 
 fn prepare(
     text: &str,
-    inputs: &BTreeMap<String, Arc<Tensor>>,
+    tensors: &mut BTreeMap<String, Tensor>,
     outs: &BTreeMap<String, Option<String>>,
     shapes: &HashMap<String, Vec<usize>>,
 ) -> Result<Prepared> {
     let mut program = parse(text)?;
-    for name in inputs.keys().chain(outs.keys()) {
+    for name in tensors.keys().chain(outs.keys()) {
         if tessera::transforms::ein::is_reserved(name) {
             return Err(tessera::transforms::ein::reserved_error(name));
         }
@@ -86,10 +85,6 @@ fn prepare(
             declared.insert(tensor.clone());
         }
     });
-    let mut tensors: BTreeMap<String, Tensor> = inputs
-        .iter()
-        .map(|(n, t)| (n.clone(), (**t).clone()))
-        .collect();
     let mut created: Vec<String> = outs
         .keys()
         .filter(|n| !tensors.contains_key(*n))
@@ -148,9 +143,11 @@ fn prepare(
         };
         known.insert(n.clone(), shape);
     }
-    let values = tessera::run::scalar_values(&program, &tensors);
+    let values = tessera::run::scalar_values(&program, tensors);
     let inferred = tessera::transforms::infer_shapes_with(&program, &known, &values)?;
     for n in &created {
+        // Empty, so valid; the inputs were checked when they were built (`asarray`, or a
+        // kernel's output), and Python cannot change them since.
         let t = Tensor::empty(&formats[n], &inferred[n]).map_err(|e| e.named(n))?;
         tensors.insert(n.clone(), t);
     }
@@ -173,24 +170,65 @@ fn prepare(
             program.body.insert(0, Stmt::new(kind, Default::default()));
         }
     }
-    for (n, t) in &tensors {
-        t.validate(n)?;
-    }
     let formats = tensors
         .iter()
         .map(|(n, t)| (n.clone(), t.format.clone()))
         .collect();
-    Ok(Prepared {
-        program,
-        tensors,
-        formats,
-    })
+    Ok(Prepared { program, formats })
 }
 
-type Inputs = BTreeMap<String, Arc<Tensor>>;
+/// The tensors of one `run`: those the program only reads are lent by their Python objects
+/// (moved, not copied; see `PyTensor`), the others copied. Dropping it gives every loan back,
+/// also when preparing or running failed.
+struct Loans {
+    tensors: BTreeMap<String, Tensor>,
+    lent: Vec<(String, Arc<Slot>)>,
+}
 
-fn inputs_of(tensors: BTreeMap<String, PyRef<'_, PyTensor>>) -> Inputs {
-    tensors.into_iter().map(|(n, t)| (n, t.t.clone())).collect()
+impl Loans {
+    fn new(slots: BTreeMap<String, Arc<Slot>>, written: &HashSet<String>) -> Loans {
+        let mut loans = Loans {
+            tensors: BTreeMap::new(),
+            lent: vec![],
+        };
+        for (name, slot) in slots {
+            // A tensor given twice is lent once; a written one is copied (the caller's
+            // tensor never changes).
+            let twice = loans
+                .lent
+                .iter()
+                .find(|(_, s)| Arc::ptr_eq(s, &slot))
+                .map(|(first, _)| first.clone());
+            let t = if let Some(first) = twice {
+                // Lent under its first name already: waiting for it would wait for ourselves.
+                loans.tensors[&first].clone()
+            } else if written.contains(&name) {
+                (*slot.get()).clone()
+            } else {
+                let (t, moved) = slot.lend();
+                if moved {
+                    loans.lent.push((name.clone(), slot));
+                }
+                t
+            };
+            loans.tensors.insert(name, t);
+        }
+        loans
+    }
+}
+
+impl Drop for Loans {
+    fn drop(&mut self) {
+        for (name, slot) in self.lent.drain(..) {
+            if let Some(t) = self.tensors.remove(&name) {
+                slot.give_back(t);
+            }
+        }
+    }
+}
+
+fn slots_of(tensors: BTreeMap<String, PyRef<'_, PyTensor>>) -> BTreeMap<String, Arc<Slot>> {
+    tensors.into_iter().map(|(n, t)| (n, t.slot())).collect()
 }
 
 /// Run `program` on the tensors; returns the outputs named in `out` (name → format or None).
@@ -204,20 +242,22 @@ pub fn run(
     shapes: HashMap<String, Vec<usize>>,
     backend: &str,
 ) -> PyResult<BTreeMap<String, PyTensor>> {
-    let inputs = inputs_of(tensors);
+    let slots = slots_of(tensors);
     let backend = backend.to_string();
     let result = py.detach(move || -> Result<BTreeMap<String, PyTensor>> {
         let runner = runner(&backend)?;
-        let mut p = prepare(&program, &inputs, &out, &shapes)?;
+        let (_, written) = tessera::notation::visit::reads_writes(&parse(&program)?.body);
+        let mut written: HashSet<String> = written.into_iter().collect();
+        written.extend(out.keys().cloned());
+        let mut loans = Loans::new(slots, &written);
+        let p = prepare(&program, &mut loans.tensors, &out, &shapes)?;
         let compiled = runner.compile(&p.program, &p.formats)?;
-        runner.execute(&compiled, &mut p.tensors)?;
+        runner.execute(&compiled, &mut loans.tensors)?;
         Ok(out
             .keys()
             .map(|n| {
-                (
-                    n.clone(),
-                    PyTensor::new(p.tensors.remove(n).expect("outputs are created")),
-                )
+                let t = loans.tensors.remove(n).expect("outputs are created");
+                (n.clone(), PyTensor::new(t))
             })
             .collect())
     });
@@ -235,10 +275,13 @@ pub fn code(
     shapes: HashMap<String, Vec<usize>>,
     backend: &str,
 ) -> PyResult<String> {
-    let inputs = inputs_of(tensors);
+    let mut inputs: BTreeMap<String, Tensor> = tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), (*t.arc(py)).clone()))
+        .collect();
     let backend = backend.to_string();
     let result = py.detach(move || -> Result<String> {
-        let p = prepare(&program, &inputs, &out, &shapes)?;
+        let p = prepare(&program, &mut inputs, &out, &shapes)?;
         let (mut k, _, _) = Runner::lower(&p.program, &p.formats)?;
         tessera::ir::promote::promote_scalars(&mut k);
         tessera::ir::ieee_mul::ieee_products(&mut k);

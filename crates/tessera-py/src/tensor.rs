@@ -8,7 +8,7 @@ use crate::errors::IntoPy;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use tessera::levels::format::Coord;
 use tessera::levels::{Format, LevelKind};
 use tessera::runtime::Buffer;
@@ -17,14 +17,74 @@ use tessera::{ElemType, Scalar};
 
 /// A Tessera tensor, immutable from Python: operations return new tensors, so one value can
 /// be shared by several Python objects (and threads) without copies.
+///
+/// `tessera.run` lends the tensors a program only reads to the kernel instead of copying
+/// them (the core's `Runner::execute` takes its tensors by value and gives their arrays
+/// back, unchanged, even when the kernel fails): while lent, the slot is empty and other
+/// threads asking for this tensor wait, without the GIL, until it is back.
 #[pyclass(name = "RawTensor", module = "tessera._tessera", frozen)]
 pub struct PyTensor {
-    pub t: Arc<Tensor>,
+    slot: Arc<Slot>,
+}
+
+pub struct Slot {
+    tensor: Mutex<Option<Arc<Tensor>>>,
+    returned: Condvar,
+}
+
+impl Slot {
+    fn wait(&self) -> std::sync::MutexGuard<'_, Option<Arc<Tensor>>> {
+        let guard = self.tensor.lock().unwrap_or_else(|e| e.into_inner());
+        self.returned
+            .wait_while(guard, |t| t.is_none())
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The tensor, shared (waits while it is lent).
+    pub fn get(&self) -> Arc<Tensor> {
+        self.wait().clone().expect("waited until present")
+    }
+
+    /// The tensor itself, for a kernel to read: moved out when nothing else shares it (the
+    /// slot is then empty until [`Slot::give_back`]), else a copy (and `None` as the loan).
+    pub fn lend(&self) -> (Tensor, bool) {
+        let mut guard = self.wait();
+        let arc = guard.take().expect("waited until present");
+        match Arc::try_unwrap(arc) {
+            Ok(t) => (t, true),
+            Err(shared) => {
+                let copy = (*shared).clone();
+                *guard = Some(shared);
+                (copy, false)
+            }
+        }
+    }
+
+    pub fn give_back(&self, t: Tensor) {
+        let mut guard = self.tensor.lock().unwrap_or_else(|e| e.into_inner());
+        *guard = Some(Arc::new(t));
+        self.returned.notify_all();
+    }
 }
 
 impl PyTensor {
     pub fn new(t: Tensor) -> PyTensor {
-        PyTensor { t: Arc::new(t) }
+        PyTensor {
+            slot: Arc::new(Slot {
+                tensor: Mutex::new(Some(Arc::new(t))),
+                returned: Condvar::new(),
+            }),
+        }
+    }
+
+    /// The tensor, shared; waits (without the GIL) while a kernel borrows it.
+    pub fn arc(&self, py: Python<'_>) -> Arc<Tensor> {
+        let slot = self.slot.clone();
+        py.detach(move || slot.get())
+    }
+
+    pub fn slot(&self) -> Arc<Slot> {
+        self.slot.clone()
     }
 }
 
@@ -216,47 +276,54 @@ pub fn parse_format(text: &str, rank: usize, dtype: Option<&str>) -> PyResult<St
 #[pymethods]
 impl PyTensor {
     #[getter]
-    fn shape(&self) -> Vec<usize> {
-        self.t.shape.clone()
+    fn shape(&self, py: Python<'_>) -> Vec<usize> {
+        self.arc(py).shape.clone()
     }
 
     #[getter]
-    fn format(&self) -> String {
-        self.t.format.to_string()
+    fn format(&self, py: Python<'_>) -> String {
+        self.arc(py).format.to_string()
     }
 
     #[getter]
-    fn dtype(&self) -> &'static str {
-        dtype_of_elem(self.t.elem())
+    fn dtype(&self, py: Python<'_>) -> &'static str {
+        dtype_of_elem(self.arc(py).elem())
     }
 
     #[getter]
     fn fill<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        scalar_to_py(py, self.t.fill())
+        scalar_to_py(py, self.arc(py).fill())
     }
 
     /// The level constructors root to leaf (`["Dense", "SparseList", "Element"]`).
     #[getter]
-    fn level_kinds(&self) -> Vec<String> {
-        self.t.format.levels.iter().map(|l| l.name()).collect()
+    fn level_kinds(&self, py: Python<'_>) -> Vec<String> {
+        self.arc(py)
+            .format
+            .levels
+            .iter()
+            .map(|l| l.name())
+            .collect()
     }
 
-    fn countstored(&self) -> usize {
-        self.t.countstored()
+    fn countstored(&self, py: Python<'_>) -> usize {
+        let t = self.arc(py);
+        py.detach(move || t.countstored())
     }
 
     /// Every entry, fills included, as a C-ordered NumPy array of the tensor's shape.
     fn to_numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let t = self.t.clone();
+        let t = self.arc(py);
+        let shape = t.shape.clone();
         let values = py.detach(move || t.try_to_dense()).py_err()?;
         let flat = buffer_to_numpy(py, values);
-        flat.call_method1("reshape", (self.t.shape.clone(),))
+        flat.call_method1("reshape", (shape,))
     }
 
     /// Each level's arrays, root to leaf, as NumPy arrays (copies; the tensor stays immutable).
     fn level_buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
-        for level in &self.t.levels {
+        for level in &self.arc(py).levels {
             let arrays = PyList::empty(py);
             for b in level {
                 arrays.append(buffer_to_numpy(py, b.clone()))?;
@@ -267,20 +334,21 @@ impl PyTensor {
     }
 
     fn to_format(&self, py: Python<'_>, format: &str) -> PyResult<PyTensor> {
-        let t = (*self.t).clone();
+        let t = (*self.arc(py)).clone();
         Ok(PyTensor::new(converted(py, t, Some(format))?))
     }
 
     fn get<'py>(&self, py: Python<'py>, index: Vec<usize>) -> PyResult<Bound<'py, PyAny>> {
-        scalar_to_py(py, self.t.get(&index).py_err()?)
+        scalar_to_py(py, self.arc(py).get(&index).py_err()?)
     }
 
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let t = self.arc(py);
         format!(
             "RawTensor(shape={:?}, format={}, stored={})",
-            self.t.shape,
-            self.t.format,
-            self.t.countstored()
+            t.shape,
+            t.format,
+            t.countstored()
         )
     }
 }
