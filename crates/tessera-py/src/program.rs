@@ -57,10 +57,29 @@ struct Prepared {
     formats: BTreeMap<String, Format>,
 }
 
+thread_local! {
+    /// Parsed programs by their text: a program called again (a loop over new data) is not
+    /// parsed again. Bounded: cleared when it reaches `PARSED_MAX` programs.
+    static PARSED: RefCell<HashMap<String, Program>> = RefCell::new(HashMap::new());
+}
+
+const PARSED_MAX: usize = 256;
+
 /// Program text as the command line reads it, positions relative to the text.
 fn parse(text: &str) -> Result<Program> {
+    if let Some(p) = PARSED.with(|c| c.borrow().get(text).cloned()) {
+        return Ok(p);
+    }
     let program = tessera::notation::parse::parse_program(text)?;
-    tessera::transforms::ein::lower(&program)
+    let program = tessera::transforms::ein::lower(&program)?;
+    PARSED.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= PARSED_MAX {
+            c.clear();
+        }
+        c.insert(text.to_string(), program.clone());
+    });
+    Ok(program)
 }
 
 fn prepare(
@@ -247,6 +266,7 @@ pub fn run(
     let result = py.detach(move || -> Result<BTreeMap<String, PyTensor>> {
         let runner = runner(&backend)?;
         let (_, written) = tessera::notation::visit::reads_writes(&parse(&program)?.body);
+        // (`prepare` parses again: a cache hit.)
         let mut written: HashSet<String> = written.into_iter().collect();
         written.extend(out.keys().cloned());
         let mut loans = Loans::new(slots, &written);
