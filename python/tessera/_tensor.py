@@ -339,6 +339,12 @@ class Tensor:
     def matmul(self, other):
         return self @ other
 
+    def __array_namespace__(self, *, api_version=None):
+        """The Array API namespace (a first part of the standard: see tessera.array_api)."""
+        from . import array_api
+
+        return array_api
+
 
 def _zero_text(dtype):
     from .formats import _leaf
