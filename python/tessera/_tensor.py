@@ -137,8 +137,7 @@ def _axes(axis, ndim):
     for a in axes:
         a = int(a)
         if not -ndim <= a < ndim:
-            raise np.exceptions.AxisError(a, ndim) if hasattr(np, "exceptions") else IndexError(
-                f"axis {a} is out of bounds for a tensor of {ndim} dimensions")
+            raise IndexError(f"axis {a} is out of bounds for a tensor of {ndim} dimensions")
         out.append(a % ndim)
     if len(set(out)) != len(out):
         raise ValueError(f"repeated axis in {axis!r}")

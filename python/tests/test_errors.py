@@ -105,3 +105,15 @@ def test_kernels_release_the_gil():
     # Holding the GIL through a kernel would stall the main thread for a whole kernel.
     assert len(stamps) > 1000
     assert gaps.max() < max(0.5 * kernel_time, 0.02) or kernel_time < 0.01, (gaps.max(), kernel_time)
+
+
+def test_bad_axes_and_indices():
+    t = ts.asarray(np.ones((2, 3)), format="csr")
+    with pytest.raises(IndexError, match="axis 5 is out of bounds"):
+        t.sum(axis=5)
+    with pytest.raises(ValueError, match="repeated axis"):
+        t.max(axis=(0, -2))
+    with pytest.raises(ts.TensorError):
+        t[2, 0]
+    with pytest.raises(TypeError):
+        t[0]
