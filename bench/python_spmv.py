@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Issue 19's performance figures for the Python package (BENCHMARKS.md, "Python package").
+
+Run from the repository root with the package installed (scripts/test-python.sh makes the
+venv) and the CLI built (`cargo build --release`):
+
+    target/pyenv/bin/python bench/python_spmv.py [--matrices bcsstk16,c-55,delaunay_n17]
+
+Measures, in one process:
+1. call overhead: a tiny SpMV (8 x 8, 16 entries) through `tessera.run` and
+   `tessera.einsum`, against the CLI's `bench` kernel time for the same program and formats
+   (the Rust `Runner::execute` call alone);
+2. `tessera.asarray` of a 10^7-entry CSR matrix (int32 indices), against copying its three
+   arrays with NumPy (the package copies each array once);
+3. SpMV on matrices of ../shared/data/matrices: `tessera.run` (C backend, compiled once)
+   and `tessera.einsum` (tiered, settled), against the CLI's `bench --backend c` kernel time
+   and SciPy's `A @ x`.
+Times are medians of repeated calls, in ms.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+
+import tessera as ts
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MATRICES = os.path.join(ROOT, "..", "shared", "data", "matrices")
+CLI = os.path.join(ROOT, "target", "release", "tessera")
+SPMV = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n"
+
+
+def median_ms(f, repeat, warmup=3):
+    for _ in range(warmup):
+        f()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        f()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(times))
+
+
+def cli_kernel_ms(mtx_path, x, backend, repeat):
+    with tempfile.TemporaryDirectory() as d:
+        xp = os.path.join(d, "x.npy")
+        np.save(xp, x)
+        out = subprocess.run(
+            [CLI, "bench", SPMV, "--in", f"A={mtx_path}", "--in", f"x={xp}", "--out", "y",
+             "--warmup", "5", "--repeat", str(repeat), "--backend", backend, "--json"],
+            check=True, capture_output=True, text=True,
+        ).stdout
+    return json.loads(out.strip().splitlines()[-1])["median_ms"]
+
+
+def tiny(rows):
+    a = sp.random_array((8, 8), density=0.25, random_state=1, format="csr")
+    x = np.ones(8)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "tiny.mtx")
+        scipy.io.mmwrite(path, a)
+        cli = cli_kernel_ms(path, x, "jit", 2000)
+    ta, tx = ts.asarray(a), ts.asarray(x)
+    run = median_ms(lambda: ts.run(SPMV, out="y", backend="jit", A=ta, x=tx), 2000, 50)
+    ein = median_ms(lambda: ts.einsum("y[i] += A[i, j] * x[j]", A=ta, x=tx), 2000, 50)
+    rows.append(("tiny SpMV 8x8, 16 entries: CLI kernel (Runner::execute)", f"{cli * 1e3:.1f} µs"))
+    rows.append(("tiny SpMV: tessera.run from Python (jit, cached)", f"{run * 1e3:.1f} µs (+{(run - cli) * 1e3:.1f} µs)"))
+    rows.append(("tiny SpMV: tessera.einsum from Python (cached)", f"{ein * 1e3:.1f} µs (+{(ein - cli) * 1e3:.1f} µs)"))
+
+
+def big_asarray(rows):
+    n, per = 10**6, 10
+    r = np.arange(n, dtype=np.int32)
+    indices = ((np.arange(per, dtype=np.int32)[None, :] * 100000) + (r % 100000)[:, None]).ravel()
+    indptr = np.arange(0, n * per + 1, per, dtype=np.int32)
+    data = np.random.default_rng(0).random(n * per)
+    m = sp.csr_array((data, indices, indptr), shape=(n, n))
+    m.has_canonical_format = True  # sorted and distinct by construction
+    t0 = time.perf_counter()
+    t = ts.asarray(m)
+    took = (time.perf_counter() - t0) * 1e3
+    copy = median_ms(lambda: (data.copy(), indices.copy(), indptr.copy()), 5, 1)
+    rows.append((f"asarray(csr) of {t.nnz:.0e} entries ({t.format})",
+                 f"{took:.1f} ms (copies: one per array; NumPy copying the three arrays: {copy:.1f} ms)"))
+
+
+def spmv(names, rows, table):
+    for name in names:
+        path = os.path.join(MATRICES, f"{name}.mtx")
+        if not os.path.exists(path):
+            print(f"skipping {name}: no {path}", file=sys.stderr)
+            continue
+        a = sp.csr_array(scipy.io.mmread(path))
+        x = np.random.default_rng(1).random(a.shape[1])
+        ta, tx = ts.asarray(a), ts.asarray(x)
+        cli = cli_kernel_ms(path, x, "c", 50)
+        run = median_ms(lambda: ts.run(SPMV, out="y", backend="c", A=ta, x=tx), 50)
+        ein = median_ms(lambda: ts.einsum("y[i] += A[i, j] * x[j]", A=ta, x=tx), 50, 60)
+        sci = median_ms(lambda: a @ x, 50)
+        y = ts.run(SPMV, out="y", backend="c", A=ta, x=tx).to_numpy()
+        assert np.allclose(y, a @ x)
+        table.append((name, a.nnz, cli, run, ein, sci))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--matrices", default="bcsstk16,c-55,delaunay_n17")
+    args = ap.parse_args()
+    rows, table = [], []
+    tiny(rows)
+    big_asarray(rows)
+    spmv(args.matrices.split(","), rows, table)
+    for what, value in rows:
+        print(f"| {what} | {value} |")
+    print()
+    print("| matrix | nnz | CLI kernel ms (c) | tessera.run ms (c) | run / CLI | tessera.einsum ms | SciPy A @ x ms | SciPy / run |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, nnz, cli, run, ein, sci in table:
+        print(f"| {name} | {nnz} | {cli:.4g} | {run:.4g} | {run / cli:.2f} | {ein:.4g} | {sci:.4g} | {sci / run:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

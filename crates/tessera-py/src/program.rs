@@ -1,0 +1,325 @@
+//! `tessera.run` and `tessera.code`: a loop program over named tensors, as the command line's
+//! `run` and `code` take it, with the tensors given as Python keyword arguments instead of
+//! files. Outputs the caller names but does not give are created (dense `f64` unless a
+//! format is named; shapes inferred from the program, or given); an output also given as an
+//! input starts from that tensor's contents (a copy: the caller's tensor never changes).
+
+use crate::errors::IntoPy;
+use crate::tensor::{PyTensor, Slot, format_for};
+use pyo3::prelude::*;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::rc::Rc;
+use std::sync::Arc;
+use tessera::Scalar;
+use tessera::error::{Error, Result};
+use tessera::levels::Format;
+use tessera::notation::ast::{Expr, Program, Stmt, StmtKind};
+use tessera::run::Runner;
+use tessera::tensor::Tensor;
+
+thread_local! {
+    /// One kernel cache per backend and OS thread, kept for the life of the thread: a second
+    /// call with tensors of the same formats compiles nothing.
+    static RUNNERS: RefCell<HashMap<String, Rc<Runner>>> = RefCell::new(HashMap::new());
+}
+
+fn runner(backend: &str) -> Result<Rc<Runner>> {
+    RUNNERS.with(|r| {
+        if let Some(runner) = r.borrow().get(backend) {
+            return Ok(runner.clone());
+        }
+        let runner = Rc::new(match backend {
+            "tiered" => Runner::tiered(),
+            "jit" => Runner::jit(),
+            "c" => Runner::new(Box::new(tessera::backend::CBackend::new())),
+            other => {
+                return Err(Error::Usage(format!(
+                    "unknown backend `{other}` (tiered, jit or c)"
+                )));
+            }
+        });
+        r.borrow_mut().insert(backend.to_string(), runner.clone());
+        Ok(runner)
+    })
+}
+
+/// The default (tiered) runner of this thread, shared by `run` and `einsum` with a format.
+pub fn with_runner<T>(f: impl FnOnce(&Runner) -> Result<T>) -> Result<T> {
+    let r = runner("tiered")?;
+    f(&r)
+}
+
+/// What a program needs before it compiles, besides its tensors (`prepare` adds the outputs
+/// and workspaces it creates to them): the program with the outputs' declarations added.
+struct Prepared {
+    program: Program,
+    formats: BTreeMap<String, Format>,
+}
+
+thread_local! {
+    /// Parsed programs by their text: a program called again (a loop over new data) is not
+    /// parsed again. Bounded: cleared when it reaches `PARSED_MAX` programs.
+    static PARSED: RefCell<HashMap<String, Program>> = RefCell::new(HashMap::new());
+}
+
+const PARSED_MAX: usize = 256;
+
+/// Program text as the command line reads it, positions relative to the text.
+fn parse(text: &str) -> Result<Program> {
+    if let Some(p) = PARSED.with(|c| c.borrow().get(text).cloned()) {
+        return Ok(p);
+    }
+    let program = tessera::notation::parse::parse_program(text)?;
+    let program = tessera::transforms::ein::lower(&program)?;
+    PARSED.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= PARSED_MAX {
+            c.clear();
+        }
+        c.insert(text.to_string(), program.clone());
+    });
+    Ok(program)
+}
+
+fn prepare(
+    text: &str,
+    tensors: &mut BTreeMap<String, Tensor>,
+    outs: &BTreeMap<String, Option<String>>,
+    shapes: &HashMap<String, Vec<usize>>,
+) -> Result<Prepared> {
+    let mut program = parse(text)?;
+    for name in tensors.keys().chain(outs.keys()) {
+        if tessera::transforms::ein::is_reserved(name) {
+            return Err(tessera::transforms::ein::reserved_error(name));
+        }
+    }
+    let mut ranks: HashMap<String, usize> = HashMap::new();
+    tessera::notation::visit::accesses(&program.body, &mut |a| {
+        ranks.entry(a.tensor.clone()).or_insert(a.indices.len());
+    });
+    let mut declared = HashSet::new();
+    tessera::notation::visit::stmts(&program.body, &mut |s| {
+        if let StmtKind::Declare { tensor, .. } = &s.kind {
+            declared.insert(tensor.clone());
+        }
+    });
+    let mut created: Vec<String> = outs
+        .keys()
+        .filter(|n| !tensors.contains_key(*n))
+        .cloned()
+        .collect();
+    for n in &declared {
+        if !tensors.contains_key(n) && !outs.contains_key(n) {
+            created.push(n.clone());
+        }
+    }
+    for n in shapes.keys() {
+        if !created.contains(n) {
+            return Err(Error::Usage(format!(
+                "shapes[{n:?}]: `{n}` is not an output or workspace the program creates"
+            )));
+        }
+    }
+    let mut unknown = None;
+    tessera::notation::visit::accesses(&program.body, &mut |a| {
+        if unknown.is_none() && !tensors.contains_key(&a.tensor) && !created.contains(&a.tensor) {
+            unknown = Some(Error::program(
+                a.span,
+                format!(
+                    "unknown tensor `{}`: pass it as {}=... or name it in out=",
+                    a.tensor, a.tensor
+                ),
+            ));
+        }
+    });
+    if let Some(e) = unknown {
+        return Err(e);
+    }
+    let mut formats: BTreeMap<String, Format> = BTreeMap::new();
+    for n in &created {
+        let rank = ranks
+            .get(n)
+            .copied()
+            .or_else(|| shapes.get(n).map(|s| s.len()))
+            .or_else(|| declared.contains(n).then_some(0))
+            .ok_or_else(|| Error::Usage(format!("out={n:?}: the program never uses `{n}`")))?;
+        let f = match outs.get(n).and_then(|f| f.as_deref()) {
+            Some(text) => format_for(text, rank, None)?,
+            None => Format::dense(rank, Scalar::F64(0.0)),
+        };
+        formats.insert(n.clone(), f);
+    }
+    let mut known: HashMap<String, Option<Vec<usize>>> = tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), Some(t.shape.clone())))
+        .collect();
+    for n in &created {
+        let shape = match shapes.get(n) {
+            Some(s) => Some(s.clone()),
+            None if !ranks.contains_key(n) => Some(vec![]),
+            None => None,
+        };
+        known.insert(n.clone(), shape);
+    }
+    let values = tessera::run::scalar_values(&program, tensors);
+    let inferred = tessera::transforms::infer_shapes_with(&program, &known, &values)?;
+    for n in &created {
+        // Empty, so valid; the inputs were checked when they were built (`asarray`, or a
+        // kernel's output), and Python cannot change them since.
+        let t = Tensor::empty(&formats[n], &inferred[n]).map_err(|e| e.named(n))?;
+        tensors.insert(n.clone(), t);
+    }
+    // Outputs the program does not declare start from their fill value, as on the command line.
+    let global: HashSet<String> = program
+        .body
+        .iter()
+        .filter_map(|s| match &s.kind {
+            StmtKind::Declare { tensor, .. } => Some(tensor.clone()),
+            _ => None,
+        })
+        .collect();
+    for n in outs.keys() {
+        if !global.contains(n) && created.contains(n) {
+            let init = Expr::lit(tensors[n].fill());
+            let kind = StmtKind::Declare {
+                tensor: n.clone(),
+                init,
+            };
+            program.body.insert(0, Stmt::new(kind, Default::default()));
+        }
+    }
+    let formats = tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), t.format.clone()))
+        .collect();
+    Ok(Prepared { program, formats })
+}
+
+/// The tensors of one `run`: those the program only reads are lent by their Python objects
+/// (moved, not copied; see `PyTensor`), the others copied. Dropping it gives every loan back,
+/// also when preparing or running failed.
+struct Loans {
+    tensors: BTreeMap<String, Tensor>,
+    lent: Vec<(String, Arc<Slot>)>,
+}
+
+impl Loans {
+    fn new(slots: BTreeMap<String, Arc<Slot>>, written: &HashSet<String>) -> Loans {
+        let mut loans = Loans {
+            tensors: BTreeMap::new(),
+            lent: vec![],
+        };
+        for (name, slot) in slots {
+            // A tensor given twice is lent once; a written one is copied (the caller's
+            // tensor never changes).
+            let twice = loans
+                .lent
+                .iter()
+                .find(|(_, s)| Arc::ptr_eq(s, &slot))
+                .map(|(first, _)| first.clone());
+            let t = if let Some(first) = twice {
+                // Lent under its first name already: waiting for it would wait for ourselves.
+                loans.tensors[&first].clone()
+            } else if written.contains(&name) {
+                (*slot.get()).clone()
+            } else {
+                let (t, moved) = slot.lend();
+                if moved {
+                    loans.lent.push((name.clone(), slot));
+                }
+                t
+            };
+            loans.tensors.insert(name, t);
+        }
+        loans
+    }
+}
+
+impl Drop for Loans {
+    fn drop(&mut self) {
+        for (name, slot) in self.lent.drain(..) {
+            if let Some(t) = self.tensors.remove(&name) {
+                slot.give_back(t);
+            }
+        }
+    }
+}
+
+fn slots_of(tensors: BTreeMap<String, PyRef<'_, PyTensor>>) -> BTreeMap<String, Arc<Slot>> {
+    tensors.into_iter().map(|(n, t)| (n, t.slot())).collect()
+}
+
+/// Run `program` on the tensors; returns the outputs named in `out` (name → format or None).
+#[pyfunction]
+#[pyo3(signature = (program, tensors, out, shapes, backend="tiered"))]
+pub fn run(
+    py: Python<'_>,
+    program: String,
+    tensors: BTreeMap<String, PyRef<'_, PyTensor>>,
+    out: BTreeMap<String, Option<String>>,
+    shapes: HashMap<String, Vec<usize>>,
+    backend: &str,
+) -> PyResult<BTreeMap<String, PyTensor>> {
+    let slots = slots_of(tensors);
+    let backend = backend.to_string();
+    let result = py.detach(move || -> Result<BTreeMap<String, PyTensor>> {
+        let runner = runner(&backend)?;
+        let (_, written) = tessera::notation::visit::reads_writes(&parse(&program)?.body);
+        // (`prepare` parses again: a cache hit.)
+        let mut written: HashSet<String> = written.into_iter().collect();
+        written.extend(out.keys().cloned());
+        let mut loans = Loans::new(slots, &written);
+        let p = prepare(&program, &mut loans.tensors, &out, &shapes)?;
+        let compiled = runner.compile(&p.program, &p.formats)?;
+        runner.execute(&compiled, &mut loans.tensors)?;
+        Ok(out
+            .keys()
+            .map(|n| {
+                let t = loans.tensors.remove(n).expect("outputs are created");
+                (n.clone(), PyTensor::new(t))
+            })
+            .collect())
+    });
+    result.py_err()
+}
+
+/// The loop IR (or, with `backend="c"`, the C source) `run` would compile for these tensors.
+#[pyfunction]
+#[pyo3(signature = (program, tensors, out, shapes, backend="jit"))]
+pub fn code(
+    py: Python<'_>,
+    program: String,
+    tensors: BTreeMap<String, PyRef<'_, PyTensor>>,
+    out: BTreeMap<String, Option<String>>,
+    shapes: HashMap<String, Vec<usize>>,
+    backend: &str,
+) -> PyResult<String> {
+    let mut inputs: BTreeMap<String, Tensor> = tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), (*t.arc(py)).clone()))
+        .collect();
+    let backend = backend.to_string();
+    let result = py.detach(move || -> Result<String> {
+        let p = prepare(&program, &mut inputs, &out, &shapes)?;
+        let (mut k, _, _) = Runner::lower(&p.program, &p.formats)?;
+        tessera::ir::promote::promote_scalars(&mut k);
+        tessera::ir::ieee_mul::ieee_products(&mut k);
+        tessera::ir::hoist::hoist_invariants(&mut k);
+        match backend.as_str() {
+            "c" => Ok(tessera::backend::CBackend::source(&k)),
+            "jit" | "tiered" => Ok(k.to_string()),
+            other => Err(Error::Usage(format!(
+                "unknown backend `{other}` (jit, tiered or c)"
+            ))),
+        }
+    });
+    result.py_err()
+}
+
+/// Kernels in this thread's cache of `backend` (for tests of the cache).
+#[pyfunction]
+#[pyo3(signature = (backend="tiered"))]
+pub fn kernel_cache_len(backend: &str) -> PyResult<usize> {
+    Ok(runner(backend).py_err()?.cache_len())
+}

@@ -1,0 +1,354 @@
+//! The tensor class the Python `tessera.Tensor` wraps, and the constructors from NumPy
+//! buffers: dense arrays, compressed rows/columns (SciPy CSR/CSC) and coordinates (COO).
+
+use crate::convert::{
+    buffer_from_numpy, buffer_to_numpy, coords_from_numpy, dtype_of_elem, elem_of_dtype,
+};
+use crate::errors::IntoPy;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyFloat, PyInt, PyList};
+use std::sync::{Arc, Condvar, Mutex};
+use tessera::levels::format::Coord;
+use tessera::levels::{Format, LevelKind};
+use tessera::runtime::Buffer;
+use tessera::tensor::Tensor;
+use tessera::{ElemType, Scalar};
+
+/// A Tessera tensor, immutable from Python: operations return new tensors, so one value can
+/// be shared by several Python objects (and threads) without copies.
+///
+/// `tessera.run` lends the tensors a program only reads to the kernel instead of copying
+/// them (the core's `Runner::execute` takes its tensors by value and gives their arrays
+/// back, unchanged, even when the kernel fails): while lent, the slot is empty and other
+/// threads asking for this tensor wait, without the GIL, until it is back.
+#[pyclass(name = "RawTensor", module = "tessera._tessera", frozen)]
+pub struct PyTensor {
+    slot: Arc<Slot>,
+}
+
+pub struct Slot {
+    tensor: Mutex<Option<Arc<Tensor>>>,
+    returned: Condvar,
+}
+
+impl Slot {
+    fn wait(&self) -> std::sync::MutexGuard<'_, Option<Arc<Tensor>>> {
+        let guard = self.tensor.lock().unwrap_or_else(|e| e.into_inner());
+        self.returned
+            .wait_while(guard, |t| t.is_none())
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The tensor, shared (waits while it is lent).
+    pub fn get(&self) -> Arc<Tensor> {
+        self.wait().clone().expect("waited until present")
+    }
+
+    /// The tensor itself, for a kernel to read: moved out when nothing else shares it (the
+    /// slot is then empty until [`Slot::give_back`]), else a copy (and `None` as the loan).
+    pub fn lend(&self) -> (Tensor, bool) {
+        let mut guard = self.wait();
+        let arc = guard.take().expect("waited until present");
+        match Arc::try_unwrap(arc) {
+            Ok(t) => (t, true),
+            Err(shared) => {
+                let copy = (*shared).clone();
+                *guard = Some(shared);
+                (copy, false)
+            }
+        }
+    }
+
+    pub fn give_back(&self, t: Tensor) {
+        let mut guard = self.tensor.lock().unwrap_or_else(|e| e.into_inner());
+        *guard = Some(Arc::new(t));
+        self.returned.notify_all();
+    }
+}
+
+impl PyTensor {
+    pub fn new(t: Tensor) -> PyTensor {
+        PyTensor {
+            slot: Arc::new(Slot {
+                tensor: Mutex::new(Some(Arc::new(t))),
+                returned: Condvar::new(),
+            }),
+        }
+    }
+
+    /// The tensor, shared; waits (without the GIL) while a kernel borrows it.
+    pub fn arc(&self, py: Python<'_>) -> Arc<Tensor> {
+        let slot = self.slot.clone();
+        py.detach(move || slot.get())
+    }
+
+    pub fn slot(&self) -> Arc<Slot> {
+        self.slot.clone()
+    }
+}
+
+/// A Python number for a scalar.
+pub fn scalar_to_py(py: Python<'_>, s: Scalar) -> PyResult<Bound<'_, PyAny>> {
+    Ok(match s {
+        Scalar::Bool(b) => PyBool::new(py, b).to_owned().into_any(),
+        Scalar::U8(x) => PyInt::new(py, x).into_any(),
+        Scalar::I8(x) => PyInt::new(py, x).into_any(),
+        Scalar::I32(x) => PyInt::new(py, x).into_any(),
+        Scalar::I64(x) => PyInt::new(py, x).into_any(),
+        Scalar::U64(x) => PyInt::new(py, x).into_any(),
+        Scalar::F32(x) => PyFloat::new(py, f64::from(x)).into_any(),
+        Scalar::F64(x) => PyFloat::new(py, x).into_any(),
+        Scalar::Limit(l) => PyFloat::new(py, l.val).into_any(),
+    })
+}
+
+/// A format from its text for a tensor of `rank` dimensions. A shorthand (`csr`, `dense`,
+/// `dcsr`: text without a constructor) takes the element type `elem`, so `asarray(ints,
+/// format="csr")` stays integer; a constructor names its own element type by its fill.
+pub fn format_for(text: &str, rank: usize, elem: Option<ElemType>) -> tessera::Result<Format> {
+    let f = Format::parse(text, Some(rank))?;
+    match elem {
+        Some(ty) if !text.contains('(') && f.elem() != ty => {
+            let mut levels = f.levels.clone();
+            let last = levels.len() - 1;
+            if let LevelKind::Element(_) = levels[last] {
+                levels[last] = LevelKind::Element(Scalar::zero(ty));
+            }
+            Format::new(levels)
+        }
+        _ => Ok(f),
+    }
+}
+
+/// Convert `t` to the format named by `format`, if one is named and it differs.
+fn converted(py: Python<'_>, t: Tensor, format: Option<&str>) -> PyResult<Tensor> {
+    let Some(text) = format else { return Ok(t) };
+    let f = format_for(text, t.rank(), Some(t.elem())).py_err()?;
+    if f == t.format {
+        return Ok(t);
+    }
+    py.detach(|| t.to_format(&f)).py_err()
+}
+
+/// A dense tensor from a NumPy array (its dtype name given by the caller), then converted.
+#[pyfunction]
+#[pyo3(signature = (array, dtype, shape, format=None))]
+pub fn from_numpy(
+    py: Python<'_>,
+    array: &Bound<'_, PyAny>,
+    dtype: &str,
+    shape: Vec<usize>,
+    format: Option<&str>,
+) -> PyResult<PyTensor> {
+    let values = buffer_from_numpy(array, dtype)?;
+    let elem = values.elem();
+    let dense = Format::dense(shape.len(), Scalar::zero(elem));
+    let mut levels = vec![vec![]; shape.len()];
+    levels.push(vec![values]);
+    let t = Tensor {
+        shape,
+        format: dense,
+        levels,
+    };
+    t.validate("array").py_err()?;
+    Ok(PyTensor::new(converted(py, t, format)?))
+}
+
+/// CSR (or, with `columns`, CSC) arrays as a `Dense(SparseList(Element(0)))` tensor whose
+/// level buffers are those arrays; 4-byte indices give `coord=i32`. A CSC matrix is the CSR
+/// of its transpose and is transposed once (a copy).
+#[pyfunction]
+#[pyo3(signature = (shape, indptr, indptr_dtype, indices, indices_dtype, data, dtype, columns=false, format=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn from_compressed(
+    py: Python<'_>,
+    shape: (usize, usize),
+    indptr: &Bound<'_, PyAny>,
+    indptr_dtype: &str,
+    indices: &Bound<'_, PyAny>,
+    indices_dtype: &str,
+    data: &Bound<'_, PyAny>,
+    dtype: &str,
+    columns: bool,
+    format: Option<&str>,
+) -> PyResult<PyTensor> {
+    let values = buffer_from_numpy(data, dtype)?;
+    let narrow = indptr_dtype == "int32" && indices_dtype == "int32";
+    let (ptr, idx, coord) = if narrow {
+        let ptr = buffer_from_numpy(indptr, "int32")?;
+        let idx = buffer_from_numpy(indices, "int32")?;
+        (ptr, idx, Coord::I32)
+    } else {
+        let ptr = Buffer::I64(coords_from_numpy(indptr, indptr_dtype)?);
+        let idx = Buffer::I64(coords_from_numpy(indices, indices_dtype)?);
+        (ptr, idx, Coord::I64)
+    };
+    let stored_shape = if columns {
+        vec![shape.1, shape.0]
+    } else {
+        vec![shape.0, shape.1]
+    };
+    let elem = values.elem();
+    let f = Format::new(vec![
+        LevelKind::Dense,
+        LevelKind::SparseList { coord },
+        LevelKind::Element(Scalar::zero(elem)),
+    ])
+    .py_err()?;
+    let t = Tensor {
+        shape: stored_shape,
+        format: f,
+        levels: vec![vec![], vec![ptr, idx], vec![values]],
+    };
+    t.validate("matrix").py_err()?;
+    let t = if columns {
+        py.detach(|| t.permute(&[1, 0])).py_err()?
+    } else {
+        t
+    };
+    Ok(PyTensor::new(converted(py, t, format)?))
+}
+
+/// A tensor from coordinates (`coords[d][k]`) and values; repeated coordinates are added
+/// (SciPy's and pydata/sparse's convention). Without a format: `SparseList` for a vector,
+/// `Dense` then `SparseList`s for more dimensions.
+#[pyfunction]
+#[pyo3(signature = (shape, coords, coords_dtype, data, dtype, format=None))]
+pub fn from_coo(
+    py: Python<'_>,
+    shape: Vec<usize>,
+    coords: Vec<Bound<'_, PyAny>>,
+    coords_dtype: &str,
+    data: &Bound<'_, PyAny>,
+    dtype: &str,
+    format: Option<&str>,
+) -> PyResult<PyTensor> {
+    if coords.len() != shape.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} coordinate arrays for a tensor of {} dimensions",
+            coords.len(),
+            shape.len()
+        )));
+    }
+    let values = buffer_from_numpy(data, dtype)?;
+    let elem = elem_of_dtype(dtype)?;
+    let coords: Vec<Vec<i64>> = coords
+        .iter()
+        .map(|c| coords_from_numpy(c, coords_dtype))
+        .collect::<PyResult<_>>()?;
+    let f = match format {
+        Some(text) => format_for(text, shape.len(), Some(elem)).py_err()?,
+        None => {
+            let mut levels = vec![];
+            for d in 0..shape.len() {
+                levels.push(match (d, shape.len()) {
+                    (0, n) if n > 1 => LevelKind::Dense,
+                    _ => LevelKind::SparseList { coord: Coord::I64 },
+                });
+            }
+            levels.push(LevelKind::Element(Scalar::zero(elem)));
+            Format::new(levels).py_err()?
+        }
+    };
+    let t = py
+        .detach(|| {
+            Tensor::from_coo(
+                &f,
+                &shape,
+                &coords,
+                &values,
+                tessera::tensor::add_duplicates,
+            )
+        })
+        .py_err()?;
+    Ok(PyTensor::new(t))
+}
+
+/// The canonical text of a format (`csr` → `Dense(SparseList(Element(0.0)))`), checking it.
+#[pyfunction]
+#[pyo3(signature = (text, rank, dtype=None))]
+pub fn parse_format(text: &str, rank: usize, dtype: Option<&str>) -> PyResult<String> {
+    let elem = dtype.map(elem_of_dtype).transpose()?;
+    Ok(format_for(text, rank, elem).py_err()?.to_string())
+}
+
+#[pymethods]
+impl PyTensor {
+    #[getter]
+    fn shape(&self, py: Python<'_>) -> Vec<usize> {
+        self.arc(py).shape.clone()
+    }
+
+    #[getter]
+    fn format(&self, py: Python<'_>) -> String {
+        self.arc(py).format.to_string()
+    }
+
+    #[getter]
+    fn dtype(&self, py: Python<'_>) -> &'static str {
+        dtype_of_elem(self.arc(py).elem())
+    }
+
+    #[getter]
+    fn fill<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        scalar_to_py(py, self.arc(py).fill())
+    }
+
+    /// The level constructors root to leaf (`["Dense", "SparseList", "Element"]`).
+    #[getter]
+    fn level_kinds(&self, py: Python<'_>) -> Vec<String> {
+        self.arc(py)
+            .format
+            .levels
+            .iter()
+            .map(|l| l.name())
+            .collect()
+    }
+
+    fn countstored(&self, py: Python<'_>) -> usize {
+        let t = self.arc(py);
+        py.detach(move || t.countstored())
+    }
+
+    /// Every entry, fills included, as a C-ordered NumPy array of the tensor's shape.
+    fn to_numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let t = self.arc(py);
+        let shape = t.shape.clone();
+        let values = py.detach(move || t.try_to_dense()).py_err()?;
+        let flat = buffer_to_numpy(py, values);
+        flat.call_method1("reshape", (shape,))
+    }
+
+    /// Each level's arrays, root to leaf, as NumPy arrays (copies; the tensor stays immutable).
+    fn level_buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for level in &self.arc(py).levels {
+            let arrays = PyList::empty(py);
+            for b in level {
+                arrays.append(buffer_to_numpy(py, b.clone()))?;
+            }
+            out.append(arrays)?;
+        }
+        Ok(out)
+    }
+
+    fn to_format(&self, py: Python<'_>, format: &str) -> PyResult<PyTensor> {
+        let t = (*self.arc(py)).clone();
+        Ok(PyTensor::new(converted(py, t, Some(format))?))
+    }
+
+    fn get<'py>(&self, py: Python<'py>, index: Vec<usize>) -> PyResult<Bound<'py, PyAny>> {
+        scalar_to_py(py, self.arc(py).get(&index).py_err()?)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let t = self.arc(py);
+        format!(
+            "RawTensor(shape={:?}, format={}, stored={})",
+            t.shape,
+            t.format,
+            t.countstored()
+        )
+    }
+}

@@ -1,0 +1,19 @@
+"""Tessera from Python: sparse and structured tensor programs compiled for their formats.
+
+``tessera.asarray`` makes tensors from NumPy, SciPy sparse, pydata/sparse, lists and scalars;
+``run`` and ``code`` take a loop program, ``einsum`` one statement, ``lazy`` builds fused
+expressions; operators and reductions on tensors run Tessera kernels. Errors are the
+exceptions of :mod:`tessera.errors`.
+"""
+
+from . import errors, formats
+from ._compute import (
+    abs, add, all, any, code, divide, einsum, equal, exp, greater, greater_equal, less,
+    less_equal, log, logical_and, logical_not, logical_or, matmul, max, maximum, min, minimum,
+    multiply, negative, not_equal, permute_dims, prod, run, sqrt, subtract, sum, transpose,
+)
+from ._tensor import DTYPES, Tensor, asarray
+from .errors import *  # noqa: F401,F403  (the exception classes at the top level)
+from .lazy import LazyTensor, lazy
+
+__version__ = "0.1.0"

@@ -1,0 +1,115 @@
+"""Running programs (``run``, ``code``), ``einsum``, and the operations as functions.
+
+Each call releases the GIL while Tessera compiles and runs its kernels, so other Python
+threads run meanwhile. Kernels are cached per thread by program and formats: calling again
+with new data of the same formats compiles nothing.
+"""
+
+
+from . import _tessera
+from ._tensor import Tensor, _axes, _operand, asarray
+
+
+def _tensors(kwargs):
+    return {name: asarray(value)._raw for name, value in kwargs.items()}
+
+
+def _outs(out):
+    if out is None:
+        return {}, None
+    if isinstance(out, str):
+        return {out: None}, "one"
+    if isinstance(out, dict):
+        return {n: (None if f is None else str(f)) for n, f in out.items()}, "dict"
+    names = list(out)
+    return {n: None for n in names}, names
+
+
+def run(program, out=None, shapes=None, backend="tiered", **tensors):
+    """Run a loop program on tensors given by name (NumPy arrays, SciPy matrices, Tensors,
+    scalars; converted by :func:`asarray`). ``out`` names the outputs to return: one name
+    (returns a Tensor), a list of names (returns a tuple) or a dict name → format (returns a
+    dict). Outputs not given as inputs are created dense float64 unless a format is named;
+    their shapes come from the program, or from ``shapes={name: shape}``. ``backend`` is
+    ``"tiered"`` (default), ``"jit"`` or ``"c"``."""
+    spec, kind = _outs(out)
+    shapes = {n: [int(d) for d in s] for n, s in (shapes or {}).items()}
+    result = _tessera.run(str(program), _tensors(tensors), spec, shapes, backend)
+    result = {n: Tensor(t) for n, t in result.items()}
+    if kind == "one":
+        return next(iter(result.values()))
+    if kind == "dict" or kind is None:
+        return result
+    return tuple(result[n] for n in kind)
+
+
+def code(program, out=None, shapes=None, backend="jit", **tensors):
+    """The loop IR (``backend="c"``: the C source) that :func:`run` compiles for these
+    tensors' formats."""
+    spec, _ = _outs(out)
+    shapes = {n: [int(d) for d in s] for n, s in (shapes or {}).items()}
+    return _tessera.code(str(program), _tensors(tensors), spec, shapes, backend)
+
+
+def einsum(spec, format=None, **tensors):
+    """One index-notation statement, ``einsum("y[i] += A[i, j] * x[j]", A=A, x=x)``: Tessera
+    plans the loop order and the output format from the inputs' formats (``format=`` fixes
+    the output's)."""
+    names = list(tensors)
+    raws = [asarray(tensors[n])._raw for n in names]
+    return Tensor(_tessera.einsum(spec, names, raws, None if format is None else str(format)))
+
+
+def _map(op, *args):
+    like = next((a.dtype for a in args if isinstance(a, Tensor)), None)
+    return Tensor(_tessera.elementwise(op, [_operand(a, like) for a in args]))
+
+
+def add(a, b): return _map("add", a, b)
+def subtract(a, b): return _map("sub", a, b)
+def multiply(a, b): return _map("mul", a, b)
+def divide(a, b): return _map("div", a, b)
+def minimum(a, b): return _map("minimum", a, b)
+def maximum(a, b): return _map("maximum", a, b)
+def less(a, b): return _map("lt", a, b)
+def less_equal(a, b): return _map("le", a, b)
+def greater(a, b): return _map("gt", a, b)
+def greater_equal(a, b): return _map("ge", a, b)
+def equal(a, b): return _map("eq", a, b)
+def not_equal(a, b): return _map("ne", a, b)
+def logical_and(a, b): return _map("and", a, b)
+def logical_or(a, b): return _map("or", a, b)
+def logical_not(a): return _map("not", a)
+def negative(a): return _map("neg", a)
+def abs(a): return _map("abs", a)
+def sqrt(a): return _map("sqrt", a)
+def exp(a): return _map("exp", a)
+def log(a): return _map("log", a)
+
+
+def _reduce(how, a, axis):
+    a = asarray(a)
+    axes = _axes(axis, a.ndim)
+    return a if axes is None else Tensor(_tessera.reduce(how, a._raw, axes))
+
+
+def sum(a, axis=None): return _reduce("sum", a, axis)
+def prod(a, axis=None): return _reduce("prod", a, axis)
+def max(a, axis=None): return _reduce("max", a, axis)
+def min(a, axis=None): return _reduce("min", a, axis)
+def any(a, axis=None): return _reduce("any", a, axis)
+def all(a, axis=None): return _reduce("all", a, axis)
+
+
+def matmul(a, b):
+    return Tensor(_tessera.matmul(_operand(a), _operand(b)))
+
+
+def permute_dims(a, axes):
+    return asarray(a).permute_dims(axes)
+
+
+def transpose(a, axes=None):
+    return asarray(a).transpose(axes)
+
+

@@ -1,0 +1,353 @@
+"""The Tensor class and ``asarray``: tensors from NumPy, SciPy sparse, pydata/sparse, lists
+and scalars, and back.
+
+Copies: building a tensor copies each input array once into Tessera's storage (one memcpy
+per array, no per-entry work) — CSR inputs keep their layout (the arrays become the level
+buffers, 4-byte indices as ``coord=i32``); CSC, COO and the other SciPy formats are
+converted. ``to_numpy()`` and ``level_buffers()`` hand freshly made arrays to NumPy without a
+second copy.
+"""
+
+import builtins
+
+import numpy as np
+
+from . import _tessera
+from .errors import FormatError, UnsupportedDtypeError
+
+DTYPES = ("float64", "float32", "int64", "int32", "int8", "uint8", "uint64", "bool")
+
+
+def _dtype_name(dtype):
+    name = np.dtype(dtype).name
+    if name not in DTYPES:
+        raise UnsupportedDtypeError(
+            f"unsupported dtype `{name}` (Tessera has {', '.join(DTYPES)})"
+        )
+    return name
+
+
+def _format_text(format):
+    return None if format is None else str(format)
+
+
+def _is_scipy_sparse(obj):
+    module = type(obj).__module__ or ""
+    if not module.startswith("scipy.sparse"):
+        return False
+    import scipy.sparse
+
+    return scipy.sparse.issparse(obj)
+
+
+def _is_pydata_sparse(obj):
+    module = type(obj).__module__ or ""
+    return module == "sparse" or module.startswith("sparse.")
+
+
+def _from_scipy(obj, format):
+    kind = obj.format
+    if kind not in ("csr", "csc", "coo"):
+        # DIA, BSR, LIL, DOK: SciPy's own conversion to CSR first (a copy).
+        obj, kind = obj.tocsr(), "csr"
+    dtype = _dtype_name(obj.dtype)
+    if kind == "coo":
+        coords = [np.asarray(c) for c in (obj.coords if hasattr(obj, "coords") else (obj.row, obj.col))]
+        cdtype = np.result_type(*[c.dtype for c in coords]).name if coords else "int64"
+        coords = [np.ascontiguousarray(c, dtype=cdtype) for c in coords]
+        return _tessera.from_coo(list(obj.shape), coords, cdtype, np.ascontiguousarray(obj.data), dtype,
+                                 _format_text(format) or ("csr" if obj.ndim == 2 else None))
+    if not obj.has_canonical_format:
+        # Tessera's SparseList needs sorted, distinct indices per row: sort and add duplicates.
+        obj = obj.copy()
+        obj.sum_duplicates()
+    return _tessera.from_compressed(
+        tuple(obj.shape), obj.indptr, obj.indptr.dtype.name, obj.indices, obj.indices.dtype.name,
+        obj.data, dtype, kind == "csc", _format_text(format),
+    )
+
+
+def _from_pydata(obj, format):
+    if not hasattr(obj, "coords"):
+        obj = obj.tocoo()  # GCXS and the other pydata formats
+    fill = obj.fill_value
+    if fill != 0 and not (obj.dtype == np.bool_ and not fill):
+        raise FormatError(f"pydata/sparse array with fill value {fill!r}: only 0 is supported")
+    dtype = _dtype_name(obj.dtype)
+    coords = [np.ascontiguousarray(c, dtype=np.int64) for c in obj.coords]
+    return _tessera.from_coo(list(obj.shape), coords, "int64", np.ascontiguousarray(obj.data), dtype,
+                             _format_text(format))
+
+
+def asarray(obj, format=None, dtype=None):
+    """A Tessera tensor from ``obj``: a Tensor (converted if ``format`` differs), a NumPy
+    array, a SciPy sparse array or matrix (CSR, CSC, COO, DIA, BSR, ...), a pydata/sparse
+    COO or GCXS array, a nested list or a scalar. ``format`` is a format object or text
+    (default: dense for arrays, CSR for SciPy matrices, compressed levels for COO);
+    ``dtype`` converts the values first (NumPy's rules)."""
+    if isinstance(obj, Tensor):
+        if dtype is not None and np.dtype(dtype) != obj.dtype:
+            obj = asarray(obj.to_numpy().astype(dtype), format=format or obj.format)
+        return obj if format is None else obj.to_format(format)
+    if _is_scipy_sparse(obj):
+        if dtype is not None:
+            obj = obj.astype(dtype)
+        return Tensor(_from_scipy(obj, format))
+    if _is_pydata_sparse(obj):
+        if dtype is not None:
+            obj = obj.astype(dtype)
+        return Tensor(_from_pydata(obj, format))
+    arr = np.asarray(obj, dtype=dtype)
+    name = _dtype_name(arr.dtype)
+    # (Not np.ascontiguousarray: it makes 0-d arrays 1-d. Strided arrays are gathered in C
+    # order by the extension.)
+    return Tensor(_tessera.from_numpy(arr, name, list(arr.shape), _format_text(format)))
+
+
+def _scalar_dtype(value, like):
+    """NumPy's rule for a Python scalar beside an array: it takes the array's type when that
+    is of its kind or wider (an int beside a float array is a float)."""
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, np.generic):
+        return _dtype_name(value.dtype)
+    kind = like.kind if like is not None else None
+    if isinstance(value, int):
+        return like.name if kind in ("i", "u", "f") else "int64"
+    if isinstance(value, float):
+        return like.name if kind == "f" else "float64"
+    raise TypeError(f"cannot combine a tensor with {type(value).__name__}")
+
+
+def _operand(value, like=None):
+    """The raw tensor for an operand of an operator or function."""
+    if isinstance(value, Tensor):
+        return value._raw
+    if isinstance(value, (bool, int, float, np.generic)):
+        return _tessera.scalar(value.item() if isinstance(value, np.generic) else value,
+                               _scalar_dtype(value, like))
+    return asarray(value)._raw
+
+
+def _axes(axis, ndim):
+    if axis is None:
+        return []
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < ndim:
+            raise IndexError(f"axis {a} is out of bounds for a tensor of {ndim} dimensions")
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated axis in {axis!r}")
+    if not out:
+        # `axis=()` reduces nothing; the core reads no axes as all of them.
+        return None
+    return sorted(out)
+
+
+class Tensor:
+    """A Tessera tensor: a shape, a format (level chain) and the levels' arrays. Immutable:
+    operations return new tensors. Python operators run Tessera kernels (``+ - * /``,
+    comparisons, ``& | ~``, ``@``), broadcasting as NumPy does; ``np.asarray(t)`` gives the
+    dense values."""
+
+    __slots__ = ("_raw", "__weakref__")
+    # NumPy defers to our reflected operators (`ndarray + tensor` runs Tessera).
+    __array_priority__ = 1000
+
+    def __init__(self, raw):
+        if not isinstance(raw, _tessera.RawTensor):
+            raise TypeError("use tessera.asarray(...) to make a Tensor")
+        self._raw = raw
+
+    # --- description ---------------------------------------------------------------------
+    @property
+    def shape(self):
+        return tuple(self._raw.shape)
+
+    @property
+    def ndim(self):
+        return len(self._raw.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def dtype(self):
+        return np.dtype(self._raw.dtype)
+
+    @property
+    def format(self):
+        """The format's text, e.g. ``Dense(SparseList(Element(0.0)))``."""
+        return self._raw.format
+
+    @property
+    def fill(self):
+        """The value of every entry the format does not store."""
+        return self._raw.fill
+
+    @property
+    def nnz(self):
+        """The number of stored entries (explicitly stored fills included)."""
+        return self._raw.countstored()
+
+    def countstored(self):
+        return self._raw.countstored()
+
+    def __repr__(self):
+        return f"tessera.Tensor(shape={self.shape}, dtype={self.dtype.name}, format={self.format}, nnz={self.nnz})"
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    # --- conversion ----------------------------------------------------------------------
+    def to_numpy(self):
+        """Every entry, fills included, as a new C-ordered NumPy array."""
+        return self._raw.to_numpy()
+
+    todense = to_numpy
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.to_numpy()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def to_format(self, format):
+        """The same values in another format (a compiled conversion)."""
+        return Tensor(self._raw.to_format(str(format)))
+
+    def level_buffers(self):
+        """Each level's arrays, root to leaf (``[[], [ptr, idx], [val]]`` for CSR)."""
+        return self._raw.level_buffers()
+
+    def to_scipy(self, kind="csr"):
+        """A ``scipy.sparse.csr_array`` (``kind="csr"``), or ``csc``/``coo`` from it, of a
+        matrix whose fill is zero. A CSR tensor's arrays become the result's arrays; other
+        formats are converted to CSR first."""
+        import scipy.sparse
+
+        if self.ndim != 2:
+            raise ValueError(f"to_scipy needs a matrix, not a tensor of {self.ndim} dimensions")
+        if self.fill:
+            raise ValueError(f"to_scipy needs fill 0; this tensor's fill is {self.fill!r}")
+        t = self
+        if self._raw.level_kinds != ["Dense", "SparseList", "Element"]:
+            t = self.to_format(f"Dense(SparseList(Element({_zero_text(self.dtype)})))")
+        _, (ptr, idx), (val,) = t.level_buffers()
+        n = int(ptr[-1])
+        m = scipy.sparse.csr_array((val[:n], idx[:n], ptr), shape=self.shape)
+        return m if kind == "csr" else m.asformat(kind)
+
+    def __getitem__(self, index):
+        if not isinstance(index, tuple):
+            index = (index,)
+        if len(index) == self.ndim and builtins.all(isinstance(i, (int, np.integer)) for i in index):
+            norm = [int(i) % n if -n <= int(i) < n else int(i) for i, n in zip(index, self.shape)]
+            return self._raw.get(norm)
+        raise TypeError("a Tensor is indexed by one integer per dimension; use to_numpy() for slices")
+
+    def __float__(self):
+        return float(self._scalar())
+
+    def __int__(self):
+        return int(self._scalar())
+
+    def __bool__(self):
+        return bool(self._scalar())
+
+    def _scalar(self):
+        if self.size != 1:
+            raise TypeError(f"only a tensor of one entry converts to a Python scalar, not {self.shape}")
+        return self.to_numpy().reshape(()).item()
+
+    # --- computation -----------------------------------------------------------------------
+    def _map(self, op, *others, reflected=False):
+        args = [self._raw] + [_operand(o, self.dtype) for o in others]
+        if reflected:
+            args.reverse()
+        return Tensor(_tessera.elementwise(op, args))
+
+    def __add__(self, o): return self._map("add", o)
+    def __radd__(self, o): return self._map("add", o, reflected=True)
+    def __sub__(self, o): return self._map("sub", o)
+    def __rsub__(self, o): return self._map("sub", o, reflected=True)
+    def __mul__(self, o): return self._map("mul", o)
+    def __rmul__(self, o): return self._map("mul", o, reflected=True)
+    def __truediv__(self, o): return self._map("div", o)
+    def __rtruediv__(self, o): return self._map("div", o, reflected=True)
+    def __lt__(self, o): return self._map("lt", o)
+    def __le__(self, o): return self._map("le", o)
+    def __gt__(self, o): return self._map("gt", o)
+    def __ge__(self, o): return self._map("ge", o)
+    def __eq__(self, o): return self._map("eq", o)
+    def __ne__(self, o): return self._map("ne", o)
+    def __and__(self, o): return self._map("and", o)
+    def __rand__(self, o): return self._map("and", o, reflected=True)
+    def __or__(self, o): return self._map("or", o)
+    def __ror__(self, o): return self._map("or", o, reflected=True)
+    def __neg__(self): return self._map("neg")
+    def __abs__(self): return self._map("abs")
+
+    def __invert__(self):
+        if self.dtype != np.bool_:
+            raise TypeError("~ is logical not, for bool tensors")
+        return self._map("not")
+
+    __hash__ = None
+
+    def __matmul__(self, o):
+        return Tensor(_tessera.matmul(self._raw, _operand(o)))
+
+    def __rmatmul__(self, o):
+        return Tensor(_tessera.matmul(_operand(o), self._raw))
+
+    def _reduce(self, how, axis):
+        axes = _axes(axis, self.ndim)
+        if axes is None:
+            return self
+        return Tensor(_tessera.reduce(how, self._raw, axes))
+
+    def sum(self, axis=None): return self._reduce("sum", axis)
+    def prod(self, axis=None): return self._reduce("prod", axis)
+    def max(self, axis=None): return self._reduce("max", axis)
+    def min(self, axis=None): return self._reduce("min", axis)
+    def any(self, axis=None): return self._reduce("any", axis)
+    def all(self, axis=None): return self._reduce("all", axis)
+
+    def mean(self, axis=None):
+        axes = _axes(axis, self.ndim)
+        count = self.size if not axes else int(np.prod([self.shape[a] for a in axes]))
+        return self.sum(axis) / float(count)
+
+    def permute_dims(self, axes):
+        return Tensor(_tessera.permute_dims(self._raw, [int(a) % self.ndim for a in axes]))
+
+    def transpose(self, axes=None):
+        if axes is None:
+            axes = list(range(self.ndim))[::-1]
+        return self.permute_dims(axes)
+
+    @property
+    def T(self):
+        return self.transpose()
+
+    def matmul(self, other):
+        return self @ other
+
+    def __array_namespace__(self, *, api_version=None):
+        """The Array API namespace (a first part of the standard: see tessera.array_api)."""
+        from . import array_api
+
+        return array_api
+
+
+def _zero_text(dtype):
+    from .formats import _leaf
+
+    return str(_leaf(dtype))[len("Element("):-1]
+
+

@@ -1,0 +1,153 @@
+"""A first part of the Python Array API standard (``Tensor.__array_namespace__()`` returns
+this module). Elementwise functions, reductions, ``matmul``, ``tensordot``, ``vecdot``,
+``permute_dims`` and ``expand_dims`` run Tessera kernels and keep sparse formats; creation
+functions build dense tensors (``format=`` picks another); ``reshape``, ``squeeze``,
+``concat``, ``stack``, ``argmax``, ``argmin``, ``nonzero`` and ``where`` go through NumPy
+(a dense copy) for now. ``tests/test_array_api.py`` compares each with ``array_api_strict``.
+"""
+
+import numpy as np
+
+from . import _compute as _c
+from ._tensor import Tensor, asarray
+
+__array_api_version__ = "2023.12"
+
+bool = np.bool_
+int8, uint8, int32, int64, uint64 = np.int8, np.uint8, np.int32, np.int64, np.uint64
+float32, float64 = np.float32, np.float64
+
+
+# --- creation --------------------------------------------------------------------------
+def zeros(shape, *, dtype=None, format=None):
+    return asarray(np.zeros(shape, dtype=dtype or np.float64), format=format)
+
+
+def ones(shape, *, dtype=None, format=None):
+    return asarray(np.ones(shape, dtype=dtype or np.float64), format=format)
+
+
+def full(shape, fill_value, *, dtype=None, format=None):
+    return asarray(np.full(shape, fill_value, dtype=dtype), format=format)
+
+
+def empty(shape, *, dtype=None, format=None):
+    return zeros(shape, dtype=dtype, format=format)
+
+
+def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, format=None):
+    return asarray(np.eye(n_rows, n_cols, k=k, dtype=dtype or np.float64), format=format)
+
+
+def arange(start, /, stop=None, step=1, *, dtype=None):
+    return asarray(np.arange(start, stop, step, dtype=dtype))
+
+
+def zeros_like(x, /, *, dtype=None):
+    return zeros(x.shape, dtype=dtype or x.dtype)
+
+
+def ones_like(x, /, *, dtype=None):
+    return ones(x.shape, dtype=dtype or x.dtype)
+
+
+def full_like(x, /, fill_value, *, dtype=None):
+    return full(x.shape, fill_value, dtype=dtype or x.dtype)
+
+
+# --- elementwise -----------------------------------------------------------------------
+add, subtract, multiply, divide = _c.add, _c.subtract, _c.multiply, _c.divide
+less, less_equal, greater, greater_equal = _c.less, _c.less_equal, _c.greater, _c.greater_equal
+equal, not_equal, minimum, maximum = _c.equal, _c.not_equal, _c.minimum, _c.maximum
+logical_and, logical_or, logical_not = _c.logical_and, _c.logical_or, _c.logical_not
+negative, abs, sqrt, exp, log = _c.negative, _c.abs, _c.sqrt, _c.exp, _c.log
+
+
+# --- reductions ------------------------------------------------------------------------
+def _reduction(f):
+    def reduce(x, /, *, axis=None, keepdims=False):
+        out = f(x, axis=axis)
+        if keepdims:
+            axes = range(x.ndim) if axis is None else ([axis] if isinstance(axis, int) else axis)
+            for a in sorted(a % x.ndim for a in axes):
+                out = expand_dims(out, axis=a)
+        return out
+
+    reduce.__name__ = f.__name__
+    return reduce
+
+
+sum, prod, max, min, any, all = (_reduction(f) for f in (_c.sum, _c.prod, _c.max, _c.min, _c.any, _c.all))
+
+
+# --- linear algebra --------------------------------------------------------------------
+matmul = _c.matmul
+_LETTERS = "abcdefghijklmnopqrstuvw"
+
+
+def tensordot(x1, x2, /, *, axes=2):
+    x1, x2 = asarray(x1), asarray(x2)
+    if isinstance(axes, int):
+        a1, a2 = list(range(x1.ndim - axes, x1.ndim)), list(range(axes))
+    else:
+        a1, a2 = [a % x1.ndim for a in axes[0]], [a % x2.ndim for a in axes[1]]
+    i1 = [f"i{k}" for k in range(x1.ndim)]
+    i2 = [f"j{k}" for k in range(x2.ndim)]
+    for p, q in zip(a1, a2):
+        i2[q] = i1[p]
+    out = [i for k, i in enumerate(i1) if k not in a1] + [i for k, i in enumerate(i2) if k not in a2]
+    spec = f"C[{', '.join(out)}] += A[{', '.join(i1)}] * B[{', '.join(i2)}]"
+    return _c.einsum(spec, A=x1, B=x2)
+
+
+def vecdot(x1, x2, /, *, axis=-1):
+    x1, x2 = asarray(x1), asarray(x2)
+    return _c.sum(_c.multiply(x1, x2), axis=axis)
+
+
+# --- manipulation ----------------------------------------------------------------------
+def permute_dims(x, /, axes):
+    return asarray(x).permute_dims(axes)
+
+
+def expand_dims(x, /, *, axis=0):
+    x = asarray(x)
+    from .lazy import lazy
+
+    return lazy(x).expand_dims(axis).compute()
+
+
+def reshape(x, /, shape, *, copy=None):
+    return asarray(np.reshape(np.asarray(x), shape))
+
+
+def squeeze(x, /, axis):
+    return asarray(np.squeeze(np.asarray(x), axis=axis))
+
+
+def concat(arrays, /, *, axis=0):
+    return asarray(np.concatenate([np.asarray(a) for a in arrays], axis=axis))
+
+
+def stack(arrays, /, *, axis=0):
+    return asarray(np.stack([np.asarray(a) for a in arrays], axis=axis))
+
+
+# --- searching -------------------------------------------------------------------------
+def argmax(x, /, *, axis=None, keepdims=False):
+    return asarray(np.argmax(np.asarray(x), axis=axis, keepdims=keepdims))
+
+
+def argmin(x, /, *, axis=None, keepdims=False):
+    return asarray(np.argmin(np.asarray(x), axis=axis, keepdims=keepdims))
+
+
+def nonzero(x, /):
+    return tuple(asarray(i) for i in np.nonzero(np.asarray(x)))
+
+
+def where(condition, x1, x2, /):
+    return asarray(np.where(np.asarray(condition), np.asarray(x1), np.asarray(x2)))
+
+
+__all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "Tensor")]

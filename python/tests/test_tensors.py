@@ -1,0 +1,139 @@
+"""asarray and the way back: every input kind, several formats, the properties."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import sparse
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tessera as ts
+from strategies import arrays, matrices
+
+DTYPES = ["float64", "float32", "int64", "int32", "int8", "uint8", "uint64", "bool"]
+
+# Formats of a matrix, as text and as objects; each must give back the same values.
+MATRIX_FORMATS = [
+    "dense",
+    "csr",
+    "dcsr",
+    "Dense(SparseList(Element(0.0), coord=i32))",
+    ts.formats.csr(index="int32"),
+    ts.formats.dcsr(),
+    ts.formats.Dense(ts.formats.SparseByteMap(ts.formats.Element(0.0))),
+    ts.formats.Dense(ts.formats.SparseRunList(ts.formats.Element(0.0))),
+    ts.formats.Dense(ts.formats.SparseBlockList(ts.formats.Element(0.0))),
+    ts.formats.SparseCOO(2, ts.formats.Element(0.0)),
+    ts.formats.Dense(ts.formats.SparseDict(ts.formats.Element(0.0))),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@given(data=st.data())
+def test_numpy_round_trip_every_dtype(dtype, data):
+    a = data.draw(arrays(dtype))
+    t = ts.asarray(a)
+    assert t.shape == a.shape and t.dtype == a.dtype and t.format.startswith("Dense(Dense(")
+    b = t.to_numpy()
+    assert b.dtype == a.dtype
+    np.testing.assert_array_equal(b, a)
+    np.testing.assert_array_equal(np.asarray(t), a)
+
+
+@pytest.mark.parametrize("fmt", MATRIX_FORMATS, ids=str)
+@given(a=matrices())
+def test_round_trip_in_formats(fmt, a):
+    t = ts.asarray(a, format=fmt)
+    assert t.format == ts.formats.parse(fmt, 2, "float64")
+    np.testing.assert_array_equal(t.to_numpy(), a)
+    assert t.nnz == t.countstored()
+    # Lists and COO store exactly the nonzeros (run lists count runs, byte maps touched slots).
+    if "SparseList" in t.format or "SparseCOO" in t.format:
+        assert t.nnz == np.count_nonzero(a)
+    # and back to dense through another conversion
+    np.testing.assert_array_equal(t.to_format("dense").to_numpy(), a)
+
+
+@pytest.mark.parametrize("kind", ["csr", "csc", "coo", "dia", "bsr", "lil", "dok"])
+@pytest.mark.parametrize("container", [sp.csr_array, sp.csr_matrix])
+@given(a=matrices())
+def test_scipy_inputs(kind, container, a):
+    m = container(a).asformat(kind)
+    t = ts.asarray(m)
+    np.testing.assert_array_equal(t.to_numpy(), a)
+    assert t.shape == a.shape
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int32", "bool"])
+@given(data=st.data())
+def test_to_scipy(dtype, data):
+    a = data.draw(matrices(dtype))
+    for fmt in (None, "dcsr", "dense"):
+        t = ts.asarray(sp.csr_array(a)) if fmt is None else ts.asarray(a, format=fmt)
+        m = t.to_scipy()
+        assert isinstance(m, sp.csr_array) and m.dtype == a.dtype
+        np.testing.assert_array_equal(m.toarray(), a)
+    assert ts.asarray(a).to_scipy("coo").format == "coo"
+
+
+def test_scipy_index_widths_and_unsorted_rows():
+    a = np.array([[0, 1.5, 0, 2], [3, 0, 0, 0], [0, 0, 0, 0]])
+    m32 = sp.csr_array(a)
+    assert m32.indices.dtype == np.int32
+    assert "coord=i32" in ts.asarray(m32).format
+    m64 = sp.csr_array((m32.data, m32.indices.astype(np.int64), m32.indptr.astype(np.int64)), shape=a.shape)
+    t64 = ts.asarray(m64)
+    assert "coord" not in t64.format
+    np.testing.assert_array_equal(t64.to_numpy(), a)
+    # Unsorted column indices and a duplicate are made canonical (sorted, added), as SciPy would.
+    messy = sp.csr_array((np.array([2.0, 1.5, 0.5]), np.array([3, 1, 1]), np.array([0, 3, 3, 3])), shape=(3, 4))
+    np.testing.assert_array_equal(ts.asarray(messy).to_numpy(), messy.toarray())
+
+
+@given(a=arrays("float64", st.sampled_from([(4,), (3, 4), (2, 3, 4)])))
+def test_pydata_sparse(a):
+    for s in (sparse.COO.from_numpy(a), sparse.GCXS.from_numpy(a)):
+        t = ts.asarray(s)
+        np.testing.assert_array_equal(t.to_numpy(), a)
+        assert t.nnz == np.count_nonzero(a)
+
+
+def test_lists_and_scalars():
+    t = ts.asarray([[1, 2], [3, 4]])
+    assert t.dtype == np.int64 and t.shape == (2, 2)
+    assert ts.asarray([1.5, 2]).dtype == np.float64
+    assert ts.asarray([True, False]).dtype == np.bool_
+    s = ts.asarray(3.5)
+    assert s.shape == () and float(s) == 3.5 and s.to_numpy().shape == ()
+    assert ts.asarray(7, dtype="int32").dtype == np.int32
+    # a strided view is read in its logical order
+    a = np.arange(12.0).reshape(3, 4)[:, ::2]
+    np.testing.assert_array_equal(ts.asarray(a).to_numpy(), a)
+
+
+def test_properties_and_indexing():
+    a = np.array([[0.0, 2.0, 0.0], [1.0, 0.0, 0.0]])
+    t = ts.asarray(a, format="csr")
+    assert t.shape == (2, 3) and t.ndim == 2 and t.size == 6
+    assert t.nnz == 2 and t.countstored() == 2 and t.fill == 0.0
+    assert t[0, 1] == 2.0 and t[1, -3] == 1.0 and t[0, 0] == 0.0
+    assert t.format == "Dense(SparseList(Element(0.0)))"
+    assert "nnz=2" in repr(t)
+    # an int array asked for "csr" stays integer (shorthands take the array's dtype)
+    assert ts.asarray(a.astype(np.int64), format="csr").dtype == np.int64
+    bufs = t.level_buffers()
+    assert [len(level) for level in bufs] == [0, 2, 1]
+    np.testing.assert_array_equal(bufs[1][0], [0, 1, 2])
+
+
+def test_format_objects_print_as_text():
+    f = ts.formats
+    assert str(f.Dense(f.SparseList(f.Element(0.0)))) == "Dense(SparseList(Element(0.0)))"
+    assert str(f.csr(index="int32")) == "Dense(SparseList(Element(0.0), coord=i32))"
+    assert str(f.Element(0, dtype="int32")) == "Element(0, i32)"
+    assert str(f.dense(2, "bool")) == "Dense(Dense(Element(false)))"
+    assert str(f.RunList(f.Element(0.0), merge=False)) == "RunList(Element(0.0), merge=false)"
+    assert f.parse("csr", 2) == "Dense(SparseList(Element(0.0)))"
+    for dtype in DTYPES:
+        t = ts.asarray(np.zeros((2, 2), dtype=dtype), format=f.csr(dtype))
+        assert t.dtype == np.dtype(dtype)
