@@ -17,6 +17,10 @@ pub enum Builtin {
     Exp,
     Log,
     Floor,
+    /// `ifloor(x)`: the largest integer not above `x`, as an integer (saturating; NaN gives
+    /// 0, as the IR's float-to-integer cast): the index of the sample left of a real
+    /// position, which probes of fields (`transforms::fields`) address images with.
+    IFloor,
     /// Truncating quotient (`div(-7, 2) == -3`), for floats as for integers.
     Div,
     /// `ifelse(c, x, y)`: `x` where the bool `c` holds, else `y`.
@@ -37,7 +41,7 @@ pub enum Builtin {
 
 impl Builtin {
     /// Every built-in, in the order the documentation lists them.
-    pub const ALL: [Builtin; 12] = [
+    pub const ALL: [Builtin; 13] = [
         Builtin::Min,
         Builtin::Max,
         Builtin::Abs,
@@ -45,6 +49,7 @@ impl Builtin {
         Builtin::Exp,
         Builtin::Log,
         Builtin::Floor,
+        Builtin::IFloor,
         Builtin::Div,
         Builtin::IfElse,
         Builtin::Coalesce,
@@ -62,6 +67,7 @@ impl Builtin {
             Builtin::Exp => "exp",
             Builtin::Log => "log",
             Builtin::Floor => "floor",
+            Builtin::IFloor => "ifloor",
             Builtin::Div => "div",
             Builtin::IfElse => "ifelse",
             Builtin::Coalesce => "coalesce",
@@ -85,6 +91,7 @@ impl Builtin {
         match self {
             Builtin::D => 1,
             Builtin::Abs | Builtin::Sqrt | Builtin::Exp | Builtin::Log | Builtin::Floor => 1,
+            Builtin::IFloor => 1,
             Builtin::Min | Builtin::Max | Builtin::Div | Builtin::Coalesce | Builtin::Size => 2,
             Builtin::IfElse => 3,
         }
@@ -124,6 +131,7 @@ impl Builtin {
                 (vec![c], c)
             }
             Builtin::Sqrt | Builtin::Exp | Builtin::Log => (vec![Class::Float], Class::Float),
+            Builtin::IFloor => (vec![join(args[0], Class::Int)], Class::Int),
             Builtin::Div => {
                 let c = arith(args[0], args[1]);
                 (vec![c, c], c)
@@ -167,6 +175,9 @@ impl Builtin {
             (F::Log, [Scalar::F64(a)]) => Scalar::F64(a.ln()),
             (F::Floor, [Scalar::I64(a)]) => Scalar::I64(*a),
             (F::Floor, [Scalar::F64(a)]) => Scalar::F64(a.floor()),
+            (F::IFloor, [Scalar::I64(a)]) => Scalar::I64(*a),
+            // `as` saturates and sends NaN to 0, like the IR's cast.
+            (F::IFloor, [Scalar::F64(a)]) => Scalar::I64(a.floor() as i64),
             (F::Div, [Scalar::I64(a), Scalar::I64(b)]) => Scalar::I64(int_div(*a, *b)),
             (F::Div, [Scalar::F64(a), Scalar::F64(b)]) => Scalar::F64((a / b).trunc()),
             (F::IfElse, [Scalar::Bool(c), x, y]) => {
@@ -203,6 +214,8 @@ impl Builtin {
             // Integers are already whole.
             Builtin::Floor if operands[0] == Class::Int => arg(),
             Builtin::Floor => unary(UnOp::Floor, arg()),
+            Builtin::IFloor if operands[0] == Class::Int => arg(),
+            Builtin::IFloor => b::cast(crate::types::ElemType::I64, unary(UnOp::Floor, arg())),
             Builtin::Div => {
                 let (x, y) = (arg(), arg());
                 if operands[0] == Class::Float {
