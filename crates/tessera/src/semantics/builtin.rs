@@ -37,11 +37,18 @@ pub enum Builtin {
     /// `transforms::real` checks where it may appear; the lowering and the continuous reference
     /// evaluator replace it by the measure of the piece being visited.
     D,
+    /// `sample(A, i, j, ...)`: entry `(i, j, ...)` of the dense tensor `A` as a float, read
+    /// directly from its values (no looplet, no loop): the image reads of field probes
+    /// (`transforms::fields`), whose indices are already clamped into the tensor. Its first
+    /// argument names a tensor, so the lowering and the evaluator resolve it; in the
+    /// lowering it becomes `sample(len(values), flat index)`, which [`Builtin::emit`]
+    /// turns into the load.
+    Sample,
 }
 
 impl Builtin {
     /// Every built-in, in the order the documentation lists them.
-    pub const ALL: [Builtin; 13] = [
+    pub const ALL: [Builtin; 14] = [
         Builtin::Min,
         Builtin::Max,
         Builtin::Abs,
@@ -55,6 +62,7 @@ impl Builtin {
         Builtin::Coalesce,
         Builtin::Size,
         Builtin::D,
+        Builtin::Sample,
     ];
 
     /// The name a program calls it by.
@@ -73,6 +81,7 @@ impl Builtin {
             Builtin::Coalesce => "coalesce",
             Builtin::Size => "size",
             Builtin::D => "d",
+            Builtin::Sample => "sample",
         }
     }
 
@@ -90,6 +99,7 @@ impl Builtin {
     pub fn arity(self) -> usize {
         match self {
             Builtin::D => 1,
+            Builtin::Sample => 2,
             Builtin::Abs | Builtin::Sqrt | Builtin::Exp | Builtin::Log | Builtin::Floor => 1,
             Builtin::IFloor => 1,
             Builtin::Min | Builtin::Max | Builtin::Div | Builtin::Coalesce | Builtin::Size => 2,
@@ -100,6 +110,13 @@ impl Builtin {
     /// The error for a call with `n` arguments, if that is not the arity.
     pub fn check_arity(self, n: usize) -> Result<(), String> {
         let arity = self.arity();
+        if self == Builtin::Sample {
+            return if n >= 2 {
+                Ok(())
+            } else {
+                Err("`sample` takes a tensor and one index per dimension, `sample(A, i, j)`".into())
+            };
+        }
         if self == Builtin::D {
             return if n >= 1 {
                 Ok(())
@@ -147,6 +164,13 @@ impl Builtin {
             Builtin::Size => (vec![Class::Int, Class::Int], Class::Int),
             // A measure: a length or an area, whatever the indices' values.
             Builtin::D => (vec![Class::Float; args.len()], Class::Float),
+            // The first operand stands for the tensor (its class is the element's); the
+            // indices are integers.
+            Builtin::Sample => {
+                let mut ops = vec![args[0]];
+                ops.extend(std::iter::repeat_n(Class::Int, args.len() - 1));
+                (ops, Class::Float)
+            }
         })
     }
 
@@ -190,6 +214,7 @@ impl Builtin {
             (F::Coalesce, [x, _]) => *x,
             (F::Size, _) => return Err("`size` needs a tensor, not a value".into()),
             (F::D, _) => return Err(D_HAS_NO_VALUE.into()),
+            (F::Sample, _) => return Err("`sample` needs a tensor, not a value".into()),
             _ => unreachable!("`classes` admits only these combinations"),
         })
     }
@@ -235,6 +260,17 @@ impl Builtin {
             }
             Builtin::Coalesce => arg(),
             Builtin::Size | Builtin::D => return None,
+            // `sample(len(values), flat)` from the lowering: the load, as a float.
+            Builtin::Sample => {
+                let (vals, flat) = (arg(), arg());
+                let Expr::Len(buf) = vals else { return None };
+                let load = b::load(buf, flat);
+                if operands[0] == Class::Float {
+                    load
+                } else {
+                    b::cast(crate::types::ElemType::F64, load)
+                }
+            }
         })
     }
 }

@@ -29,7 +29,7 @@
 
 use crate::error::{Error, Result};
 use crate::notation::ast::{
-    Access, AccessIndex, BinaryOp, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind, UnaryOp,
+    BinaryOp, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind, UnaryOp,
 };
 use crate::notation::visit;
 use crate::semantics::kernel::Kernel;
@@ -66,6 +66,9 @@ struct Site {
     coords: Vec<Expr>,
     /// The highest derivative order asked for at the site.
     max: u32,
+    /// The per-axis derivative orders probed at the site, each bound to a variable, so the
+    /// statement (and the EIN normaliser after this pass) sees one name per probe.
+    probes: BTreeSet<Vec<u32>>,
     /// The names the coordinates read (variables, indices, tensors).
     mentions: BTreeSet<String>,
 }
@@ -143,11 +146,22 @@ impl Site {
     fn inside(&self) -> String {
         format!("probe{}_in", self.id)
     }
-    fn idx(&self, a: usize, t: usize) -> String {
-        format!("probe{}_i{a}_{t}", self.id)
+    /// The sample index of tap `t` on axis `a`, clamped into the image (a window that is
+    /// not inside reads the border and the probe is NaN anyway); left inline, the backends
+    /// share the common subexpressions.
+    fn idx(&self, a: usize, t: usize) -> Expr {
+        let i = self.taps()[t];
+        let last = call("size", vec![name(&self.image), lit_i(a as i64)]);
+        let last = bin(BinaryOp::Sub, last, lit_i(1));
+        let at = bin(BinaryOp::Add, name(&self.n(a)), lit_i(i));
+        call("min", vec![call("max", vec![at, lit_i(0)]), last])
     }
     fn w(&self, a: usize, o: u32, t: usize) -> String {
         format!("probe{}_w{a}_{o}_{t}", self.id)
+    }
+    fn value(&self, orders: &[u32]) -> String {
+        let o: Vec<String> = orders.iter().map(|o| o.to_string()).collect();
+        format!("probe{}_d{}", self.id, o.join(""))
     }
     fn taps(&self) -> Vec<i64> {
         let s = self.kernel.support as i64;
@@ -190,21 +204,20 @@ impl Site {
             inside.unwrap_or(Expr::lit(Scalar::Bool(true))),
         ));
         for a in 0..d {
-            let last = call("size", vec![name(&self.image), lit_i(a as i64)]);
-            let last = bin(BinaryOp::Sub, last, lit_i(1));
-            for (t, i) in self.taps().into_iter().enumerate() {
-                let at = bin(BinaryOp::Add, name(&self.n(a)), lit_i(i));
-                let clamped = call("min", vec![call("max", vec![at, lit_i(0)]), last.clone()]);
-                out.push((self.idx(a, t), clamped));
-            }
-        }
-        for a in 0..d {
             for o in 0..=self.max {
+                // Only the weights some probe of the site uses (each binding is a nested
+                // `let`, and deep nesting costs every recursive pass stack).
+                if !self.probes.iter().any(|p| p[a] == o) {
+                    continue;
+                }
                 let k = self.kernel.derivative(o);
                 for (t, i) in self.taps().into_iter().enumerate() {
                     out.push((self.w(a, o, t), horner(k.tap(i), &self.f(a))));
                 }
             }
+        }
+        for orders in &self.probes {
+            out.push((self.value(orders), self.probe(orders)));
         }
         out
     }
@@ -226,25 +239,11 @@ impl Site {
             for t in 0..ntaps {
                 fixed.push(t);
                 let inner = if axis + 1 == d {
-                    let indices = fixed
-                        .iter()
-                        .enumerate()
-                        .map(|(a, &t)| AccessIndex {
-                            expr: name(&site.idx(a, t)),
-                            permissive: false,
-                            protocol: None,
-                            window: None,
-                        })
-                        .collect();
-                    Expr::new(
-                        ExprKind::Access(Access {
-                            tensor: site.image.clone(),
-                            indices,
-                            swizzle: None,
-                            span: Span::default(),
-                        }),
-                        Span::default(),
-                    )
+                    // A direct read of the dense image (`sample`): no looplet and no loop
+                    // per sample, as in the probe kernel.
+                    let mut args = vec![name(&site.image)];
+                    args.extend(fixed.iter().enumerate().map(|(a, &t)| site.idx(a, t)));
+                    call("sample", args)
                 } else {
                     sum(site, orders, axis + 1, fixed, ntaps)
                 };
@@ -550,6 +549,7 @@ impl Expander {
             kernel: term.kernel.clone(),
             coords: coords.to_vec(),
             max: order,
+            probes: BTreeSet::new(),
             mentions: m,
         });
         self.next += 1;
@@ -695,7 +695,6 @@ impl Expander {
                 e => e,
             })?;
             let k = self.site(t, coords, order, sites);
-            let site = sites[k].clone();
             // The components select per-axis orders: a literal picks its axis, an index
             // expression selects among the axes (`ifelse(c == 0, ∂₀, ifelse(c == 1, ...))`).
             let mut combos: Vec<(Vec<usize>, Vec<u32>)> = vec![(vec![], vec![0; d])];
@@ -728,7 +727,8 @@ impl Expander {
             }
             let mut value: Option<Expr> = None;
             for (axes, orders) in combos.into_iter().rev() {
-                let p = site.probe(&orders);
+                let p = name(&sites[k].value(&orders));
+                sites[k].probes.insert(orders);
                 value = Some(match value {
                     None => p,
                     Some(other) => {
