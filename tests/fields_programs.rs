@@ -200,8 +200,11 @@ fn probes_equal_tessera_probe_and_the_convolution_sum_on_every_backend() {
     }
 }
 
+/// An input tensor: name, shape, values.
+type Input = (&'static str, Vec<usize>, Vec<f64>);
+
 /// Three 3-d volumes, the points all inside a c4hexic (support 3) window, and the coordinates' source.
-fn volumes(rng: &mut StdRng, n: usize) -> (Vec<(&'static str, Vec<usize>, Vec<f64>)>, String) {
+fn volumes(rng: &mut StdRng, n: usize) -> (Vec<Input>, String) {
     let shape = vec![8, 9, 7];
     let mut inputs = vec![];
     for img in ["u", "v", "w"] {
