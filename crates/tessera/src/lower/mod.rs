@@ -445,15 +445,14 @@ impl Converter<'_> {
             ));
         };
         let info = self.tensor(t, span)?.clone();
-        let dense = info.format.levels.iter().all(|l| {
-            let n = l.name();
-            n == "Dense" || n == "Element"
-        });
+        // A dense array: dense levels over a leaf that stores one value per position.
+        let leaf = info.level_bufs.len() - 1;
+        let dense = info.format.is_dense() && !info.level_bufs[leaf].is_empty();
         if !dense || info.rank() != args.len() - 1 {
             return Err(Error::program(
                 span,
                 format!(
-                    "`sample({t}, ...)` needs a dense tensor (`Dense(...(Element))`) and one index per dimension ({} given, it has {})",
+                    "`sample({t}, ...)` needs a dense array (every level dense, a value per entry) and one index per dimension ({} given, it has {})",
                     args.len() - 1,
                     info.rank()
                 ),
@@ -477,7 +476,6 @@ impl Converter<'_> {
                 ),
             });
         }
-        let leaf = info.level_bufs.len() - 1;
         let vals = crate::ir::Expr::Len(info.level_bufs[leaf][0]);
         Ok(LExpr::Call(
             Builtin::Sample,
