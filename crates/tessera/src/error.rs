@@ -81,11 +81,13 @@ pub enum Error {
 
     /// A derivative of order `order` of a field reconstructed with `kernel`, which is only
     /// `C^continuity` (`None`: already differentiated past its class): ∇ of a C⁰ field.
-    #[error("{}", continuity_message(kernel, *continuity, *order))]
+    /// `place`: where a program asks for the derivative (`None` from the library API).
+    #[error("{}{}", place.as_ref().map(at).unwrap_or_default(), continuity_message(kernel, *continuity, *order))]
     Continuity {
         kernel: String,
         continuity: Option<u32>,
         order: u32,
+        place: Option<Span>,
     },
 
     /// The backend failed to compile generated code (a compiler bug, reported not hidden).

@@ -279,6 +279,37 @@ impl<'a> Machine<'a> {
                 (Some(x), Some(y)) => Some(eval_binary(*op, x, y).map_err(op_err)?),
                 _ => None,
             },
+            ExprKind::Call(name, args) if name == Builtin::Sample.name() => {
+                let Some(ExprKind::Name(t)) = args.first().map(|a| &a.kind) else {
+                    return Err(Error::program(span, "`sample` takes a tensor name first"));
+                };
+                let mut ix = vec![];
+                for a in &args[1..] {
+                    match self.expr(a)? {
+                        Some(Scalar::I64(i)) => ix.push(i),
+                        Some(other) => ix.push(other.cast(crate::types::ElemType::I64).as_i64()),
+                        None => return Ok(None),
+                    }
+                }
+                let tensor = self.tensor(t, span)?;
+                if ix.len() != tensor.shape.len() {
+                    return Err(Error::program(
+                        span,
+                        format!("`sample({t}, ...)` needs one index per dimension"),
+                    ));
+                }
+                let mut flat = 0usize;
+                for (&i, &n) in ix.iter().zip(&tensor.shape) {
+                    if i < 0 || i as usize >= n {
+                        return Err(Error::program(
+                            span,
+                            format!("`sample({t}, ...)`: index {i} is outside 0..{n}"),
+                        ));
+                    }
+                    flat = flat * n + i as usize;
+                }
+                Some(tensor.values.get(flat).cast(crate::types::ElemType::F64))
+            }
             ExprKind::Call(name, args) if name == Builtin::Size.name() => {
                 let rank = |t: &str| self.env.tensors.get(t).map(|t| t.shape.len());
                 let (t, d) = crate::transforms::check::size_args(args, span, &rank)?;

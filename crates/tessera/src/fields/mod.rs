@@ -10,7 +10,9 @@
 //! in index space and brought to world space with `P = M⁻ᵀ`, once per derivative index:
 //! gradient `P g`, Hessian `P H Pᵀ`.
 
-pub mod kernel;
+/// The kernels live with the value rules (`semantics::kernel`) so that the program
+/// transform expanding probes (`transforms::fields`) can reach them; this is their old path.
+pub use crate::semantics::kernel;
 pub mod probe;
 
 use crate::error::{Error, Result};

@@ -397,6 +397,9 @@ impl Converter<'_> {
                 }
             }
             ExprKind::Call(name, args) if name == Builtin::Size.name() => self.size(args, span)?,
+            ExprKind::Call(name, args) if name == Builtin::Sample.name() => {
+                self.sample(args, span)?
+            }
             ExprKind::Call(name, args) => LExpr::Call(
                 Builtin::named(name).map_err(|m| Error::program(span, m))?,
                 args.iter().map(|a| self.expr(a)).collect::<Result<_>>()?,
@@ -432,6 +435,58 @@ impl Converter<'_> {
     }
 
     /// `size(A, d)`: the extent of dimension `d` of `A`.
+    /// `sample(A, i, ...)` of a dense tensor: `sample(len(values), flat)`, the row-major
+    /// position computed from the dimensions (see `Builtin::Sample`).
+    fn sample(&mut self, args: &[Expr], span: ast::Span) -> Result<LExpr> {
+        let Some(ExprKind::Name(t)) = args.first().map(|a| &a.kind) else {
+            return Err(Error::program(
+                span,
+                "`sample` takes a tensor name, then one index per dimension",
+            ));
+        };
+        let info = self.tensor(t, span)?.clone();
+        // A dense array: dense levels over a leaf that stores one value per position.
+        let leaf = info.level_bufs.len() - 1;
+        let dense = info.format.is_dense() && !info.level_bufs[leaf].is_empty();
+        if !dense || info.rank() != args.len() - 1 {
+            return Err(Error::program(
+                span,
+                format!(
+                    "`sample({t}, ...)` needs a dense array (every level dense, a value per entry) and one index per dimension ({} given, it has {})",
+                    args.len() - 1,
+                    info.rank()
+                ),
+            ));
+        }
+        let mut flat: Option<LExpr> = None;
+        for (d, a) in args[1..].iter().enumerate() {
+            let i = self.expr(a)?;
+            flat = Some(match flat {
+                None => i,
+                Some(f) => LExpr::Binary(
+                    ast::BinaryOp::Add,
+                    Box::new(LExpr::Binary(
+                        ast::BinaryOp::Mul,
+                        Box::new(f),
+                        Box::new(LExpr::Ir(info.dim(d), ElemType::I64)),
+                        span,
+                    )),
+                    Box::new(i),
+                    span,
+                ),
+            });
+        }
+        let vals = crate::ir::Expr::Len(info.level_bufs[leaf][0]);
+        Ok(LExpr::Call(
+            Builtin::Sample,
+            vec![
+                LExpr::Ir(vals, info.elem.compute()),
+                flat.expect("one index or more"),
+            ],
+            span,
+        ))
+    }
+
     fn size(&self, args: &[Expr], span: ast::Span) -> Result<LExpr> {
         let usage = || {
             Error::program(

@@ -49,6 +49,10 @@ pub fn is_keyword(s: &str) -> bool {
     KEYWORDS.contains(&s)
 }
 
+/// The derivatives of fields that take components after the call, with their count:
+/// `grad(F, x, y)[c]` is `Call("grad", [F, x, y, c])`.
+pub const FIELD_COMPONENTS: [(&str, usize); 2] = [("grad", 1), ("hess", 2)];
+
 /// Parse a whole program.
 pub fn parse_program(text: &str) -> Result<Program> {
     let mut p = Parser::new(text)?;
@@ -108,6 +112,7 @@ struct Token {
 const PUNCTS: &[&str] = &[
     ">>=", ".=", "+=", "-=", "*=", "&=", "|=", "==", "!=", "<=", ">=", "&&", "||", "<<", ">>", "+",
     "-", "*", "/", "%", "<", ">", "&", "|", "!", "~", "=", "(", ")", "[", "]", ",", ";", ":", "@",
+    "⊛",
 ];
 
 fn describe(t: &Tok) -> String {
@@ -180,7 +185,8 @@ fn lex(text: &str) -> Result<Vec<Token>> {
                 .enumerate()
                 .all(|(k, pc)| chars.get(i + k) == Some(&pc))
         }) {
-            i += p.len();
+            // `i` counts characters (`⊛` is one character of three bytes).
+            i += p.chars().count();
             match *p {
                 "(" | "[" => brackets += 1,
                 ")" | "]" => brackets = brackets.saturating_sub(1),
@@ -406,6 +412,21 @@ impl Parser {
                 }
                 let def = self.reducer_def()?;
                 self.reducers.push(def);
+            } else if self.at_field_decl() {
+                // `field F = e` binds `F` for the rest of the block: it is the `let F = e`
+                // around the statements that follow (`transforms::fields` expands it).
+                let span = self.bump().span;
+                let (name, _) = self.name("a field name after `field`")?;
+                self.expect_punct("=", &format!(" after `field {name}`"))?;
+                let value = self.field_value()?;
+                match self.peek() {
+                    Tok::Newline | Tok::Eof => {}
+                    Tok::Punct(";") => {}
+                    _ => return Err(self.expected("end of line or `;` after the field")),
+                }
+                let body = self.stmts()?;
+                out.push(Stmt::new(StmtKind::Let { name, value, body }, span));
+                return Ok(out);
             } else {
                 out.push(self.stmt()?);
             }
@@ -544,6 +565,44 @@ impl Parser {
     }
 
     /// `reducer name(` starts a definition; `reducer` alone is an ordinary name.
+    /// The value of `field F = ...`: `img ⊛ h` and `img (*) h` are `conv(img, h)`; anything
+    /// else is an expression (`conv(img, h)`, `2 * F - G`).
+    fn field_value(&mut self) -> Result<Expr> {
+        let conv = matches!(self.peek(), Tok::Ident(_))
+            && (matches!(self.peek_at(1), Tok::Punct("⊛"))
+                || (matches!(self.peek_at(1), Tok::Punct("("))
+                    && matches!(self.peek_at(2), Tok::Punct("*"))
+                    && matches!(self.peek_at(3), Tok::Punct(")"))));
+        if !conv {
+            return Ok(self.expr()?.0);
+        }
+        let span = self.span();
+        let (img, _) = self.name("an image name")?;
+        let ops = if self.eat_punct("⊛") { 0 } else { 3 };
+        for _ in 0..ops {
+            self.bump();
+        }
+        let kspan = self.span();
+        let (kernel, _) = self.name("a kernel name after the convolution")?;
+        Ok(Expr::new(
+            ExprKind::Call(
+                "conv".into(),
+                vec![
+                    Expr::new(ExprKind::Name(img), span),
+                    Expr::new(ExprKind::Name(kernel), kspan),
+                ],
+            ),
+            span,
+        ))
+    }
+
+    /// `field NAME =`: a statement cannot otherwise start with two names.
+    fn at_field_decl(&self) -> bool {
+        self.is_word("field")
+            && matches!(self.peek_at(1), Tok::Ident(_))
+            && matches!(self.peek_at(2), Tok::Punct("="))
+    }
+
     fn at_reducer_def(&self) -> bool {
         self.is_word("reducer")
             && matches!(self.peek_at(1), Tok::Ident(_))
@@ -1099,7 +1158,13 @@ impl Parser {
                                 ),
                             ));
                         }
-                        let (args, d) = self.args()?;
+                        let (mut args, d) = self.args()?;
+                        if FIELD_COMPONENTS.iter().any(|(f, _)| *f == w) && self.is_punct("[") {
+                            // `grad(F, x, y)[c]`, `hess(F, x, y)[a, b]`: the components
+                            // become the last arguments.
+                            let (indices, _) = self.indices()?;
+                            args.extend(indices.into_iter().map(|ix| ix.expr));
+                        }
                         Ok((Expr::new(ExprKind::Call(w, args), span), d + 1))
                     } else {
                         Ok((Expr::new(ExprKind::Name(w), span), 1))

@@ -57,7 +57,9 @@ pub fn expr<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr)) {
         }
         // The tensor named by `size` is not read. (The name is `semantics::Builtin::Size`'s;
         // the notation sits below `semantics` and sees calls by name only.)
-        ExprKind::Call(n, args) if n == "size" => {
+        // Nor is the tensor named by `sample` an expression (its entries are read, as by
+        // an access of an input).
+        ExprKind::Call(n, args) if n == "size" || n == "sample" => {
             for a in args.iter().skip(1) {
                 expr(a, f);
             }

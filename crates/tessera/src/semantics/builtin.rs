@@ -17,6 +17,10 @@ pub enum Builtin {
     Exp,
     Log,
     Floor,
+    /// `ifloor(x)`: the largest integer not above `x`, as an integer (saturating; NaN gives
+    /// 0, as the IR's float-to-integer cast): the index of the sample left of a real
+    /// position, which probes of fields (`transforms::fields`) address images with.
+    IFloor,
     /// Truncating quotient (`div(-7, 2) == -3`), for floats as for integers.
     Div,
     /// `ifelse(c, x, y)`: `x` where the bool `c` holds, else `y`.
@@ -33,11 +37,18 @@ pub enum Builtin {
     /// `transforms::real` checks where it may appear; the lowering and the continuous reference
     /// evaluator replace it by the measure of the piece being visited.
     D,
+    /// `sample(A, i, j, ...)`: entry `(i, j, ...)` of the dense tensor `A` as a float, read
+    /// directly from its values (no looplet, no loop): the image reads of field probes
+    /// (`transforms::fields`), whose indices are already clamped into the tensor. Its first
+    /// argument names a tensor, so the lowering and the evaluator resolve it; in the
+    /// lowering it becomes `sample(len(values), flat index)`, which [`Builtin::emit`]
+    /// turns into the load.
+    Sample,
 }
 
 impl Builtin {
     /// Every built-in, in the order the documentation lists them.
-    pub const ALL: [Builtin; 12] = [
+    pub const ALL: [Builtin; 14] = [
         Builtin::Min,
         Builtin::Max,
         Builtin::Abs,
@@ -45,11 +56,13 @@ impl Builtin {
         Builtin::Exp,
         Builtin::Log,
         Builtin::Floor,
+        Builtin::IFloor,
         Builtin::Div,
         Builtin::IfElse,
         Builtin::Coalesce,
         Builtin::Size,
         Builtin::D,
+        Builtin::Sample,
     ];
 
     /// The name a program calls it by.
@@ -62,11 +75,13 @@ impl Builtin {
             Builtin::Exp => "exp",
             Builtin::Log => "log",
             Builtin::Floor => "floor",
+            Builtin::IFloor => "ifloor",
             Builtin::Div => "div",
             Builtin::IfElse => "ifelse",
             Builtin::Coalesce => "coalesce",
             Builtin::Size => "size",
             Builtin::D => "d",
+            Builtin::Sample => "sample",
         }
     }
 
@@ -84,7 +99,9 @@ impl Builtin {
     pub fn arity(self) -> usize {
         match self {
             Builtin::D => 1,
+            Builtin::Sample => 2,
             Builtin::Abs | Builtin::Sqrt | Builtin::Exp | Builtin::Log | Builtin::Floor => 1,
+            Builtin::IFloor => 1,
             Builtin::Min | Builtin::Max | Builtin::Div | Builtin::Coalesce | Builtin::Size => 2,
             Builtin::IfElse => 3,
         }
@@ -93,6 +110,13 @@ impl Builtin {
     /// The error for a call with `n` arguments, if that is not the arity.
     pub fn check_arity(self, n: usize) -> Result<(), String> {
         let arity = self.arity();
+        if self == Builtin::Sample {
+            return if n >= 2 {
+                Ok(())
+            } else {
+                Err("`sample` takes a tensor and one index per dimension, `sample(A, i, j)`".into())
+            };
+        }
         if self == Builtin::D {
             return if n >= 1 {
                 Ok(())
@@ -124,6 +148,7 @@ impl Builtin {
                 (vec![c], c)
             }
             Builtin::Sqrt | Builtin::Exp | Builtin::Log => (vec![Class::Float], Class::Float),
+            Builtin::IFloor => (vec![join(args[0], Class::Int)], Class::Int),
             Builtin::Div => {
                 let c = arith(args[0], args[1]);
                 (vec![c, c], c)
@@ -139,6 +164,13 @@ impl Builtin {
             Builtin::Size => (vec![Class::Int, Class::Int], Class::Int),
             // A measure: a length or an area, whatever the indices' values.
             Builtin::D => (vec![Class::Float; args.len()], Class::Float),
+            // The first operand stands for the tensor (its class is the element's); the
+            // indices are integers.
+            Builtin::Sample => {
+                let mut ops = vec![args[0]];
+                ops.extend(std::iter::repeat_n(Class::Int, args.len() - 1));
+                (ops, Class::Float)
+            }
         })
     }
 
@@ -167,6 +199,9 @@ impl Builtin {
             (F::Log, [Scalar::F64(a)]) => Scalar::F64(a.ln()),
             (F::Floor, [Scalar::I64(a)]) => Scalar::I64(*a),
             (F::Floor, [Scalar::F64(a)]) => Scalar::F64(a.floor()),
+            (F::IFloor, [Scalar::I64(a)]) => Scalar::I64(*a),
+            // `as` saturates and sends NaN to 0, like the IR's cast.
+            (F::IFloor, [Scalar::F64(a)]) => Scalar::I64(a.floor() as i64),
             (F::Div, [Scalar::I64(a), Scalar::I64(b)]) => Scalar::I64(int_div(*a, *b)),
             (F::Div, [Scalar::F64(a), Scalar::F64(b)]) => Scalar::F64((a / b).trunc()),
             (F::IfElse, [Scalar::Bool(c), x, y]) => {
@@ -179,6 +214,7 @@ impl Builtin {
             (F::Coalesce, [x, _]) => *x,
             (F::Size, _) => return Err("`size` needs a tensor, not a value".into()),
             (F::D, _) => return Err(D_HAS_NO_VALUE.into()),
+            (F::Sample, _) => return Err("`sample` needs a tensor, not a value".into()),
             _ => unreachable!("`classes` admits only these combinations"),
         })
     }
@@ -203,6 +239,8 @@ impl Builtin {
             // Integers are already whole.
             Builtin::Floor if operands[0] == Class::Int => arg(),
             Builtin::Floor => unary(UnOp::Floor, arg()),
+            Builtin::IFloor if operands[0] == Class::Int => arg(),
+            Builtin::IFloor => b::cast(crate::types::ElemType::I64, unary(UnOp::Floor, arg())),
             Builtin::Div => {
                 let (x, y) = (arg(), arg());
                 if operands[0] == Class::Float {
@@ -222,6 +260,17 @@ impl Builtin {
             }
             Builtin::Coalesce => arg(),
             Builtin::Size | Builtin::D => return None,
+            // `sample(len(values), flat)` from the lowering: the load, as a float.
+            Builtin::Sample => {
+                let (vals, flat) = (arg(), arg());
+                let Expr::Len(buf) = vals else { return None };
+                let load = b::load(buf, flat);
+                if operands[0] == Class::Float {
+                    load
+                } else {
+                    b::cast(crate::types::ElemType::F64, load)
+                }
+            }
         })
     }
 }

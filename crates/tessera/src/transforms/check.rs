@@ -396,6 +396,27 @@ impl Checker<'_> {
                 size_args(args, e.span, &rank)?;
                 Some(Class::Int)
             }
+            ExprKind::Call(name, args) if name == Builtin::Sample.name() => {
+                let usage = || {
+                    Error::program(
+                        e.span,
+                        "`sample` takes a tensor name, then one index per dimension",
+                    )
+                };
+                let Some(ExprKind::Name(t)) = args.first().map(|a| &a.kind) else {
+                    return Err(usage());
+                };
+                let rank = self.tensors.get(t).map(|s| s.rank);
+                if rank != Some(args.len() - 1) {
+                    return Err(usage());
+                }
+                for a in &args[1..] {
+                    if self.expr(a)? == Some(Class::Float) {
+                        return Err(Error::program(a.span, "an index must be an integer"));
+                    }
+                }
+                Some(Class::Float)
+            }
             ExprKind::Call(name, args) => {
                 let f = Builtin::named(name).map_err(|m| Error::program(e.span, m))?;
                 f.check_arity(args.len())

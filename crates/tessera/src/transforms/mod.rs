@@ -6,6 +6,7 @@ pub mod concordize;
 pub mod dimensionalize;
 pub mod ein;
 pub mod extents;
+pub mod fields;
 pub mod grad;
 pub mod lifecycle;
 pub mod linear;

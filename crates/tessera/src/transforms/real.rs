@@ -313,7 +313,7 @@ pub fn top_names(e: &Expr) -> Vec<&str> {
                 go(y, out);
             }
             // `size(A, d)` names a tensor, not a value.
-            ExprKind::Call(f, args) if f == Builtin::Size.name() => {
+            ExprKind::Call(f, args) if f == Builtin::Size.name() || f == Builtin::Sample.name() => {
                 args.iter().skip(1).for_each(|a| go(a, out))
             }
             ExprKind::Call(_, args) => args.iter().for_each(|a| go(a, out)),
@@ -466,6 +466,7 @@ impl Walker<'_, '_> {
                 .and_then(|(a, b)| semantics::binary_classes(*op, a, b).ok())
                 .map(|(_, r)| r),
             ExprKind::Call(f, _) if f == Builtin::Size.name() => Some(Class::Int),
+            ExprKind::Call(f, _) if f == Builtin::Sample.name() => Some(Class::Float),
             ExprKind::Call(f, args) => {
                 let f = Builtin::from_name(f)?;
                 let cs = args

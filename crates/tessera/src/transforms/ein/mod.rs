@@ -83,13 +83,14 @@ pub fn uses_ein(p: &Program) -> bool {
 /// The EIN normal form of a program (see the module documentation). Programs without δ and ε
 /// are returned unchanged.
 pub fn normalize(p: &Program) -> Result<Program> {
-    run(p, Mode::Normal)
+    // Fields come first: their probes become the plain expressions δ and ε act on.
+    run(&super::fields::expand(p)?, Mode::Normal)
 }
 
 /// The normal form with every δ and ε lowered away: ε expanded to its signed permutations, δ
 /// substituted or turned into comparisons. Programs without δ and ε are returned unchanged.
 pub fn lower(p: &Program) -> Result<Program> {
-    run(p, Mode::Lower)
+    run(&super::fields::expand(p)?, Mode::Lower)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -211,6 +211,7 @@ impl Kernel {
                 kernel: self.name.clone(),
                 continuity: c,
                 order: k,
+                place: None,
             }),
         }
     }
@@ -403,6 +404,7 @@ mod tests {
                 kernel,
                 continuity,
                 order,
+                ..
             }) => {
                 assert_eq!((kernel.as_str(), continuity, order), ("tent", Some(0), 1));
             }

@@ -1,0 +1,763 @@
+//! Fields in programs (issue 15): `field F = img ⊛ h` and its probes, expanded into plain
+//! Tessera before any other pass, so the lowering, every backend and the evaluator see
+//! ordinary `let`s, arithmetic and image reads.
+//!
+//! A field declaration is `let F = conv(img, h)` around the statements after it (the parser
+//! turns `field F = img ⊛ h`, `img (*) h` and `conv(img, h)` into that). A field value is a
+//! sum `Σ cₖ (imgₖ ⊛ hₖ)`: `+`, `-`, negation and scaling by a non-field expression lift
+//! to fields, and a probe distributes over the sum (the normaliser's rule, seed §6), so
+//! `field G = 2 * F - H` probes as `2 F(p) - H(p)`.
+//!
+//! Probes, with one real coordinate per image dimension (index space):
+//! - `F(x, y)`: the value;
+//! - `grad(F, x, y)[c]`: component `c` of the gradient (`c` any integer expression, a loop
+//!   index for index notation: `eps[i, j, k] * hess(F, x, y, z)[j, k]`);
+//! - `hess(F, x, y)[a, b]`: the Hessian's entry;
+//! - `inside(x, y, F)`: whether every tap of every term's window lies in its image.
+//!
+//! The expansion is the probe kernel's (`fields::probe`) window gather written in the
+//! language: per probe site `n = ifloor(x)`, `f = x - n` per axis, each tap's weight the
+//! kernel's piece as a polynomial in `f` by Horner's rule (`Kernel::tap`, the same
+//! polynomials), and the separable sum of the `(2s)ᵈ` samples, last axis innermost. Sample
+//! indices are clamped into the image so a probe never reads outside it; a point whose
+//! window is not inside (or not finite) gets NaN, as `tessera probe` gives.
+//!
+//! The `let`s of a site are put around the statement holding the probe and float out of
+//! the loops and `let`s their coordinates do not depend on (neither the bound name nor a
+//! tensor written in the body), so `for j, for k` loops of index notation around a Hessian
+//! probe do not recompute it.
+
+use crate::error::{Error, Result};
+use crate::notation::ast::{
+    BinaryOp, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind, UnaryOp,
+};
+use crate::notation::visit;
+use crate::semantics::kernel::Kernel;
+use crate::types::Scalar;
+use std::collections::BTreeSet;
+
+/// The call that makes a field from an image and a kernel.
+pub const CONV: &str = "conv";
+/// The probe forms beside `F(...)`.
+pub const GRAD: &str = "grad";
+pub const HESS: &str = "hess";
+pub const INSIDE: &str = "inside";
+
+/// One term `coef · (image ⊛ kernel)` of a field.
+#[derive(Clone, Debug)]
+struct Term {
+    coef: Option<Expr>,
+    image: String,
+    kernel: Kernel,
+}
+
+#[derive(Clone, Debug)]
+struct FieldDef {
+    name: String,
+    terms: Vec<Term>,
+}
+
+/// A probe site: one image and kernel at one list of coordinates.
+#[derive(Clone, Debug)]
+struct Site {
+    id: usize,
+    image: String,
+    kernel: Kernel,
+    coords: Vec<Expr>,
+    /// The highest derivative order asked for at the site.
+    max: u32,
+    /// The per-axis derivative orders probed at the site, each bound to a variable, so the
+    /// statement (and the EIN normaliser after this pass) sees one name per probe.
+    probes: BTreeSet<Vec<u32>>,
+    /// The names the coordinates read (variables, indices, tensors).
+    mentions: BTreeSet<String>,
+}
+
+/// Whether the program declares a field (programs without one are returned unchanged).
+pub fn has_fields(p: &Program) -> bool {
+    let mut found = false;
+    visit::exprs(&p.body, &mut |e: &Expr| {
+        if matches!(&e.kind, ExprKind::Call(n, _) if n == CONV) {
+            found = true;
+        }
+    });
+    found
+}
+
+/// Expand every field declaration and probe (see the module documentation).
+pub fn expand(p: &Program) -> Result<Program> {
+    if !has_fields(p) {
+        return Ok(p.clone());
+    }
+    let mut x = Expander {
+        fields: vec![],
+        next: 0,
+    };
+    let (body, sites) = x.stmts(&p.body)?;
+    let body = wrap_all(body, sites);
+    Ok(p.with_body(body))
+}
+
+struct Expander {
+    fields: Vec<FieldDef>,
+    next: usize,
+}
+
+fn lit_f(v: f64) -> Expr {
+    Expr::lit(Scalar::F64(v))
+}
+fn lit_i(v: i64) -> Expr {
+    Expr::lit(Scalar::I64(v))
+}
+fn bin(op: BinaryOp, a: Expr, b: Expr) -> Expr {
+    Expr::new(
+        ExprKind::Binary(op, Box::new(a), Box::new(b)),
+        Span::default(),
+    )
+}
+fn call(f: &str, args: Vec<Expr>) -> Expr {
+    Expr::new(ExprKind::Call(f.into(), args), Span::default())
+}
+fn name(n: &str) -> Expr {
+    Expr::name(n)
+}
+
+/// `p(f)` by Horner's rule, trailing zero coefficients dropped.
+fn horner(p: &[f64], f: &str) -> Expr {
+    let len = p.iter().rposition(|&c| c != 0.0).map_or(0, |k| k + 1);
+    let Some((&top, rest)) = p[..len].split_last() else {
+        return lit_f(0.0);
+    };
+    rest.iter().rev().fold(lit_f(top), |acc, &c| {
+        bin(BinaryOp::Add, bin(BinaryOp::Mul, acc, name(f)), lit_f(c))
+    })
+}
+
+impl Site {
+    fn x(&self, a: usize) -> String {
+        format!("probe{}_x{a}", self.id)
+    }
+    fn n(&self, a: usize) -> String {
+        format!("probe{}_n{a}", self.id)
+    }
+    fn f(&self, a: usize) -> String {
+        format!("probe{}_f{a}", self.id)
+    }
+    fn inside(&self) -> String {
+        format!("probe{}_in", self.id)
+    }
+    /// The sample index of tap `t` on axis `a`, clamped into the image (a window that is
+    /// not inside reads the border and the probe is NaN anyway); left inline, the backends
+    /// share the common subexpressions.
+    fn idx(&self, a: usize, t: usize) -> Expr {
+        let i = self.taps()[t];
+        let last = call("size", vec![name(&self.image), lit_i(a as i64)]);
+        let last = bin(BinaryOp::Sub, last, lit_i(1));
+        let at = bin(BinaryOp::Add, name(&self.n(a)), lit_i(i));
+        call("min", vec![call("max", vec![at, lit_i(0)]), last])
+    }
+    fn w(&self, a: usize, o: u32, t: usize) -> String {
+        format!("probe{}_w{a}_{o}_{t}", self.id)
+    }
+    fn value(&self, orders: &[u32]) -> String {
+        let o: Vec<String> = orders.iter().map(|o| o.to_string()).collect();
+        format!("probe{}_d{}", self.id, o.join(""))
+    }
+    fn taps(&self) -> Vec<i64> {
+        let s = self.kernel.support as i64;
+        (1 - s..=s).collect()
+    }
+
+    /// The `let` bindings of the site, outermost first.
+    fn bindings(&self) -> Vec<(String, Expr)> {
+        let d = self.coords.len();
+        let s = self.kernel.support as i64;
+        let mut out = vec![];
+        for (a, c) in self.coords.iter().enumerate() {
+            out.push((self.x(a), c.clone()));
+        }
+        for a in 0..d {
+            out.push((self.n(a), call("ifloor", vec![name(&self.x(a))])));
+            out.push((
+                self.f(a),
+                bin(BinaryOp::Sub, name(&self.x(a)), name(&self.n(a))),
+            ));
+        }
+        // Inside: s - 1 <= x < size - s on every axis (false on NaN).
+        let mut inside: Option<Expr> = None;
+        for a in 0..d {
+            let size = call("size", vec![name(&self.image), lit_i(a as i64)]);
+            let lo = bin(BinaryOp::Ge, name(&self.x(a)), lit_f((s - 1) as f64));
+            let hi = bin(
+                BinaryOp::Lt,
+                name(&self.x(a)),
+                bin(BinaryOp::Sub, size, lit_i(s)),
+            );
+            let both = bin(BinaryOp::AndAnd, lo, hi);
+            inside = Some(match inside {
+                None => both,
+                Some(e) => bin(BinaryOp::AndAnd, e, both),
+            });
+        }
+        out.push((
+            self.inside(),
+            inside.unwrap_or(Expr::lit(Scalar::Bool(true))),
+        ));
+        for a in 0..d {
+            for o in 0..=self.max {
+                // Only the weights some probe of the site uses (each binding is a nested
+                // `let`, and deep nesting costs every recursive pass stack).
+                if !self.probes.iter().any(|p| p[a] == o) {
+                    continue;
+                }
+                let k = self.kernel.derivative(o);
+                for (t, i) in self.taps().into_iter().enumerate() {
+                    out.push((self.w(a, o, t), horner(k.tap(i), &self.f(a))));
+                }
+            }
+        }
+        for orders in &self.probes {
+            out.push((self.value(orders), self.probe(orders)));
+        }
+        out
+    }
+
+    /// The probe of derivative orders `orders` (one per axis), NaN outside.
+    fn probe(&self, orders: &[u32]) -> Expr {
+        let d = self.coords.len();
+        let ntaps = self.taps().len();
+        // Separable: the last axis innermost.
+        fn sum(
+            site: &Site,
+            orders: &[u32],
+            axis: usize,
+            fixed: &mut Vec<usize>,
+            ntaps: usize,
+        ) -> Expr {
+            let d = orders.len();
+            let mut acc: Option<Expr> = None;
+            for t in 0..ntaps {
+                fixed.push(t);
+                let inner = if axis + 1 == d {
+                    // A direct read of the dense image (`sample`): no looplet and no loop
+                    // per sample, as in the probe kernel.
+                    let mut args = vec![name(&site.image)];
+                    args.extend(fixed.iter().enumerate().map(|(a, &t)| site.idx(a, t)));
+                    call("sample", args)
+                } else {
+                    sum(site, orders, axis + 1, fixed, ntaps)
+                };
+                fixed.pop();
+                let term = bin(BinaryOp::Mul, name(&site.w(axis, orders[axis], t)), inner);
+                acc = Some(match acc {
+                    None => term,
+                    Some(e) => bin(BinaryOp::Add, e, term),
+                });
+            }
+            acc.unwrap_or(lit_f(0.0))
+        }
+        let total = if d == 0 {
+            lit_f(f64::NAN)
+        } else {
+            sum(self, orders, 0, &mut vec![], ntaps)
+        };
+        call("ifelse", vec![name(&self.inside()), total, lit_f(f64::NAN)])
+    }
+}
+
+/// Wrap `stmt` in the `let`s of `sites` (the first site outermost).
+fn wrap(stmt: Stmt, sites: &[Site]) -> Stmt {
+    let mut out = stmt;
+    for site in sites.iter().rev() {
+        for (n, v) in site.bindings().into_iter().rev() {
+            let span = out.span;
+            out = Stmt::new(
+                StmtKind::Let {
+                    name: n,
+                    value: v,
+                    body: vec![out],
+                },
+                span,
+            );
+        }
+    }
+    out
+}
+
+fn wrap_all(body: Vec<Stmt>, sites: Vec<Site>) -> Vec<Stmt> {
+    if sites.is_empty() {
+        return body;
+    }
+    let span = body.first().map(|s| s.span).unwrap_or_default();
+    vec![wrap(Stmt::new(StmtKind::Block(body), span), &sites)]
+}
+
+/// The names an expression reads: variables, indices and tensors.
+fn mentions(e: &Expr) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    visit::expr(e, &mut |e: &Expr| match &e.kind {
+        ExprKind::Name(n) => {
+            out.insert(n.clone());
+        }
+        ExprKind::Access(a) => {
+            out.insert(a.tensor.clone());
+        }
+        _ => {}
+    });
+    out
+}
+
+/// The tensors written in `body`.
+fn written(body: &[Stmt]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    visit::stmts(body, &mut |s: &Stmt| {
+        if let StmtKind::Declare { tensor, .. } = &s.kind {
+            out.insert(tensor.clone());
+        }
+    });
+    visit::writes(body, &mut |a| {
+        out.insert(a.tensor.clone());
+    });
+    out
+}
+
+impl Expander {
+    fn field(&self, n: &str) -> Option<&FieldDef> {
+        self.fields.iter().rev().find(|f| f.name == n)
+    }
+
+    /// Whether `e` is a field value (mentions `conv` or a field).
+    fn is_field(&self, e: &Expr) -> bool {
+        let mut yes = false;
+        visit::expr(e, &mut |e: &Expr| match &e.kind {
+            ExprKind::Call(n, _) if n == CONV => yes = true,
+            ExprKind::Name(n) if self.field(n).is_some() => yes = true,
+            _ => {}
+        });
+        yes
+    }
+
+    /// The terms of a field value.
+    fn terms(&self, e: &Expr) -> Result<Vec<Term>> {
+        let scale = |terms: Vec<Term>, c: Expr| -> Vec<Term> {
+            terms
+                .into_iter()
+                .map(|mut t| {
+                    t.coef = Some(match t.coef.take() {
+                        None => c.clone(),
+                        Some(k) => bin(BinaryOp::Mul, c.clone(), k),
+                    });
+                    t
+                })
+                .collect()
+        };
+        match &e.kind {
+            ExprKind::Call(n, args) if n == CONV => {
+                let [img, k] = args.as_slice() else {
+                    return Err(Error::program(
+                        e.span,
+                        "`conv` takes an image and a kernel: `conv(img, bspln3)`",
+                    ));
+                };
+                let (ExprKind::Name(img), ExprKind::Name(k)) = (&img.kind, &k.kind) else {
+                    return Err(Error::program(
+                        e.span,
+                        "`conv(img, kernel)` takes the names of an input tensor and a kernel",
+                    ));
+                };
+                let kernel = Kernel::named(k)
+                    .map_err(|err| Error::program(args[1].span, format!("{err}")))?;
+                Ok(vec![Term {
+                    coef: None,
+                    image: img.clone(),
+                    kernel,
+                }])
+            }
+            ExprKind::Name(n) => match self.field(n) {
+                Some(f) => Ok(f.terms.clone()),
+                None => Err(Error::program(e.span, format!("`{n}` is not a field"))),
+            },
+            ExprKind::Unary(UnaryOp::Neg, x) => Ok(scale(self.terms(x)?, lit_f(-1.0))),
+            ExprKind::Binary(op @ (BinaryOp::Add | BinaryOp::Sub), x, y) => {
+                let mut out = self.terms(x)?;
+                let rhs = self.terms(y)?;
+                out.extend(if *op == BinaryOp::Sub {
+                    scale(rhs, lit_f(-1.0))
+                } else {
+                    rhs
+                });
+                Ok(out)
+            }
+            ExprKind::Binary(BinaryOp::Mul, x, y) => match (self.is_field(x), self.is_field(y)) {
+                (true, false) => Ok(scale(self.terms(x)?, (**y).clone())),
+                (false, true) => Ok(scale(self.terms(y)?, (**x).clone())),
+                _ => Err(Error::program(
+                    e.span,
+                    "a field may be scaled by a value; products of fields are not supported",
+                )),
+            },
+            ExprKind::Binary(BinaryOp::Div, x, y) if !self.is_field(y) => Ok(scale(
+                self.terms(x)?,
+                bin(BinaryOp::Div, lit_f(1.0), (**y).clone()),
+            )),
+            _ => Err(Error::program(
+                e.span,
+                "a field is `conv(img, kernel)`, a field's name, or a sum, difference or scaling of fields",
+            )),
+        }
+    }
+
+    fn stmts(&mut self, list: &[Stmt]) -> Result<(Vec<Stmt>, Vec<Site>)> {
+        let mut out = vec![];
+        let mut pending = vec![];
+        for s in list {
+            let (s, sites) = self.stmt(s)?;
+            out.extend(s);
+            pending.extend(sites);
+        }
+        Ok((out, pending))
+    }
+
+    /// Expand the statements of a binder's body: sites that depend on `bound` or on a tensor
+    /// written in the body are wrapped around their statement, the others float out.
+    fn body(&mut self, list: &[Stmt], bound: &str) -> Result<(Vec<Stmt>, Vec<Site>)> {
+        let writes = written(list);
+        let mut out = vec![];
+        let mut up = vec![];
+        for s in list {
+            let (stmts, sites) = self.stmt(s)?;
+            let (stay, go): (Vec<Site>, Vec<Site>) = sites.into_iter().partition(|site| {
+                site.mentions.contains(bound) || site.mentions.iter().any(|m| writes.contains(m))
+            });
+            up.extend(go);
+            if stay.is_empty() {
+                out.extend(stmts);
+            } else {
+                let span = stmts.first().map(|s| s.span).unwrap_or(s.span);
+                out.push(wrap(Stmt::new(StmtKind::Block(stmts), span), &stay));
+            }
+        }
+        Ok((out, up))
+    }
+
+    /// One statement, expanded, and the sites still to be bound around it.
+    fn stmt(&mut self, s: &Stmt) -> Result<(Vec<Stmt>, Vec<Site>)> {
+        let span = s.span;
+        let mut sites = vec![];
+        let kind = match &s.kind {
+            StmtKind::Let { name, value, body } if self.is_field(value) => {
+                if self.field(name).is_some() {
+                    return Err(Error::program(
+                        span,
+                        format!("field `{name}` is declared twice"),
+                    ));
+                }
+                let terms = self.terms(value)?;
+                self.fields.push(FieldDef {
+                    name: name.clone(),
+                    terms,
+                });
+                let r = self.stmts(body);
+                self.fields.pop();
+                return r;
+            }
+            StmtKind::Declare { tensor, init } => StmtKind::Declare {
+                tensor: tensor.clone(),
+                init: self.expr(init, &mut sites)?,
+            },
+            StmtKind::Assign { lhs, op, rhs } => {
+                let mut lhs = lhs.clone();
+                for ix in &mut lhs.indices {
+                    ix.expr = self.expr(&ix.expr, &mut sites)?;
+                }
+                StmtKind::Assign {
+                    lhs,
+                    op: op.clone(),
+                    rhs: self.expr(rhs, &mut sites)?,
+                }
+            }
+            StmtKind::Loop {
+                index,
+                extent,
+                body,
+                parallel,
+            } => {
+                let extent = match extent {
+                    Extent::Auto => Extent::Auto,
+                    Extent::Range(a, b) => {
+                        Extent::Range(self.expr(a, &mut sites)?, self.expr(b, &mut sites)?)
+                    }
+                };
+                let (body, up) = self.body(body, index)?;
+                sites.extend(up);
+                StmtKind::Loop {
+                    index: index.clone(),
+                    extent,
+                    body,
+                    parallel: *parallel,
+                }
+            }
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let cond = self.expr(cond, &mut sites)?;
+                let (then, a) = self.stmts(then)?;
+                let (otherwise, b) = self.stmts(otherwise)?;
+                StmtKind::If {
+                    cond,
+                    then: wrap_all(then, a),
+                    otherwise: wrap_all(otherwise, b),
+                }
+            }
+            StmtKind::Let { name, value, body } => {
+                let value = self.expr(value, &mut sites)?;
+                let (body, up) = self.body(body, name)?;
+                sites.extend(up);
+                StmtKind::Let {
+                    name: name.clone(),
+                    value,
+                    body,
+                }
+            }
+            StmtKind::Block(b) => {
+                let (b, up) = self.stmts(b)?;
+                sites.extend(up);
+                StmtKind::Block(b)
+            }
+            k @ (StmtKind::Freeze { .. } | StmtKind::Thaw { .. }) => k.clone(),
+        };
+        Ok((vec![Stmt::new(kind, span)], sites))
+    }
+
+    /// The site of `term` at `coords` among `sites` (one statement's), made if new.
+    fn site(&mut self, term: &Term, coords: &[Expr], order: u32, sites: &mut Vec<Site>) -> usize {
+        if let Some(k) = sites.iter().position(|s| {
+            s.image == term.image && s.kernel.name == term.kernel.name && s.coords == coords
+        }) {
+            sites[k].max = sites[k].max.max(order);
+            return k;
+        }
+        let mut m = BTreeSet::new();
+        for c in coords {
+            m.extend(mentions(c));
+        }
+        sites.push(Site {
+            id: self.next,
+            image: term.image.clone(),
+            kernel: term.kernel.clone(),
+            coords: coords.to_vec(),
+            max: order,
+            probes: BTreeSet::new(),
+            mentions: m,
+        });
+        self.next += 1;
+        sites.len() - 1
+    }
+
+    /// Rewrite the probes in `e`, adding their sites.
+    fn expr(&mut self, e: &Expr, sites: &mut Vec<Site>) -> Result<Expr> {
+        let span = e.span;
+        let kind = match &e.kind {
+            ExprKind::Name(n) if self.field(n).is_some() => {
+                return Err(Error::program(
+                    span,
+                    format!("field `{n}` is used as a value: probe it, `{n}(x, ...)`"),
+                ));
+            }
+            ExprKind::Call(n, args) if n == CONV => {
+                let _ = args;
+                return Err(Error::program(
+                    span,
+                    "`conv(img, kernel)` makes a field: declare it, `field F = conv(img, kernel)`",
+                ));
+            }
+            ExprKind::Call(f, args) if self.field(f).is_some() => {
+                let coords = self.exprs(args, sites)?;
+                return self.probe(f, &coords, &[], span, sites);
+            }
+            ExprKind::Call(f, args) if f == GRAD || f == HESS => {
+                let comps = if f == GRAD { 1 } else { 2 };
+                let field = match args.first().map(|a| &a.kind) {
+                    Some(ExprKind::Name(n)) if self.field(n).is_some() => n.clone(),
+                    _ => {
+                        return Err(Error::program(
+                            span,
+                            format!(
+                                "`{f}` takes a field first: `{f}(F, x, ...){}`",
+                                if comps == 1 { "[c]" } else { "[a, b]" }
+                            ),
+                        ));
+                    }
+                };
+                if args.len() < 2 + comps {
+                    return Err(Error::program(
+                        span,
+                        format!(
+                            "`{f}(F, x, ...)` needs its coordinates and {comps} component index(es): `{f}(F, x, y){}`",
+                            if comps == 1 { "[c]" } else { "[a, b]" }
+                        ),
+                    ));
+                }
+                let rest = self.exprs(&args[1..], sites)?;
+                let (coords, comp) = rest.split_at(rest.len() - comps);
+                return self.probe(&field, coords, comp, span, sites);
+            }
+            ExprKind::Call(f, args) if f == INSIDE => {
+                let field = match args.last().map(|a| &a.kind) {
+                    Some(ExprKind::Name(n)) if self.field(n).is_some() => n.clone(),
+                    _ => {
+                        return Err(Error::program(
+                            span,
+                            "`inside` takes the coordinates then a field: `inside(x, y, F)`",
+                        ));
+                    }
+                };
+                let coords = self.exprs(&args[..args.len() - 1], sites)?;
+                let terms = self.field(&field).expect("checked").terms.clone();
+                let mut all: Option<Expr> = None;
+                for t in &terms {
+                    let k = self.site(t, &coords, 0, sites);
+                    let e = name(&sites[k].inside());
+                    all = Some(match all {
+                        None => e,
+                        Some(a) => bin(BinaryOp::AndAnd, a, e),
+                    });
+                }
+                return Ok(all.unwrap_or(Expr::lit(Scalar::Bool(true))));
+            }
+            ExprKind::Access(a) => {
+                let mut a = a.clone();
+                for ix in &mut a.indices {
+                    ix.expr = self.expr(&ix.expr, sites)?;
+                    if let Some((lo, hi)) = &ix.window {
+                        ix.window = Some((self.expr(lo, sites)?, self.expr(hi, sites)?));
+                    }
+                }
+                ExprKind::Access(a)
+            }
+            ExprKind::Unary(op, x) => ExprKind::Unary(*op, Box::new(self.expr(x, sites)?)),
+            ExprKind::Binary(op, x, y) => ExprKind::Binary(
+                *op,
+                Box::new(self.expr(x, sites)?),
+                Box::new(self.expr(y, sites)?),
+            ),
+            ExprKind::Call(f, args) => ExprKind::Call(f.clone(), self.exprs(args, sites)?),
+            k => k.clone(),
+        };
+        Ok(Expr::new(kind, span))
+    }
+
+    fn exprs(&mut self, es: &[Expr], sites: &mut Vec<Site>) -> Result<Vec<Expr>> {
+        es.iter().map(|e| self.expr(e, sites)).collect()
+    }
+
+    /// The probe of field `f` at `coords`, differentiated along the component indices
+    /// `comps` (none: the value; one: a gradient component; two: a Hessian entry).
+    fn probe(
+        &mut self,
+        f: &str,
+        coords: &[Expr],
+        comps: &[Expr],
+        span: Span,
+        sites: &mut Vec<Site>,
+    ) -> Result<Expr> {
+        let d = coords.len();
+        if !(1..=3).contains(&d) {
+            return Err(Error::program(
+                span,
+                format!(
+                    "a probe of `{f}` takes one coordinate per image dimension (1 to 3), got {d}"
+                ),
+            ));
+        }
+        let order = comps.len() as u32;
+        let terms = self
+            .field(f)
+            .expect("the caller checked the field")
+            .terms
+            .clone();
+        let mut total: Option<Expr> = None;
+        for t in &terms {
+            t.kernel.checked_derivative(order).map_err(|e| match e {
+                Error::Continuity {
+                    kernel,
+                    continuity,
+                    order,
+                    ..
+                } => Error::Continuity {
+                    kernel,
+                    continuity,
+                    order,
+                    place: Some(span),
+                },
+                e => e,
+            })?;
+            let k = self.site(t, coords, order, sites);
+            // The components select per-axis orders: a literal picks its axis, an index
+            // expression selects among the axes (`ifelse(c == 0, ∂₀, ifelse(c == 1, ...))`).
+            let mut combos: Vec<(Vec<usize>, Vec<u32>)> = vec![(vec![], vec![0; d])];
+            for _ in comps {
+                combos = combos
+                    .into_iter()
+                    .flat_map(|(axes, orders)| {
+                        (0..d).map(move |a| {
+                            let mut axes = axes.clone();
+                            let mut orders = orders.clone();
+                            axes.push(a);
+                            orders[a] += 1;
+                            (axes, orders)
+                        })
+                    })
+                    .collect();
+            }
+            // Literal components pick their axes at once.
+            let literal: Option<Vec<usize>> = comps
+                .iter()
+                .map(|c| match c.kind {
+                    ExprKind::Literal(Scalar::I64(v)) if (0..d as i64).contains(&v) => {
+                        Some(v as usize)
+                    }
+                    _ => None,
+                })
+                .collect();
+            if let Some(want) = literal {
+                combos.retain(|(axes, _)| *axes == want);
+            }
+            let mut value: Option<Expr> = None;
+            for (axes, orders) in combos.into_iter().rev() {
+                let p = name(&sites[k].value(&orders));
+                sites[k].probes.insert(orders);
+                value = Some(match value {
+                    None => p,
+                    Some(other) => {
+                        let mut cond: Option<Expr> = None;
+                        for (c, &a) in comps.iter().zip(&axes) {
+                            let eq = bin(BinaryOp::Eq, c.clone(), lit_i(a as i64));
+                            cond = Some(match cond {
+                                None => eq,
+                                Some(x) => bin(BinaryOp::AndAnd, x, eq),
+                            });
+                        }
+                        call(
+                            "ifelse",
+                            vec![cond.expect("one component or more"), p, other],
+                        )
+                    }
+                });
+            }
+            let mut value = value.expect("one combination or more");
+            if let Some(c) = &t.coef {
+                value = bin(BinaryOp::Mul, c.clone(), value);
+            }
+            total = Some(match total {
+                None => value,
+                Some(s) => bin(BinaryOp::Add, s, value),
+            });
+        }
+        let mut out = total.unwrap_or(lit_f(0.0));
+        out.span = span;
+        Ok(out)
+    }
+}
