@@ -198,6 +198,10 @@ fn main() {
             if world.rank() == 0 {
                 eprintln!("error: {e}");
             }
+            // Every error is agreed by all ranks (`comm::agree`), so all are here. Wait for
+            // rank 0's message: mpirun kills the job at the first non-zero exit, which could
+            // otherwise cut rank 0 off before it printed.
+            world.barrier();
             1
         }
     };
