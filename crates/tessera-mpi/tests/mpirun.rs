@@ -27,6 +27,19 @@ fn mpirun(np: usize, args: &[&str]) -> Output {
         .expect("mpirun runs (scripts/test-mpi.sh checks that it exists)")
 }
 
+/// Two ranks running different arguments (MPMD: `mpirun -np 1 BIN A : -np 1 BIN B`).
+fn mpmd(rank0: &[&str], rank1: &[&str]) -> Output {
+    Command::new("mpirun")
+        .args(["--oversubscribe", "-np", "1", BIN])
+        .args(rank0)
+        .args([":", "-np", "1", BIN])
+        .args(rank1)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun runs (scripts/test-mpi.sh checks that it exists)")
+}
+
 fn ok(np: usize, args: &[&str]) -> String {
     let out = mpirun(np, args);
     assert!(
@@ -350,15 +363,7 @@ fn a_rank_that_cannot_read_its_input_fails_every_rank_and_writes_nothing() {
         &format!("y={}", s(&y)),
     ];
     // MPMD: rank 0 reads a good x, rank 1 one that does not exist.
-    let out = Command::new("mpirun")
-        .args(["--oversubscribe", "-np", "1", BIN])
-        .args(good)
-        .args([":", "-np", "1", BIN])
-        .args(bad)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .unwrap();
+    let out = mpmd(&good, &bad);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the job succeeded: {err}");
     assert!(
@@ -374,33 +379,15 @@ fn a_rank_that_cannot_read_its_input_fails_every_rank_and_writes_nothing() {
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
     // With --read parallel every rank reads the matrix: rank 1's is missing.
-    let out = Command::new("mpirun")
-        .args([
-            "--oversubscribe",
-            "-np",
-            "1",
-            BIN,
-            "bfs",
-            "--read",
-            "parallel",
-        ])
-        .args([
-            "--in",
-            &format!("A={}", s(&a)),
-            "--out",
-            &format!("parents={}", s(&y)),
-        ])
-        .args([":", "-np", "1", BIN, "bfs", "--read", "parallel"])
-        .args([
-            "--in",
-            &format!("A={}", s(&missing)),
-            "--out",
-            &format!("parents={}", s(&y)),
-        ])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .unwrap();
+    let (pa, pm, py) = (
+        format!("A={}", s(&a)),
+        format!("A={}", s(&missing)),
+        format!("parents={}", s(&y)),
+    );
+    let out = mpmd(
+        &["bfs", "--read", "parallel", "--in", &pa, "--out", &py],
+        &["bfs", "--read", "parallel", "--in", &pm, "--out", &py],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the job succeeded: {err}");
     assert!(
