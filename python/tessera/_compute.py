@@ -25,6 +25,15 @@ def _outs(out):
     return {n: None for n in names}, names
 
 
+def _shaped(result, kind):
+    result = {n: Tensor(t) for n, t in result.items()}
+    if kind == "one":
+        return next(iter(result.values()))
+    if kind == "dict" or kind is None:
+        return result
+    return tuple(result[n] for n in kind)
+
+
 def run(program, out=None, shapes=None, backend="tiered", **tensors):
     """Run a loop program on tensors given by name (NumPy arrays, SciPy matrices, Tensors,
     scalars; converted by :func:`asarray`). ``out`` names the outputs to return: one name
@@ -34,13 +43,46 @@ def run(program, out=None, shapes=None, backend="tiered", **tensors):
     ``"tiered"`` (default), ``"jit"`` or ``"c"``."""
     spec, kind = _outs(out)
     shapes = {n: [int(d) for d in s] for n, s in (shapes or {}).items()}
-    result = _tessera.run(str(program), _tensors(tensors), spec, shapes, backend)
-    result = {n: Tensor(t) for n, t in result.items()}
-    if kind == "one":
-        return next(iter(result.values()))
-    if kind == "dict" or kind is None:
-        return result
-    return tuple(result[n] for n in kind)
+    return _shaped(_tessera.run(str(program), _tensors(tensors), spec, shapes, backend), kind)
+
+
+class Kernel:
+    """A program compiled for the formats of some tensors (:func:`compile`). Calling it with
+    tensors of those formats runs the compiled code at once: no parsing, no kernel lookup,
+    shapes inferred again only when they change. Tensors of other formats are accepted too
+    (the kernel is compiled for them, and they become the ones it expects)."""
+
+    __slots__ = ("_raw", "_kind")
+
+    def __init__(self, raw, kind):
+        self._raw = raw
+        self._kind = kind
+
+    def __call__(self, **tensors):
+        raws = {}
+        for name, value in tensors.items():
+            raws[name] = value._raw if type(value) is Tensor else asarray(value)._raw
+        return _shaped(self._raw.call(raws), self._kind)
+
+    @property
+    def program(self):
+        return self._raw.program
+
+    @property
+    def outputs(self):
+        return self._raw.outputs
+
+    def __repr__(self):
+        return f"<tessera.Kernel outputs={self.outputs}>"
+
+
+def compile(program, out=None, shapes=None, backend="tiered", **tensors):
+    """Compile a loop program for tensors like ``tensors`` (the arguments of :func:`run`) and
+    return a :class:`Kernel`; ``kernel(**new_tensors)`` then runs it and returns what
+    ``run`` would. Errors in the program or the tensors are raised here."""
+    spec, kind = _outs(out)
+    shapes = {n: [int(d) for d in s] for n, s in (shapes or {}).items()}
+    return Kernel(_tessera.compile(str(program), _tensors(tensors), spec, shapes, backend), kind)
 
 
 def code(program, out=None, shapes=None, backend="jit", **tensors):

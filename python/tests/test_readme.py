@@ -16,4 +16,5 @@ def test_readme_python_example_runs():
     want = A.to_scipy() @ np.ones(1000)
     np.testing.assert_allclose(scope["y"].to_numpy(), want)
     np.testing.assert_allclose(scope["y2"].to_numpy(), want)
+    np.testing.assert_allclose(scope["y3"].to_numpy(), 2 * want)
     assert len(scope["kernels"]) == 1

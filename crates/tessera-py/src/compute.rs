@@ -5,12 +5,18 @@
 
 use crate::convert::elem_of_dtype;
 use crate::errors::IntoPy;
-use crate::tensor::{PyTensor, format_for};
+use crate::program::Loans;
+use crate::tensor::{PyTensor, Slot, format_for};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::rc::Rc;
 use std::sync::Arc;
 use tessera::api::{self, Lazy, Op, Reduction};
+use tessera::levels::Format;
+use tessera::run::Compiled;
 use tessera::tensor::Tensor;
 use tessera::{ElemType, Scalar};
 
@@ -60,6 +66,99 @@ fn reduction_named(name: &str) -> PyResult<Reduction> {
     })
 }
 
+/// A planned einsum with its compiled kernel, for one statement, input formats and output
+/// format.
+struct Planned {
+    plan: api::Plan,
+    compiled: Rc<Compiled>,
+}
+
+/// What an einsum's plan depends on: the statement, each input's name and format, and the
+/// output format asked for.
+type PlanKey = (String, Vec<(String, Format)>, Option<String>);
+
+thread_local! {
+    /// Plans by statement and formats: an einsum called again on new data of the same formats
+    /// neither plans nor looks its kernel up again. Bounded: cleared at `PLANS_MAX` entries.
+    static PLANS: RefCell<HashMap<PlanKey, Rc<Planned>>> = RefCell::new(HashMap::new());
+}
+
+const PLANS_MAX: usize = 256;
+
+/// The einsum on tensors the call owns (lent by their Python objects): the inputs are read
+/// where they are, only transposed operands are copies.
+fn einsum_on(
+    spec: &str,
+    tensors: &mut BTreeMap<String, Tensor>,
+    format: Option<String>,
+) -> tessera::Result<Tensor> {
+    let key: PlanKey = (
+        spec.to_string(),
+        tensors
+            .iter()
+            .map(|(n, t)| (n.clone(), t.format.clone()))
+            .collect(),
+        format.clone(),
+    );
+    let planned = match PLANS.with(|p| p.borrow().get(&key).cloned()) {
+        Some(p) => p,
+        None => {
+            let output = match &format {
+                Some(text) => {
+                    let rank = api::spec::parse_spec(spec)?.out_indices.len();
+                    Some(format_for(text, rank, None)?)
+                }
+                None => None,
+            };
+            let formats: Vec<(&str, &Format)> =
+                key.1.iter().map(|(n, f)| (n.as_str(), f)).collect();
+            let plan = api::plan_einsum(spec, &formats, output.as_ref())?;
+            let refs: Vec<(&str, &Tensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+            let mut formats = api::formats_of(&api::prepare_created(&plan, &refs)?);
+            tessera::notation::visit::accesses(&plan.program.body, &mut |a| {
+                if let Some((_, t)) = refs.iter().find(|(n, _)| *n == a.tensor) {
+                    formats
+                        .entry(a.tensor.clone())
+                        .or_insert_with(|| t.format.clone());
+                }
+            });
+            let compiled = crate::program::with_runner(|r| r.compile(&plan.program, &formats))?;
+            let planned = Rc::new(Planned { plan, compiled });
+            PLANS.with(|p| {
+                let mut p = p.borrow_mut();
+                if p.len() >= PLANS_MAX {
+                    p.clear();
+                }
+                p.insert(key, planned.clone());
+            });
+            planned
+        }
+    };
+    let refs: Vec<(&str, &Tensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let created = api::prepare_created(&planned.plan, &refs)?;
+    // The output may reuse an input's name: it then stands in for it, as in `api::einsum`.
+    let mut replaced = vec![];
+    for (n, t) in created {
+        if let Some(old) = tensors.insert(n.clone(), t) {
+            replaced.push((n, old));
+        }
+    }
+    let ran = crate::program::with_runner(|r| r.execute(&planned.compiled, tensors));
+    let out = tensors.remove(&planned.plan.spec.output);
+    // Transposed copies and the workspace go; replaced inputs come back for their loans.
+    for name in planned.plan.transposes.iter().map(|t| &t.name) {
+        tensors.remove(name);
+    }
+    if let Some(w) = &planned.plan.workspace {
+        tensors.remove(&w.name);
+    }
+    for (n, old) in replaced {
+        tensors.insert(n, old);
+    }
+    ran?;
+    Ok(out.expect("prepare_created adds the output"))
+}
+
 /// `OUT[...] op= expression` over the named tensors, with an optional output format.
 #[pyfunction]
 #[pyo3(signature = (spec, names, tensors, format=None))]
@@ -70,22 +169,16 @@ pub fn einsum(
     tensors: Vec<PyRef<'_, PyTensor>>,
     format: Option<&str>,
 ) -> PyResult<PyTensor> {
-    let inputs: Vec<(String, Arc<Tensor>)> = names
+    let slots: BTreeMap<String, Arc<Slot>> = names
         .into_iter()
-        .zip(tensors.iter().map(|t| t.arc(py)))
+        .zip(tensors.iter().map(|t| t.slot()))
         .collect();
     let spec = spec.to_string();
     let format = format.map(str::to_string);
     let out = py.detach(move || {
-        let refs: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), &**t)).collect();
-        match format {
-            None => api::einsum(&spec, &refs),
-            Some(text) => {
-                let rank = api::spec::parse_spec(&spec)?.out_indices.len();
-                let f = format_for(&text, rank, None)?;
-                crate::program::with_runner(|r| api::einsum_with(r, &spec, &refs, Some(&f)))
-            }
-        }
+        // The inputs are only read: every one is lent, none copied.
+        let mut loans = Loans::new(slots, &HashSet::new());
+        einsum_on(&spec, &mut loans.tensors, format)
     });
     Ok(PyTensor::new(out.py_err()?))
 }

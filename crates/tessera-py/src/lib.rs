@@ -7,6 +7,7 @@
 mod compute;
 mod convert;
 mod errors;
+mod kernel;
 mod program;
 mod tensor;
 
@@ -26,6 +27,8 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compute::permute_dims, m)?)?;
     m.add_function(wrap_pyfunction!(compute::scalar, m)?)?;
     m.add_function(wrap_pyfunction!(compute::lazy_compute, m)?)?;
+    m.add_class::<kernel::PyKernel>()?;
+    m.add_function(wrap_pyfunction!(kernel::compile, m)?)?;
     m.add_function(wrap_pyfunction!(program::run, m)?)?;
     m.add_function(wrap_pyfunction!(program::code, m)?)?;
     m.add_function(wrap_pyfunction!(program::kernel_cache_len, m)?)?;

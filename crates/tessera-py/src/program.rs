@@ -24,7 +24,7 @@ thread_local! {
     static RUNNERS: RefCell<HashMap<String, Rc<Runner>>> = RefCell::new(HashMap::new());
 }
 
-fn runner(backend: &str) -> Result<Rc<Runner>> {
+pub fn runner(backend: &str) -> Result<Rc<Runner>> {
     RUNNERS.with(|r| {
         if let Some(runner) = r.borrow().get(backend) {
             return Ok(runner.clone());
@@ -52,9 +52,14 @@ pub fn with_runner<T>(f: impl FnOnce(&Runner) -> Result<T>) -> Result<T> {
 
 /// What a program needs before it compiles, besides its tensors (`prepare` adds the outputs
 /// and workspaces it creates to them): the program with the outputs' declarations added.
-struct Prepared {
-    program: Program,
-    formats: BTreeMap<String, Format>,
+pub struct Prepared {
+    pub program: Program,
+    pub formats: BTreeMap<String, Format>,
+    /// The outputs and workspaces the call creates (not given as tensors).
+    pub created: Vec<String>,
+    /// What shape inference starts from for each created tensor: its given shape, `[]` for
+    /// a 0-d one, or nothing (inferred from the program).
+    pub created_known: HashMap<String, Option<Vec<usize>>>,
 }
 
 thread_local! {
@@ -66,7 +71,7 @@ thread_local! {
 const PARSED_MAX: usize = 256;
 
 /// Program text as the command line reads it, positions relative to the text.
-fn parse(text: &str) -> Result<Program> {
+pub fn parse(text: &str) -> Result<Program> {
     if let Some(p) = PARSED.with(|c| c.borrow().get(text).cloned()) {
         return Ok(p);
     }
@@ -82,7 +87,7 @@ fn parse(text: &str) -> Result<Program> {
     Ok(program)
 }
 
-fn prepare(
+pub fn prepare(
     text: &str,
     tensors: &mut BTreeMap<String, Tensor>,
     outs: &BTreeMap<String, Option<String>>,
@@ -150,26 +155,19 @@ fn prepare(
         };
         formats.insert(n.clone(), f);
     }
-    let mut known: HashMap<String, Option<Vec<usize>>> = tensors
+    let created_known: HashMap<String, Option<Vec<usize>>> = created
         .iter()
-        .map(|(n, t)| (n.clone(), Some(t.shape.clone())))
+        .map(|n| {
+            let shape = match shapes.get(n) {
+                Some(s) => Some(s.clone()),
+                None if !ranks.contains_key(n) => Some(vec![]),
+                None => None,
+            };
+            (n.clone(), shape)
+        })
         .collect();
-    for n in &created {
-        let shape = match shapes.get(n) {
-            Some(s) => Some(s.clone()),
-            None if !ranks.contains_key(n) => Some(vec![]),
-            None => None,
-        };
-        known.insert(n.clone(), shape);
-    }
-    let values = tessera::run::scalar_values(&program, tensors);
-    let inferred = tessera::transforms::infer_shapes_with(&program, &known, &values)?;
-    for n in &created {
-        // Empty, so valid; the inputs were checked when they were built (`asarray`, or a
-        // kernel's output), and Python cannot change them since.
-        let t = Tensor::empty(&formats[n], &inferred[n]).map_err(|e| e.named(n))?;
-        tensors.insert(n.clone(), t);
-    }
+    let inferred = created_shapes(&program, tensors, &created_known)?;
+    create(tensors, &created, &formats, &inferred)?;
     // Outputs the program does not declare start from their fill value, as on the command line.
     let global: HashSet<String> = program
         .body
@@ -193,19 +191,56 @@ fn prepare(
         .iter()
         .map(|(n, t)| (n.clone(), t.format.clone()))
         .collect();
-    Ok(Prepared { program, formats })
+    Ok(Prepared {
+        program,
+        formats,
+        created,
+        created_known,
+    })
+}
+
+/// The shapes of every tensor of `program`, from the given tensors' shapes and the created
+/// ones' known shapes (`Prepared::created_known`).
+pub fn created_shapes(
+    program: &Program,
+    tensors: &BTreeMap<String, Tensor>,
+    created_known: &HashMap<String, Option<Vec<usize>>>,
+) -> Result<HashMap<String, Vec<usize>>> {
+    let mut known: HashMap<String, Option<Vec<usize>>> = tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), Some(t.shape.clone())))
+        .collect();
+    known.extend(created_known.iter().map(|(n, s)| (n.clone(), s.clone())));
+    let values = tessera::run::scalar_values(program, tensors);
+    tessera::transforms::infer_shapes_with(program, &known, &values)
+}
+
+/// Adds the created tensors, empty, of their formats and shapes.
+pub fn create(
+    tensors: &mut BTreeMap<String, Tensor>,
+    created: &[String],
+    formats: &BTreeMap<String, Format>,
+    shapes: &HashMap<String, Vec<usize>>,
+) -> Result<()> {
+    for n in created {
+        // Empty, so valid; the inputs were checked when they were built (`asarray`, or a
+        // kernel's output), and Python cannot change them since.
+        let t = Tensor::empty(&formats[n], &shapes[n]).map_err(|e| e.named(n))?;
+        tensors.insert(n.clone(), t);
+    }
+    Ok(())
 }
 
 /// The tensors of one `run`: those the program only reads are lent by their Python objects
 /// (moved, not copied; see `PyTensor`), the others copied. Dropping it gives every loan back,
 /// also when preparing or running failed.
-struct Loans {
-    tensors: BTreeMap<String, Tensor>,
+pub struct Loans {
+    pub tensors: BTreeMap<String, Tensor>,
     lent: Vec<(String, Arc<Slot>)>,
 }
 
 impl Loans {
-    fn new(slots: BTreeMap<String, Arc<Slot>>, written: &HashSet<String>) -> Loans {
+    pub fn new(slots: BTreeMap<String, Arc<Slot>>, written: &HashSet<String>) -> Loans {
         let mut loans = Loans {
             tensors: BTreeMap::new(),
             lent: vec![],
@@ -246,11 +281,12 @@ impl Drop for Loans {
     }
 }
 
-fn slots_of(tensors: BTreeMap<String, PyRef<'_, PyTensor>>) -> BTreeMap<String, Arc<Slot>> {
+pub fn slots_of(tensors: BTreeMap<String, PyRef<'_, PyTensor>>) -> BTreeMap<String, Arc<Slot>> {
     tensors.into_iter().map(|(n, t)| (n, t.slot())).collect()
 }
 
 /// Run `program` on the tensors; returns the outputs named in `out` (name → format or None).
+/// The kernel, with the preparation around it, is kept per call signature (`kernel::run`).
 #[pyfunction]
 #[pyo3(signature = (program, tensors, out, shapes, backend="tiered"))]
 pub fn run(
@@ -263,25 +299,8 @@ pub fn run(
 ) -> PyResult<BTreeMap<String, PyTensor>> {
     let slots = slots_of(tensors);
     let backend = backend.to_string();
-    let result = py.detach(move || -> Result<BTreeMap<String, PyTensor>> {
-        let runner = runner(&backend)?;
-        let (_, written) = tessera::notation::visit::reads_writes(&parse(&program)?.body);
-        // (`prepare` parses again: a cache hit.)
-        let mut written: HashSet<String> = written.into_iter().collect();
-        written.extend(out.keys().cloned());
-        let mut loans = Loans::new(slots, &written);
-        let p = prepare(&program, &mut loans.tensors, &out, &shapes)?;
-        let compiled = runner.compile(&p.program, &p.formats)?;
-        runner.execute(&compiled, &mut loans.tensors)?;
-        Ok(out
-            .keys()
-            .map(|n| {
-                let t = loans.tensors.remove(n).expect("outputs are created");
-                (n.clone(), PyTensor::new(t))
-            })
-            .collect())
-    });
-    result.py_err()
+    py.detach(move || crate::kernel::run(program, slots, out, shapes, backend))
+        .py_err()
 }
 
 /// The loop IR (or, with `backend="c"`, the C source) `run` would compile for these tensors.

@@ -131,7 +131,8 @@ pub fn scalar_values(
     scalar_values_except(&written.into_iter().collect(), tensors)
 }
 
-fn scalar_values_except(
+/// The values of the integer 0-d tensors not in `written` (see [`scalar_values`]).
+pub fn scalar_values_except(
     written: &HashSet<String>,
     tensors: &BTreeMap<String, Tensor>,
 ) -> HashMap<String, i64> {

@@ -83,10 +83,28 @@ pub fn formats_of(tensors: &BTreeMap<String, Tensor>) -> BTreeMap<String, Format
         .collect()
 }
 
-/// The tensors the plan's program runs on: the inputs it reads directly, the transposed
-/// copies, and an empty output and workspace sized from the inputs. Checks that every index
-/// has one extent.
+/// The tensors the plan's program runs on: the inputs it reads directly (copied), and the
+/// tensors of [`prepare_created`].
 pub fn prepare(plan: &Plan, inputs: &[(&str, &Tensor)]) -> Result<BTreeMap<String, Tensor>> {
+    let mut tensors = prepare_created(plan, inputs)?;
+    let mut used = vec![];
+    crate::notation::visit::accesses(&plan.program.body, &mut |a| used.push(a.tensor.clone()));
+    for (n, t) in inputs {
+        // A created tensor of the same name (the output) takes the place of the input.
+        if used.iter().any(|u| u == n) && !tensors.contains_key(*n) {
+            tensors.insert(n.to_string(), (*t).clone());
+        }
+    }
+    Ok(tensors)
+}
+
+/// The tensors the plan's program runs on besides the inputs: the transposed copies, and an
+/// empty output and workspace sized from the inputs. Checks that every index has one extent.
+/// (A caller that owns its inputs adds them itself, with no copy.)
+pub fn prepare_created(
+    plan: &Plan,
+    inputs: &[(&str, &Tensor)],
+) -> Result<BTreeMap<String, Tensor>> {
     let get = |n: &str| {
         inputs
             .iter()
@@ -148,13 +166,6 @@ pub fn prepare(plan: &Plan, inputs: &[(&str, &Tensor)]) -> Result<BTreeMap<Strin
     }
     let size = |v: &String| extents[v].0;
     let mut tensors = BTreeMap::new();
-    let mut used = vec![];
-    crate::notation::visit::accesses(&plan.program.body, &mut |a| used.push(a.tensor.clone()));
-    for (n, t) in inputs {
-        if used.iter().any(|u| u == n) {
-            tensors.insert(n.to_string(), (*t).clone());
-        }
-    }
     for tr in &plan.transposes {
         let t = get(&tr.input)?.permute(&tr.perm)?;
         tensors.insert(tr.name.clone(), t);

@@ -1,0 +1,298 @@
+//! `tessera.compile`: a program bound to its outputs and to the formats of example tensors,
+//! called again and again on new data. `tessera.run` parses, prepares and looks its kernel
+//! up by program and formats on every call (about 14 µs for a tiny kernel); a kernel object
+//! does that once, and a call only checks that the tensors have the formats it was compiled
+//! for, makes the outputs (shapes inferred again only when the inputs' shapes or integer
+//! scalars change) and runs the compiled code.
+//!
+//! Compiled code lives in a per-OS-thread runner (`program::runner`), which is not `Send`;
+//! so the Python object holds a number, and each thread keeps the compiled state of the
+//! kernels it has called. A call from another thread, or with tensors of other formats,
+//! prepares and compiles again (the runner's cache makes the second time cheap) and becomes
+//! that thread's state.
+
+use crate::errors::IntoPy;
+use crate::program::{Loans, Prepared, create, created_shapes, prepare, runner, slots_of};
+use crate::tensor::PyTensor;
+use pyo3::prelude::*;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tessera::error::Result;
+use tessera::levels::Format;
+use tessera::run::{Compiled, Runner};
+use tessera::tensor::Tensor;
+
+/// What `tessera.compile` was given: enough to prepare the kernel again on any thread.
+struct Spec {
+    program: String,
+    out: BTreeMap<String, Option<String>>,
+    shapes: HashMap<String, Vec<usize>>,
+    backend: String,
+    /// The tensors the program writes, with the outputs: given ones are copied, never lent.
+    written: HashSet<String>,
+}
+
+/// A kernel's compiled state on one thread.
+struct Ready {
+    runner: Rc<Runner>,
+    compiled: Rc<Compiled>,
+    prepared: Prepared,
+    /// The formats of the given tensors it was compiled for, by name.
+    given: BTreeMap<String, Format>,
+    /// The tensors the prepared program writes (its integer scalars are the others).
+    written: HashSet<String>,
+    /// The given tensors' shapes and integer scalars of the last call, and the created
+    /// tensors' shapes inferred from them.
+    last: RefCell<Option<(ShapeKey, HashMap<String, Vec<usize>>)>>,
+}
+
+type ShapeKey = (Vec<Vec<usize>>, HashMap<String, i64>);
+
+thread_local! {
+    /// Each thread's compiled kernels, by kernel number; an entry lives as long as its
+    /// Python object (`Drop` of `PyKernel` removes it from the dropping thread's table).
+    static READY: RefCell<HashMap<u64, Rc<Ready>>> = RefCell::new(HashMap::new());
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// `tessera.compile(...)`'s object (the Python `tessera.Kernel` wraps it).
+#[pyclass(name = "RawKernel", module = "tessera._tessera", frozen)]
+pub struct PyKernel {
+    id: u64,
+    spec: Arc<Spec>,
+}
+
+impl Drop for PyKernel {
+    fn drop(&mut self) {
+        // Only this thread's entry can be reached; other threads' entries go with them.
+        let _ = READY.try_with(|r| r.borrow_mut().remove(&self.id));
+    }
+}
+
+/// Prepares and compiles the kernel for `tensors` (the given ones; the created are added).
+fn build(spec: &Spec, tensors: &mut BTreeMap<String, Tensor>) -> Result<Ready> {
+    let given = tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), t.format.clone()))
+        .collect();
+    let runner = runner(&spec.backend)?;
+    let prepared = prepare(&spec.program, tensors, &spec.out, &spec.shapes)?;
+    let compiled = runner.compile(&prepared.program, &prepared.formats)?;
+    let (_, written) = tessera::notation::visit::reads_writes(&prepared.program.body);
+    Ok(Ready {
+        written: written.into_iter().collect(),
+        runner,
+        compiled,
+        prepared,
+        given,
+        last: RefCell::new(None),
+    })
+}
+
+impl Ready {
+    /// Whether the tensors are the ones this state was compiled for (names and formats).
+    fn fits(&self, tensors: &BTreeMap<String, Tensor>) -> bool {
+        tensors.len() == self.given.len()
+            && tensors
+                .iter()
+                .zip(&self.given)
+                .all(|((n, t), (m, f))| n == m && t.format == *f)
+    }
+
+    /// Adds the created tensors for these given ones, their shapes remembered per call.
+    fn create(&self, tensors: &mut BTreeMap<String, Tensor>) -> Result<()> {
+        let key: ShapeKey = (
+            tensors.values().map(|t| t.shape.clone()).collect(),
+            tessera::run::scalar_values_except(&self.written, tensors),
+        );
+        let mut last = self.last.borrow_mut();
+        if last.as_ref().map(|(k, _)| k) != Some(&key) {
+            let shapes = created_shapes(
+                &self.prepared.program,
+                tensors,
+                &self.prepared.created_known,
+            )?;
+            *last = Some((key, shapes));
+        }
+        let (_, shapes) = last.as_ref().expect("set above");
+        create(
+            tensors,
+            &self.prepared.created,
+            &self.prepared.formats,
+            shapes,
+        )
+    }
+}
+
+fn run_on(id: u64, spec: &Spec, tensors: &mut BTreeMap<String, Tensor>) -> Result<()> {
+    let ready = READY.with(|r| r.borrow().get(&id).cloned());
+    let ready = match ready {
+        Some(ready) if ready.fits(tensors) => {
+            ready.create(tensors)?;
+            ready
+        }
+        _ => {
+            // `build` adds the created tensors itself.
+            let ready = Rc::new(build(spec, tensors)?);
+            READY.with(|r| r.borrow_mut().insert(id, ready.clone()));
+            ready
+        }
+    };
+    ready.runner.execute(&ready.compiled, tensors)
+}
+
+/// The `Spec` of a program and its outputs: the tensors it writes come from the program.
+fn spec_of(
+    program: String,
+    out: BTreeMap<String, Option<String>>,
+    shapes: HashMap<String, Vec<usize>>,
+    backend: String,
+) -> Result<Spec> {
+    let (_, written) =
+        tessera::notation::visit::reads_writes(&crate::program::parse(&program)?.body);
+    let mut written: HashSet<String> = written.into_iter().collect();
+    written.extend(out.keys().cloned());
+    Ok(Spec {
+        program,
+        out,
+        shapes,
+        backend,
+        written,
+    })
+}
+
+/// Runs kernel `id` on the tensors in `slots` and returns its outputs.
+fn call_with(
+    id: u64,
+    spec: &Spec,
+    slots: BTreeMap<String, Arc<crate::tensor::Slot>>,
+) -> Result<BTreeMap<String, PyTensor>> {
+    let mut loans = Loans::new(slots, &spec.written);
+    run_on(id, spec, &mut loans.tensors)?;
+    Ok(spec
+        .out
+        .keys()
+        .map(|n| {
+            let t = loans.tensors.remove(n).expect("outputs are created");
+            (n.clone(), PyTensor::new(t))
+        })
+        .collect())
+}
+
+/// What `tessera.run` is called with, besides the tensors: its implicit kernel's key.
+type RunKey = (
+    String,
+    Vec<(String, Option<String>)>,
+    Vec<(String, Vec<usize>)>,
+    String,
+);
+
+thread_local! {
+    /// `tessera.run`'s kernels, by call: a program run again (a loop over new data) is one
+    /// lookup of its text from the second call on. Bounded: cleared at `RUNS_MAX` entries.
+    static RUNS: RefCell<HashMap<RunKey, (u64, Arc<Spec>)>> = RefCell::new(HashMap::new());
+}
+
+const RUNS_MAX: usize = 256;
+
+/// `tessera.run`: the kernel for this program, outputs and backend (made on first use), run
+/// on the tensors.
+pub fn run(
+    program: String,
+    slots: BTreeMap<String, Arc<crate::tensor::Slot>>,
+    out: BTreeMap<String, Option<String>>,
+    shapes: HashMap<String, Vec<usize>>,
+    backend: String,
+) -> Result<BTreeMap<String, PyTensor>> {
+    let mut sorted_shapes: Vec<(String, Vec<usize>)> =
+        shapes.iter().map(|(n, s)| (n.clone(), s.clone())).collect();
+    sorted_shapes.sort();
+    let key: RunKey = (
+        program,
+        out.iter().map(|(n, f)| (n.clone(), f.clone())).collect(),
+        sorted_shapes,
+        backend,
+    );
+    let found = RUNS.with(|r| r.borrow().get(&key).cloned());
+    let (id, spec) = match found {
+        Some(found) => found,
+        None => {
+            let spec = Arc::new(spec_of(key.0.clone(), out, shapes, key.3.clone())?);
+            let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+            RUNS.with(|r| {
+                let mut r = r.borrow_mut();
+                if r.len() >= RUNS_MAX {
+                    // Their compiled states go too; the runner's cache keeps the code.
+                    READY.with(|ready| {
+                        let mut ready = ready.borrow_mut();
+                        for (id, _) in r.values() {
+                            ready.remove(id);
+                        }
+                    });
+                    r.clear();
+                }
+                r.insert(key, (id, spec.clone()));
+            });
+            (id, spec)
+        }
+    };
+    call_with(id, &spec, slots)
+}
+
+/// Compile `program` for tensors like `tensors` (`run`'s arguments); the kernel object runs
+/// it on new tensors of the same formats.
+#[pyfunction]
+#[pyo3(signature = (program, tensors, out, shapes, backend="tiered"))]
+pub fn compile(
+    py: Python<'_>,
+    program: String,
+    tensors: BTreeMap<String, PyRef<'_, PyTensor>>,
+    out: BTreeMap<String, Option<String>>,
+    shapes: HashMap<String, Vec<usize>>,
+    backend: &str,
+) -> PyResult<PyKernel> {
+    let slots = slots_of(tensors);
+    let backend = backend.to_string();
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let spec = py.detach(move || -> Result<Spec> {
+        let spec = spec_of(program, out, shapes, backend)?;
+        let mut loans = Loans::new(slots, &spec.written);
+        let ready = build(&spec, &mut loans.tensors)?;
+        READY.with(|r| r.borrow_mut().insert(id, Rc::new(ready)));
+        Ok(spec)
+    });
+    Ok(PyKernel {
+        id,
+        spec: Arc::new(spec.py_err()?),
+    })
+}
+
+#[pymethods]
+impl PyKernel {
+    /// Run on `tensors` (name → tensor); returns the outputs named at compile time.
+    fn call(
+        &self,
+        py: Python<'_>,
+        tensors: BTreeMap<String, PyRef<'_, PyTensor>>,
+    ) -> PyResult<BTreeMap<String, PyTensor>> {
+        let slots = slots_of(tensors);
+        let (id, spec) = (self.id, self.spec.clone());
+        py.detach(move || call_with(id, &spec, slots)).py_err()
+    }
+
+    /// The program text the kernel was compiled from.
+    #[getter]
+    fn program(&self) -> String {
+        self.spec.program.clone()
+    }
+
+    /// The outputs a call returns, in order.
+    #[getter]
+    fn outputs(&self) -> Vec<String> {
+        self.spec.out.keys().cloned().collect()
+    }
+}
