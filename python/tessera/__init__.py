@@ -12,7 +12,7 @@ from ._compute import (
     less_equal, log, logical_and, logical_not, logical_or, matmul, max, maximum, min, minimum,
     multiply, negative, not_equal, permute_dims, prod, run, sqrt, subtract, sum, transpose,
 )
-from ._tensor import DTYPES, Tensor, asarray
+from ._tensor import DTYPES, Tensor, asarray, from_dlpack
 from .errors import *  # noqa: F401,F403  (the exception classes at the top level)
 from .lazy import LazyTensor, lazy
 

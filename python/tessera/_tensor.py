@@ -104,6 +104,15 @@ def asarray(obj, format=None, dtype=None):
     return Tensor(_tessera.from_numpy(arr, name, list(arr.shape), _format_text(format)))
 
 
+def from_dlpack(x, format=None, copy=None):
+    """A tensor from any object with ``__dlpack__`` (PyTorch, JAX, CuPy on CPU, NumPy...):
+    the dense values, in ``format`` (default dense). The values are copied into Tessera's
+    storage (``copy=False`` is refused)."""
+    if copy is False:
+        raise BufferError("tessera.from_dlpack copies the values into Tessera's storage")
+    return asarray(np.from_dlpack(x), format=format)
+
+
 def _scalar_dtype(value, like):
     """NumPy's rule for a Python scalar beside an array: it takes the array's type when that
     is of its kind or wider (an int beside a float array is a float)."""
@@ -207,27 +216,61 @@ class Tensor:
 
     # --- conversion ----------------------------------------------------------------------
     def to_numpy(self):
-        """Every entry, fills included, as a new C-ordered NumPy array."""
+        """Every entry, fills included, as a C-ordered NumPy array: when the values are
+        stored densely (every level ``Dense``), a read-only view of the tensor's memory (no
+        copy; the tensor is immutable), else a new array."""
         return self._raw.to_numpy()
 
     todense = to_numpy
 
     def __array__(self, dtype=None, copy=None):
+        # NumPy 2's protocol: copy=False must not copy, copy=True must.
+        shares = self._raw.dense_view and (dtype is None or np.dtype(dtype) == self.dtype)
+        if copy is False and not shares:
+            raise ValueError(
+                "a copy is needed: the tensor's values are not stored densely"
+                if not self._raw.dense_view else f"a copy is needed to convert {self.dtype} to {np.dtype(dtype)}"
+            )
         a = self.to_numpy()
-        return a if dtype is None else a.astype(dtype, copy=False)
+        if dtype is not None:
+            a = a.astype(dtype, copy=False)
+        return np.array(a, copy=True) if copy and a.base is not None else a
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack export (CPU) of the dense values: the tensor's own memory, read-only, when
+        they are stored densely and the consumer speaks DLPack 1.0 (which can say
+        read-only); otherwise a copy — or ``BufferError`` when ``copy=False`` forbids it."""
+        if dl_device is not None and tuple(dl_device) != (1, 0):
+            raise BufferError(f"tessera tensors live on the CPU, not on device {tuple(dl_device)}")
+        versioned = max_version is not None and tuple(max_version) >= (1, 0)
+        if copy is False and not (self._raw.dense_view and versioned):
+            raise BufferError(
+                "a copy is needed: " + ("the values are not stored densely" if not self._raw.dense_view
+                                        else "the consumer's DLPack version cannot mark memory read-only")
+            )
+        a = self.to_numpy()
+        if copy or not versioned:
+            a = np.array(a, copy=True)
+        kwargs = {"max_version": max_version} if max_version is not None else {}
+        return a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU, device 0
 
     def to_format(self, format):
         """The same values in another format (a compiled conversion)."""
         return Tensor(self._raw.to_format(str(format)))
 
     def level_buffers(self):
-        """Each level's arrays, root to leaf (``[[], [ptr, idx], [val]]`` for CSR)."""
+        """Each level's arrays, root to leaf (``[[], [ptr, idx], [val]]`` for CSR): read-only
+        NumPy arrays sharing the tensor's memory."""
         return self._raw.level_buffers()
 
     def to_scipy(self, kind="csr"):
         """A ``scipy.sparse.csr_array`` (``kind="csr"``), or ``csc``/``coo`` from it, of a
-        matrix whose fill is zero. A CSR tensor's arrays become the result's arrays; other
-        formats are converted to CSR first."""
+        matrix whose fill is zero. A CSR tensor's arrays become the result's arrays (shared,
+        read-only: SciPy's in-place methods such as ``eliminate_zeros`` need ``.copy()``
+        first); other formats are converted to CSR first."""
         import scipy.sparse
 
         if self.ndim != 2:

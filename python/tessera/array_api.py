@@ -9,7 +9,7 @@ functions build dense tensors (``format=`` picks another); ``reshape``, ``squeez
 import numpy as np
 
 from . import _compute as _c
-from ._tensor import Tensor, asarray
+from ._tensor import Tensor, asarray, from_dlpack  # noqa: F401  (part of the namespace)
 
 __array_api_version__ = "2023.12"
 

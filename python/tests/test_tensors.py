@@ -137,3 +137,67 @@ def test_format_objects_print_as_text():
     for dtype in DTYPES:
         t = ts.asarray(np.zeros((2, 2), dtype=dtype), format=f.csr(dtype))
         assert t.dtype == np.dtype(dtype)
+
+
+def test_dense_values_are_shared_read_only_with_numpy():
+    import gc
+
+    a = np.arange(12.0).reshape(3, 4)
+    t = ts.asarray(a)
+    v = t.to_numpy()
+    assert not v.flags.writeable and np.shares_memory(v, t.to_numpy())
+    (values,) = t.level_buffers()[-1]
+    assert v.__array_interface__["data"][0] == values.__array_interface__["data"][0]
+    with pytest.raises(ValueError):
+        v[0, 0] = 1.0
+    # a kernel run on the tensor while a view lives: right answer, view unchanged
+    s = ts.run("for i = _, j = _\n  s[] += A[i, j]\nend", out="s", A=t)
+    assert float(s) == a.sum()
+    np.testing.assert_array_equal(v, a)
+    # the view keeps the memory alive after the tensor is gone
+    del t, s, values
+    gc.collect()
+    np.testing.assert_array_equal(v, a)
+    # copies on request; sparse values are a new array
+    w = np.array(ts.asarray(a), copy=True)
+    assert w.flags.writeable and not np.shares_memory(w, v)
+    sparse = ts.asarray(a, format="csr")
+    assert not sparse._raw.dense_view
+    np.testing.assert_array_equal(np.asarray(sparse), a)
+    with pytest.raises(ValueError):
+        np.asarray(sparse, copy=False)
+    np.testing.assert_array_equal(np.asarray(ts.asarray(a), dtype=np.int64), a.astype(np.int64))
+
+
+def test_dlpack_shares_dense_memory_and_copies_otherwise():
+    a = np.arange(6, dtype=np.int32).reshape(2, 3)
+    t = ts.asarray(a)
+    d = np.from_dlpack(t)
+    assert np.shares_memory(d, t.to_numpy()) and not d.flags.writeable
+    assert t.__dlpack_device__() == (1, 0)
+    # an old consumer (no max_version) cannot be told read-only: it gets a copy
+    cap = t.__dlpack__()
+    assert "dltensor" in repr(cap)
+    with pytest.raises(BufferError):
+        t.__dlpack__(copy=False)
+    sparse = ts.asarray(a, format="csr")
+    np.testing.assert_array_equal(np.from_dlpack(sparse), a)
+    with pytest.raises(BufferError):
+        sparse.__dlpack__(max_version=(1, 0), copy=False)
+    back = ts.from_dlpack(np.arange(5.0), format="SparseList(Element(0.0))")
+    assert back.format == "SparseList(Element(0.0))" and back.nnz == 4
+    np.testing.assert_array_equal(back.to_numpy(), np.arange(5.0))
+    assert ts.array_api.from_dlpack(a).shape == (2, 3)
+
+
+def test_to_scipy_shares_the_csr_arrays():
+    a = sp.random_array((30, 20), density=0.2, random_state=6, format="csr")
+    t = ts.asarray(a)
+    m = t.to_scipy()
+    _, (ptr, idx), (val,) = t.level_buffers()
+    assert np.shares_memory(m.data, val) and np.shares_memory(m.indices, idx)
+    assert np.shares_memory(m.indptr, ptr) and not m.data.flags.writeable
+    np.testing.assert_allclose(m @ np.ones(20), a @ np.ones(20))
+    c = m.copy()
+    c.eliminate_zeros()  # in-place methods work on a copy
+    assert c.nnz == a.nnz

@@ -4,11 +4,15 @@
 //! here. Reading copies the array into the buffer's `Vec` (one `memcpy`); writing hands the
 //! `Vec` to NumPy without a copy (`IntoPyArray` keeps the allocation alive).
 
-use numpy::{IntoPyArray, PyReadonlyArrayDyn};
+use numpy::ndarray::{ArrayViewD, IxDyn};
+use numpy::{Element, IntoPyArray, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use std::sync::Arc;
 use tessera::ElemType;
+use tessera::levels::LevelKind;
 use tessera::runtime::Buffer;
+use tessera::tensor::Tensor;
 
 /// The Tessera element type of a NumPy dtype name.
 pub fn elem_of_dtype(dtype: &str) -> PyResult<ElemType> {
@@ -93,4 +97,70 @@ pub fn buffer_to_numpy(py: Python<'_>, b: Buffer) -> Bound<'_, PyAny> {
         Buffer::U64(v) => v.into_pyarray(py).into_any(),
         Buffer::Bool(v) => v.into_pyarray(py).into_any(),
     }
+}
+
+/// The base object of the NumPy arrays that share a tensor's memory: it holds the tensor, so
+/// the memory lives as long as any such array. The tensor is immutable (kernels that write
+/// get copies, and a tensor is only moved out for a kernel while nothing else holds it), so
+/// the arrays are marked read-only and never see it change.
+#[pyclass(frozen)]
+pub struct Shared {
+    _tensor: Arc<Tensor>,
+}
+
+fn shared_view<'py, T: Element>(
+    py: Python<'py>,
+    values: &[T],
+    shape: &[usize],
+    keep: &Arc<Tensor>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let n: usize = shape.iter().product();
+    let view = ArrayViewD::from_shape(IxDyn(shape), &values[..n])
+        .map_err(|e| PyValueError::new_err(format!("internal error: {e}")))?;
+    let base = Bound::new(
+        py,
+        Shared {
+            _tensor: keep.clone(),
+        },
+    )?
+    .into_any();
+    // SAFETY: `base` holds an `Arc` of the tensor that owns `values`, and becomes the array's
+    // base object, so the memory outlives the array; the tensor is never mutated or moved
+    // while shared (see `Shared`), so the buffer is not reallocated either.
+    let array = unsafe { PyArrayDyn::<T>::borrow_from_array(&view, base) };
+    array.readwrite().make_nonwriteable();
+    Ok(array.into_any())
+}
+
+/// Buffer `k` of level `level` of the tensor (its first `shape`-product elements, in C order
+/// in `shape`) as a read-only NumPy array sharing its memory.
+pub fn buffer_view<'py>(
+    py: Python<'py>,
+    t: &Arc<Tensor>,
+    level: usize,
+    k: usize,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    match &t.levels[level][k] {
+        Buffer::F64(v) => shared_view(py, v, shape, t),
+        Buffer::F32(v) => shared_view(py, v, shape, t),
+        Buffer::I64(v) => shared_view(py, v, shape, t),
+        Buffer::I32(v) => shared_view(py, v, shape, t),
+        Buffer::I8(v) => shared_view(py, v, shape, t),
+        Buffer::U8(v) => shared_view(py, v, shape, t),
+        Buffer::U64(v) => shared_view(py, v, shape, t),
+        Buffer::Bool(v) => shared_view(py, v, shape, t),
+    }
+}
+
+/// Whether the tensor's values are its dense array as they are: every level `Dense` down to
+/// an `Element` leaf whose buffer holds at least one value per entry, in C order.
+pub fn values_are_dense(t: &Tensor) -> bool {
+    let levels = &t.format.levels;
+    let n: usize = t.shape.iter().product();
+    levels[..levels.len() - 1]
+        .iter()
+        .all(|l| matches!(l, LevelKind::Dense))
+        && matches!(levels.last(), Some(LevelKind::Element(_)))
+        && t.levels.last().and_then(|b| b.first()).map(Buffer::len) >= Some(n)
 }

@@ -2,7 +2,8 @@
 //! buffers: dense arrays, compressed rows/columns (SciPy CSR/CSC) and coordinates (COO).
 
 use crate::convert::{
-    buffer_from_numpy, buffer_to_numpy, coords_from_numpy, dtype_of_elem, elem_of_dtype,
+    buffer_from_numpy, buffer_to_numpy, buffer_view, coords_from_numpy, dtype_of_elem,
+    elem_of_dtype, values_are_dense,
 };
 use crate::errors::IntoPy;
 use pyo3::exceptions::PyValueError;
@@ -311,22 +312,36 @@ impl PyTensor {
         py.detach(move || t.countstored())
     }
 
-    /// Every entry, fills included, as a C-ordered NumPy array of the tensor's shape.
+    /// Every entry, fills included, as a C-ordered NumPy array of the tensor's shape: a
+    /// read-only view of the tensor's memory when its values are stored densely, else a new
+    /// array.
     fn to_numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let t = self.arc(py);
+        if values_are_dense(&t) {
+            let last = t.levels.len() - 1;
+            return buffer_view(py, &t, last, 0, &t.shape);
+        }
         let shape = t.shape.clone();
         let values = py.detach(move || t.try_to_dense()).py_err()?;
         let flat = buffer_to_numpy(py, values);
         flat.call_method1("reshape", (shape,))
     }
 
-    /// Each level's arrays, root to leaf, as NumPy arrays (copies; the tensor stays immutable).
+    /// Whether `to_numpy` shares the tensor's memory (no copy).
+    #[getter]
+    fn dense_view(&self, py: Python<'_>) -> bool {
+        values_are_dense(&self.arc(py))
+    }
+
+    /// Each level's arrays, root to leaf, as read-only NumPy arrays sharing the tensor's
+    /// memory.
     fn level_buffers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let t = self.arc(py);
         let out = PyList::empty(py);
-        for level in &self.arc(py).levels {
+        for (l, level) in t.levels.iter().enumerate() {
             let arrays = PyList::empty(py);
-            for b in level {
-                arrays.append(buffer_to_numpy(py, b.clone()))?;
+            for (k, b) in level.iter().enumerate() {
+                arrays.append(buffer_view(py, &t, l, k, &[b.len()])?)?;
             }
             out.append(arrays)?;
         }
