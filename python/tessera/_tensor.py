@@ -104,6 +104,10 @@ def asarray(obj, format=None, dtype=None):
     return Tensor(_tessera.from_numpy(arr, name, list(arr.shape), _format_text(format)))
 
 
+def _from_levels(shape, format, levels):
+    return Tensor(_tessera.from_levels(shape, format, levels))
+
+
 def from_dlpack(x, format=None, copy=None):
     """A tensor from any object with ``__dlpack__`` (PyTorch, JAX, CuPy on CPU, NumPy...):
     the dense values, in ``format`` (default dense). The values are copied into Tessera's
@@ -254,6 +258,11 @@ class Tensor:
         kwargs = {"max_version": max_version} if max_version is not None else {}
         return a.__dlpack__(**kwargs)
 
+    def __reduce__(self):
+        # By the level arrays (copied into the pickle), validated again when unpickled.
+        levels = [[(np.asarray(a), np.asarray(a).dtype.name) for a in level] for level in self.level_buffers()]
+        return (_from_levels, (list(self.shape), self.format, levels))
+
     def __dlpack_device__(self):
         return (1, 0)  # kDLCPU, device 0
 
@@ -291,7 +300,13 @@ class Tensor:
         if len(index) == self.ndim and builtins.all(isinstance(i, (int, np.integer)) for i in index):
             norm = [int(i) % n if -n <= int(i) < n else int(i) for i, n in zip(index, self.shape)]
             return self._raw.get(norm)
-        raise TypeError("a Tensor is indexed by one integer per dimension; use to_numpy() for slices")
+        if builtins.all(isinstance(i, (int, np.integer, slice)) for i in index) and len(index) <= self.ndim:
+            # Slices (a copy): through SciPy for a sparse matrix, else through NumPy; the
+            # result keeps the format when it keeps the rank.
+            sparse = self.ndim == 2 and not self._raw.dense_view and not self.fill
+            part = (self.to_scipy() if sparse else self.to_numpy())[index]
+            return asarray(part, format=self.format if part.ndim == self.ndim else None)
+        raise TypeError("a Tensor is indexed by integers and slices, one per dimension at most")
 
     def __float__(self):
         return float(self._scalar())

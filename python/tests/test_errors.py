@@ -116,4 +116,7 @@ def test_bad_axes_and_indices():
     with pytest.raises(ts.TensorError):
         t[2, 0]
     with pytest.raises(TypeError):
-        t[0]
+        t[0, 0, 0]
+    with pytest.raises(TypeError):
+        t["a"]
+    np.testing.assert_array_equal(t[0].to_numpy(), np.ones(3))  # a row: a copy

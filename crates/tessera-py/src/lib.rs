@@ -18,6 +18,7 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tensor::PyTensor>()?;
     m.add_function(wrap_pyfunction!(tensor::from_numpy, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::from_compressed, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor::from_levels, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::from_coo, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::parse_format, m)?)?;
     m.add_function(wrap_pyfunction!(compute::einsum, m)?)?;

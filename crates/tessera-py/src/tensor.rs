@@ -156,6 +156,34 @@ pub fn from_numpy(
     Ok(PyTensor::new(converted(py, t, format)?))
 }
 
+/// A tensor from its format, shape and every level's arrays (`level_buffers()`'s layout, as
+/// `(array, dtype name)` pairs): how tensors are pickled. The structure is validated, so
+/// hand-made arrays that break the format's invariants are a `TensorError`, never a kernel
+/// reading out of bounds.
+#[pyfunction]
+pub fn from_levels(
+    shape: Vec<usize>,
+    format: &str,
+    levels: Vec<Vec<(Bound<'_, PyAny>, String)>>,
+) -> PyResult<PyTensor> {
+    let format = format_for(format, shape.len(), None).py_err()?;
+    let levels = levels
+        .iter()
+        .map(|bufs| {
+            bufs.iter()
+                .map(|(a, dtype)| buffer_from_numpy(a, dtype))
+                .collect::<PyResult<Vec<Buffer>>>()
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let t = Tensor {
+        shape,
+        format,
+        levels,
+    };
+    t.validate("tensor").py_err()?;
+    Ok(PyTensor::new(t))
+}
+
 /// CSR (or, with `columns`, CSC) arrays as a `Dense(SparseList(Element(0)))` tensor whose
 /// level buffers are those arrays; 4-byte indices give `coord=i32`. A CSC matrix is the CSR
 /// of its transpose and is transposed once (a copy).

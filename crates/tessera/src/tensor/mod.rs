@@ -335,6 +335,38 @@ impl Tensor {
 
     /// Check the stored arrays are consistent with the shape and format.
     pub fn validate(&self, name: &str) -> Result<()> {
+        // The arrays must be the ones each level declares before their contents are read.
+        if self.levels.len() != self.format.levels.len() || self.shape.len() != self.format.rank() {
+            return Err(Error::tensor(
+                name,
+                format!(
+                    "{} levels of arrays and {} dimensions for the format {} ({} levels, rank {})",
+                    self.levels.len(),
+                    self.shape.len(),
+                    self.format,
+                    self.format.levels.len(),
+                    self.format.rank()
+                ),
+            ));
+        }
+        let elem = self.format.elem();
+        for (k, kind) in self.format.levels.iter().enumerate() {
+            let want = level_impl(kind).buffers(kind, elem);
+            let have: Vec<ElemType> = self.levels[k].iter().map(Buffer::elem).collect();
+            if have.len() != want.len() || have.iter().zip(&want).any(|(h, (_, w))| h != w) {
+                let want: Vec<String> = want.iter().map(|(n, t)| format!("{n}: {t}")).collect();
+                let have: Vec<String> = have.iter().map(|t| t.to_string()).collect();
+                return Err(Error::tensor(
+                    name,
+                    format!(
+                        "level {k} ({}) has arrays [{}], not [{}]",
+                        kind.name(),
+                        have.join(", "),
+                        want.join(", ")
+                    ),
+                ));
+            }
+        }
         let mut count = 1;
         for (k, kind) in self.format.levels.iter().enumerate() {
             let dims = self.level_dims(k).to_vec();
