@@ -7,13 +7,13 @@ venv) and the CLI built (`cargo build --release`):
     target/pyenv/bin/python bench/python_spmv.py [--matrices bcsstk16,c-55,delaunay_n17]
 
 Measures, in one process:
-1. call overhead: a tiny SpMV (8 x 8, 16 entries) through `tessera.run` and
-   `tessera.einsum`, against the CLI's `bench` kernel time for the same program and formats
+1. call overhead: a tiny SpMV (8 x 8, 16 entries) through `tessera.run`,
+   `tessera.einsum` and a `tessera.compile` kernel, against the CLI's `bench` kernel time for the same program and formats
    (the Rust `Runner::execute` call alone);
 2. `tessera.asarray` of a 10^7-entry CSR matrix (int32 indices), against copying its three
    arrays with NumPy (the package copies each array once);
-3. SpMV on matrices of ../shared/data/matrices: `tessera.run` (C backend, compiled once)
-   and `tessera.einsum` (tiered, settled), against the CLI's `bench --backend c` kernel time
+3. SpMV on matrices of ../shared/data/matrices: `tessera.run` and a `tessera.compile`
+   kernel (C backend, compiled once) and `tessera.einsum` (tiered, settled), against the CLI's `bench --backend c` kernel time
    and SciPy's `A @ x`.
 Times are medians of repeated calls, in ms.
 """
@@ -71,9 +71,12 @@ def tiny(rows):
     ta, tx = ts.asarray(a), ts.asarray(x)
     run = median_ms(lambda: ts.run(SPMV, out="y", backend="jit", A=ta, x=tx), 2000, 50)
     ein = median_ms(lambda: ts.einsum("y[i] += A[i, j] * x[j]", A=ta, x=tx), 2000, 50)
+    k = ts.compile(SPMV, out="y", backend="jit", A=ta, x=tx)
+    ker = median_ms(lambda: k(A=ta, x=tx), 2000, 50)
     rows.append(("tiny SpMV 8x8, 16 entries: CLI kernel (Runner::execute)", f"{cli * 1e3:.1f} µs"))
     rows.append(("tiny SpMV: tessera.run from Python (jit, cached)", f"{run * 1e3:.1f} µs (+{(run - cli) * 1e3:.1f} µs)"))
     rows.append(("tiny SpMV: tessera.einsum from Python (cached)", f"{ein * 1e3:.1f} µs (+{(ein - cli) * 1e3:.1f} µs)"))
+    rows.append(("tiny SpMV: a tessera.compile kernel called from Python", f"{ker * 1e3:.1f} µs (+{(ker - cli) * 1e3:.1f} µs)"))
 
 
 def big_asarray(rows):
@@ -104,10 +107,12 @@ def spmv(names, rows, table):
         cli = cli_kernel_ms(path, x, "c", 50)
         run = median_ms(lambda: ts.run(SPMV, out="y", backend="c", A=ta, x=tx), 50)
         ein = median_ms(lambda: ts.einsum("y[i] += A[i, j] * x[j]", A=ta, x=tx), 50, 60)
+        k = ts.compile(SPMV, out="y", backend="c", A=ta, x=tx)
+        ker = median_ms(lambda: k(A=ta, x=tx), 50)
         sci = median_ms(lambda: a @ x, 50)
         y = ts.run(SPMV, out="y", backend="c", A=ta, x=tx).to_numpy()
         assert np.allclose(y, a @ x)
-        table.append((name, a.nnz, cli, run, ein, sci))
+        table.append((name, a.nnz, cli, run, ker, ein, sci))
 
 
 def main():
@@ -121,10 +126,10 @@ def main():
     for what, value in rows:
         print(f"| {what} | {value} |")
     print()
-    print("| matrix | nnz | CLI kernel ms (c) | tessera.run ms (c) | run / CLI | tessera.einsum ms | SciPy A @ x ms | SciPy / run |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, nnz, cli, run, ein, sci in table:
-        print(f"| {name} | {nnz} | {cli:.4g} | {run:.4g} | {run / cli:.2f} | {ein:.4g} | {sci:.4g} | {sci / run:.2f} |")
+    print("| matrix | nnz | CLI kernel ms (c) | tessera.run ms (c) | run / CLI | compiled kernel ms (c) | kernel / CLI | tessera.einsum ms | SciPy A @ x ms | SciPy / kernel |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, nnz, cli, run, ker, ein, sci in table:
+        print(f"| {name} | {nnz} | {cli:.4g} | {run:.4g} | {run / cli:.2f} | {ker:.4g} | {ker / cli:.2f} | {ein:.4g} | {sci:.4g} | {sci / ker:.2f} |")
 
 
 if __name__ == "__main__":

@@ -26,12 +26,15 @@ pub struct Args {
     pub direction: String,
     /// `--read parallel`: every rank parses its byte range of the matrix files.
     pub parallel_read: bool,
+    /// `--max-memory BYTES`: this rank's limit on any one tensor or buffer (the core's
+    /// `memory::set_max_memory`); without it, the memory the machine has available.
+    pub max_memory: Option<u64>,
 }
 
 pub const USAGE: &str = "usage: tessera dist spmv --in A=PATH [--in x=PATH] [--out y=PATH.npy]
        tessera dist spgemm --in A=PATH [--in B=PATH] [--out C=PATH.mtx]
        tessera dist bfs --in A=PATH [--source S] [--direction push|pull|auto] [--out parents=PATH.npy] [--out dist=PATH.npy]
-  common: [--format FORMAT] [--read root|parallel] [--json] [--repeat N] [--warmup W] [--backend tiered|jit|c]
+  common: [--format FORMAT] [--read root|parallel] [--json] [--repeat N] [--warmup W] [--backend tiered|jit|c] [--max-memory BYTES]
   run under MPI: mpirun -np P tessera dist ...";
 
 fn pair(flag: &str, s: &str) -> Result<(String, String)> {
@@ -70,6 +73,7 @@ pub fn parse(argv: &[String]) -> Result<Args> {
         backend: "tiered".into(),
         direction: "auto".into(),
         parallel_read: false,
+        max_memory: None,
     };
     let allowed: &[&str] = match command {
         Command::Spmv => &["A", "x"],
@@ -125,6 +129,13 @@ pub fn parse(argv: &[String]) -> Result<Args> {
                         )));
                     }
                 }
+            }
+            "--max-memory" => {
+                let v = value()?;
+                a.max_memory = Some(
+                    tessera::memory::parse_size(v)
+                        .map_err(|e| Error::Usage(format!("--max-memory {v}: {e}")))?,
+                );
             }
             "--json" => a.json = true,
             "--repeat" => a.repeat = number(flag, Some(value()?))?.max(1),
@@ -191,5 +202,8 @@ mod tests {
         assert!(args("spmv --in x=x.npy").is_err());
         assert!(args("spgemm --in A=a --in A=b").is_err());
         assert!(args("nope").is_err());
+        let a = args("spgemm --in A=a.mtx --max-memory 64K").unwrap();
+        assert_eq!(a.max_memory, Some(64 * 1024));
+        assert!(args("spgemm --in A=a.mtx --max-memory lots").is_err());
     }
 }

@@ -55,6 +55,9 @@ pub fn open_outputs(
 
 fn run(world: &SimpleCommunicator, argv: &[String]) -> DistResult<String> {
     let a = agree(world, args::parse(argv))?;
+    // Per rank: ranks may be given different limits (MPMD), and a rank over its limit fails
+    // like any other, every rank agreeing on its error.
+    tessera::memory::set_max_memory(a.max_memory);
     let runner = runner(&a);
     match a.command {
         Command::Spmv => spmv_command(world, &runner, &a),

@@ -411,6 +411,71 @@ fn a_rank_that_cannot_read_its_input_fails_every_rank_and_writes_nothing() {
     assert!(!y.exists());
 }
 
+#[test]
+fn a_kernel_failing_on_one_rank_fails_every_rank_and_writes_nothing() {
+    // C = A A where A (400 x 400) has 5 full rows and every other row reaches one of them:
+    // C is dense, 80,000 entries a rank, while A has 6,336. Rank 1 may hold 600 KB in one
+    // buffer: its blocks of A load, then its SpGEMM kernel fails growing C's arrays past
+    // that. Rank 0 has room.
+    let n = 400;
+    let mut entries = BTreeSet::new();
+    for i in 0..n {
+        if i < 5 {
+            entries.extend((0..n).map(|j| (i, j)));
+        } else {
+            entries.extend((0..10).map(|j| (i, (i * 7 + j * 13) % n)));
+            entries.insert((i, i % 5));
+        }
+    }
+    let mut text = format!(
+        "%%MatrixMarket matrix coordinate real general\n{n} {n} {}\n",
+        entries.len()
+    );
+    for (i, j) in entries {
+        text += &format!("{} {} {}.5\n", i + 1, j + 1, (i * 31 + j * 17) % 19);
+    }
+    let a = tmp("kfail-a.mtx");
+    std::fs::write(&a, text).unwrap();
+    let c = tmp("kfail-c.mtx");
+    let args = |limit: &'static str| {
+        vec![
+            "spgemm".to_string(),
+            "--in".into(),
+            format!("A={}", s(&a)),
+            "--out".into(),
+            format!("C={}", s(&c)),
+            "--max-memory".into(),
+            limit.into(),
+        ]
+    };
+    let (big, small) = (args("1G"), args("600K"));
+    fn as_strs(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+    let out = mpmd(&as_strs(&big), &as_strs(&small));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the job succeeded: {err}");
+    assert!(
+        err.contains("rank 1") && err.contains("kernel error") && err.contains("memory limit"),
+        "stderr: {err}"
+    );
+    assert!(!c.exists(), "an output was written");
+    let leftovers: Vec<_> = std::fs::read_dir(c.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains("kfail-c"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    // The same job with room on both ranks succeeds.
+    let out = mpmd(&as_strs(&big), &as_strs(&big));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(c.exists());
+}
+
 /// `mpirun tessera dist ...` reaches this binary when the CLI is built beside it.
 #[test]
 fn the_tessera_cli_hands_over_to_this_binary() {
