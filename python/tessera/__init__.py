@@ -8,9 +8,9 @@ exceptions of :mod:`tessera.errors`.
 
 from . import errors, formats
 from ._compute import (
-    Kernel, abs, add, all, any, code, compile, divide, einsum, equal, exp, greater, greater_equal, less,
+    Kernel, abs, add, all, any, code, compile, divide, einsum, equal, exp, floor, greater, greater_equal, less,
     less_equal, log, logical_and, logical_not, logical_or, matmul, max, maximum, min, minimum,
-    multiply, negative, not_equal, permute_dims, prod, run, sqrt, subtract, sum, transpose,
+    multiply, negative, not_equal, permute_dims, prod, run, sqrt, subtract, sum, transpose, where,
 )
 from ._tensor import DTYPES, Tensor, asarray, from_dlpack
 from .errors import *  # noqa: F401,F403  (the exception classes at the top level)

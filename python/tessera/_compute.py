@@ -127,6 +127,14 @@ def abs(a): return _map("abs", a)
 def sqrt(a): return _map("sqrt", a)
 def exp(a): return _map("exp", a)
 def log(a): return _map("log", a)
+def floor(a): return _map("floor", a)
+
+
+def where(condition, a, b):
+    """``a`` where ``condition`` holds, else ``b`` (NumPy's ``where``, broadcast; one kernel:
+    ``ifelse``). A sparse condition keeps its structure where ``b`` is its fill."""
+    like = next((x.dtype for x in (a, b) if isinstance(x, Tensor)), None)
+    return Tensor(_tessera.elementwise("where", [_operand(condition), _operand(a, like), _operand(b, like)]))
 
 
 def _reduce(how, a, axis):

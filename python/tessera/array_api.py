@@ -2,8 +2,8 @@
 this module). Elementwise functions, reductions, ``matmul``, ``tensordot``, ``vecdot``,
 ``permute_dims`` and ``expand_dims`` run Tessera kernels and keep sparse formats; creation
 functions build dense tensors (``format=`` picks another); ``reshape``, ``squeeze``,
-``concat``, ``stack``, ``argmax``, ``argmin``, ``nonzero`` and ``where`` go through NumPy
-(a dense copy) for now. ``tests/test_array_api.py`` compares each with ``array_api_strict``.
+``concat``, ``stack``, ``argmax``, ``argmin`` and ``nonzero`` go through NumPy (a dense copy)
+for now. ``tests/test_array_api.py`` compares each with ``array_api_strict``.
 """
 
 import numpy as np
@@ -61,6 +61,77 @@ less, less_equal, greater, greater_equal = _c.less, _c.less_equal, _c.greater, _
 equal, not_equal, minimum, maximum = _c.equal, _c.not_equal, _c.minimum, _c.maximum
 logical_and, logical_or, logical_not = _c.logical_and, _c.logical_or, _c.logical_not
 negative, abs, sqrt, exp, log = _c.negative, _c.abs, _c.sqrt, _c.exp, _c.log
+floor = _c.floor
+
+
+def _float(x):
+    return np.issubdtype(asarray(x).dtype, np.floating)
+
+
+def ceil(x, /):
+    x = asarray(x)
+    return negative(floor(negative(x))) if _float(x) else x
+
+
+def trunc(x, /):
+    x = asarray(x)
+    return where(less(x, 0), ceil(x), floor(x)) if _float(x) else x
+
+
+def positive(x, /):
+    return asarray(x)
+
+
+def square(x, /):
+    return multiply(x, x)
+
+
+def sign(x, /):
+    x = asarray(x)
+    one = x.dtype.type(1)
+    if np.issubdtype(x.dtype, np.unsignedinteger) or x.dtype == np.bool_:
+        return where(greater(x, x.dtype.type(0)), one, x)
+    # Zeros and NaN fall through to themselves.
+    return where(greater(x, 0), one, where(less(x, 0), x.dtype.type(-1), x))
+
+
+def isnan(x, /):
+    x = asarray(x)
+    return not_equal(x, x)
+
+
+def isinf(x, /):
+    x = asarray(x)
+    if not _float(x):
+        return not_equal(x, x)  # all false
+    return equal(abs(x), np.inf)
+
+
+def isfinite(x, /):
+    x = asarray(x)
+    if not _float(x):
+        return equal(x, x)  # all true
+    return less(abs(x), np.inf)
+
+
+def logical_xor(x1, x2, /):
+    return not_equal(asarray(x1), asarray(x2))
+
+
+def clip(x, /, min=None, max=None):
+    x = asarray(x)
+    if min is not None:
+        x = maximum(x, min)
+    if max is not None:
+        x = minimum(x, max)
+    return x
+
+
+def astype(x, dtype, /, *, copy=True):
+    x = asarray(x)
+    if not copy and np.dtype(dtype) == x.dtype:
+        return x
+    return asarray(x, dtype=dtype, format=x.format)
 
 
 # --- reductions ------------------------------------------------------------------------
@@ -78,6 +149,25 @@ def _reduction(f):
 
 
 sum, prod, max, min, any, all = (_reduction(f) for f in (_c.sum, _c.prod, _c.max, _c.min, _c.any, _c.all))
+
+
+def mean(x, /, *, axis=None, keepdims=False):
+    x = asarray(x)
+    axes = range(x.ndim) if axis is None else ([axis] if isinstance(axis, int) else axis)
+    count = int(np.prod([x.shape[a] for a in axes]))
+    return divide(sum(x, axis=axis, keepdims=keepdims), float(count))
+
+
+def var(x, /, *, axis=None, correction=0.0, keepdims=False):
+    x = asarray(x)
+    axes = range(x.ndim) if axis is None else ([axis] if isinstance(axis, int) else axis)
+    count = int(np.prod([x.shape[a] for a in axes]))
+    centred = subtract(x, mean(x, axis=axis, keepdims=True))
+    return divide(sum(square(centred), axis=axis, keepdims=keepdims), float(count - correction))
+
+
+def std(x, /, *, axis=None, correction=0.0, keepdims=False):
+    return sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))
 
 
 # --- linear algebra --------------------------------------------------------------------
@@ -147,7 +237,7 @@ def nonzero(x, /):
 
 
 def where(condition, x1, x2, /):
-    return asarray(np.where(np.asarray(condition), np.asarray(x1), np.asarray(x2)))
+    return _c.where(condition, x1, x2)
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "Tensor")]

@@ -69,3 +69,33 @@ def test_creation():
     same(xp.eye(3, k=1), xps.eye(3, k=1))
     same(xp.arange(5), xps.arange(5))
     assert xp.eye(4, format="csr").nnz == 4
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "trunc", "square", "sign", "isnan", "isinf",
+                                  "isfinite", "positive"])
+@given(data=st.data())
+def test_more_elementwise(name, data):
+    a = data.draw(arrays("float64", (3, 4))) * 0.37  # fractions, negative ones too
+    a[0, :2] = [np.nan, -np.inf] if name.startswith("is") else a[0, :2]
+    fmt = data.draw(st.sampled_from(["dense", "csr"]))
+    same(getattr(xp, name)(ts.asarray(a, format=fmt)), getattr(xps, name)(xps.asarray(a)))
+    ints = data.draw(arrays("int64", (5,)))
+    same(getattr(xp, name)(ts.asarray(ints)), getattr(xps, name)(xps.asarray(ints)))
+
+
+@given(a=arrays("float64", (3, 4)), b=arrays("float64", (4,)), lo=st.floats(-5, 0), hi=st.floats(0, 5))
+def test_where_clip_xor_and_astype(a, b, lo, hi):
+    t, s = ts.asarray(a, format="csr"), xps.asarray(a)
+    same(xp.where(t > 0, t, ts.asarray(b)), xps.where(s > 0, s, xps.asarray(b)))
+    same(xp.clip(t, min=lo, max=hi), xps.clip(s, min=lo, max=hi))
+    same(xp.logical_xor(t > 0, t < 1), xps.logical_xor(s > 0, s < 1))
+    same(xp.astype(t, xp.int64), xps.astype(s, xps.int64))
+    assert xp.astype(t, xp.float64, copy=False) is t
+
+
+@pytest.mark.parametrize("name", ["mean", "var", "std"])
+@given(a=arrays("float64", (3, 4)), axis=st.sampled_from([None, 0, 1, (0, 1)]), keep=st.booleans())
+def test_statistics(name, a, axis, keep):
+    got = getattr(xp, name)(ts.asarray(a, format="csr"), axis=axis, keepdims=keep)
+    want = getattr(xps, name)(xps.asarray(a), axis=axis, keepdims=keep)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-9, atol=1e-12)

@@ -42,6 +42,8 @@ fn op_named(name: &str) -> PyResult<Op> {
         "sqrt" => Op::Sqrt,
         "exp" => Op::Exp,
         "log" => Op::Log,
+        "floor" => Op::Floor,
+        "where" => Op::Where,
         other => {
             return Err(PyValueError::new_err(format!(
                 "unknown operation `{other}`"

@@ -22,7 +22,8 @@ use crate::tensor::Tensor;
 use crate::types::Scalar;
 
 /// An elementwise operation. Comparisons give `bool` tensors; `Div` is float division, as
-/// NumPy's `/`; `Sqrt`, `Exp` and `Log` give floats.
+/// NumPy's `/`; `Sqrt`, `Exp` and `Log` give floats; `Floor` keeps the type; `Where` is
+/// `ifelse(condition, a, b)`, NumPy's `where`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
     Add,
@@ -45,12 +46,15 @@ pub enum Op {
     Sqrt,
     Exp,
     Log,
+    Floor,
+    Where,
 }
 
 impl Op {
     pub fn arity(self) -> usize {
         match self {
-            Op::Neg | Op::Not | Op::Abs | Op::Sqrt | Op::Exp | Op::Log => 1,
+            Op::Neg | Op::Not | Op::Abs | Op::Sqrt | Op::Exp | Op::Log | Op::Floor => 1,
+            Op::Where => 3,
             _ => 2,
         }
     }
@@ -80,6 +84,8 @@ impl Op {
             Op::Sqrt => call(Builtin::Sqrt),
             Op::Exp => call(Builtin::Exp),
             Op::Log => call(Builtin::Log),
+            Op::Floor => call(Builtin::Floor),
+            Op::Where => call(Builtin::IfElse),
         }
     }
 }
