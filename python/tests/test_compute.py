@@ -10,6 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 import tessera as ts
 from strategies import arrays, matrices
+from threads import in_threads
 
 # Shorthands take the array's dtype; "csr32" is CSR with SciPy's 4-byte indices.
 FORMATS = st.sampled_from(["dense", "csr", "dcsr", "csr32"])
@@ -204,8 +205,6 @@ def test_lazy_fuses_and_matches_numpy(data):
 
 
 def test_run_lends_read_only_inputs_and_gives_them_back():
-    import threading
-
     a = sp.random_array((30, 20), density=0.3, random_state=5, format="csr")
     t, x = ts.asarray(a), ts.asarray(np.arange(20.0))
     for _ in range(2):
@@ -220,23 +219,10 @@ def test_run_lends_read_only_inputs_and_gives_them_back():
         ts.run("for i = _\n  h[I[i]] += 1\nend", out="h", shapes={"h": [3]}, I=idx)
     np.testing.assert_array_equal(idx.to_numpy(), [0, 9, 1])
     # threads sharing one input wait for it while it is lent, and all get the right answer
-    results, sums, errors = [], [], []
-
-    def work():
-        try:
-            for _ in range(20):
-                results.append(ts.run(SPMV, out="y", A=t, x=x).to_numpy())
-                sums.append((t * 2).to_numpy().sum())
-        except Exception as e:  # reported below: an assertion in a thread would be lost
-            errors.append(e)
-
-    threads = [threading.Thread(target=work) for _ in range(3)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors
-    assert len(results) == len(sums) == 60
+    pairs = in_threads(lambda: (ts.run(SPMV, out="y", A=t, x=x).to_numpy(), (t * 2).to_numpy().sum()),
+                       repeats=20)
+    assert len(pairs) == 60
+    results, sums = [p[0] for p in pairs], [p[1] for p in pairs]
     for r in results:
         np.testing.assert_allclose(r, a @ np.arange(20.0))
     np.testing.assert_allclose(sums, 2 * a.sum())

@@ -1,7 +1,5 @@
 """`tessera.compile`: a program compiled once for some formats, called on new data."""
 
-import threading
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -9,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tessera as ts
+from threads import in_threads
 
 SPMV = """
 y .= 0
@@ -90,21 +89,8 @@ def test_a_kernel_runs_from_other_threads():
     a = sp.random_array((20, 10), density=0.3, random_state=5, format="csr")
     t, x = ts.asarray(a), ts.asarray(np.arange(10.0))
     k = ts.compile(SPMV, out="y", A=t, x=x)
-    results, errors = [], []
-
-    def work():
-        try:
-            for _ in range(10):
-                results.append(k(A=t, x=x).to_numpy())
-        except Exception as e:  # reported below: an assertion in a thread would be lost
-            errors.append(e)
-
-    threads = [threading.Thread(target=work) for _ in range(3)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors and len(results) == 30
+    results = in_threads(lambda: k(A=t, x=x).to_numpy())
+    assert len(results) == 30
     for r in results:
         np.testing.assert_allclose(r, a @ np.arange(10.0))
 
