@@ -204,7 +204,8 @@ pub fn create_tensors(
 /// A tape's format: versions indexed by the loops around the local, the first `Dense` and
 /// the others `SparseList` (the loops visit only some coordinates, e.g. a CSR row's stored
 /// columns, so a tape holds one entry per visited iteration, not the dense shape), then the
-/// local's own dimensions dense.
+/// local's own dimensions dense. `bind` makes a version level `Dense` also where its loop
+/// walks no sparse level (see `tape_format_in`).
 pub fn tape_format(versions: usize, rank: usize, fill: Scalar) -> Format {
     let mut levels = vec![];
     for k in 0..rank {
