@@ -883,3 +883,42 @@ fn subdivnet_mesh_convolution_scatters_into_the_gathered_faces() {
     let lines = kernel.to_string().lines().count();
     assert!(lines < 2000, "the gradient kernel has {lines} lines");
 }
+
+/// FreeTensor's SoftRas workload (examples/softras.tess) on four triangles and a 6 x 6
+/// image: `let` chains, clamps (`min`/`max`), a `min` of three distances, an `ifelse` on the
+/// inside test, `exp`, and gathers of the vertices through the face index tensor, whose
+/// gradients are scatters into `dV`. The contributions' repeated masks are bound once (`let g`).
+#[test]
+fn softras_rasteriser_scatters_into_the_vertices() {
+    let text = include_str!("../examples/softras.tess");
+    let mut rng = StdRng::seed_from_u64(64);
+    let size = 6;
+    let v: Vec<f64> = (0..12).map(|_| rng.random_range(-0.8..0.8)).collect();
+    let faces = vec![0, 1, 2, 2, 3, 4, 1, 4, 5, 0, 5, 3];
+    let centres: Vec<f64> = (0..size)
+        .map(|w| (w as f64 + 0.5) * 2.0 / size as f64 - 1.0)
+        .collect();
+    let ints = Format::dense(2, tessera::types::Scalar::I64(0));
+    let dense = |shape: &[usize], values: Vec<f64>| {
+        let f = Format::dense(shape.len(), tessera::types::Scalar::F64(0.0));
+        Tensor::from_dense(&f, shape, &Buffer::F64(values)).unwrap()
+    };
+    let ts = named(vec![
+        ("V", dense(&[6, 2], v)),
+        (
+            "F",
+            Tensor::from_dense(&ints, &[4, 3], &Buffer::I64(faces)).unwrap(),
+        ),
+        ("X", dense(&[size], centres.clone())),
+        ("Y", dense(&[size], centres)),
+        ("sigma", dense(&[], vec![0.02])),
+    ]);
+    let seeds = named(vec![("P", seed(&mut rng, &[4, size, size]))]);
+    check(text, &ts, &["V"], &seeds, "");
+    let gp = grad(&parse(text), &["V"], &["P"]).unwrap();
+    assert!(
+        gp.program.to_string().contains("let g"),
+        "no shared cotangent:\n{}",
+        gp.program
+    );
+}
