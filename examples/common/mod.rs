@@ -12,6 +12,7 @@ pub struct Args {
     plain: Vec<String>,
     pub dump: Option<String>,
     pub backend: Option<String>,
+    #[allow(dead_code)] // only the gradient workloads read it
     pub check: bool,
 }
 

@@ -231,15 +231,16 @@ fn tape_format_in(gp: &GradProgram, tape: &Tape, tensors: &BTreeMap<String, Tens
         Some(l) if l.len() == tape.versions => l,
         _ => return tape_format(tape.versions, tape.rank, tape.fill),
     };
-    let mut levels = vec![];
-    for k in 0..tape.rank {
-        let sparse = k > 0 && k < tape.versions && walks_sparse_level(loops[k], tensors);
-        levels.push(if sparse {
-            LevelKind::SPARSE_LIST
-        } else {
-            LevelKind::Dense
-        });
-    }
+    let mut levels: Vec<LevelKind> = (0..tape.rank)
+        .map(|k| {
+            let sparse = k > 0 && k < tape.versions && walks_sparse_level(loops[k], tensors);
+            if sparse {
+                LevelKind::SPARSE_LIST
+            } else {
+                LevelKind::Dense
+            }
+        })
+        .collect();
     levels.push(LevelKind::Element(tape.fill));
     Format { levels }
 }
