@@ -9,11 +9,13 @@ The Tessera example runs with `--dump`, so both sides see the same graph (its pa
 self-loops), features, weights and output cotangent (f64). PyTorch computes the layer the way
 PyTorch Geometric's GATConv does with scatter operations: per-edge scores
 `leaky_relu(s[src] + t[dst], 0.2)` gathered by `index_select`, the softmax denominators and the
-weighted sum by `index_add_` over edges; backward by autograd from `(O * G).sum()`. Results must
-agree (relative 1e-9 on O and the four gradients). Single thread on both sides; medians of
-REPEATS calls, compile time excluded. Prints a Markdown table.
+weighted sum by `index_add_` over edges; backward by autograd from `(O * G).sum()`. JAX (if
+installed) computes the same under `jax.jit` with indexing and `jax.ops.segment_sum`, backward
+by `jax.vjp`. Results must agree (relative 1e-9 on O and the four gradients). Single thread
+everywhere; medians of REPEATS calls, compile time excluded. Prints a Markdown table.
 
-Needs `torch` and `numpy` (e.g. `python3 -m venv v && v/bin/pip install torch numpy`).
+Needs `torch` and `numpy` (e.g. `python3 -m venv v && v/bin/pip install torch numpy`); JAX
+optional (`pip install "jax[cpu]"`).
 """
 
 import os
@@ -23,7 +25,7 @@ import tempfile
 import numpy as np
 import torch
 
-from grad_workload import ROOT, check, median_ms, table, tessera
+from grad_workload import ROOT, check, jax_ms, load_jax, median_ms, table, tessera
 
 
 def gat(x, w, a1, a2, src, dst):
@@ -44,6 +46,25 @@ def forward_backward(x, w, a1, a2, src, dst, g):
     return o.detach(), x.grad, w.grad, a1.grad, a2.grad
 
 
+def jax_functions(jax, n):
+    """The same layer in JAX: gathers by indexing, `segment_sum` for the scatters."""
+    jnp = jax.numpy
+
+    def gat_jax(x, w, a1, a2, src, dst):
+        h = x @ w
+        s, t = h @ a1, h @ a2
+        ex = jnp.exp(jax.nn.leaky_relu(s[src] + t[dst], 0.2))
+        z = jax.ops.segment_sum(ex, src, num_segments=n)
+        alpha = ex / z[src]
+        return jax.ops.segment_sum(alpha[:, None] * h[dst], src, num_segments=n)
+
+    def both(x, w, a1, a2, src, dst, g):
+        o, pullback = jax.vjp(lambda *p: gat_jax(*p, src, dst), x, w, a1, a2)
+        return (o, *pullback(g))
+
+    return jax.jit(gat_jax), jax.jit(both)
+
+
 def main():
     args = sys.argv[1:]
     graph = args[0] if args else os.path.join(ROOT, "..", "shared", "data", "matrices", "ca-HepPh.mtx")
@@ -52,6 +73,7 @@ def main():
     nums = [int(a) for a in args[1:]]
     f_in, f, repeats = (nums + [32, 32, 5][len(nums):])[:3]
     torch.set_num_threads(1)
+    jax = load_jax()
     with tempfile.TemporaryDirectory() as tmp:
         mine = tessera("gat", [os.path.abspath(graph), f_in, f, repeats], tmp)
         load = lambda name: torch.from_numpy(np.load(os.path.join(tmp, name + ".npy")))
@@ -61,12 +83,20 @@ def main():
             fwd, _ = median_ms(lambda: gat(x, w, a1, a2, src, dst), repeats)
         both, (o, dx, dw, da1, da2) = median_ms(
             lambda: forward_backward(x, w, a1, a2, src, dst, g), repeats)
-        check("PyTorch", [(load("O"), o), (load("dX"), dx), (load("dW"), dw),
-                          (load("da1"), da1), (load("da2"), da2)])
+        want = [load(name) for name in ["O", "dX", "dW", "da1", "da2"]]
+        check("PyTorch", list(zip(want, [o, dx, dw, da1, da2])))
+        theirs = {"PyTorch (index_select + index_add_)": (fwd, both)}
+        if jax is not None:
+            forward, grad_fn = jax_functions(jax, x.shape[0])
+            args = [jax.numpy.asarray(t.numpy()) for t in (x, w, a1, a2, src, dst)]
+            fwd, _ = jax_ms(forward, args, repeats)
+            both, got = jax_ms(grad_fn, [*args, jax.numpy.asarray(g.numpy())], repeats)
+            check("JAX", [(a, np.asarray(b)) for a, b in zip(want, got)])
+            theirs["JAX (jit; indexing + segment_sum)"] = (fwd, both)
     n = x.shape[0]
     print(f"{os.path.basename(graph)}: {n} vertices, {len(src)} edges with self-loops; "
           f"F_IN = {f_in}, F = {f}; f64, one thread; medians of {repeats}\n")
-    table({"PyTorch (index_select + index_add_)": (fwd, both)}, mine)
+    table(theirs, mine)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""What the gradient workloads' scripts (bench/longformer.py, bench/gat.py; issue 16) share:
-running a Tessera example with `--dump` on each backend, timing PyTorch, checking that both
-sides agree, and printing the table."""
+"""What the gradient workloads' scripts (bench/longformer.py, bench/gat.py, bench/subdivnet.py,
+bench/softras.py; issue 16) share: running a Tessera example with `--dump` on each backend,
+timing PyTorch and JAX, checking that every side agrees, and printing the table."""
 
 import json
 import os
@@ -11,6 +11,32 @@ import time
 import numpy as np
 
 from harness import median_ms  # noqa: F401 (the workload scripts import it from here)
+
+# One thread for XLA too (harness sets OMP/MKL); must be set before jax is imported.
+os.environ.setdefault(
+    "XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+
+
+def load_jax():
+    """JAX with 64-bit floats, or None (with a message) when it is not installed: the scripts
+    run without it (`pip install "jax[cpu]"` adds the JAX rows)."""
+    try:
+        import jax
+    except ImportError:
+        print("# JAX not installed: its rows are skipped (pip install \"jax[cpu]\")")
+        return None
+    jax.config.update("jax_enable_x64", True)
+    return jax
+
+
+def jax_ms(f, args, repeats):
+    """Median ms of `repeats` calls of the jitted `f(*args)` after one call that compiles it
+    (compile time excluded, as for Tessera), waiting for the results; and the last result."""
+    import jax
+
+    ready = lambda out: jax.tree_util.tree_map(lambda a: a.block_until_ready(), out)
+    ready(f(*args))
+    return median_ms(lambda: ready(f(*args)), repeats)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

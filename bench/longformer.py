@@ -11,10 +11,13 @@ CPU: K and V padded by W rows on both sides and unfolded into N × D × (2W+1) w
 scores by `einsum`, a masked softmax (padding gets -inf), the weighted sum by `einsum`;
 backward by autograd from `(O * G).sum()`. A second PyTorch baseline is the dense route: the
 full N × N score matrix with the band masked, as a model without a banded kernel does.
-Results must agree (relative 1e-9 on O and the three gradients). Single thread on both sides;
-times are medians of REPEATS calls, compile time excluded. Prints a Markdown table.
+JAX (if installed) runs the windowed route under `jax.jit` (windows gathered by an index
+array), backward by `jax.vjp`. Results must agree (relative 1e-9 on O and the three
+gradients). Single thread everywhere; times are medians of REPEATS calls, compile time
+excluded. Prints a Markdown table.
 
-Needs `torch` and `numpy` (e.g. `python3 -m venv v && v/bin/pip install torch numpy`).
+Needs `torch` and `numpy` (e.g. `python3 -m venv v && v/bin/pip install torch numpy`); JAX
+optional (`pip install "jax[cpu]"`).
 """
 
 import os
@@ -24,7 +27,7 @@ import tempfile
 import numpy as np
 import torch
 
-from grad_workload import check, median_ms, table, tessera
+from grad_workload import check, jax_ms, load_jax, median_ms, table, tessera
 
 
 def windowed(q, k, v, w):
@@ -51,6 +54,27 @@ def dense_band(q, k, v, w):
     return torch.softmax(s, dim=1) @ v
 
 
+def jax_functions(jax, w):
+    """The windowed route in JAX: K and V padded, the windows gathered by an index array
+    (N x (2W+1)), the masked softmax, `einsum`; under `jax.jit`, backward by `jax.vjp`."""
+    jnp = jax.numpy
+
+    def windowed_jax(q, k, v):
+        n = q.shape[0]
+        pos = jnp.arange(n)[:, None] + jnp.arange(-w, w + 1)[None, :]
+        kw = jnp.pad(k, ((w, w), (0, 0)))[pos + w]  # n x (2w+1) x d
+        vw = jnp.pad(v, ((w, w), (0, 0)))[pos + w]
+        s = jnp.einsum("nd,nwd->nw", q, kw) * 0.125
+        s = jnp.where((pos < 0) | (pos >= n), -jnp.inf, s)
+        return jnp.einsum("nw,nwd->nd", jax.nn.softmax(s, axis=1), vw)
+
+    def both(q, k, v, g):
+        o, pullback = jax.vjp(windowed_jax, q, k, v)
+        return (o, *pullback(g))
+
+    return jax.jit(windowed_jax), jax.jit(both)
+
+
 def forward_backward(f, q, k, v, g, w):
     q, k, v = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
     o = f(q, k, v, w)
@@ -62,6 +86,7 @@ def main():
     args = [int(a) for a in sys.argv[1:]]
     n, d, w, repeats = (args + [4096, 64, 32, 5][len(args):])[:4]
     torch.set_num_threads(1)
+    jax = load_jax()
     with tempfile.TemporaryDirectory() as tmp:
         mine = tessera("longformer", [n, d, w, repeats], tmp)
         load = lambda name: torch.from_numpy(np.load(os.path.join(tmp, name + ".npy")))
@@ -76,6 +101,14 @@ def main():
             both, (o, dq, dk, dv) = median_ms(lambda: forward_backward(f, q, k, v, g, w), repeats)
             check(name, [(load("O"), o), (load("dQ"), dq), (load("dK"), dk), (load("dV"), dv)])
             theirs[name] = (fwd, both)
+        if jax is not None:
+            forward, grad_fn = jax_functions(jax, w)
+            args = [jax.numpy.asarray(t.numpy()) for t in (q, k, v)]
+            fwd, _ = jax_ms(forward, args, repeats)
+            both, got = jax_ms(grad_fn, [*args, jax.numpy.asarray(g.numpy())], repeats)
+            want = [load(name) for name in ["O", "dQ", "dK", "dV"]]
+            check("JAX", [(a, np.asarray(b)) for a, b in zip(want, got)])
+            theirs["JAX windows (jit)"] = (fwd, both)
     print(f"N = {n}, D = {d}, window {2 * w + 1}; f64, one thread; medians of {repeats}\n")
     table(theirs, mine)
 

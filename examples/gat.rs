@@ -3,7 +3,7 @@
 //! `grad` with respect to the features X, the weights W and the attention vectors a1, a2.
 //!
 //! ```text
-//! cargo run --release --example gat -- [GRAPH.mtx] [F_IN] [F] [REPEATS] [--dump DIR] [--backend jit|c]
+//! cargo run --release --example gat -- [GRAPH.mtx] [F_IN] [F] [REPEATS] [--dump DIR] [--backend jit|c] [--check]
 //! #   defaults ../shared/data/matrices/ca-HepPh.mtx 32 32 5
 //! ```
 //!
@@ -13,7 +13,8 @@
 //! fixed seed. The forward program is `examples/gat.tess`; the gradient program is what
 //! `transforms::grad` makes of it with the seed `O = G`. Prints one JSON line: median times of
 //! the forward kernel and the gradient kernel (forward + backward), compile times and
-//! checksums. `--dump DIR` writes the inputs (with the edges as `src.npy`, `dst.npy`), O and
+//! checksums; `--check` compares the gradients with central finite differences along a random
+//! direction (relative 1e-6). `--dump DIR` writes the inputs (with the edges as `src.npy`, `dst.npy`), O and
 //! the gradients as `.npy`, for `bench/gat.py`, which runs PyTorch on the same data.
 
 mod common;
@@ -99,7 +100,13 @@ fn main() -> Result<()> {
 
     let wrt = ["X", "W", "a1", "a2"];
     let seeds = BTreeMap::from([("O".to_string(), seed.clone())]);
-    let study = grad_study::run(&runner, PROGRAM, &inputs, &wrt, seeds, repeats)?;
+    let study = grad_study::run(&runner, PROGRAM, &inputs, &wrt, seeds.clone(), repeats)?;
+    let check = if args.check {
+        let fields = grad_study::check(&runner, PROGRAM, &inputs, &seeds, &study, 1e-6)?;
+        format!(", {fields}")
+    } else {
+        String::new()
+    };
     if let Some(dir) = &args.dump {
         for name in wrt {
             npy(dir, name, &inputs[name])?;
@@ -116,7 +123,7 @@ fn main() -> Result<()> {
     }
     println!(
         "{{\"graph\": \"{graph}\", \"n\": {n}, \"edges\": {}, \"f_in\": {f_in}, \"f\": {f}, \
-         \"backend\": \"{}\", {}}}",
+         \"backend\": \"{}\", {}{check}}}",
         src.len(),
         args.backend.as_deref().unwrap_or("jit"),
         study.json("O")

@@ -3,7 +3,7 @@
 //! 16), differentiated by Tessera's `grad` with respect to Q, K and V.
 //!
 //! ```text
-//! cargo run --release --example longformer -- [N] [D] [W] [REPEATS] [--dump DIR] [--backend jit|c]
+//! cargo run --release --example longformer -- [N] [D] [W] [REPEATS] [--dump DIR] [--backend jit|c] [--check]
 //! #   defaults 4096 64 32 5
 //! ```
 //!
@@ -12,7 +12,9 @@
 //! `examples/longformer.tess` (scores on the band, softmax over each window, the weighted sum of
 //! V); the backward program is what `transforms::grad` makes of it with the seed `O = G`, run
 //! after the forward part in one kernel. Prints one JSON line: the median times of the forward
-//! kernel and of the gradient kernel (forward + backward), compile times, and checksums.
+//! kernel and of the gradient kernel (forward + backward), compile times, and checksums;
+//! `--check` compares the gradients with central finite differences along a random direction
+//! (relative 1e-6).
 //! `--dump DIR` writes Q, K, V, G and the results O, dQ, dK, dV as `.npy`, for
 //! `bench/longformer.py`, which runs PyTorch on the same data and compares.
 
@@ -71,7 +73,20 @@ fn main() -> Result<()> {
     inputs.insert("O".into(), dense(&[n, d], vec![0.0; n * d])?);
 
     let seeds = BTreeMap::from([("O".to_string(), seed.clone())]);
-    let study = grad_study::run(&runner, PROGRAM, &inputs, &["Q", "K", "V"], seeds, repeats)?;
+    let study = grad_study::run(
+        &runner,
+        PROGRAM,
+        &inputs,
+        &["Q", "K", "V"],
+        seeds.clone(),
+        repeats,
+    )?;
+    let check = if args.check {
+        let fields = grad_study::check(&runner, PROGRAM, &inputs, &seeds, &study, 1e-6)?;
+        format!(", {fields}")
+    } else {
+        String::new()
+    };
     if let Some(dir) = &args.dump {
         for name in ["Q", "K", "V"] {
             npy(dir, name, &inputs[name])?;
@@ -81,7 +96,7 @@ fn main() -> Result<()> {
         npy(dir, "O", &study.forward["O"])?;
     }
     println!(
-        "{{\"n\": {n}, \"d\": {d}, \"w\": {w}, \"backend\": \"{}\", {}}}",
+        "{{\"n\": {n}, \"d\": {d}, \"w\": {w}, \"backend\": \"{}\", {}{check}}}",
         args.backend.as_deref().unwrap_or("jit"),
         study.json("O")
     );

@@ -1,9 +1,10 @@
-//! What the gradient workloads (issue 16: Longformer, GAT) share: timing a forward program
-//! and its gradient program on one runner, and writing tensors for the peers' scripts.
+//! What the gradient workloads (issue 16: Longformer, GAT, SubdivNet, SoftRas) share: timing a
+//! forward program and its gradient program on one runner, checking the gradients against
+//! finite differences, and writing tensors for the peers' scripts.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
-use tessera::api::grad::bind;
+use tessera::api::grad::{bind, create_tensors};
 use tessera::error::{Error, Result};
 use tessera::io::DenseData;
 use tessera::levels::Format;
@@ -50,6 +51,12 @@ pub fn run(
         }
         Ok::<_, Error>((compile_ms, super::median(times), last))
     };
+    // Workspaces the program declares (loop-body locals) and that `inputs` lack: dense.
+    let mut inputs = inputs.clone();
+    create_tensors(&program, &mut inputs, &|_, rank, fill| {
+        Format::dense(rank, fill)
+    })?;
+    let inputs = &inputs;
     let (forward_compile_ms, forward_ms, forward) = timed(&program, inputs)?;
     let gp = grad(
         &program,
@@ -72,6 +79,81 @@ pub fn run(
         forward,
         gradients,
     })
+}
+
+/// `--check`: the gradients of a study against central finite differences along one random
+/// direction per input. For each `wrt` input A (dense), with v uniform in [-1, 1) of A's shape,
+/// compares `(L(A + eps v) - L(A - eps v)) / (2 eps)` with `sum(dA .* v)`, where L is the sum
+/// of each seeded output times its seed, computed by the forward program on `runner`. Fails
+/// when they differ by more than `rtol` relative to the larger; returns one JSON field with
+/// the relative errors by input.
+pub fn check(
+    runner: &Runner,
+    program: &str,
+    inputs: &BTreeMap<String, Tensor>,
+    seeds: &BTreeMap<String, Tensor>,
+    study: &Study,
+    rtol: f64,
+) -> Result<String> {
+    let program = parse_program(program)?;
+    let mut inputs = inputs.clone();
+    create_tensors(&program, &mut inputs, &|_, rank, fill| {
+        Format::dense(rank, fill)
+    })?;
+    let inputs = &inputs;
+    let kernel = runner.compile(&program, &tessera::api::formats_of(inputs))?;
+    let loss = |tensors: &BTreeMap<String, Tensor>| -> Result<f64> {
+        let mut run = tensors.clone();
+        runner.execute(&kernel, &mut run)?;
+        Ok(seeds
+            .iter()
+            .map(|(o, s)| dot(&values(&run[o]), &values(s)))
+            .sum())
+    };
+    let eps = 1e-6;
+    let mut rng = super::Uniform(7);
+    let mut errors = vec![];
+    for (input, g) in &study.gradients {
+        let a = &inputs[input];
+        if !a.format.is_dense() {
+            return Err(Error::Usage(format!(
+                "--check: `{input}` is not dense (only dense inputs are perturbed)"
+            )));
+        }
+        let base = values(a);
+        let v: Vec<f64> = base.iter().map(|_| 2.0 * rng.next() - 1.0).collect();
+        let shifted = |sign: f64| -> Result<f64> {
+            let mut ts = inputs.clone();
+            let moved = base
+                .iter()
+                .zip(&v)
+                .map(|(x, d)| x + sign * eps * d)
+                .collect();
+            ts.insert(input.clone(), dense(&a.shape, moved)?);
+            loss(&ts)
+        };
+        let fd = (shifted(1.0)? - shifted(-1.0)?) / (2.0 * eps);
+        let ad = dot(&values(g), &v);
+        let err = (fd - ad).abs() / fd.abs().max(ad.abs()).max(1e-300);
+        if err > rtol {
+            return Err(Error::Usage(format!(
+                "--check: d{input} along a random direction is {ad:.12e}, finite differences give {fd:.12e} (relative error {err:.2e} > {rtol:e})"
+            )));
+        }
+        errors.push(format!("\"{input}\": {err:.2e}"));
+    }
+    Ok(format!("\"check_rel_err\": {{{}}}", errors.join(", ")))
+}
+
+fn values(t: &Tensor) -> Vec<f64> {
+    match t.to_dense() {
+        Buffer::F64(v) => v,
+        _ => vec![],
+    }
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 pub fn format(text: &str) -> Result<Format> {

@@ -6,12 +6,18 @@ use tessera::error::{Error, Result};
 #[allow(dead_code)] // only the gradient workloads use it
 pub mod grad_study;
 
-/// The command line of a study: positional numbers, `--dump DIR` and `--backend jit|c`.
+/// The command line of a study: positional numbers, `--dump DIR`, `--backend jit|c` and the
+/// flag `--check` (the gradient workloads compare with finite differences).
 pub struct Args {
     plain: Vec<String>,
     pub dump: Option<String>,
     pub backend: Option<String>,
+    #[allow(dead_code)] // only the gradient workloads read it
+    pub check: bool,
 }
+
+/// Options without a value.
+const FLAGS: &[&str] = &["--check"];
 
 impl Args {
     pub fn from_env() -> Args {
@@ -25,7 +31,9 @@ impl Args {
             .iter()
             .enumerate()
             .filter(|(k, a)| {
-                let value_of_option = *k > 0 && args[k - 1].starts_with("--");
+                let value_of_option = *k > 0
+                    && args[k - 1].starts_with("--")
+                    && !FLAGS.contains(&args[k - 1].as_str());
                 !(a.starts_with("--") || value_of_option)
             })
             .map(|(_, a)| a.clone())
@@ -34,6 +42,7 @@ impl Args {
             plain,
             dump: option("--dump"),
             backend: option("--backend"),
+            check: args.iter().any(|a| a == "--check"),
         }
     }
 

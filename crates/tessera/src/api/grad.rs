@@ -9,7 +9,7 @@ use crate::notation::ast::{ExprKind, Program, Stmt, StmtKind};
 use crate::run::Runner;
 use crate::runtime::Buffer;
 use crate::tensor::Tensor;
-use crate::transforms::grad::{GradOptions, GradProgram, Tapes, grad_with};
+use crate::transforms::grad::{GradOptions, GradProgram, Tape, Tapes, grad_with};
 use crate::types::Scalar;
 use std::collections::{BTreeMap, HashMap};
 
@@ -148,12 +148,17 @@ pub fn bind(
         let t = Tensor::empty(&f, &a.shape).map_err(|e| e.named(d))?;
         tensors.insert(d.clone(), t);
     }
+    let tapes: HashMap<&str, Format> = gp
+        .tapes
+        .iter()
+        .map(|t| (t.name.as_str(), tape_format_in(gp, t, tensors)))
+        .collect();
     create_tensors(&gp.program, tensors, &|name, rank, fill| {
         if let Some(f) = formats.get(name) {
             return f.clone();
         }
-        if let Some(tape) = gp.tapes.iter().find(|t| t.name == name) {
-            return tape_format(tape.versions, tape.rank, tape.fill);
+        if let Some(f) = tapes.get(name) {
+            return f.clone();
         }
         Format::dense(rank, fill)
     })
@@ -199,7 +204,8 @@ pub fn create_tensors(
 /// A tape's format: versions indexed by the loops around the local, the first `Dense` and
 /// the others `SparseList` (the loops visit only some coordinates, e.g. a CSR row's stored
 /// columns, so a tape holds one entry per visited iteration, not the dense shape), then the
-/// local's own dimensions dense.
+/// local's own dimensions dense. `bind` makes a version level `Dense` also where its loop
+/// walks no sparse level (see `tape_format_in`).
 pub fn tape_format(versions: usize, rank: usize, fill: Scalar) -> Format {
     let mut levels = vec![];
     for k in 0..rank {
@@ -211,6 +217,84 @@ pub fn tape_format(versions: usize, rank: usize, fill: Scalar) -> Format {
     }
     levels.push(LevelKind::Element(fill));
     Format { levels }
+}
+
+/// The format of `tape` in `gp` run on `tensors`: [`tape_format`], except that a version
+/// level is `Dense` when its loop walks no sparse level of a given tensor. Such a loop visits
+/// every coordinate of its range, so a `SparseList` there saves nothing, and each `SparseList`
+/// tape read back in a dense loop is one more operand to coiterate: the backward loop is
+/// generated once per combination of the tapes' cases (SubdivNet's three taped sums per face
+/// and feature made a 12,500-statement kernel instead of 700).
+fn tape_format_in(gp: &GradProgram, tape: &Tape, tensors: &BTreeMap<String, Tensor>) -> Format {
+    let mut stack = vec![];
+    let loops = match enclosing_loops(&gp.program.body, &tape.name, &mut stack) {
+        Some(l) if l.len() == tape.versions => l,
+        _ => return tape_format(tape.versions, tape.rank, tape.fill),
+    };
+    let mut levels: Vec<LevelKind> = (0..tape.rank)
+        .map(|k| {
+            let sparse = k > 0 && k < tape.versions && walks_sparse_level(loops[k], tensors);
+            if sparse {
+                LevelKind::SPARSE_LIST
+            } else {
+                LevelKind::Dense
+            }
+        })
+        .collect();
+    levels.push(LevelKind::Element(tape.fill));
+    Format { levels }
+}
+
+/// The loops around the (first) statement writing `tensor`, outermost first.
+fn enclosing_loops<'a>(
+    stmts: &'a [Stmt],
+    tensor: &str,
+    stack: &mut Vec<&'a Stmt>,
+) -> Option<Vec<&'a Stmt>> {
+    for s in stmts {
+        let found = match &s.kind {
+            StmtKind::Assign { lhs, .. } if lhs.tensor == tensor => Some(stack.clone()),
+            StmtKind::Loop { body, .. } => {
+                stack.push(s);
+                let found = enclosing_loops(body, tensor, stack);
+                stack.pop();
+                found
+            }
+            StmtKind::Let { body, .. } | StmtKind::Block(body) => {
+                enclosing_loops(body, tensor, stack)
+            }
+            StmtKind::If {
+                then, otherwise, ..
+            } => enclosing_loops(then, tensor, stack)
+                .or_else(|| enclosing_loops(otherwise, tensor, stack)),
+            _ => None,
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+/// Does the loop `s` index, by its plain index, a non-`Dense` level of a given tensor (so
+/// that it may walk only that level's stored coordinates)?
+fn walks_sparse_level(s: &Stmt, tensors: &BTreeMap<String, Tensor>) -> bool {
+    let StmtKind::Loop { index, body, .. } = &s.kind else {
+        return true;
+    };
+    let mut sparse = false;
+    crate::notation::visit::accesses(body, &mut |a| {
+        let Some(t) = tensors.get(&a.tensor) else {
+            return;
+        };
+        for (k, ix) in a.indices.iter().enumerate() {
+            let plain = matches!(&ix.expr.kind, ExprKind::Name(n) if n == index);
+            if plain && !matches!(t.format.levels.get(a.dim_of(k)), Some(LevelKind::Dense)) {
+                sparse = true;
+            }
+        }
+    });
+    sparse
 }
 
 /// Every declared tensor and the fill its (first) declaration gives, f64 zero when it is not

@@ -13,6 +13,7 @@
 //! - [`reverse`]: statements in reverse order per body, loops kept, zero-initialised gradient
 //!   accumulators per version of each local.
 //! - [`tape`]: versions and tapes (tape or recompute each local the backward pass reads).
+//! - [`share`]: the subexpressions a statement's contributions repeat, bound to `let`s.
 //!
 //! Masked semantics: a differentiated input listed in [`GradOptions::masked`] gets a gradient
 //! only at its stored entries. Each contribution to `dA` is guarded by `if A_mask[...]`, where
@@ -29,6 +30,7 @@
 
 pub mod derive;
 pub mod reverse;
+pub mod share;
 pub mod tape;
 
 pub use tape::{Tape, Tapes};

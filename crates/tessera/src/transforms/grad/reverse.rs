@@ -56,8 +56,20 @@ impl Cx {
     fn contributions(&mut self, rhs: &Expr, g: Expr, span: Span) -> Result<Vec<Stmt>> {
         let mut parts = vec![];
         adjoint(rhs, g, &self.active, &mut parts)?;
+        // The gradients these contributions update; their repeated subexpressions are bound
+        // to `let` variables around them (see `share`).
+        let mut updated = HashSet::new();
+        for (target, _) in &parts {
+            let name = match target {
+                Target::Element(a) => &a.tensor,
+                Target::Name(n) => n,
+            };
+            updated.insert(self.grad_name(name));
+        }
+        let mut exprs: Vec<Expr> = parts.iter().map(|p| p.1.clone()).collect();
+        let lets = super::share::share(&mut exprs, &updated, &mut || self.fresh("g"));
         let mut out = vec![];
-        for (target, c) in parts {
+        for ((target, _), c) in parts.into_iter().zip(exprs) {
             let (name, indices, swizzle) = match target {
                 Target::Element(a) => (a.tensor, a.indices, a.swizzle),
                 Target::Name(n) => (n, vec![], None),
@@ -96,6 +108,16 @@ impl Cx {
                 );
             }
             out.push(s);
+        }
+        for (name, value) in lets.into_iter().rev() {
+            out = vec![tape::stmt(
+                StmtKind::Let {
+                    name,
+                    value,
+                    body: out,
+                },
+                span,
+            )];
         }
         Ok(out)
     }
