@@ -135,6 +135,14 @@ fn numpy_op(op: Op, x: &[f64]) -> f64 {
         Op::Sqrt => x[0].sqrt(),
         Op::Exp => x[0].exp(),
         Op::Log => x[0].ln(),
+        Op::Floor => x[0].floor(),
+        Op::Where => {
+            if x[0] != 0.0 {
+                x[1]
+            } else {
+                x[2]
+            }
+        }
         Op::And | Op::Or | Op::Not => unreachable!("not generated on floats"),
     }
 }
@@ -162,7 +170,7 @@ fn same(a: &[f64], b: &[f64]) -> bool {
             .all(|(x, y)| x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-9 * y.abs())
 }
 
-const OPS: [Op; 17] = [
+const OPS: [Op; 18] = [
     Op::Add,
     Op::Sub,
     Op::Mul,
@@ -180,6 +188,7 @@ const OPS: [Op; 17] = [
     Op::Sqrt,
     Op::Exp,
     Op::Log,
+    Op::Floor,
 ];
 
 proptest! {
@@ -212,6 +221,29 @@ proptest! {
             .map(|t| if t.rank() == 0 { t.to_dense().get(0) } else { t.fill() }.as_f64())
             .collect();
         prop_assert!(same(&[c.fill().as_f64()], &[numpy_op(op, &fills)]));
+    }
+
+    #[test]
+    fn where_matches_numpy(seed in any::<u64>()) {
+        // The condition is a comparison's bool result, itself sparse when its inputs are.
+        let mut rng = StdRng::seed_from_u64(seed);
+        let out = random_shape(&mut rng);
+        let operand = |rng: &mut StdRng| {
+            let shape = broadcasting_to(rng, &out);
+            random(rng, &shape)
+        };
+        let (a, b, x, y) = (operand(&mut rng), operand(&mut rng), operand(&mut rng), operand(&mut rng));
+        let cond = api::map(Op::Gt, &[&a, &b]).unwrap();
+        let inputs = [&cond, &x, &y];
+        let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
+        let expected_shape = api::broadcast_shape(&shapes).unwrap();
+        let c = api::map(Op::Where, &inputs).unwrap();
+        prop_assert_eq!(&c.shape, &expected_shape);
+        let want = numpy_map(Op::Where, &inputs, &expected_shape);
+        let got = as_f64(&c.to_dense());
+        prop_assert!(same(&got, &want), "where over {:?}\ngot  {:?}\nwant {:?}\nformat {}",
+            inputs.iter().map(|t| (t.shape.clone(), t.format.to_string())).collect::<Vec<_>>(),
+            got, want, c.format);
     }
 
     #[test]
