@@ -263,7 +263,7 @@ def agree(name, ours, theirs, tol):
         diff = np.where(both_nan, 0.0, np.abs(got - want))
         scale = 1.0 + np.abs(np.nan_to_num(want))
         bad = ~(diff <= tol * scale)
-        frac = bad.mean()
+        frac = bad.mean() if bad.size else 0.0
         # Newton and streamlines are chaotic near critical points: a few seeds may round
         # apart; report the fraction that does not agree.
         yield k, float(np.nanmax(diff / scale)) if diff.size else 0.0, float(frac)
@@ -279,7 +279,11 @@ def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     subprocess.run(["cargo", "build", "--release", "--example", "diderot"], cwd=root, check=True)
     exe = os.path.join(root, "target", "release", "examples", "diderot")
-    sizes = {"iso2d": 128, "curvature": 32, "vr": 32, "lic": 64, "probe": 32} if quick else {}
+    sizes = (
+        {"iso2d": 128, "curvature": 32, "vr": 32, "lic": 64, "probe": 32}
+        if quick
+        else {"iso2d": 512, "curvature": 96, "vr": 128, "lic": 256, "probe": 256}
+    )
     runs = [("iso2d", None), ("curvature", None), ("vr", None), ("lic", None), ("probe", None)]
     if image:
         if os.path.exists(image):
@@ -289,11 +293,9 @@ def main():
     rows = []
     for ex, img in runs:
         with tempfile.TemporaryDirectory() as d:
-            cmd = [exe, ex] + ([str(sizes[ex])] if ex in sizes else (["0"] if img else [])) + [str(repeats), "--backend", backend]
+            cmd = [exe, ex, "0" if img else str(sizes[ex]), str(repeats), "--backend", backend]
             if img:
                 cmd += ["--image", img]
-            outs = []
-            dirs = []
             out = subprocess.run(cmd + ["--dump", d], check=True, capture_output=True, text=True)
             lines = [json.loads(l) for l in out.stdout.splitlines()]
             t = load(d)

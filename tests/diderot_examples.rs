@@ -428,3 +428,20 @@ fn lic_matches_direct_streamline_integration() {
         }
     }
 }
+
+#[test]
+fn grad_refuses_a_value_carried_across_iterations() {
+    // x ← x + x·a three times: before state variables this was a lifecycle error; `grad`
+    // reverses loops assuming iterations share only reductions, so it must refuse it.
+    let p = parse(
+        "L .= 0.0\nfor i = _\n  x .= 1.0\n  for t = 1:3\n    x[] += x[] * a[i]\n  end\n  L[] += x[]\nend",
+    );
+    let e = tessera::transforms::grad::grad(&p, &["a"], &[])
+        .err()
+        .unwrap();
+    assert!(e.to_string().starts_with("4:3:"), "{e}");
+    assert!(e.to_string().contains("carries a value"), "{e}");
+    // A workspace declared inside the loop carries nothing: still differentiable.
+    let p = parse("L .= 0.0\nfor i = _\n  x .= 0.0\n  x[] = a[i] * a[i]\n  L[] += x[]\nend");
+    assert!(tessera::transforms::grad::grad(&p, &["a"], &[]).is_ok());
+}

@@ -517,9 +517,18 @@ fn carried(body: &[Stmt]) -> std::collections::HashSet<String> {
     let mut out = std::collections::HashSet::new();
     crate::notation::visit::stmts(body, &mut |s: &Stmt| {
         if let StmtKind::Loop { body, .. } = &s.kind {
+            // A tensor declared inside the loop starts afresh in every iteration.
+            let mut declared = std::collections::HashSet::new();
+            crate::notation::visit::stmts(body, &mut |s: &Stmt| {
+                if let StmtKind::Declare { tensor, .. } = &s.kind {
+                    declared.insert(tensor.clone());
+                }
+            });
             let mut written = std::collections::HashSet::new();
             crate::notation::visit::writes(body, &mut |a| {
-                written.insert(a.tensor.clone());
+                if !declared.contains(&a.tensor) {
+                    written.insert(a.tensor.clone());
+                }
             });
             crate::notation::visit::exprs(body, &mut |e: &Expr| match &e.kind {
                 ExprKind::Access(a) if written.contains(&a.tensor) => {

@@ -33,6 +33,46 @@ pub fn lifecycle(p: &Program, tensors: &HashSet<String>) -> Result<Program> {
     Ok(p.with_body(body))
 }
 
+/// The first state variable some loop of `p` reads after writing it (a value carried from one
+/// iteration to the next), with the place of that loop; `None` when there is none. The
+/// reverse-mode AD reverses loop bodies assuming iterations share only commutative
+/// reductions, which a carried value breaks, so `transforms::grad` refuses such programs.
+pub fn carried_state(p: &Program) -> Option<(String, Span)> {
+    let state = state_variables(&p.body);
+    let mut found = None;
+    visit::stmts(&p.body, &mut |s: &Stmt| {
+        if found.is_some() {
+            return;
+        }
+        if let StmtKind::Loop { body, .. } = &s.kind {
+            // A variable declared inside the loop starts afresh in every iteration.
+            let mut declared = HashSet::new();
+            visit::stmts(body, &mut |s: &Stmt| {
+                if let StmtKind::Declare { tensor, .. } = &s.kind {
+                    declared.insert(tensor.clone());
+                }
+            });
+            let mut written = HashSet::new();
+            visit::writes(body, &mut |a| {
+                if state.contains(&a.tensor) && !declared.contains(&a.tensor) {
+                    written.insert(a.tensor.clone());
+                }
+            });
+            visit::exprs(body, &mut |e: &Expr| {
+                let n = match &e.kind {
+                    ExprKind::Access(a) => &a.tensor,
+                    ExprKind::Name(n) => n,
+                    _ => return,
+                };
+                if found.is_none() && written.contains(n) {
+                    found = Some((n.clone(), s.span));
+                }
+            });
+        }
+    });
+    found
+}
+
 /// The state variables of `body` (see the module comment): declared 0-d tensors never
 /// accessed with an index.
 fn state_variables(body: &[Stmt]) -> HashSet<String> {
