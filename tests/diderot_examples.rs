@@ -431,17 +431,32 @@ fn lic_matches_direct_streamline_integration() {
 
 #[test]
 fn grad_refuses_a_value_carried_across_iterations() {
-    // x ← x + x·a three times: before state variables this was a lifecycle error; `grad`
-    // reverses loops assuming iterations share only reductions, so it must refuse it.
+    // x ← x·a three times: `grad` reverses loops assuming iterations share only reductions,
+    // and refuses an overwrite the loop repeats (its existing check covers state variables).
     let p = parse(
-        "L .= 0.0\nfor i = _\n  x .= 1.0\n  for t = 1:3\n    x[] += x[] * a[i]\n  end\n  L[] += x[]\nend",
+        "L .= 0.0\nfor i = _\n  x .= 1.0\n  for t = 1:3\n    x[] = x[] * a[i]\n  end\n  L[] += x[]\nend",
     );
     let e = tessera::transforms::grad::grad(&p, &["a"], &[])
         .err()
         .unwrap();
-    assert!(e.to_string().starts_with("4:3:"), "{e}");
-    assert!(e.to_string().contains("carries a value"), "{e}");
-    // A workspace declared inside the loop carries nothing: still differentiable.
-    let p = parse("L .= 0.0\nfor i = _\n  x .= 0.0\n  x[] = a[i] * a[i]\n  L[] += x[]\nend");
-    assert!(tessera::transforms::grad::grad(&p, &["a"], &[]).is_ok());
+    assert!(e.to_string().starts_with("5:5:"), "{e}");
+    assert!(
+        e.to_string().contains("overwritten on every iteration"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_state_variable_reduced_with_plus_equals_is_still_a_lifecycle_error() {
+    // `+=` combines with a value the loop order decides: only overwrites make a 0-d tensor a
+    // state variable.
+    let p = parse(
+        "L .= 0.0\nfor i = _\n  x .= 1.0\n  for t = 1:3\n    x[] += x[] * a[i]\n  end\n  L[] += x[]\nend",
+    );
+    let mut ts = BTreeMap::new();
+    ts.insert("a".to_string(), zeros(&[3]));
+    ts.insert("x".to_string(), zeros(&[]));
+    ts.insert("L".to_string(), zeros(&[]));
+    let e = Runner::jit().compile(&p, &formats_of(&ts)).err().unwrap();
+    assert!(e.to_string().contains("read and written"), "{e}");
 }

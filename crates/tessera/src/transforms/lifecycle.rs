@@ -3,16 +3,18 @@
 //! `@thaw` before the first write after reads (both in the scope that owns the tensor), and
 //! freezes at the end of that scope. Reading and writing one tensor inside a single child scope
 //! has no meaning under the dense semantics' loop order guarantees and is an error, except for
-//! *state variables*: a 0-d tensor the program declares (`x .= 0.0`) and always accesses as
-//! `x[]` may be read and overwritten in any order below its declaration (`x[] = x[] - s * g`
-//! in a fixed-count loop, the position a Newton iteration or a streamline carries), and the
-//! reads see the last write in program order. That is the evaluator's semantics, and a 0-d
+//! *state variables*: a 0-d tensor the program declares (`x .= 0.0`), always accesses as `x[]`
+//! and only ever overwrites (`=`, no `+=`) may be read and overwritten in any order below its
+//! declaration (`x[] = x[] - s * g` in a fixed-count loop, the position a Newton iteration or
+//! a streamline carries), and the reads see the last write in program order. That is the evaluator's semantics, and a 0-d
 //! tensor has no iteration order for a loop to disagree with: one element, whose freeze and
 //! thaw are no code, read by a load and written by a store the IR passes order by their
 //! effects.
 
 use crate::error::{Error, Result};
-use crate::notation::ast::{Access, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind};
+use crate::notation::ast::{
+    Access, AssignOp, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind,
+};
 use crate::notation::visit;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -33,46 +35,6 @@ pub fn lifecycle(p: &Program, tensors: &HashSet<String>) -> Result<Program> {
     Ok(p.with_body(body))
 }
 
-/// The first state variable some loop of `p` reads after writing it (a value carried from one
-/// iteration to the next), with the place of that loop; `None` when there is none. The
-/// reverse-mode AD reverses loop bodies assuming iterations share only commutative
-/// reductions, which a carried value breaks, so `transforms::grad` refuses such programs.
-pub fn carried_state(p: &Program) -> Option<(String, Span)> {
-    let state = state_variables(&p.body);
-    let mut found = None;
-    visit::stmts(&p.body, &mut |s: &Stmt| {
-        if found.is_some() {
-            return;
-        }
-        if let StmtKind::Loop { body, .. } = &s.kind {
-            // A variable declared inside the loop starts afresh in every iteration.
-            let mut declared = HashSet::new();
-            visit::stmts(body, &mut |s: &Stmt| {
-                if let StmtKind::Declare { tensor, .. } = &s.kind {
-                    declared.insert(tensor.clone());
-                }
-            });
-            let mut written = HashSet::new();
-            visit::writes(body, &mut |a| {
-                if state.contains(&a.tensor) && !declared.contains(&a.tensor) {
-                    written.insert(a.tensor.clone());
-                }
-            });
-            visit::exprs(body, &mut |e: &Expr| {
-                let n = match &e.kind {
-                    ExprKind::Access(a) => &a.tensor,
-                    ExprKind::Name(n) => n,
-                    _ => return,
-                };
-                if found.is_none() && written.contains(n) {
-                    found = Some((n.clone(), s.span));
-                }
-            });
-        }
-    });
-    found
-}
-
 /// The state variables of `body` (see the module comment): declared 0-d tensors never
 /// accessed with an index.
 fn state_variables(body: &[Stmt]) -> HashSet<String> {
@@ -82,13 +44,25 @@ fn state_variables(body: &[Stmt]) -> HashSet<String> {
             declared.insert(tensor.clone());
         }
     });
-    let mut indexed = HashSet::new();
+    let mut excluded = HashSet::new();
     visit::accesses(body, &mut |a| {
         if !a.indices.is_empty() {
-            indexed.insert(a.tensor.clone());
+            excluded.insert(a.tensor.clone());
         }
     });
-    declared.retain(|t| !indexed.contains(t));
+    // A reduction (`s[] += ...`) combines with a value the loop order decides, as for any
+    // tensor; only overwrites are assignments in program order.
+    visit::stmts(body, &mut |s: &Stmt| {
+        if let StmtKind::Assign {
+            lhs,
+            op: AssignOp::Reduce(_),
+            ..
+        } = &s.kind
+        {
+            excluded.insert(lhs.tensor.clone());
+        }
+    });
+    declared.retain(|t| !excluded.contains(t));
     declared
 }
 

@@ -82,14 +82,6 @@ pub fn grad_with(
     seeds: &[&str],
     opts: &GradOptions,
 ) -> Result<GradProgram> {
-    if let Some((t, span)) = crate::transforms::lifecycle::carried_state(program) {
-        return Err(Error::unsupported(
-            span,
-            format!(
-                "`{t}` carries a value from one iteration of this loop to the next (a state variable), which `grad` does not differentiate"
-            ),
-        ));
-    }
     let (reads, writes) = crate::notation::visit::reads_writes(&program.body);
     let mut used: HashSet<String> = HashSet::new();
     tape::names_in(&program.body, &mut used);
