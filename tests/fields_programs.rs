@@ -404,3 +404,92 @@ fn field_programs_print_and_parse_back() {
     let printed = p.to_string();
     assert_eq!(parse(&printed), p, "{printed}");
 }
+
+#[test]
+fn nabla_and_curried_derivatives_are_the_same_probes() {
+    let pairs = [
+        (
+            "field F = img ⊛ bspln3\nfor i = _, c = _\n  out[i, c] = ∇F(px[i], py[i])[c]\nend",
+            "field F = img ⊛ bspln3\nfor i = _, c = _\n  out[i, c] = grad(F, px[i], py[i])[c]\nend",
+        ),
+        (
+            "field F = img ⊛ bspln3\nfor i = _, c = _\n  out[i, c] = grad(F)(px[i], py[i])[c]\nend",
+            "field F = img ⊛ bspln3\nfor i = _, c = _\n  out[i, c] = grad(F, px[i], py[i])[c]\nend",
+        ),
+        (
+            "field F = img ⊛ bspln3\nfor i = _, a = _, b = _\n  out[i, a, b] = ∇⊗∇F(px[i], py[i])[a, b] + hess(F)(px[i], py[i])[b, a]\nend",
+            "field F = img ⊛ bspln3\nfor i = _, a = _, b = _\n  out[i, a, b] = hess(F, px[i], py[i])[a, b] + hess(F, px[i], py[i])[b, a]\nend",
+        ),
+    ];
+    for (sugar, plain) in pairs {
+        let p = parse(sugar);
+        assert_eq!(
+            p.to_string(),
+            parse(plain).to_string(),
+            "{sugar}\nprints as\n{p}"
+        );
+        // The printed form parses back to the same program.
+        assert_eq!(parse(&p.to_string()), p, "{p}");
+    }
+    // And they run: ∇F(x)[c] equals grad(F, x)[c] on the JIT, C and the evaluator.
+    let mut rng = StdRng::seed_from_u64(3);
+    let n = 6;
+    let inputs = vec![
+        ("img", vec![8, 8], random(&mut rng, 64)),
+        (
+            "px",
+            vec![n],
+            (0..n).map(|k| 2.0 + 0.5 * k as f64).collect(),
+        ),
+        (
+            "py",
+            vec![n],
+            (0..n).map(|k| 4.5 - 0.3 * k as f64).collect(),
+        ),
+    ];
+    let src = "field F = img ⊛ bspln3\nfor i = _\n  for c = 0:1\n    a[i, c] = ∇F(px[i], py[i])[c]\n    b[i, c] = grad(F, px[i], py[i])[c]\n  end\n  for j = 0:1, k = 0:1\n    h[i, j, k] = ∇⊗∇F(px[i], py[i])[j, k] - hess(F)(px[i], py[i])[j, k]\n  end\nend";
+    for (backend, out) in run_all(
+        src,
+        &inputs,
+        &[("a", vec![n, 2]), ("b", vec![n, 2]), ("h", vec![n, 2, 2])],
+    ) {
+        assert_eq!(out["a"], out["b"], "{backend}");
+        assert!(out["h"].iter().all(|v| *v == 0.0), "{backend}");
+    }
+}
+
+#[test]
+fn nabla_mistakes_are_syntax_errors_with_line_and_column() {
+    let cases = [
+        // No position: a derivative field must be probed.
+        ("field F = img ⊛ bspln3\nout[0] = ∇F[0]", "2:12:"),
+        // No component.
+        (
+            "field F = img ⊛ bspln3\nout[0] = ∇F(1.0, 2.0) + 1.0",
+            "2:23:",
+        ),
+        // The Hessian needs two components, the gradient one.
+        (
+            "field F = img ⊛ bspln3\nout[0] = ∇⊗∇F(1.0, 2.0)[0]",
+            "2:24:",
+        ),
+        (
+            "field F = img ⊛ bspln3\nout[0] = ∇F(1.0, 2.0)[0, 1]",
+            "2:22:",
+        ),
+        // `∇⊗` not followed by `∇`.
+        (
+            "field F = img ⊛ bspln3\nout[0] = ∇⊗F(1.0, 2.0)[0, 1]",
+            "2:12:",
+        ),
+        // `∇` before something that is not a name.
+        ("out[0] = ∇(1.0)", "1:11:"),
+    ];
+    for (src, want) in cases {
+        let e = tessera::notation::parse::parse_program(src)
+            .err()
+            .unwrap_or_else(|| panic!("expected a syntax error:\n{src}"))
+            .to_string();
+        assert!(e.starts_with(want), "{src}\n→ {e}\nwanted {want}");
+    }
+}

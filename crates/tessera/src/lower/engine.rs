@@ -34,6 +34,9 @@ pub struct Engine {
     /// Tensors whose declaration is followed by writes that touch each element at most once;
     /// only for those is `initwrite` sound (otherwise a later fill write must overwrite).
     pub write_once: HashSet<String>,
+    /// Tensors a loop both reads and writes (state variables, `transforms::lifecycle`): a
+    /// loop writing one is never collapsed, since each iteration reads what the last wrote.
+    pub carried: HashSet<String>,
     /// Bounds of phase and loop variables: provably empty phases are skipped, phases of one
     /// coordinate lowered as points.
     pub facts: crate::symbolic::bounds::Facts,
@@ -497,7 +500,7 @@ impl Engine {
             return self.lower_block(body.to_vec()).map(Some);
         }
         let len = ext.measure();
-        if !integrable_ops(body) {
+        if !integrable_ops(body) || writes_any(body, &self.carried) {
             return Ok(None);
         }
         let Some(out) = integrated(body, &len) else {
@@ -708,6 +711,18 @@ fn integrated(body: &[LStmt], len: &Expr) -> Option<Vec<LStmt>> {
 
 /// Repeating `t += x; t = y` is not `t += len * x; t = y`: a tensor summed into may not be
 /// written with any other operator in the same body.
+/// Whether `body` writes one of `tensors`.
+fn writes_any(body: &[LStmt], tensors: &HashSet<String>) -> bool {
+    body.iter().any(|s| match s {
+        LStmt::Assign { lhs, .. } => tensors.contains(&lhs.tensor),
+        LStmt::Loop { body, .. } | LStmt::Let { body, .. } => writes_any(body, tensors),
+        LStmt::If {
+            then, otherwise, ..
+        } => writes_any(then, tensors) || writes_any(otherwise, tensors),
+        _ => false,
+    })
+}
+
 fn integrable_ops(body: &[LStmt]) -> bool {
     fn collect(body: &[LStmt], out: &mut Vec<(String, bool)>) {
         for s in body {

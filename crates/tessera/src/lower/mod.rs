@@ -109,6 +109,7 @@ pub fn lower_program(
         tensors,
         declared: HashMap::new(),
         write_once: Default::default(),
+        carried: carried(&program.body),
         facts: Default::default(),
         detail: (dims_buf, ndims as i64),
         parallel: parallel
@@ -510,6 +511,39 @@ impl Converter<'_> {
 }
 
 /// Whether two masks compare the same (not yet bound) loop index.
+/// The tensors some loop of `body` both reads and writes: the state variables of
+/// `transforms::lifecycle` that carry a value from one iteration to the next.
+fn carried(body: &[Stmt]) -> std::collections::HashSet<String> {
+    let mut out = std::collections::HashSet::new();
+    crate::notation::visit::stmts(body, &mut |s: &Stmt| {
+        if let StmtKind::Loop { body, .. } = &s.kind {
+            // A tensor declared inside the loop starts afresh in every iteration.
+            let mut declared = std::collections::HashSet::new();
+            crate::notation::visit::stmts(body, &mut |s: &Stmt| {
+                if let StmtKind::Declare { tensor, .. } = &s.kind {
+                    declared.insert(tensor.clone());
+                }
+            });
+            let mut written = std::collections::HashSet::new();
+            crate::notation::visit::writes(body, &mut |a| {
+                if !declared.contains(&a.tensor) {
+                    written.insert(a.tensor.clone());
+                }
+            });
+            crate::notation::visit::exprs(body, &mut |e: &Expr| match &e.kind {
+                ExprKind::Access(a) if written.contains(&a.tensor) => {
+                    out.insert(a.tensor.clone());
+                }
+                ExprKind::Name(n) if written.contains(n) => {
+                    out.insert(n.clone());
+                }
+                _ => {}
+            });
+        }
+    });
+    out
+}
+
 fn same_index(a: &Mask, b: &Mask) -> bool {
     matches!((&a.index, &b.index), (LExpr::Index(x), LExpr::Index(y)) if x == y)
 }

@@ -112,7 +112,7 @@ struct Token {
 const PUNCTS: &[&str] = &[
     ">>=", ".=", "+=", "-=", "*=", "&=", "|=", "==", "!=", "<=", ">=", "&&", "||", "<<", ">>", "+",
     "-", "*", "/", "%", "<", ">", "&", "|", "!", "~", "=", "(", ")", "[", "]", ",", ";", ":", "@",
-    "⊛",
+    "⊛", "∇", "⊗",
 ];
 
 fn describe(t: &Tok) -> String {
@@ -1158,8 +1158,15 @@ impl Parser {
                                 ),
                             ));
                         }
-                        let (mut args, d) = self.args()?;
-                        if FIELD_COMPONENTS.iter().any(|(f, _)| *f == w) && self.is_punct("[") {
+                        let (mut args, mut d) = self.args()?;
+                        let derivative = FIELD_COMPONENTS.iter().any(|(f, _)| *f == w);
+                        if derivative && args.len() == 1 && self.is_punct("(") {
+                            // `grad(F)(x, y)[c]`: the derivative field, then its probe.
+                            let (coords, d2) = self.args()?;
+                            d = d.max(d2);
+                            args.extend(coords);
+                        }
+                        if derivative && self.is_punct("[") {
                             // `grad(F, x, y)[c]`, `hess(F, x, y)[a, b]`: the components
                             // become the last arguments.
                             let (indices, _) = self.indices()?;
@@ -1171,8 +1178,68 @@ impl Parser {
                     }
                 }
             },
+            Tok::Punct("∇") => self.nabla(),
             _ => Err(self.expected("an expression")),
         }
+    }
+
+    /// `∇F(x, ...)[c]` and `∇⊗∇F(x, ...)[a, b]`, Diderot's spellings of
+    /// `grad(F, x, ...)[c]` and `hess(F, x, ...)[a, b]` (the same tree, so they print in
+    /// those forms and parse back to it).
+    fn nabla(&mut self) -> Result<(Expr, usize)> {
+        let span = self.span();
+        self.bump();
+        let (name, comps) = if self.eat_punct("⊗") {
+            if !self.eat_punct("∇") {
+                return Err(self.expected("`∇` after `∇⊗` (the Hessian is `∇⊗∇F(x, ...)[a, b]`)"));
+            }
+            ("hess", 2)
+        } else {
+            ("grad", 1)
+        };
+        let field = match self.peek().clone() {
+            Tok::Ident(f) if !is_keyword(&f) => {
+                let at = self.span();
+                self.bump();
+                Expr::new(ExprKind::Name(f), at)
+            }
+            _ => return Err(self.expected("a field's name after `∇`")),
+        };
+        let wanted = if comps == 1 { "[c]" } else { "[a, b]" };
+        if !self.is_punct("(") {
+            return Err(self.expected(&format!(
+                "`(` and the position: a derivative of a field is probed, as in `{}{}(x, y){wanted}`",
+                if comps == 1 { "∇" } else { "∇⊗∇" },
+                match &field.kind {
+                    ExprKind::Name(f) => f.as_str(),
+                    _ => "F",
+                }
+            )));
+        }
+        let (coords, d) = self.args()?;
+        if !self.is_punct("[") {
+            return Err(self.expected(&format!(
+                "the component{} of the {}: `{wanted}`",
+                if comps == 1 { "" } else { "s" },
+                if comps == 1 { "gradient" } else { "Hessian" }
+            )));
+        }
+        let at = self.span();
+        let (indices, _) = self.indices()?;
+        if indices.len() != comps {
+            return Err(Error::syntax(
+                at,
+                format!(
+                    "the {} takes {comps} component index{}: `{wanted}`",
+                    if comps == 1 { "gradient" } else { "Hessian" },
+                    if comps == 1 { "" } else { "es" }
+                ),
+            ));
+        }
+        let mut args = vec![field];
+        args.extend(coords);
+        args.extend(indices.into_iter().map(|ix| ix.expr));
+        Ok((Expr::new(ExprKind::Call(name.into(), args), span), d + 1))
     }
 
     /// `(e, ...)` of a call.

@@ -326,15 +326,27 @@ impl Expander {
         self.fields.iter().rev().find(|f| f.name == n)
     }
 
-    /// Whether `e` is a field value (mentions `conv` or a field).
+    /// Whether `e` is a field value (mentions `conv` or a field outside a probe: `F(p)`,
+    /// `grad(F, p)[c]`, `∇F(p)` and `inside(p, F)` are values, so `let g = grad(F, x)[0]`
+    /// binds a number, not a field).
     fn is_field(&self, e: &Expr) -> bool {
-        let mut yes = false;
-        visit::expr(e, &mut |e: &Expr| match &e.kind {
-            ExprKind::Call(n, _) if n == CONV => yes = true,
-            ExprKind::Name(n) if self.field(n).is_some() => yes = true,
-            _ => {}
-        });
-        yes
+        match &e.kind {
+            ExprKind::Call(n, _) if n == CONV => true,
+            ExprKind::Call(n, _) if self.field(n).is_some() => false,
+            ExprKind::Call(n, _) if n == GRAD || n == HESS || n == INSIDE => false,
+            ExprKind::Name(n) => self.field(n).is_some(),
+            ExprKind::Call(_, args) => args.iter().any(|a| self.is_field(a)),
+            ExprKind::Unary(_, x) => self.is_field(x),
+            ExprKind::Binary(_, x, y) => self.is_field(x) || self.is_field(y),
+            ExprKind::Access(a) => a.indices.iter().any(|ix| {
+                self.is_field(&ix.expr)
+                    || ix
+                        .window
+                        .as_ref()
+                        .is_some_and(|(lo, hi)| self.is_field(lo) || self.is_field(hi))
+            }),
+            ExprKind::Literal(_) | ExprKind::Missing => false,
+        }
     }
 
     /// The terms of a field value.

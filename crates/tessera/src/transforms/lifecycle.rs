@@ -2,10 +2,19 @@
 //! a tensor in update mode; this pass inserts `@freeze` before the first read after updates,
 //! `@thaw` before the first write after reads (both in the scope that owns the tensor), and
 //! freezes at the end of that scope. Reading and writing one tensor inside a single child scope
-//! has no meaning under the dense semantics' loop order guarantees and is an error.
+//! has no meaning under the dense semantics' loop order guarantees and is an error, except for
+//! *state variables*: a 0-d tensor the program declares (`x .= 0.0`), always accesses as `x[]`
+//! and only ever overwrites (`=`, no `+=`) may be read and overwritten in any order below its
+//! declaration (`x[] = x[] - s * g` in a fixed-count loop, the position a Newton iteration or
+//! a streamline carries), and the reads see the last write in program order. That is the evaluator's semantics, and a 0-d
+//! tensor has no iteration order for a loop to disagree with: one element, whose freeze and
+//! thaw are no code, read by a load and written by a store the IR passes order by their
+//! effects.
 
 use crate::error::{Error, Result};
-use crate::notation::ast::{Access, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind};
+use crate::notation::ast::{
+    Access, AssignOp, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind,
+};
 use crate::notation::visit;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -21,8 +30,40 @@ pub fn lifecycle(p: &Program, tensors: &HashSet<String>) -> Result<Program> {
     let mut modes: HashMap<String, Mode> =
         tensors.iter().map(|t| (t.clone(), Mode::Read)).collect();
     let mut memo = Memo::default();
-    let body = scope(&p.body, tensors, &mut modes, &mut memo)?;
+    let state = state_variables(&p.body);
+    let body = scope(&p.body, tensors, &state, &mut modes, &mut memo)?;
     Ok(p.with_body(body))
+}
+
+/// The state variables of `body` (see the module comment): declared 0-d tensors never
+/// accessed with an index.
+fn state_variables(body: &[Stmt]) -> HashSet<String> {
+    let mut declared = HashSet::new();
+    visit::stmts(body, &mut |s: &Stmt| {
+        if let StmtKind::Declare { tensor, .. } = &s.kind {
+            declared.insert(tensor.clone());
+        }
+    });
+    let mut excluded = HashSet::new();
+    visit::accesses(body, &mut |a| {
+        if !a.indices.is_empty() {
+            excluded.insert(a.tensor.clone());
+        }
+    });
+    // A reduction (`s[] += ...`) combines with a value the loop order decides, as for any
+    // tensor; only overwrites are assignments in program order.
+    visit::stmts(body, &mut |s: &Stmt| {
+        if let StmtKind::Assign {
+            lhs,
+            op: AssignOp::Reduce(_),
+            ..
+        } = &s.kind
+        {
+            excluded.insert(lhs.tensor.clone());
+        }
+    });
+    declared.retain(|t| !excluded.contains(t));
+    declared
 }
 
 /// What a statement (with everything nested in it) reads, writes and declares.
@@ -109,6 +150,7 @@ impl Memo {
 fn scope(
     stmts: &[Stmt],
     tensors: &HashSet<String>,
+    state: &HashSet<String>,
     modes: &mut HashMap<String, Mode>,
     memo: &mut Memo,
 ) -> Result<Vec<Stmt>> {
@@ -127,7 +169,10 @@ fn scope(
             |t: &String| tensors.contains(t) && !sum.declared.contains(t) && modes.contains_key(t);
         let reads: HashSet<&String> = sum.reads.iter().filter(|t| owned(t)).collect();
         let writes: HashSet<&String> = sum.writes.iter().filter(|t| owned(t)).collect();
-        let mut both: Vec<&&String> = reads.intersection(&writes).collect();
+        let mut both: Vec<&&String> = reads
+            .intersection(&writes)
+            .filter(|t| !state.contains(**t))
+            .collect();
         both.sort();
         if let Some(t) = both.first() {
             return Err(read_and_written(s, t));
@@ -160,7 +205,7 @@ fn scope(
                 touched.push((*t).clone());
             }
         }
-        out.push(nested(s, tensors, memo)?);
+        out.push(nested(s, tensors, state, memo)?);
     }
     // Leave the scope with everything it updated readable again.
     let mut done = HashSet::new();
@@ -177,10 +222,15 @@ fn scope(
 }
 
 /// Recurse into a statement's bodies; each body owns the tensors declared directly in it.
-fn nested(s: &Stmt, tensors: &HashSet<String>, memo: &mut Memo) -> Result<Stmt> {
+fn nested(
+    s: &Stmt,
+    tensors: &HashSet<String>,
+    state: &HashSet<String>,
+    memo: &mut Memo,
+) -> Result<Stmt> {
     let mut body = |b: &[Stmt]| -> Result<Vec<Stmt>> {
         let mut modes = HashMap::new();
-        scope(b, tensors, &mut modes, memo)
+        scope(b, tensors, state, &mut modes, memo)
     };
     let kind = match &s.kind {
         StmtKind::Loop {
