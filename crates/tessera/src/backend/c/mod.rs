@@ -22,7 +22,7 @@ use crate::runtime::abi::{self, KernelFn, run_native};
 use libloading::Library;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// Flags after the compiler command and the optimisation level ([`opt_level`]). Beyond
 /// `-march=native -shared -fPIC`: `-ffp-contract=off` because fusing `a * b + c` into one
@@ -154,10 +154,12 @@ impl CBackend {
     }
 }
 
-/// Loaded objects by path. Never unloaded: each is initialised once, and kernels compiled from
-/// it may be run until the process ends.
-fn registry() -> &'static Mutex<HashMap<PathBuf, Arc<Loaded>>> {
-    static LOADED: OnceLock<Mutex<HashMap<PathBuf, Arc<Loaded>>>> = OnceLock::new();
+/// Loaded objects by path, held weakly: the kernels compiled from an object hold it, and it is
+/// unloaded when the last of them goes. (Kept for the life of the process, a long run that
+/// compiles many kernels ran out of memory mappings: the differential fuzzer's `dlopen`
+/// failed after about 17,000 objects, at Linux's default `vm.max_map_count`.)
+fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<Loaded>>> {
+    static LOADED: OnceLock<Mutex<HashMap<PathBuf, Weak<Loaded>>>> = OnceLock::new();
     LOADED.get_or_init(Default::default)
 }
 
@@ -205,7 +207,8 @@ impl Backend for CBackend {
         registry()
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .contains_key(&path)
+            .get(&path)
+            .is_some_and(|w| w.strong_count() > 0)
             || path.is_file()
     }
 }
@@ -223,7 +226,7 @@ impl CBackend {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .get(&path)
-                .cloned()
+                .and_then(Weak::upgrade)
         };
         if let Some(l) = lookup() {
             return Ok(CKernel {
@@ -235,8 +238,8 @@ impl CBackend {
             cache::compile(&command, &source, &path, &kernel.name, detached)?;
         }
         let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
-        let loaded = match reg.get(&path) {
-            Some(l) => l.clone(),
+        let loaded = match reg.get(&path).and_then(Weak::upgrade) {
+            Some(l) => l,
             None => {
                 let l = match load(&path) {
                     Ok(l) => l,
@@ -253,7 +256,12 @@ impl CBackend {
                     }
                 };
                 let l = Arc::new(l);
-                reg.insert(path.clone(), l.clone());
+                // Forget unloaded objects now and then, so the map stays the size of what is
+                // loaded.
+                if reg.len() >= 256 && reg.len().is_power_of_two() {
+                    reg.retain(|_, w| w.strong_count() > 0);
+                }
+                reg.insert(path.clone(), Arc::downgrade(&l));
                 l
             }
         };

@@ -102,3 +102,36 @@ fn c_and_interpreter_agree_on_random_expressions() {
         }
     }
 }
+
+#[test]
+fn objects_are_unloaded_with_their_last_kernel() {
+    let Some(cb) = c_backend() else { return };
+    // A constant no other test uses, so no other test shares this object.
+    let marker = 0x7e55_e7a_1ed_i64;
+    let k = kernel(
+        &[("out", ElemType::I64, false)],
+        &[],
+        vec![b::store(BufId(0), b::int(0), b::int(marker))],
+    );
+    let source = super::emit::emit(&k);
+    let path = super::cache::object_path(&cb.cache_dir, &source, &cb.command(&source));
+    let live = || {
+        super::registry()
+            .lock()
+            .unwrap()
+            .get(&path)
+            .is_some_and(|w| w.strong_count() > 0)
+    };
+    let first = cb.compile_object(&k, false).unwrap();
+    let second = cb.compile_object(&k, false).unwrap();
+    assert!(live());
+    drop(first);
+    assert!(live(), "the second kernel still uses the object");
+    drop(second);
+    assert!(!live(), "the object stays loaded without kernels");
+    // Loaded again on demand, and it runs.
+    let again = cb.compile(&k).unwrap();
+    let mut bufs = vec![Buffer::filled(ElemType::I64, 1, Scalar::I64(0))];
+    again.run(&mut bufs).unwrap();
+    assert_eq!(bufs[0].get(0), Scalar::I64(marker));
+}
