@@ -107,7 +107,7 @@ fn c_and_interpreter_agree_on_random_expressions() {
 fn objects_are_unloaded_with_their_last_kernel() {
     let Some(cb) = c_backend() else { return };
     // A constant no other test uses, so no other test shares this object.
-    let marker = 0x7e55_e7a_1ed_i64;
+    let marker = 0x007e_55e7_a1ed_i64;
     let k = kernel(
         &[("out", ElemType::I64, false)],
         &[],
