@@ -46,10 +46,13 @@ struct Ready {
     written: HashSet<String>,
     /// The given tensors' shapes and integer scalars of the last call, and the created
     /// tensors' shapes inferred from them.
-    last: RefCell<Option<(ShapeKey, HashMap<String, Vec<usize>>)>>,
+    last: RefCell<Option<(ShapeKey, Shapes)>>,
 }
 
 type ShapeKey = (Vec<Vec<usize>>, HashMap<String, i64>);
+
+/// Shapes by tensor name.
+type Shapes = HashMap<String, Vec<usize>>;
 
 thread_local! {
     /// Each thread's compiled kernels, by kernel number; an entry lives as long as its
