@@ -31,6 +31,7 @@ import numpy as np
 from scipy import ndimage
 
 from harness import median_ms
+from probe_field import bspln3_weights
 
 CHUNK = 100_000
 
@@ -41,19 +42,7 @@ def kernel_weights(kernel, f, order):
         if order != 0:
             raise ValueError("tent has no derivative")
         return np.stack([1.0 - f, f], axis=1)
-    t = [f + 1.0, f, f - 1.0, f - 2.0]
-    out = []
-    for x in t:
-        a = np.abs(x)
-        s = np.sign(x)
-        if order == 0:
-            w = np.where(a < 1, 2 / 3 - a**2 + a**3 / 2, np.where(a < 2, (2 - a) ** 3 / 6, 0.0))
-        elif order == 1:
-            w = s * np.where(a < 1, -2 * a + 1.5 * a**2, np.where(a < 2, -((2 - a) ** 2) / 2, 0.0))
-        else:
-            w = np.where(a < 1, -2 + 3 * a, np.where(a < 2, 2 - a, 0.0))
-        out.append(w)
-    return np.stack(out, axis=1)
+    return bspln3_weights(f, order)
 
 
 def support(kernel):
