@@ -50,6 +50,18 @@ fn ok(np: usize, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Neither `out` nor a temporary file of it (named after its stem) exists.
+fn assert_nothing_written(out: &Path) {
+    assert!(!out.exists(), "an output was written");
+    let stem = out.file_stem().unwrap().to_string_lossy().into_owned();
+    let leftovers: Vec<_> = std::fs::read_dir(out.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(&stem))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tessera-mpi-tests-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
@@ -370,14 +382,7 @@ fn a_rank_that_cannot_read_its_input_fails_every_rank_and_writes_nothing() {
         err.contains("rank 1") && err.contains("no-such-dir"),
         "stderr: {err}"
     );
-    assert!(!y.exists(), "an output was written");
-    let dir = y.parent().unwrap();
-    let leftovers: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().contains("fail-y"))
-        .collect();
-    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    assert_nothing_written(&y);
     // With --read parallel every rank reads the matrix: rank 1's is missing.
     let (pa, pm, py) = (
         format!("A={}", s(&a)),
@@ -459,13 +464,7 @@ fn a_kernel_failing_on_one_rank_fails_every_rank_and_writes_nothing() {
         err.contains("rank 1") && err.contains("kernel error") && err.contains("memory limit"),
         "stderr: {err}"
     );
-    assert!(!c.exists(), "an output was written");
-    let leftovers: Vec<_> = std::fs::read_dir(c.parent().unwrap())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().contains("kfail-c"))
-        .collect();
-    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    assert_nothing_written(&c);
     // The same job with room on both ranks succeeds.
     let out = mpmd(&as_strs(&big), &as_strs(&big));
     assert!(
