@@ -73,10 +73,10 @@ fn median(v: &mut [f64]) -> f64 {
 
 fn spmv_command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistResult<String> {
     let (me, size) = (world.rank() as usize, world.size() as usize);
-    let format = agree(
-        world,
-        load::matrix_format(a.format.as_deref().unwrap_or("csr")),
-    )?;
+    // A bad --format fails before the matrix is read.
+    if let Some(text) = &a.format {
+        agree(world, load::matrix_format(text))?;
+    }
     let m = load::read_matrix(
         world,
         a.input("A").expect("checked by parse"),
@@ -109,8 +109,12 @@ fn spmv_command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistRe
             None => Ok(vec![1.0; own.len()]),
         },
     )?;
-    let mut d = spmv::DistSpmv::new(world, runner, row_part.clone(), col_part, &local, &format)?;
     let nnz = comm::sum_u64(world, local.len() as u64);
+    let formats = agree(
+        world,
+        spmv::BlockFormats::choose(a.format.as_deref(), [rows, cols], nnz),
+    )?;
+    let mut d = spmv::DistSpmv::new(world, runner, row_part.clone(), col_part, &local, &formats)?;
     drop(local);
     agree(world, d.x_mut().map(|v| v.copy_from_slice(&x)))?;
     let mut times = vec![];
