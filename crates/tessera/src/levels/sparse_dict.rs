@@ -431,8 +431,10 @@ impl Level for SparseDict {
             },
             next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
             positions: Some(Positions {
+                first: b::var(q),
                 end: b::var(q_stop),
                 last: b::var(last),
+                bound: b::sub(t.dim_of_level(f.level, 0), b::int(1)),
                 coords: idx,
             }),
         };

@@ -30,10 +30,16 @@ pub struct Stepper {
 /// The positions a stepper's chunks are (see [`Stepper::positions`]).
 #[derive(Clone)]
 pub struct Positions {
+    /// The first position, as it stands before the walk (the fiber's start).
+    pub first: Expr,
     /// The position after the last one.
     pub end: Expr,
     /// The largest stored coordinate (any value below the first one when there is none).
     pub last: Expr,
+    /// The largest coordinate the level can store (its dimension minus one): a valid
+    /// tensor's `last` never exceeds it, so a walk over an extent reaching it needs no search
+    /// for its end, and `last` need not be loaded at all (see `looplets::sequence`).
+    pub bound: Expr,
     /// The coordinates, ascending over the positions: chunk `q` stops at `coords[q]`.
     pub coords: BufId,
 }
@@ -179,8 +185,14 @@ fn lower_walk<L: Lowerer + ?Sized>(
         let next = kind.after(&b::var(e));
         inner.extend(lw.short_circuit_exit(index, next, &ext.stop, unspecialised)?);
         let mut code = vec![b::assign(end, pos.end.clone())];
+        // No search when every stored coordinate is inside the extent (a sequence's stored
+        // phase ends at `last`, or the extent reaches the level's bound).
+        let reaches_last = lw.facts().le(&pos.last, &ext.stop);
         code.extend(b::if_(
-            b::lt(ext.stop.clone(), pos.last.clone()),
+            match reaches_last {
+                true => b::boolean(false),
+                false => b::lt(ext.stop.clone(), pos.last.clone()),
+            },
             vec![b::assign(
                 end,
                 Expr::SearchGe {
