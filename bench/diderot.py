@@ -1,7 +1,7 @@
 """Diderot's examples (issue 15): Tessera programs (examples/*.tess, driven by
 examples/diderot.rs) against NumPy/SciPy implementations of the same algorithms on the same data.
 
-    python3 bench/diderot.py [REPEATS] [--quick] [--image PNG] [--backend jit|c]
+    python3 bench/diderot.py [REPEATS] [--quick] [--image PNG] [--backend jit|c] [--only iso2d|curvature|vr|lic|probe]
 
 For each example the script runs the Tessera driver with `--dump`, reads its inputs and outputs,
 runs the NumPy/SciPy route (vectorised over seeds, rays or pixels; values of the bspln3 field
@@ -263,7 +263,7 @@ def main():
     quick = "--quick" in argv
     image = argv[argv.index("--image") + 1] if "--image" in argv else None
     backend = argv[argv.index("--backend") + 1] if "--backend" in argv else "jit"
-    plain = [a for i, a in enumerate(argv) if not a.startswith("--") and (i == 0 or not argv[i - 1].startswith("--"))]
+    plain = [a for i, a in enumerate(argv) if not a.startswith("--") and (i == 0 or not argv[i - 1] in ("--image", "--backend", "--only"))]
     repeats = int(plain[0]) if plain else 5
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     subprocess.run(["cargo", "build", "--release", "--example", "diderot"], cwd=root, check=True)
@@ -274,6 +274,10 @@ def main():
         else {"iso2d": 512, "curvature": 96, "vr": 128, "lic": 256, "probe": 256}
     )
     runs = [("iso2d", None), ("curvature", None), ("vr", None), ("lic", None), ("probe", None)]
+    if "--only" in argv:
+        # One example alone (e.g. `--only probe`), the others skipped.
+        only = argv[argv.index("--only") + 1]
+        runs = [r for r in runs if r[0] == only]
     if image:
         if os.path.exists(image):
             runs.insert(1, ("iso2d", image))

@@ -493,3 +493,114 @@ fn nabla_mistakes_are_syntax_errors_with_line_and_column() {
         assert!(e.starts_with(want), "{src}\n→ {e}\nwanted {want}");
     }
 }
+
+/// How many image reads (`sample(`) the expanded program holds.
+fn samples(src: &str) -> usize {
+    let p = tessera::transforms::fields::expand(&parse(src)).unwrap();
+    p.to_string().matches("sample(").count()
+}
+
+#[test]
+fn probes_of_one_position_share_one_window_gather() {
+    // The value, gradient and Hessian at one point, in three statements of the `for i`
+    // body: one site, so the 4³ window of `bspln3` is read once per point (64 reads in
+    // the program), not once per statement (192).
+    let merged = "field F = img ⊛ bspln3
+for i = _
+  v[i] = F(px[i], py[i], pz[i])
+  for c = _
+    g[i, c] = grad(F, px[i], py[i], pz[i])[c]
+  end
+  for a = _, b = _
+    h[i, a, b] = hess(F, px[i], py[i], pz[i])[a, b]
+  end
+end
+";
+    assert_eq!(samples(merged), 64, "{merged}");
+    // The same probes in three loops: three sites, the form before merging.
+    let apart = "field F = img ⊛ bspln3
+for i = _
+  v[i] = F(px[i], py[i], pz[i])
+end
+for i = _, c = _
+  g[i, c] = grad(F, px[i], py[i], pz[i])[c]
+end
+for i = _, a = _, b = _
+  h[i, a, b] = hess(F, px[i], py[i], pz[i])[a, b]
+end
+";
+    assert_eq!(samples(apart), 3 * 64, "{apart}");
+    let mut rng = StdRng::seed_from_u64(1515);
+    let (n, shape) = (40, vec![7, 8, 9]);
+    let mut inputs = vec![("img", shape.clone(), random(&mut rng, 7 * 8 * 9))];
+    for (a, p) in points(&mut rng, &shape, n).into_iter().enumerate() {
+        inputs.push((AXES[a], vec![n], p));
+    }
+    let outs = [("v", vec![n]), ("g", vec![n, 3]), ("h", vec![n, 3, 3])];
+    let got = run_all(merged, &inputs, &outs);
+    let want = run_all(apart, &inputs, &outs);
+    for ((backend, got), (_, want)) in got.iter().zip(&want) {
+        for (k, _) in &outs {
+            for (x, y) in got[*k].iter().zip(&want[*k]) {
+                assert!(same(*x, *y, 1e-12), "{backend} {k}: {x} vs {y}");
+            }
+        }
+        assert!(
+            got["v"].iter().any(|v| !v.is_nan()),
+            "{backend}: no point inside"
+        );
+        assert!(
+            got["v"].iter().any(|v| v.is_nan()),
+            "{backend}: no point outside"
+        );
+    }
+}
+
+#[test]
+fn probes_around_a_write_to_their_position_are_not_merged() {
+    // `x` is a state variable: the probe of `a` reads it before the write, those of `b` and
+    // `c` after it, so no site may be bound above the write (each stays at its statement:
+    // three gathers of the 4² window, 48 reads).
+    let src = "field F = img ⊛ bspln3
+for i = _
+  x .= 0.0
+  x[] = px[i]
+  a[i] = F(x[], py[i])
+  x[] = x[] + 0.25
+  b[i] = F(x[], py[i])
+  c[i] = grad(F, x[], py[i])[0]
+end
+";
+    assert_eq!(samples(src), 3 * 16, "{src}");
+    let apart = "field F = img ⊛ bspln3
+for i = _
+  a[i] = F(px[i], py[i])
+  b[i] = F(qx[i], py[i])
+  c[i] = grad(F, qx[i], py[i])[0]
+end
+";
+    let mut rng = StdRng::seed_from_u64(1516);
+    let (n, shape) = (40, vec![9, 8]);
+    let img = random(&mut rng, 72);
+    let pts = points(&mut rng, &shape, n);
+    let qx: Vec<f64> = pts[0].iter().map(|x| x + 0.25).collect();
+    let mut inputs = vec![("img", shape.clone(), img), ("x", vec![], vec![0.0])];
+    inputs.push(("px", vec![n], pts[0].clone()));
+    inputs.push(("py", vec![n], pts[1].clone()));
+    let outs = [("a", vec![n]), ("b", vec![n]), ("c", vec![n])];
+    let got = run_all(src, &inputs, &outs);
+    inputs.push(("qx", vec![n], qx));
+    let want = run_all(apart, &inputs, &outs);
+    for ((backend, got), (_, want)) in got.iter().zip(&want) {
+        for (k, _) in &outs {
+            for (x, y) in got[*k].iter().zip(&want[*k]) {
+                assert!(same(*x, *y, 1e-12), "{backend} {k}: {x} vs {y}");
+            }
+        }
+        let moved = got["a"].iter().zip(&got["b"]);
+        assert!(
+            moved.filter(|(a, b)| !a.is_nan() && a != b).count() > n / 4,
+            "{backend}: the probe after the write does not see it"
+        );
+    }
+}

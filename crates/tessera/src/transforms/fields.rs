@@ -18,14 +18,22 @@
 //! The expansion is the probe kernel's (`fields::probe`) window gather written in the
 //! language: per probe site `n = ifloor(x)`, `f = x - n` per axis, each tap's weight the
 //! kernel's piece as a polynomial in `f` by Horner's rule (`Kernel::tap`, the same
-//! polynomials), and the separable sum of the `(2s)ᵈ` samples, last axis innermost. Sample
+//! polynomials), and the separable sum of the `(2s)ᵈ` samples, last axis innermost. The
+//! partial sums are shared by every probe of the site, as in the probe kernel: each row of
+//! the window along the last axis is summed once per derivative order of that axis, each
+//! plane once per pair of orders of the last two axes, and so on, each in a `let`. Sample
 //! indices are clamped into the image so a probe never reads outside it; a point whose
 //! window is not inside (or not finite) gets NaN, as `tessera probe` gives.
 //!
 //! The `let`s of a site are put around the statement holding the probe and float out of
 //! the loops and `let`s their coordinates do not depend on (neither the bound name nor a
 //! tensor written in the body), so `for j, for k` loops of index notation around a Hessian
-//! probe do not recompute it.
+//! probe do not recompute it. Sites of one image, kernel and position (syntactically equal
+//! coordinates) that reach the same body are merged into one: `v[i] = F(p)`, then loops
+//! writing `grad(F, p)[c]` and `hess(F, p)[a, b]` gather the window of `p` once, bound at
+//! the top of the `for i` body. A site whose coordinates read a tensor the body writes (a
+//! position a state variable carries) is never moved above a write: it stays around its
+//! statement and is not merged with a site of another statement.
 
 use crate::error::{Error, Result};
 use crate::notation::ast::{
@@ -93,9 +101,21 @@ pub fn expand(p: &Program) -> Result<Program> {
         fields: vec![],
         next: 0,
     };
-    let (body, sites) = x.stmts(&p.body)?;
-    let body = wrap_all(body, sites);
+    let (body, sites) = x.body(&p.body, Bind::All)?;
+    debug_assert!(sites.is_empty(), "the top level binds every site");
     Ok(p.with_body(body))
+}
+
+/// Which sites a body binds around itself (besides those that stay at their statement).
+#[derive(Clone, Copy)]
+enum Bind<'a> {
+    /// Every site: the program's top level and the branches of an `if` (a probe under a
+    /// condition, `if inside(p, F)`, is not computed where the condition fails).
+    All,
+    /// The sites reading the binder's name (a loop index, a `let`'s variable).
+    Reading(&'a str),
+    /// None: a block or a field declaration's scope binds nothing, its sites float out.
+    None,
 }
 
 struct Expander {
@@ -216,50 +236,111 @@ impl Site {
                 }
             }
         }
+        // The samples, each read once where the rows are summed for more than one order of
+        // the last axis (a value, gradient and Hessian in 3-d: three orders).
+        if self.shared_samples() {
+            for at in self.tuples(d) {
+                out.push((self.sample(&at), self.read(&at)));
+            }
+        }
+        // The partial sums over the trailing axes, innermost (rows) first, each for the
+        // trailing orders some probe asks for and every tap tuple of the leading axes.
+        for a in (1..d).rev() {
+            let suffixes: BTreeSet<&[u32]> = self.probes.iter().map(|p| &p[a..]).collect();
+            for suffix in suffixes {
+                for prefix in self.tuples(a) {
+                    out.push((self.partial(suffix, &prefix), self.sum(a, suffix, &prefix)));
+                }
+            }
+        }
         for orders in &self.probes {
             out.push((self.value(orders), self.probe(orders)));
         }
         out
     }
 
-    /// The probe of derivative orders `orders` (one per axis), NaN outside.
-    fn probe(&self, orders: &[u32]) -> Expr {
-        let d = self.coords.len();
+    /// Every tuple of tap numbers of the first `axes` axes (one empty tuple for none).
+    fn tuples(&self, axes: usize) -> Vec<Vec<usize>> {
         let ntaps = self.taps().len();
-        // Separable: the last axis innermost.
-        fn sum(
-            site: &Site,
-            orders: &[u32],
-            axis: usize,
-            fixed: &mut Vec<usize>,
-            ntaps: usize,
-        ) -> Expr {
-            let d = orders.len();
-            let mut acc: Option<Expr> = None;
-            for t in 0..ntaps {
-                fixed.push(t);
-                let inner = if axis + 1 == d {
-                    // A direct read of the dense image (`sample`): no looplet and no loop
-                    // per sample, as in the probe kernel.
-                    let mut args = vec![name(&site.image)];
-                    args.extend(fixed.iter().enumerate().map(|(a, &t)| site.idx(a, t)));
-                    call("sample", args)
-                } else {
-                    sum(site, orders, axis + 1, fixed, ntaps)
-                };
-                fixed.pop();
-                let term = bin(BinaryOp::Mul, name(&site.w(axis, orders[axis], t)), inner);
-                acc = Some(match acc {
-                    None => term,
-                    Some(e) => bin(BinaryOp::Add, e, term),
-                });
-            }
-            acc.unwrap_or(lit_f(0.0))
+        let mut out: Vec<Vec<usize>> = vec![vec![]];
+        for _ in 0..axes {
+            out = out
+                .into_iter()
+                .flat_map(|r| {
+                    (0..ntaps).map(move |t| {
+                        let mut r = r.clone();
+                        r.push(t);
+                        r
+                    })
+                })
+                .collect();
         }
-        let total = if d == 0 {
+        out
+    }
+
+    /// The variable of the partial sum over the axes from `prefix.len()` on, with orders
+    /// `suffix` on those axes, at taps `prefix` of the axes before.
+    fn partial(&self, suffix: &[u32], prefix: &[usize]) -> String {
+        let o: Vec<String> = suffix.iter().map(|o| o.to_string()).collect();
+        let t: Vec<String> = prefix.iter().map(|t| t.to_string()).collect();
+        format!("probe{}_s{}_{}", self.id, o.join(""), t.join("_"))
+    }
+
+    /// Whether the samples are bound once in `let`s: when the rows are summed for several
+    /// orders of the last axis (one sum reads each sample once, inline).
+    fn shared_samples(&self) -> bool {
+        let Some(last) = self.coords.len().checked_sub(1) else {
+            return false;
+        };
+        let orders: BTreeSet<u32> = self.probes.iter().map(|p| p[last]).collect();
+        orders.len() > 1
+    }
+
+    fn sample(&self, at: &[usize]) -> String {
+        let t: Vec<String> = at.iter().map(|t| t.to_string()).collect();
+        format!("probe{}_v{}", self.id, t.join("_"))
+    }
+
+    /// The image's sample at taps `at`: a direct read of the dense image (`sample`), no
+    /// looplet and no loop per sample, as in the probe kernel.
+    fn read(&self, at: &[usize]) -> Expr {
+        let mut args = vec![name(&self.image)];
+        args.extend(at.iter().enumerate().map(|(a, &t)| self.idx(a, t)));
+        call("sample", args)
+    }
+
+    /// `Σ_t w(axis, orders[0], t) · inner(prefix + t)`, where `inner` is the partial sum of
+    /// the next axis (bound before) or, on the last axis, the sample.
+    fn sum(&self, axis: usize, orders: &[u32], prefix: &[usize]) -> Expr {
+        let d = self.coords.len();
+        let mut acc: Option<Expr> = None;
+        for t in 0..self.taps().len() {
+            let mut at = prefix.to_vec();
+            at.push(t);
+            let inner = if axis + 1 != d {
+                name(&self.partial(&orders[1..], &at))
+            } else if self.shared_samples() {
+                name(&self.sample(&at))
+            } else {
+                self.read(&at)
+            };
+            let term = bin(BinaryOp::Mul, name(&self.w(axis, orders[0], t)), inner);
+            acc = Some(match acc {
+                None => term,
+                Some(e) => bin(BinaryOp::Add, e, term),
+            });
+        }
+        acc.unwrap_or(lit_f(0.0))
+    }
+
+    /// The probe of derivative orders `orders` (one per axis), NaN outside: the outermost
+    /// axis's sum over the partial sums of the others (the same products and additions, in
+    /// the same order, as the nested separable sum).
+    fn probe(&self, orders: &[u32]) -> Expr {
+        let total = if orders.is_empty() {
             lit_f(f64::NAN)
         } else {
-            sum(self, orders, 0, &mut vec![], ntaps)
+            self.sum(0, orders, &[])
         };
         call("ifelse", vec![name(&self.inside()), total, lit_f(f64::NAN)])
     }
@@ -290,6 +371,102 @@ fn wrap_all(body: Vec<Stmt>, sites: Vec<Site>) -> Vec<Stmt> {
     }
     let span = body.first().map(|s| s.span).unwrap_or_default();
     vec![wrap(Stmt::new(StmtKind::Block(body), span), &sites)]
+}
+
+/// The sites of one image, kernel and position merged into the first of them (its probes and
+/// highest order the union of theirs), the others' variables renamed to its in `stmts`: the
+/// statements probing the value, gradient and Hessian at one point gather its window once.
+/// The caller binds the result where every statement of `stmts` sees it.
+fn merge(sites: Vec<Site>, stmts: &mut [Stmt]) -> Vec<Site> {
+    let mut out: Vec<Site> = vec![];
+    let mut rename: Vec<(String, String)> = vec![];
+    for s in sites {
+        let same = out.iter().position(|o| {
+            o.image == s.image && o.kernel.name == s.kernel.name && o.coords == s.coords
+        });
+        match same {
+            Some(k) => {
+                out[k].max = out[k].max.max(s.max);
+                out[k].probes.extend(s.probes);
+                rename.push((format!("probe{}_", s.id), format!("probe{}_", out[k].id)));
+            }
+            None => out.push(s),
+        }
+    }
+    if !rename.is_empty() {
+        for s in stmts.iter_mut() {
+            rename_stmt(s, &rename);
+        }
+    }
+    out
+}
+
+/// Rename the site variables (`probe{id}_...`) of `s` by prefix. The variables of a merged
+/// site are only ever read (its `let`s are never emitted), so renaming the reads suffices;
+/// `probe1_` is not a prefix of `probe12_...`.
+fn rename_stmt(s: &mut Stmt, rename: &[(String, String)]) {
+    match &mut s.kind {
+        StmtKind::Declare { init, .. } => rename_expr(init, rename),
+        StmtKind::Assign { lhs, rhs, .. } => {
+            for ix in &mut lhs.indices {
+                rename_expr(&mut ix.expr, rename);
+                if let Some((lo, hi)) = &mut ix.window {
+                    rename_expr(lo, rename);
+                    rename_expr(hi, rename);
+                }
+            }
+            rename_expr(rhs, rename);
+        }
+        StmtKind::Loop { extent, body, .. } => {
+            if let Extent::Range(a, b) = extent {
+                rename_expr(a, rename);
+                rename_expr(b, rename);
+            }
+            body.iter_mut().for_each(|s| rename_stmt(s, rename));
+        }
+        StmtKind::If {
+            cond,
+            then,
+            otherwise,
+        } => {
+            rename_expr(cond, rename);
+            then.iter_mut()
+                .chain(otherwise.iter_mut())
+                .for_each(|s| rename_stmt(s, rename));
+        }
+        StmtKind::Let { value, body, .. } => {
+            rename_expr(value, rename);
+            body.iter_mut().for_each(|s| rename_stmt(s, rename));
+        }
+        StmtKind::Block(body) => body.iter_mut().for_each(|s| rename_stmt(s, rename)),
+        StmtKind::Freeze { .. } | StmtKind::Thaw { .. } => {}
+    }
+}
+
+fn rename_expr(e: &mut Expr, rename: &[(String, String)]) {
+    match &mut e.kind {
+        ExprKind::Name(n) => {
+            if let Some((from, to)) = rename.iter().find(|(from, _)| n.starts_with(from.as_str())) {
+                *n = format!("{to}{}", &n[from.len()..]);
+            }
+        }
+        ExprKind::Access(a) => {
+            for ix in &mut a.indices {
+                rename_expr(&mut ix.expr, rename);
+                if let Some((lo, hi)) = &mut ix.window {
+                    rename_expr(lo, rename);
+                    rename_expr(hi, rename);
+                }
+            }
+        }
+        ExprKind::Unary(_, x) => rename_expr(x, rename),
+        ExprKind::Binary(_, x, y) => {
+            rename_expr(x, rename);
+            rename_expr(y, rename);
+        }
+        ExprKind::Call(_, args) => args.iter_mut().for_each(|a| rename_expr(a, rename)),
+        ExprKind::Literal(_) | ExprKind::Missing => {}
+    }
 }
 
 /// The names an expression reads: variables, indices and tensors.
@@ -419,29 +596,32 @@ impl Expander {
         }
     }
 
-    fn stmts(&mut self, list: &[Stmt]) -> Result<(Vec<Stmt>, Vec<Site>)> {
-        let mut out = vec![];
-        let mut pending = vec![];
-        for s in list {
-            let (s, sites) = self.stmt(s)?;
-            out.extend(s);
-            pending.extend(sites);
-        }
-        Ok((out, pending))
-    }
-
-    /// Expand the statements of a binder's body: sites that depend on `bound` or on a tensor
-    /// written in the body are wrapped around their statement, the others float out.
-    fn body(&mut self, list: &[Stmt], bound: &str) -> Result<(Vec<Stmt>, Vec<Site>)> {
+    /// Expand the statements of a body. A site that reads a tensor written in the body (a
+    /// position a state variable carries) stays around its statement, after the writes
+    /// before it. The others that `bind` holds here are merged by position and bound once
+    /// around the whole body, so `v[i] = F(p)` and the loops writing `grad(F, p)[c]` and
+    /// `hess(F, p)[a, b]` share one window gather; the rest float out to the enclosing body.
+    fn body(&mut self, list: &[Stmt], bind: Bind) -> Result<(Vec<Stmt>, Vec<Site>)> {
         let writes = written(list);
         let mut out = vec![];
         let mut up = vec![];
+        let mut whole = vec![];
         for s in list {
             let (stmts, sites) = self.stmt(s)?;
-            let (stay, go): (Vec<Site>, Vec<Site>) = sites.into_iter().partition(|site| {
-                site.mentions.contains(bound) || site.mentions.iter().any(|m| writes.contains(m))
-            });
-            up.extend(go);
+            let mut stay = vec![];
+            for site in sites {
+                if site.mentions.iter().any(|m| writes.contains(m)) {
+                    stay.push(site);
+                } else if match bind {
+                    Bind::All => true,
+                    Bind::Reading(b) => site.mentions.contains(b),
+                    Bind::None => false,
+                } {
+                    whole.push(site);
+                } else {
+                    up.push(site);
+                }
+            }
             if stay.is_empty() {
                 out.extend(stmts);
             } else {
@@ -449,7 +629,11 @@ impl Expander {
                 out.push(wrap(Stmt::new(StmtKind::Block(stmts), span), &stay));
             }
         }
-        Ok((out, up))
+        if whole.is_empty() {
+            return Ok((out, up));
+        }
+        let whole = merge(whole, &mut out);
+        Ok((wrap_all(out, whole), up))
     }
 
     /// One statement, expanded, and the sites still to be bound around it.
@@ -469,7 +653,7 @@ impl Expander {
                     name: name.clone(),
                     terms,
                 });
-                let r = self.stmts(body);
+                let r = self.body(body, Bind::None);
                 self.fields.pop();
                 return r;
             }
@@ -500,7 +684,7 @@ impl Expander {
                         Extent::Range(self.expr(a, &mut sites)?, self.expr(b, &mut sites)?)
                     }
                 };
-                let (body, up) = self.body(body, index)?;
+                let (body, up) = self.body(body, Bind::Reading(index))?;
                 sites.extend(up);
                 StmtKind::Loop {
                     index: index.clone(),
@@ -515,17 +699,18 @@ impl Expander {
                 otherwise,
             } => {
                 let cond = self.expr(cond, &mut sites)?;
-                let (then, a) = self.stmts(then)?;
-                let (otherwise, b) = self.stmts(otherwise)?;
+                let (then, a) = self.body(then, Bind::All)?;
+                let (otherwise, b) = self.body(otherwise, Bind::All)?;
+                debug_assert!(a.is_empty() && b.is_empty());
                 StmtKind::If {
                     cond,
-                    then: wrap_all(then, a),
-                    otherwise: wrap_all(otherwise, b),
+                    then,
+                    otherwise,
                 }
             }
             StmtKind::Let { name, value, body } => {
                 let value = self.expr(value, &mut sites)?;
-                let (body, up) = self.body(body, name)?;
+                let (body, up) = self.body(body, Bind::Reading(name))?;
                 sites.extend(up);
                 StmtKind::Let {
                     name: name.clone(),
@@ -534,7 +719,7 @@ impl Expander {
                 }
             }
             StmtKind::Block(b) => {
-                let (b, up) = self.stmts(b)?;
+                let (b, up) = self.body(b, Bind::None)?;
                 sites.extend(up);
                 StmtKind::Block(b)
             }
