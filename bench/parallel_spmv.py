@@ -1,8 +1,10 @@
 """Parallel SpMV (issue 17): `for i = parallel(_), j = _; y[i] += A[i, j] * x[j]` on a random
 n x n CSR matrix larger than the last-level cache, with 1 and 2 threads on the JIT and the C
-backend, and SciPy's (single-threaded) `A @ x` for reference.
+backend, against SciPy's (single-threaded) `A @ x` and the threaded peers with 1 and 2
+threads: MKL (`sparse_dot_mkl`, `mkl_set_num_threads`) and SuiteSparse:GraphBLAS
+(`python-graphblas`, `gb.ss.config["nthreads"]`), each skipped with a message when absent.
 
-    python3 bench/parallel_spmv.py [n] [nnz]      # needs numpy and scipy (a venv)
+    MKL_RT=bench/.venv/lib/libmkl_rt.so.3 bench/.venv/bin/python bench/parallel_spmv.py [n] [nnz]
 
 Writes the matrix and vector under /tmp/tessera-parallel-spmv/ once, then runs
 `tessera bench` (built with `cargo build --release`) for each backend and thread count.
@@ -42,6 +44,42 @@ for _ in range(20):
     A @ x
     ts.append((time.perf_counter() - t) * 1e3)
 print(f"scipy A @ x: median {np.median(ts):.1f} ms, min {min(ts):.1f} ms (nnz {A.nnz})")
+
+
+def timed(f, repeat=20, warmup=3):
+    for _ in range(warmup):
+        f()
+    t = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        f()
+        t.append((time.perf_counter() - t0) * 1e3)
+    return np.median(t), min(t)
+
+
+y_ref = A @ x
+try:
+    import sparse_dot_mkl as mkl
+
+    assert np.allclose(mkl.dot_product_mkl(A, x), y_ref, rtol=1e-12)
+    for threads in [1, 2]:
+        mkl.mkl_set_num_threads(threads)
+        med, lo = timed(lambda: mkl.dot_product_mkl(A, x))
+        print(f"MKL threads={threads}: median {med:.1f} ms, min {lo:.1f} ms")
+except (ImportError, OSError) as e:
+    print(f"MKL skipped: {str(e).splitlines()[-1]}")
+try:
+    import graphblas as gb
+
+    ga, gx = gb.io.from_scipy_sparse(A), gb.Vector.from_dense(x)
+    got = ga.mxv(gx, gb.semiring.plus_times).new().to_dense(fill_value=0.0)
+    assert np.allclose(got, y_ref, rtol=1e-12)
+    for threads in [1, 2]:
+        gb.ss.config["nthreads"] = threads
+        med, lo = timed(lambda: ga.mxv(gx, gb.semiring.plus_times).new())
+        print(f"GraphBLAS threads={threads}: median {med:.1f} ms, min {lo:.1f} ms")
+except ImportError as e:
+    print(f"GraphBLAS skipped: {e}")
 
 prog = "y .= 0\nfor i = parallel(_), j = _\n  y[i] += A[i, j] * x[j]\nend"
 exe = os.path.join(os.path.dirname(__file__), "..", "target", "release", "tessera")
