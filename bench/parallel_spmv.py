@@ -19,6 +19,7 @@ import time
 import numpy as np
 import scipy.io
 import scipy.sparse as sp
+from harness import median_ms
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 nnz = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000_000
@@ -49,12 +50,7 @@ print(f"scipy A @ x: median {np.median(ts):.1f} ms, min {min(ts):.1f} ms (nnz {A
 def timed(f, repeat=20, warmup=3):
     for _ in range(warmup):
         f()
-    t = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        f()
-        t.append((time.perf_counter() - t0) * 1e3)
-    return np.median(t), min(t)
+    return median_ms(f, repeat)[0]
 
 
 y_ref = A @ x
@@ -64,8 +60,7 @@ try:
     assert np.allclose(mkl.dot_product_mkl(A, x), y_ref, rtol=1e-12)
     for threads in [1, 2]:
         mkl.mkl_set_num_threads(threads)
-        med, lo = timed(lambda: mkl.dot_product_mkl(A, x))
-        print(f"MKL threads={threads}: median {med:.1f} ms, min {lo:.1f} ms")
+        print(f"MKL threads={threads}: median {timed(lambda: mkl.dot_product_mkl(A, x)):.1f} ms")
 except (ImportError, OSError) as e:
     print(f"MKL skipped: {str(e).splitlines()[-1]}")
 try:
@@ -76,8 +71,8 @@ try:
     assert np.allclose(got, y_ref, rtol=1e-12)
     for threads in [1, 2]:
         gb.ss.config["nthreads"] = threads
-        med, lo = timed(lambda: ga.mxv(gx, gb.semiring.plus_times).new())
-        print(f"GraphBLAS threads={threads}: median {med:.1f} ms, min {lo:.1f} ms")
+        med = timed(lambda: ga.mxv(gx, gb.semiring.plus_times).new())
+        print(f"GraphBLAS threads={threads}: median {med:.1f} ms")
 except ImportError as e:
     print(f"GraphBLAS skipped: {e}")
 
