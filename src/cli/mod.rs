@@ -61,7 +61,7 @@ pub enum Command {
     Dist(dist::DistArgs),
     /// Convert a tensor file, optionally into another storage format.
     Convert {
-        /// Input file (.mtx, .npy, .tns, .png)
+        /// Input file (.mtx, .npy, .tns, .png, .nrrd)
         input: String,
         /// Output file (.mtx, .npy, .tns), optionally `@FORMAT`
         output: String,
