@@ -399,6 +399,19 @@ fn field_mistakes_are_errors_with_line_and_column() {
             "field F = img (*) bspln3\nfor i = _\n  out[i] = F(px[i], py[i], 1.0, 2.0)\nend",
             "3:12:",
         ),
+        // A frame of the wrong size, of a non-literal, and of another dimension.
+        (
+            "field F = conv(img, bspln3, frame(1.0, 2.0, 3.0))\nout[0] = F(1.0, 2.0)",
+            "1:29:",
+        ),
+        (
+            "field F = conv(img, bspln3, frame(px[0], 0.0, 1.0))\nout[0] = F(1.0)",
+            "1:29:",
+        ),
+        (
+            "field F = conv(img, bspln3, frame(2.0, 1.0))\nfor i = _\n  out[i] = F(px[i], py[i])\nend",
+            "3:12:",
+        ),
     ];
     for (src, want) in cases {
         let e = compile_error(src).to_string();
