@@ -33,7 +33,16 @@ fn run_all(
     inputs: &[(&str, Vec<usize>, Vec<f64>)],
     outs: &[(&str, Vec<usize>)],
 ) -> Vec<(&'static str, BTreeMap<String, Vec<f64>>)> {
-    let p = parse(src);
+    run_program(&parse(src), inputs, outs)
+}
+
+/// [`run_all`] of a parsed program.
+fn run_program(
+    p: &tessera::notation::ast::Program,
+    inputs: &[(&str, Vec<usize>, Vec<f64>)],
+    outs: &[(&str, Vec<usize>)],
+) -> Vec<(&'static str, BTreeMap<String, Vec<f64>>)> {
+    let src = p.to_string();
     let mut tensors = BTreeMap::new();
     for (n, s, v) in inputs {
         tensors.insert(n.to_string(), tensor(s, v.clone()));
@@ -53,7 +62,7 @@ fn run_all(
     for (name, r) in runners {
         let mut ts = tensors.clone();
         let k = r
-            .compile(&p, &formats_of(&ts))
+            .compile(p, &formats_of(&ts))
             .unwrap_or_else(|e| panic!("{name}: {e}\n{src}"));
         r.execute(&k, &mut ts).unwrap();
         let got = outs
@@ -62,7 +71,7 @@ fn run_all(
             .collect();
         results.push((name, got));
     }
-    let ev = tessera::tensor::evaluate(&p, &tensors).unwrap_or_else(|e| panic!("eval: {e}"));
+    let ev = tessera::tensor::evaluate(p, &tensors).unwrap_or_else(|e| panic!("eval: {e}"));
     let got = outs
         .iter()
         .map(|(n, _)| {
@@ -390,6 +399,19 @@ fn field_mistakes_are_errors_with_line_and_column() {
             "field F = img (*) bspln3\nfor i = _\n  out[i] = F(px[i], py[i], 1.0, 2.0)\nend",
             "3:12:",
         ),
+        // A frame of the wrong size, of a non-literal, and of another dimension.
+        (
+            "field F = conv(img, bspln3, frame(1.0, 2.0, 3.0))\nout[0] = F(1.0, 2.0)",
+            "1:29:",
+        ),
+        (
+            "field F = conv(img, bspln3, frame(px[0], 0.0, 1.0))\nout[0] = F(1.0)",
+            "1:29:",
+        ),
+        (
+            "field F = conv(img, bspln3, frame(2.0, 1.0))\nfor i = _\n  out[i] = F(px[i], py[i])\nend",
+            "3:12:",
+        ),
     ];
     for (src, want) in cases {
         let e = compile_error(src).to_string();
@@ -603,4 +625,253 @@ end
             "{backend}: the probe after the write does not see it"
         );
     }
+}
+
+/// A NRRD header of a 3-d double image (`sizes` and `directions` in NRRD's order, fastest axis
+/// first), raw, little-endian, with its samples in Tessera's row-major order (the same bytes).
+fn write_nrrd(
+    path: &std::path::Path,
+    shape: &[usize],
+    directions: &[[f64; 3]; 3],
+    origin: [f64; 3],
+    values: &[f64],
+) {
+    let v = |d: &[f64; 3]| format!("({:?},{:?},{:?})", d[0], d[1], d[2]);
+    let mut bytes = format!(
+        "NRRD0004\ntype: double\ndimension: 3\nsizes: {} {} {}\nendian: little\nencoding: raw\nspace dimension: 3\nspace directions: {} {} {}\nspace origin: {}\n\n",
+        shape[2],
+        shape[1],
+        shape[0],
+        v(&directions[0]),
+        v(&directions[1]),
+        v(&directions[2]),
+        v(&origin),
+    )
+    .into_bytes();
+    for x in values {
+        bytes.extend(x.to_le_bytes());
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// A rotated, anisotropic, offset frame: NRRD's space directions (fastest axis first) and origin.
+fn skewed_frame() -> ([[f64; 3]; 3], [f64; 3]) {
+    let (a, b) = (0.5f64, -0.3f64);
+    // Rotation about z by a, then about x by b; columns scaled by the spacings.
+    let rz = [
+        [a.cos(), -a.sin(), 0.0],
+        [a.sin(), a.cos(), 0.0],
+        [0.0, 0.0, 1.0],
+    ];
+    let rx = [
+        [1.0, 0.0, 0.0],
+        [0.0, b.cos(), -b.sin()],
+        [0.0, b.sin(), b.cos()],
+    ];
+    let spacing = [0.7, 1.3, 2.1];
+    let mut dirs = [[0.0; 3]; 3];
+    for (k, d) in dirs.iter_mut().enumerate() {
+        for (i, di) in d.iter_mut().enumerate() {
+            let r: f64 = (0..3).map(|m| rx[i][m] * rz[m][k]).sum();
+            *di = spacing[k] * r;
+        }
+    }
+    (dirs, [5.0, -3.0, 11.0])
+}
+
+#[test]
+fn probes_of_an_oriented_nrrd_take_world_positions_as_tessera_probe_does() {
+    let dir = common::fresh_dir("frames", "world_probes");
+    let mut rng = StdRng::seed_from_u64(1515);
+    let shape = vec![9usize, 8, 10];
+    let values = random(&mut rng, shape.iter().product());
+    let (dirs, origin) = skewed_frame();
+    let path = dir.join("skew.nrrd");
+    write_nrrd(&path, &shape, &dirs, origin, &values);
+    // The loader's orientation (Tessera's axis order) and frame, as `tessera run` gets them.
+    let file = path.to_str().unwrap();
+    let (t, o) = tessera::tensor::files::load_inputs(&[(file, None)])
+        .unwrap()
+        .remove(0);
+    let o = o.expect("space directions give an orientation");
+    assert_eq!(t.shape, shape);
+    let frame = o.frame("img").unwrap();
+    // World points of index positions over the image and a little beyond it.
+    let n = 48;
+    let idx = points(&mut rng, &shape, n);
+    let world: Vec<Vec<f64>> = (0..3)
+        .map(|i| {
+            (0..n)
+                .map(|k| o.origin[i] + (0..3).map(|a| o.directions[a][i] * idx[a][k]).sum::<f64>())
+                .collect()
+        })
+        .collect();
+    let coords = "px[i], py[i], pz[i]";
+    let src = format!(
+        "field F = img (*) bspln3\nfor i = _\n  v[i] = F({coords})\n  g1[i] = grad(F, {coords})[1]\n  \
+         for c = _\n    g[i, c] = grad(F, {coords})[c]\n  end\n  \
+         for a = _, b = _\n    h[i, a, b] = hess(F, {coords})[a, b]\n  end\n  \
+         inn[i] = ifelse(inside({coords}, F), 1.0, 0.0)\nend\n"
+    );
+    let frames = BTreeMap::from([("img".to_string(), frame.clone())]);
+    let program = tessera::transforms::fields::with_frames(&parse(&src), &frames);
+    let mut inputs = vec![("img", shape.clone(), values.clone())];
+    for (a, p) in world.iter().enumerate() {
+        inputs.push((AXES[a], vec![n], p.clone()));
+    }
+    let outs = [
+        ("v", vec![n]),
+        ("g1", vec![n]),
+        ("g", vec![n, 3]),
+        ("h", vec![n, 3, 3]),
+        ("inn", vec![n]),
+    ];
+    let got = run_program(&program, &inputs, &outs);
+    // `tessera probe`'s route on the same file.
+    let mut field = Field::new(
+        Image::load(&path).unwrap(),
+        Kernel::named("bspln3").unwrap(),
+        "img",
+    )
+    .unwrap();
+    let all = Wants {
+        value: true,
+        gradient: true,
+        hessian: true,
+    };
+    let pk = field.compile(&tessera::backend::Jit::new(), all).unwrap();
+    let flat: Vec<f64> = (0..n)
+        .flat_map(|k| world.iter().map(move |p| p[k]))
+        .collect();
+    let probed = field.probe(&pk, &flat).unwrap();
+    let (pv, pg, ph) = (
+        probed.value.unwrap(),
+        probed.gradient.unwrap(),
+        probed.hessian.unwrap(),
+    );
+    let mut inside = 0;
+    for k in 0..n {
+        let p: Vec<f64> = world.iter().map(|w| w[k]).collect();
+        let is_in = field.inside(&p);
+        inside += usize::from(is_in);
+        for (backend, out) in &got {
+            let at = |what: &str| format!("{backend} {what} at world {p:?}");
+            assert_eq!(
+                out["inn"][k],
+                f64::from(u8::from(is_in)),
+                "{}",
+                at("inside")
+            );
+            assert!(
+                same(out["v"][k], pv[k], 1e-12),
+                "{}: {} vs {}",
+                at("value"),
+                out["v"][k],
+                pv[k]
+            );
+            assert!(
+                same(out["g1"][k], pg[k * 3 + 1], 1e-12),
+                "{}",
+                at("gradient[1]")
+            );
+            for c in 0..3 {
+                let (a, b) = (out["g"][k * 3 + c], pg[k * 3 + c]);
+                assert!(same(a, b, 1e-12), "{}: {a} vs {b}", at("gradient"));
+            }
+            for e in 0..9 {
+                let (a, b) = (out["h"][k * 9 + e], ph[k * 9 + e]);
+                assert!(same(a, b, 1e-12), "{}: {a} vs {b}", at("hessian"));
+            }
+        }
+    }
+    assert!(inside >= 10 && inside < n, "{inside} of {n} points inside");
+    // The world gradient is not the index one: the frame was applied.
+    let plain = run_all(&src, &inputs, &outs);
+    assert!(
+        (0..n).any(|k| !same(plain[0].1["v"][k], pv[k], 1e-6)),
+        "index-space probes at the world points should differ"
+    );
+}
+
+#[test]
+fn unoriented_images_keep_index_space_and_frames_never_share_a_kernel() {
+    let mut rng = StdRng::seed_from_u64(1516);
+    let shape = vec![7usize, 8];
+    let values = random(&mut rng, shape.iter().product());
+    let src = "field F = img (*) ctmr\nfor i = _\n  v[i] = F(px[i], py[i])\n  for c = _\n    g[i, c] = grad(F, px[i], py[i])[c]\n  end\nend\n";
+    let p = parse(src);
+    // No frame, or an identity frame: the program is unchanged.
+    let identity = tessera::fields::Frame {
+        inverse: vec![vec![1.0, 0.0], vec![0.0, 1.0]],
+        origin: vec![0.0, 0.0],
+    };
+    let with = |f: &tessera::fields::Frame| {
+        tessera::transforms::fields::with_frames(
+            &p,
+            &BTreeMap::from([("img".to_string(), f.clone())]),
+        )
+    };
+    assert_eq!(
+        tessera::transforms::fields::with_frames(&p, &BTreeMap::new()),
+        p
+    );
+    assert_eq!(with(&identity).to_string(), p.to_string());
+    // Two frames of one image shape and format: two kernels, each its own frame's results.
+    let scaled = |s: f64| tessera::fields::Frame {
+        inverse: vec![vec![1.0 / s, 0.0], vec![0.0, 1.0 / s]],
+        origin: vec![0.0, 0.0],
+    };
+    let n = 5;
+    let pts: Vec<Vec<f64>> = (0..2)
+        .map(|_| (0..n).map(|_| rng.random_range(1.0..2.4)).collect())
+        .collect();
+    let mut tensors = BTreeMap::new();
+    tensors.insert("img".to_string(), tensor(&shape, values.clone()));
+    tensors.insert("px".to_string(), tensor(&[n], pts[0].clone()));
+    tensors.insert("py".to_string(), tensor(&[n], pts[1].clone()));
+    tensors.insert("v".to_string(), tensor(&[n], vec![0.0; n]));
+    tensors.insert("g".to_string(), tensor(&[n, 2], vec![0.0; 2 * n]));
+    let r = Runner::jit();
+    let mut results = vec![];
+    for s in [1.0, 0.5, 0.5] {
+        let program = if s == 1.0 {
+            p.clone()
+        } else {
+            with(&scaled(s))
+        };
+        let k = r.compile(&program, &formats_of(&tensors)).unwrap();
+        r.execute(&k, &mut tensors).unwrap();
+        let take = |t: &Tensor| t.to_dense().as_f64().unwrap().to_vec();
+        results.push((take(&tensors["v"]), take(&tensors["g"])));
+    }
+    assert_eq!(r.cache_len(), 2, "one kernel per frame");
+    // Index position x = p / 0.5 = 2p; the world gradient is the index one times 2.
+    let img = Image::new(shape.clone(), Buffer::F64(values), None, "img").unwrap();
+    let mut field = Field::new(img, Kernel::named("ctmr").unwrap(), "img").unwrap();
+    let wants = Wants {
+        value: true,
+        gradient: true,
+        hessian: false,
+    };
+    let pk = field.compile(&tessera::backend::Jit::new(), wants).unwrap();
+    for (frame_scale, (v, g)) in [(1.0, &results[0]), (2.0, &results[1])] {
+        let flat: Vec<f64> = (0..n)
+            .flat_map(|k| [pts[0][k] * frame_scale, pts[1][k] * frame_scale])
+            .collect();
+        let probed = field.probe(&pk, &flat).unwrap();
+        for k in 0..n {
+            assert!(
+                same(v[k], probed.value.as_ref().unwrap()[k], 1e-12),
+                "value, scale {frame_scale}"
+            );
+            for c in 0..2 {
+                let want = probed.gradient.as_ref().unwrap()[k * 2 + c] * frame_scale;
+                assert!(
+                    same(g[k * 2 + c], want, 1e-12),
+                    "gradient, scale {frame_scale}"
+                );
+            }
+        }
+    }
+    assert_eq!(results[1], results[2]);
 }

@@ -61,7 +61,7 @@ pub enum Command {
     Dist(dist::DistArgs),
     /// Convert a tensor file, optionally into another storage format.
     Convert {
-        /// Input file (.mtx, .npy, .tns, .png)
+        /// Input file (.mtx, .npy, .tns, .png, .nrrd)
         input: String,
         /// Output file (.mtx, .npy, .tns), optionally `@FORMAT`
         output: String,
@@ -431,6 +431,20 @@ fn code(a: &CodeArgs) -> Result<String> {
                 .map_err(|e| with_origin(e, &origin))?,
             None => program,
         };
+        // Fields of oriented NRRD inputs are shown in world space, as `run` compiles them.
+        let mut frames = BTreeMap::new();
+        for spec in &a.tensors.inputs {
+            let (name, rest) = split_name(spec, "--in")?;
+            let (path, _) = split_format(rest);
+            if tessera::tensor::files::is_nrrd(path) {
+                let n = tessera::io::nrrd::read_nrrd_file(std::path::Path::new(path))?;
+                if let (Some(directions), Some(origin)) = (n.directions, n.origin) {
+                    let o = tessera::fields::Orientation { directions, origin };
+                    frames.insert(name.to_string(), o.frame(name)?);
+                }
+            }
+        }
+        let program = tessera::transforms::fields::with_frames(&program, &frames);
         let normal =
             tessera::transforms::ein::normalize(&program).map_err(|e| with_origin(e, &origin))?;
         return Ok(normal.to_string());
@@ -543,10 +557,6 @@ fn prepare(a: &TensorArgs, open_files: bool) -> Result<Prepared> {
             .map_err(|e| with_origin(e, &origin))?,
         None => program,
     };
-    // δ and ε are structured tensors, never given: lowered away before the tensors are matched.
-    let mut program =
-        tessera::transforms::ein::lower(&program).map_err(|e| with_origin(e, &origin))?;
-    let ranks = ranks(&program);
     let mut tensors: BTreeMap<String, Tensor> = BTreeMap::new();
     let mut seen = HashMap::new();
     // Names and flags first, so a repeated name is reported before any file is read.
@@ -588,10 +598,20 @@ fn prepare(a: &TensorArgs, open_files: bool) -> Result<Prepared> {
     // Loaded together, so BED inputs share one numbering of chromosomes.
     let files: Vec<(&str, Option<&str>)> =
         inputs.iter().map(|(_, rest)| split_format(rest)).collect();
-    let loaded = tessera::tensor::files::load_tensors(&files)?;
-    for ((name, _), t) in inputs.iter().zip(loaded) {
+    let loaded = tessera::tensor::files::load_inputs(&files)?;
+    let mut frames = BTreeMap::new();
+    for ((name, _), (t, orientation)) in inputs.iter().zip(loaded) {
+        if let Some(o) = orientation {
+            frames.insert(name.to_string(), o.frame(name)?);
+        }
         tensors.insert(name.to_string(), t);
     }
+    // Fields of oriented images probe in world space; then δ and ε (structured tensors, never
+    // given) are lowered away before the tensors are matched.
+    let program = tessera::transforms::fields::with_frames(&program, &frames);
+    let mut program =
+        tessera::transforms::ein::lower(&program).map_err(|e| with_origin(e, &origin))?;
+    let ranks = ranks(&program);
     for (name, v) in scalars {
         let f = Format::new(vec![tessera::levels::LevelKind::Element(v)])?;
         tensors.insert(name.to_string(), Tensor::empty(&f, &[])?);

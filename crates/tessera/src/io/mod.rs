@@ -46,7 +46,9 @@ pub enum FileData {
     Dense(DenseData),
 }
 
-/// Read a tensor file, choosing the format by extension (`.mtx`, `.npy`, `.tns`, `.png`).
+/// Read a tensor file, choosing the format by extension (`.mtx`, `.npy`, `.tns`, `.png`,
+/// `.nrrd`/`.nhdr`: a NRRD's samples as a dense array, its orientation dropped; read it with
+/// `nrrd::read_nrrd_file` to keep it).
 pub fn read_file(path: &Path) -> Result<FileData> {
     let name = path.display().to_string();
     let ext = path
@@ -55,10 +57,17 @@ pub fn read_file(path: &Path) -> Result<FileData> {
         .map(|e| e.to_ascii_lowercase())
         .unwrap_or_default();
     // Check the extension before opening, so a typo in the name reports the real problem.
-    if !matches!(ext.as_str(), "mtx" | "npy" | "tns" | "png") {
+    if !matches!(
+        ext.as_str(),
+        "mtx" | "npy" | "tns" | "png" | "nrrd" | "nhdr"
+    ) {
         return Err(Error::Usage(format!(
-            "{name}: unknown input file type `.{ext}` (use .mtx, .npy, .tns or .png)"
+            "{name}: unknown input file type `.{ext}` (use .mtx, .npy, .tns, .png or .nrrd)"
         )));
+    }
+    if matches!(ext.as_str(), "nrrd" | "nhdr") {
+        // By path: a detached data file is found beside the header.
+        return nrrd::read_nrrd_file(path).map(|n| FileData::Dense(n.data));
     }
     let file = File::open(path).map_err(|e| Error::io(&name, e))?;
     let r = BufReader::new(file);

@@ -16,6 +16,7 @@
 //!   754-2019 `minimum`/`maximum`, Julia's `min`), so they are commutative.
 
 pub mod builtin;
+pub mod frame;
 pub mod kernel;
 
 pub use builtin::Builtin;

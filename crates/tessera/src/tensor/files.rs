@@ -5,6 +5,7 @@ use crate::io::{self, CooData, DenseData, FileData};
 use crate::levels::format::Coord;
 use crate::levels::{Format, LevelKind};
 use crate::runtime::Buffer;
+use crate::semantics::frame::Orientation;
 use crate::tensor::Tensor;
 use crate::types::{Class, ElemType, Scalar};
 use std::path::Path;
@@ -27,6 +28,19 @@ pub fn load_tensor(path: &str, format: Option<&str>) -> Result<Tensor> {
 /// given), so `chrom` means the same chromosome in each of their tensors and their first
 /// dimensions are equal.
 pub fn load_tensors(files: &[(&str, Option<&str>)]) -> Result<Vec<Tensor>> {
+    Ok(load_inputs(files)?.into_iter().map(|(t, _)| t).collect())
+}
+
+/// Whether `path` names a NRRD image (`.nrrd`, or a detached header `.nhdr`).
+pub fn is_nrrd(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    lower.ends_with(".nrrd") || lower.ends_with(".nhdr")
+}
+
+/// [`load_tensors`], with the world orientation of each NRRD image whose header gives space
+/// directions (`None` for every other file): the frame its fields probe in
+/// (`transforms::fields::with_frames`).
+pub fn load_inputs(files: &[(&str, Option<&str>)]) -> Result<Vec<(Tensor, Option<Orientation>)>> {
     let is_bed = |path: &str| {
         let lower = path.to_ascii_lowercase();
         lower.ends_with(".bed") || lower.ends_with(".bed.gz")
@@ -49,12 +63,27 @@ pub fn load_tensors(files: &[(&str, Option<&str>)]) -> Result<Vec<Tensor>> {
                         .map_err(|e| Error::Usage(format!("{path}: {e}")))?,
                     None => Format::parse(BED_FORMAT, None)?,
                 };
-                bed_tensor(&records, names.len(), &format).map_err(|e| match e {
+                let t = bed_tensor(&records, names.len(), &format).map_err(|e| match e {
                     Error::Usage(m) => Error::Usage(format!("{path}: {m}")),
                     e => e.named(path),
-                })
+                })?;
+                Ok((t, None))
             }
-            None => tensor_from_data(io::read_file(Path::new(path))?, format, path),
+            None if is_nrrd(path) => {
+                let n = io::nrrd::read_nrrd_file(Path::new(path))?;
+                let orientation = match (n.directions, n.origin) {
+                    (Some(directions), Some(origin)) => Some(Orientation { directions, origin }),
+                    _ => None,
+                };
+                Ok((
+                    tensor_from_data(FileData::Dense(n.data), format, path)?,
+                    orientation,
+                ))
+            }
+            None => Ok((
+                tensor_from_data(io::read_file(Path::new(path))?, format, path)?,
+                None,
+            )),
         })
         .collect()
 }

@@ -8,7 +8,8 @@
 //! to fields, and a probe distributes over the sum (the normaliser's rule, seed §6), so
 //! `field G = 2 * F - H` probes as `2 F(p) - H(p)`.
 //!
-//! Probes, with one real coordinate per image dimension (index space):
+//! Probes, with one real coordinate per image dimension (index space, or world space for an
+//! image with a frame, below):
 //! - `F(x, y)`: the value;
 //! - `grad(F, x, y)[c]`: component `c` of the gradient (`c` any integer expression, a loop
 //!   index for index notation: `eps[i, j, k] * hess(F, x, y, z)[j, k]`);
@@ -34,15 +35,26 @@
 //! the top of the `for i` body. A site whose coordinates read a tensor the body writes (a
 //! position a state variable carries) is never moved above a write: it stays around its
 //! statement and is not merged with a site of another statement.
+//!
+//! **World frames.** A field of an image with an orientation (a NRRD with space directions)
+//! is `conv(img, h, frame(R..., origin...))`, the frame being `R = M⁻¹` and the origin as
+//! literals ([`with_frames`] writes them from the image's header; the kernel specialises on
+//! them and, being part of the program, they are part of every kernel cache key). Its probes
+//! take world positions: the site binds `p` and maps `x = R (p - origin)` before the window
+//! gather (`inside` tests the mapped `x`), and the world gradient and Hessian are `Rᵀ g` and
+//! `Rᵀ H R` of the site's index-space derivatives, in `fields::Frame`'s order of products
+//! and sums, so a program's probe equals `tessera probe`'s. Zero entries of `R` cost nothing
+//! and an identity frame is never attached.
 
 use crate::error::{Error, Result};
 use crate::notation::ast::{
     BinaryOp, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind, UnaryOp,
 };
 use crate::notation::visit;
+use crate::semantics::frame::Frame;
 use crate::semantics::kernel::Kernel;
 use crate::types::Scalar;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The call that makes a field from an image and a kernel.
 pub const CONV: &str = "conv";
@@ -50,6 +62,9 @@ pub const CONV: &str = "conv";
 pub const GRAD: &str = "grad";
 pub const HESS: &str = "hess";
 pub const INSIDE: &str = "inside";
+/// The optional third argument of `conv`: the image's world frame, `R = M⁻¹` row by row and
+/// then the origin, as number literals (`with_frames` writes it from an image's orientation).
+pub const FRAME: &str = "frame";
 
 /// One term `coef · (image ⊛ kernel)` of a field.
 #[derive(Clone, Debug)]
@@ -57,6 +72,8 @@ struct Term {
     coef: Option<Expr>,
     image: String,
     kernel: Kernel,
+    /// `None`: positions are index positions.
+    frame: Option<Frame>,
 }
 
 #[derive(Clone, Debug)]
@@ -71,6 +88,8 @@ struct Site {
     id: usize,
     image: String,
     kernel: Kernel,
+    /// The world frame the coordinates are in (`None`: index space).
+    frame: Option<Frame>,
     coords: Vec<Expr>,
     /// The highest derivative order asked for at the site.
     max: u32,
@@ -104,6 +123,71 @@ pub fn expand(p: &Program) -> Result<Program> {
     let (body, sites) = x.body(&p.body, Bind::All)?;
     debug_assert!(sites.is_empty(), "the top level binds every site");
     Ok(p.with_body(body))
+}
+
+/// Give the fields of the images in `frames` their world frames: every `conv(img, h)` of such
+/// an image becomes `conv(img, h, frame(R..., origin...))`, so its probes take world
+/// positions and return world-space derivatives (`fields::probe`'s maps). The frame is part
+/// of the program, so a kernel cache keyed by the program never gives one image's kernel to
+/// an image with another frame. Identity frames are left out (world space is index space).
+pub fn with_frames(p: &Program, frames: &BTreeMap<String, Frame>) -> Program {
+    if frames.is_empty() || !has_fields(p) {
+        return p.clone();
+    }
+    let mut p = p.clone();
+    exprs_mut(&mut p.body, &mut |e: &mut Expr| {
+        if let ExprKind::Call(n, args) = &mut e.kind
+            && n == CONV
+            && args.len() == 2
+            && let ExprKind::Name(img) = &args[0].kind
+            && let Some(fr) = frames.get(img)
+            && !fr.is_identity()
+        {
+            let numbers = fr.inverse.iter().flatten().chain(&fr.origin);
+            args.push(call(FRAME, numbers.map(|&v| lit_f(v)).collect()));
+        }
+    });
+    p
+}
+
+/// The frame written as `conv`'s third argument: `frame(...)` of `d² + d` number literals
+/// (`R` row by row, then the origin) for `d` in 1 to 3, with `R` finite and the origin too.
+fn frame_arg(e: &Expr) -> Result<Frame> {
+    let bad = || {
+        Error::program(
+            e.span,
+            "a field's frame is `frame(r00, r01, ..., o0, o1, ...)`: R = M⁻¹ row by row, then the origin, as numbers",
+        )
+    };
+    let ExprKind::Call(n, args) = &e.kind else {
+        return Err(bad());
+    };
+    if n != FRAME {
+        return Err(bad());
+    }
+    let number = |a: &Expr| -> Option<f64> {
+        match &a.kind {
+            ExprKind::Literal(v) => Some(v.as_f64()),
+            ExprKind::Unary(UnaryOp::Neg, x) => match &x.kind {
+                ExprKind::Literal(v) => Some(-v.as_f64()),
+                _ => None,
+            },
+            _ => None,
+        }
+    };
+    let v: Vec<f64> = args
+        .iter()
+        .map(number)
+        .collect::<Option<_>>()
+        .ok_or_else(bad)?;
+    let d = (1..=3).find(|d| d * d + d == v.len()).ok_or_else(bad)?;
+    if v.iter().any(|x| !x.is_finite()) {
+        return Err(bad());
+    }
+    Ok(Frame {
+        inverse: v[..d * d].chunks(d).map(|r| r.to_vec()).collect(),
+        origin: v[d * d..].to_vec(),
+    })
 }
 
 /// Which sites a body binds around itself (besides those that stay at their statement).
@@ -157,6 +241,10 @@ impl Site {
     fn x(&self, a: usize) -> String {
         format!("probe{}_x{a}", self.id)
     }
+    /// World coordinate `a` (sites with a frame).
+    fn p(&self, a: usize) -> String {
+        format!("probe{}_p{a}", self.id)
+    }
     fn n(&self, a: usize) -> String {
         format!("probe{}_n{a}", self.id)
     }
@@ -193,8 +281,20 @@ impl Site {
         let d = self.coords.len();
         let s = self.kernel.support as i64;
         let mut out = vec![];
-        for (a, c) in self.coords.iter().enumerate() {
-            out.push((self.x(a), c.clone()));
+        match &self.frame {
+            None => {
+                for (a, c) in self.coords.iter().enumerate() {
+                    out.push((self.x(a), c.clone()));
+                }
+            }
+            Some(fr) => {
+                for (a, c) in self.coords.iter().enumerate() {
+                    out.push((self.p(a), c.clone()));
+                }
+                for a in 0..d {
+                    out.push((self.x(a), to_index(fr, a, &|j| name(&self.p(j)))));
+                }
+            }
         }
         for a in 0..d {
             out.push((self.n(a), call("ifloor", vec![name(&self.x(a))])));
@@ -346,6 +446,67 @@ impl Site {
     }
 }
 
+/// The world derivative along `axes` (one or two) from the index-space probes named by
+/// `value`: `Σ_j R[j][a] ∂_j` for a gradient component (`Frame::gradient_to_world`'s
+/// products) and `Σ_k Σ_l (R[k][a] ∂_k∂_l) R[l][b]` for a Hessian entry
+/// (`Frame::hessian_to_world`'s), terms with a zero factor left out.
+fn world(
+    fr: &Frame,
+    axes: &[usize],
+    index: &[(Vec<usize>, Vec<u32>)],
+    value: impl Fn(&[u32]) -> String,
+) -> Expr {
+    let mut acc: Option<Expr> = None;
+    for (ks, orders) in index {
+        let factors: Vec<f64> = ks
+            .iter()
+            .zip(axes)
+            .map(|(&k, &a)| fr.inverse[k][a])
+            .collect();
+        if factors.contains(&0.0) {
+            continue;
+        }
+        let mut it = factors.iter();
+        let first = *it.next().expect("one derivative index or more");
+        let mut term = bin(BinaryOp::Mul, lit_f(first), name(&value(orders)));
+        for &r in it {
+            term = bin(BinaryOp::Mul, term, lit_f(r));
+        }
+        acc = Some(match acc {
+            None => term,
+            Some(e) => bin(BinaryOp::Add, e, term),
+        });
+    }
+    acc.expect("an invertible R has a nonzero entry in every column")
+}
+
+/// Index coordinate `a` of world position `p`, `Σ_j R[a][j] (p_j - o_j)`, in the order
+/// `Frame::to_index` sums it; the terms whose factor is exactly 0 are left out, and so are
+/// subtractions of 0 and products by 1 (each changes no value).
+fn to_index(fr: &Frame, a: usize, p: &dyn Fn(usize) -> Expr) -> Expr {
+    let mut acc: Option<Expr> = None;
+    for j in 0..fr.dim() {
+        let r = fr.inverse[a][j];
+        if r == 0.0 {
+            continue;
+        }
+        let o = fr.origin[j];
+        let diff = match o {
+            0.0 => p(j),
+            _ => bin(BinaryOp::Sub, p(j), lit_f(o)),
+        };
+        let term = match r {
+            1.0 => diff,
+            _ => bin(BinaryOp::Mul, lit_f(r), diff),
+        };
+        acc = Some(match acc {
+            None => term,
+            Some(e) => bin(BinaryOp::Add, e, term),
+        });
+    }
+    acc.expect("an invertible R has a nonzero entry in every row")
+}
+
 /// Wrap `stmt` in the `let`s of `sites` (the first site outermost).
 fn wrap(stmt: Stmt, sites: &[Site]) -> Stmt {
     let mut out = stmt;
@@ -382,7 +543,10 @@ fn merge(sites: Vec<Site>, stmts: &mut [Stmt]) -> Vec<Site> {
     let mut rename: Vec<(String, String)> = vec![];
     for s in sites {
         let same = out.iter().position(|o| {
-            o.image == s.image && o.kernel.name == s.kernel.name && o.coords == s.coords
+            o.image == s.image
+                && o.kernel.name == s.kernel.name
+                && o.frame == s.frame
+                && o.coords == s.coords
         });
         match same {
             Some(k) => {
@@ -405,67 +569,75 @@ fn merge(sites: Vec<Site>, stmts: &mut [Stmt]) -> Vec<Site> {
 /// site are only ever read (its `let`s are never emitted), so renaming the reads suffices;
 /// `probe1_` is not a prefix of `probe12_...`.
 fn rename_stmt(s: &mut Stmt, rename: &[(String, String)]) {
-    match &mut s.kind {
-        StmtKind::Declare { init, .. } => rename_expr(init, rename),
-        StmtKind::Assign { lhs, rhs, .. } => {
-            for ix in &mut lhs.indices {
-                rename_expr(&mut ix.expr, rename);
-                if let Some((lo, hi)) = &mut ix.window {
-                    rename_expr(lo, rename);
-                    rename_expr(hi, rename);
+    exprs_mut(std::slice::from_mut(s), &mut |e: &mut Expr| {
+        if let ExprKind::Name(n) = &mut e.kind
+            && let Some((from, to)) = rename.iter().find(|(from, _)| n.starts_with(from.as_str()))
+        {
+            *n = format!("{to}{}", &n[from.len()..]);
+        }
+    });
+}
+
+/// Call `f` on every expression node of `list` (a node before its operands).
+fn exprs_mut(list: &mut [Stmt], f: &mut dyn FnMut(&mut Expr)) {
+    for s in list {
+        match &mut s.kind {
+            StmtKind::Declare { init, .. } => expr_mut(init, f),
+            StmtKind::Assign { lhs, rhs, .. } => {
+                for ix in &mut lhs.indices {
+                    expr_mut(&mut ix.expr, f);
+                    if let Some((lo, hi)) = &mut ix.window {
+                        expr_mut(lo, f);
+                        expr_mut(hi, f);
+                    }
                 }
+                expr_mut(rhs, f);
             }
-            rename_expr(rhs, rename);
-        }
-        StmtKind::Loop { extent, body, .. } => {
-            if let Extent::Range(a, b) = extent {
-                rename_expr(a, rename);
-                rename_expr(b, rename);
+            StmtKind::Loop { extent, body, .. } => {
+                if let Extent::Range(a, b) = extent {
+                    expr_mut(a, f);
+                    expr_mut(b, f);
+                }
+                exprs_mut(body, f);
             }
-            body.iter_mut().for_each(|s| rename_stmt(s, rename));
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                expr_mut(cond, f);
+                exprs_mut(then, f);
+                exprs_mut(otherwise, f);
+            }
+            StmtKind::Let { value, body, .. } => {
+                expr_mut(value, f);
+                exprs_mut(body, f);
+            }
+            StmtKind::Block(body) => exprs_mut(body, f),
+            StmtKind::Freeze { .. } | StmtKind::Thaw { .. } => {}
         }
-        StmtKind::If {
-            cond,
-            then,
-            otherwise,
-        } => {
-            rename_expr(cond, rename);
-            then.iter_mut()
-                .chain(otherwise.iter_mut())
-                .for_each(|s| rename_stmt(s, rename));
-        }
-        StmtKind::Let { value, body, .. } => {
-            rename_expr(value, rename);
-            body.iter_mut().for_each(|s| rename_stmt(s, rename));
-        }
-        StmtKind::Block(body) => body.iter_mut().for_each(|s| rename_stmt(s, rename)),
-        StmtKind::Freeze { .. } | StmtKind::Thaw { .. } => {}
     }
 }
 
-fn rename_expr(e: &mut Expr, rename: &[(String, String)]) {
+fn expr_mut(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
+    f(e);
     match &mut e.kind {
-        ExprKind::Name(n) => {
-            if let Some((from, to)) = rename.iter().find(|(from, _)| n.starts_with(from.as_str())) {
-                *n = format!("{to}{}", &n[from.len()..]);
-            }
-        }
         ExprKind::Access(a) => {
             for ix in &mut a.indices {
-                rename_expr(&mut ix.expr, rename);
+                expr_mut(&mut ix.expr, f);
                 if let Some((lo, hi)) = &mut ix.window {
-                    rename_expr(lo, rename);
-                    rename_expr(hi, rename);
+                    expr_mut(lo, f);
+                    expr_mut(hi, f);
                 }
             }
         }
-        ExprKind::Unary(_, x) => rename_expr(x, rename),
+        ExprKind::Unary(_, x) => expr_mut(x, f),
         ExprKind::Binary(_, x, y) => {
-            rename_expr(x, rename);
-            rename_expr(y, rename);
+            expr_mut(x, f);
+            expr_mut(y, f);
         }
-        ExprKind::Call(_, args) => args.iter_mut().for_each(|a| rename_expr(a, rename)),
-        ExprKind::Literal(_) | ExprKind::Missing => {}
+        ExprKind::Call(_, args) => args.iter_mut().for_each(|a| expr_mut(a, f)),
+        ExprKind::Name(_) | ExprKind::Literal(_) | ExprKind::Missing => {}
     }
 }
 
@@ -542,11 +714,15 @@ impl Expander {
         };
         match &e.kind {
             ExprKind::Call(n, args) if n == CONV => {
-                let [img, k] = args.as_slice() else {
-                    return Err(Error::program(
-                        e.span,
-                        "`conv` takes an image and a kernel: `conv(img, bspln3)`",
-                    ));
+                let (img, k, frame) = match args.as_slice() {
+                    [img, k] => (img, k, None),
+                    [img, k, f] => (img, k, Some(frame_arg(f)?)),
+                    _ => {
+                        return Err(Error::program(
+                            e.span,
+                            "`conv` takes an image and a kernel: `conv(img, bspln3)`",
+                        ));
+                    }
                 };
                 let (ExprKind::Name(img), ExprKind::Name(k)) = (&img.kind, &k.kind) else {
                     return Err(Error::program(
@@ -560,6 +736,7 @@ impl Expander {
                     coef: None,
                     image: img.clone(),
                     kernel,
+                    frame,
                 }])
             }
             ExprKind::Name(n) => match self.field(n) {
@@ -731,7 +908,10 @@ impl Expander {
     /// The site of `term` at `coords` among `sites` (one statement's), made if new.
     fn site(&mut self, term: &Term, coords: &[Expr], order: u32, sites: &mut Vec<Site>) -> usize {
         if let Some(k) = sites.iter().position(|s| {
-            s.image == term.image && s.kernel.name == term.kernel.name && s.coords == coords
+            s.image == term.image
+                && s.kernel.name == term.kernel.name
+                && s.frame == term.frame
+                && s.coords == coords
         }) {
             sites[k].max = sites[k].max.max(order);
             return k;
@@ -744,6 +924,7 @@ impl Expander {
             id: self.next,
             image: term.image.clone(),
             kernel: term.kernel.clone(),
+            frame: term.frame.clone(),
             coords: coords.to_vec(),
             max: order,
             probes: BTreeSet::new(),
@@ -909,6 +1090,8 @@ impl Expander {
                     })
                     .collect();
             }
+            // Every axis tuple, for the world derivatives of a frame.
+            let index_combos = combos.clone();
             // Literal components pick their axes at once.
             let literal: Option<Vec<usize>> = comps
                 .iter()
@@ -922,10 +1105,37 @@ impl Expander {
             if let Some(want) = literal {
                 combos.retain(|(axes, _)| *axes == want);
             }
+            if let Some(fr) = &t.frame
+                && fr.dim() != d
+            {
+                return Err(Error::program(
+                    span,
+                    format!(
+                        "a probe of `{f}` takes one coordinate per image dimension: its image's frame is {}-d, got {d} coordinates",
+                        fr.dim()
+                    ),
+                ));
+            }
+            // With a frame, a world derivative along axes `a…` is `Σ_k R[k₁][a₁]… ∂_k…` over
+            // the index-space derivatives of every axis tuple `k…` (gradient `Rᵀ g`, Hessian
+            // `Rᵀ H R`), summed in the order `Frame` sums them, zero factors left out.
+            if t.frame.is_some() {
+                for (_, orders) in &index_combos {
+                    sites[k].probes.insert(orders.clone());
+                }
+            }
             let mut value: Option<Expr> = None;
             for (axes, orders) in combos.into_iter().rev() {
-                let p = name(&sites[k].value(&orders));
-                sites[k].probes.insert(orders);
+                let p = match &t.frame {
+                    Some(fr) if !axes.is_empty() => {
+                        world(fr, &axes, &index_combos, |o| sites[k].value(o))
+                    }
+                    _ => {
+                        let p = name(&sites[k].value(&orders));
+                        sites[k].probes.insert(orders);
+                        p
+                    }
+                };
                 value = Some(match value {
                     None => p,
                     Some(other) => {
