@@ -108,10 +108,7 @@ fn main() -> Result<()> {
         String::new()
     };
     if let Some(dir) = &args.dump {
-        for name in wrt {
-            npy(dir, name, &inputs[name])?;
-            npy(dir, &format!("d{name}"), &study.gradients[name])?;
-        }
+        grad_study::dump_gradients(dir, &wrt, &inputs, &study)?;
         let ids = |v: &[i64]| {
             let values = Buffer::F64(v.iter().map(|&x| x as f64).collect());
             Tensor::from_dense(&format("Dense(Element(0.0))")?, &[v.len()], &values)

@@ -88,10 +88,7 @@ fn main() -> Result<()> {
         String::new()
     };
     if let Some(dir) = &args.dump {
-        for name in ["Q", "K", "V"] {
-            npy(dir, name, &inputs[name])?;
-            npy(dir, &format!("d{name}"), &study.gradients[name])?;
-        }
+        grad_study::dump_gradients(dir, &["Q", "K", "V"], &inputs, &study)?;
         npy(dir, "G", &seed)?;
         npy(dir, "O", &study.forward["O"])?;
     }

@@ -105,10 +105,7 @@ fn main() -> Result<()> {
         String::new()
     };
     if let Some(dir) = &args.dump {
-        for name in wrt {
-            npy(dir, name, &inputs[name])?;
-            npy(dir, &format!("d{name}"), &study.gradients[name])?;
-        }
+        grad_study::dump_gradients(dir, &wrt, &inputs, &study)?;
         npy(dir, "adj", &inputs["adj"])?;
         npy(dir, "G", &seed)?;
         npy(dir, "y", &study.forward["y"])?;

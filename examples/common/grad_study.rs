@@ -181,6 +181,20 @@ pub fn npy(dir: &str, name: &str, t: &Tensor) -> Result<()> {
     tessera::io::npy::write_npy(&mut f, &data)
 }
 
+/// Write each `wrt` input as `DIR/NAME.npy` and its gradient as `DIR/dNAME.npy`.
+pub fn dump_gradients(
+    dir: &str,
+    wrt: &[&str],
+    inputs: &BTreeMap<String, Tensor>,
+    study: &Study,
+) -> Result<()> {
+    for name in wrt {
+        npy(dir, name, &inputs[*name])?;
+        npy(dir, &format!("d{name}"), &study.gradients[*name])?;
+    }
+    Ok(())
+}
+
 /// The sum of a float tensor's values (a checksum for the report).
 pub fn checksum(t: &Tensor) -> f64 {
     match t.to_dense() {
