@@ -17,7 +17,8 @@ fn main() -> ExitCode {
             "warning: no interrupt handler ({e}): an interrupted run may leave temporary files"
         );
     }
-    match run_cli(Cli::parse()) {
+    // A program's fields expand into deep nests of `let`s (`transforms::stack`).
+    match tessera::transforms::stack::deep(|| run_cli(Cli::parse())) {
         Ok(out) => {
             let mut stdout = std::io::stdout().lock();
             // A closed pipe (`tessera ... | head`) is not an error worth a message.

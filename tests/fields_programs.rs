@@ -391,9 +391,39 @@ fn field_mistakes_are_errors_with_line_and_column() {
             "field F = img (*) bspln3\nfor i = _\n  out[i] = grad(px, px[i])[0]\nend",
             "3:12:",
         ),
+        // Two vector fields multiply to a tensor field; shapes must agree in a sum; a
+        // vector field's shape goes with its convolution.
         (
-            "field F = img (*) bspln3\nfield G = F * F\nout[0] = G(1.0, 2.0)",
+            "field V[2] = img (*) bspln3\nfield G = V * V\nout[0] = G(1.0, 2.0)[0]",
             "2:11:",
+        ),
+        (
+            "field V[2] = img (*) bspln3\nfield F = img (*) bspln3\nfield G = V + F\nout[0] = G(1.0, 2.0)[0]",
+            "3:11:",
+        ),
+        (
+            "field F = img (*) bspln3\nfield V[2] = 2.0 * F\nout[0] = 1.0",
+            "2:9: syntax error",
+        ),
+        // A field divided by a field.
+        (
+            "field F = img (*) bspln3\nfield G = F / F\nout[0] = G(1.0, 2.0)",
+            "2:15:",
+        ),
+        // Components: too many for a scalar field, none for a vector field, out of range.
+        (
+            "field F = img ⊛ bspln3\nout[0] = ∇F(1.0, 2.0)[0, 1]",
+            "2:22:",
+        ),
+        ("field F = img ⊛ bspln3\nout[0] = F(1.0, 2.0)[0]", "2:21:"),
+        ("field V[2] = img ⊛ bspln3\nout[0] = V(1.0, 2.0)", "2:10:"),
+        (
+            "field V[2] = img ⊛ bspln3\nout[0] = V(1.0, 2.0)[2]",
+            "2:22:",
+        ),
+        (
+            "field F = img ⊛ bspln3\nout[0] = grad(F, 1.0, 2.0)[2]",
+            "2:28:",
         ),
         (
             "field F = img (*) bspln3\nfor i = _\n  out[i] = F(px[i], py[i], 1.0, 2.0)\nend",
@@ -496,7 +526,7 @@ fn nabla_mistakes_are_syntax_errors_with_line_and_column() {
             "2:24:",
         ),
         (
-            "field F = img ⊛ bspln3\nout[0] = ∇F(1.0, 2.0)[0, 1]",
+            "field F = img ⊛ bspln3\nout[0] = ∇F(1.0, 2.0)[0, 1, 2]",
             "2:22:",
         ),
         // `∇⊗` not followed by `∇`.
@@ -874,4 +904,212 @@ fn unoriented_images_keep_index_space_and_frames_never_share_a_kernel() {
         }
     }
     assert_eq!(results[1], results[2]);
+}
+
+/// Every derivative of a field `img ⊛ kernel` up to the Hessian at `x`, from the whole-image
+/// convolution sum: `(value, gradient, Hessian)`.
+fn jet(kernel: &str, shape: &[usize], img: &[f64], x: &[f64]) -> (f64, Vec<f64>, Vec<Vec<f64>>) {
+    let k = Kernel::named(kernel).unwrap();
+    let d = x.len();
+    let at = |axes: &[usize]| {
+        let mut o = vec![0; d];
+        for &a in axes {
+            o[a] += 1;
+        }
+        naive(&k, shape, img, x, &o)
+    };
+    let g = (0..d).map(|a| at(&[a])).collect();
+    let h = (0..d)
+        .map(|a| (0..d).map(|b| at(&[a, b])).collect())
+        .collect();
+    (at(&[]), g, h)
+}
+
+#[test]
+fn products_of_fields_follow_the_product_rule() {
+    let mut rng = StdRng::seed_from_u64(21);
+    let n = 8;
+    let (inputs, p) = volumes(&mut rng, n);
+    let src = format!(
+        "field F = u (*) bspln3\nfield G = v (*) c4hexic\nfield H = 2.0 * F * G - F * F + G\nfor i = _\n  h[i] = H({p})\n  for a = 0:2\n    g[i, a] = grad(H, {p})[a]\n    for b = 0:2\n      hh[i, a, b] = hess(H, {p})[a, b]\n    end\n  end\nend"
+    );
+    let outs = [("h", vec![n]), ("g", vec![n, 3]), ("hh", vec![n, 3, 3])];
+    let shape = &inputs[0].1;
+    for (backend, out) in run_all(&src, &inputs, &outs) {
+        for k in 0..n {
+            let x: Vec<f64> = (0..3).map(|a| inputs[3 + a].2[k]).collect();
+            let (f, fg, fh) = jet("bspln3", shape, &inputs[0].2, &x);
+            let (g, gg, gh) = jet("c4hexic", shape, &inputs[1].2, &x);
+            // H = 2FG - F² + G, by the product rule.
+            let h = 2.0 * f * g - f * f + g;
+            assert!(
+                same(out["h"][k], h, 1e-10),
+                "{backend}: H {} vs {h}",
+                out["h"][k]
+            );
+            for a in 0..3 {
+                let ha = 2.0 * (fg[a] * g + f * gg[a]) - 2.0 * f * fg[a] + gg[a];
+                let got = out["g"][k * 3 + a];
+                assert!(same(got, ha, 1e-10), "{backend}: ∂{a}H {got} vs {ha}");
+                for b in 0..3 {
+                    let hab = 2.0 * (fh[a][b] * g + fg[a] * gg[b] + fg[b] * gg[a] + f * gh[a][b])
+                        - 2.0 * (fg[a] * fg[b] + f * fh[a][b])
+                        + gh[a][b];
+                    let got = out["hh"][k * 9 + a * 3 + b];
+                    assert!(same(got, hab, 1e-9), "{backend}: ∂{a}∂{b}H {got} vs {hab}");
+                }
+            }
+        }
+    }
+    // A product is as smooth as its roughest factor: `tent` has no gradient.
+    let e = compile_error(
+        "field F = img (*) bspln3\nfield G = F * conv(img, tent)\nfor i = _\n  out[i] = grad(G, px[i], py[i])[1]\nend",
+    );
+    assert!(matches!(e, Error::Continuity { order: 1, .. }), "{e}");
+}
+
+/// `(u, v, w)` of [`volumes`] stacked along a trailing component axis.
+fn stacked(inputs: &[Input]) -> Input {
+    let voxels = inputs[0].2.len();
+    let mut s = vec![0.0; voxels * 3];
+    for q in 0..voxels {
+        for k in 0..3 {
+            s[q * 3 + k] = inputs[k].2[q];
+        }
+    }
+    let mut shape = inputs[0].1.clone();
+    shape.push(3);
+    ("s", shape, s)
+}
+
+#[test]
+fn vector_fields_probe_components_jacobians_and_the_curl_identities() {
+    let mut rng = StdRng::seed_from_u64(23);
+    let n = 8;
+    let (mut inputs, p) = volumes(&mut rng, n);
+    inputs.push(stacked(&inputs));
+    // Components, the Jacobian ∂Vₖ/∂x_c, ∇·(∇×V) = ε_abc ∂_a ∂_b V_c = 0 and
+    // ∇×(∇×V) = ∇(∇·V) − ∇²V, written with ε and index notation over one vector field.
+    let src = format!(
+        "field V[3] = s ⊛ bspln3
+for i = _
+  for k = 0:2
+    v[i, k] = V({p})[k]
+    for c = 0:2
+      jac[i, k, c] = ∇V({p})[k, c]
+    end
+  end
+  for a = 0:2, b = 0:2, c = 0:2
+    dc[i] += eps[a, b, c] * hess(V, {p})[c, a, b]
+  end
+  for a = 0:2, b = 0:2, c = 0:2, d = 0:2, e = 0:2
+    cc[i, a] += eps[a, b, c] * eps[c, d, e] * hess(V, {p})[e, b, d]
+  end
+  for a = 0:2, e = 0:2
+    gl[i, a] += hess(V, {p})[e, a, e] - hess(V, {p})[a, e, e]
+  end
+  curl1[i] = grad(V, {p})[0, 2] - grad(V, {p})[2, 0]
+end"
+    );
+    let outs = [
+        ("v", vec![n, 3]),
+        ("jac", vec![n, 3, 3]),
+        ("dc", vec![n]),
+        ("cc", vec![n, 3]),
+        ("gl", vec![n, 3]),
+        ("curl1", vec![n]),
+    ];
+    let shape = &inputs[0].1;
+    for (backend, out) in run_all(&src, &inputs, &outs) {
+        for i in 0..n {
+            let x: Vec<f64> = (0..3).map(|a| inputs[3 + a].2[i]).collect();
+            let jets: Vec<_> = (0..3)
+                .map(|k| jet("bspln3", shape, &inputs[k].2, &x))
+                .collect();
+            for k in 0..3 {
+                let got = out["v"][i * 3 + k];
+                assert!(
+                    same(got, jets[k].0, 1e-10),
+                    "{backend}: V{k} {got} vs {}",
+                    jets[k].0
+                );
+                for c in 0..3 {
+                    let got = out["jac"][i * 9 + k * 3 + c];
+                    let want = jets[k].1[c];
+                    assert!(
+                        same(got, want, 1e-10),
+                        "{backend}: ∂{c}V{k} {got} vs {want}"
+                    );
+                }
+            }
+            assert!(
+                out["dc"][i].abs() < 1e-12,
+                "{backend}: ∇·∇×V = {}",
+                out["dc"][i]
+            );
+            for a in 0..3 {
+                let (l, r) = (out["cc"][i * 3 + a], out["gl"][i * 3 + a]);
+                assert!(
+                    same(l, r, 1e-10),
+                    "{backend}: ∇×∇×V {l} vs ∇(∇·V) − ∇²V {r}"
+                );
+            }
+            let curl1 = jets[0].1[2] - jets[2].1[0];
+            assert!(same(out["curl1"][i], curl1, 1e-10), "{backend}: (∇×V)₁");
+        }
+    }
+}
+
+#[test]
+fn vector_fields_share_their_window_and_frame_with_their_components() {
+    let mut rng = StdRng::seed_from_u64(29);
+    let n = 6;
+    let (mut inputs, p) = volumes(&mut rng, n);
+    inputs.push(stacked(&inputs));
+    // In a frame, the Jacobian of V is the gradient of each component field, world space
+    // alike (the component axis is not a space axis); products of a scalar and a vector
+    // field scale each component.
+    let frame = "frame(1.0, 0.1, 0.0, -0.1, 0.95, 0.05, 0.0, 0.05, 1.05, 0.2, -0.1, 0.1)";
+    let src = format!(
+        "field V = conv(s, bspln3, 3, {frame})
+field U = conv(v, bspln3, {frame})
+field F = conv(u, c4hexic, {frame})
+field W = F * V
+for i = _, c = 0:2
+  a[i, c] = grad(V, {p})[1, c]
+  b[i, c] = grad(U, {p})[c]
+  x[i, c] = grad(W, {p})[2, c]
+  y[i, c] = grad(F, {p})[c] * V({p})[2] + F({p}) * grad(V, {p})[2, c]
+end"
+    );
+    let outs = [
+        ("a", vec![n, 3]),
+        ("b", vec![n, 3]),
+        ("x", vec![n, 3]),
+        ("y", vec![n, 3]),
+    ];
+    for (backend, out) in run_all(&src, &inputs, &outs) {
+        for (l, r) in [("a", "b"), ("x", "y")] {
+            for (g, w) in out[l].iter().zip(&out[r]) {
+                assert!(same(*g, *w, 1e-12), "{backend}: {l} {g} vs {r} {w}");
+            }
+            assert!(out[l].iter().any(|v| !v.is_nan()), "{backend}: all outside");
+        }
+    }
+    // The window of a vector field is gathered once for all its components: 3 × 64 reads.
+    let one = format!("field V[3] = s ⊛ bspln3\nfor i = _, k = 0:2\n  v[i, k] = V({p})[k]\nend");
+    assert_eq!(samples(&one), 3 * 64, "{one}");
+    // An image whose component axis is not the declared size has no value anywhere (NaN),
+    // rather than values read from the wrong components.
+    let wrong = format!("field V[2] = s ⊛ bspln3\nfor i = _\n  v[i] = V({p})[0]\nend");
+    for (backend, out) in run_all(&wrong, &inputs, &[("v", vec![n])]) {
+        assert!(
+            out["v"].iter().all(|v| v.is_nan()),
+            "{backend}: {:?}",
+            out["v"]
+        );
+    }
+    // Vector fields print and parse back.
+    let printed = parse(&one).to_string();
+    assert_eq!(parse(&printed), parse(&one), "{printed}");
 }

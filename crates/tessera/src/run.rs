@@ -231,6 +231,13 @@ impl Runner {
         program: &Program,
         formats: &BTreeMap<String, Format>,
     ) -> Result<(Kernel, Layout, Program)> {
+        transforms::stack::fitting(program, || Runner::lower_fitted(program, formats))
+    }
+
+    fn lower_fitted(
+        program: &Program,
+        formats: &BTreeMap<String, Format>,
+    ) -> Result<(Kernel, Layout, Program)> {
         if let Some(n) = formats.keys().find(|n| transforms::ein::is_reserved(n)) {
             return Err(transforms::ein::reserved_error(n));
         }
@@ -307,6 +314,16 @@ impl Runner {
             *self.last_compile_ms.borrow_mut() = 0.0;
             return Ok(c.clone());
         }
+        transforms::stack::fitting(program, || self.compile_new(program, formats, key))
+    }
+
+    /// [`Runner::compile`] of a program not in the cache, under key `key`.
+    fn compile_new(
+        &self,
+        program: &Program,
+        formats: &BTreeMap<String, Format>,
+        key: KernelKey,
+    ) -> Result<Rc<Compiled>> {
         let t0 = Instant::now();
         // The shape checks of `execute` see the program without δ and ε too.
         let lowered = transforms::ein::lower(program)?;
@@ -360,7 +377,9 @@ impl Runner {
                 .zip(&key.0)
                 .filter_map(|(tl, s)| s.as_ref().map(|s| (tl.name.clone(), Some(s.clone()))))
                 .collect();
-            transforms::infer_shapes_with(&c.program, &shapes, &key.1)?;
+            transforms::stack::fitting(&c.program, || {
+                transforms::infer_shapes_with(&c.program, &shapes, &key.1)
+            })?;
             *checked = Some(key);
         }
         drop(checked);
@@ -396,7 +415,11 @@ impl Runner {
                 }
             }
         }
-        result.map_err(|e| crate::explain::kernel_error(e, &c.program, &c.layout))?;
+        result.map_err(|e| {
+            transforms::stack::fitting(&c.program, || {
+                crate::explain::kernel_error(e, &c.program, &c.layout)
+            })
+        })?;
         for tl in &c.layout.tensors {
             let t = tensors.get_mut(&tl.name).expect("checked above");
             t.finish();

@@ -90,6 +90,10 @@ impl Env {
 ///
 /// On error the tensors may be partly updated (the evaluator does not roll back).
 pub fn run(program: &Program, env: &mut Env) -> Result<()> {
+    crate::transforms::stack::fitting(program, || run_fitted(program, env))
+}
+
+fn run_fitted(program: &Program, env: &mut Env) -> Result<()> {
     if let Some(n) = env
         .tensors
         .keys()

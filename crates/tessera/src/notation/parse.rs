@@ -49,9 +49,30 @@ pub fn is_keyword(s: &str) -> bool {
     KEYWORDS.contains(&s)
 }
 
-/// The derivatives of fields that take components after the call, with their count:
-/// `grad(F, x, y)[c]` is `Call("grad", [F, x, y, c])`.
+/// The derivatives of fields that take components after the call, with their count.
 pub const FIELD_COMPONENTS: [(&str, usize); 2] = [("grad", 1), ("hess", 2)];
+
+/// The components written after a call, `F(x, y)[k]`, `grad(F, x, y)[c]`: the call's last
+/// argument is `Call(COMPONENTS, [k])`, so the position and the components stay apart (a
+/// vector field's Jacobian `grad(V, x, y)[k, c]` has as many arguments as a 3-d gradient).
+/// Not a name a program can write; the printer writes it back as `[k]` after the call.
+pub const COMPONENTS: &str = "[]";
+
+/// `args` split into the arguments before the components and the components, if written.
+pub fn split_components(args: &[Expr]) -> (&[Expr], Option<&Expr>) {
+    match args.split_last() {
+        Some((last, rest)) if matches!(&last.kind, ExprKind::Call(n, _) if n == COMPONENTS) => {
+            (rest, Some(last))
+        }
+        _ => (args, None),
+    }
+}
+
+/// The components argument (see [`COMPONENTS`]) of `indices`, written at `at`.
+fn components(indices: Vec<AccessIndex>, at: Span) -> Expr {
+    let ixs = indices.into_iter().map(|ix| ix.expr).collect();
+    Expr::new(ExprKind::Call(COMPONENTS.into(), ixs), at)
+}
 
 /// Parse a whole program.
 pub fn parse_program(text: &str) -> Result<Program> {
@@ -417,8 +438,40 @@ impl Parser {
                 // around the statements that follow (`transforms::fields` expands it).
                 let span = self.bump().span;
                 let (name, _) = self.name("a field name after `field`")?;
+                // `field V[3] = img ⊛ h`: a vector field of 3 components along the image's
+                // last axis, `conv(img, h, 3)`.
+                let comps = if self.eat_punct("[") {
+                    let at = self.span();
+                    let n = match self.peek() {
+                        Tok::Int(n) => *n,
+                        _ => {
+                            return Err(
+                                self.expected("the number of components, `field V[3] = img ⊛ h`")
+                            );
+                        }
+                    };
+                    self.bump();
+                    self.expect_punct("]", " after the number of components")?;
+                    Some((n, at))
+                } else {
+                    None
+                };
                 self.expect_punct("=", &format!(" after `field {name}`"))?;
-                let value = self.field_value()?;
+                let mut value = self.field_value()?;
+                if let Some((n, at)) = comps {
+                    match &mut value.kind {
+                        ExprKind::Call(f, args) if f == "conv" && args.len() == 2 => {
+                            let n = i64::try_from(n).unwrap_or(i64::MAX);
+                            args.push(Expr::new(ExprKind::Literal(Scalar::I64(n)), at));
+                        }
+                        _ => {
+                            return Err(Error::syntax(
+                                at,
+                                "a vector field's components go with a convolution, `field V[3] = img ⊛ h`; sums, scalings and products take their shape from their fields",
+                            ));
+                        }
+                    }
+                }
                 match self.peek() {
                     Tok::Newline | Tok::Eof => {}
                     Tok::Punct(";") => {}
@@ -597,10 +650,15 @@ impl Parser {
     }
 
     /// `field NAME =`: a statement cannot otherwise start with two names.
+    /// `field NAME[n] =` too (a vector field).
     fn at_field_decl(&self) -> bool {
         self.is_word("field")
             && matches!(self.peek_at(1), Tok::Ident(_))
-            && matches!(self.peek_at(2), Tok::Punct("="))
+            && (matches!(self.peek_at(2), Tok::Punct("="))
+                || (matches!(self.peek_at(2), Tok::Punct("["))
+                    && matches!(self.peek_at(3), Tok::Int(_))
+                    && matches!(self.peek_at(4), Tok::Punct("]"))
+                    && matches!(self.peek_at(5), Tok::Punct("="))))
     }
 
     fn at_reducer_def(&self) -> bool {
@@ -1166,11 +1224,12 @@ impl Parser {
                             d = d.max(d2);
                             args.extend(coords);
                         }
-                        if derivative && self.is_punct("[") {
-                            // `grad(F, x, y)[c]`, `hess(F, x, y)[a, b]`: the components
-                            // become the last arguments.
+                        if self.is_punct("[") {
+                            // `grad(F, x, y)[c]`, `hess(F, x, y)[a, b]`, a vector field's
+                            // `V(x, y)[k]`: the components, kept apart in one argument.
+                            let at = self.span();
                             let (indices, _) = self.indices()?;
-                            args.extend(indices.into_iter().map(|ix| ix.expr));
+                            args.push(components(indices, at));
                         }
                         Ok((Expr::new(ExprKind::Call(w, args), span), d + 1))
                     } else {
@@ -1226,11 +1285,12 @@ impl Parser {
         }
         let at = self.span();
         let (indices, _) = self.indices()?;
-        if indices.len() != comps {
+        // One more index for a vector field's component: `∇V(x, y)[k, c]` is ∂Vₖ/∂x_c.
+        if indices.len() != comps && indices.len() != comps + 1 {
             return Err(Error::syntax(
                 at,
                 format!(
-                    "the {} takes {comps} component index{}: `{wanted}`",
+                    "the {} takes {comps} component index{} (one more, first, for a vector field's component): `{wanted}`",
                     if comps == 1 { "gradient" } else { "Hessian" },
                     if comps == 1 { "" } else { "es" }
                 ),
@@ -1238,7 +1298,7 @@ impl Parser {
         }
         let mut args = vec![field];
         args.extend(coords);
-        args.extend(indices.into_iter().map(|ix| ix.expr));
+        args.push(components(indices, at));
         Ok((Expr::new(ExprKind::Call(name.into(), args), span), d + 1))
     }
 

@@ -299,6 +299,8 @@ fn write_expr(f: &mut Formatter<'_>, e: &Expr, ctx: u8) -> fmt::Result {
             write_expr(f, b, p + 1)
         }
         ExprKind::Call(name, args) => {
+            // `F(x, y)[k]`: the components argument after the call (`parse::COMPONENTS`).
+            let (args, comps) = super::parse::split_components(args);
             write!(f, "{name}(")?;
             for (k, a) in args.iter().enumerate() {
                 if k > 0 {
@@ -306,7 +308,22 @@ fn write_expr(f: &mut Formatter<'_>, e: &Expr, ctx: u8) -> fmt::Result {
                 }
                 write_expr(f, a, 0)?;
             }
-            f.write_char(')')
+            f.write_char(')')?;
+            if let Some(Expr {
+                kind: ExprKind::Call(_, ixs),
+                ..
+            }) = comps
+            {
+                f.write_char('[')?;
+                for (k, a) in ixs.iter().enumerate() {
+                    if k > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write_expr(f, a, 0)?;
+                }
+                f.write_char(']')?;
+            }
+            Ok(())
         }
     }
 }

@@ -92,7 +92,13 @@ impl Builtin {
 
     /// [`Builtin::from_name`] with the error a program gets for an unknown name.
     pub fn named(name: &str) -> Result<Builtin, String> {
-        Builtin::from_name(name).ok_or_else(|| format!("unknown function `{name}`"))
+        Builtin::from_name(name).ok_or_else(|| {
+            if name == crate::notation::parse::COMPONENTS {
+                "components in brackets after a call, `F(x, y)[k]`, select from a probe of a field or its derivative; the call is not one".into()
+            } else {
+                format!("unknown function `{name}`")
+            }
+        })
     }
 
     /// How many arguments it takes (the least number, for `d`, which takes one or more).

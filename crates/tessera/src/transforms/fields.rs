@@ -50,6 +50,7 @@ use crate::error::{Error, Result};
 use crate::notation::ast::{
     BinaryOp, Expr, ExprKind, Extent, Program, Span, Stmt, StmtKind, UnaryOp,
 };
+use crate::notation::parse::split_components;
 use crate::notation::visit;
 use crate::semantics::frame::Frame;
 use crate::semantics::kernel::Kernel;
@@ -66,20 +67,39 @@ pub const INSIDE: &str = "inside";
 /// then the origin, as number literals (`with_frames` writes it from an image's orientation).
 pub const FRAME: &str = "frame";
 
-/// One term `coef · (image ⊛ kernel)` of a field.
+/// One factor `image ⊛ kernel` of a term.
 #[derive(Clone, Debug)]
-struct Term {
-    coef: Option<Expr>,
+struct Factor {
     image: String,
     kernel: Kernel,
     /// `None`: positions are index positions.
     frame: Option<Frame>,
+    /// The components along the image's last axis when the factor is a vector field
+    /// (`conv(img, h, 3)`), `None` for a scalar field.
+    comps: Option<usize>,
+}
+
+/// One term `coef · Π (imageₖ ⊛ kernelₖ)` of a field: a product of fields is a term with
+/// several factors, probed by the product rule.
+#[derive(Clone, Debug)]
+struct Term {
+    coef: Option<Expr>,
+    factors: Vec<Factor>,
+}
+
+impl Term {
+    /// The components of the term's vector factor (a term has at most one), if any.
+    fn comps(&self) -> Option<usize> {
+        self.factors.iter().find_map(|f| f.comps)
+    }
 }
 
 #[derive(Clone, Debug)]
 struct FieldDef {
     name: String,
     terms: Vec<Term>,
+    /// The number of components of a vector field, `None` for a scalar field.
+    comps: Option<usize>,
 }
 
 /// A probe site: one image and kernel at one list of coordinates.
@@ -90,12 +110,15 @@ struct Site {
     kernel: Kernel,
     /// The world frame the coordinates are in (`None`: index space).
     frame: Option<Frame>,
+    /// The components along the image's last axis (a vector field), `None` for a scalar.
+    comps: Option<usize>,
     coords: Vec<Expr>,
     /// The highest derivative order asked for at the site.
     max: u32,
-    /// The per-axis derivative orders probed at the site, each bound to a variable, so the
-    /// statement (and the EIN normaliser after this pass) sees one name per probe.
-    probes: BTreeSet<Vec<u32>>,
+    /// The component (0 for a scalar field) and per-axis derivative orders probed at the
+    /// site, each bound to a variable, so the statement (and the EIN normaliser after this
+    /// pass) sees one name per probe. The weights are shared by every component.
+    probes: BTreeSet<(usize, Vec<u32>)>,
     /// The names the coordinates read (variables, indices, tensors).
     mentions: BTreeSet<String>,
 }
@@ -254,6 +277,13 @@ impl Site {
     fn inside(&self) -> String {
         format!("probe{}_in", self.id)
     }
+    /// The prefix of component `c`'s variables (none for a scalar field).
+    fn tag(&self, c: usize) -> String {
+        match self.comps {
+            None => format!("probe{}_", self.id),
+            Some(_) => format!("probe{}_c{c}_", self.id),
+        }
+    }
     /// The sample index of tap `t` on axis `a`, clamped into the image (a window that is
     /// not inside reads the border and the probe is NaN anyway); left inline, the backends
     /// share the common subexpressions.
@@ -267,13 +297,17 @@ impl Site {
     fn w(&self, a: usize, o: u32, t: usize) -> String {
         format!("probe{}_w{a}_{o}_{t}", self.id)
     }
-    fn value(&self, orders: &[u32]) -> String {
+    fn value(&self, c: usize, orders: &[u32]) -> String {
         let o: Vec<String> = orders.iter().map(|o| o.to_string()).collect();
-        format!("probe{}_d{}", self.id, o.join(""))
+        format!("{}d{}", self.tag(c), o.join(""))
     }
     fn taps(&self) -> Vec<i64> {
         let s = self.kernel.support as i64;
         (1 - s..=s).collect()
+    }
+    /// The components some probe of the site reads.
+    fn components(&self) -> BTreeSet<usize> {
+        self.probes.iter().map(|(c, _)| *c).collect()
     }
 
     /// The `let` bindings of the site, outermost first.
@@ -303,8 +337,16 @@ impl Site {
                 bin(BinaryOp::Sub, name(&self.x(a)), name(&self.n(a))),
             ));
         }
-        // Inside: s - 1 <= x < size - s on every axis (false on NaN).
+        // Inside: s - 1 <= x < size - s on every axis (false on NaN), and a vector image
+        // has the declared number of components along its last axis (else every probe of
+        // it is NaN rather than a read of the wrong components).
         let mut inside: Option<Expr> = None;
+        let mut and = |e: Expr| {
+            inside = Some(match inside.take() {
+                None => e,
+                Some(x) => bin(BinaryOp::AndAnd, x, e),
+            });
+        };
         for a in 0..d {
             let size = call("size", vec![name(&self.image), lit_i(a as i64)]);
             let lo = bin(BinaryOp::Ge, name(&self.x(a)), lit_f((s - 1) as f64));
@@ -313,11 +355,11 @@ impl Site {
                 name(&self.x(a)),
                 bin(BinaryOp::Sub, size, lit_i(s)),
             );
-            let both = bin(BinaryOp::AndAnd, lo, hi);
-            inside = Some(match inside {
-                None => both,
-                Some(e) => bin(BinaryOp::AndAnd, e, both),
-            });
+            and(bin(BinaryOp::AndAnd, lo, hi));
+        }
+        if let Some(n) = self.comps {
+            let size = call("size", vec![name(&self.image), lit_i(d as i64)]);
+            and(bin(BinaryOp::Eq, size, lit_i(n as i64)));
         }
         out.push((
             self.inside(),
@@ -327,7 +369,7 @@ impl Site {
             for o in 0..=self.max {
                 // Only the weights some probe of the site uses (each binding is a nested
                 // `let`, and deep nesting costs every recursive pass stack).
-                if !self.probes.iter().any(|p| p[a] == o) {
+                if !self.probes.iter().any(|(_, p)| p[a] == o) {
                     continue;
                 }
                 let k = self.kernel.derivative(o);
@@ -336,25 +378,35 @@ impl Site {
                 }
             }
         }
-        // The samples, each read once where the rows are summed for more than one order of
-        // the last axis (a value, gradient and Hessian in 3-d: three orders).
-        if self.shared_samples() {
-            for at in self.tuples(d) {
-                out.push((self.sample(&at), self.read(&at)));
-            }
-        }
-        // The partial sums over the trailing axes, innermost (rows) first, each for the
-        // trailing orders some probe asks for and every tap tuple of the leading axes.
-        for a in (1..d).rev() {
-            let suffixes: BTreeSet<&[u32]> = self.probes.iter().map(|p| &p[a..]).collect();
-            for suffix in suffixes {
-                for prefix in self.tuples(a) {
-                    out.push((self.partial(suffix, &prefix), self.sum(a, suffix, &prefix)));
+        for c in self.components() {
+            // The samples, each read once where the rows are summed for more than one
+            // order of the last axis (a value, gradient and Hessian in 3-d: three orders).
+            if self.shared_samples(c) {
+                for at in self.tuples(d) {
+                    out.push((self.sample(c, &at), self.read(c, &at)));
                 }
             }
-        }
-        for orders in &self.probes {
-            out.push((self.value(orders), self.probe(orders)));
+            // The partial sums over the trailing axes, innermost (rows) first, each for the
+            // trailing orders some probe asks for and every tap tuple of the leading axes.
+            for a in (1..d).rev() {
+                let suffixes: BTreeSet<&[u32]> = self
+                    .probes
+                    .iter()
+                    .filter(|(k, _)| *k == c)
+                    .map(|(_, p)| &p[a..])
+                    .collect();
+                for suffix in suffixes {
+                    for prefix in self.tuples(a) {
+                        out.push((
+                            self.partial(c, suffix, &prefix),
+                            self.sum(c, a, suffix, &prefix),
+                        ));
+                    }
+                }
+            }
+            for (_, orders) in self.probes.iter().filter(|(k, _)| *k == c) {
+                out.push((self.value(c, orders), self.probe(c, orders)));
+            }
         }
         out
     }
@@ -378,51 +430,59 @@ impl Site {
         out
     }
 
-    /// The variable of the partial sum over the axes from `prefix.len()` on, with orders
-    /// `suffix` on those axes, at taps `prefix` of the axes before.
-    fn partial(&self, suffix: &[u32], prefix: &[usize]) -> String {
+    /// The variable of component `c`'s partial sum over the axes from `prefix.len()` on,
+    /// with orders `suffix` on those axes, at taps `prefix` of the axes before.
+    fn partial(&self, c: usize, suffix: &[u32], prefix: &[usize]) -> String {
         let o: Vec<String> = suffix.iter().map(|o| o.to_string()).collect();
         let t: Vec<String> = prefix.iter().map(|t| t.to_string()).collect();
-        format!("probe{}_s{}_{}", self.id, o.join(""), t.join("_"))
+        format!("{}s{}_{}", self.tag(c), o.join(""), t.join("_"))
     }
 
-    /// Whether the samples are bound once in `let`s: when the rows are summed for several
-    /// orders of the last axis (one sum reads each sample once, inline).
-    fn shared_samples(&self) -> bool {
+    /// Whether component `c`'s samples are bound once in `let`s: when its rows are summed
+    /// for several orders of the last axis (one sum reads each sample once, inline).
+    fn shared_samples(&self, c: usize) -> bool {
         let Some(last) = self.coords.len().checked_sub(1) else {
             return false;
         };
-        let orders: BTreeSet<u32> = self.probes.iter().map(|p| p[last]).collect();
+        let orders: BTreeSet<u32> = self
+            .probes
+            .iter()
+            .filter(|(k, _)| *k == c)
+            .map(|(_, p)| p[last])
+            .collect();
         orders.len() > 1
     }
 
-    fn sample(&self, at: &[usize]) -> String {
+    fn sample(&self, c: usize, at: &[usize]) -> String {
         let t: Vec<String> = at.iter().map(|t| t.to_string()).collect();
-        format!("probe{}_v{}", self.id, t.join("_"))
+        format!("{}v{}", self.tag(c), t.join("_"))
     }
 
-    /// The image's sample at taps `at`: a direct read of the dense image (`sample`), no
-    /// looplet and no loop per sample, as in the probe kernel.
-    fn read(&self, at: &[usize]) -> Expr {
+    /// Component `c` of the image's sample at taps `at`: a direct read of the dense image
+    /// (`sample`), no looplet and no loop per sample, as in the probe kernel.
+    fn read(&self, c: usize, at: &[usize]) -> Expr {
         let mut args = vec![name(&self.image)];
         args.extend(at.iter().enumerate().map(|(a, &t)| self.idx(a, t)));
+        if self.comps.is_some() {
+            args.push(lit_i(c as i64));
+        }
         call("sample", args)
     }
 
     /// `Σ_t w(axis, orders[0], t) · inner(prefix + t)`, where `inner` is the partial sum of
     /// the next axis (bound before) or, on the last axis, the sample.
-    fn sum(&self, axis: usize, orders: &[u32], prefix: &[usize]) -> Expr {
+    fn sum(&self, c: usize, axis: usize, orders: &[u32], prefix: &[usize]) -> Expr {
         let d = self.coords.len();
         let mut acc: Option<Expr> = None;
         for t in 0..self.taps().len() {
             let mut at = prefix.to_vec();
             at.push(t);
             let inner = if axis + 1 != d {
-                name(&self.partial(&orders[1..], &at))
-            } else if self.shared_samples() {
-                name(&self.sample(&at))
+                name(&self.partial(c, &orders[1..], &at))
+            } else if self.shared_samples(c) {
+                name(&self.sample(c, &at))
             } else {
-                self.read(&at)
+                self.read(c, &at)
             };
             let term = bin(BinaryOp::Mul, name(&self.w(axis, orders[0], t)), inner);
             acc = Some(match acc {
@@ -433,14 +493,14 @@ impl Site {
         acc.unwrap_or(lit_f(0.0))
     }
 
-    /// The probe of derivative orders `orders` (one per axis), NaN outside: the outermost
-    /// axis's sum over the partial sums of the others (the same products and additions, in
-    /// the same order, as the nested separable sum).
-    fn probe(&self, orders: &[u32]) -> Expr {
+    /// The probe of component `c` with derivative orders `orders` (one per axis), NaN
+    /// outside: the outermost axis's sum over the partial sums of the others (the same
+    /// products and additions, in the same order, as the nested separable sum).
+    fn probe(&self, c: usize, orders: &[u32]) -> Expr {
         let total = if orders.is_empty() {
             lit_f(f64::NAN)
         } else {
-            self.sum(0, orders, &[])
+            self.sum(c, 0, orders, &[])
         };
         call("ifelse", vec![name(&self.inside()), total, lit_f(f64::NAN)])
     }
@@ -546,6 +606,7 @@ fn merge(sites: Vec<Site>, stmts: &mut [Stmt]) -> Vec<Site> {
             o.image == s.image
                 && o.kernel.name == s.kernel.name
                 && o.frame == s.frame
+                && o.comps == s.comps
                 && o.coords == s.coords
         });
         match same {
@@ -670,6 +731,87 @@ fn written(body: &[Stmt]) -> BTreeSet<String> {
     out
 }
 
+/// The factor `conv(img, kernel[, n][, frame(...)])` of the call `e` with arguments `args`:
+/// `n`, an integer literal, makes it a vector field of `n` components along the image's last
+/// axis.
+fn conv_factor(e: &Expr, args: &[Expr]) -> Result<Factor> {
+    let usage = || {
+        Error::program(
+            e.span,
+            "`conv` takes an image and a kernel, then for a vector field its number of components: `conv(img, bspln3)`, `conv(img, bspln3, 3)`",
+        )
+    };
+    let (img, k, rest) = match args {
+        [img, k, rest @ ..] if rest.len() <= 2 => (img, k, rest),
+        _ => return Err(usage()),
+    };
+    let (ExprKind::Name(img), ExprKind::Name(k)) = (&img.kind, &k.kind) else {
+        return Err(Error::program(
+            e.span,
+            "`conv(img, kernel)` takes the names of an input tensor and a kernel",
+        ));
+    };
+    let kernel = Kernel::named(k).map_err(|err| Error::program(args[1].span, format!("{err}")))?;
+    let mut comps = None;
+    let mut frame = None;
+    for (i, a) in rest.iter().enumerate() {
+        match &a.kind {
+            ExprKind::Literal(Scalar::I64(n)) if i == 0 => {
+                if !(1..=64).contains(n) {
+                    return Err(Error::program(
+                        a.span,
+                        format!("a vector field has 1 to 64 components, not {n}"),
+                    ));
+                }
+                comps = Some(*n as usize);
+            }
+            _ if i + 1 == rest.len() => frame = Some(frame_arg(a)?),
+            _ => return Err(usage()),
+        }
+    }
+    Ok(Factor {
+        image: img.clone(),
+        kernel,
+        frame,
+        comps,
+    })
+}
+
+/// The shape of a field with `terms`: `None` for a scalar field, `Some(n)` for a vector
+/// field of `n` components. Terms of different shapes, or a term with two vector factors,
+/// are errors at `span`.
+fn shape_of(terms: &[Term], span: Span) -> Result<Option<usize>> {
+    let mut shape = None;
+    for (k, t) in terms.iter().enumerate() {
+        if t.factors.iter().filter(|f| f.comps.is_some()).count() > 1 {
+            return Err(Error::program(
+                span,
+                "the product of two vector fields is a tensor field, which fields do not hold",
+            ));
+        }
+        if k == 0 {
+            shape = t.comps();
+        } else if t.comps() != shape {
+            return Err(Error::program(
+                span,
+                format!(
+                    "a sum of fields of different shapes: {} and {}",
+                    shape_name(shape),
+                    shape_name(t.comps())
+                ),
+            ));
+        }
+    }
+    Ok(shape)
+}
+
+fn shape_name(shape: Option<usize>) -> String {
+    match shape {
+        None => "a scalar field".into(),
+        Some(n) => format!("a vector field of {n} components"),
+    }
+}
+
 impl Expander {
     fn field(&self, n: &str) -> Option<&FieldDef> {
         self.fields.iter().rev().find(|f| f.name == n)
@@ -698,8 +840,15 @@ impl Expander {
         }
     }
 
-    /// The terms of a field value.
+    /// The terms of a field value, checked to have one shape (every term scalar, or every
+    /// term a vector of the same number of components).
     fn terms(&self, e: &Expr) -> Result<Vec<Term>> {
+        let terms = self.terms_of(e)?;
+        shape_of(&terms, e.span)?;
+        Ok(terms)
+    }
+
+    fn terms_of(&self, e: &Expr) -> Result<Vec<Term>> {
         let scale = |terms: Vec<Term>, c: Expr| -> Vec<Term> {
             terms
                 .into_iter()
@@ -713,40 +862,28 @@ impl Expander {
                 .collect()
         };
         match &e.kind {
-            ExprKind::Call(n, args) if n == CONV => {
-                let (img, k, frame) = match args.as_slice() {
-                    [img, k] => (img, k, None),
-                    [img, k, f] => (img, k, Some(frame_arg(f)?)),
-                    _ => {
-                        return Err(Error::program(
-                            e.span,
-                            "`conv` takes an image and a kernel: `conv(img, bspln3)`",
-                        ));
-                    }
-                };
-                let (ExprKind::Name(img), ExprKind::Name(k)) = (&img.kind, &k.kind) else {
-                    return Err(Error::program(
-                        e.span,
-                        "`conv(img, kernel)` takes the names of an input tensor and a kernel",
-                    ));
-                };
-                let kernel = Kernel::named(k)
-                    .map_err(|err| Error::program(args[1].span, format!("{err}")))?;
-                Ok(vec![Term {
-                    coef: None,
-                    image: img.clone(),
-                    kernel,
-                    frame,
-                }])
-            }
+            ExprKind::Call(n, args) if n == CONV => Ok(vec![Term {
+                coef: None,
+                factors: vec![conv_factor(e, args)?],
+            }]),
             ExprKind::Name(n) => match self.field(n) {
                 Some(f) => Ok(f.terms.clone()),
                 None => Err(Error::program(e.span, format!("`{n}` is not a field"))),
             },
-            ExprKind::Unary(UnaryOp::Neg, x) => Ok(scale(self.terms(x)?, lit_f(-1.0))),
+            ExprKind::Unary(UnaryOp::Neg, x) => Ok(scale(self.terms_of(x)?, lit_f(-1.0))),
             ExprKind::Binary(op @ (BinaryOp::Add | BinaryOp::Sub), x, y) => {
                 let mut out = self.terms(x)?;
                 let rhs = self.terms(y)?;
+                if shape_of(&out, x.span)? != shape_of(&rhs, y.span)? {
+                    return Err(Error::program(
+                        e.span,
+                        format!(
+                            "a sum of fields of different shapes: {} and {}",
+                            shape_name(shape_of(&out, x.span)?),
+                            shape_name(shape_of(&rhs, y.span)?)
+                        ),
+                    ));
+                }
                 out.extend(if *op == BinaryOp::Sub {
                     scale(rhs, lit_f(-1.0))
                 } else {
@@ -755,20 +892,48 @@ impl Expander {
                 Ok(out)
             }
             ExprKind::Binary(BinaryOp::Mul, x, y) => match (self.is_field(x), self.is_field(y)) {
-                (true, false) => Ok(scale(self.terms(x)?, (**y).clone())),
-                (false, true) => Ok(scale(self.terms(y)?, (**x).clone())),
-                _ => Err(Error::program(
-                    e.span,
-                    "a field may be scaled by a value; products of fields are not supported",
-                )),
+                (true, false) => Ok(scale(self.terms_of(x)?, (**y).clone())),
+                (false, true) => Ok(scale(self.terms_of(y)?, (**x).clone())),
+                // The product of two fields: every pair of terms, their factors together
+                // (probed by the product rule). A scalar field scales a vector field; two
+                // vector fields make a tensor field, which is not a field value here.
+                _ => {
+                    let (l, r) = (self.terms(x)?, self.terms(y)?);
+                    if shape_of(&l, x.span)?.is_some() && shape_of(&r, y.span)?.is_some() {
+                        return Err(Error::program(
+                            e.span,
+                            "the product of two vector fields is a tensor field, which fields do not hold: multiply their components' probes, `V(p)[i] * W(p)[j]`",
+                        ));
+                    }
+                    let mut out = vec![];
+                    for a in &l {
+                        for b in &r {
+                            let coef = match (&a.coef, &b.coef) {
+                                (None, None) => None,
+                                (Some(c), None) | (None, Some(c)) => Some(c.clone()),
+                                (Some(c), Some(k)) => {
+                                    Some(bin(BinaryOp::Mul, c.clone(), k.clone()))
+                                }
+                            };
+                            let mut factors = a.factors.clone();
+                            factors.extend(b.factors.iter().cloned());
+                            out.push(Term { coef, factors });
+                        }
+                    }
+                    Ok(out)
+                }
             },
             ExprKind::Binary(BinaryOp::Div, x, y) if !self.is_field(y) => Ok(scale(
-                self.terms(x)?,
+                self.terms_of(x)?,
                 bin(BinaryOp::Div, lit_f(1.0), (**y).clone()),
+            )),
+            ExprKind::Binary(BinaryOp::Div, _, y) => Err(Error::program(
+                y.span,
+                "a field may be divided by a value, not by a field",
             )),
             _ => Err(Error::program(
                 e.span,
-                "a field is `conv(img, kernel)`, a field's name, or a sum, difference or scaling of fields",
+                "a field is `conv(img, kernel)`, a field's name, or a sum, difference, scaling or product of fields",
             )),
         }
     }
@@ -826,9 +991,11 @@ impl Expander {
                     ));
                 }
                 let terms = self.terms(value)?;
+                let comps = shape_of(&terms, value.span)?;
                 self.fields.push(FieldDef {
                     name: name.clone(),
                     terms,
+                    comps,
                 });
                 let r = self.body(body, Bind::None);
                 self.fields.pop();
@@ -905,12 +1072,19 @@ impl Expander {
         Ok((vec![Stmt::new(kind, span)], sites))
     }
 
-    /// The site of `term` at `coords` among `sites` (one statement's), made if new.
-    fn site(&mut self, term: &Term, coords: &[Expr], order: u32, sites: &mut Vec<Site>) -> usize {
+    /// The site of `factor` at `coords` among `sites` (one statement's), made if new.
+    fn site(
+        &mut self,
+        factor: &Factor,
+        coords: &[Expr],
+        order: u32,
+        sites: &mut Vec<Site>,
+    ) -> usize {
         if let Some(k) = sites.iter().position(|s| {
-            s.image == term.image
-                && s.kernel.name == term.kernel.name
-                && s.frame == term.frame
+            s.image == factor.image
+                && s.kernel.name == factor.kernel.name
+                && s.frame == factor.frame
+                && s.comps == factor.comps
                 && s.coords == coords
         }) {
             sites[k].max = sites[k].max.max(order);
@@ -922,9 +1096,10 @@ impl Expander {
         }
         sites.push(Site {
             id: self.next,
-            image: term.image.clone(),
-            kernel: term.kernel.clone(),
-            frame: term.frame.clone(),
+            image: factor.image.clone(),
+            kernel: factor.kernel.clone(),
+            frame: factor.frame.clone(),
+            comps: factor.comps,
             coords: coords.to_vec(),
             max: order,
             probes: BTreeSet::new(),
@@ -952,8 +1127,7 @@ impl Expander {
                 ));
             }
             ExprKind::Call(f, args) if self.field(f).is_some() => {
-                let coords = self.exprs(args, sites)?;
-                return self.probe(f, &coords, &[], span, sites);
+                return self.probe(f, args, 0, span, sites);
             }
             ExprKind::Call(f, args) if f == GRAD || f == HESS => {
                 let comps = if f == GRAD { 1 } else { 2 };
@@ -969,18 +1143,7 @@ impl Expander {
                         ));
                     }
                 };
-                if args.len() < 2 + comps {
-                    return Err(Error::program(
-                        span,
-                        format!(
-                            "`{f}(F, x, ...)` needs its coordinates and {comps} component index(es): `{f}(F, x, y){}`",
-                            if comps == 1 { "[c]" } else { "[a, b]" }
-                        ),
-                    ));
-                }
-                let rest = self.exprs(&args[1..], sites)?;
-                let (coords, comp) = rest.split_at(rest.len() - comps);
-                return self.probe(&field, coords, comp, span, sites);
+                return self.probe(&field, &args[1..], comps, span, sites);
             }
             ExprKind::Call(f, args) if f == INSIDE => {
                 let field = match args.last().map(|a| &a.kind) {
@@ -995,8 +1158,8 @@ impl Expander {
                 let coords = self.exprs(&args[..args.len() - 1], sites)?;
                 let terms = self.field(&field).expect("checked").terms.clone();
                 let mut all: Option<Expr> = None;
-                for t in &terms {
-                    let k = self.site(t, &coords, 0, sites);
+                for f in terms.iter().flat_map(|t| &t.factors) {
+                    let k = self.site(f, &coords, 0, sites);
                     let e = name(&sites[k].inside());
                     all = Some(match all {
                         None => e,
@@ -1031,130 +1194,166 @@ impl Expander {
         es.iter().map(|e| self.expr(e, sites)).collect()
     }
 
-    /// The probe of field `f` at `coords`, differentiated along the component indices
-    /// `comps` (none: the value; one: a gradient component; two: a Hessian entry).
+    /// The probe of field `f` with arguments `args`: its coordinates, then for a vector field
+    /// the component, then `order` derivative components (none: the value; one: a gradient
+    /// component, or a Jacobian entry `[k, c]` of a vector field; two: a Hessian entry).
+    /// Each term is the product rule's sum over its factors.
     fn probe(
         &mut self,
         f: &str,
-        coords: &[Expr],
-        comps: &[Expr],
+        args: &[Expr],
+        order: usize,
         span: Span,
         sites: &mut Vec<Site>,
     ) -> Result<Expr> {
-        let d = coords.len();
-        if !(1..=3).contains(&d) {
-            return Err(Error::program(
-                span,
-                format!(
-                    "a probe of `{f}` takes one coordinate per image dimension (1 to 3), got {d}"
-                ),
-            ));
-        }
-        let order = comps.len() as u32;
-        let terms = self
-            .field(f)
-            .expect("the caller checked the field")
-            .terms
-            .clone();
-        let mut total: Option<Expr> = None;
-        for t in &terms {
-            t.kernel.checked_derivative(order).map_err(|e| match e {
-                Error::Continuity {
-                    kernel,
-                    continuity,
-                    order,
-                    ..
-                } => Error::Continuity {
-                    kernel,
-                    continuity,
-                    order,
-                    place: Some(span),
-                },
-                e => e,
-            })?;
-            let k = self.site(t, coords, order, sites);
-            // The components select per-axis orders: a literal picks its axis, an index
-            // expression selects among the axes (`ifelse(c == 0, ∂₀, ifelse(c == 1, ...))`).
-            let mut combos: Vec<(Vec<usize>, Vec<u32>)> = vec![(vec![], vec![0; d])];
-            for _ in comps {
-                combos = combos
-                    .into_iter()
-                    .flat_map(|(axes, orders)| {
-                        (0..d).map(move |a| {
-                            let mut axes = axes.clone();
-                            let mut orders = orders.clone();
-                            axes.push(a);
-                            orders[a] += 1;
-                            (axes, orders)
-                        })
-                    })
-                    .collect();
-            }
-            // Every axis tuple, for the world derivatives of a frame.
-            let index_combos = combos.clone();
-            // Literal components pick their axes at once.
-            let literal: Option<Vec<usize>> = comps
-                .iter()
-                .map(|c| match c.kind {
-                    ExprKind::Literal(Scalar::I64(v)) if (0..d as i64).contains(&v) => {
-                        Some(v as usize)
-                    }
-                    _ => None,
-                })
-                .collect();
-            if let Some(want) = literal {
-                combos.retain(|(axes, _)| *axes == want);
-            }
-            if let Some(fr) = &t.frame
-                && fr.dim() != d
-            {
+        let def = self.field(f).expect("the caller checked the field").clone();
+        let vector = def.comps.is_some();
+        let form = match (vector, order) {
+            (false, 0) => format!("`{f}(x, y)`"),
+            (true, 0) => format!("`{f}(x, y)[k]` (component `k`)"),
+            (false, 1) => format!("`grad({f}, x, y)[c]`"),
+            (true, 1) => format!("`grad({f}, x, y)[k, c]` (∂{f}ₖ/∂xc)"),
+            (false, _) => format!("`hess({f}, x, y)[a, b]`"),
+            (true, _) => format!("`hess({f}, x, y)[k, a, b]`"),
+        };
+        // Components in brackets, `[k, c]`, are apart from the position; the flat form
+        // `grad(F, x, y, c)` is split by the field's shape.
+        let (args, written) = split_components(args);
+        let mut args = self.exprs(args, sites)?;
+        if let Some(w) = written {
+            let ExprKind::Call(_, ixs) = &w.kind else {
+                unreachable!("split_components returns a call")
+            };
+            let want = usize::from(vector) + order;
+            if ixs.len() != want {
                 return Err(Error::program(
-                    span,
+                    w.span,
                     format!(
-                        "a probe of `{f}` takes one coordinate per image dimension: its image's frame is {}-d, got {d} coordinates",
-                        fr.dim()
+                        "{} `{f}` takes {want} component{} in brackets, not {}: {form}",
+                        if vector {
+                            "a probe of the vector field"
+                        } else {
+                            "a probe of the scalar field"
+                        },
+                        if want == 1 { "" } else { "s" },
+                        ixs.len()
                     ),
                 ));
             }
-            // With a frame, a world derivative along axes `a…` is `Σ_k R[k₁][a₁]… ∂_k…` over
-            // the index-space derivatives of every axis tuple `k…` (gradient `Rᵀ g`, Hessian
-            // `Rᵀ H R`), summed in the order `Frame` sums them, zero factors left out.
-            if t.frame.is_some() {
-                for (_, orders) in &index_combos {
-                    sites[k].probes.insert(orders.clone());
+            args.extend(self.exprs(ixs, sites)?);
+        }
+        if vector && written.is_none() {
+            return Err(Error::program(
+                span,
+                format!(
+                    "a probe of the vector field `{f}` takes its components in brackets: {form}"
+                ),
+            ));
+        }
+        let args = args.as_slice();
+        let d = match args.len().checked_sub(usize::from(vector) + order) {
+            Some(d @ 1..=3) => d,
+            Some(d) if d > 3 => {
+                return Err(Error::program(
+                    span,
+                    format!(
+                        "a probe of `{f}` takes one coordinate per image dimension (1 to 3), got {d}: {form}"
+                    ),
+                ));
+            }
+            _ => {
+                return Err(Error::program(
+                    span,
+                    format!("a probe of `{f}` needs its coordinates and components: {form}"),
+                ));
+            }
+        };
+        let (coords, rest) = args.split_at(d);
+        let (vcomp, comps) = match vector {
+            true => (rest.first(), &rest[1..]),
+            false => (None, rest),
+        };
+        if let (Some(n), Some(c)) = (def.comps, vcomp)
+            && let ExprKind::Literal(Scalar::I64(v)) = c.kind
+            && !(0..n as i64).contains(&v)
+        {
+            return Err(Error::program(
+                c.span,
+                format!("`{f}` has {n} components (0 to {}), not {v}", n - 1),
+            ));
+        }
+        for c in comps {
+            if let ExprKind::Literal(Scalar::I64(v)) = c.kind
+                && !(0..d as i64).contains(&v)
+            {
+                return Err(Error::program(
+                    c.span,
+                    format!(
+                        "a derivative of a {d}-d field has components 0 to {}, not {v}",
+                        d - 1
+                    ),
+                ));
+            }
+        }
+        let mut total: Option<Expr> = None;
+        for t in &def.terms {
+            for fac in &t.factors {
+                fac.kernel
+                    .checked_derivative(order as u32)
+                    .map_err(|e| match e {
+                        Error::Continuity {
+                            kernel,
+                            continuity,
+                            order,
+                            ..
+                        } => Error::Continuity {
+                            kernel,
+                            continuity,
+                            order,
+                            place: Some(span),
+                        },
+                        e => e,
+                    })?;
+                if let Some(fr) = &fac.frame
+                    && fr.dim() != d
+                {
+                    return Err(Error::program(
+                        span,
+                        format!(
+                            "a probe of `{f}` takes one coordinate per image dimension: its image's frame is {}-d, got {d} coordinates",
+                            fr.dim()
+                        ),
+                    ));
                 }
             }
+            // The product rule: every way of giving each derivative component to a factor
+            // (one way for a single factor, the probe itself).
+            let nf = t.factors.len();
             let mut value: Option<Expr> = None;
-            for (axes, orders) in combos.into_iter().rev() {
-                let p = match &t.frame {
-                    Some(fr) if !axes.is_empty() => {
-                        world(fr, &axes, &index_combos, |o| sites[k].value(o))
-                    }
-                    _ => {
-                        let p = name(&sites[k].value(&orders));
-                        sites[k].probes.insert(orders);
-                        p
-                    }
-                };
+            for way in 0..nf.pow(order as u32) {
+                let owner: Vec<usize> = (0..order).map(|j| way / nf.pow(j as u32) % nf).collect();
+                let mut product: Option<Expr> = None;
+                for (i, fac) in t.factors.iter().enumerate() {
+                    let mine: Vec<Expr> = comps
+                        .iter()
+                        .zip(&owner)
+                        .filter(|(_, o)| **o == i)
+                        .map(|(c, _)| c.clone())
+                        .collect();
+                    let vc = vcomp.filter(|_| fac.comps.is_some());
+                    let p = self.factor_probe(fac, coords, &mine, vc, sites);
+                    product = Some(match product {
+                        None => p,
+                        Some(x) => bin(BinaryOp::Mul, x, p),
+                    });
+                }
+                let product = product.expect("a term has a factor");
                 value = Some(match value {
-                    None => p,
-                    Some(other) => {
-                        let mut cond: Option<Expr> = None;
-                        for (c, &a) in comps.iter().zip(&axes) {
-                            let eq = bin(BinaryOp::Eq, c.clone(), lit_i(a as i64));
-                            cond = Some(match cond {
-                                None => eq,
-                                Some(x) => bin(BinaryOp::AndAnd, x, eq),
-                            });
-                        }
-                        call(
-                            "ifelse",
-                            vec![cond.expect("one component or more"), p, other],
-                        )
-                    }
+                    None => product,
+                    Some(x) => bin(BinaryOp::Add, x, product),
                 });
             }
-            let mut value = value.expect("one combination or more");
+            let mut value = value.expect("one way or more");
             if let Some(c) = &t.coef {
                 value = bin(BinaryOp::Mul, c.clone(), value);
             }
@@ -1166,5 +1365,101 @@ impl Expander {
         let mut out = total.unwrap_or(lit_f(0.0));
         out.span = span;
         Ok(out)
+    }
+
+    /// The probe of one factor at `coords`, differentiated along `comps` (component `vcomp`
+    /// of a vector factor). Literal components pick their axis and component at once;
+    /// index expressions select among them, `ifelse(c == 0, ∂₀, ifelse(c == 1, ∂₁, ...))`,
+    /// NaN for a component out of range.
+    fn factor_probe(
+        &mut self,
+        fac: &Factor,
+        coords: &[Expr],
+        comps: &[Expr],
+        vcomp: Option<&Expr>,
+        sites: &mut Vec<Site>,
+    ) -> Expr {
+        let d = coords.len();
+        let k = self.site(fac, coords, comps.len() as u32, sites);
+        let mut combos: Vec<(Vec<usize>, Vec<u32>)> = vec![(vec![], vec![0; d])];
+        for _ in comps {
+            combos = combos
+                .into_iter()
+                .flat_map(|(axes, orders)| {
+                    (0..d).map(move |a| {
+                        let mut axes = axes.clone();
+                        let mut orders = orders.clone();
+                        axes.push(a);
+                        orders[a] += 1;
+                        (axes, orders)
+                    })
+                })
+                .collect();
+        }
+        // Every axis tuple, for the world derivatives of a frame.
+        let index_combos = combos.clone();
+        let literal = |c: &Expr| match c.kind {
+            ExprKind::Literal(Scalar::I64(v)) if v >= 0 => Some(v as usize),
+            _ => None,
+        };
+        let fixed: Option<Vec<usize>> = comps.iter().map(literal).collect();
+        if let Some(want) = &fixed {
+            combos.retain(|(axes, _)| axes == want);
+        }
+        let components: Vec<usize> = match (fac.comps, vcomp.and_then(literal)) {
+            (None, _) => vec![0],
+            (Some(_), Some(c)) => vec![c],
+            (Some(n), None) => (0..n).collect(),
+        };
+        let select_component = fac.comps.is_some() && vcomp.and_then(literal).is_none();
+        // With a frame, a world derivative along axes `a…` is `Σ_k R[k₁][a₁]… ∂_k…` over the
+        // index-space derivatives of every axis tuple `k…` (gradient `Rᵀ g`, Hessian
+        // `Rᵀ H R`), summed in the order `Frame` sums them, zero factors left out.
+        if fac.frame.is_some() {
+            for &c in &components {
+                for (_, orders) in &index_combos {
+                    sites[k].probes.insert((c, orders.clone()));
+                }
+            }
+        }
+        let mut options: Vec<(Option<Expr>, Expr)> = vec![];
+        for &c in &components {
+            for (axes, orders) in &combos {
+                let p = match &fac.frame {
+                    Some(fr) if !axes.is_empty() => {
+                        world(fr, axes, &index_combos, |o| sites[k].value(c, o))
+                    }
+                    _ => {
+                        sites[k].probes.insert((c, orders.clone()));
+                        name(&sites[k].value(c, orders))
+                    }
+                };
+                let mut cond: Option<Expr> = None;
+                let mut and = |e: Expr| {
+                    cond = Some(match cond.take() {
+                        None => e,
+                        Some(x) => bin(BinaryOp::AndAnd, x, e),
+                    });
+                };
+                if select_component {
+                    let v = vcomp.expect("a vector factor's probe has a component");
+                    and(bin(BinaryOp::Eq, v.clone(), lit_i(c as i64)));
+                }
+                if fixed.is_none() {
+                    for (e, &a) in comps.iter().zip(axes) {
+                        and(bin(BinaryOp::Eq, e.clone(), lit_i(a as i64)));
+                    }
+                }
+                options.push((cond, p));
+            }
+        }
+        let mut out: Option<Expr> = None;
+        for (cond, p) in options.into_iter().rev() {
+            out = Some(match cond {
+                None => p,
+                Some(c) => call("ifelse", vec![c, p, out.unwrap_or(lit_f(f64::NAN))]),
+            });
+        }
+        out.expect("one option or more")
     }
 }

@@ -15,6 +15,7 @@ pub mod permissive;
 pub mod real;
 pub mod reducers;
 pub mod schedule;
+pub mod stack;
 pub mod wrapperize;
 
 pub use concordize::concordize;

@@ -84,13 +84,13 @@ pub fn uses_ein(p: &Program) -> bool {
 /// are returned unchanged.
 pub fn normalize(p: &Program) -> Result<Program> {
     // Fields come first: their probes become the plain expressions δ and ε act on.
-    run(&super::fields::expand(p)?, Mode::Normal)
+    super::stack::fitting(p, || run(&super::fields::expand(p)?, Mode::Normal))
 }
 
 /// The normal form with every δ and ε lowered away: ε expanded to its signed permutations, δ
 /// substituted or turned into comparisons. Programs without δ and ε are returned unchanged.
 pub fn lower(p: &Program) -> Result<Program> {
-    run(&super::fields::expand(p)?, Mode::Lower)
+    super::stack::fitting(p, || run(&super::fields::expand(p)?, Mode::Lower))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
