@@ -46,7 +46,8 @@ fn hoist_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
         }
         collect_stmt(s, loads_ok, &fx, &mut found);
     }
-    if found.is_empty() {
+    let switches = body.iter().any(|s| is_switch(s, &fx));
+    if found.is_empty() && !switches {
         return None;
     }
     let mut hoisted = vec![];
@@ -58,17 +59,58 @@ fn hoist_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
         }
         hoisted.push(Stmt::Assign(t, e));
     }
-    hoisted.push(Stmt::For {
+    let looped = |body: Vec<Stmt>| Stmt::For {
         var: *var,
         start: start.clone(),
         stop: stop.clone(),
         body,
+    };
+    hoisted.push(match unswitch(&body, &fx) {
+        Some((any, fast)) => Stmt::If {
+            cond: any,
+            then: vec![looped(body)],
+            otherwise: vec![looped(fast)],
+        },
+        None => looped(body),
     });
     Some(vec![Stmt::If {
         cond: Expr::Binary(BinOp::Lt, Box::new(start.clone()), Box::new(stop.clone())),
         then: hoisted,
         otherwise: vec![Stmt::Assign(*var, start.clone())],
     }])
+}
+
+/// The loops the unswitching copies hold at most this many statements: the copy doubles the
+/// loop's native code, worth it for a short body whose checks keep it from being vectorised.
+const UNSWITCH_MAX: usize = 256;
+
+/// Whether `s` is an `if` without `else` on a loop-invariant condition that cannot fault (a
+/// check of a literal index against a dimension, `if c_dim1 <= 0 { fail }`, after hoisting).
+fn is_switch(s: &Stmt, fx: &Effects) -> bool {
+    matches!(s, Stmt::If { cond, otherwise, .. }
+        if otherwise.is_empty() && invariant(cond, fx) && !may_fault(cond))
+}
+
+/// Loop unswitching: while its condition is false, an `if` of [`is_switch`] does nothing, and
+/// whether every such condition is false is known before the loop. Returns that the loop must
+/// keep them (the disjunction of their conditions) and the body without them, for a copy of
+/// the loop that runs when it need not: exactly what the loop did, with its checks outside.
+fn unswitch(body: &[Stmt], fx: &Effects) -> Option<(Expr, Vec<Stmt>)> {
+    let mut any: Option<Expr> = None;
+    let mut fast = vec![];
+    for s in body {
+        match s {
+            Stmt::If { cond, .. } if is_switch(s, fx) => {
+                any = Some(match any {
+                    None => cond.clone(),
+                    Some(a) => Expr::Binary(BinOp::Or, Box::new(a), Box::new(cond.clone())),
+                });
+            }
+            s => fast.push(s.clone()),
+        }
+    }
+    let size = Kernel::body_size(body);
+    any.filter(|_| size <= UNSWITCH_MAX).map(|a| (a, fast))
 }
 
 /// Whether `s` may end the loop early or fail (a `Fail` or `Break` anywhere in it).
@@ -232,6 +274,54 @@ mod tests {
         k.bufs[0].elem = ElemType::I64;
         hoist_invariants(&mut k);
         assert!(k.to_string().contains("= i * 3;"), "{k}");
+    }
+
+    /// The `for` loops of `body`, outermost first, nested ones included.
+    fn loops(body: &[Stmt]) -> Vec<&Stmt> {
+        let mut out = vec![];
+        for s in body {
+            if matches!(s, Stmt::For { .. }) {
+                out.push(s);
+            }
+            for b in s.bodies() {
+                out.extend(loops(b));
+            }
+        }
+        out
+    }
+
+    fn fails(body: &[Stmt]) -> bool {
+        body.iter()
+            .any(|s| matches!(s, Stmt::Fail(_)) || s.bodies().into_iter().any(|b| fails(b)))
+    }
+
+    #[test]
+    fn invariant_checks_are_unswitched_out_of_a_copy_of_the_loop() {
+        // `if i < 0 { fail }` each iteration: the loop runs as it was when `i < 0`, and as a
+        // copy without the check otherwise.
+        let check = b::if_(b::lt(b::var(I), b::int(0)), vec![Stmt::Fail(0)]);
+        let mut k = kernel(vec![loop_of([check, vec![update()]].concat())]);
+        hoist_invariants(&mut k);
+        let found = loops(&k.body);
+        assert_eq!(found.len(), 2, "{k}");
+        let bodies: Vec<&Vec<Stmt>> = found
+            .iter()
+            .map(|l| match l {
+                Stmt::For { body, .. } => body,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert!(fails(bodies[0]), "the checked loop keeps its check:\n{k}");
+        assert!(!fails(bodies[1]), "the copy has none:\n{k}");
+        assert!(
+            k.to_string().contains("if (invariant) {"),
+            "the copy runs only when the check cannot fire:\n{k}"
+        );
+        // A check whose condition changes in the loop stays in the only loop.
+        let check = b::if_(b::lt(b::var(J), b::int(0)), vec![Stmt::Fail(0)]);
+        let mut k = kernel(vec![loop_of([check, vec![update()]].concat())]);
+        hoist_invariants(&mut k);
+        assert_eq!(loops(&k.body).len(), 1, "{k}");
     }
 
     #[test]

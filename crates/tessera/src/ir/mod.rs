@@ -308,15 +308,21 @@ impl Kernel {
     /// The number of statements, nested ones included (comments not counted): the measure the
     /// runner's kernel-size budget is checked against, since native compile time grows with it.
     pub fn size(&self) -> usize {
-        fn count(body: &[Stmt]) -> usize {
-            body.iter()
-                .map(|s| {
-                    let own = usize::from(!matches!(s, Stmt::Comment(_)));
-                    own + s.bodies().iter().map(|b| count(b)).sum::<usize>()
-                })
-                .sum()
-        }
-        count(&self.body)
+        Kernel::body_size(&self.body)
+    }
+
+    /// [`Kernel::size`] of a list of statements.
+    pub fn body_size(body: &[Stmt]) -> usize {
+        body.iter()
+            .map(|s| {
+                let own = usize::from(!matches!(s, Stmt::Comment(_)));
+                own + s
+                    .bodies()
+                    .iter()
+                    .map(|b| Kernel::body_size(b))
+                    .sum::<usize>()
+            })
+            .sum()
     }
 }
 
