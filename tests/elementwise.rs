@@ -13,6 +13,7 @@ use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use tessera::Scalar;
 use tessera::api::{self, Op, Reduction};
+use tessera::ir::math::{Math1, Math2};
 use tessera::levels::{Format, LevelKind};
 use tessera::runtime::Buffer;
 use tessera::tensor::Tensor;
@@ -136,6 +137,8 @@ fn numpy_op(op: Op, x: &[f64]) -> f64 {
         Op::Exp => x[0].exp(),
         Op::Log => x[0].ln(),
         Op::Floor => x[0].floor(),
+        Op::Math(f) => f.eval(x[0]),
+        Op::Math2(f) => f.eval(x[0], x[1]),
         Op::Where => {
             if x[0] != 0.0 {
                 x[1]
@@ -170,7 +173,7 @@ fn same(a: &[f64], b: &[f64]) -> bool {
             .all(|(x, y)| x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-9 * y.abs())
 }
 
-const OPS: [Op; 18] = [
+const OPS: [Op; 21] = [
     Op::Add,
     Op::Sub,
     Op::Mul,
@@ -189,6 +192,9 @@ const OPS: [Op; 18] = [
     Op::Exp,
     Op::Log,
     Op::Floor,
+    Op::Math(Math1::Cos),
+    Op::Math(Math1::Round),
+    Op::Math2(Math2::Atan2),
 ];
 
 proptest! {

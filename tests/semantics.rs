@@ -930,3 +930,80 @@ fn zero_minus_an_integer_zero_is_positive_zero_on_every_backend() {
     ]);
     assert_eq!(f64s(&agree(t, program, ts)["s"]), vec![f64::INFINITY]);
 }
+
+// ---- the float functions of `ir::math` -------------------------------------------------------
+
+#[test]
+fn float_functions_give_the_same_bits_everywhere_and_the_std_values() {
+    // Every function on values inside and outside its domain (NaN there), on every backend
+    // and the evaluator, against Rust's own functions; integer arguments are converted.
+    let xs = [
+        -2.5, -1.0, -0.5, -0.0, 0.0, 0.3, 0.5, 1.0, 1.5, 2.5, 3.5, 100.0,
+    ];
+    let ones: Vec<&str> = vec![
+        "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
+        "atanh", "expm1", "log1p", "log2", "log10", "round", "ceil", "trunc",
+    ];
+    let std1: [fn(f64) -> f64; 19] = [
+        f64::sin,
+        f64::cos,
+        f64::tan,
+        f64::asin,
+        f64::acos,
+        f64::atan,
+        f64::sinh,
+        f64::cosh,
+        f64::tanh,
+        f64::asinh,
+        f64::acosh,
+        f64::atanh,
+        f64::exp_m1,
+        f64::ln_1p,
+        f64::log2,
+        f64::log10,
+        f64::round_ties_even,
+        f64::ceil,
+        f64::trunc,
+    ];
+    let mut text = String::new();
+    for (k, f) in ones.iter().enumerate() {
+        text.push_str(&format!("for i = _\n  y{k}[i] = {f}(x[i])\nend\n"));
+    }
+    let twos = ["pow", "atan2", "hypot"];
+    let std2: [fn(f64, f64) -> f64; 3] = [f64::powf, f64::atan2, f64::hypot];
+    for (k, f) in twos.iter().enumerate() {
+        text.push_str(&format!("for i = _\n  z{k}[i] = {f}(x[i], w[i])\nend\n"));
+    }
+    text.push_str("for i = _\n  r[i] = round(n[i]) + pow(n[i], 2)\nend\n");
+    let n = xs.len();
+    let ws: Vec<f64> = xs.iter().rev().copied().collect();
+    let mut list = vec![
+        ("x", vector("Dense(Element(0.0))", &xs)),
+        ("w", vector("Dense(Element(0.0))", &ws)),
+        ("n", ints(&[3, -2, 0, 7, 1, 2, 3, 4, 5, 6, 7, 8])),
+        ("r", empty("Dense(Element(0.0))", &[n])),
+    ];
+    let names: Vec<String> = (0..ones.len())
+        .map(|k| format!("y{k}"))
+        .chain((0..twos.len()).map(|k| format!("z{k}")))
+        .collect();
+    for name in &names {
+        list.push((name.as_str(), empty("Dense(Element(0.0))", &[n])));
+    }
+    let got = agree("float_functions", &text, tensors(list));
+    for (k, f) in std1.iter().enumerate() {
+        let want: Vec<Scalar> = xs.iter().map(|&x| Scalar::F64(f(x))).collect();
+        let have = values(&got[&format!("y{k}")]);
+        assert!(same(&have, &want), "{}: {have:?} vs {want:?}", ones[k]);
+    }
+    for (k, f) in std2.iter().enumerate() {
+        let want: Vec<Scalar> = xs
+            .iter()
+            .zip(&ws)
+            .map(|(&x, &y)| Scalar::F64(f(x, y)))
+            .collect();
+        let have = values(&got[&format!("z{k}")]);
+        assert!(same(&have, &want), "{}: {have:?} vs {want:?}", twos[k]);
+    }
+    assert_eq!(f64s(&got["r"])[..3], [12.0, 2.0, 0.0]);
+}

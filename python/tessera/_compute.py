@@ -130,6 +130,31 @@ def log(a): return _map("log", a)
 def floor(a): return _map("floor", a)
 
 
+# The float functions (Rust's, the same on every backend): integers are converted to float.
+def sin(a): return _map("sin", a)
+def cos(a): return _map("cos", a)
+def tan(a): return _map("tan", a)
+def asin(a): return _map("asin", a)
+def acos(a): return _map("acos", a)
+def atan(a): return _map("atan", a)
+def sinh(a): return _map("sinh", a)
+def cosh(a): return _map("cosh", a)
+def tanh(a): return _map("tanh", a)
+def asinh(a): return _map("asinh", a)
+def acosh(a): return _map("acosh", a)
+def atanh(a): return _map("atanh", a)
+def expm1(a): return _map("expm1", a)
+def log1p(a): return _map("log1p", a)
+def log2(a): return _map("log2", a)
+def log10(a): return _map("log10", a)
+def round(a): return _map("round", a)
+def ceil(a): return _map("ceil", a)
+def trunc(a): return _map("trunc", a)
+def pow(a, b): return _map("pow", a, b)
+def atan2(a, b): return _map("atan2", a, b)
+def hypot(a, b): return _map("hypot", a, b)
+
+
 def where(condition, a, b):
     """``a`` where ``condition`` holds, else ``b`` (NumPy's ``where``, broadcast; one kernel:
     ``ifelse``). A sparse condition keeps its structure where ``b`` is its fill."""

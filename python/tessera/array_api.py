@@ -62,20 +62,35 @@ equal, not_equal, minimum, maximum = _c.equal, _c.not_equal, _c.minimum, _c.maxi
 logical_and, logical_or, logical_not = _c.logical_and, _c.logical_or, _c.logical_not
 negative, abs, sqrt, exp, log = _c.negative, _c.abs, _c.sqrt, _c.exp, _c.log
 floor = _c.floor
+sin, cos, tan, asin, acos, atan = _c.sin, _c.cos, _c.tan, _c.asin, _c.acos, _c.atan
+sinh, cosh, tanh, asinh, acosh, atanh = _c.sinh, _c.cosh, _c.tanh, _c.asinh, _c.acosh, _c.atanh
+expm1, log1p, log2, log10, atan2, hypot = _c.expm1, _c.log1p, _c.log2, _c.log10, _c.atan2, _c.hypot
 
 
 def _float(x):
     return np.issubdtype(asarray(x).dtype, np.floating)
 
 
+# Rounding keeps integers as they are (the standard's rule); floats round as NumPy does
+# (`round` half to even).
 def ceil(x, /):
     x = asarray(x)
-    return negative(floor(negative(x))) if _float(x) else x
+    return _c.ceil(x) if _float(x) else x
 
 
 def trunc(x, /):
     x = asarray(x)
-    return where(less(x, 0), ceil(x), floor(x)) if _float(x) else x
+    return _c.trunc(x) if _float(x) else x
+
+
+def round(x, /):
+    x = asarray(x)
+    return _c.round(x) if _float(x) else x
+
+
+def pow(x1, x2, /):
+    """``x1 ** x2`` as floats (integer powers of integers are not kept as integers here)."""
+    return _c.pow(x1, x2)
 
 
 def positive(x, /):

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 use tessera::api::{self, Lazy, Op, Reduction};
+use tessera::ir::math::{Math1, Math2};
 use tessera::levels::Format;
 use tessera::run::Compiled;
 use tessera::tensor::Tensor;
@@ -45,6 +46,13 @@ fn op_named(name: &str) -> PyResult<Op> {
         "floor" => Op::Floor,
         "where" => Op::Where,
         other => {
+            // The float functions (`sin`, ..., `pow`, `atan2`, `hypot`).
+            if let Some(f) = Math1::ALL.into_iter().find(|f| f.name() == other) {
+                return Ok(Op::Math(f));
+            }
+            if let Some(f) = Math2::ALL.into_iter().find(|f| f.name() == other) {
+                return Ok(Op::Math2(f));
+            }
             return Err(PyValueError::new_err(format!(
                 "unknown operation `{other}`"
             )));

@@ -15,6 +15,7 @@ use super::broadcast::{broadcast_shape, kept_dims, squeeze};
 use super::cache::with_runner;
 use super::einsum::{einsum_with, plan_einsum};
 use crate::error::{Error, Result};
+use crate::ir::math::{Math1, Math2};
 use crate::levels::{Format, LevelKind};
 use crate::run::Runner;
 use crate::semantics::Builtin;
@@ -48,12 +49,17 @@ pub enum Op {
     Log,
     Floor,
     Where,
+    /// A float function of one operand: `sin`, `tanh`, `round`, ... (`ir::math`).
+    Math(Math1),
+    /// A float function of two: `pow`, `atan2`, `hypot`.
+    Math2(Math2),
 }
 
 impl Op {
     pub fn arity(self) -> usize {
         match self {
             Op::Neg | Op::Not | Op::Abs | Op::Sqrt | Op::Exp | Op::Log | Op::Floor => 1,
+            Op::Math(_) => 1,
             Op::Where => 3,
             _ => 2,
         }
@@ -86,6 +92,8 @@ impl Op {
             Op::Log => call(Builtin::Log),
             Op::Floor => call(Builtin::Floor),
             Op::Where => call(Builtin::IfElse),
+            Op::Math(f) => call(Builtin::Math(f)),
+            Op::Math2(f) => call(Builtin::Math2(f)),
         }
     }
 }

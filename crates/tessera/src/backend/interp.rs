@@ -287,6 +287,7 @@ fn unary(op: UnOp, a: Scalar) -> Scalar {
         (UnOp::Exp, Scalar::F64(x)) => Scalar::F64(x.exp()),
         (UnOp::Log, Scalar::F64(x)) => Scalar::F64(x.ln()),
         (UnOp::Floor, Scalar::F64(x)) => Scalar::F64(x.floor()),
+        (UnOp::Math(f), Scalar::F64(x)) => Scalar::F64(f.eval(x)),
         (UnOp::LimitVal, Scalar::Limit(p)) => Scalar::F64(p.val),
         (UnOp::LimitEps, Scalar::Limit(p)) => Scalar::I64(i64::from(p.eps.sign())),
         // `Limit::next`/`prev` would add `±0.0 + ε`, which can only change the sign of a
@@ -321,6 +322,7 @@ pub(crate) fn binary(op: BinOp, a: Scalar, b: Scalar) -> Scalar {
         (IeeeMul, F(x), F(y)) => F(x * y),
         (Div, F(x), F(y)) => F(x / y),
         (Rem, F(x), F(y)) => F(x % y),
+        (Math(f), F(x), F(y)) => F(f.eval(x, y)),
         (Min, I(x), I(y)) => I(if y < x { y } else { x }),
         (Max, I(x), I(y)) => I(if y > x { y } else { x }),
         (Min, F(x), F(y)) => F(crate::semantics::min_f(x, y)),

@@ -307,7 +307,9 @@ impl Kernel {
                 let ok = match op {
                     UnOp::Neg | UnOp::Abs => matches!(t, ElemType::I64 | ElemType::F64),
                     UnOp::Not => matches!(t, ElemType::Bool | ElemType::I64),
-                    UnOp::Sqrt | UnOp::Exp | UnOp::Log | UnOp::Floor => t == ElemType::F64,
+                    UnOp::Sqrt | UnOp::Exp | UnOp::Log | UnOp::Floor | UnOp::Math(_) => {
+                        t == ElemType::F64
+                    }
                     UnOp::LimitVal | UnOp::LimitEps => t == ElemType::Limit,
                     UnOp::After | UnOp::Before => matches!(t, ElemType::Limit | ElemType::I64),
                 };
@@ -330,7 +332,7 @@ impl Kernel {
                 let ok = match op {
                     Add | Sub | Mul | Div | Rem => matches!(ta, ElemType::I64 | ElemType::F64),
                     Min | Max => ta != ElemType::Bool,
-                    IeeeMul => ta == ElemType::F64,
+                    IeeeMul | Math(_) => ta == ElemType::F64,
                     Eq | Ne | Lt | Le | Gt | Ge => true,
                     And | Or | Xor => matches!(ta, ElemType::Bool | ElemType::I64),
                     Shl | Shr => ta == ElemType::I64,

@@ -13,6 +13,7 @@ mod effects;
 pub mod hoist;
 pub mod ieee_mul;
 pub mod innermost;
+pub mod math;
 pub mod print;
 pub mod promote;
 pub mod prune;
@@ -74,6 +75,8 @@ pub enum UnOp {
     Log,
     /// Round toward -inf (F64).
     Floor,
+    /// A called float function (F64 → F64): `sin`, `tanh`, `round`, ... (`math`).
+    Math(math::Math1),
     /// The value of a point, dropping its infinitesimal (Limit → F64).
     LimitVal,
     /// The infinitesimal sign of a point, -1, 0 or 1 (Limit → I64).
@@ -126,6 +129,8 @@ pub enum BinOp {
     Shl,
     /// Arithmetic shift right, I64 only, amount modulo 64.
     Shr,
+    /// A called float function of two operands (F64 × F64 → F64): `pow`, `atan2`, `hypot`.
+    Math(math::Math2),
 }
 
 #[derive(Clone, Debug, PartialEq)]

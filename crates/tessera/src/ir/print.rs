@@ -216,6 +216,7 @@ impl<'a> Printer<'a> {
                 UnOp::Exp => format!("exp({})", self.expr(a)),
                 UnOp::Log => format!("log({})", self.expr(a)),
                 UnOp::Floor => format!("floor({})", self.expr(a)),
+                UnOp::Math(f) => format!("{}({})", f.name(), self.expr(a)),
                 UnOp::LimitVal => format!("val({})", self.expr(a)),
                 UnOp::LimitEps => format!("eps({})", self.expr(a)),
                 UnOp::After => format!("after({})", self.expr(a)),
@@ -226,6 +227,7 @@ impl<'a> Printer<'a> {
                 BinOp::Min => format!("min({}, {})", self.expr(a), self.expr(b)),
                 BinOp::Max => format!("max({}, {})", self.expr(a), self.expr(b)),
                 BinOp::IeeeMul => format!("ieee_mul({}, {})", self.expr(a), self.expr(b)),
+                BinOp::Math(f) => format!("{}({}, {})", f.name(), self.expr(a), self.expr(b)),
                 _ => format!("{} {} {}", self.operand(a), symbol(*op), self.operand(b)),
             },
             Expr::Select(c, a, b) => {
@@ -298,7 +300,9 @@ fn symbol(op: BinOp) -> &'static str {
         BinOp::Xor => "^",
         BinOp::Shl => "<<",
         BinOp::Shr => ">>",
-        BinOp::Min | BinOp::Max | BinOp::IeeeMul => unreachable!("printed as calls"),
+        BinOp::Min | BinOp::Max | BinOp::IeeeMul | BinOp::Math(_) => {
+            unreachable!("printed as calls")
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 //! and then matches on [`Builtin`], so adding a function is one variant and its arms below.
 
 use super::{arith, convert, int_div, join, max_f, min_f};
+use crate::ir::math::{Math1, Math2};
 use crate::ir::{BinOp, Expr, UnOp, build as b};
 use crate::types::{Class, Scalar};
 
@@ -44,6 +45,10 @@ pub enum Builtin {
     /// lowering it becomes `sample(len(values), flat index)`, which [`Builtin::emit`]
     /// turns into the load.
     Sample,
+    /// A float function of one argument: `sin`, `tanh`, `expm1`, `round`, ... (`ir::math`).
+    Math(Math1),
+    /// A float function of two: `pow(x, y)`, `atan2(y, x)`, `hypot(x, y)`.
+    Math2(Math2),
 }
 
 impl Builtin {
@@ -82,12 +87,22 @@ impl Builtin {
             Builtin::Size => "size",
             Builtin::D => "d",
             Builtin::Sample => "sample",
+            Builtin::Math(f) => f.name(),
+            Builtin::Math2(f) => f.name(),
         }
+    }
+
+    /// Every built-in: [`Builtin::ALL`], then the float functions of `ir::math`.
+    pub fn every() -> impl Iterator<Item = Builtin> {
+        Builtin::ALL
+            .into_iter()
+            .chain(Math1::ALL.map(Builtin::Math))
+            .chain(Math2::ALL.map(Builtin::Math2))
     }
 
     /// The built-in called `name`, if any.
     pub fn from_name(name: &str) -> Option<Builtin> {
-        Builtin::ALL.into_iter().find(|f| f.name() == name)
+        Builtin::every().find(|f| f.name() == name)
     }
 
     /// [`Builtin::from_name`] with the error a program gets for an unknown name.
@@ -107,7 +122,8 @@ impl Builtin {
             Builtin::D => 1,
             Builtin::Sample => 2,
             Builtin::Abs | Builtin::Sqrt | Builtin::Exp | Builtin::Log | Builtin::Floor => 1,
-            Builtin::IFloor => 1,
+            Builtin::IFloor | Builtin::Math(_) => 1,
+            Builtin::Math2(_) => 2,
             Builtin::Min | Builtin::Max | Builtin::Div | Builtin::Coalesce | Builtin::Size => 2,
             Builtin::IfElse => 3,
         }
@@ -153,7 +169,10 @@ impl Builtin {
                 let c = join(args[0], Class::Int);
                 (vec![c], c)
             }
-            Builtin::Sqrt | Builtin::Exp | Builtin::Log => (vec![Class::Float], Class::Float),
+            Builtin::Sqrt | Builtin::Exp | Builtin::Log | Builtin::Math(_) => {
+                (vec![Class::Float], Class::Float)
+            }
+            Builtin::Math2(_) => (vec![Class::Float, Class::Float], Class::Float),
             Builtin::IFloor => (vec![join(args[0], Class::Int)], Class::Int),
             Builtin::Div => {
                 let c = arith(args[0], args[1]);
@@ -203,6 +222,8 @@ impl Builtin {
             (F::Sqrt, [Scalar::F64(a)]) => Scalar::F64(a.sqrt()),
             (F::Exp, [Scalar::F64(a)]) => Scalar::F64(a.exp()),
             (F::Log, [Scalar::F64(a)]) => Scalar::F64(a.ln()),
+            (F::Math(f), [Scalar::F64(a)]) => Scalar::F64(f.eval(*a)),
+            (F::Math2(f), [Scalar::F64(a), Scalar::F64(b)]) => Scalar::F64(f.eval(*a, *b)),
             (F::Floor, [Scalar::I64(a)]) => Scalar::I64(*a),
             (F::Floor, [Scalar::F64(a)]) => Scalar::F64(a.floor()),
             (F::IFloor, [Scalar::I64(a)]) => Scalar::I64(*a),
@@ -242,6 +263,11 @@ impl Builtin {
             Builtin::Sqrt => unary(UnOp::Sqrt, arg()),
             Builtin::Exp => unary(UnOp::Exp, arg()),
             Builtin::Log => unary(UnOp::Log, arg()),
+            Builtin::Math(f) => unary(UnOp::Math(f), arg()),
+            Builtin::Math2(f) => {
+                let (x, y) = (arg(), arg());
+                b::bin(BinOp::Math(f), x, y)
+            }
             // Integers are already whole.
             Builtin::Floor if operands[0] == Class::Int => arg(),
             Builtin::Floor => unary(UnOp::Floor, arg()),
@@ -301,9 +327,17 @@ mod tests {
 
     #[test]
     fn names_and_variants_correspond_one_to_one() {
-        for f in Builtin::ALL {
+        for f in Builtin::every() {
             assert_eq!(Builtin::from_name(f.name()), Some(f));
         }
+        assert_eq!(
+            Builtin::from_name("atan2"),
+            Some(Builtin::Math2(Math2::Atan2))
+        );
+        assert_eq!(
+            Builtin::from_name("tanh").unwrap().eval(&[Scalar::I64(0)]),
+            Ok(Scalar::F64(0.0))
+        );
         assert_eq!(Builtin::from_name("nope"), None);
         assert_eq!(
             Builtin::named("nope").unwrap_err(),

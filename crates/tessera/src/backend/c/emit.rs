@@ -43,6 +43,8 @@ typedef struct {
     double (*exp)(double);
     double (*log)(double);
     double (*fmod)(double, double);
+    double (*math1[19])(double); /* ir::math::Math1::ALL, in order */
+    double (*math2[3])(double, double); /* ir::math::Math2::ALL */
 } tessera_helpers;
 
 static tessera_helpers H;
@@ -652,6 +654,7 @@ impl Emitter<'_> {
                     (UnOp::Floor, _) => format!("__builtin_floor({x})"),
                     (UnOp::Exp, _) => format!("H.exp({x})"),
                     (UnOp::Log, _) => format!("H.log({x})"),
+                    (UnOp::Math(f), _) => format!("H.math1[{}]({x})", f.index()),
                 }
             }
             Expr::Binary(op, a, b) => {
@@ -778,6 +781,7 @@ fn binary(op: BinOp, ty: ElemType, x: &str, y: &str) -> String {
         Xor => infix("^"),
         Shl => f("t_shl"),
         Shr => f("t_shr"),
+        Math(m) => format!("H.math2[{}]({x}, {y})", m.index()),
     }
 }
 

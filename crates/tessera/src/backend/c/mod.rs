@@ -17,6 +17,7 @@ mod emit;
 use super::{Backend, CompiledKernel, check_buffers, native_fault};
 use crate::error::{Error, Result};
 use crate::ir::Kernel;
+use crate::ir::math::{Math1, Math2};
 use crate::runtime::Buffer;
 use crate::runtime::abi::{self, KernelFn, run_native};
 use libloading::Library;
@@ -68,6 +69,8 @@ struct Helpers {
     exp: *const (),
     log: *const (),
     fmod: *const (),
+    math1: [*const (); Math1::ALL.len()],
+    math2: [*const (); Math2::ALL.len()],
 }
 
 impl Helpers {
@@ -80,6 +83,8 @@ impl Helpers {
             exp: abi::tessera_exp as *const (),
             log: abi::tessera_log as *const (),
             fmod: abi::tessera_fmod as *const (),
+            math1: Math1::ALL.map(Math1::pointer),
+            math2: Math2::ALL.map(Math2::pointer),
         }
     }
 }

@@ -611,6 +611,7 @@ impl Emitter<'_, '_> {
                     (UnOp::Floor, _) => ins.floor(x),
                     (UnOp::Exp, _) => self.call_f64(abi::tessera_exp as *const () as usize, &[x]),
                     (UnOp::Log, _) => self.call_f64(abi::tessera_log as *const () as usize, &[x]),
+                    (UnOp::Math(f), _) => self.call_f64(f.pointer() as usize, &[x]),
                     (UnOp::After, _) => ins.iadd_imm_s(x, 1),
                     (UnOp::Before, _) => ins.iadd_imm_s(x, -1),
                     (UnOp::LimitVal | UnOp::LimitEps, t) => {
@@ -693,6 +694,7 @@ impl Emitter<'_, '_> {
             IeeeMul => ins.fmul(x, y),
             Div if float => ins.fdiv(x, y),
             Rem if float => self.call_f64(abi::tessera_fmod as *const () as usize, &[x, y]),
+            Math(f) => self.call_f64(f.pointer() as usize, &[x, y]),
             // WebAssembly's rules: NaN from either side, -0.0 below 0.0 (IEEE 754-2019).
             Min if float => ins.fmin(x, y),
             Max if float => ins.fmax(x, y),

@@ -119,7 +119,29 @@ pub fn adjoint(
                 adjoint(a, select(f(c), g.clone()), active, out)?;
                 adjoint(b, call("ifelse", vec![f(c), zero(), g]), active, out)?;
             }
-            ("floor" | "div", _) => {}
+            ("floor" | "div" | "round" | "ceil" | "trunc", _) => {}
+            (name, [a]) if unary_derivative(name, &f(a)).is_some() => {
+                let d = unary_derivative(name, &f(a)).expect("checked");
+                adjoint(a, mul(g, d), active, out)?;
+            }
+            ("pow", [a, b]) => {
+                // d(a^b) = b a^(b-1) da + a^b ln(a) db.
+                let pm1 = call("pow", vec![f(a), bin(BinaryOp::Sub, f(b), lit(1.0))]);
+                adjoint(a, mul(g.clone(), mul(f(b), pm1)), active, out)?;
+                let db = mul(call("pow", vec![f(a), f(b)]), call("log", vec![f(a)]));
+                adjoint(b, mul(g, db), active, out)?;
+            }
+            ("atan2", [y, x]) => {
+                // d atan2(y, x) = (x dy - y dx) / (x² + y²).
+                let r2 = bin(BinaryOp::Add, mul(f(x), f(x)), mul(f(y), f(y)));
+                adjoint(y, mul(g.clone(), mul(f(x), recip(r2.clone()))), active, out)?;
+                adjoint(x, mul(g, neg(mul(f(y), recip(r2)))), active, out)?;
+            }
+            ("hypot", [a, b]) => {
+                let h = call("hypot", vec![f(a), f(b)]);
+                adjoint(a, mul(g.clone(), mul(f(a), recip(h.clone()))), active, out)?;
+                adjoint(b, mul(g, mul(f(b), recip(h))), active, out)?;
+            }
             _ => {
                 return Err(no_derivative(
                     e,
@@ -129,6 +151,36 @@ pub fn adjoint(
         },
     }
     Ok(())
+}
+
+/// The derivative of the one-argument function `name` at `x`, for the float functions of
+/// `ir::math` whose derivative is not zero almost everywhere.
+fn unary_derivative(name: &str, x: &Expr) -> Option<Expr> {
+    let x = || x.clone();
+    let sq = |e: Expr| mul(e.clone(), e);
+    let sub = |a: Expr, b: Expr| bin(BinaryOp::Sub, a, b);
+    let add = |a: Expr, b: Expr| bin(BinaryOp::Add, a, b);
+    let sqrt = |e: Expr| call("sqrt", vec![e]);
+    Some(match name {
+        "sin" => call("cos", vec![x()]),
+        "cos" => neg(call("sin", vec![x()])),
+        // 1 + tan², from the value itself.
+        "tan" => add(lit(1.0), sq(call("tan", vec![x()]))),
+        "asin" => recip(sqrt(sub(lit(1.0), sq(x())))),
+        "acos" => neg(recip(sqrt(sub(lit(1.0), sq(x()))))),
+        "atan" => recip(add(lit(1.0), sq(x()))),
+        "sinh" => call("cosh", vec![x()]),
+        "cosh" => call("sinh", vec![x()]),
+        "tanh" => sub(lit(1.0), sq(call("tanh", vec![x()]))),
+        "asinh" => recip(sqrt(add(sq(x()), lit(1.0)))),
+        "acosh" => recip(sqrt(sub(sq(x()), lit(1.0)))),
+        "atanh" => recip(sub(lit(1.0), sq(x()))),
+        "expm1" => call("exp", vec![x()]),
+        "log1p" => recip(add(lit(1.0), x())),
+        "log2" => recip(mul(x(), lit(std::f64::consts::LN_2))),
+        "log10" => recip(mul(x(), lit(std::f64::consts::LN_10))),
+        _ => return None,
+    })
 }
 
 /// `1 / e`, so that a cotangent multiplies it (see the `Div` rule).

@@ -82,7 +82,8 @@ fn count(
             let pure = matches!(
                 name.as_str(),
                 "min" | "max" | "abs" | "sqrt" | "exp" | "log" | "ifelse"
-            );
+            ) || crate::ir::math::Math1::ALL.iter().any(|f| f.name() == name)
+                || crate::ir::math::Math2::ALL.iter().any(|f| f.name() == name);
             let mut size = 1;
             for a in args {
                 size += count(a, updated, out).1;
