@@ -227,3 +227,19 @@ def test_run_lends_read_only_inputs_and_gives_them_back():
         np.testing.assert_allclose(r, a @ np.arange(20.0))
     np.testing.assert_allclose(sums, 2 * a.sum())
     np.testing.assert_array_equal(t.to_numpy(), a.toarray())
+
+
+def test_float_functions_at_the_top_level_keep_a_sparse_structure():
+    x = sp.random(6, 5, density=0.3, random_state=4, format="csr")
+    t = ts.asarray(x)
+    dense = x.toarray()
+    # sin(0) == 0: the result keeps the matrix's pattern; cos(0) == 1: its fill is 1.
+    s = ts.sin(t)
+    assert s.nnz == t.nnz
+    np.testing.assert_allclose(s.to_numpy(), np.sin(dense), rtol=1e-12)
+    np.testing.assert_allclose(ts.cos(t).to_numpy(), np.cos(dense), rtol=1e-12)
+    np.testing.assert_array_equal(ts.round(ts.asarray(dense * 10)).to_numpy(), np.round(dense * 10))
+    np.testing.assert_allclose(ts.pow(ts.asarray(dense + 1), 2.5).to_numpy(), (dense + 1) ** 2.5,
+                               rtol=1e-12)
+    np.testing.assert_allclose(ts.atan2(t, ts.asarray(dense + 1)).to_numpy(),
+                               np.arctan2(dense, dense + 1), rtol=1e-12)
