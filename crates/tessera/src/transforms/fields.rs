@@ -4,9 +4,17 @@
 //!
 //! A field declaration is `let F = conv(img, h)` around the statements after it (the parser
 //! turns `field F = img ⊛ h`, `img (*) h` and `conv(img, h)` into that). A field value is a
-//! sum `Σ cₖ (imgₖ ⊛ hₖ)`: `+`, `-`, negation and scaling by a non-field expression lift
-//! to fields, and a probe distributes over the sum (the normaliser's rule, seed §6), so
-//! `field G = 2 * F - H` probes as `2 F(p) - H(p)`.
+//! sum of terms `cₖ Π (img ⊛ h)`: `+`, `-`, negation and scaling by a non-field expression
+//! lift to fields, and a probe distributes over the sum (the normaliser's rule, seed §6), so
+//! `field G = 2 * F - H` probes as `2 F(p) - H(p)`. A product of fields is a term of several
+//! factors, probed by the product rule: each derivative component goes to one factor, in
+//! every way (`∂(FG) = ∂F G + F ∂G`, four terms for a Hessian).
+//!
+//! A vector field `field V[n] = img ⊛ h` (`conv(img, h, n)`) has `n` components along the
+//! image's last axis. Its probes take the component in brackets after the position, before
+//! any derivative component: `V(p)[k]`, `grad(V, p)[k, c]` (∂Vₖ/∂x_c), `hess(V, p)[k, a, b]`.
+//! One site serves every component: the weights once, the samples and sums per component.
+//! A scalar field scales a vector field; a product of two vector fields is refused.
 //!
 //! Probes, with one real coordinate per image dimension (index space, or world space for an
 //! image with a frame, below):
