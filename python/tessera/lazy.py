@@ -57,8 +57,12 @@ class LazyTensor:
 
     def map(self, op, *others):
         """An elementwise operation by name (``add sub mul div minimum maximum lt le gt ge eq
-        ne and or neg not abs sqrt exp log``)."""
-        float_ops = ("sqrt", "exp", "log")
+        ne and or neg not abs sqrt exp log``, and the float functions ``sin cos tan asin acos
+        atan sinh cosh tanh asinh acosh atanh expm1 log1p log2 log10 round ceil trunc pow
+        atan2 hypot``)."""
+        float_ops = ("sqrt", "exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
+                     "cosh", "tanh", "asinh", "acosh", "atanh", "expm1", "log1p", "log2", "log10",
+                     "round", "ceil", "trunc", "pow", "atan2", "hypot")
         bool_ops = ("lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not")
         result = np.dtype(bool) if op in bool_ops else (np.dtype("float64") if op in float_ops else None)
         return self._map(op, list(others), result=result)

@@ -243,3 +243,6 @@ def test_float_functions_at_the_top_level_keep_a_sparse_structure():
                                rtol=1e-12)
     np.testing.assert_allclose(ts.atan2(t, ts.asarray(dense + 1)).to_numpy(),
                                np.arctan2(dense, dense + 1), rtol=1e-12)
+    # Through the lazy API: fused with a product, float result.
+    got = (ts.lazy(t).map("sin") * 2.0).compute().to_numpy()
+    np.testing.assert_allclose(got, 2.0 * np.sin(dense), rtol=1e-12)
