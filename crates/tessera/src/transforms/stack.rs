@@ -52,12 +52,14 @@ pub fn fitting<T>(p: &Program, f: impl FnOnce() -> T) -> T {
         return f();
     }
     // The expansion of fields is not measured before it is made: the floor covers a few
-    // thousand levels of it.
-    stacker::grow(depth.max(FLOOR).saturating_mul(PER_LEVEL), f)
+    // thousand levels of it. An entry point called from another (compiling lowers EIN) is
+    // already on such a stack and keeps it.
+    let size = depth.max(FLOOR).saturating_mul(PER_LEVEL);
+    stacker::maybe_grow(size, size, f)
 }
 
 /// `f()` on a stack for [`FLOOR`] levels of nesting: for a command that handles programs
 /// end to end (`tessera run`), whose own walks over an expanded program are deep too.
 pub fn deep<T>(f: impl FnOnce() -> T) -> T {
-    stacker::grow(FLOOR * PER_LEVEL, f)
+    stacker::maybe_grow(FLOOR * PER_LEVEL, FLOOR * PER_LEVEL, f)
 }

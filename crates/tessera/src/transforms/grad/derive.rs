@@ -120,10 +120,6 @@ pub fn adjoint(
                 adjoint(b, call("ifelse", vec![f(c), zero(), g]), active, out)?;
             }
             ("floor" | "div" | "round" | "ceil" | "trunc", _) => {}
-            (name, [a]) if unary_derivative(name, &f(a)).is_some() => {
-                let d = unary_derivative(name, &f(a)).expect("checked");
-                adjoint(a, mul(g, d), active, out)?;
-            }
             ("pow", [a, b]) => {
                 // d(a^b) = b a^(b-1) da + a^b ln(a) db.
                 let pm1 = call("pow", vec![f(a), bin(BinaryOp::Sub, f(b), lit(1.0))]);
@@ -141,6 +137,9 @@ pub fn adjoint(
                 let h = call("hypot", vec![f(a), f(b)]);
                 adjoint(a, mul(g.clone(), mul(f(a), recip(h.clone()))), active, out)?;
                 adjoint(b, mul(g, mul(f(b), recip(h))), active, out)?;
+            }
+            (name, [a]) if let Some(d) = unary_derivative(name, &f(a)) => {
+                adjoint(a, mul(g, d), active, out)?
             }
             _ => {
                 return Err(no_derivative(
