@@ -49,11 +49,11 @@ fn run() -> Result<()> {
     let mut tensors = BTreeMap::new();
     tensors.insert(
         "a".to_string(),
-        Tensor::from_dense(&format, &[n, 3], &Buffer::F64(a.clone()))?,
+        Tensor::from_dense(&format, &[n, 3], &Buffer::F64(a.clone().into()))?,
     );
     tensors.insert(
         "b".to_string(),
-        Tensor::from_dense(&format, &[n, 3], &Buffer::F64(b.clone()))?,
+        Tensor::from_dense(&format, &[n, 3], &Buffer::F64(b.clone().into()))?,
     );
     tensors.insert("c".to_string(), Tensor::empty(&format, &[n, 3])?);
     let formats = tensors
@@ -106,7 +106,11 @@ fn run() -> Result<()> {
         let io = |e: std::io::Error| Error::Usage(format!("--dump {dir}: {e}"));
         std::fs::create_dir_all(dir).map_err(io)?;
         let c = tensors["c"].to_dense();
-        for (file, values) in [("a", Buffer::F64(a)), ("b", Buffer::F64(b)), ("c", c)] {
+        for (file, values) in [
+            ("a", Buffer::F64(a.into())),
+            ("b", Buffer::F64(b.into())),
+            ("c", c),
+        ] {
             let mut f = std::fs::File::create(format!("{dir}/{file}.npy")).map_err(io)?;
             tessera::io::npy::write_npy(
                 &mut f,

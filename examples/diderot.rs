@@ -60,7 +60,7 @@ fn dense(shape: &[usize], values: Vec<f64>) -> Result<Tensor> {
     Tensor::from_dense(
         &Format::dense(shape.len(), Scalar::F64(0.0)),
         shape,
-        &Buffer::F64(values),
+        &Buffer::F64(values.into()),
     )
 }
 
@@ -337,7 +337,7 @@ fn dump(dir: &str, name: &str, t: &Tensor) -> Result<()> {
         &mut f,
         &DenseData {
             shape: t.shape.clone(),
-            values: Buffer::F64(v),
+            values: Buffer::F64(v.into()),
         },
     )
 }

@@ -69,7 +69,7 @@ fn main() -> Result<()> {
     let runner = args.runner()?;
 
     let (n, src, dst) = edges(&graph)?;
-    let ones = Buffer::F64(vec![1.0; src.len()]);
+    let ones = Buffer::F64(vec![1.0; src.len()].into());
     let csr = format("Dense(SparseList(Element(0.0)))")?;
     let a = Tensor::from_coo(&csr, &[n, n], &[src.clone(), dst.clone()], &ones, |x, _| x)?;
     let mut rng = Uniform(32);

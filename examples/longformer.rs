@@ -42,7 +42,7 @@ fn band(n: usize, w: usize) -> Result<Tensor> {
             cols.push(j as i64);
         }
     }
-    let ones = Buffer::F64(vec![1.0; rows.len()]);
+    let ones = Buffer::F64(vec![1.0; rows.len()].into());
     Tensor::from_coo(
         &format("Dense(SparseBand(Element(0.0)))")?,
         &[n, n],

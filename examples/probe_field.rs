@@ -41,7 +41,7 @@ fn dump(dir: &str, name: &str, shape: Vec<usize>, values: Vec<f64>) -> Result<()
         &mut f,
         &DenseData {
             shape,
-            values: Buffer::F64(values),
+            values: Buffer::F64(values.into()),
         },
     )
 }
@@ -71,7 +71,7 @@ fn run() -> Result<()> {
         dump(dir, "volume", vec![size; 3], volume.clone())?;
         dump(dir, "points", vec![n, 3], points.clone())?;
     }
-    let image = Image::new(vec![size; 3], Buffer::F64(volume), None, "volume")?;
+    let image = Image::new(vec![size; 3], Buffer::F64(volume.into()), None, "volume")?;
     let mut field = Field::new(image, Kernel::named("bspln3")?, "volume")?;
     let all = Wants {
         value: true,

@@ -65,7 +65,7 @@ fn run() -> Result<()> {
     let mut rng = StdRng::seed_from_u64(2);
     let mut factor = || {
         let v: Vec<f64> = (0..n * k).map(|_| rng.random_range(-1.0..1.0)).collect();
-        Tensor::from_slice("dense", &[n, k], &Buffer::F64(v))
+        Tensor::from_slice("dense", &[n, k], &Buffer::F64(v.into()))
     };
     let (b, c) = (factor()?, factor()?);
 

@@ -97,7 +97,7 @@ fn main() -> Result<()> {
     inputs.insert("V".into(), dense(&[nv, 2], v)?);
     inputs.insert(
         "F".into(),
-        Tensor::from_dense(&ints, &[nf, 3], &Buffer::I64(f))?,
+        Tensor::from_dense(&ints, &[nf, 3], &Buffer::I64(f.into()))?,
     );
     inputs.insert("X".into(), dense(&[size], centres.clone())?);
     inputs.insert("Y".into(), dense(&[size], centres)?);

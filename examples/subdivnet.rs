@@ -75,7 +75,7 @@ fn main() -> Result<()> {
     let n = 2 * a * b;
 
     let ints = Format::dense(2, tessera::Scalar::I64(0));
-    let adj = Tensor::from_dense(&ints, &[n, 3], &Buffer::I64(torus_adjacency(a, b)))?;
+    let adj = Tensor::from_dense(&ints, &[n, 3], &Buffer::I64(torus_adjacency(a, b).into()))?;
     let mut rng = Uniform(12288);
     let scale = 1.0 / (f_in as f64).sqrt();
     let mut inputs: BTreeMap<String, Tensor> = BTreeMap::new();

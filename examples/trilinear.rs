@@ -244,13 +244,13 @@ fn main() -> Result<()> {
             dir,
             "voxels.npy",
             vec![voxels.len(), 3],
-            Buffer::I64(coords),
+            Buffer::I64(coords.into()),
         )?;
         npy(
             dir,
             "features.npy",
             vec![voxels.len(), FEATURES],
-            Buffer::F64(features.clone()),
+            Buffer::F64(features.clone().into()),
         )?;
         npy(dir, "origins.npy", vec![r, 3], flat(&origins))?;
         npy(dir, "steps.npy", vec![r, 3], flat(&steps))?;
@@ -259,7 +259,7 @@ fn main() -> Result<()> {
             dir,
             "head.npy",
             vec![head, samples, FEATURES],
-            Buffer::F64(out[..head * samples * FEATURES].to_vec()),
+            Buffer::F64((out[..head * samples * FEATURES].to_vec()).into()),
         )?;
     }
     println!(

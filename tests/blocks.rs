@@ -31,7 +31,7 @@ fn spmv(a: &Tensor, x: &[f64]) -> Vec<f64> {
         Tensor::from_dense(
             &fmt("Dense(Element(0.0))"),
             &[x.len()],
-            &Buffer::F64(x.to_vec()),
+            &Buffer::F64(x.to_vec().into()),
         )
         .unwrap(),
     );
@@ -67,7 +67,7 @@ fn banded(n: usize, half: usize) -> (Vec<Vec<i64>>, Buffer) {
             vs.push(((i * 7 + j * 3) % 11) as f64 - 5.0);
         }
     }
-    (vec![is, js], Buffer::F64(vs))
+    (vec![is, js], Buffer::F64(vs.into()))
 }
 
 #[test]
@@ -210,7 +210,7 @@ fn real_matrices_spmv() {
             &fmt("Dense(SparsePoint(Element(0.0)))"),
             &csr.shape,
             &coords,
-            &Buffer::F64(vals),
+            &Buffer::F64(vals.into()),
             |a, _| a,
         )
         .unwrap();

@@ -116,7 +116,8 @@ fn image_examples_agree() {
             "RunList(Element(false), merge=false)",
         ),
     ] {
-        let img = Tensor::from_dense(&fmt(f), &[h, w], &Buffer::Bool(pixels.clone())).unwrap();
+        let img =
+            Tensor::from_dense(&fmt(f), &[h, w], &Buffer::Bool(pixels.clone().into())).unwrap();
         agree_three_ways(
             &c,
             EROSION,
@@ -131,13 +132,13 @@ fn image_examples_agree() {
     let img = Tensor::from_dense(
         &fmt("Dense(Dense(Element(0x00)))"),
         &[h, w],
-        &Buffer::U8(gray),
+        &Buffer::U8(gray.into()),
     )
     .unwrap();
     let mask = Tensor::from_dense(
         &fmt("Dense(SparseRunList(Pattern()))"),
         &[h, w],
-        &Buffer::Bool(pixels),
+        &Buffer::Bool(pixels.into()),
     )
     .unwrap();
     agree_three_ways(
@@ -196,7 +197,7 @@ fn corrupt_input_gives_the_jit_error() {
         let mut t = a.clone();
         let mut arr = [&ptr, &idx][level].clone();
         arr[k] = v;
-        t.levels[1][level] = Buffer::I64(arr);
+        t.levels[1][level] = Buffer::I64(arr.into());
         tensors(vec![
             ("A", t),
             ("x", x.clone()),
@@ -234,7 +235,7 @@ fn failing_check_reports_its_detail_like_the_jit() {
             let i = Tensor::from_dense(
                 &fmt("Dense(Element(0))"),
                 &[3],
-                &Buffer::I64(vec![1, bad, 2]),
+                &Buffer::I64(vec![1, bad, 2].into()),
             )
             .unwrap();
             let ts = tensors(vec![("I", i), ("h", empty(out, &[5]))]);

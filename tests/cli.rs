@@ -620,7 +620,7 @@ fn info_storage_shows_real_pieces_of_bed_files_and_point_sets() {
         &mut f,
         &tessera::io::DenseData {
             shape: vec![3, 2],
-            values: tessera::runtime::Buffer::F64(vec![1.5, 2.0, 0.25, -3.0, 1.5, 2.0]),
+            values: tessera::runtime::Buffer::F64(vec![1.5, 2.0, 0.25, -3.0, 1.5, 2.0].into()),
         },
     )
     .unwrap();

@@ -148,12 +148,12 @@ fn huge_sparse_spmv_follows_the_structure() {
                 Buffer::I64((0..=n as i64).collect()),
                 Buffer::I64((0..n).map(|i| ((i * 7919) % n) as i64).collect()),
             ],
-            vec![Buffer::F64(vec![1.5; n])],
+            vec![Buffer::F64(vec![1.5; n].into())],
         ],
     };
     a.validate("A").unwrap();
     let dense = fmt("Dense(Element(0.0))");
-    let x = Tensor::from_dense(&dense, &[n], &Buffer::F64(vec![2.0; n])).unwrap();
+    let x = Tensor::from_dense(&dense, &[n], &Buffer::F64(vec![2.0; n].into())).unwrap();
     let mut tensors = BTreeMap::from([
         ("A".to_string(), a),
         ("x".to_string(), x),

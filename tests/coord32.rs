@@ -52,14 +52,14 @@ fn matrix(f: &Format, m: usize, n: usize, seed: u64) -> Tensor {
         coords[1].push(j as i64);
         vals.push(k as f64);
     }
-    Tensor::from_coo(f, &[m, n], &coords, &Buffer::F64(vals), |a, _| a).unwrap()
+    Tensor::from_coo(f, &[m, n], &coords, &Buffer::F64(vals.into()), |a, _| a).unwrap()
 }
 
 fn vector(values: &[f64]) -> Tensor {
     Tensor::from_dense(
         &fmt("Dense(Element(0.0))"),
         &[values.len()],
-        &Buffer::F64(values.to_vec()),
+        &Buffer::F64(values.to_vec().into()),
     )
     .unwrap()
 }
@@ -193,7 +193,13 @@ fn a_dimension_beyond_i32_is_a_typed_error() {
     }
     let coords = vec![vec![big as i64 - 1]];
     assert!(matches!(
-        Tensor::from_coo(&f, &[big], &coords, &Buffer::F64(vec![1.0]), |a, _| a),
+        Tensor::from_coo(
+            &f,
+            &[big],
+            &coords,
+            &Buffer::F64(vec![1.0].into()),
+            |a, _| a
+        ),
         Err(Error::Format { .. })
     ));
     // The 8-byte level holds it.
@@ -219,7 +225,8 @@ fn every_level_taking_coord_takes_i32() {
             ])
             .unwrap();
             let t =
-                Tensor::from_dense(&f, &[5], &Buffer::F64(vec![0.0, 0.0, 2.0, 0.0, 0.0])).unwrap();
+                Tensor::from_dense(&f, &[5], &Buffer::F64(vec![0.0, 0.0, 2.0, 0.0, 0.0].into()))
+                    .unwrap();
             assert!(
                 t.levels[0].iter().all(|b| b.elem().to_string() == "i32"),
                 "{f}: {:?}",

@@ -27,7 +27,7 @@ fn dense(shape: &[usize], values: Vec<f64>) -> Tensor {
     Tensor::from_dense(
         &Format::dense(shape.len(), Scalar::F64(0.0)),
         shape,
-        &Buffer::F64(values),
+        &Buffer::F64(values.into()),
     )
     .unwrap()
 }

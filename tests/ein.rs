@@ -20,7 +20,12 @@ fn dense(rank: usize) -> String {
 }
 
 fn tensor(shape: &[usize], values: Vec<f64>) -> Tensor {
-    Tensor::from_dense(&fmt(&dense(shape.len())), shape, &Buffer::F64(values)).unwrap()
+    Tensor::from_dense(
+        &fmt(&dense(shape.len())),
+        shape,
+        &Buffer::F64(values.into()),
+    )
+    .unwrap()
 }
 
 fn random(rng: &mut StdRng, n: usize) -> Vec<f64> {

@@ -75,7 +75,7 @@ fn tensor(shape: &[usize], values: Vec<f64>) -> Tensor {
         "Dense(".repeat(shape.len()),
         ")".repeat(shape.len())
     );
-    Tensor::from_dense(&fmt(&f), shape, &Buffer::F64(values)).unwrap()
+    Tensor::from_dense(&fmt(&f), shape, &Buffer::F64(values.into())).unwrap()
 }
 
 fn case_s() -> impl Strategy<Value = (Vec<F>, Vec<F>, Vec<bool>)> {

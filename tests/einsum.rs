@@ -356,7 +356,7 @@ fn real_matrices_equal_numpy_and_scipy() {
             assert_rel(weighted1(&s), add_reduce, &what("add then reduce"));
         }
         let x: Vec<f64> = (0..n).map(|j| (j % 7) as f64 - 3.0).collect();
-        let x = Tensor::from_dense(&dense(1), &[n], &Buffer::F64(x)).unwrap();
+        let x = Tensor::from_dense(&dense(1), &[n], &Buffer::F64(x.into())).unwrap();
         let y = einsum("y[i] += A[i, j] * x[j]", &[("A", &a), ("x", &x)]).unwrap();
         assert_rel(weighted1(&y), spmv, &what("SpMV"));
         let ata_t = einsum("C[i, j] += A[k, i] * B[k, j]", &[("A", &a), ("B", &a)]).unwrap();
@@ -385,7 +385,14 @@ fn mttkrp_on_a_generated_sparse_tensor_equals_numpy() {
         }
     }
     let csf = fmt("SparseList(SparseList(SparseList(Element(0.0))))");
-    let x = Tensor::from_coo(&csf, &[ni, nj, nk], &coords, &Buffer::F64(vals), |a, _| a).unwrap();
+    let x = Tensor::from_coo(
+        &csf,
+        &[ni, nj, nk],
+        &coords,
+        &Buffer::F64(vals.into()),
+        |a, _| a,
+    )
+    .unwrap();
     assert_eq!(x.countstored(), MTTKRP_STORED);
     let b: Vec<f64> = (0..nj * nr)
         .map(|q| ((q / nr + 2 * (q % nr)) % 7) as f64 - 3.0)
@@ -393,8 +400,8 @@ fn mttkrp_on_a_generated_sparse_tensor_equals_numpy() {
     let c: Vec<f64> = (0..nk * nr)
         .map(|q| ((3 * (q / nr) + q % nr) % 5) as f64 - 2.0)
         .collect();
-    let b = Tensor::from_dense(&dense(2), &[nj, nr], &Buffer::F64(b)).unwrap();
-    let c = Tensor::from_dense(&dense(2), &[nk, nr], &Buffer::F64(c)).unwrap();
+    let b = Tensor::from_dense(&dense(2), &[nj, nr], &Buffer::F64(b.into())).unwrap();
+    let c = Tensor::from_dense(&dense(2), &[nk, nr], &Buffer::F64(c.into())).unwrap();
     let spec = "M[i, r] += X[i, j, k] * B[j, r] * C[k, r]";
     let m = einsum(spec, &[("X", &x), ("B", &b), ("C", &c)]).unwrap();
     assert_eq!(m.shape, [ni, nr]);
@@ -534,11 +541,11 @@ fn readme_example() -> tessera::Result<()> {
     // COO triplets (the two entries at (1, 2) are added), stored as CSR.
     let rows = vec![0, 1, 1, 2];
     let cols = vec![0, 2, 2, 1];
-    let vals = Buffer::F64(vec![1.0, 2.0, 3.0, 4.0]);
+    let vals = Buffer::from(vec![1.0, 2.0, 3.0, 4.0]);
     let a = Tensor::from_triplets("csr", &[3, 3], &[rows, cols], &vals)?;
-    let x = Tensor::from_slice("dense", &[3], &Buffer::F64(vec![1.0, 1.0, 2.0]))?;
+    let x = Tensor::from_slice("dense", &[3], &Buffer::from(vec![1.0, 1.0, 2.0]))?;
     let y = einsum("y[i] += A[i, j] * x[j]", &[("A", &a), ("x", &x)])?;
-    assert_eq!(y.to_dense(), Buffer::F64(vec![1.0, 10.0, 4.0]));
+    assert_eq!(y.to_dense(), Buffer::from(vec![1.0, 10.0, 4.0]));
     // A sparse product stays sparse (a Gustavson kernel with a SparseByteMap row workspace).
     let c = einsum("C[i, j] += A[i, k] * A[k, j]", &[("A", &a)])?;
     assert_eq!(c.format.to_string(), "Dense(SparseList(Element(0.0)))");

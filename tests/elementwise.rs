@@ -69,7 +69,7 @@ fn random(rng: &mut StdRng, shape: &[usize]) -> Tensor {
             }
         })
         .collect();
-    Tensor::from_dense(&format(kinds, fill), shape, &Buffer::F64(values)).unwrap()
+    Tensor::from_dense(&format(kinds, fill), shape, &Buffer::F64(values.into())).unwrap()
 }
 
 /// A shape of rank 0..=3, extents 1..=3 (size-1 axes are common).
@@ -300,7 +300,7 @@ fn numpy_reduce(k: usize, a: &Tensor, axes: &[usize]) -> Vec<f64> {
 }
 
 fn csr(values: &[f64], shape: &[usize]) -> Tensor {
-    Tensor::from_slice("csr", shape, &Buffer::F64(values.to_vec())).unwrap()
+    Tensor::from_slice("csr", shape, &Buffer::F64(values.to_vec().into())).unwrap()
 }
 
 #[test]
@@ -337,13 +337,13 @@ fn constants_keep_the_structure_and_move_the_fill() {
     assert_eq!(shifted.countstored(), 2);
     assert_eq!(
         shifted.to_dense(),
-        Buffer::F64(vec![1.0, 4.0, 1.0, 1.0, 1.0, -1.0])
+        Buffer::F64(vec![1.0, 4.0, 1.0, 1.0, 1.0, -1.0].into())
     );
     // min(b, 0) over a fill-Inf b: the fill becomes 0, the stored structure stays.
     let b = Tensor::from_slice(
         "Dense(SparseList(Element(Inf)))",
         &[2, 3],
-        &Buffer::F64(vec![INF, 3.0, INF, INF, INF, -2.0]),
+        &Buffer::F64(vec![INF, 3.0, INF, INF, INF, -2.0].into()),
     )
     .unwrap();
     let low = api::minimum(&b, &api::scalar(Scalar::F64(0.0))).unwrap();
@@ -352,7 +352,7 @@ fn constants_keep_the_structure_and_move_the_fill() {
     assert_eq!(low.countstored(), 2);
     assert_eq!(
         low.to_dense(),
-        Buffer::F64(vec![0.0, 0.0, 0.0, 0.0, 0.0, -2.0])
+        Buffer::F64(vec![0.0, 0.0, 0.0, 0.0, 0.0, -2.0].into())
     );
 }
 
@@ -361,12 +361,12 @@ fn coordinate_inputs_keep_their_format() {
     let a = Tensor::from_slice(
         "SparseCOO{2}(Element(0.0))",
         &[2, 2],
-        &Buffer::F64(vec![0.0, 3.0, 4.0, 0.0]),
+        &Buffer::F64(vec![0.0, 3.0, 4.0, 0.0].into()),
     )
     .unwrap();
     let d = api::mul(&a, &a).unwrap();
     assert_eq!(d.format.to_string(), "SparseCOO{2}(Element(0.0))");
-    assert_eq!(d.to_dense(), Buffer::F64(vec![0.0, 9.0, 16.0, 0.0]));
+    assert_eq!(d.to_dense(), Buffer::F64(vec![0.0, 9.0, 16.0, 0.0].into()));
 }
 
 #[test]
@@ -374,7 +374,10 @@ fn comparisons_give_bools() {
     let a = csr(&[0.0, 3.0, -1.0, 0.0], &[2, 2]);
     let lt = api::lt(&a, &api::scalar(Scalar::F64(1.0))).unwrap();
     assert_eq!(lt.elem(), tessera::ElemType::Bool);
-    assert_eq!(lt.to_dense(), Buffer::Bool(vec![true, false, true, true]));
+    assert_eq!(
+        lt.to_dense(),
+        Buffer::Bool(vec![true, false, true, true].into())
+    );
 }
 
 /// The fill takes part in a reduction: a sum over a fill-1 matrix counts every fill.
@@ -384,7 +387,7 @@ fn reductions_count_the_fills_on_every_axis_set_of_a_3d_tensor() {
     let values: Vec<f64> = (0..24)
         .map(|k| if k % 5 == 0 { k as f64 } else { 1.0 })
         .collect();
-    let a = Tensor::from_dense(&f, &[2, 3, 4], &Buffer::F64(values)).unwrap();
+    let a = Tensor::from_dense(&f, &[2, 3, 4], &Buffer::F64(values.into())).unwrap();
     assert!(a.countstored() < 24);
     let sets: [&[usize]; 8] = [&[], &[0], &[1], &[2], &[0, 1], &[0, 2], &[1, 2], &[0, 1, 2]];
     for axes in sets {
@@ -409,7 +412,7 @@ fn reductions_count_the_fills_on_every_axis_set_of_a_3d_tensor() {
     }
     assert_eq!(
         api::sum(&a, &[]).unwrap().to_dense(),
-        Buffer::F64(vec![19.0 + 0.0 + 5.0 + 10.0 + 15.0 + 20.0])
+        Buffer::F64(vec![19.0 + 0.0 + 5.0 + 10.0 + 15.0 + 20.0].into())
     );
 }
 
@@ -420,11 +423,11 @@ fn broadcasting_agrees_with_the_reference_evaluator() {
     let row = Tensor::from_slice(
         "SparseList(Element(0.0))",
         &[3],
-        &Buffer::F64(vec![5.0, 0.0, 2.0]),
+        &Buffer::F64(vec![5.0, 0.0, 2.0].into()),
     )
     .unwrap();
-    let col = Tensor::from_slice("dense", &[2, 1], &Buffer::F64(vec![1.0, -1.0])).unwrap();
-    let col_vec = Tensor::from_slice("dense", &[2], &Buffer::F64(vec![1.0, -1.0])).unwrap();
+    let col = Tensor::from_slice("dense", &[2, 1], &Buffer::F64(vec![1.0, -1.0].into())).unwrap();
+    let col_vec = Tensor::from_slice("dense", &[2], &Buffer::F64(vec![1.0, -1.0].into())).unwrap();
     for (op, text) in [(Op::Mul, "*"), (Op::Add, "+"), (Op::Sub, "-")] {
         let got = api::map(op, &[&a, &row]).unwrap();
         let program = format!("C .= 0.0\nfor i = _, j = _\nC[i, j] = A[i, j] {text} r[j]\nend\n");
@@ -463,20 +466,20 @@ fn zero_dimensional_operands() {
     let three = api::scalar(Scalar::F64(3.0));
     let p = api::mul(&two, &three).unwrap();
     assert!(p.shape.is_empty());
-    assert_eq!(p.to_dense(), Buffer::F64(vec![6.0]));
+    assert_eq!(p.to_dense(), Buffer::F64(vec![6.0].into()));
     let v = Tensor::from_slice(
         "SparseList(Element(0.0))",
         &[3],
-        &Buffer::F64(vec![0.0, 4.0, 0.0]),
+        &Buffer::F64(vec![0.0, 4.0, 0.0].into()),
     )
     .unwrap();
     assert_eq!(
         api::sub(&two, &v).unwrap().to_dense(),
-        Buffer::F64(vec![2.0, -2.0, 2.0])
+        Buffer::F64(vec![2.0, -2.0, 2.0].into())
     );
     assert_eq!(
         api::sum(&p, &[]).unwrap().to_dense(),
-        Buffer::F64(vec![6.0])
+        Buffer::F64(vec![6.0].into())
     );
 }
 
@@ -488,18 +491,18 @@ fn matmul_and_permutations() {
     assert_eq!(t.format, a.format);
     assert_eq!(
         t.to_dense(),
-        Buffer::F64(vec![1.0, 0.0, 0.0, 3.0, 2.0, 0.0])
+        Buffer::F64(vec![1.0, 0.0, 0.0, 3.0, 2.0, 0.0].into())
     );
     let g = api::matmul(&a, &t).unwrap();
-    assert_eq!(g.to_dense(), Buffer::F64(vec![5.0, 0.0, 0.0, 9.0]));
-    let x = Tensor::from_slice("dense", &[3], &Buffer::F64(vec![1.0, 1.0, 1.0])).unwrap();
+    assert_eq!(g.to_dense(), Buffer::F64(vec![5.0, 0.0, 0.0, 9.0].into()));
+    let x = Tensor::from_slice("dense", &[3], &Buffer::F64(vec![1.0, 1.0, 1.0].into())).unwrap();
     assert_eq!(
         api::matmul(&a, &x).unwrap().to_dense(),
-        Buffer::F64(vec![3.0, 3.0])
+        Buffer::F64(vec![3.0, 3.0].into())
     );
     assert_eq!(
         api::matmul(&x, &x).unwrap().to_dense(),
-        Buffer::F64(vec![3.0])
+        Buffer::F64(vec![3.0].into())
     );
     let cube = Tensor::from_slice(
         "dense",
@@ -539,9 +542,9 @@ fn readme_example() -> tessera::Result<()> {
     use tessera::runtime::Buffer;
     use tessera::tensor::Tensor;
 
-    let v = Buffer::F64(vec![1.0, 0.0, 2.0, 0.0, 3.0, 0.0]);
+    let v = Buffer::from(vec![1.0, 0.0, 2.0, 0.0, 3.0, 0.0]);
     let a = Tensor::from_slice("csr", &[2, 3], &v)?;
-    let row = Tensor::from_slice("dense", &[1, 3], &Buffer::F64(vec![1.0, 2.0, 3.0]))?;
+    let row = Tensor::from_slice("dense", &[1, 3], &Buffer::from(vec![1.0, 2.0, 3.0]))?;
     // Broadcast over the rows; stored only where `a` is, still CSR.
     let p = mul(&a, &row)?;
     assert_eq!(p.format.to_string(), "Dense(SparseList(Element(0.0)))");
@@ -549,7 +552,10 @@ fn readme_example() -> tessera::Result<()> {
     // `a + 1` keeps the structure with fill 1; a sum over axis 1 counts the fills.
     let shifted = add(&a, &scalar(Scalar::F64(1.0)))?;
     assert_eq!(shifted.fill(), Scalar::F64(1.0));
-    assert_eq!(sum(&shifted, &[1])?.to_dense(), Buffer::F64(vec![6.0, 6.0]));
+    assert_eq!(
+        sum(&shifted, &[1])?.to_dense(),
+        Buffer::from(vec![6.0, 6.0])
+    );
     // README example end
     Ok(())
 }

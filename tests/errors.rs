@@ -11,12 +11,22 @@ use tessera::tensor::Tensor;
 use tessera::{Error, KernelErrorKind};
 
 fn vector(format: &str, values: &[f64]) -> Tensor {
-    Tensor::from_dense(&fmt(format), &[values.len()], &Buffer::F64(values.to_vec())).unwrap()
+    Tensor::from_dense(
+        &fmt(format),
+        &[values.len()],
+        &Buffer::F64(values.to_vec().into()),
+    )
+    .unwrap()
 }
 
 fn matrix(format: &str, rows: usize, values: &[f64]) -> Tensor {
     let cols = values.len() / rows;
-    Tensor::from_dense(&fmt(format), &[rows, cols], &Buffer::F64(values.to_vec())).unwrap()
+    Tensor::from_dense(
+        &fmt(format),
+        &[rows, cols],
+        &Buffer::F64(values.to_vec().into()),
+    )
+    .unwrap()
 }
 
 /// The compiled run's error message (the run must fail).
@@ -113,8 +123,12 @@ fn transposed_write_into_csr_names_the_tensor_and_loops() {
 #[test]
 fn out_of_order_scatter_into_sparse_list() {
     let x = vector("Dense(Element(0.0))", &[1.0, 2.0, 3.0]);
-    let p =
-        Tensor::from_dense(&fmt("Dense(Element(0))"), &[3], &Buffer::I64(vec![2, 0, 1])).unwrap();
+    let p = Tensor::from_dense(
+        &fmt("Dense(Element(0))"),
+        &[3],
+        &Buffer::I64(vec![2, 0, 1].into()),
+    )
+    .unwrap();
     let y = Tensor::empty(&fmt("SparseList(Element(0.0))"), &[3]).unwrap();
     let text = "y .= 0\nfor i = _\n  y[P[i]] = x[i]\nend\n";
     let msg = jit_error(text, &[("x", x), ("P", p), ("y", y)]);
@@ -202,8 +216,12 @@ fn kernel_errors_are_values_to_match_on() {
 #[test]
 fn refused_writes_of_other_kinds() {
     let x = vector("Dense(Element(0.0))", &[1.0, 2.0, 3.0]);
-    let p =
-        Tensor::from_dense(&fmt("Dense(Element(0))"), &[3], &Buffer::I64(vec![1, 0, 1])).unwrap();
+    let p = Tensor::from_dense(
+        &fmt("Dense(Element(0))"),
+        &[3],
+        &Buffer::I64(vec![1, 0, 1].into()),
+    )
+    .unwrap();
     let program = parse("y .= 0\nfor i = _\n  y[P[i]] = x[i]\nend\n");
     let y = Tensor::empty(&fmt("SparseCOO{1}(Element(0.0))"), &[3]).unwrap();
     let err = jit_err(&program, &[("x", x.clone()), ("P", p), ("y", y)]);
@@ -230,8 +248,12 @@ fn refused_writes_of_other_kinds() {
 /// in the program text; a built program has no text, so no `0:0` is shown.
 #[test]
 fn out_of_bounds_indices_name_the_tensor_index_and_place() {
-    let i =
-        Tensor::from_dense(&fmt("Dense(Element(0))"), &[3], &Buffer::I64(vec![1, 7, 2])).unwrap();
+    let i = Tensor::from_dense(
+        &fmt("Dense(Element(0))"),
+        &[3],
+        &Buffer::I64(vec![1, 7, 2].into()),
+    )
+    .unwrap();
     let h = Tensor::empty(&fmt("Dense(Element(0))"), &[5]).unwrap();
     let text = "h .= 0\nfor i = _\n  h[I[i]] += 1\nend\n";
     let err = jit_err(&parse(text), &[("I", i.clone()), ("h", h.clone())]);
@@ -284,7 +306,7 @@ fn inconsistent_storage_names_the_tensor() {
     let mut ptr = a.levels[1][0].as_i64().unwrap().to_vec();
     let last = ptr.len() - 1;
     ptr[last] += 40;
-    a.levels[1][0] = Buffer::I64(ptr);
+    a.levels[1][0] = Buffer::I64(ptr.into());
     let x = vector("Dense(Element(0.0))", &[1.0, 1.0]);
     let y = Tensor::empty(&fmt("Dense(Element(0.0))"), &[2]).unwrap();
     let p = parse("y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n");
@@ -312,7 +334,7 @@ fn every_run_of_a_compiled_kernel_checks_its_shapes() {
         "y .= 0\nfor i = _\n  y[i] += x[i] * z[i]\nend\ns .= 0\nfor k = 0:m - 1\n  s[] += w[k]\nend\n",
     );
     let scalar =
-        |v: i64| Tensor::from_dense(&fmt("Element(0)"), &[], &Buffer::I64(vec![v])).unwrap();
+        |v: i64| Tensor::from_dense(&fmt("Element(0)"), &[], &Buffer::I64(vec![v].into())).unwrap();
     let make = |n: usize, m: i64, w: usize| -> BTreeMap<String, Tensor> {
         BTreeMap::from([
             (

@@ -88,21 +88,21 @@ fn matrix(dir: &Path, name: &str, format: &str) -> Tensor {
 
 fn f64s(t: &Tensor) -> Vec<f64> {
     match t.to_dense() {
-        Buffer::F64(v) => v,
+        Buffer::F64(v) => v.into_vec(),
         other => panic!("expected f64 values, got {:?}", other.elem()),
     }
 }
 
 fn i64s(t: &Tensor) -> Vec<i64> {
     match t.to_dense() {
-        Buffer::I64(v) => v,
+        Buffer::I64(v) => v.into_vec(),
         other => panic!("expected i64 values, got {:?}", other.elem()),
     }
 }
 
 fn bools(t: &Tensor) -> Vec<bool> {
     match t.to_dense() {
-        Buffer::Bool(v) => v,
+        Buffer::Bool(v) => v.into_vec(),
         other => panic!("expected bool values, got {:?}", other.elem()),
     }
 }
@@ -126,7 +126,7 @@ fn assert_close(got: f64, want: f64, what: &str) {
 
 fn spmv_x(n: usize) -> Tensor {
     let x: Vec<f64> = (0..n).map(|k| (k % 7) as f64 - 3.0).collect();
-    Tensor::from_dense(&fmt(DENSE_VEC), &[n], &Buffer::F64(x)).unwrap()
+    Tensor::from_dense(&fmt(DENSE_VEC), &[n], &Buffer::F64(x.into())).unwrap()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -239,7 +239,7 @@ fn convolve1d_matches_numpy() {
                 &fmt(f),
                 &[len],
                 &[idx.clone()],
-                &Buffer::F64(vals.clone()),
+                &Buffer::F64(vals.clone().into()),
                 |x, _| x,
             )
             .unwrap();
@@ -247,7 +247,7 @@ fn convolve1d_matches_numpy() {
                 ("a", signal),
                 (
                     "v",
-                    Tensor::from_dense(&fmt(DENSE_VEC), &[m], &Buffer::F64(kernel.clone()))
+                    Tensor::from_dense(&fmt(DENSE_VEC), &[m], &Buffer::F64(kernel.clone().into()))
                         .unwrap(),
                 ),
                 ("y", empty(DENSE_VEC, &[len + m - 1])),
@@ -267,7 +267,7 @@ fn convolve2d_matches_scipy() {
     let kernel = Tensor::from_dense(
         &fmt("Dense(Dense(Element(0.0)))"),
         &[3, 3],
-        &Buffer::F64(golden::CONV2_KERNEL.to_vec()),
+        &Buffer::F64(golden::CONV2_KERNEL.to_vec().into()),
     )
     .unwrap();
     for &(name, want) in golden::CONVOLVE2D {
@@ -557,7 +557,7 @@ fn bellman_ford_reports_negative_cycles_and_bad_graphs() {
         &fmt(bellman_ford::WEIGHTS),
         &[3, 3],
         &[vec![0, 1, 1], vec![1, 0, 2]],
-        &Buffer::F64(vec![-1.0, -1.0, 4.0]),
+        &Buffer::F64(vec![-1.0, -1.0, 4.0].into()),
         |x, _| x,
     )
     .unwrap();
@@ -670,7 +670,7 @@ fn small_image(h: usize, w: usize, seed: u64) -> Tensor {
     Tensor::from_dense(
         &fmt("Dense(Dense(Element(0x00)))"),
         &[h, w],
-        &Buffer::U8(px),
+        &Buffer::U8(px.into()),
     )
     .unwrap()
 }
@@ -776,12 +776,19 @@ fn examples_agree_with_the_evaluator() {
         let frontier = random(FRONTIER, &[8], 0.3, seed + 70);
         let mut visited = bools(&frontier);
         visited[0] = true;
-        let visited =
-            Tensor::from_dense(&fmt("Dense(Element(false))"), &[8], &Buffer::Bool(visited))
-                .unwrap();
+        let visited = Tensor::from_dense(
+            &fmt("Dense(Element(false))"),
+            &[8],
+            &Buffer::Bool(visited.into()),
+        )
+        .unwrap();
         let parents: Vec<i64> = (0..8).map(|v| if v % 3 == 0 { v } else { -1 }).collect();
-        let parents =
-            Tensor::from_dense(&fmt("Dense(Element(-1))"), &[8], &Buffer::I64(parents)).unwrap();
+        let parents = Tensor::from_dense(
+            &fmt("Dense(Element(-1))"),
+            &[8],
+            &Buffer::I64(parents.into()),
+        )
+        .unwrap();
         let state = |extra: Vec<(&str, Tensor)>| {
             let mut ts = tensors(vec![
                 ("F", frontier.clone()),
@@ -804,7 +811,7 @@ fn examples_agree_with_the_evaluator() {
         let dprev: Vec<f64> = (0..8)
             .map(|v| if v % 2 == 0 { v as f64 } else { f64::INFINITY })
             .collect();
-        let dprev = Tensor::from_dense(&fmt(DIST), &[8], &Buffer::F64(dprev)).unwrap();
+        let dprev = Tensor::from_dense(&fmt(DIST), &[8], &Buffer::F64(dprev.into())).unwrap();
         k.agree(
             bellman_ford::ROUND,
             tensors(vec![
@@ -865,8 +872,8 @@ fn word_image(h: usize, w: usize, seed: u64) -> (Tensor, Tensor) {
         })
         .collect();
     (
-        Tensor::from_dense(&fmt(WORDS), &[h, nw], &Buffer::I64(px)).unwrap(),
-        Tensor::from_dense(&fmt("Dense(Element(0))"), &[nw], &Buffer::I64(pad)).unwrap(),
+        Tensor::from_dense(&fmt(WORDS), &[h, nw], &Buffer::I64(px.into())).unwrap(),
+        Tensor::from_dense(&fmt("Dense(Element(0))"), &[nw], &Buffer::I64(pad.into())).unwrap(),
     )
 }
 
@@ -890,7 +897,7 @@ fn erosion_words_equals_erosion_on_the_unpacked_image() {
             Tensor::from_dense(
                 &fmt("Dense(Dense(Element(false)))"),
                 &[h, w],
-                &Buffer::Bool(v),
+                &Buffer::Bool(v.into()),
             )
             .unwrap()
         };

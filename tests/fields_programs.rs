@@ -23,7 +23,12 @@ fn dense(rank: usize) -> String {
 }
 
 fn tensor(shape: &[usize], values: Vec<f64>) -> Tensor {
-    Tensor::from_dense(&fmt(&dense(shape.len())), shape, &Buffer::F64(values)).unwrap()
+    Tensor::from_dense(
+        &fmt(&dense(shape.len())),
+        shape,
+        &Buffer::F64(values.into()),
+    )
+    .unwrap()
 }
 
 /// The outputs `outs` of `src` on every backend (JIT, C when a compiler is present,
@@ -147,7 +152,13 @@ fn probes_equal_tessera_probe_and_the_convolution_sum_on_every_backend() {
             }
             let got = run_all(&src, &inputs, &outs);
             // `tessera probe`'s route.
-            let img = Image::new(shape.clone(), Buffer::F64(values.clone()), None, "img").unwrap();
+            let img = Image::new(
+                shape.clone(),
+                Buffer::F64(values.clone().into()),
+                None,
+                "img",
+            )
+            .unwrap();
             let mut field = Field::new(img, kernel.clone(), "img").unwrap();
             let wants = Wants {
                 value: true,
@@ -876,7 +887,7 @@ fn unoriented_images_keep_index_space_and_frames_never_share_a_kernel() {
     }
     assert_eq!(r.cache_len(), 2, "one kernel per frame");
     // Index position x = p / 0.5 = 2p; the world gradient is the index one times 2.
-    let img = Image::new(shape.clone(), Buffer::F64(values), None, "img").unwrap();
+    let img = Image::new(shape.clone(), Buffer::F64(values.into()), None, "img").unwrap();
     let mut field = Field::new(img, Kernel::named("ctmr").unwrap(), "img").unwrap();
     let wants = Wants {
         value: true,

@@ -139,15 +139,15 @@ fn issue_358_update_read_update_on_every_reopening_format() {
         "SparseCOO{2}(Element(0))",
     ] {
         let ts = tensors(vec![
-            ("A", dense(csr, &[5, 3], Buffer::I64(a.clone()))),
-            ("B", dense(csr, &[5, 3], Buffer::I64(b.clone()))),
-            ("C", dense(csr, &[5, 3], Buffer::I64(c.clone()))),
+            ("A", dense(csr, &[5, 3], Buffer::I64(a.clone().into()))),
+            ("B", dense(csr, &[5, 3], Buffer::I64(b.clone().into()))),
+            ("C", dense(csr, &[5, 3], Buffer::I64(c.clone().into()))),
             ("D", empty(f, &[5, 3])),
             ("E", empty(f, &[5, 3])),
         ]);
         let golden = [
-            ("D", Buffer::I64(d_ref.clone())),
-            ("E", Buffer::I64(e_ref.clone())),
+            ("D", Buffer::I64(d_ref.clone().into())),
+            ("E", Buffer::I64(e_ref.clone().into())),
         ];
         check("issue_358", ISSUE_358, &ts, &golden);
     }
@@ -173,7 +173,7 @@ end
 
 fn vector(format: &str, values: Vec<f64>) -> Tensor {
     let n = values.len();
-    dense(format, &[n], Buffer::F64(values))
+    dense(format, &[n], Buffer::F64(values.into()))
 }
 
 fn reopen_tensors(e: &str, x: Vec<f64>, y: Vec<f64>) -> Tensors {
@@ -202,9 +202,9 @@ fn append_only_levels_reopen_after_their_stored_entries() {
         "Dense(Element(0.0))",
     ] {
         let golden = [
-            ("E", Buffer::F64(e.clone())),
-            ("s", Buffer::F64(vec![3.5])),
-            ("t", Buffer::F64(vec![11.5])),
+            ("E", Buffer::F64(e.clone().into())),
+            ("s", Buffer::F64(vec![3.5].into())),
+            ("t", Buffer::F64(vec![11.5].into())),
         ];
         let ts = reopen_tensors(f, x.clone(), y.clone());
         for (backend, got) in check("append_only_reopen", REOPEN, &ts, &golden) {
@@ -229,8 +229,8 @@ fn formats_taking_any_order_reopen_for_entries_before_the_stored_ones() {
         "SparseByteMap(Element(0.0))",
     ] {
         let golden = [
-            ("E", Buffer::F64(e.clone())),
-            ("t", Buffer::F64(vec![12.0])),
+            ("E", Buffer::F64(e.clone().into())),
+            ("t", Buffer::F64(vec![12.0].into())),
         ];
         check(
             "any_order_reopen",
@@ -263,7 +263,10 @@ fn an_input_is_reopened_by_its_first_update() {
             "input_reopen",
             text,
             &ts,
-            &[("E", Buffer::F64(e)), ("t", Buffer::F64(vec![10.0]))],
+            &[
+                ("E", Buffer::F64(e.into())),
+                ("t", Buffer::F64(vec![10.0].into())),
+            ],
         );
     }
 }
@@ -285,7 +288,7 @@ for i = _, j = _
 end
 ";
     let csr = "Dense(SparseList(Element(0.0)))";
-    let m = |v: Vec<f64>| dense(csr, &[3, 2], Buffer::F64(v));
+    let m = |v: Vec<f64>| dense(csr, &[3, 2], Buffer::F64(v.into()));
     let x = m(vec![1.0, 0.0, 2.0, 0.0, 0.0, 0.0]);
     let later = m(vec![0.0, 0.0, 0.0, 0.0, 3.0, 0.0]);
     let earlier = m(vec![0.0, 3.0, 0.0, 0.0, 0.0, 0.0]);
@@ -302,7 +305,7 @@ end
                 ("s", empty("Element(0.0)", &[])),
             ])
         };
-        let e = Buffer::F64(vec![1.0, 0.0, 2.0, 0.0, 3.0, 0.0]);
+        let e = Buffer::F64(vec![1.0, 0.0, 2.0, 0.0, 3.0, 0.0].into());
         check("fiber_order", text, &ts(&later), &[("E", e)]);
         for (backend, e) in errors("fiber_order", text, &ts(&earlier)) {
             let Error::Kernel(k) = &e else {
@@ -391,7 +394,7 @@ fn formats_that_cannot_reopen_name_the_read_and_the_update() {
 fn image(format: &str) -> Tensor {
     // 3 x 4: [5 0 2 0; 0 7 0 0; 0 0 0 1]
     let v = vec![5, 0, 2, 0, 0, 7, 0, 0, 0, 0, 0, 1];
-    dense(format, &[3, 4], Buffer::I64(v))
+    dense(format, &[3, 4], Buffer::I64(v.into()))
 }
 
 const IMAGE_FORMATS: [&str; 3] = [
@@ -418,7 +421,7 @@ end
             "let_left",
             text,
             &ts,
-            &[("out", Buffer::I64(golden.clone()))],
+            &[("out", Buffer::I64(golden.clone().into()))],
         );
     }
 }
@@ -443,8 +446,8 @@ end
             ("c", empty("Element(0)", &[])),
         ]);
         let golden = [
-            ("out", Buffer::I64(golden.clone())),
-            ("c", Buffer::I64(vec![2])),
+            ("out", Buffer::I64(golden.clone().into())),
+            ("c", Buffer::I64(vec![2].into())),
         ];
         check("let_missing", text, &ts, &golden);
     }
@@ -465,7 +468,11 @@ end
             ("w", image(f)),
             (
                 "I",
-                dense("Dense(Element(0))", &[4], Buffer::I64(vec![2, -1, 9, 0])),
+                dense(
+                    "Dense(Element(0))",
+                    &[4],
+                    Buffer::I64(vec![2, -1, 9, 0].into()),
+                ),
             ),
             ("out", empty("Dense(Dense(Element(0)))", &[3, 4])),
         ]);
@@ -591,7 +598,7 @@ fn bools(format: &str, shape: &[usize], rows: &[&[u8]]) -> Tensor {
         .iter()
         .flat_map(|r| r.iter().map(|&b| b == 1))
         .collect();
-    dense(format, shape, Buffer::Bool(v))
+    dense(format, shape, Buffer::Bool(v.into()))
 }
 
 #[test]

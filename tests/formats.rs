@@ -154,7 +154,7 @@ fn check_rank(rank: usize, cases: &[Case]) {
     let fs = formats(rank);
     let dense = Format::dense(rank, tessera::types::Scalar::F64(0.0));
     for c in cases {
-        let buf = Buffer::F64(c.values.clone());
+        let buf = Buffer::F64(c.values.clone().into());
         let d = Tensor::from_dense(&dense, &c.shape, &buf).unwrap();
         let built: Vec<Tensor> = fs
             .iter()
@@ -244,18 +244,18 @@ fn sparse_sources_keep_explicit_fills_and_dropfills_removes_them() {
         &sl,
         &[6],
         &[vec![1, 2, 4]],
-        &Buffer::F64(vec![5.0, 0.0, 6.0]),
+        &Buffer::F64(vec![5.0, 0.0, 6.0].into()),
         |_, b| b,
     )
     .unwrap();
     assert_eq!(t.countstored(), 3);
     let u = t.to_format(&coo).unwrap();
     assert_eq!(u.countstored(), 3, "the explicit zero is kept");
-    assert_eq!(u.levels[0][1], Buffer::I64(vec![1, 2, 4]));
+    assert_eq!(u.levels[0][1], Buffer::I64(vec![1, 2, 4].into()));
     let v = t.dropfills(None).unwrap();
     assert_eq!(v.format, sl);
     assert_eq!(v.countstored(), 2);
-    assert_eq!(v.levels[0][1], Buffer::I64(vec![1, 4]));
+    assert_eq!(v.levels[0][1], Buffer::I64(vec![1, 4].into()));
     assert_eq!(dense_values(&v), dense_values(&t));
     let w = t.dropfills(Some(&coo)).unwrap();
     assert_eq!(w.countstored(), 2);
@@ -270,7 +270,7 @@ fn conversion_changes_fill_and_element_type() {
     let t = Tensor::from_dense(
         &fmt("SparseList(Element(0.0))"),
         &[5],
-        &Buffer::F64(vec![0.0, 2.0, 0.0, 1.0, 0.0]),
+        &Buffer::F64(vec![0.0, 2.0, 0.0, 1.0, 0.0].into()),
     )
     .unwrap();
     // Another fill: the source's fill region must be written as 0.0.
@@ -278,12 +278,12 @@ fn conversion_changes_fill_and_element_type() {
     assert_eq!(dense_values(&u), vec![0.0, 2.0, 0.0, 1.0, 0.0]);
     // Another element type.
     let v = t.to_format(&fmt("SparseList(Element(0))")).unwrap();
-    assert_eq!(v.to_dense(), Buffer::I64(vec![0, 2, 0, 1, 0]));
+    assert_eq!(v.to_dense(), Buffer::I64(vec![0, 2, 0, 1, 0].into()));
     // Pattern keeps the structure.
     let p = t.to_format(&fmt("SparseList(Pattern())")).unwrap();
     assert_eq!(
         p.to_dense(),
-        Buffer::Bool(vec![false, true, false, true, false])
+        Buffer::Bool(vec![false, true, false, true, false].into())
     );
     // A rank mismatch is a format error, not a panic.
     assert!(t.to_format(&fmt("Dense(Dense(Element(0.0)))")).is_err());
@@ -292,7 +292,7 @@ fn conversion_changes_fill_and_element_type() {
 #[test]
 fn countstored_counts_distinct_leaf_positions() {
     let v = vec![0.0, 1.0, 1.0, 2.0, 2.0, 0.0, 0.0, 3.0, 0.0];
-    let b = Buffer::F64(v);
+    let b = Buffer::F64(v.into());
     let n = |f: &str| Tensor::from_dense(&fmt(f), &[9], &b).unwrap().countstored();
     assert_eq!(n("Dense(Element(0.0))"), 9);
     assert_eq!(n("SparseList(Element(0.0))"), 5);
@@ -300,7 +300,7 @@ fn countstored_counts_distinct_leaf_positions() {
     let m = Tensor::from_dense(
         &fmt("Dense(SparseList(Element(0.0)))"),
         &[3, 3],
-        &Buffer::F64(vec![0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 2.0, 3.0, 0.0]),
+        &Buffer::F64(vec![0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 2.0, 3.0, 0.0].into()),
     )
     .unwrap();
     assert_eq!(m.countstored(), 3);

@@ -43,13 +43,19 @@ fn tensor(
             vals.push(rng.random_range(0.5..2.0));
         }
     }
-    Tensor::from_coo(&fmt(format), shape, &coords, &Buffer::F64(vals), |a, _| a)
-        .unwrap_or_else(|e| panic!("{format}: {e}"))
+    Tensor::from_coo(
+        &fmt(format),
+        shape,
+        &coords,
+        &Buffer::F64(vals.into()),
+        |a, _| a,
+    )
+    .unwrap_or_else(|e| panic!("{format}: {e}"))
 }
 
 fn dense_values(t: &Tensor) -> Vec<f64> {
     match t.to_dense() {
-        Buffer::F64(v) => v,
+        Buffer::F64(v) => v.into_vec(),
         other => panic!("not f64: {other:?}"),
     }
 }
@@ -58,7 +64,7 @@ fn as_dense(t: &Tensor, values: Vec<f64>) -> Tensor {
     Tensor::from_dense(
         &Format::dense(t.rank(), tessera::types::Scalar::F64(0.0)),
         &t.shape,
-        &Buffer::F64(values),
+        &Buffer::F64(values.into()),
     )
     .unwrap()
 }
@@ -127,7 +133,7 @@ fn check_with(
     let dense_inputs: Tensors = inputs
         .iter()
         .map(|(n, t)| match t.to_dense() {
-            Buffer::F64(v) => (n.clone(), as_dense(t, v)),
+            Buffer::F64(v) => (n.clone(), as_dense(t, v.into_vec())),
             _ => (n.clone(), t.clone()),
         })
         .collect();
@@ -312,7 +318,7 @@ fn check_pointwise(text: &str, formats: [&str; 2], seed_value: u64) {
                 let f = t.format.clone();
                 (
                     n,
-                    Tensor::from_dense(&f, &t.shape, &Buffer::F64(v)).unwrap(),
+                    Tensor::from_dense(&f, &t.shape, &Buffer::F64(v.into())).unwrap(),
                 )
             })
             .collect();
@@ -504,14 +510,14 @@ fn masked_gradient_keeps_the_pattern_of_a_csr_matrix() {
         &fmt("Dense(SparseList(Element(0.0)))"),
         &[3, 3],
         &[vec![0, 0, 1, 2], vec![0, 2, 1, 0]],
-        &Buffer::F64(vec![1.0, 0.0, 2.0, 3.0]),
+        &Buffer::F64(vec![1.0, 0.0, 2.0, 3.0].into()),
         |a, _| a,
     )
     .unwrap();
     let x = Tensor::from_dense(
         &fmt("Dense(Element(0.0))"),
         &[3],
-        &Buffer::F64(vec![1.0, 0.0, 2.0]),
+        &Buffer::F64(vec![1.0, 0.0, 2.0].into()),
     )
     .unwrap();
     let ts = named(vec![("A", a.clone()), ("x", x)]);
@@ -879,7 +885,8 @@ fn subdivnet_mesh_convolution_scatters_into_the_gathered_faces() {
     let (a, b, f_in, f) = (3, 3, 2, 3);
     let n = 2 * a * b;
     let ints = Format::dense(2, tessera::types::Scalar::I64(0));
-    let adj = Tensor::from_dense(&ints, &[n, 3], &Buffer::I64(torus_adjacency(a, b))).unwrap();
+    let adj =
+        Tensor::from_dense(&ints, &[n, 3], &Buffer::I64(torus_adjacency(a, b).into())).unwrap();
     let mut ts = named(vec![("adj", adj)]);
     ts.insert(
         "x".into(),
@@ -926,13 +933,13 @@ fn softras_rasteriser_scatters_into_the_vertices() {
     let ints = Format::dense(2, tessera::types::Scalar::I64(0));
     let dense = |shape: &[usize], values: Vec<f64>| {
         let f = Format::dense(shape.len(), tessera::types::Scalar::F64(0.0));
-        Tensor::from_dense(&f, shape, &Buffer::F64(values)).unwrap()
+        Tensor::from_dense(&f, shape, &Buffer::F64(values.into())).unwrap()
     };
     let ts = named(vec![
         ("V", dense(&[6, 2], v)),
         (
             "F",
-            Tensor::from_dense(&ints, &[4, 3], &Buffer::I64(faces)).unwrap(),
+            Tensor::from_dense(&ints, &[4, 3], &Buffer::I64(faces.into())).unwrap(),
         ),
         ("X", dense(&[size], centres.clone())),
         ("Y", dense(&[size], centres)),

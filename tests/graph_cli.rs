@@ -56,14 +56,14 @@ fn read_npy(path: &str) -> Buffer {
 
 fn i64s(b: Buffer) -> Vec<i64> {
     match b {
-        Buffer::I64(v) => v,
+        Buffer::I64(v) => v.into_vec(),
         other => panic!("expected i64 values, got {:?}", other.elem()),
     }
 }
 
 fn f64s(b: Buffer) -> Vec<f64> {
     match b {
-        Buffer::F64(v) => v,
+        Buffer::F64(v) => v.into_vec(),
         other => panic!("expected f64 values, got {:?}", other.elem()),
     }
 }

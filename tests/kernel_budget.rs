@@ -52,7 +52,7 @@ fn tensors(names: &[&str]) -> BTreeMap<String, Tensor> {
         let t = Tensor::from_dense(
             &fmt("Dense(SparseList(Element(0.0)))"),
             &[4, 4],
-            &Buffer::F64(values.clone()),
+            &Buffer::F64(values.clone().into()),
         )
         .unwrap();
         ts.insert(n.to_string(), t);
@@ -65,7 +65,7 @@ fn with_outputs(names: &[&str], format: &str) -> BTreeMap<String, Tensor> {
     for out in names {
         ts.insert(
             out.to_string(),
-            Tensor::from_dense(&fmt(format), &[4, 4], &Buffer::F64(vec![0.0; 16])).unwrap(),
+            Tensor::from_dense(&fmt(format), &[4, 4], &Buffer::F64(vec![0.0; 16].into())).unwrap(),
         );
     }
     ts
@@ -126,7 +126,7 @@ fn the_budget_is_adjustable() {
         Tensor::from_dense(
             &fmt("Dense(Element(0.0))"),
             &[4],
-            &Buffer::F64(vec![1.0; 4]),
+            &Buffer::F64(vec![1.0; 4].into()),
         )
         .unwrap(),
     );
@@ -135,7 +135,7 @@ fn the_budget_is_adjustable() {
         Tensor::from_dense(
             &fmt("Dense(Element(0.0))"),
             &[4],
-            &Buffer::F64(vec![0.0; 4]),
+            &Buffer::F64(vec![0.0; 4].into()),
         )
         .unwrap(),
     );
@@ -157,5 +157,5 @@ fn the_budget_is_adjustable() {
     runner.execute(&c, &mut ts).unwrap();
     let y = ts["y"].to_dense();
     // Row sums of the pattern k % 3 == 0 over a 4x4 row-major matrix of k.
-    assert_eq!(y, Buffer::F64(vec![3.0, 6.0, 9.0, 27.0]));
+    assert_eq!(y, Buffer::F64(vec![3.0, 6.0, 9.0, 27.0].into()));
 }

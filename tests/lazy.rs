@@ -53,7 +53,7 @@ fn random(rng: &mut StdRng, shape: &[usize]) -> Tensor {
             }
         })
         .collect();
-    Tensor::from_dense(&Format { levels }, shape, &Buffer::F64(values)).unwrap()
+    Tensor::from_dense(&Format { levels }, shape, &Buffer::F64(values.into())).unwrap()
 }
 
 /// A shape that broadcasts to `out` (a suffix, some extents 1).
@@ -183,7 +183,7 @@ fn csr() -> Format {
 }
 
 fn dense(shape: &[usize], v: Vec<f64>) -> Tensor {
-    Tensor::from_slice("dense", shape, &Buffer::F64(v)).unwrap()
+    Tensor::from_slice("dense", shape, &Buffer::F64(v.into())).unwrap()
 }
 
 fn sddmm_inputs(n: usize, k: usize) -> (Tensor, Tensor, Tensor) {
@@ -291,9 +291,9 @@ fn readme_example() -> tessera::Result<()> {
     use tessera::tensor::Tensor;
 
     let (i, j) = (vec![0, 2], vec![1, 0]);
-    let a = Tensor::from_triplets("csr", &[3, 3], &[i, j], &Buffer::F64(vec![2.0, 3.0]))?;
+    let a = Tensor::from_triplets("csr", &[3, 3], &[i, j], &Buffer::from(vec![2.0, 3.0]))?;
     let v: Vec<f64> = (1..=6).map(f64::from).collect();
-    let b = Tensor::from_slice("dense", &[3, 2], &Buffer::F64(v))?;
+    let b = Tensor::from_slice("dense", &[3, 2], &Buffer::from(v))?;
     let (a, b) = (lazy(&a), lazy(&b));
     // SDDMM: (B Bᵀ)[i, j] is computed only where A stores an entry, in one kernel.
     let sddmm = &a * &b.matmul(&b.transpose());

@@ -35,7 +35,7 @@ fn vector_levels() -> Vec<(&'static LevelSpec, Format)> {
 }
 
 fn vector(f: &Format, values: &[f64]) -> tessera::Result<Tensor> {
-    Tensor::from_dense(f, &[values.len()], &Buffer::F64(values.to_vec()))
+    Tensor::from_dense(f, &[values.len()], &Buffer::F64(values.to_vec().into()))
 }
 
 fn tensors(list: Vec<(&str, Tensor)>) -> BTreeMap<String, Tensor> {
@@ -46,7 +46,7 @@ fn i64s(values: &[i64]) -> Tensor {
     Tensor::from_dense(
         &fmt("Dense(Element(0))"),
         &[values.len()],
-        &Buffer::I64(values.to_vec()),
+        &Buffer::I64(values.to_vec().into()),
     )
     .unwrap()
 }
@@ -76,7 +76,7 @@ fn write_orders_are_what_the_levels_take() {
             let got = scatter(&f, 4, &[0, 2, 3], &[1.0, 2.0, 3.0]);
             assert_eq!(
                 got.unwrap_or_else(|e| panic!("{f}: {e}")),
-                Buffer::F64(vec![1.0, 0.0, 2.0, 3.0]),
+                Buffer::F64(vec![1.0, 0.0, 2.0, 3.0].into()),
                 "{f}"
             );
         }
@@ -85,7 +85,7 @@ fn write_orders_are_what_the_levels_take() {
             Writes::InOrder => assert!(permuted.is_err(), "{f} takes writes out of order"),
             _ => assert_eq!(
                 permuted.unwrap_or_else(|e| panic!("{f}: {e}")),
-                Buffer::F64(vec![2.0, 0.0, 3.0, 1.0]),
+                Buffer::F64(vec![2.0, 0.0, 3.0, 1.0].into()),
                 "{f}"
             ),
         }
@@ -93,7 +93,7 @@ fn write_orders_are_what_the_levels_take() {
         match writes {
             Writes::Random => assert_eq!(
                 repeated.unwrap_or_else(|e| panic!("{f}: {e}")),
-                Buffer::F64(vec![2.0, 0.0, 4.0, 4.0]),
+                Buffer::F64(vec![2.0, 0.0, 4.0, 4.0].into()),
                 "{f}"
             ),
             _ => assert!(
@@ -141,7 +141,7 @@ fn reopening_after_a_read_is_what_the_levels_do() {
             } else if spec.caps.reopen {
                 r.unwrap_or_else(|e| panic!("{f}: {e}"));
                 ts["y"].validate("y").unwrap();
-                assert_eq!(ts["y"].to_dense(), Buffer::F64(want), "{f}");
+                assert_eq!(ts["y"].to_dense(), Buffer::F64(want.into()), "{f}");
             } else {
                 let e = r.expect_err(&f.to_string());
                 assert!(matches!(e, Error::Lifecycle { .. }), "{f}: {e}");
@@ -181,7 +181,7 @@ fn what_levels_hold_is_what_the_registry_says() {
         let t = vector(&f, &several);
         assert_eq!(t.is_ok(), spec.caps.holds_any, "{f}");
         if let Ok(t) = t {
-            assert_eq!(t.to_dense(), Buffer::F64(several.to_vec()), "{f}");
+            assert_eq!(t.to_dense(), Buffer::F64(several.to_vec().into()), "{f}");
         }
     }
 }

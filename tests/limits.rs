@@ -210,7 +210,7 @@ fn huge_outputs_are_refused_before_the_kernel_naming_the_tensor() {
     );
     // An einsum outer product of two 10^5 vectors.
     let v = d.path("v.npy");
-    write_npy(&v, vec![100_000], Buffer::F64(vec![1.0; 100_000]));
+    write_npy(&v, vec![100_000], Buffer::F64(vec![1.0; 100_000].into()));
     fails(
         &[
             "einsum",
@@ -381,7 +381,7 @@ fn outputs_are_checked_before_the_kernel_and_written_all_or_nothing() {
 fn an_interrupted_run_leaves_no_temporary_file() {
     let d = Dir::new("limits-signal");
     let x = d.path("x.npy");
-    write_npy(&x, vec![1000], Buffer::F64(vec![0.5; 1000]));
+    write_npy(&x, vec![1000], Buffer::F64(vec![0.5; 1000].into()));
     let c = d.path("c.npy");
     // A kernel run far more often than the test waits: the temporary output file exists from
     // before the first run until the last, and SIGTERM arrives in between.
@@ -570,7 +570,7 @@ fn float_results_into_integer_or_bool_outputs_must_be_exact() {
         &format!("y={out}@Dense(Element(0))"),
     ]);
     match read_file(Path::new(&out)).unwrap() {
-        FileData::Coo(c) => assert_eq!(c.values, Buffer::I64(vec![6, 8])),
+        FileData::Coo(c) => assert_eq!(c.values, Buffer::I64(vec![6, 8].into())),
         other => panic!("{other:?}"),
     }
     // The float division of an integer input, into bools that are 0 or 1: exact.
@@ -633,7 +633,7 @@ fn matrix_market_output_keeps_explicit_zeros_and_takes_vectors() {
 fn u64_values_beyond_i64_are_refused() {
     let d = Dir::new("limits-u64");
     let p = d.path("u.npy");
-    write_npy(&p, vec![3], Buffer::U64(vec![1, u64::MAX, 2]));
+    write_npy(&p, vec![3], Buffer::U64(vec![1, u64::MAX, 2].into()));
     fails(
         &["info", &p],
         &["u.npy", "element [1]", "18446744073709551615"],

@@ -21,7 +21,12 @@ fn close(got: f64, want: f64, what: &str) {
 
 fn dense_vec(values: Vec<f64>) -> Tensor {
     let n = values.len();
-    Tensor::from_dense(&fmt("Dense(Element(0.0))"), &[n], &Buffer::F64(values)).unwrap()
+    Tensor::from_dense(
+        &fmt("Dense(Element(0.0))"),
+        &[n],
+        &Buffer::F64(values.into()),
+    )
+    .unwrap()
 }
 
 fn f64s(t: &Tensor) -> Vec<f64> {
@@ -128,7 +133,7 @@ fn classic_kernels_match_scipy() {
         let b = Tensor::from_dense(
             &fmt("Dense(Dense(Element(0.0)))"),
             &[n, 4],
-            &Buffer::F64(bvals),
+            &Buffer::F64(bvals.into()),
         )
         .unwrap();
         let c = f64s(&run(
@@ -165,7 +170,12 @@ fn classic_kernels_match_scipy() {
             for &(_, j, v) in es.iter().filter(|e| e.0 == r) {
                 vals[j] += v;
             }
-            Tensor::from_dense(&fmt("SparseList(Element(0.0))"), &[n], &Buffer::F64(vals)).unwrap()
+            Tensor::from_dense(
+                &fmt("SparseList(Element(0.0))"),
+                &[n],
+                &Buffer::F64(vals.into()),
+            )
+            .unwrap()
         };
         let (va, vb) = (row(*r1), row(r2));
         let vecs = || with(vec![("a", va.clone()), ("b", vb.clone())]);

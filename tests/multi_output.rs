@@ -72,8 +72,12 @@ fn check(case: &Case, seed: u64) {
                                 v[c * ROWS + r] = d.get(r * N + c).as_f64();
                             }
                         }
-                        Tensor::from_dense(&fmt(f), &[N, ROWS], &tessera::runtime::Buffer::F64(v))
-                            .unwrap()
+                        Tensor::from_dense(
+                            &fmt(f),
+                            &[N, ROWS],
+                            &tessera::runtime::Buffer::F64(v.into()),
+                        )
+                        .unwrap()
                     }
                     r => {
                         // The first input gets this round's kind, the others a dense-ish one.

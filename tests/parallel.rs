@@ -48,9 +48,9 @@ fn matrix(format: &str, int: bool) -> Tensor {
     let (f, values) = if int {
         let f = format.replace("0.0", "0");
         let v: Vec<i64> = vals.iter().map(|v| (v * 2.0) as i64).collect();
-        (f, Buffer::I64(v))
+        (f, Buffer::I64(v.into()))
     } else {
-        (format.to_string(), Buffer::F64(vals))
+        (format.to_string(), Buffer::F64(vals.into()))
     };
     Tensor::from_coo(&fmt(&f), &[N, N], &coords, &values, |_, b| b).unwrap()
 }
@@ -58,12 +58,12 @@ fn matrix(format: &str, int: bool) -> Tensor {
 fn vector(int: bool, shift: usize) -> Tensor {
     if int {
         let v: Vec<i64> = (0..N).map(|k| ((k * 5 + shift) % 9) as i64 - 3).collect();
-        Tensor::from_dense(&fmt("Dense(Element(0))"), &[N], &Buffer::I64(v)).unwrap()
+        Tensor::from_dense(&fmt("Dense(Element(0))"), &[N], &Buffer::I64(v.into())).unwrap()
     } else {
         let v: Vec<f64> = (0..N)
             .map(|k| ((k * 5 + shift) % 9) as f64 * 0.37 - 1.1)
             .collect();
-        Tensor::from_dense(&fmt("Dense(Element(0.0))"), &[N], &Buffer::F64(v)).unwrap()
+        Tensor::from_dense(&fmt("Dense(Element(0.0))"), &[N], &Buffer::F64(v.into())).unwrap()
     }
 }
 
@@ -240,7 +240,7 @@ fn a_fault_in_a_chunk_is_the_serial_error() {
         .collect();
     t.insert(
         "p".to_string(),
-        Tensor::from_dense(&fmt("Dense(Element(0))"), &[N], &Buffer::I64(p)).unwrap(),
+        Tensor::from_dense(&fmt("Dense(Element(0))"), &[N], &Buffer::I64(p.into())).unwrap(),
     );
     t.insert("x".to_string(), vector(false, 1));
     t.insert(

@@ -262,7 +262,7 @@ fn the_points_command() {
     let out = ok(&["points", "box", &p, "--box", "-1,-1,1,1", "--out", &ids]);
     assert_eq!(out, "count = 3\n");
     let d = tessera::io::npy::read_npy(std::fs::File::open(&ids).unwrap(), &ids).unwrap();
-    assert_eq!(d.values, Buffer::I64(vec![0, 1, 2]));
+    assert_eq!(d.values, Buffer::I64(vec![0, 1, 2].into()));
     let out = ok(&[
         "points",
         "radius",
@@ -309,7 +309,7 @@ fn the_points_command() {
     assert!(err(&["points", "box", &p, "--box", "1,2,3"]).contains("XMIN,YMIN,XMAX,YMAX"));
     assert!(err(&["points", "radius", &p, "--center", "0,0"]).contains("--radius"));
     let q = dir.path("q.npy");
-    write_npy(&q, vec![3], Buffer::F64(vec![1.0, 2.0, 3.0]));
+    write_npy(&q, vec![3], Buffer::F64(vec![1.0, 2.0, 3.0].into()));
     let e = err(&["points", "box", &q, "--box", "0,0,1,1"]);
     assert!(e.contains("q.npy") && e.contains("N x 2"), "{e}");
     assert!(

@@ -36,7 +36,7 @@ fn probe_values_gradients_and_hessians_of_an_npy_volume() {
         .map(|k| ((k * 37 % 101) as f64 / 50.0) - 1.0)
         .collect();
     let img = dir.path("vol.npy");
-    write_npy(&img, shape.clone(), Buffer::F64(values.clone()));
+    write_npy(&img, shape.clone(), Buffer::F64(values.clone().into()));
     let pts = [
         [2.5, 3.25, 4.75],
         [1.0, 2.0, 3.0],
@@ -143,7 +143,7 @@ fn probe_an_oriented_nrrd_in_world_space() {
     write_npy(
         &at,
         vec![1, 2],
-        Buffer::F64(vec![20.0 + 0.5 * 2.25, 10.0 + 2.0 * 2.5]),
+        Buffer::F64(vec![20.0 + 0.5 * 2.25, 10.0 + 2.0 * 2.5].into()),
     );
     let out = dir.path("g.npy");
     ok(&[
@@ -168,7 +168,7 @@ fn probe_refuses_bad_requests_with_typed_messages() {
     let img = dir.path("img.npy");
     write_npy(&img, vec![4, 4], Buffer::U8((0..16).collect()));
     let at = dir.path("pts.npy");
-    write_npy(&at, vec![1, 2], Buffer::F64(vec![1.5, 1.5]));
+    write_npy(&at, vec![1, 2], Buffer::F64(vec![1.5, 1.5].into()));
     let out = dir.path("out.npy");
     let fails = |args: &[&str], needle: &str| {
         let o = tessera(args);
@@ -189,7 +189,7 @@ fn probe_refuses_bad_requests_with_typed_messages() {
         "unknown kernel",
     );
     let bad = dir.path("bad.npy");
-    write_npy(&bad, vec![1, 3], Buffer::F64(vec![1.0, 1.0, 1.0]));
+    write_npy(&bad, vec![1, 3], Buffer::F64(vec![1.0, 1.0, 1.0].into()));
     fails(
         &[
             "probe", &img, "--kernel", "tent", "--at", &bad, "--out", &out,

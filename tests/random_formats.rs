@@ -251,8 +251,12 @@ fn spmv_reads_random_formats_on_real_matrices() {
                 ts.insert("A".to_string(), af.clone());
                 ts.insert(
                     "x".to_string(),
-                    Tensor::from_dense(&fmt("Dense(Element(0.0))"), &[n], &Buffer::F64(x.clone()))
-                        .unwrap(),
+                    Tensor::from_dense(
+                        &fmt("Dense(Element(0.0))"),
+                        &[n],
+                        &Buffer::F64(x.clone().into()),
+                    )
+                    .unwrap(),
                 );
                 ts.insert(
                     "y".to_string(),
@@ -322,12 +326,22 @@ fn sparse_coo_takes_writes_in_any_order() {
     let mut tensors = BTreeMap::new();
     tensors.insert(
         "P".to_string(),
-        Tensor::from_dense(&fmt("Dense(Element(0))"), &[n], &Buffer::F64(p.clone())).unwrap(),
+        Tensor::from_dense(
+            &fmt("Dense(Element(0))"),
+            &[n],
+            &Buffer::F64(p.clone().into()),
+        )
+        .unwrap(),
     );
     let x: Vec<f64> = (0..n).map(|k| k as f64 + 1.0).collect();
     tensors.insert(
         "x".to_string(),
-        Tensor::from_dense(&fmt("Dense(Element(0.0))"), &[n], &Buffer::F64(x.clone())).unwrap(),
+        Tensor::from_dense(
+            &fmt("Dense(Element(0.0))"),
+            &[n],
+            &Buffer::F64(x.clone().into()),
+        )
+        .unwrap(),
     );
     tensors.insert(
         "y".to_string(),
@@ -340,13 +354,13 @@ fn sparse_coo_takes_writes_in_any_order() {
     for k in 0..n {
         want[p[k] as usize] = x[k];
     }
-    assert_eq!(tensors["y"].to_dense(), Buffer::F64(want));
+    assert_eq!(tensors["y"].to_dense(), Buffer::F64(want.into()));
     // The same scatter with a repeated target cannot be stored.
     let mut dup = p.clone();
     dup[7] = dup[3];
     tensors.insert(
         "P".to_string(),
-        Tensor::from_dense(&fmt("Dense(Element(0))"), &[n], &Buffer::F64(dup)).unwrap(),
+        Tensor::from_dense(&fmt("Dense(Element(0))"), &[n], &Buffer::F64(dup.into())).unwrap(),
     );
     let e = run_jit(&scatter, &mut tensors).unwrap_err();
     assert!(

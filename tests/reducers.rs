@@ -17,11 +17,11 @@ use tessera::types::Scalar;
 
 fn vector(format: &str, values: Vec<f64>) -> Tensor {
     let n = values.len();
-    Tensor::from_dense(&fmt(format), &[n], &Buffer::F64(values)).unwrap()
+    Tensor::from_dense(&fmt(format), &[n], &Buffer::F64(values.into())).unwrap()
 }
 
 fn ints(format: &str, shape: &[usize], values: Vec<i64>) -> Tensor {
-    Tensor::from_dense(&fmt(format), shape, &Buffer::I64(values)).unwrap()
+    Tensor::from_dense(&fmt(format), shape, &Buffer::I64(values.into())).unwrap()
 }
 
 fn scalar(format: &str) -> Tensor {
@@ -218,13 +218,16 @@ fn saturating_row_sums_into_sparse_outputs() {
             let got = agree(&rows, ts.clone());
             assert_eq!(
                 got["y"].to_dense(),
-                Buffer::I64(vec![10, 0, 9, 0, 10]),
+                Buffer::I64(vec![10, 0, 9, 0, 10].into()),
                 "{af} {yf}"
             );
             // Column sums write `y` out of order: only formats that take any order.
             if !yf.starts_with("SparseList") {
                 let got = agree(&cols, ts);
-                assert_eq!(got["y"].to_dense(), Buffer::I64(vec![10, 10, 5, 9, 1]));
+                assert_eq!(
+                    got["y"].to_dense(),
+                    Buffer::I64(vec![10, 10, 5, 9, 1].into())
+                );
             }
         }
     }

@@ -17,15 +17,20 @@ use tessera::tensor::Tensor;
 const V: [f64; 9] = [0.0, 1.0, 1.0, 2.0, 2.0, 0.0, 0.0, 3.0, 0.0];
 
 fn vector(format: &str, values: &[f64]) -> Tensor {
-    Tensor::from_dense(&fmt(format), &[values.len()], &Buffer::F64(values.to_vec())).unwrap()
+    Tensor::from_dense(
+        &fmt(format),
+        &[values.len()],
+        &Buffer::F64(values.to_vec().into()),
+    )
+    .unwrap()
 }
 
 fn i64s(v: &[i64]) -> Buffer {
-    Buffer::I64(v.to_vec())
+    Buffer::I64(v.to_vec().into())
 }
 
 fn f64s(v: &[f64]) -> Buffer {
-    Buffer::F64(v.to_vec())
+    Buffer::F64(v.to_vec().into())
 }
 
 fn code(text: &str, formats: &[(&str, &str)]) -> String {
@@ -107,7 +112,7 @@ fn golden_storage_built_from_values() {
         assert_eq!(t.to_dense(), f64s(&V), "{f}");
     }
 
-    let bools = Buffer::Bool(vec![false, false, true, false, false, false]);
+    let bools = Buffer::Bool(vec![false, false, true, false, false, false].into());
     for f in [
         "SparseInterval(Pattern())",
         "SparseInterval(Element(false))",
@@ -115,7 +120,7 @@ fn golden_storage_built_from_values() {
         let t = Tensor::from_dense(&fmt(f), &[6], &bools).unwrap();
         assert_eq!(t.levels[0], vec![i64s(&[2]), i64s(&[2])], "{f}");
         if f.contains("Element") {
-            assert_eq!(t.levels[1], vec![Buffer::Bool(vec![true])]);
+            assert_eq!(t.levels[1], vec![Buffer::Bool(vec![true].into())]);
         }
         assert_eq!(t.to_dense(), bools);
     }
@@ -149,7 +154,7 @@ fn golden_storage_written_by_kernels() {
     );
     assert_eq!(b.levels[1], vec![f64s(&[1.0, 2.0, 3.0])]);
 
-    let bools = Buffer::Bool(vec![false, false, true, false, false, false]);
+    let bools = Buffer::Bool(vec![false, false, true, false, false, false].into());
     for out in [
         "SparseInterval(Pattern())",
         "SparseInterval(Element(false))",
@@ -298,10 +303,10 @@ impl WithoutFill for Tensor {
             levels: vec![
                 vec![
                     i64s(&[0, left.len() as i64]),
-                    Buffer::I64(left),
-                    Buffer::I64(r),
+                    Buffer::I64(left.into()),
+                    Buffer::I64(r.into()),
                 ],
-                vec![Buffer::F64(v)],
+                vec![Buffer::F64(v.into())],
             ],
         };
         t.validate("A").unwrap();
@@ -337,7 +342,7 @@ fn nested_runs_integrate_the_outer_run() {
     let a = Tensor::from_dense(
         &fmt("RunList(RunList(Element(0.0)))"),
         &[4, 5],
-        &Buffer::F64(values),
+        &Buffer::F64(values.into()),
     )
     .unwrap();
     // Three equal rows merged into one run of rows, then a fill row.
@@ -503,7 +508,8 @@ fn row_sums_into_run_lists() {
             "RunList(Element(0.0), merge=false)",
         ] {
             let a =
-                Tensor::from_dense(&fmt(a_format), &[6, 4], &Buffer::F64(values.clone())).unwrap();
+                Tensor::from_dense(&fmt(a_format), &[6, 4], &Buffer::F64(values.clone().into()))
+                    .unwrap();
             let mut ts = BTreeMap::from([
                 ("A".to_string(), a),
                 (
@@ -583,7 +589,7 @@ fn retried_positions_reopen_fibers() {
         let a = Tensor::from_dense(
             &fmt("Dense(Dense(Dense(Element(0.0))))"),
             &shape,
-            &Buffer::F64(values.clone()),
+            &Buffer::F64(values.clone().into()),
         )
         .unwrap();
         let mut ts = BTreeMap::from([

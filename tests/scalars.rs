@@ -13,7 +13,7 @@ use tessera::types::Scalar;
 
 fn vector(format: &str, values: Vec<f64>) -> Tensor {
     let n = values.len();
-    Tensor::from_dense(&fmt(format), &[n], &Buffer::F64(values)).unwrap()
+    Tensor::from_dense(&fmt(format), &[n], &Buffer::F64(values.into())).unwrap()
 }
 
 fn scalar(format: &str) -> Tensor {
@@ -131,7 +131,7 @@ fn short_circuit_keeps_other_outputs_complete() {
         assert_eq!(value(&got["p"]), Scalar::F64(0.0));
         assert_eq!(
             got["y"].to_dense(),
-            Buffer::F64(vec![4.0, 6.0, 0.0, 8.0, 0.0, 10.0, 12.0])
+            Buffer::F64(vec![4.0, 6.0, 0.0, 8.0, 0.0, 10.0, 12.0].into())
         );
     }
 }
@@ -153,7 +153,7 @@ fn short_circuit_or_and_min_stop_early() {
     let k = Tensor::from_dense(
         &fmt("Dense(Element(0))"),
         &[3],
-        &Buffer::I64(vec![4, i64::MIN, 7]),
+        &Buffer::I64(vec![4, i64::MIN, 7].into()),
     )
     .unwrap();
     let ts = tensors(vec![("m", scalar("ShortCircuitScalar(100)")), ("K", k)]);
@@ -174,7 +174,7 @@ fn short_circuit_or_and_min_stop_early() {
     let m = Tensor::from_dense(
         &fmt("Dense(SparseList(Element(1.0)))"),
         &[3, 3],
-        &Buffer::F64(vec![2.0, 1.0, 1.0, 1.0, 0.0, f64::NAN, f64::NAN, 1.0, 1.0]),
+        &Buffer::F64(vec![2.0, 1.0, 1.0, 1.0, 0.0, f64::NAN, f64::NAN, 1.0, 1.0].into()),
     )
     .unwrap();
     let mut ts = tensors(vec![("p", scalar("ShortCircuitScalar(1.0)")), ("M", m)]);
@@ -209,7 +209,7 @@ fn sparse_scalar_reads_switch_on_the_dirty_flag() {
     let c = code(prog, &ts);
     assert!(c.contains("s_dirty"), "{c}");
     let got = agree(prog, ts);
-    assert_eq!(got["y"].to_dense(), Buffer::F64(vec![1.0; 3]));
+    assert_eq!(got["y"].to_dense(), Buffer::F64(vec![1.0; 3].into()));
     assert_eq!(got["s"].countstored(), 1);
     // Written in the same kernel, then read.
     let prog2 =
@@ -226,7 +226,7 @@ fn sparse_scalar_reads_switch_on_the_dirty_flag() {
         ]),
     );
     assert_eq!(value(&got["s"]), Scalar::F64(6.0));
-    assert_eq!(got["s"].levels[0][1], Buffer::Bool(vec![true]));
+    assert_eq!(got["s"].levels[0][1], Buffer::Bool(vec![true].into()));
     // Declared to a non-fill value: dirty from the start.
     let got = agree(
         "s .= 2\ny .= 0\nfor i = _\n  y[i] = s[] * A[i]\nend\n",
@@ -239,10 +239,10 @@ fn sparse_scalar_reads_switch_on_the_dirty_flag() {
             ("A", a),
         ]),
     );
-    assert_eq!(got["y"].to_dense(), Buffer::F64(vec![2.0, 4.0, 6.0]));
+    assert_eq!(got["y"].to_dense(), Buffer::F64(vec![2.0, 4.0, 6.0].into()));
     // A clean scalar whose value slot is not the fill is rejected.
     let mut bad = scalar("SparseScalar(0.0)");
-    bad.levels[0][0] = Buffer::F64(vec![3.0]);
+    bad.levels[0][0] = Buffer::F64(vec![3.0].into());
     assert!(bad.validate("s").is_err());
 }
 
@@ -291,7 +291,7 @@ fn non_zero_fills_agree_with_the_evaluator() {
     let b = Tensor::from_dense(
         &fmt("SparseList(Element(true))"),
         &[6],
-        &Buffer::Bool(vec![true, true, false, true, true, true]),
+        &Buffer::Bool(vec![true, true, false, true, true, true].into()),
     )
     .unwrap();
     assert_eq!(b.countstored(), 1);
@@ -320,9 +320,7 @@ fn non_zero_fills_agree_with_the_evaluator() {
     let m = Tensor::from_dense(
         &fmt("Dense(SparseList(Element(1.0)))"),
         &[3, 4],
-        &Buffer::F64(vec![
-            1.0, 2.0, 1.0, 3.0, 1.0, 1.0, 1.0, 1.0, 0.5, 1.0, 4.0, 1.0,
-        ]),
+        &Buffer::F64(vec![1.0, 2.0, 1.0, 3.0, 1.0, 1.0, 1.0, 1.0, 0.5, 1.0, 4.0, 1.0].into()),
     )
     .unwrap();
     agree(

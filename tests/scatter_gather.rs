@@ -48,8 +48,12 @@ const MATRIX_OUTPUTS: &[&str] = &[
 ];
 
 fn ints(format: &str, values: &[i64]) -> Tensor {
-    Tensor::from_dense(&fmt(format), &[values.len()], &Buffer::I64(values.to_vec()))
-        .unwrap_or_else(|e| panic!("{format}: {e}"))
+    Tensor::from_dense(
+        &fmt(format),
+        &[values.len()],
+        &Buffer::I64(values.to_vec().into()),
+    )
+    .unwrap_or_else(|e| panic!("{format}: {e}"))
 }
 
 /// `len` indices into `0..n`, repeats allowed.
@@ -69,8 +73,12 @@ fn distinct_indices(rng: &mut StdRng, len: usize, n: usize) -> Vec<i64> {
 }
 
 fn floats(format: &str, values: &[f64]) -> Tensor {
-    Tensor::from_dense(&fmt(format), &[values.len()], &Buffer::F64(values.to_vec()))
-        .unwrap_or_else(|e| panic!("{format}: {e}"))
+    Tensor::from_dense(
+        &fmt(format),
+        &[values.len()],
+        &Buffer::F64(values.to_vec().into()),
+    )
+    .unwrap_or_else(|e| panic!("{format}: {e}"))
 }
 
 /// Compile once per program and formats, run on the given tensors, compare every tensor

@@ -24,14 +24,14 @@ fn dense(format: &str, shape: &[usize], values: Buffer) -> Tensor {
 }
 
 fn vector(format: &str, values: &[f64]) -> Tensor {
-    dense(format, &[values.len()], Buffer::F64(values.to_vec()))
+    dense(format, &[values.len()], Buffer::F64(values.to_vec().into()))
 }
 
 fn ints(values: &[i64]) -> Tensor {
     dense(
         "Dense(Element(0))",
         &[values.len()],
-        Buffer::I64(values.to_vec()),
+        Buffer::I64(values.to_vec().into()),
     )
 }
 
@@ -358,7 +358,10 @@ fn float_valued_indices_and_bounds_are_errors() {
     let ts = tensors(vec![
         ("x", vector("Dense(Element(0.0))", &[1.0, 2.0, 3.0])),
         ("f", vector("Dense(Element(0.0))", &[0.5, 1.5, 2.5])),
-        ("n", dense("Element(0.0)", &[], Buffer::F64(vec![1.5]))),
+        (
+            "n",
+            dense("Element(0.0)", &[], Buffer::F64(vec![1.5].into())),
+        ),
         ("s", empty("Element(0.0)", &[])),
     ]);
     let msg = "an index or extent must be an integer, not a float";
@@ -810,7 +813,10 @@ fn a_zero_factor_gives_positive_zero_so_quotients_agree() {
     let folded = "s .= 0\nfor i = _\n  s[] += x[i] / (c[] * 0.0)\nend\n";
     let ts = tensors(vec![
         ("x", vector("Dense(Element(0.0))", &[1.0, 2.0])),
-        ("c", dense("Element(0.0)", &[], Buffer::F64(vec![-2.0]))),
+        (
+            "c",
+            dense("Element(0.0)", &[], Buffer::F64(vec![-2.0].into())),
+        ),
         ("s", empty("Element(0.0)", &[])),
     ]);
     assert_eq!(f64s(&agree(t, folded, ts)["s"]), vec![inf]);
@@ -883,7 +889,7 @@ end
     for zf in ["SparseByteMap(Element(2))", "SparseList(Element(2))"] {
         let ts = tensors(vec![
             ("u", vector("SparseCOO{1}(Element(0.0))", &[-2.0])),
-            ("z", dense(zf, &[2], Buffer::I64(vec![-1, 0]))),
+            ("z", dense(zf, &[2], Buffer::I64(vec![-1, 0].into()))),
             ("y", empty("Dense(Element(0.0))", &[1])),
         ]);
         // k = 1 runs last: y = -2 - 0 + 10; its `if` finds z[2] out of range.
@@ -925,7 +931,7 @@ fn zero_minus_an_integer_zero_is_positive_zero_on_every_backend() {
     let t = "zero_minus_int_zero";
     let program = "s .= 0.0\ns[] += true / (0.0 - c[])\n";
     let ts = tensors(vec![
-        ("c", dense("Element(0)", &[], Buffer::I64(vec![0]))),
+        ("c", dense("Element(0)", &[], Buffer::I64(vec![0].into()))),
         ("s", empty("Element(0.0)", &[])),
     ]);
     assert_eq!(f64s(&agree(t, program, ts)["s"]), vec![f64::INFINITY]);

@@ -149,7 +149,7 @@ fn check_interval(
     let (ni, nj) = c.extents;
     let (sf, outer) = c.format;
     let data = c.values();
-    let a = Tensor::from_dense(&fmt(sf), &[ni, nj], &Buffer::F64(data.clone()))
+    let a = Tensor::from_dense(&fmt(sf), &[ni, nj], &Buffer::F64(data.clone().into()))
         .map_err(|e| TestCaseError::fail(format!("{sf}: {e}")))?;
     a.validate("A")
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -178,7 +178,7 @@ fn check_interval(
     // that write row by row are refused even when the rows are equal (a known limit),
     // so there a refusal is allowed whatever the data.
     for (values, must_fit, src_format) in [
-        (Buffer::F64(data), true, c.sources[0]),
+        (Buffer::F64(data.into()), true, c.sources[0]),
         (b.to_dense(), false, c.sources[1]),
     ] {
         let values = Buffer::F64((0..values.len()).map(|k| values.get(k).as_f64()).collect());

@@ -43,7 +43,7 @@ fn spmv(a: &Tensor, x: &[f64]) -> Vec<f64> {
         Tensor::from_dense(
             &fmt("Dense(Element(0.0))"),
             &[x.len()],
-            &Buffer::F64(x.to_vec()),
+            &Buffer::F64(x.to_vec().into()),
         )
         .unwrap(),
     );
@@ -114,7 +114,7 @@ fn synthetic(format: &str, n: usize, pairs: impl Iterator<Item = (usize, usize)>
         &fmt(format),
         &[n, n],
         &[rows, cols],
-        &Buffer::F64(vals),
+        &Buffer::F64(vals.into()),
         |a, _| a,
     )
     .unwrap()

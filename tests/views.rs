@@ -25,7 +25,7 @@ const VECTOR_FORMATS: &[&str] = &[
 ];
 
 fn tensor(format: &str, shape: &[usize], values: Vec<f64>) -> Tensor {
-    Tensor::from_dense(&fmt(format), shape, &Buffer::F64(values)).unwrap()
+    Tensor::from_dense(&fmt(format), shape, &Buffer::F64(values.into())).unwrap()
 }
 
 fn zeros(format: &str, shape: &[usize]) -> Tensor {
@@ -74,7 +74,11 @@ fn vector_windows_copy_and_sum() {
                 ("y", zeros("Dense(Element(0.0))", &[6])),
             ]),
         );
-        assert_eq!(got["y"].to_dense(), Buffer::F64(x[2..8].to_vec()), "{f}");
+        assert_eq!(
+            got["y"].to_dense(),
+            Buffer::F64((x[2..8].to_vec()).into()),
+            "{f}"
+        );
         // Windows at both edges, in the middle, of one coordinate and empty ones (which may
         // sit just past the end).
         for (lo, hi) in [
@@ -136,7 +140,7 @@ fn windows_known_only_at_run_time_and_written_windows() {
             for i in 0..6 {
                 want[3 + i] = x[4 + i] + 1.0;
             }
-            assert_eq!(got["y"].to_dense(), Buffer::F64(want), "{f} {yf}");
+            assert_eq!(got["y"].to_dense(), Buffer::F64(want.into()), "{f} {yf}");
         }
     }
 }
@@ -169,7 +173,7 @@ fn matrix_windows_on_every_format() {
             .flat_map(|i| (2..=5).map(move |j| (i, j)))
             .map(|(i, j)| a[i * 6 + j])
             .collect();
-        assert_eq!(got["B"].to_dense(), Buffer::F64(want), "{f}");
+        assert_eq!(got["B"].to_dense(), Buffer::F64(want.into()), "{f}");
         let got = agree(
             rows,
             tensors(vec![
@@ -177,7 +181,11 @@ fn matrix_windows_on_every_format() {
                 ("y", zeros("Dense(Element(0.0))", &[2])),
             ]),
         );
-        assert_eq!(got["y"].to_dense(), Buffer::F64(vec![16.0, 13.0]), "{f}");
+        assert_eq!(
+            got["y"].to_dense(),
+            Buffer::F64(vec![16.0, 13.0].into()),
+            "{f}"
+        );
     }
 }
 
@@ -200,7 +208,7 @@ fn sliding_windows_convolve() {
         let want: Vec<f64> = (0..n - 2)
             .map(|j| (0..3).map(|i| x[j + i] * w[i]).sum())
             .collect();
-        assert_eq!(got["y"].to_dense(), Buffer::F64(want), "{f}");
+        assert_eq!(got["y"].to_dense(), Buffer::F64(want.into()), "{f}");
     }
     // The window alone sizes the inner loop.
     let prog = "y .= 0\nfor j = _, i = _\n  y[j] <<max>>= x[(j:j + 2)(i)]\nend\n";
@@ -214,7 +222,7 @@ fn sliding_windows_convolve() {
     let want: Vec<f64> = (0..n - 2)
         .map(|j| x[j..j + 3].iter().copied().fold(0.0, f64::max))
         .collect();
-    assert_eq!(got["y"].to_dense(), Buffer::F64(want));
+    assert_eq!(got["y"].to_dense(), Buffer::F64(want.into()));
 }
 
 #[test]
@@ -234,7 +242,7 @@ fn swizzled_spmv_is_the_transposed_spmv() {
         ]);
         let s = agree(swizzled, ts.clone());
         let t = agree(transposed, ts);
-        assert_eq!(s["y"].to_dense(), Buffer::F64(want.clone()), "{f}");
+        assert_eq!(s["y"].to_dense(), Buffer::F64(want.clone().into()), "{f}");
         assert_eq!(s["y"].to_dense(), t["y"].to_dense(), "{f}");
     }
     // Swizzling twice is the plain SpMV; the output shape is inferred through the swizzle.
@@ -251,7 +259,10 @@ fn swizzled_spmv_is_the_transposed_spmv() {
             ("y", zeros("Dense(Element(0.0))", &[4])),
         ]),
     );
-    assert_eq!(got["y"].to_dense(), Buffer::F64(vec![3.0, 0.0, 16.0, 13.0]));
+    assert_eq!(
+        got["y"].to_dense(),
+        Buffer::F64(vec![3.0, 0.0, 16.0, 13.0].into())
+    );
 }
 
 #[test]
@@ -270,7 +281,7 @@ fn swizzled_writes_and_higher_ranks() {
             .flat_map(|j| (0..4).map(move |i| (i, j)))
             .map(|(i, j)| a[i * 6 + j])
             .collect();
-        assert_eq!(got["B"].to_dense(), Buffer::F64(want), "{f}");
+        assert_eq!(got["B"].to_dense(), Buffer::F64(want.into()), "{f}");
     }
     // Rank 3: index k addresses dimension perm[k]; with a window on a swizzled dimension.
     let c: Vec<f64> = (0..24)

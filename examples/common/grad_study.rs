@@ -147,7 +147,7 @@ pub fn check(
 
 fn values(t: &Tensor) -> Vec<f64> {
     match t.to_dense() {
-        Buffer::F64(v) => v,
+        Buffer::F64(v) => v.into_vec(),
         _ => vec![],
     }
 }
@@ -165,7 +165,7 @@ pub fn dense(shape: &[usize], values: Vec<f64>) -> Result<Tensor> {
     Tensor::from_dense(
         &Format::dense(shape.len(), tessera::Scalar::F64(0.0)),
         shape,
-        &Buffer::F64(values),
+        &Buffer::F64(values.into()),
     )
 }
 

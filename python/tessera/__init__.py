@@ -17,5 +17,6 @@ from ._compute import (
 from ._tensor import DTYPES, Tensor, asarray, from_dlpack
 from .errors import *  # noqa: F401,F403  (the exception classes at the top level)
 from .lazy import LazyTensor, lazy
+from . import array_api  # the Array API namespace, also as `tessera.array_api`
 
 __version__ = "0.1.0"

@@ -1,11 +1,15 @@
 """The Tensor class and ``asarray``: tensors from NumPy, SciPy sparse, pydata/sparse, lists
 and scalars, and back.
 
-Copies: building a tensor copies each input array once into Tessera's storage (one memcpy
-per array, no per-entry work) — CSR inputs keep their layout (the arrays become the level
-buffers, 4-byte indices as ``coord=i32``); CSC, COO and the other SciPy formats are
-converted. ``to_numpy()`` and ``level_buffers()`` hand freshly made arrays to NumPy without a
-second copy.
+Copies: none where the layouts match. A C-contiguous NumPy array, and a canonical CSR
+matrix's ``data``, ``indices`` and ``indptr`` (4-byte indices as ``coord=i32``, 8-byte as
+``coord=i64``), become the tensor's level buffers as they are: the tensor reads their memory
+and holds a reference to the arrays (so it sees later writes to them, like ``np.asarray``),
+and a kernel that writes the tensor copies it first, never writing the arrays. Copied are:
+strided, unaligned or byte-swapped arrays, ``bool`` arrays, CSR matrices with mixed index
+widths or non-canonical indices, and CSC, COO and the other SciPy formats, which are
+converted. ``to_numpy()`` and ``to_scipy()`` are views of the tensor's memory where its
+layout allows.
 """
 
 import builtins
@@ -25,6 +29,15 @@ def _dtype_name(dtype):
             f"unsupported dtype `{name}` (Tessera has {', '.join(DTYPES)})"
         )
     return name
+
+
+def _native(a):
+    """``a`` as an array Tessera can share: native byte order and aligned (a copy only when
+    it is neither)."""
+    a = np.asarray(a)
+    if not a.dtype.isnative or not a.flags.aligned:
+        a = np.require(a, dtype=a.dtype.newbyteorder("="), requirements="A")
+    return a
 
 
 def _format_text(format):
@@ -55,15 +68,15 @@ def _from_scipy(obj, format):
         coords = [np.asarray(c) for c in (obj.coords if hasattr(obj, "coords") else (obj.row, obj.col))]
         cdtype = np.result_type(*[c.dtype for c in coords]).name if coords else "int64"
         coords = [np.ascontiguousarray(c, dtype=cdtype) for c in coords]
-        return _tessera.from_coo(list(obj.shape), coords, cdtype, np.ascontiguousarray(obj.data), dtype,
+        return _tessera.from_coo(list(obj.shape), coords, cdtype, _native(obj.data), dtype,
                                  _format_text(format) or ("csr" if obj.ndim == 2 else None))
     if not obj.has_canonical_format:
         # Tessera's SparseList needs sorted, distinct indices per row: sort and add duplicates.
         obj = obj.copy()
         obj.sum_duplicates()
     return _tessera.from_compressed(
-        tuple(obj.shape), obj.indptr, obj.indptr.dtype.name, obj.indices, obj.indices.dtype.name,
-        obj.data, dtype, kind == "csc", _format_text(format),
+        tuple(obj.shape), _native(obj.indptr), obj.indptr.dtype.name, _native(obj.indices),
+        obj.indices.dtype.name, _native(obj.data), dtype, kind == "csc", _format_text(format),
     )
 
 
@@ -75,7 +88,7 @@ def _from_pydata(obj, format):
         raise FormatError(f"pydata/sparse array with fill value {fill!r}: only 0 is supported")
     dtype = _dtype_name(obj.dtype)
     coords = [np.ascontiguousarray(c, dtype=np.int64) for c in obj.coords]
-    return _tessera.from_coo(list(obj.shape), coords, "int64", np.ascontiguousarray(obj.data), dtype,
+    return _tessera.from_coo(list(obj.shape), coords, "int64", _native(obj.data), dtype,
                              _format_text(format))
 
 
@@ -97,7 +110,7 @@ def asarray(obj, format=None, dtype=None):
         if dtype is not None:
             obj = obj.astype(dtype)
         return Tensor(_from_pydata(obj, format))
-    arr = np.asarray(obj, dtype=dtype)
+    arr = _native(np.asarray(obj, dtype=dtype))
     name = _dtype_name(arr.dtype)
     # (Not np.ascontiguousarray: it makes 0-d arrays 1-d. Strided arrays are gathered in C
     # order by the extension.)
@@ -105,16 +118,27 @@ def asarray(obj, format=None, dtype=None):
 
 
 def _from_levels(shape, format, levels):
+    levels = [[(_native(a), dtype) for a, dtype in level] for level in levels]
     return Tensor(_tessera.from_levels(shape, format, levels))
 
 
 def from_dlpack(x, format=None, copy=None):
     """A tensor from any object with ``__dlpack__`` (PyTorch, JAX, CuPy on CPU, NumPy...):
-    the dense values, in ``format`` (default dense). The values are copied into Tessera's
-    storage (``copy=False`` is refused)."""
-    if copy is False:
-        raise BufferError("tessera.from_dlpack copies the values into Tessera's storage")
-    return asarray(np.from_dlpack(x), format=format)
+    the dense values, in ``format`` (default dense). A dense tensor of a C-contiguous,
+    aligned, native-order producer shares its memory (no copy, as ``asarray``); ``copy=True``
+    always copies, and ``copy=False`` raises ``BufferError`` where sharing is impossible
+    (a strided or byte-swapped producer, another format)."""
+    arr = np.from_dlpack(x)
+    if copy:
+        arr = arr.copy()
+    elif copy is False:
+        dense = format is None or _tessera.parse_format(str(format), arr.ndim, None).startswith(
+            "Dense(" * arr.ndim + "Element(")
+        if not (dense and arr.flags.c_contiguous and arr.flags.aligned and arr.dtype.isnative
+                and arr.dtype.name in DTYPES and arr.dtype != np.bool_):
+            raise BufferError("tessera.from_dlpack(copy=False): the values cannot be shared "
+                              "(strided, unaligned, byte-swapped, bool, or another format)")
+    return asarray(arr, format=format)
 
 
 def _scalar_dtype(value, like):

@@ -201,3 +201,87 @@ def test_to_scipy_shares_the_csr_arrays():
     c = m.copy()
     c.eliminate_zeros()  # in-place methods work on a copy
     assert c.nnz == a.nnz
+
+
+@pytest.mark.parametrize("index", ["int32", "int64"])
+def test_asarray_shares_the_csr_arrays_it_is_given(index):
+    """Zero-copy into Tessera: a canonical CSR's three arrays become the level buffers."""
+    a = sp.random_array((40, 30), density=0.2, random_state=7, format="csr", dtype=np.float64)
+    a.indptr, a.indices = a.indptr.astype(index), a.indices.astype(index)
+    t = ts.asarray(a)
+    _, (ptr, idx), (val,) = t.level_buffers()
+    assert val.__array_interface__["data"][0] == a.data.__array_interface__["data"][0]
+    assert idx.__array_interface__["data"][0] == a.indices.__array_interface__["data"][0]
+    assert ptr.__array_interface__["data"][0] == a.indptr.__array_interface__["data"][0]
+    assert idx.dtype == np.dtype(index)
+    m = t.to_scipy()
+    assert np.shares_memory(m.data, a.data) and np.shares_memory(m.indices, a.indices)
+    x = np.arange(30.0)
+    np.testing.assert_allclose(ts.run("for i = _, j = _\n  y[i] += A[i, j] * x[j]\nend", out="y",
+                                      A=t, x=x).to_numpy(), a @ x)
+
+
+def test_asarray_shares_dense_memory_and_never_writes_it():
+    a = np.arange(12.0).reshape(3, 4)
+    t = ts.asarray(a)
+    assert np.shares_memory(t.to_numpy(), a)
+    # Like np.asarray, the tensor sees later writes to the array it shares.
+    a[0, 0] = 100.0
+    assert t.to_numpy()[0, 0] == 100.0
+    # A kernel that writes the tensor writes a copy: the array keeps its values.
+    before = a.copy()
+    y = ts.run("for i = _, j = _\n  y[i, j] += 1\nend", out="y", y=t)
+    np.testing.assert_array_equal(y.to_numpy(), before + 1)
+    np.testing.assert_array_equal(a, before)
+    # Operators read it in place as well.
+    np.testing.assert_array_equal((t * 2).to_numpy(), before * 2)
+
+
+def test_shared_arrays_outlive_their_python_names():
+    import gc
+
+    a = sp.random_array((50, 50), density=0.1, random_state=8, format="csr")
+    want = a.toarray()
+    t = ts.asarray(a)
+    del a
+    gc.collect()
+    np.testing.assert_array_equal(t.to_numpy(), want)
+    d = np.random.default_rng(1).random((7, 5))
+    u = ts.asarray(d)
+    want = d.copy()
+    del d
+    gc.collect()
+    np.testing.assert_array_equal(u.to_numpy(), want)
+
+
+def test_arrays_that_cannot_be_shared_are_copied_correctly():
+    base = np.arange(24.0).reshape(4, 6)
+    strided = base[:, ::2]
+    np.testing.assert_array_equal(ts.asarray(strided).to_numpy(), strided)
+    swapped = base.astype(">f8")
+    t = ts.asarray(swapped)
+    np.testing.assert_array_equal(t.to_numpy(), base)
+    assert not np.shares_memory(t.to_numpy(), swapped)
+    raw = np.zeros(8 * 5 + 1, dtype=np.uint8)
+    unaligned = raw[1:].view(np.float64)
+    unaligned[:] = [1.5, -2.0, 3.25, 0.0, 7.0]
+    np.testing.assert_array_equal(ts.asarray(unaligned).to_numpy(), [1.5, -2.0, 3.25, 0.0, 7.0])
+    # bool arrays whose bytes are not 0/1 read as True, never as invalid values
+    bools = np.array([0, 1, 2, 255], dtype=np.uint8).view(np.bool_)
+    np.testing.assert_array_equal(ts.asarray(bools).to_numpy(), [False, True, True, True])
+    # mixed index widths are widened
+    a = sp.random_array((10, 10), density=0.3, random_state=9, format="csr")
+    a.indptr = a.indptr.astype(np.int64)
+    a.indices = a.indices.astype(np.int32)
+    np.testing.assert_array_equal(ts.asarray(a).to_numpy(), a.toarray())
+
+
+def test_from_dlpack_shares_or_refuses_to_when_told_not_to_copy():
+    a = np.arange(6.0).reshape(2, 3)
+    t = ts.from_dlpack(a, copy=False)
+    assert np.shares_memory(t.to_numpy(), a)
+    assert not np.shares_memory(ts.from_dlpack(a, copy=True).to_numpy(), a)
+    with pytest.raises(BufferError):
+        ts.from_dlpack(a, copy=False, format="csr")
+    with pytest.raises(BufferError):
+        ts.from_dlpack(a[:, ::2], copy=False)

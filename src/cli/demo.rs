@@ -110,13 +110,13 @@ pub fn demo() -> Result<String> {
                 Buffer::I64((0..=big as i64).collect()),
                 Buffer::I64((0..big).map(|i| ((i * 7919) % big) as i64).collect()),
             ],
-            vec![Buffer::F64(vec![1.0; big])],
+            vec![Buffer::F64(vec![1.0; big].into())],
         ],
     };
     let x = Tensor {
         shape: vec![big],
         format: dense1.clone(),
-        levels: vec![vec![], vec![Buffer::F64(vec![2.0; big])]],
+        levels: vec![vec![], vec![Buffer::F64(vec![2.0; big].into())]],
     };
     let mut tensors = BTreeMap::from([
         ("A".to_string(), a),

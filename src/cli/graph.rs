@@ -173,8 +173,8 @@ pub fn graph(a: &GraphArgs) -> Result<String> {
         last = run_once(&runner, a.algorithm, &mut graph, a.source)?;
         times.push(t0.elapsed().as_secs_f64() * 1e3);
     }
-    let parents = vector(Buffer::I64(last.parents.clone()))?;
-    let dist = vector(Buffer::F64(last.dist.clone()))?;
+    let parents = vector(Buffer::I64(last.parents.clone().into()))?;
+    let dist = vector(Buffer::F64(last.dist.clone().into()))?;
     let files = files
         .into_iter()
         .map(|(name, f)| (f, if name == "parents" { &parents } else { &dist }))

@@ -50,9 +50,9 @@ fn load_points(path: &str, d: usize) -> Result<Vec<f64>> {
         ));
     };
     match p.shape.as_slice() {
-        [_, k] if *k == d => Ok(v),
+        [_, k] if *k == d => Ok(v.into_vec()),
         // A 1-d image's points may be a plain vector.
-        [_] if d == 1 => Ok(v),
+        [_] if d == 1 => Ok(v.into_vec()),
         s => Err(Error::file(
             path,
             0,
@@ -93,7 +93,7 @@ pub fn probe(a: &ProbeArgs) -> Result<String> {
     let outside = values.chunks_exact(per).filter(|v| v[0].is_nan()).count();
     let data = DenseData {
         shape,
-        values: Buffer::F64(values),
+        values: Buffer::F64(values.into()),
     };
     tessera::io::write_atomic(Path::new(&a.out), |w| tessera::io::npy::write_npy(w, &data))?;
     let mut text = String::new();

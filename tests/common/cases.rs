@@ -30,8 +30,9 @@ impl Case {
         let tensors = tensors
             .iter()
             .map(|&(name, format, shape, values)| {
-                let t = Tensor::from_dense(&fmt(format), shape, &Buffer::F64(values.to_vec()))
-                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                let t =
+                    Tensor::from_dense(&fmt(format), shape, &Buffer::F64(values.to_vec().into()))
+                        .unwrap_or_else(|e| panic!("{name}: {e}"));
                 (name.to_string(), t)
             })
             .collect();

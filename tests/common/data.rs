@@ -127,6 +127,6 @@ pub fn fitted(rng: &mut StdRng, format: &str, rows: usize, kind: Kind) -> Tensor
             }
         }
     }
-    Tensor::from_dense(&fmt(format), &shape, &Buffer::F64(v))
+    Tensor::from_dense(&fmt(format), &shape, &Buffer::F64(v.into()))
         .unwrap_or_else(|e| panic!("{format} {kind:?}: {e}"))
 }

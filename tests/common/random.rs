@@ -226,7 +226,7 @@ impl Data {
         let fill = f.fill().as_f64();
         let mut values = self.values(shape, fill);
         keep_one_per_point_fiber(f, shape, &mut values, fill);
-        Tensor::from_dense(f, shape, &Buffer::F64(values))
+        Tensor::from_dense(f, shape, &Buffer::F64(values.into()))
             .unwrap_or_else(|e| panic!("a {f} tensor of shape {shape:?}: {e}"))
     }
 }
@@ -293,7 +293,8 @@ pub fn random_tensor(rng: &mut StdRng, f: &Format, shape: &[usize]) -> Tensor {
         }
         values.push(v);
     }
-    Tensor::from_dense(f, shape, &tessera::runtime::Buffer::F64(values)).expect("runny tensor")
+    Tensor::from_dense(f, shape, &tessera::runtime::Buffer::F64(values.into()))
+        .expect("runny tensor")
 }
 
 /// Every format of `rank` dimensions (0 to 2) the level registry builds over an `f64`, an

@@ -77,7 +77,7 @@ pub fn format(data: &[u8]) {
         // Never 0: a Pattern leaf reads every stored entry as `true`.
         values.push(f64::from(v % 3 + 1));
     }
-    let buffer = Buffer::F64(values.clone());
+    let buffer = Buffer::F64(values.clone().into());
     if let Ok(t) = Tensor::from_coo(&f, &shape, &coords, &buffer, |_, b| b) {
         check_holds(&f, &shape, &t, &coords, &values);
     }

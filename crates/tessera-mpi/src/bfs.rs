@@ -96,11 +96,11 @@ fn search(
         push.insert("A".to_string(), g.out_edges.clone());
         push.insert(
             "F".into(),
-            vector(FRONTIER, nloc, &[], Buffer::Bool(vec![]))?,
+            vector(FRONTIER, nloc, &[], Buffer::Bool(vec![].into()))?,
         );
         push.insert(
             "Fnext".into(),
-            vector(FRONTIER, n, &[], Buffer::Bool(vec![]))?,
+            vector(FRONTIER, n, &[], Buffer::Bool(vec![].into()))?,
         );
         push.insert(
             "V".into(),
@@ -108,28 +108,31 @@ fn search(
                 "Dense(Element(false))",
                 n,
                 &[source as i64],
-                Buffer::Bool(vec![true]),
+                Buffer::Bool(vec![true].into()),
             )?,
         );
         push.insert(
             "P".into(),
-            vector("Dense(Element(-1))", n, &[], Buffer::I64(vec![]))?,
+            vector("Dense(Element(-1))", n, &[], Buffer::I64(vec![].into()))?,
         );
         let mut pull = BTreeMap::new();
         pull.insert("AT".to_string(), g.in_edges.clone());
-        pull.insert("F".into(), vector(FRONTIER, n, &[], Buffer::Bool(vec![]))?);
+        pull.insert(
+            "F".into(),
+            vector(FRONTIER, n, &[], Buffer::Bool(vec![].into()))?,
+        );
         pull.insert(
             "Fnext".into(),
-            vector(FRONTIER, nloc, &[], Buffer::Bool(vec![]))?,
+            vector(FRONTIER, nloc, &[], Buffer::Bool(vec![].into()))?,
         );
-        let trues = Buffer::Bool(vec![true; src_local.len()]);
+        let trues = Buffer::Bool(vec![true; src_local.len()].into());
         pull.insert(
             "V".into(),
             vector("Dense(Element(false))", nloc, &src_local, trues)?,
         );
         pull.insert(
             "P".into(),
-            vector("Dense(Element(-1))", nloc, &[], Buffer::I64(vec![]))?,
+            vector("Dense(Element(-1))", nloc, &[], Buffer::I64(vec![].into()))?,
         );
         pull.insert(
             "p".into(),
@@ -186,11 +189,11 @@ fn search(
                     .filter(|&&v| g.part.owner(v as usize) == me)
                     .map(|&v| v - lo as i64)
                     .collect();
-                let t = Buffer::Bool(vec![true; mine.len()]);
+                let t = Buffer::Bool(vec![true; mine.len()].into());
                 push.insert("F".into(), vector(FRONTIER, nloc, &mine, t)?);
                 push.insert(
                     "Fnext".into(),
-                    vector(FRONTIER, n, &[], Buffer::Bool(vec![]))?,
+                    vector(FRONTIER, n, &[], Buffer::Bool(vec![].into()))?,
                 );
                 runner.execute(&push_k, &mut push)?;
                 let mut claimed = vec![];
@@ -208,11 +211,11 @@ fn search(
                     .collect())
             })(),
             Dir::Pull => (|| {
-                let t = Buffer::Bool(vec![true; front.len()]);
+                let t = Buffer::Bool(vec![true; front.len()].into());
                 pull.insert("F".into(), vector(FRONTIER, n, &front, t)?);
                 pull.insert(
                     "Fnext".into(),
-                    vector(FRONTIER, nloc, &[], Buffer::Bool(vec![]))?,
+                    vector(FRONTIER, nloc, &[], Buffer::Bool(vec![].into()))?,
                 );
                 runner.execute(&pull_k, &mut pull)?;
                 let mut got = vec![];
@@ -364,7 +367,7 @@ pub fn command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistRes
             let p = Tensor::from_dense(
                 &Format::dense(1, Scalar::I64(0)),
                 &[n],
-                &Buffer::I64(parents.clone()),
+                &Buffer::I64(parents.clone().into()),
             )?;
             let d = Tensor::from_dense(
                 &Format::dense(1, Scalar::F64(0.0)),

@@ -90,7 +90,15 @@ fn entries_of(data: FileData, path: &str) -> Result<([usize; 2], Entries, u64)> 
         coords.next().unwrap_or_default(),
         coords.next().unwrap_or_default(),
     );
-    Ok(([m, n], Entries { rows, cols, vals }, leaf))
+    Ok((
+        [m, n],
+        Entries {
+            rows,
+            cols,
+            vals: vals.into_vec(),
+        },
+        leaf,
+    ))
 }
 
 /// Rank 0 reads `path`; every rank learns the shape, or every rank gets rank 0's error.
@@ -338,7 +346,7 @@ pub fn block(
             vals.push(e.vals[k]);
         }
     }
-    let values = Buffer::F64(vals).converted(format.elem());
+    let values = Buffer::F64(vals.into()).converted(format.elem());
     Tensor::from_coo(format, &shape, &[rows, cols], &values, add)
 }
 
@@ -355,7 +363,7 @@ pub fn read_vector(path: &str, n: usize) -> Result<Vec<f64>> {
         ));
     }
     match t.to_dense().converted(tessera::types::ElemType::F64) {
-        Buffer::F64(v) => Ok(v),
+        Buffer::F64(v) => Ok(v.into_vec()),
         _ => unreachable!("converted to f64"),
     }
 }

@@ -131,7 +131,7 @@ fn spmv_command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistRe
         Some(f) => tessera::tensor::Tensor::from_dense(
             &tessera::levels::Format::dense(1, tessera::types::Scalar::F64(0.0)),
             &[rows],
-            &tessera::runtime::Buffer::F64(y_all),
+            &tessera::runtime::Buffer::F64(y_all.into()),
         )
         .and_then(|t| tessera::tensor::files::write_outputs(vec![(f, &t)])),
         None => Ok(()),

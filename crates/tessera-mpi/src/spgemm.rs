@@ -167,7 +167,7 @@ pub fn command(world: &SimpleCommunicator, runner: &Runner, a: &Args) -> DistRes
     let received = sum_u64(world, block.received as u64);
     let written = match outs[0].take() {
         Some(f) => {
-            let values = Buffer::F64(vals).converted(block.format.elem());
+            let values = Buffer::F64(vals.into()).converted(block.format.elem());
             Tensor::from_coo(&block.format, &[m, n], &[rows, cols], &values, |x, _| x)
         }
         .and_then(|t| tessera::tensor::files::write_outputs(vec![(f, &t)])),

@@ -96,7 +96,7 @@ fn dense(n: usize) -> Result<Tensor> {
 /// The values of a `Dense(Element(0.0))` vector.
 pub fn values_mut(t: &mut Tensor) -> Result<&mut Vec<f64>> {
     match t.levels.last_mut().and_then(|l| l.first_mut()) {
-        Some(Buffer::F64(v)) => Ok(v),
+        Some(Buffer::F64(v)) => Ok(v.to_mut()),
         _ => Err(Error::Usage(format!(
             "expected a dense f64 vector, got {}",
             t.format

@@ -121,7 +121,7 @@ fn x_file(n: usize, name: &str) -> (PathBuf, Vec<f64>) {
     let x: Vec<f64> = (0..n)
         .map(|i| ((i * 7919) % 1000) as f64 / 997.0 - 0.3)
         .collect();
-    let t = Tensor::from_slice("dense", &[n], &Buffer::F64(x.clone())).unwrap();
+    let t = Tensor::from_slice("dense", &[n], &Buffer::F64(x.clone().into())).unwrap();
     let p = tmp(name);
     write_tensor(s(&p), &t).unwrap();
     (p, x)
@@ -129,7 +129,7 @@ fn x_file(n: usize, name: &str) -> (PathBuf, Vec<f64>) {
 
 fn f64s(t: &Tensor) -> Vec<f64> {
     match t.to_dense().converted(tessera::types::ElemType::F64) {
-        Buffer::F64(v) => v,
+        Buffer::F64(v) => v.into_vec(),
         _ => unreachable!(),
     }
 }
@@ -321,7 +321,7 @@ fn check_bfs(a: &Path, source: usize, tag: &str) {
             let parents = load_tensor(s(&pp), None).unwrap().to_dense();
             assert_eq!(
                 parents,
-                Buffer::I64(want.parent.clone()),
+                Buffer::I64(want.parent.clone().into()),
                 "{tag} np={np} {dir}: parents"
             );
             let dist = f64s(&load_tensor(s(&dp), None).unwrap());

@@ -1,8 +1,11 @@
 //! NumPy arrays to `Buffer`s and back. NumPy dtypes map one to one onto Tessera's element
 //! types (`float64` f64, `float32` f32, `int64` i64, `int32` i32, `int8` i8, `uint8` u8,
 //! `uint64` u64, `bool` bool); any other dtype is refused by the Python side before it gets
-//! here. Reading copies the array into the buffer's `Vec` (one `memcpy`); writing hands the
-//! `Vec` to NumPy without a copy (`IntoPyArray` keeps the allocation alive).
+//! here. Reading a C-contiguous array shares its memory (a copy-on-write `Store` holding a
+//! reference to the array: no copy, the tensor sees later writes to the array, and a kernel
+//! that writes the tensor copies it first); a strided array is gathered in C order, and `bool`
+//! arrays are copied (NumPy does not guarantee their bytes are 0 or 1). Writing hands the
+//! buffer's `Vec` to NumPy without a copy (`IntoPyArray` keeps the allocation alive).
 
 use numpy::ndarray::{ArrayViewD, IxDyn};
 use numpy::{Element, IntoPyArray, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn};
@@ -12,6 +15,7 @@ use std::sync::Arc;
 use tessera::ElemType;
 use tessera::levels::LevelKind;
 use tessera::runtime::Buffer;
+use tessera::runtime::store::Store;
 use tessera::tensor::Tensor;
 
 /// The Tessera element type of a NumPy dtype name.
@@ -48,16 +52,39 @@ pub fn dtype_of_elem(t: ElemType) -> &'static str {
     }
 }
 
-fn read<T: numpy::Element + Copy>(obj: &Bound<'_, PyAny>) -> PyResult<Vec<T>> {
+/// Keeps a NumPy array alive while a [`Store`] reads its memory.
+struct Lent(#[allow(dead_code)] Py<PyAny>);
+
+/// The elements of a NumPy array of element type `T`, in C order: its own memory when it is
+/// C-contiguous (no copy), else gathered.
+fn read<T: Element + Copy + Send + Sync + 'static>(obj: &Bound<'_, PyAny>) -> PyResult<Store<T>> {
     let arr: PyReadonlyArrayDyn<'_, T> = obj.extract()?;
     match arr.as_slice() {
-        Ok(s) => Ok(s.to_vec()),
+        Ok([]) => Ok(Store::new()),
+        Ok(s) => {
+            let (ptr, len) = (s.as_ptr(), s.len());
+            if !ptr.is_aligned() {
+                // The Python side passes aligned arrays (`_native`); a hand-made unaligned
+                // view reaching here is refused rather than read unaligned.
+                return Err(PyValueError::new_err(
+                    "array memory is not aligned for its dtype (copy it with np.require(a, requirements='A'))",
+                ));
+            }
+            let owner: Arc<dyn std::any::Any + Send + Sync> = Arc::new(Lent(obj.clone().unbind()));
+            // SAFETY: `s` is the array's whole memory, `len` initialised elements of `T`
+            // (rust-numpy checked the dtype), non-null and aligned (checked above); `owner`
+            // holds a reference to the array, so the memory lives as long as the store and its
+            // clones. NumPy cannot free or move it meanwhile: `ndarray.resize` refuses an
+            // array with other references. The store never writes it (copy-on-write).
+            Ok(unsafe { Store::shared(ptr, len, owner) })
+        }
         // Strided views are gathered in logical (C) order.
         Err(_) => Ok(arr.as_array().iter().copied().collect()),
     }
 }
 
-/// The elements of a NumPy array, in C order, as a buffer of the matching type.
+/// The elements of a NumPy array, in C order, as a buffer of the matching type (sharing the
+/// array's memory where [`read`] can).
 pub fn buffer_from_numpy(obj: &Bound<'_, PyAny>, dtype: &str) -> PyResult<Buffer> {
     Ok(match elem_of_dtype(dtype)? {
         ElemType::F64 => Buffer::F64(read(obj)?),
@@ -67,7 +94,12 @@ pub fn buffer_from_numpy(obj: &Bound<'_, PyAny>, dtype: &str) -> PyResult<Buffer
         ElemType::I8 => Buffer::I8(read(obj)?),
         ElemType::U8 => Buffer::U8(read(obj)?),
         ElemType::U64 => Buffer::U64(read(obj)?),
-        ElemType::Bool => Buffer::Bool(read(obj)?),
+        // Read as bytes: a `bool` array viewed from other bytes may hold values other than 0
+        // and 1, which are not valid Rust `bool`s.
+        ElemType::Bool => {
+            let bytes = obj.call_method1("view", ("uint8",))?;
+            Buffer::Bool(read::<u8>(&bytes)?.iter().map(|&b| b != 0).collect())
+        }
         ElemType::Limit => return Err(PyValueError::new_err("limit buffers have no dtype")),
     })
 }
@@ -75,8 +107,8 @@ pub fn buffer_from_numpy(obj: &Bound<'_, PyAny>, dtype: &str) -> PyResult<Buffer
 /// Integer coordinates (any NumPy integer array) as `i64`s.
 pub fn coords_from_numpy(obj: &Bound<'_, PyAny>, dtype: &str) -> PyResult<Vec<i64>> {
     Ok(match dtype {
-        "int64" => read::<i64>(obj)?,
-        "int32" => read::<i32>(obj)?.into_iter().map(i64::from).collect(),
+        "int64" => read::<i64>(obj)?.into_vec(),
+        "int32" => read::<i32>(obj)?.iter().map(|&x| i64::from(x)).collect(),
         other => {
             return Err(PyTypeError::new_err(format!(
                 "coordinates must be int32 or int64, not {other}"
@@ -88,14 +120,14 @@ pub fn coords_from_numpy(obj: &Bound<'_, PyAny>, dtype: &str) -> PyResult<Vec<i6
 /// A 1-D NumPy array owning the buffer's memory (no copy).
 pub fn buffer_to_numpy(py: Python<'_>, b: Buffer) -> Bound<'_, PyAny> {
     match b {
-        Buffer::F64(v) => v.into_pyarray(py).into_any(),
-        Buffer::F32(v) => v.into_pyarray(py).into_any(),
-        Buffer::I64(v) => v.into_pyarray(py).into_any(),
-        Buffer::I32(v) => v.into_pyarray(py).into_any(),
-        Buffer::I8(v) => v.into_pyarray(py).into_any(),
-        Buffer::U8(v) => v.into_pyarray(py).into_any(),
-        Buffer::U64(v) => v.into_pyarray(py).into_any(),
-        Buffer::Bool(v) => v.into_pyarray(py).into_any(),
+        Buffer::F64(v) => v.into_vec().into_pyarray(py).into_any(),
+        Buffer::F32(v) => v.into_vec().into_pyarray(py).into_any(),
+        Buffer::I64(v) => v.into_vec().into_pyarray(py).into_any(),
+        Buffer::I32(v) => v.into_vec().into_pyarray(py).into_any(),
+        Buffer::I8(v) => v.into_vec().into_pyarray(py).into_any(),
+        Buffer::U8(v) => v.into_vec().into_pyarray(py).into_any(),
+        Buffer::U64(v) => v.into_vec().into_pyarray(py).into_any(),
+        Buffer::Bool(v) => v.into_vec().into_pyarray(py).into_any(),
     }
 }
 

@@ -69,7 +69,10 @@ impl Slot {
 }
 
 impl PyTensor {
-    pub fn new(t: Tensor) -> PyTensor {
+    /// A Python tensor owning `t`. Its arrays are made shareable (`Tensor::share`), so the
+    /// copies the operators and `lazy` take of their inputs cost nothing until written.
+    pub fn new(mut t: Tensor) -> PyTensor {
+        t.share();
         PyTensor {
             slot: Arc::new(Slot {
                 tensor: Mutex::new(Some(Arc::new(t))),
@@ -209,8 +212,14 @@ pub fn from_compressed(
         let idx = buffer_from_numpy(indices, "int32")?;
         (ptr, idx, Coord::I32)
     } else {
-        let ptr = Buffer::I64(coords_from_numpy(indptr, indptr_dtype)?);
-        let idx = Buffer::I64(coords_from_numpy(indices, indices_dtype)?);
+        // 8-byte arrays are shared as they are; a 4-byte one beside an 8-byte one is widened.
+        let wide = |a: &Bound<'_, PyAny>, dtype: &str| -> PyResult<Buffer> {
+            match dtype {
+                "int64" => buffer_from_numpy(a, "int64"),
+                _ => Ok(Buffer::I64(coords_from_numpy(a, dtype)?.into())),
+            }
+        };
+        let (ptr, idx) = (wide(indptr, indptr_dtype)?, wide(indices, indices_dtype)?);
         (ptr, idx, Coord::I64)
     };
     let stored_shape = if columns {

@@ -387,7 +387,7 @@ impl Runner {
         // (`Layout::detail_slot`).
         let mut dims = vec![0i64; c.layout.ndims + 1];
         let nbufs = c.ir.bufs.len();
-        let mut bufs: Vec<Buffer> = vec![Buffer::I64(vec![]); nbufs];
+        let mut bufs: Vec<Buffer> = vec![Buffer::I64(vec![].into()); nbufs];
         for tl in &c.layout.tensors {
             let t = tensors.get_mut(&tl.name).ok_or_else(|| {
                 Error::tensor(&tl.name, "is used by the program but was not given")
@@ -397,11 +397,11 @@ impl Runner {
             }
             for (lk, ids) in tl.bufs.iter().enumerate() {
                 for (bk, &id) in ids.iter().enumerate() {
-                    bufs[id] = std::mem::replace(&mut t.levels[lk][bk], Buffer::I64(vec![]));
+                    bufs[id] = std::mem::replace(&mut t.levels[lk][bk], Buffer::I64(vec![].into()));
                 }
             }
         }
-        bufs[0] = Buffer::I64(dims);
+        bufs[0] = Buffer::I64(dims.into());
         let result = match &c.parallel {
             Some(p) if self.threads.get() > 1 => p.run(&mut bufs, self.threads.get()),
             _ => c.kernel.run(&mut bufs),
@@ -411,7 +411,7 @@ impl Runner {
             let t = tensors.get_mut(&tl.name).expect("checked above");
             for (lk, ids) in tl.bufs.iter().enumerate() {
                 for (bk, &id) in ids.iter().enumerate() {
-                    t.levels[lk][bk] = std::mem::replace(&mut bufs[id], Buffer::I64(vec![]));
+                    t.levels[lk][bk] = std::mem::replace(&mut bufs[id], Buffer::I64(vec![].into()));
                 }
             }
         }

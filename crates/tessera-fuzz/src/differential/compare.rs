@@ -87,27 +87,33 @@ mod tests {
 
     #[test]
     fn floats_agree_within_tolerance_and_nan_equals_nan() {
-        let a = Buffer::F64(vec![1.0, f64::NAN, 0.0, f64::INFINITY, 1e12]);
-        let b = Buffer::F64(vec![1.0 + 1e-12, f64::NAN, -0.0, f64::INFINITY, 1e12 + 1.0]);
+        let a = Buffer::F64(vec![1.0, f64::NAN, 0.0, f64::INFINITY, 1e12].into());
+        let b = Buffer::F64(vec![1.0 + 1e-12, f64::NAN, -0.0, f64::INFINITY, 1e12 + 1.0].into());
         assert_eq!(first_difference(&a, &b), None);
-        let c = Buffer::F64(vec![1.0, 1.0, 0.0, f64::INFINITY, 1e12]);
+        let c = Buffer::F64(vec![1.0, 1.0, 0.0, f64::INFINITY, 1e12].into());
         assert_eq!(first_difference(&a, &c), Some(1));
-        let d = Buffer::F64(vec![1.0, f64::NAN, 0.0, f64::NEG_INFINITY, 1e12]);
+        let d = Buffer::F64(vec![1.0, f64::NAN, 0.0, f64::NEG_INFINITY, 1e12].into());
         assert_eq!(first_difference(&a, &d), Some(3));
     }
 
     #[test]
     fn types_and_lengths_must_match() {
         assert_eq!(
-            first_difference(&Buffer::I64(vec![1]), &Buffer::F64(vec![1.0])),
+            first_difference(&Buffer::I64(vec![1].into()), &Buffer::F64(vec![1.0].into())),
             Some(0)
         );
         assert_eq!(
-            first_difference(&Buffer::I64(vec![1]), &Buffer::I64(vec![1, 2])),
+            first_difference(
+                &Buffer::I64(vec![1].into()),
+                &Buffer::I64(vec![1, 2].into())
+            ),
             Some(0)
         );
         assert_eq!(
-            first_difference(&Buffer::I64(vec![1, 2]), &Buffer::I64(vec![1, 3])),
+            first_difference(
+                &Buffer::I64(vec![1, 2].into()),
+                &Buffer::I64(vec![1, 3].into())
+            ),
             Some(1)
         );
     }

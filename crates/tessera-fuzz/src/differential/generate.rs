@@ -250,7 +250,7 @@ impl Gen<'_, '_> {
                 from[rng.random_range(0..from.len())]
             })
             .collect();
-        let values = Buffer::F64(values);
+        let values = Buffer::F64(values.into());
         Tensor::from_dense(format, shape, &values)
             .or_else(|_| Tensor::empty(format, shape))
             .or_else(|_| Tensor::empty(&Format::dense(shape.len(), Scalar::F64(0.0)), shape))

@@ -33,7 +33,7 @@ pub struct Paths {
 
 fn take_f64(t: &Tensor, name: &str) -> Vec<f64> {
     match t.to_dense() {
-        Buffer::F64(v) => v,
+        Buffer::F64(v) => v.into_vec(),
         other => unreachable!(
             "{name} is declared with f64 elements, got {:?}",
             other.elem()
@@ -74,7 +74,7 @@ fn run_rounds(
 ) -> Result<Paths> {
     ts.insert(
         "Dprev".into(),
-        one_hot(DIST, n, source, Buffer::F64(vec![0.0]))?,
+        one_hot(DIST, n, source, Buffer::F64(vec![0.0].into()))?,
     );
     ts.insert(
         "D".into(),
@@ -82,7 +82,7 @@ fn run_rounds(
     );
     ts.insert(
         "Fprev".into(),
-        one_hot(FLAGS, n, source, Buffer::Bool(vec![true]))?,
+        one_hot(FLAGS, n, source, Buffer::Bool(vec![true].into()))?,
     );
     ts.insert(
         "F".into(),
@@ -150,7 +150,7 @@ fn predecessors(
     }
     runner.execute(&k, ts)?;
     let mut pred = match ts["P"].to_dense() {
-        Buffer::I64(v) => v,
+        Buffer::I64(v) => v.into_vec(),
         other => unreachable!("P is declared with i64 elements, got {:?}", other.elem()),
     };
     pred[source] = source as i64;

@@ -66,7 +66,7 @@ pub fn transpose(a: &Tensor) -> Result<Tensor> {
         &a.format,
         &[a.shape[1], a.shape[0]],
         &[rows, cols],
-        &Buffer::Bool(vec![true; n]),
+        &Buffer::Bool(vec![true; n].into()),
         |x, _| x,
     )
 }
@@ -124,7 +124,7 @@ fn run_search(
 ) -> Result<Search> {
     ts.insert(
         "F".into(),
-        one_hot(FRONTIER, n, source, Buffer::Bool(vec![true]))?,
+        one_hot(FRONTIER, n, source, Buffer::Bool(vec![true].into()))?,
     );
     ts.insert(
         "Fnext".into(),
@@ -132,7 +132,12 @@ fn run_search(
     );
     ts.insert(
         "V".into(),
-        one_hot("Dense(Element(false))", n, source, Buffer::Bool(vec![true]))?,
+        one_hot(
+            "Dense(Element(false))",
+            n,
+            source,
+            Buffer::Bool(vec![true].into()),
+        )?,
     );
     ts.insert(
         "P".into(),
@@ -140,7 +145,7 @@ fn run_search(
             "Dense(Element(-1))",
             n,
             source,
-            Buffer::I64(vec![source as i64]),
+            Buffer::I64(vec![source as i64].into()),
         )?,
     );
     ts.insert(
@@ -241,7 +246,7 @@ fn run_search(
         ts.insert("Fnext".into(), old);
     }
     let parent = match ts["P"].to_dense() {
-        Buffer::I64(v) => v,
+        Buffer::I64(v) => v.into_vec(),
         other => unreachable!("P is declared with i64 elements, got {:?}", other.elem()),
     };
     Ok(Search {

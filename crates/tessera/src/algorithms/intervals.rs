@@ -254,7 +254,7 @@ fn span_tensor(records: &[BedRecord]) -> Result<Tensor> {
 /// builder, which sorts columns of plain integers, not the general piece builder).
 fn pattern(shape: [usize; 2], entries: Vec<(i64, i64)>) -> Result<Tensor> {
     let (rows, cols): (Vec<i64>, Vec<i64>) = entries.into_iter().unzip();
-    let values = Buffer::Bool(vec![true; rows.len()]);
+    let values = Buffer::Bool(vec![true; rows.len()].into());
     Tensor::from_coo(
         &fmt("Dense(SparseList(Pattern()))")?,
         &shape,

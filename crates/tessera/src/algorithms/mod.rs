@@ -56,7 +56,7 @@ pub(crate) fn empty_frontier(t: &mut Tensor) -> Result<()> {
             }
         }
         srt.clear();
-        *ptr = Buffer::I64(vec![0, 0]);
+        *ptr = Buffer::I64(vec![0, 0].into());
         return Ok(());
     }
     // Another layout: start from a fresh empty vector.

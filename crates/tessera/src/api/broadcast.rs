@@ -168,7 +168,7 @@ mod tests {
             "SparseCOO{3}(Element(0.0))",
             &[2, 1, 3],
             &[vec![0, 1], vec![0, 0], vec![2, 1]],
-            &Buffer::F64(vec![1.0, 2.0]),
+            &Buffer::F64(vec![1.0, 2.0].into()),
         )
         .unwrap();
         let s = squeeze(&t, &[true, false, true]).unwrap();
@@ -176,9 +176,13 @@ mod tests {
         let back = unsqueeze(&s, &[true, false, true]).unwrap();
         assert_eq!(back.format, t.format);
         assert_eq!(back.to_dense(), t.to_dense());
-        let csr =
-            Tensor::from_triplets("csr", &[2, 3], &[vec![1], vec![2]], &Buffer::F64(vec![5.0]))
-                .unwrap();
+        let csr = Tensor::from_triplets(
+            "csr",
+            &[2, 3],
+            &[vec![1], vec![2]],
+            &Buffer::F64(vec![5.0].into()),
+        )
+        .unwrap();
         let u = unsqueeze(&csr, &[false, true, false, true, false]).unwrap();
         assert_eq!(u.shape, vec![1, 2, 1, 3, 1]);
         assert_eq!(
@@ -188,7 +192,7 @@ mod tests {
         assert_eq!(u.get(&[0, 1, 0, 2, 0]).unwrap(), csr.get(&[1, 2]).unwrap());
         assert_eq!(
             s.to_dense(),
-            Buffer::F64(vec![0.0, 0.0, 1.0, 0.0, 2.0, 0.0])
+            Buffer::F64(vec![0.0, 0.0, 1.0, 0.0, 2.0, 0.0].into())
         );
     }
 }

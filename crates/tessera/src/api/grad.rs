@@ -62,7 +62,7 @@ pub fn pattern_of(t: &Tensor) -> Result<Tensor> {
             }
             n += 1;
         });
-        let vals = Buffer::Bool(vec![true; n]);
+        let vals = Buffer::Bool(vec![true; n].into());
         return Tensor::from_coo(&format, &t.shape, &coords, &vals, |a, _| a);
     }
     let format = pattern?;

@@ -183,7 +183,8 @@ impl Machine<'_> {
             Stmt::SortPerm { keys, perm, lo, hi } => {
                 let (lo, hi) = self.range(*perm, lo, hi)?;
                 // Checked IR names two distinct buffers; take the permutation out to borrow both.
-                let mut p = std::mem::replace(&mut self.bufs[perm.0 as usize], Buffer::I64(vec![]));
+                let mut p =
+                    std::mem::replace(&mut self.bufs[perm.0 as usize], Buffer::I64(vec![].into()));
                 let k = self.bufs[keys.0 as usize]
                     .as_i64()
                     .expect("checked IR sorts by i64 keys");

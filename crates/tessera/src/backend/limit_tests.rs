@@ -184,11 +184,11 @@ fn pair_results(p: Limit<f64>, q: Limit<f64>) -> (Vec<bool>, Vec<Limit<f64>>) {
 fn pair_buffers(p: (f64, i64), q: (f64, i64)) -> Vec<Buffer> {
     let n = pair_results(Limit::exact(0.0), Limit::exact(0.0)).1.len();
     vec![
-        Buffer::F64(vec![p.0, q.0]),
-        Buffer::I64(vec![p.1, q.1]),
-        Buffer::Bool(vec![false; CMPS.len()]),
-        Buffer::F64(vec![0.0; n]),
-        Buffer::I64(vec![0; n]),
+        Buffer::F64(vec![p.0, q.0].into()),
+        Buffer::I64(vec![p.1, q.1].into()),
+        Buffer::Bool(vec![false; CMPS.len()].into()),
+        Buffer::F64(vec![0.0; n].into()),
+        Buffer::I64(vec![0; n].into()),
     ]
 }
 
@@ -340,7 +340,10 @@ fn constants_and_fresh_variables_are_canonical_points() {
         &[("p", ElemType::Limit), ("fresh", ElemType::Limit)],
         body,
     ));
-    let out = k.run(&[Buffer::F64(vec![9.0; 5]), Buffer::I64(vec![9; 6])]);
+    let out = k.run(&[
+        Buffer::F64(vec![9.0; 5].into()),
+        Buffer::I64(vec![9; 6].into()),
+    ]);
     let bits: Vec<u64> = f64s(&out[0]).iter().map(|v| v.to_bits()).collect();
     let want = [-1.5, f64::NEG_INFINITY, 0.0, 0.0, 3.0].map(f64::to_bits);
     assert_eq!(bits, want);
@@ -360,7 +363,7 @@ fn after_and_before_on_integers_step_by_one() {
         ],
     ));
     for v in [0, -7, i64::MAX, i64::MIN] {
-        let got = k.run(&[Buffer::I64(vec![v, 0, 0])]);
+        let got = k.run(&[Buffer::I64(vec![v, 0, 0].into())]);
         assert_eq!(i64s(&got[0]), &[v, v.wrapping_add(1), v.wrapping_sub(1)]);
     }
 }
@@ -482,9 +485,9 @@ fn a_while_loop_over_points_measures_its_pieces() {
             let bufs = vec![
                 Buffer::F64(cuts.iter().map(|c| c.0).collect()),
                 Buffer::I64(cuts.iter().map(|c| c.1).collect()),
-                Buffer::F64(weights.clone()),
-                Buffer::F64(vec![0.0; cuts.len()]),
-                Buffer::F64(vec![0.0; 5]),
+                Buffer::F64(weights.clone().into()),
+                Buffer::F64(vec![0.0; cuts.len()].into()),
+                Buffer::F64(vec![0.0; 5].into()),
             ];
             let (lengths, totals) = piece_loop_host(cuts, &weights);
             let out = plain.run(&bufs);

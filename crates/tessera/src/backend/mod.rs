@@ -141,7 +141,10 @@ pub(crate) fn native_fault(code: i64, word: i64) -> Option<KernelFault> {
 }
 
 /// Checks shared by all backends before a run: one buffer per declaration, of its type.
-fn check_buffers(k: &Kernel, bufs: &[Buffer]) -> Result<()> {
+/// Check that `bufs` are what kernel `k` was generated for, and make every buffer it may
+/// write memory of its own: a buffer sharing NumPy's or another tensor's memory is read in
+/// place, but copied before a kernel writes it (the owner's memory is never written).
+fn check_buffers(k: &Kernel, bufs: &mut [Buffer]) -> Result<()> {
     if bufs.len() != k.bufs.len() {
         return Err(Error::Backend(format!(
             "kernel `{}` takes {} buffers, given {}",
@@ -150,7 +153,7 @@ fn check_buffers(k: &Kernel, bufs: &[Buffer]) -> Result<()> {
             bufs.len()
         )));
     }
-    for (d, b) in k.bufs.iter().zip(bufs) {
+    for (d, b) in k.bufs.iter().zip(bufs.iter()) {
         if d.elem != b.elem() {
             return Err(Error::Backend(format!(
                 "buffer `{}` should hold {}, given {}",
@@ -158,6 +161,14 @@ fn check_buffers(k: &Kernel, bufs: &[Buffer]) -> Result<()> {
                 d.elem,
                 b.elem()
             )));
+        }
+    }
+    // Most calls share nothing: they skip the walk over the kernel.
+    if bufs.iter().any(Buffer::is_shared) {
+        for (b, m) in bufs.iter_mut().zip(k.modified_bufs()) {
+            if m {
+                b.make_owned();
+            }
         }
     }
     Ok(())

@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::ir::split::{Segment, Split, split};
 use crate::ir::{BinOp, Chunked, Kernel, Private};
 use crate::runtime::Buffer;
-use crate::runtime::abi::{ChunkBuffers, View, run_native_chunk};
+use crate::runtime::abi::{ChunkBuffers, run_native_chunk};
 use crate::types::{ElemType, Scalar};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -97,7 +97,10 @@ impl Parallel {
         let mut owns: Vec<Vec<(usize, Buffer)>> = cuts
             .iter()
             .map(|&(a, b)| {
-                let mut own = vec![(0, bufs[0].clone()), (chunk_buf, Buffer::I64(vec![a, b]))];
+                let mut own = vec![
+                    (0, bufs[0].clone()),
+                    (chunk_buf, Buffer::I64(vec![a, b].into())),
+                ];
                 for p in &range.private {
                     let real = &bufs[p.buf.0 as usize];
                     let id = identity(real.elem(), p);
@@ -117,10 +120,7 @@ impl Parallel {
                     shared: bufs
                         .iter_mut()
                         .map(|b| {
-                            let view = View {
-                                ptr: b.as_mut_ptr(),
-                                len: b.len() as i64,
-                            };
+                            let view = crate::runtime::abi::view_of(b);
                             (b as *mut Buffer, view)
                         })
                         .collect(),
@@ -161,7 +161,7 @@ impl Parallel {
         for (own, &(code, word)) in owns.iter_mut().zip(&codes) {
             if let Some(fault) = native_fault(code, word) {
                 // The fault slot the failing chunk filled in.
-                bufs[0] = std::mem::replace(&mut own[0].1, Buffer::I64(vec![]));
+                bufs[0] = std::mem::replace(&mut own[0].1, Buffer::I64(vec![].into()));
                 return Err(fault.to_error(kernel, bufs));
             }
         }

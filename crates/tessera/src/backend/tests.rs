@@ -110,10 +110,10 @@ fn run_on(k: &Kernel, bufs: &[Buffer], with_c: bool) -> (Result<(), Error>, Vec<
 #[test]
 fn sums_a_vector_of_each_float_width() {
     for (elem, data) in [
-        (ElemType::F64, Buffer::F64(vec![1.5, 2.0, -0.5])),
-        (ElemType::F32, Buffer::F32(vec![1.5, 2.0, -0.5])),
-        (ElemType::I32, Buffer::I32(vec![1, 2, -5])),
-        (ElemType::U8, Buffer::U8(vec![200, 100, 1])),
+        (ElemType::F64, Buffer::F64(vec![1.5, 2.0, -0.5].into())),
+        (ElemType::F32, Buffer::F32(vec![1.5, 2.0, -0.5].into())),
+        (ElemType::I32, Buffer::I32(vec![1, 2, -5].into())),
+        (ElemType::U8, Buffer::U8(vec![200, 100, 1].into())),
     ] {
         let out_ty = elem.compute();
         let (i, s) = (VarId(0), VarId(1));
@@ -173,7 +173,7 @@ fn grow_fill_and_narrowing_stores() {
             },
         ],
     );
-    let (r, bufs) = run_both(&k, &[Buffer::I8(vec![])]);
+    let (r, bufs) = run_both(&k, &[Buffer::I8(vec![].into())]);
     r.unwrap();
     let Buffer::I8(v) = &bufs[0] else {
         unreachable!()
@@ -214,10 +214,13 @@ fn search_break_and_while() {
     );
     let (r, bufs) = run_both(
         &k,
-        &[Buffer::I64(vec![1, 3, 5, 7, 9]), Buffer::I64(vec![0, 0])],
+        &[
+            Buffer::I64(vec![1, 3, 5, 7, 9].into()),
+            Buffer::I64(vec![0, 0].into()),
+        ],
     );
     r.unwrap();
-    assert_eq!(bufs[1], Buffer::I64(vec![3, 10]));
+    assert_eq!(bufs[1], Buffer::I64(vec![3, 10].into()));
 }
 
 /// `out[i] = x[i + 1] + x[i - 1]` over `lo..hi`: the C backend checks such a loop's range once
@@ -248,7 +251,7 @@ fn shifted_loop_accesses_fail_at_the_same_place() {
         }],
     );
     let x = Buffer::F64((0..8).map(|v| v as f64 * 1.5).collect());
-    let out = Buffer::F32(vec![0.0; 8]);
+    let out = Buffer::F32(vec![0.0; 8].into());
     for (lo, hi, ok) in [
         (1, 7, true),
         (3, 3, true),
@@ -256,7 +259,10 @@ fn shifted_loop_accesses_fail_at_the_same_place() {
         (0, 5, false),
         (2, 8, false),
     ] {
-        let (r, bufs) = run_both(&k, &[x.clone(), out.clone(), Buffer::I64(vec![lo, hi])]);
+        let (r, bufs) = run_both(
+            &k,
+            &[x.clone(), out.clone(), Buffer::I64(vec![lo, hi].into())],
+        );
         assert_eq!(r.is_ok(), ok, "{lo}..{hi}: {r:?}");
         if lo == 2 {
             // Written up to the failing position.
@@ -272,7 +278,7 @@ fn out_of_bounds_and_fail_are_errors_not_crashes() {
         &[],
         vec![b::store(BufId(0), b::int(3), Expr::Const(Scalar::F64(1.0)))],
     );
-    let (r, _) = run_both(&oob, &[Buffer::F64(vec![0.0; 3])]);
+    let (r, _) = run_both(&oob, &[Buffer::F64(vec![0.0; 3].into())]);
     let msg = r.unwrap_err().to_string();
     assert!(msg.contains("index 3") && msg.contains("`x`"), "{msg}");
     let neg = kernel(
@@ -284,7 +290,11 @@ fn out_of_bounds_and_fail_are_errors_not_crashes() {
             Expr::Const(Scalar::F64(1.0)),
         )],
     );
-    assert!(run_both(&neg, &[Buffer::F64(vec![0.0; 3])]).0.is_err());
+    assert!(
+        run_both(&neg, &[Buffer::F64(vec![0.0; 3].into())])
+            .0
+            .is_err()
+    );
     let fail = kernel(&[], &[], vec![Stmt::Fail(0)]);
     assert_eq!(run_both(&fail, &[]).0, Err(Error::kernel(custom_failure())));
     let huge = kernel(
@@ -296,7 +306,7 @@ fn out_of_bounds_and_fail_are_errors_not_crashes() {
         }],
     );
     assert!(
-        run_both(&huge, &[Buffer::F64(vec![])])
+        run_both(&huge, &[Buffer::F64(vec![].into())])
             .0
             .unwrap_err()
             .to_string()
@@ -312,12 +322,16 @@ fn out_of_bounds_and_fail_are_errors_not_crashes() {
             value: Expr::Const(Scalar::F64(1.0)),
         }],
     );
-    assert!(run_both(&fill, &[Buffer::F64(vec![0.0; 3])]).0.is_err());
+    assert!(
+        run_both(&fill, &[Buffer::F64(vec![0.0; 3].into())])
+            .0
+            .is_err()
+    );
 }
 
 #[test]
 fn sort_intrinsics_agree_and_check_bounds() {
-    let data = Buffer::I64(vec![9, 3, 7, 3, -1, 0, 5]);
+    let data = Buffer::I64(vec![9, 3, 7, 3, -1, 0, 5].into());
     let sort = |lo: i64, hi: i64| {
         kernel(
             &[("x", ElemType::I64, false)],
@@ -331,7 +345,7 @@ fn sort_intrinsics_agree_and_check_bounds() {
     };
     let (r, out) = run_both(&sort(1, 6), std::slice::from_ref(&data));
     r.unwrap();
-    assert_eq!(out[0], Buffer::I64(vec![9, -1, 0, 3, 3, 7, 5]));
+    assert_eq!(out[0], Buffer::I64(vec![9, -1, 0, 3, 3, 7, 5].into()));
     assert!(run_both(&sort(5, 2), std::slice::from_ref(&data)).0.is_ok());
     for (lo, hi) in [(-1, 3), (2, 8)] {
         let msg = run_both(&sort(lo, hi), std::slice::from_ref(&data))
@@ -366,15 +380,15 @@ fn sort_intrinsics_agree_and_check_bounds() {
         )
     };
     let bufs = [
-        Buffer::I64(vec![2, 0, 2, 1, 0]),
-        Buffer::I64(vec![1, 5, 0, 0, 4]),
-        Buffer::I64(vec![0, 1, 2, 3, 4]),
+        Buffer::I64(vec![2, 0, 2, 1, 0].into()),
+        Buffer::I64(vec![1, 5, 0, 0, 4].into()),
+        Buffer::I64(vec![0, 1, 2, 3, 4].into()),
     ];
     let (r, out) = run_both(&perm(0, 5), &bufs);
     r.unwrap();
-    assert_eq!(out[2], Buffer::I64(vec![4, 1, 3, 2, 0]));
+    assert_eq!(out[2], Buffer::I64(vec![4, 1, 3, 2, 0].into()));
     let mut bad = bufs.clone();
-    bad[2] = Buffer::I64(vec![0, 1, 7, 3, 4]);
+    bad[2] = Buffer::I64(vec![0, 1, 7, 3, 4].into());
     let msg = run_both(&perm(0, 5), &bad).0.unwrap_err().to_string();
     assert!(msg.contains("index 7") && msg.contains("`k1`"), "{msg}");
     assert!(run_both(&perm(0, 6), &bufs).0.is_err());
@@ -418,9 +432,9 @@ fn hash_find_agrees() {
         let (r, out) = run_both(
             &kern,
             &[
-                Buffer::I64(vec![-1; size]),
-                Buffer::I64(keys.clone()),
-                Buffer::I64(vec![0; keys.len()]),
+                Buffer::I64(vec![-1; size].into()),
+                Buffer::I64(keys.clone().into()),
+                Buffer::I64(vec![0; keys.len()].into()),
             ],
         );
         r.unwrap();
@@ -442,7 +456,7 @@ fn wrong_buffers_are_rejected() {
     compiled.extend(c_backend().map(|c| c.compile(&k).unwrap()));
     for c in compiled {
         assert!(c.run(&mut []).is_err());
-        assert!(c.run(&mut [Buffer::I64(vec![])]).is_err());
+        assert!(c.run(&mut [Buffer::I64(vec![].into())]).is_err());
     }
 }
 

@@ -151,7 +151,7 @@ fn f64s(shape: &[usize], v: &[f64]) -> DenseTensor {
     DenseTensor {
         shape: shape.to_vec(),
         fill: Scalar::F64(0.0),
-        values: Buffer::F64(v.to_vec()),
+        values: Buffer::F64(v.to_vec().into()),
     }
 }
 
@@ -159,7 +159,7 @@ fn i64s(shape: &[usize], v: &[i64]) -> DenseTensor {
     DenseTensor {
         shape: shape.to_vec(),
         fill: Scalar::I64(0),
-        values: Buffer::I64(v.to_vec()),
+        values: Buffer::I64(v.to_vec().into()),
     }
 }
 
@@ -269,7 +269,7 @@ fn reducers_on_floats_and_bools() {
             DenseTensor {
                 shape: vec![3],
                 fill: Scalar::Bool(false),
-                values: Buffer::Bool(vec![true, false, true]),
+                values: Buffer::Bool(vec![true, false, true].into()),
             },
         ),
         ("lo", f64s(&[], &[0.0])),

@@ -131,7 +131,7 @@ mod tests {
             directions: vec![vec![2.0, 0.0], vec![1.0, 3.0]],
             origin: vec![1.0, -1.0],
         };
-        let img = Image::new(vec![2, 2], Buffer::F64(vec![0.0; 4]), Some(o), "img").unwrap();
+        let img = Image::new(vec![2, 2], Buffer::F64(vec![0.0; 4].into()), Some(o), "img").unwrap();
         let f = img.frame("img").unwrap().unwrap();
         // p = M x + origin for x = (0.5, 2): p = (1 + 1 + 2, -1 + 6) = (4, 5).
         let mut x = [0.0; 2];
@@ -146,7 +146,23 @@ mod tests {
             directions: vec![vec![1.0, 2.0], vec![2.0, 4.0]],
             origin: vec![0.0, 0.0],
         };
-        assert!(Image::new(vec![2, 2], Buffer::F64(vec![0.0; 4]), Some(singular), "s").is_err());
-        assert!(Image::new(vec![2, 2, 2, 2], Buffer::F64(vec![0.0; 16]), None, "4d").is_err());
+        assert!(
+            Image::new(
+                vec![2, 2],
+                Buffer::F64(vec![0.0; 4].into()),
+                Some(singular),
+                "s"
+            )
+            .is_err()
+        );
+        assert!(
+            Image::new(
+                vec![2, 2, 2, 2],
+                Buffer::F64(vec![0.0; 16].into()),
+                None,
+                "4d"
+            )
+            .is_err()
+        );
     }
 }

@@ -178,12 +178,12 @@ impl Field {
             Some(bytes as u64),
         )?;
         let mut bufs = vec![
-            std::mem::replace(&mut self.image.values, Buffer::F64(vec![])),
-            Buffer::F64(index),
+            std::mem::replace(&mut self.image.values, Buffer::F64(vec![].into())),
+            Buffer::F64(index.into()),
         ];
         for (want, len) in sizes {
             if want {
-                bufs.push(Buffer::F64(vec![0.0; len]));
+                bufs.push(Buffer::F64(vec![0.0; len].into()));
             }
         }
         let ran = k.compiled.run(&mut bufs);
@@ -193,7 +193,7 @@ impl Field {
         it.next();
         let mut take = |want: bool| {
             want.then(|| match it.next() {
-                Some(Buffer::F64(v)) => v,
+                Some(Buffer::F64(v)) => v.into_vec(),
                 _ => unreachable!("outputs are f64 buffers in order"),
             })
         };
@@ -550,8 +550,13 @@ mod tests {
                 for shape in [vec![9], vec![8, 7], vec![7, 8, 9]] {
                     let d = shape.len();
                     let values = random_image(&mut rng, &shape);
-                    let img = Image::new(shape.clone(), Buffer::F64(values.clone()), None, "img")
-                        .unwrap();
+                    let img = Image::new(
+                        shape.clone(),
+                        Buffer::F64(values.clone().into()),
+                        None,
+                        "img",
+                    )
+                    .unwrap();
                     let mut field = Field::new(img, kernel.clone(), "img").unwrap();
                     let pk = field.compile(backend.as_ref(), wants).unwrap();
                     let pts = random_points(&mut rng, &shape, kernel.support, 40);
@@ -608,7 +613,13 @@ mod tests {
         let values = random_image(&mut rng, &shape);
         for name in ["ctmr", "bspln3", "bspln5", "c4hexic"] {
             let kernel = Kernel::named(name).unwrap();
-            let img = Image::new(shape.clone(), Buffer::F64(values.clone()), None, "img").unwrap();
+            let img = Image::new(
+                shape.clone(),
+                Buffer::F64(values.clone().into()),
+                None,
+                "img",
+            )
+            .unwrap();
             let mut field = Field::new(img, kernel, "img").unwrap();
             let vk = field.compile(&jit, Wants::order(0).unwrap()).unwrap();
             let gk = field.compile(&jit, Wants::order(1).unwrap()).unwrap();
@@ -640,7 +651,13 @@ mod tests {
             .collect();
         for name in NAMES {
             let kernel = Kernel::named(name).unwrap();
-            let img = Image::new(shape.clone(), Buffer::F64(values.clone()), None, "img").unwrap();
+            let img = Image::new(
+                shape.clone(),
+                Buffer::F64(values.clone().into()),
+                None,
+                "img",
+            )
+            .unwrap();
             let mut field = Field::new(img, kernel.clone(), "img").unwrap();
             let vk = field.compile(&jit, Wants::order(0).unwrap()).unwrap();
             let x = [2.5, 2.25];
@@ -661,7 +678,13 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(3);
         let values = random_image(&mut rng, &shape);
         for name in ["tent", "ctmr"] {
-            let img = Image::new(shape.clone(), Buffer::F64(values.clone()), None, "img").unwrap();
+            let img = Image::new(
+                shape.clone(),
+                Buffer::F64(values.clone().into()),
+                None,
+                "img",
+            )
+            .unwrap();
             let mut field = Field::new(img, Kernel::named(name).unwrap(), "img").unwrap();
             let vk = field.compile(&jit, Wants::order(0).unwrap()).unwrap();
             let v = field.probe(&vk, &[2.0, 3.0]).unwrap().value.unwrap()[0];
@@ -680,7 +703,13 @@ mod tests {
             directions: vec![vec![0.5, 0.5], vec![-1.0, 2.0]],
             origin: vec![3.0, -2.0],
         };
-        let img = Image::new(shape.clone(), Buffer::F64(values), Some(o.clone()), "img").unwrap();
+        let img = Image::new(
+            shape.clone(),
+            Buffer::F64(values.into()),
+            Some(o.clone()),
+            "img",
+        )
+        .unwrap();
         let mut field = Field::new(img, Kernel::named("ctmr").unwrap(), "img").unwrap();
         let k = field
             .compile(

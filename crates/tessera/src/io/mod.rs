@@ -482,7 +482,7 @@ mod tests {
             FileData::Coo(c) => {
                 assert_eq!(c.shape, vec![2, 2]);
                 assert_eq!(c.coords, vec![vec![1], vec![0]]);
-                assert_eq!(c.values, Buffer::F64(vec![3.5]));
+                assert_eq!(c.values, Buffer::F64(vec![3.5].into()));
             }
             other => panic!("{other:?}"),
         }
@@ -492,7 +492,7 @@ mod tests {
         let n = d.join("x.npy");
         let data = DenseData {
             shape: vec![2],
-            values: Buffer::I32(vec![4, 5]),
+            values: Buffer::I32(vec![4, 5].into()),
         };
         write_atomic(&n, |w| npy::write_npy(w, &data)).unwrap();
         assert_eq!(read_file(&n).unwrap(), FileData::Dense(data));

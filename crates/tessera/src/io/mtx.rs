@@ -101,9 +101,9 @@ impl Values {
 
     fn into_buffer(self) -> Buffer {
         match self {
-            Values::Real(v) => Buffer::F64(v),
-            Values::Integer(v) => Buffer::I64(v),
-            Values::Pattern(n) => Buffer::Bool(vec![true; n]),
+            Values::Real(v) => Buffer::F64(v.into()),
+            Values::Integer(v) => Buffer::I64(v.into()),
+            Values::Pattern(n) => Buffer::Bool(vec![true; n].into()),
         }
     }
 }
@@ -391,9 +391,9 @@ fn read_array<R: BufRead>(
         (k % m.max(1), k / m.max(1))
     };
     let values = match values {
-        Values::Real(v) => Buffer::F64(scatter(v, shape, symmetry, positions, |x| -x)),
+        Values::Real(v) => Buffer::F64(scatter(v, shape, symmetry, positions, |x| -x).into()),
         Values::Integer(v) => {
-            Buffer::I64(scatter(v, shape, symmetry, positions, |x| x.wrapping_neg()))
+            Buffer::I64(scatter(v, shape, symmetry, positions, |x| x.wrapping_neg()).into())
         }
         Values::Pattern(_) => {
             return Err(Error::file(
@@ -600,13 +600,13 @@ mod tests {
         );
         assert_eq!(c.shape, vec![3, 4]);
         assert_eq!(c.coords, vec![vec![0, 2, 1], vec![0, 3, 2]]);
-        assert_eq!(c.values, Buffer::F64(vec![1.5, -0.2, 7.0]));
+        assert_eq!(c.values, Buffer::F64(vec![1.5, -0.2, 7.0].into()));
     }
 
     #[test]
     fn header_is_case_insensitive_and_double_is_real() {
         let c = coo("%%matrixmarket MATRIX Coordinate DOUBLE General\n1 1 1\n1 1 2\n");
-        assert_eq!(c.values, Buffer::F64(vec![2.0]));
+        assert_eq!(c.values, Buffer::F64(vec![2.0].into()));
     }
 
     #[test]
@@ -614,23 +614,23 @@ mod tests {
         let c =
             coo("%%MatrixMarket matrix coordinate real symmetric\n3 3 3\n1 1 1\n3 1 2\n3 2 4\n");
         assert_eq!(c.coords, vec![vec![0, 2, 0, 2, 1], vec![0, 0, 2, 1, 2]]);
-        assert_eq!(c.values, Buffer::F64(vec![1.0, 2.0, 2.0, 4.0, 4.0]));
+        assert_eq!(c.values, Buffer::F64(vec![1.0, 2.0, 2.0, 4.0, 4.0].into()));
     }
 
     #[test]
     fn skew_symmetric_negates_the_mirror() {
         let c = coo("%%MatrixMarket matrix coordinate integer skew-symmetric\n2 2 1\n2 1 5\n");
         assert_eq!(c.coords, vec![vec![1, 0], vec![0, 1]]);
-        assert_eq!(c.values, Buffer::I64(vec![5, -5]));
+        assert_eq!(c.values, Buffer::I64(vec![5, -5].into()));
     }
 
     #[test]
     fn pattern_and_integer_fields() {
         let c = coo("%%MatrixMarket matrix coordinate pattern symmetric\n2 2 2\n1 1\n2 1\n");
         assert_eq!(c.coords, vec![vec![0, 1, 0], vec![0, 0, 1]]);
-        assert_eq!(c.values, Buffer::Bool(vec![true; 3]));
+        assert_eq!(c.values, Buffer::Bool(vec![true; 3].into()));
         let c = coo("%%MatrixMarket matrix coordinate integer general\n2 2 2\n1 2 -3\n2 2 9\n");
-        assert_eq!(c.values, Buffer::I64(vec![-3, 9]));
+        assert_eq!(c.values, Buffer::I64(vec![-3, 9].into()));
         assert_eq!(c.values.elem(), ElemType::I64);
     }
 
@@ -639,17 +639,23 @@ mod tests {
         let d = dense("%%MatrixMarket matrix array real general\n% c\n2 3\n1\n2\n3\n4\n5\n6\n");
         assert_eq!(d.shape, vec![2, 3]);
         // Columns (1,2), (3,4), (5,6) → rows [1 3 5], [2 4 6].
-        assert_eq!(d.values, Buffer::F64(vec![1.0, 3.0, 5.0, 2.0, 4.0, 6.0]));
+        assert_eq!(
+            d.values,
+            Buffer::F64(vec![1.0, 3.0, 5.0, 2.0, 4.0, 6.0].into())
+        );
     }
 
     #[test]
     fn symmetric_and_skew_arrays_expand() {
         let d = dense("%%MatrixMarket matrix array integer symmetric\n3 3\n1\n2\n3\n4\n5\n6\n");
-        assert_eq!(d.values, Buffer::I64(vec![1, 2, 3, 2, 4, 5, 3, 5, 6]));
+        assert_eq!(
+            d.values,
+            Buffer::I64(vec![1, 2, 3, 2, 4, 5, 3, 5, 6].into())
+        );
         let d = dense("%%MatrixMarket matrix array real skew-symmetric\n3 3\n1\n2\n3\n");
         assert_eq!(
             d.values,
-            Buffer::F64(vec![0.0, -1.0, -2.0, 1.0, 0.0, -3.0, 2.0, 3.0, 0.0])
+            Buffer::F64(vec![0.0, -1.0, -2.0, 1.0, 0.0, -3.0, 2.0, 3.0, 0.0].into())
         );
     }
 
@@ -737,9 +743,9 @@ mod tests {
     #[test]
     fn coo_writer_round_trips_every_class() {
         let cases = [
-            Buffer::F64(vec![0.1, -1e300, 3.0, f64::MIN_POSITIVE]),
-            Buffer::I64(vec![1, -2, i64::MAX, 0]),
-            Buffer::Bool(vec![true, true, true, true]),
+            Buffer::F64(vec![0.1, -1e300, 3.0, f64::MIN_POSITIVE].into()),
+            Buffer::I64(vec![1, -2, i64::MAX, 0].into()),
+            Buffer::Bool(vec![true, true, true, true].into()),
         ];
         for values in cases {
             let c = CooData {
@@ -758,7 +764,7 @@ mod tests {
         let c = CooData {
             shape: vec![2, 2],
             coords: vec![vec![0, 1], vec![1, 0]],
-            values: Buffer::Bool(vec![true, false]),
+            values: Buffer::Bool(vec![true, false].into()),
         };
         let mut out = Vec::new();
         write_mtx_coo(&mut out, &c).unwrap();
@@ -769,7 +775,7 @@ mod tests {
         let c = CooData {
             shape: vec![1, 1],
             coords: vec![vec![0], vec![0]],
-            values: Buffer::F32(vec![0.1]),
+            values: Buffer::F32(vec![0.1].into()),
         };
         let mut out = Vec::new();
         write_mtx_coo(&mut out, &c).unwrap();
@@ -784,14 +790,14 @@ mod tests {
         let c = CooData {
             shape: vec![1, 3],
             coords: vec![vec![0, 0, 0], vec![0, 1, 2]],
-            values: Buffer::F64(vec![f64::INFINITY, f64::NEG_INFINITY, 2.5]),
+            values: Buffer::F64(vec![f64::INFINITY, f64::NEG_INFINITY, 2.5].into()),
         };
         let mut out = Vec::new();
         write_mtx_coo(&mut out, &c).unwrap();
         assert_eq!(coo(std::str::from_utf8(&out).unwrap()), c);
         let mut out = Vec::new();
         let nan = CooData {
-            values: Buffer::F64(vec![f64::NAN; 3]),
+            values: Buffer::F64(vec![f64::NAN; 3].into()),
             ..c
         };
         write_mtx_coo(&mut out, &nan).unwrap();
@@ -803,7 +809,7 @@ mod tests {
     fn array_writer_round_trips() {
         let d = DenseData {
             shape: vec![2, 3],
-            values: Buffer::F64(vec![1.0, 2.5, 3.0, -4.0, 5.0, 6.0]),
+            values: Buffer::F64(vec![1.0, 2.5, 3.0, -4.0, 5.0, 6.0].into()),
         };
         let mut out = Vec::new();
         write_mtx_array(&mut out, &d).unwrap();
@@ -812,13 +818,13 @@ mod tests {
         assert_eq!(dense(&text), d);
         let d = DenseData {
             shape: vec![2, 1],
-            values: Buffer::I32(vec![7, -8]),
+            values: Buffer::I32(vec![7, -8].into()),
         };
         let mut out = Vec::new();
         write_mtx_array(&mut out, &d).unwrap();
         assert_eq!(
             dense(std::str::from_utf8(&out).unwrap()).values,
-            Buffer::I64(vec![7, -8])
+            Buffer::I64(vec![7, -8].into())
         );
     }
 
@@ -827,7 +833,7 @@ mod tests {
         let c = CooData {
             shape: vec![3],
             coords: vec![vec![0]],
-            values: Buffer::F64(vec![1.0]),
+            values: Buffer::F64(vec![1.0].into()),
         };
         assert!(matches!(
             write_mtx_coo(&mut Vec::new(), &c),
@@ -835,7 +841,7 @@ mod tests {
         ));
         let d = DenseData {
             shape: vec![2, 2],
-            values: Buffer::F64(vec![1.0]),
+            values: Buffer::F64(vec![1.0].into()),
         };
         assert!(matches!(
             write_mtx_array(&mut Vec::new(), &d),

@@ -345,7 +345,7 @@ fn decode(data: &[u8], ty: ElemType, order: Order) -> Buffer {
         ElemType::I32 => Buffer::I32(words!(i32, 4)),
         ElemType::U64 => Buffer::U64(words!(u64, 8)),
         ElemType::I8 => Buffer::I8(data.iter().map(|&b| b as i8).collect()),
-        ElemType::U8 => Buffer::U8(data.to_vec()),
+        ElemType::U8 => Buffer::U8(data.to_vec().into()),
         ElemType::Bool => Buffer::Bool(data.iter().map(|&b| b != 0).collect()),
         ElemType::Limit => unreachable!("`parse_descr` gives no limit type"),
     }
@@ -494,7 +494,7 @@ mod tests {
         assert_eq!(bytes.len(), 128 + 48);
         let d = read_npy(&bytes[..], "t.npy").unwrap();
         assert_eq!(d.shape, vec![2, 3]);
-        assert_eq!(d.values, Buffer::I64(vec![0, 1, 2, 3, 4, 5]));
+        assert_eq!(d.values, Buffer::I64(vec![0, 1, 2, 3, 4, 5].into()));
     }
 
     #[test]
@@ -509,14 +509,14 @@ mod tests {
     #[test]
     fn every_dtype_round_trips() {
         let cases = [
-            Buffer::F64(vec![0.1, -2.5, f64::INFINITY, 1e-300, 0.0, -0.0]),
-            Buffer::F32(vec![0.1, -2.5, f32::MAX, 1e-30, 0.0, 7.0]),
-            Buffer::I64(vec![i64::MIN, -1, 0, 1, i64::MAX, 5]),
-            Buffer::I32(vec![i32::MIN, -1, 0, 1, i32::MAX, 5]),
-            Buffer::U64(vec![0, 1, i64::MAX as u64, 3, 4, 5]),
-            Buffer::I8(vec![-128, -1, 0, 1, 127, 5]),
-            Buffer::U8(vec![0, 1, 255, 3, 4, 5]),
-            Buffer::Bool(vec![true, false, true, true, false, false]),
+            Buffer::F64(vec![0.1, -2.5, f64::INFINITY, 1e-300, 0.0, -0.0].into()),
+            Buffer::F32(vec![0.1, -2.5, f32::MAX, 1e-30, 0.0, 7.0].into()),
+            Buffer::I64(vec![i64::MIN, -1, 0, 1, i64::MAX, 5].into()),
+            Buffer::I32(vec![i32::MIN, -1, 0, 1, i32::MAX, 5].into()),
+            Buffer::U64(vec![0, 1, i64::MAX as u64, 3, 4, 5].into()),
+            Buffer::I8(vec![-128, -1, 0, 1, 127, 5].into()),
+            Buffer::U8(vec![0, 1, 255, 3, 4, 5].into()),
+            Buffer::Bool(vec![true, false, true, true, false, false].into()),
         ];
         for values in cases {
             for shape in [vec![6], vec![2, 3], vec![1, 3, 2]] {
@@ -531,11 +531,11 @@ mod tests {
         // Scalars and empty arrays.
         round_trip(&DenseData {
             shape: vec![],
-            values: Buffer::F64(vec![4.5]),
+            values: Buffer::F64(vec![4.5].into()),
         });
         round_trip(&DenseData {
             shape: vec![0, 3],
-            values: Buffer::I32(vec![]),
+            values: Buffer::I32(vec![].into()),
         });
     }
 
@@ -544,7 +544,7 @@ mod tests {
         let mut out = Vec::new();
         let d = DenseData {
             shape: vec![2, 2],
-            values: Buffer::U64(vec![0, 1, u64::MAX, 3]),
+            values: Buffer::U64(vec![0, 1, u64::MAX, 3].into()),
         };
         write_npy(&mut out, &d).unwrap();
         match read_npy(&out[..], "u.npy") {
@@ -585,7 +585,7 @@ mod tests {
         let mut out = Vec::new();
         let d = DenseData {
             shape: vec![3],
-            values: Buffer::Bool(vec![true; 3]),
+            values: Buffer::Bool(vec![true; 3].into()),
         };
         write_npy(&mut out, &d).unwrap();
         let text = String::from_utf8_lossy(&out[10..]).into_owned();
@@ -623,7 +623,7 @@ mod tests {
             &data,
         );
         let d = read_npy(&f[..], "t.npy").unwrap();
-        assert_eq!(d.values, Buffer::I32(vec![1, 2, 3, 4, 5, 6]));
+        assert_eq!(d.values, Buffer::I32(vec![1, 2, 3, 4, 5, 6].into()));
         // A 3-d Fortran array: element (i, j, k) at i + 2j + 4k.
         let data: Vec<u8> = (0..8u8).collect();
         let f = make(
@@ -632,7 +632,7 @@ mod tests {
             &data,
         );
         let d = read_npy(&f[..], "t.npy").unwrap();
-        assert_eq!(d.values, Buffer::U8(vec![0, 4, 2, 6, 1, 5, 3, 7]));
+        assert_eq!(d.values, Buffer::U8(vec![0, 4, 2, 6, 1, 5, 3, 7].into()));
         let data: Vec<u8> = [1.5f64, -2.0]
             .iter()
             .flat_map(|x| x.to_be_bytes())
@@ -644,7 +644,7 @@ mod tests {
         );
         assert_eq!(
             read_npy(&f[..], "t.npy").unwrap().values,
-            Buffer::F64(vec![1.5, -2.0])
+            Buffer::F64(vec![1.5, -2.0].into())
         );
         let f = make(
             1,
@@ -653,7 +653,7 @@ mod tests {
         );
         assert_eq!(
             read_npy(&f[..], "t.npy").unwrap().values,
-            Buffer::Bool(vec![false, true])
+            Buffer::Bool(vec![false, true].into())
         );
     }
 
@@ -697,7 +697,7 @@ mod tests {
     fn writer_checks_the_value_count() {
         let d = DenseData {
             shape: vec![2, 2],
-            values: Buffer::F64(vec![1.0]),
+            values: Buffer::F64(vec![1.0].into()),
         };
         assert!(matches!(
             write_npy(&mut Vec::new(), &d),

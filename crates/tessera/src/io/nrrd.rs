@@ -111,7 +111,7 @@ impl Kind {
         }
         match self {
             Kind::I8 => Buffer::I8(bytes.iter().map(|&b| b as i8).collect()),
-            Kind::U8 => Buffer::U8(bytes.to_vec()),
+            Kind::U8 => Buffer::U8(bytes.to_vec().into()),
             Kind::I16 => Buffer::I32(conv!(i16, 2, i32::from)),
             Kind::U16 => Buffer::I32(conv!(u16, 2, i32::from)),
             Kind::I32 => Buffer::I32(conv!(i32, 4, |v| v)),
@@ -125,7 +125,7 @@ impl Kind {
 
     /// Parse text samples (the `ascii` encoding).
     fn parse_text(self, words: &[&str]) -> Option<Buffer> {
-        fn all<T: std::str::FromStr>(w: &[&str]) -> Option<Vec<T>> {
+        fn all<T: std::str::FromStr + Copy>(w: &[&str]) -> Option<crate::runtime::store::Store<T>> {
             w.iter().map(|s| s.parse().ok()).collect()
         }
         Some(match self {
@@ -659,7 +659,7 @@ mod tests {
         let n = read(&f).unwrap();
         // Row-major: NRRD's fastest axis (size 3) is the last index.
         assert_eq!(n.data.shape, vec![2, 3]);
-        assert_eq!(n.data.values, Buffer::I32(vec![1, -2, 3, 4, 5, -6]));
+        assert_eq!(n.data.values, Buffer::I32(vec![1, -2, 3, 4, 5, -6].into()));
         assert_eq!(n.directions, Some(vec![vec![0.0, 2.0], vec![0.5, 0.0]]));
         assert_eq!(n.origin, Some(vec![1.0, -1.0]));
         let mut f = header(
@@ -668,7 +668,7 @@ mod tests {
         f.extend(1.5f64.to_le_bytes());
         f.extend((-2.0f64).to_le_bytes());
         let n = read(&f).unwrap();
-        assert_eq!(n.data.values, Buffer::F64(vec![1.5, -2.0]));
+        assert_eq!(n.data.values, Buffer::F64(vec![1.5, -2.0].into()));
         assert_eq!(n.directions, Some(vec![vec![0.25]]));
         assert_eq!(n.origin, Some(vec![0.0]));
     }
@@ -684,12 +684,12 @@ mod tests {
         f.extend(gz.finish().unwrap());
         let n = read(&f).unwrap();
         assert_eq!(n.data.shape, vec![2, 1, 2]);
-        assert_eq!(n.data.values, Buffer::F32(vec![1.0, 2.0, 3.0, 4.0]));
+        assert_eq!(n.data.values, Buffer::F32(vec![1.0, 2.0, 3.0, 4.0].into()));
         let mut f = header("type: uchar\ndimension: 2\nsizes: 2 2\nencoding: ascii");
         f.extend(b"1 2\n3 255\n");
         assert_eq!(
             read(&f).unwrap().data.values,
-            Buffer::U8(vec![1, 2, 3, 255])
+            Buffer::U8(vec![1, 2, 3, 255].into())
         );
     }
 
@@ -704,7 +704,7 @@ mod tests {
         )
         .unwrap();
         let n = read_nrrd_file(&dir.join("d.nhdr")).unwrap();
-        assert_eq!(n.data.values, Buffer::U8(vec![0, 7, 1, 2]));
+        assert_eq!(n.data.values, Buffer::U8(vec![0, 7, 1, 2].into()));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

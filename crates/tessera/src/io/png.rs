@@ -98,7 +98,7 @@ pub fn read_png<R: BufRead + Seek>(r: R, path: &str) -> Result<DenseData> {
     }
     Ok(DenseData {
         shape: vec![h, w],
-        values: Buffer::U8(gray),
+        values: Buffer::U8(gray.into()),
     })
 }
 
@@ -155,7 +155,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(d.shape, vec![2, 3]);
-        assert_eq!(d.values, Buffer::U8(vec![0, 1, 2, 10, 20, 255]));
+        assert_eq!(d.values, Buffer::U8(vec![0, 1, 2, 10, 20, 255].into()));
     }
 
     #[test]
@@ -163,10 +163,10 @@ mod tests {
         let rgb = [255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 200, 30];
         let d = read(encode(4, 1, ColorType::Rgb, ::png::BitDepth::Eight, &rgb)).unwrap();
         // Pillow: Image.new("RGB", ...).convert("L") gives 76, 150, 29, 124 for these pixels.
-        assert_eq!(d.values, Buffer::U8(vec![76, 150, 29, 124]));
+        assert_eq!(d.values, Buffer::U8(vec![76, 150, 29, 124].into()));
         let rgba = [255, 0, 0, 0, 10, 200, 30, 255];
         let d = read(encode(2, 1, ColorType::Rgba, ::png::BitDepth::Eight, &rgba)).unwrap();
-        assert_eq!(d.values, Buffer::U8(vec![76, 124]));
+        assert_eq!(d.values, Buffer::U8(vec![76, 124].into()));
         let ga = [7, 0, 9, 255];
         let d = read(encode(
             2,
@@ -176,7 +176,7 @@ mod tests {
             &ga,
         ))
         .unwrap();
-        assert_eq!(d.values, Buffer::U8(vec![7, 9]));
+        assert_eq!(d.values, Buffer::U8(vec![7, 9].into()));
     }
 
     #[test]
@@ -190,7 +190,7 @@ mod tests {
             &[0b1010_0000],
         ))
         .unwrap();
-        assert_eq!(d.values, Buffer::U8(vec![255, 0, 255, 0]));
+        assert_eq!(d.values, Buffer::U8(vec![255, 0, 255, 0].into()));
         // 16-bit big-endian samples keep their high byte.
         let d = read(encode(
             2,
@@ -200,7 +200,7 @@ mod tests {
             &[0x12, 0x34, 0xff, 0x01],
         ))
         .unwrap();
-        assert_eq!(d.values, Buffer::U8(vec![0x12, 0xff]));
+        assert_eq!(d.values, Buffer::U8(vec![0x12, 0xff].into()));
     }
 
     #[test]
@@ -214,7 +214,10 @@ mod tests {
             &[2, 1, 0],
             Some(palette),
         );
-        assert_eq!(read(bytes).unwrap().values, Buffer::U8(vec![124, 76, 0]));
+        assert_eq!(
+            read(bytes).unwrap().values,
+            Buffer::U8(vec![124, 76, 0].into())
+        );
     }
 
     /// CRC-32 of PNG chunks (ISO 3309), bit by bit: enough for a few hand-made chunks.

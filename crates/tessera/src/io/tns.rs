@@ -159,8 +159,8 @@ pub fn read_tns(r: impl BufRead, path: &str) -> Result<CooData> {
         coords = vec![vec![]; shape.len()];
     }
     let values = match values {
-        Values::Int(v) => Buffer::I64(v),
-        Values::Float(v) => Buffer::F64(v),
+        Values::Int(v) => Buffer::I64(v.into()),
+        Values::Float(v) => Buffer::F64(v.into()),
     };
     Ok(CooData {
         shape,
@@ -235,7 +235,7 @@ mod tests {
         let c = read("1 1\n2 2\n3 3\n4 4\n");
         assert_eq!(c.shape, vec![4]);
         assert_eq!(c.coords, vec![vec![0, 1, 2, 3]]);
-        assert_eq!(c.values, Buffer::I64(vec![1, 2, 3, 4]));
+        assert_eq!(c.values, Buffer::I64(vec![1, 2, 3, 4].into()));
         let c = read("# a comment\n1 3 2 5\n\n2 1 4 -7\n");
         assert_eq!(c.shape, vec![2, 3, 4]);
         assert_eq!(c.coords, vec![vec![0, 1], vec![2, 0], vec![1, 3]]);
@@ -244,9 +244,9 @@ mod tests {
     #[test]
     fn one_float_makes_all_floats() {
         let c = read("1 1 2\n2 2 0.5\n3 1 -3\n");
-        assert_eq!(c.values, Buffer::F64(vec![2.0, 0.5, -3.0]));
+        assert_eq!(c.values, Buffer::F64(vec![2.0, 0.5, -3.0].into()));
         let c = read("1 1.0\n");
-        assert_eq!(c.values, Buffer::F64(vec![1.0]));
+        assert_eq!(c.values, Buffer::F64(vec![1.0].into()));
     }
 
     #[test]
@@ -279,9 +279,9 @@ mod tests {
     #[test]
     fn round_trips() {
         let cases = [
-            Buffer::F64(vec![1.0, 0.1, -1e300]),
-            Buffer::I64(vec![1, -2, i64::MIN]),
-            Buffer::F64(vec![f64::INFINITY, f64::NEG_INFINITY, 2.0]),
+            Buffer::F64(vec![1.0, 0.1, -1e300].into()),
+            Buffer::I64(vec![1, -2, i64::MIN].into()),
+            Buffer::F64(vec![f64::INFINITY, f64::NEG_INFINITY, 2.0].into()),
         ];
         for values in cases {
             let c = CooData {
@@ -298,7 +298,7 @@ mod tests {
         let c = CooData {
             shape: vec![2],
             coords: vec![vec![1]],
-            values: Buffer::Bool(vec![true]),
+            values: Buffer::Bool(vec![true].into()),
         };
         let mut out = Vec::new();
         write_tns(&mut out, &c).unwrap();

@@ -388,6 +388,34 @@ impl Stmt {
 }
 
 impl Kernel {
+    /// Per buffer, whether the kernel may change its elements or length (stores, fills,
+    /// grows, sorts): the buffers that must be owned memory, not shared, while it runs.
+    pub fn modified_bufs(&self) -> Vec<bool> {
+        fn walk(body: &[Stmt], out: &mut [bool]) {
+            for s in body {
+                match s {
+                    Stmt::Store { buf, .. }
+                    | Stmt::Grow { buf, .. }
+                    | Stmt::Fill { buf, .. }
+                    | Stmt::Sort { buf, .. }
+                    | Stmt::SortPerm { perm: buf, .. } => out[buf.0 as usize] = true,
+                    Stmt::Chunked(c) => {
+                        for p in &c.private {
+                            out[p.buf.0 as usize] = true;
+                        }
+                    }
+                    _ => {}
+                }
+                for b in s.bodies() {
+                    walk(b, out);
+                }
+            }
+        }
+        let mut out = vec![false; self.bufs.len()];
+        walk(&self.body, &mut out);
+        out
+    }
+
     pub fn var_ty(&self, v: VarId) -> ElemType {
         self.vars[v.0 as usize].ty
     }

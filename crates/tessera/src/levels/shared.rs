@@ -48,7 +48,7 @@ pub fn int_range(b: &Buffer, lo: usize, hi: usize) -> Cow<'_, [i64]> {
 pub fn int_buf(ty: ElemType, v: Vec<i64>) -> Buffer {
     match ty {
         ElemType::I32 => Buffer::I32(v.into_iter().map(|x| x as i32).collect()),
-        _ => Buffer::I64(v),
+        _ => Buffer::I64(v.into()),
     }
 }
 

@@ -129,8 +129,8 @@ impl Level for SparseBand {
         i64s(&bufs[OFS])[parent_count] as usize
     }
     fn empty(&self, _: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
-        bufs[IDX] = Buffer::I64(vec![EMPTY; parent_count]);
-        bufs[OFS] = Buffer::I64(vec![0; parent_count + 1]);
+        bufs[IDX] = Buffer::I64(vec![EMPTY; parent_count].into());
+        bufs[OFS] = Buffer::I64(vec![0; parent_count + 1].into());
         0
     }
 
@@ -179,8 +179,8 @@ impl Level for SparseBand {
         for p in 1..=parent_count {
             ofs[p] += ofs[p - 1];
         }
-        bufs[IDX] = Buffer::I64(idx);
-        bufs[OFS] = Buffer::I64(ofs);
+        bufs[IDX] = Buffer::I64(idx.into());
+        bufs[OFS] = Buffer::I64(ofs.into());
         (total as usize, out)
     }
 
@@ -427,7 +427,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn vector() -> Buffer {
-        Buffer::F64(vec![0.0, 1.0, 1.0, 2.0, 2.0, 0.0, 0.0, 3.0, 0.0])
+        Buffer::F64(vec![0.0, 1.0, 1.0, 2.0, 2.0, 0.0, 0.0, 3.0, 0.0].into())
     }
 
     #[test]
@@ -435,11 +435,11 @@ mod tests {
         let t = Tensor::from_dense(&fmt("SparseBand(Element(0.0))"), &[9], &vector()).unwrap();
         assert_eq!(
             t.levels[0],
-            vec![Buffer::I64(vec![7]), Buffer::I64(vec![0, 7])]
+            vec![Buffer::I64(vec![7].into()), Buffer::I64(vec![0, 7].into())]
         );
         assert_eq!(
             t.levels[1],
-            vec![Buffer::F64(vec![1.0, 1.0, 2.0, 2.0, 0.0, 0.0, 3.0])]
+            vec![Buffer::F64(vec![1.0, 1.0, 2.0, 2.0, 0.0, 0.0, 3.0].into())]
         );
         assert_eq!(t.countstored(), 7);
         assert_eq!(t.to_dense(), vector());
@@ -449,20 +449,23 @@ mod tests {
     #[test]
     fn empty_fibers_nested_and_fill() {
         let f = fmt("Dense(SparseBand(Element(1.0)))");
-        let vals = Buffer::F64(vec![1.0, 1.0, 1.0, 5.0, 1.0, 6.0, 1.0, 7.0, 1.0]);
+        let vals = Buffer::F64(vec![1.0, 1.0, 1.0, 5.0, 1.0, 6.0, 1.0, 7.0, 1.0].into());
         let t = Tensor::from_dense(&f, &[3, 3], &vals).unwrap();
         assert_eq!(
             t.levels[1],
-            vec![Buffer::I64(vec![-1, 2, 1]), Buffer::I64(vec![0, 0, 3, 4])]
+            vec![
+                Buffer::I64(vec![-1, 2, 1].into()),
+                Buffer::I64(vec![0, 0, 3, 4].into())
+            ]
         );
         assert_eq!(t.to_dense(), vals);
         t.validate("A").unwrap();
         let f = fmt("SparseBand(SparseList(Element(0.0)))");
-        let vals = Buffer::F64(vec![0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0]);
+        let vals = Buffer::F64(vec![0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0].into());
         let t = Tensor::from_dense(&f, &[3, 3], &vals).unwrap();
         assert_eq!(
             t.levels[0],
-            vec![Buffer::I64(vec![2]), Buffer::I64(vec![0, 3])]
+            vec![Buffer::I64(vec![2].into()), Buffer::I64(vec![0, 3].into())]
         );
         assert_eq!(t.to_dense(), vals);
         t.validate("A").unwrap();
@@ -483,7 +486,7 @@ mod tests {
             (vec![7], vec![0, 8], "val has 7"),
         ] {
             let mut bad = t.clone();
-            bad.levels[0] = vec![Buffer::I64(idx), Buffer::I64(ofs)];
+            bad.levels[0] = vec![Buffer::I64(idx.into()), Buffer::I64(ofs.into())];
             let e = bad.validate("x").unwrap_err().to_string();
             assert!(e.contains(msg), "{e}");
         }
@@ -504,7 +507,7 @@ mod tests {
         let y = &ts["y"];
         assert_eq!(
             y.levels[0],
-            vec![Buffer::I64(vec![7]), Buffer::I64(vec![0, 7])]
+            vec![Buffer::I64(vec![7].into()), Buffer::I64(vec![0, 7].into())]
         );
         assert_eq!(y.to_dense(), vector());
         y.validate("y").unwrap();
@@ -518,7 +521,7 @@ mod tests {
         let y = &ts["y"];
         assert_eq!(
             y.levels[1],
-            vec![Buffer::F64(vec![2.0, 2.0, 4.0, 4.0, 0.0, 0.0, 6.0])]
+            vec![Buffer::F64(vec![2.0, 2.0, 4.0, 4.0, 0.0, 0.0, 6.0].into())]
         );
         y.validate("y").unwrap();
 

@@ -146,9 +146,9 @@ impl Level for SparseBlockList {
         i64s(&bufs[OFS])[blocks] as usize
     }
     fn empty(&self, _: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
-        bufs[PTR] = Buffer::I64(vec![0; parent_count + 1]);
-        bufs[IDX] = Buffer::I64(vec![]);
-        bufs[OFS] = Buffer::I64(vec![0]);
+        bufs[PTR] = Buffer::I64(vec![0; parent_count + 1].into());
+        bufs[IDX] = Buffer::I64(vec![].into());
+        bufs[OFS] = Buffer::I64(vec![0].into());
         0
     }
 
@@ -201,9 +201,9 @@ impl Level for SparseBlockList {
             ptr[p] += ptr[p - 1];
         }
         let n = out.len();
-        bufs[PTR] = Buffer::I64(ptr);
-        bufs[IDX] = Buffer::I64(idx);
-        bufs[OFS] = Buffer::I64(ofs);
+        bufs[PTR] = Buffer::I64(ptr.into());
+        bufs[IDX] = Buffer::I64(idx.into());
+        bufs[OFS] = Buffer::I64(ofs.into());
         (n, out)
     }
 
@@ -476,7 +476,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn vector() -> Buffer {
-        Buffer::F64(vec![0.0, 1.0, 1.0, 2.0, 2.0, 0.0, 0.0, 3.0, 0.0])
+        Buffer::F64(vec![0.0, 1.0, 1.0, 2.0, 2.0, 0.0, 0.0, 3.0, 0.0].into())
     }
 
     #[test]
@@ -485,14 +485,14 @@ mod tests {
         assert_eq!(
             t.levels[0],
             vec![
-                Buffer::I64(vec![0, 2]),
-                Buffer::I64(vec![4, 7]),
-                Buffer::I64(vec![0, 4, 5])
+                Buffer::I64(vec![0, 2].into()),
+                Buffer::I64(vec![4, 7].into()),
+                Buffer::I64(vec![0, 4, 5].into())
             ]
         );
         assert_eq!(
             t.levels[1],
-            vec![Buffer::F64(vec![1.0, 1.0, 2.0, 2.0, 3.0])]
+            vec![Buffer::F64(vec![1.0, 1.0, 2.0, 2.0, 3.0].into())]
         );
         assert_eq!(t.countstored(), 5);
         assert_eq!(t.to_dense(), vector());
@@ -502,14 +502,14 @@ mod tests {
     #[test]
     fn nested_empty_and_fill() {
         let f = fmt("Dense(SparseBlockList(Element(1.0)))");
-        let vals = Buffer::F64(vec![1.0, 1.0, 1.0, 5.0, 1.0, 6.0, 2.0, 7.0, 1.0]);
+        let vals = Buffer::F64(vec![1.0, 1.0, 1.0, 5.0, 1.0, 6.0, 2.0, 7.0, 1.0].into());
         let t = Tensor::from_dense(&f, &[3, 3], &vals).unwrap();
         assert_eq!(
             t.levels[1],
             vec![
-                Buffer::I64(vec![0, 0, 2, 3]),
-                Buffer::I64(vec![0, 2, 1]),
-                Buffer::I64(vec![0, 1, 2, 4])
+                Buffer::I64(vec![0, 0, 2, 3].into()),
+                Buffer::I64(vec![0, 2, 1].into()),
+                Buffer::I64(vec![0, 1, 2, 4].into())
             ]
         );
         assert_eq!(t.to_dense(), vals);
@@ -531,7 +531,11 @@ mod tests {
             (vec![0, 2], vec![2, 7], vec![0, 4, 5], "outside"),
         ] {
             let mut bad = t.clone();
-            bad.levels[0] = vec![Buffer::I64(ptr), Buffer::I64(idx), Buffer::I64(ofs)];
+            bad.levels[0] = vec![
+                Buffer::I64(ptr.into()),
+                Buffer::I64(idx.into()),
+                Buffer::I64(ofs.into()),
+            ];
             let e = bad.validate("x").unwrap_err().to_string();
             assert!(e.contains(msg), "{msg}: {e}");
         }
@@ -553,9 +557,9 @@ mod tests {
         assert_eq!(
             y.levels[0],
             vec![
-                Buffer::I64(vec![0, 2]),
-                Buffer::I64(vec![4, 7]),
-                Buffer::I64(vec![0, 4, 5])
+                Buffer::I64(vec![0, 2].into()),
+                Buffer::I64(vec![4, 7].into()),
+                Buffer::I64(vec![0, 4, 5].into())
             ]
         );
         assert_eq!(y.to_dense(), vector());

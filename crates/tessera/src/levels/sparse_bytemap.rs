@@ -144,9 +144,9 @@ impl Level for SparseByteMap {
         parent_count: usize,
     ) -> usize {
         let slots = parent_count * dims[0];
-        bufs[PTR] = Buffer::I64(vec![0; parent_count + 1]);
-        bufs[TBL] = Buffer::Bool(vec![false; slots]);
-        bufs[SRT] = Buffer::I64(vec![]);
+        bufs[PTR] = Buffer::I64(vec![0; parent_count + 1].into());
+        bufs[TBL] = Buffer::Bool(vec![false; slots].into());
+        bufs[SRT] = Buffer::I64(vec![].into());
         slots
     }
 
@@ -202,9 +202,9 @@ impl Level for SparseByteMap {
         for p in 1..=parent_count {
             ptr[p] += ptr[p - 1];
         }
-        bufs[PTR] = Buffer::I64(ptr);
-        bufs[TBL] = Buffer::Bool(tbl);
-        bufs[SRT] = Buffer::I64(srt);
+        bufs[PTR] = Buffer::I64(ptr.into());
+        bufs[TBL] = Buffer::Bool(tbl.into());
+        bufs[SRT] = Buffer::I64(srt.into());
         (parent_count * n, out)
     }
 
@@ -517,22 +517,22 @@ mod tests {
     const V: [f64; 9] = [0.0, 1.0, 1.0, 2.0, 2.0, 0.0, 0.0, 3.0, 0.0];
 
     fn golden_check(t: &Tensor) {
-        assert_eq!(t.levels[0][0], Buffer::I64(vec![0, 5]));
+        assert_eq!(t.levels[0][0], Buffer::I64(vec![0, 5].into()));
         assert_eq!(
             t.levels[0][1],
             Buffer::Bool(V.iter().map(|&x| x != 0.0).collect())
         );
-        assert_eq!(t.levels[0][2], Buffer::I64(vec![1, 2, 3, 4, 7]));
-        assert_eq!(t.levels[1][0], Buffer::F64(V.to_vec()));
+        assert_eq!(t.levels[0][2], Buffer::I64(vec![1, 2, 3, 4, 7].into()));
+        assert_eq!(t.levels[1][0], Buffer::F64(V.to_vec().into()));
         t.validate("y").unwrap();
     }
 
     #[test]
     fn golden_storage() {
         let f = fmt("SparseByteMap(Element(0.0))");
-        let t = Tensor::from_dense(&f, &[9], &Buffer::F64(V.to_vec())).unwrap();
+        let t = Tensor::from_dense(&f, &[9], &Buffer::F64(V.to_vec().into())).unwrap();
         golden_check(&t);
-        assert_eq!(t.to_dense(), Buffer::F64(V.to_vec()));
+        assert_eq!(t.to_dense(), Buffer::F64(V.to_vec().into()));
     }
 
     #[test]
@@ -541,7 +541,7 @@ mod tests {
         let x = Tensor::from_dense(
             &fmt("SparseList(Element(0.0))"),
             &[9],
-            &Buffer::F64(V.to_vec()),
+            &Buffer::F64(V.to_vec().into()),
         );
         let mut ts = BTreeMap::new();
         ts.insert("x".to_string(), x.unwrap());
@@ -559,7 +559,7 @@ mod tests {
             "y .= 0\nfor i = _\n  y[p[i]] += x[p[i]]\nend\nfor i = _\n  y[p[i]] += x[p[i]]\nend\n";
         let out = run(text, &ts).unwrap();
         let t = &out["y"];
-        assert_eq!(t.levels[0][2], Buffer::I64(vec![1, 2, 3, 4, 7]));
+        assert_eq!(t.levels[0][2], Buffer::I64(vec![1, 2, 3, 4, 7].into()));
         assert_eq!(
             t.to_dense(),
             Buffer::F64(V.iter().map(|x| 2.0 * x).collect())
@@ -592,11 +592,11 @@ mod tests {
         let b = Tensor::from_dense(
             &f,
             &[2, 3],
-            &Buffer::F64(vec![1.5, 2.0, 1.5, 0.0, 1.5, 1.5]),
+            &Buffer::F64(vec![1.5, 2.0, 1.5, 0.0, 1.5, 1.5].into()),
         )
         .unwrap();
         b.validate("b").unwrap();
-        assert_eq!(b.levels[1][2], Buffer::I64(vec![1, 3]));
+        assert_eq!(b.levels[1][2], Buffer::I64(vec![1, 3].into()));
         let mut ts = BTreeMap::new();
         ts.insert("B".to_string(), b.clone());
         ts.insert("D".to_string(), Tensor::empty(&f, &[2, 3]).unwrap());
@@ -612,12 +612,12 @@ mod tests {
     #[test]
     fn inconsistent_arrays_are_reported() {
         let f = fmt("SparseByteMap(Element(0.0))");
-        let good = Tensor::from_dense(&f, &[9], &Buffer::F64(V.to_vec())).unwrap();
+        let good = Tensor::from_dense(&f, &[9], &Buffer::F64(V.to_vec().into())).unwrap();
         let cases: [(usize, Buffer, &str); 4] = [
-            (0, Buffer::I64(vec![0, 6]), "past the end"),
-            (2, Buffer::I64(vec![1, 2, 3, 7, 4]), "not above"),
-            (2, Buffer::I64(vec![1, 2, 3, 4, 9]), "not a slot"),
-            (1, Buffer::Bool(vec![true; 9]), "tbl sets 9"),
+            (0, Buffer::I64(vec![0, 6].into()), "past the end"),
+            (2, Buffer::I64(vec![1, 2, 3, 7, 4].into()), "not above"),
+            (2, Buffer::I64(vec![1, 2, 3, 4, 9].into()), "not a slot"),
+            (1, Buffer::Bool(vec![true; 9].into()), "tbl sets 9"),
         ];
         for (k, buf, msg) in cases {
             let mut t = good.clone();

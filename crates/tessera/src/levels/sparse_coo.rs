@@ -169,9 +169,9 @@ impl Level for SparseCOO {
         _: &[usize],
         parent_count: usize,
     ) -> usize {
-        bufs[PTR] = Buffer::I64(vec![0; parent_count + 1]);
+        bufs[PTR] = Buffer::I64(vec![0; parent_count + 1].into());
         for k in 0..rank_of(kind) {
-            bufs[1 + k] = Buffer::I64(vec![]);
+            bufs[1 + k] = Buffer::I64(vec![].into());
         }
         0
     }
@@ -217,9 +217,9 @@ impl Level for SparseCOO {
             }
             new_ptr.push(child.len() as i64);
         }
-        bufs[PTR] = Buffer::I64(new_ptr);
+        bufs[PTR] = Buffer::I64(new_ptr.into());
         for (k, v) in new_idx.into_iter().enumerate() {
-            bufs[1 + k] = Buffer::I64(v);
+            bufs[1 + k] = Buffer::I64(v.into());
         }
         child
     }
@@ -255,9 +255,9 @@ impl Level for SparseCOO {
             ptr[p] += ptr[p - 1];
         }
         let entries = out.len();
-        bufs[PTR] = Buffer::I64(ptr);
+        bufs[PTR] = Buffer::I64(ptr.into());
         for (k, v) in idx.into_iter().enumerate() {
-            bufs[1 + k] = Buffer::I64(v);
+            bufs[1 + k] = Buffer::I64(v.into());
         }
         (entries, out)
     }

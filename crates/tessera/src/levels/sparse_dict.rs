@@ -159,9 +159,9 @@ impl Level for SparseDict {
         n
     }
     fn empty(&self, _: &LevelKind, bufs: &mut [Buffer], _: &[usize], parent_count: usize) -> usize {
-        bufs[PTR] = Buffer::I64(vec![0; parent_count + 1]);
+        bufs[PTR] = Buffer::I64(vec![0; parent_count + 1].into());
         for k in [IDX, VAL, KEY, HTBL, HVAL] {
-            bufs[k] = Buffer::I64(vec![]);
+            bufs[k] = Buffer::I64(vec![].into());
         }
         0
     }
@@ -211,12 +211,12 @@ impl Level for SparseDict {
             htbl[s] = k;
             hval[s] = c as i64;
         }
-        bufs[PTR] = Buffer::I64(ptr);
-        bufs[IDX] = Buffer::I64(idx);
+        bufs[PTR] = Buffer::I64(ptr.into());
+        bufs[IDX] = Buffer::I64(idx.into());
         bufs[VAL] = Buffer::I64((0..m as i64).collect());
-        bufs[KEY] = Buffer::I64(key);
-        bufs[HTBL] = Buffer::I64(htbl);
-        bufs[HVAL] = Buffer::I64(hval);
+        bufs[KEY] = Buffer::I64(key.into());
+        bufs[HTBL] = Buffer::I64(htbl.into());
+        bufs[HVAL] = Buffer::I64(hval.into());
         (m, out)
     }
 
@@ -619,13 +619,16 @@ mod tests {
     #[test]
     fn golden_storage() {
         let f = fmt("SparseDict(Element(0.0))");
-        let t = Tensor::from_dense(&f, &[9], &Buffer::F64(V.to_vec())).unwrap();
-        assert_eq!(t.levels[0][0], Buffer::I64(vec![0, 5]));
-        assert_eq!(t.levels[0][1], Buffer::I64(vec![1, 2, 3, 4, 7]));
-        assert_eq!(t.levels[0][2], Buffer::I64(vec![0, 1, 2, 3, 4]));
-        assert_eq!(t.levels[1][0], Buffer::F64(vec![1.0, 1.0, 2.0, 2.0, 3.0]));
+        let t = Tensor::from_dense(&f, &[9], &Buffer::F64(V.to_vec().into())).unwrap();
+        assert_eq!(t.levels[0][0], Buffer::I64(vec![0, 5].into()));
+        assert_eq!(t.levels[0][1], Buffer::I64(vec![1, 2, 3, 4, 7].into()));
+        assert_eq!(t.levels[0][2], Buffer::I64(vec![0, 1, 2, 3, 4].into()));
+        assert_eq!(
+            t.levels[1][0],
+            Buffer::F64(vec![1.0, 1.0, 2.0, 2.0, 3.0].into())
+        );
         t.validate("y").unwrap();
-        assert_eq!(t.to_dense(), Buffer::F64(V.to_vec()));
+        assert_eq!(t.to_dense(), Buffer::F64(V.to_vec().into()));
     }
 
     #[test]
@@ -634,16 +637,16 @@ mod tests {
         let x = Tensor::from_dense(
             &fmt("SparseList(Element(0.0))"),
             &[9],
-            &Buffer::F64(V.to_vec()),
+            &Buffer::F64(V.to_vec().into()),
         );
         let mut ts = BTreeMap::new();
         ts.insert("x".to_string(), x.unwrap());
         ts.insert("y".to_string(), Tensor::empty(&f, &[9]).unwrap());
         let out = run("y .= 0\nfor i = _\n  y[i] = x[i]\nend\n", &ts).unwrap();
         let t = &out["y"];
-        assert_eq!(t.levels[0][0], Buffer::I64(vec![0, 5]));
-        assert_eq!(t.levels[0][1], Buffer::I64(vec![1, 2, 3, 4, 7]));
-        assert_eq!(t.levels[0][2], Buffer::I64(vec![0, 1, 2, 3, 4]));
+        assert_eq!(t.levels[0][0], Buffer::I64(vec![0, 5].into()));
+        assert_eq!(t.levels[0][1], Buffer::I64(vec![1, 2, 3, 4, 7].into()));
+        assert_eq!(t.levels[0][2], Buffer::I64(vec![0, 1, 2, 3, 4].into()));
         t.validate("y").unwrap();
         // Backwards through a permutation, twice: children are created in write order, so
         // `val` is the indirection that puts them back in coordinate order.
@@ -657,8 +660,8 @@ mod tests {
             "y .= 0\nfor i = _\n  y[p[i]] += x[p[i]]\nend\nfor i = _\n  y[p[i]] += x[p[i]]\nend\n";
         let out = run(text, &ts).unwrap();
         let t = &out["y"];
-        assert_eq!(t.levels[0][1], Buffer::I64(vec![1, 2, 3, 4, 7]));
-        assert_eq!(t.levels[0][2], Buffer::I64(vec![4, 3, 2, 1, 0]));
+        assert_eq!(t.levels[0][1], Buffer::I64(vec![1, 2, 3, 4, 7].into()));
+        assert_eq!(t.levels[0][2], Buffer::I64(vec![4, 3, 2, 1, 0].into()));
         assert_eq!(
             t.to_dense(),
             Buffer::F64(V.iter().map(|x| 2.0 * x).collect())
@@ -688,7 +691,7 @@ mod tests {
         let src = Tensor::from_dense(
             &fmt("Dense(Dense(Element(2.5)))"),
             &[m, n],
-            &Buffer::F64(vals.clone()),
+            &Buffer::F64(vals.clone().into()),
         )
         .unwrap();
         let f = fmt("SparseDict(SparseDict(Element(2.5)))");
@@ -701,7 +704,7 @@ mod tests {
         )
         .unwrap();
         out["D"].validate("D").unwrap();
-        assert_eq!(out["D"].to_dense(), Buffer::F64(vals.clone()));
+        assert_eq!(out["D"].to_dense(), Buffer::F64(vals.clone().into()));
         // Thaw: add to a dictionary read in the same kernel, then read it again.
         let mut ts = BTreeMap::new();
         ts.insert("D".to_string(), out["D"].clone());
@@ -712,19 +715,19 @@ mod tests {
         let text = "for i = _, j = _\n  D[i, j] += 1\nend\ns .= 0\nfor i = _, j = _\n  s[] += D[i, j]\nend\n";
         let out = run(text, &ts).unwrap();
         let want: f64 = vals.iter().map(|v| v + 1.0).sum();
-        assert_eq!(out["s"].to_dense(), Buffer::F64(vec![want]));
+        assert_eq!(out["s"].to_dense(), Buffer::F64(vec![want].into()));
         out["D"].validate("D").unwrap();
     }
 
     #[test]
     fn inconsistent_arrays_are_reported() {
         let f = fmt("SparseDict(Element(0.0))");
-        let good = Tensor::from_dense(&f, &[9], &Buffer::F64(V.to_vec())).unwrap();
+        let good = Tensor::from_dense(&f, &[9], &Buffer::F64(V.to_vec().into())).unwrap();
         let cases: [(usize, Buffer, &str); 4] = [
-            (0, Buffer::I64(vec![0, 6]), "ptr promises"),
-            (1, Buffer::I64(vec![1, 2, 3, 4, 4]), "not above"),
-            (2, Buffer::I64(vec![0, 1, 1, 3, 4]), "distinct child"),
-            (4, Buffer::I64(vec![-1; 16]), "hash table"),
+            (0, Buffer::I64(vec![0, 6].into()), "ptr promises"),
+            (1, Buffer::I64(vec![1, 2, 3, 4, 4].into()), "not above"),
+            (2, Buffer::I64(vec![0, 1, 1, 3, 4].into()), "distinct child"),
+            (4, Buffer::I64(vec![-1; 16].into()), "hash table"),
         ];
         for (k, buf, msg) in cases {
             let mut t = good.clone();

@@ -145,10 +145,10 @@ impl Level for SparseInterval {
     ) -> usize {
         if kind.is_real() {
             let (a, z) = empty_real();
-            bufs[LEFT] = Buffer::F64(vec![a.val; parent_count]);
-            bufs[RIGHT] = Buffer::F64(vec![z.val; parent_count]);
-            bufs[LEFT_EPS] = Buffer::I8(vec![0; parent_count]);
-            bufs[RIGHT_EPS] = Buffer::I8(vec![0; parent_count]);
+            bufs[LEFT] = Buffer::F64(vec![a.val; parent_count].into());
+            bufs[RIGHT] = Buffer::F64(vec![z.val; parent_count].into());
+            bufs[LEFT_EPS] = Buffer::I8(vec![0; parent_count].into());
+            bufs[RIGHT_EPS] = Buffer::I8(vec![0; parent_count].into());
             return parent_count;
         }
         bufs[LEFT] = int_buf(kind.coord().elem(), vec![0; parent_count]);

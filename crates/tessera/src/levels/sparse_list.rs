@@ -18,6 +18,51 @@ use crate::looplets::{Fiber, Looplet, Positions, Stepper, Target};
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
 use crate::types::{ElemType, Scalar};
+
+/// Check `ptr` (`parent_count + 1` offsets from 0) and each fiber's coordinates in `idx`
+/// (strictly increasing, inside `0..dim`); the child count.
+fn check_fibers<P: Copy + Into<i64>, I: Copy + Into<i64>>(
+    ptr: &[P],
+    idx: &[I],
+    parent_count: usize,
+    dim: usize,
+) -> std::result::Result<usize, String> {
+    if ptr.len() != parent_count + 1 {
+        return Err(format!(
+            "ptr has {} entries, expected {}",
+            ptr.len(),
+            parent_count + 1
+        ));
+    }
+    let at = |p: usize| -> i64 { ptr[p].into() };
+    if at(0) != 0 {
+        return Err("ptr[0] must be 0".into());
+    }
+    for p in 0..parent_count {
+        let (lo, hi) = (at(p), at(p + 1));
+        if hi < lo || hi as usize > idx.len() {
+            return Err(format!(
+                "ptr[{}] = {hi} is out of order or past the end of idx",
+                p + 1
+            ));
+        }
+        let mut prev = -1i64;
+        for (q, &x) in idx.iter().enumerate().take(hi as usize).skip(lo as usize) {
+            let x: i64 = x.into();
+            if x < 0 || x as usize >= dim {
+                return Err(format!("idx[{q}] = {x} is outside 0..{dim}"));
+            }
+            if x <= prev {
+                return Err(format!(
+                    "idx[{q}] = {x} is not above idx[{}] = {prev}",
+                    q - 1
+                ));
+            }
+            prev = x;
+        }
+    }
+    Ok(at(parent_count) as usize)
+}
 use std::rc::Rc;
 
 pub struct SparseList;
@@ -71,31 +116,19 @@ impl Level for SparseList {
             let point = |q: usize| (real::limit(idx[q], 0), real::limit(idx[q], 0));
             return real::check_fibers(&ints(&bufs[PTR]), parent_count, idx.len(), &point);
         }
-        let (ptr, idx) = (ints(&bufs[PTR]), ints(&bufs[IDX]));
-        super::shared::check_ptr_shape(&ptr, parent_count)?;
-        for p in 0..parent_count {
-            let (lo, hi) = (ptr[p], ptr[p + 1]);
-            if hi < lo || hi as usize > idx.len() {
-                return Err(format!(
-                    "ptr[{}] = {hi} is out of order or past the end of idx",
-                    p + 1
-                ));
-            }
-            for q in lo as usize..hi as usize {
-                if idx[q] < 0 || idx[q] as usize >= dims[0] {
-                    return Err(format!("idx[{q}] = {} is outside 0..{}", idx[q], dims[0]));
-                }
-                if q > lo as usize && idx[q] <= idx[q - 1] {
-                    return Err(format!(
-                        "idx[{q}] = {} is not above idx[{}] = {}",
-                        idx[q],
-                        q - 1,
-                        idx[q - 1]
-                    ));
-                }
-            }
+        // Read in place at either width: widening a shared 10⁷-entry index array to check it
+        // would cost what sharing it saved.
+        match (&bufs[PTR], &bufs[IDX]) {
+            (Buffer::I32(p), Buffer::I32(i)) => check_fibers(p, i, parent_count, dims[0]),
+            (Buffer::I64(p), Buffer::I64(i)) => check_fibers(p, i, parent_count, dims[0]),
+            (Buffer::I32(p), Buffer::I64(i)) => check_fibers(p, i, parent_count, dims[0]),
+            (Buffer::I64(p), Buffer::I32(i)) => check_fibers(p, i, parent_count, dims[0]),
+            (p, i) => Err(format!(
+                "ptr and idx must be i64 or i32 arrays, not {} and {}",
+                p.elem(),
+                i.elem()
+            )),
         }
-        Ok(ptr[parent_count] as usize)
     }
     fn finish(
         &self,
@@ -198,8 +231,8 @@ impl Level for SparseList {
             Ok(())
         })?;
         let n = idx.len();
-        bufs[PTR] = Buffer::I64(ptr);
-        bufs[IDX] = Buffer::F64(idx);
+        bufs[PTR] = Buffer::I64(ptr.into());
+        bufs[IDX] = Buffer::F64(idx.into());
         Ok((n, out))
     }
     fn build(

@@ -118,7 +118,7 @@ impl Level for SparsePoint {
         parent_count: usize,
     ) -> usize {
         bufs[IDX] = match kind.is_real() {
-            true => Buffer::F64(vec![EMPTY_REAL; parent_count]),
+            true => Buffer::F64(vec![EMPTY_REAL; parent_count].into()),
             false => int_buf(kind.coord().elem(), vec![EMPTY; parent_count]),
         };
         parent_count
@@ -153,7 +153,7 @@ impl Level for SparsePoint {
             idx[p] = real::pinpoint("SparsePoint", a, z)?;
             Ok(())
         })?;
-        bufs[IDX] = Buffer::F64(idx);
+        bufs[IDX] = Buffer::F64(idx.into());
         Ok((parent_count, out))
     }
 
@@ -338,7 +338,7 @@ mod tests {
 
     fn vec_tensor(f: &str, v: Vec<f64>) -> Tensor {
         let n = v.len();
-        Tensor::from_dense(&fmt(f), &[n], &Buffer::F64(v)).unwrap()
+        Tensor::from_dense(&fmt(f), &[n], &Buffer::F64(v.into())).unwrap()
     }
 
     #[test]
@@ -353,8 +353,8 @@ mod tests {
             Tensor::empty(&fmt("SparsePoint(Element(0.0))"), &[4]).unwrap(),
         );
         run("y .= 0\nfor i = _\n  y[i] = x[i]\nend\n", &mut ts).unwrap();
-        assert_eq!(ts["y"].levels[0], vec![Buffer::I64(vec![2])]);
-        assert_eq!(ts["y"].levels[1], vec![Buffer::F64(vec![4.0])]);
+        assert_eq!(ts["y"].levels[0], vec![Buffer::I64(vec![2].into())]);
+        assert_eq!(ts["y"].levels[1], vec![Buffer::F64(vec![4.0].into())]);
         ts["y"].validate("y").unwrap();
         // The same coordinate twice is fine (accumulates in place).
         run(
@@ -362,7 +362,7 @@ mod tests {
             &mut ts,
         )
         .unwrap();
-        assert_eq!(ts["y"].levels[1], vec![Buffer::F64(vec![8.0])]);
+        assert_eq!(ts["y"].levels[1], vec![Buffer::F64(vec![8.0].into())]);
         // Two coordinates in one fiber are a runtime error naming the tensor.
         ts.insert(
             "x".into(),
@@ -379,56 +379,58 @@ mod tests {
     #[test]
     fn golden_storage() {
         let f = fmt("SparsePoint(Element(false))");
-        let vals = Buffer::Bool(vec![false, false, true, false, false, false]);
+        let vals = Buffer::Bool(vec![false, false, true, false, false, false].into());
         let t = Tensor::from_dense(&f, &[6], &vals).unwrap();
-        assert_eq!(t.levels[0], vec![Buffer::I64(vec![2])]);
-        assert_eq!(t.levels[1], vec![Buffer::Bool(vec![true])]);
+        assert_eq!(t.levels[0], vec![Buffer::I64(vec![2].into())]);
+        assert_eq!(t.levels[1], vec![Buffer::Bool(vec![true].into())]);
         assert_eq!(t.to_dense(), vals);
         assert_eq!(t.countstored(), 1);
         t.validate("x").unwrap();
         // Coordinate 0 is a real coordinate, not "empty".
-        let v0 = Buffer::F64(vec![4.0, 0.0, 0.0]);
+        let v0 = Buffer::F64(vec![4.0, 0.0, 0.0].into());
         let t = Tensor::from_dense(&fmt("SparsePoint(Element(0.0))"), &[3], &v0).unwrap();
-        assert_eq!(t.levels[0], vec![Buffer::I64(vec![0])]);
+        assert_eq!(t.levels[0], vec![Buffer::I64(vec![0].into())]);
         assert_eq!(t.to_dense(), v0);
     }
 
     #[test]
     fn empty_fibers_and_nonzero_fill() {
         let f = fmt("Dense(SparsePoint(Element(1.0)))");
-        let vals = Buffer::F64(vec![1.0, 1.0, 1.0, 5.0, 1.0, 1.0, 1.0, 1.0, 7.0]);
+        let vals = Buffer::F64(vec![1.0, 1.0, 1.0, 5.0, 1.0, 1.0, 1.0, 1.0, 7.0].into());
         let t = Tensor::from_dense(&f, &[3, 3], &vals).unwrap();
-        assert_eq!(t.levels[1], vec![Buffer::I64(vec![-1, 0, 2])]);
-        assert_eq!(t.levels[2], vec![Buffer::F64(vec![1.0, 5.0, 7.0])]);
+        assert_eq!(t.levels[1], vec![Buffer::I64(vec![-1, 0, 2].into())]);
+        assert_eq!(t.levels[2], vec![Buffer::F64(vec![1.0, 5.0, 7.0].into())]);
         assert_eq!(t.to_dense(), vals);
         let e = Tensor::empty(&f, &[3, 3]).unwrap();
-        assert_eq!(e.levels[1], vec![Buffer::I64(vec![-1, -1, -1])]);
+        assert_eq!(e.levels[1], vec![Buffer::I64(vec![-1, -1, -1].into())]);
         e.validate("e").unwrap();
     }
 
     #[test]
     fn two_entries_in_a_fiber_are_an_error() {
         let f = fmt("SparsePoint(Element(0.0))");
-        let e = Tensor::from_dense(&f, &[4], &Buffer::F64(vec![0.0, 1.0, 2.0, 0.0])).unwrap_err();
+        let e = Tensor::from_dense(&f, &[4], &Buffer::F64(vec![0.0, 1.0, 2.0, 0.0].into()))
+            .unwrap_err();
         assert!(e.to_string().contains("one entry per fiber"), "{e}");
     }
 
     #[test]
     fn validate_rejects_bad_arrays() {
         let f = fmt("SparsePoint(Element(0.0))");
-        let mut t = Tensor::from_dense(&f, &[4], &Buffer::F64(vec![0.0, 1.0, 0.0, 0.0])).unwrap();
-        t.levels[0][0] = Buffer::I64(vec![4]);
+        let mut t =
+            Tensor::from_dense(&f, &[4], &Buffer::F64(vec![0.0, 1.0, 0.0, 0.0].into())).unwrap();
+        t.levels[0][0] = Buffer::I64(vec![4].into());
         assert!(t.validate("x").unwrap_err().to_string().contains("idx[0]"));
-        t.levels[0][0] = Buffer::I64(vec![-2]);
+        t.levels[0][0] = Buffer::I64(vec![-2].into());
         assert!(t.validate("x").is_err());
-        t.levels[0][0] = Buffer::I64(vec![1, 2]);
+        t.levels[0][0] = Buffer::I64(vec![1, 2].into());
         assert!(
             t.validate("x")
                 .unwrap_err()
                 .to_string()
                 .contains("idx has 2")
         );
-        t.levels[0][0] = Buffer::I64(vec![-1]);
+        t.levels[0][0] = Buffer::I64(vec![-1].into());
         t.validate("x").unwrap();
         assert_eq!(t.get(&[1]).unwrap(), Scalar::F64(0.0));
     }

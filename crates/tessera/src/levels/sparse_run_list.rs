@@ -334,10 +334,10 @@ impl Level for SparseRunList {
         })?;
         let n = left.len();
         bufs[PTR] = int_buf(kind.coord().pos_elem(), ptr);
-        bufs[LEFT] = Buffer::F64(left);
-        bufs[RIGHT] = Buffer::F64(right);
-        bufs[LEFT_EPS] = Buffer::I8(le);
-        bufs[RIGHT_EPS] = Buffer::I8(re);
+        bufs[LEFT] = Buffer::F64(left.into());
+        bufs[RIGHT] = Buffer::F64(right.into());
+        bufs[LEFT_EPS] = Buffer::I8(le.into());
+        bufs[RIGHT_EPS] = Buffer::I8(re.into());
         Ok((n, out))
     }
 
@@ -617,10 +617,10 @@ fn merge_real_runs(
     if kept.len() == right.len() {
         return None;
     }
-    bufs[PTR] = Buffer::I64(new_ptr);
-    bufs[LEFT] = Buffer::F64(nl);
-    bufs[RIGHT] = Buffer::F64(nr);
-    bufs[LEFT_EPS] = Buffer::I8(nle);
-    bufs[RIGHT_EPS] = Buffer::I8(nre);
+    bufs[PTR] = Buffer::I64(new_ptr.into());
+    bufs[LEFT] = Buffer::F64(nl.into());
+    bufs[RIGHT] = Buffer::F64(nr.into());
+    bufs[LEFT_EPS] = Buffer::I8(nle.into());
+    bufs[RIGHT_EPS] = Buffer::I8(nre.into());
     Some(kept)
 }

@@ -48,6 +48,18 @@ impl GrowState<'_> {
         Some(unsafe { &mut *self.bufs[k] })
     }
 
+    /// Refresh the kernel's view of movable buffer `k` after a helper wrote it: writing a
+    /// shared buffer copies it (`Store`), so its memory may have moved.
+    fn refresh(&mut self, k: usize) {
+        // SAFETY: the helper calling this holds no other reference to the buffer.
+        if let Some(b) = unsafe { self.movable(k) } {
+            let view = view_of(b);
+            // SAFETY: `views` has one entry per buffer (built by `run_native`) and `k` is in
+            // range, since `movable` found the buffer.
+            unsafe { *self.views.add(k) = view };
+        }
+    }
+
     /// Buffer `k` for reading.
     fn get(&self, k: usize) -> Option<&Buffer> {
         // SAFETY: valid for the run; shared buffers are only ever read while chunks run.
@@ -55,9 +67,12 @@ impl GrowState<'_> {
     }
 }
 
-fn view_of(b: &mut Buffer) -> View {
+/// A buffer's view. Shared memory is not copied: the kernel writes only owned buffers
+/// (`backend::check_buffers` makes them so), and the helpers that write a buffer copy it and
+/// refresh its view.
+pub(crate) fn view_of(b: &mut Buffer) -> View {
     View {
-        ptr: b.as_mut_ptr(),
+        ptr: b.view_ptr(),
         len: b.len() as i64,
     }
 }
@@ -85,8 +100,7 @@ pub unsafe extern "C" fn tessera_grow(state: *mut GrowState<'_>, buf: i64, want:
             return 1;
         }
     }
-    // SAFETY: `views` has one entry per buffer (built by `run_native`) and `k` is in range.
-    unsafe { *state.views.add(k) = view_of(b) };
+    state.refresh(k);
     0
 }
 
@@ -115,6 +129,7 @@ pub unsafe extern "C" fn tessera_sort(
         return 1;
     }
     v[lo as usize..hi as usize].sort_unstable();
+    state.refresh(buf as usize);
     0
 }
 
@@ -143,7 +158,7 @@ pub unsafe extern "C" fn tessera_sort_perm(
     };
     // Take the permutation out so both buffers can be borrowed; put it back unchanged in
     // address (a `Vec` moved out and back keeps its heap allocation), so the views stay valid.
-    let mut pb = std::mem::replace(pb, Buffer::I64(vec![]));
+    let mut pb = std::mem::replace(pb, Buffer::I64(vec![].into()));
     let keys = state.get(k).and_then(|b| b.as_i64());
     let r = match (keys, pb.as_i64_mut()) {
         (Some(kv), Some(pv)) if lo >= hi => {
@@ -159,6 +174,7 @@ pub unsafe extern "C" fn tessera_sort_perm(
     if let Some(slot) = unsafe { state.movable(p) } {
         *slot = pb;
     }
+    state.refresh(p);
     match r {
         Ok(()) => 0,
         Err(index) => {

@@ -1,18 +1,20 @@
 //! Typed, growable arrays: the storage of every level and the data a kernel reads and writes.
 
+use super::store::Store;
 use crate::types::{ElemType, Scalar};
 
-/// One typed array.
+/// One typed array. Its elements are a copy-on-write [`Store`]: owned, or memory shared with
+/// NumPy or another tensor and copied on the first write.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Buffer {
-    Bool(Vec<bool>),
-    U8(Vec<u8>),
-    I8(Vec<i8>),
-    I32(Vec<i32>),
-    I64(Vec<i64>),
-    U64(Vec<u64>),
-    F32(Vec<f32>),
-    F64(Vec<f64>),
+    Bool(Store<bool>),
+    U8(Store<u8>),
+    I8(Store<i8>),
+    I32(Store<i32>),
+    I64(Store<i64>),
+    U64(Store<u64>),
+    F32(Store<f32>),
+    F64(Store<f64>),
 }
 
 macro_rules! each_buffer {
@@ -30,6 +32,18 @@ macro_rules! each_buffer {
     };
 }
 
+/// `Buffer::from(vec![1.0, 2.0])`: a buffer owning a `Vec` of any element type.
+macro_rules! from_vec {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<Vec<$t>> for Buffer {
+            fn from(v: Vec<$t>) -> Buffer {
+                Buffer::$v(v.into())
+            }
+        }
+    )*};
+}
+from_vec!(bool => Bool, u8 => U8, i8 => I8, i32 => I32, i64 => I64, u64 => U64, f32 => F32, f64 => F64);
+
 impl Buffer {
     pub fn new(ty: ElemType) -> Buffer {
         Buffer::filled(ty, 0, Scalar::zero(ty))
@@ -39,20 +53,20 @@ impl Buffer {
     pub fn filled(ty: ElemType, len: usize, value: Scalar) -> Buffer {
         let v = value.cast(ty);
         match (ty, v) {
-            (ElemType::Bool, Scalar::Bool(x)) => Buffer::Bool(vec![x; len]),
-            (ElemType::U8, Scalar::U8(x)) => Buffer::U8(vec![x; len]),
-            (ElemType::I8, Scalar::I8(x)) => Buffer::I8(vec![x; len]),
-            (ElemType::I32, Scalar::I32(x)) => Buffer::I32(vec![x; len]),
-            (ElemType::I64, Scalar::I64(x)) => Buffer::I64(vec![x; len]),
-            (ElemType::U64, Scalar::U64(x)) => Buffer::U64(vec![x; len]),
-            (ElemType::F32, Scalar::F32(x)) => Buffer::F32(vec![x; len]),
-            (ElemType::F64, Scalar::F64(x)) => Buffer::F64(vec![x; len]),
+            (ElemType::Bool, Scalar::Bool(x)) => Buffer::Bool(vec![x; len].into()),
+            (ElemType::U8, Scalar::U8(x)) => Buffer::U8(vec![x; len].into()),
+            (ElemType::I8, Scalar::I8(x)) => Buffer::I8(vec![x; len].into()),
+            (ElemType::I32, Scalar::I32(x)) => Buffer::I32(vec![x; len].into()),
+            (ElemType::I64, Scalar::I64(x)) => Buffer::I64(vec![x; len].into()),
+            (ElemType::U64, Scalar::U64(x)) => Buffer::U64(vec![x; len].into()),
+            (ElemType::F32, Scalar::F32(x)) => Buffer::F32(vec![x; len].into()),
+            (ElemType::F64, Scalar::F64(x)) => Buffer::F64(vec![x; len].into()),
             _ => unreachable!("Scalar::cast returns the requested type"),
         }
     }
 
     pub fn from_i64s(v: Vec<i64>) -> Buffer {
-        Buffer::I64(v)
+        Buffer::I64(v.into())
     }
 
     pub fn elem(&self) -> ElemType {
@@ -176,9 +190,34 @@ impl Buffer {
         each_buffer!(self, v => v.reserve(additional))
     }
 
-    /// Raw pointer to the first element (for the backend boundary).
+    /// Raw pointer to the first element, for writing: shared memory is copied first.
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         each_buffer!(self, v => v.as_mut_ptr().cast::<u8>())
+    }
+
+    /// Raw pointer to the first element for a kernel's view, without copying shared memory:
+    /// writes through it are allowed only on an owned buffer (`backend::check_buffers` makes
+    /// every buffer a kernel writes owned first).
+    pub fn view_ptr(&mut self) -> *mut u8 {
+        each_buffer!(self, v => v.view_ptr().cast::<u8>())
+    }
+
+    /// Whether the elements are memory shared with someone else (see [`Store`]).
+    pub fn is_shared(&self) -> bool {
+        each_buffer!(self, v => v.is_shared())
+    }
+
+    /// Copy shared elements into memory of the buffer's own (nothing if already owned).
+    pub fn make_owned(&mut self) {
+        each_buffer!(self, v => {
+            v.to_mut();
+        })
+    }
+
+    /// Make the elements shareable without copying them, so clones of the buffer are free
+    /// until one of them is written ([`Store::share`]).
+    pub fn share(&mut self) {
+        each_buffer!(self, v => v.share())
     }
 
     pub fn as_i64(&self) -> Option<&[i64]> {
@@ -235,16 +274,16 @@ mod tests {
     fn set_converts_to_element_type() {
         let mut b = Buffer::filled(ElemType::I32, 3, Scalar::I64(7));
         b.set(1, Scalar::F64(-2.9));
-        assert_eq!(b, Buffer::I32(vec![7, -2, 7]));
+        assert_eq!(b, Buffer::I32(vec![7, -2, 7].into()));
         b.resize(4, Scalar::Bool(true));
         assert_eq!(b.get(3), Scalar::I32(1));
     }
 
     #[test]
     fn try_grow_refuses_what_cannot_be_allocated() {
-        let mut b = Buffer::I64(vec![1, 2]);
+        let mut b = Buffer::I64(vec![1, 2].into());
         assert!(b.try_grow(4));
-        assert_eq!(b, Buffer::I64(vec![1, 2, 0, 0]));
+        assert_eq!(b, Buffer::I64(vec![1, 2, 0, 0].into()));
         assert!(
             b.try_grow(3),
             "shrinking is not asked for; a smaller length is a no-op"
@@ -253,6 +292,6 @@ mod tests {
         // More than any machine has (and than 64-bit sizes for some types): refused, unchanged.
         assert!(!b.try_grow(usize::MAX / 2));
         assert!(!b.try_grow(1 << 60));
-        assert_eq!(b, Buffer::I64(vec![1, 2, 0, 0]));
+        assert_eq!(b, Buffer::I64(vec![1, 2, 0, 0].into()));
     }
 }

@@ -4,5 +4,6 @@ pub mod abi;
 pub mod buffer;
 pub mod intrinsics;
 pub mod memory;
+pub mod store;
 
 pub use buffer::Buffer;

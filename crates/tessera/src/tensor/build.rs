@@ -165,9 +165,9 @@ mod tests {
         let i = Tensor::identity(3, &f).unwrap();
         assert_eq!(
             i.to_dense(),
-            Buffer::F64(vec![1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0])
+            Buffer::F64(vec![1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0].into())
         );
-        let d = Tensor::diagonal(&Buffer::I64(vec![2, 0]), &f).unwrap();
+        let d = Tensor::diagonal(&Buffer::I64(vec![2, 0].into()), &f).unwrap();
         // The explicit zero stays stored until dropfills.
         assert_eq!(d.countstored(), 2);
         assert_eq!(d.dropfills(None).unwrap().countstored(), 1);
@@ -179,7 +179,7 @@ mod tests {
             "csr",
             &[2, 3],
             &[vec![0, 1], vec![2, 0]],
-            &Buffer::F64(vec![5.0, 7.0]),
+            &Buffer::F64(vec![5.0, 7.0].into()),
         )
         .unwrap();
         let p = t.permute(&[1, 0]).unwrap();
@@ -202,13 +202,13 @@ mod tests {
             "SparseList(Element(false))",
             &[4],
             &[vec![1, 1, 3]],
-            &Buffer::Bool(vec![false, true, false]),
+            &Buffer::Bool(vec![false, true, false].into()),
         )
         .unwrap();
         assert_eq!(t.get(&[1]).unwrap(), Scalar::Bool(true));
         // The explicit `false` at 3 is kept.
         assert_eq!(t.countstored(), 2);
-        let e = Tensor::from_triplets("nonsense", &[4], &[vec![]], &Buffer::F64(vec![]));
+        let e = Tensor::from_triplets("nonsense", &[4], &[vec![]], &Buffer::F64(vec![].into()));
         assert!(matches!(e, Err(Error::Format { .. })));
     }
 }

@@ -493,7 +493,7 @@ mod tests {
             &Format::parse("SparseList(Element(0))", Some(1)).unwrap(),
             &[4],
             &[vec![1, 3]],
-            &Buffer::I64(vec![7, -2]),
+            &Buffer::I64(vec![7, -2].into()),
             |a, _| a,
         )
         .unwrap();
@@ -549,7 +549,7 @@ mod tests {
         )
         .unwrap();
         let t = load_tensor(path, Some("Dense(SparseList(Element(0)))")).unwrap();
-        assert_eq!(t.to_dense(), Buffer::I64(vec![2, 0, -3, 0]));
+        assert_eq!(t.to_dense(), Buffer::I64(vec![2, 0, -3, 0].into()));
         let _ = std::fs::remove_dir_all(&d);
     }
 

@@ -377,6 +377,14 @@ impl Tensor {
         Ok(())
     }
 
+    /// Make every level array shareable without copying it ([`Buffer::share`]): clones of
+    /// the tensor are then free until one of them is written.
+    pub fn share(&mut self) {
+        for b in self.levels.iter_mut().flatten() {
+            b.share();
+        }
+    }
+
     /// Cut every level's arrays to their logical length after a kernel wrote them.
     pub fn finish(&mut self) {
         let mut count = 1;
@@ -513,19 +521,22 @@ mod tests {
     fn csr_from_coo_combines_duplicates() {
         let f = Format::parse("csr", None).unwrap();
         let coords = vec![vec![1, 0, 1, 1], vec![2, 1, 0, 2]];
-        let vals = Buffer::F64(vec![1.0, 2.0, 3.0, 4.0]);
+        let vals = Buffer::F64(vec![1.0, 2.0, 3.0, 4.0].into());
         let t = Tensor::from_coo(&f, &[3, 3], &coords, &vals, |a, b| {
             Scalar::F64(a.as_f64() + b.as_f64())
         })
         .unwrap();
         assert_eq!(
             t.levels[1],
-            vec![Buffer::I64(vec![0, 1, 3, 3]), Buffer::I64(vec![1, 0, 2])]
+            vec![
+                Buffer::I64(vec![0, 1, 3, 3].into()),
+                Buffer::I64(vec![1, 0, 2].into())
+            ]
         );
-        assert_eq!(t.levels[2], vec![Buffer::F64(vec![2.0, 3.0, 5.0])]);
+        assert_eq!(t.levels[2], vec![Buffer::F64(vec![2.0, 3.0, 5.0].into())]);
         assert_eq!(
             t.to_dense(),
-            Buffer::F64(vec![0.0, 2.0, 0.0, 3.0, 0.0, 5.0, 0.0, 0.0, 0.0])
+            Buffer::F64(vec![0.0, 2.0, 0.0, 3.0, 0.0, 5.0, 0.0, 0.0, 0.0].into())
         );
         t.validate("A").unwrap();
         assert_eq!(t.countstored(), 3);
@@ -541,7 +552,7 @@ mod tests {
                 &Format::parse("csr", None).unwrap(),
                 &[usize::MAX, 2],
                 &[vec![0], vec![0]],
-                &Buffer::F64(vec![1.0]),
+                &Buffer::F64(vec![1.0].into()),
                 |a, _| a,
             )
             .unwrap_err(),
@@ -562,10 +573,11 @@ mod tests {
     #[test]
     fn dense_values_are_stored_as_they_are() {
         let f = Format::dense(2, Scalar::I32(0));
-        let t = Tensor::from_dense(&f, &[2, 2], &Buffer::F64(vec![1.0, 0.0, -2.0, 3.0])).unwrap();
-        assert_eq!(t.levels[2], vec![Buffer::I32(vec![1, 0, -2, 3])]);
+        let t = Tensor::from_dense(&f, &[2, 2], &Buffer::F64(vec![1.0, 0.0, -2.0, 3.0].into()))
+            .unwrap();
+        assert_eq!(t.levels[2], vec![Buffer::I32(vec![1, 0, -2, 3].into())]);
         t.validate("t").unwrap();
-        assert!(Tensor::from_dense(&f, &[3, 2], &Buffer::F64(vec![1.0])).is_err());
-        assert!(Tensor::from_dense(&f, &[usize::MAX, 2], &Buffer::F64(vec![])).is_err());
+        assert!(Tensor::from_dense(&f, &[3, 2], &Buffer::F64(vec![1.0].into())).is_err());
+        assert!(Tensor::from_dense(&f, &[usize::MAX, 2], &Buffer::F64(vec![].into())).is_err());
     }
 }

@@ -16,7 +16,7 @@ pub trait ArrayElement: Copy {
 
 impl ArrayElement for f64 {
     fn buffer(values: Vec<f64>) -> Buffer {
-        Buffer::F64(values)
+        Buffer::F64(values.into())
     }
     fn from_scalar(v: Scalar) -> f64 {
         v.as_f64()
@@ -25,7 +25,7 @@ impl ArrayElement for f64 {
 
 impl ArrayElement for i64 {
     fn buffer(values: Vec<i64>) -> Buffer {
-        Buffer::I64(values)
+        Buffer::I64(values.into())
     }
     fn from_scalar(v: Scalar) -> i64 {
         v.as_i64()
@@ -34,7 +34,7 @@ impl ArrayElement for i64 {
 
 impl ArrayElement for bool {
     fn buffer(values: Vec<bool>) -> Buffer {
-        Buffer::Bool(values)
+        Buffer::Bool(values.into())
     }
     fn from_scalar(v: Scalar) -> bool {
         v.as_bool()

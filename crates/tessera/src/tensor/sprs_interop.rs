@@ -22,7 +22,7 @@ impl Tensor {
             format,
             &[m.rows(), m.cols()],
             &coords,
-            &Buffer::F64(values),
+            &Buffer::F64(values.into()),
             super::add_duplicates,
         )
     }
@@ -66,7 +66,7 @@ mod tests {
         assert_eq!(t.countstored(), 3);
         assert_eq!(
             t.to_dense(),
-            Buffer::F64(vec![1.0, 0.0, 0.0, 0.0, 5.0, 0.0])
+            Buffer::F64(vec![1.0, 0.0, 0.0, 0.0, 5.0, 0.0].into())
         );
         assert_eq!(t.to_sprs_csr().unwrap(), m);
         let csc = t.to_sprs_csc().unwrap();

@@ -1,0 +1,332 @@
+//! Copy-on-write storage of one typed array: the elements of a [`super::Buffer`].
+//!
+//! A store either owns its elements (a `Vec`) or shares memory that something else owns — a
+//! NumPy array handed to `tessera.asarray`, or another store made shareable with
+//! [`Store::share`] — kept alive by a reference-counted handle. Reading a shared store reads
+//! that memory in place; the first write (or growth) copies it into a `Vec` of the store's
+//! own, so the owner's memory is never written. That is what lets a 10⁷-entry SciPy matrix
+//! become a tensor without a copy, and a tensor be lent to several calls at once.
+
+use std::any::Any;
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+/// The elements of one array, owned or shared (see the module documentation).
+pub struct Store<T> {
+    repr: Repr<T>,
+}
+
+enum Repr<T> {
+    Owned(Vec<T>),
+    /// `len` elements at `ptr`, valid while `owner` lives and never written through this store.
+    Shared {
+        ptr: *const T,
+        len: usize,
+        owner: Arc<dyn Any + Send + Sync>,
+    },
+}
+
+// SAFETY: an owned store is a `Vec`; a shared one only reads its memory, which its owner (a
+// `Send + Sync` handle) keeps alive, so sending or sharing it across threads is as safe as
+// sending or sharing a `&[T]` with that lifetime.
+unsafe impl<T: Send + Sync> Send for Store<T> {}
+// SAFETY: as for `Send`: `&Store` gives only `&[T]` access to shared memory.
+unsafe impl<T: Send + Sync> Sync for Store<T> {}
+
+impl<T: Copy> Store<T> {
+    pub const fn new() -> Store<T> {
+        Store {
+            repr: Repr::Owned(Vec::new()),
+        }
+    }
+
+    /// A store reading `len` elements at `ptr`, which `owner` keeps alive.
+    ///
+    /// # Safety
+    /// `ptr` must be non-null, aligned for `T`, and valid for reads of `len` initialised
+    /// elements for as long as `owner` (or any clone of the store) lives. The memory may be
+    /// changed by its owner meanwhile (a NumPy array the user writes to): readers then see
+    /// either value of an element, as with any memory shared with foreign code.
+    pub unsafe fn shared(ptr: *const T, len: usize, owner: Arc<dyn Any + Send + Sync>) -> Store<T> {
+        Store {
+            repr: Repr::Shared { ptr, len, owner },
+        }
+    }
+
+    /// Whether the elements are someone else's memory (the next write copies them).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.repr, Repr::Shared { .. })
+    }
+
+    /// The elements as a `Vec` this store owns, copying shared memory first.
+    pub fn to_mut(&mut self) -> &mut Vec<T> {
+        if let Repr::Shared { .. } = self.repr {
+            let v = self.deref().to_vec();
+            self.repr = Repr::Owned(v);
+        }
+        match &mut self.repr {
+            Repr::Owned(v) => v,
+            Repr::Shared { .. } => unreachable!("made owned above"),
+        }
+    }
+
+    /// The elements as a `Vec` (a copy of shared memory).
+    pub fn into_vec(self) -> Vec<T> {
+        match self.repr {
+            Repr::Owned(v) => v,
+            Repr::Shared { .. } => self.deref().to_vec(),
+        }
+    }
+
+    /// Turn an owned store into a shared one without copying (the `Vec` moves behind a
+    /// reference count), so that clones of it are free until one of them is written.
+    pub fn share(&mut self)
+    where
+        T: Send + Sync + 'static,
+    {
+        if let Repr::Owned(v) = &mut self.repr {
+            let v = Arc::new(std::mem::take(v));
+            let (ptr, len) = (v.as_ptr(), v.len());
+            self.repr = Repr::Shared { ptr, len, owner: v };
+        }
+    }
+
+    /// A pointer to the first element for a kernel's view, without copying shared memory:
+    /// the kernel may write through it only if the store is owned (the backends make every
+    /// buffer a kernel writes owned before it runs, `backend::check_buffers`).
+    pub fn view_ptr(&mut self) -> *mut T {
+        match &mut self.repr {
+            Repr::Owned(v) => v.as_mut_ptr(),
+            Repr::Shared { ptr, .. } => ptr.cast_mut(),
+        }
+    }
+
+    /// Shorten to `len` elements; shared memory stays shared (only fewer of it is read).
+    pub fn truncate(&mut self, len: usize) {
+        match &mut self.repr {
+            Repr::Owned(v) => v.truncate(len),
+            Repr::Shared { len: n, .. } => *n = (*n).min(len),
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.truncate(0)
+    }
+
+    /// Capacity in elements (a shared store has exactly its length).
+    pub fn capacity(&self) -> usize {
+        match &self.repr {
+            Repr::Owned(v) => v.capacity(),
+            Repr::Shared { len, .. } => *len,
+        }
+    }
+
+    pub fn push(&mut self, x: T) {
+        self.to_mut().push(x)
+    }
+
+    pub fn pop(&mut self) -> Option<T> {
+        self.to_mut().pop()
+    }
+
+    pub fn resize(&mut self, len: usize, x: T) {
+        if len <= self.len() {
+            self.truncate(len)
+        } else {
+            self.to_mut().resize(len, x)
+        }
+    }
+
+    pub fn reserve(&mut self, additional: usize) {
+        self.to_mut().reserve(additional)
+    }
+
+    pub fn try_reserve_exact(
+        &mut self,
+        additional: usize,
+    ) -> Result<(), std::collections::TryReserveError> {
+        self.to_mut().try_reserve_exact(additional)
+    }
+
+    pub fn extend_from_slice(&mut self, xs: &[T]) {
+        self.to_mut().extend_from_slice(xs)
+    }
+
+    pub fn insert(&mut self, k: usize, x: T) {
+        self.to_mut().insert(k, x)
+    }
+
+    pub fn remove(&mut self, k: usize) -> T {
+        self.to_mut().remove(k)
+    }
+
+    pub fn as_mut_ptr(&mut self) -> *mut T {
+        self.to_mut().as_mut_ptr()
+    }
+}
+
+impl<T: Copy> Default for Store<T> {
+    fn default() -> Self {
+        Store::new()
+    }
+}
+
+impl<T: Copy> Deref for Store<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        match &self.repr {
+            Repr::Owned(v) => v,
+            // SAFETY: the constructor's contract: `len` initialised elements at `ptr`, alive
+            // while `owner` (held here) lives.
+            Repr::Shared { ptr, len, .. } => unsafe { std::slice::from_raw_parts(*ptr, *len) },
+        }
+    }
+}
+
+/// Mutable access copies shared memory first (copy-on-write).
+impl<T: Copy> DerefMut for Store<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        self.to_mut()
+    }
+}
+
+impl<T: Copy> Clone for Store<T> {
+    /// An owned store is copied; a shared one shares the same memory (a reference count).
+    fn clone(&self) -> Self {
+        Store {
+            repr: match &self.repr {
+                Repr::Owned(v) => Repr::Owned(v.clone()),
+                Repr::Shared { ptr, len, owner } => Repr::Shared {
+                    ptr: *ptr,
+                    len: *len,
+                    owner: owner.clone(),
+                },
+            },
+        }
+    }
+}
+
+impl<T: Copy + fmt::Debug> fmt::Debug for Store<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: Copy + PartialEq> PartialEq for Store<T> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl<T: Copy> From<Vec<T>> for Store<T> {
+    fn from(v: Vec<T>) -> Self {
+        Store {
+            repr: Repr::Owned(v),
+        }
+    }
+}
+
+impl<T: Copy> From<&[T]> for Store<T> {
+    fn from(v: &[T]) -> Self {
+        Store::from(v.to_vec())
+    }
+}
+
+impl<T: Copy> FromIterator<T> for Store<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(it: I) -> Self {
+        Store::from(it.into_iter().collect::<Vec<T>>())
+    }
+}
+
+impl<T: Copy> Extend<T> for Store<T> {
+    fn extend<I: IntoIterator<Item = T>>(&mut self, it: I) {
+        self.to_mut().extend(it)
+    }
+}
+
+impl<'a, T: Copy> IntoIterator for &'a Store<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<T: Copy> IntoIterator for Store<T> {
+    type Item = T;
+    type IntoIter = std::vec::IntoIter<T>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.into_vec().into_iter()
+    }
+}
+
+impl<T: Copy> From<Store<T>> for Vec<T> {
+    fn from(s: Store<T>) -> Vec<T> {
+        s.into_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared_copy_of(v: Vec<i64>) -> (Store<i64>, Arc<Vec<i64>>) {
+        let owner = Arc::new(v);
+        // SAFETY: the Arc'd Vec owns the elements and is never mutated.
+        let s = unsafe { Store::shared(owner.as_ptr(), owner.len(), owner.clone()) };
+        (s, owner)
+    }
+
+    #[test]
+    fn shared_memory_is_read_in_place_and_copied_on_write() {
+        let (mut s, owner) = shared_copy_of(vec![1, 2, 3]);
+        assert!(s.is_shared());
+        assert_eq!(s.as_ptr(), owner.as_ptr(), "no copy to read");
+        assert_eq!(&s[..], &[1, 2, 3]);
+        let c = s.clone();
+        assert_eq!(c.as_ptr(), owner.as_ptr(), "clones share too");
+        s[1] = 20;
+        assert!(!s.is_shared());
+        assert_ne!(s.as_ptr(), owner.as_ptr());
+        assert_eq!(&s[..], &[1, 20, 3]);
+        assert_eq!(
+            &owner[..],
+            &[1, 2, 3],
+            "the owner's memory is never written"
+        );
+        assert_eq!(&c[..], &[1, 2, 3]);
+    }
+
+    #[test]
+    fn truncation_keeps_sharing_and_growth_copies() {
+        let (mut s, owner) = shared_copy_of(vec![5, 6, 7, 8]);
+        s.truncate(2);
+        assert!(s.is_shared());
+        assert_eq!(s.capacity(), 2);
+        s.resize(1, 0);
+        assert!(s.is_shared());
+        s.resize(3, 9);
+        assert!(!s.is_shared());
+        assert_eq!(&s[..], &[5, 9, 9]);
+        assert_eq!(owner.len(), 4);
+    }
+
+    #[test]
+    fn share_moves_an_owned_vec_behind_a_count() {
+        let mut s = Store::from(vec![1.5f64, 2.5]);
+        let p = s.as_ptr();
+        s.share();
+        assert!(s.is_shared());
+        assert_eq!(s.as_ptr(), p, "sharing moves no elements");
+        let mut c = s.clone();
+        assert_eq!(c.as_ptr(), p);
+        c.push(3.5);
+        assert_eq!(&c[..], &[1.5, 2.5, 3.5]);
+        assert_eq!(&s[..], &[1.5, 2.5]);
+        assert_eq!(s.into_vec(), vec![1.5, 2.5]);
+    }
+}
