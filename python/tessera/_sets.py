@@ -1,5 +1,5 @@
-"""The Array API's sorting and set functions (``sort argsort unique_values unique_counts
-unique_inverse unique_all``) on what a tensor stores.
+"""The Array API's sorting, set and sorted-search functions (``sort argsort unique_values
+unique_counts unique_inverse unique_all searchsorted``) on what a tensor stores.
 
 A tensor is its stored entries (coordinates and values, ``_tessera.stored_entries``) plus the
 fill at every other position. So the unique values of a sparse tensor are those of its stored
@@ -195,3 +195,35 @@ def unique_all(x, /):
     uniq, index, inverse, fill_at, counts, coords = _unique(x, True, True)
     return (asarray(uniq), asarray(np.asarray(index, dtype=np.int64)),
             _inverse_tensor(x, coords, inverse, fill_at), asarray(counts.astype(np.int64)))
+
+
+# --- searching -----------------------------------------------------------------------------
+def searchsorted(x1, x2, /, *, side="left", sorter=None):
+    """Where each value of ``x2`` would go in the sorted 1-D ``x1`` (``side="left"``: before
+    equal values). A sorted ``x1`` is its stored values (sorted among themselves, as a
+    subsequence) with its unstored positions, all the fill, in one block: the count before
+    ``v`` is the stored values' count plus the block's size where the fill sorts before ``v``
+    (NaN last, as NumPy). The result has the shape and format of ``x2`` (its fill the index of
+    ``x2``'s fill). With ``sorter`` (``x1`` not sorted), NumPy on the dense values."""
+    x1, x2 = asarray(x1), asarray(x2)
+    if x1.ndim != 1:
+        raise ValueError("searchsorted needs a one-dimensional x1")
+    if side not in ("left", "right"):
+        raise ValueError(f"side is 'left' or 'right', not {side!r}")
+    if sorter is not None:
+        found = np.searchsorted(np.asarray(x1), np.asarray(x2), side=side, sorter=np.asarray(sorter))
+        return asarray(found.astype(np.int64))
+    _, stored = _entries(x1)
+    missing = x1.size - len(stored)
+    fill = _fill(x1).reshape(1)
+
+    def place(v):
+        at = np.searchsorted(stored, v, side=side)
+        if missing:
+            at = at + missing * np.searchsorted(fill, v, side=side)
+        return np.asarray(at, dtype=np.int64)
+
+    coords, values = _entries(x2)
+    fill_at = int(place(_fill(x2)))
+    fmt = _retyped_format(x2.format, fill_at, "int64")
+    return _build(x2.shape, coords, place(values), fmt)

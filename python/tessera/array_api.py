@@ -11,7 +11,7 @@ through NumPy (a dense copy) for now. ``tests/test_array_api.py`` compares each 
 import numpy as np
 
 from . import _compute as _c
-from ._sets import argsort, sort, unique_all, unique_counts, unique_inverse, unique_values  # noqa: F401
+from ._sets import argsort, searchsorted, sort, unique_all, unique_counts, unique_inverse, unique_values  # noqa: F401
 from ._sets import _retyped_format
 from ._tensor import DTYPES as _DTYPES
 from ._tensor import Tensor, asarray, from_dlpack  # noqa: F401  (part of the namespace)

@@ -324,3 +324,24 @@ def test_unique_of_a_sparse_tensor_counts_the_fill_without_a_dense_copy():
     assert inverse.nnz == 3 and inverse.fill == 1
     s = xp.sort(t, axis=1)
     assert s.nnz == 3 and s[999_999, 999_999] == 2.0 and s[5, 0] == -1.0
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int64"])
+@given(data=st.data())
+def test_searchsorted(dtype, data):
+    # A sorted x1 (sparse: its fill is one block among the stored values), values x2 of
+    # another format; with a sorter, an unsorted x1.
+    raw = data.draw(arrays(dtype, (7,)) if dtype == "int64" else _floats("float64").map(lambda a: a[0]))
+    x1 = np.sort(raw)
+    fmt1 = data.draw(st.sampled_from(["dense", "SparseList(Element(0))", "RunList(Element(0))"]))
+    t1 = ts.asarray(x1, format=_fmt(fmt1, dtype))
+    x1 = np.asarray(t1)
+    x2 = data.draw(arrays(dtype, (3, 4)) if dtype == "int64" else _floats("float64"))
+    t2 = ts.asarray(x2, format=_fmt(data.draw(st.sampled_from(FORMATS)), dtype))
+    x2 = np.asarray(t2)
+    for side in ("left", "right"):
+        same_bits(xp.searchsorted(t1, t2, side=side),
+                  xps.searchsorted(xps.asarray(x1), xps.asarray(x2), side=side))
+    order = np.argsort(raw, kind="stable")
+    same_bits(xp.searchsorted(ts.asarray(raw), t2, sorter=ts.asarray(order)),
+              xps.searchsorted(xps.asarray(raw), xps.asarray(x2), sorter=xps.asarray(order)))
