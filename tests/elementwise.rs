@@ -365,7 +365,9 @@ fn integer_and_bitwise_functions_keep_the_structure_where_the_fill_maps_to_itsel
     let vals = [0, -7, 0, 9, i64::MIN, 0, 5, -1, 0, 0, i64::MAX, 3];
     let a = int_csr(&vals, &[3, 4]);
     let c = |v: i64| api::scalar(Scalar::I64(v));
-    let cases: Vec<(Op, Tensor, Box<dyn Fn(i64) -> i64>, bool)> = vec![
+    // (operation, right operand, value of each entry, whether the result stays sparse)
+    type Case = (Op, Tensor, Box<dyn Fn(i64) -> i64>, bool);
+    let cases: Vec<Case> = vec![
         (
             Op::Math2(Math2::Mod),
             c(3),
