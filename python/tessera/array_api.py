@@ -245,7 +245,9 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     """The running sums along ``axis`` (optional for one dimension), one kernel: a running
     total carried from one iteration of the innermost loop to the next. ``include_initial``
     puts the empty sum (0) first. Integers and bools sum in int64 (uint64 for unsigned),
-    floats in their own type unless ``dtype`` says otherwise. The result is dense (a running
+    floats in their own type unless ``dtype`` says otherwise (float32 sums are computed in
+    float64 and rounded once, so they may differ from NumPy's float32 running sums in the last
+    bit). The result is dense (a running
     sum changes at every stored entry and keeps its value across the fills only when the fill
     is 0, so it is dense in general)."""
     from ._compute import run
