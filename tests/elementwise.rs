@@ -146,7 +146,10 @@ fn numpy_op(op: Op, x: &[f64]) -> f64 {
                 x[2]
             }
         }
-        Op::And | Op::Or | Op::Not => unreachable!("not generated on floats"),
+        Op::And | Op::Or | Op::Not | Op::Xor | Op::Lshift | Op::Rshift => {
+            unreachable!("not generated on floats")
+        }
+        Op::Signbit => b(x[0].is_sign_negative()),
     }
 }
 
@@ -173,7 +176,7 @@ fn same(a: &[f64], b: &[f64]) -> bool {
             .all(|(x, y)| x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-9 * y.abs())
 }
 
-const OPS: [Op; 21] = [
+const OPS: [Op; 25] = [
     Op::Add,
     Op::Sub,
     Op::Mul,
@@ -195,6 +198,10 @@ const OPS: [Op; 21] = [
     Op::Math(Math1::Cos),
     Op::Math(Math1::Round),
     Op::Math2(Math2::Atan2),
+    Op::Math2(Math2::Mod),
+    Op::Math2(Math2::Fld),
+    Op::Math2(Math2::Copysign),
+    Op::Math2(Math2::Logaddexp),
 ];
 
 proptest! {
@@ -324,6 +331,98 @@ fn products_store_the_intersection_sums_the_union() {
         .count();
     assert_eq!(s.countstored(), union);
     assert!(s.countstored() < 30);
+}
+
+/// Python's `(x // y, x % y)`, wrapped to 64 bits.
+fn py_divmod(x: i64, y: i64) -> (i64, i64) {
+    let (a, b) = (i128::from(x), i128::from(y));
+    let (q, r) = (a.div_euclid(b), a.rem_euclid(b));
+    // Euclid's remainder is never negative; Python's takes the divisor's sign.
+    let (q, r) = if b < 0 && r != 0 {
+        (q - 1, r + b)
+    } else {
+        (q, r)
+    };
+    (q as i64, r as i64)
+}
+
+/// An integer matrix stored as CSR (fill 0).
+fn int_csr(values: &[i64], shape: &[usize]) -> Tensor {
+    Tensor::from_slice(
+        "Dense(SparseList(Element(0)))",
+        shape,
+        &Buffer::I64(values.to_vec()),
+    )
+    .unwrap()
+}
+
+#[test]
+fn integer_and_bitwise_functions_keep_the_structure_where_the_fill_maps_to_itself() {
+    // `mod(x, c)`, `fld(x, c)`, `x & c`, shifts of a zero fill give 0: the result keeps the
+    // input's CSR structure (stored entries only); `x | c`, `xor(x, c)` with `c != 0` and
+    // `mod(c, x)` (whose value at the fill is `mod(c, 0) == 0` but whose other values are
+    // not) follow the fill algebra too. Values against Rust's on every entry.
+    let vals = [0, -7, 0, 9, i64::MIN, 0, 5, -1, 0, 0, i64::MAX, 3];
+    let a = int_csr(&vals, &[3, 4]);
+    let c = |v: i64| api::scalar(Scalar::I64(v));
+    // (operation, right operand, value of each entry, whether the result stays sparse)
+    type Case = (Op, Tensor, Box<dyn Fn(i64) -> i64>, bool);
+    let cases: Vec<Case> = vec![
+        (
+            Op::Math2(Math2::Mod),
+            c(3),
+            Box::new(|x| py_divmod(x, 3).1),
+            true,
+        ),
+        (
+            Op::Math2(Math2::Mod),
+            c(-3),
+            Box::new(|x| py_divmod(x, -3).1),
+            true,
+        ),
+        (
+            Op::Math2(Math2::Fld),
+            c(-2),
+            Box::new(|x| py_divmod(x, -2).0),
+            true,
+        ),
+        (Op::And, c(6), Box::new(|x| x & 6), true),
+        (Op::Or, c(6), Box::new(|x| x | 6), false),
+        (Op::Xor, c(-1), Box::new(|x| x ^ -1), false),
+        (Op::Lshift, c(3), Box::new(|x: i64| x.wrapping_shl(3)), true),
+        (Op::Lshift, c(64), Box::new(|_| 0), true),
+        (Op::Rshift, c(-1), Box::new(|x: i64| x >> 63), true),
+    ];
+    for (op, rhs, f, sparse) in cases {
+        let r = api::map(op, &[&a, &rhs]).unwrap();
+        let want: Vec<i64> = vals.iter().map(|&x| f(x)).collect();
+        assert_eq!(r.to_dense(), Buffer::I64(want), "{op:?}");
+        if sparse {
+            assert_eq!(
+                r.format.to_string(),
+                "Dense(SparseList(Element(0)))",
+                "{op:?}"
+            );
+            assert!(r.countstored() <= a.countstored(), "{op:?}");
+        }
+    }
+    // Bitwise not of integers and logical operators of bools.
+    let n = api::map(Op::Not, &[&a]).unwrap();
+    let want: Vec<i64> = vals.iter().map(|x| !x).collect();
+    assert_eq!(n.to_dense(), Buffer::I64(want));
+    let p = api::map(Op::Gt, &[&a, &c(0)]).unwrap();
+    let q = api::map(Op::Lt, &[&a, &c(6)]).unwrap();
+    let x = api::map(Op::Xor, &[&p, &q]).unwrap();
+    let want: Vec<bool> = vals.iter().map(|&v| (v > 0) ^ (v < 6)).collect();
+    assert_eq!(x.to_dense(), Buffer::Bool(want));
+    // `signbit` of a float CSR with fill 0.0 keeps its structure (fill `false`).
+    let f = csr(&[0.0, -0.0, -2.0, 3.0, 0.0, f64::NAN], &[2, 3]);
+    let s = api::map(Op::Signbit, &[&f]).unwrap();
+    assert_eq!(
+        s.to_dense(),
+        Buffer::Bool(vec![false, true, true, false, false, false])
+    );
+    assert!(!s.format.is_dense());
 }
 
 #[test]

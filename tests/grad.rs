@@ -357,6 +357,23 @@ end
 }
 
 #[test]
+fn floored_remainder_copysign_logaddexp_and_nextafter_have_their_derivatives() {
+    // `mod(a, b) = a - b * fld(a, b)`: derivatives 1 and `-fld(a, b)` between the steps (the
+    // values here stay off them); `fld`, `signbit` and the sign source of `copysign` are
+    // piecewise constant; `nextafter` moves `a` by one unit in the last place.
+    let text = "y .= 0.0
+for i = _
+  y[i] = mod(3.0 * a[i], c[i] + 0.25) * b[i] + copysign(a[i] * b[i], b[i] - 0.7) + logaddexp(a[i], 2.0 * b[i]) * c[i] + nextafter(a[i] * c[i], 0.0) + fld(5.0 * a[i], c[i] + 0.25) * b[i] + ifelse(signbit(b[i] - 0.7), a[i], c[i])
+end
+";
+    check_pointwise(
+        text,
+        ["Dense(Element(0.0))", "SparseList(Element(0.0))"],
+        37,
+    );
+}
+
+#[test]
 fn let_variables_and_two_outputs() {
     let text = "y .= 0.0
 z .= 0.0

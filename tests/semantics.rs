@@ -1013,3 +1013,230 @@ fn float_functions_give_the_same_bits_everywhere_and_the_std_values() {
     }
     assert_eq!(f64s(&got["r"])[..3], [12.0, 2.0, 0.0]);
 }
+
+// ---- NumPy's remainder, floor_divide, copysign, logaddexp, nextafter, signbit, shifts ----------
+
+/// The named functions of `x[i]` and `w[i]` into `y0`, `y1`, ... on every backend and the
+/// evaluator (which must agree bit for bit), as dense vectors of `out` (`0.0` or `0`).
+fn two_argument_results(
+    test: &str,
+    names: &[&str],
+    x: Tensor,
+    w: Tensor,
+    out: &str,
+) -> Vec<Vec<Scalar>> {
+    let n = x.shape[0];
+    let mut text = String::new();
+    for (k, f) in names.iter().enumerate() {
+        text.push_str(&format!("for i = _\n  y{k}[i] = {f}(x[i], w[i])\nend\n"));
+    }
+    let outs: Vec<String> = (0..names.len()).map(|k| format!("y{k}")).collect();
+    let mut list = vec![("x", x), ("w", w)];
+    for name in &outs {
+        list.push((
+            name.as_str(),
+            empty(&format!("Dense(Element({out}))"), &[n]),
+        ));
+    }
+    let got = agree(test, &text, tensors(list));
+    outs.iter().map(|o| values(&got[o])).collect()
+}
+
+#[test]
+fn floored_division_copysign_logaddexp_and_nextafter_of_floats_agree_everywhere() {
+    use tessera::ir::math::Math2;
+    let edge = [
+        -7.5,
+        -2.0,
+        -0.0,
+        0.0,
+        0.5,
+        3.0,
+        1e300,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        -f64::NAN,
+    ];
+    // Every pair of edge values.
+    let xs: Vec<f64> = edge.iter().flat_map(|&a| edge.map(|_| a)).collect();
+    let ws: Vec<f64> = edge.iter().flat_map(|_| edge).collect();
+    let fs = [
+        Math2::Mod,
+        Math2::Fld,
+        Math2::Copysign,
+        Math2::Logaddexp,
+        Math2::Nextafter,
+    ];
+    let names: Vec<&str> = fs.iter().map(|f| f.name()).collect();
+    let d = "Dense(Element(0.0))";
+    let got = two_argument_results("floored", &names, vector(d, &xs), vector(d, &ws), "0.0");
+    for (f, have) in fs.iter().zip(&got) {
+        let want: Vec<Scalar> = xs
+            .iter()
+            .zip(&ws)
+            .map(|(&x, &w)| Scalar::F64(f.eval(x, w)))
+            .collect();
+        assert!(same(have, &want), "{}: {have:?} vs {want:?}", f.name());
+    }
+    // NumPy's values (numpy 2.4: `remainder`, `floor_divide`, ...) at the edges.
+    let numpy: [(Math2, f64, f64, f64); 22] = [
+        (Math2::Mod, -7.5, 2.0, 0.5),
+        (Math2::Mod, 7.5, -2.0, -0.5),
+        (Math2::Mod, -0.0, 2.0, 0.0),
+        (Math2::Mod, 0.0, -2.0, -0.0),
+        (Math2::Mod, 6.0, -3.0, -0.0),
+        (Math2::Mod, 5.0, 0.0, f64::NAN),
+        (Math2::Mod, -1.0, f64::INFINITY, f64::INFINITY),
+        (Math2::Mod, 1.0, f64::INFINITY, 1.0),
+        (Math2::Mod, 0.5, 0.1, 0.09999999999999998),
+        (Math2::Fld, -7.5, 2.0, -4.0),
+        (Math2::Fld, -0.0, 2.0, -0.0),
+        (Math2::Fld, 0.0, -2.0, -0.0),
+        (Math2::Fld, 5.0, 0.0, f64::INFINITY),
+        (Math2::Fld, -5.0, 0.0, f64::NEG_INFINITY),
+        (Math2::Fld, f64::INFINITY, 1.0, f64::NAN),
+        (Math2::Fld, -1.0, f64::INFINITY, -1.0),
+        (Math2::Fld, 0.5, 0.1, 4.0),
+        (Math2::Copysign, 3.0, -0.0, -3.0),
+        (
+            Math2::Logaddexp,
+            f64::INFINITY,
+            f64::INFINITY,
+            f64::INFINITY,
+        ),
+        (Math2::Logaddexp, 1000.0, 1000.0, 1000.6931471805599),
+        (Math2::Nextafter, 0.0, -1.0, -5e-324),
+        (Math2::Nextafter, 0.0, -0.0, -0.0),
+    ];
+    for (f, x, w, want) in numpy {
+        let k = fs.iter().position(|g| *g == f).unwrap();
+        let at = xs
+            .iter()
+            .zip(&ws)
+            .position(|(a, b)| a.to_bits() == x.to_bits() && b.to_bits() == w.to_bits());
+        let have = match at {
+            Some(i) => got[k][i],
+            None => Scalar::F64(f.eval(x, w)),
+        };
+        assert!(
+            same(&[have], &[Scalar::F64(want)]),
+            "{}({x}, {w}) = {have:?}, NumPy {want}",
+            f.name()
+        );
+    }
+}
+
+#[test]
+fn floored_division_of_integers_is_exact_and_never_traps() {
+    let edge = [i64::MIN, i64::MIN + 1, -7, -2, -1, 0, 1, 2, 3, 7, i64::MAX];
+    let xs: Vec<i64> = edge.iter().flat_map(|&a| edge.map(|_| a)).collect();
+    let ws: Vec<i64> = edge.iter().flat_map(|_| edge).collect();
+    let got = two_argument_results("floored_ints", &["mod", "fld"], ints(&xs), ints(&ws), "0");
+    for (i, (&x, &w)) in xs.iter().zip(&ws).enumerate() {
+        // Python's `//` and `%` in 128 bits; a zero divisor gives 0 (NumPy's integer result),
+        // and the one overflow, `MIN // -1`, wraps to MIN as in NumPy.
+        let (q, r) = if w == 0 {
+            (0, 0)
+        } else {
+            let (a, b) = (i128::from(x), i128::from(w));
+            let (mut q, mut r) = (a / b, a % b);
+            if r != 0 && (r < 0) != (b < 0) {
+                q -= 1;
+                r += b;
+            }
+            (q as i64, r as i64)
+        };
+        assert_eq!(got[0][i], Scalar::I64(r), "mod({x}, {w})");
+        assert_eq!(got[1][i], Scalar::I64(q), "fld({x}, {w})");
+    }
+}
+
+#[test]
+fn shifts_out_of_range_give_numpys_results_on_every_backend() {
+    let xs_edge = [1, -1, 5, -5, i64::MIN, i64::MAX];
+    let ns_edge = [
+        i64::MIN,
+        -65,
+        -64,
+        -1,
+        0,
+        1,
+        7,
+        8,
+        62,
+        63,
+        64,
+        65,
+        1000,
+        i64::MAX,
+    ];
+    let xs: Vec<i64> = xs_edge.iter().flat_map(|&a| ns_edge.map(|_| a)).collect();
+    let ns: Vec<i64> = xs_edge.iter().flat_map(|_| ns_edge).collect();
+    let got = two_argument_results("shifts", &["lshift", "rshift"], ints(&xs), ints(&ns), "0");
+    for (i, (&x, &n)) in xs.iter().zip(&ns).enumerate() {
+        let inside = (0..64).contains(&n);
+        let left = if inside {
+            ((i128::from(x)) << n) as i64
+        } else {
+            0
+        };
+        let right = if inside {
+            x >> n
+        } else if x < 0 {
+            -1
+        } else {
+            0
+        };
+        assert_eq!(got[0][i], Scalar::I64(left), "lshift({x}, {n})");
+        assert_eq!(got[1][i], Scalar::I64(right), "rshift({x}, {n})");
+    }
+    // Narrow element types: computed in i64, stored wrapping as NumPy's int8 and uint8 do
+    // (`1 << 7 == -128`, `1 << 8 == 0` in int8; `200 >> 7 == 1` in uint8).
+    let text = "for i = _\n  a[i] = lshift(p[i], q[i])\n  b[i] = rshift(u[i], q[i])\nend\n";
+    let (i8s, u8s) = ("Dense(Element(0, i8))", "Dense(Element(0, u8))");
+    let p = dense(i8s, &[4], Buffer::I8(vec![1, 1, -128, 3]));
+    let u = dense(u8s, &[4], Buffer::U8(vec![200, 200, 255, 3]));
+    let q = ints(&[7, 8, 1, -1]);
+    let (a, b) = (empty(i8s, &[4]), empty(u8s, &[4]));
+    let got = agree(
+        "narrow_shifts",
+        text,
+        tensors(vec![("p", p), ("u", u), ("q", q), ("a", a), ("b", b)]),
+    );
+    assert_eq!(got["a"].to_dense(), Buffer::I8(vec![-128, 0, 0, 0]));
+    assert_eq!(got["b"].to_dense(), Buffer::U8(vec![1, 0, 127, 0]));
+}
+
+#[test]
+fn signbit_and_bitwise_operators_agree_everywhere() {
+    let xs = [
+        -0.0,
+        0.0,
+        -1.5,
+        2.0,
+        f64::NAN,
+        -f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    ];
+    let n = xs.len();
+    let text = "for i = _\n  s[i] = signbit(x[i])\n  t[i] = signbit(k[i])\nend\n";
+    let ks = ints(&[0, -1, 3, i64::MIN, 5, -5, 1, 2]);
+    let bools = "Dense(Element(false))";
+    let got = agree(
+        "signbit",
+        text,
+        tensors(vec![
+            ("x", vector("Dense(Element(0.0))", &xs)),
+            ("k", ks),
+            ("s", empty(bools, &[n])),
+            ("t", empty(bools, &[n])),
+        ]),
+    );
+    let want: Vec<bool> = xs.iter().map(|x| x.is_sign_negative()).collect();
+    assert_eq!(got["s"].to_dense(), Buffer::Bool(want));
+    // An integer argument is converted to float first (`-0` is `+0.0`).
+    let ints_want = vec![false, true, false, true, false, true, false, false];
+    assert_eq!(got["t"].to_dense(), Buffer::Bool(ints_want));
+}

@@ -12,7 +12,9 @@ from ._compute import (
     less_equal, log, logical_and, logical_not, logical_or, matmul, max, maximum, min, minimum,
     multiply, negative, not_equal, permute_dims, prod, run, sqrt, subtract, sum, transpose, where,
     sin, cos, tan, asin, acos, atan, sinh, cosh, tanh, asinh, acosh, atanh, expm1, log1p, log2,
-    log10, ceil, trunc, round, pow, atan2, hypot,
+    log10, ceil, trunc, round, pow, atan2, hypot, copysign, logaddexp, nextafter, signbit,
+    remainder, floor_divide, bitwise_and, bitwise_or, bitwise_xor, bitwise_invert,
+    bitwise_left_shift, bitwise_right_shift,
 )
 from ._tensor import DTYPES, Tensor, asarray, from_dlpack
 from .errors import *  # noqa: F401,F403  (the exception classes at the top level)

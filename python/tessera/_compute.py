@@ -153,6 +153,27 @@ def trunc(a): return _map("trunc", a)
 def pow(a, b): return _map("pow", a, b)
 def atan2(a, b): return _map("atan2", a, b)
 def hypot(a, b): return _map("hypot", a, b)
+def copysign(a, b): return _map("copysign", a, b)
+def logaddexp(a, b): return _map("logaddexp", a, b)
+def nextafter(a, b): return _map("nextafter", a, b)
+def signbit(a): return _map("signbit", a)
+
+
+# Floored division as NumPy's (Python's `//` and `%`): exact on integers, where a zero divisor
+# gives 0 (NumPy's result, without its warning); on floats NumPy's `floor_divide` and
+# `remainder` bit for bit.
+def remainder(a, b): return _map("mod", a, b)
+def floor_divide(a, b): return _map("fld", a, b)
+
+
+# Bitwise on integers, logical on bools; shifts as NumPy's: an amount that is negative or at
+# least the width gives 0 (`<<`) or the sign (`>>`).
+def bitwise_and(a, b): return _map("and", a, b)
+def bitwise_or(a, b): return _map("or", a, b)
+def bitwise_xor(a, b): return _map("xor", a, b)
+def bitwise_invert(a): return _map("not", a)
+def bitwise_left_shift(a, b): return _map("lshift", a, b)
+def bitwise_right_shift(a, b): return _map("rshift", a, b)
 
 
 def where(condition, a, b):

@@ -186,8 +186,8 @@ def _axes(axis, ndim):
 
 class Tensor:
     """A Tessera tensor: a shape, a format (level chain) and the levels' arrays. Immutable:
-    operations return new tensors. Python operators run Tessera kernels (``+ - * /``,
-    comparisons, ``& | ~``, ``@``), broadcasting as NumPy does; ``np.asarray(t)`` gives the
+    operations return new tensors. Python operators run Tessera kernels (``+ - * / // %``,
+    comparisons, ``& | ^ ~ << >>``, ``@``), broadcasting as NumPy does; ``np.asarray(t)`` gives the
     dense values."""
 
     __slots__ = ("_raw", "__weakref__")
@@ -371,12 +371,25 @@ class Tensor:
     def __rand__(self, o): return self._map("and", o, reflected=True)
     def __or__(self, o): return self._map("or", o)
     def __ror__(self, o): return self._map("or", o, reflected=True)
+    def __xor__(self, o): return self._map("xor", o)
+    def __rxor__(self, o): return self._map("xor", o, reflected=True)
+    # Floored, as Python's and NumPy's `%` and `//` (an integer division by zero gives 0).
+    def __mod__(self, o): return self._map("mod", o)
+    def __rmod__(self, o): return self._map("mod", o, reflected=True)
+    def __floordiv__(self, o): return self._map("fld", o)
+    def __rfloordiv__(self, o): return self._map("fld", o, reflected=True)
+    # NumPy's shifts: an amount outside 0..63 gives 0 (`<<`) or the sign (`>>`).
+    def __lshift__(self, o): return self._map("lshift", o)
+    def __rlshift__(self, o): return self._map("lshift", o, reflected=True)
+    def __rshift__(self, o): return self._map("rshift", o)
+    def __rrshift__(self, o): return self._map("rshift", o, reflected=True)
     def __neg__(self): return self._map("neg")
     def __abs__(self): return self._map("abs")
 
     def __invert__(self):
-        if self.dtype != np.bool_:
-            raise TypeError("~ is logical not, for bool tensors")
+        """Logical not of bools, bitwise not of integers."""
+        if self.dtype.kind == "f":
+            raise TypeError("~ is logical not of bools or bitwise not of integers, not of floats")
         return self._map("not")
 
     __hash__ = None

@@ -1,14 +1,19 @@
 """A first part of the Python Array API standard (``Tensor.__array_namespace__()`` returns
-this module). Elementwise functions, reductions, ``matmul``, ``tensordot``, ``vecdot``,
-``permute_dims`` and ``expand_dims`` run Tessera kernels and keep sparse formats; creation
-functions build dense tensors (``format=`` picks another); ``reshape``, ``squeeze``,
-``concat``, ``stack``, ``argmax``, ``argmin`` and ``nonzero`` go through NumPy (a dense copy)
-for now. ``tests/test_array_api.py`` compares each with ``array_api_strict``.
+this module). Elementwise functions, reductions, ``cumulative_sum``, ``matmul``,
+``tensordot``, ``vecdot``, ``permute_dims`` and ``expand_dims`` run Tessera kernels and keep
+sparse formats; the sorting and set functions (``_sets``) work on the stored entries plus the
+count of fills; creation functions build dense tensors (``format=`` picks another);
+``reshape``, ``squeeze``, ``concat``, ``stack``, ``argmax``, ``argmin`` and ``nonzero`` go
+through NumPy (a dense copy) for now. ``tests/test_array_api.py`` compares each with
+``array_api_strict``.
 """
 
 import numpy as np
 
 from . import _compute as _c
+from ._sets import argsort, searchsorted, sort, unique_all, unique_counts, unique_inverse, unique_values  # noqa: F401
+from ._sets import _retyped_format
+from ._tensor import DTYPES as _DTYPES
 from ._tensor import Tensor, asarray, from_dlpack  # noqa: F401  (part of the namespace)
 
 __array_api_version__ = "2023.12"
@@ -69,6 +74,57 @@ expm1, log1p, log2, log10, atan2, hypot = _c.expm1, _c.log1p, _c.log2, _c.log10,
 
 def _float(x):
     return np.issubdtype(asarray(x).dtype, np.floating)
+
+
+def _as_dtype(t, dtype):
+    """``t`` with elements of ``dtype``, by a compiled conversion that keeps its format
+    (integers wrap, as NumPy's ``astype``)."""
+    dtype = np.dtype(dtype)
+    if t.dtype == dtype:
+        return t
+    fill = np.asarray(t.fill).astype(dtype).item()
+    return t.to_format(_retyped_format(t.format, fill, dtype))
+
+
+def _promoted(f):
+    """``f`` giving the dtype of the standard's type promotion of its tensor operands (Python
+    scalars are weak): Tessera computes integers in int64 and floats in float64, and a
+    narrower result (``int8 & int8``) is converted back. Mixed kinds NumPy would widen to a
+    type Tessera lacks (``int8`` with ``uint8`` is ``int16``) stay int64."""
+
+    def g(*args):
+        out = f(*args)
+        dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
+        want = np.result_type(*dtypes) if dtypes else out.dtype
+        if out.dtype == want or out.dtype == np.bool_ or want.name not in _DTYPES:
+            return out
+        return _as_dtype(out, want)
+
+    g.__name__ = f.__name__
+    g.__doc__ = f.__doc__
+    return g
+
+
+# Floored division (NumPy's `remainder` and `floor_divide`: the remainder takes the divisor's
+# sign; integer division by zero gives 0, without NumPy's warning), exact on integers.
+remainder, floor_divide = _promoted(_c.remainder), _promoted(_c.floor_divide)
+copysign, logaddexp = _promoted(_c.copysign), _promoted(_c.logaddexp)
+signbit = _c.signbit
+# Bitwise on integers, logical on bools; shifts by amounts outside 0..63 give NumPy's results
+# (0, or the sign for `>>`).
+bitwise_and, bitwise_or = _promoted(_c.bitwise_and), _promoted(_c.bitwise_or)
+bitwise_xor, bitwise_invert = _promoted(_c.bitwise_xor), _promoted(_c.bitwise_invert)
+bitwise_left_shift = _promoted(_c.bitwise_left_shift)
+bitwise_right_shift = _promoted(_c.bitwise_right_shift)
+
+
+def nextafter(x1, x2, /):
+    """The next float after ``x1`` towards ``x2``. float32 steps are float32's own: those
+    operands go through NumPy (Tessera computes floats in float64)."""
+    dtypes = [a.dtype for a in (x1, x2) if isinstance(a, Tensor)]
+    if dtypes and np.result_type(*dtypes) == np.float32:
+        return asarray(np.nextafter(np.asarray(x1), np.asarray(x2)))
+    return _c.nextafter(x1, x2)
 
 
 # Rounding keeps integers as they are (the standard's rule); floats round as NumPy does
@@ -183,6 +239,58 @@ def var(x, /, *, axis=None, correction=0.0, keepdims=False):
 
 def std(x, /, *, axis=None, correction=0.0, keepdims=False):
     return sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
+    """The running sums along ``axis`` (optional for one dimension), one kernel: a running
+    total carried from one iteration of the innermost loop to the next. ``include_initial``
+    puts the empty sum (0) first. Integers and bools sum in int64 (uint64 for unsigned),
+    floats in their own type unless ``dtype`` says otherwise (float32 sums are computed in
+    float64 and rounded once, so they may differ from NumPy's float32 running sums in the last
+    bit). The result is dense (a running
+    sum changes at every stored entry and keeps its value across the fills only when the fill
+    is 0, so it is dense in general)."""
+    from ._compute import run
+
+    x = asarray(x)
+    if axis is None:
+        if x.ndim != 1:
+            raise ValueError("cumulative_sum needs an axis for a tensor of more than one dimension")
+        axis = 0
+    if not -x.ndim <= axis < x.ndim:
+        raise IndexError(f"axis {axis} is out of bounds for a tensor of {x.ndim} dimensions")
+    axis %= x.ndim
+    if dtype is None:
+        kind = x.dtype.kind
+        dtype = np.uint64 if kind == "u" else (np.int64 if kind in "bi" else x.dtype)
+    dtype = np.dtype(dtype)
+    # The sum is computed in the result's class (int64 or float64), then stored as `dtype`.
+    idx = [f"i{d}" for d in range(x.ndim)]
+    order = [d for d in range(x.ndim) if d != axis] + [axis]
+    out_idx = list(idx)
+    if include_initial:
+        out_idx[axis] = f"{idx[axis]} + 1"
+    acc_fill = "0.0" if dtype.kind == "f" else "0"
+    lines = ["acc .= " + acc_fill]
+    for depth, d in enumerate(order):
+        pad = "  " * depth
+        if d == axis:
+            lines.append(f"{pad}acc[] = {acc_fill}")
+        lines.append(f"{pad}for {idx[d]} = _")
+    pad = "  " * len(order)
+    lines.append(f"{pad}acc[] = acc[] + x[{', '.join(idx)}]")
+    lines.append(f"{pad}y[{', '.join(out_idx)}] = acc[]")
+    for depth in reversed(range(len(order))):
+        lines.append("  " * depth + "end")
+    shape = list(x.shape)
+    if include_initial:
+        shape[axis] += 1
+    wide = np.dtype(np.float64) if dtype.kind == "f" else np.dtype(np.int64)
+    fmt = "Dense(" * x.ndim + f"Element({acc_fill})" + ")" * x.ndim
+    acc_fmt = f"Element({acc_fill})"
+    out = run("\n".join(lines) + "\n", out={"y": fmt, "acc": acc_fmt}, shapes={"y": shape}, x=x)["y"]
+    out = out if out.dtype == wide else _as_dtype(out, wide)
+    return _as_dtype(out, dtype)
 
 
 # --- linear algebra --------------------------------------------------------------------

@@ -59,11 +59,13 @@ class LazyTensor:
         """An elementwise operation by name (``add sub mul div minimum maximum lt le gt ge eq
         ne and or neg not abs sqrt exp log``, and the float functions ``sin cos tan asin acos
         atan sinh cosh tanh asinh acosh atanh expm1 log1p log2 log10 round ceil trunc pow
-        atan2 hypot``)."""
+        atan2 hypot copysign logaddexp nextafter``, ``signbit``, the floored ``mod fld`` and
+        ``xor lshift rshift``)."""
         float_ops = ("sqrt", "exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
                      "cosh", "tanh", "asinh", "acosh", "atanh", "expm1", "log1p", "log2", "log10",
-                     "round", "ceil", "trunc", "pow", "atan2", "hypot")
-        bool_ops = ("lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not")
+                     "round", "ceil", "trunc", "pow", "atan2", "hypot", "copysign", "logaddexp",
+                     "nextafter")
+        bool_ops = ("lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not", "signbit")
         result = np.dtype(bool) if op in bool_ops else (np.dtype("float64") if op in float_ops else None)
         return self._map(op, list(others), result=result)
 

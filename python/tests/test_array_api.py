@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import tessera as ts
 from strategies import arrays
@@ -125,3 +126,222 @@ def test_statistics(name, a, axis, keep):
     got = getattr(xp, name)(ts.asarray(a, format="csr"), axis=axis, keepdims=keep)
     want = getattr(xps, name)(xps.asarray(a), axis=axis, keepdims=keep)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-9, atol=1e-12)
+
+
+# --- floored division, bitwise functions, copysign, logaddexp, nextafter, signbit -----------
+FORMATS = ["dense", "csr", "Dense(RunList(Element(0)))", "SparseList(SparseList(Element(0)))"]
+
+
+def _fmt(fmt, dtype):
+    """A format of the list above for `dtype` (its leaf's fill the dtype's zero)."""
+    if "Element" not in fmt:
+        return fmt
+    dtype = np.dtype(dtype)
+    zero = "false" if dtype == np.bool_ else ("0.0" if dtype.kind == "f" else "0")
+    suffix = {"int32": ", i32", "int8": ", i8", "uint8": ", u8", "uint64": ", u64", "float32": ", f32"}
+    return fmt.replace("Element(0)", f"Element({zero}{suffix.get(dtype.name, '')})")
+
+
+def same_bits(got, want):
+    """Equal values of equal dtypes, NaN where NaN, and the same sign of zeros."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    np.testing.assert_array_equal(got, want)
+    if got.dtype.kind == "f":
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("name", ["remainder", "floor_divide", "bitwise_and", "bitwise_or",
+                                  "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift"])
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int8", "uint8"])
+@given(data=st.data())
+def test_integer_functions(name, dtype, data):
+    # Zero divisors included (NumPy gives 0 and warns); shift amounts 0..9 (the standard's
+    # domain; out-of-range amounts are compared with NumPy below).
+    a = data.draw(arrays(dtype, (3, 4)))
+    b = data.draw(arrays(dtype, (4,)))
+    if "shift" in name:
+        b = np.abs(b)
+    fmt = data.draw(st.sampled_from(FORMATS))
+    got = getattr(xp, name)(ts.asarray(a, format=_fmt(fmt, dtype)), ts.asarray(b))
+    with np.errstate(all="ignore"):
+        want = getattr(xps, name)(xps.asarray(a), xps.asarray(b))
+    same_bits(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int8", "uint8"])
+def test_integer_edges_against_numpy(dtype):
+    # The extremes of each type, zero divisors, MIN // -1 (wraps), shifts by negative amounts
+    # and by the width or more.
+    info = np.iinfo(dtype)
+    edge = np.array(sorted({info.min, info.min + 1, -7, -1, 0, 1, 2, 7, info.max} & set(range(info.min, info.max + 1))),
+                    dtype=dtype) if info.bits < 64 else np.array([info.min, info.min + 1, -7, -1, 0, 1, 2, 7, info.max], dtype=dtype)
+    a, b = np.repeat(edge, len(edge)), np.tile(edge, len(edge))
+    ta, tb = ts.asarray(a), ts.asarray(b)
+    with np.errstate(all="ignore"):
+        same_bits(xp.remainder(ta, tb), np.remainder(a, b))
+        same_bits(xp.floor_divide(ta, tb), np.floor_divide(a, b))
+        # The operators give the core's int64 results, as `+` does.
+        wide_a, wide_b = a.astype(np.int64), b.astype(np.int64)
+        same_bits(ta % tb, np.remainder(wide_a, wide_b))
+        same_bits(ta // tb, np.floor_divide(wide_a, wide_b))
+    amounts = np.array([-64, -1, 0, 1, 7, 8, 9, 31, 62, 63, 64, 65, 1000], dtype=np.int64)
+    x, n = np.repeat(edge, len(amounts)), np.tile(amounts, len(edge))
+    if dtype != "int64":
+        # NumPy's rule for the type itself: amounts are compared with its width.
+        n = np.clip(n, -1, 127).astype(dtype)
+    tx, tn = ts.asarray(x), ts.asarray(n)
+    same_bits(xp.bitwise_left_shift(tx, tn), np.left_shift(x, n))
+    same_bits(xp.bitwise_right_shift(tx, tn), np.right_shift(x, n))
+    same_bits(xp.bitwise_invert(tx), np.invert(x))
+
+
+def _floats(dtype):
+    big = 1e300 if dtype == "float64" else 3e38
+    edge = st.sampled_from([0.0, -0.0, 0.5, -1.5, 3.0, -7.25, big, np.inf, -np.inf, np.nan])
+    return hnp.arrays(np.dtype(dtype), (3, 4), elements=st.one_of(st.just(0.0), edge, st.floats(-10, 10, width=32)))
+
+
+@pytest.mark.parametrize("name", ["remainder", "floor_divide", "copysign", "logaddexp", "nextafter"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@given(data=st.data())
+def test_float_functions_of_numpy(name, dtype, data):
+    a = data.draw(_floats(dtype))
+    b = data.draw(_floats(dtype))
+    fmt = data.draw(st.sampled_from(FORMATS))
+    t = ts.asarray(a, format=_fmt(fmt, dtype))
+    a = np.asarray(t)  # what the tensor holds (a sparse format stores no -0.0 in a 0.0 fill)
+    got = getattr(xp, name)(t, ts.asarray(b[0]))
+    with np.errstate(all="ignore"):
+        want = getattr(xps, name)(xps.asarray(a), xps.asarray(b[0]))
+    if name == "logaddexp" or dtype == "float32" and name in ("remainder", "floor_divide"):
+        # libm's exp and log1p against NumPy's may differ in the last bit; float32 floored
+        # division is computed in float64 here and rounded, NumPy's in float32.
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6 if dtype == "float32" else 1e-15,
+                                   atol=0, equal_nan=True)
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+    else:
+        same_bits(got, want)
+
+
+@given(data=st.data())
+def test_signbit_and_bool_bitwise(data):
+    a = data.draw(_floats("float64"))
+    fmt = data.draw(st.sampled_from(FORMATS))
+    t = ts.asarray(a, format=_fmt(fmt, "float64"))
+    a = np.asarray(t)  # what the tensor holds (a sparse format stores no -0.0 in a 0.0 fill)
+    same_bits(xp.signbit(t), xps.signbit(xps.asarray(a)))
+    p, q = a > 0, a < 1
+    tp, tq = xp.greater(t, 0.0), xp.less(t, 1.0)
+    sp, sq = xps.asarray(p), xps.asarray(q)
+    same_bits(xp.bitwise_and(tp, tq), xps.bitwise_and(sp, sq))
+    same_bits(xp.bitwise_or(tp, tq), xps.bitwise_or(sp, sq))
+    same_bits(xp.bitwise_xor(tp, tq), xps.bitwise_xor(sp, sq))
+    same_bits(xp.bitwise_invert(tp), xps.bitwise_invert(sp))
+
+
+def test_functions_keep_the_structure_where_the_fill_maps_to_itself():
+    a = np.zeros((50, 40), dtype=np.int64)
+    a[::7, ::3] = np.arange(-56, 56).reshape(8, 14)
+    t = ts.asarray(a, format="csr")
+    for got in (xp.remainder(t, 3), xp.floor_divide(t, -4), xp.bitwise_and(t, 6),
+                xp.bitwise_left_shift(t, 2), xp.bitwise_right_shift(t, 1), t % 5, t // 2, t << 3):
+        assert got.format == "Dense(SparseList(Element(0)))"
+        assert got.nnz <= t.nnz
+    f = ts.asarray(a.astype(np.float64), format="csr")
+    for got in (xp.copysign(f, -1.0), xp.signbit(f), xp.remainder(f, 2.5)):
+        assert got.nnz <= f.nnz and got.format.startswith("Dense(SparseList(")
+
+
+# --- cumulative_sum ------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float64", "int64", "int8", "uint8"])
+@given(data=st.data())
+def test_cumulative_sum(dtype, data):
+    a = data.draw(arrays(dtype, (3, 4)))
+    fmt = data.draw(st.sampled_from(FORMATS))
+    axis = data.draw(st.sampled_from([0, 1, -1]))
+    initial = data.draw(st.booleans())
+    t = ts.asarray(a, format=_fmt(fmt, dtype))
+    same_bits(xp.cumulative_sum(t, axis=axis, include_initial=initial),
+              xps.cumulative_sum(xps.asarray(a), axis=axis, include_initial=initial))
+    v = a[0]
+    same_bits(xp.cumulative_sum(ts.asarray(v, format=_fmt("SparseList(Element(0))", dtype))),
+              xps.cumulative_sum(xps.asarray(v)))
+    same_bits(xp.cumulative_sum(t, axis=1, dtype=xp.float64),
+              xps.cumulative_sum(xps.asarray(a), axis=1, dtype=xps.float64))
+
+
+# --- sorting and sets ----------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float64", "int64", "uint8", "int8"])
+@given(data=st.data())
+def test_sort_and_argsort(dtype, data):
+    a = data.draw(arrays(dtype, (3, 5)) if dtype != "float64" else _floats("float64"))
+    fmt = data.draw(st.sampled_from(FORMATS))
+    axis = data.draw(st.sampled_from([0, 1, -1]))
+    descending = data.draw(st.booleans())
+    t = ts.asarray(a, format=_fmt(fmt, dtype))
+    a = np.asarray(t)  # what the tensor holds (a sparse format stores no -0.0 in a 0.0 fill)
+    s = xps.asarray(a)
+    got = xp.sort(t, axis=axis, descending=descending)
+    same_bits(got, xps.sort(s, axis=axis, descending=descending))
+    if fmt in ("csr", "SparseList(SparseList(Element(0)))"):
+        # The sorted tensor stays sparse: no more stored entries than the input's.
+        assert got.nnz <= t.nnz
+    same_bits(xp.argsort(t, axis=axis, descending=descending),
+              xps.argsort(s, axis=axis, descending=descending))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int64", "int8", "bool"])
+@given(data=st.data())
+def test_unique(dtype, data):
+    # Mostly zeros, so sparse formats leave positions unstored; NaNs are distinct values.
+    a = data.draw(arrays(dtype, (3, 4)) if dtype != "float64" else _floats("float64"))
+    fmt = data.draw(st.sampled_from(FORMATS))
+    t = ts.asarray(a, format=_fmt(fmt, dtype))
+    a = np.asarray(t)  # what the tensor holds (a sparse format stores no -0.0 in a 0.0 fill)
+    s = xps.asarray(a)
+    # Which of equal `0.0` and `-0.0` stands for both is unspecified (the standard): values
+    # compare without the sign of zero.
+    same(xp.unique_values(t), xps.unique_values(s))
+    for name in ("unique_counts", "unique_inverse", "unique_all"):
+        for g, w in zip(getattr(xp, name)(t), getattr(xps, name)(s)):
+            same(g, w)
+            assert np.asarray(g).dtype == np.asarray(w).dtype
+
+
+def test_unique_of_a_sparse_tensor_counts_the_fill_without_a_dense_copy():
+    # 10^6 x 10^6 with three stored entries: the fill's count is size - 3.
+    import scipy.sparse as sp
+
+    m = sp.csr_array((np.array([2.0, -1.0, 2.0]), (np.array([0, 5, 999_999]), np.array([1, 5, 0]))),
+                     shape=(1_000_000, 1_000_000))
+    t = ts.asarray(m)
+    values, counts = xp.unique_counts(t)
+    assert np.asarray(values).tolist() == [-1.0, 0.0, 2.0]
+    assert np.asarray(counts).tolist() == [1, 10**12 - 3, 2]
+    v, index, inverse, c = xp.unique_all(t)
+    assert np.asarray(index).tolist() == [5 * 10**6 + 5, 0, 1]
+    assert inverse.nnz == 3 and inverse.fill == 1
+    s = xp.sort(t, axis=1)
+    assert s.nnz == 3 and s[999_999, 999_999] == 2.0 and s[5, 0] == -1.0
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int64"])
+@given(data=st.data())
+def test_searchsorted(dtype, data):
+    # A sorted x1 (sparse: its fill is one block among the stored values), values x2 of
+    # another format; with a sorter, an unsorted x1.
+    raw = data.draw(arrays(dtype, (7,)) if dtype == "int64" else _floats("float64").map(lambda a: a[0]))
+    x1 = np.sort(raw)
+    fmt1 = data.draw(st.sampled_from(["dense", "SparseList(Element(0))", "RunList(Element(0))"]))
+    t1 = ts.asarray(x1, format=_fmt(fmt1, dtype))
+    x1 = np.asarray(t1)
+    x2 = data.draw(arrays(dtype, (3, 4)) if dtype == "int64" else _floats("float64"))
+    t2 = ts.asarray(x2, format=_fmt(data.draw(st.sampled_from(FORMATS)), dtype))
+    x2 = np.asarray(t2)
+    for side in ("left", "right"):
+        same_bits(xp.searchsorted(t1, t2, side=side),
+                  xps.searchsorted(xps.asarray(x1), xps.asarray(x2), side=side))
+    order = np.argsort(raw, kind="stable")
+    same_bits(xp.searchsorted(ts.asarray(raw), t2, sorter=ts.asarray(order)),
+              xps.searchsorted(xps.asarray(raw), xps.asarray(x2), sorter=xps.asarray(order)))

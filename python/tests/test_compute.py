@@ -106,6 +106,28 @@ def test_scalars_and_reflected_operators(a, s):
     np.testing.assert_array_equal((m & (t < 5)).to_numpy(), (a > 0) & (a < 5))
 
 
+@given(data=st.data(), s=st.integers(-3, 3), n=st.integers(-2, 66))
+def test_floored_and_bitwise_operators(data, s, n):
+    # `% // & | ^ ~ << >>` on integer tensors, with Python scalars on either side, as NumPy's
+    # int64 operators (a zero divisor gives 0; shifts by amounts outside 0..63 give 0 or the
+    # sign). `%` and `//` of floats are NumPy's too.
+    a = data.draw(matrices("int64"))
+    b = data.draw(arrays("int64", (a.shape[1],)))
+    t, u = ts.asarray(a, format=as_format(a, data.draw(FORMATS))), ts.asarray(b)
+    with np.errstate(all="ignore"):
+        for got, want in [(t % u, a % b), (t // u, a // b), (t % s, a % s), (s // t, s // a),
+                          (t & u, a & b), (t | s, a | s), (t ^ u, a ^ b), (s ^ t, s ^ a), (~t, ~a),
+                          (t << n, np.left_shift(a, n)), (t >> n, np.right_shift(a, n)),
+                          (3 << t, np.left_shift(3, a)), (-9 >> abs(t), np.right_shift(-9, np.abs(a)))]:
+            np.testing.assert_array_equal(got.to_numpy(), want)
+            assert got.dtype == np.int64
+        f = ts.asarray(a * 0.5, format="csr")
+        np.testing.assert_array_equal((f % 1.5).to_numpy(), (a * 0.5) % 1.5)
+        np.testing.assert_array_equal((f // -0.75).to_numpy(), (a * 0.5) // -0.75)
+    with pytest.raises(TypeError):
+        ~f
+
+
 REDUCTIONS = ["sum", "max", "min", "any", "all", "prod"]
 
 

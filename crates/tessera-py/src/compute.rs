@@ -37,6 +37,10 @@ fn op_named(name: &str) -> PyResult<Op> {
         "ne" => Op::Ne,
         "and" => Op::And,
         "or" => Op::Or,
+        "xor" => Op::Xor,
+        "lshift" => Op::Lshift,
+        "rshift" => Op::Rshift,
+        "signbit" => Op::Signbit,
         "neg" => Op::Neg,
         "not" => Op::Not,
         "abs" => Op::Abs,
@@ -46,7 +50,8 @@ fn op_named(name: &str) -> PyResult<Op> {
         "floor" => Op::Floor,
         "where" => Op::Where,
         other => {
-            // The float functions (`sin`, ..., `pow`, `atan2`, `hypot`).
+            // The float functions (`sin`, ..., `pow`, `atan2`, `hypot`, `copysign`, ...) and
+            // the floored `mod` and `fld`.
             if let Some(f) = Math1::ALL.into_iter().find(|f| f.name() == other) {
                 return Ok(Op::Math(f));
             }

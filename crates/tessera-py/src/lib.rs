@@ -9,6 +9,7 @@ mod convert;
 mod errors;
 mod kernel;
 mod program;
+mod stored;
 mod tensor;
 
 use pyo3::prelude::*;
@@ -21,6 +22,7 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tensor::from_levels, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::from_coo, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::parse_format, m)?)?;
+    m.add_function(wrap_pyfunction!(stored::stored_entries, m)?)?;
     m.add_function(wrap_pyfunction!(compute::einsum, m)?)?;
     m.add_function(wrap_pyfunction!(compute::elementwise, m)?)?;
     m.add_function(wrap_pyfunction!(compute::reduce, m)?)?;

@@ -24,7 +24,8 @@ use crate::types::Scalar;
 
 /// An elementwise operation. Comparisons give `bool` tensors; `Div` is float division, as
 /// NumPy's `/`; `Sqrt`, `Exp` and `Log` give floats; `Floor` keeps the type; `Where` is
-/// `ifelse(condition, a, b)`, NumPy's `where`.
+/// `ifelse(condition, a, b)`, NumPy's `where`. `And`, `Or`, `Xor` and `Not` are logical on
+/// bools and bitwise on integers; `Lshift` and `Rshift` are NumPy's shifts (`lshift`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
     Add,
@@ -41,6 +42,13 @@ pub enum Op {
     Ne,
     And,
     Or,
+    Xor,
+    /// NumPy's `left_shift`: 0 for amounts outside `0..64` (`Builtin::Lshift`).
+    Lshift,
+    /// NumPy's `right_shift` (arithmetic): the sign for amounts outside `0..64`.
+    Rshift,
+    /// Is the float's sign bit set (`-0.0`, negative NaN too)? A bool tensor.
+    Signbit,
     Neg,
     Not,
     Abs,
@@ -51,7 +59,9 @@ pub enum Op {
     Where,
     /// A float function of one operand: `sin`, `tanh`, `round`, ... (`ir::math`).
     Math(Math1),
-    /// A float function of two: `pow`, `atan2`, `hypot`.
+    /// A function of two: `pow`, `atan2`, `hypot`, `copysign`, `logaddexp`, `nextafter` on
+    /// floats, and the floored `mod` and `fld` (NumPy's `remainder` and `floor_divide`), exact
+    /// on integers.
     Math2(Math2),
 }
 
@@ -59,7 +69,7 @@ impl Op {
     pub fn arity(self) -> usize {
         match self {
             Op::Neg | Op::Not | Op::Abs | Op::Sqrt | Op::Exp | Op::Log | Op::Floor => 1,
-            Op::Math(_) => 1,
+            Op::Math(_) | Op::Signbit => 1,
             Op::Where => 3,
             _ => 2,
         }
@@ -82,6 +92,10 @@ impl Op {
             Op::Ne => infix("!="),
             Op::And => infix("&"),
             Op::Or => infix("|"),
+            Op::Xor => infix("xor"),
+            Op::Lshift => call(Builtin::Lshift),
+            Op::Rshift => call(Builtin::Rshift),
+            Op::Signbit => call(Builtin::Signbit),
             Op::Min => call(Builtin::Min),
             Op::Max => call(Builtin::Max),
             Op::Neg => format!("-{}", x[0]),

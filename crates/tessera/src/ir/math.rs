@@ -1,9 +1,13 @@
 //! The float functions beyond arithmetic: trigonometric, hyperbolic, the accurate `expm1` and
-//! `log1p`, logarithms to bases 2 and 10, rounding, `pow`, `atan2` and `hypot` (the Array
-//! API's elementwise functions). They are called, never expanded inline: the JIT and the C
-//! backend call the `extern "C"` functions here through pointers, and the interpreter and the
-//! evaluator call the same Rust functions (`f64::sin`, ...), so every backend gives the same
-//! bits.
+//! `log1p`, logarithms to bases 2 and 10, rounding, `pow`, `atan2`, `hypot`, `copysign`,
+//! `logaddexp`, `nextafter` and the floored `mod` and `fld` (the Array API's elementwise
+//! functions). They are called, never expanded inline: the JIT and the C backend call the
+//! `extern "C"` functions here through pointers, and the interpreter and the evaluator call
+//! the same Rust functions (`f64::sin`, ...), so every backend gives the same bits.
+//!
+//! `mod` and `fld` are also defined on integers ([`Math2::on_integers`]); there they are exact
+//! and expanded inline from the IR's never-trapping `%` and `div` (`semantics::builtin`), and
+//! only their float versions are called.
 
 /// A function of one float.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -42,6 +46,20 @@ pub enum Math2 {
     Atan2,
     /// `sqrt(x² + y²)` without overflow or underflow in between.
     Hypot,
+    /// `|x|` with the sign bit of `y` (also of a NaN `y`).
+    Copysign,
+    /// `ln(e^x + e^y)` without overflow (NumPy's `logaddexp`).
+    Logaddexp,
+    /// The next float after `x` in the direction of `y` (C's `nextafter`).
+    Nextafter,
+    /// The remainder of the floored division: `x - y * floor(x / y)` with the sign of `y`,
+    /// computed as NumPy's `remainder` (Python's `%`); `mod(x, 0.0)` is NaN. On integers
+    /// `mod(x, 0) == 0`.
+    Mod,
+    /// The floored quotient `floor(x / y)`, computed as NumPy's `floor_divide` (Python's
+    /// `//`): `fld(x, 0.0)` is `x / 0.0`. On integers `fld(x, 0) == 0` and
+    /// `fld(i64::MIN, -1) == i64::MIN` (wrapping).
+    Fld,
 }
 
 macro_rules! math1 {
@@ -94,7 +112,7 @@ math1! {
 macro_rules! math2 {
     ($($v:ident $name:literal $c:ident $f:expr;)*) => {
         impl Math2 {
-            pub const ALL: [Math2; 3] = [$(Math2::$v),*];
+            pub const ALL: [Math2; 8] = [$(Math2::$v),*];
             /// The name a program calls it by.
             pub fn name(self) -> &'static str {
                 match self { $(Math2::$v => $name),* }
@@ -120,6 +138,94 @@ math2! {
     Pow "pow" tessera_pow f64::powf;
     Atan2 "atan2" tessera_atan2 f64::atan2;
     Hypot "hypot" tessera_hypot f64::hypot;
+    Copysign "copysign" tessera_copysign f64::copysign;
+    Logaddexp "logaddexp" tessera_logaddexp logaddexp;
+    Nextafter "nextafter" tessera_nextafter nextafter;
+    Mod "mod" tessera_mod |x, y| divmod(x, y).1;
+    Fld "fld" tessera_fld |x, y| divmod(x, y).0;
+}
+
+/// NumPy's `logaddexp` (`npy_logaddexp`): equal operands (also equal infinities, where the
+/// difference would be NaN) give `x + ln 2`; otherwise the larger plus `log1p(exp(-|x - y|))`.
+fn logaddexp(x: f64, y: f64) -> f64 {
+    if x == y {
+        return x + std::f64::consts::LN_2;
+    }
+    let d = x - y;
+    if d > 0.0 {
+        x + (-d).exp().ln_1p()
+    } else if d <= 0.0 {
+        y + d.exp().ln_1p()
+    } else {
+        // A NaN operand.
+        d
+    }
+}
+
+/// C's `nextafter`: NaN if either is NaN, `y` if they are equal (so `nextafter(0.0, -0.0)` is
+/// `-0.0`), else one unit in the last place towards `y` (from a zero, the smallest subnormal).
+fn nextafter(x: f64, y: f64) -> f64 {
+    if x.is_nan() || y.is_nan() {
+        f64::NAN
+    } else if x == y {
+        y
+    } else if y > x {
+        x.next_up()
+    } else {
+        x.next_down()
+    }
+}
+
+/// NumPy's `npy_divmod` for floats: the floored quotient and the remainder with the
+/// divisor's sign, from C's `fmod` (exact), with the quotient snapped to the nearest whole
+/// number (`(x - mod) / y` may be off by rounding). A zero divisor gives `(x / y, fmod)`,
+/// that is `(±Inf or NaN, NaN)`, as NumPy's `floor_divide` and `remainder` do.
+fn divmod(x: f64, y: f64) -> (f64, f64) {
+    let mut m = x % y;
+    if y == 0.0 {
+        return (x / y, m);
+    }
+    let mut div = (x - m) / y;
+    // `m != 0.0` holds for NaN, like C's `if (mod)`.
+    if m != 0.0 {
+        if (y < 0.0) != (m < 0.0) {
+            m += y;
+            div -= 1.0;
+        }
+    } else {
+        m = 0.0f64.copysign(y);
+    }
+    let q = if div != 0.0 {
+        let f = div.floor();
+        if div - f > 0.5 { f + 1.0 } else { f }
+    } else {
+        0.0f64.copysign(x / y)
+    };
+    (q, m)
+}
+
+impl Math2 {
+    /// Is it defined on integers too (exactly, as an integer function)? Then a call on
+    /// integer operands stays integer, and [`Math2::eval_int`] is its value.
+    pub fn on_integers(self) -> bool {
+        matches!(self, Math2::Mod | Math2::Fld)
+    }
+
+    /// Its value on integers, for the functions [`Math2::on_integers`]: exact, wrapping, a
+    /// zero divisor giving 0 (NumPy's results; never a trap).
+    pub fn eval_int(self, x: i64, y: i64) -> Option<i64> {
+        if y == 0 {
+            return self.on_integers().then_some(0);
+        }
+        // `wrapping_rem(MIN, -1) == 0` and `wrapping_div(MIN, -1) == MIN`.
+        let (q, r) = (x.wrapping_div(y), x.wrapping_rem(y));
+        let adjust = r != 0 && (r ^ y) < 0;
+        match self {
+            Math2::Mod => Some(if adjust { r + y } else { r }),
+            Math2::Fld => Some(if adjust { q - 1 } else { q }),
+            _ => None,
+        }
+    }
 }
 
 impl Math1 {

@@ -129,7 +129,8 @@ pub enum BinOp {
     Shl,
     /// Arithmetic shift right, I64 only, amount modulo 64.
     Shr,
-    /// A called float function of two operands (F64 × F64 → F64): `pow`, `atan2`, `hypot`.
+    /// A called float function of two operands (F64 × F64 → F64): `pow`, `atan2`, `hypot`,
+    /// `copysign`, `logaddexp`, `nextafter`, and `mod`/`fld` of floats.
     Math(math::Math2),
 }
 

@@ -47,13 +47,22 @@ pub enum Builtin {
     Sample,
     /// A float function of one argument: `sin`, `tanh`, `expm1`, `round`, ... (`ir::math`).
     Math(Math1),
-    /// A float function of two: `pow(x, y)`, `atan2(y, x)`, `hypot(x, y)`.
+    /// A function of two: `pow(x, y)`, `atan2(y, x)`, `hypot(x, y)`, `copysign(x, y)`, ...
+    /// Floats, except `mod` and `fld`, which keep integers integer ([`Math2::on_integers`]).
     Math2(Math2),
+    /// `signbit(x)`: is the sign bit of the float `x` set (`-0.0` and a negative NaN too)?
+    Signbit,
+    /// `lshift(x, n)`: `x << n` on integers as NumPy's `left_shift`: 0 when `n` is negative
+    /// or at least 64 (the `<<` operator takes `n` modulo 64 instead).
+    Lshift,
+    /// `rshift(x, n)`: arithmetic `x >> n` as NumPy's `right_shift`: the sign (0 or -1) when
+    /// `n` is negative or at least 64.
+    Rshift,
 }
 
 impl Builtin {
     /// Every built-in, in the order the documentation lists them.
-    pub const ALL: [Builtin; 14] = [
+    pub const ALL: [Builtin; 17] = [
         Builtin::Min,
         Builtin::Max,
         Builtin::Abs,
@@ -68,6 +77,9 @@ impl Builtin {
         Builtin::Size,
         Builtin::D,
         Builtin::Sample,
+        Builtin::Signbit,
+        Builtin::Lshift,
+        Builtin::Rshift,
     ];
 
     /// The name a program calls it by.
@@ -89,6 +101,9 @@ impl Builtin {
             Builtin::Sample => "sample",
             Builtin::Math(f) => f.name(),
             Builtin::Math2(f) => f.name(),
+            Builtin::Signbit => "signbit",
+            Builtin::Lshift => "lshift",
+            Builtin::Rshift => "rshift",
         }
     }
 
@@ -122,8 +137,8 @@ impl Builtin {
             Builtin::D => 1,
             Builtin::Sample => 2,
             Builtin::Abs | Builtin::Sqrt | Builtin::Exp | Builtin::Log | Builtin::Floor => 1,
-            Builtin::IFloor | Builtin::Math(_) => 1,
-            Builtin::Math2(_) => 2,
+            Builtin::IFloor | Builtin::Math(_) | Builtin::Signbit => 1,
+            Builtin::Math2(_) | Builtin::Lshift | Builtin::Rshift => 2,
             Builtin::Min | Builtin::Max | Builtin::Div | Builtin::Coalesce | Builtin::Size => 2,
             Builtin::IfElse => 3,
         }
@@ -172,7 +187,21 @@ impl Builtin {
             Builtin::Sqrt | Builtin::Exp | Builtin::Log | Builtin::Math(_) => {
                 (vec![Class::Float], Class::Float)
             }
+            Builtin::Math2(f) if f.on_integers() => {
+                let c = arith(args[0], args[1]);
+                (vec![c, c], c)
+            }
             Builtin::Math2(_) => (vec![Class::Float, Class::Float], Class::Float),
+            Builtin::Signbit => (vec![Class::Float], Class::Bool),
+            Builtin::Lshift | Builtin::Rshift => {
+                if args.contains(&Class::Float) {
+                    return Err(format!(
+                        "`{}` needs integer or bool operands, not floats",
+                        self.name()
+                    ));
+                }
+                (vec![Class::Int, Class::Int], Class::Int)
+            }
             Builtin::IFloor => (vec![join(args[0], Class::Int)], Class::Int),
             Builtin::Div => {
                 let c = arith(args[0], args[1]);
@@ -224,6 +253,13 @@ impl Builtin {
             (F::Log, [Scalar::F64(a)]) => Scalar::F64(a.ln()),
             (F::Math(f), [Scalar::F64(a)]) => Scalar::F64(f.eval(*a)),
             (F::Math2(f), [Scalar::F64(a), Scalar::F64(b)]) => Scalar::F64(f.eval(*a, *b)),
+            (F::Math2(f), [Scalar::I64(a), Scalar::I64(b)]) => Scalar::I64(
+                f.eval_int(*a, *b)
+                    .expect("`classes` gives integers to these only"),
+            ),
+            (F::Signbit, [Scalar::F64(a)]) => Scalar::Bool(a.is_sign_negative()),
+            (F::Lshift, [Scalar::I64(a), Scalar::I64(n)]) => Scalar::I64(lshift(*a, *n)),
+            (F::Rshift, [Scalar::I64(a), Scalar::I64(n)]) => Scalar::I64(rshift(*a, *n)),
             (F::Floor, [Scalar::I64(a)]) => Scalar::I64(*a),
             (F::Floor, [Scalar::F64(a)]) => Scalar::F64(a.floor()),
             (F::IFloor, [Scalar::I64(a)]) => Scalar::I64(*a),
@@ -264,9 +300,37 @@ impl Builtin {
             Builtin::Exp => unary(UnOp::Exp, arg()),
             Builtin::Log => unary(UnOp::Log, arg()),
             Builtin::Math(f) => unary(UnOp::Math(f), arg()),
+            Builtin::Math2(f) if operands[0] == Class::Int => {
+                let (x, y) = (arg(), arg());
+                floored_int(f, x, y)
+            }
             Builtin::Math2(f) => {
                 let (x, y) = (arg(), arg());
                 b::bin(BinOp::Math(f), x, y)
+            }
+            // `copysign(1.0, x) < 0`: the sign bit through a function every backend already
+            // calls, so no backend needs a bit test of its own.
+            Builtin::Signbit => {
+                let s = b::bin(
+                    BinOp::Math(Math2::Copysign),
+                    Expr::Const(Scalar::F64(1.0)),
+                    arg(),
+                );
+                b::lt(s, Expr::Const(Scalar::F64(0.0)))
+            }
+            // The IR's shifts take the amount modulo 64 (never undefined, never a trap); an
+            // amount outside 0..64 selects NumPy's result instead.
+            Builtin::Lshift => {
+                let (x, n) = (arg(), arg());
+                let inside = in_shift_range(n.clone());
+                let shifted = b::bin(BinOp::Shl, x, n);
+                b::select(inside, shifted, Expr::Const(Scalar::I64(0)))
+            }
+            Builtin::Rshift => {
+                let (x, n) = (arg(), arg());
+                let inside = in_shift_range(n.clone());
+                let amount = b::select(inside, n, Expr::Const(Scalar::I64(63)));
+                b::bin(BinOp::Shr, x, amount)
             }
             // Integers are already whole.
             Builtin::Floor if operands[0] == Class::Int => arg(),
@@ -304,6 +368,45 @@ impl Builtin {
                 }
             }
         })
+    }
+}
+
+/// `0 <= n < 64`: a shift amount the IR's shifts take as it is.
+fn in_shift_range(n: Expr) -> Expr {
+    let zero = Expr::Const(Scalar::I64(0));
+    let lo = b::bin(BinOp::Ge, n.clone(), zero);
+    let hi = b::lt(n, Expr::Const(Scalar::I64(64)));
+    b::bin(BinOp::And, lo, hi)
+}
+
+/// NumPy's `left_shift` on `i64`.
+fn lshift(x: i64, n: i64) -> i64 {
+    if (0..64).contains(&n) { x << n } else { 0 }
+}
+
+/// NumPy's `right_shift` on `i64` (arithmetic).
+fn rshift(x: i64, n: i64) -> i64 {
+    x >> if (0..64).contains(&n) { n } else { 63 }
+}
+
+/// `mod` or `fld` of integers (as [`Math2::eval_int`]) from the IR's truncating `%` and `div`,
+/// which give 0 for a zero divisor and wrap `MIN / -1`: where the truncated remainder is
+/// nonzero and its sign differs from the divisor's, the floored remainder adds the divisor
+/// and the floored quotient is one less.
+fn floored_int(f: Math2, x: Expr, y: Expr) -> Expr {
+    let zero = || Expr::Const(Scalar::I64(0));
+    let r = b::bin(BinOp::Rem, x.clone(), y.clone());
+    let nonzero = b::bin(BinOp::Ne, r.clone(), zero());
+    let signs_differ = b::lt(b::bin(BinOp::Xor, r.clone(), y.clone()), zero());
+    let adjust = b::bin(BinOp::And, nonzero, signs_differ);
+    match f {
+        Math2::Mod => b::select(adjust, b::bin(BinOp::Add, r.clone(), y), r),
+        Math2::Fld => {
+            let q = b::bin(BinOp::Div, x, y);
+            let less = b::bin(BinOp::Sub, q.clone(), Expr::Const(Scalar::I64(1)));
+            b::select(adjust, less, q)
+        }
+        _ => unreachable!("only `mod` and `fld` are defined on integers"),
     }
 }
 

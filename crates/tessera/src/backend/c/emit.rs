@@ -44,7 +44,7 @@ typedef struct {
     double (*log)(double);
     double (*fmod)(double, double);
     double (*math1[19])(double); /* ir::math::Math1::ALL, in order */
-    double (*math2[3])(double, double); /* ir::math::Math2::ALL */
+    double (*math2[8])(double, double); /* ir::math::Math2::ALL */
 } tessera_helpers;
 
 static tessera_helpers H;
@@ -802,6 +802,15 @@ fn cast(from: ElemType, to: ElemType, x: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prelude_declares_one_slot_per_called_function() {
+        // `backend::c::Helpers` holds `Math1::ALL.len()` and `Math2::ALL.len()` pointers.
+        use crate::ir::math::{Math1, Math2};
+        let m1 = format!("(*math1[{}])(double)", Math1::ALL.len());
+        let m2 = format!("(*math2[{}])(double, double)", Math2::ALL.len());
+        assert!(PRELUDE.contains(&m1) && PRELUDE.contains(&m2));
+    }
 
     #[test]
     fn constants_read_back_exactly() {

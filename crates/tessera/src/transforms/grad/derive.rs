@@ -16,7 +16,11 @@
 //! | `abs(a)` | `ifelse(a >= 0, g, -g)` |
 //! | `sqrt(a)`, `exp(a)`, `log(a)` | `g / (2 * sqrt(a))`, `g * exp(a)`, `g / a` |
 //! | `ifelse(c, a, b)` | `ifelse(c, g, 0)`, `ifelse(c, 0, g)` (the condition is a mask) |
-//! | comparisons, `&& || ! & \| xor`, `floor`, `div` | none (piecewise constant) |
+//! | `copysign(a, b)` | `g * copysign(1, a) * copysign(1, b)`, none (piecewise constant in `b`) |
+//! | `logaddexp(a, b)` | `g * exp(a - logaddexp(a, b))`, `g * exp(b - logaddexp(a, b))` |
+//! | `mod(a, b)` | `g`, `-g * fld(a, b)` (`mod(a, b) = a - b * fld(a, b)`, piecewise) |
+//! | `nextafter(a, b)` | `g`, none (one unit in the last place from `a`) |
+//! | comparisons, `&& \|\| ! & \| xor`, `floor`, `div`, `fld`, `signbit`, `lshift`, `rshift` | none (piecewise constant) |
 //!
 //! `%`, `coalesce`, `d(x)` and functions outside the table are refused when they read an
 //! active value, with the place of the expression.
@@ -119,7 +123,28 @@ pub fn adjoint(
                 adjoint(a, select(f(c), g.clone()), active, out)?;
                 adjoint(b, call("ifelse", vec![f(c), zero(), g]), active, out)?;
             }
-            ("floor" | "div" | "round" | "ceil" | "trunc", _) => {}
+            ("floor" | "div" | "round" | "ceil" | "trunc" | "fld" | "signbit", _) => {}
+            ("lshift" | "rshift", _) => {}
+            ("copysign", [a, _]) => {
+                // ±1 for the flip of `a`'s sign; the sign source `b` only selects.
+                let sa = call("copysign", vec![lit(1.0), f(a)]);
+                let sb = call("copysign", vec![lit(1.0), f(&args[1])]);
+                adjoint(a, mul(g, mul(sa, sb)), active, out)?;
+            }
+            ("logaddexp", [a, b]) => {
+                // The softmax weights e^a / (e^a + e^b), from the value (no overflow).
+                let l = call("logaddexp", vec![f(a), f(b)]);
+                let wa = call("exp", vec![bin(BinaryOp::Sub, f(a), l.clone())]);
+                let wb = call("exp", vec![bin(BinaryOp::Sub, f(b), l)]);
+                adjoint(a, mul(g.clone(), wa), active, out)?;
+                adjoint(b, mul(g, wb), active, out)?;
+            }
+            ("mod", [a, b]) => {
+                adjoint(a, g.clone(), active, out)?;
+                let q = call("fld", vec![f(a), f(b)]);
+                adjoint(b, mul(g, neg(q)), active, out)?;
+            }
+            ("nextafter", [a, _]) => adjoint(a, g, active, out)?,
             ("pow", [a, b]) => {
                 // d(a^b) = b a^(b-1) da + a^b ln(a) db.
                 let pm1 = call("pow", vec![f(a), bin(BinaryOp::Sub, f(b), lit(1.0))]);
