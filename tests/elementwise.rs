@@ -351,7 +351,7 @@ fn int_csr(values: &[i64], shape: &[usize]) -> Tensor {
     Tensor::from_slice(
         "Dense(SparseList(Element(0)))",
         shape,
-        &Buffer::I64(values.to_vec()),
+        &Buffer::I64(values.to_vec().into()),
     )
     .unwrap()
 }
@@ -396,7 +396,7 @@ fn integer_and_bitwise_functions_keep_the_structure_where_the_fill_maps_to_itsel
     for (op, rhs, f, sparse) in cases {
         let r = api::map(op, &[&a, &rhs]).unwrap();
         let want: Vec<i64> = vals.iter().map(|&x| f(x)).collect();
-        assert_eq!(r.to_dense(), Buffer::I64(want), "{op:?}");
+        assert_eq!(r.to_dense(), Buffer::I64(want.into()), "{op:?}");
         if sparse {
             assert_eq!(
                 r.format.to_string(),
@@ -409,18 +409,18 @@ fn integer_and_bitwise_functions_keep_the_structure_where_the_fill_maps_to_itsel
     // Bitwise not of integers and logical operators of bools.
     let n = api::map(Op::Not, &[&a]).unwrap();
     let want: Vec<i64> = vals.iter().map(|x| !x).collect();
-    assert_eq!(n.to_dense(), Buffer::I64(want));
+    assert_eq!(n.to_dense(), Buffer::I64(want.into()));
     let p = api::map(Op::Gt, &[&a, &c(0)]).unwrap();
     let q = api::map(Op::Lt, &[&a, &c(6)]).unwrap();
     let x = api::map(Op::Xor, &[&p, &q]).unwrap();
     let want: Vec<bool> = vals.iter().map(|&v| (v > 0) ^ (v < 6)).collect();
-    assert_eq!(x.to_dense(), Buffer::Bool(want));
+    assert_eq!(x.to_dense(), Buffer::Bool(want.into()));
     // `signbit` of a float CSR with fill 0.0 keeps its structure (fill `false`).
     let f = csr(&[0.0, -0.0, -2.0, 3.0, 0.0, f64::NAN], &[2, 3]);
     let s = api::map(Op::Signbit, &[&f]).unwrap();
     assert_eq!(
         s.to_dense(),
-        Buffer::Bool(vec![false, true, true, false, false, false])
+        Buffer::Bool(vec![false, true, true, false, false, false].into())
     );
     assert!(!s.format.is_dense());
 }
