@@ -6,12 +6,12 @@
 use crate::convert::elem_of_dtype;
 use crate::errors::IntoPy;
 use crate::program::Loans;
-use crate::tensor::{PyTensor, Slot, format_for};
+use crate::tensor::{PyTensor, format_for};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::Arc;
 use tessera::api::{self, Lazy, Op, Reduction};
@@ -184,15 +184,15 @@ pub fn einsum(
     tensors: Vec<PyRef<'_, PyTensor>>,
     format: Option<&str>,
 ) -> PyResult<PyTensor> {
-    let slots: BTreeMap<String, Arc<Slot>> = names
+    let slots: BTreeMap<String, Arc<Tensor>> = names
         .into_iter()
-        .zip(tensors.iter().map(|t| t.slot()))
+        .zip(tensors.iter().map(|t| t.shared()))
         .collect();
     let spec = spec.to_string();
     let format = format.map(str::to_string);
     let out = py.detach(move || {
-        // The inputs are only read: every one is lent, none copied.
-        let mut loans = Loans::new(slots, &HashSet::new());
+        // The inputs are only read: their arrays are shared, none copied.
+        let mut loans = Loans::new(slots);
         einsum_on(&spec, &mut loans.tensors, format)
     });
     Ok(PyTensor::new(out.py_err()?))

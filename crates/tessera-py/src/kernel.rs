@@ -31,8 +31,6 @@ struct Spec {
     out: BTreeMap<String, Option<String>>,
     shapes: HashMap<String, Vec<usize>>,
     backend: String,
-    /// The tensors the program writes, with the outputs: given ones are copied, never lent.
-    written: HashSet<String>,
 }
 
 /// A kernel's compiled state on one thread.
@@ -148,23 +146,20 @@ fn run_on(id: u64, spec: &Spec, tensors: &mut BTreeMap<String, Tensor>) -> Resul
     ready.runner.execute(&ready.compiled, tensors)
 }
 
-/// The `Spec` of a program and its outputs: the tensors it writes come from the program.
+/// The `Spec` of a program and its outputs (the program is parsed here, so a syntax error is
+/// raised by `tessera.compile`, not by the first call).
 fn spec_of(
     program: String,
     out: BTreeMap<String, Option<String>>,
     shapes: HashMap<String, Vec<usize>>,
     backend: String,
 ) -> Result<Spec> {
-    let (_, written) =
-        tessera::notation::visit::reads_writes(&crate::program::parse(&program)?.body);
-    let mut written: HashSet<String> = written.into_iter().collect();
-    written.extend(out.keys().cloned());
+    crate::program::parse(&program)?;
     Ok(Spec {
         program,
         out,
         shapes,
         backend,
-        written,
     })
 }
 
@@ -172,9 +167,9 @@ fn spec_of(
 fn call_with(
     id: u64,
     spec: &Spec,
-    slots: BTreeMap<String, Arc<crate::tensor::Slot>>,
+    slots: BTreeMap<String, Arc<Tensor>>,
 ) -> Result<BTreeMap<String, PyTensor>> {
-    let mut loans = Loans::new(slots, &spec.written);
+    let mut loans = Loans::new(slots);
     run_on(id, spec, &mut loans.tensors)?;
     Ok(spec
         .out
@@ -206,7 +201,7 @@ const RUNS_MAX: usize = 256;
 /// on the tensors.
 pub fn run(
     program: String,
-    slots: BTreeMap<String, Arc<crate::tensor::Slot>>,
+    slots: BTreeMap<String, Arc<Tensor>>,
     out: BTreeMap<String, Option<String>>,
     shapes: HashMap<String, Vec<usize>>,
     backend: String,
@@ -263,7 +258,7 @@ pub fn compile(
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let spec = py.detach(move || -> Result<Spec> {
         let spec = spec_of(program, out, shapes, backend)?;
-        let mut loans = Loans::new(slots, &spec.written);
+        let mut loans = Loans::new(slots);
         let ready = build(&spec, &mut loans.tensors)?;
         READY.with(|r| r.borrow_mut().insert(id, Rc::new(ready)));
         Ok(spec)

@@ -5,7 +5,7 @@
 //! input starts from that tensor's contents (a copy: the caller's tensor never changes).
 
 use crate::errors::IntoPy;
-use crate::tensor::{PyTensor, Slot, format_for};
+use crate::tensor::{PyTensor, format_for};
 use pyo3::prelude::*;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -231,58 +231,23 @@ pub fn create(
     Ok(())
 }
 
-/// The tensors of one `run`: those the program only reads are lent by their Python objects
-/// (moved, not copied; see `PyTensor`), the others copied. Dropping it gives every loan back,
-/// also when preparing or running failed.
+/// The tensors of one call, as the core's by-value API takes them: copies of the Python
+/// tensors that share their reference-counted arrays (`PyTensor`), so nothing is copied
+/// unless the kernel writes it, and the Python tensors never change.
 pub struct Loans {
     pub tensors: BTreeMap<String, Tensor>,
-    lent: Vec<(String, Arc<Slot>)>,
 }
 
 impl Loans {
-    pub fn new(slots: BTreeMap<String, Arc<Slot>>, written: &HashSet<String>) -> Loans {
-        let mut loans = Loans {
-            tensors: BTreeMap::new(),
-            lent: vec![],
-        };
-        for (name, slot) in slots {
-            // A tensor given twice is lent once; a written one is copied (the caller's
-            // tensor never changes).
-            let twice = loans
-                .lent
-                .iter()
-                .find(|(_, s)| Arc::ptr_eq(s, &slot))
-                .map(|(first, _)| first.clone());
-            let t = if let Some(first) = twice {
-                // Lent under its first name already: waiting for it would wait for ourselves.
-                loans.tensors[&first].clone()
-            } else if written.contains(&name) {
-                (*slot.get()).clone()
-            } else {
-                let (t, moved) = slot.lend();
-                if moved {
-                    loans.lent.push((name.clone(), slot));
-                }
-                t
-            };
-            loans.tensors.insert(name, t);
-        }
-        loans
-    }
-}
-
-impl Drop for Loans {
-    fn drop(&mut self) {
-        for (name, slot) in self.lent.drain(..) {
-            if let Some(t) = self.tensors.remove(&name) {
-                slot.give_back(t);
-            }
+    pub fn new(slots: BTreeMap<String, Arc<Tensor>>) -> Loans {
+        Loans {
+            tensors: slots.into_iter().map(|(n, t)| (n, (*t).clone())).collect(),
         }
     }
 }
 
-pub fn slots_of(tensors: BTreeMap<String, PyRef<'_, PyTensor>>) -> BTreeMap<String, Arc<Slot>> {
-    tensors.into_iter().map(|(n, t)| (n, t.slot())).collect()
+pub fn slots_of(tensors: BTreeMap<String, PyRef<'_, PyTensor>>) -> BTreeMap<String, Arc<Tensor>> {
+    tensors.into_iter().map(|(n, t)| (n, t.shared())).collect()
 }
 
 /// Run `program` on the tensors; returns the outputs named in `out` (name → format or None).

@@ -9,7 +9,7 @@ use crate::errors::IntoPy;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use tessera::levels::format::Coord;
 use tessera::levels::{Format, LevelKind};
 use tessera::runtime::Buffer;
@@ -19,76 +19,31 @@ use tessera::{ElemType, Scalar};
 /// A Tessera tensor, immutable from Python: operations return new tensors, so one value can
 /// be shared by several Python objects (and threads) without copies.
 ///
-/// `tessera.run` lends the tensors a program only reads to the kernel instead of copying
-/// them (the core's `Runner::execute` takes its tensors by value and gives their arrays
-/// back, unchanged, even when the kernel fails): while lent, the slot is empty and other
-/// threads asking for this tensor wait, without the GIL, until it is back.
+/// Its arrays are reference-counted (`Tensor::share`): the core's API takes tensors by value,
+/// and the copy a call takes (`Loans`) shares their memory, so any number of threads can run
+/// kernels on one tensor at once; a kernel that writes a tensor copies the arrays it writes.
 #[pyclass(name = "RawTensor", module = "tessera._tessera", frozen)]
 pub struct PyTensor {
-    slot: Arc<Slot>,
-}
-
-pub struct Slot {
-    tensor: Mutex<Option<Arc<Tensor>>>,
-    returned: Condvar,
-}
-
-impl Slot {
-    fn wait(&self) -> std::sync::MutexGuard<'_, Option<Arc<Tensor>>> {
-        let guard = self.tensor.lock().unwrap_or_else(|e| e.into_inner());
-        self.returned
-            .wait_while(guard, |t| t.is_none())
-            .unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The tensor, shared (waits while it is lent).
-    pub fn get(&self) -> Arc<Tensor> {
-        self.wait().clone().expect("waited until present")
-    }
-
-    /// The tensor itself, for a kernel to read: moved out when nothing else shares it (the
-    /// slot is then empty until [`Slot::give_back`]), else a copy (and `None` as the loan).
-    pub fn lend(&self) -> (Tensor, bool) {
-        let mut guard = self.wait();
-        let arc = guard.take().expect("waited until present");
-        match Arc::try_unwrap(arc) {
-            Ok(t) => (t, true),
-            Err(shared) => {
-                let copy = (*shared).clone();
-                *guard = Some(shared);
-                (copy, false)
-            }
-        }
-    }
-
-    pub fn give_back(&self, t: Tensor) {
-        let mut guard = self.tensor.lock().unwrap_or_else(|e| e.into_inner());
-        *guard = Some(Arc::new(t));
-        self.returned.notify_all();
-    }
+    tensor: Arc<Tensor>,
 }
 
 impl PyTensor {
-    /// A Python tensor owning `t`. Its arrays are made shareable (`Tensor::share`), so the
-    /// copies the operators and `lazy` take of their inputs cost nothing until written.
+    /// A Python tensor owning `t`, its arrays made reference-counted.
     pub fn new(mut t: Tensor) -> PyTensor {
         t.share();
         PyTensor {
-            slot: Arc::new(Slot {
-                tensor: Mutex::new(Some(Arc::new(t))),
-                returned: Condvar::new(),
-            }),
+            tensor: Arc::new(t),
         }
     }
 
-    /// The tensor, shared; waits (without the GIL) while a kernel borrows it.
-    pub fn arc(&self, py: Python<'_>) -> Arc<Tensor> {
-        let slot = self.slot.clone();
-        py.detach(move || slot.get())
+    /// The tensor, shared.
+    pub fn arc(&self, _py: Python<'_>) -> Arc<Tensor> {
+        self.tensor.clone()
     }
 
-    pub fn slot(&self) -> Arc<Slot> {
-        self.slot.clone()
+    /// The tensor, shared (without the GIL's token).
+    pub fn shared(&self) -> Arc<Tensor> {
+        self.tensor.clone()
     }
 }
 

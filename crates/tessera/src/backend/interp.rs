@@ -1,7 +1,7 @@
 //! The IR interpreter backend: executes a kernel by walking its statements.
 
 use super::limit_code;
-use super::{Backend, CompiledKernel, KernelFault, MAX_GROW, check_buffers, grow};
+use super::{Backend, Checked, CompiledKernel, KernelFault, MAX_GROW, grow};
 use crate::error::Result;
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp};
 use crate::limit::{Eps, Limit};
@@ -23,12 +23,14 @@ impl Backend for Interpreter {
         "interp"
     }
     fn compile(&self, kernel: &Kernel) -> Result<Box<dyn CompiledKernel>> {
-        Ok(Box::new(Interpreted { k: kernel.clone() }))
+        Ok(Box::new(Interpreted {
+            k: Checked::new(kernel),
+        }))
     }
 }
 
 struct Interpreted {
-    k: Kernel,
+    k: Checked,
 }
 
 impl CompiledKernel for Interpreted {
@@ -37,7 +39,7 @@ impl CompiledKernel for Interpreted {
     }
 
     fn run(&self, bufs: &mut [Buffer]) -> Result<()> {
-        check_buffers(&self.k, bufs)?;
+        self.k.check(bufs)?;
         let mut m = Machine {
             vars: self.k.vars.iter().map(|v| Scalar::zero(v.ty)).collect(),
             bufs,

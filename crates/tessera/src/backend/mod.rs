@@ -140,11 +140,40 @@ pub(crate) fn native_fault(code: i64, word: i64) -> Option<KernelFault> {
     })
 }
 
+/// A compiled kernel's IR with what its run-time checks need, worked out once at compile
+/// time: which buffers it writes ([`Kernel::modified_bufs`]).
+pub(crate) struct Checked {
+    k: Kernel,
+    modified: Vec<bool>,
+}
+
+impl Checked {
+    pub(crate) fn new(k: &Kernel) -> Checked {
+        Checked {
+            k: k.clone(),
+            modified: k.modified_bufs(),
+        }
+    }
+
+    /// [`check_buffers`] for this kernel.
+    pub(crate) fn check(&self, bufs: &mut [Buffer]) -> Result<()> {
+        check_buffers(&self.k, &self.modified, bufs)
+    }
+}
+
+impl std::ops::Deref for Checked {
+    type Target = Kernel;
+
+    fn deref(&self) -> &Kernel {
+        &self.k
+    }
+}
+
 /// Checks shared by all backends before a run: one buffer per declaration, of its type.
-/// Check that `bufs` are what kernel `k` was generated for, and make every buffer it may
-/// write memory of its own: a buffer sharing NumPy's or another tensor's memory is read in
+/// Besides, every buffer the kernel writes (`modified`, from [`Kernel::modified_bufs`]) is
+/// made memory of its own: a buffer sharing NumPy's or another tensor's memory is read in
 /// place, but copied before a kernel writes it (the owner's memory is never written).
-fn check_buffers(k: &Kernel, bufs: &mut [Buffer]) -> Result<()> {
+fn check_buffers(k: &Kernel, modified: &[bool], bufs: &mut [Buffer]) -> Result<()> {
     if bufs.len() != k.bufs.len() {
         return Err(Error::Backend(format!(
             "kernel `{}` takes {} buffers, given {}",
@@ -163,12 +192,9 @@ fn check_buffers(k: &Kernel, bufs: &mut [Buffer]) -> Result<()> {
             )));
         }
     }
-    // Most calls share nothing: they skip the walk over the kernel.
-    if bufs.iter().any(Buffer::is_shared) {
-        for (b, m) in bufs.iter_mut().zip(k.modified_bufs()) {
-            if m {
-                b.make_owned();
-            }
+    for (b, &m) in bufs.iter_mut().zip(modified) {
+        if m {
+            b.make_owned();
         }
     }
     Ok(())

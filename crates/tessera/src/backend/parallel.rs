@@ -114,7 +114,7 @@ impl Parallel {
             .collect();
         let codes: Vec<(i64, i64)> = match compiled.native() {
             Some(f) => {
-                check_buffers(kernel, bufs)?;
+                check_buffers(kernel, &kernel.modified_bufs(), bufs)?;
                 let n = bufs.len();
                 let shared = ChunkBuffers {
                     shared: bufs

@@ -14,7 +14,7 @@
 mod cache;
 mod emit;
 
-use super::{Backend, CompiledKernel, check_buffers, native_fault};
+use super::{Backend, Checked, CompiledKernel, native_fault};
 use crate::error::{Error, Result};
 use crate::ir::Kernel;
 use crate::ir::math::{Math1, Math2};
@@ -236,7 +236,7 @@ impl CBackend {
         if let Some(l) = lookup() {
             return Ok(CKernel {
                 loaded: l,
-                k: kernel.clone(),
+                k: Checked::new(kernel),
             });
         }
         if !path.is_file() {
@@ -272,7 +272,7 @@ impl CBackend {
         };
         Ok(CKernel {
             loaded,
-            k: kernel.clone(),
+            k: Checked::new(kernel),
         })
     }
 }
@@ -280,7 +280,7 @@ impl CBackend {
 /// A kernel in a loaded shared object.
 pub(crate) struct CKernel {
     loaded: Arc<Loaded>,
-    k: Kernel,
+    k: Checked,
 }
 
 impl CompiledKernel for CKernel {
@@ -289,7 +289,7 @@ impl CompiledKernel for CKernel {
     }
 
     fn run(&self, bufs: &mut [Buffer]) -> Result<()> {
-        check_buffers(&self.k, bufs)?;
+        self.k.check(bufs)?;
         // SAFETY: `check_buffers` verified the buffer count and element types the code was
         // generated for; every access the code makes is bounds-checked against the views (or
         // its range was checked before a loop), and the object was initialised with the

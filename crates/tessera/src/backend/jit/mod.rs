@@ -2,7 +2,7 @@
 
 mod emit;
 
-use super::{Backend, CompiledKernel, check_buffers, native_fault};
+use super::{Backend, Checked, CompiledKernel, native_fault};
 use crate::error::{Error, Result};
 use crate::ir::Kernel;
 use crate::runtime::Buffer;
@@ -93,7 +93,7 @@ impl Backend for Jit {
         Ok(Box::new(Native {
             module: Some(module),
             f,
-            k: kernel.clone(),
+            k: Checked::new(kernel),
         }))
     }
 }
@@ -102,7 +102,7 @@ impl Backend for Jit {
 struct Native {
     module: Option<JITModule>,
     f: KernelFn,
-    k: Kernel,
+    k: Checked,
 }
 
 impl CompiledKernel for Native {
@@ -111,7 +111,7 @@ impl CompiledKernel for Native {
     }
 
     fn run(&self, bufs: &mut [Buffer]) -> Result<()> {
-        check_buffers(&self.k, bufs)?;
+        self.k.check(bufs)?;
         // SAFETY: `check_buffers` verified the buffer count and element types the code was
         // generated for; every access the code makes is bounds-checked against the views.
         let (code, word) = unsafe { run_native(self.f, bufs) };
