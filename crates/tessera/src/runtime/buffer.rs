@@ -202,6 +202,11 @@ impl Buffer {
         each_buffer!(self, v => v.view_ptr().cast::<u8>())
     }
 
+    /// Address of the first element, for reading (shared memory's own address).
+    pub fn as_ptr(&self) -> *const u8 {
+        each_buffer!(self, v => v.as_ptr().cast::<u8>())
+    }
+
     /// Whether the elements are memory shared with someone else (see [`Store`]).
     pub fn is_shared(&self) -> bool {
         each_buffer!(self, v => v.is_shared())
