@@ -35,7 +35,7 @@ fn matrix(format: &str, salt: usize) -> Tensor {
     let mut vals = vec![];
     for i in 0..N {
         for j in 0..N {
-            if (i * 7 + j * 3 + salt) % 4 == 0 || i == j {
+            if (i * 7 + j * 3 + salt).is_multiple_of(4) || i == j {
                 coords[0].push(i as i64);
                 coords[1].push(j as i64);
                 vals.push(((i * 5 + j + salt) % 9) as f64 - 3.5);
