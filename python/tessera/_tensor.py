@@ -2,7 +2,7 @@
 and scalars, and back.
 
 Copies: none where the layouts match. A C-contiguous NumPy array, and a canonical CSR
-matrix's ``data``, ``indices`` and ``indptr`` (4-byte indices as ``coord=i32``, 8-byte as
+matrix's (or a 2-d row-compressed pydata/sparse GCXS's) ``data``, ``indices`` and ``indptr`` (4-byte indices as ``coord=i32``, 8-byte as
 ``coord=i64``), become the tensor's level buffers as they are: the tensor reads their memory
 and holds a reference to the arrays (so it sees later writes to them, like ``np.asarray``),
 and a kernel that writes the tensor copies it first, never writing the arrays. Copied are:
@@ -81,12 +81,27 @@ def _from_scipy(obj, format):
 
 
 def _from_pydata(obj, format):
-    if not hasattr(obj, "coords"):
-        obj = obj.tocoo()  # GCXS and the other pydata formats
     fill = obj.fill_value
     if fill != 0 and not (obj.dtype == np.bool_ and not fill):
         raise FormatError(f"pydata/sparse array with fill value {fill!r}: only 0 is supported")
     dtype = _dtype_name(obj.dtype)
+    axes = tuple(getattr(obj, "compressed_axes", None) or ())
+    if obj.ndim == 2 and hasattr(obj, "indptr") and axes in ((0,), (1,)):
+        # A 2-d GCXS is CSR (rows compressed) or CSC: its arrays are shared as SciPy's are.
+        # Its indices are sorted within each row when pydata built it; hand-made unsorted
+        # ones fail the structure check and take the COO route below.
+        from .errors import TensorError
+
+        try:
+            return _tessera.from_compressed(
+                tuple(obj.shape), _native(obj.indptr), obj.indptr.dtype.name,
+                _native(obj.indices), obj.indices.dtype.name, _native(obj.data), dtype,
+                axes == (1,), _format_text(format),
+            )
+        except TensorError:
+            pass
+    if not hasattr(obj, "coords"):
+        obj = obj.tocoo()  # GCXS of other shapes and the other pydata formats
     coords = [np.ascontiguousarray(c, dtype=np.int64) for c in obj.coords]
     return _tessera.from_coo(list(obj.shape), coords, "int64", _native(obj.data), dtype,
                              _format_text(format))

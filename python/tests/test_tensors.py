@@ -285,3 +285,18 @@ def test_from_dlpack_shares_or_refuses_to_when_told_not_to_copy():
         ts.from_dlpack(a, copy=False, format="csr")
     with pytest.raises(BufferError):
         ts.from_dlpack(a[:, ::2], copy=False)
+
+
+def test_pydata_gcxs_matrices_share_their_arrays():
+    a = np.array([[0, 1.5, 0, 0], [2.0, 0, 3.0, 0], [0, 0, 0, 0], [0, 4.0, 0, 5.0]])
+    g = sparse.GCXS.from_numpy(a, compressed_axes=(0,))
+    t = ts.asarray(g)
+    _, (ptr, idx), (val,) = t.level_buffers()
+    assert np.shares_memory(val, g.data) and np.shares_memory(idx, g.indices)
+    assert np.shares_memory(ptr, g.indptr)
+    np.testing.assert_array_equal(t.to_numpy(), a)
+    # columns compressed: the CSC route (transposed once), same values
+    np.testing.assert_array_equal(ts.asarray(sparse.GCXS.from_numpy(a, compressed_axes=(1,))).to_numpy(), a)
+    # unsorted hand-made indices are not shared but still read right
+    bad = sparse.GCXS((np.array([2.0, 1.0]), np.array([1, 0]), np.array([0, 2, 2])), shape=(2, 2))
+    np.testing.assert_array_equal(ts.asarray(bad).to_numpy(), bad.todense())
