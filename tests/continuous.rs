@@ -2,6 +2,9 @@
 //! on every backend and compared with the golden values of the continuous tensor abstraction
 //! (`../shared/reference/seed-continuous.md` §5.3) and with the continuous reference evaluator.
 
+mod common;
+
+use common::runners;
 use std::collections::BTreeMap;
 use tessera::Scalar;
 use tessera::levels::Format;
@@ -13,21 +16,6 @@ use tessera::tensor::pieces::{Piece, PieceCoord};
 
 fn fmt(s: &str) -> Format {
     Format::parse(s, None).unwrap()
-}
-
-fn runners() -> Vec<(&'static str, Runner)> {
-    let mut out = vec![("jit", Runner::jit())];
-    out.push((
-        "interp",
-        Runner::new(Box::new(tessera::backend::Interpreter::new())),
-    ));
-    let c = tessera::backend::CBackend::new();
-    if c.compiler_available() {
-        out.push(("c", Runner::new(Box::new(c))));
-    } else {
-        eprintln!("skipping the C backend: no C compiler found");
-    }
-    out
 }
 
 /// Run `program` on every backend over copies of `tensors`; each backend's name and tensors

@@ -7,28 +7,12 @@
 
 mod common;
 
-use common::{fmt, formats_of, parse, run_eval};
+use common::{fmt, formats_of, parse, run_eval, runners};
 use std::collections::BTreeMap;
-use tessera::backend::{CBackend, Interpreter};
-use tessera::run::Runner;
 use tessera::runtime::Buffer;
 use tessera::tensor::Tensor;
 
 const N: usize = 23;
-
-fn runners() -> Vec<(&'static str, Runner)> {
-    let mut r = vec![
-        ("jit", Runner::jit()),
-        ("interp", Runner::new(Box::new(Interpreter::new()))),
-    ];
-    let c = CBackend::new();
-    if c.compiler_available() {
-        r.push(("c", Runner::new(Box::new(c))));
-    } else {
-        eprintln!("no C compiler: the C backend is not tested");
-    }
-    r
-}
 
 fn matrix(format: &str, salt: usize) -> Tensor {
     let mut coords = vec![vec![], vec![]];

@@ -59,6 +59,25 @@ pub fn data_dir(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// A runner per backend: the JIT, the IR interpreter and, when a C compiler is present, the C
+/// backend (else a message says it is not tested).
+pub fn runners() -> Vec<(&'static str, Runner)> {
+    let mut r = vec![
+        ("jit", Runner::jit()),
+        (
+            "interp",
+            Runner::new(Box::new(tessera::backend::Interpreter::new())),
+        ),
+    ];
+    let c = tessera::backend::CBackend::new();
+    if c.compiler_available() {
+        r.push(("c", Runner::new(Box::new(c))));
+    } else {
+        eprintln!("no C compiler: the C backend is not tested");
+    }
+    r
+}
+
 /// Run compiled and with the reference evaluator; every tensor must agree.
 pub fn agree(program: &str, tensors: BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor> {
     let p = parse(program);
