@@ -300,3 +300,32 @@ def test_pydata_gcxs_matrices_share_their_arrays():
     # unsorted hand-made indices are not shared but still read right
     bad = sparse.GCXS((np.array([2.0, 1.0]), np.array([1, 0]), np.array([0, 2, 2])), shape=(2, 2))
     np.testing.assert_array_equal(ts.asarray(bad).to_numpy(), bad.todense())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@given(data=st.data())
+def test_any_memory_layout_reads_right_and_contiguous_native_ones_are_shared(dtype, data):
+    """Views with steps, reversed axes, transposes, the other byte order and unaligned
+    copies: each reads as NumPy sees it; only C-contiguous, aligned, native, non-bool
+    arrays share memory."""
+    a = data.draw(arrays(dtype, shape=st.tuples(st.integers(1, 6), st.integers(1, 6))))
+    variant = data.draw(st.sampled_from(["plain", "step", "reversed", "transposed", "swapped",
+                                         "unaligned"]))
+    if variant == "step":
+        a = a[::2, ::-1]
+    elif variant == "reversed":
+        a = a[::-1]
+    elif variant == "transposed":
+        a = a.T
+    elif variant == "swapped":
+        a = a.astype(a.dtype.newbyteorder(">" if a.dtype.byteorder != ">" else "<"))
+    elif variant == "unaligned" and a.dtype.itemsize > 1:
+        raw = np.zeros(a.nbytes + 1, dtype=np.uint8)
+        u = raw[1:].view(a.dtype).reshape(a.shape)
+        u[...] = a
+        a = u
+    t = ts.asarray(a)
+    np.testing.assert_array_equal(t.to_numpy(), a)
+    shareable = (a.flags.c_contiguous and a.flags.aligned and a.dtype.isnative
+                 and a.dtype != np.bool_ and a.size > 0)
+    assert np.shares_memory(t.to_numpy(), a) == shareable

@@ -8,7 +8,9 @@
 //! buffer's `Vec` to NumPy without a copy (`IntoPyArray` keeps the allocation alive).
 
 use numpy::ndarray::{ArrayViewD, IxDyn};
-use numpy::{Element, IntoPyArray, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn};
+use numpy::{
+    Element, IntoPyArray, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods,
+};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use std::sync::Arc;
@@ -59,9 +61,12 @@ struct Lent(#[allow(dead_code)] Py<PyAny>);
 /// C-contiguous (no copy), else gathered.
 fn read<T: Element + Copy + Send + Sync + 'static>(obj: &Bound<'_, PyAny>) -> PyResult<Store<T>> {
     let arr: PyReadonlyArrayDyn<'_, T> = obj.extract()?;
+    // `as_slice` also accepts Fortran order (a transposed array), whose memory is not in C
+    // order: only a C-contiguous array is taken as it is.
+    let c_order = arr.is_c_contiguous();
     match arr.as_slice() {
         Ok([]) => Ok(Store::new()),
-        Ok(s) => {
+        Ok(s) if c_order => {
             let (ptr, len) = (s.as_ptr(), s.len());
             if !ptr.is_aligned() {
                 // The Python side passes aligned arrays (`_native`); a hand-made unaligned
@@ -78,8 +83,8 @@ fn read<T: Element + Copy + Send + Sync + 'static>(obj: &Bound<'_, PyAny>) -> Py
             // array with other references. The store never writes it (copy-on-write).
             Ok(unsafe { Store::shared(ptr, len, owner) })
         }
-        // Strided views are gathered in logical (C) order.
-        Err(_) => Ok(arr.as_array().iter().copied().collect()),
+        // Strided and Fortran-ordered views are gathered in logical (C) order.
+        _ => Ok(arr.as_array().iter().copied().collect()),
     }
 }
 
