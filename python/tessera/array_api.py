@@ -3,10 +3,14 @@ this module). Elementwise functions, reductions, ``cumulative_sum``, ``matmul``,
 ``tensordot``, ``vecdot``, ``permute_dims`` and ``expand_dims`` run Tessera kernels and keep
 sparse formats; the sorting and set functions (``_sets``) work on the stored entries plus the
 count of fills; creation functions build dense tensors (``format=`` picks another);
-``reshape``, ``squeeze``, ``concat``, ``stack``, ``argmax``, ``argmin`` and ``nonzero`` go
-through NumPy (a dense copy) for now. ``tests/test_array_api.py`` compares each with
+``tril``/``triu``, ``count_nonzero``, ``matrix_transpose``, ``moveaxis`` and the broadcasts
+are kernels too; ``reshape``, ``squeeze``, ``concat``, ``stack``, ``flip``, ``roll``,
+``repeat``, ``tile``, ``unstack``, ``diff``, ``take``, ``take_along_axis``, ``argmax``,
+``argmin``, ``nonzero`` and ``isin`` go through NumPy (a dense copy) for now. ``tests/test_array_api.py`` compares each with
 ``array_api_strict``.
 """
+
+import builtins as _builtins
 
 import numpy as np
 
@@ -21,6 +25,67 @@ __array_api_version__ = "2023.12"
 bool = np.bool_
 int8, uint8, int32, int64, uint64 = np.int8, np.uint8, np.int32, np.int64, np.uint64
 float32, float64 = np.float32, np.float64
+# (int16, uint16, uint32 and the complex types are not element types of Tessera.)
+
+e, inf, nan, pi = np.e, np.inf, np.nan, np.pi
+newaxis = None
+
+
+# --- data types ------------------------------------------------------------------------
+def _dtype_of(x):
+    return x.dtype if isinstance(x, Tensor) else np.dtype(x)
+
+
+def finfo(type, /):
+    """Machine limits of a float dtype (NumPy's ``finfo``: ``bits eps max min
+    smallest_normal dtype``)."""
+    return np.finfo(_dtype_of(type))
+
+
+def iinfo(type, /):
+    return np.iinfo(_dtype_of(type))
+
+
+_KINDS = {
+    "bool": lambda d: d.kind == "b",
+    "signed integer": lambda d: d.kind == "i",
+    "unsigned integer": lambda d: d.kind == "u",
+    "integral": lambda d: d.kind in "iu",
+    "real floating": lambda d: d.kind == "f",
+    "complex floating": lambda d: d.kind == "c",
+    "numeric": lambda d: d.kind in "iufc",
+}
+
+
+def isdtype(dtype, kind):
+    """Whether ``dtype`` is of ``kind``: a dtype, a kind name (``"integral"``, ``"real
+    floating"``, ...) or a tuple of those."""
+    dtype = np.dtype(dtype)
+    if isinstance(kind, tuple):
+        return _builtins.any(isdtype(dtype, k) for k in kind)
+    if isinstance(kind, str):
+        if kind not in _KINDS:
+            raise ValueError(f"unknown dtype kind {kind!r} (one of {', '.join(_KINDS)})")
+        return _KINDS[kind](dtype)
+    return dtype == np.dtype(kind)
+
+
+def result_type(*arrays_and_dtypes):
+    """The standard's promotion of the operands' dtypes (Python scalars are weak); a
+    ``TypeError`` where the result is not a Tessera dtype (``int8`` with ``uint8``)."""
+    dtypes = [_dtype_of(a) for a in arrays_and_dtypes if not isinstance(a, (int, float, _builtins.bool))]
+    scalars = [a for a in arrays_and_dtypes if isinstance(a, (int, float, _builtins.bool))]
+    if not dtypes:
+        raise TypeError("result_type needs at least one array or dtype")
+    out = np.result_type(*dtypes, *scalars)
+    if out.name not in _DTYPES:
+        raise TypeError(f"{' and '.join(d.name for d in dtypes)} promote to {out.name}, "
+                        f"which Tessera does not have")
+    return out
+
+
+def can_cast(from_, to, /):
+    return np.can_cast(_dtype_of(from_), np.dtype(to), casting="safe")
 
 
 # --- creation --------------------------------------------------------------------------
@@ -58,6 +123,50 @@ def ones_like(x, /, *, dtype=None):
 
 def full_like(x, /, fill_value, *, dtype=None):
     return full(x.shape, fill_value, dtype=dtype or x.dtype)
+
+
+def empty_like(x, /, *, dtype=None):
+    return zeros_like(x, dtype=dtype)
+
+
+def linspace(start, stop, /, num, *, dtype=None, endpoint=True):
+    return asarray(np.linspace(start, stop, num, dtype=dtype or np.float64, endpoint=endpoint))
+
+
+def meshgrid(*arrays, indexing="xy"):
+    """Coordinate grids of 1-d tensors (dense: every point of a grid holds a value)."""
+    return [asarray(g) for g in np.meshgrid(*[np.asarray(a) for a in arrays], indexing=indexing)]
+
+
+def _triangle(x, k, lower):
+    """``x`` where ``j <= i + k`` (``lower``) or ``j >= i + k`` on its last two axes, else 0:
+    one kernel in ``x``'s format (with fill 0), visiting only what ``x`` stores when its fill
+    is 0."""
+    from ._compute import run
+
+    x = asarray(x)
+    if x.ndim < 2:
+        raise ValueError("tril and triu need a tensor of at least two dimensions")
+    if x.dtype == np.bool_:
+        # `+=` adds numbers: bools go through int8 and back (formats kept).
+        return _as_dtype(_triangle(_as_dtype(x, np.int8), k, lower), np.bool_)
+    idx = [f"i{d}" for d in range(x.ndim)]
+    i, j = idx[-2], idx[-1]
+    shift = f"{i} + {k}" if k >= 0 else f"{i} - {-k}"
+    test = f"{j} <= {shift}" if lower else f"{j} >= {shift}"
+    at = ", ".join(idx)
+    program = (f"for {', '.join(f'{d} = _' for d in idx)}\n  if {test}\n    y[{at}] += x[{at}]\n"
+               "  end\nend\n")
+    return run(program, out={"y": _retyped_format(x.format, 0, x.dtype)}, shapes={"y": list(x.shape)},
+               x=x)["y"]
+
+
+def tril(x, /, *, k=0):
+    return _triangle(x, int(k), True)
+
+
+def triu(x, /, *, k=0):
+    return _triangle(x, int(k), False)
 
 
 # --- elementwise -----------------------------------------------------------------------
@@ -147,6 +256,23 @@ def round(x, /):
 def pow(x1, x2, /):
     """``x1 ** x2`` as floats (integer powers of integers are not kept as integers here)."""
     return _c.pow(x1, x2)
+
+
+def reciprocal(x, /):
+    return _c.divide(1.0, asarray(x))
+
+
+def conj(x, /):
+    """Tessera's dtypes are real: ``x`` itself (as ``real``)."""
+    return asarray(x)
+
+
+real = conj
+
+
+def imag(x, /):
+    """Tessera's dtypes are real: zeros of ``x``'s shape and dtype."""
+    return zeros_like(asarray(x))
 
 
 def positive(x, /):
@@ -242,9 +368,19 @@ def std(x, /, *, axis=None, correction=0.0, keepdims=False):
 
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
-    """The running sums along ``axis`` (optional for one dimension), one kernel: a running
-    total carried from one iteration of the innermost loop to the next. ``include_initial``
-    puts the empty sum (0) first. Integers and bools sum in int64 (uint64 for unsigned),
+    return _cumulative(x, axis, dtype, include_initial, "+")
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
+    """The running products along ``axis``, as :func:`cumulative_sum` (the empty product, 1,
+    first with ``include_initial``)."""
+    return _cumulative(x, axis, dtype, include_initial, "*")
+
+
+def _cumulative(x, axis, dtype, include_initial, op):
+    """The running sums (``op`` ``+``) or products (``*``) along ``axis`` (optional for one
+    dimension), one kernel: a running total carried from one iteration of the innermost loop
+    to the next. ``include_initial`` puts the empty sum (0) or product (1) first. Integers and bools sum in int64 (uint64 for unsigned),
     floats in their own type unless ``dtype`` says otherwise (float32 sums are computed in
     float64 and rounded once, so they may differ from NumPy's float32 running sums in the last
     bit). The result is dense (a running
@@ -255,7 +391,8 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     x = asarray(x)
     if axis is None:
         if x.ndim != 1:
-            raise ValueError("cumulative_sum needs an axis for a tensor of more than one dimension")
+            raise ValueError("a cumulative sum or product needs an axis for a tensor of more than "
+                             "one dimension")
         axis = 0
     if not -x.ndim <= axis < x.ndim:
         raise IndexError(f"axis {axis} is out of bounds for a tensor of {x.ndim} dimensions")
@@ -271,14 +408,20 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     if include_initial:
         out_idx[axis] = f"{idx[axis]} + 1"
     acc_fill = "0.0" if dtype.kind == "f" else "0"
+    start = acc_fill if op == "+" else ("1.0" if dtype.kind == "f" else "1")
     lines = ["acc .= " + acc_fill]
     for depth, d in enumerate(order):
         pad = "  " * depth
         if d == axis:
-            lines.append(f"{pad}acc[] = {acc_fill}")
+            lines.append(f"{pad}acc[] = {start}")
+            if include_initial:
+                # The empty sum or product: written where the running value starts.
+                first = list(idx)
+                first[axis] = "0"
+                lines.append(f"{pad}y[{', '.join(first)}] = acc[]")
         lines.append(f"{pad}for {idx[d]} = _")
     pad = "  " * len(order)
-    lines.append(f"{pad}acc[] = acc[] + x[{', '.join(idx)}]")
+    lines.append(f"{pad}acc[] = acc[] {op} x[{', '.join(idx)}]")
     lines.append(f"{pad}y[{', '.join(out_idx)}] = acc[]")
     for depth in reversed(range(len(order))):
         lines.append("  " * depth + "end")
@@ -338,6 +481,95 @@ def squeeze(x, /, axis):
     return asarray(np.squeeze(np.asarray(x), axis=axis))
 
 
+def matrix_transpose(x, /):
+    x = asarray(x)
+    if x.ndim < 2:
+        raise ValueError("matrix_transpose needs a tensor of at least two dimensions")
+    axes = list(range(x.ndim))
+    axes[-2], axes[-1] = axes[-1], axes[-2]
+    return x.permute_dims(axes)
+
+
+def moveaxis(x, source, destination, /):
+    x = asarray(x)
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    if len(src) != len(dst):
+        raise ValueError("moveaxis needs as many destinations as sources")
+    src, dst = [s % x.ndim for s in src], [d % x.ndim for d in dst]
+    rest = [a for a in range(x.ndim) if a not in src]
+    order = [None] * x.ndim
+    for s, d in zip(src, dst):
+        order[d] = s
+    it = iter(rest)
+    return x.permute_dims([a if a is not None else next(it) for a in order])
+
+
+def broadcast_shapes(*shapes):
+    return tuple(np.broadcast_shapes(*shapes))
+
+
+def broadcast_to(x, /, shape):
+    """``x`` repeated along the axes it is broadcast over: one elementwise kernel with a
+    zero of the shape (the result's format is what that kernel gives: dense where the
+    zero is)."""
+    x = asarray(x)
+    shape = tuple(shape)
+    if np.broadcast_shapes(x.shape, shape) != shape:
+        raise ValueError(f"a tensor of shape {x.shape} cannot be broadcast to {shape}")
+    if x.shape == shape:
+        return x
+    if x.dtype == np.bool_:
+        return _c.logical_or(x, zeros(shape, dtype=np.bool_))
+    return _as_dtype(_c.add(x, zeros(shape, dtype=x.dtype)), x.dtype)
+
+
+def broadcast_arrays(*arrays):
+    arrays = [asarray(a) for a in arrays]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    return [broadcast_to(a, shape) for a in arrays]
+
+
+# Rearrangements and gathers through NumPy on the dense values, for now (a dense copy).
+def flip(x, /, *, axis=None):
+    return asarray(np.flip(np.asarray(x), axis=axis))
+
+
+def roll(x, /, shift, *, axis=None):
+    return asarray(np.roll(np.asarray(x), shift, axis=axis))
+
+
+def repeat(x, repeats, /, *, axis=None):
+    r = np.asarray(repeats) if isinstance(repeats, Tensor) else repeats
+    return asarray(np.repeat(np.asarray(x), r, axis=axis))
+
+
+def tile(x, repetitions, /):
+    return asarray(np.tile(np.asarray(x), repetitions))
+
+
+def take(x, indices, /, *, axis=None):
+    return asarray(np.take(np.asarray(x), np.asarray(indices), axis=axis))
+
+
+def take_along_axis(x, indices, /, *, axis=-1):
+    return asarray(np.take_along_axis(np.asarray(x), np.asarray(indices), axis=axis))
+
+
+def unstack(x, /, *, axis=0):
+    a = np.asarray(x)
+    return tuple(asarray(p) for p in np.moveaxis(a, axis, 0))
+
+
+def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
+    kw = {}
+    if prepend is not None:
+        kw["prepend"] = np.asarray(prepend)
+    if append is not None:
+        kw["append"] = np.asarray(append)
+    return asarray(np.diff(np.asarray(x), n=n, axis=axis, **kw))
+
+
 def concat(arrays, /, *, axis=0):
     return asarray(np.concatenate([np.asarray(a) for a in arrays], axis=axis))
 
@@ -353,6 +585,17 @@ def argmax(x, /, *, axis=None, keepdims=False):
 
 def argmin(x, /, *, axis=None, keepdims=False):
     return asarray(np.argmin(np.asarray(x), axis=axis, keepdims=keepdims))
+
+
+def count_nonzero(x, /, *, axis=None, keepdims=False):
+    """The number of nonzero entries (one kernel: a sum of ``x != 0`` as integers)."""
+    x = asarray(x)
+    nz = x if x.dtype == np.bool_ else _c.not_equal(x, 0)
+    return sum(_as_dtype(nz, np.int64), axis=axis, keepdims=keepdims)
+
+
+def isin(x1, x2, /, *, invert=False):
+    return asarray(np.isin(np.asarray(x1), np.asarray(x2), invert=invert))
 
 
 def nonzero(x, /):

@@ -345,3 +345,81 @@ def test_searchsorted(dtype, data):
     order = np.argsort(raw, kind="stable")
     same_bits(xp.searchsorted(ts.asarray(raw), t2, sorter=ts.asarray(order)),
               xps.searchsorted(xps.asarray(raw), xps.asarray(x2), sorter=xps.asarray(order)))
+
+
+# --- the rest of the namespace ---------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float64", "int64", "int8"])
+@given(data=st.data())
+def test_cumulative_prod(dtype, data):
+    a = data.draw(arrays(dtype, (3, 4)))
+    if dtype != "float64":
+        a = a % 5  # small factors: no overflow differences to reason about
+    fmt = data.draw(st.sampled_from(FORMATS))
+    axis = data.draw(st.sampled_from([0, 1, -1]))
+    initial = data.draw(st.booleans())
+    t = ts.asarray(a, format=_fmt(fmt, dtype))
+    got = xp.cumulative_prod(t, axis=axis, include_initial=initial)
+    want = xps.cumulative_prod(xps.asarray(a), axis=axis, include_initial=initial)
+    assert got.dtype == np.asarray(want).dtype
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12)
+
+
+@given(a=arrays("float64", (4, 5)), k=st.integers(-5, 5), fmt=st.sampled_from(["dense", "csr", "dcsr"]))
+def test_tril_triu_keep_the_format(a, k, fmt):
+    t, s = ts.asarray(a, format=fmt), xps.asarray(a)
+    lo, up = xp.tril(t, k=k), xp.triu(t, k=k)
+    same(lo, xps.tril(s, k=k))
+    same(up, xps.triu(s, k=k))
+    assert lo.format == t.format and lo.nnz <= t.nnz
+    b = np.stack([a, -a]) > 0
+    same(xp.tril(ts.asarray(b), k=k), xps.tril(xps.asarray(b), k=k))
+
+
+@given(a=arrays("float64", (2, 1, 3)), i=hnp.arrays(np.int64, (4,), elements=st.integers(0, 2)))
+def test_manipulation_and_gathers(a, i):
+    t, s = ts.asarray(a, format="Dense(SparseList(SparseList(Element(0.0))))"), xps.asarray(a)
+    same(xp.matrix_transpose(t), xps.matrix_transpose(s))
+    same(xp.moveaxis(t, 0, -1), xps.moveaxis(s, 0, -1))
+    same(xp.moveaxis(t, (0, 2), (1, 0)), xps.moveaxis(s, (0, 2), (1, 0)))
+    same(xp.broadcast_to(t, (4, 2, 5, 3)), xps.broadcast_to(s, (4, 2, 5, 3)))
+    for g, w in zip(xp.broadcast_arrays(t, ts.asarray(np.ones(3))),
+                    xps.broadcast_arrays(s, xps.asarray(np.ones(3)))):
+        same(g, w)
+    assert xp.broadcast_shapes((2, 1), (3,)) == xps.broadcast_shapes((2, 1), (3,))
+    same(xp.flip(t, axis=2), xps.flip(s, axis=2))
+    same(xp.roll(t, 2, axis=2), xps.roll(s, 2, axis=2))
+    same(xp.repeat(t, 2, axis=0), xps.repeat(s, 2, axis=0))
+    same(xp.tile(t, (1, 2, 1)), xps.tile(s, (1, 2, 1)))
+    same(xp.take(t, ts.asarray(i), axis=2), xps.take(s, xps.asarray(i), axis=2))
+    ii = np.broadcast_to(i[:3].reshape(1, 1, 3), (2, 1, 3)).copy()
+    same(xp.take_along_axis(t, ts.asarray(ii), axis=2), xps.take_along_axis(s, xps.asarray(ii), axis=2))
+    for g, w in zip(xp.unstack(t, axis=2), xps.unstack(s, axis=2)):
+        same(g, w)
+    same(xp.diff(t, axis=2), xps.diff(s, axis=2))
+    same(xp.count_nonzero(t, axis=2, keepdims=True), xps.count_nonzero(s, axis=2, keepdims=True))
+    same(xp.count_nonzero(t), xps.count_nonzero(s))
+    same(xp.isin(t, ts.asarray(a[0, 0])), np.isin(a, a[0, 0]))
+    same(xp.reciprocal(ts.asarray(a + 10.0)), xps.reciprocal(xps.asarray(a + 10.0)))
+    same(xp.real(t), a)
+    same(xp.imag(t), np.zeros_like(a))
+
+
+def test_dtype_functions_and_constants():
+    assert xp.isdtype(xp.int8, "signed integer") and not xp.isdtype(xp.uint8, "signed integer")
+    assert xp.isdtype(xp.float32, ("integral", "real floating"))
+    assert xp.isdtype(xp.int64, xp.int64) and not xp.isdtype(xp.bool, "numeric")
+    with pytest.raises(ValueError):
+        xp.isdtype(xp.int8, "no such kind")
+    assert xp.result_type(xp.int8, xp.int32) == np.int32
+    assert xp.result_type(ts.asarray(np.zeros(2, np.float32)), 1.5) == np.float32
+    with pytest.raises(TypeError):
+        xp.result_type(xp.int8, xp.uint8)  # int16: not a Tessera dtype
+    assert xp.can_cast(xp.int8, xp.int64) and not xp.can_cast(xp.float64, xp.int32)
+    assert xp.finfo(xp.float32).eps == np.finfo(np.float32).eps
+    assert xp.iinfo(xp.int8).min == -128
+    assert xp.pi == np.pi and xp.newaxis is None and np.isnan(xp.nan) and xp.inf > 0
+    same(xp.linspace(0.0, 1.0, 5), xps.linspace(0.0, 1.0, 5))
+    for g, w in zip(xp.meshgrid(ts.asarray(np.arange(3.0)), ts.asarray(np.arange(2.0)), indexing="ij"),
+                    xps.meshgrid(xps.asarray(np.arange(3.0)), xps.asarray(np.arange(2.0)), indexing="ij")):
+        same(g, w)
+    assert xp.empty_like(ts.asarray(np.ones((2, 2)))).shape == (2, 2)
