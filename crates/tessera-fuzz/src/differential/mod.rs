@@ -190,10 +190,13 @@ pub fn check_case(case: &Case, with_c: bool) {
     }
     let expected = run_eval(&case.program, &case.tensors);
     // A fresh runner per case: its kernel cache would otherwise hold every kernel compiled.
-    let verdict = judge(case, &expected, &Runner::jit(), "jit");
+    // Every other case runs on tensors whose arrays are shared (as Python's are): kernels
+    // must read them in place and write copies, never the shared memory.
+    let shared = n % 2 == 1;
+    let verdict = judge(case, &expected, &Runner::jit(), "jit", shared);
     if let Some(c) = (with_c && lines <= MAX_C_LINES).then(c_backend).flatten() {
         COUNTS.c_runs.fetch_add(1, Ordering::Relaxed);
-        judge(case, &expected, &Runner::new(Box::new(c)), "c");
+        judge(case, &expected, &Runner::new(Box::new(c)), "c", shared);
     }
     let counter = match verdict {
         Verdict::Agree => &COUNTS.compared,
@@ -204,15 +207,30 @@ pub fn check_case(case: &Case, with_c: bool) {
 }
 
 /// Run on one backend and compare with the evaluator's result; panics with the case on a
-/// disagreement.
+/// disagreement. With `shared`, the tensors' arrays are shared with a second holder first,
+/// which must be unchanged afterwards.
 fn judge(
     case: &Case,
     expected: &tessera::Result<BTreeMap<String, Buffer>>,
     runner: &Runner,
     backend: &str,
+    shared: bool,
 ) -> Verdict {
     let mut tensors = case.tensors.clone();
+    let holders = shared.then(|| {
+        tensors.values_mut().for_each(Tensor::share);
+        tensors.clone()
+    });
     let got = run_compiled(runner, &case.program, &mut tensors);
+    // Compared as printed: NaN equals NaN there, and -0.0 differs from 0.0.
+    if let Some(h) = holders
+        && format!("{h:?}") != format!("{:?}", case.tensors)
+    {
+        panic!(
+            "{backend} wrote the memory of a tensor it shares\n{}",
+            describe(case)
+        );
+    }
     match compare(expected, got.map(|()| &tensors)) {
         Ok(v) => v,
         Err(why) => panic!(
