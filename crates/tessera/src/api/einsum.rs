@@ -18,6 +18,9 @@
 //!
 //! Sparse inputs read against their level order are copied transposed first (same format
 //! kind, [`crate::tensor::Tensor::permute`]); the plan lists them in `transposes`.
+//!
+//! With a runner of several threads, the outermost loop is marked parallel when that is
+//! legal ([`Plan::parallelize`]), and runs on the threads when it has enough work.
 
 use super::plan::{Plan, plan};
 use super::spec::parse_spec;
@@ -58,9 +61,13 @@ pub fn einsum_with(
     output: Option<&Format>,
 ) -> Result<Tensor> {
     let formats: Vec<(&str, &Format)> = inputs.iter().map(|(n, t)| (*n, &t.format)).collect();
-    let plan = plan_einsum(spec, &formats, output)?;
+    let mut plan = plan_einsum(spec, &formats, output)?;
     let mut tensors = prepare(&plan, inputs)?;
-    let compiled = runner.compile(&plan.program, &formats_of(&tensors))?;
+    let formats = formats_of(&tensors);
+    // The outermost loop runs on the runner's threads when that is legal (the same program,
+    // hence the same cached kernel, for every call with these formats and thread count).
+    plan.parallelize(&formats, runner.threads());
+    let compiled = runner.compile(&plan.program, &formats)?;
     runner.execute(&compiled, &mut tensors)?;
     Ok(tensors
         .remove(&plan.spec.output)

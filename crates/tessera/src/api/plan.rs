@@ -69,6 +69,50 @@ pub struct Plan {
     pub output_format: Format,
     pub workspace: Option<Workspace>,
     pub program: Program,
+    /// The index of the outermost loop when [`Plan::parallelize`] marked it parallel.
+    pub parallel: Option<String>,
+}
+
+impl Plan {
+    /// Mark the program's outermost loop parallel when that is legal, for the tensors it runs
+    /// on (`formats`: inputs, transposed copies, output and workspace, as
+    /// [`super::prepare`] makes them) and a runner with `threads` threads; otherwise (one
+    /// thread, or a loop that may not run in parallel) leave the program serial. Says whether
+    /// it did.
+    ///
+    /// Legality is the schedule command `parallelize` (no dependence carried by the loop but
+    /// reductions of one kind) followed by the race check lowering runs
+    /// ([`crate::run::race_check`]: dense outputs only, each written at the loop's index or
+    /// privatised with a commutative reducer). A sparse output, a workspace declared inside
+    /// the loop (Gustavson's sparse products), or `-=` into a location several iterations
+    /// reach keep the serial program. Whether a legal loop then runs on several threads is
+    /// decided per call from the work it has (`backend::parallel::useful_threads`).
+    pub fn parallelize(
+        &mut self,
+        formats: &std::collections::BTreeMap<String, Format>,
+        threads: usize,
+    ) -> bool {
+        if threads <= 1 || self.parallel.is_some() {
+            return false;
+        }
+        let mut loops = self.program.body.iter().filter_map(|s| match &s.kind {
+            crate::notation::ast::StmtKind::Loop { index, .. } => Some(index.clone()),
+            _ => None,
+        });
+        let (Some(index), None) = (loops.next(), loops.next()) else {
+            return false;
+        };
+        let command = format!("parallelize({index})");
+        let Ok(marked) = crate::transforms::schedule::schedule(&self.program, &command) else {
+            return false;
+        };
+        if crate::run::race_check(&marked, formats).is_err() {
+            return false;
+        }
+        self.program = marked;
+        self.parallel = Some(index);
+        true
+    }
 }
 
 /// One read's format, as the planner sees it.
@@ -513,6 +557,7 @@ fn build(
         output_format,
         workspace,
         program,
+        parallel: None,
     }
 }
 
