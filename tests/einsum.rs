@@ -560,3 +560,49 @@ fn readme_example() -> tessera::Result<()> {
 fn readme_shows_the_tested_example() {
     common::assert_readme_shows(include_str!("einsum.rs"), "einsum.rs");
 }
+
+#[test]
+fn cli_einsum_shows_the_parallel_outer_loop() {
+    let dir = std::env::temp_dir().join(format!("tessera-einsum-par-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = dir.join("A.mtx");
+    let x = dir.join("x.tns");
+    std::fs::write(
+        &a,
+        "%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 2.0\n2 3 1.0\n3 2 4.0\n",
+    )
+    .unwrap();
+    std::fs::write(&x, "1 1.0\n2 2.0\n3 3.0\n").unwrap();
+    let run = |spec: &str, threads: &str| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args([
+                "einsum",
+                spec,
+                "--in",
+                &format!("A={}", a.display()),
+                "--in",
+                &format!("x={}", x.display()),
+                "--show-program",
+                "--threads",
+                threads,
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let text = run("y[i] += A[i, j] * x[j]", "2");
+    assert!(
+        text.contains("# parallel: the loop over i on 2 threads"),
+        "{text}"
+    );
+    assert!(text.contains("for i = parallel(_)"), "{text}");
+    assert!(text.contains("y: shape 3 stored 3"), "{text}");
+    // One thread: the serial program.
+    let text = run("y[i] += A[i, j] * x[j]", "1");
+    assert!(!text.contains("parallel"), "{text}");
+    // A sparse output cannot be written in parallel: serial, silently.
+    let text = run("C[i, j] = A[i, j] * x[j]", "2");
+    assert!(!text.contains("parallel"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
