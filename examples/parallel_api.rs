@@ -41,9 +41,13 @@ fn arg<T: std::str::FromStr>(args: &[String], k: usize, default: T) -> Result<T>
 
 fn csr(rows: usize, cols: usize, entries: usize, seed: u64) -> Result<Tensor> {
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut r: Vec<i64> = (0..entries).map(|_| rng.random_range(0..rows as i64)).collect();
+    let mut r: Vec<i64> = (0..entries)
+        .map(|_| rng.random_range(0..rows as i64))
+        .collect();
     r.sort_unstable();
-    let c: Vec<i64> = (0..entries).map(|_| rng.random_range(0..cols as i64)).collect();
+    let c: Vec<i64> = (0..entries)
+        .map(|_| rng.random_range(0..cols as i64))
+        .collect();
     let v: Vec<f64> = (0..entries).map(|_| rng.random_range(-1.0..1.0)).collect();
     let mut t = Tensor::from_triplets("csr", &[rows, cols], &[r, c], &Buffer::from(v))?;
     t.share();
@@ -71,7 +75,10 @@ fn time(repeats: usize, mut f: impl FnMut() -> Result<Tensor>) -> Result<([f64; 
         drop(r);
     }
     times.sort_by(f64::total_cmp);
-    Ok(([times[times.len() / 2], times[0], times[times.len() - 1]], out))
+    Ok((
+        [times[times.len() / 2], times[0], times[times.len() - 1]],
+        out,
+    ))
 }
 
 fn main() {
@@ -101,12 +108,19 @@ fn run() -> Result<()> {
         let work: Vec<(&str, Work)> = vec![
             (
                 "einsum SpMV",
-                Box::new(|r| einsum_with(r, "y[i] += A[i, j] * x[j]", &[("A", &a), ("x", &x)], None)),
+                Box::new(|r| {
+                    einsum_with(r, "y[i] += A[i, j] * x[j]", &[("A", &a), ("x", &x)], None)
+                }),
             ),
             (
                 "einsum SpMM (16 dense columns)",
                 Box::new(|r| {
-                    einsum_with(r, "C[i, k] += A[i, j] * B[j, k]", &[("A", &s), ("B", &b)], None)
+                    einsum_with(
+                        r,
+                        "C[i, k] += A[i, j] * B[j, k]",
+                        &[("A", &s), ("B", &b)],
+                        None,
+                    )
                 }),
             ),
             (
