@@ -98,8 +98,8 @@ fn run() -> Result<()> {
     let s = csr(m, m, n, 3)?;
     let b = dense(&[m, 16], 4)?;
     let c = dense(&[m, 16], 5)?;
-    let mut backends: Vec<(&str, Box<dyn Fn() -> Runner>)> =
-        vec![("jit", Box::new(Runner::jit) as Box<dyn Fn() -> Runner>)];
+    type Make = Box<dyn Fn() -> Runner>;
+    let mut backends: Vec<(&str, Make)> = vec![("jit", Box::new(Runner::jit) as Make)];
     if CBackend::new().compiler_available() {
         backends.push(("c", Box::new(|| Runner::new(Box::new(CBackend::new())))));
     }

@@ -10,11 +10,13 @@
 //! ```
 //!
 //! Each line: the backend, the statement, the work (entries or indices), the median time per
-//! call on 1 and on 2 threads in µs with the spread (min-max) of the repeats, and their ratio.
+//! call in µs with the spread (min-max) of the repeats on 1 thread, on 2 threads splitting
+//! every range, and on 2 threads with the default threshold, and the ratios to 1 thread.
 
 use std::time::Instant;
 use tessera::api::einsum_with;
 use tessera::backend::CBackend;
+use tessera::backend::parallel::MIN_PARALLEL_WORK;
 use tessera::error::{Error, Result};
 use tessera::run::Runner;
 use tessera::runtime::Buffer;
@@ -91,7 +93,6 @@ fn run() -> Result<()> {
     }
     let sizes = [16usize, 256, 1024, 2048, 4096, 8192, 16384, 65536, 262_144];
     for (name, runner) in &backends {
-        runner.set_min_parallel_work(0);
         for &n in &sizes {
             let a = csr(n, 8)?;
             let x = dense(n, 1.0)?;
@@ -119,16 +120,18 @@ fn report(
     runner.set_threads(1);
     let one = time(runner, spec, inputs, repeats)?;
     runner.set_threads(2);
+    runner.set_min_parallel_work(0);
     let two = time(runner, spec, inputs, repeats)?;
+    runner.set_min_parallel_work(MIN_PARALLEL_WORK);
+    let auto = time(runner, spec, inputs, repeats)?;
+    let show = |t: [f64; 3]| format!("{:>9.2} µs ({:.2}-{:.2})", t[0], t[1], t[2]);
     println!(
-        "{backend:4} {spec:24} work {work:>8}  1 thread {:>9.2} µs ({:.2}-{:.2})  2 threads {:>9.2} µs ({:.2}-{:.2})  ratio {:.2}",
-        one[0],
-        one[1],
-        one[2],
-        two[0],
-        two[1],
-        two[2],
-        two[0] / one[0]
+        "{backend:4} {spec:24} work {work:>8}  1 thread {}  2 threads split {}  2 threads, threshold {}  split/1 {:.2}  threshold/1 {:.2}",
+        show(one),
+        show(two),
+        show(auto),
+        two[0] / one[0],
+        auto[0] / one[0]
     );
     Ok(())
 }
