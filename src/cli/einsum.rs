@@ -85,11 +85,15 @@ pub fn einsum(a: &EinsumArgs) -> Result<String> {
     }
     let mut plan = plan(&spec, &formats, out_format.as_ref())?;
     let mut tensors = prepare(&plan, &borrowed).map_err(|e| e.named(&spec.output))?;
+    let work = tessera::api::input_work(&borrowed);
     drop(borrowed);
     drop(inputs);
     let runner = super::compiling_runner(&a.backend, &a.kernel)?;
-    // As `api::einsum_with`: the outermost loop runs on `--threads` when that is legal.
-    plan.parallelize(&formats_of(&tensors), runner.threads());
+    // As `api::einsum_with`: the outermost loop runs on `--threads` when that is legal and
+    // the inputs are large enough.
+    if work >= runner.min_parallel_work() {
+        plan.parallelize(&formats_of(&tensors), runner.threads());
+    }
     let mut text = String::new();
     if a.show_program {
         let _ = writeln!(text, "# loop order: {}", plan.loop_order.join(", "));

@@ -138,6 +138,8 @@ fn einsum_on(
                 }
             });
             // As `api::einsum_with`: the outermost loop runs on the runner's threads when legal.
+            // The plan is cached for these formats whatever the sizes: parallelise it when
+            // legal, and let the runner's threshold keep small calls on one thread.
             let compiled = crate::program::with_runner(|r| {
                 plan.parallelize(&formats, r.threads());
                 r.compile(&plan.program, &formats)

@@ -95,24 +95,64 @@ impl Plan {
         if threads <= 1 || self.parallel.is_some() {
             return false;
         }
-        let mut loops = self.program.body.iter().filter_map(|s| match &s.kind {
-            crate::notation::ast::StmtKind::Loop { index, .. } => Some(index.clone()),
-            _ => None,
-        });
-        let (Some(index), None) = (loops.next(), loops.next()) else {
-            return false;
-        };
-        let command = format!("parallelize({index})");
-        let Ok(marked) = crate::transforms::schedule::schedule(&self.program, &command) else {
-            return false;
-        };
-        if crate::run::race_check(&marked, formats).is_err() {
-            return false;
+        // Repeated einsums of one statement on inputs of the same formats decide once: the
+        // dependence analysis costs microseconds, as much as a small kernel's run.
+        type Key = (
+            Program,
+            Vec<(u32, u32)>,
+            std::collections::BTreeMap<String, Format>,
+        );
+        type Decided = Option<(Program, String)>;
+        thread_local! {
+            static DECIDED: std::cell::RefCell<std::collections::HashMap<Key, Decided>> =
+                Default::default();
         }
-        self.program = marked;
-        self.parallel = Some(index);
-        true
+        const DECIDED_MAX: usize = 256;
+        let spans = crate::notation::visit::spans(&self.program)
+            .into_iter()
+            .map(|s| (s.line, s.col))
+            .collect();
+        let key = (self.program.clone(), spans, formats.clone());
+        let decided = DECIDED.with(|d| d.borrow().get(&key).cloned());
+        let decided = decided.unwrap_or_else(|| {
+            let d = outer_parallel(&self.program, formats);
+            DECIDED.with(|m| {
+                let mut m = m.borrow_mut();
+                if m.len() >= DECIDED_MAX {
+                    m.clear();
+                }
+                m.insert(key, d.clone());
+            });
+            d
+        });
+        match decided {
+            Some((marked, index)) => {
+                self.program = marked;
+                self.parallel = Some(index);
+                true
+            }
+            None => false,
+        }
     }
+}
+
+/// `program` with its one top-level loop marked parallel, and that loop's index, when the
+/// `parallelize` command and the race check accept it.
+fn outer_parallel(
+    program: &Program,
+    formats: &std::collections::BTreeMap<String, Format>,
+) -> Option<(Program, String)> {
+    let mut loops = program.body.iter().filter_map(|s| match &s.kind {
+        crate::notation::ast::StmtKind::Loop { index, .. } => Some(index.clone()),
+        _ => None,
+    });
+    let (Some(index), None) = (loops.next(), loops.next()) else {
+        return None;
+    };
+    let command = format!("parallelize({index})");
+    let marked = crate::transforms::schedule::schedule(program, &command).ok()?;
+    crate::run::race_check(&marked, formats).ok()?;
+    Some((marked, index))
 }
 
 /// One read's format, as the planner sees it.
