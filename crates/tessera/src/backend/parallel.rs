@@ -27,13 +27,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// on several threads. Below it a range runs as one chunk on the calling thread.
 ///
 /// Measured on the 2-core development machine (`cargo run --release --example
-/// parallel_threshold`, BENCHMARKS.md "Automatic parallel loops"): waking the rayon pool and
-/// joining it costs about 10-30 µs there (the pool's threads sleep between calls), while a
-/// CSR SpMV entry costs about 1-2 ns and a dense elementwise index under 1 ns. Two chunks
-/// save half the work, so they pay once `work * c / 2` exceeds the join cost: at 1 ns per
-/// entry and 20 µs that is 40 000 entries. The threshold is set there (iterations costlier
-/// than an entry, like a dense row of an SpMM, pass it sooner in time but not in count, so
-/// the rule errs towards serial, which is never slower than the serial kernel).
+/// parallel_threshold`, BENCHMARKS.md "Automatic parallel loops"): going parallel costs 17-20
+/// µs per call there (waking the pool's sleeping thread, the join, the private copies, the
+/// segments' environment), while a CSR SpMV entry costs 0.66 ns in C and 2.2 ns on the JIT at
+/// in-cache sizes. Two chunks save half the work, so they pay once `work * c / 2` exceeds that
+/// cost: from about 15 000 entries on the JIT and 52 000 in C. The threshold lies between
+/// (iterations costlier than an entry, like a dense row of an SpMM, pass it sooner in time but
+/// not in count, so the rule errs towards serial).
 pub const MIN_PARALLEL_WORK: u64 = 40_000;
 
 /// A kernel compiled as the segments of its split.
