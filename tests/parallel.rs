@@ -250,9 +250,19 @@ fn a_fault_in_a_chunk_is_the_serial_error() {
         Tensor::empty(&fmt("Dense(Element(0.0))"), &[N]).unwrap(),
     );
     let prog = "y .= 0\nfor i = parallel(_)\n  y[i] = x[p[i]]\nend";
+    // The same program without `parallel`: its unsplit kernel's error, which one thread (the
+    // split kernel's segments, one chunk) must raise too.
+    let plain = "y .= 0\nfor i = _\n  y[i] = x[p[i]]\nend";
     for (name, runner) in runners() {
+        let mut tensors = t.clone();
+        let c = runner
+            .compile(&parse(plain), &formats_of(&tensors))
+            .unwrap();
+        assert!(c.parallel.is_none());
+        let unsplit = runner.execute(&c, &mut tensors).unwrap_err();
         let serial = run(&runner, 1, prog, &t).unwrap_err();
         assert!(matches!(serial, Error::Kernel(_)), "{name}: {serial}");
+        assert_eq!(serial, unsplit, "{name}: one thread vs the unsplit kernel");
         for threads in [2, 4] {
             let par = run(&runner, threads, prog, &t).unwrap_err();
             assert_eq!(par, serial, "{name} x{threads}");
