@@ -560,3 +560,67 @@ fn readme_example() -> tessera::Result<()> {
 fn readme_shows_the_tested_example() {
     common::assert_readme_shows(include_str!("einsum.rs"), "einsum.rs");
 }
+
+#[test]
+fn cli_einsum_shows_the_parallel_outer_loop() {
+    let dir = std::env::temp_dir().join(format!("tessera-einsum-par-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = dir.join("A.mtx");
+    let x = dir.join("x.tns");
+    // Over the default threshold of work (40 000 entries), so that the loop is worth it.
+    let n = 50_000;
+    let mut mtx = format!("%%MatrixMarket matrix coordinate real general\n{n} {n} {n}\n");
+    let mut tns = String::new();
+    for k in 1..=n {
+        mtx += &format!("{k} {} 2.0\n", n + 1 - k);
+        tns += &format!("{k} 1.0\n");
+    }
+    std::fs::write(&a, mtx).unwrap();
+    std::fs::write(&x, tns).unwrap();
+    let run = |spec: &str, threads: &str, a: &std::path::Path, x: &std::path::Path| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args([
+                "einsum",
+                spec,
+                "--in",
+                &format!("A={}", a.display()),
+                "--in",
+                // Dense: a sparse list `x` is walked from its start in each row.
+                &format!("x={}@Dense(Element(0.0))", x.display()),
+                "--show-program",
+                "--backend",
+                "jit",
+                "--threads",
+                threads,
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let spmv = "y[i] += A[i, j] * x[j]";
+    let text = run(spmv, "2", &a, &x);
+    assert!(
+        text.contains("# parallel: the loop over i on 2 threads"),
+        "{text}"
+    );
+    assert!(text.contains("for i = parallel(_)"), "{text}");
+    assert!(text.contains("y: shape 50000 stored 50000"), "{text}");
+    // One thread: the serial program.
+    let text = run(spmv, "1", &a, &x);
+    assert!(!text.contains("parallel"), "{text}");
+    // A sparse output cannot be written in parallel: serial, silently.
+    let text = run("C[i, j] = A[i, j] * x[j]", "2", &a, &x);
+    assert!(!text.contains("parallel"), "{text}");
+    // Small inputs: the serial program (the split would cost more than it saves).
+    let (small_a, small_x) = (dir.join("small.mtx"), dir.join("small.tns"));
+    std::fs::write(
+        &small_a,
+        "%%MatrixMarket matrix coordinate real general\n1 1 1\n1 1 2.0\n",
+    )
+    .unwrap();
+    std::fs::write(&small_x, "1 1.0\n").unwrap();
+    let text = run(spmv, "2", &small_a, &small_x);
+    assert!(!text.contains("parallel"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -61,6 +61,8 @@ fn run(
     let p = parse(program);
     let mut t = tensors.clone();
     runner.set_threads(threads);
+    // The inputs are small: split them anyway (the threshold has its own tests below).
+    runner.set_min_parallel_work(0);
     let c = runner.compile(&p, &formats_of(&t))?;
     // Every program here has its parallel loop at the top: it must run split into chunks.
     assert!(c.parallel.is_some(), "not split:\n{program}\n{}", c.ir);
@@ -233,12 +235,302 @@ fn a_fault_in_a_chunk_is_the_serial_error() {
         Tensor::empty(&fmt("Dense(Element(0.0))"), &[N]).unwrap(),
     );
     let prog = "y .= 0\nfor i = parallel(_)\n  y[i] = x[p[i]]\nend";
+    // The same program without `parallel`: its unsplit kernel's error, which one thread (the
+    // split kernel's segments, one chunk) must raise too.
+    let plain = "y .= 0\nfor i = _\n  y[i] = x[p[i]]\nend";
     for (name, runner) in runners() {
+        let mut tensors = t.clone();
+        let c = runner
+            .compile(&parse(plain), &formats_of(&tensors))
+            .unwrap();
+        assert!(c.parallel.is_none());
+        let unsplit = runner.execute(&c, &mut tensors).unwrap_err();
         let serial = run(&runner, 1, prog, &t).unwrap_err();
         assert!(matches!(serial, Error::Kernel(_)), "{name}: {serial}");
+        assert_eq!(serial, unsplit, "{name}: one thread vs the unsplit kernel");
         for threads in [2, 4] {
             let par = run(&runner, threads, prog, &t).unwrap_err();
             assert_eq!(par, serial, "{name} x{threads}");
         }
     }
+}
+
+// The automatic parallel outer loop of einsum and the lazy API (issue 17, item 3): with a
+// runner of two threads, einsum marks the outermost loop parallel when `parallelize` and the
+// race check accept it; results equal the serial runner's, with the default threshold (small
+// inputs run as one chunk) and with every range split.
+
+use tessera::api::{Plan, einsum_with, formats_of as api_formats, lazy, plan_einsum, prepare};
+
+/// Matrix formats einsum reads; `F` is the fill.
+const EINSUM_FORMATS: &[&str] = &[
+    "Dense(Dense(Element(F)))",
+    "Dense(SparseList(Element(F)))",
+    "SparseList(SparseList(Element(F)))",
+    "SparseCOO{2}(Element(F))",
+    "Dense(RunList(Element(F)))",
+    "Dense(SparseByteMap(Element(F)))",
+];
+
+/// A small deterministic generator (xorshift), so shapes and data vary per seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A random `rows x cols` matrix in `format` (runs of equal values, so run-length levels
+/// store runs longer than one), integer-valued, as f64 or i64.
+fn random_matrix(format: &str, int: bool, rows: usize, cols: usize, rng: &mut Rng) -> Tensor {
+    let mut coords = vec![vec![], vec![]];
+    let mut vals = vec![];
+    for i in 0..rows {
+        let mut v = 0i64;
+        for j in 0..cols {
+            if rng.below(4) == 0 {
+                v = rng.below(9) as i64 - 4;
+            }
+            if v != 0 {
+                coords[0].push(i as i64);
+                coords[1].push(j as i64);
+                vals.push(v);
+            }
+        }
+    }
+    let (f, values) = if int {
+        (format.replace('F', "0"), Buffer::I64(vals.into()))
+    } else {
+        let v: Vec<f64> = vals.iter().map(|&v| v as f64 * 0.37).collect();
+        (format.replace('F', "0.0"), Buffer::F64(v.into()))
+    };
+    Tensor::from_coo(&fmt(&f), &[rows, cols], &coords, &values, |_, b| b).unwrap()
+}
+
+fn random_vector(int: bool, n: usize, rng: &mut Rng) -> Tensor {
+    if int {
+        let v: Vec<i64> = (0..n).map(|_| rng.below(7) as i64 - 3).collect();
+        Tensor::from_dense(&fmt("Dense(Element(0))"), &[n], &Buffer::I64(v.into())).unwrap()
+    } else {
+        let v: Vec<f64> = (0..n)
+            .map(|_| rng.below(100) as f64 * 0.013 - 0.6)
+            .collect();
+        Tensor::from_dense(&fmt("Dense(Element(0.0))"), &[n], &Buffer::F64(v.into())).unwrap()
+    }
+}
+
+/// The loop einsum on `threads` threads marks parallel, if any.
+fn parallel_index(spec: &str, inputs: &[(&str, &Tensor)], threads: usize) -> Option<String> {
+    let formats: Vec<_> = inputs.iter().map(|(n, t)| (*n, &t.format)).collect();
+    let mut plan: Plan = plan_einsum(spec, &formats, None).unwrap();
+    let tensors = prepare(&plan, inputs).unwrap();
+    plan.parallelize(&api_formats(&tensors), threads);
+    plan.parallel
+}
+
+/// `spec` on one thread, and on two with the default threshold and with every range split:
+/// the same format and values (`exact`, or within rounding for float sums). Returns the loop
+/// marked parallel and whether the output is stored densely.
+fn einsum_agrees(
+    serial: &Runner,
+    par: &Runner,
+    spec: &str,
+    inputs: &[(&str, &Tensor)],
+    exact: bool,
+) -> (Option<String>, bool) {
+    let want = einsum_with(serial, spec, inputs, None).unwrap_or_else(|e| panic!("{spec}: {e}"));
+    for min_work in [tessera::backend::parallel::MIN_PARALLEL_WORK, 0] {
+        par.set_min_parallel_work(min_work);
+        let got = einsum_with(par, spec, inputs, None)
+            .unwrap_or_else(|e| panic!("{spec} on 2 threads: {e}"));
+        let shapes: Vec<_> = inputs.iter().map(|(n, t)| (*n, t.shape.clone())).collect();
+        assert_eq!(got.format, want.format, "{spec} {shapes:?}");
+        assert!(
+            close(&got.to_dense(), &want.to_dense(), exact),
+            "{spec} {shapes:?} min work {min_work}: {:?} vs serial {:?}",
+            got.to_dense(),
+            want.to_dense()
+        );
+    }
+    (
+        parallel_index(spec, inputs, par.threads()),
+        want.format.is_dense(),
+    )
+}
+
+fn two_runners() -> (Runner, Runner) {
+    let serial = Runner::jit();
+    serial.set_threads(1);
+    let par = Runner::jit();
+    par.set_threads(2);
+    (serial, par)
+}
+
+#[test]
+fn einsum_outer_loop_in_parallel_equals_serial() {
+    let (serial, par) = two_runners();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for format in EINSUM_FORMATS {
+        for int in [false, true] {
+            // Tiny shapes (one row, one column) and larger ones.
+            let mut shapes = vec![(1, 1), (1, 5), (6, 1)];
+            for _ in 0..3 {
+                shapes.push((1 + rng.below(40) as usize, 1 + rng.below(40) as usize));
+            }
+            for (rows, cols) in shapes {
+                let a = random_matrix(format, int, rows, cols, &mut rng);
+                let b = random_matrix(format, int, rows, cols, &mut rng);
+                let x = random_vector(int, cols, &mut rng);
+                let v = random_vector(int, rows, &mut rng);
+                let d = random_matrix("Dense(Dense(Element(F)))", int, cols, 3, &mut rng);
+                let ax = [("A", &a), ("x", &x)];
+                // Injective in the outer loop (rows of the output): parallel exactly when the
+                // output is dense (a sparse root level makes it sparse).
+                let (p, dense) = einsum_agrees(&serial, &par, "y[i] += A[i, j] * x[j]", &ax, int);
+                assert_eq!(p.is_some(), dense, "{format}: SpMV");
+                let ad = [("A", &a), ("D", &d)];
+                let spmm = "C[i, k] += A[i, j] * D[j, k]";
+                let (p, dense) = einsum_agrees(&serial, &par, spmm, &ad, int);
+                assert_eq!(p.is_some(), dense, "{format}: SpMM");
+                // Reductions across the outer loop: privatised, min and max exact.
+                let av = [("A", &a), ("v", &v)];
+                einsum_agrees(&serial, &par, "y[j] += A[i, j] * v[i]", &av, int);
+                let aa = [("A", &a)];
+                let (p, _) = einsum_agrees(&serial, &par, "s[] += A[i, j]", &aa, int);
+                assert_eq!(p.as_deref(), Some("i"), "{format}: a sum is privatised");
+                einsum_agrees(&serial, &par, "m[] <<min>>= A[i, j]", &aa, true);
+                einsum_agrees(&serial, &par, "m[j] <<max>>= A[i, j]", &aa, true);
+                // Elementwise: dense outputs in parallel, sparse ones serially.
+                let ab = [("A", &a), ("B", &b)];
+                for spec in ["C[i, j] = A[i, j] + B[i, j]", "C[i, j] = A[i, j] * B[i, j]"] {
+                    let (p, dense) = einsum_agrees(&serial, &par, spec, &ab, true);
+                    assert_eq!(p.is_some(), dense, "{format}: {spec}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn einsum_outputs_that_may_not_run_in_parallel_stay_serial() {
+    let (serial, par) = two_runners();
+    let mut rng = Rng(77);
+    for format in EINSUM_FORMATS.iter().skip(1) {
+        for (rows, cols) in [(1, 1), (9, 9), (30, 30)] {
+            let a = random_matrix(format, false, rows, cols, &mut rng);
+            let b = random_matrix(format, false, rows, cols, &mut rng);
+            // A sparse output: appends into shared positions.
+            let aa = [("A", &a)];
+            let (p, dense) = einsum_agrees(&serial, &par, "C[i, j] = A[i, j] * 2", &aa, true);
+            assert_eq!(p.is_some(), dense, "{format}: elementwise");
+            // A sparse product: a workspace declared inside the outer loop (Gustavson).
+            let ab = [("A", &a), ("B", &b)];
+            let spgemm = "C[i, j] += A[i, k] * B[k, j]";
+            let (p, dense) = einsum_agrees(&serial, &par, spgemm, &ab, false);
+            assert!(p.is_none() || dense, "{format}: SpGEMM");
+            // `-=` into one location from every iteration: no private copy folds it.
+            let (p, _) = einsum_agrees(&serial, &par, "s[] -= A[i, j]", &aa, false);
+            assert_eq!(p, None, "{format}: -=");
+            // The same column of the output from several rows, subtracted.
+            let x = random_vector(false, rows, &mut rng);
+            let ax = [("A", &a), ("x", &x)];
+            let (p, _) = einsum_agrees(&serial, &par, "y[j] -= A[i, j] * x[i]", &ax, false);
+            assert_ne!(p.as_deref(), Some("i"), "{format}: scatter with -=");
+        }
+    }
+    // One thread: nothing is marked.
+    let a = random_matrix(EINSUM_FORMATS[1], false, 5, 5, &mut rng);
+    let x = random_vector(false, 5, &mut rng);
+    assert_eq!(
+        parallel_index("y[i] += A[i, j] * x[j]", &[("A", &a), ("x", &x)], 1),
+        None
+    );
+}
+
+#[test]
+fn einsum_over_the_threshold_runs_in_chunks() {
+    // Large enough for the default threshold: 60 000 rows (indices) and entries.
+    let (serial, par) = two_runners();
+    let mut rng = Rng(5);
+    let n = 60_000;
+    for int in [false, true] {
+        let a = random_vector(int, n, &mut rng);
+        let b = random_vector(int, n, &mut rng);
+        let ab = [("a", &a), ("b", &b)];
+        let p = einsum_agrees(&serial, &par, "y[i] = a[i] * b[i]", &ab, true);
+        assert_eq!(p.0.as_deref(), Some("i"));
+        einsum_agrees(&serial, &par, "s[] += a[i] * b[i]", &ab, int);
+        einsum_agrees(&serial, &par, "s[] <<max>>= a[i]", &[("a", &a)], true);
+        let m = random_matrix(EINSUM_FORMATS[1], int, n, 4, &mut rng);
+        let x = random_vector(int, 4, &mut rng);
+        einsum_agrees(
+            &serial,
+            &par,
+            "y[i] += M[i, j] * x[j]",
+            &[("M", &m), ("x", &x)],
+            int,
+        );
+    }
+}
+
+#[test]
+fn lazy_kernels_run_their_outer_loop_in_parallel() {
+    let (serial, par) = two_runners();
+    let mut rng = Rng(11);
+    for format in EINSUM_FORMATS {
+        let a = random_matrix(format, false, 23, 17, &mut rng);
+        let b = random_matrix("Dense(Dense(Element(F)))", false, 23, 17, &mut rng);
+        let c = random_matrix("Dense(Dense(Element(F)))", false, 17, 5, &mut rng);
+        let (la, lb, lc) = (lazy(&a), lazy(&b), lazy(&c));
+        // Row sums of a product (dense output, one kernel), a matrix product (dense output),
+        // SDDMM (sparse output for sparse `a`: serial).
+        let cases = [
+            (&la * &lb).sum(&[1]),
+            la.matmul(&lc),
+            &la * &lb.matmul(&lb.transpose()).sum(&[1]).expand_dims(1),
+            &la * &lb.matmul(&lb.transpose()).transpose().matmul(&la),
+        ];
+        for (k, l) in cases.iter().enumerate() {
+            let (want, _) = l.compute_with(&serial, None).unwrap();
+            for min_work in [tessera::backend::parallel::MIN_PARALLEL_WORK, 0] {
+                par.set_min_parallel_work(min_work);
+                let (got, _) = l.compute_with(&par, None).unwrap();
+                assert_eq!(got.format, want.format, "{format} case {k}");
+                assert!(
+                    close(&got.to_dense(), &want.to_dense(), false),
+                    "{format} case {k} min work {min_work}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_printed_einsum_program_shows_the_parallel_loop() {
+    let mut rng = Rng(3);
+    let a = random_matrix(EINSUM_FORMATS[1], false, 8, 8, &mut rng);
+    let x = random_vector(false, 8, &mut rng);
+    let inputs = [("A", &a), ("x", &x)];
+    let formats: Vec<_> = inputs.iter().map(|(n, t)| (*n, &t.format)).collect();
+    let mut plan = plan_einsum("y[i] += A[i, j] * x[j]", &formats, None).unwrap();
+    let tensors = prepare(&plan, &inputs).unwrap();
+    assert!(plan.parallelize(&api_formats(&tensors), 2));
+    let text = plan.program.to_string();
+    assert!(text.contains("for i = parallel(_)"), "{text}");
+    // The kernel's code prints the chunked range.
+    let (ir, _, _) = Runner::lower(&plan.program, &api_formats(&tensors)).unwrap();
+    assert!(ir.to_string().contains("parallel (i_lo, i_hi)"), "{ir}");
+    // A sparse output: the program stays serial.
+    let mut plan = plan_einsum("C[i, j] = A[i, j] * 2", &formats[..1], None).unwrap();
+    let tensors = prepare(&plan, &inputs[..1]).unwrap();
+    assert!(!plan.parallelize(&api_formats(&tensors), 2));
+    assert!(!plan.program.to_string().contains("parallel"));
 }

@@ -83,7 +83,17 @@ pub fn einsum(a: &EinsumArgs) -> Result<String> {
             spec.output
         )));
     }
-    let plan = plan(&spec, &formats, out_format.as_ref())?;
+    let mut plan = plan(&spec, &formats, out_format.as_ref())?;
+    let mut tensors = prepare(&plan, &borrowed).map_err(|e| e.named(&spec.output))?;
+    let work = tessera::api::input_work(&borrowed);
+    drop(borrowed);
+    drop(inputs);
+    let runner = super::compiling_runner(&a.backend, &a.kernel)?;
+    // As `api::einsum_with`: the outermost loop runs on `--threads` when that is legal and
+    // the inputs are large enough.
+    if work >= runner.min_parallel_work() {
+        plan.parallelize(&formats_of(&tensors), runner.threads());
+    }
     let mut text = String::new();
     if a.show_program {
         let _ = writeln!(text, "# loop order: {}", plan.loop_order.join(", "));
@@ -101,18 +111,21 @@ pub fn einsum(a: &EinsumArgs) -> Result<String> {
         if let Some(w) = &plan.workspace {
             let _ = writeln!(text, "# workspace {}: {}", w.name, w.format);
         }
+        if let Some(i) = &plan.parallel {
+            let _ = writeln!(
+                text,
+                "# parallel: the loop over {i} on {} threads",
+                runner.threads()
+            );
+        }
         let _ = write!(text, "{}", plan.program);
     }
-    let mut tensors = prepare(&plan, &borrowed).map_err(|e| e.named(&spec.output))?;
-    drop(borrowed);
-    drop(inputs);
     let result = &tensors[&spec.output];
     // The output file is checked and opened before the kernel runs.
     let file = match out.as_ref().and_then(|(_, o)| o.path.as_deref()) {
         Some(p) => Some(OutputFile::create(p, &result.shape, result.fill())?),
         None => None,
     };
-    let runner = super::compiling_runner(&a.backend, &a.kernel)?;
     let compiled = runner.compile(&plan.program, &formats_of(&tensors))?;
     let compile_ms = *runner.last_compile_ms.borrow();
     // A benchmark (`--json`) times the steady state: the optimised tier.

@@ -103,8 +103,8 @@ pub struct KernelArgs {
     /// with `--backend eval` there is no kernel and it does nothing)
     #[arg(long, value_name = "N", value_parser = parse_kernel_size)]
     pub max_kernel_size: Option<usize>,
-    /// Threads that parallel loops (`for i = parallel(_)`) run on (default: every core; 1 runs
-    /// the serial kernel)
+    /// Threads that parallel loops (`for i = parallel(_)`, and einsum's outermost loop when
+    /// legal) run on (default: every core; 1 runs them serially)
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
 }

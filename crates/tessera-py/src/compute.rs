@@ -127,7 +127,7 @@ fn einsum_on(
             };
             let formats: Vec<(&str, &Format)> =
                 key.1.iter().map(|(n, f)| (n.as_str(), f)).collect();
-            let plan = api::plan_einsum(spec, &formats, output.as_ref())?;
+            let mut plan = api::plan_einsum(spec, &formats, output.as_ref())?;
             let refs: Vec<(&str, &Tensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
             let mut formats = api::formats_of(&api::prepare_created(&plan, &refs)?);
             tessera::notation::visit::accesses(&plan.program.body, &mut |a| {
@@ -137,7 +137,13 @@ fn einsum_on(
                         .or_insert_with(|| t.format.clone());
                 }
             });
-            let compiled = crate::program::with_runner(|r| r.compile(&plan.program, &formats))?;
+            // As `api::einsum_with`: the outermost loop runs on the runner's threads when legal.
+            // The plan is cached for these formats whatever the sizes: parallelise it when
+            // legal, and let the runner's threshold keep small calls on one thread.
+            let compiled = crate::program::with_runner(|r| {
+                plan.parallelize(&formats, r.threads());
+                r.compile(&plan.program, &formats)
+            })?;
             let planned = Rc::new(Planned { plan, compiled });
             PLANS.with(|p| {
                 let mut p = p.borrow_mut();

@@ -22,9 +22,10 @@ pub struct Compiled {
     pub ir: Kernel,
     /// The source program, for checking the shapes of the tensors each run is given.
     pub program: Program,
-    /// The kernel split around its top-level parallel loops, compiled, when it has any:
-    /// what runs when the runner has more than one thread.
-    pub parallel: Option<crate::backend::parallel::Parallel>,
+    /// The kernel split around its top-level parallel loops, compiled, when it has any: what
+    /// runs (with one thread or several). `kernel` is then the same segments run on the
+    /// calling thread ([`crate::backend::parallel::OneThread`]): no unsplit twin is compiled.
+    pub parallel: Option<Rc<crate::backend::parallel::Parallel>>,
     /// The tensors the program writes (run-length outputs merge their runs after each run).
     pub written: HashSet<String>,
     /// The shapes and integer scalars of the last run whose shape check passed: a run with the
@@ -176,8 +177,11 @@ pub struct Runner {
     backend: Box<dyn Backend>,
     cache: RefCell<HashMap<KernelKey, Rc<Compiled>>>,
     max_kernel_size: Cell<usize>,
-    /// Threads parallel loops run on (1: the serial kernel).
+    /// Threads parallel loops run on (1: the serial order, on the calling thread).
     threads: Cell<usize>,
+    /// The least work a parallel range needs to run on several threads
+    /// ([`crate::backend::parallel::MIN_PARALLEL_WORK`] unless set).
+    min_parallel_work: Cell<u64>,
     /// Time spent compiling by the last `compile` call (0 on a cache hit).
     pub last_compile_ms: RefCell<f64>,
 }
@@ -189,6 +193,7 @@ impl Runner {
             cache: RefCell::new(HashMap::new()),
             max_kernel_size: Cell::new(DEFAULT_MAX_KERNEL_SIZE),
             threads: Cell::new(default_threads()),
+            min_parallel_work: Cell::new(crate::backend::parallel::MIN_PARALLEL_WORK),
             last_compile_ms: RefCell::new(0.0),
         }
     }
@@ -212,10 +217,21 @@ impl Runner {
         self.max_kernel_size.get()
     }
 
-    /// Run parallel loops (`for i = parallel(_)`) on `threads` threads; 1 runs the serial
-    /// kernel (the default is every core).
+    /// Run parallel loops (`for i = parallel(_)`) on `threads` threads; 1 runs them in the
+    /// serial order on the calling thread (the default is every core).
     pub fn set_threads(&self, threads: usize) {
         self.threads.set(threads.max(1));
+    }
+
+    /// A parallel range with less work than this (indices of the range, or stored entries
+    /// when its loop drives the rows of a `Dense(SparseList)` input) runs as one chunk on the
+    /// calling thread; 0 splits every range (for tests of the chunking on small inputs).
+    pub fn set_min_parallel_work(&self, work: u64) {
+        self.min_parallel_work.set(work);
+    }
+
+    pub fn min_parallel_work(&self) -> u64 {
+        self.min_parallel_work.get()
     }
 
     pub fn threads(&self) -> usize {
@@ -268,19 +284,7 @@ impl Runner {
         let resolved = real_loops(program, formats)?;
         let program = &resolved;
         // The race check of parallel loops, always on (it names the access and the loop).
-        let dense = |t: &str| {
-            formats.get(t).is_none_or(|f| {
-                f.levels.iter().all(|k| {
-                    matches!(
-                        k,
-                        crate::levels::LevelKind::Dense
-                            | crate::levels::LevelKind::Element(_)
-                            | crate::levels::LevelKind::Scalar { .. }
-                    )
-                })
-            })
-        };
-        let plans = transforms::parallel::check_parallel(program, &dense)?;
+        let plans = race_check(program, formats)?;
         let names: HashSet<String> = formats.keys().cloned().collect();
         let normal = normalize(program, &names)?;
         let list: Vec<(String, Format)> = formats
@@ -338,8 +342,14 @@ impl Runner {
         if let Err(e) = ir.check() {
             return Err(Error::Backend(format!("internal error: ill-typed IR: {e}")));
         }
-        let kernel = self.backend.compile(&ir)?;
-        let parallel = crate::backend::parallel::Parallel::compile(self.backend.as_ref(), &ir)?;
+        // A kernel with top-level parallel ranges is compiled as its split only: the segments
+        // run it on one thread as well as on several (`backend::parallel::OneThread`).
+        let parallel =
+            crate::backend::parallel::Parallel::compile(self.backend.as_ref(), &ir)?.map(Rc::new);
+        let kernel: Box<dyn crate::backend::CompiledKernel> = match &parallel {
+            Some(p) => Box::new(crate::backend::parallel::OneThread(p.clone())),
+            None => self.backend.compile(&ir)?,
+        };
         *self.last_compile_ms.borrow_mut() = t0.elapsed().as_secs_f64() * 1e3;
         let (_, written) = crate::notation::visit::reads_writes(&program.body);
         let c = Rc::new(Compiled {
@@ -403,8 +413,8 @@ impl Runner {
         }
         bufs[0] = Buffer::I64(dims.into());
         let result = match &c.parallel {
-            Some(p) if self.threads.get() > 1 => p.run(&mut bufs, self.threads.get()),
-            _ => c.kernel.run(&mut bufs),
+            Some(p) => p.run(&mut bufs, self.threads.get(), self.min_parallel_work.get()),
+            None => c.kernel.run(&mut bufs),
         };
         // Give the arrays back even when the kernel failed, so inputs are never lost.
         for tl in &c.layout.tensors {
@@ -431,6 +441,29 @@ impl Runner {
         }
         Ok(())
     }
+}
+
+/// The race check of a program's parallel loops for tensors of these formats
+/// (`transforms::parallel`): per parallel loop, the outputs to privatise, or the
+/// `Error::Race` naming the write. What lowering runs; public so that the API can ask whether
+/// a loop it would mark parallel passes before compiling anything.
+pub fn race_check(
+    program: &Program,
+    formats: &BTreeMap<String, Format>,
+) -> Result<Vec<transforms::parallel::Plan>> {
+    let dense = |t: &str| {
+        formats.get(t).is_none_or(|f| {
+            f.levels.iter().all(|k| {
+                matches!(
+                    k,
+                    crate::levels::LevelKind::Dense
+                        | crate::levels::LevelKind::Element(_)
+                        | crate::levels::LevelKind::Scalar { .. }
+                )
+            })
+        })
+    };
+    transforms::parallel::check_parallel(program, &dense)
 }
 
 /// Every core the process may use.

@@ -53,6 +53,8 @@ mod tests {
             let expected = run_eval(&case.program, &case.tensors);
             let runner = Runner::jit();
             runner.set_threads(2);
+            // The cases are small: split them anyway, so the chunks are what is compared.
+            runner.set_min_parallel_work(0);
             let mut tensors = case.tensors.clone();
             if let Ok(c) = runner.compile(&case.program, &formats) {
                 split += usize::from(c.parallel.is_some());

@@ -18,6 +18,9 @@
 //!
 //! Sparse inputs read against their level order are copied transposed first (same format
 //! kind, [`crate::tensor::Tensor::permute`]); the plan lists them in `transposes`.
+//!
+//! With a runner of several threads, the outermost loop is marked parallel when that is
+//! legal ([`Plan::parallelize`]), and runs on the threads when it has enough work.
 
 use super::plan::{Plan, plan};
 use super::spec::parse_spec;
@@ -58,13 +61,39 @@ pub fn einsum_with(
     output: Option<&Format>,
 ) -> Result<Tensor> {
     let formats: Vec<(&str, &Format)> = inputs.iter().map(|(n, t)| (*n, &t.format)).collect();
-    let plan = plan_einsum(spec, &formats, output)?;
+    let mut plan = plan_einsum(spec, &formats, output)?;
     let mut tensors = prepare(&plan, inputs)?;
-    let compiled = runner.compile(&plan.program, &formats_of(&tensors))?;
+    let formats = formats_of(&tensors);
+    // The outermost loop runs on the runner's threads when that is legal (the same program,
+    // hence the same cached kernel, for every call with these formats and thread count) and
+    // the inputs hold enough to be worth it: below the runner's threshold the serial program
+    // runs, without even the split's segments (a few µs per call).
+    if input_work(inputs) >= runner.min_parallel_work() {
+        plan.parallelize(&formats, runner.threads());
+    }
+    let compiled = runner.compile(&plan.program, &formats)?;
     runner.execute(&compiled, &mut tensors)?;
     Ok(tensors
         .remove(&plan.spec.output)
         .expect("prepare adds the output"))
+}
+
+/// A bound on the work of an einsum over `inputs` that costs nothing to compute: the length
+/// of each input's longest array (its stored entries, or all its elements when dense),
+/// summed. [`einsum_with`] leaves the program serial below the runner's
+/// [`Runner::min_parallel_work`].
+pub fn input_work(inputs: &[(&str, &Tensor)]) -> u64 {
+    inputs
+        .iter()
+        .map(|(_, t)| {
+            t.levels
+                .iter()
+                .flatten()
+                .map(|b| b.len() as u64)
+                .max()
+                .unwrap_or(1)
+        })
+        .sum()
 }
 
 /// Parse and plan a statement for inputs of these formats, without running it.

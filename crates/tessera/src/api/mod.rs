@@ -16,7 +16,9 @@ mod reduce;
 pub mod spec;
 
 pub use broadcast::broadcast_shape;
-pub use einsum::{einsum, einsum_with, formats_of, plan_einsum, prepare, prepare_created};
+pub use einsum::{
+    einsum, einsum_with, formats_of, input_work, plan_einsum, prepare, prepare_created,
+};
 pub use elementwise::{
     Op, abs, add, and, div, eq, exp, ge, gt, le, log, lt, map, map_with, maximum, minimum, mul, ne,
     neg, not, or, scalar, sqrt, sub,

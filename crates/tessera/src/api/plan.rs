@@ -69,6 +69,90 @@ pub struct Plan {
     pub output_format: Format,
     pub workspace: Option<Workspace>,
     pub program: Program,
+    /// The index of the outermost loop when [`Plan::parallelize`] marked it parallel.
+    pub parallel: Option<String>,
+}
+
+impl Plan {
+    /// Mark the program's outermost loop parallel when that is legal, for the tensors it runs
+    /// on (`formats`: inputs, transposed copies, output and workspace, as
+    /// [`super::prepare`] makes them) and a runner with `threads` threads; otherwise (one
+    /// thread, or a loop that may not run in parallel) leave the program serial. Says whether
+    /// it did.
+    ///
+    /// Legality is the schedule command `parallelize` (no dependence carried by the loop but
+    /// reductions of one kind) followed by the race check lowering runs
+    /// ([`crate::run::race_check`]: dense outputs only, each written at the loop's index or
+    /// privatised with a commutative reducer). A sparse output, a workspace declared inside
+    /// the loop (Gustavson's sparse products), or `-=` into a location several iterations
+    /// reach keep the serial program. Whether a legal loop then runs on several threads is
+    /// decided per call from the work it has (`backend::parallel::useful_threads`).
+    pub fn parallelize(
+        &mut self,
+        formats: &std::collections::BTreeMap<String, Format>,
+        threads: usize,
+    ) -> bool {
+        if threads <= 1 || self.parallel.is_some() {
+            return false;
+        }
+        // Repeated einsums of one statement on inputs of the same formats decide once: the
+        // dependence analysis costs microseconds, as much as a small kernel's run.
+        type Key = (
+            Program,
+            Vec<(u32, u32)>,
+            std::collections::BTreeMap<String, Format>,
+        );
+        type Decided = Option<(Program, String)>;
+        thread_local! {
+            static DECIDED: std::cell::RefCell<std::collections::HashMap<Key, Decided>> =
+                Default::default();
+        }
+        const DECIDED_MAX: usize = 256;
+        let spans = crate::notation::visit::spans(&self.program)
+            .into_iter()
+            .map(|s| (s.line, s.col))
+            .collect();
+        let key = (self.program.clone(), spans, formats.clone());
+        let decided = DECIDED.with(|d| d.borrow().get(&key).cloned());
+        let decided = decided.unwrap_or_else(|| {
+            let d = outer_parallel(&self.program, formats);
+            DECIDED.with(|m| {
+                let mut m = m.borrow_mut();
+                if m.len() >= DECIDED_MAX {
+                    m.clear();
+                }
+                m.insert(key, d.clone());
+            });
+            d
+        });
+        match decided {
+            Some((marked, index)) => {
+                self.program = marked;
+                self.parallel = Some(index);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// `program` with its one top-level loop marked parallel, and that loop's index, when the
+/// `parallelize` command and the race check accept it.
+fn outer_parallel(
+    program: &Program,
+    formats: &std::collections::BTreeMap<String, Format>,
+) -> Option<(Program, String)> {
+    let mut loops = program.body.iter().filter_map(|s| match &s.kind {
+        crate::notation::ast::StmtKind::Loop { index, .. } => Some(index.clone()),
+        _ => None,
+    });
+    let (Some(index), None) = (loops.next(), loops.next()) else {
+        return None;
+    };
+    let command = format!("parallelize({index})");
+    let marked = crate::transforms::schedule::schedule(program, &command).ok()?;
+    crate::run::race_check(&marked, formats).ok()?;
+    Some((marked, index))
 }
 
 /// One read's format, as the planner sees it.
@@ -513,6 +597,7 @@ fn build(
         output_format,
         workspace,
         program,
+        parallel: None,
     }
 }
 

@@ -5,6 +5,12 @@
 //! bounds and of the privatised outputs. The copies are folded into the outputs in chunk
 //! order afterwards, and a failing chunk's fault (the first in chunk order) becomes the same
 //! typed error the serial kernel raises: no panic crosses threads.
+//!
+//! A range with little work (fewer than the runner's threshold of indices, or of stored
+//! entries when it has weights; [`MIN_PARALLEL_WORK`] by default) runs as one chunk on the
+//! calling thread, writing the outputs directly (no private copies, no fold): waking the pool
+//! and joining it costs more than such a range saves. With one chunk the segments run the
+//! loop exactly as the unsplit kernel does, so a split kernel needs no serial twin.
 
 use super::{Backend, CompiledKernel, check_buffers, native_fault};
 use crate::error::Result;
@@ -16,6 +22,19 @@ use crate::types::{ElemType, Scalar};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
+
+/// The least work (indices of the range, or stored entries when it has weights) worth running
+/// on several threads. Below it a range runs as one chunk on the calling thread.
+///
+/// Measured on the 2-core development machine (`cargo run --release --example
+/// parallel_threshold`, BENCHMARKS.md "Automatic parallel loops"): going parallel costs 17-20
+/// µs per call there (waking the pool's sleeping thread, the join, the private copies, the
+/// segments' environment), while a CSR SpMV entry costs 0.66 ns in C and 2.2 ns on the JIT at
+/// in-cache sizes. Two chunks save half the work, so they pay once `work * c / 2` exceeds that
+/// cost: from about 15 000 entries on the JIT and 52 000 in C. The threshold lies between
+/// (iterations costlier than an entry, like a dense row of an SpMM, pass it sooner in time but
+/// not in count, so the rule errs towards serial).
+pub const MIN_PARALLEL_WORK: u64 = 40_000;
 
 /// A kernel compiled as the segments of its split.
 pub struct Parallel {
@@ -45,18 +64,35 @@ impl Parallel {
         &self.split
     }
 
-    /// Run on the original kernel's buffers with up to `threads` threads at once.
-    pub fn run(&self, bufs: &mut Vec<Buffer>, threads: usize) -> Result<()> {
+    /// Run on the original kernel's buffers with up to `threads` threads at once; a range
+    /// with less than `min_work` (indices, or entries when weighted) runs as one chunk on the
+    /// calling thread, as does every range with one thread.
+    pub fn run(&self, bufs: &mut Vec<Buffer>, threads: usize, min_work: u64) -> Result<()> {
         let n = bufs.len();
         for (d, len) in &self.split.extra {
             bufs.push(Buffer::filled(d.elem, *len, Scalar::zero(d.elem)));
         }
-        let r = self.run_segments(bufs, threads.max(1));
+        let r = self.run_segments(bufs, threads.max(1), min_work);
         bufs.truncate(n);
         r
     }
 
-    fn run_segments(&self, bufs: &mut [Buffer], threads: usize) -> Result<()> {
+    /// Compile-time work still to come on the segments (the tiered backend's optimised tier).
+    pub fn settle(&self) {
+        self.segments.iter().for_each(|s| s.settle());
+    }
+
+    /// The tier the chunk segments run on (the first one's; the serial segments are small).
+    pub fn tier(&self) -> &'static str {
+        self.split
+            .segments
+            .iter()
+            .zip(&self.segments)
+            .find(|(s, _)| matches!(s, Segment::Chunks { .. }))
+            .map_or("interp", |(_, c)| c.tier())
+    }
+
+    fn run_segments(&self, bufs: &mut [Buffer], threads: usize, min_work: u64) -> Result<()> {
         let env_i64 = self.split.chunk_buf.0 as usize - 3;
         for (seg, compiled) in self.split.segments.iter().zip(&self.segments) {
             match seg {
@@ -75,6 +111,19 @@ impl Parallel {
                         continue;
                     }
                     let weights = range.weights.and_then(|w| bufs[w.0 as usize].as_i64());
+                    let private: u64 = range
+                        .private
+                        .iter()
+                        .map(|p| bufs[p.buf.0 as usize].len() as u64)
+                        .sum();
+                    let threads = useful_threads(lo, hi, threads, weights, private, min_work);
+                    if threads == 1 {
+                        // One chunk on this thread, straight into the outputs: the serial loop.
+                        let chunk = self.split.chunk_buf.0 as usize;
+                        bufs[chunk] = Buffer::I64(vec![lo, hi].into());
+                        compiled.run(bufs)?;
+                        continue;
+                    }
                     let cuts = cut(lo, hi, threads, weights);
                     self.chunks(compiled.as_ref(), kernel, range, &cuts, bufs, threads)?;
                 }
@@ -174,6 +223,34 @@ impl Parallel {
     }
 }
 
+/// A split kernel as one [`CompiledKernel`]: its segments in order on the calling thread, each
+/// range as one chunk, which is the serial kernel's order exactly. What [`crate::run::Compiled`]
+/// holds as its kernel when the kernel was split, so that no unsplit twin is compiled.
+pub struct OneThread(pub std::rc::Rc<Parallel>);
+
+impl CompiledKernel for OneThread {
+    fn run(&self, bufs: &mut [Buffer]) -> Result<()> {
+        let empty = || Buffer::I64(vec![].into());
+        let mut owned: Vec<Buffer> = bufs
+            .iter_mut()
+            .map(|b| std::mem::replace(b, empty()))
+            .collect();
+        let r = self.0.run(&mut owned, 1, u64::MAX);
+        for (b, o) in bufs.iter_mut().zip(owned) {
+            *b = o;
+        }
+        r
+    }
+
+    fn tier(&self) -> &'static str {
+        self.0.tier()
+    }
+
+    fn settle(&self) {
+        self.0.settle()
+    }
+}
+
 /// A pool of `threads` threads, made once per count.
 fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
     static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
@@ -197,6 +274,36 @@ fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
             )
         })
         .clone()
+}
+
+/// How many threads the range `lo..=hi` is worth: 1 when its work (indices, or the entries
+/// `weights` gives when it is a usable position array) is below `min_work`, or when the
+/// private copies (`private` elements per chunk, each filled and folded) would cost more than
+/// the threads save (a copy's element costs about as much as an index of the range; each
+/// extra chunk adds one copy while saving its share of the range, so copies of more than
+/// `work / (2 * threads)` elements make splitting a loss). Otherwise `threads`.
+pub fn useful_threads(
+    lo: i64,
+    hi: i64,
+    threads: usize,
+    weights: Option<&[i64]>,
+    private: u64,
+    min_work: u64,
+) -> usize {
+    if threads <= 1 || lo > hi {
+        return 1;
+    }
+    let len = (hi - lo + 1) as u64;
+    let entries = weights
+        .filter(|w| lo >= 0 && (hi as usize) < w.len().saturating_sub(1))
+        .map(|w| (w[hi as usize + 1] - w[lo as usize]).max(0) as u64);
+    // A range of empty rows still costs an index each.
+    let work = entries.map_or(len, |e| e.max(len));
+    if work < min_work || private.saturating_mul(2 * threads as u64) > work {
+        1
+    } else {
+        threads
+    }
 }
 
 /// Cut `lo..=hi` into at most `threads` chunks: with weights (a position array, row `i`'s
@@ -324,6 +431,25 @@ mod tests {
             );
             assert!(c.len() <= t);
         }
+    }
+
+    #[test]
+    fn little_work_runs_on_one_thread() {
+        // Indices when there are no weights.
+        assert_eq!(useful_threads(0, 99, 2, None, 0, 1000), 1);
+        assert_eq!(useful_threads(0, 999, 2, None, 0, 1000), 2);
+        // Entries when there are: 10 rows of 1000 entries each.
+        let w: Vec<i64> = (0..=10).map(|r| r * 1000).collect();
+        assert_eq!(useful_threads(0, 9, 2, Some(&w), 0, 5000), 2);
+        assert_eq!(useful_threads(0, 3, 2, Some(&w), 0, 5000), 1);
+        // Weights that do not cover the range count indices.
+        assert_eq!(useful_threads(0, 20, 2, Some(&w), 0, 5000), 1);
+        // Private copies larger than what splitting saves.
+        assert_eq!(useful_threads(0, 9999, 2, None, 5000, 100), 1);
+        assert_eq!(useful_threads(0, 9999, 2, None, 1000, 100), 2);
+        // One thread, or an empty range.
+        assert_eq!(useful_threads(0, 1 << 40, 1, None, 0, 0), 1);
+        assert_eq!(useful_threads(5, 4, 2, None, 0, 0), 1);
     }
 
     #[test]
