@@ -5,7 +5,7 @@
 
 use crate::convert::elem_of_dtype;
 use crate::errors::IntoPy;
-use crate::program::Loans;
+use crate::program::CallTensors;
 use crate::tensor::{PyTensor, format_for};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -166,7 +166,7 @@ fn einsum_on(
     }
     let ran = crate::program::with_runner(|r| r.execute(&planned.compiled, tensors));
     let out = tensors.remove(&planned.plan.spec.output);
-    // Transposed copies and the workspace go; replaced inputs come back for their loans.
+    // Transposed copies and the workspace go; replaced inputs come back into the map.
     for name in planned.plan.transposes.iter().map(|t| &t.name) {
         tensors.remove(name);
     }
@@ -190,7 +190,7 @@ pub fn einsum(
     tensors: Vec<PyRef<'_, PyTensor>>,
     format: Option<&str>,
 ) -> PyResult<PyTensor> {
-    let slots: BTreeMap<String, Arc<Tensor>> = names
+    let shared: BTreeMap<String, Arc<Tensor>> = names
         .into_iter()
         .zip(tensors.iter().map(|t| t.shared()))
         .collect();
@@ -198,8 +198,8 @@ pub fn einsum(
     let format = format.map(str::to_string);
     let out = py.detach(move || {
         // The inputs are only read: their arrays are shared, none copied.
-        let mut loans = Loans::new(slots);
-        einsum_on(&spec, &mut loans.tensors, format)
+        let mut call = CallTensors::new(shared);
+        einsum_on(&spec, &mut call.tensors, format)
     });
     Ok(PyTensor::new(out.py_err()?))
 }

@@ -12,7 +12,7 @@
 //! that thread's state.
 
 use crate::errors::IntoPy;
-use crate::program::{Loans, Prepared, create, created_shapes, prepare, runner, slots_of};
+use crate::program::{CallTensors, Prepared, create, created_shapes, prepare, runner, shared_of};
 use crate::tensor::PyTensor;
 use pyo3::prelude::*;
 use std::cell::RefCell;
@@ -163,19 +163,19 @@ fn spec_of(
     })
 }
 
-/// Runs kernel `id` on the tensors in `slots` and returns its outputs.
+/// Runs kernel `id` on the tensors in `shared` and returns its outputs.
 fn call_with(
     id: u64,
     spec: &Spec,
-    slots: BTreeMap<String, Arc<Tensor>>,
+    shared: BTreeMap<String, Arc<Tensor>>,
 ) -> Result<BTreeMap<String, PyTensor>> {
-    let mut loans = Loans::new(slots);
-    run_on(id, spec, &mut loans.tensors)?;
+    let mut call = CallTensors::new(shared);
+    run_on(id, spec, &mut call.tensors)?;
     Ok(spec
         .out
         .keys()
         .map(|n| {
-            let t = loans.tensors.remove(n).expect("outputs are created");
+            let t = call.tensors.remove(n).expect("outputs are created");
             (n.clone(), PyTensor::new(t))
         })
         .collect())
@@ -201,7 +201,7 @@ const RUNS_MAX: usize = 256;
 /// on the tensors.
 pub fn run(
     program: String,
-    slots: BTreeMap<String, Arc<Tensor>>,
+    shared: BTreeMap<String, Arc<Tensor>>,
     out: BTreeMap<String, Option<String>>,
     shapes: HashMap<String, Vec<usize>>,
     backend: String,
@@ -238,7 +238,7 @@ pub fn run(
             (id, spec)
         }
     };
-    call_with(id, &spec, slots)
+    call_with(id, &spec, shared)
 }
 
 /// Compile `program` for tensors like `tensors` (`run`'s arguments); the kernel object runs
@@ -253,13 +253,13 @@ pub fn compile(
     shapes: HashMap<String, Vec<usize>>,
     backend: &str,
 ) -> PyResult<PyKernel> {
-    let slots = slots_of(tensors);
+    let shared = shared_of(tensors);
     let backend = backend.to_string();
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let spec = py.detach(move || -> Result<Spec> {
         let spec = spec_of(program, out, shapes, backend)?;
-        let mut loans = Loans::new(slots);
-        let ready = build(&spec, &mut loans.tensors)?;
+        let mut call = CallTensors::new(shared);
+        let ready = build(&spec, &mut call.tensors)?;
         READY.with(|r| r.borrow_mut().insert(id, Rc::new(ready)));
         Ok(spec)
     });
@@ -277,9 +277,9 @@ impl PyKernel {
         py: Python<'_>,
         tensors: BTreeMap<String, PyRef<'_, PyTensor>>,
     ) -> PyResult<BTreeMap<String, PyTensor>> {
-        let slots = slots_of(tensors);
+        let shared = shared_of(tensors);
         let (id, spec) = (self.id, self.spec.clone());
-        py.detach(move || call_with(id, &spec, slots)).py_err()
+        py.detach(move || call_with(id, &spec, shared)).py_err()
     }
 
     /// The program text the kernel was compiled from.

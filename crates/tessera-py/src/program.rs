@@ -234,19 +234,19 @@ pub fn create(
 /// The tensors of one call, as the core's by-value API takes them: copies of the Python
 /// tensors that share their reference-counted arrays (`PyTensor`), so nothing is copied
 /// unless the kernel writes it, and the Python tensors never change.
-pub struct Loans {
+pub struct CallTensors {
     pub tensors: BTreeMap<String, Tensor>,
 }
 
-impl Loans {
-    pub fn new(slots: BTreeMap<String, Arc<Tensor>>) -> Loans {
-        Loans {
-            tensors: slots.into_iter().map(|(n, t)| (n, (*t).clone())).collect(),
+impl CallTensors {
+    pub fn new(shared: BTreeMap<String, Arc<Tensor>>) -> CallTensors {
+        CallTensors {
+            tensors: shared.into_iter().map(|(n, t)| (n, (*t).clone())).collect(),
         }
     }
 }
 
-pub fn slots_of(tensors: BTreeMap<String, PyRef<'_, PyTensor>>) -> BTreeMap<String, Arc<Tensor>> {
+pub fn shared_of(tensors: BTreeMap<String, PyRef<'_, PyTensor>>) -> BTreeMap<String, Arc<Tensor>> {
     tensors.into_iter().map(|(n, t)| (n, t.shared())).collect()
 }
 
@@ -262,9 +262,9 @@ pub fn run(
     shapes: HashMap<String, Vec<usize>>,
     backend: &str,
 ) -> PyResult<BTreeMap<String, PyTensor>> {
-    let slots = slots_of(tensors);
+    let shared = shared_of(tensors);
     let backend = backend.to_string();
-    py.detach(move || crate::kernel::run(program, slots, out, shapes, backend))
+    py.detach(move || crate::kernel::run(program, shared, out, shapes, backend))
         .py_err()
 }
 

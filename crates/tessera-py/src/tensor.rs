@@ -20,7 +20,7 @@ use tessera::{ElemType, Scalar};
 /// be shared by several Python objects (and threads) without copies.
 ///
 /// Its arrays are reference-counted (`Tensor::share`): the core's API takes tensors by value,
-/// and the copy a call takes (`Loans`) shares their memory, so any number of threads can run
+/// and the copy a call takes (`CallTensors`) shares their memory, so any number of threads can run
 /// kernels on one tensor at once; a kernel that writes a tensor copies the arrays it writes.
 #[pyclass(name = "RawTensor", module = "tessera._tessera", frozen)]
 pub struct PyTensor {
