@@ -527,10 +527,48 @@ fn the_printed_einsum_program_shows_the_parallel_loop() {
     assert!(text.contains("for i = parallel(_)"), "{text}");
     // The kernel's code prints the chunked range.
     let (ir, _, _) = Runner::lower(&plan.program, &api_formats(&tensors)).unwrap();
-    assert!(ir.to_string().contains("parallel (i_lo, i_hi)"), "{ir}");
+    let code = ir.to_string();
+    assert!(code.contains("parallel (i_lo, i_hi)"), "{code}");
+    // Only that loop: the plan's loops share one place, and the loop over `j` inside was once
+    // lowered as a parallel range too, its extent opaque chunk bounds (so the sparse row
+    // searched for its start and loaded its last coordinate at every row).
+    assert_eq!(code.matches("parallel (").count(), 1, "{code}");
+    assert!(!code.contains("j_lo"), "{code}");
     // A sparse output: the program stays serial.
     let mut plan = plan_einsum("C[i, j] = A[i, j] * 2", &formats[..1], None).unwrap();
     let tensors = prepare(&plan, &inputs[..1]).unwrap();
     assert!(!plan.parallelize(&api_formats(&tensors), 2));
     assert!(!plan.program.to_string().contains("parallel"));
+}
+
+/// The chunked range's weights (the position array of the rows it drives), if any.
+fn chunk_weights(stmts: &[tessera::ir::Stmt]) -> Option<Option<tessera::ir::BufId>> {
+    stmts.iter().find_map(|s| match s {
+        tessera::ir::Stmt::Chunked(c) => Some(c.weights),
+        _ => None,
+    })
+}
+
+#[test]
+fn csr_rows_are_weighed_by_their_entries_at_either_index_width() {
+    // A `coord=i32` CSR (a SciPy matrix shared from Python) has 4-byte positions; a range
+    // over its rows must still be cut and thresholded by entries, not by rows.
+    for format in [
+        "Dense(SparseList(Element(0.0)))",
+        "Dense(SparseList(Element(0.0), coord=i32))",
+    ] {
+        let mut rng = Rng(9);
+        let a = random_matrix("Dense(SparseList(Element(F)))", false, 12, 12, &mut rng);
+        let a = a.to_format(&fmt(format)).unwrap();
+        let x = random_vector(false, 12, &mut rng);
+        let inputs = [("A", &a), ("x", &x)];
+        let formats: Vec<_> = inputs.iter().map(|(n, t)| (*n, &t.format)).collect();
+        let mut plan = plan_einsum("y[i] += A[i, j] * x[j]", &formats, None).unwrap();
+        let tensors = prepare(&plan, &inputs).unwrap();
+        assert!(plan.parallelize(&api_formats(&tensors), 2));
+        let (ir, _, _) = Runner::lower(&plan.program, &api_formats(&tensors)).unwrap();
+        let weights = chunk_weights(&ir.body).expect("a chunked range");
+        let w = weights.unwrap_or_else(|| panic!("no weights for {format}:\n{ir}"));
+        assert_eq!(ir.bufs[w.0 as usize].name, "A_ptr", "{ir}");
+    }
 }

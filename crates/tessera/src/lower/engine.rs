@@ -43,9 +43,12 @@ pub struct Engine {
     /// Where a failing bounds check stores the value it reports: buffer 0 (the dimensions),
     /// one slot past the last dimension.
     pub detail: (crate::ir::BufId, i64),
-    /// The parallel loops (by the `(line, column)` of their statement) and the outputs each
-    /// privatises, from `transforms::parallel::check_parallel`.
-    pub parallel: HashMap<(u32, u32), Vec<(String, crate::notation::ast::Reducer)>>,
+    /// The parallel loops (by the `(line, column)` of their statement and their index) and
+    /// the outputs each privatises, from `transforms::parallel::check_parallel`. The index is
+    /// part of the key because a generated program (an einsum plan) gives several loops one
+    /// place: without it, the loops nested in a parallel one were lowered as parallel too
+    /// (their extents opaque chunk bounds, so sparse levels searched for their start).
+    pub parallel: HashMap<(u32, u32, String), Vec<(String, crate::notation::ast::Reducer)>>,
 }
 
 impl Engine {
@@ -117,7 +120,10 @@ impl Engine {
                         vec![b::store(buf, b::int(slot), bad), Stmt::Fail(msg)],
                     ));
                 }
-                if let Some(private) = self.parallel.get(&(span.line, span.col)).cloned()
+                if let Some(private) = self
+                    .parallel
+                    .get(&(span.line, span.col, index.clone()))
+                    .cloned()
                     && let Some(private) = self.private_bufs(&private)
                 {
                     // Each chunk lowers the loop over its own part `lo..=hi`: looplets seek
@@ -289,7 +295,7 @@ impl Engine {
                     .is_some_and(|k| k.caps().sparse)
                 && let Some(ptr) = f.tensor.level_bufs.get(1).and_then(|b| b.first())
                 && let Some(decl) = self.cx.bufs.get(ptr.0 as usize)
-                && decl.elem == ElemType::I64
+                && matches!(decl.elem, ElemType::I64 | ElemType::I32)
                 && decl.name.ends_with("ptr")
             {
                 found = Some(*ptr);

@@ -114,7 +114,12 @@ pub fn lower_program(
         detail: (dims_buf, ndims as i64),
         parallel: parallel
             .iter()
-            .map(|p| ((p.span.line, p.span.col), p.private.clone()))
+            .map(|p| {
+                (
+                    (p.span.line, p.span.col, p.index.clone()),
+                    p.private.clone(),
+                )
+            })
             .collect(),
     };
     let mut code = entry;
