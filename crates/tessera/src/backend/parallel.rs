@@ -20,6 +20,7 @@ use crate::runtime::Buffer;
 use crate::runtime::abi::{ChunkBuffers, run_native_chunk};
 use crate::types::{ElemType, Scalar};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The least work (indices of the range, or stored entries when it has weights) worth running
@@ -189,16 +190,30 @@ impl Parallel {
                 // idle and cost a second wake-up and switch per call (about a fifth of an
                 // in-cache SpMV's parallel time).
                 let mut codes = vec![(0, 0); owns.len()];
-                pool(threads - 1).in_place_scope(|s| {
+                let pool = pool(threads - 1);
+                // A new call ends the pool's spinning (below) so its workers take the chunks.
+                let epoch = EPOCH.fetch_add(1, Ordering::SeqCst) + 1;
+                let done = AtomicUsize::new(0);
+                pool.in_place_scope(|s| {
                     let mut chunks = owns.iter_mut().zip(codes.iter_mut());
                     let first = chunks.next();
+                    let mut spawned = 0;
                     for (own, code) in chunks {
-                        s.spawn(|_| *code = run(own));
+                        let done = &done;
+                        s.spawn(move |_| {
+                            *code = run(own);
+                            done.fetch_add(1, Ordering::Release);
+                        });
+                        spawned += 1;
                     }
                     if let Some((own, code)) = first {
                         *code = run(own);
                     }
+                    // Wait for the others awake for a while: the scope's own wait puts this
+                    // thread to sleep, and waking it costs as much as waking a worker.
+                    spin_until(|| done.load(Ordering::Acquire) == spawned);
                 });
+                keep_awake(&pool, threads - 1, epoch);
                 codes
             }
             None => {
@@ -258,6 +273,37 @@ impl CompiledKernel for OneThread {
 
     fn settle(&self) {
         self.0.settle()
+    }
+}
+
+/// Calls of parallel ranges so far: a spinning worker stops when it changes.
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// How long the pool's workers stay awake after a chunked call, for the next one.
+///
+/// Waking a sleeping worker costs 50-100 µs on the (virtual) development machine, half of an
+/// in-cache SpMV's parallel time: `tessera bench` of bcsstk16's SpMV on 2 threads took 0.10 ms
+/// at best but 0.18-0.23 ms as a median, its worker asleep between calls. OpenMP runtimes
+/// spin for the same reason (`KMP_BLOCKTIME`, 200 ms by default); this spins far less, so
+/// a core is not kept busy for long after the last call.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// Keep the pool's `workers` busy-waiting for up to [`SPIN`], until another chunked call
+/// starts (`EPOCH` moves on from `epoch`): that call's chunks then start at once instead of
+/// after a wake-up. A worker returns to the pool's normal sleep when the time is up.
+fn keep_awake(pool: &rayon::ThreadPool, workers: usize, epoch: u64) {
+    for _ in 0..workers {
+        pool.spawn(move || spin_until(|| EPOCH.load(Ordering::Relaxed) != epoch));
+    }
+}
+
+/// Busy-wait until `ready` or for [`SPIN`] at most.
+fn spin_until(ready: impl Fn() -> bool) {
+    let until = std::time::Instant::now() + SPIN;
+    while !ready() && std::time::Instant::now() < until {
+        for _ in 0..64 {
+            std::hint::spin_loop();
+        }
     }
 }
 
