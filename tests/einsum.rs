@@ -95,6 +95,63 @@ fn sparse_product_is_gustavson_into_a_sparse_output() {
     assert_eq!(w.indices, ["j"]);
 }
 
+/// The program text of `spec`'s plan for these inputs.
+fn planned(spec: &str, inputs: &[(&str, &Tensor)]) -> String {
+    let formats: Vec<_> = inputs.iter().map(|(n, t)| (*n, &t.format)).collect();
+    plan_einsum(spec, &formats, None)
+        .unwrap()
+        .program
+        .to_string()
+}
+
+#[test]
+fn sparse_reads_inside_loops_they_do_not_depend_on_are_looked_up() {
+    // A sparse `x` under the row loop: looked up at `A`'s entries (`follow`), not merged with
+    // each row from its start (which made an SpMV quadratic). Values equal the evaluator's,
+    // for sparse and dense `A` and for each sparse vector format that has a lookup.
+    let spec = "y[i] += A[i, j] * x[j]";
+    for xf in [
+        "SparseList(Element(0.0))",
+        "SparseCOO{1}(Element(0.0))",
+        "SparseDict(Element(0.0))",
+        "SparseByteMap(Element(0.0))",
+        "RunList(Element(0.0))",
+    ] {
+        let x = random_sparse(&fmt(xf), &[40], 0.4, 11).unwrap();
+        let a = random_sparse(&csr(), &[30, 40], 0.15, 12).unwrap();
+        let text = planned(spec, &[("A", &a), ("x", &x)]);
+        let follows = tessera::levels::registry::spec_of(&x.format.levels[0])
+            .honours(tessera::notation::ast::Protocol::Follow);
+        assert_eq!(text.contains("x[follow(j)]"), follows, "{xf}:\n{text}");
+        check(spec, "0.0", &[("A", &a), ("x", &x)]);
+        // A dense `A` does not drive `j`: `x` drives it, and its walk is the loop.
+        let d = random_sparse(&dense(2), &[30, 40], 0.5, 13).unwrap();
+        let text = planned(spec, &[("A", &d), ("x", &x)]);
+        assert!(!text.contains("follow"), "{xf}:\n{text}");
+        check(spec, "0.0", &[("A", &d), ("x", &x)]);
+    }
+    // A read that depends on the outer loop keeps its walk: `A` here, and both sides of a
+    // sparse product whose rows are each walked once (Gustavson's `B[k, j]`, driven by `A`'s
+    // row through its dense outer level).
+    let a = random_sparse(&csr(), &[7, 9], 0.3, 14).unwrap();
+    let b = random_sparse(&csr(), &[9, 5], 0.3, 15).unwrap();
+    let text = planned("C[i, j] += A[i, k] * B[k, j]", &[("A", &a), ("B", &b)]);
+    assert!(!text.contains("follow"), "{text}");
+    // Whatever the plan for a doubly compressed `B`, the values stay. Inner products of two
+    // sparse rows keep the merge.
+    let dcsr = fmt("SparseList(SparseList(Element(0.0)))");
+    let b2 = b.to_format(&dcsr).unwrap();
+    check("y[i] += A[i, k] * B[k, j]", "0.0", &[("A", &a), ("B", &b2)]);
+    let b3 = random_sparse(&csr(), &[5, 9], 0.3, 16).unwrap();
+    let text = planned("C[i, j] += A[i, k] * B[j, k]", &[("A", &a), ("B", &b3)]);
+    assert!(!text.contains("follow"), "{text}");
+    check(
+        "C[i, j] += A[i, k] * B[k, j]",
+        "0.0",
+        &[("A", &a), ("B", &b2)],
+    );
+}
+
 #[test]
 fn transposed_sparse_inputs_are_copied_once() {
     let a = random_sparse(&csr(), &[6, 7], 0.3, 3).unwrap();
