@@ -103,6 +103,38 @@ fn a_hot_kernel_moves_from_the_jit_to_c_with_the_same_results() {
 }
 
 #[test]
+fn a_range_run_in_chunks_on_threads_gets_hot_too() {
+    // Chunks run through the kernel's native entry, not `run`: their time must count towards
+    // the move to C, or a range always split across threads stays on the JIT for good.
+    if !has_c_compiler("a_range_run_in_chunks_on_threads_gets_hot_too") {
+        return;
+    }
+    let dir = fresh_dir("tiered", "chunks");
+    let runner = eager(Some(CBackend::new().with_cache_dir(&dir)));
+    runner.set_threads(2);
+    runner.set_min_parallel_work(0);
+    let program = parse("y .= 0\nfor i = parallel(_), j = _\n  y[i] += A[i, j] * x[j]\nend\n");
+    let mut ts = spmv_tensors(3);
+    let want = run_eval(&program, &ts).unwrap();
+    let k = runner.compile(&program, &common::formats_of(&ts)).unwrap();
+    assert_eq!(k.kernel.tier(), "jit");
+    runner.execute(&k, &mut ts).unwrap();
+    assert_close(&values(&ts["y"]), &want["y"]);
+    // No `settle` (which compiles regardless): the chunked call alone made it hot, and the
+    // background compile finishes on its own.
+    let start = std::time::Instant::now();
+    while k.kernel.tier() != "c" && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(k.kernel.tier(), "c", "the chunked range moved to C");
+    let mut fresh = spmv_tensors(4);
+    let want = run_eval(&program, &fresh).unwrap();
+    runner.execute(&k, &mut fresh).unwrap();
+    assert_close(&values(&fresh["y"]), &want["y"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn an_object_in_the_disk_cache_is_used_from_the_first_call() {
     if !has_c_compiler("an_object_in_the_disk_cache_is_used_from_the_first_call") {
         return;

@@ -60,6 +60,11 @@ pub trait CompiledKernel {
     fn native(&self) -> Option<crate::runtime::abi::KernelFn> {
         None
     }
+
+    /// Time a call spent in this kernel's code through [`CompiledKernel::native`] (the chunks
+    /// of a parallel range): the tiered backend counts it towards moving the kernel to C, as
+    /// it counts the time of [`CompiledKernel::run`].
+    fn ran_natively(&self, _took: std::time::Duration) {}
 }
 
 pub(crate) use crate::runtime::buffer::{MAX_GROW, grow};

@@ -161,6 +161,7 @@ impl Parallel {
                 own
             })
             .collect();
+        let started = std::time::Instant::now();
         let codes: Vec<(i64, i64)> = match compiled.native() {
             Some(f) => {
                 check_buffers(kernel, &kernel.modified_bufs(), bufs)?;
@@ -214,6 +215,7 @@ impl Parallel {
                     spin_until(|| done.load(Ordering::Acquire) == spawned);
                 });
                 keep_awake(&pool, threads - 1, epoch);
+                compiled.ran_natively(started.elapsed());
                 codes
             }
             None => {

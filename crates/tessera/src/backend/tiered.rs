@@ -164,11 +164,24 @@ impl CompiledKernel for TieredKernel {
     }
 
     /// The current tier's entry point: parallel loops run their chunks through it, so they
-    /// move to C with the rest of the kernel (their time does not count towards `HOT_AFTER`).
+    /// move to C with the rest of the kernel.
     fn native(&self) -> Option<crate::runtime::abi::KernelFn> {
         match self.ready() {
             Some(k) => k.native(),
             None => self.fast.native(),
+        }
+    }
+
+    /// Chunked calls count towards `HOT_AFTER` like `run`'s: without them a range always
+    /// split across threads stayed on the JIT for good (an einsum SpMV from Python ran at the
+    /// JIT's speed on two threads, no faster than one C thread).
+    fn ran_natively(&self, took: Duration) {
+        if self.ready().is_some() {
+            return;
+        }
+        self.spent.set(self.spent.get() + took);
+        if self.spent.get() >= self.hot_after {
+            self.promote();
         }
     }
 
