@@ -125,6 +125,8 @@ def spmv(names, rows, table):
         sci = median_ms(lambda: a @ x, 50)
         y = ts.run(SPMV, out="y", backend="c", A=ta, x=tx).to_numpy()
         assert np.allclose(y, a @ x)
+        assert np.allclose(ein_f().to_numpy(), a @ x)
+        assert np.allclose(np.asarray(mm_f()), a @ x)
         table.append((name, a.nnz, cli, run, ker, ein, mm, sci))
 
 
