@@ -24,7 +24,7 @@ use super::spec::Spec;
 use crate::error::{Error, Result};
 use crate::levels::registry::Writes;
 use crate::levels::{Format, LevelKind};
-use crate::notation::ast::{Expr, ExprKind, Program};
+use crate::notation::ast::{Access, Expr, ExprKind, Program};
 use crate::notation::build::*;
 use crate::semantics::{class_type, reducer_classes};
 use crate::symbolic::algebra::identity;
@@ -554,11 +554,8 @@ fn build(
         }));
     }
     let mut rhs = spec.rhs.clone();
-    let mut next = 0;
-    rename_reads(&mut rhs, &best.perms, &names, &mut next);
-    let follows = rewalked(planner, &best);
-    let mut next = 0;
-    follow_reads(&mut rhs, &follows, &mut next);
+    rename_reads(&mut rhs, &best.perms, &names);
+    follow_reads(&mut rhs, &rewalked(planner, &best));
     let output_format = match output {
         Some(f) => f.clone(),
         None => format_of(&best.out_kinds, elem, planner.out_fill),
@@ -657,57 +654,46 @@ fn rewalked(planner: &Planner, best: &Candidate) -> Vec<Vec<bool>> {
         .collect()
 }
 
-/// Mark the dimensions [`rewalked`] chose as read by `follow`, reads in the order of
-/// `Spec::reads`.
-fn follow_reads(e: &mut Expr, follows: &[Vec<bool>], next: &mut usize) {
+/// Each read of the right side with its number in the order of `Spec::reads` (δ and ε are
+/// not reads, and are skipped).
+fn for_each_read(e: &mut Expr, next: &mut usize, f: &mut impl FnMut(usize, &mut Access)) {
     match &mut e.kind {
         ExprKind::Access(a) if crate::transforms::ein::is_reserved(&a.tensor) => {}
         ExprKind::Access(a) => {
-            if let Some(f) = follows.get(*next) {
-                for (ix, &follow) in a.indices.iter_mut().zip(f) {
-                    if follow {
-                        ix.protocol = Some(crate::notation::ast::Protocol::Follow);
-                    }
-                }
-            }
+            f(*next, a);
             *next += 1;
         }
-        ExprKind::Unary(_, x) => follow_reads(x, follows, next),
+        ExprKind::Unary(_, x) => for_each_read(x, next, f),
         ExprKind::Binary(_, a, b) => {
-            follow_reads(a, follows, next);
-            follow_reads(b, follows, next);
+            for_each_read(a, next, f);
+            for_each_read(b, next, f);
         }
-        ExprKind::Call(_, args) => args.iter_mut().for_each(|a| follow_reads(a, follows, next)),
+        ExprKind::Call(_, args) => args.iter_mut().for_each(|a| for_each_read(a, next, f)),
         ExprKind::Literal(_) | ExprKind::Missing | ExprKind::Name(_) => {}
     }
 }
 
-fn rename_reads(
-    e: &mut Expr,
-    perms: &[Option<Vec<usize>>],
-    names: &[Option<String>],
-    next: &mut usize,
-) {
-    match &mut e.kind {
-        // δ and ε are not reads (`Spec::reads` leaves them out).
-        ExprKind::Access(a) if crate::transforms::ein::is_reserved(&a.tensor) => {}
-        ExprKind::Access(a) => {
-            if let (Some(perm), Some(name)) = (&perms[*next], &names[*next]) {
-                a.tensor = name.clone();
-                a.indices = perm.iter().map(|&d| a.indices[d].clone()).collect();
+/// Point the reads that go through a transposed copy at it, their indices permuted.
+fn rename_reads(e: &mut Expr, perms: &[Option<Vec<usize>>], names: &[Option<String>]) {
+    for_each_read(e, &mut 0, &mut |k, a| {
+        if let (Some(perm), Some(name)) = (&perms[k], &names[k]) {
+            a.tensor = name.clone();
+            a.indices = perm.iter().map(|&d| a.indices[d].clone()).collect();
+        }
+    });
+}
+
+/// Mark the dimensions [`rewalked`] chose as read by `follow`.
+fn follow_reads(e: &mut Expr, follows: &[Vec<bool>]) {
+    for_each_read(e, &mut 0, &mut |k, a| {
+        if let Some(f) = follows.get(k) {
+            for (ix, &follow) in a.indices.iter_mut().zip(f) {
+                if follow {
+                    ix.protocol = Some(crate::notation::ast::Protocol::Follow);
+                }
             }
-            *next += 1;
         }
-        ExprKind::Unary(_, x) => rename_reads(x, perms, names, next),
-        ExprKind::Binary(_, a, b) => {
-            rename_reads(a, perms, names, next);
-            rename_reads(b, perms, names, next);
-        }
-        ExprKind::Call(_, args) => args
-            .iter_mut()
-            .for_each(|a| rename_reads(a, perms, names, next)),
-        ExprKind::Literal(_) | ExprKind::Missing | ExprKind::Name(_) => {}
-    }
+    });
 }
 
 #[cfg(test)]
