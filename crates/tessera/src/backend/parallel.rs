@@ -188,8 +188,7 @@ impl Parallel {
                 };
                 // The calling thread runs the first chunk while the pool's `threads - 1`
                 // threads run the others: handing every chunk to the pool left the caller
-                // idle and cost a second wake-up and switch per call (about a fifth of an
-                // in-cache SpMV's parallel time).
+                // idle, and cost a second wake-up and switch per call.
                 let mut codes = vec![(0, 0); owns.len()];
                 let pool = pool(threads - 1);
                 // A new call ends the pool's spinning (below) so its workers take the chunks.
