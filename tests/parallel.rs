@@ -572,3 +572,37 @@ fn csr_rows_are_weighed_by_their_entries_at_either_index_width() {
         assert_eq!(ir.bufs[w.0 as usize].name, "A_ptr", "{ir}");
     }
 }
+
+/// Give every statement of `body` one place, as a generated program may.
+fn one_place(body: &mut [tessera::notation::ast::Stmt]) {
+    use tessera::notation::ast::StmtKind;
+    for s in body {
+        s.span = tessera::span::Span::new(1, 1);
+        if let StmtKind::Loop { body, .. } | StmtKind::Block(body) = &mut s.kind {
+            one_place(body);
+        }
+    }
+}
+
+#[test]
+fn parallel_loops_sharing_a_place_and_index_run_serially() {
+    // Two sibling parallel loops over `i` at one place: one key for two loops with different
+    // privatised outputs (none, then `s`). Neither may take the other's: both run serially.
+    let mut p = parse(
+        "y .= 0\ns .= 0\nfor i = parallel(_)\n  y[i] = x[i] * 2\nend\nfor i = parallel(_)\n  s[] += x[i]\nend",
+    );
+    one_place(&mut p.body);
+    let t = inputs("Dense(SparseList(Element(0.0)))", true);
+    let (ir, _, _) = Runner::lower(&p, &formats_of(&t)).unwrap();
+    assert!(!ir.to_string().contains("parallel ("), "{ir}");
+    let want = run_eval(&p, &t).unwrap();
+    let runner = Runner::jit();
+    runner.set_threads(2);
+    runner.set_min_parallel_work(0);
+    let mut got = t.clone();
+    let c = runner.compile(&p, &formats_of(&got)).unwrap();
+    runner.execute(&c, &mut got).unwrap();
+    for n in ["y", "s"] {
+        assert_eq!(got[n].to_dense(), want[n], "{n}");
+    }
+}

@@ -112,15 +112,7 @@ pub fn lower_program(
         carried: carried(&program.body),
         facts: Default::default(),
         detail: (dims_buf, ndims as i64),
-        parallel: parallel
-            .iter()
-            .map(|p| {
-                (
-                    (p.span.line, p.span.col, p.index.clone()),
-                    p.private.clone(),
-                )
-            })
-            .collect(),
+        parallel: parallel_by_place(parallel),
     };
     let mut code = entry;
     code.extend(engine.lower_block(body)?);
@@ -574,4 +566,23 @@ pub fn const_value(e: &Expr) -> Option<Scalar> {
             .and_then(|v| crate::semantics::eval_unary(ast::UnaryOp::Neg, v.widen()).ok()),
         _ => None,
     }
+}
+
+/// The parallel loops by their statement's place and index, for the engine. Two loops with
+/// the same key (a generated program can give several loops one place) would share one entry
+/// and one list of privatised outputs, which is right for neither: both run serially then,
+/// which is always correct.
+fn parallel_by_place(
+    plans: &[crate::transforms::parallel::Plan],
+) -> std::collections::HashMap<(u32, u32, String), Vec<(String, crate::notation::ast::Reducer)>> {
+    let key = |p: &crate::transforms::parallel::Plan| (p.span.line, p.span.col, p.index.clone());
+    let mut seen = std::collections::HashMap::new();
+    for p in plans {
+        *seen.entry(key(p)).or_insert(0) += 1;
+    }
+    plans
+        .iter()
+        .filter(|p| seen[&key(p)] == 1)
+        .map(|p| (key(p), p.private.clone()))
+        .collect()
 }
