@@ -6,5 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --release --all-targets --all-features
+# `--all-targets` leaves out the examples in doc comments; they are tests too.
+cargo test --release --all-features --doc
 scripts/test-mpi.sh
 scripts/test-python.sh

@@ -43,9 +43,9 @@ thread_local! {
 /// use tessera::runtime::Buffer;
 /// use tessera::tensor::Tensor;
 /// let a = Tensor::from_triplets("csr", &[2, 2], &[vec![0, 1], vec![1, 0]],
-///                               &Buffer::F64(vec![2.0, 3.0])).unwrap();
+///                               &Buffer::F64(vec![2.0, 3.0].into())).unwrap();
 /// let c = einsum("C[i, j] += A[i, k] * A[k, j]", &[("A", &a)]).unwrap();
-/// assert_eq!(c.to_dense(), Buffer::F64(vec![6.0, 0.0, 0.0, 6.0]));
+/// assert_eq!(c.to_dense(), Buffer::F64(vec![6.0, 0.0, 0.0, 6.0].into()));
 /// assert_eq!(c.format.to_string(), "Dense(SparseList(Element(0.0)))");
 /// ```
 pub fn einsum(spec: &str, inputs: &[(&str, &Tensor)]) -> Result<Tensor> {

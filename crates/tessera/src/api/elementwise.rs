@@ -128,10 +128,10 @@ pub fn scalar(v: Scalar) -> Tensor {
 /// use tessera::api::{Op, map};
 /// use tessera::runtime::Buffer;
 /// use tessera::tensor::Tensor;
-/// let a = Tensor::from_slice("csr", &[2, 2], &Buffer::F64(vec![1.0, 0.0, 0.0, 2.0])).unwrap();
-/// let row = Tensor::from_slice("dense", &[1, 2], &Buffer::F64(vec![10.0, 20.0])).unwrap();
+/// let a = Tensor::from_slice("csr", &[2, 2], &Buffer::F64(vec![1.0, 0.0, 0.0, 2.0].into())).unwrap();
+/// let row = Tensor::from_slice("dense", &[1, 2], &Buffer::F64(vec![10.0, 20.0].into())).unwrap();
 /// let c = map(Op::Mul, &[&a, &row]).unwrap();
-/// assert_eq!(c.to_dense(), Buffer::F64(vec![10.0, 0.0, 0.0, 40.0]));
+/// assert_eq!(c.to_dense(), Buffer::F64(vec![10.0, 0.0, 0.0, 40.0].into()));
 /// assert_eq!(c.format.to_string(), "Dense(SparseList(Element(0.0)))");
 /// ```
 pub fn map(op: Op, inputs: &[&Tensor]) -> Result<Tensor> {

@@ -36,12 +36,12 @@ use std::rc::Rc;
 /// use tessera::api::lazy;
 /// use tessera::runtime::Buffer;
 /// use tessera::tensor::Tensor;
-/// let a = Tensor::from_slice("csr", &[2, 2], &Buffer::F64(vec![1.0, 0.0, 0.0, 2.0])).unwrap();
-/// let b = Tensor::from_slice("dense", &[2, 3], &Buffer::F64(vec![1.0; 6])).unwrap();
+/// let a = Tensor::from_slice("csr", &[2, 2], &Buffer::F64(vec![1.0, 0.0, 0.0, 2.0].into())).unwrap();
+/// let b = Tensor::from_slice("dense", &[2, 3], &Buffer::F64(vec![1.0; 6].into())).unwrap();
 /// // SDDMM: the product B Bᵀ is computed only where A stores an entry.
 /// let (a, b) = (lazy(&a), lazy(&b));
 /// let (out, statements) = (&a * &b.matmul(&b.transpose())).compute_explained().unwrap();
-/// assert_eq!(out.to_dense(), Buffer::F64(vec![3.0, 0.0, 0.0, 6.0]));
+/// assert_eq!(out.to_dense(), Buffer::F64(vec![3.0, 0.0, 0.0, 6.0].into()));
 /// assert_eq!(statements.len(), 1);
 /// ```
 #[derive(Clone, Debug)]

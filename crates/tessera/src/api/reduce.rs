@@ -30,9 +30,9 @@ pub enum Reduction {
 /// use tessera::api::{Reduction, reduce};
 /// use tessera::runtime::Buffer;
 /// use tessera::tensor::Tensor;
-/// let a = Tensor::from_slice("csr", &[2, 3], &Buffer::F64(vec![1.0, 0.0, 2.0, 0.0, 0.0, 3.0])).unwrap();
-/// assert_eq!(reduce(Reduction::Sum, &a, &[1]).unwrap().to_dense(), Buffer::F64(vec![3.0, 3.0]));
-/// assert_eq!(reduce(Reduction::Max, &a, &[]).unwrap().to_dense(), Buffer::F64(vec![3.0]));
+/// let a = Tensor::from_slice("csr", &[2, 3], &Buffer::F64(vec![1.0, 0.0, 2.0, 0.0, 0.0, 3.0].into())).unwrap();
+/// assert_eq!(reduce(Reduction::Sum, &a, &[1]).unwrap().to_dense(), Buffer::F64(vec![3.0, 3.0].into()));
+/// assert_eq!(reduce(Reduction::Max, &a, &[]).unwrap().to_dense(), Buffer::F64(vec![3.0].into()));
 /// ```
 pub fn reduce(how: Reduction, a: &Tensor, axes: &[usize]) -> Result<Tensor> {
     with_runner(|r| reduce_with(r, how, a, axes))

@@ -90,8 +90,11 @@ impl Machine<'_> {
                 self.vars[v.0 as usize] = self.expr(e)?;
             }
             Stmt::Store { buf, index, value } => {
-                let i = self.index(*buf, index)?;
+                // The index is checked after the value is computed, as the JIT does: when
+                // both fail, the value's fault is the one reported.
+                let i = self.expr(index)?.as_i64();
                 let v = self.expr(value)?;
+                let i = self.in_bounds(*buf, i)?;
                 self.bufs[buf.0 as usize].set(i, v);
             }
             Stmt::If {
@@ -218,6 +221,10 @@ impl Machine<'_> {
 
     fn index(&mut self, buf: BufId, e: &Expr) -> Step<usize> {
         let i = self.expr(e)?.as_i64();
+        self.in_bounds(buf, i)
+    }
+
+    fn in_bounds(&self, buf: BufId, i: i64) -> Step<usize> {
         if i < 0 || i >= self.bufs[buf.0 as usize].len() as i64 {
             return Err(KernelFault::OutOfBounds { buf, index: i });
         }

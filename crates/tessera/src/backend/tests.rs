@@ -271,6 +271,67 @@ fn shifted_loop_accesses_fail_at_the_same_place() {
     }
 }
 
+/// `out[w + i] = x[w + i - 1] * 2` over `lo..hi` with a base `w` the loop keeps (a row's
+/// start): the C backend's range test before the loop takes `w + i` in 128 bits, so a huge or
+/// negative base fails at the same access as on the other backends instead of wrapping into
+/// range.
+#[test]
+fn based_loop_accesses_fail_at_the_same_place() {
+    let (i, w) = (VarId(0), VarId(1));
+    let k = kernel(
+        &[
+            ("x", ElemType::F64, false),
+            ("out", ElemType::F64, false),
+            ("range", ElemType::I64, false),
+        ],
+        &[("i", ElemType::I64), ("w", ElemType::I64)],
+        vec![
+            Stmt::Assign(w, b::load(BufId(2), b::int(2))),
+            Stmt::For {
+                var: i,
+                start: b::load(BufId(2), b::int(0)),
+                stop: b::load(BufId(2), b::int(1)),
+                body: vec![b::store(
+                    BufId(1),
+                    b::add(b::var(w), b::var(i)),
+                    b::mul(
+                        b::load(BufId(0), b::add(b::add(b::var(w), b::var(i)), b::int(-1))),
+                        Expr::Const(Scalar::F64(2.0)),
+                    ),
+                )],
+            },
+        ],
+    );
+    let x = Buffer::F64((0..8).map(|v| v as f64 + 0.5).collect());
+    let out = Buffer::F64(vec![0.0; 8].into());
+    for (lo, hi, base, ok) in [
+        (1, 5, 3, true),
+        (0, 4, 4, true),
+        (2, 2, i64::MAX, true),
+        (0, 4, 5, false),
+        (0, 3, 0, false),
+        (0, 2, i64::MAX, false),
+        (0, 2, i64::MIN, false),
+        (3, 5, i64::MAX - 1, false),
+        (-4, 2, 5, true),
+        (-5, 2, 5, false),
+    ] {
+        let (r, bufs) = run_both(
+            &k,
+            &[
+                x.clone(),
+                out.clone(),
+                Buffer::I64(vec![lo, hi, base].into()),
+            ],
+        );
+        assert_eq!(r.is_ok(), ok, "{lo}..{hi} at {base}: {r:?}");
+        if (lo, base) == (0, 5) {
+            // Written up to the failing position.
+            assert_eq!(bufs[1].get(7), Scalar::F64(2.0 * 6.5), "{bufs:?}");
+        }
+    }
+}
+
 #[test]
 fn out_of_bounds_and_fail_are_errors_not_crashes() {
     let oob = kernel(

@@ -13,7 +13,8 @@
 //! it. Sub-expressions that can fail (loads, searches) are hoisted into statements in the
 //! interpreter's evaluation order, so the first failing access is the same on every backend.
 //!
-//! For speed, an innermost counted loop whose accesses `buf[i + c]` can be proven in range
+//! For speed, an innermost counted loop whose accesses `buf[i + c]` or `buf[w + i + c]` (`w` a
+//! variable the loop does not assign, such as a row's start `y * width`) can be proven in range
 //! from the loop bounds alone is emitted twice: a copy without those checks, taken when one
 //! test before the loop shows the whole range is inside the buffers, and the checked copy
 //! otherwise (so a corrupt input still fails at the same access with the same buffers).
@@ -23,6 +24,7 @@
 
 use crate::backend::GROW_BASE;
 use crate::backend::limit_code;
+use crate::backend::versioning::{self, Access, walk_exprs, walk_stmts};
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp, VarId};
 use crate::types::{ElemType, Scalar};
 use std::collections::HashSet;
@@ -125,7 +127,7 @@ pub fn emit(k: &Kernel) -> String {
         out: String::new(),
         depth: 1,
         tmp: 0,
-        unchecked: HashSet::new(),
+        unchecked: vec![],
     };
     let _ = writeln!(e.out, "/* tessera kernel `{}` */", comment(&k.name));
     e.out.push_str(PRELUDE);
@@ -191,31 +193,6 @@ fn moving_buffers(stmts: &[Stmt]) -> HashSet<u32> {
     });
     set.extend(hashed);
     set
-}
-
-fn walk_stmts(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
-    for s in stmts {
-        f(s);
-        match s {
-            Stmt::If {
-                then, otherwise, ..
-            } => {
-                walk_stmts(then, f);
-                walk_stmts(otherwise, f);
-            }
-            Stmt::For { body, .. } | Stmt::While { body, .. } => walk_stmts(body, f),
-            _ => {}
-        }
-    }
-}
-
-/// Every expression (and sub-expression) in the statements.
-fn walk_exprs(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
-    walk_stmts(stmts, &mut |s| {
-        for e in s.own_exprs() {
-            e.visit(f);
-        }
-    });
 }
 
 /// Whether evaluating the expression can fail or call out (so it is hoisted into statements).
@@ -287,19 +264,13 @@ fn c_f64(x: f64) -> String {
     }
 }
 
-/// A loop-invariant access `buf[var + offset]` proven in range before the loop.
-type Access = (u32, u32, i64);
-
-/// The largest constant offset loop versioning considers (keeps its range test overflow-free).
-const MAX_OFFSET: i64 = 1 << 20;
-
 struct Emitter<'a> {
     k: &'a Kernel,
     out: String,
     depth: usize,
     tmp: usize,
     /// Accesses whose check a versioned loop made before entering (see the module docs).
-    unchecked: HashSet<Access>,
+    unchecked: Vec<Access>,
 }
 
 impl Emitter<'_> {
@@ -528,25 +499,18 @@ impl Emitter<'_> {
     }
 
     fn is_unchecked(&self, buf: BufId, index: &Expr) -> bool {
-        match loop_offset(index) {
-            Some((v, c)) => self.unchecked.contains(&(buf.0, v.0, c)),
-            None => false,
-        }
+        self.unchecked.iter().any(|a| a.is(buf, index))
     }
 
     /// `for (v = s; v < e; v++) body`, versioned when the body's accesses allow (module docs).
     fn counted_loop(&mut self, var: VarId, s: &str, e: &str, body: &[Stmt]) {
-        let assigned = assigns(body, var);
+        let assigned = versioning::assigns(body, var);
         let step = if assigned {
             format!("v{0} = t_add(v{0}, 1)", var.0)
         } else {
             format!("v{}++", var.0)
         };
-        let accesses = if assigned {
-            vec![]
-        } else {
-            self.versionable(var, body)
-        };
+        let accesses = versioning::versionable(var, body);
         if accesses.is_empty() {
             self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
             self.stmts(body);
@@ -554,18 +518,22 @@ impl Emitter<'_> {
             return;
         }
         let mut tests = vec![];
-        for &(b, _, c) in &accesses {
-            // `s + c >= 0` and `e + c <= n` without overflow: |c| is small and n >= 0.
-            tests.push(format!(
-                "{s} >= INT64_C({}) && {e} <= n{b} - INT64_C({c})",
-                -c
-            ));
+        for a in &accesses {
+            let (b, c) = (a.buf.0, a.offset);
+            tests.push(match a.base.map(|w| w.0) {
+                // `s + c >= 0` and `e + c <= n` without overflow: |c| is small and n >= 0.
+                None => format!("{s} >= INT64_C({}) && {e} <= n{b} - INT64_C({c})", -c),
+                // The base is any value: the sums are taken in 128 bits.
+                Some(w) => format!(
+                    "(__int128){s} + v{w} + INT64_C({c}) >= 0 && (__int128){e} + v{w} + INT64_C({c}) <= n{b}"
+                ),
+            });
         }
         tests.sort();
         tests.dedup();
         self.open(&format!("if ({s} >= {e} || ({})) {{", tests.join(" && ")));
         let saved = self.unchecked.clone();
-        self.unchecked.extend(accesses.iter().copied());
+        self.unchecked.extend(accesses);
         self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
         self.stmts(body);
         self.close("}");
@@ -576,46 +544,6 @@ impl Emitter<'_> {
         self.stmts(body);
         self.close("}");
         self.close("}");
-    }
-
-    /// The accesses `buf[var + c]` of an innermost loop body whose check can move before the
-    /// loop: the buffer keeps its length (no grow in the body) and the body has no inner loop
-    /// (versioning nested loops would multiply the code).
-    fn versionable(&self, var: VarId, body: &[Stmt]) -> Vec<Access> {
-        let mut nested = false;
-        let mut grown = HashSet::new();
-        walk_stmts(body, &mut |s| match s {
-            Stmt::For { .. } | Stmt::While { .. } | Stmt::Fill { .. } => nested = true,
-            Stmt::Grow { buf, .. } => {
-                grown.insert(buf.0);
-            }
-            _ => {}
-        });
-        if nested {
-            return vec![];
-        }
-        let mut found = HashSet::new();
-        let mut note = |buf: BufId, index: &Expr| {
-            if let Some((v, c)) = loop_offset(index)
-                && v == var
-                && !grown.contains(&buf.0)
-            {
-                found.insert((buf.0, v.0, c));
-            }
-        };
-        walk_stmts(body, &mut |s| {
-            if let Stmt::Store { buf, index, .. } = s {
-                note(*buf, index);
-            }
-        });
-        walk_exprs(body, &mut |e| {
-            if let Expr::Load { buf, index } = e {
-                note(*buf, index);
-            }
-        });
-        let mut v: Vec<Access> = found.into_iter().collect();
-        v.sort();
-        v
     }
 
     /// The C text of a pure expression; loads, searches and lookups are hoisted into
@@ -714,38 +642,6 @@ impl Emitter<'_> {
     }
 }
 
-/// `Var(v) + c` (also `c + v`, `v - c`, plain `v`) with a small constant `c`.
-fn loop_offset(index: &Expr) -> Option<(VarId, i64)> {
-    let small = |c: i64| (-MAX_OFFSET..=MAX_OFFSET).contains(&c);
-    match index {
-        Expr::Var(v) => Some((*v, 0)),
-        Expr::Binary(BinOp::Add, a, b) => match (&**a, &**b) {
-            (Expr::Var(v), Expr::Const(Scalar::I64(c)))
-            | (Expr::Const(Scalar::I64(c)), Expr::Var(v))
-                if small(*c) =>
-            {
-                Some((*v, *c))
-            }
-            _ => None,
-        },
-        Expr::Binary(BinOp::Sub, a, b) => match (&**a, &**b) {
-            (Expr::Var(v), Expr::Const(Scalar::I64(c))) if small(*c) => Some((*v, -c)),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// Whether the statements assign `var` (also as an inner loop's counter).
-fn assigns(stmts: &[Stmt], var: VarId) -> bool {
-    let mut found = false;
-    walk_stmts(stmts, &mut |s| match s {
-        Stmt::Assign(v, _) | Stmt::For { var: v, .. } => found |= *v == var,
-        _ => {}
-    });
-    found
-}
-
 fn binary(op: BinOp, ty: ElemType, x: &str, y: &str) -> String {
     use BinOp::*;
     let float = ty == ElemType::F64;
@@ -822,29 +718,6 @@ mod tests {
         assert_eq!(
             c_const(Scalar::F64(f64::NEG_INFINITY)),
             "t_bits(UINT64_C(0xfff0000000000000))"
-        );
-    }
-
-    #[test]
-    fn loop_offsets_are_recognised() {
-        use crate::ir::build as b;
-        let i = VarId(3);
-        assert_eq!(loop_offset(&b::var(i)), Some((i, 0)));
-        assert_eq!(
-            loop_offset(&Expr::Binary(
-                BinOp::Sub,
-                Box::new(b::var(i)),
-                Box::new(b::int(2))
-            )),
-            Some((i, -2))
-        );
-        assert_eq!(
-            loop_offset(&Expr::Binary(
-                BinOp::Add,
-                Box::new(b::var(i)),
-                Box::new(b::int(1 << 40))
-            )),
-            None
         );
     }
 }

@@ -4,13 +4,16 @@
 //! data pointer and length live in variables too, loaded from the view table at entry and
 //! reloaded only after a `Grow` of that buffer, so loops index straight off registers. Every
 //! load and store is checked against the length; a failed check leaves through a per-buffer
-//! exit block that records the index and returns the fault code.
+//! exit block that records the index and returns the fault code. An innermost counted loop
+//! whose accesses allow it is versioned (`backend::versioning`): one range test before the
+//! loop picks a copy without those checks.
 //!
 //! A `Limit` point is an `i128` holding its order key (`backend::limit_code`), so comparing
 //! points is one integer compare and `min`/`max` a compare and a select.
 
 use crate::backend::GROW_BASE;
 use crate::backend::limit_code;
+use crate::backend::versioning::{self, Access};
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp};
 use crate::limit::Limit;
 use crate::runtime::abi::{self, VIEW_LEN, VIEW_PTR, VIEW_SIZE};
@@ -59,6 +62,7 @@ pub fn emit(
         fault: params[2],
         exits: vec![],
         oob: HashMap::new(),
+        unchecked: vec![],
         sig_f1,
         sig_f2,
         sig_grow,
@@ -134,6 +138,8 @@ struct Emitter<'a, 'f> {
     exits: Vec<Block>,
     /// Per-buffer out-of-bounds exits, created on first use; each takes the bad index.
     oob: HashMap<u32, Block>,
+    /// Accesses whose range the enclosing versioned loop tested before entering.
+    unchecked: Vec<Access>,
     sig_f1: SigRef,
     sig_f2: SigRef,
     sig_grow: SigRef,
@@ -303,6 +309,70 @@ impl Emitter<'_, '_> {
         self.address(buf, index)
     }
 
+    /// The address of `buf[index]` (`i` its value): checked unless the enclosing versioned
+    /// loop tested the access's range.
+    fn checked_element(&mut self, buf: BufId, index: &Expr, i: Value) -> Value {
+        if self.unchecked.iter().any(|a| a.is(buf, index)) {
+            self.address(buf, i)
+        } else {
+            self.element(buf, i)
+        }
+    }
+
+    /// Whether a loop over `[start, stop)` is empty or keeps every access in its buffer: for
+    /// `buf[i + w + c]`, `start + w + c >= 0` and `stop + w + c <= len`. With a base `w` (any
+    /// value) the sums are taken in 128 bits; without, `c` is small and `len >= 0`, so
+    /// `start >= -c` and `stop <= len - c` cannot overflow.
+    fn ranges_fit(&mut self, accesses: &[Access], start: Value, stop: Value) -> Value {
+        let mut ok = self
+            .b
+            .ins()
+            .icmp(IntCC::SignedGreaterThanOrEqual, start, stop);
+        let mut all = None;
+        for a in accesses {
+            let len = self.b.use_var(self.blen[a.buf.0 as usize]);
+            let fits = match a.base {
+                None => {
+                    let lo =
+                        self.b
+                            .ins()
+                            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, start, -a.offset);
+                    let room = self.b.ins().iadd_imm_s(len, -a.offset);
+                    let hi = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, stop, room);
+                    self.b.ins().band(lo, hi)
+                }
+                Some(w) => {
+                    let w = self.expr(&Expr::Var(w));
+                    let wide = |e: &mut Self, x: Value| e.b.ins().sextend(types::I128, x);
+                    let c = self.int(a.offset);
+                    let (s, e, w, c, n) = (
+                        wide(self, start),
+                        wide(self, stop),
+                        wide(self, w),
+                        wide(self, c),
+                        wide(self, len),
+                    );
+                    let shift = self.b.ins().iadd(w, c);
+                    let lo = self.b.ins().iadd(s, shift);
+                    let hi = self.b.ins().iadd(e, shift);
+                    let zero = self.b.ins().iconst(types::I64, 0);
+                    let zero = wide(self, zero);
+                    let lo = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, lo, zero);
+                    let hi = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, hi, n);
+                    self.b.ins().band(lo, hi)
+                }
+            };
+            all = Some(match all {
+                Some(x) => self.b.ins().band(x, fits),
+                None => fits,
+            });
+        }
+        if let Some(all) = all {
+            ok = self.b.ins().bor(ok, all);
+        }
+        ok
+    }
+
     fn address(&mut self, buf: BufId, index: Value) -> Value {
         let size = self.k.buf_elem(buf).size() as i64;
         let ptr = self.b.use_var(self.bptr[buf.0 as usize]);
@@ -422,7 +492,7 @@ impl Emitter<'_, '_> {
             Stmt::Store { buf, index, value } => {
                 let i = self.expr(index);
                 let v = self.expr(value);
-                let addr = self.element(*buf, i);
+                let addr = self.checked_element(*buf, index, i);
                 self.store(*buf, addr, v);
             }
             Stmt::If {
@@ -454,7 +524,28 @@ impl Emitter<'_, '_> {
                 let v = self.vars[var.0 as usize];
                 let start = self.expr(start);
                 let stop = self.expr(stop);
+                let accesses = versioning::versionable(*var, body);
+                if accesses.is_empty() {
+                    self.counted_loop(v, start, stop, |e, _| e.stmts(body));
+                    return;
+                }
+                let fits = self.ranges_fit(&accesses, start, stop);
+                let (fast, slow, done) = (
+                    self.b.create_block(),
+                    self.b.create_block(),
+                    self.b.create_block(),
+                );
+                self.b.ins().brif(fits, fast, &[], slow, &[]);
+                self.b.switch_to_block(fast);
+                let saved = self.unchecked.len();
+                self.unchecked.extend(accesses);
                 self.counted_loop(v, start, stop, |e, _| e.stmts(body));
+                self.unchecked.truncate(saved);
+                self.b.ins().jump(done, &[]);
+                self.b.switch_to_block(slow);
+                self.counted_loop(v, start, stop, |e, _| e.stmts(body));
+                self.b.ins().jump(done, &[]);
+                self.b.switch_to_block(done);
             }
             Stmt::While { cond, body } => {
                 let (head, blk, exit) = (
@@ -589,7 +680,7 @@ impl Emitter<'_, '_> {
             },
             Expr::Load { buf, index } => {
                 let i = self.expr(index);
-                let addr = self.element(*buf, i);
+                let addr = self.checked_element(*buf, index, i);
                 self.load(*buf, addr)
             }
             Expr::Len(buf) => self.b.use_var(self.blen[buf.0 as usize]),
