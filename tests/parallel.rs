@@ -175,6 +175,29 @@ fn two_outputs_and_a_let() {
     }
 }
 
+/// Workspaces each iteration declares first (a row's accumulator, a row vector stored dense
+/// or sparse) are the iteration's own: every chunk gets a copy, and afterwards each holds what
+/// the last iteration left, as in the serial loop.
+#[test]
+fn iteration_workspaces_are_private() {
+    let p = "y .= 0\nfor i = parallel(_)\n  s .= 0\n  w .= 0\n  for j = _\n    s[] += A[i, j] * x[j]\n    w[j] += A[i, j] * x[j] * x[j]\n  end\n  for j = _\n    y[i] += w[j] + s[]\n  end\nend";
+    for f in FORMATS {
+        for w in ["Dense(Element(0.0))", "SparseList(Element(0.0))"] {
+            let mut t = inputs(f, false);
+            t.insert("w".to_string(), Tensor::empty(&fmt(w), &[N]).unwrap());
+            agree(p, &t, &["y", "s", "w"], false);
+        }
+    }
+    // Integers, and a workspace read through `let` before the row's output is written.
+    let p = "for i = parallel(_)\n  s .= 0\n  for j = _\n    s[] <<max>>= A[i, j]\n  end\n  let m = s[]\n    y[i] = m * 2\n  end\nend";
+    agree(
+        p,
+        &inputs("Dense(SparseList(Element(0.0)))", true),
+        &["y", "s"],
+        true,
+    );
+}
+
 fn refused(program: &str, tensors: &BTreeMap<String, Tensor>) -> Error {
     let runner = Runner::jit();
     runner
@@ -197,6 +220,15 @@ fn races_are_refused_with_places() {
     );
     let e = refused("for i = parallel(_)\n  s[] -= x[i]\nend", &t);
     assert!(matches!(e, Error::Race { .. }), "{e}");
+    // A workspace read before this iteration declares it holds the previous iteration's value.
+    let e = refused(
+        "for i = parallel(_)\n  y[i] = s[]\n  s .= 0\n  s[] += x[i]\nend",
+        &t,
+    );
+    assert!(
+        matches!(&e, Error::Race { span, .. } if (span.line, span.col) == (3, 3)),
+        "{e}"
+    );
 }
 
 #[test]

@@ -111,10 +111,13 @@ impl Parallel {
                         continue;
                     }
                     let weights = range.weights.and_then(|w| Weights::of(&bufs[w.0 as usize]));
+                    // Elements copied per chunk: the private outputs and the workspaces.
                     let private: u64 = range
                         .private
                         .iter()
-                        .map(|p| bufs[p.buf.0 as usize].len() as u64)
+                        .map(|p| p.buf)
+                        .chain(range.scratch.iter().copied())
+                        .map(|b| bufs[b.0 as usize].len() as u64)
                         .sum();
                     let threads = useful_threads(lo, hi, threads, weights, private, min_work);
                     if threads == 1 {
@@ -157,6 +160,13 @@ impl Parallel {
                         p.buf.0 as usize,
                         Buffer::filled(real.elem(), real.len(), id),
                     ));
+                }
+                // The workspaces after them: a copy as the buffer is (each iteration declares
+                // it afresh), owned, since the chunk writes it through its view.
+                for b in &range.scratch {
+                    let mut copy = bufs[b.0 as usize].clone();
+                    copy.make_owned();
+                    own.push((b.0 as usize, copy));
                 }
                 own
             })
@@ -243,6 +253,13 @@ impl Parallel {
         for (i, p) in range.private.iter().enumerate() {
             for own in &owns {
                 fold(&mut bufs[p.buf.0 as usize], &own[2 + i].1, p.fold);
+            }
+        }
+        // A workspace ends as the last iteration, which the last chunk ran, left it.
+        if let Some(last) = owns.last_mut() {
+            let first = 2 + range.private.len();
+            for (k, b) in last.drain(first..) {
+                bufs[k] = b;
             }
         }
         Ok(())

@@ -185,6 +185,9 @@ impl Kernel {
                         "private identity".into()
                     })?;
                 }
+                for b in &c.scratch {
+                    self.buf_ok(b.0)?;
+                }
                 if let Some(w) = c.weights {
                     self.buf_ok(w.0)?;
                     expect(self.buf_elem(w).compute(), ElemType::I64, || {

@@ -27,6 +27,7 @@ pub(super) fn effects_stmts(stmts: &[Stmt], fx: &mut Effects) {
                 fx.assigned.extend([c.lo, c.hi]);
                 // Private copies are written by the chunks.
                 fx.changed.extend(c.private.iter().map(|p| p.buf));
+                fx.changed.extend(c.scratch.iter().copied());
             }
             Stmt::Store { buf, index, .. } => {
                 fx.changed.insert(*buf);

@@ -261,6 +261,10 @@ pub struct Chunked {
     /// Outputs several iterations reduce into: each chunk writes a copy filled with the
     /// reducer's identity, and the copies are folded into the buffer in chunk order.
     pub private: Vec<Private>,
+    /// Arrays of workspaces each iteration declares afresh: each chunk works on its own copy
+    /// (starting as the buffer is), and the buffer ends as the last chunk's copy, which is
+    /// what the serial loop's last iteration leaves.
+    pub scratch: Vec<BufId>,
     /// A position array of the level the loop's index drives (`pos[i]..pos[i + 1]` are row
     /// `i`'s entries): chunks then get about equal numbers of entries rather than of indices.
     pub weights: Option<BufId>,
@@ -403,6 +407,9 @@ impl Kernel {
                     Stmt::Chunked(c) => {
                         for p in &c.private {
                             out[p.buf.0 as usize] = true;
+                        }
+                        for b in &c.scratch {
+                            out[b.0 as usize] = true;
                         }
                     }
                     _ => {}

@@ -88,9 +88,14 @@ impl<'a> Printer<'a> {
                     .iter()
                     .map(|p| format!("{} ({:?})", self.bufs[p.buf.0 as usize], p.fold))
                     .collect();
+                let scratch: Vec<&str> = c
+                    .scratch
+                    .iter()
+                    .map(|b| self.bufs[b.0 as usize].as_str())
+                    .collect();
                 let _ = writeln!(
                     out,
-                    "{pad}parallel ({}, {}) in chunks of {}..={}{}{} {{",
+                    "{pad}parallel ({}, {}) in chunks of {}..={}{}{}{} {{",
                     self.vars[c.lo.0 as usize],
                     self.vars[c.hi.0 as usize],
                     self.expr(&c.start),
@@ -102,6 +107,11 @@ impl<'a> Printer<'a> {
                         String::new()
                     } else {
                         format!(", private {}", private.join(", "))
+                    },
+                    if scratch.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", own {}", scratch.join(", "))
                     },
                 );
                 self.stmts(out, &c.body, depth + 1);

@@ -14,7 +14,8 @@
 //! The split is refused too when a chunk body could move memory another chunk sees: growing,
 //! filling or sorting a buffer that is not its own (the race check leaves only dense outputs,
 //! which are sized before the loop, so this is a safety net). Buffer 0 (the dimensions and the
-//! slot a failing bounds check reports through) and the private outputs are per chunk.
+//! slot a failing bounds check reports through), the private outputs and the iterations'
+//! workspaces (`Chunked::scratch`) are per chunk.
 
 use super::{BufDecl, BufId, Chunked, Expr, Kernel, Stmt, VarId, build as b};
 use crate::types::ElemType;
@@ -125,8 +126,13 @@ pub fn split(k: &Kernel) -> Option<Split> {
     for p in &parts {
         match p {
             Err(c) => {
-                let own: HashSet<BufId> =
-                    c.private.iter().map(|p| p.buf).chain([BufId(0)]).collect();
+                let own: HashSet<BufId> = c
+                    .private
+                    .iter()
+                    .map(|p| p.buf)
+                    .chain(c.scratch.iter().copied())
+                    .chain([BufId(0)])
+                    .collect();
                 if !chunk_body_ok(&c.body, &own) {
                     return None;
                 }
@@ -193,7 +199,10 @@ fn chunk_body_ok(body: &[Stmt], own: &HashSet<BufId>) -> bool {
                 own.contains(buf)
             }
             Stmt::SortPerm { perm, .. } => own.contains(perm),
-            Stmt::Chunked(c) => c.private.iter().all(|p| own.contains(&p.buf)),
+            Stmt::Chunked(c) => {
+                c.private.iter().all(|p| own.contains(&p.buf))
+                    && c.scratch.iter().all(|b| own.contains(b))
+            }
             _ => true,
         };
         ok && s.bodies().iter().all(|b| chunk_body_ok(b, own))

@@ -44,11 +44,11 @@ pub struct Engine {
     /// one slot past the last dimension.
     pub detail: (crate::ir::BufId, i64),
     /// The parallel loops (by the `(line, column)` of their statement and their index) and
-    /// the outputs each privatises, from `transforms::parallel::check_parallel`. The index is
+    /// what each privatises, from `transforms::parallel::check_parallel`. The index is
     /// part of the key because a generated program (an einsum plan) gives several loops one
     /// place: without it, the loops nested in a parallel one were lowered as parallel too
     /// (their extents opaque chunk bounds, so sparse levels searched for their start).
-    pub parallel: HashMap<(u32, u32, String), Vec<(String, crate::notation::ast::Reducer)>>,
+    pub parallel: HashMap<(u32, u32, String), crate::transforms::parallel::Plan>,
 }
 
 impl Engine {
@@ -120,12 +120,13 @@ impl Engine {
                         vec![b::store(buf, b::int(slot), bad), Stmt::Fail(msg)],
                     ));
                 }
-                if let Some(private) = self
+                if let Some(plan) = self
                     .parallel
                     .get(&(span.line, span.col, index.clone()))
                     .cloned()
-                    && let Some(private) = self.private_bufs(&private)
+                    && let Some(private) = self.private_bufs(&plan.private)
                 {
+                    let scratch = self.scratch_bufs(&plan.scratch);
                     // Each chunk lowers the loop over its own part `lo..=hi`: looplets seek
                     // their start there as at any loop start.
                     let lo = self.cx.var(&format!("{index}_lo"), ElemType::I64);
@@ -144,6 +145,7 @@ impl Engine {
                         stop,
                         body,
                         private,
+                        scratch,
                         weights,
                     })));
                     return Ok(code);
@@ -269,6 +271,19 @@ impl Engine {
             });
         }
         Some(out)
+    }
+
+    /// Every array of the tensors a parallel loop's iterations declare afresh (a tensor the
+    /// lowering keeps in variables has none).
+    fn scratch_bufs(&self, scratch: &[String]) -> Vec<crate::ir::BufId> {
+        let mut out: Vec<_> = scratch
+            .iter()
+            .filter_map(|t| self.tensors.get(t))
+            .flat_map(|t| t.level_bufs.iter().flatten().copied())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// The position array of a level that the parallel loop over `index` drives through its

@@ -574,7 +574,7 @@ pub fn const_value(e: &Expr) -> Option<Scalar> {
 /// which is always correct.
 fn parallel_by_place(
     plans: &[crate::transforms::parallel::Plan],
-) -> std::collections::HashMap<(u32, u32, String), Vec<(String, crate::notation::ast::Reducer)>> {
+) -> std::collections::HashMap<(u32, u32, String), crate::transforms::parallel::Plan> {
     let key = |p: &crate::transforms::parallel::Plan| (p.span.line, p.span.col, p.index.clone());
     let mut seen = std::collections::HashMap::new();
     for p in plans {
@@ -583,6 +583,6 @@ fn parallel_by_place(
     plans
         .iter()
         .filter(|p| seen[&key(p)] == 1)
-        .map(|p| (key(p), p.private.clone()))
+        .map(|p| (key(p), p.clone()))
         .collect()
 }

@@ -17,8 +17,14 @@
 //! - anything else (an overwrite `=`, `-=`, `choose`, a reducer that declares no such
 //!   properties) is a data race and an [`Error::Race`].
 //!
-//! A declaration inside a parallel loop (a per-iteration workspace) is refused too: the
-//! threads would share its storage.
+//! A tensor declared inside a parallel loop is an iteration's own workspace (a row's
+//! accumulator `s .= 0`, an image row `tmp .= false`) when the declaration is a statement of the
+//! loop's body itself (not under an `if` or an inner loop, which might skip it) and nothing
+//! before it in the body touches the tensor: every iteration then starts it afresh, so no
+//! value passes between iterations. Each chunk gets its own copy, and after the loop the
+//! tensor holds what the last iteration left, as in the serial loop. Its writes need no other
+//! check. Any other declaration inside a parallel loop is refused: the threads would share its
+//! storage, or an iteration would read what the one before left.
 
 use crate::error::{Error, Result};
 use crate::notation::ast::{AssignOp, ExprKind, Program, Reducer, Stmt, StmtKind};
@@ -32,6 +38,9 @@ pub struct Plan {
     pub index: String,
     /// The outputs each chunk reduces into a private copy of, with their reducer.
     pub private: Vec<(String, Reducer)>,
+    /// The tensors each iteration declares afresh (see the module documentation): each
+    /// chunk works on its own copy, and the last chunk's is kept.
+    pub scratch: Vec<String>,
 }
 
 /// Check every parallel loop of `program`. `dense(T)` says whether tensor `T` is stored
@@ -74,6 +83,7 @@ impl Checker<'_> {
                         span: s.span,
                         index: index.clone(),
                         private: vec![],
+                        scratch: scratch(body),
                     });
                     self.open.push(self.plans.len() - 1);
                     self.stmts(body)?;
@@ -90,27 +100,38 @@ impl Checker<'_> {
                 self.stmts(otherwise)
             }
             StmtKind::Let { body, .. } | StmtKind::Block(body) => self.stmts(body),
-            StmtKind::Declare { tensor, .. } => match self.open.first() {
-                Some(&p) => Err(Error::Race {
-                    span: s.span,
-                    msg: format!(
-                        "`{tensor}` is declared inside the parallel loop over `{}` ({}): every \
-                         thread would share its storage; declare it before the loop",
-                        self.plans[p].index,
-                        place(self.plans[p].span)
-                    ),
-                }),
-                None => Ok(()),
-            },
+            StmtKind::Declare { tensor, .. } => {
+                match self.open.iter().find(|&&p| !self.is_scratch(p, tensor)) {
+                    Some(&p) => Err(Error::Race {
+                        span: s.span,
+                        msg: format!(
+                            "`{tensor}` is declared inside the parallel loop over `{}` ({}), but \
+                             not as a statement of that loop's own body before every use of \
+                             `{tensor}` there: the threads would share its storage, or an \
+                             iteration would read what the one before left; declare it at the \
+                             top of the loop's body, or before the loop",
+                            self.plans[p].index,
+                            place(self.plans[p].span)
+                        ),
+                    }),
+                    None => Ok(()),
+                }
+            }
             StmtKind::Freeze { .. } | StmtKind::Thaw { .. } => Ok(()),
             StmtKind::Assign { lhs, op, .. } => {
                 for k in 0..self.open.len() {
                     let p = self.open[k];
-                    self.write(p, &lhs.tensor, lhs, op)?;
+                    if !self.is_scratch(p, &lhs.tensor) {
+                        self.write(p, &lhs.tensor, lhs, op)?;
+                    }
                 }
                 Ok(())
             }
         }
+    }
+
+    fn is_scratch(&self, p: usize, tensor: &str) -> bool {
+        self.plans[p].scratch.iter().any(|t| t == tensor)
     }
 
     fn write(
@@ -195,6 +216,23 @@ impl Checker<'_> {
     }
 }
 
+/// The tensors a parallel loop's body declares as statements of its own, before any of its
+/// statements touches them (see the module documentation).
+fn scratch(body: &[Stmt]) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    for (k, s) in body.iter().enumerate() {
+        if let StmtKind::Declare { tensor, .. } = &s.kind
+            && !out.contains(tensor)
+        {
+            let (reads, writes) = crate::notation::visit::reads_writes(&body[..k]);
+            if !reads.contains(tensor) && !writes.contains(tensor) {
+                out.push(tensor.clone());
+            }
+        }
+    }
+    out
+}
+
 /// Whether private copies of an output reduced with `r` can be folded together: `r` is
 /// commutative and associative and has an identity to start each copy from.
 fn privatisable(r: &Reducer) -> bool {
@@ -271,8 +309,23 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("sparse level"), "{e}");
-        let e = check("for i = parallel(_)\n  w .= 0\nend", &[]).unwrap_err();
-        assert!(e.to_string().contains("declared inside"), "{e}");
+        // A workspace each iteration declares first is its own; one it reads before declaring,
+        // declares under an `if` or in an inner loop, carries values between iterations.
+        let plans = check(
+            "for i = parallel(_)\n  w .= 0\n  w[] += x[i]\n  y[i] = w[]\nend",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(plans[0].scratch, vec!["w".to_string()]);
+        assert!(plans[0].private.is_empty());
+        for p in [
+            "for i = parallel(_)\n  y[i] = w[]\n  w .= 0\n  w[] += x[i]\nend",
+            "for i = parallel(_)\n  if x[i] > 0\n    w .= 0\n  end\n  w[] += x[i]\n  y[i] = w[]\nend",
+            "for i = parallel(_)\n  for j = _\n    w .= 0\n  end\n  w[] += x[i]\nend",
+        ] {
+            let e = check(p, &[]).unwrap_err();
+            assert!(e.to_string().contains("declared inside"), "{p}: {e}");
+        }
         // A privatised output written another way too.
         let e = check(
             "for i = parallel(_)\n  s[] += x[i]\n  s[] *= x[i]\nend",
