@@ -23,10 +23,12 @@ against OpenCV (`cv2.erode` with `iterations=2`, `cv2.calcHist` with a mask), on
    `cv2.calcHist` call. Building Tessera's input tensors (asarray, format conversion,
    packing words) and OpenCV's uint8 arrays is outside the timing. Per image: the median of
    N calls (5 in --quick, 20 otherwise), Tessera and OpenCV alternating over rounds (2 / 3),
-   the median over rounds. One row per dataset x scale x variant x backend: total ms over the
-   images per side (sum of the per-image medians) and the geometric mean over the images of
-   OpenCV time / Tessera time (column "per-image geomean"); a summary table per dataset x
-   scale with the best backend follows the table.
+   the median over rounds. The compile ms of these rows is the first `tessera.compile` of the
+   variant on that backend (its Kernel then serves every dataset and scale). One row per
+   dataset x scale x variant x backend: total ms over the images per side (sum of the
+   per-image medians) and the geometric mean over the images of OpenCV time / Tessera time
+   (column "per-image geomean"); a summary table per dataset x scale with the best backend
+   follows the table.
 
 Pixels outside the image count as set for erosion (OpenCV: BORDER_CONSTANT with borderValue
 1). Every result is compared exactly with OpenCV's before timing (on every image of the
