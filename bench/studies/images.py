@@ -75,6 +75,16 @@ MASK_FORMATS = {
 }
 
 
+def _cv2():
+    """OpenCV held to one thread, like every peer (Tessera's kernels are single-threaded):
+    by default its erode and calcHist split large images over all cores."""
+    import cv2
+
+    if cv2.getNumThreads() != 1:
+        cv2.setNumThreads(1)
+    return cv2
+
+
 def load_gray(path: Path) -> np.ndarray:
     from PIL import Image
 
@@ -107,7 +117,7 @@ def unpack_words(words: np.ndarray, width: int) -> np.ndarray:
 
 
 def opencv_erode(b8: np.ndarray) -> np.ndarray:
-    import cv2
+    cv2 = _cv2()
 
     return cv2.erode(
         b8,
@@ -119,7 +129,7 @@ def opencv_erode(b8: np.ndarray) -> np.ndarray:
 
 
 def opencv_hist(gray: np.ndarray, mask8: np.ndarray) -> np.ndarray:
-    import cv2
+    cv2 = _cv2()
 
     return cv2.calcHist([gray], [0], mask8, [16], [0, 256])
 
@@ -305,7 +315,7 @@ def load_omniglot(path: Path, count: int) -> list[np.ndarray]:
 
 
 def magnify_cubic(gray: np.ndarray, s: int) -> np.ndarray:
-    import cv2
+    cv2 = _cv2()
 
     h, w = gray.shape
     return cv2.resize(gray, (w * s, h * s), interpolation=cv2.INTER_CUBIC)
@@ -417,7 +427,7 @@ def dataset_cases(ctx, cv_ok: bool) -> list[dict]:
 
 def _measure(ctx, v: _Variant, kern, binaries, randoms, label, backend) -> dict:
     """Check every image exactly against OpenCV, then time both sides per image."""
-    import cv2
+    cv2 = _cv2()
 
     kernel = np.ones((3, 3), np.uint8)
     tess_ms, cv_ms, ratios = [], [], []
