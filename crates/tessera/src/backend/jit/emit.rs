@@ -434,6 +434,28 @@ impl Emitter<'_, '_> {
         };
     }
 
+    /// `if c { then } else { otherwise }`, continuing after both.
+    fn branch(
+        &mut self,
+        c: Value,
+        then: impl FnOnce(&mut Self),
+        otherwise: impl FnOnce(&mut Self),
+    ) {
+        let (tb, eb, merge) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().brif(c, tb, &[], eb, &[]);
+        self.b.switch_to_block(tb);
+        then(self);
+        self.b.ins().jump(merge, &[]);
+        self.b.switch_to_block(eb);
+        otherwise(self);
+        self.b.ins().jump(merge, &[]);
+        self.b.switch_to_block(merge);
+    }
+
     /// `for v = start; v < stop; v++ { body(v) }`; `break` in the body leaves this loop.
     fn counted_loop(
         &mut self,
@@ -501,19 +523,7 @@ impl Emitter<'_, '_> {
                 otherwise,
             } => {
                 let c = self.expr(cond);
-                let (tb, eb, merge) = (
-                    self.b.create_block(),
-                    self.b.create_block(),
-                    self.b.create_block(),
-                );
-                self.b.ins().brif(c, tb, &[], eb, &[]);
-                self.b.switch_to_block(tb);
-                self.stmts(then);
-                self.b.ins().jump(merge, &[]);
-                self.b.switch_to_block(eb);
-                self.stmts(otherwise);
-                self.b.ins().jump(merge, &[]);
-                self.b.switch_to_block(merge);
+                self.branch(c, |e| e.stmts(then), |e| e.stmts(otherwise));
             }
             Stmt::For {
                 var,
@@ -530,22 +540,16 @@ impl Emitter<'_, '_> {
                     return;
                 }
                 let fits = self.ranges_fit(&accesses, start, stop);
-                let (fast, slow, done) = (
-                    self.b.create_block(),
-                    self.b.create_block(),
-                    self.b.create_block(),
+                self.branch(
+                    fits,
+                    |e| {
+                        let saved = e.unchecked.len();
+                        e.unchecked.extend(accesses);
+                        e.counted_loop(v, start, stop, |e, _| e.stmts(body));
+                        e.unchecked.truncate(saved);
+                    },
+                    |e| e.counted_loop(v, start, stop, |e, _| e.stmts(body)),
                 );
-                self.b.ins().brif(fits, fast, &[], slow, &[]);
-                self.b.switch_to_block(fast);
-                let saved = self.unchecked.len();
-                self.unchecked.extend(accesses);
-                self.counted_loop(v, start, stop, |e, _| e.stmts(body));
-                self.unchecked.truncate(saved);
-                self.b.ins().jump(done, &[]);
-                self.b.switch_to_block(slow);
-                self.counted_loop(v, start, stop, |e, _| e.stmts(body));
-                self.b.ins().jump(done, &[]);
-                self.b.switch_to_block(done);
             }
             Stmt::While { cond, body } => {
                 let (head, blk, exit) = (
