@@ -85,5 +85,8 @@ pub fn convert(src: &Tensor, dst: &Format, drop_fills: bool) -> Result<Tensor> {
         })?;
         r.execute(&c, &mut tensors)
     })?;
-    Ok(tensors.remove(DST).expect("inserted above"))
+    let mut out = tensors.remove(DST).expect("inserted above");
+    // Conversions make the tensors kernels then read: record their checked coordinates.
+    out.mark_coordinates();
+    Ok(out)
 }

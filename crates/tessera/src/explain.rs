@@ -147,6 +147,7 @@ mod tests {
                 dims_slot: 0,
             }],
             ndims: 0,
+            bounds: vec![],
         }
     }
 

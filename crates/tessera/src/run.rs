@@ -393,9 +393,20 @@ impl Runner {
             *checked = Some(key);
         }
         drop(checked);
-        // One slot past the dimensions receives the value a failing check reports
-        // (`Layout::detail_slot`).
-        let mut dims = vec![0i64; c.layout.ndims + 1];
+        // The checked bounds of coordinate arrays follow the dimensions; the last slot
+        // receives the value a failing check reports (`Engine::detail`).
+        let mut dims = vec![0i64; c.layout.dims_len()];
+        for (k, at) in c.layout.bounds.iter().enumerate() {
+            let tl = &c.layout.tensors[at.tensor];
+            // A tensor the kernel writes vouches for nothing: its arrays change as it runs.
+            if c.written.contains(&tl.name) {
+                continue;
+            }
+            let below = tensors
+                .get(&tl.name)
+                .and_then(|t| t.levels.get(at.level)?.get(at.buf)?.below());
+            dims[c.layout.bound_slot(k)] = below.map_or(0, |n| n.min(i64::MAX as u64) as i64);
+        }
         let nbufs = c.ir.bufs.len();
         let mut bufs: Vec<Buffer> = vec![Buffer::I64(vec![].into()); nbufs];
         for tl in &c.layout.tensors {
@@ -404,6 +415,9 @@ impl Runner {
             })?;
             for (d, &n) in t.shape.iter().enumerate() {
                 dims[tl.dims_slot + d] = n as i64;
+            }
+            if c.written.contains(&tl.name) {
+                t.unmark();
             }
             for (lk, ids) in tl.bufs.iter().enumerate() {
                 for (bk, &id) in ids.iter().enumerate() {

@@ -37,6 +37,7 @@ pub(super) fn kernel(
             .collect(),
         body,
         errors: vec![custom_failure()],
+        bounded: vec![],
     }
 }
 

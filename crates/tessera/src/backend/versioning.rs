@@ -1,38 +1,143 @@
 //! Loop versioning, shared by the native backends: which accesses of an innermost counted
 //! loop can have their bounds checks replaced by one range test before the loop.
 //!
-//! An access `buf[i + c]` or `buf[w + i + c]` (`i` the loop variable, `w` a variable the loop
-//! does not assign, such as a row's start `y * width`, `c` a small constant) touches, over
-//! `i` in `[s, e)`, exactly the positions `[s + w + c, e + w + c)`. When that range lies inside
-//! the buffer, and the buffer keeps its length during the loop, no access of the loop can
-//! fail. A backend emits the loop twice: a copy without those checks, taken when the range
-//! tests all pass, and the checked copy otherwise, so a corrupt input still fails at the same
-//! access with the same writes done.
+//! Two kinds of access qualify:
+//! - `buf[i + c]` or `buf[w + i + c]` (`i` the loop variable, `w` a variable the loop does not
+//!   assign, such as a row's start `y * width`, `c` a small constant) touches, over `i` in
+//!   `[s, e)`, exactly the positions `[s + w + c, e + w + c)`: the test is that this range
+//!   lies inside the buffer;
+//! - `buf[v]` where `v` only ever holds elements of coordinate arrays the caller vouches lie in
+//!   `0..below` ([`Kernel::bounded`], [`Gathers`]): a gather such as SpMV's `x[j]`, `j` read
+//!   from the matrix's checked column indices. The test is `0 < below <= len(buf)`.
+//!
+//! Either holds only while the buffer keeps its length during the loop. A backend emits the
+//! loop twice: a copy without those checks, taken when the range tests all pass, and the
+//! checked copy otherwise, so a corrupt input still fails at the same access with the same
+//! writes done.
 
-use crate::ir::{BinOp, BufId, Expr, Stmt, VarId};
+use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, VarId};
 use crate::types::Scalar;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// The largest constant offset versioning considers (keeps the range tests overflow-free
 /// where they are done in 64 bits).
 pub const MAX_OFFSET: i64 = 1 << 20;
 
-/// An access `buf[var + base + offset]` whose range a versioned loop tests before it runs.
+/// An access whose range a versioned loop tests before it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Access {
     pub buf: BufId,
-    /// The loop variable.
-    pub var: VarId,
-    /// A variable the loop keeps, or none.
-    pub base: Option<VarId>,
-    /// A constant in `-MAX_OFFSET..=MAX_OFFSET`.
-    pub offset: i64,
+    pub at: At,
+}
+
+/// Where an [`Access`] reaches in its buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum At {
+    /// `buf[var + base + offset]`.
+    Shifted {
+        /// The loop variable.
+        var: VarId,
+        /// A variable the loop keeps, or none.
+        base: Option<VarId>,
+        /// A constant in `-MAX_OFFSET..=MAX_OFFSET`.
+        offset: i64,
+    },
+    /// `buf[index]`, `index` holding only values in `0..below`, `below` being
+    /// `Gathers::belows[below]` (tested positive).
+    Gathered { index: VarId, below: usize },
 }
 
 impl Access {
     /// Whether `buf[index]` is this access.
     pub fn is(&self, buf: BufId, index: &Expr) -> bool {
-        self.buf == buf && loop_offset(index, self.var) == Some((self.base, self.offset))
+        self.buf == buf
+            && match self.at {
+                At::Shifted { var, base, offset } => {
+                    loop_offset(index, var) == Some((base, offset))
+                }
+                At::Gathered { index: v, .. } => matches!(index, Expr::Var(x) if *x == v),
+            }
+    }
+}
+
+/// The variables of a kernel that only ever hold elements of vouched-for coordinate arrays
+/// ([`Kernel::bounded`]): every assignment to such a variable, anywhere in the kernel, is a
+/// load from an array bounded by the same `below`, which the kernel never writes; it is no loop
+/// counter. Its value is then always in `0..below` when `below` is positive (the initial 0
+/// too), whichever load last set it, in bounds or not (an out-of-bounds load fails before the
+/// assignment).
+#[derive(Default)]
+pub struct Gathers {
+    vars: HashMap<VarId, usize>,
+    /// The distinct bounds, as the kernel states them.
+    pub belows: Vec<Expr>,
+}
+
+impl Gathers {
+    pub fn of(k: &Kernel) -> Gathers {
+        if k.bounded.is_empty() {
+            return Gathers::default();
+        }
+        let mut changed = HashSet::new();
+        let mut assigned: HashMap<VarId, Vec<Option<BufId>>> = HashMap::new();
+        walk_all(&k.body, &mut |s| match s {
+            Stmt::Assign(v, e) => {
+                let from = match e {
+                    Expr::Load { buf, .. } => Some(*buf),
+                    _ => None,
+                };
+                assigned.entry(*v).or_default().push(from);
+            }
+            Stmt::For { var, .. } => assigned.entry(*var).or_default().push(None),
+            Stmt::Chunked(c) => {
+                for v in [c.lo, c.hi] {
+                    assigned.entry(v).or_default().push(None);
+                }
+                changed.extend(c.private.iter().map(|p| p.buf));
+                changed.extend(c.scratch.iter().copied());
+            }
+            Stmt::Store { buf, .. }
+            | Stmt::Grow { buf, .. }
+            | Stmt::Fill { buf, .. }
+            | Stmt::Sort { buf, .. }
+            | Stmt::SortPerm { perm: buf, .. } => {
+                changed.insert(*buf);
+            }
+            _ => {}
+        });
+        let mut g = Gathers::default();
+        let mut bound_of = HashMap::new();
+        for (buf, below) in &k.bounded {
+            if changed.contains(buf) {
+                continue;
+            }
+            let at = match g.belows.iter().position(|b| b == below) {
+                Some(at) => at,
+                None => {
+                    g.belows.push(below.clone());
+                    g.belows.len() - 1
+                }
+            };
+            // A buffer vouched for twice with different bounds keeps neither.
+            if *bound_of.entry(*buf).or_insert(at) != at {
+                bound_of.insert(*buf, usize::MAX);
+            }
+        }
+        for (v, froms) in assigned {
+            let bounds: HashSet<Option<usize>> = froms
+                .iter()
+                .map(|f| f.and_then(|b| bound_of.get(&b).copied().filter(|&a| a != usize::MAX)))
+                .collect();
+            if let [Some(at)] = bounds.into_iter().collect::<Vec<_>>()[..] {
+                g.vars.insert(v, at);
+            }
+        }
+        g
+    }
+
+    /// The bound of `v`'s values, if it only ever holds vouched-for coordinates.
+    pub fn below(&self, v: VarId) -> Option<usize> {
+        self.vars.get(&v).copied()
     }
 }
 
@@ -40,7 +145,7 @@ impl Access {
 /// has no inner loop (versioning nested loops would multiply the code) and does not assign
 /// `var`; the buffer is not grown in the body; the base is not assigned in the body. Empty
 /// when the loop cannot be versioned. Sorted, without repeats.
-pub fn versionable(var: VarId, body: &[Stmt]) -> Vec<Access> {
+pub fn versionable(var: VarId, body: &[Stmt], gathers: &Gathers) -> Vec<Access> {
     let mut nested = false;
     let mut grown = HashSet::new();
     walk_stmts(body, &mut |s| match s {
@@ -55,15 +160,22 @@ pub fn versionable(var: VarId, body: &[Stmt]) -> Vec<Access> {
     }
     let mut found = HashSet::new();
     let mut note = |buf: BufId, index: &Expr| {
+        if grown.contains(&buf.0) {
+            return;
+        }
         if let Some((base, offset)) = loop_offset(index, var)
-            && !grown.contains(&buf.0)
             && !base.is_some_and(|w| assigns(body, w))
         {
             found.insert(Access {
                 buf,
-                var,
-                base,
-                offset,
+                at: At::Shifted { var, base, offset },
+            });
+        } else if let Expr::Var(v) = index
+            && let Some(below) = gathers.below(*v)
+        {
+            found.insert(Access {
+                buf,
+                at: At::Gathered { index: *v, below },
             });
         }
     };
@@ -146,6 +258,17 @@ pub fn walk_stmts(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
     }
 }
 
+/// Every statement, also those of parallel ranges' bodies, nested ones after the statement
+/// that holds them.
+fn walk_all(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
+    for s in stmts {
+        f(s);
+        for body in s.bodies() {
+            walk_all(body, f);
+        }
+    }
+}
+
 /// Every expression (and sub-expression) in the statements.
 pub fn walk_exprs(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
     walk_stmts(stmts, &mut |s| {
@@ -189,10 +312,11 @@ mod tests {
     #[test]
     fn loops_that_grow_nest_or_move_their_base_are_not_versioned() {
         let (i, w) = (VarId(0), VarId(1));
+        let none = Gathers::default();
         let store = b::store(BufId(1), b::add(b::var(w), b::var(i)), b::int(1));
-        assert_eq!(versionable(i, std::slice::from_ref(&store)).len(), 1);
+        assert_eq!(versionable(i, std::slice::from_ref(&store), &none).len(), 1);
         let moved = vec![store.clone(), Stmt::Assign(w, b::int(3))];
-        assert!(versionable(i, &moved).is_empty());
+        assert!(versionable(i, &moved, &none).is_empty());
         let grown = vec![
             Stmt::Grow {
                 buf: BufId(1),
@@ -200,8 +324,106 @@ mod tests {
             },
             store.clone(),
         ];
-        assert!(versionable(i, &grown).is_empty());
+        assert!(versionable(i, &grown, &none).is_empty());
         let counted = vec![store, Stmt::Assign(i, b::int(0))];
-        assert!(versionable(i, &counted).is_empty());
+        assert!(versionable(i, &counted, &none).is_empty());
+    }
+
+    /// The innermost `for` loops of the statements, with their variables.
+    fn innermost(stmts: &[Stmt], out: &mut Vec<(VarId, Vec<Stmt>)>) {
+        walk_all(stmts, &mut |s| {
+            if let Stmt::For { var, body, .. } = s {
+                let mut inner = false;
+                walk_stmts(body, &mut |t| inner |= matches!(t, Stmt::For { .. }));
+                if !inner {
+                    out.push((*var, body.clone()));
+                }
+            }
+        });
+    }
+
+    fn gathered_in(program: &str, a: &str) -> Vec<Access> {
+        use crate::levels::Format;
+        let p = crate::notation::parse::parse_program(program).unwrap();
+        let formats = [
+            ("A".to_string(), Format::parse(a, Some(2)).unwrap()),
+            (
+                "x".to_string(),
+                Format::parse("Dense(Element(0.0))", Some(1)).unwrap(),
+            ),
+            (
+                "y".to_string(),
+                Format::parse("Dense(Element(0.0))", Some(1)).unwrap(),
+            ),
+        ]
+        .into();
+        let c = crate::run::Runner::jit().compile(&p, &formats).unwrap();
+        let g = Gathers::of(&c.ir);
+        let mut loops = vec![];
+        innermost(&c.ir.body, &mut loops);
+        loops
+            .iter()
+            .flat_map(|(v, body)| versionable(*v, body, &g))
+            .filter(|a| matches!(a.at, At::Gathered { .. }))
+            .collect()
+    }
+
+    #[test]
+    fn gathers_through_vouched_coordinates_are_versioned() {
+        let spmv = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
+        let spmv_t = "y .= 0\nfor i = _, j = _\n  y[j] += A[i, j] * x[i]\nend\n";
+        for a in [
+            "Dense(SparseList(Element(0.0)))",
+            "Dense(SparseList(Element(0.0), coord=i32))",
+        ] {
+            assert!(!gathered_in(spmv, a).is_empty(), "x[j] in {a}");
+            assert!(!gathered_in(spmv_t, a).is_empty(), "y[j] in {a}");
+        }
+        // No coordinate arrays, nothing to vouch for: `x[j]` is a counted loop's access.
+        assert!(gathered_in(spmv, "Dense(Dense(Element(0.0)))").is_empty());
+    }
+
+    #[test]
+    fn an_index_assigned_anything_else_is_not_a_gather() {
+        let (j, q) = (VarId(0), VarId(1));
+        let (coords, x) = (BufId(1), BufId(2));
+        let below = b::load(BufId(0), b::int(3));
+        let kernel = |extra: Vec<Stmt>, bounded: Vec<(BufId, Expr)>| {
+            let mut body = vec![Stmt::For {
+                var: q,
+                start: b::int(0),
+                stop: b::int(4),
+                body: vec![
+                    Stmt::Assign(j, b::load(coords, b::var(q))),
+                    b::store(x, b::var(j), b::int(1)),
+                ],
+            }];
+            body.extend(extra);
+            Kernel {
+                name: "k".into(),
+                bufs: vec![],
+                vars: vec![],
+                body,
+                errors: vec![],
+                bounded,
+            }
+        };
+        let vouched = vec![(coords, below.clone())];
+        assert_eq!(
+            Gathers::of(&kernel(vec![], vouched.clone())).below(j),
+            Some(0)
+        );
+        assert_eq!(Gathers::of(&kernel(vec![], vec![])).below(j), None);
+        // Assigned a constant elsewhere, or the coordinates written: no longer bounded.
+        let other = vec![Stmt::Assign(j, b::int(7))];
+        assert_eq!(Gathers::of(&kernel(other, vouched.clone())).below(j), None);
+        let written = vec![b::store(coords, b::int(0), b::int(9))];
+        assert_eq!(
+            Gathers::of(&kernel(written, vouched.clone())).below(j),
+            None
+        );
+        // Two bounds for one buffer keep neither.
+        let twice = vec![(coords, below), (coords, b::int(5))];
+        assert_eq!(Gathers::of(&kernel(vec![], twice)).below(j), None);
     }
 }

@@ -468,6 +468,7 @@ pub fn probe_ir(
             body,
         }],
         errors: cx.errors,
+        bounded: vec![],
     }
 }
 

@@ -89,6 +89,18 @@ impl Kernel {
                 });
             }
         }
+        for (buf, below) in &self.bounded {
+            let ok = self
+                .buf_ok(buf.0)
+                .and_then(|()| self.expr_ty(below))
+                .and_then(|t| expect(t, ElemType::I64, || "a vouched bound".into()));
+            if let Err(msg) = ok {
+                out.push(IrError {
+                    path: vec![],
+                    msg: format!("bounded buffer {}: {msg}", buf.0),
+                });
+            }
+        }
         self.check_stmts(&self.body, 0, &mut vec![], &mut out);
         if out.is_empty() {
             Ok(())
@@ -432,6 +444,7 @@ mod tests {
             ],
             body,
             errors: vec![],
+            bounded: vec![],
         }
     }
 

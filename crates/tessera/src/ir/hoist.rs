@@ -203,6 +203,7 @@ mod tests {
             vars: vec![var("j"), var("i")],
             body,
             errors: vec![],
+            bounded: vec![],
         }
     }
 

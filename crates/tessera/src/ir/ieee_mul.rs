@@ -333,6 +333,7 @@ mod tests {
             ],
             body,
             errors: vec![],
+            bounded: vec![],
         }
     }
 

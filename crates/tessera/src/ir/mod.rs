@@ -57,6 +57,14 @@ pub struct Kernel {
     pub body: Vec<Stmt>,
     /// The runtime errors the kernel can raise with `Stmt::Fail(k)`.
     pub errors: Vec<cx::KernelError>,
+    /// Facts about buffers' contents the caller vouches for: every element of `buf` is in
+    /// `0..below` whenever `below` is positive. `below` is a pure expression with the same
+    /// value all through a run (a load of the dimensions buffer, which the runtime fills with 0
+    /// when it vouches for nothing). A backend may drop the bounds check of a load
+    /// `b[v]` where `v` only ever holds elements of such buffers, behind one test that `below`
+    /// is positive and at most `b`'s length (`backend::versioning`), provided the kernel never
+    /// writes `buf`.
+    pub bounded: Vec<(BufId, Expr)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

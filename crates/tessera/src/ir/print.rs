@@ -354,6 +354,7 @@ mod tests {
                 )],
             }],
             errors: vec![],
+            bounded: vec![],
         };
         let text = k.to_string();
         assert!(
@@ -393,6 +394,7 @@ mod tests {
                 ),
             ],
             errors: vec![],
+            bounded: vec![],
         };
         k.check().unwrap();
         let text = k.to_string();

@@ -203,6 +203,7 @@ mod tests {
             ],
             body,
             errors: vec![],
+            bounded: vec![],
         }
     }
 

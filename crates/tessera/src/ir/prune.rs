@@ -150,6 +150,7 @@ mod tests {
                 },
             ],
             errors: vec![],
+            bounded: vec![],
         };
         prune_dead_vars(&mut k);
         k.check().unwrap();

@@ -105,6 +105,7 @@ pub fn split(k: &Kernel) -> Option<Split> {
             vars: k.vars.clone(),
             body,
             errors: k.errors.clone(),
+            bounded: k.bounded.clone(),
         }
     };
     // The top level cut at each range: serial runs and ranges alternate.

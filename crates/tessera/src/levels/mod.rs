@@ -92,6 +92,14 @@ pub trait Level: Sync {
         vec![]
     }
 
+    /// The level's coordinate arrays: `(buffer, dimension)` for each buffer whose every
+    /// element is a coordinate of the level's dimension `dimension` in a valid tensor. A kernel
+    /// may gather through such an array's elements without bounds checks once they are checked
+    /// (`Tensor::mark_coordinates`, `ir::Kernel::bounded`).
+    fn coordinates(&self, _kind: &LevelKind) -> Vec<(usize, usize)> {
+        vec![]
+    }
+
     // ---- runtime side ----
     /// Check stored arrays against the shape for `parent_count` parent positions; returns the
     /// number of child positions.

@@ -98,6 +98,9 @@ impl Level for SparseCOO {
     fn state(&self, _: &LevelKind) -> Vec<(&'static str, ElemType)> {
         vec![("qos", ElemType::I64), ("unsorted", ElemType::Bool)]
     }
+    fn coordinates(&self, kind: &LevelKind) -> Vec<(usize, usize)> {
+        (0..rank_of(kind)).map(|k| (1 + k, k)).collect()
+    }
 
     fn validate(
         &self,

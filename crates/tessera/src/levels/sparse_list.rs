@@ -103,6 +103,12 @@ impl Level for SparseList {
     fn state(&self, _: &LevelKind) -> Vec<(&'static str, ElemType)> {
         vec![("qos", ElemType::I64), ("prev", ElemType::I64)]
     }
+    fn coordinates(&self, kind: &LevelKind) -> Vec<(usize, usize)> {
+        match kind.is_real() {
+            true => vec![],
+            false => vec![(IDX, 0)],
+        }
+    }
 
     fn validate(
         &self,

@@ -35,6 +35,33 @@ use std::rc::Rc;
 pub struct Layout {
     pub tensors: Vec<TensorLayout>,
     pub ndims: usize,
+    /// The coordinate arrays whose checked bound the runtime passes, in order, in the slots of
+    /// the dimensions buffer after the dimensions (`ndims + k`; the last slot stays the one a
+    /// failing check reports through); see [`Kernel::bounded`].
+    pub bounds: Vec<BoundSlot>,
+}
+
+/// A coordinate array of a tensor (`Level::coordinates`) whose checked bound, or 0 when there
+/// is none, the runtime writes before each run.
+#[derive(Clone, Debug)]
+pub struct BoundSlot {
+    /// The tensor's place in [`Layout::tensors`].
+    pub tensor: usize,
+    pub level: usize,
+    /// The buffer's place in the level's arrays.
+    pub buf: usize,
+}
+
+impl Layout {
+    /// The length of the dimensions buffer: every dimension, the bounds, the detail slot.
+    pub fn dims_len(&self) -> usize {
+        self.ndims + self.bounds.len() + 1
+    }
+
+    /// The slot of the dimensions buffer holding bound `k`.
+    pub fn bound_slot(&self, k: usize) -> usize {
+        self.ndims + k
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -62,7 +89,9 @@ pub fn lower_program(
     let mut layout = Layout {
         tensors: vec![],
         ndims,
+        bounds: vec![],
     };
+    let mut bounded = vec![];
     let mut slot = 0;
     let mut entry = vec![];
     let mut first_of_class: HashMap<usize, ir::VarId> = HashMap::new();
@@ -95,6 +124,20 @@ pub fn lower_program(
                 .collect(),
             dims_slot: slot,
         });
+        for (level, kind) in format.levels.iter().enumerate() {
+            for (buf, _) in crate::levels::level_impl(kind).coordinates(kind) {
+                let at = ndims + layout.bounds.len();
+                bounded.push((
+                    t.level_bufs[level][buf],
+                    b::load(dims_buf, b::int(at as i64)),
+                ));
+                layout.bounds.push(BoundSlot {
+                    tensor: layout.tensors.len() - 1,
+                    level,
+                    buf,
+                });
+            }
+        }
         slot += t.rank();
         tensors.insert(name.clone(), Rc::new(t));
     }
@@ -111,7 +154,7 @@ pub fn lower_program(
         write_once: Default::default(),
         carried: carried(&program.body),
         facts: Default::default(),
-        detail: (dims_buf, ndims as i64),
+        detail: (dims_buf, (ndims + layout.bounds.len()) as i64),
         parallel: parallel_by_place(parallel),
     };
     let mut code = entry;
@@ -123,6 +166,7 @@ pub fn lower_program(
         vars,
         body: code,
         errors,
+        bounded,
     };
     flags::fold_flags(&mut kernel.body);
     crate::ir::prune::prune_dead_vars(&mut kernel);

@@ -225,6 +225,41 @@ impl Buffer {
         each_buffer!(self, v => v.share())
     }
 
+    /// Check that every element is an integer in `0..below` and record it ([`Store::below`]);
+    /// `false` (nothing recorded) when one is not, for a float or bool array, or for memory
+    /// someone else owns.
+    pub fn check_below(&mut self, below: u64) -> bool {
+        fn fits<T: Copy + Ord + Into<i128>>(v: &[T], below: u64) -> bool {
+            let Some(&first) = v.first() else {
+                return true;
+            };
+            // The extremes in the element type: one pass the compiler vectorises.
+            let (lo, hi) = v
+                .iter()
+                .fold((first, first), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+            lo.into() >= 0 && hi.into() < below as i128
+        }
+        let ok = match self {
+            Buffer::I32(v) => fits(v, below),
+            Buffer::I64(v) => fits(v, below),
+            Buffer::U8(v) => fits(v, below),
+            Buffer::I8(v) => fits(v, below),
+            Buffer::U64(v) => fits(v, below),
+            _ => false,
+        };
+        ok && each_buffer!(self, v => v.set_below(below))
+    }
+
+    /// The checked bound of the elements, if they have not changed since ([`Store::below`]).
+    pub fn below(&self) -> Option<u64> {
+        each_buffer!(self, v => v.below())
+    }
+
+    /// Forget the checked bound ([`Store::unmark`]).
+    pub fn unmark(&mut self) {
+        each_buffer!(self, v => v.unmark())
+    }
+
     pub fn as_i64(&self) -> Option<&[i64]> {
         match self {
             Buffer::I64(v) => Some(v),

@@ -6,6 +6,11 @@
 //! that memory in place; the first write (or growth) copies it into a `Vec` of the store's
 //! own, so the owner's memory is never written. That is what lets a 10⁷-entry SciPy matrix
 //! become a tensor without a copy, and a tensor be lent to several calls at once.
+//!
+//! A store of integers may also carry a checked bound ([`Store::below`]): the note that every
+//! element was found in `0..n`, kept until the elements change. Memory someone else owns takes
+//! none, since its owner may change it at any time. A kernel reading a coordinate array with
+//! such a bound gathers through its elements without bounds checks (`backend::versioning`).
 
 use std::any::Any;
 use std::fmt;
@@ -15,6 +20,8 @@ use std::sync::Arc;
 /// The elements of one array, owned or shared (see the module documentation).
 pub struct Store<T> {
     repr: Repr<T>,
+    /// Every element is in `0..below` (checked; dropped by any change to the elements).
+    below: Option<u64>,
 }
 
 enum Repr<T> {
@@ -24,6 +31,9 @@ enum Repr<T> {
         ptr: *const T,
         len: usize,
         owner: Arc<dyn Any + Send + Sync>,
+        /// Whether the memory is someone else's, who may change it (`Store::shared`), rather
+        /// than a `Vec` this crate moved behind the count and never writes (`Store::share`).
+        foreign: bool,
     },
 }
 
@@ -38,6 +48,7 @@ impl<T: Copy> Store<T> {
     pub const fn new() -> Store<T> {
         Store {
             repr: Repr::Owned(Vec::new()),
+            below: None,
         }
     }
 
@@ -50,7 +61,13 @@ impl<T: Copy> Store<T> {
     /// either value of an element, as with any memory shared with foreign code.
     pub unsafe fn shared(ptr: *const T, len: usize, owner: Arc<dyn Any + Send + Sync>) -> Store<T> {
         Store {
-            repr: Repr::Shared { ptr, len, owner },
+            repr: Repr::Shared {
+                ptr,
+                len,
+                owner,
+                foreign: true,
+            },
+            below: None,
         }
     }
 
@@ -59,8 +76,10 @@ impl<T: Copy> Store<T> {
         matches!(self.repr, Repr::Shared { .. })
     }
 
-    /// The elements as a `Vec` this store owns, copying shared memory first.
+    /// The elements as a `Vec` this store owns, copying shared memory first. The caller may
+    /// change them, so the checked bound goes.
     pub fn to_mut(&mut self) -> &mut Vec<T> {
+        self.below = None;
         if let Repr::Shared { .. } = self.repr {
             let v = self.deref().to_vec();
             self.repr = Repr::Owned(v);
@@ -88,7 +107,12 @@ impl<T: Copy> Store<T> {
         if let Repr::Owned(v) = &mut self.repr {
             let v = Arc::new(std::mem::take(v));
             let (ptr, len) = (v.as_ptr(), v.len());
-            self.repr = Repr::Shared { ptr, len, owner: v };
+            self.repr = Repr::Shared {
+                ptr,
+                len,
+                owner: v,
+                foreign: false,
+            };
         }
     }
 
@@ -104,6 +128,9 @@ impl<T: Copy> Store<T> {
 
     /// Shorten to `len` elements; shared memory stays shared (only fewer of it is read).
     pub fn truncate(&mut self, len: usize) {
+        if len < self.len() {
+            self.below = None;
+        }
         match &mut self.repr {
             Repr::Owned(v) => v.truncate(len),
             Repr::Shared { len: n, .. } => *n = (*n).min(len),
@@ -112,6 +139,26 @@ impl<T: Copy> Store<T> {
 
     pub fn clear(&mut self) {
         self.truncate(0)
+    }
+
+    /// Record that every element is in `0..below`, which the caller has checked (module
+    /// documentation). Refused, returning `false`, for memory someone else owns.
+    pub fn set_below(&mut self, below: u64) -> bool {
+        if matches!(self.repr, Repr::Shared { foreign: true, .. }) {
+            return false;
+        }
+        self.below = Some(below);
+        true
+    }
+
+    /// The checked bound, if the elements have not changed since it was recorded.
+    pub fn below(&self) -> Option<u64> {
+        self.below
+    }
+
+    /// Forget the checked bound.
+    pub fn unmark(&mut self) {
+        self.below = None;
     }
 
     /// Capacity in elements (a shared store has exactly its length).
@@ -198,12 +245,20 @@ impl<T: Copy> Clone for Store<T> {
         Store {
             repr: match &self.repr {
                 Repr::Owned(v) => Repr::Owned(v.clone()),
-                Repr::Shared { ptr, len, owner } => Repr::Shared {
+                Repr::Shared {
+                    ptr,
+                    len,
+                    owner,
+                    foreign,
+                } => Repr::Shared {
                     ptr: *ptr,
                     len: *len,
                     owner: owner.clone(),
+                    foreign: *foreign,
                 },
             },
+            // The copy holds the same elements, so the same check holds for it.
+            below: self.below,
         }
     }
 }
@@ -224,6 +279,7 @@ impl<T: Copy> From<Vec<T>> for Store<T> {
     fn from(v: Vec<T>) -> Self {
         Store {
             repr: Repr::Owned(v),
+            below: None,
         }
     }
 }
@@ -328,5 +384,32 @@ mod tests {
         assert_eq!(&c[..], &[1.5, 2.5, 3.5]);
         assert_eq!(&s[..], &[1.5, 2.5]);
         assert_eq!(s.into_vec(), vec![1.5, 2.5]);
+    }
+
+    #[test]
+    fn checked_bounds_last_until_a_change_and_never_on_foreign_memory() {
+        let mut s = Store::from(vec![1i64, 4, 2]);
+        assert!(s.set_below(5));
+        assert_eq!(s.clone().below(), Some(5), "a copy holds the same elements");
+        s.share();
+        assert_eq!(s.below(), Some(5), "sharing changes no element");
+        s.truncate(3);
+        assert_eq!(
+            s.below(),
+            Some(5),
+            "a truncation to the same length changes nothing"
+        );
+        let mut c = s.clone();
+        c[0] = 9;
+        assert_eq!(c.below(), None);
+        let mut c = s.clone();
+        c.truncate(1);
+        assert_eq!(c.below(), None);
+        let mut c = s.clone();
+        c.push(0);
+        assert_eq!(c.below(), None);
+        let (mut foreign, _owner) = shared_copy_of(vec![0, 1]);
+        assert!(!foreign.set_below(2), "its owner may change it");
+        assert_eq!(foreign.below(), None);
     }
 }

@@ -184,6 +184,8 @@ impl Tensor {
             }
         }
         t.merge_runs();
+        // Built here, so in range: record it for the kernels that gather through it.
+        t.mark_coordinates();
         Ok(t)
     }
 
@@ -375,6 +377,34 @@ impl Tensor {
                 .map_err(|m| Error::tensor(name, format!("level {k}: {m}")))?;
         }
         Ok(())
+    }
+
+    /// Check the coordinate arrays of the tensor's levels (`Level::coordinates`) against
+    /// their dimensions and record the bound on each that holds ([`Buffer::check_below`]): a
+    /// kernel that reads the tensor without writing it then gathers through those coordinates
+    /// without bounds checks (`ir::Kernel::bounded`), until the array changes. Arrays shared with
+    /// memory someone else owns (a NumPy array lent without a copy) take no bound, since their
+    /// owner may change them. One pass over the coordinates; done where tensors are loaded or
+    /// converted.
+    pub fn mark_coordinates(&mut self) {
+        if self.levels.len() != self.format.levels.len() || self.shape.len() != self.format.rank() {
+            return;
+        }
+        for (k, kind) in self.format.levels.iter().enumerate() {
+            let dims = self.level_dims(k).to_vec();
+            for (b, d) in level_impl(kind).coordinates(kind) {
+                if let (Some(buf), Some(&n)) = (self.levels[k].get_mut(b), dims.get(d)) {
+                    buf.check_below(n as u64);
+                }
+            }
+        }
+    }
+
+    /// Forget the bounds [`Tensor::mark_coordinates`] recorded (a kernel writes the tensor).
+    pub fn unmark(&mut self) {
+        for b in self.levels.iter_mut().flatten() {
+            b.unmark();
+        }
     }
 
     /// Make every level array shareable without copying it ([`Buffer::share`]): clones of

@@ -15,16 +15,18 @@
 //!
 //! For speed, an innermost counted loop whose accesses `buf[i + c]` or `buf[w + i + c]` (`w` a
 //! variable the loop does not assign, such as a row's start `y * width`) can be proven in range
-//! from the loop bounds alone is emitted twice: a copy without those checks, taken when one
-//! test before the loop shows the whole range is inside the buffers, and the checked copy
-//! otherwise (so a corrupt input still fails at the same access with the same buffers).
+//! from the loop bounds alone, or gather through checked coordinates (`x[j]`, `j` from a
+//! matrix's vouched-for column indices), is emitted twice (`backend::versioning`): a copy
+//! without those checks, taken when one test before the loop shows every access is inside its
+//! buffer, and the checked copy otherwise (so a corrupt input still fails at the same access
+//! with the same buffers).
 //!
 //! A `Limit` point is a `__int128` holding its order key (`backend::limit_code`), as in the
 //! JIT, so comparisons are C's integer comparisons.
 
 use crate::backend::GROW_BASE;
 use crate::backend::limit_code;
-use crate::backend::versioning::{self, Access, walk_exprs, walk_stmts};
+use crate::backend::versioning::{self, Access, At, Gathers, walk_exprs, walk_stmts};
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp, VarId};
 use crate::types::{ElemType, Scalar};
 use std::collections::HashSet;
@@ -131,6 +133,7 @@ pub fn emit(k: &Kernel) -> String {
         depth: 1,
         tmp: 0,
         unchecked: vec![],
+        gathers: Gathers::of(k),
     };
     let _ = writeln!(e.out, "/* tessera kernel `{}` */", comment(&k.name));
     e.out.push_str(PRELUDE);
@@ -274,6 +277,8 @@ struct Emitter<'a> {
     tmp: usize,
     /// Accesses whose check a versioned loop made before entering (see the module docs).
     unchecked: Vec<Access>,
+    /// The variables holding only checked coordinates, for versioning gathers.
+    gathers: Gathers,
 }
 
 impl Emitter<'_> {
@@ -513,7 +518,7 @@ impl Emitter<'_> {
         } else {
             format!("v{}++", var.0)
         };
-        let accesses = versioning::versionable(var, body);
+        let accesses = versioning::versionable(var, body, &self.gathers);
         if accesses.is_empty() {
             self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
             self.stmts(body);
@@ -522,14 +527,30 @@ impl Emitter<'_> {
         }
         let mut tests = vec![];
         for a in &accesses {
-            let (b, c) = (a.buf.0, a.offset);
-            tests.push(match a.base.map(|w| w.0) {
+            let b = a.buf.0;
+            tests.push(match a.at {
                 // `s + c >= 0` and `e + c <= n` without overflow: |c| is small and n >= 0.
-                None => format!("{s} >= INT64_C({}) && {e} <= n{b} - INT64_C({c})", -c),
+                At::Shifted {
+                    base: None,
+                    offset: c,
+                    ..
+                } => format!("{s} >= INT64_C({}) && {e} <= n{b} - INT64_C({c})", -c),
                 // The base is any value: the sums are taken in 128 bits.
-                Some(w) => format!(
-                    "(__int128){s} + v{w} + INT64_C({c}) >= 0 && (__int128){e} + v{w} + INT64_C({c}) <= n{b}"
+                At::Shifted {
+                    base: Some(w),
+                    offset: c,
+                    ..
+                } => format!(
+                    "(__int128){s} + v{} + INT64_C({c}) >= 0 && (__int128){e} + v{} + INT64_C({c}) <= n{b}",
+                    w.0, w.0
                 ),
+                // Every value of the index is in `0..below` once `below` is positive.
+                At::Gathered { below, .. } => {
+                    let below = self.gathers.belows[below].clone();
+                    let x = self.expr(&below);
+                    let x = self.bind("int64_t", x);
+                    format!("{x} > 0 && {x} <= n{b}")
+                }
             });
         }
         tests.sort();

@@ -13,7 +13,7 @@
 
 use crate::backend::GROW_BASE;
 use crate::backend::limit_code;
-use crate::backend::versioning::{self, Access};
+use crate::backend::versioning::{self, Access, At, Gathers};
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp};
 use crate::limit::Limit;
 use crate::runtime::abi::{self, VIEW_LEN, VIEW_PTR, VIEW_SIZE};
@@ -63,6 +63,7 @@ pub fn emit(
         exits: vec![],
         oob: HashMap::new(),
         unchecked: vec![],
+        gathers: Gathers::of(k),
         sig_f1,
         sig_f2,
         sig_grow,
@@ -140,6 +141,8 @@ struct Emitter<'a, 'f> {
     oob: HashMap<u32, Block>,
     /// Accesses whose range the enclosing versioned loop tested before entering.
     unchecked: Vec<Access>,
+    /// The variables holding only checked coordinates, for versioning gathers.
+    gathers: Gathers,
     sig_f1: SigRef,
     sig_f2: SigRef,
     sig_grow: SigRef,
@@ -320,7 +323,8 @@ impl Emitter<'_, '_> {
     }
 
     /// Whether a loop over `[start, stop)` is empty or keeps every access in its buffer: for
-    /// `buf[i + w + c]`, `start + w + c >= 0` and `stop + w + c <= len`. With a base `w` (any
+    /// `buf[i + w + c]`, `start + w + c >= 0` and `stop + w + c <= len`; for a gather whose
+    /// index holds values in `0..below`, `0 < below <= len`. With a base `w` (any
     /// value) the sums are taken in 128 bits; without, `c` is small and `len >= 0`, so
     /// `start >= -c` and `stop <= len - c` cannot overflow.
     fn ranges_fit(&mut self, accesses: &[Access], start: Value, stop: Value) -> Value {
@@ -331,20 +335,26 @@ impl Emitter<'_, '_> {
         let mut all = None;
         for a in accesses {
             let len = self.b.use_var(self.blen[a.buf.0 as usize]);
-            let fits = match a.base {
-                None => {
+            let fits = match a.at {
+                At::Shifted {
+                    base: None, offset, ..
+                } => {
                     let lo =
                         self.b
                             .ins()
-                            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, start, -a.offset);
-                    let room = self.b.ins().iadd_imm_s(len, -a.offset);
+                            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, start, -offset);
+                    let room = self.b.ins().iadd_imm_s(len, -offset);
                     let hi = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, stop, room);
                     self.b.ins().band(lo, hi)
                 }
-                Some(w) => {
+                At::Shifted {
+                    base: Some(w),
+                    offset,
+                    ..
+                } => {
                     let w = self.expr(&Expr::Var(w));
                     let wide = |e: &mut Self, x: Value| e.b.ins().sextend(types::I128, x);
-                    let c = self.int(a.offset);
+                    let c = self.int(offset);
                     let (s, e, w, c, n) = (
                         wide(self, start),
                         wide(self, stop),
@@ -360,6 +370,14 @@ impl Emitter<'_, '_> {
                     let lo = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, lo, zero);
                     let hi = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, hi, n);
                     self.b.ins().band(lo, hi)
+                }
+                // Every value of the index is in `0..below` once `below` is positive.
+                At::Gathered { below, .. } => {
+                    let below = self.gathers.belows[below].clone();
+                    let x = self.expr(&below);
+                    let pos = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, x, 0);
+                    let le = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, x, len);
+                    self.b.ins().band(pos, le)
                 }
             };
             all = Some(match all {
@@ -534,7 +552,7 @@ impl Emitter<'_, '_> {
                 let v = self.vars[var.0 as usize];
                 let start = self.expr(start);
                 let stop = self.expr(stop);
-                let accesses = versioning::versionable(*var, body);
+                let accesses = versioning::versionable(*var, body, &self.gathers);
                 if accesses.is_empty() {
                     self.counted_loop(v, start, stop, |e, _| e.stmts(body));
                     return;

@@ -1,0 +1,224 @@
+//! Checked coordinates (issue 18, "validated structure"): the coordinate arrays of tensors
+//! Tessera builds, loads or converts carry a checked bound (`Buffer::below`), dropped by any
+//! change to them; kernels gather through such arrays (`x[j]`, `j` a stored column index)
+//! without bounds checks. The results must equal the reference evaluator's on the JIT, the C
+//! backend and the interpreter, in every format with coordinate arrays, and an array changed
+//! after its check, or a tensor whose shape was changed under it, must still fail with an
+//! out-of-bounds error rather than read outside a buffer.
+
+mod common;
+
+use common::{fmt, formats_of, parse, run_eval, runners};
+use std::collections::BTreeMap;
+use tessera::runtime::Buffer;
+use tessera::tensor::Tensor;
+use tessera::types::Scalar;
+
+const N: usize = 37;
+const M: usize = 29;
+
+const FORMATS: [&str; 5] = [
+    "Dense(SparseList(Element(0.0)))",
+    "Dense(SparseList(Element(0.0), coord=i32))",
+    "SparseCOO{2}(Element(0.0))",
+    "SparseList(SparseList(Element(0.0)))",
+    "SparseList(Dense(Element(0.0)))",
+];
+
+fn matrix(format: &str, rows: usize, cols: usize, salt: usize) -> Tensor {
+    let mut coords = vec![vec![], vec![]];
+    let mut vals = vec![];
+    for i in 0..rows {
+        // An empty row, a full one, and scattered entries elsewhere.
+        if i == 3 {
+            continue;
+        }
+        for j in 0..cols {
+            if i == 5 || (i * 7 + j * 3 + salt).is_multiple_of(5) || j + 1 == cols {
+                coords[0].push(i as i64);
+                coords[1].push(j as i64);
+                vals.push(((i * 5 + j + salt) % 9) as f64 - 3.5);
+            }
+        }
+    }
+    Tensor::from_coo(
+        &fmt(format),
+        &[rows, cols],
+        &coords,
+        &Buffer::from(vals),
+        |_, b| b,
+    )
+    .unwrap()
+}
+
+fn dense(shape: &[usize], shift: usize) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n)
+        .map(|k| ((k * 3 + shift) % 7) as f64 - 2.25)
+        .collect();
+    let f = format!(
+        "{}Element(0.0){}",
+        "Dense(".repeat(shape.len()),
+        ")".repeat(shape.len())
+    );
+    Tensor::from_dense(&fmt(&f), shape, &Buffer::from(v)).unwrap()
+}
+
+/// The bounds recorded on each array of `t`.
+fn bounds(t: &Tensor) -> Vec<Option<u64>> {
+    t.levels.iter().flatten().map(Buffer::below).collect()
+}
+
+fn agree_everywhere(program: &str, tensors: &BTreeMap<String, Tensor>) {
+    let p = parse(program);
+    let want = run_eval(&p, tensors).unwrap_or_else(|e| panic!("{e}\n{program}"));
+    for (name, runner) in runners() {
+        let mut got = tensors.clone();
+        let c = runner
+            .compile(&p, &formats_of(&got))
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{program}"));
+        // Twice: the second run reads the same checked arrays again.
+        for _ in 0..2 {
+            let mut run = got.clone();
+            runner
+                .execute(&c, &mut run)
+                .unwrap_or_else(|e| panic!("{name}: {e}\n{program}"));
+            for (n, t) in &run {
+                assert_eq!(t.to_dense(), want[n], "{name}: {n} in\n{program}");
+            }
+            got = run;
+        }
+    }
+}
+
+#[test]
+fn built_tensors_record_their_coordinate_bounds_until_changed() {
+    let csr = matrix(FORMATS[0], N, M, 1);
+    // ptr, idx, val: only the column indices are coordinates.
+    assert_eq!(bounds(&csr), vec![None, Some(M as u64), None]);
+    let coo = matrix(FORMATS[2], N, M, 1);
+    assert_eq!(
+        bounds(&coo)[1..3],
+        [Some(N as u64), Some(M as u64)],
+        "each COO coordinate array is bounded by its own dimension"
+    );
+    let converted = csr.to_format(&fmt(FORMATS[1])).unwrap();
+    assert_eq!(bounds(&converted)[1], Some(M as u64));
+
+    // A clone holds the same elements, and sharing moves none.
+    let mut t = csr.clone();
+    t.share();
+    assert_eq!(bounds(&t)[1], Some(M as u64));
+    // Any change drops the bound: a write, a shortening, a push.
+    let mut w = t.clone();
+    w.levels[1][1].set(0, Scalar::I64(2));
+    assert_eq!(bounds(&w)[1], None);
+    let mut s = t.clone();
+    let n = s.levels[1][1].len();
+    s.levels[1][1].truncate(n - 1);
+    assert_eq!(bounds(&s)[1], None);
+    let mut p = t.clone();
+    p.levels[1][1].push(Scalar::I64(0));
+    assert_eq!(bounds(&p)[1], None);
+    // An array made from raw elements has no bound until checked.
+    let mut raw = csr.clone();
+    raw.levels[1][1] = Buffer::from(csr.levels[1][1].as_i64().unwrap().to_vec());
+    assert_eq!(bounds(&raw)[1], None);
+    let mut marked = csr.clone();
+    marked.unmark();
+    assert_eq!(bounds(&marked)[1], None);
+    marked.mark_coordinates();
+    assert_eq!(bounds(&marked)[1], Some(M as u64));
+}
+
+#[test]
+fn gathers_through_checked_coordinates_agree_with_the_evaluator() {
+    for format in FORMATS {
+        let a = matrix(format, N, M, 2);
+        // Row-major SpMV: `x[j]` gathered through A's column indices.
+        let t = BTreeMap::from([
+            ("A".to_string(), a.clone()),
+            ("x".to_string(), dense(&[M], 1)),
+            ("y".to_string(), dense(&[N], 0)),
+        ]);
+        agree_everywhere(
+            "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n",
+            &t,
+        );
+        // Transposed SpMV: a store through the gathered index, `y[j] += ...`.
+        let t = BTreeMap::from([
+            ("A".to_string(), a.clone()),
+            ("x".to_string(), dense(&[N], 2)),
+            ("y".to_string(), dense(&[M], 0)),
+        ]);
+        agree_everywhere(
+            "y .= 0\nfor i = _, j = _\n  y[j] += A[i, j] * x[i]\nend\n",
+            &t,
+        );
+        // SpMM with a dense right-hand side: rows of B selected by A's columns.
+        let t = BTreeMap::from([
+            ("A".to_string(), a),
+            ("B".to_string(), dense(&[M, 4], 3)),
+            ("C".to_string(), dense(&[N, 4], 0)),
+        ]);
+        agree_everywhere(
+            "C .= 0\nfor i = _, j = _, k = _\n  C[i, k] += A[i, j] * B[j, k]\nend\n",
+            &t,
+        );
+    }
+}
+
+/// Run SpMV on every backend; every run must fail with an out-of-bounds error.
+fn spmv_fails(a: &Tensor, x: &Tensor, what: &str) {
+    let program = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
+    let p = parse(program);
+    for (name, runner) in runners() {
+        let mut t = BTreeMap::from([
+            ("A".to_string(), a.clone()),
+            ("x".to_string(), x.clone()),
+            ("y".to_string(), dense(&[a.shape[0]], 0)),
+        ]);
+        let c = runner.compile(&p, &formats_of(&t)).unwrap();
+        let e = runner
+            .execute(&c, &mut t)
+            .expect_err(&format!("{name}: {what} must fail"));
+        let msg = e.to_string();
+        assert!(
+            msg.contains("out of bounds") || msg.contains("outside"),
+            "{name}: {what}: {msg}"
+        );
+    }
+}
+
+#[test]
+fn a_changed_array_or_shape_is_checked_at_every_access() {
+    let csr = matrix(FORMATS[0], N, M, 3);
+    // A column index changed after the check: the bound is gone, the gather is checked.
+    let mut bad = csr.clone();
+    bad.levels[1][1].set(4, Scalar::I64(M as i64 + 1000));
+    assert_eq!(bad.levels[1][1].below(), None);
+    spmv_fails(&bad, &dense(&[M], 0), "a column index past x");
+    // A shape narrowed under the arrays: the recorded bound (M) exceeds x's length, so the
+    // versioned test fails and the checked loop reports the first column index past x.
+    let mut narrow = csr.clone();
+    narrow.shape[1] = 3;
+    assert_eq!(narrow.levels[1][1].below(), Some(M as u64));
+    spmv_fails(&narrow, &dense(&[3], 0), "a narrowed shape");
+}
+
+#[test]
+fn a_tensor_a_kernel_writes_keeps_no_bound() {
+    let a = matrix(FORMATS[0], N, M, 4);
+    let p = parse("A .= 0\nfor i = _, j = _\n  A[i, j] = B[i, j] * 2\nend\n");
+    for (name, runner) in runners() {
+        let mut t = BTreeMap::from([("A".to_string(), a.clone()), ("B".to_string(), a.clone())]);
+        let c = runner.compile(&p, &formats_of(&t)).unwrap();
+        runner.execute(&c, &mut t).unwrap();
+        assert_eq!(t["A"].levels[1][1].below(), None, "{name}: the output");
+        assert_eq!(
+            t["B"].levels[1][1].below(),
+            Some(M as u64),
+            "{name}: an input keeps its bound"
+        );
+    }
+}
