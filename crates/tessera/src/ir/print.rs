@@ -17,6 +17,15 @@ impl fmt::Display for Kernel {
             .collect();
         writeln!(f, "void {}({}) {{", self.name, params.join(", "))?;
         let mut out = String::new();
+        // What the caller vouches for (`Kernel::bounded`), which lets loops gather unchecked.
+        for (buf, below) in &self.bounded {
+            let below = p.expr(below);
+            let _ = writeln!(
+                out,
+                "  // 0 <= {}[*] < {below} when {below} > 0 (checked coordinates)",
+                p.bufs[buf.0 as usize]
+            );
+        }
         for (k, v) in self.vars.iter().enumerate() {
             let _ = writeln!(out, "  {} {};", v.ty, p.vars[k]);
         }
