@@ -64,6 +64,7 @@ pub fn emit(
         oob: HashMap::new(),
         unchecked: vec![],
         gathers: Gathers::of(k),
+        belows: vec![],
         sig_f1,
         sig_f2,
         sig_grow,
@@ -100,6 +101,15 @@ pub fn emit(
     }
     for k in 0..k.bufs.len() {
         e.reload(BufId(k as u32));
+    }
+    // The checked bounds, read once: they keep their values through the run (see the C
+    // backend).
+    for g in 0..e.gathers.belows.len() {
+        let below = e.gathers.belows[g].clone();
+        let x = e.expr(&below);
+        let var = e.b.declare_var(types::I64);
+        e.b.def_var(var, x);
+        e.belows.push(var);
     }
     e.stmts(&k.body);
     let ok = e.b.ins().iconst(types::I64, 0);
@@ -143,6 +153,8 @@ struct Emitter<'a, 'f> {
     unchecked: Vec<Access>,
     /// The variables holding only checked coordinates, for versioning gathers.
     gathers: Gathers,
+    /// The values of `gathers.belows`, read at entry.
+    belows: Vec<Variable>,
     sig_f1: SigRef,
     sig_f2: SigRef,
     sig_grow: SigRef,
@@ -373,8 +385,7 @@ impl Emitter<'_, '_> {
                 }
                 // Every value of the index is in `0..below` once `below` is positive.
                 At::Gathered { below, .. } => {
-                    let below = self.gathers.belows[below].clone();
-                    let x = self.expr(&below);
+                    let x = self.b.use_var(self.belows[below]);
                     let pos = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, x, 0);
                     let le = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, x, len);
                     self.b.ins().band(pos, le)
