@@ -552,7 +552,10 @@ impl Emitter<'_> {
                     w.0, w.0
                 ),
                 // Every value of the index is in `0..below` once `below` is positive.
-                At::Gathered { below, .. } => format!("g{below} > 0 && g{below} <= n{b}"),
+                // `0 < g <= n` as one unsigned compare; `g - 1` is the loops' invariant.
+                At::Gathered { below, .. } => {
+                    format!("(uint64_t)g{below} - 1 < (uint64_t)n{b}")
+                }
             });
         }
         tests.sort();

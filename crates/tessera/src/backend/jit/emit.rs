@@ -385,10 +385,10 @@ impl Emitter<'_, '_> {
                 }
                 // Every value of the index is in `0..below` once `below` is positive.
                 At::Gathered { below, .. } => {
+                    // `0 < x <= len` as one unsigned compare of `x - 1` (`len >= 0`).
                     let x = self.b.use_var(self.belows[below]);
-                    let pos = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, x, 0);
-                    let le = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, x, len);
-                    self.b.ins().band(pos, le)
+                    let x = self.b.ins().iadd_imm_s(x, -1);
+                    self.b.ins().icmp(IntCC::UnsignedLessThan, x, len)
                 }
             };
             all = Some(match all {
