@@ -222,3 +222,118 @@ fn a_tensor_a_kernel_writes_keeps_no_bound() {
         );
     }
 }
+
+/// What a hostile caller may do to a tensor's arrays and shape between runs.
+#[derive(Clone, Debug)]
+enum Change {
+    /// Overwrite one column index (any value, also far outside the shape).
+    Set(usize, i64),
+    /// Append a column index past the last row's entries.
+    Push(i64),
+    /// Drop the last column indices.
+    Truncate(usize),
+    /// Change the number of columns the shape claims (`x` follows it).
+    Columns(usize),
+    /// Replace the index array by a raw copy (which carries no bound).
+    Raw,
+    /// Clone the tensor and share its arrays (bounds travel with the elements).
+    Share,
+    /// Check the coordinates again (records a bound when they are in range).
+    Mark,
+}
+
+fn change() -> impl proptest::strategy::Strategy<Value = Change> {
+    use proptest::prelude::*;
+    let index = prop_oneof![
+        -3i64..(M as i64 + 3),
+        Just(i64::MAX),
+        Just(i64::MIN),
+        Just(1 << 40),
+        Just(-(1 << 40))
+    ];
+    prop_oneof![
+        (0usize..64, index.clone()).prop_map(|(k, v)| Change::Set(k, v)),
+        index.prop_map(Change::Push),
+        (1usize..4).prop_map(Change::Truncate),
+        (1usize..(M + 8)).prop_map(Change::Columns),
+        Just(Change::Raw),
+        Just(Change::Share),
+        Just(Change::Mark),
+    ]
+}
+
+fn apply(a: &mut Tensor, c: &Change) {
+    let idx = &mut a.levels[1][1];
+    match *c {
+        Change::Set(k, v) => {
+            if !idx.is_empty() {
+                let k = k % idx.len();
+                idx.set(k, Scalar::I64(v));
+            }
+        }
+        Change::Push(v) => idx.push(Scalar::I64(v)),
+        Change::Truncate(k) => {
+            let n = idx.len().saturating_sub(k);
+            idx.truncate(n);
+        }
+        Change::Columns(n) => a.shape[1] = n,
+        Change::Raw => {
+            let raw: Vec<i64> = (0..idx.len()).map(|k| idx.get(k).as_i64()).collect();
+            *idx = Buffer::from(raw);
+        }
+        Change::Share => {
+            let mut b = a.clone();
+            b.share();
+            *a = b;
+        }
+        Change::Mark => a.mark_coordinates(),
+    }
+}
+
+/// Hostile changes between runs never make a kernel read outside a buffer: every run either
+/// fails with an error or, when the changed tensor is still valid, equals the evaluator. (An
+/// unchecked gather through an index far outside `x` would crash the test process.)
+#[test]
+fn hostile_changes_never_escape_the_checks() {
+    use proptest::test_runner::{Config, TestRunner};
+    let program = parse("y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n");
+    let backends = runners();
+    let mut runner = TestRunner::new(Config {
+        cases: 48,
+        ..Config::default()
+    });
+    let strategy = proptest::collection::vec(change(), 1..6);
+    runner
+        .run(&strategy, |changes| {
+            let mut a = matrix(FORMATS[0], N, M, 5);
+            for c in &changes {
+                apply(&mut a, c);
+            }
+            let cols = a.shape[1];
+            let tensors = BTreeMap::from([
+                ("A".to_string(), a.clone()),
+                ("x".to_string(), dense(&[cols], 1)),
+                ("y".to_string(), dense(&[N], 0)),
+            ]);
+            let want = match a.validate("A") {
+                Ok(()) => Some(run_eval(&program, &tensors).unwrap()),
+                Err(_) => None,
+            };
+            for (name, backend) in &backends {
+                let mut got = tensors.clone();
+                let ran = backend
+                    .compile(&program, &formats_of(&got))
+                    .and_then(|c| backend.execute(&c, &mut got));
+                if let (Some(want), true) = (&want, ran.is_ok()) {
+                    assert_eq!(got["y"].to_dense(), want["y"], "{name}: {changes:?}");
+                }
+                assert!(
+                    want.is_none() || ran.is_ok(),
+                    "{name}: a valid tensor failed: {:?} after {changes:?}",
+                    ran.err()
+                );
+            }
+            Ok(())
+        })
+        .unwrap();
+}
