@@ -216,6 +216,50 @@ fn a_nested_loop_cannot_reuse_its_outer_loops_name() {
     assert_eq!(f64s(&got["s"]), vec![21.0 + 18.0]);
 }
 
+/// Found by the differential fuzzer once it declared outputs inside loops: re-declared at each
+/// iteration and filled by that loop's index, a `SparseBand` output kept every iteration's
+/// entry, a `SparseDict` none, and `RunList` and `SparseInterval` failed at run time. Every
+/// backend now refuses the program before it runs; a workspace filled by an inner index is
+/// what loops declare.
+#[test]
+fn a_tensor_declared_in_a_loop_is_not_filled_by_that_loops_index() {
+    for format in [
+        "SparseBand(Element(0.0))",
+        "SparseDict(Element(0.0))",
+        "RunList(Element(0.0))",
+        "SparseInterval(Element(0.0))",
+        "Dense(Element(0.0))",
+    ] {
+        let ts = tensors(vec![
+            ("x", vector("Dense(Element(0.0))", &[1.0, 2.0, 3.0, 4.0])),
+            ("y", empty(format, &[4])),
+        ]);
+        all_fail(
+            "declared in its loop",
+            "for i = _\n  y .= 0\n  y[i] += x[i]\nend\n",
+            ts,
+            &["3:3: `y` is declared at 2:3 inside the loop over `i` at 1:1"],
+        );
+        let ts = tensors(vec![
+            (
+                "A",
+                triplets(
+                    "Dense(SparseList(Element(0.0)))",
+                    &[3, 4],
+                    &[(0, 1, 2.0), (2, 3, 5.0)],
+                ),
+            ),
+            ("y", empty(format, &[4])),
+        ]);
+        let got = agree(
+            "declared in its loop",
+            "for i = _\n  y .= 0\n  for j = _\n    y[j] += A[i, j]\n  end\nend\n",
+            ts,
+        );
+        assert_eq!(f64s(&got["y"]), vec![0.0, 0.0, 0.0, 5.0], "{format}");
+    }
+}
+
 const OUTPUTS: [&str; 4] = [
     "SparseDict(Element(0.0))",
     "SparseByteMap(Element(0.0))",

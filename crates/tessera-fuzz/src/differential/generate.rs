@@ -745,6 +745,31 @@ impl Gen<'_, '_> {
     }
 }
 
+/// Move the declarations of `writes` from `declared` to the start of the first top-level loop
+/// of `stmts` (if there is one): every iteration then starts those outputs afresh. Outputs
+/// indexed by that loop's index stay where they are (the language refuses such a
+/// declaration: `transforms::check`).
+fn declare_in_first_loop(stmts: &mut [Stmt], declared: &mut Vec<Stmt>, writes: &[Output]) {
+    use tessera::notation::ast::StmtKind;
+    let Some((index, body)) = stmts.iter_mut().find_map(|s| match &mut s.kind {
+        StmtKind::Loop { index, body, .. } => Some((index.clone(), body)),
+        _ => None,
+    }) else {
+        return;
+    };
+    for o in writes {
+        if o.dims.iter().any(|&d| INDICES[d] == index) {
+            continue;
+        }
+        let at = declared.iter().position(
+            |d| matches!(&d.kind, StmtKind::Declare { tensor, .. } if tensor.as_str() == o.name),
+        );
+        if let Some(at) = at {
+            body.insert(0, declared.remove(at));
+        }
+    }
+}
+
 /// Whether some access in `body` is indexed by the name `index` itself.
 fn indexes(body: &[Stmt], index: &str) -> bool {
     let mut found = false;
@@ -860,7 +885,10 @@ pub fn case(u: &mut Unstructured<'_>, shapes: &Shapes) -> Case {
                 op,
             });
         }
-        let stmts = g.body(&Scope::default(), &order, &writes, &reads, 0);
+        let mut stmts = g.body(&Scope::default(), &order, &writes, &reads, 0);
+        if g.shapes.declarations_in_loops && g.chance(1, 4) {
+            declare_in_first_loop(&mut stmts, &mut declared, &writes);
+        }
         nest_stmts.extend(stmts);
         // Later nests may read what this one wrote.
         for o in &writes {

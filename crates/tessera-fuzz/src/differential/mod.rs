@@ -53,6 +53,9 @@ pub struct Shapes {
     /// rounding integers beyond 2^53). Now a static error for the built-in reducers on every
     /// backend; a user reducer's result is stored converted at every step.
     pub float_into_integer_sums: bool,
+    /// An output declared at the start of its nest's outermost loop, so every iteration starts
+    /// it afresh (under a parallel loop: the iteration's own workspace, issue 17).
+    pub declarations_in_loops: bool,
 }
 
 impl Shapes {
@@ -69,6 +72,7 @@ impl Shapes {
         missing_unbound_index: true,
         reused_loop_names: true,
         float_into_integer_sums: true,
+        declarations_in_loops: true,
     };
 }
 

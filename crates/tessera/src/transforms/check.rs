@@ -15,7 +15,13 @@
 //!   times depend on whether the loop is summed step by step or folded to `3 * 2.5`. A user
 //!   reducer's body decides its result class and the result is stored converted, as a cast
 //!   (the kernel applies the body at every step; its declared properties are the user's);
-//! - built-in functions get their number of arguments, `size(A, d)` a tensor and a dimension.
+//! - built-in functions get their number of arguments, `size(A, d)` a tensor and a dimension;
+//! - a tensor declared inside a loop is not accessed, in that loop, through the index of a loop
+//!   around its declaration (`for i: y .= 0; y[i] = ...`): every iteration would start it
+//!   afresh while filling it by that index, keeping only the last iteration's entries, and the
+//!   compilers, which open the tensor's fibers at the loop that binds the index (outside the
+//!   declaration), got such programs wrong for several formats (found by the differential
+//!   fuzzer once it declared tensors inside loops).
 //!
 //! Checks that need the tensors' shapes (a constant index outside its dimension) are in
 //! [`crate::transforms::dimensionalize`], which runs whenever the shapes are known.
@@ -56,7 +62,8 @@ pub fn check(p: &Program, tensors: &Signatures) -> Result<()> {
         float_reductions: None,
         real_dims: None,
     }
-    .stmts(&p.body)
+    .stmts(&p.body)?;
+    declarations_in_their_loops(&p.body, &mut vec![])
 }
 
 /// [`check`] for a program over tensors with real dimensions (issue 14; `is_real(t, d)` says
@@ -73,7 +80,70 @@ pub fn check_with_real_dims(p: &Program, tensors: &Signatures, is_real: &IsRealD
         float_reductions: None,
         real_dims: Some(is_real),
     }
-    .stmts(&p.body)
+    .stmts(&p.body)?;
+    declarations_in_their_loops(&p.body, &mut vec![])
+}
+
+/// A loop around the statement being checked: its index, place and body.
+type OpenLoop<'a> = (&'a str, Span, &'a [Stmt]);
+
+/// Refuse a tensor declared inside a loop and accessed, in the innermost loop around the
+/// declaration, through the index of any loop around it (module documentation).
+fn declarations_in_their_loops<'a>(stmts: &'a [Stmt], loops: &mut Vec<OpenLoop<'a>>) -> Result<()> {
+    for s in stmts {
+        match &s.kind {
+            StmtKind::Declare { tensor, .. } => {
+                let Some(&(_, _, body)) = loops.last() else {
+                    continue;
+                };
+                let mut found = None;
+                crate::notation::visit::accesses(body, &mut |a| {
+                    if found.is_some() || a.tensor != *tensor {
+                        return;
+                    }
+                    for ix in &a.indices {
+                        crate::notation::visit::index(ix, &mut |e| {
+                            if let ExprKind::Name(n) = &e.kind
+                                && let Some(&(index, at, _)) = loops.iter().find(|l| l.0 == n)
+                                && found.is_none()
+                            {
+                                found = Some((a.span, index, at));
+                            }
+                        });
+                    }
+                });
+                if let Some((span, index, at)) = found {
+                    return Err(Error::program(
+                        span,
+                        format!(
+                            "`{tensor}` is declared at {} inside the loop over `{index}` at {at} \
+                             and accessed here through `{index}`: every iteration would start \
+                             `{tensor}` afresh while filling it by `{index}`, keeping only the \
+                             last iteration's entries; declare `{tensor}` before that loop",
+                            s.span
+                        ),
+                    ));
+                }
+            }
+            StmtKind::Loop { index, body, .. } => {
+                loops.push((index, s.span, body));
+                let r = declarations_in_their_loops(body, loops);
+                loops.pop();
+                r?;
+            }
+            StmtKind::If {
+                then, otherwise, ..
+            } => {
+                declarations_in_their_loops(then, loops)?;
+                declarations_in_their_loops(otherwise, loops)?;
+            }
+            StmtKind::Let { body, .. } | StmtKind::Block(body) => {
+                declarations_in_their_loops(body, loops)?
+            }
+            StmtKind::Assign { .. } | StmtKind::Freeze { .. } | StmtKind::Thaw { .. } => {}
+        }
+    }
+    Ok(())
 }
 
 /// The tensors among `tensors` with an integer or bool element type that `p` stores float
@@ -487,6 +557,30 @@ mod tests {
         );
         // Siblings may share a name.
         let ok = "for i = _\n  s[] += x[i]\nend\nfor i = _\n  s[] += x[i]\nend\n";
+        assert_eq!(check(&parse_program(ok).unwrap(), &t), Ok(()));
+    }
+
+    #[test]
+    fn a_tensor_declared_in_a_loop_is_not_filled_by_its_index() {
+        let t = sigs(&[
+            ("x", 1, ElemType::F64),
+            ("y", 1, ElemType::F64),
+            ("A", 2, ElemType::F64),
+            ("s", 0, ElemType::F64),
+        ]);
+        assert_eq!(
+            err("for i = _\n  y .= 0\n  y[i] = x[i]\nend\n", &t),
+            "3:3: `y` is declared at 2:3 inside the loop over `i` at 1:1 and accessed here \
+             through `i`: every iteration would start `y` afresh while filling it by `i`, \
+             keeping only the last iteration's entries; declare `y` before that loop"
+        );
+        // Also through an outer loop's index, from an inner loop, or in an index expression.
+        let inner = "for i = _\n  for j = _\n    y .= 0\n    y[i] += A[i, j]\n  end\nend\n";
+        assert!(err(inner, &t).starts_with("4:5: `y` is declared at 3:5"));
+        let nested = "for i = _\n  y .= 0\n  for j = _\n    y[i + 0] += A[i, j]\n  end\nend\n";
+        assert!(err(nested, &t).starts_with("4:5: `y`"));
+        // A workspace filled by an inner index, and a 0-d accumulator, are what loops declare.
+        let ok = "for i = _\n  y .= 0\n  s .= 0\n  for j = _\n    y[j] += A[i, j]\n    s[] += A[i, j]\n  end\nend\n";
         assert_eq!(check(&parse_program(ok).unwrap(), &t), Ok(()));
     }
 
