@@ -616,11 +616,13 @@ fn info_storage_shows_real_pieces_of_bed_files_and_point_sets() {
     // leaf cannot hold the fill runs' `false`).
     let runs = "Dense(SparseList(RunList(Element(false), coord=f64)))";
     let info = ok(&["info", &format!("{bed}@{runs}"), "--storage"]);
+    // The fill runs are stored: 9 runs for 3 records.
+    assert!(info.starts_with("shape: 2x3xR\nstored: 9\n"), "{info}");
     assert!(info.contains(&format!("format: {runs}\n")), "{info}");
     assert!(
         info.contains(
-            "level 3 RunList: ptr [0, 3, 6, 9] right [10, 20, inf, 15, 30, inf, 4, 6, inf] \
-             right_eps [-1, -1, 0, -1, -1, 0, -1, -1, 0]\n"
+            "level 3 RunList: ptr [0, 3, 6, 9] right [10.0, 20.0, Inf, 15.0, 30.0, Inf, 4.0, \
+             6.0, Inf] right_eps [-1, -1, 0, -1, -1, 0, -1, -1, 0]\n"
         ),
         "{info}"
     );
