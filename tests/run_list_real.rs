@@ -115,7 +115,10 @@ fn equal_neighbours_merge_unless_merge_is_off() {
         RUNS,
         &[
             (PieceCoord::Real(Limit::exact(-INF), Limit::exact(0.0)), 1.0),
-            (PieceCoord::Real(Limit::plus_eps(0.0), Limit::exact(INF)), 2.0),
+            (
+                PieceCoord::Real(Limit::plus_eps(0.0), Limit::exact(INF)),
+                2.0,
+            ),
         ],
     );
     assert_eq!(f64s(&whole.levels[0][1]), [0.0, INF]);
@@ -172,7 +175,10 @@ fn bad_arrays_are_refused_by_name_and_position() {
         &with(1, f(&[1.0, 2.0, 2.5, 2.5, 4.0, 6.0, 9.0])),
         &["right[6]", "+Inf"],
     );
-    refused(&with(2, e(&[-1, -1, -1, 0, 0, 0, -1])), &["right[6]", "+Inf"]);
+    refused(
+        &with(2, e(&[-1, -1, -1, 0, 0, 0, -1])),
+        &["right[6]", "+Inf"],
+    );
     // Bad infinitesimal signs: +1 (not a stored end) and out of range.
     refused(&with(2, e(&[-1, 1, -1, 0, 0, 0, 0])), &["right_eps[1] = 1"]);
     refused(&with(2, e(&[-1, -1, 7, 0, 0, 0, 0])), &["right_eps[2] = 7"]);
@@ -403,7 +409,10 @@ fn both_formats(program: &str, xs: &[Candidate], others: &[(&str, &Tensor)]) {
         scalar(&compare(program, &with_runs, "Element(0.0)", &[])),
         scalar(&compare(program, &with_sparse, "Element(0.0)", &[])),
     );
-    assert!(a == b || (a.is_nan() && b.is_nan()), "{a} != {b}: {program}");
+    assert!(
+        a == b || (a.is_nan() && b.is_nan()),
+        "{a} != {b}: {program}"
+    );
 }
 
 proptest! {

@@ -227,37 +227,37 @@ fn seek_by_end(
         cx.var(&format!("{name}_search_mid"), ElemType::I64),
     );
     Rc::new(move |start: &Expr| {
-            if matches!(start, Expr::Const(Scalar::Limit(l)) if l.val == f64::NEG_INFINITY) {
-                return vec![];
-            }
-            let before = b::lt(end_at(hi, &b::var(mid)), start.clone());
-            vec![
-                b::assign(lo_v, b::var(q)),
-                b::assign(hi_v, b::var(q_stop)),
-                Stmt::While {
-                    cond: b::lt(b::var(lo_v), b::var(hi_v)),
-                    body: vec![
-                        b::assign(
-                            mid,
-                            b::add(
-                                b::var(lo_v),
-                                Expr::Binary(
-                                    crate::ir::BinOp::Shr,
-                                    Box::new(b::sub(b::var(hi_v), b::var(lo_v))),
-                                    Box::new(b::int(1)),
-                                ),
+        if matches!(start, Expr::Const(Scalar::Limit(l)) if l.val == f64::NEG_INFINITY) {
+            return vec![];
+        }
+        let before = b::lt(end_at(hi, &b::var(mid)), start.clone());
+        vec![
+            b::assign(lo_v, b::var(q)),
+            b::assign(hi_v, b::var(q_stop)),
+            Stmt::While {
+                cond: b::lt(b::var(lo_v), b::var(hi_v)),
+                body: vec![
+                    b::assign(
+                        mid,
+                        b::add(
+                            b::var(lo_v),
+                            Expr::Binary(
+                                crate::ir::BinOp::Shr,
+                                Box::new(b::sub(b::var(hi_v), b::var(lo_v))),
+                                Box::new(b::int(1)),
                             ),
                         ),
-                        Stmt::If {
-                            cond: before,
-                            then: vec![b::assign(lo_v, b::add(b::var(mid), b::int(1)))],
-                            otherwise: vec![b::assign(hi_v, b::var(mid))],
-                        },
-                    ],
-                },
-                b::assign(q, b::var(lo_v)),
-            ]
-        })
+                    ),
+                    Stmt::If {
+                        cond: before,
+                        then: vec![b::assign(lo_v, b::add(b::var(mid), b::int(1)))],
+                        otherwise: vec![b::assign(hi_v, b::var(mid))],
+                    },
+                ],
+            },
+            b::assign(q, b::var(lo_v)),
+        ]
+    })
 }
 
 /// Read looplets of a real run list's fiber `f` (RunList with `coord=f64`): its runs
