@@ -461,3 +461,51 @@ proptest! {
         }
     }
 }
+
+/// Two real levels: unit squares with a few values, stored as nested RunLists (fill runs to
+/// ±Inf at both levels) and as nested SparseRunLists; integrals, extrema and pinpoint sums.
+#[test]
+fn nested_real_run_lists_agree_with_the_evaluator() {
+    let unit = |k: i64| PieceCoord::right_open(k as f64, k as f64 + 1.0);
+    let mut seed = 777u64;
+    let mut next = |m: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % m
+    };
+    let m = mask(&[
+        (1, true, 1, false, false, 1, 0),
+        (3, true, 1, false, false, 1, 0),
+    ]);
+    for _ in 0..6 {
+        let mut pieces: Vec<Piece> = vec![];
+        for y in 0..4 {
+            for x in 0..4 {
+                if next(3) == 0 {
+                    pieces.push((vec![unit(y), unit(x)], Scalar::F64(1.0 + next(2) as f64)));
+                }
+            }
+        }
+        let mut totals = vec![];
+        for inner in ["RunList", "SparseRunList"] {
+            for outer in ["RunList", "SparseRunList"] {
+                let f = format!("{outer}({inner}(Element(0.0), coord=f64), coord=f64)");
+                let a = Tensor::from_pieces(&fmt(&f), &[0, 0], &pieces).unwrap();
+                a.validate("A").unwrap();
+                let inputs = [("A", &a), ("m", &m)];
+                let mut got = vec![];
+                for program in [
+                    "for y = _, x = _\n  o[] += A[y, x] * d(x) * d(y)\nend",
+                    "for y = 0.5:3.0, x = 1.0:9.0\n  o[] += A[y, x] * d(x, y)\nend",
+                    "for y = _, x = _\n  o[] <<max>>= A[y, x]\nend",
+                    "for y = _, x = _\n  o[] += A[y, x] * m[x] * d(y)\nend",
+                ] {
+                    got.push(scalar(&compare(program, &inputs, "Element(0.0)", &[])));
+                }
+                totals.push(got);
+            }
+        }
+        assert!(totals.windows(2).all(|w| w[0] == w[1]), "{totals:?}");
+    }
+}
