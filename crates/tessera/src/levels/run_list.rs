@@ -27,7 +27,9 @@
 //! runs `[-Inf, 1)`, `[1, 2)`, `[2, +Inf]`). Reads are the same stepper of `Run(child(q))`
 //! chunks over Limit ends ([`real::unfurl_runs`]); an integral over a fill run reaching ±Inf
 //! contributes what the evaluator gives (0 for a zero fill, ±Inf for a nonzero value). Writes
-//! to real coordinates are refused ([`real::no_writes_yet`]), as for every real level.
+//! to its real coordinates are refused ([`real::no_writes_yet`], as for SparsePoint and
+//! SparseInterval): a kernel would have to complete each fiber with fill runs out to +Inf.
+//! (`coord=i32` stores `ptr` and `right` in 4 bytes, as on the other levels taking `coord=`.)
 
 use super::real;
 use super::registry::{Args, Arity, Caps, LevelSpec, Param, Role};
@@ -54,6 +56,7 @@ pub const SPEC: LevelSpec = LevelSpec {
             key: "merge",
             default: true,
         },
+        // i64, i32 (4-byte arrays) or f64 (runs tiling the real line).
         Param::Coord,
     ],
     // Nothing to skip: its runs cover every coordinate.
