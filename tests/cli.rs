@@ -612,6 +612,30 @@ fn info_storage_shows_real_pieces_of_bed_files_and_point_sets() {
         ],
         &["a.bed", "coord=f64"],
     );
+    // A run list stores each record's fill runs too, out to ±Inf (Element(false): a Pattern
+    // leaf cannot hold the fill runs' `false`).
+    let runs = "Dense(SparseList(RunList(Element(false), coord=f64)))";
+    let info = ok(&["info", &format!("{bed}@{runs}"), "--storage"]);
+    // The fill runs are stored: 9 runs for 3 records.
+    assert!(info.starts_with("shape: 2x3xR\nstored: 9\n"), "{info}");
+    assert!(info.contains(&format!("format: {runs}\n")), "{info}");
+    assert!(
+        info.contains(
+            "level 3 RunList: ptr [0, 3, 6, 9] right [10.0, 20.0, Inf, 15.0, 30.0, Inf, 4.0, \
+             6.0, Inf] right_eps [-1, -1, 0, -1, -1, 0, -1, -1, 0]\n"
+        ),
+        "{info}"
+    );
+    assert!(info.contains("  (0, 0, [-inf, 10)) = false\n"), "{info}");
+    assert!(info.contains("  (0, 0, [10, 20)) = true\n"), "{info}");
+    assert!(info.contains("  (0, 0, [20, inf]) = false\n"), "{info}");
+    fails(
+        &[
+            "info",
+            &format!("{bed}@Dense(SparseList(RunList(Pattern(), coord=f64)))"),
+        ],
+        &["Pattern", "Element(false)"],
+    );
 
     // Three points in the plane, as an N × 2 array: P[x, y, id].
     let points = d.path("p.npy");
@@ -657,6 +681,19 @@ fn bed_inputs_of_one_run_share_chromosome_numbers() {
         program,
         "--in",
         &format!("A={a}"),
+        "--in",
+        &format!("B={b}"),
+        "--out",
+        "n",
+    ]);
+    assert_eq!(out.trim(), "n = 5.0");
+    // The same overlaps with `A`'s records as run lists: the fill runs out to ±Inf hold
+    // `false`, so they add nothing.
+    let out = ok(&[
+        "run",
+        program,
+        "--in",
+        &format!("A={a}@Dense(SparseList(RunList(Element(false), coord=f64)))"),
         "--in",
         &format!("B={b}"),
         "--out",

@@ -576,7 +576,18 @@ fn value_at(pieces: &[Piece], at: &[f64], fill: f64) -> f64 {
 /// the trilinear study's grid. Random voxel sets round-trip through the storage, pointwise.
 #[test]
 fn nested_real_runs_with_different_sub_fibers_stay_apart() {
-    let f = fmt("SparseRunList(SparseRunList(Element(0.0), coord=f64), coord=f64)");
+    // Also with RunLists (whose gaps are stored fill runs) at either level.
+    for f in [
+        "SparseRunList(SparseRunList(Element(0.0), coord=f64), coord=f64)",
+        "RunList(RunList(Element(0.0), coord=f64), coord=f64)",
+        "RunList(SparseRunList(Element(0.0), coord=f64), coord=f64)",
+        "SparseRunList(RunList(Element(0.0), coord=f64), coord=f64)",
+    ] {
+        nested_round_trip(&fmt(f));
+    }
+}
+
+fn nested_round_trip(f: &Format) {
     let unit = |k: i64| PieceCoord::right_open(k as f64, k as f64 + 1.0);
     let mut seed = 12345u64;
     let mut next = |m: u64| {
@@ -596,7 +607,7 @@ fn nested_real_runs_with_different_sub_fibers_stay_apart() {
                 }
             }
         }
-        let t = Tensor::from_pieces(&f, &[0, 0], &pieces).unwrap();
+        let t = Tensor::from_pieces(f, &[0, 0], &pieces).unwrap();
         t.validate("t").unwrap();
         let back = t.pieces();
         for k in 0..30 {
@@ -605,7 +616,7 @@ fn nested_real_runs_with_different_sub_fibers_stay_apart() {
                 assert_eq!(
                     value_at(&back, &at, 0.0),
                     value_at(&pieces, &at, 0.0),
-                    "round {round} at {at:?}"
+                    "{f}: round {round} at {at:?}"
                 );
             }
         }

@@ -1,6 +1,7 @@
 //! Compiled real loops against the continuous reference evaluator (`eval::continuous`), on
 //! random piecewise tensors: pinpoints and intervals with every inclusiveness, touching and
-//! separate, over integer rows; every backend, shrinking to the smallest disagreement.
+//! separate, over integer rows, stored as sparse run lists or as run lists (whose gaps are
+//! stored fill runs reaching ±Inf); every backend, shrinking to the smallest disagreement.
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -62,15 +63,38 @@ fn candidate() -> impl Strategy<Value = Candidate> {
     )
 }
 
+/// How a random vector is stored: its pinpoints in a SparseList, or all its pieces in a
+/// SparseRunList or a RunList.
+#[derive(Clone, Copy, Debug)]
+enum Store {
+    Pinpoints,
+    SparseRuns,
+    Runs,
+}
+
+fn runs_or_sparse_runs() -> impl Strategy<Value = Store> {
+    prop_oneof![Just(Store::SparseRuns), Just(Store::Runs)]
+}
+
 fn vector(cands: &[Candidate], pinpoints: bool) -> Tensor {
+    stored(
+        cands,
+        match pinpoints {
+            true => Store::Pinpoints,
+            false => Store::SparseRuns,
+        },
+    )
+}
+
+fn stored(cands: &[Candidate], store: Store) -> Tensor {
     let mut list = pieces(cands);
-    if pinpoints {
+    if let Store::Pinpoints = store {
         list.retain(|(c, _)| matches!(c, PieceCoord::Real(a, b) if a == b));
     }
-    let level = if pinpoints {
-        "SparseList"
-    } else {
-        "SparseRunList"
+    let level = match store {
+        Store::Pinpoints => "SparseList",
+        Store::SparseRuns => "SparseRunList",
+        Store::Runs => "RunList",
     };
     let f = Format::parse(&format!("{level}(Element(0.0), coord=f64)"), None).unwrap();
     let p: Vec<Piece> = list
@@ -80,8 +104,12 @@ fn vector(cands: &[Candidate], pinpoints: bool) -> Tensor {
     Tensor::from_pieces(&f, &[0], &p).unwrap()
 }
 
-fn matrix(rows: &[Vec<Candidate>]) -> Tensor {
-    let f = Format::parse("Dense(SparseRunList(Element(0.0), coord=f64))", None).unwrap();
+fn matrix(rows: &[Vec<Candidate>], store: Store) -> Tensor {
+    let level = match store {
+        Store::Runs => "RunList",
+        _ => "SparseRunList",
+    };
+    let f = Format::parse(&format!("Dense({level}(Element(0.0), coord=f64))"), None).unwrap();
     let mut p: Vec<Piece> = vec![];
     for (r, cands) in rows.iter().enumerate() {
         for (c, v) in pieces(cands) {
@@ -168,9 +196,10 @@ proptest! {
         xs in prop::collection::vec(candidate(), 0..7),
         ys in prop::collection::vec(candidate(), 0..7),
         y_pinpoints in any::<bool>(),
+        x_store in runs_or_sparse_runs(),
         lo in 0u8..10, len in 0u8..12,
     ) {
-        let (x, y) = (vector(&xs, false), vector(&ys, y_pinpoints));
+        let (x, y) = (stored(&xs, x_store), vector(&ys, y_pinpoints));
         let inputs = [("x", &x), ("y", &y)];
         let (a, b) = (f64::from(lo) * 1.5, f64::from(lo) * 1.5 + f64::from(len) * 0.75);
         for body in [
@@ -209,11 +238,12 @@ proptest! {
         xs in prop::collection::vec(candidate(), 0..7),
         ys in prop::collection::vec(candidate(), 0..7),
         y_pinpoints in any::<bool>(),
+        x_store in runs_or_sparse_runs(),
         shift in -8i8..8,
     ) {
         // Offsets that are multiples of 0.75 make shifted ends meet the other operand's
         // ends (touching pieces, a pinpoint on an open end); exact in binary floats.
-        let (x, y) = (vector(&xs, false), vector(&ys, y_pinpoints));
+        let (x, y) = (stored(&xs, x_store), vector(&ys, y_pinpoints));
         let inputs = [("x", &x), ("y", &y)];
         let c = f64::from(shift) * 0.75;
         let runs = "SparseRunList(Element(0.0), coord=f64)";
@@ -242,10 +272,11 @@ proptest! {
     fn outer_indices_as_offsets(
         xs in prop::collection::vec(candidate(), 0..7),
         ys in prop::collection::vec(candidate(), 0..7),
+        x_store in runs_or_sparse_runs(),
     ) {
         // An outer integer index and an outer real pinpoint index as offsets of the inner
         // real loop's positions.
-        let (x, y) = (vector(&xs, false), vector(&ys, false));
+        let (x, y) = (stored(&xs, x_store), vector(&ys, false));
         let p = vector(&ys, true);
         let inputs = [("x", &x), ("y", &y), ("p", &p)];
         compare(
@@ -272,9 +303,11 @@ proptest! {
     fn rows_of_pieces_into_integer_outputs(
         rows in prop::collection::vec(prop::collection::vec(candidate(), 0..5), 1..4),
         ys in prop::collection::vec(candidate(), 0..6),
+        a_store in runs_or_sparse_runs(),
+        y_store in runs_or_sparse_runs(),
     ) {
-        let a = matrix(&rows);
-        let y = vector(&ys, false);
+        let a = matrix(&rows, a_store);
+        let y = stored(&ys, y_store);
         let n = rows.len();
         let inputs = [("A", &a), ("y", &y)];
         compare(

@@ -90,6 +90,11 @@ pub fn gradient_format(format: &Format) -> Result<Format> {
         .levels
         .iter()
         .map(|l| match l {
+            // A real dimension has no Dense counterpart: its per-point gradient is pinpoints,
+            // as for SparseRunList.
+            LevelKind::RunList { coord, .. } if coord.is_real() => {
+                LevelKind::SparseList { coord: *coord }
+            }
             LevelKind::RunList { .. } => LevelKind::Dense,
             LevelKind::SparseRunList { coord, .. } | LevelKind::SparseInterval { coord } => {
                 LevelKind::SparseList { coord: *coord }

@@ -117,10 +117,15 @@ pub fn check_fibers(
 
 /// Writes to real-valued levels are not lowered yet: refuse, naming the tensor.
 pub fn no_writes_yet(f: &Fiber) -> crate::error::Result<()> {
-    let kind = &f.tensor.format.levels[f.level];
+    no_writes_to(&f.tensor.name, &f.tensor.format.levels[f.level])
+}
+
+/// [`no_writes_yet`] for a level known by its tensor's name and its kind (a level's
+/// `declare`, which runs before any fiber of it is unfurled).
+pub fn no_writes_to(tensor: &str, kind: &super::LevelKind) -> crate::error::Result<()> {
     match kind.is_real() {
         true => Err(crate::error::Error::tensor(
-            &f.tensor.name,
+            tensor,
             format!(
                 "writing the real-valued coordinates of {} is not supported yet (outputs of real loops must not be indexed by the real index)",
                 kind.name()
@@ -194,48 +199,8 @@ pub fn unfurl_pieces(
             },
         ])
     };
-    let hi = ends.hi;
-    let (lo_v, hi_v, mid) = (
-        cx.var(&format!("{}_search_lo", t.name), ElemType::I64),
-        cx.var(&format!("{}_search_hi", t.name), ElemType::I64),
-        cx.var(&format!("{}_search_mid", t.name), ElemType::I64),
-    );
     let stepper = Stepper {
-        // Move to the first piece that does not end before `start`, by binary search (the
-        // pieces are sorted and disjoint, so their ends ascend): a sub-range of a long fiber
-        // (a query window over millions of points) costs a logarithm, not a walk.
-        seek: Rc::new(move |start: &Expr| {
-            if matches!(start, Expr::Const(Scalar::Limit(l)) if l.val == f64::NEG_INFINITY) {
-                return vec![];
-            }
-            let before = b::lt(end_at(hi, &b::var(mid)), start.clone());
-            vec![
-                b::assign(lo_v, b::var(q)),
-                b::assign(hi_v, b::var(q_stop)),
-                Stmt::While {
-                    cond: b::lt(b::var(lo_v), b::var(hi_v)),
-                    body: vec![
-                        b::assign(
-                            mid,
-                            b::add(
-                                b::var(lo_v),
-                                Expr::Binary(
-                                    crate::ir::BinOp::Shr,
-                                    Box::new(b::sub(b::var(hi_v), b::var(lo_v))),
-                                    Box::new(b::int(1)),
-                                ),
-                            ),
-                        ),
-                        Stmt::If {
-                            cond: before,
-                            then: vec![b::assign(lo_v, b::add(b::var(mid), b::int(1)))],
-                            otherwise: vec![b::assign(hi_v, b::var(mid))],
-                        },
-                    ],
-                },
-                b::assign(q, b::var(lo_v)),
-            ]
-        }),
+        seek: seek_by_end(cx, &t.name, q, q_stop, ends.hi),
         stop,
         chunk,
         next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
@@ -243,6 +208,82 @@ pub fn unfurl_pieces(
     };
     let protocol = protocol.filter(|p| *p == Protocol::Gallop);
     super::shared::chunks_then_fill(preamble, stepper, protocol, b::var(last), fill)
+}
+
+/// The `seek` of a stepper over sorted, disjoint pieces (or runs) `q..q_stop` whose ends are
+/// `hi`: move `q` to the first piece that does not end before `start`, by binary search (the
+/// ends ascend), so a sub-range of a long fiber (a query window over millions of points)
+/// costs a logarithm, not a walk.
+fn seek_by_end(
+    cx: &mut Cx,
+    name: &str,
+    q: crate::ir::VarId,
+    q_stop: crate::ir::VarId,
+    hi: (BufId, Option<BufId>),
+) -> crate::looplets::SeekFn {
+    let (lo_v, hi_v, mid) = (
+        cx.var(&format!("{name}_search_lo"), ElemType::I64),
+        cx.var(&format!("{name}_search_hi"), ElemType::I64),
+        cx.var(&format!("{name}_search_mid"), ElemType::I64),
+    );
+    Rc::new(move |start: &Expr| {
+        if matches!(start, Expr::Const(Scalar::Limit(l)) if l.val == f64::NEG_INFINITY) {
+            return vec![];
+        }
+        let before = b::lt(end_at(hi, &b::var(mid)), start.clone());
+        vec![
+            b::assign(lo_v, b::var(q)),
+            b::assign(hi_v, b::var(q_stop)),
+            Stmt::While {
+                cond: b::lt(b::var(lo_v), b::var(hi_v)),
+                body: vec![
+                    b::assign(
+                        mid,
+                        b::add(
+                            b::var(lo_v),
+                            Expr::Binary(
+                                crate::ir::BinOp::Shr,
+                                Box::new(b::sub(b::var(hi_v), b::var(lo_v))),
+                                Box::new(b::int(1)),
+                            ),
+                        ),
+                    ),
+                    Stmt::If {
+                        cond: before,
+                        then: vec![b::assign(lo_v, b::add(b::var(mid), b::int(1)))],
+                        otherwise: vec![b::assign(hi_v, b::var(mid))],
+                    },
+                ],
+            },
+            b::assign(q, b::var(lo_v)),
+        ]
+    })
+}
+
+/// Read looplets of a real run list's fiber `f` (RunList with `coord=f64`): its runs
+/// `ptr[pos]..ptr[pos+1]` cover the whole line, run `q` ending at `hi[q]` and starting just
+/// after the previous run's end (the first at -Inf). A stepper whose every chunk is the run's
+/// child, as in the integer RunList: no fill phase, since fill runs are stored like others.
+pub fn unfurl_runs(cx: &mut Cx, f: &Fiber, ptr: BufId, hi: (BufId, Option<BufId>)) -> Looplet {
+    let t = &f.tensor;
+    let q = cx.var(&format!("{}_q", t.name), ElemType::I64);
+    let q_stop = cx.var(&format!("{}_q_stop", t.name), ElemType::I64);
+    let preamble = vec![
+        b::assign(q, b::load(ptr, f.pos.clone())),
+        b::assign(q_stop, b::load(ptr, b::add(f.pos.clone(), b::int(1)))),
+    ];
+    let stepper = Stepper {
+        seek: seek_by_end(cx, &t.name, q, q_stop, hi),
+        stop: end_at(hi, &b::var(q)),
+        chunk: Looplet::Run(Box::new(Target::Fiber(f.child(b::var(q))))),
+        next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
+        positions: None,
+    };
+    Looplet::Thunk {
+        preamble,
+        body: Box::new(Target::Looplet(Looplet::Stepper(Rc::new(stepper)))),
+        epilogue: vec![],
+    }
 }
 
 /// A counted level's `ptr` array and its child groups.

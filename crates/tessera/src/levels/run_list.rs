@@ -16,13 +16,29 @@
 //! Adjacent runs with equal sub-fibers are merged (with `merge`, the default) by the runtime
 //! after the kernel ([`crate::tensor::Tensor::merge_runs`]): a kernel that reads the level after
 //! freezing it sees the unmerged runs, which denote the same values.
+//!
+//! With real coordinates (`coord=f64`, the seed's `RunList{Ti}` over a real dimension) a fiber
+//! is a piecewise-constant function of the whole real line: run `q` ends at the [`Limit`]
+//! `right[q]` (its value in `right`, its infinitesimal sign in `right_eps`: 0 for a closed end,
+//! -1 for an open one, as SparseRunList stores its ends, see [`super::real`]) and starts just
+//! after the previous run's end (`prev.next()`), the first at -Inf; the last ends at +Inf.
+//! No left ends are stored because the runs tile the line. A fiber holds at least one run.
+//! Built from pieces, the gaps between them become fill runs (so `[1, 2)` alone is the three
+//! runs `[-Inf, 1)`, `[1, 2)`, `[2, +Inf]`). Reads are the same stepper of `Run(child(q))`
+//! chunks over Limit ends ([`real::unfurl_runs`]); an integral over a fill run reaching ±Inf
+//! contributes what the evaluator gives (0 for a zero fill, ±Inf for a nonzero value). Writes
+//! to its real coordinates are refused ([`real::no_writes_yet`], as for SparsePoint and
+//! SparseInterval): a kernel would have to complete each fiber with fill runs out to +Inf.
+//! (`coord=i32` stores `ptr` and `right` in 4 bytes, as on the other levels taking `coord=`.)
 
+use super::real;
 use super::registry::{Args, Arity, Caps, LevelSpec, Param, Role};
 use super::shared::{int_at, int_buf, int_range, ints};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::{Error, Result};
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{Expr, Stmt, build as b};
+use crate::limit::{Eps, Limit};
 use crate::looplets::{Fiber, Looplet, Stepper, Target};
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
@@ -40,7 +56,8 @@ pub const SPEC: LevelSpec = LevelSpec {
             key: "merge",
             default: true,
         },
-        // Real coordinates (`coord=f64`) are not stored by this level yet.
+        // i64, i32 (4-byte arrays) or f64 (runs tiling the real line).
+        Param::Coord,
     ],
     // Nothing to skip: its runs cover every coordinate.
     protocols: &[Protocol::Follow],
@@ -77,6 +94,8 @@ fn check_below(below: &[LevelKind]) -> Option<&'static str> {
 
 const PTR: usize = 0;
 const RIGHT: usize = 1;
+/// Real coordinates only: the infinitesimal signs of the runs' ends.
+const RIGHT_EPS: usize = 2;
 const QOS: usize = 0;
 const PREV: usize = 1;
 const NEXT: usize = 2;
@@ -147,6 +166,14 @@ impl RunList {
 
 impl Level for RunList {
     fn buffers(&self, kind: &LevelKind, _: ElemType) -> Vec<(&'static str, ElemType)> {
+        if kind.is_real() {
+            // The ends' values, then their infinitesimal signs (see `levels::real`).
+            return vec![
+                ("ptr", kind.coord().pos_elem()),
+                ("right", ElemType::F64),
+                ("right_eps", ElemType::I8),
+            ];
+        }
         vec![
             ("ptr", kind.coord().pos_elem()),
             ("right", kind.coord().elem()),
@@ -162,11 +189,14 @@ impl Level for RunList {
 
     fn validate(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &[Buffer],
         dims: &[usize],
         parent_count: usize,
     ) -> std::result::Result<usize, String> {
+        if kind.is_real() {
+            return validate_real(bufs, parent_count);
+        }
         let (ptr, right) = (ints(&bufs[PTR]), ints(&bufs[RIGHT]));
         let n = dims[0] as i64;
         super::shared::check_ptr_shape(&ptr, parent_count)?;
@@ -217,7 +247,9 @@ impl Level for RunList {
     ) -> usize {
         bufs[PTR].truncate(parent_count + 1);
         let n = int_at(&bufs[PTR], parent_count) as usize;
-        bufs[RIGHT].truncate(n);
+        for b in &mut bufs[RIGHT..] {
+            b.truncate(n);
+        }
         n
     }
     fn empty(
@@ -227,6 +259,13 @@ impl Level for RunList {
         dims: &[usize],
         parent_count: usize,
     ) -> usize {
+        if kind.is_real() {
+            // One fill run over the whole line per fiber.
+            bufs[PTR] = int_buf(kind.coord().pos_elem(), (0..=parent_count as i64).collect());
+            bufs[RIGHT] = Buffer::F64(vec![f64::INFINITY; parent_count].into());
+            bufs[RIGHT_EPS] = Buffer::I8(vec![0; parent_count].into());
+            return parent_count;
+        }
         let runs = if dims[0] > 0 { parent_count } else { 0 };
         bufs[PTR] = int_buf(
             kind.coord().pos_elem(),
@@ -254,12 +293,15 @@ impl Level for RunList {
     }
     fn for_each_run(
         &self,
-        _: &LevelKind,
+        kind: &LevelKind,
         bufs: &[Buffer],
         _: &[usize],
         pos: usize,
         f: &mut dyn FnMut(usize, usize, usize),
     ) {
+        if kind.is_real() {
+            return;
+        }
         let (lo, hi) = (
             int_at(&bufs[PTR], pos) as usize,
             int_at(&bufs[PTR], pos + 1) as usize,
@@ -278,6 +320,10 @@ impl Level for RunList {
         dims: &[usize],
         map: &[Option<usize>],
     ) -> Vec<Option<usize>> {
+        if kind.is_real() {
+            // Kept fibers keep their runs; a dropped one becomes one fill run.
+            return super::remap_pieces(self, kind, bufs, map);
+        }
         let (ptr, right) = (ints(&bufs[PTR]), ints(&bufs[RIGHT]));
         let mut new_ptr = vec![0i64];
         let mut new_right = vec![];
@@ -309,6 +355,9 @@ impl Level for RunList {
         parent_count: usize,
         equal: &mut dyn FnMut(usize, usize) -> bool,
     ) -> Option<Vec<Option<usize>>> {
+        if kind.is_real() {
+            return merge_real_runs(bufs, parent_count, equal);
+        }
         let (ptr, right) = (ints(&bufs[PTR]), ints(&bufs[RIGHT]));
         let mut new_ptr = vec![0i64];
         let mut new_right: Vec<i64> = vec![];
@@ -376,7 +425,92 @@ impl Level for RunList {
         (count, out)
     }
 
+    fn for_each_piece(
+        &self,
+        kind: &LevelKind,
+        bufs: &[Buffer],
+        pos: usize,
+        f: &mut dyn FnMut(Limit<f64>, Limit<f64>, usize),
+    ) {
+        if !kind.is_real() {
+            return;
+        }
+        let ptr = ints(&bufs[PTR]);
+        let (right, re) = (real::f64s(&bufs[RIGHT]), real::i8s(&bufs[RIGHT_EPS]));
+        let mut start = Limit::exact(f64::NEG_INFINITY);
+        for q in ptr[pos] as usize..ptr[pos + 1] as usize {
+            let end = real::endpoint(right, re, q);
+            f(start, end, q);
+            start = end.next();
+        }
+    }
+    /// One run per distinct piece, and a fill run for each gap before, between and after
+    /// them (a fiber without pieces is one fill run over the line); equal neighbours are merged
+    /// afterwards by the tensor, as in `build`.
+    fn build_pieces(
+        &self,
+        kind: &LevelKind,
+        bufs: &mut [Buffer],
+        parent_count: usize,
+        groups: &[(usize, usize, usize)],
+        pieces: &[(Limit<f64>, Limit<f64>)],
+    ) -> std::result::Result<super::Built, String> {
+        if !kind.is_real() {
+            return Err(real::integer_level("RunList"));
+        }
+        let mut ptr = vec![0i64; parent_count + 1];
+        let (mut right, mut re): (Vec<f64>, Vec<i8>) = (vec![], vec![]);
+        let mut out = vec![];
+        let push = |end: Limit<f64>, right: &mut Vec<f64>, re: &mut Vec<i8>| {
+            right.push(real::canonical(end.val));
+            re.push(end.eps.sign());
+        };
+        let mut g = 0;
+        for p in 0..parent_count {
+            // The first point the fiber's runs do not cover yet.
+            let mut next = Some(Limit::exact(f64::NEG_INFINITY));
+            while g < groups.len() && groups[g].0 == p {
+                let (_, lo, hi) = groups[g];
+                let mut k = lo;
+                while k < hi {
+                    let end = (k + 1..hi).find(|&e| pieces[e] != pieces[k]).unwrap_or(hi);
+                    let (a, z) = pieces[k];
+                    let Some(from) = next else {
+                        return Err(format!(
+                            "the piece [{a}, {z}] starts after a piece that ends at +Inf"
+                        ));
+                    };
+                    if a < from {
+                        return Err(format!(
+                            "the piece [{a}, {z}] starts before the end of the previous one"
+                        ));
+                    }
+                    if a > from {
+                        push(a.prev(), &mut right, &mut re);
+                    }
+                    out.push((right.len(), k, end));
+                    push(z, &mut right, &mut re);
+                    next = (z != Limit::exact(f64::INFINITY)).then(|| z.next());
+                    k = end;
+                }
+                g += 1;
+            }
+            if next.is_some() {
+                push(Limit::exact(f64::INFINITY), &mut right, &mut re);
+            }
+            ptr[p + 1] = right.len() as i64;
+        }
+        let n = right.len();
+        bufs[PTR] = int_buf(kind.coord().pos_elem(), ptr);
+        bufs[RIGHT] = Buffer::F64(right.into());
+        bufs[RIGHT_EPS] = Buffer::I8(re.into());
+        Ok((n, out))
+    }
+
     fn declare(&self, cx: &mut Cx, l: &LevelRef, count: Expr, init: Scalar) -> Result<Vec<Stmt>> {
+        // A real RunList is never written (`unfurl_update` refuses too): refuse before
+        // declaring integer state over its real arrays.
+        real::no_writes_to(&l.tensor.name, l.kind())?;
         if init.cast(l.tensor.elem) != l.tensor.fill {
             return Err(Error::tensor(
                 &l.tensor.name,
@@ -429,6 +563,17 @@ impl Level for RunList {
     }
     fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet> {
         let t = &f.tensor;
+        if t.format.levels[f.level].is_real() {
+            // Runs cover the line, so a lookup (`follow`) walks them too, as the other real
+            // levels do.
+            let bufs = &t.level_bufs[f.level];
+            return Ok(real::unfurl_runs(
+                cx,
+                f,
+                bufs[PTR],
+                (bufs[RIGHT], Some(bufs[RIGHT_EPS])),
+            ));
+        }
         let (ptr, right) = (t.level_bufs[f.level][PTR], t.level_bufs[f.level][RIGHT]);
         let q = cx.var(&format!("{}_q", t.name), ElemType::I64);
         let q_stop = cx.var(&format!("{}_q_stop", t.name), ElemType::I64);
@@ -480,6 +625,7 @@ impl Level for RunList {
     }
 
     fn unfurl_update(&self, cx: &mut Cx, f: &Fiber) -> Result<Looplet> {
+        real::no_writes_yet(f)?;
         let t = f.tensor.clone();
         let l = LevelRef {
             tensor: &t,
@@ -569,4 +715,102 @@ impl Level for RunList {
             epilogue: vec![],
         })
     }
+}
+
+/// `validate` of a real RunList: in each fiber, at least one run; every end a valid value
+/// with sign 0 or -1; each run holds a real number after the previous run's end (the ends
+/// increase strictly); the last run ends at +Inf exactly.
+fn validate_real(bufs: &[Buffer], parent_count: usize) -> std::result::Result<usize, String> {
+    let ptr = ints(&bufs[PTR]);
+    let (right, re) = (real::f64s(&bufs[RIGHT]), real::i8s(&bufs[RIGHT_EPS]));
+    if right.len() != re.len() {
+        return Err(format!(
+            "right has {} entries but right_eps {}",
+            right.len(),
+            re.len()
+        ));
+    }
+    super::shared::check_ptr_shape(&ptr, parent_count)?;
+    for p in 0..parent_count {
+        let (lo, hi) = (ptr[p], ptr[p + 1]);
+        if hi < lo || hi as usize > right.len() {
+            return Err(format!(
+                "ptr[{}] = {hi} is out of order or past the end of right",
+                p + 1
+            ));
+        }
+        if hi == lo {
+            return Err(format!(
+                "fiber {p} has no runs (its runs must cover the real line, fill runs included)"
+            ));
+        }
+        let mut start = Limit::exact(f64::NEG_INFINITY);
+        for q in lo as usize..hi as usize {
+            if !matches!(re[q], 0 | -1) {
+                return Err(format!(
+                    "right_eps[{q}] = {} (a run ends at its value, 0, or just before it, -1)",
+                    re[q]
+                ));
+            }
+            if right[q].is_nan() {
+                return Err(format!("right[{q}] is NaN"));
+            }
+            let end = real::endpoint(right, re, q);
+            if q > lo as usize && !real::holds_a_real(start, end) {
+                return Err(format!(
+                    "right[{q}] = {end} does not end after right[{}] = {}: the runs' ends must increase",
+                    q - 1,
+                    start.prev()
+                ));
+            }
+            real::check_piece(start, end).map_err(|m| format!("right[{q}]: {m}"))?;
+            start = end.next();
+        }
+        let last = real::endpoint(right, re, hi as usize - 1);
+        if last != Limit::exact(f64::INFINITY) || last.eps != Eps::Zero {
+            return Err(format!(
+                "right[{}] = {last}: the last run of fiber {p} must end at +Inf",
+                hi - 1
+            ));
+        }
+    }
+    Ok(ptr[parent_count] as usize)
+}
+
+/// `merge_runs` of real runs: neighbours in a fiber always touch (each starts just after the
+/// previous one ends), so runs with equal sub-fibers merge into one ending at the later end.
+fn merge_real_runs(
+    bufs: &mut [Buffer],
+    parent_count: usize,
+    equal: &mut dyn FnMut(usize, usize) -> bool,
+) -> Option<Vec<Option<usize>>> {
+    let ptr = ints(&bufs[PTR]);
+    let (right, re) = (real::f64s(&bufs[RIGHT]), real::i8s(&bufs[RIGHT_EPS]));
+    let mut new_ptr = vec![0i64];
+    let (mut nr, mut nre) = (vec![], vec![]);
+    let mut kept: Vec<Option<usize>> = vec![];
+    for p in 0..parent_count {
+        let (lo, hi) = (ptr[p] as usize, ptr[p + 1] as usize);
+        for q in lo..hi {
+            match kept.last() {
+                Some(&Some(k)) if q > lo && equal(k, q) => {
+                    *nr.last_mut().expect("a kept run") = right[q];
+                    *nre.last_mut().expect("a kept run") = re[q];
+                }
+                _ => {
+                    nr.push(right[q]);
+                    nre.push(re[q]);
+                    kept.push(Some(q));
+                }
+            }
+        }
+        new_ptr.push(nr.len() as i64);
+    }
+    if kept.len() == right.len() {
+        return None;
+    }
+    bufs[PTR] = Buffer::I64(new_ptr.into());
+    bufs[RIGHT] = Buffer::F64(nr.into());
+    bufs[RIGHT_EPS] = Buffer::I8(nre.into());
+    Some(kept)
 }
