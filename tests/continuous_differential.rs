@@ -3,14 +3,13 @@
 //! separate, over integer rows, stored as sparse run lists or as run lists (whose gaps are
 //! stored fill runs reaching ±Inf); every backend, shrinking to the smallest disagreement.
 
+mod common;
+
+use common::pieces::compare_pieces as compare;
 use proptest::prelude::*;
-use std::collections::BTreeMap;
 use tessera::Scalar;
-use tessera::eval::continuous::{self, PieceTensor};
 use tessera::levels::Format;
 use tessera::limit::Limit;
-use tessera::notation::parse::parse_program;
-use tessera::run::Runner;
 use tessera::tensor::Tensor;
 use tessera::tensor::pieces::{Piece, PieceCoord};
 use tessera::types::ElemType;
@@ -117,73 +116,6 @@ fn matrix(rows: &[Vec<Candidate>], store: Store) -> Tensor {
         }
     }
     Tensor::from_pieces(&f, &[rows.len(), 0], &p).unwrap()
-}
-
-fn runners() -> Vec<(&'static str, Runner)> {
-    thread_local! {
-        static C: bool = tessera::backend::CBackend::new().compiler_available();
-    }
-    let mut out = vec![
-        ("jit", Runner::jit()),
-        (
-            "interp",
-            Runner::new(Box::new(tessera::backend::Interpreter::new())),
-        ),
-    ];
-    if C.with(|c| *c) {
-        out.push((
-            "c",
-            Runner::new(Box::new(tessera::backend::CBackend::new())),
-        ));
-    }
-    out
-}
-
-/// Run `program` with output `o` (of `out_format` and shape) compiled and in the evaluator;
-/// both outputs as canonical pieces.
-fn compare(program: &str, inputs: &[(&str, &Tensor)], out_format: &str, out_shape: &[usize]) {
-    let p = parse_program(program).unwrap();
-    let out = Tensor::empty(&Format::parse(out_format, None).unwrap(), out_shape).unwrap();
-    let mut env: BTreeMap<String, PieceTensor> = inputs
-        .iter()
-        .map(|(n, t)| (n.to_string(), t.to_piece_tensor()))
-        .collect();
-    env.insert("o".to_string(), out.to_piece_tensor());
-    continuous::run(&p, &mut env).unwrap_or_else(|e| panic!("evaluator: {e}\n{program}"));
-    let want = env["o"].canonical();
-    for (name, r) in runners() {
-        let mut ts: BTreeMap<String, Tensor> = inputs
-            .iter()
-            .map(|(n, t)| (n.to_string(), (*t).clone()))
-            .collect();
-        ts.insert("o".to_string(), out.clone());
-        let formats = ts
-            .iter()
-            .map(|(n, t)| (n.clone(), t.format.clone()))
-            .collect();
-        let c = r
-            .compile(&p, &formats)
-            .unwrap_or_else(|e| panic!("{name}: {e}\n{program}"));
-        r.execute(&c, &mut ts)
-            .unwrap_or_else(|e| panic!("{name}: {e}\n{program}"));
-        let got = ts["o"].to_piece_tensor().canonical();
-        let close = got.pieces.len() == want.pieces.len()
-            && got
-                .pieces
-                .iter()
-                .zip(&want.pieces)
-                .all(|((c1, v1), (c2, v2))| {
-                    let (a, b) = (v1.as_f64(), v2.as_f64());
-                    c1 == c2
-                        && (a == b
-                            || (a.is_nan() && b.is_nan())
-                            || (a - b).abs() <= 1e-9 * b.abs().max(1.0))
-                });
-        assert!(
-            close,
-            "{name} disagrees on\n{program}\ngot  {got:?}\nwant {want:?}"
-        );
-    }
 }
 
 const SCALAR: &str = "Element(0.0)";

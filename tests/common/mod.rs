@@ -6,6 +6,7 @@ pub mod cases;
 pub mod cli;
 pub mod data;
 pub mod loops;
+pub mod pieces;
 pub mod random;
 pub mod scipy;
 
