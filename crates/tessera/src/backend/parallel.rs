@@ -102,6 +102,7 @@ impl Parallel {
                     lo_slot,
                     hi_slot,
                     range,
+                    rows,
                 } => {
                     let env = bufs[env_i64].as_i64().unwrap_or(&[]);
                     let (Some(&lo), Some(&hi)) = (env.get(*lo_slot), env.get(*hi_slot)) else {
@@ -110,6 +111,10 @@ impl Parallel {
                     if lo > hi {
                         continue;
                     }
+                    // Fragments start empty, so the chunks' appends concatenate into an
+                    // output only when it holds no entry yet (declared just before, as
+                    // usual); one written earlier in the kernel or reopened runs as one chunk.
+                    let fresh = rows.iter().all(|&(c, _)| env.get(c) == Some(&0));
                     let weights = range.weights.and_then(|w| Weights::of(&bufs[w.0 as usize]));
                     // Elements copied per chunk: the private outputs and the workspaces.
                     let private: u64 = range
@@ -119,16 +124,31 @@ impl Parallel {
                         .chain(range.scratch.iter().copied())
                         .map(|b| bufs[b.0 as usize].len() as u64)
                         .sum();
-                    let threads = useful_threads(lo, hi, threads, weights, private, min_work);
+                    let threads = match fresh {
+                        true => useful_threads(lo, hi, threads, weights, private, min_work),
+                        false => 1,
+                    };
+                    let chunk = self.split.chunk_buf.0 as usize;
                     if threads == 1 {
                         // One chunk on this thread, straight into the outputs: the serial loop.
-                        let chunk = self.split.chunk_buf.0 as usize;
-                        bufs[chunk] = Buffer::I64(vec![lo, hi].into());
+                        bufs[chunk] = chunk_bounds(lo, hi, rows.len());
                         compiled.run(bufs)?;
+                        // Its appended outputs' cursors, for the segments after it.
+                        let ends: Vec<i64> = bufs[chunk].as_i64().unwrap_or(&[]).to_vec();
+                        if let Some(env) = bufs[env_i64].as_i64_mut() {
+                            for (n, &(c, last)) in rows.iter().enumerate() {
+                                env[c] = ends[2 + 2 * n];
+                                if let Some(l) = last {
+                                    env[l] = ends[3 + 2 * n];
+                                }
+                            }
+                        }
                         continue;
                     }
                     let cuts = cut(lo, hi, threads, weights);
-                    self.chunks(compiled.as_ref(), kernel, range, &cuts, bufs, threads)?;
+                    let parts =
+                        self.chunks(compiled.as_ref(), kernel, range, &cuts, bufs, threads)?;
+                    stitch(range, rows, &parts, bufs, env_i64);
                 }
             }
         }
@@ -143,7 +163,7 @@ impl Parallel {
         cuts: &[(i64, i64)],
         bufs: &mut [Buffer],
         threads: usize,
-    ) -> Result<()> {
+    ) -> Result<Vec<Fragments>> {
         let chunk_buf = self.split.chunk_buf.0 as usize;
         // Each chunk's own buffers, by number.
         let mut owns: Vec<Vec<(usize, Buffer)>> = cuts
@@ -151,7 +171,7 @@ impl Parallel {
             .map(|&(a, b)| {
                 let mut own = vec![
                     (0, bufs[0].clone()),
-                    (chunk_buf, Buffer::I64(vec![a, b].into())),
+                    (chunk_buf, chunk_bounds(a, b, range.rows.len())),
                 ];
                 for p in &range.private {
                     let real = &bufs[p.buf.0 as usize];
@@ -160,6 +180,13 @@ impl Parallel {
                         p.buf.0 as usize,
                         Buffer::filled(real.elem(), real.len(), id),
                     ));
+                }
+                // Then the fragments of the appended outputs, empty (the chunk appends to
+                // them from entry 0).
+                for r in &range.rows {
+                    for b in &r.arrays {
+                        own.push((b.0 as usize, Buffer::new(bufs[b.0 as usize].elem())));
+                    }
                 }
                 // The workspaces after them: a copy as the buffer is (each iteration declares
                 // it afresh), owned, since the chunk writes it through its view.
@@ -255,15 +282,105 @@ impl Parallel {
                 fold(&mut bufs[p.buf.0 as usize], &own[2 + i].1, p.fold);
             }
         }
+        // The fragments, after the private copies, wait in each chunk's own buffers for the
+        // runner to concatenate them; the chunk bounds keep where each ended.
+        let fragments = 2 + range.private.len();
+        let arrays: usize = range.rows.iter().map(|r| r.arrays.len()).sum();
         // A workspace ends as the last iteration, which the last chunk ran, left it.
         if let Some(last) = owns.last_mut() {
-            let first = 2 + range.private.len();
-            for (k, b) in last.drain(first..) {
+            for (k, b) in last.drain(fragments + arrays..) {
                 bufs[k] = b;
             }
         }
-        Ok(())
+        Ok(owns
+            .into_iter()
+            .map(|mut own| {
+                let ends = std::mem::replace(&mut own[1].1, Buffer::I64(vec![].into()));
+                let parts = own
+                    .drain(fragments..fragments + arrays)
+                    .map(|p| p.1)
+                    .collect();
+                Fragments { ends, parts }
+            })
+            .collect())
     }
+}
+
+/// What a chunk appended to the sparse outputs whose rows it wrote (`Chunked::rows`).
+struct Fragments {
+    /// The chunk's bounds buffer: `lo`, `hi`, then per output where its cursor and last fiber
+    /// ended (the cursor is the fragment's length, as it started at 0).
+    ends: Buffer,
+    /// Per output, per entry array, the chunk's fragment (grown past its length).
+    parts: Vec<Buffer>,
+}
+
+/// The `chunk` buffer of a chunk `lo..=hi`: its bounds, then room for where each of its
+/// `rows` appended outputs ends.
+fn chunk_bounds(lo: i64, hi: i64, rows: usize) -> Buffer {
+    let mut v = vec![0; 2 + 2 * rows];
+    v[0] = lo;
+    v[1] = hi;
+    Buffer::I64(v.into())
+}
+
+/// Concatenate the chunks' fragments of each appended output into its arrays in chunk order
+/// (so entry `k` of chunk `c` lands after every entry of the chunks before it, as in the
+/// serial loop), and set its cursor to the total and its last fiber to the greatest any chunk
+/// reached, in `env_i64`, for the segments after the range. The level's fiber positions need
+/// no shift: while written they are per-fiber counts (SparseList's `ptr[p + 1]`) or slot
+/// numbers (SparseByteMap's `srt`), which the freeze turns into offsets.
+fn stitch(
+    range: &Chunked,
+    rows: &[(usize, Option<usize>)],
+    chunks: &[Fragments],
+    bufs: &mut [Buffer],
+    env_i64: usize,
+) {
+    let mut first = 0;
+    for (n, (r, &(cursor, last))) in range.rows.iter().zip(rows).enumerate() {
+        let ends: Vec<(usize, i64)> = chunks
+            .iter()
+            .map(|c| {
+                let e = c.ends.as_i64().unwrap_or(&[]);
+                (e[2 + 2 * n].max(0) as usize, e[3 + 2 * n])
+            })
+            .collect();
+        let total: usize = ends.iter().map(|e| e.0).sum();
+        for (a, array) in r.arrays.iter().enumerate() {
+            let dst = &mut bufs[array.0 as usize];
+            if dst.len() < total {
+                dst.resize(total, Scalar::zero(dst.elem()));
+            }
+            let mut at = 0;
+            for (c, &(len, _)) in chunks.iter().zip(&ends) {
+                copy_into(dst, at, &c.parts[first + a], len);
+                at += len;
+            }
+        }
+        first += r.arrays.len();
+        if let Some(env) = bufs[env_i64].as_i64_mut() {
+            env[cursor] = total as i64;
+            if let Some(l) = last {
+                env[l] = ends.iter().map(|e| e.1).fold(env[l], i64::max);
+            }
+        }
+    }
+}
+
+/// `dst[at..at + len] = src[..len]`, for buffers of one element type (a fragment has the type
+/// of the array it was made for). `src` holds at least `len` elements: the kernel grows an
+/// entry array before it writes entry `cursor` and moves the cursor past it.
+fn copy_into(dst: &mut Buffer, at: usize, src: &Buffer, len: usize) {
+    macro_rules! copy {
+        ($($v:ident),*) => {
+            match (dst, src) {
+                $((Buffer::$v(d), Buffer::$v(s)) => d[at..at + len].copy_from_slice(&s[..len]),)*
+                (d, s) => unreachable!("a fragment of {} for an array of {}", s.elem(), d.elem()),
+            }
+        };
+    }
+    copy!(F64, F32, I64, I32, I8, U8, U64, Bool)
 }
 
 /// A split kernel as one [`CompiledKernel`]: its segments in order on the calling thread, each

@@ -14,8 +14,11 @@
 //! The split is refused too when a chunk body could move memory another chunk sees: growing,
 //! filling or sorting a buffer that is not its own (the race check leaves only dense outputs,
 //! which are sized before the loop, so this is a safety net). Buffer 0 (the dimensions and the
-//! slot a failing bounds check reports through), the private outputs and the iterations'
-//! workspaces (`Chunked::scratch`) are per chunk.
+//! slot a failing bounds check reports through), the private outputs, the iterations'
+//! workspaces (`Chunked::scratch`) and the entry arrays of appended sparse outputs
+//! (`Chunked::rows`) are per chunk. A chunk segment ends by storing each appended output's
+//! cursor and last fiber into `chunk`, and those variables are not lost: the runner
+//! concatenates the fragments and sets them in `env_i64` as the serial loop leaves them.
 
 use super::{BufDecl, BufId, Chunked, Expr, Kernel, Stmt, VarId, build as b};
 use crate::types::ElemType;
@@ -31,6 +34,9 @@ pub enum Segment {
         lo_slot: usize,
         hi_slot: usize,
         range: Chunked,
+        /// Per [`Chunked::rows`] entry, where its cursor and its last fiber (if any) are in
+        /// `env_i64`: the runner sets them after the chunks, as the serial loop leaves them.
+        rows: Vec<(usize, Option<usize>)>,
     },
 }
 
@@ -40,7 +46,8 @@ pub enum Segment {
 pub struct Split {
     pub segments: Vec<Segment>,
     /// The segments' own buffers, appended after the kernel's: `env_i64`, `env_f64`,
-    /// `env_bool` (one slot per variable of the type) and `chunk` (2 slots).
+    /// `env_bool` (one slot per variable of the type) and `chunk` (2 slots, then 2 per
+    /// appended sparse output: where the chunk left its cursor and last fiber).
     pub extra: Vec<(BufDecl, usize)>,
     /// The number of the `chunk` buffer.
     pub chunk_buf: BufId,
@@ -78,7 +85,7 @@ pub fn split(k: &Kernel) -> Option<Split> {
         (decl("env_i64", ElemType::I64), counts[0]),
         (decl("env_f64", ElemType::F64), counts[1]),
         (decl("env_bool", ElemType::Bool), counts[2]),
-        (decl("chunk", ElemType::I64), 2),
+        (decl("chunk", ElemType::I64), 2 + 2 * max_rows(&k.body)),
     ];
     let load_all = || -> Vec<Stmt> {
         (0..k.vars.len())
@@ -131,12 +138,20 @@ pub fn split(k: &Kernel) -> Option<Split> {
                     .iter()
                     .map(|p| p.buf)
                     .chain(c.scratch.iter().copied())
+                    .chain(c.rows.iter().flat_map(|r| r.arrays.iter().copied()))
                     .chain([BufId(0)])
                     .collect();
                 if !chunk_body_ok(&c.body, &own) {
                     return None;
                 }
                 assigned(&c.body, &mut lost);
+                // The runner sets the appended outputs' cursors after the chunks.
+                for r in &c.rows {
+                    lost.remove(&r.cursor);
+                    if let Some(v) = r.last {
+                        lost.remove(&v);
+                    }
+                }
             }
             Ok(run) => {
                 if exposed_reads(run).iter().any(|v| lost.contains(v)) {
@@ -169,12 +184,30 @@ pub fn split(k: &Kernel) -> Option<Split> {
                 body.push(b::assign(c.lo, b::load(chunk_buf, b::int(0))));
                 body.push(b::assign(c.hi, b::load(chunk_buf, b::int(1))));
                 body.extend(c.body.iter().cloned());
+                // Where this chunk's appends ended, for the runner to concatenate them.
+                for (n, r) in c.rows.iter().enumerate() {
+                    let slot = 2 + 2 * n as i64;
+                    let last = r.last.map_or(b::int(-1), b::var);
+                    body.push(b::store(chunk_buf, b::int(slot), b::var(r.cursor)));
+                    body.push(b::store(chunk_buf, b::int(slot + 1), last));
+                }
                 let _ = idx;
+                let rows = c
+                    .rows
+                    .iter()
+                    .map(|r| {
+                        (
+                            slots[r.cursor.0 as usize].1,
+                            r.last.map(|v| slots[v.0 as usize].1),
+                        )
+                    })
+                    .collect();
                 segments.push(Segment::Chunks {
                     kernel: with_body(body),
                     lo_slot: slots[c.lo.0 as usize].1,
                     hi_slot: slots[c.hi.0 as usize].1,
                     range: c,
+                    rows,
                 });
             }
         }
@@ -187,6 +220,17 @@ pub fn split(k: &Kernel) -> Option<Split> {
         extra,
         chunk_buf,
     })
+}
+
+/// The most appended sparse outputs of one top-level range.
+fn max_rows(body: &[Stmt]) -> usize {
+    body.iter()
+        .map(|s| match s {
+            Stmt::Chunked(c) => c.rows.len(),
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Whether a chunk body only moves memory of its own: no growth, fill or sort of a shared
@@ -202,6 +246,10 @@ fn chunk_body_ok(body: &[Stmt], own: &HashSet<BufId>) -> bool {
             Stmt::Chunked(c) => {
                 c.private.iter().all(|p| own.contains(&p.buf))
                     && c.scratch.iter().all(|b| own.contains(b))
+                    && c.rows
+                        .iter()
+                        .flat_map(|r| &r.arrays)
+                        .all(|b| own.contains(b))
             }
             _ => true,
         };

@@ -125,6 +125,7 @@ impl Engine {
                     .get(&(span.line, span.col, index.clone()))
                     .cloned()
                     && let Some(private) = self.private_bufs(&plan.private)
+                    && let Some(rows) = self.rows_of(&plan.rows)
                 {
                     let scratch = self.scratch_bufs(&plan.scratch);
                     // Each chunk lowers the loop over its own part `lo..=hi`: looplets seek
@@ -146,6 +147,7 @@ impl Engine {
                         body,
                         private,
                         scratch,
+                        rows,
                         weights,
                     })));
                     return Ok(code);
@@ -271,6 +273,20 @@ impl Engine {
             });
         }
         Some(out)
+    }
+
+    /// The appending levels of sparse outputs whose rows the chunks append separately
+    /// (`Plan::rows`); `None` when one's level cannot say what it appends to (the loop then
+    /// runs serially: its chunks would share the appends).
+    fn rows_of(&self, rows: &[String]) -> Option<Vec<crate::ir::Rows>> {
+        rows.iter()
+            .map(|name| {
+                let t = self.tensors.get(name)?;
+                let level = crate::levels::row_appended_level(&t.format)?;
+                let l = LevelRef { tensor: t, level };
+                level_impl(l.kind()).appends(&l)
+            })
+            .collect()
     }
 
     /// Every array of the tensors a parallel loop's iterations declare afresh (a tensor the
