@@ -117,6 +117,9 @@ fn uses_stmts(k: &Kernel, stmts: &[Stmt], u: &mut Uses) {
             Stmt::Chunked(c) => {
                 u.assigned.insert(c.lo);
                 u.assigned.insert(c.hi);
+                // The runner sets the appended outputs' cursors after the chunks.
+                u.assigned
+                    .extend(c.rows.iter().flat_map(|r| [Some(r.cursor), r.last]).flatten());
             }
             Stmt::Store { .. }
             | Stmt::Grow { .. }
