@@ -103,6 +103,7 @@ impl Parallel {
                     hi_slot,
                     range,
                     rows,
+                    scratch_state,
                 } => {
                     let env = bufs[env_i64].as_i64().unwrap_or(&[]);
                     let (Some(&lo), Some(&hi)) = (env.get(*lo_slot), env.get(*hi_slot)) else {
@@ -131,24 +132,22 @@ impl Parallel {
                     let chunk = self.split.chunk_buf.0 as usize;
                     if threads == 1 {
                         // One chunk on this thread, straight into the outputs: the serial loop.
-                        bufs[chunk] = chunk_bounds(lo, hi, rows.len());
+                        // It stores its variables into the environment, as a serial segment.
+                        bufs[chunk] = Buffer::I64(vec![lo, hi].into());
                         compiled.run(bufs)?;
-                        // Its appended outputs' cursors, for the segments after it.
-                        let ends: Vec<i64> = bufs[chunk].as_i64().unwrap_or(&[]).to_vec();
-                        if let Some(env) = bufs[env_i64].as_i64_mut() {
-                            for (n, &(c, last)) in rows.iter().enumerate() {
-                                env[c] = ends[2 + 2 * n];
-                                if let Some(l) = last {
-                                    env[l] = ends[3 + 2 * n];
-                                }
-                            }
-                        }
                         continue;
                     }
                     let cuts = cut(lo, hi, threads, weights);
                     let parts =
                         self.chunks(compiled.as_ref(), kernel, range, &cuts, bufs, threads)?;
                     stitch(range, rows, &parts, bufs, env_i64);
+                    // The workspaces' state as the last chunk (the last iteration) left it.
+                    if let Some(last) = parts.last() {
+                        for &(t, slot) in scratch_state {
+                            let v = last.env[t].get(slot);
+                            bufs[env_i64 + t].set(slot, v);
+                        }
+                    }
                 }
             }
         }
@@ -171,8 +170,12 @@ impl Parallel {
             .map(|&(a, b)| {
                 let mut own = vec![
                     (0, bufs[0].clone()),
-                    (chunk_buf, chunk_bounds(a, b, range.rows.len())),
+                    (chunk_buf, Buffer::I64(vec![a, b].into())),
                 ];
+                // The environments, which the chunk stores its variables into at its end.
+                for e in 0..3 {
+                    own.push((chunk_buf - 3 + e, bufs[chunk_buf - 3 + e].clone()));
+                }
                 for p in &range.private {
                     let real = &bufs[p.buf.0 as usize];
                     let id = identity(real.elem(), p);
@@ -279,12 +282,12 @@ impl Parallel {
         }
         for (i, p) in range.private.iter().enumerate() {
             for own in &owns {
-                fold(&mut bufs[p.buf.0 as usize], &own[2 + i].1, p.fold);
+                fold(&mut bufs[p.buf.0 as usize], &own[OWN_PRIVATE + i].1, p.fold);
             }
         }
         // The fragments, after the private copies, wait in each chunk's own buffers for the
-        // runner to concatenate them; the chunk bounds keep where each ended.
-        let fragments = 2 + range.private.len();
+        // runner to concatenate them; the chunk's environments say where each ended.
+        let fragments = OWN_PRIVATE + range.private.len();
         let arrays: usize = range.rows.iter().map(|r| r.arrays.len()).sum();
         // A workspace ends as the last iteration, which the last chunk ran, left it.
         if let Some(last) = owns.last_mut() {
@@ -295,12 +298,12 @@ impl Parallel {
         Ok(owns
             .into_iter()
             .map(|mut own| {
-                let ends = std::mem::replace(&mut own[1].1, Buffer::I64(vec![].into()));
                 let parts = own
                     .drain(fragments..fragments + arrays)
                     .map(|p| p.1)
                     .collect();
-                Fragments { ends, parts }
+                let env = own.drain(2..OWN_PRIVATE).map(|p| p.1).collect();
+                Fragments { env, parts }
             })
             .collect())
     }
@@ -308,21 +311,17 @@ impl Parallel {
 
 /// What a chunk appended to the sparse outputs whose rows it wrote (`Chunked::rows`).
 struct Fragments {
-    /// The chunk's bounds buffer: `lo`, `hi`, then per output where its cursor and last fiber
-    /// ended (the cursor is the fragment's length, as it started at 0).
-    ends: Buffer,
+    /// The chunk's environments (i64, f64, bool) as it ended: where each output's cursor and
+    /// last fiber ended (the cursor is the fragment's length, as it started at 0), and the
+    /// workspaces' state.
+    env: Vec<Buffer>,
     /// Per output, per entry array, the chunk's fragment (grown past its length).
     parts: Vec<Buffer>,
 }
 
-/// The `chunk` buffer of a chunk `lo..=hi`: its bounds, then room for where each of its
-/// `rows` appended outputs ends.
-fn chunk_bounds(lo: i64, hi: i64, rows: usize) -> Buffer {
-    let mut v = vec![0; 2 + 2 * rows];
-    v[0] = lo;
-    v[1] = hi;
-    Buffer::I64(v.into())
-}
+/// Where a chunk's private copies start among its own buffers: after the dimensions, the
+/// chunk bounds and the three environments.
+const OWN_PRIVATE: usize = 5;
 
 /// Concatenate the chunks' fragments of each appended output into its arrays in chunk order
 /// (so entry `k` of chunk `c` lands after every entry of the chunks before it, as in the
@@ -338,12 +337,12 @@ fn stitch(
     env_i64: usize,
 ) {
     let mut first = 0;
-    for (n, (r, &(cursor, last))) in range.rows.iter().zip(rows).enumerate() {
+    for (r, &(cursor, last)) in range.rows.iter().zip(rows) {
         let ends: Vec<(usize, i64)> = chunks
             .iter()
             .map(|c| {
-                let e = c.ends.as_i64().unwrap_or(&[]);
-                (e[2 + 2 * n].max(0) as usize, e[3 + 2 * n])
+                let e = c.env[0].as_i64().unwrap_or(&[]);
+                (e[cursor].max(0) as usize, last.map_or(-1, |l| e[l]))
             })
             .collect();
         let total: usize = ends.iter().map(|e| e.0).sum();

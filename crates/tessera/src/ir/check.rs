@@ -188,6 +188,9 @@ impl Kernel {
                 for b in &c.scratch {
                     self.buf_ok(b.0)?;
                 }
+                for v in &c.scratch_state {
+                    self.var_ok(v.0)?;
+                }
                 for r in &c.rows {
                     for v in [Some(r.cursor), r.last].into_iter().flatten() {
                         self.var_ok(v.0)?;

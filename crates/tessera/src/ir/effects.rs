@@ -37,6 +37,7 @@ pub(super) fn effects_stmts(stmts: &[Stmt], fx: &mut Effects) {
                         .flat_map(|r| [Some(r.cursor), r.last])
                         .flatten(),
                 );
+                fx.assigned.extend(c.scratch_state.iter().copied());
             }
             Stmt::Store { buf, index, .. } => {
                 fx.changed.insert(*buf);

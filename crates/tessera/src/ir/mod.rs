@@ -265,6 +265,9 @@ pub struct Chunked {
     /// (starting as the buffer is), and the buffer ends as the last chunk's copy, which is
     /// what the serial loop's last iteration leaves.
     pub scratch: Vec<BufId>,
+    /// The state variables of those workspaces' levels (a SparseByteMap's entry count): after
+    /// the range they hold what the last chunk left, like the arrays.
+    pub scratch_state: Vec<VarId>,
     /// Sparse outputs whose fibers under the loop's index (the rows of a `Dense(SparseList)`
     /// output `C[i, j]`) the chunks append separately: each chunk appends into fragments of
     /// its own that start empty, and the fragments are concatenated in chunk order after the

@@ -95,6 +95,9 @@ fn visit_vars(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut VarId)) {
         if let Stmt::Chunked(c) = s {
             f(&mut c.lo);
             f(&mut c.hi);
+            for v in &mut c.scratch_state {
+                f(v);
+            }
             for r in &mut c.rows {
                 f(&mut r.cursor);
                 if let Some(v) = &mut r.last {

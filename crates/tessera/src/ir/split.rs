@@ -7,18 +7,19 @@
 //! chunk's `lo` and `hi`). A serial segment loads the environment (after the first), runs, then
 //! stores it; before a range it also evaluates the range's bounds into `lo` and `hi`, which the
 //! runner reads back to cut the chunks. A chunk segment loads the environment, takes `lo` and
-//! `hi` from `chunk`, and runs the range's body; it stores nothing, so what its variables end
-//! with is lost, and the split is refused when a later segment reads such a variable before
-//! assigning it (the kernel then runs whole, serially).
+//! `hi` from `chunk`, and runs the range's body; what its other variables end with is lost,
+//! and the split is refused when a later segment reads such a variable before assigning it
+//! (the kernel then runs whole, serially).
 //!
 //! The split is refused too when a chunk body could move memory another chunk sees: growing,
 //! filling or sorting a buffer that is not its own (the race check leaves only dense outputs,
 //! which are sized before the loop, so this is a safety net). Buffer 0 (the dimensions and the
 //! slot a failing bounds check reports through), the private outputs, the iterations'
 //! workspaces (`Chunked::scratch`) and the entry arrays of appended sparse outputs
-//! (`Chunked::rows`) are per chunk. A chunk segment ends by storing each appended output's
-//! cursor and last fiber into `chunk`, and those variables are not lost: the runner
-//! concatenates the fragments and sets them in `env_i64` as the serial loop leaves them.
+//! (`Chunked::rows`) are per chunk, and so are the environments: a chunk segment ends by
+//! storing its variables into its own copies, from which the runner takes each appended
+//! output's cursor and last fiber (after concatenating the fragments) and the workspaces'
+//! state (`Chunked::scratch_state`, the last chunk's), so those variables are not lost.
 
 use super::{BufDecl, BufId, Chunked, Expr, Kernel, Stmt, VarId, build as b};
 use crate::types::ElemType;
@@ -37,6 +38,9 @@ pub enum Segment {
         /// Per [`Chunked::rows`] entry, where its cursor and its last fiber (if any) are in
         /// `env_i64`: the runner sets them after the chunks, as the serial loop leaves them.
         rows: Vec<(usize, Option<usize>)>,
+        /// Where the workspaces' state variables (`Chunked::scratch_state`) are, as
+        /// (environment 0, 1 or 2 for i64, f64, bool; slot): they take the last chunk's values.
+        scratch_state: Vec<(usize, usize)>,
     },
 }
 
@@ -46,8 +50,7 @@ pub enum Segment {
 pub struct Split {
     pub segments: Vec<Segment>,
     /// The segments' own buffers, appended after the kernel's: `env_i64`, `env_f64`,
-    /// `env_bool` (one slot per variable of the type) and `chunk` (2 slots, then 2 per
-    /// appended sparse output: where the chunk left its cursor and last fiber).
+    /// `env_bool` (one slot per variable of the type) and `chunk` (2 slots).
     pub extra: Vec<(BufDecl, usize)>,
     /// The number of the `chunk` buffer.
     pub chunk_buf: BufId,
@@ -85,7 +88,7 @@ pub fn split(k: &Kernel) -> Option<Split> {
         (decl("env_i64", ElemType::I64), counts[0]),
         (decl("env_f64", ElemType::F64), counts[1]),
         (decl("env_bool", ElemType::Bool), counts[2]),
-        (decl("chunk", ElemType::I64), 2 + 2 * max_rows(&k.body)),
+        (decl("chunk", ElemType::I64), 2),
     ];
     let load_all = || -> Vec<Stmt> {
         (0..k.vars.len())
@@ -145,12 +148,16 @@ pub fn split(k: &Kernel) -> Option<Split> {
                     return None;
                 }
                 assigned(&c.body, &mut lost);
-                // The runner sets the appended outputs' cursors after the chunks.
+                // The runner sets the appended outputs' cursors and the workspaces' state
+                // after the chunks, from the environments they stored.
                 for r in &c.rows {
                     lost.remove(&r.cursor);
                     if let Some(v) = r.last {
                         lost.remove(&v);
                     }
+                }
+                for v in &c.scratch_state {
+                    lost.remove(v);
                 }
             }
             Ok(run) => {
@@ -184,14 +191,15 @@ pub fn split(k: &Kernel) -> Option<Split> {
                 body.push(b::assign(c.lo, b::load(chunk_buf, b::int(0))));
                 body.push(b::assign(c.hi, b::load(chunk_buf, b::int(1))));
                 body.extend(c.body.iter().cloned());
-                // Where this chunk's appends ended, for the runner to concatenate them.
-                for (n, r) in c.rows.iter().enumerate() {
-                    let slot = 2 + 2 * n as i64;
-                    let last = r.last.map_or(b::int(-1), b::var);
-                    body.push(b::store(chunk_buf, b::int(slot), b::var(r.cursor)));
-                    body.push(b::store(chunk_buf, b::int(slot + 1), last));
-                }
+                // Into the chunk's own copies of the environment (the runner's one chunk: the
+                // real ones): where its appends ended and what its workspaces' state is.
+                body.extend(store_all());
                 let _ = idx;
+                let scratch_state = c
+                    .scratch_state
+                    .iter()
+                    .map(|v| slots[v.0 as usize])
+                    .collect();
                 let rows = c
                     .rows
                     .iter()
@@ -208,6 +216,7 @@ pub fn split(k: &Kernel) -> Option<Split> {
                     hi_slot: slots[c.hi.0 as usize].1,
                     range: c,
                     rows,
+                    scratch_state,
                 });
             }
         }
@@ -220,17 +229,6 @@ pub fn split(k: &Kernel) -> Option<Split> {
         extra,
         chunk_buf,
     })
-}
-
-/// The most appended sparse outputs of one top-level range.
-fn max_rows(body: &[Stmt]) -> usize {
-    body.iter()
-        .map(|s| match s {
-            Stmt::Chunked(c) => c.rows.len(),
-            _ => 0,
-        })
-        .max()
-        .unwrap_or(0)
 }
 
 /// Whether a chunk body only moves memory of its own: no growth, fill or sort of a shared

@@ -128,6 +128,12 @@ impl Engine {
                     && let Some(rows) = self.rows_of(&plan.rows)
                 {
                     let scratch = self.scratch_bufs(&plan.scratch);
+                    let scratch_state = plan
+                        .scratch
+                        .iter()
+                        .filter_map(|t| self.tensors.get(t))
+                        .flat_map(|t| t.level_vars.iter().flatten().copied())
+                        .collect();
                     // Each chunk lowers the loop over its own part `lo..=hi`: looplets seek
                     // their start there as at any loop start.
                     let lo = self.cx.var(&format!("{index}_lo"), ElemType::I64);
@@ -147,6 +153,7 @@ impl Engine {
                         body,
                         private,
                         scratch,
+                        scratch_state,
                         rows,
                         weights,
                     })));
