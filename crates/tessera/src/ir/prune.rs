@@ -21,7 +21,12 @@ fn reads_in(stmts: &[Stmt], read: &mut HashSet<VarId>) {
     for s in stmts {
         // The runner reads where a range's appended outputs ended (`ir::split`).
         if let Stmt::Chunked(c) = s {
-            read.extend(c.rows.iter().flat_map(|r| [Some(r.cursor), r.last]).flatten());
+            read.extend(
+                c.rows
+                    .iter()
+                    .flat_map(|r| [Some(r.cursor), r.last])
+                    .flatten(),
+            );
         }
         for e in s.own_exprs() {
             expr_reads(e, read);
