@@ -293,6 +293,7 @@ fn a_fault_in_a_chunk_is_the_serial_error() {
 // inputs run as one chunk) and with every range split.
 
 use tessera::api::{Plan, einsum_with, formats_of as api_formats, lazy, plan_einsum, prepare};
+use tessera::levels::row_appended_level;
 
 /// Matrix formats einsum reads; `F` is the fill.
 const EINSUM_FORMATS: &[&str] = &[
@@ -369,8 +370,10 @@ fn parallel_index(spec: &str, inputs: &[(&str, &Tensor)], threads: usize) -> Opt
 }
 
 /// `spec` on one thread, and on two with the default threshold and with every range split:
-/// the same format and values (`exact`, or within rounding for float sums). Returns the loop
-/// marked parallel and whether the output is stored densely.
+/// the same format and values (`exact`, or within rounding for float sums); a sparse output
+/// appended row by row holds the same arrays. Returns the loop marked parallel and whether
+/// the output's rows are separate: stored densely, or as `Dense` levels over one appending
+/// level (`levels::row_appended_level`).
 fn einsum_agrees(
     serial: &Runner,
     par: &Runner,
@@ -385,6 +388,12 @@ fn einsum_agrees(
             .unwrap_or_else(|e| panic!("{spec} on 2 threads: {e}"));
         let shapes: Vec<_> = inputs.iter().map(|(n, t)| (*n, t.shape.clone())).collect();
         assert_eq!(got.format, want.format, "{spec} {shapes:?}");
+        if row_appended_level(&want.format).is_some() {
+            assert_eq!(
+                got.levels, want.levels,
+                "{spec} {shapes:?} min work {min_work}"
+            );
+        }
         assert!(
             close(&got.to_dense(), &want.to_dense(), exact),
             "{spec} {shapes:?} min work {min_work}: {:?} vs serial {:?}",
@@ -394,7 +403,7 @@ fn einsum_agrees(
     }
     (
         parallel_index(spec, inputs, par.threads()),
-        want.format.is_dense(),
+        want.format.is_dense() || row_appended_level(&want.format).is_some(),
     )
 }
 
@@ -425,7 +434,7 @@ fn einsum_outer_loop_in_parallel_equals_serial() {
                 let d = random_matrix("Dense(Dense(Element(F)))", int, cols, 3, &mut rng);
                 let ax = [("A", &a), ("x", &x)];
                 // Injective in the outer loop (rows of the output): parallel exactly when the
-                // output is dense (a sparse root level makes it sparse).
+                // output's rows are separate (a sparse root level shares them).
                 let (p, dense) = einsum_agrees(&serial, &par, "y[i] += A[i, j] * x[j]", &ax, int);
                 assert_eq!(p.is_some(), dense, "{format}: SpMV");
                 let ad = [("A", &a), ("D", &d)];
@@ -440,7 +449,8 @@ fn einsum_outer_loop_in_parallel_equals_serial() {
                 assert_eq!(p.as_deref(), Some("i"), "{format}: a sum is privatised");
                 einsum_agrees(&serial, &par, "m[] <<min>>= A[i, j]", &aa, true);
                 einsum_agrees(&serial, &par, "m[j] <<max>>= A[i, j]", &aa, true);
-                // Elementwise: dense outputs in parallel, sparse ones serially.
+                // Elementwise: dense outputs and sparse ones appended by rows in parallel,
+                // others serially.
                 let ab = [("A", &a), ("B", &b)];
                 for spec in ["C[i, j] = A[i, j] + B[i, j]", "C[i, j] = A[i, j] * B[i, j]"] {
                     let (p, dense) = einsum_agrees(&serial, &par, spec, &ab, true);
@@ -459,15 +469,17 @@ fn einsum_outputs_that_may_not_run_in_parallel_stay_serial() {
         for (rows, cols) in [(1, 1), (9, 9), (30, 30)] {
             let a = random_matrix(format, false, rows, cols, &mut rng);
             let b = random_matrix(format, false, rows, cols, &mut rng);
-            // A sparse output: appends into shared positions.
+            // A sparse output: in parallel when its rows are appended separately (a `Dense`
+            // root level), else serial (appends into shared positions).
             let aa = [("A", &a)];
-            let (p, dense) = einsum_agrees(&serial, &par, "C[i, j] = A[i, j] * 2", &aa, true);
-            assert_eq!(p.is_some(), dense, "{format}: elementwise");
-            // A sparse product: a workspace declared inside the outer loop (Gustavson).
+            let (p, separate) = einsum_agrees(&serial, &par, "C[i, j] = A[i, j] * 2", &aa, true);
+            assert_eq!(p.is_some(), separate, "{format}: elementwise");
+            // A sparse product (Gustavson: a workspace declared inside the outer loop, rows
+            // of the output appended).
             let ab = [("A", &a), ("B", &b)];
             let spgemm = "C[i, j] += A[i, k] * B[k, j]";
-            let (p, dense) = einsum_agrees(&serial, &par, spgemm, &ab, false);
-            assert!(p.is_none() || dense, "{format}: SpGEMM");
+            let (p, separate) = einsum_agrees(&serial, &par, spgemm, &ab, false);
+            assert!(p.is_none() || separate, "{format}: SpGEMM");
             // `-=` into one location from every iteration: no private copy folds it.
             let (p, _) = einsum_agrees(&serial, &par, "s[] -= A[i, j]", &aa, false);
             assert_eq!(p, None, "{format}: -=");
@@ -566,9 +578,19 @@ fn the_printed_einsum_program_shows_the_parallel_loop() {
     // searched for its start and loaded its last coordinate at every row).
     assert_eq!(code.matches("parallel (").count(), 1, "{code}");
     assert!(!code.contains("j_lo"), "{code}");
-    // A sparse output: the program stays serial.
+    // A sparse output appended by rows: in parallel, listed as such.
     let mut plan = plan_einsum("C[i, j] = A[i, j] * 2", &formats[..1], None).unwrap();
     let tensors = prepare(&plan, &inputs[..1]).unwrap();
+    assert!(plan.parallelize(&api_formats(&tensors), 2));
+    let (ir, _, _) = Runner::lower(&plan.program, &api_formats(&tensors)).unwrap();
+    assert!(
+        ir.to_string().contains("rows appended to C_idx C_val"),
+        "{ir}"
+    );
+    // A sparse output with a sparse root level: the program stays serial.
+    let dcsr = random_matrix(EINSUM_FORMATS[2], false, 8, 8, &mut rng);
+    let mut plan = plan_einsum("C[i, j] = A[i, j] * 2", &[("A", &dcsr.format)], None).unwrap();
+    let tensors = prepare(&plan, &[("A", &dcsr)]).unwrap();
     assert!(!plan.parallelize(&api_formats(&tensors), 2));
     assert!(!plan.program.to_string().contains("parallel"));
 }
@@ -861,4 +883,19 @@ fn other_sparse_outputs_stay_refused() {
         "{e}"
     );
     assert!(e.to_string().contains("nested"), "{e}");
+}
+
+#[test]
+fn einsum_spgemm_runs_its_rows_in_parallel() {
+    // CSR times CSR: Gustavson's product, a sparse output appended row by row.
+    let (serial, par) = two_runners();
+    let mut rng = Rng(21);
+    for (rows, inner, cols) in [(1, 3, 4), (13, 9, 11), (40, 30, 35)] {
+        let a = random_matrix(EINSUM_FORMATS[1], false, rows, inner, &mut rng);
+        let b = random_matrix(EINSUM_FORMATS[1], false, inner, cols, &mut rng);
+        let ab = [("A", &a), ("B", &b)];
+        let (p, separate) = einsum_agrees(&serial, &par, "C[i, j] += A[i, k] * B[k, j]", &ab, true);
+        assert_eq!(p.as_deref(), Some("i"), "{rows}x{inner}x{cols}");
+        assert!(separate);
+    }
 }

@@ -272,6 +272,18 @@ impl Checker<'_> {
 /// The tensors a parallel loop's body declares as statements of its own, before any of its
 /// statements touches them (see the module documentation).
 fn scratch(body: &[Stmt]) -> Vec<String> {
+    // A block's statements are the body's own (einsum wraps its loop body in `begin ... end`).
+    fn flat(body: &[Stmt], out: &mut Vec<Stmt>) {
+        for s in body {
+            match &s.kind {
+                StmtKind::Block(inner) => flat(inner, out),
+                _ => out.push(s.clone()),
+            }
+        }
+    }
+    let mut stmts = vec![];
+    flat(body, &mut stmts);
+    let body = &stmts[..];
     let mut out: Vec<String> = vec![];
     for (k, s) in body.iter().enumerate() {
         if let StmtKind::Declare { tensor, .. } = &s.kind
@@ -343,6 +355,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(plans[0].rows, vec!["C".to_string()]);
+        assert_eq!(plans[0].scratch, vec!["w".to_string()]);
+        // The same body in a block, as einsum writes it.
+        let plans = check_rows(
+            "for i = parallel(_)\n  begin\n    w .= 0\n    for j = _\n      w[j] += A[i, j]\n    end\n    for j = _\n      C[i, j] = w[j]\n    end\n  end\nend",
+            &["A", "w"],
+            &["C"],
+        )
+        .unwrap();
         assert_eq!(plans[0].scratch, vec!["w".to_string()]);
         assert!(plans[0].private.is_empty());
         // Any operator: the row is the iteration's own. Listed once for two writes.
