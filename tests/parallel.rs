@@ -899,3 +899,17 @@ fn einsum_spgemm_runs_its_rows_in_parallel() {
         assert!(separate);
     }
 }
+
+#[test]
+fn sparse_pattern_rows_in_parallel_equal_serial() {
+    let p = "P .= false\nfor i = parallel(_), j = _\n  if A[i, j] > 0.5\n    P[i, j] = true\n  end\nend";
+    for a_format in FORMATS {
+        for (what, a) in row_cases(a_format) {
+            let mut t = BTreeMap::new();
+            let f = fmt("Dense(SparseList(Pattern()))");
+            t.insert("P".to_string(), Tensor::empty(&f, &a.shape).unwrap());
+            t.insert("A".to_string(), a.clone());
+            rows_agree(p, &t, "P", &format!("{what}: A {a_format}"));
+        }
+    }
+}
