@@ -138,9 +138,9 @@ impl Parallel {
                         continue;
                     }
                     let cuts = cut(lo, hi, threads, weights);
-                    let parts =
+                    let mut parts =
                         self.chunks(compiled.as_ref(), kernel, range, &cuts, bufs, threads)?;
-                    stitch(range, rows, &parts, bufs, env_i64);
+                    stitch(range, rows, &mut parts, bufs, env_i64);
                     // The workspaces' state as the last chunk (the last iteration) left it.
                     if let Some(last) = parts.last() {
                         for &(t, slot) in scratch_state {
@@ -164,6 +164,20 @@ impl Parallel {
         threads: usize,
     ) -> Result<Vec<Fragments>> {
         let chunk_buf = self.split.chunk_buf.0 as usize;
+        // The first chunk appends straight into the outputs' arrays (its fragment is their
+        // prefix, the cursor starting at 0), so only the later chunks' entries are copied.
+        let mut first_parts: Option<Vec<Buffer>> = Some(
+            range
+                .rows
+                .iter()
+                .flat_map(|r| &r.arrays)
+                .map(|b| {
+                    let real = &mut bufs[b.0 as usize];
+                    let elem = real.elem();
+                    std::mem::replace(real, Buffer::new(elem))
+                })
+                .collect(),
+        );
         // Each chunk's own buffers, by number.
         let mut owns: Vec<Vec<(usize, Buffer)>> = cuts
             .iter()
@@ -185,10 +199,15 @@ impl Parallel {
                     ));
                 }
                 // Then the fragments of the appended outputs, empty (the chunk appends to
-                // them from entry 0).
+                // them from entry 0); the first chunk's are the outputs' arrays.
+                let mut firsts = first_parts.take().map(Vec::into_iter);
                 for r in &range.rows {
                     for b in &r.arrays {
-                        own.push((b.0 as usize, Buffer::new(bufs[b.0 as usize].elem())));
+                        let part = match firsts.as_mut().and_then(Iterator::next) {
+                            Some(real) => real,
+                            None => Buffer::new(bufs[b.0 as usize].elem()),
+                        };
+                        own.push((b.0 as usize, part));
                     }
                 }
                 // The workspaces after them: a copy as the buffer is (each iteration declares
@@ -273,10 +292,16 @@ impl Parallel {
                 vec![(0, 0); owns.len()]
             }
         };
-        for (own, &(code, word)) in owns.iter_mut().zip(&codes) {
-            if let Some(fault) = native_fault(code, word) {
+        let fragments = OWN_PRIVATE + range.private.len();
+        let arrays: usize = range.rows.iter().map(|r| r.arrays.len()).sum();
+        for k in 0..owns.len() {
+            if let Some(fault) = native_fault(codes[k].0, codes[k].1) {
+                // The outputs' arrays, which the first chunk held, go back as it left them.
+                for (b, part) in owns[0].drain(fragments..fragments + arrays) {
+                    bufs[b] = part;
+                }
                 // The fault slot the failing chunk filled in.
-                bufs[0] = std::mem::replace(&mut own[0].1, Buffer::I64(vec![].into()));
+                bufs[0] = std::mem::replace(&mut owns[k][0].1, Buffer::I64(vec![].into()));
                 return Err(fault.to_error(kernel, bufs));
             }
         }
@@ -287,8 +312,6 @@ impl Parallel {
         }
         // The fragments, after the private copies, wait in each chunk's own buffers for the
         // runner to concatenate them; the chunk's environments say where each ended.
-        let fragments = OWN_PRIVATE + range.private.len();
-        let arrays: usize = range.rows.iter().map(|r| r.arrays.len()).sum();
         // A workspace ends as the last iteration, which the last chunk ran, left it.
         if let Some(last) = owns.last_mut() {
             for (k, b) in last.drain(fragments + arrays..) {
@@ -325,14 +348,14 @@ const OWN_PRIVATE: usize = 5;
 
 /// Concatenate the chunks' fragments of each appended output into its arrays in chunk order
 /// (so entry `k` of chunk `c` lands after every entry of the chunks before it, as in the
-/// serial loop), and set its cursor to the total and its last fiber to the greatest any chunk
+/// serial loop; the first chunk's fragment is the arrays themselves), and set its cursor to the total and its last fiber to the greatest any chunk
 /// reached, in `env_i64`, for the segments after the range. The level's fiber positions need
 /// no shift: while written they are per-fiber counts (SparseList's `ptr[p + 1]`) or slot
 /// numbers (SparseByteMap's `srt`), which the freeze turns into offsets.
 fn stitch(
     range: &Chunked,
     rows: &[(usize, Option<usize>)],
-    chunks: &[Fragments],
+    chunks: &mut [Fragments],
     bufs: &mut [Buffer],
     env_i64: usize,
 ) {
@@ -347,12 +370,17 @@ fn stitch(
             .collect();
         let total: usize = ends.iter().map(|e| e.0).sum();
         for (a, array) in r.arrays.iter().enumerate() {
+            // The first chunk appended into the array itself.
+            let Some((head, rest)) = chunks.split_first_mut() else {
+                return;
+            };
             let dst = &mut bufs[array.0 as usize];
+            *dst = std::mem::replace(&mut head.parts[first + a], Buffer::new(dst.elem()));
             if dst.len() < total {
                 dst.resize(total, Scalar::zero(dst.elem()));
             }
-            let mut at = 0;
-            for (c, &(len, _)) in chunks.iter().zip(&ends) {
+            let mut at = ends[0].0;
+            for (c, &(len, _)) in rest.iter().zip(&ends[1..]) {
                 copy_into(dst, at, &c.parts[first + a], len);
                 at += len;
             }
