@@ -724,6 +724,61 @@ mod tests {
     }
 
     #[test]
+    fn fragments_concatenate_in_chunk_order() {
+        use crate::ir::{BufId, Rows, VarId, build as b};
+        // One appended output: array 1 (i64 coordinates), cursor at env slot 0, last fiber
+        // at env slot 1; env_i64 is buffer 2.
+        let range = Chunked {
+            lo: VarId(2),
+            hi: VarId(3),
+            start: b::int(0),
+            stop: b::int(9),
+            body: vec![],
+            private: vec![],
+            scratch: vec![],
+            scratch_state: vec![],
+            rows: vec![Rows {
+                cursor: VarId(0),
+                last: Some(VarId(1)),
+                arrays: vec![BufId(1)],
+            }],
+            weights: None,
+        };
+        let env = |cursor: i64, last: i64| {
+            vec![
+                Buffer::I64(vec![cursor, last].into()),
+                Buffer::new(ElemType::F64),
+                Buffer::new(ElemType::Bool),
+            ]
+        };
+        // The first chunk appended 2 entries into the array itself (grown past them), the
+        // second none (empty rows), the third 3 into its fragment.
+        let mut chunks = vec![
+            Fragments {
+                env: env(2, 1),
+                parts: vec![Buffer::I64(vec![4, 7, 0, 0].into())],
+            },
+            Fragments {
+                env: env(0, -1),
+                parts: vec![Buffer::new(ElemType::I64)],
+            },
+            Fragments {
+                env: env(3, 8),
+                parts: vec![Buffer::I64(vec![1, 2, 5, 0].into())],
+            },
+        ];
+        let mut bufs = vec![
+            Buffer::new(ElemType::I64),
+            Buffer::new(ElemType::I64),
+            Buffer::I64(vec![0, -1].into()),
+        ];
+        stitch(&range, &[(0, Some(1))], &mut chunks, &mut bufs, 2);
+        assert_eq!(&bufs[1].as_i64().unwrap()[..5], &[4, 7, 1, 2, 5]);
+        // The cursor is the total, the last fiber the greatest any chunk wrote.
+        assert_eq!(bufs[2].as_i64().unwrap(), &[5, 8]);
+    }
+
+    #[test]
     fn weighted_cuts_balance_entries() {
         // Row 0 holds 90 entries, rows 1..=9 one each.
         let mut w = vec![0, 90];
