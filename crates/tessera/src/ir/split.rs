@@ -34,7 +34,7 @@ pub enum Segment {
         /// Where the range's bounds are in `env_i64` after the previous segment.
         lo_slot: usize,
         hi_slot: usize,
-        range: Chunked,
+        range: Box<Chunked>,
         /// Per [`Chunked::rows`] entry, where its cursor and its last fiber (if any) are in
         /// `env_i64`: the runner sets them after the chunks, as the serial loop leaves them.
         rows: Vec<(usize, Option<usize>)>,
@@ -214,7 +214,7 @@ pub fn split(k: &Kernel) -> Option<Split> {
                     kernel: with_body(body),
                     lo_slot: slots[c.lo.0 as usize].1,
                     hi_slot: slots[c.hi.0 as usize].1,
-                    range: c,
+                    range: Box::new(c),
                     rows,
                     scratch_state,
                 });
