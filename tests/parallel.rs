@@ -234,11 +234,11 @@ fn races_are_refused_with_places() {
 #[test]
 fn separate_sparse_output_is_refused() {
     // Finch.jl #672: each row of a sparse output written by its own thread with `+=` raced
-    // silently there; here the sparse output is refused.
+    // silently there; here a sparse output whose rows are not the loop's is refused.
     let mut t = inputs("Dense(SparseList(Element(0.0)))", false);
     t.insert(
         "B".to_string(),
-        Tensor::empty(&fmt("Dense(SparseList(Element(0.0)))"), &[N, N]).unwrap(),
+        Tensor::empty(&fmt("SparseList(SparseList(Element(0.0)))"), &[N, N]).unwrap(),
     );
     let e = refused(
         "B .= 0\nfor i = parallel(_), j = _\n  B[i, j] += A[i, j]\nend",
@@ -293,6 +293,7 @@ fn a_fault_in_a_chunk_is_the_serial_error() {
 // inputs run as one chunk) and with every range split.
 
 use tessera::api::{Plan, einsum_with, formats_of as api_formats, lazy, plan_einsum, prepare};
+use tessera::levels::row_appended_level;
 
 /// Matrix formats einsum reads; `F` is the fill.
 const EINSUM_FORMATS: &[&str] = &[
@@ -369,8 +370,10 @@ fn parallel_index(spec: &str, inputs: &[(&str, &Tensor)], threads: usize) -> Opt
 }
 
 /// `spec` on one thread, and on two with the default threshold and with every range split:
-/// the same format and values (`exact`, or within rounding for float sums). Returns the loop
-/// marked parallel and whether the output is stored densely.
+/// the same format and values (`exact`, or within rounding for float sums); a sparse output
+/// appended row by row holds the same arrays. Returns the loop marked parallel and whether
+/// the output's rows are separate: stored densely, or as `Dense` levels over one appending
+/// level (`levels::row_appended_level`).
 fn einsum_agrees(
     serial: &Runner,
     par: &Runner,
@@ -385,6 +388,12 @@ fn einsum_agrees(
             .unwrap_or_else(|e| panic!("{spec} on 2 threads: {e}"));
         let shapes: Vec<_> = inputs.iter().map(|(n, t)| (*n, t.shape.clone())).collect();
         assert_eq!(got.format, want.format, "{spec} {shapes:?}");
+        if row_appended_level(&want.format).is_some() {
+            assert_eq!(
+                got.levels, want.levels,
+                "{spec} {shapes:?} min work {min_work}"
+            );
+        }
         assert!(
             close(&got.to_dense(), &want.to_dense(), exact),
             "{spec} {shapes:?} min work {min_work}: {:?} vs serial {:?}",
@@ -394,7 +403,7 @@ fn einsum_agrees(
     }
     (
         parallel_index(spec, inputs, par.threads()),
-        want.format.is_dense(),
+        want.format.is_dense() || row_appended_level(&want.format).is_some(),
     )
 }
 
@@ -425,7 +434,7 @@ fn einsum_outer_loop_in_parallel_equals_serial() {
                 let d = random_matrix("Dense(Dense(Element(F)))", int, cols, 3, &mut rng);
                 let ax = [("A", &a), ("x", &x)];
                 // Injective in the outer loop (rows of the output): parallel exactly when the
-                // output is dense (a sparse root level makes it sparse).
+                // output's rows are separate (a sparse root level shares them).
                 let (p, dense) = einsum_agrees(&serial, &par, "y[i] += A[i, j] * x[j]", &ax, int);
                 assert_eq!(p.is_some(), dense, "{format}: SpMV");
                 let ad = [("A", &a), ("D", &d)];
@@ -440,7 +449,8 @@ fn einsum_outer_loop_in_parallel_equals_serial() {
                 assert_eq!(p.as_deref(), Some("i"), "{format}: a sum is privatised");
                 einsum_agrees(&serial, &par, "m[] <<min>>= A[i, j]", &aa, true);
                 einsum_agrees(&serial, &par, "m[j] <<max>>= A[i, j]", &aa, true);
-                // Elementwise: dense outputs in parallel, sparse ones serially.
+                // Elementwise: dense outputs and sparse ones appended by rows in parallel,
+                // others serially.
                 let ab = [("A", &a), ("B", &b)];
                 for spec in ["C[i, j] = A[i, j] + B[i, j]", "C[i, j] = A[i, j] * B[i, j]"] {
                     let (p, dense) = einsum_agrees(&serial, &par, spec, &ab, true);
@@ -459,15 +469,17 @@ fn einsum_outputs_that_may_not_run_in_parallel_stay_serial() {
         for (rows, cols) in [(1, 1), (9, 9), (30, 30)] {
             let a = random_matrix(format, false, rows, cols, &mut rng);
             let b = random_matrix(format, false, rows, cols, &mut rng);
-            // A sparse output: appends into shared positions.
+            // A sparse output: in parallel when its rows are appended separately (a `Dense`
+            // root level), else serial (appends into shared positions).
             let aa = [("A", &a)];
-            let (p, dense) = einsum_agrees(&serial, &par, "C[i, j] = A[i, j] * 2", &aa, true);
-            assert_eq!(p.is_some(), dense, "{format}: elementwise");
-            // A sparse product: a workspace declared inside the outer loop (Gustavson).
+            let (p, separate) = einsum_agrees(&serial, &par, "C[i, j] = A[i, j] * 2", &aa, true);
+            assert_eq!(p.is_some(), separate, "{format}: elementwise");
+            // A sparse product (Gustavson: a workspace declared inside the outer loop, rows
+            // of the output appended).
             let ab = [("A", &a), ("B", &b)];
             let spgemm = "C[i, j] += A[i, k] * B[k, j]";
-            let (p, dense) = einsum_agrees(&serial, &par, spgemm, &ab, false);
-            assert!(p.is_none() || dense, "{format}: SpGEMM");
+            let (p, separate) = einsum_agrees(&serial, &par, spgemm, &ab, false);
+            assert!(p.is_none() || separate, "{format}: SpGEMM");
             // `-=` into one location from every iteration: no private copy folds it.
             let (p, _) = einsum_agrees(&serial, &par, "s[] -= A[i, j]", &aa, false);
             assert_eq!(p, None, "{format}: -=");
@@ -566,9 +578,19 @@ fn the_printed_einsum_program_shows_the_parallel_loop() {
     // searched for its start and loaded its last coordinate at every row).
     assert_eq!(code.matches("parallel (").count(), 1, "{code}");
     assert!(!code.contains("j_lo"), "{code}");
-    // A sparse output: the program stays serial.
+    // A sparse output appended by rows: in parallel, listed as such.
     let mut plan = plan_einsum("C[i, j] = A[i, j] * 2", &formats[..1], None).unwrap();
     let tensors = prepare(&plan, &inputs[..1]).unwrap();
+    assert!(plan.parallelize(&api_formats(&tensors), 2));
+    let (ir, _, _) = Runner::lower(&plan.program, &api_formats(&tensors)).unwrap();
+    assert!(
+        ir.to_string().contains("rows appended to C_idx C_val"),
+        "{ir}"
+    );
+    // A sparse output with a sparse root level: the program stays serial.
+    let dcsr = random_matrix(EINSUM_FORMATS[2], false, 8, 8, &mut rng);
+    let mut plan = plan_einsum("C[i, j] = A[i, j] * 2", &[("A", &dcsr.format)], None).unwrap();
+    let tensors = prepare(&plan, &[("A", &dcsr)]).unwrap();
     assert!(!plan.parallelize(&api_formats(&tensors), 2));
     assert!(!plan.program.to_string().contains("parallel"));
 }
@@ -636,5 +658,258 @@ fn parallel_loops_sharing_a_place_and_index_run_serially() {
     runner.execute(&c, &mut got).unwrap();
     for n in ["y", "s"] {
         assert_eq!(got[n].to_dense(), want[n], "{n}");
+    }
+}
+
+// Sparse outputs appended row by row (`Plan::rows`): each chunk of rows appends into fragments
+// of its own, concatenated in chunk order, so the stored arrays equal the serial ones exactly.
+
+/// A `rows x cols` matrix holding `entries` (row, column, value), in `format`.
+fn sparse(format: &str, rows: usize, cols: usize, entries: &[(usize, usize, f64)]) -> Tensor {
+    let coords = vec![
+        entries.iter().map(|e| e.0 as i64).collect(),
+        entries.iter().map(|e| e.1 as i64).collect(),
+    ];
+    let vals: Vec<f64> = entries.iter().map(|e| e.2).collect();
+    Tensor::from_coo(
+        &fmt(format),
+        &[rows, cols],
+        &coords,
+        &Buffer::F64(vals.into()),
+        |_, b| b,
+    )
+    .unwrap()
+}
+
+/// Square matrices with empty rows, dense rows, every entry in one row, no entry at all, and
+/// one row (fewer rows than threads).
+fn row_cases(format: &str) -> Vec<(String, Tensor)> {
+    let mut out = vec![("mixed".to_string(), matrix(format, false))];
+    let mut gaps = vec![];
+    for i in 0..N {
+        if i % 4 == 1 || i > N - 6 {
+            continue; // empty rows, and a run of them at the end
+        }
+        for j in 0..N {
+            if (i * 7 + j * 3) % 6 == 0 {
+                gaps.push((i, j, (i + j) as f64 * 0.25 - 3.0));
+            }
+        }
+    }
+    out.push(("empty rows".into(), sparse(format, N, N, &gaps)));
+    let one: Vec<_> = (0..N)
+        .step_by(2)
+        .map(|j| (N - 3, j, j as f64 + 0.75))
+        .collect();
+    out.push(("one row".into(), sparse(format, N, N, &one)));
+    out.push(("no entry".into(), sparse(format, N, N, &[])));
+    let single: Vec<_> = (0..3).map(|j| (0, j * 2, 1.5 + j as f64)).collect();
+    out.push(("1 x 7".into(), sparse(format, 1, 7, &single)));
+    out
+}
+
+/// Compile and run `program`, returning every tensor as stored.
+fn run_stored(
+    runner: &Runner,
+    threads: usize,
+    program: &str,
+    tensors: &BTreeMap<String, Tensor>,
+    split: bool,
+) -> Result<BTreeMap<String, Tensor>> {
+    let p = parse(program);
+    let mut t = tensors.clone();
+    runner.set_threads(threads);
+    runner.set_min_parallel_work(0);
+    let c = runner.compile(&p, &formats_of(&t))?;
+    assert_eq!(c.parallel.is_some(), split, "split:\n{program}\n{}", c.ir);
+    runner.execute(&c, &mut t)?;
+    Ok(t)
+}
+
+/// `program` (with a top-level `parallel` loop writing the sparse `out`) on 2 and 3 threads
+/// equals the serial run and the program without `parallel`, array for array, and the
+/// reference evaluator's values, on every backend.
+fn rows_agree(program: &str, tensors: &BTreeMap<String, Tensor>, out: &str, what: &str) {
+    let plain = program.replace("parallel(_)", "_");
+    let want = run_eval(&parse(program), tensors).unwrap_or_else(|e| panic!("{e}\n{program}"));
+    let unsplit = run_stored(&Runner::jit(), 1, &plain, tensors, false).unwrap();
+    for (name, runner) in runners() {
+        let serial = run_stored(&runner, 1, program, tensors, true)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            serial[out].levels, unsplit[out].levels,
+            "{name} {what}: 1 thread"
+        );
+        for threads in [2, 3] {
+            let par = run_stored(&runner, threads, program, tensors, true)
+                .unwrap_or_else(|e| panic!("{name} x{threads} {what}: {e}\n{program}"));
+            assert_eq!(
+                par[out].levels, serial[out].levels,
+                "{name} x{threads} {what}: stored arrays\n{program}"
+            );
+            assert_eq!(par[out].to_dense(), want[out], "{name} x{threads} {what}");
+        }
+    }
+}
+
+const GUSTAVSON: &str = "C .= 0\nfor i = parallel(_)\n  w .= 0\n  for k = _, j = _\n    w[j] += A[i, k] * B[k, j]\n  end\n  for j = _\n    C[i, j] = w[j]\n  end\nend";
+
+#[test]
+fn row_wise_spgemm_in_parallel_equals_serial() {
+    let csr = "Dense(SparseList(Element(0.0)))";
+    for a_format in [
+        csr,
+        "SparseCOO{2}(Element(0.0))",
+        "Dense(Dense(Element(0.0)))",
+    ] {
+        for (what, a) in row_cases(a_format) {
+            let n = a.shape[1];
+            let b = matrix(csr, false).to_dense();
+            let b = Tensor::from_dense(&fmt("Dense(Dense(Element(0.0)))"), &[N, N], &b).unwrap();
+            let b = b.to_format(&fmt(csr)).unwrap();
+            let b = if n == N {
+                b
+            } else {
+                let e: Vec<_> = (0..n).map(|k| (k, (k * 3) % 5, k as f64 - 0.5)).collect();
+                sparse(csr, n, 5, &e)
+            };
+            for c_format in [csr, "Dense(SparseByteMap(Element(0.0)))"] {
+                for w_format in ["SparseByteMap(Element(0.0))", "Dense(Element(0.0))"] {
+                    let mut t = BTreeMap::new();
+                    let m = b.shape[1];
+                    t.insert("A".to_string(), a.clone());
+                    t.insert("B".to_string(), b.clone());
+                    t.insert(
+                        "C".to_string(),
+                        Tensor::empty(&fmt(c_format), &[a.shape[0], m]).unwrap(),
+                    );
+                    t.insert(
+                        "w".to_string(),
+                        Tensor::empty(&fmt(w_format), &[m]).unwrap(),
+                    );
+                    let what = format!("{what}: A {a_format}, C {c_format}, w {w_format}");
+                    rows_agree(GUSTAVSON, &t, "C", &what);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn sparse_filters_in_parallel_equal_serial() {
+    let programs = [
+        "C .= 0\nfor i = parallel(_), j = _\n  if A[i, j] > 0.5\n    C[i, j] = A[i, j]\n  end\nend",
+        "C .= 0\nfor i = parallel(_), j = _\n  C[i, j] += A[i, j] * 2\nend",
+    ];
+    for a_format in FORMATS {
+        for (what, a) in row_cases(a_format) {
+            for c_format in [
+                "Dense(SparseList(Element(0.0)))",
+                "Dense(SparseByteMap(Element(0.0)))",
+            ] {
+                for p in programs {
+                    let mut t = BTreeMap::new();
+                    t.insert(
+                        "C".to_string(),
+                        Tensor::empty(&fmt(c_format), &a.shape).unwrap(),
+                    );
+                    t.insert("A".to_string(), a.clone());
+                    rows_agree(p, &t, "C", &format!("{what}: A {a_format}, C {c_format}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn other_sparse_outputs_stay_refused() {
+    let mut t = inputs("Dense(SparseList(Element(0.0)))", false);
+    for f in [
+        "Dense(SparseList(Element(0.0)))",
+        "SparseList(SparseList(Element(0.0)))",
+        "SparseCOO{2}(Element(0.0))",
+        "Dense(SparseList(Dense(Element(0.0))))",
+    ] {
+        let shape: &[usize] = if f.matches('(').count() == 4 && f.contains("Dense(Element") {
+            &[N, N, 2]
+        } else {
+            &[N, N]
+        };
+        t.insert("B".to_string(), Tensor::empty(&fmt(f), shape).unwrap());
+        // The loop's index second: several iterations append to one row.
+        if shape.len() == 2 {
+            let e = refused(
+                "B .= 0\nfor i = parallel(_), j = _\n  B[j, i] += A[i, j]\nend",
+                &t,
+            );
+            assert!(
+                matches!(&e, Error::Race { span, .. } if (span.line, span.col) == (3, 3)),
+                "{f}: {e}"
+            );
+            assert!(
+                e.to_string().contains("parallel loop over `i` (at 2:1)"),
+                "{e}"
+            );
+        }
+    }
+    // A sparse level above the Dense one, a leaf under a dense level under the sparse one.
+    for f in [
+        "SparseList(SparseList(Element(0.0)))",
+        "SparseCOO{2}(Element(0.0))",
+        "SparseList(Dense(Element(0.0)))",
+    ] {
+        t.insert("B".to_string(), Tensor::empty(&fmt(f), &[N, N]).unwrap());
+        let e = refused(
+            "B .= 0\nfor i = parallel(_), j = _\n  B[i, j] = A[i, j]\nend",
+            &t,
+        );
+        assert!(
+            matches!(&e, Error::Race { span, .. } if (span.line, span.col) == (3, 3)),
+            "{f}: {e}"
+        );
+        assert!(e.to_string().contains("sparse level"), "{f}: {e}");
+    }
+    // Nested parallel loops.
+    t.insert(
+        "B".to_string(),
+        Tensor::empty(&fmt("Dense(SparseList(Element(0.0)))"), &[N, N]).unwrap(),
+    );
+    let e = refused(
+        "B .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    B[i, j] = A[i, j]\n  end\nend",
+        &t,
+    );
+    assert!(
+        matches!(&e, Error::Race { span, .. } if (span.line, span.col) == (4, 5)),
+        "{e}"
+    );
+    assert!(e.to_string().contains("nested"), "{e}");
+}
+
+#[test]
+fn einsum_spgemm_runs_its_rows_in_parallel() {
+    // CSR times CSR: Gustavson's product, a sparse output appended row by row.
+    let (serial, par) = two_runners();
+    let mut rng = Rng(21);
+    for (rows, inner, cols) in [(1, 3, 4), (13, 9, 11), (40, 30, 35)] {
+        let a = random_matrix(EINSUM_FORMATS[1], false, rows, inner, &mut rng);
+        let b = random_matrix(EINSUM_FORMATS[1], false, inner, cols, &mut rng);
+        let ab = [("A", &a), ("B", &b)];
+        let (p, separate) = einsum_agrees(&serial, &par, "C[i, j] += A[i, k] * B[k, j]", &ab, true);
+        assert_eq!(p.as_deref(), Some("i"), "{rows}x{inner}x{cols}");
+        assert!(separate);
+    }
+}
+
+#[test]
+fn sparse_pattern_rows_in_parallel_equal_serial() {
+    let p = "P .= false\nfor i = parallel(_), j = _\n  if A[i, j] > 0.5\n    P[i, j] = true\n  end\nend";
+    for a_format in FORMATS {
+        for (what, a) in row_cases(a_format) {
+            let mut t = BTreeMap::new();
+            let f = fmt("Dense(SparseList(Pattern()))");
+            t.insert("P".to_string(), Tensor::empty(&f, &a.shape).unwrap());
+            t.insert("A".to_string(), a.clone());
+            rows_agree(p, &t, "P", &format!("{what}: A {a_format}"));
+        }
     }
 }

@@ -465,19 +465,25 @@ pub fn race_check(
     program: &Program,
     formats: &BTreeMap<String, Format>,
 ) -> Result<Vec<transforms::parallel::Plan>> {
-    let dense = |t: &str| {
-        formats.get(t).is_none_or(|f| {
-            f.levels.iter().all(|k| {
+    use transforms::parallel::Storage;
+    let storage = |t: &str| match formats.get(t) {
+        None => Storage::Dense,
+        Some(f)
+            if f.levels.iter().all(|k| {
                 matches!(
                     k,
                     crate::levels::LevelKind::Dense
                         | crate::levels::LevelKind::Element(_)
                         | crate::levels::LevelKind::Scalar { .. }
                 )
-            })
-        })
+            }) =>
+        {
+            Storage::Dense
+        }
+        Some(f) if crate::levels::row_appended_level(f).is_some() => Storage::Rows,
+        Some(_) => Storage::Sparse,
     };
-    transforms::parallel::check_parallel(program, &dense)
+    transforms::parallel::check_parallel(program, &storage)
 }
 
 /// Every core the process may use.

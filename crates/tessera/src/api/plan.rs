@@ -82,10 +82,10 @@ impl Plan {
     ///
     /// Legality is the schedule command `parallelize` (no dependence carried by the loop but
     /// reductions of one kind) followed by the race check lowering runs
-    /// ([`crate::run::race_check`]: dense outputs only, each written at the loop's index or
-    /// privatised with a commutative reducer). A sparse output, a workspace declared inside
-    /// the loop (Gustavson's sparse products), or `-=` into a location several iterations
-    /// reach keep the serial program. Whether a legal loop then runs on several threads is
+    /// ([`crate::run::race_check`]: dense outputs written at the loop's index or privatised
+    /// with a commutative reducer, sparse outputs whose rows the loop's index appends,
+    /// workspaces each iteration declares). A sparse output with a sparse root level, or
+    /// `-=` into a location several iterations reach, keeps the serial program. Whether a legal loop then runs on several threads is
     /// decided per call from the work it has (`backend::parallel::useful_threads`).
     pub fn parallelize(
         &mut self,

@@ -102,6 +102,8 @@ impl Parallel {
                     lo_slot,
                     hi_slot,
                     range,
+                    rows,
+                    scratch_state,
                 } => {
                     let env = bufs[env_i64].as_i64().unwrap_or(&[]);
                     let (Some(&lo), Some(&hi)) = (env.get(*lo_slot), env.get(*hi_slot)) else {
@@ -110,6 +112,10 @@ impl Parallel {
                     if lo > hi {
                         continue;
                     }
+                    // Fragments start empty, so the chunks' appends concatenate into an
+                    // output only when it holds no entry yet (declared just before, as
+                    // usual); one written earlier in the kernel or reopened runs as one chunk.
+                    let fresh = rows.iter().all(|&(c, _)| env.get(c) == Some(&0));
                     let weights = range.weights.and_then(|w| Weights::of(&bufs[w.0 as usize]));
                     // Elements copied per chunk: the private outputs and the workspaces.
                     let private: u64 = range
@@ -119,16 +125,29 @@ impl Parallel {
                         .chain(range.scratch.iter().copied())
                         .map(|b| bufs[b.0 as usize].len() as u64)
                         .sum();
-                    let threads = useful_threads(lo, hi, threads, weights, private, min_work);
+                    let threads = match fresh {
+                        true => useful_threads(lo, hi, threads, weights, private, min_work),
+                        false => 1,
+                    };
+                    let chunk = self.split.chunk_buf.0 as usize;
                     if threads == 1 {
                         // One chunk on this thread, straight into the outputs: the serial loop.
-                        let chunk = self.split.chunk_buf.0 as usize;
+                        // It stores its variables into the environment, as a serial segment.
                         bufs[chunk] = Buffer::I64(vec![lo, hi].into());
                         compiled.run(bufs)?;
                         continue;
                     }
                     let cuts = cut(lo, hi, threads, weights);
-                    self.chunks(compiled.as_ref(), kernel, range, &cuts, bufs, threads)?;
+                    let mut parts =
+                        self.chunks(compiled.as_ref(), kernel, range, &cuts, bufs, threads)?;
+                    stitch(range, rows, &mut parts, bufs, env_i64);
+                    // The workspaces' state as the last chunk (the last iteration) left it.
+                    if let Some(last) = parts.last() {
+                        for &(t, slot) in scratch_state {
+                            let v = last.env[t].get(slot);
+                            bufs[env_i64 + t].set(slot, v);
+                        }
+                    }
                 }
             }
         }
@@ -143,8 +162,22 @@ impl Parallel {
         cuts: &[(i64, i64)],
         bufs: &mut [Buffer],
         threads: usize,
-    ) -> Result<()> {
+    ) -> Result<Vec<Fragments>> {
         let chunk_buf = self.split.chunk_buf.0 as usize;
+        // The first chunk appends straight into the outputs' arrays (its fragment is their
+        // prefix, the cursor starting at 0), so only the later chunks' entries are copied.
+        let mut first_parts: Option<Vec<Buffer>> = Some(
+            range
+                .rows
+                .iter()
+                .flat_map(|r| &r.arrays)
+                .map(|b| {
+                    let real = &mut bufs[b.0 as usize];
+                    let elem = real.elem();
+                    std::mem::replace(real, Buffer::new(elem))
+                })
+                .collect(),
+        );
         // Each chunk's own buffers, by number.
         let mut owns: Vec<Vec<(usize, Buffer)>> = cuts
             .iter()
@@ -153,6 +186,10 @@ impl Parallel {
                     (0, bufs[0].clone()),
                     (chunk_buf, Buffer::I64(vec![a, b].into())),
                 ];
+                // The environments, which the chunk stores its variables into at its end.
+                for e in 0..3 {
+                    own.push((chunk_buf - 3 + e, bufs[chunk_buf - 3 + e].clone()));
+                }
                 for p in &range.private {
                     let real = &bufs[p.buf.0 as usize];
                     let id = identity(real.elem(), p);
@@ -160,6 +197,18 @@ impl Parallel {
                         p.buf.0 as usize,
                         Buffer::filled(real.elem(), real.len(), id),
                     ));
+                }
+                // Then the fragments of the appended outputs, empty (the chunk appends to
+                // them from entry 0); the first chunk's are the outputs' arrays.
+                let mut firsts = first_parts.take().map(Vec::into_iter);
+                for r in &range.rows {
+                    for b in &r.arrays {
+                        let part = match firsts.as_mut().and_then(Iterator::next) {
+                            Some(real) => real,
+                            None => Buffer::new(bufs[b.0 as usize].elem()),
+                        };
+                        own.push((b.0 as usize, part));
+                    }
                 }
                 // The workspaces after them: a copy as the buffer is (each iteration declares
                 // it afresh), owned, since the chunk writes it through its view.
@@ -243,27 +292,122 @@ impl Parallel {
                 vec![(0, 0); owns.len()]
             }
         };
-        for (own, &(code, word)) in owns.iter_mut().zip(&codes) {
-            if let Some(fault) = native_fault(code, word) {
+        let fragments = OWN_PRIVATE + range.private.len();
+        let arrays: usize = range.rows.iter().map(|r| r.arrays.len()).sum();
+        for k in 0..owns.len() {
+            if let Some(fault) = native_fault(codes[k].0, codes[k].1) {
+                // The outputs' arrays, which the first chunk held, go back as it left them.
+                for (b, part) in owns[0].drain(fragments..fragments + arrays) {
+                    bufs[b] = part;
+                }
                 // The fault slot the failing chunk filled in.
-                bufs[0] = std::mem::replace(&mut own[0].1, Buffer::I64(vec![].into()));
+                bufs[0] = std::mem::replace(&mut owns[k][0].1, Buffer::I64(vec![].into()));
                 return Err(fault.to_error(kernel, bufs));
             }
         }
         for (i, p) in range.private.iter().enumerate() {
             for own in &owns {
-                fold(&mut bufs[p.buf.0 as usize], &own[2 + i].1, p.fold);
+                fold(&mut bufs[p.buf.0 as usize], &own[OWN_PRIVATE + i].1, p.fold);
             }
         }
+        // The fragments, after the private copies, wait in each chunk's own buffers for the
+        // runner to concatenate them; the chunk's environments say where each ended.
         // A workspace ends as the last iteration, which the last chunk ran, left it.
         if let Some(last) = owns.last_mut() {
-            let first = 2 + range.private.len();
-            for (k, b) in last.drain(first..) {
+            for (k, b) in last.drain(fragments + arrays..) {
                 bufs[k] = b;
             }
         }
-        Ok(())
+        Ok(owns
+            .into_iter()
+            .map(|mut own| {
+                let parts = own
+                    .drain(fragments..fragments + arrays)
+                    .map(|p| p.1)
+                    .collect();
+                let env = own.drain(2..OWN_PRIVATE).map(|p| p.1).collect();
+                Fragments { env, parts }
+            })
+            .collect())
     }
+}
+
+/// What a chunk appended to the sparse outputs whose rows it wrote (`Chunked::rows`).
+struct Fragments {
+    /// The chunk's environments (i64, f64, bool) as it ended: where each output's cursor and
+    /// last fiber ended (the cursor is the fragment's length, as it started at 0), and the
+    /// workspaces' state.
+    env: Vec<Buffer>,
+    /// Per output, per entry array, the chunk's fragment (grown past its length).
+    parts: Vec<Buffer>,
+}
+
+/// Where a chunk's private copies start among its own buffers: after the dimensions, the
+/// chunk bounds and the three environments.
+const OWN_PRIVATE: usize = 5;
+
+/// Concatenate the chunks' fragments of each appended output into its arrays in chunk order
+/// (so entry `k` of chunk `c` lands after every entry of the chunks before it, as in the
+/// serial loop; the first chunk's fragment is the arrays themselves), and set its cursor to the total and its last fiber to the greatest any chunk
+/// reached, in `env_i64`, for the segments after the range. The level's fiber positions need
+/// no shift: while written they are per-fiber counts (SparseList's `ptr[p + 1]`) or slot
+/// numbers (SparseByteMap's `srt`), which the freeze turns into offsets.
+fn stitch(
+    range: &Chunked,
+    rows: &[(usize, Option<usize>)],
+    chunks: &mut [Fragments],
+    bufs: &mut [Buffer],
+    env_i64: usize,
+) {
+    let mut first = 0;
+    for (r, &(cursor, last)) in range.rows.iter().zip(rows) {
+        let ends: Vec<(usize, i64)> = chunks
+            .iter()
+            .map(|c| {
+                let e = c.env[0].as_i64().unwrap_or(&[]);
+                (e[cursor].max(0) as usize, last.map_or(-1, |l| e[l]))
+            })
+            .collect();
+        let total: usize = ends.iter().map(|e| e.0).sum();
+        for (a, array) in r.arrays.iter().enumerate() {
+            // The first chunk appended into the array itself.
+            let Some((head, rest)) = chunks.split_first_mut() else {
+                return;
+            };
+            let dst = &mut bufs[array.0 as usize];
+            *dst = std::mem::replace(&mut head.parts[first + a], Buffer::new(dst.elem()));
+            if dst.len() < total {
+                dst.resize(total, Scalar::zero(dst.elem()));
+            }
+            let mut at = ends[0].0;
+            for (c, &(len, _)) in rest.iter().zip(&ends[1..]) {
+                copy_into(dst, at, &c.parts[first + a], len);
+                at += len;
+            }
+        }
+        first += r.arrays.len();
+        if let Some(env) = bufs[env_i64].as_i64_mut() {
+            env[cursor] = total as i64;
+            if let Some(l) = last {
+                env[l] = ends.iter().map(|e| e.1).fold(env[l], i64::max);
+            }
+        }
+    }
+}
+
+/// `dst[at..at + len] = src[..len]`, for buffers of one element type (a fragment has the type
+/// of the array it was made for). `src` holds at least `len` elements: the kernel grows an
+/// entry array before it writes entry `cursor` and moves the cursor past it.
+fn copy_into(dst: &mut Buffer, at: usize, src: &Buffer, len: usize) {
+    macro_rules! copy {
+        ($($v:ident),*) => {
+            match (dst, src) {
+                $((Buffer::$v(d), Buffer::$v(s)) => d[at..at + len].copy_from_slice(&s[..len]),)*
+                (d, s) => unreachable!("a fragment of {} for an array of {}", s.elem(), d.elem()),
+            }
+        };
+    }
+    copy!(F64, F32, I64, I32, I8, U8, U64, Bool)
 }
 
 /// A split kernel as one [`CompiledKernel`]: its segments in order on the calling thread, each
@@ -577,6 +721,61 @@ mod tests {
         // One thread, or an empty range.
         assert_eq!(useful_threads(0, 1 << 40, 1, None, 0, 0), 1);
         assert_eq!(useful_threads(5, 4, 2, None, 0, 0), 1);
+    }
+
+    #[test]
+    fn fragments_concatenate_in_chunk_order() {
+        use crate::ir::{BufId, Rows, VarId, build as b};
+        // One appended output: array 1 (i64 coordinates), cursor at env slot 0, last fiber
+        // at env slot 1; env_i64 is buffer 2.
+        let range = Chunked {
+            lo: VarId(2),
+            hi: VarId(3),
+            start: b::int(0),
+            stop: b::int(9),
+            body: vec![],
+            private: vec![],
+            scratch: vec![],
+            scratch_state: vec![],
+            rows: vec![Rows {
+                cursor: VarId(0),
+                last: Some(VarId(1)),
+                arrays: vec![BufId(1)],
+            }],
+            weights: None,
+        };
+        let env = |cursor: i64, last: i64| {
+            vec![
+                Buffer::I64(vec![cursor, last].into()),
+                Buffer::new(ElemType::F64),
+                Buffer::new(ElemType::Bool),
+            ]
+        };
+        // The first chunk appended 2 entries into the array itself (grown past them), the
+        // second none (empty rows), the third 3 into its fragment.
+        let mut chunks = vec![
+            Fragments {
+                env: env(2, 1),
+                parts: vec![Buffer::I64(vec![4, 7, 0, 0].into())],
+            },
+            Fragments {
+                env: env(0, -1),
+                parts: vec![Buffer::new(ElemType::I64)],
+            },
+            Fragments {
+                env: env(3, 8),
+                parts: vec![Buffer::I64(vec![1, 2, 5, 0].into())],
+            },
+        ];
+        let mut bufs = vec![
+            Buffer::new(ElemType::I64),
+            Buffer::new(ElemType::I64),
+            Buffer::I64(vec![0, -1].into()),
+        ];
+        stitch(&range, &[(0, Some(1))], &mut chunks, &mut bufs, 2);
+        assert_eq!(&bufs[1].as_i64().unwrap()[..5], &[4, 7, 1, 2, 5]);
+        // The cursor is the total, the last fiber the greatest any chunk wrote.
+        assert_eq!(bufs[2].as_i64().unwrap(), &[5, 8]);
     }
 
     #[test]

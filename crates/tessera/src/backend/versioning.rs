@@ -253,6 +253,9 @@ pub fn walk_stmts(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
                 walk_stmts(otherwise, f);
             }
             Stmt::For { body, .. } | Stmt::While { body, .. } => walk_stmts(body, f),
+            // A range inside a kernel is its serial loop (the C backend's buffers it grows
+            // must not be declared constant).
+            Stmt::Chunked(c) => walk_stmts(&c.body, f),
             _ => {}
         }
     }

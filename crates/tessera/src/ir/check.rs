@@ -200,6 +200,17 @@ impl Kernel {
                 for b in &c.scratch {
                     self.buf_ok(b.0)?;
                 }
+                for v in &c.scratch_state {
+                    self.var_ok(v.0)?;
+                }
+                for r in &c.rows {
+                    for v in [Some(r.cursor), r.last].into_iter().flatten() {
+                        self.var_ok(v.0)?;
+                    }
+                    for b in &r.arrays {
+                        self.buf_ok(b.0)?;
+                    }
+                }
                 if let Some(w) = c.weights {
                     self.buf_ok(w.0)?;
                     expect(self.buf_elem(w).compute(), ElemType::I64, || {

@@ -28,6 +28,16 @@ pub(super) fn effects_stmts(stmts: &[Stmt], fx: &mut Effects) {
                 // Private copies are written by the chunks.
                 fx.changed.extend(c.private.iter().map(|p| p.buf));
                 fx.changed.extend(c.scratch.iter().copied());
+                // Row fragments are concatenated into these arrays, and the cursors set.
+                fx.changed
+                    .extend(c.rows.iter().flat_map(|r| r.arrays.iter().copied()));
+                fx.assigned.extend(
+                    c.rows
+                        .iter()
+                        .flat_map(|r| [Some(r.cursor), r.last])
+                        .flatten(),
+                );
+                fx.assigned.extend(c.scratch_state.iter().copied());
             }
             Stmt::Store { buf, index, .. } => {
                 fx.changed.insert(*buf);

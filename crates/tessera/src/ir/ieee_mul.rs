@@ -117,6 +117,14 @@ fn uses_stmts(k: &Kernel, stmts: &[Stmt], u: &mut Uses) {
             Stmt::Chunked(c) => {
                 u.assigned.insert(c.lo);
                 u.assigned.insert(c.hi);
+                // The runner sets the appended outputs' cursors after the chunks.
+                u.assigned.extend(
+                    c.rows
+                        .iter()
+                        .flat_map(|r| [Some(r.cursor), r.last])
+                        .flatten(),
+                );
+                u.assigned.extend(c.scratch_state.iter().copied());
             }
             Stmt::Store { .. }
             | Stmt::Grow { .. }

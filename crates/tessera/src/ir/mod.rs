@@ -273,9 +273,29 @@ pub struct Chunked {
     /// (starting as the buffer is), and the buffer ends as the last chunk's copy, which is
     /// what the serial loop's last iteration leaves.
     pub scratch: Vec<BufId>,
+    /// The state variables of those workspaces' levels (a SparseByteMap's entry count): after
+    /// the range they hold what the last chunk left, like the arrays.
+    pub scratch_state: Vec<VarId>,
+    /// Sparse outputs whose fibers under the loop's index (the rows of a `Dense(SparseList)`
+    /// output `C[i, j]`) the chunks append separately: each chunk appends into fragments of
+    /// its own that start empty, and the fragments are concatenated in chunk order after the
+    /// range, which is the serial loop's append order.
+    pub rows: Vec<Rows>,
     /// A position array of the level the loop's index drives (`pos[i]..pos[i + 1]` are row
     /// `i`'s entries): chunks then get about equal numbers of entries rather than of indices.
     pub weights: Option<BufId>,
+}
+
+/// A sparse level a [`Chunked`] range appends to row by row (see `levels::Appends`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rows {
+    /// The number of entries appended so far (I64); the arrays below are written at it.
+    pub cursor: VarId,
+    /// The last fiber that received an entry, for levels that check fiber order (I64).
+    pub last: Option<VarId>,
+    /// The arrays indexed by entry, appended at `cursor`: the chunks' fragments of each are
+    /// concatenated into it.
+    pub arrays: Vec<BufId>,
 }
 
 /// A buffer each chunk of a [`Chunked`] gets its own copy of.
@@ -416,7 +436,11 @@ impl Kernel {
                         for p in &c.private {
                             out[p.buf.0 as usize] = true;
                         }
-                        for b in &c.scratch {
+                        for b in c
+                            .scratch
+                            .iter()
+                            .chain(c.rows.iter().flat_map(|r| &r.arrays))
+                        {
                             out[b.0 as usize] = true;
                         }
                     }

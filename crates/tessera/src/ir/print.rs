@@ -102,9 +102,21 @@ impl<'a> Printer<'a> {
                     .iter()
                     .map(|b| self.bufs[b.0 as usize].as_str())
                     .collect();
+                let rows: Vec<String> = c
+                    .rows
+                    .iter()
+                    .map(|r| {
+                        let arrays: Vec<&str> = r
+                            .arrays
+                            .iter()
+                            .map(|b| self.bufs[b.0 as usize].as_str())
+                            .collect();
+                        format!("{} at {}", arrays.join(" "), self.vars[r.cursor.0 as usize])
+                    })
+                    .collect();
                 let _ = writeln!(
                     out,
-                    "{pad}parallel ({}, {}) in chunks of {}..={}{}{}{} {{",
+                    "{pad}parallel ({}, {}) in chunks of {}..={}{}{}{}{} {{",
                     self.vars[c.lo.0 as usize],
                     self.vars[c.hi.0 as usize],
                     self.expr(&c.start),
@@ -121,6 +133,11 @@ impl<'a> Printer<'a> {
                         String::new()
                     } else {
                         format!(", own {}", scratch.join(", "))
+                    },
+                    if rows.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", rows appended to {}", rows.join(", "))
                     },
                 );
                 self.stmts(out, &c.body, depth + 1);

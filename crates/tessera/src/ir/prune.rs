@@ -19,6 +19,15 @@ pub fn prune_dead_vars(k: &mut Kernel) {
 
 fn reads_in(stmts: &[Stmt], read: &mut HashSet<VarId>) {
     for s in stmts {
+        // The runner reads where a range's appended outputs ended (`ir::split`).
+        if let Stmt::Chunked(c) = s {
+            read.extend(
+                c.rows
+                    .iter()
+                    .flat_map(|r| [Some(r.cursor), r.last])
+                    .flatten(),
+            );
+        }
         for e in s.own_exprs() {
             expr_reads(e, read);
         }
@@ -91,6 +100,15 @@ fn visit_vars(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut VarId)) {
         if let Stmt::Chunked(c) = s {
             f(&mut c.lo);
             f(&mut c.hi);
+            for v in &mut c.scratch_state {
+                f(v);
+            }
+            for r in &mut c.rows {
+                f(&mut r.cursor);
+                if let Some(v) = &mut r.last {
+                    f(v);
+                }
+            }
         }
         for e in s.own_exprs_mut() {
             expr_vars(e, f);

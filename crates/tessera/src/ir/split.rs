@@ -7,15 +7,19 @@
 //! chunk's `lo` and `hi`). A serial segment loads the environment (after the first), runs, then
 //! stores it; before a range it also evaluates the range's bounds into `lo` and `hi`, which the
 //! runner reads back to cut the chunks. A chunk segment loads the environment, takes `lo` and
-//! `hi` from `chunk`, and runs the range's body; it stores nothing, so what its variables end
-//! with is lost, and the split is refused when a later segment reads such a variable before
-//! assigning it (the kernel then runs whole, serially).
+//! `hi` from `chunk`, and runs the range's body; what its other variables end with is lost,
+//! and the split is refused when a later segment reads such a variable before assigning it
+//! (the kernel then runs whole, serially).
 //!
 //! The split is refused too when a chunk body could move memory another chunk sees: growing,
 //! filling or sorting a buffer that is not its own (the race check leaves only dense outputs,
 //! which are sized before the loop, so this is a safety net). Buffer 0 (the dimensions and the
-//! slot a failing bounds check reports through), the private outputs and the iterations'
-//! workspaces (`Chunked::scratch`) are per chunk.
+//! slot a failing bounds check reports through), the private outputs, the iterations'
+//! workspaces (`Chunked::scratch`) and the entry arrays of appended sparse outputs
+//! (`Chunked::rows`) are per chunk, and so are the environments: a chunk segment ends by
+//! storing its variables into its own copies, from which the runner takes each appended
+//! output's cursor and last fiber (after concatenating the fragments) and the workspaces'
+//! state (`Chunked::scratch_state`, the last chunk's), so those variables are not lost.
 
 use super::{BufDecl, BufId, Chunked, Expr, Kernel, Stmt, VarId, build as b};
 use crate::types::ElemType;
@@ -30,7 +34,13 @@ pub enum Segment {
         /// Where the range's bounds are in `env_i64` after the previous segment.
         lo_slot: usize,
         hi_slot: usize,
-        range: Chunked,
+        range: Box<Chunked>,
+        /// Per [`Chunked::rows`] entry, where its cursor and its last fiber (if any) are in
+        /// `env_i64`: the runner sets them after the chunks, as the serial loop leaves them.
+        rows: Vec<(usize, Option<usize>)>,
+        /// Where the workspaces' state variables (`Chunked::scratch_state`) are, as
+        /// (environment 0, 1 or 2 for i64, f64, bool; slot): they take the last chunk's values.
+        scratch_state: Vec<(usize, usize)>,
     },
 }
 
@@ -132,12 +142,24 @@ pub fn split(k: &Kernel) -> Option<Split> {
                     .iter()
                     .map(|p| p.buf)
                     .chain(c.scratch.iter().copied())
+                    .chain(c.rows.iter().flat_map(|r| r.arrays.iter().copied()))
                     .chain([BufId(0)])
                     .collect();
                 if !chunk_body_ok(&c.body, &own) {
                     return None;
                 }
                 assigned(&c.body, &mut lost);
+                // The runner sets the appended outputs' cursors and the workspaces' state
+                // after the chunks, from the environments they stored.
+                for r in &c.rows {
+                    lost.remove(&r.cursor);
+                    if let Some(v) = r.last {
+                        lost.remove(&v);
+                    }
+                }
+                for v in &c.scratch_state {
+                    lost.remove(v);
+                }
             }
             Ok(run) => {
                 if exposed_reads(run).iter().any(|v| lost.contains(v)) {
@@ -170,12 +192,32 @@ pub fn split(k: &Kernel) -> Option<Split> {
                 body.push(b::assign(c.lo, b::load(chunk_buf, b::int(0))));
                 body.push(b::assign(c.hi, b::load(chunk_buf, b::int(1))));
                 body.extend(c.body.iter().cloned());
+                // Into the chunk's own copies of the environment (the runner's one chunk: the
+                // real ones): where its appends ended and what its workspaces' state is.
+                body.extend(store_all());
                 let _ = idx;
+                let scratch_state = c
+                    .scratch_state
+                    .iter()
+                    .map(|v| slots[v.0 as usize])
+                    .collect();
+                let rows = c
+                    .rows
+                    .iter()
+                    .map(|r| {
+                        (
+                            slots[r.cursor.0 as usize].1,
+                            r.last.map(|v| slots[v.0 as usize].1),
+                        )
+                    })
+                    .collect();
                 segments.push(Segment::Chunks {
                     kernel: with_body(body),
                     lo_slot: slots[c.lo.0 as usize].1,
                     hi_slot: slots[c.hi.0 as usize].1,
-                    range: c,
+                    range: Box::new(c),
+                    rows,
+                    scratch_state,
                 });
             }
         }
@@ -203,6 +245,10 @@ fn chunk_body_ok(body: &[Stmt], own: &HashSet<BufId>) -> bool {
             Stmt::Chunked(c) => {
                 c.private.iter().all(|p| own.contains(&p.buf))
                     && c.scratch.iter().all(|b| own.contains(b))
+                    && c.rows
+                        .iter()
+                        .flat_map(|r| &r.arrays)
+                        .all(|b| own.contains(b))
             }
             _ => true,
         };

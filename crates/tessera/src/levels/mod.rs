@@ -91,6 +91,21 @@ pub trait Level: Sync {
     fn state(&self, _kind: &LevelKind) -> Vec<(&'static str, ElemType)> {
         vec![]
     }
+    /// Whether, over a `child` level, the only storage this level's fibers share while being
+    /// written is an entry cursor, an optional last-written-fiber state and arrays indexed by
+    /// entry that the cursor appends to (see [`Level::appends`]). Then a parallel loop whose
+    /// chunks write disjoint, increasing runs of fibers (the rows of `C[i, j]` under `for i =
+    /// parallel(_)`) can give each chunk fragments of those arrays of its own and concatenate
+    /// them in chunk order afterwards (`ir::Rows`). `false` by default: such outputs are
+    /// refused under a parallel loop.
+    fn appends_rows(&self, _kind: &LevelKind, _child: &LevelKind) -> bool {
+        false
+    }
+    /// The cursor, fiber-order state and per-entry arrays of a level for which
+    /// [`Level::appends_rows`] holds (the arrays include the leaf child's, stored per entry).
+    fn appends(&self, _l: &LevelRef) -> Option<crate::ir::Rows> {
+        None
+    }
 
     /// The level's coordinate arrays: `(buffer, dimension)` for each buffer whose every
     /// element is a coordinate of the level's dimension `dimension` in a valid tensor. A kernel
@@ -340,6 +355,22 @@ pub(super) fn remap_pieces<L: Level + ?Sized>(
         out[pos] = Some(old_children[lo]);
     }
     out
+}
+
+/// The level of `format` whose fibers a parallel loop over the first index can append row by
+/// row (see [`Level::appends_rows`]): the format is one or more `Dense` levels, then that
+/// level, then a leaf. `None` for any other format.
+pub fn row_appended_level(format: &Format) -> Option<usize> {
+    let k = format
+        .levels
+        .iter()
+        .position(|l| !matches!(l, LevelKind::Dense))?;
+    let (level, child) = (format.levels.get(k)?, format.levels.get(k + 1)?);
+    (k >= 1
+        && k + 2 == format.levels.len()
+        && child.is_leaf()
+        && level_impl(level).appends_rows(level, child))
+    .then_some(k)
 }
 
 pub fn level_impl(kind: &LevelKind) -> &'static dyn Level {

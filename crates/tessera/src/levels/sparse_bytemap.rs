@@ -68,6 +68,19 @@ impl Level for SparseByteMap {
     fn state(&self, _: &LevelKind) -> Vec<(&'static str, ElemType)> {
         vec![("nsrt", ElemType::I64), ("ready", ElemType::Bool)]
     }
+    /// Fibers share only `nsrt` and the list `srt` it appends to: the flags and the children
+    /// are per slot (`p * n + i`), so fibers written by different chunks touch different
+    /// elements of them. A leaf child only, whose slots the declaration already sized.
+    fn appends_rows(&self, _: &LevelKind, child: &LevelKind) -> bool {
+        child.is_leaf()
+    }
+    fn appends(&self, l: &LevelRef) -> Option<crate::ir::Rows> {
+        Some(crate::ir::Rows {
+            cursor: l.state(NSRT),
+            last: None,
+            arrays: vec![l.buf(SRT)],
+        })
+    }
 
     fn validate(
         &self,

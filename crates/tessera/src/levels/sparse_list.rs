@@ -109,6 +109,22 @@ impl Level for SparseList {
             false => vec![(IDX, 0)],
         }
     }
+    /// Fibers share only `qos` (the next entry), `prev` (the fiber order) and the entry arrays
+    /// `idx` and the leaf's: `ptr[p + 1]` holds fiber `p`'s own count until the freeze, so
+    /// fibers written by different chunks touch different elements of it.
+    fn appends_rows(&self, kind: &LevelKind, child: &LevelKind) -> bool {
+        !kind.is_real() && child.is_leaf()
+    }
+    fn appends(&self, l: &LevelRef) -> Option<crate::ir::Rows> {
+        let leaf = l.tensor.level_bufs.get(l.level + 1)?;
+        let mut arrays = vec![l.buf(IDX)];
+        arrays.extend(leaf.iter().copied());
+        Some(crate::ir::Rows {
+            cursor: l.state(QOS),
+            last: Some(l.state(PREV)),
+            arrays,
+        })
+    }
 
     fn validate(
         &self,

@@ -125,8 +125,15 @@ impl Engine {
                     .get(&(span.line, span.col, index.clone()))
                     .cloned()
                     && let Some(private) = self.private_bufs(&plan.private)
+                    && let Some(rows) = self.rows_of(&plan.rows)
                 {
                     let scratch = self.scratch_bufs(&plan.scratch);
+                    let scratch_state = plan
+                        .scratch
+                        .iter()
+                        .filter_map(|t| self.tensors.get(t))
+                        .flat_map(|t| t.level_vars.iter().flatten().copied())
+                        .collect();
                     // Each chunk lowers the loop over its own part `lo..=hi`: looplets seek
                     // their start there as at any loop start.
                     let lo = self.cx.var(&format!("{index}_lo"), ElemType::I64);
@@ -146,6 +153,8 @@ impl Engine {
                         body,
                         private,
                         scratch,
+                        scratch_state,
+                        rows,
                         weights,
                     })));
                     return Ok(code);
@@ -271,6 +280,20 @@ impl Engine {
             });
         }
         Some(out)
+    }
+
+    /// The appending levels of sparse outputs whose rows the chunks append separately
+    /// (`Plan::rows`); `None` when one's level cannot say what it appends to (the loop then
+    /// runs serially: its chunks would share the appends).
+    fn rows_of(&self, rows: &[String]) -> Option<Vec<crate::ir::Rows>> {
+        rows.iter()
+            .map(|name| {
+                let t = self.tensors.get(name)?;
+                let level = crate::levels::row_appended_level(&t.format)?;
+                let l = LevelRef { tensor: t, level };
+                level_impl(l.kind()).appends(&l)
+            })
+            .collect()
     }
 
     /// Every array of the tensors a parallel loop's iterations declare afresh (a tensor the

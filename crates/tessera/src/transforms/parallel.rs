@@ -3,10 +3,16 @@
 //! and refuses the rest with an error naming the access and the loop.
 //!
 //! For a write `T[idx...] op= rhs` under a parallel loop over `i`:
-//! - `T` must be stored densely (every level `Dense`, or a 0-d scalar): a sparse level's
-//!   appends (SparseList positions, COO coordinates, hash inserts) move shared counters, so
-//!   two threads writing different fibers would still race on them (Finch.jl issue #672: a
-//!   `Separate` output updated with `+=` raced silently);
+//! - a sparse `T` is accepted only row by row: stored as `Dense` levels, then a level that
+//!   appends its fibers in order (`SparseList`, `SparseByteMap`; `Level::appends_rows`), then
+//!   the leaf, written with the plain `i` as its first index, under no other parallel loop.
+//!   Each iteration then appends only to its own row, and each chunk of rows appends into
+//!   fragments of its own that are concatenated in chunk order after the loop
+//!   ([`Plan::rows`]; any operator, since no other iteration reaches the row). Any other
+//!   sparse output (a sparse level above the `Dense` one, COO, a row other than `i`'s, a
+//!   parallel loop inside another) is an [`Error::Race`]: its appends move positions the
+//!   threads share (Finch.jl issue #672: a `Separate` output updated with `+=` raced
+//!   silently);
 //! - if the plain index `i` addresses one of `T`'s dimensions, distinct iterations write
 //!   distinct locations: the write needs nothing;
 //! - otherwise, with a reducer that is commutative and associative and has an identity
@@ -41,15 +47,29 @@ pub struct Plan {
     /// The tensors each iteration declares afresh (see the module documentation): each
     /// chunk works on its own copy, and the last chunk's is kept.
     pub scratch: Vec<String>,
+    /// Sparse outputs whose rows (fibers under `index`, their first index) each chunk appends
+    /// into fragments of its own, concatenated in chunk order after the loop.
+    pub rows: Vec<String>,
 }
 
-/// Check every parallel loop of `program`. `dense(T)` says whether tensor `T` is stored
-/// densely (all levels `Dense`, or 0-d); reducers are resolved by name against the program's
-/// definitions.
-pub fn check_parallel(program: &Program, dense: &dyn Fn(&str) -> bool) -> Result<Vec<Plan>> {
+/// How a tensor is stored, as far as the race check is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storage {
+    /// Every level `Dense`, or a 0-d scalar: each location has its own element.
+    Dense,
+    /// `Dense` levels, then one level appending its fibers in order, then the leaf
+    /// (`levels::row_appended_level`): rows of the first index can be appended separately.
+    Rows,
+    /// Any other sparse format.
+    Sparse,
+}
+
+/// Check every parallel loop of `program`. `storage(T)` says how tensor `T` is stored;
+/// reducers are resolved by name against the program's definitions.
+pub fn check_parallel(program: &Program, storage: &dyn Fn(&str) -> Storage) -> Result<Vec<Plan>> {
     let mut c = Checker {
         program,
-        dense,
+        storage,
         open: vec![],
         plans: vec![],
     };
@@ -59,7 +79,7 @@ pub fn check_parallel(program: &Program, dense: &dyn Fn(&str) -> bool) -> Result
 
 struct Checker<'a> {
     program: &'a Program,
-    dense: &'a dyn Fn(&str) -> bool,
+    storage: &'a dyn Fn(&str) -> Storage,
     /// The enclosing parallel loops, outermost first, as indices into `plans`.
     open: Vec<usize>,
     plans: Vec<Plan>,
@@ -84,6 +104,7 @@ impl Checker<'_> {
                         index: index.clone(),
                         private: vec![],
                         scratch: scratch(body),
+                        rows: vec![],
                     });
                     self.open.push(self.plans.len() - 1);
                     self.stmts(body)?;
@@ -142,22 +163,54 @@ impl Checker<'_> {
         op: &AssignOp,
     ) -> Result<()> {
         let (index, at) = (self.plans[p].index.clone(), place(self.plans[p].span));
-        if !(self.dense)(tensor) {
-            return Err(Error::Race {
-                span: lhs.span,
-                msg: format!(
-                    "`{lhs}` is written under the parallel loop over `{index}` ({at}), but `{tensor}` \
-                     has a sparse level: its appends move shared positions, so threads writing \
-                     different fibers would still race; store `{tensor}` with Dense levels, or \
-                     make the loop serial"
-                ),
-            });
-        }
-        let injective = lhs.indices.iter().any(|ix| {
+        let plain = |ix: &crate::notation::ast::AccessIndex| {
             !ix.permissive
                 && ix.window.is_none()
                 && matches!(&ix.expr.kind, ExprKind::Name(n) if *n == index)
-        });
+        };
+        match (self.storage)(tensor) {
+            Storage::Dense => {}
+            // The index addressing the tensor's first dimension (a swizzle may move it).
+            Storage::Rows
+                if self.open.len() == 1
+                    && (0..lhs.indices.len())
+                        .any(|k| lhs.dim_of(k) == 0 && plain(&lhs.indices[k])) =>
+            {
+                // Row `i` is this iteration's alone, whatever the operator.
+                let rows = &mut self.plans[p].rows;
+                if !rows.iter().any(|t| t == tensor) {
+                    rows.push(tensor.to_string());
+                }
+                return Ok(());
+            }
+            storage => {
+                let why = match storage {
+                    Storage::Rows if self.open.len() > 1 => format!(
+                        "`{tensor}` is sparse and the loop is nested in another parallel loop, \
+                         whose chunks would append to the same rows"
+                    ),
+                    Storage::Rows => format!(
+                        "`{tensor}` is sparse and its first index is not the plain `{index}`, so \
+                         several iterations append to one row"
+                    ),
+                    _ => format!(
+                        "`{tensor}` has a sparse level that is not a row appended by one \
+                         iteration: its appends move shared positions, so threads writing \
+                         different fibers would still race"
+                    ),
+                };
+                return Err(Error::Race {
+                    span: lhs.span,
+                    msg: format!(
+                        "`{lhs}` is written under the parallel loop over `{index}` ({at}), but \
+                         {why}; store `{tensor}` with Dense levels, or as Dense levels over one \
+                         SparseList or SparseByteMap level indexed first by `{index}`, or make \
+                         the loop serial"
+                    ),
+                });
+            }
+        }
+        let injective = lhs.indices.iter().any(plain);
         let reducer = match op {
             AssignOp::Reduce(Reducer::Named(n)) => self
                 .program
@@ -219,6 +272,18 @@ impl Checker<'_> {
 /// The tensors a parallel loop's body declares as statements of its own, before any of its
 /// statements touches them (see the module documentation).
 fn scratch(body: &[Stmt]) -> Vec<String> {
+    // A block's statements are the body's own (einsum wraps its loop body in `begin ... end`).
+    fn flat(body: &[Stmt], out: &mut Vec<Stmt>) {
+        for s in body {
+            match &s.kind {
+                StmtKind::Block(inner) => flat(inner, out),
+                _ => out.push(s.clone()),
+            }
+        }
+    }
+    let mut stmts = vec![];
+    flat(body, &mut stmts);
+    let body = &stmts[..];
     let mut out: Vec<String> = vec![];
     for (k, s) in body.iter().enumerate() {
         if let StmtKind::Declare { tensor, .. } = &s.kind
@@ -263,8 +328,104 @@ mod tests {
     use crate::notation::parse::parse_program;
 
     fn check(src: &str, sparse: &[&str]) -> Result<Vec<Plan>> {
+        check_rows(src, sparse, &[])
+    }
+
+    /// As `check`, with `rows` stored as `Dense` over a row-appending level.
+    fn check_rows(src: &str, sparse: &[&str], rows: &[&str]) -> Result<Vec<Plan>> {
         let p = parse_program(src).unwrap();
-        check_parallel(&p, &|t| !sparse.contains(&t))
+        check_parallel(&p, &|t| {
+            if rows.contains(&t) {
+                Storage::Rows
+            } else if sparse.contains(&t) {
+                Storage::Sparse
+            } else {
+                Storage::Dense
+            }
+        })
+    }
+
+    #[test]
+    fn rows_of_sparse_outputs_indexed_first_by_the_loop() {
+        // Row-wise SpGEMM: a workspace, then row `i` of `C` appended.
+        let plans = check_rows(
+            "C .= 0\nfor i = parallel(_)\n  w .= 0\n  for k = _, j = _\n    w[j] += A[i, k] * B[k, j]\n  end\n  for j = _\n    C[i, j] = w[j]\n  end\nend",
+            &["A", "B", "w"],
+            &["C"],
+        )
+        .unwrap();
+        assert_eq!(plans[0].rows, vec!["C".to_string()]);
+        assert_eq!(plans[0].scratch, vec!["w".to_string()]);
+        // The same body in a block, as einsum writes it.
+        let plans = check_rows(
+            "for i = parallel(_)\n  begin\n    w .= 0\n    for j = _\n      w[j] += A[i, j]\n    end\n    for j = _\n      C[i, j] = w[j]\n    end\n  end\nend",
+            &["A", "w"],
+            &["C"],
+        )
+        .unwrap();
+        assert_eq!(plans[0].scratch, vec!["w".to_string()]);
+        assert!(plans[0].private.is_empty());
+        // Any operator: the row is the iteration's own. Listed once for two writes.
+        let plans = check_rows(
+            "for i = parallel(_), j = _\n  C[i, j] += A[i, j]\n  C[i, j] *= A[i, j]\nend",
+            &["A"],
+            &["C"],
+        )
+        .unwrap();
+        assert_eq!(plans[0].rows, vec!["C".to_string()]);
+        // A swizzle that puts `i` first in the tensor's dimensions is a row too.
+        let plans = check_rows(
+            "for i = parallel(_), j = _\n  swizzle(C, 1, 0)[j, i] = A[i, j]\nend",
+            &["A"],
+            &["C"],
+        )
+        .unwrap();
+        assert_eq!(plans[0].rows, vec!["C".to_string()]);
+    }
+
+    #[test]
+    fn other_sparse_writes_stay_refused() {
+        for (src, what, at) in [
+            // The loop's index second: several iterations append to one row.
+            (
+                "for i = parallel(_), j = _\n  C[j, i] += A[i, j]\nend",
+                "first index is not the plain `i`",
+                (2, 3),
+            ),
+            (
+                "for i = parallel(_), j = _\n  swizzle(C, 1, 0)[i, j] = A[i, j]\nend",
+                "first index is not the plain `i`",
+                (2, 3),
+            ),
+            // A shifted row.
+            (
+                "for i = parallel(_), j = _\n  C[i + 0, j] = A[i, j]\nend",
+                "first index is not the plain `i`",
+                (2, 3),
+            ),
+            // Nested parallel loops.
+            (
+                "for i = parallel(_)\n  for j = parallel(_)\n    C[i, j] = A[i, j]\n  end\nend",
+                "nested in another parallel loop",
+                (3, 5),
+            ),
+        ] {
+            let e = check_rows(src, &["A"], &["C"]).unwrap_err();
+            assert!(
+                matches!(&e, Error::Race { span, .. } if (span.line, span.col) == at),
+                "{src}: {e}"
+            );
+            assert!(e.to_string().contains(what), "{src}: {e}");
+            assert!(e.to_string().contains("at 1:1"), "{src}: {e}");
+        }
+        // A sparse level above the Dense one, or COO: not rows at all.
+        let e = check_rows(
+            "for i = parallel(_), j = _\n  C[i, j] = A[i, j]\nend",
+            &["A", "C"],
+            &[],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("sparse level"), "{e}");
     }
 
     #[test]
