@@ -80,7 +80,7 @@ impl Gathers {
         }
         let mut changed = HashSet::new();
         let mut assigned: HashMap<VarId, Vec<Option<BufId>>> = HashMap::new();
-        walk_all(&k.body, &mut |s| match s {
+        walk_stmts(&k.body, &mut |s| match s {
             Stmt::Assign(v, e) => {
                 let from = match e {
                     Expr::Load { buf, .. } => Some(*buf),
@@ -261,17 +261,6 @@ pub fn walk_stmts(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
     }
 }
 
-/// Every statement, also those of parallel ranges' bodies, nested ones after the statement
-/// that holds them.
-fn walk_all(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
-    for s in stmts {
-        f(s);
-        for body in s.bodies() {
-            walk_all(body, f);
-        }
-    }
-}
-
 /// Every expression (and sub-expression) in the statements.
 pub fn walk_exprs(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
     walk_stmts(stmts, &mut |s| {
@@ -334,7 +323,7 @@ mod tests {
 
     /// The innermost `for` loops of the statements, with their variables.
     fn innermost(stmts: &[Stmt], out: &mut Vec<(VarId, Vec<Stmt>)>) {
-        walk_all(stmts, &mut |s| {
+        walk_stmts(stmts, &mut |s| {
             if let Stmt::For { var, body, .. } = s {
                 let mut inner = false;
                 walk_stmts(body, &mut |t| inner |= matches!(t, Stmt::For { .. }));
