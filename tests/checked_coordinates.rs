@@ -166,6 +166,27 @@ fn gathers_through_checked_coordinates_agree_with_the_evaluator() {
             &t,
         );
     }
+    // Gustavson's SpGEMM: a root byte-map workspace row indexed by B's checked columns (its
+    // table and values are gathers), copied out into a sparse C.
+    for (fa, fb) in [(FORMATS[0], FORMATS[0]), (FORMATS[1], FORMATS[0])] {
+        let t = BTreeMap::from([
+            ("A".to_string(), matrix(fa, N, M, 4)),
+            ("B".to_string(), matrix(fb, M, N, 5)),
+            (
+                "C".to_string(),
+                Tensor::empty(&fmt("Dense(SparseList(Element(0.0)))"), &[N, N]).unwrap(),
+            ),
+            (
+                "w".to_string(),
+                Tensor::empty(&fmt("SparseByteMap(Element(0.0))"), &[N]).unwrap(),
+            ),
+        ]);
+        agree_everywhere(
+            "C .= 0\nfor i = _\n  w .= 0\n  for k = _, j = _\n    w[j] += A[i, k] * B[k, j]\n  \
+             end\n  for j = _\n    C[i, j] = w[j]\n  end\nend\n",
+            &t,
+        );
+    }
 }
 
 /// Run SpMV on every backend; every run must fail with an out-of-bounds error.

@@ -60,10 +60,17 @@ impl Access {
     }
 }
 
+/// Where an assignment of a variable takes its value from.
+enum Source {
+    Load(BufId),
+    Copy(VarId),
+    Other,
+}
+
 /// The variables of a kernel that only ever hold elements of vouched-for coordinate arrays
 /// ([`Kernel::bounded`]): every assignment to such a variable, anywhere in the kernel, is a
-/// load from an array bounded by the same `below`, which the kernel never writes; it is no loop
-/// counter. Its value is then always in `0..below` when `below` is positive (the initial 0
+/// load from an array bounded by the same `below`, which the kernel never writes, or a copy of
+/// another such variable with the same bound; it is no loop counter. Its value is then always in `0..below` when `below` is positive (the initial 0
 /// too), whichever load last set it, in bounds or not (an out-of-bounds load fails before the
 /// assignment).
 #[derive(Default)]
@@ -79,19 +86,20 @@ impl Gathers {
             return Gathers::default();
         }
         let mut changed = HashSet::new();
-        let mut assigned: HashMap<VarId, Vec<Option<BufId>>> = HashMap::new();
+        let mut assigned: HashMap<VarId, Vec<Source>> = HashMap::new();
         walk_stmts(&k.body, &mut |s| match s {
             Stmt::Assign(v, e) => {
                 let from = match e {
-                    Expr::Load { buf, .. } => Some(*buf),
-                    _ => None,
+                    Expr::Load { buf, .. } => Source::Load(*buf),
+                    Expr::Var(u) => Source::Copy(*u),
+                    _ => Source::Other,
                 };
                 assigned.entry(*v).or_default().push(from);
             }
-            Stmt::For { var, .. } => assigned.entry(*var).or_default().push(None),
+            Stmt::For { var, .. } => assigned.entry(*var).or_default().push(Source::Other),
             Stmt::Chunked(c) => {
                 for v in [c.lo, c.hi] {
-                    assigned.entry(v).or_default().push(None);
+                    assigned.entry(v).or_default().push(Source::Other);
                 }
                 changed.extend(c.private.iter().map(|p| p.buf));
                 changed.extend(c.scratch.iter().copied());
@@ -123,16 +131,31 @@ impl Gathers {
                 bound_of.insert(*buf, usize::MAX);
             }
         }
-        for (v, froms) in assigned {
-            let bounds: HashSet<Option<usize>> = froms
-                .iter()
-                .map(|f| f.and_then(|b| bound_of.get(&b).copied().filter(|&a| a != usize::MAX)))
-                .collect();
-            if let [Some(at)] = bounds.into_iter().collect::<Vec<_>>()[..] {
-                g.vars.insert(v, at);
+        // A copy `v = u` holds what `u` holds. Variables are added until nothing changes, each
+        // only once all its sources are known: a copy of a variable not (yet) known to gather
+        // keeps `v` out, so a cycle of copies with no load behind it never qualifies.
+        loop {
+            let before = g.vars.len();
+            for (v, froms) in &assigned {
+                if g.vars.contains_key(v) {
+                    continue;
+                }
+                let bounds: HashSet<Option<usize>> = froms
+                    .iter()
+                    .map(|f| match f {
+                        Source::Load(b) => bound_of.get(b).copied().filter(|&a| a != usize::MAX),
+                        Source::Copy(u) => g.vars.get(u).copied(),
+                        Source::Other => None,
+                    })
+                    .collect();
+                if let [Some(at)] = bounds.into_iter().collect::<Vec<_>>()[..] {
+                    g.vars.insert(*v, at);
+                }
+            }
+            if g.vars.len() == before {
+                return g;
             }
         }
-        g
     }
 
     /// The bound of `v`'s values, if it only ever holds vouched-for coordinates.
@@ -417,5 +440,72 @@ mod tests {
         // Two bounds for one buffer keep neither.
         let twice = vec![(coords, below), (coords, b::int(5))];
         assert_eq!(Gathers::of(&kernel(vec![], twice)).below(j), None);
+    }
+
+    #[test]
+    fn copies_of_gathered_indices_are_gathers_and_nothing_else_is() {
+        let (j, s, t, u) = (VarId(0), VarId(2), VarId(3), VarId(4));
+        let (coords, below) = (BufId(1), b::load(BufId(0), b::int(3)));
+        let kernel = |extra: Vec<Stmt>| Kernel {
+            name: "k".into(),
+            bufs: vec![],
+            vars: vec![],
+            body: [
+                vec![
+                    Stmt::Assign(j, b::load(coords, b::int(0))),
+                    Stmt::Assign(s, b::var(j)),
+                    Stmt::Assign(t, b::var(s)),
+                ],
+                extra,
+            ]
+            .concat(),
+            errors: vec![],
+            bounded: vec![(coords, below.clone())],
+        };
+        let g = Gathers::of(&kernel(vec![]));
+        assert_eq!((g.below(s), g.below(t)), (Some(0), Some(0)));
+        // A copy of something that is not a gather, anywhere, spoils the chain after it.
+        let g = Gathers::of(&kernel(vec![Stmt::Assign(s, b::var(u))]));
+        assert_eq!((g.below(j), g.below(s), g.below(t)), (Some(0), None, None));
+        // Copies going round in a cycle with no load behind them prove nothing.
+        let g = Gathers::of(&kernel(vec![
+            Stmt::Assign(u, b::var(VarId(5))),
+            Stmt::Assign(VarId(5), b::var(u)),
+        ]));
+        assert_eq!((g.below(u), g.below(VarId(5))), (None, None));
+    }
+
+    #[test]
+    fn a_root_byte_map_workspace_is_indexed_by_the_gathered_coordinate() {
+        // Gustavson's SpGEMM: the workspace row `w` is a root level, so its slot is `B`'s
+        // coordinate itself and its table and values need no check per product.
+        use crate::levels::Format;
+        let p = crate::notation::parse::parse_program(
+            "C .= 0\nfor i = _\n  w .= 0\n  for k = _, j = _\n    w[j] += A[i, k] * B[k, j]\n  \
+             end\n  for j = _\n    C[i, j] = w[j]\n  end\nend\n",
+        )
+        .unwrap();
+        let csr = "Dense(SparseList(Element(0.0), coord=i32))";
+        let formats = [
+            ("A", csr),
+            ("B", csr),
+            ("C", "Dense(SparseList(Element(0.0)))"),
+            ("w", "SparseByteMap(Element(0.0))"),
+        ]
+        .map(|(n, f)| (n.to_string(), Format::parse(f, None).unwrap()))
+        .into();
+        let c = crate::run::Runner::jit().compile(&p, &formats).unwrap();
+        let g = Gathers::of(&c.ir);
+        let mut loops = vec![];
+        innermost(&c.ir.body, &mut loops);
+        let w = |name: &str| c.ir.bufs.iter().position(|d| d.name == name).unwrap() as u32;
+        let gathered: HashSet<u32> = loops
+            .iter()
+            .flat_map(|(v, body)| versionable(*v, body, &g))
+            .filter(|a| matches!(a.at, At::Gathered { .. }))
+            .map(|a| a.buf.0)
+            .collect();
+        assert!(gathered.contains(&w("w_tbl")), "{gathered:?}");
+        assert!(gathered.contains(&w("w_val")), "{gathered:?}");
     }
 }

@@ -316,6 +316,27 @@ impl Level for SparseByteMap {
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let (ptr, srt, nsrt) = (l.buf(PTR), l.buf(SRT), l.state(NSRT));
         let n = l.dim(0);
+        if count == b::int(1) {
+            // One fiber (a root level: a workspace vector, a frontier): every set slot is
+            // its own, so its end is the count of set slots. Counting per fiber would divide
+            // each slot by the dimension, an integer division per stored entry.
+            let mut code = vec![
+                Stmt::Sort {
+                    buf: srt,
+                    lo: b::int(0),
+                    hi: b::var(nsrt),
+                },
+                Stmt::Grow {
+                    buf: ptr,
+                    len: b::int(2),
+                },
+                b::store(ptr, b::int(0), b::int(0)),
+                b::store(ptr, b::int(1), b::var(nsrt)),
+            ];
+            let (child, m) = l.child_impl().freeze(cx, &l.child(), n)?;
+            code.extend(child);
+            return Ok((code, m));
+        }
         let (k, p) = (cx.var("k", ElemType::I64), cx.var("p", ElemType::I64));
         let fiber = b::add(
             b::bin(crate::ir::BinOp::Div, b::load(srt, b::var(k)), n.clone()),
@@ -469,7 +490,17 @@ impl Level for SparseByteMap {
             level: f.level,
         };
         let (tbl, srt, nsrt) = (l.buf(TBL), l.buf(SRT), l.state(NSRT));
-        let base = cx.var(&format!("{}_base", t.name), ElemType::I64);
+        // The fiber's first slot: a constant for a root level (0), which then stays out of the
+        // slot computation so that `slot` is the coordinate itself; the bounds-check
+        // versioning then sees a gather through the coordinate (`backend::versioning`).
+        let start = b::mul(f.pos.clone(), l.dim(0));
+        let (base, preamble) = match start {
+            Expr::Const(_) => (start, vec![]),
+            start => {
+                let v = cx.var(&format!("{}_base", t.name), ElemType::I64);
+                (b::var(v), vec![b::assign(v, start)])
+            }
+        };
         let slot = cx.var(&format!("{}_slot", t.name), ElemType::I64);
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
         let mut child = f.child(b::var(slot));
@@ -493,7 +524,7 @@ impl Level for SparseByteMap {
             }
             Target::Looplet(Looplet::Thunk {
                 preamble: vec![
-                    b::assign(slot, b::add(b::var(base), i.clone())),
+                    b::assign(slot, b::add(base.clone(), i.clone())),
                     b::assign(dirty, b::boolean(false)),
                 ],
                 body: Box::new(Target::Fiber(child.clone())),
@@ -501,7 +532,7 @@ impl Level for SparseByteMap {
             })
         }));
         Ok(Looplet::Thunk {
-            preamble: vec![b::assign(base, b::mul(f.pos.clone(), l.dim(0)))],
+            preamble,
             body: Box::new(Target::Looplet(lookup)),
             epilogue: vec![],
         })
