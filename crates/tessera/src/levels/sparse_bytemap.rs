@@ -406,14 +406,17 @@ impl Level for SparseByteMap {
             t.level_bufs[f.level][TBL],
             t.level_bufs[f.level][SRT],
         );
-        let base = cx.var(&format!("{}_base", t.name), ElemType::I64);
-        let set_base = b::assign(base, b::mul(f.pos.clone(), t.dim_of_level(f.level, 0)));
+        let (base, set_base) = fiber_start(
+            cx,
+            &t.name,
+            b::mul(f.pos.clone(), t.dim_of_level(f.level, 0)),
+        );
         let fill = Target::Fill(t.fill);
         if protocol == Some(Protocol::Follow) {
             // Random access: test the slot's flag.
             let f2 = f.clone();
             let lookup = Looplet::Lookup(Rc::new(move |i: &Expr| {
-                let q = b::add(b::var(base), i.clone());
+                let q = b::add(base.clone(), i.clone());
                 Target::Looplet(Looplet::Switch(vec![
                     (
                         b::load(tbl, q.clone()),
@@ -423,7 +426,7 @@ impl Level for SparseByteMap {
                 ]))
             }));
             return Ok(Looplet::Thunk {
-                preamble: vec![set_base],
+                preamble: set_base,
                 body: Box::new(Target::Looplet(lookup)),
                 epilogue: vec![],
             });
@@ -431,8 +434,8 @@ impl Level for SparseByteMap {
         let q = cx.var(&format!("{}_q", t.name), ElemType::I64);
         let q_stop = cx.var(&format!("{}_q_stop", t.name), ElemType::I64);
         let last = cx.var(&format!("{}_last", t.name), ElemType::I64);
-        let preamble = vec![
-            set_base,
+        let mut preamble = set_base;
+        preamble.extend([
             b::assign(q, b::load(ptr, f.pos.clone())),
             b::assign(q_stop, b::load(ptr, b::add(f.pos.clone(), b::int(1)))),
             b::assign(last, b::int(-1)),
@@ -442,13 +445,13 @@ impl Level for SparseByteMap {
                     last,
                     b::sub(
                         b::load(srt, b::sub(b::var(q_stop), b::int(1))),
-                        b::var(base),
+                        base.clone(),
                     ),
                 )],
                 otherwise: vec![],
             },
-        ];
-        let stop = b::sub(b::load(srt, b::var(q)), b::var(base));
+        ]);
+        let stop = b::sub(b::load(srt, b::var(q)), base.clone());
         let stepper = Stepper {
             seek: Rc::new(move |start: &Expr| {
                 // Every stored coordinate is >= 0, so a walk from 0 needs no search.
@@ -461,7 +464,7 @@ impl Level for SparseByteMap {
                         buf: srt,
                         lo: Box::new(b::var(q)),
                         hi: Box::new(b::var(q_stop)),
-                        key: Box::new(b::add(b::var(base), start.clone())),
+                        key: Box::new(b::add(base.clone(), start.clone())),
                     },
                 )]
             }),
@@ -490,17 +493,7 @@ impl Level for SparseByteMap {
             level: f.level,
         };
         let (tbl, srt, nsrt) = (l.buf(TBL), l.buf(SRT), l.state(NSRT));
-        // The fiber's first slot: a constant for a root level (0), which then stays out of the
-        // slot computation so that `slot` is the coordinate itself; the bounds-check
-        // versioning then sees a gather through the coordinate (`backend::versioning`).
-        let start = b::mul(f.pos.clone(), l.dim(0));
-        let (base, preamble) = match start {
-            Expr::Const(_) => (start, vec![]),
-            start => {
-                let v = cx.var(&format!("{}_base", t.name), ElemType::I64);
-                (b::var(v), vec![b::assign(v, start)])
-            }
-        };
+        let (base, preamble) = fiber_start(cx, &t.name, b::mul(f.pos.clone(), l.dim(0)));
         let slot = cx.var(&format!("{}_slot", t.name), ElemType::I64);
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
         let mut child = f.child(b::var(slot));
@@ -536,6 +529,20 @@ impl Level for SparseByteMap {
             body: Box::new(Target::Looplet(lookup)),
             epilogue: vec![],
         })
+    }
+}
+
+/// The first slot of a fiber, `start = pos * dim`, and the statements that compute it: a
+/// constant for a root level (0) stays a constant, so a slot is the coordinate itself (in an
+/// update, the bounds-check versioning then sees a gather through the coordinate,
+/// `backend::versioning`); anything else is computed once into a variable.
+fn fiber_start(cx: &mut Cx, tensor: &str, start: Expr) -> (Expr, Vec<Stmt>) {
+    match start {
+        Expr::Const(_) => (start, vec![]),
+        start => {
+            let v = cx.var(&format!("{tensor}_base"), ElemType::I64);
+            (b::var(v), vec![b::assign(v, start)])
+        }
     }
 }
 
