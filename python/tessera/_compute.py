@@ -7,7 +7,7 @@ with new data of the same formats compiles nothing.
 
 
 from . import _tessera
-from ._tensor import Tensor, _axes, _operand, asarray
+from ._tensor import Tensor, _axes, _operand, _standard_dtype, asarray
 
 
 def _tensors(kwargs):
@@ -104,7 +104,8 @@ def einsum(spec, format=None, **tensors):
 
 def _map(op, *args):
     like = next((a.dtype for a in args if isinstance(a, Tensor)), None)
-    return Tensor(_tessera.elementwise(op, [_operand(a, like) for a in args]))
+    out = Tensor(_tessera.elementwise(op, [_operand(a, like) for a in args]))
+    return _standard_dtype(out, args, keep_int_power=op == "pow")
 
 
 def add(a, b): return _map("add", a, b)
