@@ -17,7 +17,7 @@ import builtins
 import numpy as np
 
 from . import _tessera
-from .errors import FormatError, UnsupportedDtypeError
+from .errors import FormatError, IndexOutOfBoundsError, UnsupportedDtypeError
 
 DTYPES = ("float64", "float32", "int64", "int32", "int8", "uint8", "uint64", "bool")
 
@@ -417,7 +417,10 @@ class Tensor:
         if len(index) == self.ndim and builtins.all(isinstance(i, (int, np.integer)) for i in index):
             if not index:
                 return self  # `x[()]` of a 0-d tensor: itself (immutable)
-            norm = [int(i) % n if -n <= int(i) < n else int(i) for i, n in zip(index, self.shape)]
+            for i, n in zip(index, self.shape):
+                if not -n <= int(i) < n:
+                    raise IndexOutOfBoundsError(f"index {int(i)} is out of bounds for an axis of size {n}")
+            norm = [int(i) % n for i, n in zip(index, self.shape)]
             # A 0-d tensor, as the Array API says (`float(t[i, j])` gives the Python value).
             return asarray(np.asarray(self._raw.get(norm), dtype=self.dtype))
         if builtins.all(isinstance(i, (int, np.integer, slice)) for i in index) and len(index) <= self.ndim:
@@ -426,7 +429,33 @@ class Tensor:
             sparse = self.ndim == 2 and not self._raw.dense_view and not self.fill
             part = (self.to_scipy() if sparse else self.to_numpy())[index]
             return asarray(part, format=self.format if part.ndim == self.ndim else None)
-        raise TypeError("a Tensor is indexed by integers and slices, one per dimension at most")
+        return self._index_dense(index)
+
+    def _index_dense(self, index):
+        """The Array API's other keys, through NumPy on the dense values (a copy): ``...``,
+        ``None`` (a new axis), and a boolean tensor or array as a mask. Integer arrays (which
+        the standard leaves out) are refused, as are keys NumPy would read differently."""
+        key = []
+        for i in index:
+            if isinstance(i, Tensor):
+                if i.dtype != np.bool_:
+                    raise TypeError("a tensor used as an index must be a boolean mask "
+                                    f"(an integer tensor gathers through `take`), not {i.dtype}")
+                key.append(i.to_numpy())
+            elif isinstance(i, np.ndarray) and i.dtype == np.bool_:
+                key.append(i)
+            elif i is None or i is Ellipsis or isinstance(i, (bool, np.bool_, int, np.integer, slice)):
+                key.append(i)
+            else:
+                raise TypeError("a Tensor is indexed by integers, slices, `...`, `None` and "
+                                f"boolean masks, not by {type(i).__name__}")
+        used = builtins.sum(k.ndim if isinstance(k, np.ndarray) else 0 if k is None or k is Ellipsis
+                            or isinstance(k, (bool, np.bool_)) else 1 for k in key)
+        if used > self.ndim:
+            raise TypeError(f"a Tensor of {self.ndim} dimensions is indexed by one key per "
+                            f"dimension at most, not {used}")
+        part = self.to_numpy()[tuple(key)]
+        return asarray(np.asarray(part))
 
     def __float__(self):
         return float(self._scalar())
@@ -501,7 +530,10 @@ class Tensor:
     def __rshift__(self, o): return self._map("rshift", o)
     def __rrshift__(self, o): return self._map("rshift", o, reflected=True)
     def __neg__(self): return self._map("neg")
-    def __abs__(self): return self._map("abs")
+    def __abs__(self):
+        # Unsigned values are their own magnitude (the core would read a uint64 at or above
+        # 2**63 as a negative int64).
+        return self if self.dtype.kind == "u" else self._map("abs")
     def __pos__(self): return self
     # Powers of floats are IEEE's `pow` (the language's `pow`); integer powers of integers are
     # computed as floats and converted back (exact below 2**53).
@@ -516,11 +548,17 @@ class Tensor:
 
     __hash__ = None
 
+    # The standard's matmul (stacks of matrices broadcast, the promoted dtype): the core's
+    # matmul for matrices and vectors.
     def __matmul__(self, o):
-        return Tensor(_tessera.matmul(self._raw, _operand(o)))
+        from .array_api import matmul
+
+        return matmul(self, o)
 
     def __rmatmul__(self, o):
-        return Tensor(_tessera.matmul(_operand(o), self._raw))
+        from .array_api import matmul
+
+        return matmul(o, self)
 
     def _reduce(self, how, axis):
         axes = _axes(axis, self.ndim)

@@ -287,9 +287,11 @@ def sign(x, /):
     x = asarray(x)
     one = x.dtype.type(1)
     if np.issubdtype(x.dtype, np.unsignedinteger) or x.dtype == np.bool_:
-        return where(greater(x, x.dtype.type(0)), one, x)
-    # Zeros and NaN fall through to themselves.
-    return where(greater(x, 0), one, where(less(x, 0), x.dtype.type(-1), x))
+        # (`!= 0`, not `> 0`: the core compares a uint64 at or above 2**63 as a negative int64)
+        return where(not_equal(x, x.dtype.type(0)), one, x)
+    # NaN falls through to itself; a zero of either sign gives +0 (the standard's 0).
+    zero = where(equal(x, 0), x.dtype.type(0), x)
+    return where(greater(x, 0), one, where(less(x, 0), x.dtype.type(-1), zero))
 
 
 def isnan(x, /):
@@ -476,7 +478,33 @@ def _cumulative(x, axis, dtype, include_initial, op):
 
 
 # --- linear algebra --------------------------------------------------------------------
-matmul = _c.matmul
+def matmul(x1, x2, /):
+    """The standard's ``matmul``: matrices and vectors by the core's ``matmul``, stacks of
+    matrices (more than two dimensions, batch axes broadcast) by one einsum over the
+    broadcast operands; the result in the promoted dtype."""
+    x1, x2 = asarray(x1), asarray(x2)
+    want = result_type(x1, x2)
+    if x1.ndim == 0 or x2.ndim == 0:
+        raise ValueError("matmul needs operands of at least one dimension (use multiply)")
+    if x1.ndim <= 2 and x2.ndim <= 2:
+        return _as_dtype(_c.matmul(x1, x2), want)
+    a = expand_dims(x1, axis=0) if x1.ndim == 1 else x1
+    b = expand_dims(x2, axis=-1) if x2.ndim == 1 else x2
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"matmul: shapes {x1.shape} and {x2.shape} do not align "
+                         f"({a.shape[-1]} != {b.shape[-2]})")
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = broadcast_to(a, batch + a.shape[-2:])
+    b = broadcast_to(b, batch + b.shape[-2:])
+    bi = [f"b{k}" for k in range(len(batch))]
+    spec = (f"C[{', '.join(bi + ['i', 'k'])}] += A[{', '.join(bi + ['i', 'j'])}] * "
+            f"B[{', '.join(bi + ['j', 'k'])}]")
+    out = _c.einsum(spec, A=a, B=b)
+    if x1.ndim == 1:
+        out = squeeze(out, axis=-2)
+    if x2.ndim == 1:
+        out = squeeze(out, axis=-1)
+    return _as_dtype(out, want)
 _LETTERS = "abcdefghijklmnopqrstuvw"
 
 
@@ -492,12 +520,14 @@ def tensordot(x1, x2, /, *, axes=2):
         i2[q] = i1[p]
     out = [i for k, i in enumerate(i1) if k not in a1] + [i for k, i in enumerate(i2) if k not in a2]
     spec = f"C[{', '.join(out)}] += A[{', '.join(i1)}] * B[{', '.join(i2)}]"
-    return _c.einsum(spec, A=x1, B=x2)
+    # (einsum sums integers in int64 and floats in float64: the promoted dtype again)
+    return _as_dtype(_c.einsum(spec, A=x1, B=x2), result_type(x1, x2))
 
 
 def vecdot(x1, x2, /, *, axis=-1):
     x1, x2 = asarray(x1), asarray(x2)
-    return _c.sum(_c.multiply(x1, x2), axis=axis)
+    # (the core sums integers in int64: the promoted dtype again, wrapping as NumPy)
+    return _as_dtype(_c.sum(_c.multiply(x1, x2), axis=axis), result_type(x1, x2))
 
 
 # --- manipulation ----------------------------------------------------------------------
@@ -509,7 +539,8 @@ def expand_dims(x, /, axis=0):
     x = asarray(x)
     from .lazy import lazy
 
-    return lazy(x).expand_dims(axis).compute()
+    # (the lazy expression computes in the core's wide types: x's dtype again)
+    return _as_dtype(lazy(x).expand_dims(axis).compute(), x.dtype)
 
 
 def reshape(x, /, shape, *, copy=None):
