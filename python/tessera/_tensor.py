@@ -452,8 +452,9 @@ class Tensor:
         used = builtins.sum(k.ndim if isinstance(k, np.ndarray) else 0 if k is None or k is Ellipsis
                             or isinstance(k, (bool, np.bool_)) else 1 for k in key)
         if used > self.ndim:
-            raise TypeError(f"a Tensor of {self.ndim} dimensions is indexed by one key per "
-                            f"dimension at most, not {used}")
+            # (IndexError, as NumPy's and the standard's)
+            raise IndexError(f"a Tensor of {self.ndim} dimensions is indexed by one key per "
+                             f"dimension at most, not {used}")
         part = self.to_numpy()[tuple(key)]
         return asarray(np.asarray(part))
 

@@ -364,6 +364,9 @@ def _reduction(f, accumulates):
         out = f(x, axis=axis)
         if keepdims:
             out = _keep_dims(out, x, axis)
+        if f in (_c.any, _c.all):
+            # (`axis=()` reduces nothing: the values themselves, as truth values)
+            return out if out.dtype == np.bool_ else _c.not_equal(out, 0)
         if out.dtype != np.bool_ and out.dtype != x.dtype and x.dtype != np.bool_:
             out = _as_dtype(out, x.dtype)
         return out
@@ -526,6 +529,14 @@ def tensordot(x1, x2, /, *, axes=2):
 
 def vecdot(x1, x2, /, *, axis=-1):
     x1, x2 = asarray(x1), asarray(x2)
+    # The contracted axis must match as it is (broadcasting applies to the other axes only);
+    # it counts from the end (a non-negative one only between operands of equal rank).
+    n = _builtins.min(x1.ndim, x2.ndim)
+    if not (-n <= axis < 0 or (x1.ndim == x2.ndim and 0 <= axis < n)):
+        raise ValueError(f"vecdot: axis {axis} is not within both operands' dimensions "
+                         f"({x1.shape} and {x2.shape})")
+    if x1.shape[axis] != x2.shape[axis]:
+        raise ValueError(f"vecdot: the axis {axis} sizes differ ({x1.shape} and {x2.shape})")
     # (the core sums integers in int64: the promoted dtype again, wrapping as NumPy)
     return _as_dtype(_c.sum(_c.multiply(x1, x2), axis=axis), result_type(x1, x2))
 
@@ -537,6 +548,9 @@ def permute_dims(x, /, axes):
 
 def expand_dims(x, /, axis=0):
     x = asarray(x)
+    if not -x.ndim - 1 <= axis <= x.ndim:
+        raise IndexError(f"expand_dims: axis {axis} is out of bounds for a result of "
+                         f"{x.ndim + 1} dimensions")
     from .lazy import lazy
 
     # (the lazy expression computes in the core's wide types: x's dtype again)

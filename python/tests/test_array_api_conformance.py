@@ -185,6 +185,31 @@ def test_ellipsis_none_and_masks_as_numpy(a, mask, row):
     same_typed(t[ts.asarray(row), 2:], a[row, 2:])
     with pytest.raises(TypeError):
         t[ts.asarray(np.array([0, 1]))]
+    with pytest.raises(IndexError):
+        t[ts.asarray(np.ones((3, 4, 1), dtype=bool))]  # a mask of more dimensions
+    with pytest.raises(IndexError):
+        t[0, 0, ...][ts.asarray(np.ones(2, dtype=bool))]  # a mask of a 0-d tensor
+
+
+def test_reduction_keywords_and_checks():
+    a = np.array([[0.0, 2.0], [3.0, 0.0]])
+    # axis=(): nothing reduced, any/all still give bools.
+    same_typed(xp.all(ts.asarray(a), axis=()), xps.all(xps.asarray(a), axis=()))
+    same_typed(xp.any(ts.asarray(a), axis=()), xps.any(xps.asarray(a), axis=()))
+    with pytest.raises(ValueError):
+        xp.vecdot(ts.asarray(np.zeros(0)), ts.asarray(np.zeros(1)))  # no broadcast on the axis
+    with pytest.raises(IndexError):
+        xp.expand_dims(ts.asarray(a), axis=3)
+    same_typed(xp.expand_dims(ts.asarray(a), axis=-3), xps.expand_dims(xps.asarray(a), axis=-3))
+
+
+def test_signbit_of_a_0d_negative_nan():
+    # A 0-d operand is written into the kernel as a literal unless it is a NaN (whose sign
+    # the literal would lose).
+    neg = ts.asarray(np.array(-np.nan))
+    assert bool(xp.signbit(neg))
+    assert not bool(xp.signbit(ts.asarray(np.array(np.nan))))
+    assert np.signbit(np.asarray(xp.copysign(ts.asarray(np.array([1.0, 2.0])), neg))).all()
 
 
 def test_array_attributes():
