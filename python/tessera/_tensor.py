@@ -433,24 +433,25 @@ class Tensor:
 
     def _index_dense(self, index):
         """The Array API's other keys, through NumPy on the dense values (a copy): ``...``,
-        ``None`` (a new axis), and a boolean tensor or array as a mask. Integer arrays (which
-        the standard leaves out) are refused, as are keys NumPy would read differently."""
+        ``None`` (a new axis), a boolean tensor or array as a mask, and integer tensors or
+        arrays (the 2024.12 standard's gathers, broadcast together, as NumPy's)."""
         key = []
         for i in index:
             if isinstance(i, Tensor):
-                if i.dtype != np.bool_:
-                    raise TypeError("a tensor used as an index must be a boolean mask "
-                                    f"(an integer tensor gathers through `take`), not {i.dtype}")
+                if i.dtype.kind not in "biu":
+                    raise TypeError(f"a tensor used as an index holds bools or integers, not {i.dtype}")
                 key.append(i.to_numpy())
-            elif isinstance(i, np.ndarray) and i.dtype == np.bool_:
+            elif isinstance(i, np.ndarray) and i.dtype.kind in "biu":
                 key.append(i)
             elif i is None or i is Ellipsis or isinstance(i, (bool, np.bool_, int, np.integer, slice)):
                 key.append(i)
             else:
                 raise TypeError("a Tensor is indexed by integers, slices, `...`, `None` and "
                                 f"boolean masks, not by {type(i).__name__}")
-        used = builtins.sum(k.ndim if isinstance(k, np.ndarray) else 0 if k is None or k is Ellipsis
-                            or isinstance(k, (bool, np.bool_)) else 1 for k in key)
+        # The axes the key consumes: a mask its own rank, an integer array one.
+        used = builtins.sum((k.ndim if k.dtype == np.bool_ else 1) if isinstance(k, np.ndarray)
+                            else 0 if k is None or k is Ellipsis or isinstance(k, (bool, np.bool_))
+                            else 1 for k in key)
         if used > self.ndim:
             # (IndexError, as NumPy's and the standard's)
             raise IndexError(f"a Tensor of {self.ndim} dimensions is indexed by one key per "

@@ -232,7 +232,10 @@ def nextafter(x1, x2, /):
     operands go through NumPy (Tessera computes floats in float64)."""
     dtypes = [a.dtype for a in (x1, x2) if isinstance(a, Tensor)]
     if dtypes and np.result_type(*dtypes) == np.float32:
-        return asarray(np.nextafter(np.asarray(x1), np.asarray(x2)))
+        # (a Python float beside a float32 tensor is float32, as the standard's weak scalars)
+        a, b = (np.asarray(v) if isinstance(v, Tensor) else np.asarray(v, dtype=np.float32)
+                for v in (x1, x2))
+        return asarray(np.nextafter(a, b))
     return _c.nextafter(x1, x2)
 
 

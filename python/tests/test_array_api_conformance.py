@@ -183,8 +183,14 @@ def test_ellipsis_none_and_masks_as_numpy(a, mask, row):
     same_typed(t[None, 1:, ...], a[None, 1:, ...])
     same_typed(t[ts.asarray(mask)], a[mask])
     same_typed(t[ts.asarray(row), 2:], a[row, 2:])
+    # Integer tensors gather as NumPy's integer arrays (the 2024.12 standard's).
+    rows, cols = np.array([[0], [2]]), np.array([1, 3, -1])
+    same_typed(t[ts.asarray(rows), ts.asarray(cols)], a[rows, cols])
+    same_typed(t[1, ts.asarray(cols)], a[1, cols])
+    with pytest.raises(IndexError):
+        t[ts.asarray(np.array([3])), 0]
     with pytest.raises(TypeError):
-        t[ts.asarray(np.array([0, 1]))]
+        t[ts.asarray(np.array([0.5]))]
     with pytest.raises(IndexError):
         t[ts.asarray(np.ones((3, 4, 1), dtype=bool))]  # a mask of more dimensions
     with pytest.raises(IndexError):
@@ -265,3 +271,9 @@ def test_unique_results_are_named():
     same_typed(full.indices, np.array([3, 1, 0]))
     values, _, _, _ = full  # still a tuple
     same_typed(values, np.array([0, 1, 3]))
+
+
+def test_nextafter_of_float32_and_a_python_float():
+    a = np.array([0.0, 1.0, -2.5], dtype=np.float32)
+    same_typed(xp.nextafter(ts.asarray(a), 10.0), xps.nextafter(xps.asarray(a), 10.0))
+    same_typed(xp.nextafter(-10.0, ts.asarray(a)), xps.nextafter(-10.0, xps.asarray(a)))
