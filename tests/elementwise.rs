@@ -426,6 +426,21 @@ fn integer_and_bitwise_functions_keep_the_structure_where_the_fill_maps_to_itsel
 }
 
 #[test]
+fn a_nan_constant_keeps_its_sign() {
+    // A 0-d NaN operand is read from its tensor, not written into the statement as the
+    // literal `NaN` (which has no sign).
+    for (nan, negative) in [(-f64::NAN, true), (f64::NAN, false)] {
+        let t = api::scalar(Scalar::F64(nan));
+        let s = api::map(Op::Signbit, &[&t]).unwrap();
+        assert_eq!(s.to_dense(), Buffer::Bool(vec![negative].into()));
+        // Beside a tensor too: the result is NaN everywhere, and stays NaN.
+        let a = csr(&[0.0, 3.0], &[1, 2]);
+        let sum = api::add(&a, &t).unwrap();
+        assert!(as_f64(&sum.to_dense()).iter().all(|x| x.is_nan()));
+    }
+}
+
+#[test]
 fn constants_keep_the_structure_and_move_the_fill() {
     let a = csr(&[0.0, 3.0, 0.0, 0.0, 0.0, -2.0], &[2, 3]);
     let shifted = api::add(&a, &api::scalar(Scalar::F64(1.0))).unwrap();

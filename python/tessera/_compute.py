@@ -7,7 +7,7 @@ with new data of the same formats compiles nothing.
 
 
 from . import _tessera
-from ._tensor import Tensor, _axes, _operand, asarray
+from ._tensor import Tensor, _axes, _operand, _standard_dtype, asarray
 
 
 def _tensors(kwargs):
@@ -104,7 +104,8 @@ def einsum(spec, format=None, **tensors):
 
 def _map(op, *args):
     like = next((a.dtype for a in args if isinstance(a, Tensor)), None)
-    return Tensor(_tessera.elementwise(op, [_operand(a, like) for a in args]))
+    out = Tensor(_tessera.elementwise(op, [_operand(a, like) for a in args]))
+    return _standard_dtype(out, args, keep_int_power=op == "pow")
 
 
 def add(a, b): return _map("add", a, b)
@@ -123,7 +124,12 @@ def logical_and(a, b): return _map("and", a, b)
 def logical_or(a, b): return _map("or", a, b)
 def logical_not(a): return _map("not", a)
 def negative(a): return _map("neg", a)
-def abs(a): return _map("abs", a)
+def abs(a):
+    # Unsigned values are their own magnitude (the core reads a uint64 at or above 2**63 as
+    # a negative int64).
+    if isinstance(a, Tensor) and a.dtype.kind == "u":
+        return a
+    return _map("abs", a)
 def sqrt(a): return _map("sqrt", a)
 def exp(a): return _map("exp", a)
 def log(a): return _map("log", a)
@@ -180,7 +186,8 @@ def where(condition, a, b):
     """``a`` where ``condition`` holds, else ``b`` (NumPy's ``where``, broadcast; one kernel:
     ``ifelse``). A sparse condition keeps its structure where ``b`` is its fill."""
     like = next((x.dtype for x in (a, b) if isinstance(x, Tensor)), None)
-    return Tensor(_tessera.elementwise("where", [_operand(condition), _operand(a, like), _operand(b, like)]))
+    out = Tensor(_tessera.elementwise("where", [_operand(condition), _operand(a, like), _operand(b, like)]))
+    return _standard_dtype(out, (a, b))
 
 
 def _reduce(how, a, axis):

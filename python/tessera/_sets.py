@@ -11,6 +11,8 @@ expanded to a dense copy, except where the result is itself dense in every posit
 a distinct value of its own, as the standard asks).
 """
 
+from collections import namedtuple
+
 import numpy as np
 
 from . import _tessera
@@ -161,6 +163,12 @@ def _inverse_tensor(x, coords, inverse, fill_at):
     return _build(x.shape, coords, inverse.astype(np.int64), fmt)
 
 
+# The standard's results: named tuples (`unique_counts(x).counts`), which unpack as before.
+UniqueAllResult = namedtuple("UniqueAllResult", ["values", "indices", "inverse_indices", "counts"])
+UniqueCountsResult = namedtuple("UniqueCountsResult", ["values", "counts"])
+UniqueInverseResult = namedtuple("UniqueInverseResult", ["values", "inverse_indices"])
+
+
 def unique_values(x, /):
     x = asarray(x)
     if _dense_fallback(x):
@@ -172,18 +180,18 @@ def unique_counts(x, /):
     x = asarray(x)
     if _dense_fallback(x):
         v, c = np.unique(np.asarray(x), return_counts=True, equal_nan=False)
-        return asarray(v), asarray(c)
+        return UniqueCountsResult(asarray(v), asarray(c))
     uniq, _, _, _, counts, _ = _unique(x, False, False)
-    return asarray(uniq), asarray(counts.astype(np.int64))
+    return UniqueCountsResult(asarray(uniq), asarray(counts.astype(np.int64)))
 
 
 def unique_inverse(x, /):
     x = asarray(x)
     if _dense_fallback(x):
         v, inv = np.unique(np.asarray(x), return_inverse=True, equal_nan=False)
-        return asarray(v), asarray(inv.reshape(x.shape))
+        return UniqueInverseResult(asarray(v), asarray(inv.reshape(x.shape)))
     uniq, _, inverse, fill_at, _, coords = _unique(x, False, True)
-    return asarray(uniq), _inverse_tensor(x, coords, inverse, fill_at)
+    return UniqueInverseResult(asarray(uniq), _inverse_tensor(x, coords, inverse, fill_at))
 
 
 def unique_all(x, /):
@@ -191,10 +199,11 @@ def unique_all(x, /):
     if _dense_fallback(x):
         v, i, inv, c = np.unique(np.asarray(x), return_index=True, return_inverse=True,
                                  return_counts=True, equal_nan=False)
-        return asarray(v), asarray(i), asarray(inv.reshape(x.shape)), asarray(c)
+        return UniqueAllResult(asarray(v), asarray(i), asarray(inv.reshape(x.shape)), asarray(c))
     uniq, index, inverse, fill_at, counts, coords = _unique(x, True, True)
-    return (asarray(uniq), asarray(np.asarray(index, dtype=np.int64)),
-            _inverse_tensor(x, coords, inverse, fill_at), asarray(counts.astype(np.int64)))
+    return UniqueAllResult(asarray(uniq), asarray(np.asarray(index, dtype=np.int64)),
+                           _inverse_tensor(x, coords, inverse, fill_at),
+                           asarray(counts.astype(np.int64)))
 
 
 # --- searching -----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import builtins
 import numpy as np
 
 from . import _tessera
-from .errors import FormatError, UnsupportedDtypeError
+from .errors import FormatError, IndexOutOfBoundsError, UnsupportedDtypeError
 
 DTYPES = ("float64", "float32", "int64", "int32", "int8", "uint8", "uint64", "bool")
 
@@ -107,12 +107,24 @@ def _from_pydata(obj, format):
                              _format_text(format))
 
 
-def asarray(obj, format=None, dtype=None):
+def _check_device(device):
+    """Tessera computes on the CPU: ``device`` is None or ``"cpu"``."""
+    if device is not None and device != "cpu":
+        raise ValueError(f"Tessera tensors live on the CPU (device 'cpu'), not on {device!r}")
+
+
+def asarray(obj, format=None, dtype=None, *, device=None, copy=None):
     """A Tessera tensor from ``obj``: a Tensor (converted if ``format`` differs), a NumPy
     array, a SciPy sparse array or matrix (CSR, CSC, COO, DIA, BSR, ...), a pydata/sparse
     COO or GCXS array, a nested list or a scalar. ``format`` is a format object or text
     (default: dense for arrays, CSR for SciPy matrices, compressed levels for COO);
-    ``dtype`` converts the values first (NumPy's rules)."""
+    ``dtype`` converts the values first (NumPy's rules). ``copy`` is the Array API's:
+    ``True`` never shares the memory of ``obj`` (a NumPy array's later writes are not seen),
+    ``False`` raises ``ValueError`` where sharing is impossible, ``None`` shares where it
+    can. ``device`` is None or ``"cpu"``."""
+    _check_device(device)
+    if copy is not None:
+        return _asarray_copy(obj, format, dtype, bool(copy))
     if isinstance(obj, Tensor):
         if dtype is not None and np.dtype(dtype) != obj.dtype:
             obj = asarray(obj.to_numpy().astype(dtype), format=format or obj.format)
@@ -132,17 +144,83 @@ def asarray(obj, format=None, dtype=None):
     return Tensor(_tessera.from_numpy(arr, name, list(arr.shape), _format_text(format)))
 
 
+def _asarray_copy(obj, format, dtype, copy):
+    """``asarray`` with the Array API's ``copy=True`` or ``copy=False``."""
+    if isinstance(obj, Tensor):
+        same = (dtype is None or np.dtype(dtype) == obj.dtype) and format is None
+        if same:
+            # A tensor is immutable: sharing it is a copy in every way a caller can see,
+            # but `copy=True` promises new memory, so the conversion below makes one.
+            if not copy:
+                return obj
+            return Tensor(obj._raw.to_format(obj.format))
+        if not copy:
+            raise ValueError("asarray(copy=False): a copy is needed to change the dtype or format")
+        return asarray(obj, format=format, dtype=dtype)
+    if copy:
+        if _is_scipy_sparse(obj) or _is_pydata_sparse(obj):
+            obj = obj.copy()
+        else:
+            obj = np.array(obj, dtype=dtype, copy=True)
+            dtype = None
+        return asarray(obj, format=format, dtype=dtype)
+    # copy=False: only a dense NumPy array whose memory the tensor can take as it is.
+    arr = obj if isinstance(obj, np.ndarray) else None
+    if (arr is None or format is not None or (dtype is not None and np.dtype(dtype) != arr.dtype)
+            or arr.dtype.name not in DTYPES or arr.dtype == np.bool_ or not arr.flags.c_contiguous
+            or not arr.flags.aligned or not arr.dtype.isnative):
+        raise ValueError("asarray(copy=False): the values cannot be shared without a copy "
+                         "(not a C-contiguous, aligned, native NumPy array of a Tessera dtype, "
+                         "bool, or another dtype or format asked for)")
+    return asarray(arr)
+
+
+def _as_dtype(t, dtype):
+    """``t`` with elements of ``dtype``, by a compiled conversion that keeps its format
+    (integers wrap, as NumPy's ``astype``)."""
+    from ._sets import _retyped_format
+
+    dtype = np.dtype(dtype)
+    if t.dtype == dtype:
+        return t
+    fill = np.asarray(t.fill).astype(dtype).item()
+    return t.to_format(_retyped_format(t.format, fill, dtype))
+
+
+def _standard_dtype(out, operands, keep_int_power=False):
+    """``out`` (an elementwise result) in the dtype the Array API's promotion gives its
+    tensor operands (Python scalars are weak). The core computes integers in int64 (uint64)
+    and floats in float64, so ``uint8 + uint8`` and ``sin(float32)`` come back wide and are
+    converted here (integers wrap, as in NumPy; a float64 result rounds once to float32).
+    Results of another kind are left alone: comparisons (bool), and the quotient of
+    integers (float64; the standard leaves it unspecified), except integer powers
+    (``keep_int_power``), which the standard makes integers. Promotions to a dtype Tessera
+    lacks (``int8`` with ``uint8`` is ``int16``) keep the wide result."""
+    dtypes = [o.dtype for o in operands if isinstance(o, Tensor)]
+    if not dtypes:
+        return out
+    want = np.result_type(*dtypes)
+    have = out.dtype
+    if have == want or want.name not in DTYPES:
+        return out
+    same_kind = (want.kind == have.kind == "f") or (want.kind in "iu" and have.kind in "iu")
+    if same_kind or (keep_int_power and want.kind in "iu" and have.kind == "f"):
+        return _as_dtype(out, want)
+    return out
+
+
 def _from_levels(shape, format, levels):
     levels = [[(_native(a), dtype) for a, dtype in level] for level in levels]
     return Tensor(_tessera.from_levels(shape, format, levels))
 
 
-def from_dlpack(x, format=None, copy=None):
+def from_dlpack(x, /, format=None, *, device=None, copy=None):
     """A tensor from any object with ``__dlpack__`` (PyTorch, JAX, CuPy on CPU, NumPy...):
     the dense values, in ``format`` (default dense). A dense tensor of a C-contiguous,
     aligned, native-order producer shares its memory (no copy, as ``asarray``); ``copy=True``
     always copies, and ``copy=False`` raises ``BufferError`` where sharing is impossible
     (a strided or byte-swapped producer, another format)."""
+    _check_device(device)
     arr = np.from_dlpack(x)
     if copy:
         arr = arr.copy()
@@ -337,15 +415,49 @@ class Tensor:
         if not isinstance(index, tuple):
             index = (index,)
         if len(index) == self.ndim and builtins.all(isinstance(i, (int, np.integer)) for i in index):
-            norm = [int(i) % n if -n <= int(i) < n else int(i) for i, n in zip(index, self.shape)]
-            return self._raw.get(norm)
+            if not index:
+                return self  # `x[()]` of a 0-d tensor: itself (immutable)
+            for i, n in zip(index, self.shape):
+                if not -n <= int(i) < n:
+                    raise IndexOutOfBoundsError(f"index {int(i)} is out of bounds for an axis of size {n}")
+            norm = [int(i) % n for i, n in zip(index, self.shape)]
+            # A 0-d tensor, as the Array API says (`float(t[i, j])` gives the Python value).
+            return asarray(np.asarray(self._raw.get(norm), dtype=self.dtype))
         if builtins.all(isinstance(i, (int, np.integer, slice)) for i in index) and len(index) <= self.ndim:
             # Slices (a copy): through SciPy for a sparse matrix, else through NumPy; the
             # result keeps the format when it keeps the rank.
             sparse = self.ndim == 2 and not self._raw.dense_view and not self.fill
             part = (self.to_scipy() if sparse else self.to_numpy())[index]
             return asarray(part, format=self.format if part.ndim == self.ndim else None)
-        raise TypeError("a Tensor is indexed by integers and slices, one per dimension at most")
+        return self._index_dense(index)
+
+    def _index_dense(self, index):
+        """The Array API's other keys, through NumPy on the dense values (a copy): ``...``,
+        ``None`` (a new axis), a boolean tensor or array as a mask, and integer tensors or
+        arrays (the 2024.12 standard's gathers, broadcast together, as NumPy's)."""
+        key = []
+        for i in index:
+            if isinstance(i, Tensor):
+                if i.dtype.kind not in "biu":
+                    raise TypeError(f"a tensor used as an index holds bools or integers, not {i.dtype}")
+                key.append(i.to_numpy())
+            elif isinstance(i, np.ndarray) and i.dtype.kind in "biu":
+                key.append(i)
+            elif i is None or i is Ellipsis or isinstance(i, (bool, np.bool_, int, np.integer, slice)):
+                key.append(i)
+            else:
+                raise TypeError("a Tensor is indexed by integers, slices, `...`, `None` and "
+                                f"boolean masks, not by {type(i).__name__}")
+        # The axes the key consumes: a mask its own rank, an integer array one.
+        used = builtins.sum((k.ndim if k.dtype == np.bool_ else 1) if isinstance(k, np.ndarray)
+                            else 0 if k is None or k is Ellipsis or isinstance(k, (bool, np.bool_))
+                            else 1 for k in key)
+        if used > self.ndim:
+            # (IndexError, as NumPy's and the standard's)
+            raise IndexError(f"a Tensor of {self.ndim} dimensions is indexed by one key per "
+                             f"dimension at most, not {used}")
+        part = self.to_numpy()[tuple(key)]
+        return asarray(np.asarray(part))
 
     def __float__(self):
         return float(self._scalar())
@@ -355,6 +467,26 @@ class Tensor:
 
     def __bool__(self):
         return bool(self._scalar())
+
+    def __complex__(self):
+        return complex(self._scalar())
+
+    def __index__(self):
+        """A 0-d integer tensor as a Python int (to index Python sequences); other dtypes
+        raise ``TypeError``, as NumPy's do."""
+        if self.dtype.kind not in "iu" or self.ndim != 0:
+            raise TypeError(f"only a 0-d integer tensor is an index, not a {self.dtype} tensor "
+                            f"of shape {self.shape}")
+        return int(self._scalar())
+
+    @property
+    def device(self):
+        """Tessera computes on the CPU."""
+        return "cpu"
+
+    def to_device(self, device, /, *, stream=None):
+        _check_device(device)
+        return self
 
     def _scalar(self):
         if self.size != 1:
@@ -366,7 +498,8 @@ class Tensor:
         args = [self._raw] + [_operand(o, self.dtype) for o in others]
         if reflected:
             args.reverse()
-        return Tensor(_tessera.elementwise(op, args))
+        return _standard_dtype(Tensor(_tessera.elementwise(op, args)), (self,) + others,
+                               keep_int_power=op == "pow")
 
     def __add__(self, o): return self._map("add", o)
     def __radd__(self, o): return self._map("add", o, reflected=True)
@@ -399,7 +532,15 @@ class Tensor:
     def __rshift__(self, o): return self._map("rshift", o)
     def __rrshift__(self, o): return self._map("rshift", o, reflected=True)
     def __neg__(self): return self._map("neg")
-    def __abs__(self): return self._map("abs")
+    def __abs__(self):
+        # Unsigned values are their own magnitude (the core would read a uint64 at or above
+        # 2**63 as a negative int64).
+        return self if self.dtype.kind == "u" else self._map("abs")
+    def __pos__(self): return self
+    # Powers of floats are IEEE's `pow` (the language's `pow`); integer powers of integers are
+    # computed as floats and converted back (exact below 2**53).
+    def __pow__(self, o): return self._map("pow", o)
+    def __rpow__(self, o): return self._map("pow", o, reflected=True)
 
     def __invert__(self):
         """Logical not of bools, bitwise not of integers."""
@@ -409,11 +550,17 @@ class Tensor:
 
     __hash__ = None
 
+    # The standard's matmul (stacks of matrices broadcast, the promoted dtype): the core's
+    # matmul for matrices and vectors.
     def __matmul__(self, o):
-        return Tensor(_tessera.matmul(self._raw, _operand(o)))
+        from .array_api import matmul
+
+        return matmul(self, o)
 
     def __rmatmul__(self, o):
-        return Tensor(_tessera.matmul(_operand(o), self._raw))
+        from .array_api import matmul
+
+        return matmul(o, self)
 
     def _reduce(self, how, axis):
         axes = _axes(axis, self.ndim)
@@ -444,6 +591,15 @@ class Tensor:
     @property
     def T(self):
         return self.transpose()
+
+    @property
+    def mT(self):
+        """The transpose of the last two axes (the Array API's matrix transpose)."""
+        if self.ndim < 2:
+            raise ValueError("mT needs a tensor of at least two dimensions")
+        axes = list(range(self.ndim))
+        axes[-2], axes[-1] = axes[-1], axes[-2]
+        return self.permute_dims(axes)
 
     def matmul(self, other):
         return self @ other

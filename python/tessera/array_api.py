@@ -18,7 +18,7 @@ from . import _compute as _c
 from ._sets import argsort, searchsorted, sort, unique_all, unique_counts, unique_inverse, unique_values  # noqa: F401
 from ._sets import _retyped_format
 from ._tensor import DTYPES as _DTYPES
-from ._tensor import Tensor, asarray, from_dlpack  # noqa: F401  (part of the namespace)
+from ._tensor import Tensor, _as_dtype, _check_device, asarray, from_dlpack  # noqa: F401
 
 __array_api_version__ = "2023.12"
 
@@ -36,10 +36,25 @@ def _dtype_of(x):
     return x.dtype if isinstance(x, Tensor) else np.dtype(x)
 
 
+class _FInfo:
+    """The standard's ``finfo`` object: ``bits`` an int, ``eps max min smallest_normal``
+    Python floats (NumPy's ``finfo`` gives NumPy scalars), ``dtype``."""
+
+    __slots__ = ("bits", "eps", "max", "min", "smallest_normal", "dtype")
+
+    def __init__(self, dtype):
+        info = np.finfo(dtype)
+        self.bits, self.dtype = int(info.bits), info.dtype
+        self.eps, self.max, self.min = float(info.eps), float(info.max), float(info.min)
+        self.smallest_normal = float(info.smallest_normal)
+
+    def __repr__(self):
+        return f"finfo(bits={self.bits}, eps={self.eps}, max={self.max}, min={self.min}, dtype={self.dtype})"
+
+
 def finfo(type, /):
-    """Machine limits of a float dtype (NumPy's ``finfo``: ``bits eps max min
-    smallest_normal dtype``)."""
-    return np.finfo(_dtype_of(type))
+    """Machine limits of a float dtype (``bits eps max min smallest_normal dtype``)."""
+    return _FInfo(_dtype_of(type))
 
 
 def iinfo(type, /):
@@ -89,47 +104,58 @@ def can_cast(from_, to, /):
 
 
 # --- creation --------------------------------------------------------------------------
-def zeros(shape, *, dtype=None, format=None):
+def zeros(shape, *, dtype=None, device=None, format=None):
+    _check_device(device)
     return asarray(np.zeros(shape, dtype=dtype or np.float64), format=format)
 
 
-def ones(shape, *, dtype=None, format=None):
+def ones(shape, *, dtype=None, device=None, format=None):
+    _check_device(device)
     return asarray(np.ones(shape, dtype=dtype or np.float64), format=format)
 
 
-def full(shape, fill_value, *, dtype=None, format=None):
+def full(shape, fill_value, *, dtype=None, device=None, format=None):
+    _check_device(device)
     return asarray(np.full(shape, fill_value, dtype=dtype), format=format)
 
 
-def empty(shape, *, dtype=None, format=None):
+def empty(shape, *, dtype=None, device=None, format=None):
+    _check_device(device)
     return zeros(shape, dtype=dtype, format=format)
 
 
-def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, format=None):
+def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None, format=None):
+    _check_device(device)
     return asarray(np.eye(n_rows, n_cols, k=k, dtype=dtype or np.float64), format=format)
 
 
-def arange(start, /, stop=None, step=1, *, dtype=None):
+def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
+    _check_device(device)
     return asarray(np.arange(start, stop, step, dtype=dtype))
 
 
-def zeros_like(x, /, *, dtype=None):
+def zeros_like(x, /, *, dtype=None, device=None):
+    _check_device(device)
     return zeros(x.shape, dtype=dtype or x.dtype)
 
 
-def ones_like(x, /, *, dtype=None):
+def ones_like(x, /, *, dtype=None, device=None):
+    _check_device(device)
     return ones(x.shape, dtype=dtype or x.dtype)
 
 
-def full_like(x, /, fill_value, *, dtype=None):
+def full_like(x, /, fill_value, *, dtype=None, device=None):
+    _check_device(device)
     return full(x.shape, fill_value, dtype=dtype or x.dtype)
 
 
-def empty_like(x, /, *, dtype=None):
+def empty_like(x, /, *, dtype=None, device=None):
+    _check_device(device)
     return zeros_like(x, dtype=dtype)
 
 
-def linspace(start, stop, /, num, *, dtype=None, endpoint=True):
+def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
+    _check_device(device)
     return asarray(np.linspace(start, stop, num, dtype=dtype or np.float64, endpoint=endpoint))
 
 
@@ -185,46 +211,20 @@ def _float(x):
     return np.issubdtype(asarray(x).dtype, np.floating)
 
 
-def _as_dtype(t, dtype):
-    """``t`` with elements of ``dtype``, by a compiled conversion that keeps its format
-    (integers wrap, as NumPy's ``astype``)."""
-    dtype = np.dtype(dtype)
-    if t.dtype == dtype:
-        return t
-    fill = np.asarray(t.fill).astype(dtype).item()
-    return t.to_format(_retyped_format(t.format, fill, dtype))
-
-
-def _promoted(f):
-    """``f`` giving the dtype of the standard's type promotion of its tensor operands (Python
-    scalars are weak): Tessera computes integers in int64 and floats in float64, and a
-    narrower result (``int8 & int8``) is converted back. Mixed kinds NumPy would widen to a
-    type Tessera lacks (``int8`` with ``uint8`` is ``int16``) stay int64."""
-
-    def g(*args):
-        out = f(*args)
-        dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
-        want = np.result_type(*dtypes) if dtypes else out.dtype
-        if out.dtype == want or out.dtype == np.bool_ or want.name not in _DTYPES:
-            return out
-        return _as_dtype(out, want)
-
-    g.__name__ = f.__name__
-    g.__doc__ = f.__doc__
-    return g
-
-
+# Every elementwise function gives the dtype of the standard's promotion of its tensor
+# operands (`_tensor._standard_dtype`: Tessera computes integers in int64 and floats in
+# float64, and a narrower result, `int8 & int8` or `sin(float32)`, is converted back).
 # Floored division (NumPy's `remainder` and `floor_divide`: the remainder takes the divisor's
 # sign; integer division by zero gives 0, without NumPy's warning), exact on integers.
-remainder, floor_divide = _promoted(_c.remainder), _promoted(_c.floor_divide)
-copysign, logaddexp = _promoted(_c.copysign), _promoted(_c.logaddexp)
+remainder, floor_divide = _c.remainder, _c.floor_divide
+copysign, logaddexp = _c.copysign, _c.logaddexp
 signbit = _c.signbit
 # Bitwise on integers, logical on bools; shifts by amounts outside 0..63 give NumPy's results
 # (0, or the sign for `>>`).
-bitwise_and, bitwise_or = _promoted(_c.bitwise_and), _promoted(_c.bitwise_or)
-bitwise_xor, bitwise_invert = _promoted(_c.bitwise_xor), _promoted(_c.bitwise_invert)
-bitwise_left_shift = _promoted(_c.bitwise_left_shift)
-bitwise_right_shift = _promoted(_c.bitwise_right_shift)
+bitwise_and, bitwise_or = _c.bitwise_and, _c.bitwise_or
+bitwise_xor, bitwise_invert = _c.bitwise_xor, _c.bitwise_invert
+bitwise_left_shift = _c.bitwise_left_shift
+bitwise_right_shift = _c.bitwise_right_shift
 
 
 def nextafter(x1, x2, /):
@@ -232,7 +232,10 @@ def nextafter(x1, x2, /):
     operands go through NumPy (Tessera computes floats in float64)."""
     dtypes = [a.dtype for a in (x1, x2) if isinstance(a, Tensor)]
     if dtypes and np.result_type(*dtypes) == np.float32:
-        return asarray(np.nextafter(np.asarray(x1), np.asarray(x2)))
+        # (a Python float beside a float32 tensor is float32, as the standard's weak scalars)
+        a, b = (np.asarray(v) if isinstance(v, Tensor) else np.asarray(v, dtype=np.float32)
+                for v in (x1, x2))
+        return asarray(np.nextafter(a, b))
     return _c.nextafter(x1, x2)
 
 
@@ -287,9 +290,11 @@ def sign(x, /):
     x = asarray(x)
     one = x.dtype.type(1)
     if np.issubdtype(x.dtype, np.unsignedinteger) or x.dtype == np.bool_:
-        return where(greater(x, x.dtype.type(0)), one, x)
-    # Zeros and NaN fall through to themselves.
-    return where(greater(x, 0), one, where(less(x, 0), x.dtype.type(-1), x))
+        # (`!= 0`, not `> 0`: the core compares a uint64 at or above 2**63 as a negative int64)
+        return where(not_equal(x, x.dtype.type(0)), one, x)
+    # NaN falls through to itself; a zero of either sign gives +0 (the standard's 0).
+    zero = where(equal(x, 0), x.dtype.type(0), x)
+    return where(greater(x, 0), one, where(less(x, 0), x.dtype.type(-1), zero))
 
 
 def isnan(x, /):
@@ -324,34 +329,76 @@ def clip(x, /, min=None, max=None):
     return x
 
 
-def astype(x, dtype, /, *, copy=True):
+def astype(x, dtype, /, *, copy=True, device=None):
+    _check_device(device)
     x = asarray(x)
     if not copy and np.dtype(dtype) == x.dtype:
         return x
-    return asarray(x, dtype=dtype, format=x.format)
+    # A compiled conversion in x's format (the format's leaf names the dtype, so
+    # `asarray(x, dtype=..., format=x.format)` would keep the old one).
+    return asarray(x, copy=True) if np.dtype(dtype) == x.dtype else _as_dtype(x, dtype)
 
 
 # --- reductions ------------------------------------------------------------------------
-def _reduction(f):
+def _keep_dims(out, x, axis):
+    """``out`` (a reduction of ``x`` over ``axis``) with each reduced axis kept, of size 1."""
+    axes = range(x.ndim) if axis is None else ([axis] if isinstance(axis, int) else axis)
+    for a in sorted(a % x.ndim for a in axes):
+        out = expand_dims(out, axis=a)
+    return out
+
+
+def _sum_dtype(x, dtype):
+    """The dtype of ``sum`` and ``prod``: ``dtype`` if given, else the standard's default:
+    int64 for signed integers and bools, uint64 for unsigned, the input's own float dtype."""
+    if dtype is not None:
+        return np.dtype(dtype)
+    kind = x.dtype.kind
+    return np.dtype(np.uint64) if kind == "u" else np.dtype(np.int64) if kind in "bi" else x.dtype
+
+
+def _reduction(f, accumulates):
+    """A reduction of the namespace: ``axis``, ``keepdims`` and the standard's result dtype
+    (the core reduces integers in int64 and floats in float64): ``sum`` and ``prod``
+    (``accumulates``) give :func:`_sum_dtype`, ``max`` and ``min`` the input's dtype."""
+
     def reduce(x, /, *, axis=None, keepdims=False):
+        x = asarray(x)
         out = f(x, axis=axis)
         if keepdims:
-            axes = range(x.ndim) if axis is None else ([axis] if isinstance(axis, int) else axis)
-            for a in sorted(a % x.ndim for a in axes):
-                out = expand_dims(out, axis=a)
+            out = _keep_dims(out, x, axis)
+        if f in (_c.any, _c.all):
+            # (`axis=()` reduces nothing: the values themselves, as truth values)
+            return out if out.dtype == np.bool_ else _c.not_equal(out, 0)
+        if out.dtype != np.bool_ and out.dtype != x.dtype and x.dtype != np.bool_:
+            out = _as_dtype(out, x.dtype)
         return out
 
-    reduce.__name__ = f.__name__
-    return reduce
+    def accumulate(x, /, *, axis=None, dtype=None, keepdims=False):
+        x = asarray(x)
+        want = _sum_dtype(x, dtype)
+        if want.kind == "f" and x.dtype.kind != "f":
+            x = _as_dtype(x, want)  # sum(int8, dtype=float32): the values as floats first
+        out = f(x, axis=axis)
+        if keepdims:
+            out = _keep_dims(out, x, axis)
+        return _as_dtype(out, want)
+
+    g = accumulate if accumulates else reduce
+    g.__name__ = f.__name__
+    g.__doc__ = reduce.__doc__ if not accumulates else accumulate.__doc__
+    return g
 
 
-sum, prod, max, min, any, all = (_reduction(f) for f in (_c.sum, _c.prod, _c.max, _c.min, _c.any, _c.all))
+sum, prod = _reduction(_c.sum, True), _reduction(_c.prod, True)
+max, min, any, all = (_reduction(f, False) for f in (_c.max, _c.min, _c.any, _c.all))
 
 
 def mean(x, /, *, axis=None, keepdims=False):
     x = asarray(x)
     axes = range(x.ndim) if axis is None else ([axis] if isinstance(axis, int) else axis)
     count = int(np.prod([x.shape[a] for a in axes]))
+    # (divide keeps a float32 sum float32: the Python float is weak)
     return divide(sum(x, axis=axis, keepdims=keepdims), float(count))
 
 
@@ -437,7 +484,33 @@ def _cumulative(x, axis, dtype, include_initial, op):
 
 
 # --- linear algebra --------------------------------------------------------------------
-matmul = _c.matmul
+def matmul(x1, x2, /):
+    """The standard's ``matmul``: matrices and vectors by the core's ``matmul``, stacks of
+    matrices (more than two dimensions, batch axes broadcast) by one einsum over the
+    broadcast operands; the result in the promoted dtype."""
+    x1, x2 = asarray(x1), asarray(x2)
+    want = result_type(x1, x2)
+    if x1.ndim == 0 or x2.ndim == 0:
+        raise ValueError("matmul needs operands of at least one dimension (use multiply)")
+    if x1.ndim <= 2 and x2.ndim <= 2:
+        return _as_dtype(_c.matmul(x1, x2), want)
+    a = expand_dims(x1, axis=0) if x1.ndim == 1 else x1
+    b = expand_dims(x2, axis=-1) if x2.ndim == 1 else x2
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"matmul: shapes {x1.shape} and {x2.shape} do not align "
+                         f"({a.shape[-1]} != {b.shape[-2]})")
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = broadcast_to(a, batch + a.shape[-2:])
+    b = broadcast_to(b, batch + b.shape[-2:])
+    bi = [f"b{k}" for k in range(len(batch))]
+    spec = (f"C[{', '.join(bi + ['i', 'k'])}] += A[{', '.join(bi + ['i', 'j'])}] * "
+            f"B[{', '.join(bi + ['j', 'k'])}]")
+    out = _c.einsum(spec, A=a, B=b)
+    if x1.ndim == 1:
+        out = squeeze(out, axis=-2)
+    if x2.ndim == 1:
+        out = squeeze(out, axis=-1)
+    return _as_dtype(out, want)
 _LETTERS = "abcdefghijklmnopqrstuvw"
 
 
@@ -453,12 +526,22 @@ def tensordot(x1, x2, /, *, axes=2):
         i2[q] = i1[p]
     out = [i for k, i in enumerate(i1) if k not in a1] + [i for k, i in enumerate(i2) if k not in a2]
     spec = f"C[{', '.join(out)}] += A[{', '.join(i1)}] * B[{', '.join(i2)}]"
-    return _c.einsum(spec, A=x1, B=x2)
+    # (einsum sums integers in int64 and floats in float64: the promoted dtype again)
+    return _as_dtype(_c.einsum(spec, A=x1, B=x2), result_type(x1, x2))
 
 
 def vecdot(x1, x2, /, *, axis=-1):
     x1, x2 = asarray(x1), asarray(x2)
-    return _c.sum(_c.multiply(x1, x2), axis=axis)
+    # The contracted axis must match as it is (broadcasting applies to the other axes only);
+    # it counts from the end (a non-negative one only between operands of equal rank).
+    n = _builtins.min(x1.ndim, x2.ndim)
+    if not (-n <= axis < 0 or (x1.ndim == x2.ndim and 0 <= axis < n)):
+        raise ValueError(f"vecdot: axis {axis} is not within both operands' dimensions "
+                         f"({x1.shape} and {x2.shape})")
+    if x1.shape[axis] != x2.shape[axis]:
+        raise ValueError(f"vecdot: the axis {axis} sizes differ ({x1.shape} and {x2.shape})")
+    # (the core sums integers in int64: the promoted dtype again, wrapping as NumPy)
+    return _as_dtype(_c.sum(_c.multiply(x1, x2), axis=axis), result_type(x1, x2))
 
 
 # --- manipulation ----------------------------------------------------------------------
@@ -466,11 +549,15 @@ def permute_dims(x, /, axes):
     return asarray(x).permute_dims(axes)
 
 
-def expand_dims(x, /, *, axis=0):
+def expand_dims(x, /, axis=0):
     x = asarray(x)
+    if not -x.ndim - 1 <= axis <= x.ndim:
+        raise IndexError(f"expand_dims: axis {axis} is out of bounds for a result of "
+                         f"{x.ndim + 1} dimensions")
     from .lazy import lazy
 
-    return lazy(x).expand_dims(axis).compute()
+    # (the lazy expression computes in the core's wide types: x's dtype again)
+    return _as_dtype(lazy(x).expand_dims(axis).compute(), x.dtype)
 
 
 def reshape(x, /, shape, *, copy=None):
@@ -604,6 +691,39 @@ def nonzero(x, /):
 
 def where(condition, x1, x2, /):
     return _c.where(condition, x1, x2)
+
+
+class _Info:
+    """The inspection namespace (``__array_namespace_info__()``): Tessera runs on the CPU,
+    with its dtypes (no complex, no int16/uint16/uint32)."""
+
+    def capabilities(self):
+        # Boolean indexing and data-dependent output shapes (`nonzero`, `unique_*`) exist
+        # (the latter through the stored entries); `max dimensions` is not limited.
+        return {"boolean indexing": False, "data-dependent shapes": True, "max dimensions": None}
+
+    def default_device(self):
+        return "cpu"
+
+    def devices(self):
+        return ["cpu"]
+
+    def default_dtypes(self, *, device=None):
+        _check_device(device)
+        return {"real floating": np.dtype(float64), "integral": np.dtype(int64),
+                "indexing": np.dtype(int64)}
+
+    def dtypes(self, *, device=None, kind=None):
+        _check_device(device)
+        names = [n for n in _DTYPES]
+        out = {n: np.dtype(n) for n in names}
+        if kind is None:
+            return out
+        return {n: d for n, d in out.items() if isdtype(d, kind)}
+
+
+def __array_namespace_info__():
+    return _Info()
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "Tensor")]

@@ -63,6 +63,11 @@ class TensorError(TesseraError, ValueError):
     """A tensor whose storage or values are invalid (e.g. an index out of bounds)."""
 
 
+class IndexOutOfBoundsError(TensorError, IndexError):
+    """An index outside a tensor's shape (``t[2, 0]`` of a 2 × 3 tensor): a ``TensorError``,
+    and an ``IndexError`` as Python's sequences raise (which also ends ``for v in t``)."""
+
+
 class KernelError(TesseraError, RuntimeError):
     """A fault of a running kernel (an index out of bounds, writes out of order, ...)."""
 

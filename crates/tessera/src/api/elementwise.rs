@@ -180,13 +180,16 @@ pub fn map_with(runner: &Runner, op: Op, inputs: &[&Tensor]) -> Result<Tensor> {
 
 /// The value of a 0-d input whose type a literal has: written into the statement, so the
 /// fill algebra knows it (`a + 1` keeps `a`'s structure; a `1[]` read would be unknown).
-/// Each such constant compiles its own kernel.
+/// Each such constant compiles its own kernel. A NaN is read instead: the literal `NaN` has
+/// no sign, and `signbit`/`copysign` of a `-NaN` must see it.
 fn constant(t: &Tensor) -> Option<Scalar> {
     let literal = matches!(
         t.elem(),
         crate::types::ElemType::F64 | crate::types::ElemType::I64 | crate::types::ElemType::Bool
     );
-    (t.rank() == 0 && literal).then(|| t.to_dense().get(0))
+    (t.rank() == 0 && literal)
+        .then(|| t.to_dense().get(0))
+        .filter(|v| !matches!(v, Scalar::F64(x) if x.is_nan()))
 }
 
 /// The format of the first input of the output's shape that has a sparse level, with

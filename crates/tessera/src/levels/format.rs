@@ -469,6 +469,11 @@ impl FormatParser<'_> {
                 Scalar::U8(u8::from_str_radix(&v[2..], 16).map_err(|_| bad())?)
             }
             _ if v.contains(['.', 'e', 'E']) => Scalar::F64(v.parse().map_err(|_| bad())?),
+            // A u64 fill at or above 2^63 (NumPy's `~np.uint64(0)`) has no i64 spelling in
+            // decimal: read it as the u64 it names.
+            _ if ty == Some("u64") && v.parse::<i64>().is_err() => {
+                Scalar::U64(v.parse().map_err(|_| bad())?)
+            }
             _ => Scalar::I64(v.parse().map_err(|_| bad())?),
         };
         match ty {
@@ -568,6 +573,12 @@ mod tests {
                 .elem(),
             ElemType::I32
         );
+        // A u64 fill above i64's range, in decimal, is that u64 (printed as its i64 bits).
+        let big = Format::parse("Dense(Element(18446744073709551615, u64))", None).unwrap();
+        assert_eq!(big, Format::parse("Dense(Element(-1, u64))", None).unwrap());
+        assert_eq!(big.elem(), ElemType::U64);
+        assert!(Format::parse("Dense(Element(18446744073709551616, u64))", None).is_err());
+        assert!(Format::parse("Dense(Element(18446744073709551615))", None).is_err());
         assert_eq!(
             Format::parse("csr", None).unwrap().to_string(),
             "Dense(SparseList(Element(0.0)))"
