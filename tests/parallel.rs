@@ -913,3 +913,139 @@ fn sparse_pattern_rows_in_parallel_equal_serial() {
         }
     }
 }
+
+// 1-D sparse outputs (a BFS frontier `Fnext[k] |= true` under `for k = parallel(_)`): the
+// loop's index is the appending level's own, each chunk appends a sorted run of coordinates,
+// and the runs concatenated in chunk order are the serial list.
+
+/// Dense vectors whose nonzeros lie everywhere, only at the start, only at the end (chunks
+/// that append nothing), nowhere, and of length 1 (fewer indices than threads).
+fn vector_cases() -> Vec<(String, Tensor)> {
+    let dense = |v: Vec<f64>| {
+        let n = v.len();
+        Tensor::from_dense(&fmt("Dense(Element(0.0))"), &[n], &Buffer::F64(v.into())).unwrap()
+    };
+    let mixed: Vec<f64> = (0..N).map(|k| ((k * 7) % 5) as f64 * 0.4 - 0.3).collect();
+    let start: Vec<f64> = (0..N)
+        .map(|k| if k < 4 { 1.0 + k as f64 } else { 0.0 })
+        .collect();
+    let end: Vec<f64> = (0..N).map(|k| if k + 3 >= N { 2.5 } else { 0.0 }).collect();
+    vec![
+        ("mixed".into(), dense(mixed)),
+        ("only the first entries".into(), dense(start)),
+        ("only the last entries".into(), dense(end)),
+        ("no entry".into(), dense(vec![0.0; N])),
+        ("length 1".into(), dense(vec![3.0])),
+    ]
+}
+
+#[test]
+fn sparse_vectors_in_parallel_equal_serial() {
+    let programs = [
+        // A filter into a declared vector.
+        (
+            "y",
+            "y .= 0\nfor i = parallel(_)\n  if x[i] > 0.5\n    y[i] = x[i]\n  end\nend",
+        ),
+        // Several writes per iteration.
+        (
+            "y",
+            "y .= 0\nfor i = parallel(_)\n  if x[i] != 0\n    y[i] += x[i]\n    y[i] *= 3\n  end\nend",
+        ),
+    ];
+    for (what, x) in vector_cases() {
+        for y_format in ["SparseList(Element(0.0))", "SparseByteMap(Element(0.0))"] {
+            for (out, p) in programs {
+                let mut t = BTreeMap::new();
+                t.insert("x".to_string(), x.clone());
+                t.insert(
+                    out.to_string(),
+                    Tensor::empty(&fmt(y_format), &x.shape).unwrap(),
+                );
+                rows_agree(p, &t, out, &format!("{what}: y {y_format}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn frontiers_in_parallel_equal_serial() {
+    // One pull step of BFS over the rows of `A` (examples/bfs_pull.tess without the early
+    // exit): the frontier `F` is not declared, as the driver leaves it (empty, or holding
+    // entries, when the step must run as one chunk after them).
+    let p = "for k = parallel(_)\n  if !V[k]\n    for j = _\n      if F[follow(j)] && A[k, j] > 0.5\n        F2[k] |= true\n        P[k] <<max>>= j\n      end\n    end\n  end\nend";
+    for a_format in FORMATS {
+        for (what, a) in row_cases(a_format) {
+            let n = a.shape[0];
+            if a.shape[1] != n {
+                continue;
+            }
+            for f2_format in ["SparseByteMap(Pattern())", "SparseList(Pattern())"] {
+                let frontier = |ks: &[usize], format: &str| {
+                    let coords = vec![ks.iter().map(|&k| k as i64).collect()];
+                    let vals = Buffer::Bool(vec![true; ks.len()].into());
+                    Tensor::from_coo(&fmt(format), &[n], &coords, &vals, |x, _| x).unwrap()
+                };
+                let f: Vec<usize> = (0..n).filter(|k| k % 3 == 0).collect();
+                let visited: Vec<bool> = (0..n).map(|k| k % 3 == 0 || k % 5 == 1).collect();
+                // Holding entries before the step: the chunks cannot start empty fragments.
+                let before: Vec<usize> = (0..n).filter(|k| k % 5 == 1).collect();
+                let mut starts = vec![("empty", frontier(&[], f2_format))];
+                // A SparseList cannot take entries before its stored ones: serially an error.
+                if f2_format.starts_with("SparseByteMap") {
+                    starts.push(("not empty", frontier(&before, f2_format)));
+                }
+                for (start, f2) in starts {
+                    let mut t = BTreeMap::new();
+                    t.insert("A".to_string(), a.clone());
+                    t.insert("F".to_string(), frontier(&f, "SparseByteMap(Pattern())"));
+                    t.insert("F2".to_string(), f2);
+                    t.insert(
+                        "V".to_string(),
+                        Tensor::from_dense(
+                            &fmt("Dense(Element(false))"),
+                            &[n],
+                            &Buffer::Bool(visited.clone().into()),
+                        )
+                        .unwrap(),
+                    );
+                    t.insert(
+                        "P".to_string(),
+                        Tensor::empty(&fmt("Dense(Element(-1))"), &[n]).unwrap(),
+                    );
+                    let what = format!("{what}: A {a_format}, F2 {f2_format} {start}");
+                    rows_agree(p, &t, "F2", &what);
+                    rows_agree(p, &t, "P", &what);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn other_sparse_vector_writes_stay_refused() {
+    let mut t = inputs("Dense(SparseList(Element(0.0)))", false);
+    // Not the loop's own coordinate: iterations append to the one fiber out of order.
+    for f in ["SparseList(Element(0.0))", "SparseByteMap(Element(0.0))"] {
+        t.insert("z".to_string(), Tensor::empty(&fmt(f), &[N]).unwrap());
+        let e = refused(
+            "z .= 0\nfor i = parallel(_), j = _\n  z[j] += A[i, j]\nend",
+            &t,
+        );
+        assert!(
+            matches!(&e, Error::Race { span, .. } if (span.line, span.col) == (3, 3)),
+            "{f}: {e}"
+        );
+        assert!(
+            e.to_string().contains("first index is not the plain `i`"),
+            "{f}: {e}"
+        );
+    }
+    // A 1-D COO vector appends with no per-fragment cursor the level can name.
+    t.insert(
+        "z".to_string(),
+        Tensor::empty(&fmt("SparseCOO{1}(Element(0.0))"), &[N]).unwrap(),
+    );
+    let e = refused("z .= 0\nfor i = parallel(_)\n  z[i] = x[i]\nend", &t);
+    assert!(e.to_string().contains("sparse level"), "{e}");
+}
