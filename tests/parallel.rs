@@ -1049,3 +1049,139 @@ fn other_sparse_vector_writes_stay_refused() {
     let e = refused("z .= 0\nfor i = parallel(_)\n  z[i] = x[i]\nend", &t);
     assert!(e.to_string().contains("sparse level"), "{e}");
 }
+
+// The graph drivers on several threads: BFS's pull steps and Bellman-Ford's pull rounds run
+// their loops in parallel, and every result equals the serial driver's exactly.
+
+/// A random directed graph on `n` vertices with about `m` edges (and a hub with many
+/// out-edges, and vertices `n - 3..n` unreachable), weights 1..=9 and quarters, in `format`.
+fn random_graph(n: usize, m: usize, format: &str, rng: &mut Rng) -> Tensor {
+    let mut edges = std::collections::BTreeMap::new();
+    for _ in 0..m {
+        let (j, i) = (
+            rng.below(n as u64 - 3) as usize,
+            rng.below(n as u64 - 3) as usize,
+        );
+        edges.insert((j, i), (1 + rng.below(36)) as f64 * 0.25);
+    }
+    for i in (0..n - 3).step_by(3) {
+        edges.insert((1, i), 9.0);
+    }
+    let coords = vec![
+        edges.keys().map(|e| e.0 as i64).collect(),
+        edges.keys().map(|e| e.1 as i64).collect(),
+    ];
+    let vals: Vec<f64> = edges.values().copied().collect();
+    let (values, format) = match format.contains("Pattern") {
+        true => (Buffer::Bool(vec![true; vals.len()].into()), format),
+        false => (Buffer::F64(vals.into()), format),
+    };
+    Tensor::from_coo(&fmt(format), &[n, n], &coords, &values, |x, _| x).unwrap()
+}
+
+#[test]
+fn bfs_in_parallel_equals_serial() {
+    use tessera::algorithms::bfs::{self, Direction};
+    let mut rng = Rng(17);
+    for (n, m) in [(5, 6), (60, 150), (300, 3000)] {
+        let a = random_graph(n, m, bfs::GRAPH_FORMAT, &mut rng);
+        let at = bfs::transpose(&a).unwrap();
+        for (name, runner) in runners() {
+            runner.set_threads(1);
+            let serial = bfs::search(&runner, &a, &at, 0, Direction::Push).unwrap();
+            runner.set_min_parallel_work(0);
+            for threads in [1, 2, 3] {
+                runner.set_threads(threads);
+                for dir in [Direction::Push, Direction::Pull, Direction::Auto] {
+                    let s = bfs::search(&runner, &a, &at, 0, dir).unwrap();
+                    let what = format!("{name} x{threads} {dir:?}, {n} vertices");
+                    assert_eq!(s.level, serial.level, "{what}");
+                    // Pull finds each vertex's smallest frontier in-neighbour, push its first
+                    // claimant in frontier order: the same vertex.
+                    assert_eq!(s.parent, serial.parent, "{what}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bellman_ford_in_parallel_equals_serial() {
+    use tessera::algorithms::bellman_ford::{self as bf, Direction};
+    let mut rng = Rng(29);
+    for (n, m) in [(5, 6), (60, 200), (300, 4000)] {
+        let a = random_graph(n, m, bf::WEIGHTS, &mut rng);
+        for (name, runner) in runners() {
+            runner.set_threads(1);
+            let serial = bf::shortest_paths(&runner, &a, 0).unwrap();
+            assert_eq!(serial.pulled, 0, "{name}: one thread pushes");
+            assert_eq!(serial.dist[n - 1], f64::INFINITY);
+            runner.set_min_parallel_work(0);
+            for threads in [1, 2, 3] {
+                runner.set_threads(threads);
+                for dir in [Direction::Push, Direction::Pull, Direction::Auto] {
+                    let mut graph = BTreeMap::from([("A".to_string(), a.clone())]);
+                    let p = bf::shortest_paths_directed(&runner, &mut graph, 0, dir).unwrap();
+                    let what = format!("{name} x{threads} {dir:?}, {n} vertices");
+                    assert_eq!(p.dist, serial.dist, "{what}");
+                    assert_eq!(p.pred, serial.pred, "{what}");
+                    assert_eq!(p.rounds, serial.rounds, "{what}");
+                    // The transpose the call built is its own.
+                    assert_eq!(graph.keys().collect::<Vec<_>>(), ["A"], "{what}");
+                    match dir {
+                        Direction::Push => assert_eq!(p.pulled, 0, "{what}"),
+                        Direction::Pull => assert_eq!(p.pulled, p.rounds, "{what}"),
+                        // The hub's out-edges are a large part of the edges of the smaller
+                        // graphs: some rounds pull once there are threads.
+                        Direction::Auto if threads > 1 && n < 300 => {
+                            assert!(p.pulled > 0, "{what}")
+                        }
+                        Direction::Auto if threads == 1 => assert_eq!(p.pulled, 0, "{what}"),
+                        Direction::Auto => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn graph_pull_kernels_are_split_into_chunks() {
+    use tessera::algorithms::{bellman_ford as bf, bfs};
+    let pattern = random_graph(40, 100, bfs::GRAPH_FORMAT, &mut Rng(3));
+    let weights = random_graph(40, 100, bf::WEIGHTS, &mut Rng(3));
+    let vector = |f: &str| Tensor::empty(&fmt(f), &[40]).unwrap();
+    let t = BTreeMap::from([
+        ("AT".to_string(), pattern),
+        ("F".to_string(), vector("SparseByteMap(Pattern())")),
+        ("Fnext".to_string(), vector("SparseByteMap(Pattern())")),
+        ("V".to_string(), vector("Dense(Element(false))")),
+        ("P".to_string(), vector("Dense(Element(-1))")),
+        (
+            "p".to_string(),
+            Tensor::empty(&fmt("ShortCircuitScalar(-1)"), &[]).unwrap(),
+        ),
+    ]);
+    let w = BTreeMap::from([
+        ("AT".to_string(), weights),
+        ("D".to_string(), vector("Dense(Element(Inf))")),
+        ("Dprev".to_string(), vector("Dense(Element(Inf))")),
+        ("F".to_string(), vector("SparseByteMap(Pattern())")),
+        ("Fprev".to_string(), vector("SparseByteMap(Pattern())")),
+        ("P".to_string(), vector("Dense(Element(-1))")),
+    ]);
+    let runner = Runner::jit();
+    runner.set_threads(2);
+    for (program, tensors, names) in [
+        (bfs::PULL, &t, &["AT", "F", "Fnext", "V", "P", "p"][..]),
+        (bf::ROUND_PULL, &w, &["AT", "D", "Dprev", "F", "Fprev"][..]),
+        (bf::PREDECESSORS_PULL, &w, &["AT", "D", "P"][..]),
+    ] {
+        let formats = names
+            .iter()
+            .map(|n| (n.to_string(), tensors[*n].format.clone()))
+            .collect();
+        let c = runner.compile(&parse(program), &formats).unwrap();
+        assert!(c.parallel.is_some(), "not split:\n{program}\n{}", c.ir);
+    }
+}
