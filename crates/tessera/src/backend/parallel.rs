@@ -137,7 +137,7 @@ impl Parallel {
                         compiled.run(bufs)?;
                         continue;
                     }
-                    let cuts = cut(lo, hi, threads, weights);
+                    let cuts = cut(lo, hi, chunk_count(threads, private), weights);
                     let mut parts =
                         self.chunks(compiled.as_ref(), kernel, range, &cuts, bufs, threads)?;
                     stitch(range, rows, &mut parts, bufs, env_i64);
@@ -245,33 +245,46 @@ impl Parallel {
                     // touched until all have returned.
                     unsafe { run_native_chunk(f, &shared, &mut slots) }
                 };
-                // The calling thread runs the first chunk while the pool's `threads - 1`
-                // threads run the others: handing every chunk to the pool left the caller
-                // idle, and cost a second wake-up and switch per call.
+                // The calling thread and the pool's `threads - 1` threads take the chunks in
+                // order, each the next one not yet taken, until none is left: a thread slowed
+                // down (chunks with more work than their entries say, such as the unvisited
+                // vertices of a BFS pull step bunched in one part of the range, or a core
+                // shared with another process) takes fewer. Handing every chunk to the pool
+                // left the caller idle, and cost a second wake-up and switch per call.
                 let mut codes = vec![(0, 0); owns.len()];
                 let pool = pool(threads - 1);
                 // A new call ends the pool's spinning (below) so its workers take the chunks.
                 let epoch = EPOCH.fetch_add(1, Ordering::SeqCst) + 1;
                 let done = AtomicUsize::new(0);
+                let next = AtomicUsize::new(0);
+                // Each chunk is locked once, by the thread that took it: never contended.
+                let chunks: Vec<Mutex<_>> = owns
+                    .iter_mut()
+                    .zip(codes.iter_mut())
+                    .map(Mutex::new)
+                    .collect();
+                let take = || {
+                    while let Some(chunk) = chunks.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let mut chunk = chunk.lock().unwrap_or_else(|e| e.into_inner());
+                        let (own, code) = &mut *chunk;
+                        **code = run(own);
+                    }
+                };
+                let workers = (threads - 1).min(chunks.len() - 1);
                 pool.in_place_scope(|s| {
-                    let mut chunks = owns.iter_mut().zip(codes.iter_mut());
-                    let first = chunks.next();
-                    let mut spawned = 0;
-                    for (own, code) in chunks {
-                        let done = &done;
+                    for _ in 0..workers {
+                        let (done, take) = (&done, &take);
                         s.spawn(move |_| {
-                            *code = run(own);
+                            take();
                             done.fetch_add(1, Ordering::Release);
                         });
-                        spawned += 1;
                     }
-                    if let Some((own, code)) = first {
-                        *code = run(own);
-                    }
+                    take();
                     // Wait for the others awake for a while: the scope's own wait puts this
                     // thread to sleep, and waking it costs as much as waking a worker.
-                    spin_until(|| done.load(Ordering::Acquire) == spawned);
+                    spin_until(|| done.load(Ordering::Acquire) == workers);
                 });
+                drop(chunks);
                 keep_awake(&pool, threads - 1, epoch);
                 compiled.ran_natively(started.elapsed());
                 codes
@@ -492,6 +505,21 @@ fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
             )
         })
         .clone()
+}
+
+/// Chunks per thread of a range whose chunks copy nothing: a thread that finishes its chunk
+/// early takes another, so uneven chunks (work the weights do not see, a thread sharing its
+/// core) even out. Each chunk costs a kernel call and copies of the environments, a few µs.
+pub const CHUNKS_PER_THREAD: usize = 4;
+
+/// How many chunks to cut a range run on `threads` threads into: [`CHUNKS_PER_THREAD`] per
+/// thread, or one per thread when each chunk copies `private` elements (private outputs and
+/// workspaces: more chunks would mean more copies to fill and fold).
+pub fn chunk_count(threads: usize, private: u64) -> usize {
+    match private {
+        0 => threads * CHUNKS_PER_THREAD,
+        _ => threads,
+    }
 }
 
 /// How many threads the range `lo..=hi` is worth: 1 when its work (indices, or the entries
