@@ -1,7 +1,8 @@
 //! Running a kernel split around its parallel ranges (`ir::split`) on a thread pool: the
 //! serial segments run as ordinary kernels; each range is cut into chunks (about equal
-//! numbers of stored entries when the range has weights, else equal index ranges) that run at
-//! once, each with its own copy of the dimensions buffer (its fault slot), of the chunk
+//! numbers of stored entries when the range has weights, else equal index ranges; one per
+//! thread when each chunk copies outputs or workspaces, else [`CHUNKS_PER_THREAD`] per thread,
+//! which the threads take as they finish) that run at once, each with its own copy of the dimensions buffer (its fault slot), of the chunk
 //! bounds and of the privatised outputs. The copies are folded into the outputs in chunk
 //! order afterwards, and a failing chunk's fault (the first in chunk order) becomes the same
 //! typed error the serial kernel raises: no panic crosses threads.
@@ -224,7 +225,6 @@ impl Parallel {
         let codes: Vec<(i64, i64)> = match compiled.native() {
             Some(f) => {
                 check_buffers(kernel, &kernel.modified_bufs(), bufs)?;
-                let n = bufs.len();
                 let shared = ChunkBuffers {
                     shared: bufs
                         .iter_mut()
@@ -234,59 +234,47 @@ impl Parallel {
                         })
                         .collect(),
                 };
-                let run = |own: &mut Vec<(usize, Buffer)>| {
-                    let mut slots: Vec<Option<&mut Buffer>> = (0..n).map(|_| None).collect();
-                    for (k, b) in own.iter_mut() {
-                        slots[*k] = Some(b);
-                    }
-                    // SAFETY: `check_buffers` verified the types the code was generated for;
-                    // the chunks write shared buffers only at elements indexed by the parallel
-                    // index (the race check), never move them (`ir::split`), and `bufs` is not
-                    // touched until all have returned.
-                    unsafe { run_native_chunk(f, &shared, &mut slots) }
-                };
+                let job = Arc::new(Chunks {
+                    f,
+                    shared,
+                    chunks: std::mem::take(&mut owns)
+                        .into_iter()
+                        .map(|own| Mutex::new((own, (0, 0))))
+                        .collect(),
+                    next: AtomicUsize::new(0),
+                    finished: AtomicUsize::new(0),
+                    panicked: std::sync::atomic::AtomicBool::new(false),
+                    caller: std::thread::current(),
+                });
+                let pool = pool(threads - 1);
+                // A new call ends the pool's spinning (below) so its workers take the chunks.
+                let epoch = EPOCH.fetch_add(1, Ordering::SeqCst) + 1;
                 // The calling thread and the pool's `threads - 1` threads take the chunks in
                 // order, each the next one not yet taken, until none is left: a thread slowed
                 // down (chunks with more work than their entries say, such as the unvisited
                 // vertices of a BFS pull step bunched in one part of the range, or a core
-                // shared with another process) takes fewer. Handing every chunk to the pool
-                // left the caller idle, and cost a second wake-up and switch per call.
-                let mut codes = vec![(0, 0); owns.len()];
-                let pool = pool(threads - 1);
-                // A new call ends the pool's spinning (below) so its workers take the chunks.
-                let epoch = EPOCH.fetch_add(1, Ordering::SeqCst) + 1;
-                let done = AtomicUsize::new(0);
-                let next = AtomicUsize::new(0);
-                // Each chunk is locked once, by the thread that took it: never contended.
-                let chunks: Vec<Mutex<_>> = owns
-                    .iter_mut()
-                    .zip(codes.iter_mut())
-                    .map(Mutex::new)
-                    .collect();
-                let take = || {
-                    while let Some(chunk) = chunks.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let mut chunk = chunk.lock().unwrap_or_else(|e| e.into_inner());
-                        let (own, code) = &mut *chunk;
-                        **code = run(own);
-                    }
-                };
-                let workers = (threads - 1).min(chunks.len() - 1);
-                pool.in_place_scope(|s| {
-                    for _ in 0..workers {
-                        let (done, take) = (&done, &take);
-                        s.spawn(move |_| {
-                            take();
-                            done.fetch_add(1, Ordering::Release);
-                        });
-                    }
-                    take();
-                    // Wait for the others awake for a while: the scope's own wait puts this
-                    // thread to sleep, and waking it costs as much as waking a worker.
-                    spin_until(|| done.load(Ordering::Acquire) == workers);
-                });
-                drop(chunks);
+                // shared with another process) takes fewer. The caller waits for the chunks,
+                // not for the workers: one that wakes after every chunk was taken finds none
+                // and returns, so a late wake-up costs nothing (waiting for a scope's jobs
+                // cost a wake-up per call even when the caller had run every chunk).
+                for _ in 0..(threads - 1).min(job.chunks.len() - 1) {
+                    let job = job.clone();
+                    pool.spawn(move || job.take());
+                }
+                job.take();
+                job.wait();
                 keep_awake(&pool, threads - 1, epoch);
                 compiled.ran_natively(started.elapsed());
+                if job.panicked.load(Ordering::Acquire) {
+                    panic!("a chunk of a parallel range panicked");
+                }
+                let mut codes = vec![];
+                for chunk in &job.chunks {
+                    let (own, code) =
+                        std::mem::take(&mut *chunk.lock().unwrap_or_else(|e| e.into_inner()));
+                    owns.push(own);
+                    codes.push(code);
+                }
                 codes
             }
             None => {
@@ -342,6 +330,62 @@ impl Parallel {
                 Fragments { env, parts }
             })
             .collect())
+    }
+}
+
+/// The chunks of one call of a parallel range, shared by the calling thread and the pool's
+/// workers, which take them in order (`next`) until none is left.
+struct Chunks {
+    f: crate::runtime::abi::KernelFn,
+    shared: ChunkBuffers,
+    /// Each chunk's own buffers and, once run, its status code and fault word. Each is locked
+    /// by the one thread that took it, and by the caller after every chunk finished.
+    chunks: Vec<Mutex<(Vec<(usize, Buffer)>, (i64, i64))>>,
+    next: AtomicUsize,
+    finished: AtomicUsize,
+    panicked: std::sync::atomic::AtomicBool,
+    /// The calling thread, woken when the last chunk finishes.
+    caller: std::thread::Thread,
+}
+
+impl Chunks {
+    /// Run chunks not yet taken until none is left.
+    fn take(&self) {
+        let n = self.shared.shared.len();
+        while let Some(chunk) = self.chunks.get(self.next.fetch_add(1, Ordering::Relaxed)) {
+            let mut chunk = chunk.lock().unwrap_or_else(|e| e.into_inner());
+            let (own, code) = &mut *chunk;
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut slots: Vec<Option<&mut Buffer>> = (0..n).map(|_| None).collect();
+                for (k, b) in own.iter_mut() {
+                    slots[*k] = Some(b);
+                }
+                // SAFETY: `check_buffers` verified the types the code was generated for; the
+                // chunks write shared buffers only at elements indexed by the parallel index
+                // (the race check), never move them (`ir::split`), and the caller touches
+                // none of them until every chunk has finished (`wait`); a worker that starts
+                // later takes no chunk, so it never reaches the shared pointers.
+                unsafe { run_native_chunk(self.f, &self.shared, &mut slots) }
+            }));
+            match ran {
+                Ok(c) => *code = c,
+                Err(_) => self.panicked.store(true, Ordering::Release),
+            }
+            drop(chunk);
+            if self.finished.fetch_add(1, Ordering::AcqRel) + 1 == self.chunks.len() {
+                self.caller.unpark();
+            }
+        }
+    }
+
+    /// Wait until every chunk has finished: awake for a while (sleeping and being woken costs
+    /// as much as waking a worker), then parked until the last chunk's thread wakes it.
+    fn wait(&self) {
+        let done = || self.finished.load(Ordering::Acquire) == self.chunks.len();
+        spin_until(done);
+        while !done() {
+            std::thread::park();
+        }
     }
 }
 
