@@ -333,6 +333,9 @@ impl Parallel {
     }
 }
 
+/// A chunk's own buffers, by buffer number.
+type Own = Vec<(usize, Buffer)>;
+
 /// The chunks of one call of a parallel range, shared by the calling thread and the pool's
 /// workers, which take them in order (`next`) until none is left.
 struct Chunks {
@@ -340,7 +343,7 @@ struct Chunks {
     shared: ChunkBuffers,
     /// Each chunk's own buffers and, once run, its status code and fault word. Each is locked
     /// by the one thread that took it, and by the caller after every chunk finished.
-    chunks: Vec<Mutex<(Vec<(usize, Buffer)>, (i64, i64))>>,
+    chunks: Vec<Mutex<(Own, (i64, i64))>>,
     next: AtomicUsize,
     finished: AtomicUsize,
     panicked: std::sync::atomic::AtomicBool,
