@@ -3,6 +3,8 @@
 //! interpreter, over several input formats; injective writes, privatised reductions (exact for
 //! integers and `min`/`max`, within rounding for float sums), two outputs, a `let`; racing
 //! programs are refused with the access's place; a fault inside a chunk is the serial error.
+//! Sparse outputs appended by rows (matrices and 1-D vectors) store exactly the serial arrays,
+//! and the graph drivers (BFS, Bellman-Ford) give the serial results on several threads.
 
 mod common;
 
@@ -911,5 +913,291 @@ fn sparse_pattern_rows_in_parallel_equal_serial() {
             t.insert("A".to_string(), a.clone());
             rows_agree(p, &t, "P", &format!("{what}: A {a_format}"));
         }
+    }
+}
+
+// 1-D sparse outputs (a BFS frontier `Fnext[k] |= true` under `for k = parallel(_)`): the
+// loop's index is the appending level's own, each chunk appends a sorted run of coordinates,
+// and the runs concatenated in chunk order are the serial list.
+
+/// Dense vectors whose nonzeros lie everywhere, only at the start, only at the end (chunks
+/// that append nothing), nowhere, and of length 1 (fewer indices than threads).
+fn vector_cases() -> Vec<(String, Tensor)> {
+    let dense = |v: Vec<f64>| {
+        let n = v.len();
+        Tensor::from_dense(&fmt("Dense(Element(0.0))"), &[n], &Buffer::F64(v.into())).unwrap()
+    };
+    let mixed: Vec<f64> = (0..N).map(|k| ((k * 7) % 5) as f64 * 0.4 - 0.3).collect();
+    let start: Vec<f64> = (0..N)
+        .map(|k| if k < 4 { 1.0 + k as f64 } else { 0.0 })
+        .collect();
+    let end: Vec<f64> = (0..N).map(|k| if k + 3 >= N { 2.5 } else { 0.0 }).collect();
+    vec![
+        ("mixed".into(), dense(mixed)),
+        ("only the first entries".into(), dense(start)),
+        ("only the last entries".into(), dense(end)),
+        ("no entry".into(), dense(vec![0.0; N])),
+        ("length 1".into(), dense(vec![3.0])),
+    ]
+}
+
+#[test]
+fn sparse_vectors_in_parallel_equal_serial() {
+    let programs = [
+        // A filter into a declared vector.
+        (
+            "y",
+            "y .= 0\nfor i = parallel(_)\n  if x[i] > 0.5\n    y[i] = x[i]\n  end\nend",
+        ),
+        // Several writes per iteration.
+        (
+            "y",
+            "y .= 0\nfor i = parallel(_)\n  if x[i] != 0\n    y[i] += x[i]\n    y[i] *= 3\n  end\nend",
+        ),
+    ];
+    for (what, x) in vector_cases() {
+        for y_format in [
+            "SparseList(Element(0.0))",
+            "SparseList(Element(0.0), coord=i32)",
+            "SparseByteMap(Element(0.0))",
+        ] {
+            for (out, p) in programs {
+                let mut t = BTreeMap::new();
+                t.insert("x".to_string(), x.clone());
+                t.insert(
+                    out.to_string(),
+                    Tensor::empty(&fmt(y_format), &x.shape).unwrap(),
+                );
+                rows_agree(p, &t, out, &format!("{what}: y {y_format}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn frontiers_in_parallel_equal_serial() {
+    // One pull step of BFS over the rows of `A` (examples/bfs_pull.tess without the early
+    // exit): the frontier `F` is not declared, as the driver leaves it (empty, or holding
+    // entries, when the step must run as one chunk after them).
+    let p = "for k = parallel(_)\n  if !V[k]\n    for j = _\n      if F[follow(j)] && A[k, j] > 0.5\n        F2[k] |= true\n        P[k] <<max>>= j\n      end\n    end\n  end\nend";
+    for a_format in FORMATS {
+        for (what, a) in row_cases(a_format) {
+            let n = a.shape[0];
+            if a.shape[1] != n {
+                continue;
+            }
+            for f2_format in ["SparseByteMap(Pattern())", "SparseList(Pattern())"] {
+                let frontier = |ks: &[usize], format: &str| {
+                    let coords = vec![ks.iter().map(|&k| k as i64).collect()];
+                    let vals = Buffer::Bool(vec![true; ks.len()].into());
+                    Tensor::from_coo(&fmt(format), &[n], &coords, &vals, |x, _| x).unwrap()
+                };
+                let f: Vec<usize> = (0..n).filter(|k| k % 3 == 0).collect();
+                let visited: Vec<bool> = (0..n).map(|k| k % 3 == 0 || k % 5 == 1).collect();
+                // Holding entries before the step: the chunks cannot start empty fragments.
+                let before: Vec<usize> = (0..n).filter(|k| k % 5 == 1).collect();
+                let mut starts = vec![("empty", frontier(&[], f2_format))];
+                // A SparseList cannot take entries before its stored ones: serially an error.
+                if f2_format.starts_with("SparseByteMap") {
+                    starts.push(("not empty", frontier(&before, f2_format)));
+                }
+                for (start, f2) in starts {
+                    let mut t = BTreeMap::new();
+                    t.insert("A".to_string(), a.clone());
+                    t.insert("F".to_string(), frontier(&f, "SparseByteMap(Pattern())"));
+                    t.insert("F2".to_string(), f2);
+                    t.insert(
+                        "V".to_string(),
+                        Tensor::from_dense(
+                            &fmt("Dense(Element(false))"),
+                            &[n],
+                            &Buffer::Bool(visited.clone().into()),
+                        )
+                        .unwrap(),
+                    );
+                    t.insert(
+                        "P".to_string(),
+                        Tensor::empty(&fmt("Dense(Element(-1))"), &[n]).unwrap(),
+                    );
+                    let what = format!("{what}: A {a_format}, F2 {f2_format} {start}");
+                    rows_agree(p, &t, "F2", &what);
+                    rows_agree(p, &t, "P", &what);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn other_sparse_vector_writes_stay_refused() {
+    let mut t = inputs("Dense(SparseList(Element(0.0)))", false);
+    // Not the loop's own coordinate: iterations append to the one fiber out of order.
+    for f in ["SparseList(Element(0.0))", "SparseByteMap(Element(0.0))"] {
+        t.insert("z".to_string(), Tensor::empty(&fmt(f), &[N]).unwrap());
+        let e = refused(
+            "z .= 0\nfor i = parallel(_), j = _\n  z[j] += A[i, j]\nend",
+            &t,
+        );
+        assert!(
+            matches!(&e, Error::Race { span, .. } if (span.line, span.col) == (3, 3)),
+            "{f}: {e}"
+        );
+        assert!(
+            e.to_string().contains("first index is not the plain `i`"),
+            "{f}: {e}"
+        );
+    }
+    // A 1-D COO vector appends with no per-fragment cursor the level can name.
+    t.insert(
+        "z".to_string(),
+        Tensor::empty(&fmt("SparseCOO{1}(Element(0.0))"), &[N]).unwrap(),
+    );
+    let e = refused("z .= 0\nfor i = parallel(_)\n  z[i] = x[i]\nend", &t);
+    assert!(e.to_string().contains("sparse level"), "{e}");
+}
+
+// The graph drivers on several threads: BFS's pull steps and Bellman-Ford's pull rounds run
+// their loops in parallel, and every result equals the serial driver's exactly.
+
+/// A random directed graph on `n` vertices with about `m` edges, and edges from `hub` to every
+/// `step`-th vertex (vertices `n - 3..n` are unreachable), weights 1..=9 and quarters, in
+/// `format`.
+fn random_graph(n: usize, m: usize, format: &str, rng: &mut Rng) -> Tensor {
+    hub_graph(n, m, (1, 3), format, rng)
+}
+
+fn hub_graph(
+    n: usize,
+    m: usize,
+    (hub, step): (usize, usize),
+    format: &str,
+    rng: &mut Rng,
+) -> Tensor {
+    let mut edges = std::collections::BTreeMap::new();
+    for _ in 0..m {
+        let (j, i) = (
+            rng.below(n as u64 - 3) as usize,
+            rng.below(n as u64 - 3) as usize,
+        );
+        edges.insert((j, i), (1 + rng.below(36)) as f64 * 0.25);
+    }
+    for i in (0..n - 3).step_by(step) {
+        edges.insert((hub, i), 9.0);
+    }
+    let coords = vec![
+        edges.keys().map(|e| e.0 as i64).collect(),
+        edges.keys().map(|e| e.1 as i64).collect(),
+    ];
+    let vals: Vec<f64> = edges.values().copied().collect();
+    let (values, format) = match format.contains("Pattern") {
+        true => (Buffer::Bool(vec![true; vals.len()].into()), format),
+        false => (Buffer::F64(vals.into()), format),
+    };
+    Tensor::from_coo(&fmt(format), &[n, n], &coords, &values, |x, _| x).unwrap()
+}
+
+#[test]
+fn bfs_in_parallel_equals_serial() {
+    use tessera::algorithms::bfs::{self, Direction};
+    let mut rng = Rng(17);
+    for (n, m) in [(5, 6), (60, 150), (300, 3000)] {
+        let a = random_graph(n, m, bfs::GRAPH_FORMAT, &mut rng);
+        let at = bfs::transpose(&a).unwrap();
+        for (name, runner) in runners() {
+            runner.set_threads(1);
+            let serial = bfs::search(&runner, &a, &at, 0, Direction::Push).unwrap();
+            runner.set_min_parallel_work(0);
+            for threads in [1, 2, 3] {
+                runner.set_threads(threads);
+                for dir in [Direction::Push, Direction::Pull, Direction::Auto] {
+                    let s = bfs::search(&runner, &a, &at, 0, dir).unwrap();
+                    let what = format!("{name} x{threads} {dir:?}, {n} vertices");
+                    assert_eq!(s.level, serial.level, "{what}");
+                    // Pull finds each vertex's smallest frontier in-neighbour, push its first
+                    // claimant in frontier order: the same vertex.
+                    assert_eq!(s.parent, serial.parent, "{what}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bellman_ford_in_parallel_equals_serial() {
+    use tessera::algorithms::bellman_ford::{self as bf, Direction};
+    let mut rng = Rng(29);
+    // The source's out-edges are most of the 60-vertex graph's: its first round pulls.
+    for (n, m, hub) in [(5, 6, (1, 3)), (60, 40, (0, 1)), (300, 4000, (1, 3))] {
+        let a = hub_graph(n, m, hub, bf::WEIGHTS, &mut rng);
+        for (name, runner) in runners() {
+            runner.set_threads(1);
+            let serial = bf::shortest_paths(&runner, &a, 0).unwrap();
+            assert_eq!(serial.pulled, 0, "{name}: one thread pushes");
+            assert_eq!(serial.dist[n - 1], f64::INFINITY);
+            runner.set_min_parallel_work(0);
+            for threads in [1, 2, 3] {
+                runner.set_threads(threads);
+                for dir in [Direction::Push, Direction::Pull, Direction::Auto] {
+                    let mut graph = BTreeMap::from([("A".to_string(), a.clone())]);
+                    let p = bf::shortest_paths_directed(&runner, &mut graph, 0, dir).unwrap();
+                    let what = format!("{name} x{threads} {dir:?}, {n} vertices");
+                    assert_eq!(p.dist, serial.dist, "{what}");
+                    assert_eq!(p.pred, serial.pred, "{what}");
+                    assert_eq!(p.rounds, serial.rounds, "{what}");
+                    // The transpose the call built is its own.
+                    assert_eq!(graph.keys().collect::<Vec<_>>(), ["A"], "{what}");
+                    match dir {
+                        Direction::Push => assert_eq!(p.pulled, 0, "{what}"),
+                        Direction::Pull => assert_eq!(p.pulled, p.rounds, "{what}"),
+                        Direction::Auto if threads > 1 && n == 60 => {
+                            assert!(p.pulled > 0, "{what}")
+                        }
+                        Direction::Auto if threads == 1 => assert_eq!(p.pulled, 0, "{what}"),
+                        Direction::Auto => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn graph_pull_kernels_are_split_into_chunks() {
+    use tessera::algorithms::{bellman_ford as bf, bfs};
+    let pattern = random_graph(40, 100, bfs::GRAPH_FORMAT, &mut Rng(3));
+    let weights = random_graph(40, 100, bf::WEIGHTS, &mut Rng(3));
+    let vector = |f: &str| Tensor::empty(&fmt(f), &[40]).unwrap();
+    let t = BTreeMap::from([
+        ("AT".to_string(), pattern),
+        ("F".to_string(), vector("SparseByteMap(Pattern())")),
+        ("Fnext".to_string(), vector("SparseByteMap(Pattern())")),
+        ("V".to_string(), vector("Dense(Element(false))")),
+        ("P".to_string(), vector("Dense(Element(-1))")),
+        (
+            "p".to_string(),
+            Tensor::empty(&fmt("ShortCircuitScalar(-1)"), &[]).unwrap(),
+        ),
+    ]);
+    let w = BTreeMap::from([
+        ("AT".to_string(), weights),
+        ("D".to_string(), vector("Dense(Element(Inf))")),
+        ("Dprev".to_string(), vector("Dense(Element(Inf))")),
+        ("F".to_string(), vector("SparseByteMap(Pattern())")),
+        ("Fprev".to_string(), vector("SparseByteMap(Pattern())")),
+        ("P".to_string(), vector("Dense(Element(-1))")),
+    ]);
+    let runner = Runner::jit();
+    runner.set_threads(2);
+    for (program, tensors, names) in [
+        (bfs::PULL, &t, &["AT", "F", "Fnext", "V", "P", "p"][..]),
+        (bf::ROUND_PULL, &w, &["AT", "D", "Dprev", "F", "Fprev"][..]),
+        (bf::PREDECESSORS_PULL, &w, &["AT", "D", "P"][..]),
+    ] {
+        let formats = names
+            .iter()
+            .map(|n| (n.to_string(), tensors[*n].format.clone()))
+            .collect();
+        let c = runner.compile(&parse(program), &formats).unwrap();
+        assert!(c.parallel.is_some(), "not split:\n{program}\n{}", c.ir);
     }
 }

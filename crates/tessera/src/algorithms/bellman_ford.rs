@@ -2,7 +2,16 @@
 //! is one relaxation round, repeated until no distance improves (swapping the current and
 //! previous distance and flag tensors between rounds); `examples/bellman_ford_preds.tess`
 //! then picks a tight in-edge per reached vertex.
+//!
+//! On several threads (`Runner::threads`) a round whose improved vertices have many out-edges
+//! runs in pull form instead (`examples/bellman_ford_pull.tess`: each vertex gathers over its
+//! in-edges, a parallel loop), as does the predecessor pass
+//! (`examples/bellman_ford_preds_pull.tess`); both read the transposed weights `AT`. The push
+//! round's scatter cannot be split between threads (many improved vertices lower one
+//! distance), the pull round's gather can, and gives exactly the same distances, flags and
+//! predecessors. On one thread every round pushes, as before.
 
+pub use super::bfs::Direction;
 use super::{check_graph, empty_frontier, one_hot};
 use crate::error::{Error, Result};
 use crate::levels::Format;
@@ -14,6 +23,17 @@ use std::collections::BTreeMap;
 
 pub const ROUND: &str = include_str!("../../../../examples/bellman_ford.tess");
 pub const PREDECESSORS: &str = include_str!("../../../../examples/bellman_ford_preds.tess");
+pub const ROUND_PULL: &str = include_str!("../../../../examples/bellman_ford_pull.tess");
+pub const PREDECESSORS_PULL: &str =
+    include_str!("../../../../examples/bellman_ford_preds_pull.tess");
+/// With `Direction::Auto` on several threads, a round pulls when the previous round's improved
+/// vertices have more out-edges than this fraction of all edges: a pull round walks every edge
+/// (split between the threads, with a random lookup of `Fprev` per edge), a push round only
+/// the improved vertices' out-edges (on one thread, scattering writes). On two threads of the
+/// development machine (BENCHMARKS.md, "Parallel graph drivers") a quarter was the best of
+/// 0.02-0.5 on ca-HepPh (5.8 ms against 6.3 pushing only); on delaunay_n17, pulling from a
+/// tenth on was no faster than pushing and from 2% on slower.
+pub const PULL_EDGES: f64 = 0.25;
 /// Missing edges weigh Inf, so they never shorten a path.
 pub const WEIGHTS: &str = "Dense(SparseList(Element(Inf)))";
 const DIST: &str = "Dense(Element(Inf))";
@@ -27,8 +47,28 @@ pub struct Paths {
     pub pred: Vec<i64>,
     /// Rounds run, the last one included (it changed nothing).
     pub rounds: usize,
+    /// Rounds run in pull form.
+    pub pulled: usize,
     /// Milliseconds spent compiling each kernel in this call (none once the runner caches them).
     pub compile_ms: Vec<(&'static str, f64)>,
+}
+
+/// The transpose of a weight matrix (`AT[i, j] = A[j, i]`, in-edges by row, for pulling), in
+/// `a`'s format.
+pub fn transpose(a: &Tensor) -> Result<Tensor> {
+    let (mut rows, mut cols, mut vals) = (vec![], vec![], vec![]);
+    a.for_each_stored(&mut |c, v| {
+        rows.push(c[1] as i64);
+        cols.push(c[0] as i64);
+        vals.push(v.as_f64());
+    });
+    Tensor::from_coo(
+        &a.format,
+        &[a.shape[1], a.shape[0]],
+        &[rows, cols],
+        &Buffer::F64(vals.into()),
+        |x, _| x,
+    )
 }
 
 fn take_f64(t: &Tensor, name: &str) -> Vec<f64> {
@@ -49,18 +89,55 @@ pub fn shortest_paths(runner: &Runner, a: &Tensor, source: usize) -> Result<Path
 }
 
 /// [`shortest_paths`] over weights kept in `graph` as `A`, so that repeated runs do not copy
-/// them; the run's own tensors are removed again before returning.
+/// them; the run's own tensors are removed again before returning. Rounds pull (see the
+/// module documentation) on several threads when the frontier is large; the transpose is
+/// read from `graph` as `AT` if there (the command line builds it once, before its timed
+/// runs), else built for this call.
 pub fn shortest_paths_in(
     runner: &Runner,
     graph: &mut BTreeMap<String, Tensor>,
     source: usize,
 ) -> Result<Paths> {
+    shortest_paths_directed(runner, graph, source, Direction::Auto)
+}
+
+/// [`shortest_paths_in`] with every round pushing, every round pulling, or the choice of
+/// [`Direction::Auto`] (push on one thread; on several, pull while the improved vertices'
+/// out-edges exceed [`PULL_EDGES`] of all edges). The results are the same in every direction.
+pub fn shortest_paths_directed(
+    runner: &Runner,
+    graph: &mut BTreeMap<String, Tensor>,
+    source: usize,
+    dir: Direction,
+) -> Result<Paths> {
     let Some(a) = graph.get("A") else {
         return Err(Error::Usage("shortest paths need the weights `A`".into()));
     };
     let n = check_graph(a, source, "weight")?;
-    let result = run_rounds(runner, graph, n, source);
-    for name in ["D", "Dprev", "F", "Fprev", "P"] {
+    let pulls = match dir {
+        Direction::Push => false,
+        Direction::Pull => true,
+        Direction::Auto => runner.threads() > 1,
+    };
+    let mut own = vec!["D", "Dprev", "F", "Fprev", "P"];
+    if pulls && !graph.contains_key("AT") {
+        let at = transpose(a)?;
+        graph.insert("AT".into(), at);
+        own.push("AT");
+    }
+    if let Some(at) = graph.get("AT").filter(|_| pulls)
+        && at.shape != [n, n]
+    {
+        return Err(Error::tensor(
+            "AT",
+            format!(
+                "the transpose has shape {:?}, the weights {n} x {n}",
+                at.shape
+            ),
+        ));
+    }
+    let result = run_rounds(runner, graph, n, source, dir, pulls);
+    for name in own {
         graph.remove(name);
     }
     result
@@ -71,6 +148,8 @@ fn run_rounds(
     ts: &mut BTreeMap<String, Tensor>,
     n: usize,
     source: usize,
+    dir: Direction,
+    pulls: bool,
 ) -> Result<Paths> {
     ts.insert(
         "Dprev".into(),
@@ -88,23 +167,60 @@ fn run_rounds(
         "F".into(),
         Tensor::empty(&Format::parse(FLAGS, None)?, &[n])?,
     );
-    let formats = formats_of(ts, &["A", "D", "Dprev", "F", "Fprev"]);
     let mut compile_ms = vec![];
-    let round = runner.compile(&parse_program(ROUND)?, &formats)?;
-    let ms = *runner.last_compile_ms.borrow();
-    if ms > 0.0 {
-        compile_ms.push(("bellman_ford", ms));
-    }
+    let mut compile = |name: &'static str, text: &str, names: &[&str]| {
+        let c = runner.compile(&parse_program(text)?, &formats_of(ts, names))?;
+        let ms = *runner.last_compile_ms.borrow();
+        if ms > 0.0 {
+            compile_ms.push((name, ms));
+        }
+        Ok::<_, Error>(c)
+    };
+    let push = compile("bellman_ford", ROUND, &["A", "D", "Dprev", "F", "Fprev"])?;
+    let pull = match pulls {
+        true => Some(compile(
+            "bellman_ford_pull",
+            ROUND_PULL,
+            &["AT", "D", "Dprev", "F", "Fprev"],
+        )?),
+        false => None,
+    };
+    // Out-degrees from the row pointers of a Dense(SparseList(..)) weight matrix, to weigh the
+    // improved vertices' out-edges against all edges.
+    let ptr = super::row_pointers(&ts["A"], n);
+    let degree = |v: usize| ptr.as_ref().map_or(0, |p| p[v + 1] - p[v]);
+    let edges = ptr.as_ref().map_or(0, |p| p[n]);
+    let mut frontier_edges = degree(source);
+    let mut pulled = 0;
     for rounds in 1..=n + 1 {
-        runner.execute(&round, ts)?;
+        let round = match (&pull, dir) {
+            (Some(pull), Direction::Pull) => pull,
+            (Some(pull), Direction::Auto)
+                if ptr.is_some() && frontier_edges as f64 > PULL_EDGES * edges as f64 =>
+            {
+                pull
+            }
+            _ => &push,
+        };
+        if !std::ptr::eq(round, &push) {
+            pulled += 1;
+        }
+        runner.execute(round, ts)?;
         let mut changed = false;
-        ts["F"].for_each_stored(&mut |_, v| changed |= v.as_bool());
+        frontier_edges = 0;
+        ts["F"].for_each_stored(&mut |c, v| {
+            if v.as_bool() {
+                changed = true;
+                frontier_edges += degree(c[0]);
+            }
+        });
         if !changed {
-            let pred = predecessors(runner, ts, n, source, &mut compile_ms)?;
+            let pred = predecessors(runner, ts, n, source, pulls, &mut compile_ms)?;
             return Ok(Paths {
                 dist: take_f64(&ts["D"], "D"),
                 pred,
                 rounds,
+                pulled,
                 compile_ms,
             });
         }
@@ -130,23 +246,29 @@ fn formats_of(ts: &BTreeMap<String, Tensor>, names: &[&str]) -> BTreeMap<String,
         .collect()
 }
 
-/// Run the predecessor pass on `A` and the final distances `D` of `ts`.
+/// Run the predecessor pass on `A` (its transpose `AT` in pull form, a parallel loop) and the
+/// final distances `D` of `ts`.
 fn predecessors(
     runner: &Runner,
     ts: &mut BTreeMap<String, Tensor>,
     n: usize,
     source: usize,
+    pull: bool,
     compile_ms: &mut Vec<(&'static str, f64)>,
 ) -> Result<Vec<i64>> {
     ts.insert(
         "P".into(),
         Tensor::empty(&Format::parse(PREDS, None)?, &[n])?,
     );
-    let formats = formats_of(ts, &["A", "D", "P"]);
-    let k = runner.compile(&parse_program(PREDECESSORS)?, &formats)?;
+    let (name, text, weights) = match pull {
+        true => ("bellman_ford_preds_pull", PREDECESSORS_PULL, "AT"),
+        false => ("bellman_ford_preds", PREDECESSORS, "A"),
+    };
+    let formats = formats_of(ts, &[weights, "D", "P"]);
+    let k = runner.compile(&parse_program(text)?, &formats)?;
     let ms = *runner.last_compile_ms.borrow();
     if ms > 0.0 {
-        compile_ms.push(("bellman_ford_preds", ms));
+        compile_ms.push((name, ms));
     }
     runner.execute(&k, ts)?;
     let mut pred = match ts["P"].to_dense() {

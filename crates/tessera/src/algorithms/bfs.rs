@@ -4,8 +4,7 @@
 
 use super::{check_graph, empty_frontier, one_hot};
 use crate::error::{Error, Result};
-use crate::levels::format::Coord;
-use crate::levels::{Format, LevelKind};
+use crate::levels::Format;
 use crate::notation::parse::parse_program;
 use crate::run::Runner;
 use crate::runtime::Buffer;
@@ -175,22 +174,7 @@ fn run_search(
     level[source] = 0;
     let mut steps = vec![];
     // Out-degrees from the row pointers of a Dense(SparseList(..)) graph.
-    let ptr: Option<Vec<i64>> = match (&ts["A"].format.levels[..], ts["A"].levels.get(1)) {
-        (
-            [
-                LevelKind::Dense,
-                LevelKind::SparseList {
-                    coord: Coord::I64 | Coord::I32,
-                },
-                _,
-            ],
-            Some(bufs),
-        ) => match bufs.first() {
-            Some(p) if p.len() == n + 1 => Some(crate::levels::shared::ints(p).into_owned()),
-            _ => None,
-        },
-        _ => None,
-    };
+    let ptr = super::row_pointers(&ts["A"], n);
     let degree = |v: usize| ptr.as_ref().map_or(0, |p| p[v + 1] - p[v]);
     let mut frontier_edges = degree(source);
     let mut unexplored_edges = ptr.as_ref().map_or(0, |p| p[n]) - frontier_edges;

@@ -63,3 +63,26 @@ pub(crate) fn empty_frontier(t: &mut Tensor) -> Result<()> {
     *t = Tensor::empty(&t.format, &t.shape)?;
     Ok(())
 }
+
+/// The row pointers of a `Dense(SparseList(..))` matrix with `n` rows (out-degrees are
+/// `p[v + 1] - p[v]`), `None` for other formats.
+fn row_pointers(a: &Tensor, n: usize) -> Option<Vec<i64>> {
+    use crate::levels::LevelKind;
+    use crate::levels::format::Coord;
+    match (&a.format.levels[..], a.levels.get(1)) {
+        (
+            [
+                LevelKind::Dense,
+                LevelKind::SparseList {
+                    coord: Coord::I64 | Coord::I32,
+                },
+                _,
+            ],
+            Some(bufs),
+        ) => match bufs.first() {
+            Some(p) if p.len() == n + 1 => Some(crate::levels::shared::ints(p).into_owned()),
+            _ => None,
+        },
+        _ => None,
+    }
+}

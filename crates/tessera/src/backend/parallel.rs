@@ -1,7 +1,8 @@
 //! Running a kernel split around its parallel ranges (`ir::split`) on a thread pool: the
 //! serial segments run as ordinary kernels; each range is cut into chunks (about equal
-//! numbers of stored entries when the range has weights, else equal index ranges) that run at
-//! once, each with its own copy of the dimensions buffer (its fault slot), of the chunk
+//! numbers of stored entries when the range has weights, else equal index ranges; one per
+//! thread when each chunk copies outputs or workspaces, else [`CHUNKS_PER_THREAD`] per thread,
+//! which the threads take as they finish) that run at once, each with its own copy of the dimensions buffer (its fault slot), of the chunk
 //! bounds and of the privatised outputs. The copies are folded into the outputs in chunk
 //! order afterwards, and a failing chunk's fault (the first in chunk order) becomes the same
 //! typed error the serial kernel raises: no panic crosses threads.
@@ -137,7 +138,7 @@ impl Parallel {
                         compiled.run(bufs)?;
                         continue;
                     }
-                    let cuts = cut(lo, hi, threads, weights);
+                    let cuts = cut(lo, hi, chunk_count(threads, private), weights);
                     let mut parts =
                         self.chunks(compiled.as_ref(), kernel, range, &cuts, bufs, threads)?;
                     stitch(range, rows, &mut parts, bufs, env_i64);
@@ -224,7 +225,6 @@ impl Parallel {
         let codes: Vec<(i64, i64)> = match compiled.native() {
             Some(f) => {
                 check_buffers(kernel, &kernel.modified_bufs(), bufs)?;
-                let n = bufs.len();
                 let shared = ChunkBuffers {
                     shared: bufs
                         .iter_mut()
@@ -234,46 +234,47 @@ impl Parallel {
                         })
                         .collect(),
                 };
-                let run = |own: &mut Vec<(usize, Buffer)>| {
-                    let mut slots: Vec<Option<&mut Buffer>> = (0..n).map(|_| None).collect();
-                    for (k, b) in own.iter_mut() {
-                        slots[*k] = Some(b);
-                    }
-                    // SAFETY: `check_buffers` verified the types the code was generated for;
-                    // the chunks write shared buffers only at elements indexed by the parallel
-                    // index (the race check), never move them (`ir::split`), and `bufs` is not
-                    // touched until all have returned.
-                    unsafe { run_native_chunk(f, &shared, &mut slots) }
-                };
-                // The calling thread runs the first chunk while the pool's `threads - 1`
-                // threads run the others: handing every chunk to the pool left the caller
-                // idle, and cost a second wake-up and switch per call.
-                let mut codes = vec![(0, 0); owns.len()];
+                let job = Arc::new(Chunks {
+                    f,
+                    shared,
+                    chunks: std::mem::take(&mut owns)
+                        .into_iter()
+                        .map(|own| Mutex::new((own, (0, 0))))
+                        .collect(),
+                    next: AtomicUsize::new(0),
+                    finished: AtomicUsize::new(0),
+                    panicked: std::sync::atomic::AtomicBool::new(false),
+                    caller: std::thread::current(),
+                });
                 let pool = pool(threads - 1);
                 // A new call ends the pool's spinning (below) so its workers take the chunks.
                 let epoch = EPOCH.fetch_add(1, Ordering::SeqCst) + 1;
-                let done = AtomicUsize::new(0);
-                pool.in_place_scope(|s| {
-                    let mut chunks = owns.iter_mut().zip(codes.iter_mut());
-                    let first = chunks.next();
-                    let mut spawned = 0;
-                    for (own, code) in chunks {
-                        let done = &done;
-                        s.spawn(move |_| {
-                            *code = run(own);
-                            done.fetch_add(1, Ordering::Release);
-                        });
-                        spawned += 1;
-                    }
-                    if let Some((own, code)) = first {
-                        *code = run(own);
-                    }
-                    // Wait for the others awake for a while: the scope's own wait puts this
-                    // thread to sleep, and waking it costs as much as waking a worker.
-                    spin_until(|| done.load(Ordering::Acquire) == spawned);
-                });
+                // The calling thread and the pool's `threads - 1` threads take the chunks in
+                // order, each the next one not yet taken, until none is left: a thread slowed
+                // down (chunks with more work than their entries say, such as the unvisited
+                // vertices of a BFS pull step bunched in one part of the range, or a core
+                // shared with another process) takes fewer. The caller waits for the chunks,
+                // not for the workers: one that wakes after every chunk was taken finds none
+                // and returns, so a late wake-up costs nothing (waiting for a scope's jobs
+                // cost a wake-up per call even when the caller had run every chunk).
+                for _ in 0..(threads - 1).min(job.chunks.len() - 1) {
+                    let job = job.clone();
+                    pool.spawn(move || job.take());
+                }
+                job.take();
+                job.wait();
                 keep_awake(&pool, threads - 1, epoch);
                 compiled.ran_natively(started.elapsed());
+                if job.panicked.load(Ordering::Acquire) {
+                    panic!("a chunk of a parallel range panicked");
+                }
+                let mut codes = vec![];
+                for chunk in &job.chunks {
+                    let (own, code) =
+                        std::mem::take(&mut *chunk.lock().unwrap_or_else(|e| e.into_inner()));
+                    owns.push(own);
+                    codes.push(code);
+                }
                 codes
             }
             None => {
@@ -329,6 +330,65 @@ impl Parallel {
                 Fragments { env, parts }
             })
             .collect())
+    }
+}
+
+/// A chunk's own buffers, by buffer number.
+type Own = Vec<(usize, Buffer)>;
+
+/// The chunks of one call of a parallel range, shared by the calling thread and the pool's
+/// workers, which take them in order (`next`) until none is left.
+struct Chunks {
+    f: crate::runtime::abi::KernelFn,
+    shared: ChunkBuffers,
+    /// Each chunk's own buffers and, once run, its status code and fault word. Each is locked
+    /// by the one thread that took it, and by the caller after every chunk finished.
+    chunks: Vec<Mutex<(Own, (i64, i64))>>,
+    next: AtomicUsize,
+    finished: AtomicUsize,
+    panicked: std::sync::atomic::AtomicBool,
+    /// The calling thread, woken when the last chunk finishes.
+    caller: std::thread::Thread,
+}
+
+impl Chunks {
+    /// Run chunks not yet taken until none is left.
+    fn take(&self) {
+        let n = self.shared.shared.len();
+        while let Some(chunk) = self.chunks.get(self.next.fetch_add(1, Ordering::Relaxed)) {
+            let mut chunk = chunk.lock().unwrap_or_else(|e| e.into_inner());
+            let (own, code) = &mut *chunk;
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut slots: Vec<Option<&mut Buffer>> = (0..n).map(|_| None).collect();
+                for (k, b) in own.iter_mut() {
+                    slots[*k] = Some(b);
+                }
+                // SAFETY: `check_buffers` verified the types the code was generated for; the
+                // chunks write shared buffers only at elements indexed by the parallel index
+                // (the race check), never move them (`ir::split`), and the caller touches
+                // none of them until every chunk has finished (`wait`); a worker that starts
+                // later takes no chunk, so it never reaches the shared pointers.
+                unsafe { run_native_chunk(self.f, &self.shared, &mut slots) }
+            }));
+            match ran {
+                Ok(c) => *code = c,
+                Err(_) => self.panicked.store(true, Ordering::Release),
+            }
+            drop(chunk);
+            if self.finished.fetch_add(1, Ordering::AcqRel) + 1 == self.chunks.len() {
+                self.caller.unpark();
+            }
+        }
+    }
+
+    /// Wait until every chunk has finished: awake for a while (sleeping and being woken costs
+    /// as much as waking a worker), then parked until the last chunk's thread wakes it.
+    fn wait(&self) {
+        let done = || self.finished.load(Ordering::Acquire) == self.chunks.len();
+        spin_until(done);
+        while !done() {
+            std::thread::park();
+        }
     }
 }
 
@@ -492,6 +552,21 @@ fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
             )
         })
         .clone()
+}
+
+/// Chunks per thread of a range whose chunks copy nothing: a thread that finishes its chunk
+/// early takes another, so uneven chunks (work the weights do not see, a thread sharing its
+/// core) even out. Each chunk costs a kernel call and copies of the environments, a few µs.
+pub const CHUNKS_PER_THREAD: usize = 4;
+
+/// How many chunks to cut a range run on `threads` threads into: [`CHUNKS_PER_THREAD`] per
+/// thread, or one per thread when each chunk copies `private` elements (private outputs and
+/// workspaces: more chunks would mean more copies to fill and fold).
+pub fn chunk_count(threads: usize, private: u64) -> usize {
+    match private {
+        0 => threads * CHUNKS_PER_THREAD,
+        _ => threads,
+    }
 }
 
 /// How many threads the range `lo..=hi` is worth: 1 when its work (indices, or the entries

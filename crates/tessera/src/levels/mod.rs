@@ -106,6 +106,14 @@ pub trait Level: Sync {
     fn appends(&self, _l: &LevelRef) -> Option<crate::ir::Rows> {
         None
     }
+    /// For a level for which [`Level::appends_rows`] holds: the array in which a fiber being
+    /// written keeps its own entry count, at its position + 1 (SparseList's `ptr`), if the
+    /// level writes one. A row's count is its iteration's alone, but a 1-D output has one
+    /// fiber, which every chunk of a parallel loop over its dimension appends to: each chunk
+    /// then counts into a copy of this array starting at zero, and the copies are summed.
+    fn fiber_counts(&self, _l: &LevelRef) -> Option<crate::ir::BufId> {
+        None
+    }
 
     /// The level's coordinate arrays: `(buffer, dimension)` for each buffer whose every
     /// element is a coordinate of the level's dimension `dimension` in a valid tensor. A kernel
@@ -358,16 +366,17 @@ pub(super) fn remap_pieces<L: Level + ?Sized>(
 }
 
 /// The level of `format` whose fibers a parallel loop over the first index can append row by
-/// row (see [`Level::appends_rows`]): the format is one or more `Dense` levels, then that
-/// level, then a leaf. `None` for any other format.
+/// row (see [`Level::appends_rows`]): the format is zero or more `Dense` levels, then that
+/// level, then a leaf. With no `Dense` level (a 1-D vector such as a BFS frontier) the loop's
+/// index is the appending level's own: each chunk appends a sorted run of coordinates, and the
+/// runs concatenated in chunk order are the serial list. `None` for any other format.
 pub fn row_appended_level(format: &Format) -> Option<usize> {
     let k = format
         .levels
         .iter()
         .position(|l| !matches!(l, LevelKind::Dense))?;
     let (level, child) = (format.levels.get(k)?, format.levels.get(k + 1)?);
-    (k >= 1
-        && k + 2 == format.levels.len()
+    (k + 2 == format.levels.len()
         && child.is_leaf()
         && level_impl(level).appends_rows(level, child))
     .then_some(k)

@@ -125,6 +125,10 @@ impl Level for SparseList {
             arrays,
         })
     }
+    /// `ptr[p + 1]` holds fiber `p`'s count until the freeze (`shared::counted_fiber`).
+    fn fiber_counts(&self, l: &LevelRef) -> Option<crate::ir::BufId> {
+        Some(l.buf(PTR))
+    }
 
     fn validate(
         &self,

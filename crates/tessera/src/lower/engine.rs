@@ -124,9 +124,10 @@ impl Engine {
                     .parallel
                     .get(&(span.line, span.col, index.clone()))
                     .cloned()
-                    && let Some(private) = self.private_bufs(&plan.private)
-                    && let Some(rows) = self.rows_of(&plan.rows)
+                    && let Some(mut private) = self.private_bufs(&plan.private)
+                    && let Some((rows, counts)) = self.rows_of(&plan.rows)
                 {
+                    private.extend(counts);
                     let scratch = self.scratch_bufs(&plan.scratch);
                     let scratch_state = plan
                         .scratch
@@ -283,17 +284,33 @@ impl Engine {
     }
 
     /// The appending levels of sparse outputs whose rows the chunks append separately
-    /// (`Plan::rows`); `None` when one's level cannot say what it appends to (the loop then
-    /// runs serially: its chunks would share the appends).
-    fn rows_of(&self, rows: &[String]) -> Option<Vec<crate::ir::Rows>> {
-        rows.iter()
-            .map(|name| {
-                let t = self.tensors.get(name)?;
-                let level = crate::levels::row_appended_level(&t.format)?;
-                let l = LevelRef { tensor: t, level };
-                level_impl(l.kind()).appends(&l)
-            })
-            .collect()
+    /// (`Plan::rows`), and the per-fiber count arrays to sum over the chunks: an output whose
+    /// first level appends (a 1-D sparse vector) has one fiber, which every chunk appends to,
+    /// so each chunk counts its entries into a copy of the array starting at zero
+    /// ([`crate::levels::Level::fiber_counts`]). `None` when a level cannot say what it
+    /// appends to (the loop then runs serially: its chunks would share the appends).
+    fn rows_of(&self, rows: &[String]) -> Option<(Vec<crate::ir::Rows>, Vec<crate::ir::Private>)> {
+        let mut out = vec![];
+        let mut counts = vec![];
+        for name in rows {
+            let t = self.tensors.get(name)?;
+            let level = crate::levels::row_appended_level(&t.format)?;
+            let l = LevelRef { tensor: t, level };
+            let imp = level_impl(l.kind());
+            out.push(imp.appends(&l)?);
+            if level == 0
+                && let Some(buf) = imp.fiber_counts(&l)
+            {
+                counts.push(crate::ir::Private {
+                    buf,
+                    fold: crate::ir::BinOp::Add,
+                    identity: crate::types::Scalar::zero(
+                        self.cx.bufs[buf.0 as usize].elem.compute(),
+                    ),
+                });
+            }
+        }
+        Some((out, counts))
     }
 
     /// Every array of the tensors a parallel loop's iterations declare afresh (a tensor the

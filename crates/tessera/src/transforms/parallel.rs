@@ -3,12 +3,15 @@
 //! and refuses the rest with an error naming the access and the loop.
 //!
 //! For a write `T[idx...] op= rhs` under a parallel loop over `i`:
-//! - a sparse `T` is accepted only row by row: stored as `Dense` levels, then a level that
-//!   appends its fibers in order (`SparseList`, `SparseByteMap`; `Level::appends_rows`), then
-//!   the leaf, written with the plain `i` as its first index, under no other parallel loop.
-//!   Each iteration then appends only to its own row, and each chunk of rows appends into
-//!   fragments of its own that are concatenated in chunk order after the loop
-//!   ([`Plan::rows`]; any operator, since no other iteration reaches the row). Any other
+//! - a sparse `T` is accepted only row by row: stored as zero or more `Dense` levels, then a
+//!   level that appends its fibers in order (`SparseList`, `SparseByteMap`;
+//!   `Level::appends_rows`), then the leaf, written with the plain `i` as its first index,
+//!   under no other parallel loop. Each iteration then appends only to its own row, and each
+//!   chunk of rows appends into fragments of its own that are concatenated in chunk order
+//!   after the loop ([`Plan::rows`]; any operator, since no other iteration reaches the row).
+//!   With no `Dense` level (a 1-D vector, a BFS frontier `Fnext[i] |= true`) the "row" is the
+//!   entry at `i`: each chunk's indices are a contiguous increasing range, so its fragment is a
+//!   sorted run of coordinates, and the runs in chunk order are the serial list. Any other
 //!   sparse output (a sparse level above the `Dense` one, COO, a row other than `i`'s, a
 //!   parallel loop inside another) is an [`Error::Race`]: its appends move positions the
 //!   threads share (Finch.jl issue #672: a `Separate` output updated with `+=` raced
@@ -57,8 +60,9 @@ pub struct Plan {
 pub enum Storage {
     /// Every level `Dense`, or a 0-d scalar: each location has its own element.
     Dense,
-    /// `Dense` levels, then one level appending its fibers in order, then the leaf
-    /// (`levels::row_appended_level`): rows of the first index can be appended separately.
+    /// Zero or more `Dense` levels, then one level appending its fibers in order, then the
+    /// leaf (`levels::row_appended_level`): rows of the first index (entries, for a vector)
+    /// can be appended separately.
     Rows,
     /// Any other sparse format.
     Sparse,
@@ -203,9 +207,9 @@ impl Checker<'_> {
                     span: lhs.span,
                     msg: format!(
                         "`{lhs}` is written under the parallel loop over `{index}` ({at}), but \
-                         {why}; store `{tensor}` with Dense levels, or as Dense levels over one \
-                         SparseList or SparseByteMap level indexed first by `{index}`, or make \
-                         the loop serial"
+                         {why}; store `{tensor}` with Dense levels, or as one SparseList or \
+                         SparseByteMap level (under Dense levels, if any) indexed first by \
+                         `{index}`, or make the loop serial"
                     ),
                 });
             }
