@@ -316,32 +316,6 @@ impl Level for SparseByteMap {
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let (ptr, srt, nsrt) = (l.buf(PTR), l.buf(SRT), l.state(NSRT));
         let n = l.dim(0);
-        if count == b::int(1) {
-            // One fiber (a root level: a workspace vector, a frontier): every set slot is
-            // its own, so its end is the count of set slots. Counting per fiber would divide
-            // each slot by the dimension, an integer division per stored entry.
-            let mut code = vec![
-                Stmt::Sort {
-                    buf: srt,
-                    lo: b::int(0),
-                    hi: b::var(nsrt),
-                },
-                Stmt::Grow {
-                    buf: ptr,
-                    len: b::int(2),
-                },
-                b::store(ptr, b::int(0), b::int(0)),
-                b::store(ptr, b::int(1), b::var(nsrt)),
-            ];
-            let (child, m) = l.child_impl().freeze(cx, &l.child(), n)?;
-            code.extend(child);
-            return Ok((code, m));
-        }
-        let (k, p) = (cx.var("k", ElemType::I64), cx.var("p", ElemType::I64));
-        let fiber = b::add(
-            b::bin(crate::ir::BinOp::Div, b::load(srt, b::var(k)), n.clone()),
-            b::int(1),
-        );
         let mut code = vec![
             Stmt::Sort {
                 buf: srt,
@@ -352,6 +326,25 @@ impl Level for SparseByteMap {
                 buf: ptr,
                 len: b::add(count.clone(), b::int(1)),
             },
+        ];
+        if count == b::int(1) {
+            // One fiber (a root level: a workspace vector, a frontier): every set slot is
+            // its own, so its end is the count of set slots. Counting per fiber would divide
+            // each slot by the dimension, an integer division per stored entry.
+            code.extend([
+                b::store(ptr, b::int(0), b::int(0)),
+                b::store(ptr, b::int(1), b::var(nsrt)),
+            ]);
+            let (child, m) = l.child_impl().freeze(cx, &l.child(), n)?;
+            code.extend(child);
+            return Ok((code, m));
+        }
+        let (k, p) = (cx.var("k", ElemType::I64), cx.var("p", ElemType::I64));
+        let fiber = b::add(
+            b::bin(crate::ir::BinOp::Div, b::load(srt, b::var(k)), n.clone()),
+            b::int(1),
+        );
+        code.extend([
             Stmt::Fill {
                 buf: ptr,
                 start: b::int(0),
@@ -381,7 +374,7 @@ impl Level for SparseByteMap {
                     ),
                 )],
             },
-        ];
+        ]);
         let (child, m) = l.child_impl().freeze(cx, &l.child(), b::mul(count, n))?;
         code.extend(child);
         Ok((code, m))
