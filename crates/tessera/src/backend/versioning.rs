@@ -70,9 +70,9 @@ enum Source {
 /// The variables of a kernel that only ever hold elements of vouched-for coordinate arrays
 /// ([`Kernel::bounded`]): every assignment to such a variable, anywhere in the kernel, is a
 /// load from an array bounded by the same `below`, which the kernel never writes, or a copy of
-/// another such variable with the same bound; it is no loop counter. Its value is then always in `0..below` when `below` is positive (the initial 0
-/// too), whichever load last set it, in bounds or not (an out-of-bounds load fails before the
-/// assignment).
+/// another such variable with the same bound; it is no loop counter. Its value is then always
+/// in `0..below` when `below` is positive (the initial 0 too), whichever load last set it, in
+/// bounds or not (an out-of-bounds load fails before the assignment).
 #[derive(Default)]
 pub struct Gathers {
     vars: HashMap<VarId, usize>,
