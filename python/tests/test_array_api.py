@@ -216,9 +216,16 @@ def test_float_functions_of_numpy(name, dtype, data):
     if name == "logaddexp" or dtype == "float32" and name in ("remainder", "floor_divide"):
         # libm's exp and log1p against NumPy's may differ in the last bit; float32 floored
         # division is computed in float64 here and rounded, NumPy's in float32.
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+        if name == "logaddexp" and dtype == "float32":
+            # Computed in float64 and rounded once, against NumPy's float32 arithmetic, whose
+            # error is relative to the operands, not to a result that cancels (logaddexp(-1.5,
+            # -0.25) = 0.00193: NumPy's float32 is 3.6e-6 off, ours correctly rounded). The
+            # oracle is NumPy's float64 result rounded to float32.
+            with np.errstate(all="ignore"):
+                want = np.logaddexp(a.astype(np.float64), np.float64(b[0])).astype(np.float32)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6 if dtype == "float32" else 1e-15,
                                    atol=0, equal_nan=True)
-        assert np.asarray(got).dtype == np.asarray(want).dtype
     else:
         same_bits(got, want)
 
