@@ -94,8 +94,10 @@ fn agree_everywhere(program: &str, tensors: &BTreeMap<String, Tensor>) {
 #[test]
 fn built_tensors_record_their_coordinate_bounds_until_changed() {
     let csr = matrix(FORMATS[0], N, M, 1);
-    // ptr, idx, val: only the column indices are coordinates.
-    assert_eq!(bounds(&csr), vec![None, Some(M as u64), None]);
+    // ptr, idx, val: the column indices are coordinates, the row pointers positions in
+    // `0..=nnz`.
+    let nnz = csr.levels[1][1].len() as u64;
+    assert_eq!(bounds(&csr), vec![Some(nnz + 1), Some(M as u64), None]);
     let coo = matrix(FORMATS[2], N, M, 1);
     assert_eq!(
         bounds(&coo)[1..3],
@@ -261,6 +263,10 @@ enum Change {
     Share,
     /// Check the coordinates again (records a bound when they are in range).
     Mark,
+    /// Overwrite one row pointer (any value: past the entries, negative, decreasing).
+    SetPtr(usize, i64),
+    /// Drop the last row pointers (fewer than the rows the shape claims).
+    TruncatePtr(usize),
 }
 
 fn change() -> impl proptest::strategy::Strategy<Value = Change> {
@@ -272,6 +278,12 @@ fn change() -> impl proptest::strategy::Strategy<Value = Change> {
         Just(1 << 40),
         Just(-(1 << 40))
     ];
+    let ptr = prop_oneof![
+        -3i64..(N as i64 * M as i64 + 3),
+        Just(i64::MAX),
+        Just(i64::MIN),
+        Just(1 << 40)
+    ];
     prop_oneof![
         (0usize..64, index.clone()).prop_map(|(k, v)| Change::Set(k, v)),
         index.prop_map(Change::Push),
@@ -280,11 +292,15 @@ fn change() -> impl proptest::strategy::Strategy<Value = Change> {
         Just(Change::Raw),
         Just(Change::Share),
         Just(Change::Mark),
+        (0usize..64, ptr).prop_map(|(k, v)| Change::SetPtr(k, v)),
+        (1usize..4).prop_map(Change::TruncatePtr),
     ]
 }
 
 fn apply(a: &mut Tensor, c: &Change) {
-    let idx = &mut a.levels[1][1];
+    let [ptr, idx, ..] = &mut a.levels[1][..] else {
+        panic!("a CSR matrix has ptr, idx and val")
+    };
     match *c {
         Change::Set(k, v) => {
             if !idx.is_empty() {
@@ -296,6 +312,14 @@ fn apply(a: &mut Tensor, c: &Change) {
         Change::Truncate(k) => {
             let n = idx.len().saturating_sub(k);
             idx.truncate(n);
+        }
+        Change::SetPtr(k, v) => {
+            let k = k % ptr.len();
+            ptr.set(k, Scalar::I64(v));
+        }
+        Change::TruncatePtr(k) => {
+            let n = ptr.len().saturating_sub(k);
+            ptr.truncate(n);
         }
         Change::Columns(n) => a.shape[1] = n,
         Change::Raw => {
@@ -320,7 +344,7 @@ fn hostile_changes_never_escape_the_checks() {
     let program = parse("y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n");
     let backends = runners();
     let mut runner = TestRunner::new(Config {
-        cases: 48,
+        cases: 96,
         ..Config::default()
     });
     let strategy = proptest::collection::vec(change(), 1..6);

@@ -15,7 +15,7 @@
 //! checked copy otherwise, so a corrupt input still fails at the same access with the same
 //! writes done.
 
-use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, VarId};
+use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, VarId, Vouched};
 use crate::types::Scalar;
 use std::collections::{HashMap, HashSet};
 
@@ -45,6 +45,15 @@ pub enum At {
     /// `buf[index]`, `index` holding only values in `0..below`, `below` being
     /// `Gathers::belows[below]` (tested positive).
     Gathered { index: VarId, below: usize },
+    /// `buf[var + offset]` in `for var = s..e` where `s` and `e` only hold positions in
+    /// `0..below` (`Gathers::position_below`): `var + offset` is then in
+    /// `offset..below - 1 + offset`, whatever the row, so the test is the same for every run
+    /// of the loop: `below > 0` and `below - 1 + offset <= len(buf)`. `offset >= 0`.
+    Between {
+        var: VarId,
+        offset: i64,
+        below: usize,
+    },
 }
 
 impl Access {
@@ -56,6 +65,7 @@ impl Access {
                     loop_offset(index, var) == Some((base, offset))
                 }
                 At::Gathered { index: v, .. } => matches!(index, Expr::Var(x) if *x == v),
+                At::Between { var, offset, .. } => loop_offset(index, var) == Some((None, offset)),
             }
     }
 }
@@ -64,20 +74,35 @@ impl Access {
 enum Source {
     Load(BufId),
     Copy(VarId),
+    /// The counter of `for v = start..stop`: `start`, then up to `stop` (both evaluated once,
+    /// before the loop; the body does not assign the counter, or the loop is not this).
+    Counter(Expr, Expr),
     Other,
 }
 
-/// The variables of a kernel that only ever hold elements of vouched-for coordinate arrays
+/// What [`Gathers::of`] knows of a variable while it looks for the fixpoint.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Known {
+    /// Nothing against it yet (only copies of other such variables so far).
+    Open,
+    Below(usize),
+    Not,
+}
+
+/// The variables of a kernel that only ever hold elements of vouched-for integer arrays
 /// ([`Kernel::bounded`]): every assignment to such a variable, anywhere in the kernel, is a
-/// load from an array bounded by the same `below`, which the kernel never writes, or a copy of
-/// another such variable with the same bound; it is no loop counter. Its value is then always
-/// in `0..below` when `below` is positive (the initial 0 too), whichever load last set it, in
-/// bounds or not (an out-of-bounds load fails before the assignment).
+/// load from an array bounded by the same `below`, which the kernel never writes, a copy of
+/// another such variable with the same bound, or the counter of a loop both of whose ends are
+/// such variables (it runs from one to the other). Its value is then always in `0..below` when
+/// `below` is positive (the initial 0 too), whichever load last set it, in bounds or not (an
+/// out-of-bounds load fails before the assignment).
 #[derive(Default)]
 pub struct Gathers {
     vars: HashMap<VarId, usize>,
     /// The distinct bounds, as the kernel states them.
     pub belows: Vec<Expr>,
+    /// Which of [`Gathers::belows`] bound positions rather than coordinates.
+    positions: HashSet<usize>,
 }
 
 impl Gathers {
@@ -96,7 +121,18 @@ impl Gathers {
                 };
                 assigned.entry(*v).or_default().push(from);
             }
-            Stmt::For { var, .. } => assigned.entry(*var).or_default().push(Source::Other),
+            Stmt::For {
+                var,
+                start,
+                stop,
+                body,
+            } => {
+                let from = match assigns(body, *var) {
+                    false => Source::Counter(start.clone(), stop.clone()),
+                    true => Source::Other,
+                };
+                assigned.entry(*var).or_default().push(from);
+            }
             Stmt::Chunked(c) => {
                 for v in [c.lo, c.hi] {
                     assigned.entry(v).or_default().push(Source::Other);
@@ -115,60 +151,159 @@ impl Gathers {
         });
         let mut g = Gathers::default();
         let mut bound_of = HashMap::new();
-        for (buf, below) in &k.bounded {
-            if changed.contains(buf) {
+        for f in &k.bounded {
+            if changed.contains(&f.buf) {
                 continue;
             }
-            let at = match g.belows.iter().position(|b| b == below) {
-                Some(at) => at,
+            // A bound is one of coordinates or of positions, never both: the two are used
+            // differently (`At::Gathered`, `At::Between`).
+            let at = match g.belows.iter().position(|b| *b == f.below) {
+                Some(at) if g.positions.contains(&at) == (f.what == Vouched::Positions) => at,
+                Some(_) => usize::MAX,
                 None => {
-                    g.belows.push(below.clone());
+                    g.belows.push(f.below.clone());
+                    if f.what == Vouched::Positions {
+                        g.positions.insert(g.belows.len() - 1);
+                    }
                     g.belows.len() - 1
                 }
             };
             // A buffer vouched for twice with different bounds keeps neither.
-            if *bound_of.entry(*buf).or_insert(at) != at {
-                bound_of.insert(*buf, usize::MAX);
+            if *bound_of.entry(f.buf).or_insert(at) != at {
+                bound_of.insert(f.buf, usize::MAX);
             }
         }
-        // A copy `v = u` holds what `u` holds. Variables are added until nothing changes, each
-        // only once all its sources are known: a copy of a variable not (yet) known to gather
-        // keeps `v` out, so a cycle of copies with no load behind it never qualifies.
+        // The largest set of variables consistent with the rules above: every assigned
+        // variable starts open and is ruled out, or given its bound, until nothing changes.
+        // Each step only moves a variable from open to a bound or to ruled out, or from a
+        // bound to ruled out, so this ends. A variable still open at the end is only ever
+        // copied from open ones, so it always holds the initial 0; it is left out (no bound
+        // to name).
+        let mut known: HashMap<VarId, Known> = assigned.keys().map(|v| (*v, Known::Open)).collect();
+        let of_var = |known: &HashMap<VarId, Known>, u: &VarId| -> Known {
+            known.get(u).copied().unwrap_or(Known::Not)
+        };
         loop {
-            let before = g.vars.len();
+            let mut moved = false;
             for (v, froms) in &assigned {
-                if g.vars.contains_key(v) {
+                if known[v] == Known::Not {
                     continue;
                 }
-                let bounds: HashSet<Option<usize>> = froms
-                    .iter()
-                    .map(|f| match f {
-                        Source::Load(b) => bound_of.get(b).copied().filter(|&a| a != usize::MAX),
-                        Source::Copy(u) => g.vars.get(u).copied(),
-                        Source::Other => None,
-                    })
-                    .collect();
-                if let [Some(at)] = bounds.into_iter().collect::<Vec<_>>()[..] {
-                    g.vars.insert(*v, at);
+                let mut now = Known::Open;
+                let mut meet = |k: Known| {
+                    now = match (now, k) {
+                        (Known::Not, _) | (_, Known::Not) => Known::Not,
+                        (Known::Open, k) | (k, Known::Open) => k,
+                        (Known::Below(a), Known::Below(b)) if a == b => Known::Below(a),
+                        _ => Known::Not,
+                    }
+                };
+                for f in froms {
+                    match f {
+                        Source::Load(b) => meet(match bound_of.get(b) {
+                            Some(&a) if a != usize::MAX => Known::Below(a),
+                            _ => Known::Not,
+                        }),
+                        Source::Copy(u) => meet(of_var(&known, u)),
+                        Source::Counter(start, stop) => {
+                            for end in [start, stop] {
+                                meet(match end {
+                                    Expr::Var(u) => of_var(&known, u),
+                                    _ => Known::Not,
+                                })
+                            }
+                        }
+                        Source::Other => meet(Known::Not),
+                    }
+                }
+                if now != known[v] {
+                    known.insert(*v, now);
+                    moved = true;
                 }
             }
-            if g.vars.len() == before {
-                return g;
+            if !moved {
+                break;
             }
         }
+        g.vars = known
+            .into_iter()
+            .filter_map(|(v, k)| match k {
+                Known::Below(a) => Some((v, a)),
+                _ => None,
+            })
+            .collect();
+        g
     }
 
     /// The bound of `v`'s values, if it only ever holds vouched-for coordinates.
     pub fn below(&self, v: VarId) -> Option<usize> {
-        self.vars.get(&v).copied()
+        self.vars
+            .get(&v)
+            .copied()
+            .filter(|a| !self.positions.contains(a))
+    }
+
+    /// The bound of `v`'s values, if it only ever holds vouched-for positions.
+    pub fn position_below(&self, v: VarId) -> Option<usize> {
+        self.vars
+            .get(&v)
+            .copied()
+            .filter(|a| self.positions.contains(a))
     }
 }
 
-/// The accesses of the body of `for var ...` whose checks can move before the loop: the body
-/// has no inner loop (versioning nested loops would multiply the code) and does not assign
-/// `var`; the buffer is not grown in the body; the base is not assigned in the body. Empty
-/// when the loop cannot be versioned. Sorted, without repeats.
-pub fn versionable(var: VarId, body: &[Stmt], gathers: &Gathers) -> Vec<Access> {
+/// The accesses of the body of `for var = start..stop` whose checks can move before the loop:
+/// the body has no inner loop (versioning nested loops would multiply the code) and does not
+/// assign `var`; the buffer is not grown in the body; the base is not assigned in the body.
+/// Empty when the loop cannot be versioned. Sorted, without repeats.
+pub fn versionable(
+    var: VarId,
+    start: &Expr,
+    stop: &Expr,
+    body: &[Stmt],
+    gathers: &Gathers,
+) -> Vec<Access> {
+    accesses(var, start, stop, body, gathers, false)
+}
+
+/// The largest body, in statements, that [`outer_versionable`] versions: the loop is emitted
+/// twice, so this bounds what a kernel grows by.
+pub const MAX_OUTER_BODY: usize = 160;
+
+/// [`versionable`] for a loop with loops inside, such as SpMV's row loop with its row pointers
+/// `ptr[i]`, `ptr[i + 1]` and the output `y[i]`: the same accesses, anywhere in the body
+/// (inner loops included), under the same conditions, and the [`At::Between`] accesses of
+/// its innermost loops (their test does not depend on the row). Those hold only inside their
+/// own loop: a backend makes them unchecked there, not in the whole body. Empty when the body
+/// holds a parallel range or is larger than [`MAX_OUTER_BODY`] statements. A backend
+/// versions at most one such loop on any path through a nest, so the code at most doubles.
+pub fn outer_versionable(
+    var: VarId,
+    start: &Expr,
+    stop: &Expr,
+    body: &[Stmt],
+    gathers: &Gathers,
+) -> Vec<Access> {
+    let mut size = 0;
+    let mut parallel = false;
+    walk_stmts(body, &mut |s| {
+        size += 1;
+        parallel |= matches!(s, Stmt::Chunked(_));
+    });
+    if parallel || size > MAX_OUTER_BODY {
+        return vec![];
+    }
+    accesses(var, start, stop, body, gathers, true)
+}
+
+fn accesses(
+    var: VarId,
+    start: &Expr,
+    stop: &Expr,
+    body: &[Stmt],
+    gathers: &Gathers,
+    outer: bool,
+) -> Vec<Access> {
     let mut nested = false;
     let mut grown = HashSet::new();
     walk_stmts(body, &mut |s| match s {
@@ -178,9 +313,15 @@ pub fn versionable(var: VarId, body: &[Stmt], gathers: &Gathers) -> Vec<Access> 
         }
         _ => {}
     });
-    if nested || assigns(body, var) {
+    if nested != outer || assigns(body, var) {
         return vec![];
     }
+    // A loop over the entries between two positions (`for q = ptr[p]..ptr[p + 1]`).
+    let position = |e: &Expr| match e {
+        Expr::Var(v) => gathers.position_below(*v),
+        _ => None,
+    };
+    let between = position(start).filter(|b| position(stop) == Some(*b));
     let mut found = HashSet::new();
     let mut note = |buf: BufId, index: &Expr| {
         if grown.contains(&buf.0) {
@@ -189,10 +330,11 @@ pub fn versionable(var: VarId, body: &[Stmt], gathers: &Gathers) -> Vec<Access> 
         if let Some((base, offset)) = loop_offset(index, var)
             && !base.is_some_and(|w| assigns(body, w))
         {
-            found.insert(Access {
-                buf,
-                at: At::Shifted { var, base, offset },
-            });
+            let at = match (base, between) {
+                (None, Some(below)) if offset >= 0 => At::Between { var, offset, below },
+                _ => At::Shifted { var, base, offset },
+            };
+            found.insert(Access { buf, at });
         } else if let Expr::Var(v) = index
             && let Some(below) = gathers.below(*v)
         {
@@ -212,9 +354,58 @@ pub fn versionable(var: VarId, body: &[Stmt], gathers: &Gathers) -> Vec<Access> 
             note(*buf, index);
         }
     });
+    if outer {
+        // The tests of an inner loop over a fiber's entries are the same for every row: they
+        // join the outer loop's, and the inner loop then runs unversioned in its fast copy.
+        walk_stmts(body, &mut |s| {
+            if let Stmt::For {
+                var: v,
+                start,
+                stop,
+                body: b,
+            } = s
+            {
+                let inner = accesses(*v, start, stop, b, gathers, false);
+                found.extend(
+                    inner.into_iter().filter(|a| {
+                        matches!(a.at, At::Between { .. }) && !grown.contains(&a.buf.0)
+                    }),
+                );
+            }
+        });
+    }
     let mut v: Vec<Access> = found.into_iter().collect();
     v.sort();
     v
+}
+
+/// Whether `a op b` is `v < len(buf)` or `0 <= v` for the counter `v` of a versioned loop
+/// whose test covers it, given the accesses the enclosing versioned loops made unchecked: an
+/// unchecked `buf[v + c]` with `c >= 0` (`c <= 0`) has `v < len(buf)` (`0 <= v`) for every
+/// value of `v` in the loop. The lowering guards a write to an output's element `y[i]` with
+/// such a test, which the compilers do not see through the loop's test to drop.
+pub fn known_in_bounds(unchecked: &[Access], op: BinOp, a: &Expr, b: &Expr) -> bool {
+    let covered = |v: VarId, buf: Option<BufId>, up: bool| {
+        unchecked.iter().any(|x| {
+            let (var, offset) = match x.at {
+                At::Shifted {
+                    var,
+                    base: None,
+                    offset,
+                } => (var, offset),
+                // `0 <= s <= v`, and `offset >= 0`.
+                At::Between { var, offset, .. } => (var, offset.max(0)),
+                _ => return false,
+            };
+            let side = if up { offset >= 0 } else { offset <= 0 };
+            var == v && buf.is_none_or(|b| b == x.buf) && side
+        })
+    };
+    match (op, a, b) {
+        (BinOp::Lt, Expr::Var(v), Expr::Len(buf)) => covered(*v, Some(*buf), true),
+        (BinOp::Le, Expr::Const(Scalar::I64(0)), Expr::Var(v)) => covered(*v, None, false),
+        _ => false,
+    }
 }
 
 /// `index` as `var + w + c`: the loop variable once, at most one other variable `w`, and a
@@ -296,7 +487,7 @@ pub fn walk_exprs(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::build as b;
+    use crate::ir::{Bounded, build as b};
 
     #[test]
     fn loop_offsets_are_recognised() {
@@ -329,9 +520,11 @@ mod tests {
         let (i, w) = (VarId(0), VarId(1));
         let none = Gathers::default();
         let store = b::store(BufId(1), b::add(b::var(w), b::var(i)), b::int(1));
-        assert_eq!(versionable(i, std::slice::from_ref(&store), &none).len(), 1);
+        let (s, e) = (b::int(0), b::int(8));
+        let ver = |body: &[Stmt]| versionable(i, &s, &e, body, &none);
+        assert_eq!(ver(std::slice::from_ref(&store)).len(), 1);
         let moved = vec![store.clone(), Stmt::Assign(w, b::int(3))];
-        assert!(versionable(i, &moved, &none).is_empty());
+        assert!(ver(&moved).is_empty());
         let grown = vec![
             Stmt::Grow {
                 buf: BufId(1),
@@ -339,19 +532,28 @@ mod tests {
             },
             store.clone(),
         ];
-        assert!(versionable(i, &grown, &none).is_empty());
+        assert!(ver(&grown).is_empty());
         let counted = vec![store, Stmt::Assign(i, b::int(0))];
-        assert!(versionable(i, &counted, &none).is_empty());
+        assert!(ver(&counted).is_empty());
     }
 
-    /// The innermost `for` loops of the statements, with their variables.
-    fn innermost(stmts: &[Stmt], out: &mut Vec<(VarId, Vec<Stmt>)>) {
+    /// An innermost `for` loop: its variable, start, stop and body.
+    type Loop = (VarId, Expr, Expr, Vec<Stmt>);
+
+    /// The innermost `for` loops of the statements.
+    fn innermost(stmts: &[Stmt], out: &mut Vec<Loop>) {
         walk_stmts(stmts, &mut |s| {
-            if let Stmt::For { var, body, .. } = s {
+            if let Stmt::For {
+                var,
+                start,
+                stop,
+                body,
+            } = s
+            {
                 let mut inner = false;
                 walk_stmts(body, &mut |t| inner |= matches!(t, Stmt::For { .. }));
                 if !inner {
-                    out.push((*var, body.clone()));
+                    out.push((*var, start.clone(), stop.clone(), body.clone()));
                 }
             }
         });
@@ -378,7 +580,7 @@ mod tests {
         innermost(&c.ir.body, &mut loops);
         loops
             .iter()
-            .flat_map(|(v, body)| versionable(*v, body, &g))
+            .flat_map(|(v, s, e, body)| versionable(*v, s, e, body, &g))
             .filter(|a| matches!(a.at, At::Gathered { .. }))
             .collect()
     }
@@ -398,12 +600,20 @@ mod tests {
         assert!(gathered_in(spmv, "Dense(Dense(Element(0.0)))").is_empty());
     }
 
+    fn coordinates(buf: BufId, below: Expr) -> Bounded {
+        Bounded {
+            buf,
+            below,
+            what: Vouched::Coordinates,
+        }
+    }
+
     #[test]
     fn an_index_assigned_anything_else_is_not_a_gather() {
         let (j, q) = (VarId(0), VarId(1));
         let (coords, x) = (BufId(1), BufId(2));
         let below = b::load(BufId(0), b::int(3));
-        let kernel = |extra: Vec<Stmt>, bounded: Vec<(BufId, Expr)>| {
+        let kernel = |extra: Vec<Stmt>, bounded: Vec<Bounded>| {
             let mut body = vec![Stmt::For {
                 var: q,
                 start: b::int(0),
@@ -423,7 +633,7 @@ mod tests {
                 bounded,
             }
         };
-        let vouched = vec![(coords, below.clone())];
+        let vouched = vec![coordinates(coords, below.clone())];
         assert_eq!(
             Gathers::of(&kernel(vec![], vouched.clone())).below(j),
             Some(0)
@@ -438,7 +648,7 @@ mod tests {
             None
         );
         // Two bounds for one buffer keep neither.
-        let twice = vec![(coords, below), (coords, b::int(5))];
+        let twice = vec![coordinates(coords, below), coordinates(coords, b::int(5))];
         assert_eq!(Gathers::of(&kernel(vec![], twice)).below(j), None);
     }
 
@@ -460,7 +670,7 @@ mod tests {
             ]
             .concat(),
             errors: vec![],
-            bounded: vec![(coords, below.clone())],
+            bounded: vec![coordinates(coords, below.clone())],
         };
         let g = Gathers::of(&kernel(vec![]));
         assert_eq!((g.below(s), g.below(t)), (Some(0), Some(0)));
@@ -473,6 +683,141 @@ mod tests {
             Stmt::Assign(VarId(5), b::var(u)),
         ]));
         assert_eq!((g.below(u), g.below(VarId(5))), (None, None));
+    }
+
+    #[test]
+    fn counters_of_loops_between_positions_hold_positions() {
+        let (q, e, saved, r) = (VarId(0), VarId(1), VarId(2), VarId(3));
+        let (ptr, idx) = (BufId(1), BufId(2));
+        let kernel = |start: Expr, extra: Vec<Stmt>| Kernel {
+            name: "k".into(),
+            bufs: vec![],
+            vars: vec![],
+            body: [
+                vec![
+                    Stmt::Assign(q, b::load(ptr, b::int(0))),
+                    Stmt::Assign(e, b::load(ptr, b::int(1))),
+                    // The IEEE re-run of a row: the start saved, the loop run, the start
+                    // restored (a cycle through the counter).
+                    Stmt::Assign(saved, b::var(q)),
+                    Stmt::For {
+                        var: q,
+                        start,
+                        stop: b::var(e),
+                        body: vec![Stmt::Assign(r, b::load(idx, b::var(q)))],
+                    },
+                    Stmt::Assign(q, b::var(saved)),
+                ],
+                extra,
+            ]
+            .concat(),
+            errors: vec![],
+            bounded: vec![
+                Bounded {
+                    buf: ptr,
+                    below: b::load(BufId(0), b::int(3)),
+                    what: Vouched::Positions,
+                },
+                coordinates(idx, b::load(BufId(0), b::int(4))),
+            ],
+        };
+        let g = Gathers::of(&kernel(b::var(q), vec![]));
+        assert_eq!(
+            (
+                g.position_below(q),
+                g.position_below(saved),
+                g.position_below(e)
+            ),
+            (Some(0), Some(0), Some(0))
+        );
+        // Positions are no coordinates: `x[q]` is not a gather (`q` may be the last one).
+        assert_eq!(g.below(q), None);
+        assert_eq!(g.below(r), Some(1));
+        // The loop reads `idx[q]` between two positions: one test, the same for every row.
+        let k = kernel(b::var(q), vec![]);
+        let Stmt::For {
+            start, stop, body, ..
+        } = &k.body[3]
+        else {
+            panic!("the fourth statement is the loop")
+        };
+        assert_eq!(
+            versionable(q, start, stop, body, &g),
+            vec![Access {
+                buf: idx,
+                at: At::Between {
+                    var: q,
+                    offset: 0,
+                    below: 0
+                }
+            }]
+        );
+        // A loop from a constant, or a counter assigned anything else: not positions.
+        let g = Gathers::of(&kernel(b::int(0), vec![]));
+        assert_eq!(g.position_below(q), None);
+        let g = Gathers::of(&kernel(b::var(q), vec![Stmt::Assign(saved, b::int(2))]));
+        assert_eq!((g.position_below(q), g.position_below(e)), (None, Some(0)));
+    }
+
+    #[test]
+    fn spmv_tests_its_rows_and_their_entries_once() {
+        use crate::levels::Format;
+        let p = crate::notation::parse::parse_program(
+            "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n",
+        )
+        .unwrap();
+        let formats = [
+            ("A", "Dense(SparseList(Element(0.0), coord=i32))"),
+            ("x", "Dense(Element(0.0))"),
+            ("y", "Dense(Element(0.0))"),
+        ]
+        .map(|(n, f)| (n.to_string(), Format::parse(f, None).unwrap()))
+        .into();
+        let c = crate::run::Runner::jit().compile(&p, &formats).unwrap();
+        let g = Gathers::of(&c.ir);
+        let buf = |name: &str| BufId(c.ir.bufs.iter().position(|d| d.name == name).unwrap() as u32);
+        // The row loop: the one loop with loops inside.
+        let mut rows = vec![];
+        walk_stmts(&c.ir.body, &mut |s| {
+            if let Stmt::For {
+                var,
+                start,
+                stop,
+                body,
+            } = s
+                && body.iter().any(|t| {
+                    let mut inner = false;
+                    walk_stmts(std::slice::from_ref(t), &mut |u| {
+                        inner |= matches!(u, Stmt::For { .. })
+                    });
+                    inner
+                })
+            {
+                rows.push(outer_versionable(*var, start, stop, body, &g));
+            }
+        });
+        let [row] = &rows[..] else {
+            panic!("one row loop: {rows:?}")
+        };
+        let has =
+            |b: &str, f: &dyn Fn(&At) -> bool| row.iter().any(|a| a.buf == buf(b) && f(&a.at));
+        // ptr[i] and ptr[i + 1], the output y[i], the gather x[j], and the entries between two
+        // row pointers, A_idx[q] and A_val[q].
+        assert!(has("A_ptr", &|a| matches!(
+            a,
+            At::Shifted { offset: 0, .. }
+        )));
+        assert!(has("A_ptr", &|a| matches!(
+            a,
+            At::Shifted { offset: 1, .. }
+        )));
+        assert!(has("y_val", &|a| matches!(
+            a,
+            At::Shifted { offset: 0, .. }
+        )));
+        assert!(has("x_val", &|a| matches!(a, At::Gathered { .. })));
+        assert!(has("A_idx", &|a| matches!(a, At::Between { .. })));
+        assert!(has("A_val", &|a| matches!(a, At::Between { .. })));
     }
 
     #[test]
@@ -501,7 +846,7 @@ mod tests {
         let w = |name: &str| c.ir.bufs.iter().position(|d| d.name == name).unwrap() as u32;
         let gathered: HashSet<u32> = loops
             .iter()
-            .flat_map(|(v, body)| versionable(*v, body, &g))
+            .flat_map(|(v, s, e, body)| versionable(*v, s, e, body, &g))
             .filter(|a| matches!(a.at, At::Gathered { .. }))
             .map(|a| a.buf.0)
             .collect();

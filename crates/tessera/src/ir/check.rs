@@ -89,7 +89,7 @@ impl Kernel {
                 });
             }
         }
-        for (buf, below) in &self.bounded {
+        for crate::ir::Bounded { buf, below, .. } in &self.bounded {
             let ok = self
                 .buf_ok(buf.0)
                 .and_then(|()| self.expr_ty(below))

@@ -60,11 +60,33 @@ pub struct Kernel {
     /// Facts about buffers' contents the caller vouches for: every element of `buf` is in
     /// `0..below` whenever `below` is positive. `below` is a pure expression with the same
     /// value all through a run (a load of the dimensions buffer, which the runtime fills with 0
-    /// when it vouches for nothing). A backend may drop the bounds check of a load
-    /// `b[v]` where `v` only ever holds elements of such buffers, behind one test that `below`
-    /// is positive and at most `b`'s length (`backend::versioning`), provided the kernel never
-    /// writes `buf`.
-    pub bounded: Vec<(BufId, Expr)>,
+    /// when it vouches for nothing). Provided the kernel never writes `buf`, a backend may
+    /// drop bounds checks behind one test per loop (`backend::versioning`): for coordinates,
+    /// that of a load `b[v]` where `v` only ever holds elements of such buffers (`below`
+    /// positive and at most `b`'s length); for positions, those of `b[q]` in a loop
+    /// `for q = s..e` whose ends only ever hold such elements (`below - 1` at most `b`'s
+    /// length).
+    pub bounded: Vec<Bounded>,
+}
+
+/// One fact of [`Kernel::bounded`]: every element of `buf` is in `0..below` when `below > 0`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bounded {
+    pub buf: BufId,
+    pub below: Expr,
+    pub what: Vouched,
+}
+
+/// What a [`Bounded`] buffer's elements are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Vouched {
+    /// Coordinates of a dimension: `below` is the dimension, and the elements index arrays
+    /// of that length (a gather `x[j]`).
+    Coordinates,
+    /// Positions in a level's entry arrays (`SparseList`'s `ptr`): `below - 1` is the largest,
+    /// the end of the last fiber, so entry arrays are indexed by the positions *between* two
+    /// of them, never by the largest itself.
+    Positions,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -18,12 +18,16 @@ impl fmt::Display for Kernel {
         writeln!(f, "void {}({}) {{", self.name, params.join(", "))?;
         let mut out = String::new();
         // What the caller vouches for (`Kernel::bounded`), which lets loops gather unchecked.
-        for (buf, below) in &self.bounded {
-            let below = p.expr(below);
+        for f in &self.bounded {
+            let below = p.expr(&f.below);
+            let what = match f.what {
+                crate::ir::Vouched::Coordinates => "coordinates",
+                crate::ir::Vouched::Positions => "positions",
+            };
             let _ = writeln!(
                 out,
-                "  // 0 <= {}[*] < {below} when {below} > 0 (checked coordinates)",
-                p.bufs[buf.0 as usize]
+                "  // 0 <= {}[*] < {below} when {below} > 0 (checked {what})",
+                p.bufs[f.buf.0 as usize]
             );
         }
         for (k, v) in self.vars.iter().enumerate() {

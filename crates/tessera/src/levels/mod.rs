@@ -123,6 +123,15 @@ pub trait Level: Sync {
         vec![]
     }
 
+    /// The level's position arrays: buffers whose elements are positions in the level's entry
+    /// arrays, a fiber's entries lying between two of them (`SparseList`'s `ptr`). Once their
+    /// elements are checked to lie in `0..=max` (`Tensor::mark_coordinates`), a loop over a
+    /// fiber's entries reads the entry arrays without bounds checks behind one test that `max`
+    /// is at most their length (`ir::Vouched::Positions`).
+    fn positions(&self, _kind: &LevelKind) -> Vec<usize> {
+        vec![]
+    }
+
     // ---- runtime side ----
     /// Check stored arrays against the shape for `parent_count` parent positions; returns the
     /// number of child positions.

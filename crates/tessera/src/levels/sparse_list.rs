@@ -109,6 +109,9 @@ impl Level for SparseList {
             false => vec![(IDX, 0)],
         }
     }
+    fn positions(&self, _kind: &LevelKind) -> Vec<usize> {
+        vec![PTR]
+    }
     /// Fibers share only `qos` (the next entry), `prev` (the fiber order) and the entry arrays
     /// `idx` and the leaf's: `ptr[p + 1]` holds fiber `p`'s own count until the freeze, so
     /// fibers written by different chunks touch different elements of it.

@@ -35,14 +35,14 @@ use std::rc::Rc;
 pub struct Layout {
     pub tensors: Vec<TensorLayout>,
     pub ndims: usize,
-    /// The coordinate arrays whose checked bound the runtime passes, in order, in the slots of
+    /// The coordinate and position arrays whose checked bound the runtime passes, in order, in the slots of
     /// the dimensions buffer after the dimensions (`ndims + k`; the last slot stays the one a
     /// failing check reports through); see [`Kernel::bounded`].
     pub bounds: Vec<BoundSlot>,
 }
 
-/// A coordinate array of a tensor (`Level::coordinates`) whose checked bound, or 0 when there
-/// is none, the runtime writes before each run.
+/// A coordinate or position array of a tensor (`Level::coordinates`, `Level::positions`)
+/// whose checked bound, or 0 when there is none, the runtime writes before each run.
 #[derive(Clone, Debug)]
 pub struct BoundSlot {
     /// The tensor's place in [`Layout::tensors`].
@@ -125,12 +125,22 @@ pub fn lower_program(
             dims_slot: slot,
         });
         for (level, kind) in format.levels.iter().enumerate() {
-            for (buf, _) in crate::levels::level_impl(kind).coordinates(kind) {
+            let imp = crate::levels::level_impl(kind);
+            let coordinates = imp.coordinates(kind).into_iter().map(|(buf, _)| buf);
+            let arrays = coordinates
+                .map(|buf| (buf, ir::Vouched::Coordinates))
+                .chain(
+                    imp.positions(kind)
+                        .into_iter()
+                        .map(|buf| (buf, ir::Vouched::Positions)),
+                );
+            for (buf, what) in arrays {
                 let at = ndims + layout.bounds.len();
-                bounded.push((
-                    t.level_bufs[level][buf],
-                    b::load(dims_buf, b::int(at as i64)),
-                ));
+                bounded.push(ir::Bounded {
+                    buf: t.level_bufs[level][buf],
+                    below: b::load(dims_buf, b::int(at as i64)),
+                    what,
+                });
                 layout.bounds.push(BoundSlot {
                     tensor: layout.tensors.len() - 1,
                     level,

@@ -229,25 +229,46 @@ impl Buffer {
     /// `false` (nothing recorded) when one is not, for a float or bool array, or for memory
     /// someone else owns.
     pub fn check_below(&mut self, below: u64) -> bool {
-        fn fits<T: Copy + Ord + Into<i128>>(v: &[T], below: u64) -> bool {
+        self.extremes()
+            .is_some_and(|(lo, hi)| lo >= 0 && hi.is_none_or(|h| h < below as i128))
+            && each_buffer!(self, v => v.set_below(below))
+    }
+
+    /// Check that every element is a non-negative integer and record the tightest bound,
+    /// the largest element plus one ([`Buffer::check_below`]); `false` when nothing is
+    /// recorded: a negative element, an empty array (no bound above 0 to record), a float or
+    /// bool array, foreign memory.
+    pub fn check_bounded(&mut self) -> bool {
+        match self.extremes() {
+            Some((lo, Some(hi))) if lo >= 0 && hi < u64::MAX as i128 => {
+                let below = hi as u64 + 1;
+                each_buffer!(self, v => v.set_below(below))
+            }
+            _ => false,
+        }
+    }
+
+    /// The smallest element (0 for none) and the largest (`None` for none) of an integer
+    /// array; `None` for other element types.
+    fn extremes(&self) -> Option<(i128, Option<i128>)> {
+        fn of<T: Copy + Ord + Into<i128>>(v: &[T]) -> (i128, Option<i128>) {
             let Some(&first) = v.first() else {
-                return true;
+                return (0, None);
             };
             // The extremes in the element type: one pass the compiler vectorises.
             let (lo, hi) = v
                 .iter()
                 .fold((first, first), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-            lo.into() >= 0 && hi.into() < below as i128
+            (lo.into(), Some(hi.into()))
         }
-        let ok = match self {
-            Buffer::I32(v) => fits(v, below),
-            Buffer::I64(v) => fits(v, below),
-            Buffer::U8(v) => fits(v, below),
-            Buffer::I8(v) => fits(v, below),
-            Buffer::U64(v) => fits(v, below),
-            _ => false,
-        };
-        ok && each_buffer!(self, v => v.set_below(below))
+        match self {
+            Buffer::I32(v) => Some(of(v)),
+            Buffer::I64(v) => Some(of(v)),
+            Buffer::U8(v) => Some(of(v)),
+            Buffer::I8(v) => Some(of(v)),
+            Buffer::U64(v) => Some(of(v)),
+            _ => None,
+        }
     }
 
     /// The checked bound of the elements, if they have not changed since ([`Store::below`]).

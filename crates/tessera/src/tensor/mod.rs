@@ -380,7 +380,9 @@ impl Tensor {
     }
 
     /// Check the coordinate arrays of the tensor's levels (`Level::coordinates`) against
-    /// their dimensions and record the bound on each that holds ([`Buffer::check_below`]): a
+    /// their dimensions and record the bound on each that holds ([`Buffer::check_below`]),
+    /// and record the largest element of each position array (`Level::positions`,
+    /// [`Buffer::check_bounded`]): a
     /// kernel that reads the tensor without writing it then gathers through those coordinates
     /// without bounds checks (`ir::Kernel::bounded`), until the array changes. Arrays shared with
     /// memory someone else owns (a NumPy array lent without a copy) take no bound, since their
@@ -395,6 +397,11 @@ impl Tensor {
             for (b, d) in level_impl(kind).coordinates(kind) {
                 if let (Some(buf), Some(&n)) = (self.levels[k].get_mut(b), dims.get(d)) {
                     buf.check_below(n as u64);
+                }
+            }
+            for b in level_impl(kind).positions(kind) {
+                if let Some(buf) = self.levels[k].get_mut(b) {
+                    buf.check_bounded();
                 }
             }
         }

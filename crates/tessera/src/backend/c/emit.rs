@@ -133,6 +133,8 @@ pub fn emit(k: &Kernel) -> String {
         depth: 1,
         tmp: 0,
         unchecked: vec![],
+        pretested: vec![],
+        in_outer: false,
         gathers: Gathers::of(k),
     };
     let _ = writeln!(e.out, "/* tessera kernel `{}` */", comment(&k.name));
@@ -284,6 +286,12 @@ struct Emitter<'a> {
     tmp: usize,
     /// Accesses whose check a versioned loop made before entering (see the module docs).
     unchecked: Vec<Access>,
+    /// Accesses of inner loops that an enclosing loop's test covers: unchecked inside a loop
+    /// over their variable, with no test of its own (`At::Between`).
+    pretested: Vec<Access>,
+    /// Inside either copy of a versioned loop with loops inside (`versioning::outer_versionable`),
+    /// where no other such loop is versioned.
+    in_outer: bool,
     /// The variables holding only checked coordinates, for versioning gathers.
     gathers: Gathers,
 }
@@ -426,11 +434,16 @@ impl Emitter<'_> {
                 let e = if e.starts_with("INT64_C(") {
                     e
                 } else {
+                    // The empty `asm` hides where the bound came from: when two loops run to
+                    // the same bound (the IEEE re-run of a row, `ir::ieee_mul`), GCC otherwise
+                    // rewrites the second's exit test against the first's counter and keeps
+                    // that counter's previous value alive, one more instruction per entry in
+                    // the first loop (SpMV on bcsstk16: +8% instructions).
                     let t = me.fresh();
-                    me.line(&format!("const int64_t {t} = {e};"));
+                    me.line(&format!("int64_t {t} = {e}; __asm__(\"\" : \"+r\"({t}));"));
                     t
                 };
-                me.counted_loop(*var, &s, &e, body);
+                me.counted_loop(*var, (start, stop), (&s, &e), body);
                 self.close("}");
             }
             Stmt::While { cond, body } => {
@@ -517,62 +530,104 @@ impl Emitter<'_> {
         self.unchecked.iter().any(|a| a.is(buf, index))
     }
 
-    /// `for (v = s; v < e; v++) body`, versioned when the body's accesses allow (module docs).
-    fn counted_loop(&mut self, var: VarId, s: &str, e: &str, body: &[Stmt]) {
+    /// `for (v = s; v < e; v++) body`, versioned when the body's accesses allow (module docs);
+    /// `s` and `e` are the C text of the IR's `start` and `stop`.
+    fn counted_loop(
+        &mut self,
+        var: VarId,
+        (start, stop): (&Expr, &Expr),
+        (s, e): (&str, &str),
+        body: &[Stmt],
+    ) {
         let assigned = versioning::assigns(body, var);
         let step = if assigned {
             format!("v{0} = t_add(v{0}, 1)", var.0)
         } else {
             format!("v{}++", var.0)
         };
-        let accesses = versioning::versionable(var, body, &self.gathers);
+        let mut accesses = versioning::versionable(var, start, stop, body, &self.gathers);
+        let outer = accesses.is_empty() && !self.in_outer;
+        if outer {
+            accesses = versioning::outer_versionable(var, start, stop, body, &self.gathers);
+        }
+        // What an enclosing versioned loop tested needs no second test.
+        accesses.retain(|a| !self.unchecked.contains(a));
+        let (pretested, accesses): (Vec<Access>, Vec<Access>) = accesses
+            .into_iter()
+            .partition(|a| self.pretested.contains(a));
         if accesses.is_empty() {
+            let saved = self.unchecked.len();
+            self.unchecked.extend(pretested);
             self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
             self.stmts(body);
             self.close("}");
+            self.unchecked.truncate(saved);
             return;
         }
         let mut tests = vec![];
         for a in &accesses {
             let b = a.buf.0;
-            tests.push(match a.at {
+            tests.extend(match a.at {
                 // `s + c >= 0` and `e + c <= n` without overflow: |c| is small and n >= 0.
                 At::Shifted {
                     base: None,
                     offset: c,
                     ..
-                } => format!("{s} >= INT64_C({}) && {e} <= n{b} - INT64_C({c})", -c),
+                } => vec![
+                    format!("{s} >= INT64_C({})", -c),
+                    format!("{e} <= n{b} - INT64_C({c})"),
+                ],
                 // The base is any value: the sums are taken in 128 bits.
                 At::Shifted {
                     base: Some(w),
                     offset: c,
                     ..
-                } => format!(
-                    "(__int128){s} + v{} + INT64_C({c}) >= 0 && (__int128){e} + v{} + INT64_C({c}) <= n{b}",
-                    w.0, w.0
-                ),
+                } => vec![
+                    format!("(__int128){s} + v{} + INT64_C({c}) >= 0", w.0),
+                    format!("(__int128){e} + v{} + INT64_C({c}) <= n{b}", w.0),
+                ],
                 // Every value of the index is in `0..below` once `below` is positive.
                 // `0 < g <= n` as one unsigned compare; `g - 1` is the loops' invariant.
                 At::Gathered { below, .. } => {
-                    format!("(uint64_t)g{below} - 1 < (uint64_t)n{b}")
+                    vec![format!("(uint64_t)g{below} - 1 < (uint64_t)n{b}")]
                 }
+                // The same for every run of the loop, so an outer loop tests it instead where
+                // it can (`versioning::outer_versionable`). `g - 1 + c <= n` without
+                // overflow: 0 < g and 0 <= c are small next to 2^63.
+                At::Between {
+                    offset: c, below, ..
+                } => vec![
+                    format!("g{below} > 0"),
+                    format!("g{below} - 1 <= n{b} - INT64_C({c})"),
+                ],
             });
         }
         tests.sort();
         tests.dedup();
         self.open(&format!("if ({s} >= {e} || ({})) {{", tests.join(" && ")));
-        let saved = self.unchecked.clone();
-        self.unchecked.extend(accesses);
+        let saved = (self.unchecked.clone(), self.pretested.len());
+        // An inner loop's access is unchecked only inside its own loop.
+        let (inner, own): (Vec<Access>, Vec<Access>) = accesses
+            .into_iter()
+            .partition(|a| matches!(a.at, At::Between { var: v, .. } if v != var));
+        self.unchecked.extend(own);
+        self.unchecked.extend(pretested);
+        self.pretested.extend(inner);
+        self.in_outer |= outer;
         self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
         self.stmts(body);
         self.close("}");
-        self.unchecked = saved;
+        self.unchecked = saved.0;
+        self.pretested.truncate(saved.1);
         self.close("} else {");
         self.depth += 1;
         self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
         self.stmts(body);
         self.close("}");
         self.close("}");
+        if outer {
+            self.in_outer = false;
+        }
     }
 
     /// The C text of a pure expression; loads, searches and lookups are hoisted into
@@ -615,6 +670,9 @@ impl Emitter<'_> {
                 }
             }
             Expr::Binary(op, a, b) => {
+                if versioning::known_in_bounds(&self.unchecked, *op, a, b) {
+                    return "1".into();
+                }
                 let ty = self.k.type_of(a);
                 let x = self.expr(a);
                 let y = self.expr(b);

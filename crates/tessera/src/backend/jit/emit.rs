@@ -63,6 +63,8 @@ pub fn emit(
         exits: vec![],
         oob: HashMap::new(),
         unchecked: vec![],
+        pretested: vec![],
+        in_outer: false,
         gathers: Gathers::of(k),
         belows: vec![],
         sig_f1,
@@ -151,6 +153,12 @@ struct Emitter<'a, 'f> {
     oob: HashMap<u32, Block>,
     /// Accesses whose range the enclosing versioned loop tested before entering.
     unchecked: Vec<Access>,
+    /// Accesses of inner loops that an enclosing loop's test covers: unchecked inside a loop
+    /// over their variable, with no test of its own (`versioning::At::Between`).
+    pretested: Vec<Access>,
+    /// Inside either copy of a versioned loop with loops inside
+    /// (`versioning::outer_versionable`), where no other such loop is versioned.
+    in_outer: bool,
     /// The variables holding only checked coordinates, for versioning gathers.
     gathers: Gathers,
     /// The values of `gathers.belows`, read at entry.
@@ -390,6 +398,16 @@ impl Emitter<'_, '_> {
                     let x = self.b.ins().iadd_imm_s(x, -1);
                     self.b.ins().icmp(IntCC::UnsignedLessThan, x, len)
                 }
+                // The same for every run of the loop (module docs of `versioning`):
+                // `0 < x` and `x - 1 <= len - c`, no overflow for `x`, `c >= 0`.
+                At::Between { offset, below, .. } => {
+                    let x = self.b.use_var(self.belows[below]);
+                    let pos = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, x, 0);
+                    let last = self.b.ins().iadd_imm_s(x, -1);
+                    let room = self.b.ins().iadd_imm_s(len, -offset);
+                    let fits = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, last, room);
+                    self.b.ins().band(pos, fits)
+                }
             };
             all = Some(match all {
                 Some(x) => self.b.ins().band(x, fits),
@@ -561,24 +579,49 @@ impl Emitter<'_, '_> {
                 body,
             } => {
                 let v = self.vars[var.0 as usize];
+                let mut accesses = versioning::versionable(*var, start, stop, body, &self.gathers);
+                // As the C backend: at most one loop with loops inside versioned on any path.
+                let outer = accesses.is_empty() && !self.in_outer;
+                if outer {
+                    accesses =
+                        versioning::outer_versionable(*var, start, stop, body, &self.gathers);
+                }
+                // What an enclosing versioned loop tested needs no second test.
+                accesses.retain(|a| !self.unchecked.contains(a));
+                let (pretested, accesses): (Vec<Access>, Vec<Access>) = accesses
+                    .into_iter()
+                    .partition(|a| self.pretested.contains(a));
                 let start = self.expr(start);
                 let stop = self.expr(stop);
-                let accesses = versioning::versionable(*var, body, &self.gathers);
                 if accesses.is_empty() {
+                    let saved = self.unchecked.len();
+                    self.unchecked.extend(pretested);
                     self.counted_loop(v, start, stop, |e, _| e.stmts(body));
+                    self.unchecked.truncate(saved);
                     return;
                 }
                 let fits = self.ranges_fit(&accesses, start, stop);
+                // An inner loop's access is unchecked only inside its own loop.
+                let (inner, own): (Vec<Access>, Vec<Access>) = accesses
+                    .into_iter()
+                    .partition(|a| matches!(a.at, At::Between { var: w, .. } if w != *var));
+                self.in_outer |= outer;
                 self.branch(
                     fits,
                     |e| {
-                        let saved = e.unchecked.len();
-                        e.unchecked.extend(accesses);
+                        let saved = (e.unchecked.len(), e.pretested.len());
+                        e.unchecked.extend(own);
+                        e.unchecked.extend(pretested);
+                        e.pretested.extend(inner);
                         e.counted_loop(v, start, stop, |e, _| e.stmts(body));
-                        e.unchecked.truncate(saved);
+                        e.unchecked.truncate(saved.0);
+                        e.pretested.truncate(saved.1);
                     },
                     |e| e.counted_loop(v, start, stop, |e, _| e.stmts(body)),
                 );
+                if outer {
+                    self.in_outer = false;
+                }
             }
             Stmt::While { cond, body } => {
                 let (head, blk, exit) = (
@@ -744,6 +787,9 @@ impl Emitter<'_, '_> {
                 }
             }
             Expr::Binary(op, a, b) => {
+                if versioning::known_in_bounds(&self.unchecked, *op, a, b) {
+                    return self.b.ins().iconst(types::I8, 1);
+                }
                 let ty = self.k.type_of(a);
                 let x = self.expr(a);
                 let y = self.expr(b);
