@@ -200,6 +200,86 @@ fn iteration_workspaces_are_private() {
     );
 }
 
+/// The outer formats whose stored rows the chunks' ranges may miss entirely.
+const SPARSE_OUTER: &[&str] = &[
+    "SparseList(SparseList(Element(0.0)))",
+    "Dense(SparseList(Element(0.0)))",
+    "SparseCOO{2}(Element(0.0))",
+    "SparseByteMap(SparseList(Element(0.0)))",
+    "SparseDict(SparseList(Element(0.0)))",
+    "SparseRunList(SparseList(Element(0.0)))",
+    "SparseBand(SparseList(Element(0.0)))",
+];
+
+/// A workspace's state after a parallel loop is the serial loop's: what the last iteration
+/// left. The last chunks of a sparse outer loop may hold no stored entry (here every row past
+/// `N / 3` is empty, so with 2 or 3 chunks the last one has none); they still run their
+/// indices, each declaring the workspace afresh, so their state is the last iteration's, and
+/// the workspaces start from values (`s` = 5, `w` = 3) that no iteration leaves, so a chunk
+/// state taken from a copy that ran nothing would show. A loop that runs no iteration at all
+/// (an empty outer dimension) leaves every workspace as it was before the loop.
+#[test]
+fn workspace_state_after_empty_chunks_is_the_serial_state() {
+    let mut entries = vec![];
+    for i in 0..N / 3 {
+        for j in 0..N {
+            if (i + j) % 3 == 0 || i == 5 {
+                entries.push((i, j, (i * 2 + j) as f64 + 0.5));
+            }
+        }
+    }
+    let programs = [
+        "for i = parallel(_)\n  s .= 0\n  w .= 0\n  for j = _\n    s[] += A[i, j]\n    w[j] += A[i, j]\n  end\nend",
+        "for i = parallel(_)\n  s .= 0\n  for j = _\n    s[] <<max>>= A[i, j]\n  end\n  z[] += s[]\nend",
+        "for i = parallel(_)\n  w .= 0\n  for j = _\n    w[j] += A[i, j]\n  end\n  for j = _\n    z[] += w[j] * x[j]\n  end\nend",
+    ];
+    let state = |t: &mut BTreeMap<String, Tensor>, w_format: &str, n: usize| {
+        let scalar = |v: f64| {
+            Tensor::from_dense(&fmt("Scalar(0.0)"), &[], &Buffer::F64(vec![v].into())).unwrap()
+        };
+        t.insert("s".to_string(), scalar(5.0));
+        t.insert("z".to_string(), scalar(1.0));
+        let w = Buffer::F64(vec![3.0; n].into());
+        t.insert(
+            "w".to_string(),
+            Tensor::from_dense(&fmt(w_format), &[n], &w).unwrap(),
+        );
+    };
+    for a_format in SPARSE_OUTER {
+        for w_format in [
+            "Dense(Element(0.0))",
+            "SparseList(Element(0.0))",
+            "SparseByteMap(Element(0.0))",
+        ] {
+            for (what, a) in [
+                ("first rows", sparse(a_format, N, N, &entries)),
+                ("no entry", sparse(a_format, N, N, &[])),
+            ] {
+                for p in programs {
+                    let mut t = inputs("Dense(SparseList(Element(0.0)))", false);
+                    t.insert("A".to_string(), a.clone());
+                    state(&mut t, w_format, N);
+                    eprintln!("A {a_format} ({what}), w {w_format}");
+                    agree(p, &t, &["s", "w", "z"], false);
+                }
+            }
+        }
+    }
+    // No iteration at all: the outer dimension is empty.
+    for p in programs {
+        let mut t = BTreeMap::new();
+        t.insert(
+            "A".to_string(),
+            sparse("SparseList(SparseList(Element(0.0)))", 0, N, &[]),
+        );
+        t.insert("x".to_string(), vector(false, 0));
+        state(&mut t, "Dense(Element(0.0))", N);
+        let want = run_eval(&parse(p), &t).unwrap();
+        assert_eq!(want["s"], Buffer::F64(vec![5.0].into()));
+        agree(p, &t, &["s", "w", "z"], true);
+    }
+}
+
 fn refused(program: &str, tensors: &BTreeMap<String, Tensor>) -> Error {
     let runner = Runner::jit();
     runner
