@@ -280,6 +280,90 @@ fn workspace_state_after_empty_chunks_is_the_serial_state() {
     }
 }
 
+/// A parallel loop nested in another runs as its serial loop inside each chunk of the outer
+/// one (no nested scheduler): its private copies are not made, and its writes go straight to
+/// the outputs, which the race check allowed because it checked each of them against the
+/// outer loop too. The outer loop still runs in chunks (`run` asserts the split), also when
+/// the inner loop alone would privatise an output the outer one writes injectively.
+#[test]
+fn nested_parallel_loops_run_serially_inside_each_chunk() {
+    let programs = [
+        // The inner loop privatises `y`; the outer one writes it by its own index.
+        "y .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    y[i] += A[i, j] * x[j]\n  end\nend",
+        // The outer loop privatises `y`, the inner one writes it by its own index.
+        "y .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    y[j] += A[i, j] * x[i]\n  end\nend",
+        // Both privatise `s`; three levels.
+        "s .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    s[] += A[i, j] * x[i]\n    for k = parallel(_)\n      s[] += A[j, k] * x[k]\n    end\n  end\nend",
+        // Injective in both.
+        "for i = parallel(_)\n  for j = parallel(_)\n    C[i, j] = A[i, j] * 2\n  end\nend",
+        // An outer workspace filled by a parallel inner loop.
+        "y .= 0\nfor i = parallel(_)\n  w .= 0\n  for j = parallel(_)\n    w[j] += A[i, j]\n  end\n  for j = _\n    y[i] += w[j] * x[j]\n  end\nend",
+        // Two inner loops, one privatising `y` and one writing it by its index.
+        "y .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    y[i] += A[i, j]\n  end\n  for j = parallel(_)\n    y[j] += A[i, j]\n  end\nend",
+    ];
+    for f in [
+        "Dense(SparseList(Element(0.0)))",
+        "SparseList(SparseList(Element(0.0)))",
+    ] {
+        for int in [false, true] {
+            let mut t = inputs(f, int);
+            let (c, w) = match int {
+                true => ("Dense(Dense(Element(0)))", "Dense(Element(0))"),
+                false => ("Dense(Dense(Element(0.0)))", "Dense(Element(0.0))"),
+            };
+            t.insert("C".to_string(), Tensor::empty(&fmt(c), &[N, N]).unwrap());
+            t.insert("w".to_string(), Tensor::empty(&fmt(w), &[N]).unwrap());
+            for p in programs {
+                let outputs: Vec<&str> = ["y", "s", "C", "w"]
+                    .into_iter()
+                    .filter(|o| p.contains(&format!("{o}[")))
+                    .collect();
+                agree(p, &t, &outputs, int);
+            }
+        }
+    }
+    // A parallel loop under a serial one is not at the kernel's top level: the whole kernel
+    // runs serially, on any number of threads, and equals the evaluator.
+    let p = "y .= 0\nfor i = _\n  for j = parallel(_)\n    y[j] += A[i, j] * x[i]\n  end\nend";
+    let t = inputs("Dense(SparseList(Element(0.0)))", true);
+    let want = run_eval(&parse(p), &t).unwrap();
+    for (name, runner) in runners() {
+        runner.set_threads(2);
+        runner.set_min_parallel_work(0);
+        let c = runner.compile(&parse(p), &formats_of(&t)).unwrap();
+        assert!(c.parallel.is_none(), "{name}: split\n{}", c.ir);
+        let mut got = t.clone();
+        runner.execute(&c, &mut got).unwrap();
+        assert_eq!(got["y"].to_dense(), want["y"], "{name}");
+    }
+    // What would race in the inner loop is refused although it would run serially: the race
+    // check does not depend on how the loop is scheduled.
+    let e = refused(
+        "y .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    y[i] = A[i, j]\n  end\nend",
+        &t,
+    );
+    assert!(
+        matches!(&e, Error::Race { span, .. } if (span.line, span.col) == (4, 5)),
+        "{e}"
+    );
+    assert!(e.to_string().contains("parallel loop over `j`"), "{e}");
+    // A workspace the inner loop declares is not the outer loop's own: refused.
+    let mut t = t;
+    t.insert(
+        "w".to_string(),
+        Tensor::empty(&fmt("Scalar(0)"), &[]).unwrap(),
+    );
+    let e = refused(
+        "y .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    w .= 0\n    w[] += A[i, j]\n    y[i] += w[]\n  end\nend",
+        &t,
+    );
+    assert!(
+        matches!(&e, Error::Race { span, .. } if (span.line, span.col) == (4, 5)),
+        "{e}"
+    );
+    assert!(e.to_string().contains("parallel loop over `i`"), "{e}");
+}
+
 fn refused(program: &str, tensors: &BTreeMap<String, Tensor>) -> Error {
     let runner = Runner::jit();
     runner
