@@ -364,6 +364,92 @@ fn nested_parallel_loops_run_serially_inside_each_chunk() {
     assert!(e.to_string().contains("parallel loop over `i`"), "{e}");
 }
 
+/// `<<choose(z)>>=` from many iterations is privatised: each chunk chooses into a copy
+/// starting at `z`, and the copies fold in chunk order, which is the serial order, so the
+/// result is exactly the serial loop's first value other than `z` (a BFS push step's parent
+/// `P[k] <<choose(-1)>>= j`), also where the output held a value before the loop.
+#[test]
+fn choose_outputs_are_folded_in_chunk_order() {
+    let int_programs = [
+        "for j = parallel(_), k = _\n  if A[j, k] != 0\n    P[k] <<choose(-1)>>= j\n  end\nend",
+        "for j = parallel(_), k = _\n  if A[j, k] > 2\n    c[] <<choose(-1)>>= j * 100 + k\n  end\nend",
+        "for j = parallel(_), k = _\n  if A[j, k] < 0\n    B[k] <<choose(true)>>= A[j, k] < -4\n  end\nend",
+    ];
+    for f in FORMATS {
+        let mut t = inputs(f, true);
+        // Some parents already set, some still -1.
+        let p: Vec<i64> = (0..N as i64)
+            .map(|k| if k % 4 == 1 { k } else { -1 })
+            .collect();
+        t.insert(
+            "P".to_string(),
+            Tensor::from_dense(&fmt("Dense(Element(-1))"), &[N], &Buffer::I64(p.into())).unwrap(),
+        );
+        t.insert(
+            "c".to_string(),
+            Tensor::empty(&fmt("Scalar(-1)"), &[]).unwrap(),
+        );
+        t.insert(
+            "B".to_string(),
+            Tensor::empty(&fmt("Dense(Element(true))"), &[N]).unwrap(),
+        );
+        for p in int_programs {
+            let out = ["P", "c", "B"]
+                .into_iter()
+                .find(|o| p.contains(&format!("{o}[")))
+                .unwrap();
+            agree(p, &t, &[out], true);
+        }
+        // A float output choosing past -1.5.
+        let mut t = inputs(f, false);
+        t.insert(
+            "Q".to_string(),
+            Tensor::from_dense(
+                &fmt("Dense(Element(-1.5))"),
+                &[N],
+                &Buffer::F64(vec![-1.5; N].into()),
+            )
+            .unwrap(),
+        );
+        agree(
+            "for j = parallel(_), k = _\n  Q[k] <<choose(-1.5)>>= A[j, k] * x[j]\nend",
+            &t,
+            &["Q"],
+            true,
+        );
+    }
+    // `choose(0.0)` on floats: a copy's untouched `0.0` and a stored `-0.0` compare equal, so
+    // the loop runs serially (not split), with the evaluator's result.
+    let mut t = inputs("Dense(SparseList(Element(0.0)))", false);
+    let q: Vec<f64> = (0..N)
+        .map(|k| if k % 3 == 0 { -0.0 } else { 0.0 })
+        .collect();
+    t.insert(
+        "Q".to_string(),
+        Tensor::from_dense(&fmt("Dense(Element(0.0))"), &[N], &Buffer::F64(q.into())).unwrap(),
+    );
+    let p =
+        "for j = parallel(_), k = _\n  if A[j, k] > 3\n    Q[k] <<choose(0.0)>>= x[j]\n  end\nend";
+    let want = run_eval(&parse(p), &t).unwrap();
+    for (name, runner) in runners() {
+        runner.set_threads(2);
+        runner.set_min_parallel_work(0);
+        let c = runner.compile(&parse(p), &formats_of(&t)).unwrap();
+        assert!(c.parallel.is_none(), "{name}: split\n{}", c.ir);
+        let mut got = t.clone();
+        runner.execute(&c, &mut got).unwrap();
+        let (Buffer::F64(g), Buffer::F64(w)) = (got["Q"].to_dense(), &want["Q"]) else {
+            panic!("f64 outputs");
+        };
+        assert!(
+            g.iter()
+                .zip(w.iter())
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{name}: {g:?} vs {w:?}"
+        );
+    }
+}
+
 fn refused(program: &str, tensors: &BTreeMap<String, Tensor>) -> Error {
     let runner = Runner::jit();
     runner
