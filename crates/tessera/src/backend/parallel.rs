@@ -578,7 +578,10 @@ pub fn chunk_count(threads: usize, private: u64) -> usize {
 /// private copies (`private` elements per chunk, each filled and folded) would cost more than
 /// the threads save (a copy's element costs about as much as an index of the range; each
 /// extra chunk adds one copy while saving its share of the range, so copies of more than
-/// `work / (2 * threads)` elements make splitting a loss). Otherwise `threads`.
+/// `work / (2 * threads)` elements make splitting a loss). Otherwise `threads`. A `min_work`
+/// of 0 splits every range of at least two indices, private copies or not, as
+/// `Runner::set_min_parallel_work(0)` promises: the tests of chunking on small inputs,
+/// whose outputs are as long as their ranges, would otherwise run as one chunk unnoticed.
 pub fn useful_threads(
     lo: i64,
     hi: i64,
@@ -596,6 +599,9 @@ pub fn useful_threads(
         .map(|w| (w.at(hi as usize + 1) - w.at(lo as usize)).max(0) as u64);
     // A range of empty rows still costs an index each.
     let work = entries.map_or(len, |e| e.max(len));
+    if min_work == 0 {
+        return threads;
+    }
     if work < min_work || private.saturating_mul(2 * threads as u64) > work {
         1
     } else {
@@ -830,6 +836,8 @@ mod tests {
         // Private copies larger than what splitting saves.
         assert_eq!(useful_threads(0, 9999, 2, None, 5000, 100), 1);
         assert_eq!(useful_threads(0, 9999, 2, None, 1000, 100), 2);
+        // No threshold: every range splits, whatever its copies cost.
+        assert_eq!(useful_threads(0, 9, 2, None, 5000, 0), 2);
         // One thread, or an empty range.
         assert_eq!(useful_threads(0, 1 << 40, 1, None, 0, 0), 1);
         assert_eq!(useful_threads(5, 4, 2, None, 0, 0), 1);
