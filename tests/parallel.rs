@@ -200,6 +200,256 @@ fn iteration_workspaces_are_private() {
     );
 }
 
+/// The outer formats whose stored rows the chunks' ranges may miss entirely.
+const SPARSE_OUTER: &[&str] = &[
+    "SparseList(SparseList(Element(0.0)))",
+    "Dense(SparseList(Element(0.0)))",
+    "SparseCOO{2}(Element(0.0))",
+    "SparseByteMap(SparseList(Element(0.0)))",
+    "SparseDict(SparseList(Element(0.0)))",
+    "SparseRunList(SparseList(Element(0.0)))",
+    "SparseBand(SparseList(Element(0.0)))",
+];
+
+/// A workspace's state after a parallel loop is the serial loop's: what the last iteration
+/// left. The last chunks of a sparse outer loop may hold no stored entry (here every row past
+/// `N / 3` is empty, so with 2 or 3 chunks the last one has none); they still run their
+/// indices, each declaring the workspace afresh, so their state is the last iteration's, and
+/// the workspaces start from values (`s` = 5, `w` = 3) that no iteration leaves, so a chunk
+/// state taken from a copy that ran nothing would show. A loop that runs no iteration at all
+/// (an empty outer dimension) leaves every workspace as it was before the loop.
+#[test]
+fn workspace_state_after_empty_chunks_is_the_serial_state() {
+    let mut entries = vec![];
+    for i in 0..N / 3 {
+        for j in 0..N {
+            if (i + j) % 3 == 0 || i == 5 {
+                entries.push((i, j, (i * 2 + j) as f64 + 0.5));
+            }
+        }
+    }
+    let programs = [
+        "for i = parallel(_)\n  s .= 0\n  w .= 0\n  for j = _\n    s[] += A[i, j]\n    w[j] += A[i, j]\n  end\nend",
+        "for i = parallel(_)\n  s .= 0\n  for j = _\n    s[] <<max>>= A[i, j]\n  end\n  z[] += s[]\nend",
+        "for i = parallel(_)\n  w .= 0\n  for j = _\n    w[j] += A[i, j]\n  end\n  for j = _\n    z[] += w[j] * x[j]\n  end\nend",
+    ];
+    let state = |t: &mut BTreeMap<String, Tensor>, w_format: &str, n: usize| {
+        let scalar = |v: f64| {
+            Tensor::from_dense(&fmt("Scalar(0.0)"), &[], &Buffer::F64(vec![v].into())).unwrap()
+        };
+        t.insert("s".to_string(), scalar(5.0));
+        t.insert("z".to_string(), scalar(1.0));
+        let w = Buffer::F64(vec![3.0; n].into());
+        t.insert(
+            "w".to_string(),
+            Tensor::from_dense(&fmt(w_format), &[n], &w).unwrap(),
+        );
+    };
+    for a_format in SPARSE_OUTER {
+        for w_format in [
+            "Dense(Element(0.0))",
+            "SparseList(Element(0.0))",
+            "SparseByteMap(Element(0.0))",
+        ] {
+            for (what, a) in [
+                ("first rows", sparse(a_format, N, N, &entries)),
+                ("no entry", sparse(a_format, N, N, &[])),
+            ] {
+                for p in programs {
+                    let mut t = inputs("Dense(SparseList(Element(0.0)))", false);
+                    t.insert("A".to_string(), a.clone());
+                    state(&mut t, w_format, N);
+                    eprintln!("A {a_format} ({what}), w {w_format}");
+                    agree(p, &t, &["s", "w", "z"], false);
+                }
+            }
+        }
+    }
+    // No iteration at all: the outer dimension is empty.
+    for p in programs {
+        let mut t = BTreeMap::new();
+        t.insert(
+            "A".to_string(),
+            sparse("SparseList(SparseList(Element(0.0)))", 0, N, &[]),
+        );
+        t.insert("x".to_string(), vector(false, 0));
+        state(&mut t, "Dense(Element(0.0))", N);
+        let want = run_eval(&parse(p), &t).unwrap();
+        assert_eq!(want["s"], Buffer::F64(vec![5.0].into()));
+        agree(p, &t, &["s", "w", "z"], true);
+    }
+}
+
+/// A parallel loop nested in another runs as its serial loop inside each chunk of the outer
+/// one (no nested scheduler): its private copies are not made, and its writes go straight to
+/// the outputs, which the race check allowed because it checked each of them against the
+/// outer loop too. The outer loop still runs in chunks (`run` asserts the split), also when
+/// the inner loop alone would privatise an output the outer one writes injectively.
+#[test]
+fn nested_parallel_loops_run_serially_inside_each_chunk() {
+    let programs = [
+        // The inner loop privatises `y`; the outer one writes it by its own index.
+        "y .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    y[i] += A[i, j] * x[j]\n  end\nend",
+        // The outer loop privatises `y`, the inner one writes it by its own index.
+        "y .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    y[j] += A[i, j] * x[i]\n  end\nend",
+        // Both privatise `s`; three levels.
+        "s .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    s[] += A[i, j] * x[i]\n    for k = parallel(_)\n      s[] += A[j, k] * x[k]\n    end\n  end\nend",
+        // Injective in both.
+        "for i = parallel(_)\n  for j = parallel(_)\n    C[i, j] = A[i, j] * 2\n  end\nend",
+        // An outer workspace filled by a parallel inner loop.
+        "y .= 0\nfor i = parallel(_)\n  w .= 0\n  for j = parallel(_)\n    w[j] += A[i, j]\n  end\n  for j = _\n    y[i] += w[j] * x[j]\n  end\nend",
+        // Two inner loops, one privatising `y` and one writing it by its index.
+        "y .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    y[i] += A[i, j]\n  end\n  for j = parallel(_)\n    y[j] += A[i, j]\n  end\nend",
+    ];
+    for f in [
+        "Dense(SparseList(Element(0.0)))",
+        "SparseList(SparseList(Element(0.0)))",
+    ] {
+        for int in [false, true] {
+            let mut t = inputs(f, int);
+            let (c, w) = match int {
+                true => ("Dense(Dense(Element(0)))", "Dense(Element(0))"),
+                false => ("Dense(Dense(Element(0.0)))", "Dense(Element(0.0))"),
+            };
+            t.insert("C".to_string(), Tensor::empty(&fmt(c), &[N, N]).unwrap());
+            t.insert("w".to_string(), Tensor::empty(&fmt(w), &[N]).unwrap());
+            for p in programs {
+                let outputs: Vec<&str> = ["y", "s", "C", "w"]
+                    .into_iter()
+                    .filter(|o| p.contains(&format!("{o}[")))
+                    .collect();
+                agree(p, &t, &outputs, int);
+            }
+        }
+    }
+    // A parallel loop under a serial one is not at the kernel's top level: the whole kernel
+    // runs serially, on any number of threads, and equals the evaluator.
+    let p = "y .= 0\nfor i = _\n  for j = parallel(_)\n    y[j] += A[i, j] * x[i]\n  end\nend";
+    let t = inputs("Dense(SparseList(Element(0.0)))", true);
+    let want = run_eval(&parse(p), &t).unwrap();
+    for (name, runner) in runners() {
+        runner.set_threads(2);
+        runner.set_min_parallel_work(0);
+        let c = runner.compile(&parse(p), &formats_of(&t)).unwrap();
+        assert!(c.parallel.is_none(), "{name}: split\n{}", c.ir);
+        let mut got = t.clone();
+        runner.execute(&c, &mut got).unwrap();
+        assert_eq!(got["y"].to_dense(), want["y"], "{name}");
+    }
+    // What would race in the inner loop is refused although it would run serially: the race
+    // check does not depend on how the loop is scheduled.
+    let e = refused(
+        "y .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    y[i] = A[i, j]\n  end\nend",
+        &t,
+    );
+    assert!(
+        matches!(&e, Error::Race { span, .. } if (span.line, span.col) == (4, 5)),
+        "{e}"
+    );
+    assert!(e.to_string().contains("parallel loop over `j`"), "{e}");
+    // A workspace the inner loop declares is not the outer loop's own: refused.
+    let mut t = t;
+    t.insert(
+        "w".to_string(),
+        Tensor::empty(&fmt("Scalar(0)"), &[]).unwrap(),
+    );
+    let e = refused(
+        "y .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    w .= 0\n    w[] += A[i, j]\n    y[i] += w[]\n  end\nend",
+        &t,
+    );
+    assert!(
+        matches!(&e, Error::Race { span, .. } if (span.line, span.col) == (4, 5)),
+        "{e}"
+    );
+    assert!(e.to_string().contains("parallel loop over `i`"), "{e}");
+}
+
+/// `<<choose(z)>>=` from many iterations is privatised: each chunk chooses into a copy
+/// starting at `z`, and the copies fold in chunk order, which is the serial order, so the
+/// result is exactly the serial loop's first value other than `z` (a BFS push step's parent
+/// `P[k] <<choose(-1)>>= j`), also where the output held a value before the loop.
+#[test]
+fn choose_outputs_are_folded_in_chunk_order() {
+    let int_programs = [
+        "for j = parallel(_), k = _\n  if A[j, k] != 0\n    P[k] <<choose(-1)>>= j\n  end\nend",
+        "for j = parallel(_), k = _\n  if A[j, k] > 2\n    c[] <<choose(-1)>>= j * 100 + k\n  end\nend",
+        "for j = parallel(_), k = _\n  if A[j, k] < 0\n    B[k] <<choose(true)>>= A[j, k] < -4\n  end\nend",
+    ];
+    for f in FORMATS {
+        let mut t = inputs(f, true);
+        // Some parents already set, some still -1.
+        let p: Vec<i64> = (0..N as i64)
+            .map(|k| if k % 4 == 1 { k } else { -1 })
+            .collect();
+        t.insert(
+            "P".to_string(),
+            Tensor::from_dense(&fmt("Dense(Element(-1))"), &[N], &Buffer::I64(p.into())).unwrap(),
+        );
+        t.insert(
+            "c".to_string(),
+            Tensor::empty(&fmt("Scalar(-1)"), &[]).unwrap(),
+        );
+        t.insert(
+            "B".to_string(),
+            Tensor::empty(&fmt("Dense(Element(true))"), &[N]).unwrap(),
+        );
+        for p in int_programs {
+            let out = ["P", "c", "B"]
+                .into_iter()
+                .find(|o| p.contains(&format!("{o}[")))
+                .unwrap();
+            agree(p, &t, &[out], true);
+        }
+        // A float output choosing past -1.5.
+        let mut t = inputs(f, false);
+        t.insert(
+            "Q".to_string(),
+            Tensor::from_dense(
+                &fmt("Dense(Element(-1.5))"),
+                &[N],
+                &Buffer::F64(vec![-1.5; N].into()),
+            )
+            .unwrap(),
+        );
+        agree(
+            "for j = parallel(_), k = _\n  Q[k] <<choose(-1.5)>>= A[j, k] * x[j]\nend",
+            &t,
+            &["Q"],
+            true,
+        );
+    }
+    // `choose(0.0)` on floats: a copy's untouched `0.0` and a stored `-0.0` compare equal, so
+    // the loop runs serially (not split), with the evaluator's result.
+    let mut t = inputs("Dense(SparseList(Element(0.0)))", false);
+    let q: Vec<f64> = (0..N)
+        .map(|k| if k % 3 == 0 { -0.0 } else { 0.0 })
+        .collect();
+    t.insert(
+        "Q".to_string(),
+        Tensor::from_dense(&fmt("Dense(Element(0.0))"), &[N], &Buffer::F64(q.into())).unwrap(),
+    );
+    let p =
+        "for j = parallel(_), k = _\n  if A[j, k] > 3\n    Q[k] <<choose(0.0)>>= x[j]\n  end\nend";
+    let want = run_eval(&parse(p), &t).unwrap();
+    for (name, runner) in runners() {
+        runner.set_threads(2);
+        runner.set_min_parallel_work(0);
+        let c = runner.compile(&parse(p), &formats_of(&t)).unwrap();
+        assert!(c.parallel.is_none(), "{name}: split\n{}", c.ir);
+        let mut got = t.clone();
+        runner.execute(&c, &mut got).unwrap();
+        let (Buffer::F64(g), Buffer::F64(w)) = (got["Q"].to_dense(), &want["Q"]) else {
+            panic!("f64 outputs");
+        };
+        assert!(
+            g.iter()
+                .zip(w.iter())
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{name}: {g:?} vs {w:?}"
+        );
+    }
+}
+
 fn refused(program: &str, tensors: &BTreeMap<String, Tensor>) -> Error {
     let runner = Runner::jit();
     runner

@@ -16,7 +16,7 @@
 use super::{Backend, CompiledKernel, check_buffers, native_fault};
 use crate::error::Result;
 use crate::ir::split::{Segment, Split, split};
-use crate::ir::{BinOp, Chunked, Kernel, Private};
+use crate::ir::{BinOp, Chunked, Fold, Kernel, Private};
 use crate::runtime::Buffer;
 use crate::runtime::abi::{ChunkBuffers, run_native_chunk};
 use crate::types::{ElemType, Scalar};
@@ -308,7 +308,11 @@ impl Parallel {
         }
         for (i, p) in range.private.iter().enumerate() {
             for own in &owns {
-                fold(&mut bufs[p.buf.0 as usize], &own[OWN_PRIVATE + i].1, p.fold);
+                let acc = &mut bufs[p.buf.0 as usize];
+                match p.fold {
+                    Fold::Op(op) => fold(acc, &own[OWN_PRIVATE + i].1, op),
+                    Fold::Choose => fold_choose(acc, &own[OWN_PRIVATE + i].1, p.identity),
+                }
             }
         }
         // The fragments, after the private copies, wait in each chunk's own buffers for the
@@ -574,7 +578,10 @@ pub fn chunk_count(threads: usize, private: u64) -> usize {
 /// private copies (`private` elements per chunk, each filled and folded) would cost more than
 /// the threads save (a copy's element costs about as much as an index of the range; each
 /// extra chunk adds one copy while saving its share of the range, so copies of more than
-/// `work / (2 * threads)` elements make splitting a loss). Otherwise `threads`.
+/// `work / (2 * threads)` elements make splitting a loss). Otherwise `threads`. A `min_work`
+/// of 0 splits every range of at least two indices, private copies or not, as
+/// `Runner::set_min_parallel_work(0)` promises: the tests of chunking on small inputs,
+/// whose outputs are as long as their ranges, would otherwise run as one chunk unnoticed.
 pub fn useful_threads(
     lo: i64,
     hi: i64,
@@ -592,6 +599,9 @@ pub fn useful_threads(
         .map(|w| (w.at(hi as usize + 1) - w.at(lo as usize)).max(0) as u64);
     // A range of empty rows still costs an index each.
     let work = entries.map_or(len, |e| e.max(len));
+    if min_work == 0 {
+        return threads;
+    }
     if work < min_work || private.saturating_mul(2 * threads as u64) > work {
         1
     } else {
@@ -682,7 +692,10 @@ pub fn cut(lo: i64, hi: i64, threads: usize, weights: Option<Weights<'_>>) -> Ve
 /// The value a private copy of `buf` starts from: the fold's identity in the buffer's type
 /// (a narrow integer `min` starts from that type's largest value, not i64's).
 fn identity(elem: ElemType, p: &Private) -> Scalar {
-    match (p.fold, elem) {
+    let Fold::Op(op) = p.fold else {
+        return p.identity;
+    };
+    match (op, elem) {
         (BinOp::Min, ElemType::I8) => Scalar::I8(i8::MAX),
         (BinOp::Min, ElemType::I32) => Scalar::I32(i32::MAX),
         (BinOp::Min, ElemType::U8) => Scalar::U8(u8::MAX),
@@ -751,6 +764,36 @@ fn fold(acc: &mut Buffer, part: &Buffer, op: BinOp) {
     }
 }
 
+/// `acc[k] = part[k]` where `acc[k] == z`, the `<<choose(z)>>=` fold ([`Fold::Choose`]):
+/// a copy holds `z` where its chunk wrote nothing, and else what the serial loop would have
+/// left in an element still holding `z`. The lowering privatises only a `z` that the
+/// element type holds exactly and that is not a float zero (`-0.0 == 0.0` would let an
+/// unwritten copy's `z` replace the other zero), so this comparison in the element's compute
+/// type is the kernels' one.
+fn fold_choose(acc: &mut Buffer, part: &Buffer, z: Scalar) {
+    macro_rules! choose {
+        ($a:expr, $b:expr, $x:ident => $key:expr, $z:expr) => {
+            for ($x, &y) in $a.iter_mut().zip($b) {
+                if $key == $z {
+                    *$x = y;
+                }
+            }
+        };
+    }
+    let (zi, zf, zb) = (z.as_i64(), z.as_f64(), z.as_bool());
+    match (acc, part) {
+        (Buffer::F64(a), Buffer::F64(b)) => choose!(a, b, x => *x, zf),
+        (Buffer::F32(a), Buffer::F32(b)) => choose!(a, b, x => f64::from(*x), zf),
+        (Buffer::I64(a), Buffer::I64(b)) => choose!(a, b, x => *x, zi),
+        (Buffer::I32(a), Buffer::I32(b)) => choose!(a, b, x => i64::from(*x), zi),
+        (Buffer::I8(a), Buffer::I8(b)) => choose!(a, b, x => i64::from(*x), zi),
+        (Buffer::U8(a), Buffer::U8(b)) => choose!(a, b, x => i64::from(*x), zi),
+        (Buffer::U64(a), Buffer::U64(b)) => choose!(a, b, x => *x as i64, zi),
+        (Buffer::Bool(a), Buffer::Bool(b)) => choose!(a, b, x => *x, zb),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -793,6 +836,8 @@ mod tests {
         // Private copies larger than what splitting saves.
         assert_eq!(useful_threads(0, 9999, 2, None, 5000, 100), 1);
         assert_eq!(useful_threads(0, 9999, 2, None, 1000, 100), 2);
+        // No threshold: every range splits, whatever its copies cost.
+        assert_eq!(useful_threads(0, 9, 2, None, 5000, 0), 2);
         // One thread, or an empty range.
         assert_eq!(useful_threads(0, 1 << 40, 1, None, 0, 0), 1);
         assert_eq!(useful_threads(5, 4, 2, None, 0, 0), 1);
@@ -851,6 +896,35 @@ mod tests {
         assert_eq!(&bufs[1].as_i64().unwrap()[..5], &[4, 7, 1, 2, 5]);
         // The cursor is the total, the last fiber the greatest any chunk wrote.
         assert_eq!(bufs[2].as_i64().unwrap(), &[5, 8]);
+    }
+
+    #[test]
+    fn choose_copies_fill_only_elements_still_holding_the_identity() {
+        // Chunk 1 chose 7 for element 0 and 9 for element 1 (already 5 before the loop);
+        // chunk 2 chose 8 for elements 0 and 2.
+        let mut acc = Buffer::I64(vec![-1, 5, -1, -1].into());
+        fold_choose(
+            &mut acc,
+            &Buffer::I64(vec![7, 9, -1, -1].into()),
+            Scalar::I64(-1),
+        );
+        fold_choose(
+            &mut acc,
+            &Buffer::I64(vec![8, -1, 8, -1].into()),
+            Scalar::I64(-1),
+        );
+        assert_eq!(acc, Buffer::I64(vec![7, 5, 8, -1].into()));
+        // Narrow and float element types compare in their compute type.
+        let mut acc = Buffer::U8(vec![3, 0].into());
+        fold_choose(&mut acc, &Buffer::U8(vec![4, 6].into()), Scalar::I64(3));
+        assert_eq!(acc, Buffer::U8(vec![4, 0].into()));
+        let mut acc = Buffer::F32(vec![-1.5, 2.0].into());
+        fold_choose(
+            &mut acc,
+            &Buffer::F32(vec![0.25, 1.0].into()),
+            Scalar::F64(-1.5),
+        );
+        assert_eq!(acc, Buffer::F32(vec![0.25, 2.0].into()));
     }
 
     #[test]

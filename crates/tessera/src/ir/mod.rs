@@ -324,11 +324,32 @@ pub struct Rows {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Private {
     pub buf: BufId,
-    /// How a copy folds into the buffer (`Add`, `Mul`, `Min`, `Max`, `And`, `Or`), as the
-    /// reduction `buf[k] = fold(buf[k], copy[k])`.
-    pub fold: BinOp,
+    /// How a copy folds into the buffer, `buf[k] = fold(buf[k], copy[k])`, chunk by chunk in
+    /// chunk order.
+    pub fold: Fold,
     /// The value copies start from, of the buffer's compute type.
     pub identity: Scalar,
+}
+
+/// How a private copy folds into its buffer after a parallel range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fold {
+    /// `buf[k] = op(buf[k], copy[k])` (`Add`, `Mul`, `Min`, `Max`, `And`, `Or`).
+    Op(BinOp),
+    /// `<<choose(z)>>=`, `z` the private's identity: `buf[k] = copy[k]` where `buf[k] == z`
+    /// (numeric equality, as the reducer compares), else `buf[k]` stays. Not commutative, but
+    /// associative with identity `z`, and the copies fold in chunk order, which is the serial
+    /// order of the iterations: the result is the serial loop's first value other than `z`.
+    Choose,
+}
+
+impl std::fmt::Display for Fold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fold::Op(op) => write!(f, "{op:?}"),
+            Fold::Choose => f.write_str("Choose"),
+        }
+    }
 }
 
 impl Expr {

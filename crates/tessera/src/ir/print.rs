@@ -99,7 +99,7 @@ impl<'a> Printer<'a> {
                 let private: Vec<String> = c
                     .private
                     .iter()
-                    .map(|p| format!("{} ({:?})", self.bufs[p.buf.0 as usize], p.fold))
+                    .map(|p| format!("{} ({})", self.bufs[p.buf.0 as usize], p.fold))
                     .collect();
                 let scratch: Vec<&str> = c
                     .scratch

@@ -233,8 +233,14 @@ pub fn split(k: &Kernel) -> Option<Split> {
 }
 
 /// Whether a chunk body only moves memory of its own: no growth, fill or sort of a shared
-/// buffer, and no nested range with private buffers (it would run serially inside the chunk,
-/// on the shared buffer).
+/// buffer, and no nested range with workspaces or appended rows that are not the chunk's own.
+///
+/// A nested range runs inside the chunk as its serial loop (one chunk, no private copies):
+/// its privatised outputs are written directly, which is safe because the race check tested
+/// every write under the nested loop against the enclosing parallel loop too, so the chunk
+/// writes only elements its outer indices own, or its own private copy. Its workspaces and
+/// rows cannot pass that check (a declaration inside the nested loop is not a statement of the
+/// outer loop's body; rows under two parallel loops are refused), and are refused here again.
 fn chunk_body_ok(body: &[Stmt], own: &HashSet<BufId>) -> bool {
     body.iter().all(|s| {
         let ok = match s {
@@ -243,8 +249,7 @@ fn chunk_body_ok(body: &[Stmt], own: &HashSet<BufId>) -> bool {
             }
             Stmt::SortPerm { perm, .. } => own.contains(perm),
             Stmt::Chunked(c) => {
-                c.private.iter().all(|p| own.contains(&p.buf))
-                    && c.scratch.iter().all(|b| own.contains(b))
+                c.scratch.iter().all(|b| own.contains(b))
                     && c.rows
                         .iter()
                         .flat_map(|r| &r.arrays)

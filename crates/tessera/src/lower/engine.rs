@@ -253,18 +253,19 @@ impl Engine {
         &self,
         private: &[(String, crate::notation::ast::Reducer)],
     ) -> Option<Vec<crate::ir::Private>> {
-        use crate::ir::BinOp;
+        use crate::ir::{BinOp, Fold};
         use crate::notation::ast::Reducer;
         let mut out = vec![];
         for (tensor, r) in private {
             let t = self.tensors.get(tensor)?;
             let fold = match r {
-                Reducer::Add => BinOp::Add,
-                Reducer::Mul => BinOp::Mul,
-                Reducer::Min => BinOp::Min,
-                Reducer::Max => BinOp::Max,
-                Reducer::And => BinOp::And,
-                Reducer::Or => BinOp::Or,
+                Reducer::Add => Fold::Op(BinOp::Add),
+                Reducer::Mul => Fold::Op(BinOp::Mul),
+                Reducer::Min => Fold::Op(BinOp::Min),
+                Reducer::Max => Fold::Op(BinOp::Max),
+                Reducer::And => Fold::Op(BinOp::And),
+                Reducer::Or => Fold::Op(BinOp::Or),
+                Reducer::Choose(z) if choose_folds_exactly(*z, t.elem) => Fold::Choose,
                 _ => return None,
             };
             let identity = symbolic::algebra::identity(r, t.elem.class())?;
@@ -303,7 +304,7 @@ impl Engine {
             {
                 counts.push(crate::ir::Private {
                     buf,
-                    fold: crate::ir::BinOp::Add,
+                    fold: crate::ir::Fold::Op(crate::ir::BinOp::Add),
                     identity: crate::types::Scalar::zero(
                         self.cx.bufs[buf.0 as usize].elem.compute(),
                     ),
@@ -838,6 +839,24 @@ fn styles_of(body: &mut [LStmt], index: &str) -> Vec<Style> {
         Ok(())
     });
     styles
+}
+
+/// Whether private copies of an output of type `elem` reduced with `<<choose(z)>>=` fold
+/// back exactly ([`crate::ir::Fold::Choose`]): `z` must be a value the element type holds
+/// (so the kernels' comparison and the fold's agree), and not a float zero, since `-0.0 ==
+/// 0.0` would let a copy's untouched `z` replace the other zero. Otherwise the loop runs
+/// serially.
+fn choose_folds_exactly(z: Scalar, elem: ElemType) -> bool {
+    use crate::types::Class;
+    match (elem.class(), z.ty().class()) {
+        (Class::Bool, Class::Bool) => true,
+        (Class::Int, Class::Int) => z.cast(elem).as_i64() == z.as_i64(),
+        (Class::Float, Class::Int | Class::Float) => {
+            let v = z.as_f64();
+            v != 0.0 && z.cast(elem).as_f64() == v
+        }
+        _ => false,
+    }
 }
 
 /// Tensors declared in `stmts` whose following writes (up to their freeze) are overwrites

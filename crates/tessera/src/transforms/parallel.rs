@@ -22,9 +22,12 @@
 //!   (`+= *= min max & |`, user reducers that declare all three), `T` is privatised: each chunk
 //!   of iterations reduces into its own copy starting at the identity, and the copies are
 //!   folded into `T` in chunk order after the loop (float sums then equal the serial result
-//!   within rounding; integer, `min`, `max`, `&` and `|` results are exact);
-//! - anything else (an overwrite `=`, `-=`, `choose`, a reducer that declares no such
-//!   properties) is a data race and an [`Error::Race`].
+//!   within rounding; integer, `min`, `max`, `&` and `|` results are exact). `<<choose(z)>>=`
+//!   is privatised too although it is not commutative: it is associative with identity `z`,
+//!   and chunk order is the iterations' serial order, so the fold keeps the serial loop's
+//!   first value other than `z` exactly (a BFS parent `P[k] <<choose(-1)>>= j` from many `j`);
+//! - anything else (an overwrite `=`, `-=`, a reducer that declares no such properties) is a
+//!   data race and an [`Error::Race`].
 //!
 //! A tensor declared inside a parallel loop is an iteration's own workspace (a row's
 //! accumulator `s .= 0`, an image row `tmp .= false`) when the declaration is a statement of the
@@ -303,14 +306,19 @@ fn scratch(body: &[Stmt]) -> Vec<String> {
 }
 
 /// Whether private copies of an output reduced with `r` can be folded together: `r` is
-/// commutative and associative and has an identity to start each copy from.
+/// associative and has an identity to start each copy from, and is commutative or folded in
+/// chunk order (`choose`, see the module documentation).
 fn privatisable(r: &Reducer) -> bool {
     match r {
-        Reducer::Add | Reducer::Mul | Reducer::Min | Reducer::Max | Reducer::And | Reducer::Or => {
-            true
-        }
+        Reducer::Add
+        | Reducer::Mul
+        | Reducer::Min
+        | Reducer::Max
+        | Reducer::And
+        | Reducer::Or
+        | Reducer::Choose(_) => true,
         Reducer::User(d) => d.commutative && d.associative && d.identity.is_some(),
-        Reducer::Sub | Reducer::Choose(_) | Reducer::Named(_) => false,
+        Reducer::Sub | Reducer::Named(_) => false,
     }
 }
 
@@ -455,6 +463,14 @@ mod tests {
         assert_eq!(plans[0].private, vec![("y".to_string(), Reducer::Add)]);
         let plans = check("for i = parallel(_)\n  s[] <<max>>= x[i]\nend", &[]).unwrap();
         assert_eq!(plans[0].private, vec![("s".to_string(), Reducer::Max)]);
+        // `choose` folds in chunk order, the serial order.
+        let plans = check(
+            "for j = parallel(_), k = _\n  P[k] <<choose(-1)>>= j\nend",
+            &[],
+        )
+        .unwrap();
+        let choose = Reducer::Choose(crate::types::Scalar::I64(-1));
+        assert_eq!(plans[0].private, vec![("P".to_string(), choose)]);
     }
 
     #[test]
