@@ -46,7 +46,8 @@ enum Repr<T> {
     Lent {
         ptr: *mut T,
         len: usize,
-        owner: Arc<dyn Any + Send + Sync>,
+        /// Held only to keep the memory alive.
+        _owner: Arc<dyn Any + Send + Sync>,
     },
 }
 
@@ -95,7 +96,11 @@ impl<T: Copy> Store<T> {
     /// read or write that memory while the store lives.
     pub unsafe fn lent(ptr: *mut T, len: usize, owner: Arc<dyn Any + Send + Sync>) -> Store<T> {
         Store {
-            repr: Repr::Lent { ptr, len, owner },
+            repr: Repr::Lent {
+                ptr,
+                len,
+                _owner: owner,
+            },
             below: None,
         }
     }
