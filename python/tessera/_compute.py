@@ -95,11 +95,13 @@ class Kernel:
     shapes inferred again only when they change. Tensors of other formats are accepted too
     (the kernel is compiled for them, and they become the ones it expects)."""
 
-    __slots__ = ("_raw", "_kind")
+    __slots__ = ("_raw", "_kind", "_single")
 
     def __init__(self, raw, kind):
         self._raw = raw
         self._kind = kind
+        # The output's name when a call returns one tensor (out= then is one array).
+        self._single = raw.outputs[0] if kind == "one" else None
 
     def __call__(self, out=None, **tensors):
         """Run on new tensors; returns what :func:`run` would. ``out=`` writes outputs into
@@ -115,6 +117,9 @@ class Kernel:
             raws[name] = value._raw if type(value) is Tensor else asarray(value)._raw
         if out is None:
             return _shaped(self._raw.call(raws), self._kind)
+        if self._single is not None and type(out) is np.ndarray:
+            self._raw.call(raws, {self._single: out})
+            return out
         order = self._kind if isinstance(self._kind, list) else self._raw.outputs
         arrays = _out_arrays(out, order)
         return _shaped(self._raw.call(raws, arrays), self._kind, arrays)

@@ -222,31 +222,36 @@ pub struct OutArray {
 /// Keeps an output array alive while a lent [`Store`] writes its memory.
 struct Lender(#[allow(dead_code)] Py<PyAny>);
 
+/// Whether the array may be written (NumPy's `WRITEABLE` flag).
+fn writeable(arr: &Bound<'_, numpy::PyUntypedArray>) -> bool {
+    // SAFETY: `arr` is a live NumPy array (the cast checked it), and we hold the GIL; its
+    // fields are read, not written (rust-numpy's `is_c_contiguous` reads the flags the same way).
+    let flags = unsafe { (*numpy::npyffi::_PyArray_GET_ITEM_DATA(arr.as_array_ptr())).flags };
+    flags & numpy::npyffi::NPY_ARRAY_WRITEABLE != 0
+}
+
+/// The array's memory lent as a store, if its dtype is `T` (`None`: another dtype).
 fn lend<T: Element + Copy + Send + Sync + 'static>(
     label: &str,
     obj: &Bound<'_, PyAny>,
-) -> PyResult<(Store<T>, (usize, usize))> {
-    let arr = obj.cast::<PyArrayDyn<T>>().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{label}: the array's dtype is not in native byte order"
-        ))
-    })?;
-    if !arr.is_c_contiguous() {
+    untyped: &Bound<'_, numpy::PyUntypedArray>,
+) -> PyResult<Option<(Store<T>, (usize, usize))>> {
+    let Ok(arr) = obj.cast::<PyArrayDyn<T>>() else {
+        return Ok(None);
+    };
+    if !untyped.is_c_contiguous() {
         return Err(PyValueError::new_err(format!(
             "{label}: the array is not C-contiguous (the kernel writes it in place)"
         )));
     }
-    let mut rw = arr.try_readwrite().map_err(|_| {
-        PyValueError::new_err(format!(
-            "{label}: the array is read-only (or borrowed for writing elsewhere): pass a writable array"
-        ))
-    })?;
-    let s = rw
-        .as_slice_mut()
-        .map_err(|e| PyValueError::new_err(format!("{label}: {e}")))?;
-    let (ptr, len) = (s.as_mut_ptr(), s.len());
+    if !writeable(untyped) {
+        return Err(PyValueError::new_err(format!(
+            "{label}: the array is read-only: pass a writable array"
+        )));
+    }
+    let (ptr, len) = (arr.data(), arr.len());
     if len == 0 {
-        return Ok((Store::new(), (0, 0)));
+        return Ok(Some((Store::new(), (0, 0))));
     }
     if !ptr.is_aligned() {
         return Err(PyValueError::new_err(format!(
@@ -257,17 +262,18 @@ fn lend<T: Element + Copy + Send + Sync + 'static>(
     let bytes = (start, start + len * std::mem::size_of::<T>());
     let owner: Arc<dyn std::any::Any + Send + Sync> = Arc::new(Lender(obj.clone().unbind()));
     // SAFETY: `ptr` is the array's whole memory, `len` initialised, aligned (checked above)
-    // elements of `T` (rust-numpy checked the dtype and that the array is writable and
-    // C-contiguous); `owner` holds a reference to the array, so the memory lives as long as the
-    // store, and `ndarray.resize` refuses an array with other references. Nothing in Tessera
-    // reads or writes it otherwise: the caller refuses an out= array whose memory overlaps an
-    // input's or another output's (`check_overlaps`). Other Python threads may touch it while
-    // the GIL is released, as with NumPy's own `out=`: that is the caller's race.
-    Ok((unsafe { Store::lent(ptr, len, owner) }, bytes))
+    // elements of `T` (rust-numpy checked the dtype; the array is C-contiguous and writable,
+    // checked above); `owner` holds a reference to the array, so the memory lives as long as
+    // the store, and `ndarray.resize` refuses an array with other references. Nothing in
+    // Tessera reads or writes it otherwise: the caller refuses an out= array whose memory
+    // overlaps an input's or another output's (`check_overlaps`). Other Python threads may
+    // touch it while the GIL is released, as with NumPy's own `out=`: that is the caller's race.
+    Ok(Some((unsafe { Store::lent(ptr, len, owner) }, bytes)))
 }
 
 /// `out=`'s array for output `name`: checked (a NumPy array of a Tessera dtype other than
-/// bool, writable, C-contiguous, aligned) and its memory lent as a buffer.
+/// bool, in native byte order, writable, C-contiguous, aligned) and its memory lent as a
+/// buffer.
 pub fn lend_out(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<OutArray> {
     let label = if name.is_empty() {
         "out=".to_string()
@@ -282,31 +288,38 @@ pub fn lend_out(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<OutArray> {
             .unwrap_or_default();
         PyTypeError::new_err(format!("{label}: expected a NumPy array, not {ty}"))
     })?;
-    let dtype: String = untyped.dtype().getattr("name")?.extract()?;
-    let elem = match elem_of_dtype(&dtype) {
-        Ok(ElemType::Bool) | Err(_) => {
-            return Err(PyTypeError::new_err(format!(
-                "{label}: unsupported dtype {dtype} for out= (float64, float32, int64, int32, int8, uint8, uint64)"
-            )));
-        }
-        Ok(t) => t,
+    let lent = if let Some((s, b)) = lend::<f64>(&label, obj, untyped)? {
+        (Buffer::F64(s), b, ElemType::F64)
+    } else if let Some((s, b)) = lend::<f32>(&label, obj, untyped)? {
+        (Buffer::F32(s), b, ElemType::F32)
+    } else if let Some((s, b)) = lend::<i64>(&label, obj, untyped)? {
+        (Buffer::I64(s), b, ElemType::I64)
+    } else if let Some((s, b)) = lend::<i32>(&label, obj, untyped)? {
+        (Buffer::I32(s), b, ElemType::I32)
+    } else if let Some((s, b)) = lend::<i8>(&label, obj, untyped)? {
+        (Buffer::I8(s), b, ElemType::I8)
+    } else if let Some((s, b)) = lend::<u8>(&label, obj, untyped)? {
+        (Buffer::U8(s), b, ElemType::U8)
+    } else if let Some((s, b)) = lend::<u64>(&label, obj, untyped)? {
+        (Buffer::U64(s), b, ElemType::U64)
+    } else {
+        let dtype = untyped.dtype();
+        let name: String = dtype.getattr("name")?.extract()?;
+        let native = elem_of_dtype(&name).is_ok() && name != "bool";
+        return Err(PyTypeError::new_err(if native {
+            format!("{label}: the array's dtype {name} is not in native byte order")
+        } else {
+            format!(
+                "{label}: unsupported dtype {name} for out= (float64, float32, int64, int32, int8, uint8, uint64)"
+            )
+        }));
     };
-    let shape = untyped.shape().to_vec();
-    let (buffer, bytes) = match elem {
-        ElemType::F64 => lend(&label, obj).map(|(s, b)| (Buffer::F64(s), b))?,
-        ElemType::F32 => lend(&label, obj).map(|(s, b)| (Buffer::F32(s), b))?,
-        ElemType::I64 => lend(&label, obj).map(|(s, b)| (Buffer::I64(s), b))?,
-        ElemType::I32 => lend(&label, obj).map(|(s, b)| (Buffer::I32(s), b))?,
-        ElemType::I8 => lend(&label, obj).map(|(s, b)| (Buffer::I8(s), b))?,
-        ElemType::U8 => lend(&label, obj).map(|(s, b)| (Buffer::U8(s), b))?,
-        ElemType::U64 => lend(&label, obj).map(|(s, b)| (Buffer::U64(s), b))?,
-        ElemType::Bool | ElemType::Limit => unreachable!("refused above"),
-    };
+    let (buffer, bytes, elem) = lent;
     Ok(OutArray {
         name: name.to_string(),
         label,
         array: obj.clone().unbind(),
-        shape,
+        shape: untyped.shape().to_vec(),
         elem,
         bytes,
         buffer: Some(buffer),
