@@ -222,6 +222,9 @@ pub struct OutArray {
 /// Keeps an output array alive while a lent [`Store`] writes its memory.
 struct Lender(#[allow(dead_code)] Py<PyAny>);
 
+/// A span of memory, `[start, end)` in bytes.
+type Bytes = (usize, usize);
+
 /// Whether the array may be written (NumPy's `WRITEABLE` flag).
 fn writeable(arr: &Bound<'_, numpy::PyUntypedArray>) -> bool {
     // SAFETY: `arr` is a live NumPy array (the cast checked it), and we hold the GIL; its
@@ -235,7 +238,7 @@ fn lend<T: Element + Copy + Send + Sync + 'static>(
     label: &str,
     obj: &Bound<'_, PyAny>,
     untyped: &Bound<'_, numpy::PyUntypedArray>,
-) -> PyResult<Option<(Store<T>, (usize, usize))>> {
+) -> PyResult<Option<(Store<T>, Bytes)>> {
     let Ok(arr) = obj.cast::<PyArrayDyn<T>>() else {
         return Ok(None);
     };
