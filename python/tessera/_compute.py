@@ -163,7 +163,9 @@ def einsum(spec, format=None, out=None, **tensors):
     fmt = None if format is None else str(format)
     if out is None:
         return Tensor(_tessera.einsum(spec, names, raws, fmt))
-    _tessera.einsum(spec, names, raws, fmt, _check_out_array("out", out))
+    if fmt is not None:
+        raise ValueError("einsum: give format= or out=, not both (out= writes a dense array)")
+    _tessera.einsum(spec, names, raws, None, _check_out_array("out", out))
     return out
 
 

@@ -276,3 +276,11 @@ def test_einsum_out_dtype_is_not_cast():
         ts.einsum("y[i] += A[i, j] * x[j]", A=a, x=np.ones(20), out=np.zeros(30, np.float32))
     with pytest.raises(ValueError, match=r"out=: the output has shape \(30,\), the array \(20,\)"):
         ts.matmul(a, np.ones(20), out=np.zeros(20))
+
+
+def test_einsum_takes_format_or_out():
+    m, a = matrix("csr")
+    y = garbage(30)
+    with pytest.raises(ValueError, match="format= or out=, not both"):
+        ts.einsum("y[i] += A[i, j] * x[j]", format="dense", out=y, A=a, x=np.ones(20))
+    assert np.isnan(y).all()
