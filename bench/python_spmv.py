@@ -16,6 +16,11 @@ Measures, in one process:
    kernel (C backend, compiled once, one thread), `tessera.einsum` and Tessera's `A @ x`
    (tiered, warmed up; their outer loop runs on every core above the work threshold),
    against the CLI's `bench --backend c` kernel time and SciPy's `A @ x` (one thread).
+4. `out=`: the compiled kernel writing into one reused NumPy array (`k(A=A, x=x, out=y)`)
+   against the same kernel allocating its output, a fresh `np.empty` as `out=` each call,
+   and the CLI (which reuses its output between repeats). The four are measured in
+   alternation, ROUNDS rounds of a batch of calls each; a round's figure is the batch's
+   median and the figure reported the best round's (the machine is shared: best of N).
 Times are medians of repeated calls, in ms.
 """
 
@@ -130,10 +135,62 @@ def spmv(names, rows, table):
         table.append((name, a.nnz, cli, run, ker, ein, mm, sci))
 
 
+ROUNDS = 7
+
+
+def out_table(names, table):
+    for name in names:
+        path = os.path.join(MATRICES, f"{name}.mtx")
+        if not os.path.exists(path):
+            continue
+        a = sp.csr_array(scipy.io.mmread(path))
+        x = np.random.default_rng(1).random(a.shape[1])
+        ta, tx = ts.asarray(a), ts.asarray(x)
+        k = ts.compile(SPMV, out="y", backend="c", A=ta, x=tx)
+        y = np.empty(a.shape[0])
+        # What the CLI runs: the same coord=i32 CSR, but arrays Tessera owns, their
+        # coordinates checked once (`Store::below`: gathers without bounds checks; made here by
+        # converting to coord=i64 and back). SciPy's arrays shared zero-copy (`ta`) keep their
+        # checks (their owner may rewrite them).
+        tc = ts.asarray(a, format="Dense(SparseList(Element(0.0)))").to_format(ta.format)
+        assert tc.format == ta.format
+        kc = ts.compile(SPMV, out="y", backend="c", A=tc, x=tx)
+        variants = {
+            "cli": None,
+            "conv_kernel": lambda: kc(A=tc, x=tx),
+            "conv_out": lambda: kc(A=tc, x=tx, out=y),
+            "kernel": lambda: k(A=ta, x=tx),
+            "out": lambda: k(A=ta, x=tx, out=y),
+            "fresh": lambda: k(A=ta, x=tx, out=np.empty(a.shape[0])),
+            "matmul_out": lambda: ts.matmul(ta, tx, out=y),
+        }
+        best = {v: float("inf") for v in variants}
+        for _ in range(ROUNDS):
+            for v, f in variants.items():
+                t = cli_kernel_ms(path, x, "c", 50) if f is None else median_ms(f, 50)
+                best[v] = min(best[v], t)
+        k(A=ta, x=tx, out=y)
+        assert np.allclose(y, a @ x)
+        table.append((name, a.nnz, best))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--matrices", default="bcsstk16,c-55,delaunay_n17")
+    ap.add_argument("--only-out", action="store_true", help="only the out= table (4.)")
     args = ap.parse_args()
+    outs = []
+    out_table(args.matrices.split(","), outs)
+    print("| matrix | nnz | CLI kernel ms (c) | owned kernel ms | owned kernel / CLI | owned `out=y` ms | **owned `out=y` / CLI** | SciPy-shared kernel ms | kernel / CLI | SciPy-shared `out=y` ms | `out=y` / CLI | `out=np.empty(n)` ms | fresh / CLI | `ts.matmul(A, x, out=y)` ms (tiered, parallel) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, nnz, b in outs:
+        cli = b["cli"]
+        print(f"| {name} | {nnz} | {cli:.4g} | {b['conv_kernel']:.4g} | {b['conv_kernel'] / cli:.2f} | {b['conv_out']:.4g} | "
+              f"**{b['conv_out'] / cli:.2f}** | {b['kernel']:.4g} | {b['kernel'] / cli:.2f} | {b['out']:.4g} | "
+              f"{b['out'] / cli:.2f} | {b['fresh']:.4g} | {b['fresh'] / cli:.2f} | {b['matmul_out']:.4g} |")
+    print()
+    if args.only_out:
+        return
     rows, table = [], []
     tiny(rows)
     big_asarray(rows)

@@ -6,6 +6,8 @@ with new data of the same formats compiles nothing.
 """
 
 
+import numpy as np
+
 from . import _tessera
 from ._tensor import Tensor, _axes, _operand, _standard_dtype, asarray
 
@@ -20,13 +22,17 @@ def _outs(out):
     if isinstance(out, str):
         return {out: None}, "one"
     if isinstance(out, dict):
-        return {n: (None if f is None else str(f)) for n, f in out.items()}, "dict"
+        return {n: (None if f is None or isinstance(f, np.ndarray) else str(f)) for n, f in out.items()}, "dict"
     names = list(out)
     return {n: None for n in names}, names
 
 
-def _shaped(result, kind):
+def _shaped(result, kind, arrays=None):
+    """The outputs as ``out`` named them; those written into ``arrays`` (name → NumPy array)
+    are those arrays."""
     result = {n: Tensor(t) for n, t in result.items()}
+    if arrays:
+        result.update(arrays)
     if kind == "one":
         return next(iter(result.values()))
     if kind == "dict" or kind is None:
@@ -34,16 +40,53 @@ def _shaped(result, kind):
     return tuple(result[n] for n in kind)
 
 
+def _check_out_array(name, a):
+    if isinstance(a, Tensor):
+        raise TypeError(f"out={name}: Tessera tensors are immutable; pass a NumPy array "
+                        "(np.empty(shape, dtype)) to be written in place")
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"out={name}: expected a NumPy array, not {type(a).__name__}")
+    return a
+
+
+def _out_arrays(out, outputs):
+    """``out=`` of a kernel call (NumPy's convention): one array for a kernel with one output,
+    a tuple with an array or None per output (in the kernel's order), or a dict name → array.
+    Returns name → array."""
+    if out is None:
+        return {}
+    if isinstance(out, dict):
+        arrays = {n: a for n, a in out.items() if a is not None}
+    elif isinstance(out, tuple):
+        if len(out) != len(outputs):
+            raise ValueError(f"out=: {len(out)} arrays for {len(outputs)} outputs {list(outputs)}")
+        arrays = {n: a for n, a in zip(outputs, out) if a is not None}
+    elif len(outputs) == 1:
+        arrays = {outputs[0]: out}
+    else:
+        raise TypeError(f"out=: this kernel has {len(outputs)} outputs {list(outputs)}: "
+                        "pass a tuple or a dict of arrays")
+    for n, a in arrays.items():
+        _check_out_array(n, a)
+    return arrays
+
+
 def run(program, out=None, shapes=None, backend="tiered", **tensors):
     """Run a loop program on tensors given by name (NumPy arrays, SciPy matrices, Tensors,
     scalars; converted by :func:`asarray`). ``out`` names the outputs to return: one name
     (returns a Tensor), a list of names (returns a tuple) or a dict name → format (returns a
     dict). Outputs not given as inputs are created dense float64 unless a format is named;
-    their shapes come from the program, or from ``shapes={name: shape}``. ``backend`` is
-    ``"tiered"`` (default), ``"jit"`` or ``"c"``."""
+    their shapes come from the program, or from ``shapes={name: shape}``. In a dict, a NumPy
+    array instead of a format is written in place and returned (a dense output of its dtype
+    and shape; see :meth:`Kernel.__call__`). ``backend`` is ``"tiered"`` (default), ``"jit"``
+    or ``"c"``."""
     spec, kind = _outs(out)
+    arrays = {}
+    if kind == "dict":
+        arrays = {n: _check_out_array(n, a) for n, a in out.items() if isinstance(a, (np.ndarray, Tensor))}
     shapes = {n: [int(d) for d in s] for n, s in (shapes or {}).items()}
-    return _shaped(_tessera.run(str(program), _tensors(tensors), spec, shapes, backend), kind)
+    raw = _tessera.run(str(program), _tensors(tensors), spec, shapes, backend, arrays or None)
+    return _shaped(raw, kind, arrays)
 
 
 class Kernel:
@@ -52,17 +95,34 @@ class Kernel:
     shapes inferred again only when they change. Tensors of other formats are accepted too
     (the kernel is compiled for them, and they become the ones it expects)."""
 
-    __slots__ = ("_raw", "_kind")
+    __slots__ = ("_raw", "_kind", "_single")
 
     def __init__(self, raw, kind):
         self._raw = raw
         self._kind = kind
+        # The output's name when a call returns one tensor (out= then is one array).
+        self._single = raw.outputs[0] if kind == "one" else None
 
-    def __call__(self, **tensors):
+    def __call__(self, out=None, **tensors):
+        """Run on new tensors; returns what :func:`run` would. ``out=`` writes outputs into
+        NumPy arrays in place instead of allocating them (NumPy's convention: one array for a
+        kernel with one output, else a tuple with an array or None per output in
+        :attr:`outputs` order, or a dict name → array; the arrays are returned in the
+        outputs' places). An array must be writable, C-contiguous, of the output's shape and
+        dtype (no casting; not bool), for a dense output, and share no memory with an input
+        or another ``out`` array; else ``TypeError`` (dtype, not an array) or ``ValueError``.
+        Its contents do not matter: the program's declaration fills it."""
         raws = {}
         for name, value in tensors.items():
             raws[name] = value._raw if type(value) is Tensor else asarray(value)._raw
-        return _shaped(self._raw.call(raws), self._kind)
+        if out is None:
+            return _shaped(self._raw.call(raws), self._kind)
+        if self._single is not None and type(out) is np.ndarray:
+            self._raw.call(raws, {self._single: out})
+            return out
+        order = self._kind if isinstance(self._kind, list) else self._raw.outputs
+        arrays = _out_arrays(out, order)
+        return _shaped(self._raw.call(raws, arrays), self._kind, arrays)
 
     @property
     def program(self):
@@ -93,13 +153,20 @@ def code(program, out=None, shapes=None, backend="jit", **tensors):
     return _tessera.code(str(program), _tensors(tensors), spec, shapes, backend)
 
 
-def einsum(spec, format=None, **tensors):
+def einsum(spec, format=None, out=None, **tensors):
     """One index-notation statement, ``einsum("y[i] += A[i, j] * x[j]", A=A, x=x)``: Tessera
     plans the loop order and the output format from the inputs' formats (``format=`` fixes
-    the output's)."""
+    the output's). ``out=`` a NumPy array writes the (dense) output into it in place and
+    returns it (as :meth:`Kernel.__call__`'s ``out=``)."""
     names = list(tensors)
     raws = [asarray(tensors[n])._raw for n in names]
-    return Tensor(_tessera.einsum(spec, names, raws, None if format is None else str(format)))
+    fmt = None if format is None else str(format)
+    if out is None:
+        return Tensor(_tessera.einsum(spec, names, raws, fmt))
+    if fmt is not None:
+        raise ValueError("einsum: give format= or out=, not both (out= writes a dense array)")
+    _tessera.einsum(spec, names, raws, None, _check_out_array("out", out))
+    return out
 
 
 def _map(op, *args):
@@ -204,8 +271,13 @@ def any(a, axis=None): return _reduce("any", a, axis)
 def all(a, axis=None): return _reduce("all", a, axis)
 
 
-def matmul(a, b):
-    return Tensor(_tessera.matmul(_operand(a), _operand(b)))
+def matmul(a, b, out=None):
+    """The matrix product of 1-d and 2-d tensors (the core's, in float64 or int64); ``out=`` a
+    NumPy array of the product's shape and dtype writes it in place and returns it."""
+    if out is None:
+        return Tensor(_tessera.matmul(_operand(a), _operand(b)))
+    _tessera.matmul(_operand(a), _operand(b), _check_out_array("out", out))
+    return out
 
 
 def permute_dims(a, axes):

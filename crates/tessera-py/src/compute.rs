@@ -3,8 +3,9 @@
 //! Python threads go on meanwhile; kernels are cached per OS thread by the core
 //! (`tessera::api`'s shared runner), so repeated calls from one thread compile once.
 
-use crate::convert::elem_of_dtype;
+use crate::convert::{OutArray, check_overlaps, elem_of_dtype, lend_out, out_tensor, settle};
 use crate::errors::IntoPy;
+use crate::kernel::CallError;
 use crate::program::CallTensors;
 use crate::tensor::{PyTensor, format_for};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -16,7 +17,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use tessera::api::{self, Lazy, Op, Reduction};
 use tessera::ir::math::{Math1, Math2};
-use tessera::levels::Format;
+use tessera::levels::{Format, LevelKind};
 use tessera::run::Compiled;
 use tessera::tensor::Tensor;
 use tessera::{ElemType, Scalar};
@@ -100,13 +101,12 @@ thread_local! {
 
 const PLANS_MAX: usize = 256;
 
-/// The einsum on tensors the call owns (lent by their Python objects): the inputs are read
-/// where they are, only transposed operands are copies.
-fn einsum_on(
+/// The einsum's plan and kernel for these inputs' formats and the output format asked for.
+fn planned_for(
     spec: &str,
-    tensors: &mut BTreeMap<String, Tensor>,
+    tensors: &BTreeMap<String, Tensor>,
     format: Option<String>,
-) -> tessera::Result<Tensor> {
+) -> tessera::Result<Rc<Planned>> {
     let key: PlanKey = (
         spec.to_string(),
         tensors
@@ -155,8 +155,40 @@ fn einsum_on(
             planned
         }
     };
-    let refs: Vec<(&str, &Tensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let created = api::prepare_created(&planned.plan, &refs)?;
+    Ok(planned)
+}
+
+/// The einsum on tensors the call owns (lent by their Python objects): the inputs are read
+/// where they are, only transposed operands are copies. With `out`, the output is that
+/// NumPy array, written in place (dense: an output planned sparse is planned dense instead),
+/// and the tensor returned holds its memory.
+fn einsum_on(
+    spec: &str,
+    tensors: &mut BTreeMap<String, Tensor>,
+    format: Option<String>,
+    out: Option<&mut OutArray>,
+) -> Result<Tensor, CallError> {
+    let mut planned = planned_for(spec, tensors, format)?;
+    let created = {
+        let refs: Vec<(&str, &Tensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        match out {
+            None => api::prepare_created(&planned.plan, &refs)?,
+            Some(out) => {
+                let f = &planned.plan.output_format;
+                if !f.levels[..f.levels.len() - 1]
+                    .iter()
+                    .all(|l| matches!(l, LevelKind::Dense))
+                {
+                    let dense = Format::dense(f.rank(), f.fill()).to_string();
+                    planned = planned_for(spec, tensors, Some(dense))?;
+                }
+                let (mut created, shape) = api::prepare_created_but_output(&planned.plan, &refs)?;
+                let t = out_tensor(out, &planned.plan.output_format, &shape)?;
+                created.insert(planned.plan.spec.output.clone(), t);
+                created
+            }
+        }
+    };
     // The output may reuse an input's name: it then stands in for it, as in `api::einsum`.
     let mut replaced = vec![];
     for (n, t) in created {
@@ -180,28 +212,59 @@ fn einsum_on(
     Ok(out.expect("prepare_created adds the output"))
 }
 
-/// `OUT[...] op= expression` over the named tensors, with an optional output format.
+/// An einsum's `out=` array: lent after the same checks as a kernel's.
+fn lend_einsum_out(
+    shared: &BTreeMap<String, Arc<Tensor>>,
+    out: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<OutArray>> {
+    let Some(out) = out else { return Ok(None) };
+    let lent = vec![lend_out("", out)?];
+    check_overlaps(&lent, shared.iter().map(|(n, t)| (n, &**t)))?;
+    Ok(lent.into_iter().next())
+}
+
+/// The result of an einsum or matmul: a new tensor, or (with `out=`) the array, its values
+/// in place.
+fn einsum_result(
+    py: Python<'_>,
+    ran: Result<(Tensor, Option<OutArray>), CallError>,
+) -> PyResult<Option<PyTensor>> {
+    let (t, out) = ran?;
+    match out {
+        None => Ok(Some(PyTensor::new(t))),
+        Some(o) => {
+            settle(py, &o, &t)?;
+            Ok(None)
+        }
+    }
+}
+
+/// `OUT[...] op= expression` over the named tensors, with an optional output format; with
+/// `out` (a NumPy array), the output is written into it and `None` returned.
 #[pyfunction]
-#[pyo3(signature = (spec, names, tensors, format=None))]
+#[pyo3(signature = (spec, names, tensors, format=None, out=None))]
 pub fn einsum(
     py: Python<'_>,
     spec: &str,
     names: Vec<String>,
     tensors: Vec<PyRef<'_, PyTensor>>,
     format: Option<&str>,
-) -> PyResult<PyTensor> {
+    out: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<PyTensor>> {
     let shared: BTreeMap<String, Arc<Tensor>> = names
         .into_iter()
         .zip(tensors.iter().map(|t| t.shared()))
         .collect();
+    let mut out = lend_einsum_out(&shared, out)?;
     let spec = spec.to_string();
     let format = format.map(str::to_string);
-    let out = py.detach(move || {
+    let ran = py.detach(move || {
         // The inputs are only read: their arrays are shared, none copied.
         let mut call = CallTensors::new(shared);
-        einsum_on(&spec, &mut call.tensors, format)
+        let t = einsum_on(&spec, &mut call.tensors, format, out.as_mut())?;
+        Ok((t, out))
     });
-    Ok(PyTensor::new(out.py_err()?))
+    einsum_result(py, ran)
 }
 
 /// An elementwise operation with NumPy broadcasting.
@@ -241,15 +304,42 @@ pub fn reduce(
     Ok(PyTensor::new(out.py_err()?))
 }
 
+/// The core's `matmul` (1-d and 2-d operands); with `out` (a NumPy array), the product is
+/// written into it (the same einsum, through the Python einsum's plan cache) and `None`
+/// returned.
 #[pyfunction]
+#[pyo3(signature = (a, b, out=None))]
 pub fn matmul(
     py: Python<'_>,
     a: PyRef<'_, PyTensor>,
     b: PyRef<'_, PyTensor>,
-) -> PyResult<PyTensor> {
+    out: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<PyTensor>> {
     let (a, b) = (a.arc(py), b.arc(py));
-    let out = py.detach(move || api::matmul(&a, &b));
-    Ok(PyTensor::new(out.py_err()?))
+    let Some(out) = out else {
+        let t = py.detach(move || api::matmul(&a, &b)).py_err()?;
+        return Ok(Some(PyTensor::new(t)));
+    };
+    let spec = match (a.rank(), b.rank()) {
+        (2, 2) => "C[i, j] += A[i, k] * B[k, j]",
+        (2, 1) => "C[i] += A[i, k] * B[k]",
+        (1, 2) => "C[j] += A[k] * B[k, j]",
+        (1, 1) => "C[] += A[k] * B[k]",
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "matmul takes 1-d and 2-d tensors, not shapes {:?} and {:?}",
+                a.shape, b.shape
+            )));
+        }
+    };
+    let shared = BTreeMap::from([("A".to_string(), a), ("B".to_string(), b)]);
+    let mut out = lend_einsum_out(&shared, Some(out))?;
+    let ran = py.detach(move || {
+        let mut call = CallTensors::new(shared);
+        let t = einsum_on(spec, &mut call.tensors, None, out.as_mut())?;
+        Ok((t, out))
+    });
+    einsum_result(py, ran)
 }
 
 #[pyfunction]

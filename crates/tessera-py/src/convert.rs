@@ -15,7 +15,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use std::sync::Arc;
 use tessera::ElemType;
-use tessera::levels::LevelKind;
+use tessera::levels::{Format, LevelKind};
 use tessera::runtime::Buffer;
 use tessera::runtime::store::Store;
 use tessera::tensor::Tensor;
@@ -200,4 +200,273 @@ pub fn values_are_dense(t: &Tensor) -> bool {
         .all(|l| matches!(l, LevelKind::Dense))
         && matches!(levels.last(), Some(LevelKind::Element(_)))
         && t.levels.last().and_then(|b| b.first()).map(Buffer::len) >= Some(n)
+}
+
+/// An output array given with `out=`: its memory lent as the output's values, which the
+/// kernel writes in place (no allocation, no copy).
+pub struct OutArray {
+    /// The output's name (empty for einsum's and matmul's one output).
+    pub name: String,
+    /// How messages name the argument: `out=y`, or `out=` for einsum's.
+    pub label: String,
+    /// The array (a reference: it stays alive while the call writes it).
+    pub array: Py<PyAny>,
+    pub shape: Vec<usize>,
+    pub elem: ElemType,
+    /// Its memory, `[start, end)` in bytes (empty for an empty array).
+    pub bytes: (usize, usize),
+    /// The lent buffer; taken for the call.
+    pub buffer: Option<Buffer>,
+}
+
+/// Keeps an output array alive while a lent [`Store`] writes its memory.
+struct Lender(#[allow(dead_code)] Py<PyAny>);
+
+/// A span of memory, `[start, end)` in bytes.
+type Bytes = (usize, usize);
+
+/// Whether the array may be written (NumPy's `WRITEABLE` flag).
+fn writeable(arr: &Bound<'_, numpy::PyUntypedArray>) -> bool {
+    // SAFETY: `arr` is a live NumPy array (the cast checked it), and we hold the GIL; its
+    // fields are read, not written (rust-numpy's `is_c_contiguous` reads the flags the same way).
+    let flags = unsafe { (*numpy::npyffi::_PyArray_GET_ITEM_DATA(arr.as_array_ptr())).flags };
+    flags & numpy::npyffi::NPY_ARRAY_WRITEABLE != 0
+}
+
+/// The array's memory lent as a store, if its dtype is `T` (`None`: another dtype).
+fn lend<T: Element + Copy + Send + Sync + 'static>(
+    label: &str,
+    obj: &Bound<'_, PyAny>,
+    untyped: &Bound<'_, numpy::PyUntypedArray>,
+) -> PyResult<Option<(Store<T>, Bytes)>> {
+    let Ok(arr) = obj.cast::<PyArrayDyn<T>>() else {
+        return Ok(None);
+    };
+    if !untyped.is_c_contiguous() {
+        return Err(PyValueError::new_err(format!(
+            "{label}: the array is not C-contiguous (the kernel writes it in place)"
+        )));
+    }
+    if !writeable(untyped) {
+        return Err(PyValueError::new_err(format!(
+            "{label}: the array is read-only: pass a writable array"
+        )));
+    }
+    let (ptr, len) = (arr.data(), arr.len());
+    if len == 0 {
+        return Ok(Some((Store::new(), (0, 0))));
+    }
+    if !ptr.is_aligned() {
+        return Err(PyValueError::new_err(format!(
+            "{label}: the array's memory is not aligned for its dtype"
+        )));
+    }
+    let start = ptr as usize;
+    let bytes = (start, start + len * std::mem::size_of::<T>());
+    let owner: Arc<dyn std::any::Any + Send + Sync> = Arc::new(Lender(obj.clone().unbind()));
+    // SAFETY: `ptr` is the array's whole memory, `len` initialised, aligned (checked above)
+    // elements of `T` (rust-numpy checked the dtype; the array is C-contiguous and writable,
+    // checked above); `owner` holds a reference to the array, so the memory lives as long as
+    // the store, and `ndarray.resize` refuses an array with other references. Nothing in
+    // Tessera reads or writes it otherwise: the caller refuses an out= array whose memory
+    // overlaps an input's or another output's (`check_overlaps`). Other Python threads may
+    // touch it while the GIL is released, as with NumPy's own `out=`: that is the caller's race.
+    Ok(Some((unsafe { Store::lent(ptr, len, owner) }, bytes)))
+}
+
+/// `out=`'s array for output `name`: checked (a NumPy array of a Tessera dtype other than
+/// bool, in native byte order, writable, C-contiguous, aligned) and its memory lent as a
+/// buffer.
+pub fn lend_out(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<OutArray> {
+    let label = if name.is_empty() {
+        "out=".to_string()
+    } else {
+        format!("out={name}")
+    };
+    let untyped = obj.cast::<numpy::PyUntypedArray>().map_err(|_| {
+        let ty = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        PyTypeError::new_err(format!("{label}: expected a NumPy array, not {ty}"))
+    })?;
+    let lent = if let Some((s, b)) = lend::<f64>(&label, obj, untyped)? {
+        (Buffer::F64(s), b, ElemType::F64)
+    } else if let Some((s, b)) = lend::<f32>(&label, obj, untyped)? {
+        (Buffer::F32(s), b, ElemType::F32)
+    } else if let Some((s, b)) = lend::<i64>(&label, obj, untyped)? {
+        (Buffer::I64(s), b, ElemType::I64)
+    } else if let Some((s, b)) = lend::<i32>(&label, obj, untyped)? {
+        (Buffer::I32(s), b, ElemType::I32)
+    } else if let Some((s, b)) = lend::<i8>(&label, obj, untyped)? {
+        (Buffer::I8(s), b, ElemType::I8)
+    } else if let Some((s, b)) = lend::<u8>(&label, obj, untyped)? {
+        (Buffer::U8(s), b, ElemType::U8)
+    } else if let Some((s, b)) = lend::<u64>(&label, obj, untyped)? {
+        (Buffer::U64(s), b, ElemType::U64)
+    } else {
+        let dtype = untyped.dtype();
+        let name: String = dtype.getattr("name")?.extract()?;
+        let native = elem_of_dtype(&name).is_ok() && name != "bool";
+        return Err(PyTypeError::new_err(if native {
+            format!("{label}: the array's dtype {name} is not in native byte order")
+        } else {
+            format!(
+                "{label}: unsupported dtype {name} for out= (float64, float32, int64, int32, int8, uint8, uint64)"
+            )
+        }));
+    };
+    let (buffer, bytes, elem) = lent;
+    Ok(OutArray {
+        name: name.to_string(),
+        label,
+        array: obj.clone().unbind(),
+        shape: untyped.shape().to_vec(),
+        elem,
+        bytes,
+        buffer: Some(buffer),
+    })
+}
+
+/// The `[start, end)` bytes of every buffer of a tensor.
+fn tensor_bytes(t: &Tensor) -> impl Iterator<Item = (usize, usize)> + '_ {
+    t.levels.iter().flatten().map(|b| {
+        let start = b.as_ptr() as usize;
+        (start, start + b.len() * b.elem().size())
+    })
+}
+
+/// Refuses out= arrays whose memory overlaps an input's (a NumPy array shared by
+/// `asarray`, or a tensor's view) or another out= array's: the kernel would read what it has
+/// already written.
+pub fn check_overlaps<'a>(
+    outs: &[OutArray],
+    inputs: impl Iterator<Item = (&'a String, &'a Tensor)>,
+) -> PyResult<()> {
+    let overlap =
+        |a: (usize, usize), b: (usize, usize)| a.0 < a.1 && b.0 < b.1 && a.0 < b.1 && b.0 < a.1;
+    for (n, t) in inputs {
+        for o in outs {
+            if tensor_bytes(t).any(|b| overlap(o.bytes, b)) {
+                return Err(PyValueError::new_err(format!(
+                    "{}: the array shares memory with input `{n}` (pass an array of its own)",
+                    o.label
+                )));
+            }
+        }
+    }
+    for (k, o) in outs.iter().enumerate() {
+        if let Some(p) = outs[..k].iter().find(|p| overlap(o.bytes, p.bytes)) {
+            return Err(PyValueError::new_err(format!(
+                "{}: the array shares memory with {}",
+                o.label, p.label
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The tensor an out= array stands for, as output `name` of format `format` and shape
+/// `shape`: refused unless the format is dense and its element type and the shape are the
+/// array's.
+pub fn out_tensor(out: &mut OutArray, format: &Format, shape: &[usize]) -> PyResult<Tensor> {
+    let levels = &format.levels;
+    let dense = levels[..levels.len() - 1]
+        .iter()
+        .all(|l| matches!(l, LevelKind::Dense))
+        && matches!(levels.last(), Some(LevelKind::Element(_)));
+    if !dense {
+        return Err(PyValueError::new_err(format!(
+            "{}: the output is stored as {format}, and out= takes dense outputs",
+            out.label
+        )));
+    }
+    if format.elem() != out.elem {
+        return Err(PyTypeError::new_err(format!(
+            "{}: the output is {}, the array {} (out= is written without casting)",
+            out.label,
+            dtype_of_elem(format.elem()),
+            dtype_of_elem(out.elem)
+        )));
+    }
+    if shape != out.shape.as_slice() {
+        return Err(PyValueError::new_err(format!(
+            "{}: the output has shape {}, the array {}",
+            out.label,
+            shape_text(shape),
+            shape_text(&out.shape)
+        )));
+    }
+    let buffer = out
+        .buffer
+        .take()
+        .ok_or_else(|| PyValueError::new_err(format!("{}: given for two outputs", out.label)))?;
+    let mut bufs = vec![vec![]; levels.len()];
+    bufs[levels.len() - 1] = vec![buffer];
+    Ok(Tensor {
+        shape: shape.to_vec(),
+        format: format.clone(),
+        levels: bufs,
+    })
+}
+
+/// A shape as Python prints a tuple: `(5,)`, `(2, 3)`.
+fn shape_text(shape: &[usize]) -> String {
+    match shape {
+        [n] => format!("({n},)"),
+        _ => {
+            let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+            format!("({})", dims.join(", "))
+        }
+    }
+}
+
+/// How many times an out= array's values had to be copied in after a call ([`settle`]):
+/// zero-copy calls leave it alone (for the tests).
+pub static OUT_COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// After the call: the output tensor's values are in the array (written in place), or, if
+/// the kernel had to move them (it grew the buffer), copied there.
+pub fn settle(py: Python<'_>, out: &OutArray, t: &Tensor) -> PyResult<()> {
+    let Some(values) = t.levels.last().and_then(|l| l.first()) else {
+        return Err(PyValueError::new_err(format!(
+            "internal error: out={} lost its values",
+            out.label
+        )));
+    };
+    let n: usize = out.shape.iter().product();
+    if n == 0 || values.lent_at().map(|p| p as usize) == Some(out.bytes.0) && values.len() == n {
+        return Ok(());
+    }
+    if values.len() < n {
+        return Err(PyValueError::new_err(format!(
+            "internal error: out={}: the kernel left {} values for {n} entries",
+            out.label,
+            values.len()
+        )));
+    }
+    fn copy<T: Element + Copy>(py: Python<'_>, array: &Py<PyAny>, from: &[T]) -> PyResult<()> {
+        let arr = array.bind(py).cast::<PyArrayDyn<T>>()?;
+        let mut rw = arr
+            .try_readwrite()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let s = rw
+            .as_slice_mut()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let n = s.len();
+        s.copy_from_slice(&from[..n]);
+        Ok(())
+    }
+    OUT_COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    match values {
+        Buffer::F64(v) => copy(py, &out.array, v),
+        Buffer::F32(v) => copy(py, &out.array, v),
+        Buffer::I64(v) => copy(py, &out.array, v),
+        Buffer::I32(v) => copy(py, &out.array, v),
+        Buffer::I8(v) => copy(py, &out.array, v),
+        Buffer::U8(v) => copy(py, &out.array, v),
+        Buffer::U64(v) => copy(py, &out.array, v),
+        Buffer::Bool(_) => Err(PyValueError::new_err("internal error: a bool out= array")),
+    }
 }

@@ -11,9 +11,11 @@
 //! prepares and compiles again (the runner's cache makes the second time cheap) and becomes
 //! that thread's state.
 
+use crate::convert::{OutArray, check_overlaps, lend_out, out_tensor, settle};
 use crate::errors::IntoPy;
 use crate::program::{CallTensors, Prepared, create, created_shapes, prepare, runner, shared_of};
 use crate::tensor::PyTensor;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -104,8 +106,13 @@ impl Ready {
                 .all(|((n, t), (m, f))| n == m && t.format == *f)
     }
 
-    /// Adds the created tensors for these given ones, their shapes remembered per call.
-    fn create(&self, tensors: &mut BTreeMap<String, Tensor>) -> Result<()> {
+    /// Adds the created tensors for these given ones, their shapes remembered per call; the
+    /// outputs given as `out=` arrays are those arrays, not new tensors.
+    fn create(
+        &self,
+        tensors: &mut BTreeMap<String, Tensor>,
+        outs: &mut [OutArray],
+    ) -> std::result::Result<(), CallError> {
         let key: ShapeKey = (
             tensors.values().map(|t| t.shape.clone()).collect(),
             tessera::run::scalar_values_except(&self.written, tensors),
@@ -120,30 +127,82 @@ impl Ready {
             *last = Some((key, shapes));
         }
         let (_, shapes) = last.as_ref().expect("set above");
-        create(
-            tensors,
-            &self.prepared.created,
-            &self.prepared.formats,
-            shapes,
-        )
+        if outs.is_empty() {
+            return Ok(create(
+                tensors,
+                &self.prepared.created,
+                &self.prepared.formats,
+                shapes,
+            )?);
+        }
+        let created: Vec<String> = self
+            .prepared
+            .created
+            .iter()
+            .filter(|n| !outs.iter().any(|o| &o.name == *n))
+            .cloned()
+            .collect();
+        create(tensors, &created, &self.prepared.formats, shapes)?;
+        for o in outs.iter_mut() {
+            let t = out_tensor(o, &self.prepared.formats[&o.name], &shapes[&o.name])?;
+            tensors.insert(o.name.clone(), t);
+        }
+        Ok(())
     }
 }
 
-fn run_on(id: u64, spec: &Spec, tensors: &mut BTreeMap<String, Tensor>) -> Result<()> {
+/// A call's error: the core's, or an `out=` array's (a `TypeError` or `ValueError`).
+pub enum CallError {
+    Core(tessera::Error),
+    Py(PyErr),
+}
+
+impl From<tessera::Error> for CallError {
+    fn from(e: tessera::Error) -> CallError {
+        CallError::Core(e)
+    }
+}
+
+impl From<PyErr> for CallError {
+    fn from(e: PyErr) -> CallError {
+        CallError::Py(e)
+    }
+}
+
+impl From<CallError> for PyErr {
+    fn from(e: CallError) -> PyErr {
+        match e {
+            CallError::Core(e) => crate::errors::to_py(e),
+            CallError::Py(e) => e,
+        }
+    }
+}
+
+fn run_on(
+    id: u64,
+    spec: &Spec,
+    tensors: &mut BTreeMap<String, Tensor>,
+    outs: &mut [OutArray],
+) -> std::result::Result<(), CallError> {
     let ready = READY.with(|r| r.borrow().get(&id).cloned());
     let ready = match ready {
         Some(ready) if ready.fits(tensors) => {
-            ready.create(tensors)?;
+            ready.create(tensors, outs)?;
             ready
         }
         _ => {
-            // `build` adds the created tensors itself.
+            // `build` adds the created tensors itself; the out= arrays replace them.
             let ready = Rc::new(build(spec, tensors)?);
             READY.with(|r| r.borrow_mut().insert(id, ready.clone()));
+            for o in outs.iter_mut() {
+                let made = &tensors[&o.name];
+                let t = out_tensor(o, &made.format, &made.shape.clone())?;
+                tensors.insert(o.name.clone(), t);
+            }
             ready
         }
     };
-    ready.runner.execute(&ready.compiled, tensors)
+    Ok(ready.runner.execute(&ready.compiled, tensors)?)
 }
 
 /// The `Spec` of a program and its outputs (the program is parsed here, so a syntax error is
@@ -163,22 +222,71 @@ fn spec_of(
     })
 }
 
-/// Runs kernel `id` on the tensors in `shared` and returns its outputs.
+/// A call's outputs: the new tensors, and the `out=` arrays with the tensors that wrote them
+/// (for [`finish`]).
+pub struct Outputs {
+    made: BTreeMap<String, PyTensor>,
+    lent: Vec<(OutArray, Tensor)>,
+}
+
+/// Runs kernel `id` on the tensors in `shared` and returns its outputs, writing those given
+/// in `outs` into their arrays.
 fn call_with(
     id: u64,
     spec: &Spec,
     shared: BTreeMap<String, Arc<Tensor>>,
-) -> Result<BTreeMap<String, PyTensor>> {
+    mut outs: Vec<OutArray>,
+) -> std::result::Result<Outputs, CallError> {
     let mut call = CallTensors::new(shared);
-    run_on(id, spec, &mut call.tensors)?;
-    Ok(spec
-        .out
-        .keys()
-        .map(|n| {
-            let t = call.tensors.remove(n).expect("outputs are created");
-            (n.clone(), PyTensor::new(t))
-        })
-        .collect())
+    run_on(id, spec, &mut call.tensors, &mut outs)?;
+    let mut made = BTreeMap::new();
+    let mut lent = vec![];
+    let mut outs: HashMap<String, OutArray> =
+        outs.into_iter().map(|o| (o.name.clone(), o)).collect();
+    for n in spec.out.keys() {
+        let t = call.tensors.remove(n).expect("outputs are created");
+        match outs.remove(n) {
+            Some(o) => lent.push((o, t)),
+            None => {
+                made.insert(n.clone(), PyTensor::new(t));
+            }
+        }
+    }
+    Ok(Outputs { made, lent })
+}
+
+/// Checks the `out=` arrays of a call (names, and no memory shared with an input or each
+/// other) and lends their memory.
+pub fn lend_outs(
+    spec_out: &BTreeMap<String, Option<String>>,
+    shared: &BTreeMap<String, Arc<Tensor>>,
+    outs: BTreeMap<String, Bound<'_, PyAny>>,
+) -> PyResult<Vec<OutArray>> {
+    let mut lent = vec![];
+    for (n, array) in &outs {
+        if !spec_out.contains_key(n) {
+            let names: Vec<&String> = spec_out.keys().collect();
+            return Err(PyValueError::new_err(format!(
+                "out={n}: `{n}` is not an output of this call (outputs: {names:?})"
+            )));
+        }
+        if shared.contains_key(n) {
+            return Err(PyValueError::new_err(format!(
+                "out={n}: `{n}` is also given as an input (an output given as an input starts from its contents; give one or the other)"
+            )));
+        }
+        lent.push(lend_out(n, array)?);
+    }
+    check_overlaps(&lent, shared.iter().map(|(n, t)| (n, &**t)))?;
+    Ok(lent)
+}
+
+/// The outputs as Python wants them: the new tensors; the `out=` arrays hold their values.
+pub fn finish(py: Python<'_>, outputs: Outputs) -> PyResult<BTreeMap<String, PyTensor>> {
+    for (o, t) in &outputs.lent {
+        settle(py, o, t)?;
+    }
+    Ok(outputs.made)
 }
 
 /// What `tessera.run` is called with, besides the tensors: its implicit kernel's key.
@@ -205,7 +313,8 @@ pub fn run(
     out: BTreeMap<String, Option<String>>,
     shapes: HashMap<String, Vec<usize>>,
     backend: String,
-) -> Result<BTreeMap<String, PyTensor>> {
+    outs: Vec<OutArray>,
+) -> std::result::Result<Outputs, CallError> {
     let mut sorted_shapes: Vec<(String, Vec<usize>)> =
         shapes.iter().map(|(n, s)| (n.clone(), s.clone())).collect();
     sorted_shapes.sort();
@@ -238,7 +347,7 @@ pub fn run(
             (id, spec)
         }
     };
-    call_with(id, &spec, shared)
+    call_with(id, &spec, shared, outs)
 }
 
 /// Compile `program` for tensors like `tensors` (`run`'s arguments); the kernel object runs
@@ -271,15 +380,23 @@ pub fn compile(
 
 #[pymethods]
 impl PyKernel {
-    /// Run on `tensors` (name → tensor); returns the outputs named at compile time.
+    /// Run on `tensors` (name → tensor); returns the outputs named at compile time but not
+    /// given in `outs` (name → NumPy array written in place).
+    #[pyo3(signature = (tensors, outs=None))]
     fn call(
         &self,
         py: Python<'_>,
         tensors: BTreeMap<String, PyRef<'_, PyTensor>>,
+        outs: Option<BTreeMap<String, Bound<'_, PyAny>>>,
     ) -> PyResult<BTreeMap<String, PyTensor>> {
         let shared = shared_of(tensors);
+        let lent = match outs {
+            Some(outs) if !outs.is_empty() => lend_outs(&self.spec.out, &shared, outs)?,
+            _ => vec![],
+        };
         let (id, spec) = (self.id, self.spec.clone());
-        py.detach(move || call_with(id, &spec, shared)).py_err()
+        let outputs = py.detach(move || call_with(id, &spec, shared, lent))?;
+        finish(py, outputs)
     }
 
     /// The program text the kernel was compiled from.

@@ -35,5 +35,6 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(program::run, m)?)?;
     m.add_function(wrap_pyfunction!(program::code, m)?)?;
     m.add_function(wrap_pyfunction!(program::kernel_cache_len, m)?)?;
+    m.add_function(wrap_pyfunction!(program::out_copies, m)?)?;
     Ok(())
 }

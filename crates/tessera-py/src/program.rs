@@ -252,8 +252,10 @@ pub fn shared_of(tensors: BTreeMap<String, PyRef<'_, PyTensor>>) -> BTreeMap<Str
 
 /// Run `program` on the tensors; returns the outputs named in `out` (name → format or None).
 /// The kernel, with the preparation around it, is kept per call signature (`kernel::run`).
+/// `outs` (name → NumPy array) are outputs written in place into those arrays, and not
+/// returned.
 #[pyfunction]
-#[pyo3(signature = (program, tensors, out, shapes, backend="tiered"))]
+#[pyo3(signature = (program, tensors, out, shapes, backend="tiered", outs=None))]
 pub fn run(
     py: Python<'_>,
     program: String,
@@ -261,11 +263,17 @@ pub fn run(
     out: BTreeMap<String, Option<String>>,
     shapes: HashMap<String, Vec<usize>>,
     backend: &str,
+    outs: Option<BTreeMap<String, Bound<'_, PyAny>>>,
 ) -> PyResult<BTreeMap<String, PyTensor>> {
     let shared = shared_of(tensors);
+    let lent = match outs {
+        Some(outs) if !outs.is_empty() => crate::kernel::lend_outs(&out, &shared, outs)?,
+        _ => vec![],
+    };
     let backend = backend.to_string();
-    py.detach(move || crate::kernel::run(program, shared, out, shapes, backend))
-        .py_err()
+    let outputs =
+        py.detach(move || crate::kernel::run(program, shared, out, shapes, backend, lent))?;
+    crate::kernel::finish(py, outputs)
 }
 
 /// The loop IR (or, with `backend="c"`, the C source) `run` would compile for these tensors.
@@ -306,4 +314,11 @@ pub fn code(
 #[pyo3(signature = (backend="tiered"))]
 pub fn kernel_cache_len(backend: &str) -> PyResult<usize> {
     Ok(runner(backend).py_err()?.cache_len())
+}
+
+/// How many out= arrays had their values copied in instead of written in place (for the
+/// tests of zero-copy `out=`).
+#[pyfunction]
+pub fn out_copies() -> usize {
+    crate::convert::OUT_COPIES.load(std::sync::atomic::Ordering::Relaxed)
 }

@@ -134,6 +134,21 @@ pub fn prepare_created(
     plan: &Plan,
     inputs: &[(&str, &Tensor)],
 ) -> Result<BTreeMap<String, Tensor>> {
+    let (mut tensors, shape) = prepare_created_but_output(plan, inputs)?;
+    tensors.insert(
+        plan.spec.output.clone(),
+        Tensor::empty(&plan.output_format, &shape)?,
+    );
+    Ok(tensors)
+}
+
+/// [`prepare_created`] without the output: the transposed copies and the workspace, and the
+/// output's shape, for a caller that brings the output's memory (Python's `out=`; the
+/// program's declaration fills it, so any contents do).
+pub fn prepare_created_but_output(
+    plan: &Plan,
+    inputs: &[(&str, &Tensor)],
+) -> Result<(BTreeMap<String, Tensor>, Vec<usize>)> {
     let get = |n: &str| {
         inputs
             .iter()
@@ -200,13 +215,10 @@ pub fn prepare_created(
         tensors.insert(tr.name.clone(), t);
     }
     let shape: Vec<usize> = plan.spec.out_indices.iter().map(size).collect();
-    tensors.insert(
-        plan.spec.output.clone(),
-        Tensor::empty(&plan.output_format, &shape)?,
-    );
+    crate::memory::check_tensor(&plan.output_format, &shape, 0)?;
     if let Some(w) = &plan.workspace {
         let shape: Vec<usize> = w.indices.iter().map(size).collect();
         tensors.insert(w.name.clone(), Tensor::empty(&w.format, &shape)?);
     }
-    Ok(tensors)
+    Ok((tensors, shape))
 }

@@ -18,6 +18,7 @@ pub mod spec;
 pub use broadcast::broadcast_shape;
 pub use einsum::{
     einsum, einsum_with, formats_of, input_work, plan_einsum, prepare, prepare_created,
+    prepare_created_but_output,
 };
 pub use elementwise::{
     Op, abs, add, and, div, eq, exp, ge, gt, le, log, lt, map, map_with, maximum, minimum, mul, ne,

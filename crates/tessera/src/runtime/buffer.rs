@@ -212,11 +212,15 @@ impl Buffer {
         each_buffer!(self, v => v.is_shared())
     }
 
-    /// Copy shared elements into memory of the buffer's own (nothing if already owned).
+    /// Copy shared elements into memory of the buffer's own (nothing if already owned, or
+    /// lent to be written in place: [`Store::lent`]).
     pub fn make_owned(&mut self) {
-        each_buffer!(self, v => {
-            v.to_mut();
-        })
+        each_buffer!(self, v => v.make_writable())
+    }
+
+    /// The address of the lent memory the elements are still in ([`Store::lent_at`]).
+    pub fn lent_at(&self) -> Option<*const u8> {
+        each_buffer!(self, v => v.lent_at().map(|p| p.cast::<u8>()))
     }
 
     /// Make the elements shareable without copying them, so clones of the buffer are free

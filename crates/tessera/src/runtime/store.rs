@@ -7,6 +7,11 @@
 //! own, so the owner's memory is never written. That is what lets a 10⁷-entry SciPy matrix
 //! become a tensor without a copy, and a tensor be lent to several calls at once.
 //!
+//! A store may also be *lent* an array to write in place ([`Store::lent`]): the output array a
+//! Python caller passes with `out=`, which a kernel fills without a copy. Only growing it (or
+//! [`Store::to_mut`]) copies it into a `Vec`, so after a run the caller checks with
+//! [`Store::lent_at`] that the elements are still in its array.
+//!
 //! A store of integers may also carry a checked bound ([`Store::below`]): the note that every
 //! element was found in `0..n`, kept until the elements change. Memory someone else owns takes
 //! none, since its owner may change it at any time. A kernel reading a coordinate array with
@@ -35,13 +40,23 @@ enum Repr<T> {
         /// than a `Vec` this crate moved behind the count and never writes (`Store::share`).
         foreign: bool,
     },
+    /// `len` elements at `ptr`, lent for writing in place: valid while `owner` lives, and
+    /// reached only through this store while it lives (its lender does not touch it; clones
+    /// copy it).
+    Lent {
+        ptr: *mut T,
+        len: usize,
+        /// Held only to keep the memory alive.
+        _owner: Arc<dyn Any + Send + Sync>,
+    },
 }
 
 // SAFETY: an owned store is a `Vec`; a shared one only reads its memory, which its owner (a
 // `Send + Sync` handle) keeps alive, so sending or sharing it across threads is as safe as
-// sending or sharing a `&[T]` with that lifetime.
+// sending or sharing a `&[T]` with that lifetime; a lent one is the only way to its memory
+// (`Store::lent`'s contract), as a `&mut [T]` with that lifetime is.
 unsafe impl<T: Send + Sync> Send for Store<T> {}
-// SAFETY: as for `Send`: `&Store` gives only `&[T]` access to shared memory.
+// SAFETY: as for `Send`: `&Store` gives only `&[T]` access to shared or lent memory.
 unsafe impl<T: Send + Sync> Sync for Store<T> {}
 
 impl<T: Copy> Store<T> {
@@ -71,22 +86,70 @@ impl<T: Copy> Store<T> {
         }
     }
 
+    /// A store writing `len` elements at `ptr` in place, which `owner` keeps alive: a kernel's
+    /// output array given by the caller. Growing it copies the elements into a `Vec` of the
+    /// store's own ([`Store::lent_at`] then returns `None`); a clone is a copy.
+    ///
+    /// # Safety
+    /// `ptr` must be non-null, aligned for `T`, and valid for reads and writes of `len`
+    /// initialised elements for as long as `owner` (or the store) lives, and nothing else may
+    /// read or write that memory while the store lives.
+    pub unsafe fn lent(ptr: *mut T, len: usize, owner: Arc<dyn Any + Send + Sync>) -> Store<T> {
+        Store {
+            repr: Repr::Lent {
+                ptr,
+                len,
+                _owner: owner,
+            },
+            below: None,
+        }
+    }
+
+    /// The address of the lent memory ([`Store::lent`]) the elements still are in, if they
+    /// are (not copied out by growth or [`Store::to_mut`]).
+    pub fn lent_at(&self) -> Option<*const T> {
+        match &self.repr {
+            Repr::Lent { ptr, .. } => Some(ptr.cast_const()),
+            _ => None,
+        }
+    }
+
     /// Whether the elements are someone else's memory (the next write copies them).
     pub fn is_shared(&self) -> bool {
         matches!(self.repr, Repr::Shared { .. })
     }
 
-    /// The elements as a `Vec` this store owns, copying shared memory first. The caller may
-    /// change them, so the checked bound goes.
+    /// Make the elements writable in place: shared memory is copied into a `Vec` of the
+    /// store's own; owned and lent memory stay where they are.
+    pub fn make_writable(&mut self) {
+        if let Repr::Shared { .. } = self.repr {
+            self.to_mut();
+        }
+    }
+
+    /// The elements for writing in place (shared memory copied first, [`Store::make_writable`]).
+    fn writable(&mut self) -> &mut [T] {
+        self.below = None;
+        match &mut self.repr {
+            // SAFETY: `Store::lent`'s contract: `len` initialised elements at `ptr`, alive
+            // while `owner` (held here) lives and reached only through this store, which is
+            // borrowed mutably for the slice's lifetime.
+            Repr::Lent { ptr, len, .. } => unsafe { std::slice::from_raw_parts_mut(*ptr, *len) },
+            _ => self.to_mut(),
+        }
+    }
+
+    /// The elements as a `Vec` this store owns, copying shared or lent memory first. The
+    /// caller may change them, so the checked bound goes.
     pub fn to_mut(&mut self) -> &mut Vec<T> {
         self.below = None;
-        if let Repr::Shared { .. } = self.repr {
+        if let Repr::Shared { .. } | Repr::Lent { .. } = self.repr {
             let v = self.deref().to_vec();
             self.repr = Repr::Owned(v);
         }
         match &mut self.repr {
             Repr::Owned(v) => v,
-            Repr::Shared { .. } => unreachable!("made owned above"),
+            Repr::Shared { .. } | Repr::Lent { .. } => unreachable!("made owned above"),
         }
     }
 
@@ -94,7 +157,7 @@ impl<T: Copy> Store<T> {
     pub fn into_vec(self) -> Vec<T> {
         match self.repr {
             Repr::Owned(v) => v,
-            Repr::Shared { .. } => self.deref().to_vec(),
+            Repr::Shared { .. } | Repr::Lent { .. } => self.deref().to_vec(),
         }
     }
 
@@ -117,12 +180,13 @@ impl<T: Copy> Store<T> {
     }
 
     /// A pointer to the first element for a kernel's view, without copying shared memory:
-    /// the kernel may write through it only if the store is owned (the backends make every
-    /// buffer a kernel writes owned before it runs, `backend::check_buffers`).
+    /// the kernel may write through it only if the store is owned or lent (the backends make
+    /// every buffer a kernel writes writable before it runs, `backend::check_buffers`).
     pub fn view_ptr(&mut self) -> *mut T {
         match &mut self.repr {
             Repr::Owned(v) => v.as_mut_ptr(),
             Repr::Shared { ptr, .. } => ptr.cast_mut(),
+            Repr::Lent { ptr, .. } => *ptr,
         }
     }
 
@@ -133,7 +197,7 @@ impl<T: Copy> Store<T> {
         }
         match &mut self.repr {
             Repr::Owned(v) => v.truncate(len),
-            Repr::Shared { len: n, .. } => *n = (*n).min(len),
+            Repr::Shared { len: n, .. } | Repr::Lent { len: n, .. } => *n = (*n).min(len),
         }
     }
 
@@ -144,7 +208,10 @@ impl<T: Copy> Store<T> {
     /// Record that every element is in `0..below`, which the caller has checked (module
     /// documentation). Refused, returning `false`, for memory someone else owns.
     pub fn set_below(&mut self, below: u64) -> bool {
-        if matches!(self.repr, Repr::Shared { foreign: true, .. }) {
+        if matches!(
+            self.repr,
+            Repr::Shared { foreign: true, .. } | Repr::Lent { .. }
+        ) {
             return false;
         }
         self.below = Some(below);
@@ -161,11 +228,11 @@ impl<T: Copy> Store<T> {
         self.below = None;
     }
 
-    /// Capacity in elements (a shared store has exactly its length).
+    /// Capacity in elements (a shared or lent store has exactly its length).
     pub fn capacity(&self) -> usize {
         match &self.repr {
             Repr::Owned(v) => v.capacity(),
-            Repr::Shared { len, .. } => *len,
+            Repr::Shared { len, .. } | Repr::Lent { len, .. } => *len,
         }
     }
 
@@ -208,8 +275,9 @@ impl<T: Copy> Store<T> {
         self.to_mut().remove(k)
     }
 
+    /// A pointer to the first element for writing in place (shared memory copied first).
     pub fn as_mut_ptr(&mut self) -> *mut T {
-        self.to_mut().as_mut_ptr()
+        self.writable().as_mut_ptr()
     }
 }
 
@@ -228,23 +296,29 @@ impl<T: Copy> Deref for Store<T> {
             // SAFETY: the constructor's contract: `len` initialised elements at `ptr`, alive
             // while `owner` (held here) lives.
             Repr::Shared { ptr, len, .. } => unsafe { std::slice::from_raw_parts(*ptr, *len) },
+            // SAFETY: `Store::lent`'s contract: `len` initialised elements at `ptr`, alive while
+            // `owner` (held here) lives, written only through this store (not while `&self`
+            // is borrowed).
+            Repr::Lent { ptr, len, .. } => unsafe { std::slice::from_raw_parts(*ptr, *len) },
         }
     }
 }
 
-/// Mutable access copies shared memory first (copy-on-write).
+/// Mutable access copies shared memory first (copy-on-write); lent memory is written in place.
 impl<T: Copy> DerefMut for Store<T> {
     fn deref_mut(&mut self) -> &mut [T] {
-        self.to_mut()
+        self.writable()
     }
 }
 
 impl<T: Copy> Clone for Store<T> {
-    /// An owned store is copied; a shared one shares the same memory (a reference count).
+    /// An owned or lent store is copied; a shared one shares the same memory (a reference
+    /// count).
     fn clone(&self) -> Self {
         Store {
             repr: match &self.repr {
                 Repr::Owned(v) => Repr::Owned(v.clone()),
+                Repr::Lent { .. } => Repr::Owned(self.deref().to_vec()),
                 Repr::Shared {
                     ptr,
                     len,
@@ -384,6 +458,33 @@ mod tests {
         assert_eq!(&c[..], &[1.5, 2.5, 3.5]);
         assert_eq!(&s[..], &[1.5, 2.5]);
         assert_eq!(s.into_vec(), vec![1.5, 2.5]);
+    }
+
+    #[test]
+    fn lent_memory_is_written_in_place_and_copied_only_to_grow() {
+        let mut array = vec![7.0f64; 3];
+        let ptr = array.as_mut_ptr();
+        // SAFETY: `array` outlives the store and is not touched while it lives (the owner is
+        // a stand-in: the test keeps the memory alive itself).
+        let mut s = unsafe { Store::lent(ptr, 3, Arc::new(())) };
+        assert!(!s.is_shared());
+        assert_eq!(s.lent_at(), Some(ptr.cast_const()));
+        s[1] = 2.5;
+        s.make_writable();
+        assert_eq!(s.view_ptr(), ptr, "written in place, not copied");
+        assert_eq!(s.as_mut_ptr(), ptr);
+        assert!(
+            !s.set_below(4),
+            "the lender's memory takes no checked bound"
+        );
+        let c = s.clone();
+        assert_ne!(c.as_ptr(), ptr.cast_const(), "a clone is a copy");
+        assert_eq!(&c[..], &[7.0, 2.5, 7.0]);
+        s.push(1.0);
+        assert_eq!(s.lent_at(), None, "growth copies out of the lent memory");
+        assert_eq!(&s[..], &[7.0, 2.5, 7.0, 1.0]);
+        drop((s, c));
+        assert_eq!(array, vec![7.0, 2.5, 7.0]);
     }
 
     #[test]
