@@ -461,6 +461,7 @@ mod tests {
             .concat(),
             errors: vec![],
             bounded: vec![(coords, below.clone())],
+            not_nan: vec![],
         };
         let g = Gathers::of(&kernel(vec![]));
         assert_eq!((g.below(s), g.below(t)), (Some(0), Some(0)));

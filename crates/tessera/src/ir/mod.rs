@@ -10,6 +10,7 @@ pub mod build;
 pub mod check;
 pub mod cx;
 mod effects;
+pub mod exact_points;
 pub mod hoist;
 pub mod ieee_mul;
 pub mod innermost;
@@ -65,6 +66,10 @@ pub struct Kernel {
     /// is positive and at most `b`'s length (`backend::versioning`), provided the kernel never
     /// writes `buf`.
     pub bounded: Vec<(BufId, Expr)>,
+    /// F64 buffers whose elements the caller vouches are never NaN: the values of the real
+    /// coordinates of tensors the kernel only reads (`levels::real`: a valid tensor stores no
+    /// NaN coordinate). `ir::exact_points` then compares them as plain floats.
+    pub not_nan: Vec<BufId>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -381,6 +381,7 @@ mod tests {
             }],
             errors: vec![],
             bounded: vec![],
+            not_nan: vec![],
         };
         let text = k.to_string();
         assert!(
@@ -421,6 +422,7 @@ mod tests {
             ],
             errors: vec![],
             bounded: vec![],
+            not_nan: vec![],
         };
         k.check().unwrap();
         let text = k.to_string();
