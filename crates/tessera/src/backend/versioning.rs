@@ -421,6 +421,7 @@ mod tests {
                 body,
                 errors: vec![],
                 bounded,
+                not_nan: vec![],
             }
         };
         let vouched = vec![(coords, below.clone())];
