@@ -462,6 +462,7 @@ fn code(a: &CodeArgs) -> Result<String> {
         .map_err(|e| with_origin(e, &origin))?;
     tessera::ir::ieee_mul::ieee_products(&mut k);
     tessera::ir::hoist::hoist_invariants(&mut k);
+    tessera::ir::exact_points::exact_points(&mut k);
     Ok(match a.backend.as_str() {
         "c" => tessera::backend::CBackend::source(&k),
         _ => k.to_string(),

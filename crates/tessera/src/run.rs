@@ -339,6 +339,8 @@ impl Runner {
         // accepted before stay accepted.
         crate::ir::ieee_mul::ieee_products(&mut ir);
         crate::ir::hoist::hoist_invariants(&mut ir);
+        // Last: the passes above know nothing of the float variables it makes of points.
+        crate::ir::exact_points::exact_points(&mut ir);
         if let Err(e) = ir.check() {
             return Err(Error::Backend(format!("internal error: ill-typed IR: {e}")));
         }

@@ -541,3 +541,198 @@ fn every_backend_computes_what_limit_rs_computes() {
         )
         .unwrap();
 }
+
+/// The kernel for `ir::exact_points`: points whose signs are constants (`make_limit(v, -1)`,
+/// `limit(c, 0)`), variables whose assignments all have sign 0 (`p`), or variables whose
+/// signs vary at run time (`q`, `r`, `t`), compared every way, with their minima, maxima,
+/// selections, steps, values and signs written out. `w` holds values the kernel is told are
+/// never NaN (`Kernel::not_nan`); `v` may hold anything.
+fn exact_kernel(c: f64) -> Kernel {
+    let (v, w, cmp, val, eps) = (BufId(0), BufId(1), BufId(2), BufId(3), BufId(4));
+    let (p, q, r, t) = (VarId(0), VarId(1), VarId(2), VarId(3));
+    let lv = |i: i64| b::load(v, b::int(i));
+    let lw = || b::load(w, b::int(0));
+    let ml = |x: Expr, s: i64| b::make_limit(x, b::int(s));
+    let mut body = vec![
+        b::assign(p, ml(lv(0), 0)),
+        b::assign(q, ml(lw(), 1)),
+        b::assign(r, b::limit(c, 0)),
+    ];
+    body.extend(b::if_(
+        b::lt(lv(1), Expr::Const(Scalar::F64(0.75))),
+        vec![b::assign(q, ml(lv(1), -1))],
+    ));
+    body.extend(b::if_(
+        b::lt(lv(0), lv(1)),
+        vec![b::assign(r, b::after(b::var(p)))],
+    ));
+    body.push(b::assign(t, b::min(b::var(q), b::var(r))));
+    let operands = vec![
+        b::var(p),
+        b::var(q),
+        b::var(r),
+        b::var(t),
+        ml(lv(0), -1),
+        ml(lv(1), 1),
+        ml(lw(), 0),
+        b::limit(c, -1),
+        b::limit(c, 0),
+        b::limit(c, 1),
+        b::after(b::var(q)),
+        b::before(b::var(p)),
+    ];
+    let mut results = operands.clone();
+    let (mut nc, mut nv) = (0, 0);
+    for x in &operands {
+        for y in &operands {
+            for op in CMPS {
+                body.push(b::store(
+                    cmp,
+                    b::int(nc),
+                    Expr::Binary(op, Box::new(x.clone()), Box::new(y.clone())),
+                ));
+                nc += 1;
+            }
+        }
+    }
+    for x in &operands[..4] {
+        for y in &operands {
+            results.push(b::min(x.clone(), y.clone()));
+            results.push(b::max(x.clone(), y.clone()));
+            results.push(b::select(b::lt(lv(0), lv(1)), x.clone(), y.clone()));
+        }
+    }
+    for x in results {
+        body.push(b::store(val, b::int(nv), b::limit_val(x.clone())));
+        body.push(b::store(eps, b::int(nv), b::limit_eps(x)));
+        nv += 1;
+    }
+    // A square of a point's offset, the disc test's shape (`ir::exact_points::squares`).
+    let d = || {
+        b::sub(
+            Expr::Unary(crate::ir::UnOp::LimitVal, Box::new(b::var(t))),
+            lv(1),
+        )
+    };
+    body.push(b::store(val, b::int(nv), b::mul(d(), d())));
+    let mut k = kernel(
+        &[
+            ("v", ElemType::F64, false),
+            ("w", ElemType::F64, false),
+            ("cmp", ElemType::Bool, false),
+            ("val", ElemType::F64, false),
+            ("eps", ElemType::I64, false),
+        ],
+        &[
+            ("p", ElemType::Limit),
+            ("q", ElemType::Limit),
+            ("r", ElemType::Limit),
+            ("t", ElemType::Limit),
+        ],
+        body,
+    );
+    k.not_nan = vec![w];
+    k
+}
+
+fn exact_buffers(k: &Kernel, v: [f64; 2], w: f64) -> Vec<Buffer> {
+    let count = |buf: BufId| {
+        let mut n = 0;
+        fn walk(s: &[Stmt], buf: BufId, n: &mut usize) {
+            for s in s {
+                if matches!(s, Stmt::Store { buf: b, .. } if *b == buf) {
+                    *n += 1;
+                }
+                for inner in s.bodies() {
+                    walk(inner, buf, n);
+                }
+            }
+        }
+        walk(&k.body, buf, &mut n);
+        n
+    };
+    vec![
+        Buffer::F64(v.to_vec().into()),
+        Buffer::F64(vec![w].into()),
+        Buffer::Bool(vec![false; count(BufId(2))].into()),
+        Buffer::F64(vec![0.0; count(BufId(3))].into()),
+        Buffer::I64(vec![0; count(BufId(4))].into()),
+    ]
+}
+
+/// `ir::exact_points` changes no result: the kernel as written (points as keys) and after
+/// the pass (floats and signs), each on every backend, on values where ties, signed zeros,
+/// infinities and NaN decide; constants include NaN and `-0.0`.
+#[test]
+fn exact_points_keep_every_answer() {
+    let values = || prop_oneof![arb_value(), Just(f64::NAN), Just(-f64::NAN)];
+    for c in [1.0, -0.0, f64::NAN] {
+        let plain = exact_kernel(c);
+        let mut passed = plain.clone();
+        crate::ir::exact_points::exact_points(&mut passed);
+        passed
+            .check()
+            .unwrap_or_else(|e| panic!("ill-typed after the pass: {e}\n{passed}"));
+        // The pass did its work: no point variable is left, and far fewer points are made.
+        assert!(
+            passed.vars.iter().all(|d| d.ty != ElemType::Limit),
+            "{passed}"
+        );
+        // Comparisons, minima and maxima of points (as keys) left.
+        let on_keys = |k: &Kernel| {
+            let mut n = 0;
+            fn walk(k: &Kernel, s: &[Stmt], n: &mut usize) {
+                for s in s {
+                    for e in s.own_exprs() {
+                        e.visit(&mut |x| {
+                            if let Expr::Binary(_, a, _) = x
+                                && k.type_of(a) == ElemType::Limit
+                            {
+                                *n += 1;
+                            }
+                        });
+                    }
+                    for inner in s.bodies() {
+                        walk(k, inner, n);
+                    }
+                }
+            }
+            walk(k, &k.body, &mut n);
+            n
+        };
+        assert!(on_keys(&passed) * 2 < on_keys(&plain), "{passed}");
+        let (plain_runs, passed_runs) = (Everywhere::new(plain), Everywhere::new(passed));
+        let mut runner = TestRunner::new(Config {
+            cases: 120,
+            ..Config::default()
+        });
+        runner
+            .run(&(values(), values(), arb_value()), |(v0, v1, w)| {
+                let bufs = exact_buffers(&plain_runs.k, [v0, v1], w);
+                let want = plain_runs.run(&bufs);
+                let got = passed_runs.run(&bufs);
+                prop_assert_eq!(
+                    &got[2],
+                    &want[2],
+                    "comparisons, c = {}, v = {:?}",
+                    c,
+                    (v0, v1, w)
+                );
+                prop_assert_eq!(&got[4], &want[4], "signs, c = {}, v = {:?}", c, (v0, v1, w));
+                // Values to the bit, except a NaN's payload (`build::limit_val`).
+                for (n, (g, e)) in f64s(&got[3]).iter().zip(f64s(&want[3])).enumerate() {
+                    prop_assert!(
+                        g.to_bits() == e.to_bits() || (g.is_nan() && e.is_nan()),
+                        "value {}: {} vs {}, c = {}, v = {:?}",
+                        n,
+                        g,
+                        e,
+                        c,
+                        (v0, v1, w)
+                    );
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+}

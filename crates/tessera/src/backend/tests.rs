@@ -38,6 +38,7 @@ pub(super) fn kernel(
         body,
         errors: vec![custom_failure()],
         bounded: vec![],
+        not_nan: vec![],
     }
 }
 

@@ -631,6 +631,7 @@ mod tests {
                 body,
                 errors: vec![],
                 bounded,
+                not_nan: vec![],
             }
         };
         let vouched = vec![coordinates(coords, below.clone())];
@@ -671,6 +672,7 @@ mod tests {
             .concat(),
             errors: vec![],
             bounded: vec![coordinates(coords, below.clone())],
+            not_nan: vec![],
         };
         let g = Gathers::of(&kernel(vec![]));
         assert_eq!((g.below(s), g.below(t)), (Some(0), Some(0)));

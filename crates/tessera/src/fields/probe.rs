@@ -469,6 +469,7 @@ pub fn probe_ir(
         }],
         errors: cx.errors,
         bounded: vec![],
+        not_nan: vec![],
     }
 }
 

@@ -456,6 +456,7 @@ mod tests {
             body,
             errors: vec![],
             bounded: vec![],
+            not_nan: vec![],
         }
     }
 

@@ -342,6 +342,7 @@ mod tests {
             body,
             errors: vec![],
             bounded: vec![],
+            not_nan: vec![],
         }
     }
 

@@ -10,6 +10,7 @@ pub mod build;
 pub mod check;
 pub mod cx;
 mod effects;
+pub mod exact_points;
 pub mod hoist;
 pub mod ieee_mul;
 pub mod innermost;
@@ -67,6 +68,10 @@ pub struct Kernel {
     /// `for q = s..e` whose ends only ever hold such elements (`below - 1` at most `b`'s
     /// length).
     pub bounded: Vec<Bounded>,
+    /// F64 buffers whose elements the caller vouches are never NaN: the values of the real
+    /// coordinates of tensors the kernel only reads (`levels::real`: a valid tensor stores no
+    /// NaN coordinate). `ir::exact_points` then compares them as plain floats.
+    pub not_nan: Vec<BufId>,
 }
 
 /// One fact of [`Kernel::bounded`]: every element of `buf` is in `0..below` when `below > 0`.

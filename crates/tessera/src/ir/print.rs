@@ -385,6 +385,7 @@ mod tests {
             }],
             errors: vec![],
             bounded: vec![],
+            not_nan: vec![],
         };
         let text = k.to_string();
         assert!(
@@ -425,6 +426,7 @@ mod tests {
             ],
             errors: vec![],
             bounded: vec![],
+            not_nan: vec![],
         };
         k.check().unwrap();
         let text = k.to_string();

@@ -204,6 +204,7 @@ mod tests {
             body,
             errors: vec![],
             bounded: vec![],
+            not_nan: vec![],
         }
     }
 

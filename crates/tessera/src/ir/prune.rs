@@ -169,6 +169,7 @@ mod tests {
             ],
             errors: vec![],
             bounded: vec![],
+            not_nan: vec![],
         };
         prune_dead_vars(&mut k);
         k.check().unwrap();

@@ -116,6 +116,7 @@ pub fn split(k: &Kernel) -> Option<Split> {
             body,
             errors: k.errors.clone(),
             bounded: k.bounded.clone(),
+            not_nan: k.not_nan.clone(),
         }
     };
     // The top level cut at each range: serial runs and ranges alternate.

@@ -92,6 +92,8 @@ pub fn lower_program(
         bounds: vec![],
     };
     let mut bounded = vec![];
+    // The arrays of real levels: their F64 ones hold coordinate values, never NaN.
+    let mut real_arrays = vec![];
     let mut slot = 0;
     let mut entry = vec![];
     let mut first_of_class: HashMap<usize, ir::VarId> = HashMap::new();
@@ -125,6 +127,9 @@ pub fn lower_program(
             dims_slot: slot,
         });
         for (level, kind) in format.levels.iter().enumerate() {
+            if kind.is_real() {
+                real_arrays.extend(t.level_bufs[level].iter().copied());
+            }
             let imp = crate::levels::level_impl(kind);
             let coordinates = imp.coordinates(kind).into_iter().map(|(buf, _)| buf);
             let arrays = coordinates
@@ -177,7 +182,14 @@ pub fn lower_program(
         body: code,
         errors,
         bounded,
+        not_nan: vec![],
     };
+    // Only arrays the kernel does not write: an output's are being built, from any value.
+    let modified = kernel.modified_bufs();
+    kernel.not_nan = real_arrays
+        .into_iter()
+        .filter(|b| kernel.buf_elem(*b) == ElemType::F64 && !modified[b.0 as usize])
+        .collect();
     flags::fold_flags(&mut kernel.body);
     crate::ir::prune::prune_dead_vars(&mut kernel);
     debug_assert_eq!(kernel.check(), Ok(()), "lowering produced ill-typed IR");
