@@ -722,6 +722,7 @@ mod tests {
                 },
                 coordinates(idx, b::load(BufId(0), b::int(4))),
             ],
+            not_nan: vec![],
         };
         let g = Gathers::of(&kernel(b::var(q), vec![]));
         assert_eq!(
