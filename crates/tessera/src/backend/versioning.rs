@@ -1,19 +1,25 @@
-//! Loop versioning, shared by the native backends: which accesses of an innermost counted
-//! loop can have their bounds checks replaced by one range test before the loop.
+//! Loop versioning, shared by the native backends: which accesses of a counted loop can have
+//! their bounds checks replaced by one range test before the loop.
 //!
-//! Two kinds of access qualify:
+//! Three kinds of access qualify:
 //! - `buf[i + c]` or `buf[w + i + c]` (`i` the loop variable, `w` a variable the loop does not
 //!   assign, such as a row's start `y * width`, `c` a small constant) touches, over `i` in
 //!   `[s, e)`, exactly the positions `[s + w + c, e + w + c)`: the test is that this range
 //!   lies inside the buffer;
 //! - `buf[v]` where `v` only ever holds elements of coordinate arrays the caller vouches lie in
 //!   `0..below` ([`Kernel::bounded`], [`Gathers`]): a gather such as SpMV's `x[j]`, `j` read
-//!   from the matrix's checked column indices. The test is `0 < below <= len(buf)`.
+//!   from the matrix's checked column indices. The test is `0 < below <= len(buf)`;
+//! - `buf[q + c]` in `for q = s..e` where `s` and `e` only ever hold elements of a position
+//!   array the caller vouches lie in `0..below` (a fiber's entries between `ptr[p]` and
+//!   `ptr[p + 1]`, [`At::Between`]): the test `below - 1 + c <= len(buf)` is the same for
+//!   every fiber.
 //!
-//! Either holds only while the buffer keeps its length during the loop. A backend emits the
+//! Each holds only while the buffer keeps its length during the loop. A backend emits the
 //! loop twice: a copy without those checks, taken when the range tests all pass, and the
 //! checked copy otherwise, so a corrupt input still fails at the same access with the same
-//! writes done.
+//! writes done. Innermost loops are versioned ([`versionable`]), and once on any path through
+//! a nest a small loop with loops inside ([`outer_versionable`]), whose test also covers its
+//! inner loops' `Between` accesses.
 
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, VarId, Vouched};
 use crate::types::Scalar;
