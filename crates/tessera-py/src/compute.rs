@@ -320,18 +320,7 @@ pub fn matmul(
         let t = py.detach(move || api::matmul(&a, &b)).py_err()?;
         return Ok(Some(PyTensor::new(t)));
     };
-    let spec = match (a.rank(), b.rank()) {
-        (2, 2) => "C[i, j] += A[i, k] * B[k, j]",
-        (2, 1) => "C[i] += A[i, k] * B[k]",
-        (1, 2) => "C[j] += A[k] * B[k, j]",
-        (1, 1) => "C[] += A[k] * B[k]",
-        _ => {
-            return Err(PyValueError::new_err(format!(
-                "matmul takes 1-d and 2-d tensors, not shapes {:?} and {:?}",
-                a.shape, b.shape
-            )));
-        }
-    };
+    let spec = api::matmul_spec(&a, &b).py_err()?;
     let shared = BTreeMap::from([("A".to_string(), a), ("B".to_string(), b)]);
     let mut out = lend_einsum_out(&shared, Some(out))?;
     let ran = py.detach(move || {

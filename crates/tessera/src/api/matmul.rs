@@ -17,19 +17,22 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// [`matmul`] through a kernel cache of your own.
 pub fn matmul_with(runner: &Runner, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let spec = match (a.rank(), b.rank()) {
-        (2, 2) => "C[i, j] += A[i, k] * B[k, j]",
-        (2, 1) => "C[i] += A[i, k] * B[k]",
-        (1, 2) => "C[j] += A[k] * B[k, j]",
-        (1, 1) => "C[] += A[k] * B[k]",
-        _ => {
-            return Err(Error::Usage(format!(
-                "matmul takes 1-d and 2-d tensors, not shapes {:?} and {:?}",
-                a.shape, b.shape
-            )));
-        }
-    };
-    einsum_with(runner, spec, &[("A", a), ("B", b)], None)
+    einsum_with(runner, matmul_spec(a, b)?, &[("A", a), ("B", b)], None)
+}
+
+/// The einsum statement [`matmul`] runs for `a @ b` (operands `A`, `B`, result `C`), or a
+/// usage error for operands that are not 1-d or 2-d.
+pub fn matmul_spec(a: &Tensor, b: &Tensor) -> Result<&'static str> {
+    match (a.rank(), b.rank()) {
+        (2, 2) => Ok("C[i, j] += A[i, k] * B[k, j]"),
+        (2, 1) => Ok("C[i] += A[i, k] * B[k]"),
+        (1, 2) => Ok("C[j] += A[k] * B[k, j]"),
+        (1, 1) => Ok("C[] += A[k] * B[k]"),
+        _ => Err(Error::Usage(format!(
+            "matmul takes 1-d and 2-d tensors, not shapes {:?} and {:?}",
+            a.shape, b.shape
+        ))),
+    }
 }
 
 /// The tensor with its axes reversed (a matrix's transpose), in the same format.

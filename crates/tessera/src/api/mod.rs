@@ -25,6 +25,6 @@ pub use elementwise::{
     neg, not, or, scalar, sqrt, sub,
 };
 pub use lazy::{Lazy, lazy};
-pub use matmul::{matmul, matmul_with, permute_dims, transpose};
+pub use matmul::{matmul, matmul_spec, matmul_with, permute_dims, transpose};
 pub use plan::{Plan, Transpose, Workspace};
 pub use reduce::{Reduction, all, any, max, min, norm, norm_with, prod, reduce, reduce_with, sum};

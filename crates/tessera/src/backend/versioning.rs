@@ -565,25 +565,33 @@ mod tests {
         });
     }
 
-    fn gathered_in(program: &str, a: &str) -> Vec<Access> {
+    /// The kernel the JIT runner makes of `program` with the tensors in these formats.
+    fn kernel_of(program: &str, formats: &[(&str, &str)]) -> Kernel {
         use crate::levels::Format;
         let p = crate::notation::parse::parse_program(program).unwrap();
-        let formats = [
-            ("A".to_string(), Format::parse(a, Some(2)).unwrap()),
-            (
-                "x".to_string(),
-                Format::parse("Dense(Element(0.0))", Some(1)).unwrap(),
-            ),
-            (
-                "y".to_string(),
-                Format::parse("Dense(Element(0.0))", Some(1)).unwrap(),
-            ),
-        ]
-        .into();
-        let c = crate::run::Runner::jit().compile(&p, &formats).unwrap();
-        let g = Gathers::of(&c.ir);
+        let formats = formats
+            .iter()
+            .map(|(n, f)| (n.to_string(), Format::parse(f, None).unwrap()))
+            .collect();
+        crate::run::Runner::jit()
+            .compile(&p, &formats)
+            .unwrap()
+            .ir
+            .clone()
+    }
+
+    fn gathered_in(program: &str, a: &str) -> Vec<Access> {
+        let ir = kernel_of(
+            program,
+            &[
+                ("A", a),
+                ("x", "Dense(Element(0.0))"),
+                ("y", "Dense(Element(0.0))"),
+            ],
+        );
+        let g = Gathers::of(&ir);
         let mut loops = vec![];
-        innermost(&c.ir.body, &mut loops);
+        innermost(&ir.body, &mut loops);
         loops
             .iter()
             .flat_map(|(v, s, e, body)| versionable(*v, s, e, body, &g))
@@ -770,24 +778,19 @@ mod tests {
 
     #[test]
     fn spmv_tests_its_rows_and_their_entries_once() {
-        use crate::levels::Format;
-        let p = crate::notation::parse::parse_program(
+        let ir = kernel_of(
             "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n",
-        )
-        .unwrap();
-        let formats = [
-            ("A", "Dense(SparseList(Element(0.0), coord=i32))"),
-            ("x", "Dense(Element(0.0))"),
-            ("y", "Dense(Element(0.0))"),
-        ]
-        .map(|(n, f)| (n.to_string(), Format::parse(f, None).unwrap()))
-        .into();
-        let c = crate::run::Runner::jit().compile(&p, &formats).unwrap();
-        let g = Gathers::of(&c.ir);
-        let buf = |name: &str| BufId(c.ir.bufs.iter().position(|d| d.name == name).unwrap() as u32);
+            &[
+                ("A", "Dense(SparseList(Element(0.0), coord=i32))"),
+                ("x", "Dense(Element(0.0))"),
+                ("y", "Dense(Element(0.0))"),
+            ],
+        );
+        let g = Gathers::of(&ir);
+        let buf = |name: &str| BufId(ir.bufs.iter().position(|d| d.name == name).unwrap() as u32);
         // The row loop: the one loop with loops inside.
         let mut rows = vec![];
-        walk_stmts(&c.ir.body, &mut |s| {
+        walk_stmts(&ir.body, &mut |s| {
             if let Stmt::For {
                 var,
                 start,
@@ -833,26 +836,21 @@ mod tests {
     fn a_root_byte_map_workspace_is_indexed_by_the_gathered_coordinate() {
         // Gustavson's SpGEMM: the workspace row `w` is a root level, so its slot is `B`'s
         // coordinate itself and its table and values need no check per product.
-        use crate::levels::Format;
-        let p = crate::notation::parse::parse_program(
+        let csr = "Dense(SparseList(Element(0.0), coord=i32))";
+        let ir = kernel_of(
             "C .= 0\nfor i = _\n  w .= 0\n  for k = _, j = _\n    w[j] += A[i, k] * B[k, j]\n  \
              end\n  for j = _\n    C[i, j] = w[j]\n  end\nend\n",
-        )
-        .unwrap();
-        let csr = "Dense(SparseList(Element(0.0), coord=i32))";
-        let formats = [
-            ("A", csr),
-            ("B", csr),
-            ("C", "Dense(SparseList(Element(0.0)))"),
-            ("w", "SparseByteMap(Element(0.0))"),
-        ]
-        .map(|(n, f)| (n.to_string(), Format::parse(f, None).unwrap()))
-        .into();
-        let c = crate::run::Runner::jit().compile(&p, &formats).unwrap();
-        let g = Gathers::of(&c.ir);
+            &[
+                ("A", csr),
+                ("B", csr),
+                ("C", "Dense(SparseList(Element(0.0)))"),
+                ("w", "SparseByteMap(Element(0.0))"),
+            ],
+        );
+        let g = Gathers::of(&ir);
         let mut loops = vec![];
-        innermost(&c.ir.body, &mut loops);
-        let w = |name: &str| c.ir.bufs.iter().position(|d| d.name == name).unwrap() as u32;
+        innermost(&ir.body, &mut loops);
+        let w = |name: &str| ir.bufs.iter().position(|d| d.name == name).unwrap() as u32;
         let gathered: HashSet<u32> = loops
             .iter()
             .flat_map(|(v, s, e, body)| versionable(*v, s, e, body, &g))
