@@ -338,30 +338,26 @@ fn nested_parallel_loops_run_serially_inside_each_chunk() {
     }
     // What would race in the inner loop is refused although it would run serially: the race
     // check does not depend on how the loop is scheduled.
-    let e = refused(
+    race_at(
         "y .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    y[i] = A[i, j]\n  end\nend",
         &t,
+        (4, 5),
+        "parallel loop over `j`",
+        "",
     );
-    assert!(
-        matches!(&e, Error::Race { span, .. } if (span.line, span.col) == (4, 5)),
-        "{e}"
-    );
-    assert!(e.to_string().contains("parallel loop over `j`"), "{e}");
     // A workspace the inner loop declares is not the outer loop's own: refused.
     let mut t = t;
     t.insert(
         "w".to_string(),
         Tensor::empty(&fmt("Scalar(0)"), &[]).unwrap(),
     );
-    let e = refused(
+    race_at(
         "y .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    w .= 0\n    w[] += A[i, j]\n    y[i] += w[]\n  end\nend",
         &t,
+        (4, 5),
+        "parallel loop over `i`",
+        "",
     );
-    assert!(
-        matches!(&e, Error::Race { span, .. } if (span.line, span.col) == (4, 5)),
-        "{e}"
-    );
-    assert!(e.to_string().contains("parallel loop over `i`"), "{e}");
 }
 
 /// `<<choose(z)>>=` from many iterations is privatised: each chunk chooses into a copy
@@ -458,6 +454,23 @@ fn refused(program: &str, tensors: &BTreeMap<String, Tensor>) -> Error {
         .unwrap_or_else(|| panic!("accepted:\n{program}"))
 }
 
+/// `program` must be refused as a race at line:column `at`, with a message saying `says`
+/// (`case` names the case in a failure).
+fn race_at(
+    program: &str,
+    tensors: &BTreeMap<String, Tensor>,
+    at: (u32, u32),
+    says: &str,
+    case: &str,
+) {
+    let e = refused(program, tensors);
+    assert!(
+        matches!(&e, Error::Race { span, .. } if (span.line, span.col) == at),
+        "{case}: {e}"
+    );
+    assert!(e.to_string().contains(says), "{case}: {e}");
+}
+
 #[test]
 fn races_are_refused_with_places() {
     let t = inputs("Dense(SparseList(Element(0.0)))", false);
@@ -492,15 +505,13 @@ fn separate_sparse_output_is_refused() {
         "B".to_string(),
         Tensor::empty(&fmt("SparseList(SparseList(Element(0.0)))"), &[N, N]).unwrap(),
     );
-    let e = refused(
+    race_at(
         "B .= 0\nfor i = parallel(_), j = _\n  B[i, j] += A[i, j]\nend",
         &t,
+        (3, 3),
+        "sparse level",
+        "",
     );
-    assert!(
-        matches!(&e, Error::Race { span, .. } if (span.line, span.col) == (3, 3)),
-        "{e}"
-    );
-    assert!(e.to_string().contains("sparse level"), "{e}");
 }
 
 #[test]
@@ -1111,30 +1122,26 @@ fn other_sparse_outputs_stay_refused() {
         "SparseList(Dense(Element(0.0)))",
     ] {
         t.insert("B".to_string(), Tensor::empty(&fmt(f), &[N, N]).unwrap());
-        let e = refused(
+        race_at(
             "B .= 0\nfor i = parallel(_), j = _\n  B[i, j] = A[i, j]\nend",
             &t,
+            (3, 3),
+            "sparse level",
+            f,
         );
-        assert!(
-            matches!(&e, Error::Race { span, .. } if (span.line, span.col) == (3, 3)),
-            "{f}: {e}"
-        );
-        assert!(e.to_string().contains("sparse level"), "{f}: {e}");
     }
     // Nested parallel loops.
     t.insert(
         "B".to_string(),
         Tensor::empty(&fmt("Dense(SparseList(Element(0.0)))"), &[N, N]).unwrap(),
     );
-    let e = refused(
+    race_at(
         "B .= 0\nfor i = parallel(_)\n  for j = parallel(_)\n    B[i, j] = A[i, j]\n  end\nend",
         &t,
+        (4, 5),
+        "nested",
+        "",
     );
-    assert!(
-        matches!(&e, Error::Race { span, .. } if (span.line, span.col) == (4, 5)),
-        "{e}"
-    );
-    assert!(e.to_string().contains("nested"), "{e}");
 }
 
 #[test]
