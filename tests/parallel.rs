@@ -326,14 +326,8 @@ fn nested_parallel_loops_run_serially_inside_each_chunk() {
     // runs serially, on any number of threads, and equals the evaluator.
     let p = "y .= 0\nfor i = _\n  for j = parallel(_)\n    y[j] += A[i, j] * x[i]\n  end\nend";
     let t = inputs("Dense(SparseList(Element(0.0)))", true);
-    let want = run_eval(&parse(p), &t).unwrap();
-    for (name, runner) in runners() {
-        runner.set_threads(2);
-        runner.set_min_parallel_work(0);
-        let c = runner.compile(&parse(p), &formats_of(&t)).unwrap();
-        assert!(c.parallel.is_none(), "{name}: split\n{}", c.ir);
-        let mut got = t.clone();
-        runner.execute(&c, &mut got).unwrap();
+    let (want, runs) = unsplit_runs(p, &t);
+    for (name, got) in runs {
         assert_eq!(got["y"].to_dense(), want["y"], "{name}");
     }
     // What would race in the inner loop is refused although it would run serially: the race
@@ -426,14 +420,8 @@ fn choose_outputs_are_folded_in_chunk_order() {
     );
     let p =
         "for j = parallel(_), k = _\n  if A[j, k] > 3\n    Q[k] <<choose(0.0)>>= x[j]\n  end\nend";
-    let want = run_eval(&parse(p), &t).unwrap();
-    for (name, runner) in runners() {
-        runner.set_threads(2);
-        runner.set_min_parallel_work(0);
-        let c = runner.compile(&parse(p), &formats_of(&t)).unwrap();
-        assert!(c.parallel.is_none(), "{name}: split\n{}", c.ir);
-        let mut got = t.clone();
-        runner.execute(&c, &mut got).unwrap();
+    let (want, runs) = unsplit_runs(p, &t);
+    for (name, got) in runs {
         let (Buffer::F64(g), Buffer::F64(w)) = (got["Q"].to_dense(), &want["Q"]) else {
             panic!("f64 outputs");
         };
@@ -444,6 +432,33 @@ fn choose_outputs_are_folded_in_chunk_order() {
             "{name}: {g:?} vs {w:?}"
         );
     }
+}
+
+/// The evaluator's result for `program`, and each backend's run of it on 2 threads with
+/// every range split where it may be, asserting the kernel was not split into chunks.
+fn unsplit_runs(
+    program: &str,
+    tensors: &BTreeMap<String, Tensor>,
+) -> (
+    BTreeMap<String, Buffer>,
+    Vec<(String, BTreeMap<String, Tensor>)>,
+) {
+    let want = run_eval(&parse(program), tensors).unwrap();
+    let runs = runners()
+        .into_iter()
+        .map(|(name, runner)| {
+            runner.set_threads(2);
+            runner.set_min_parallel_work(0);
+            let c = runner
+                .compile(&parse(program), &formats_of(tensors))
+                .unwrap();
+            assert!(c.parallel.is_none(), "{name}: split\n{}", c.ir);
+            let mut got = tensors.clone();
+            runner.execute(&c, &mut got).unwrap();
+            (name.to_string(), got)
+        })
+        .collect();
+    (want, runs)
 }
 
 fn refused(program: &str, tensors: &BTreeMap<String, Tensor>) -> Error {
