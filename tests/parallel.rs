@@ -434,15 +434,15 @@ fn choose_outputs_are_folded_in_chunk_order() {
     }
 }
 
+/// Tensors by name, as a run leaves them.
+type Tensors = BTreeMap<String, Tensor>;
+
 /// The evaluator's result for `program`, and each backend's run of it on 2 threads with
 /// every range split where it may be, asserting the kernel was not split into chunks.
 fn unsplit_runs(
     program: &str,
-    tensors: &BTreeMap<String, Tensor>,
-) -> (
-    BTreeMap<String, Buffer>,
-    Vec<(String, BTreeMap<String, Tensor>)>,
-) {
+    tensors: &Tensors,
+) -> (BTreeMap<String, Buffer>, Vec<(String, Tensors)>) {
     let want = run_eval(&parse(program), tensors).unwrap();
     let runs = runners()
         .into_iter()
