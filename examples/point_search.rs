@@ -6,7 +6,7 @@
 //! and timed separately, as is building the tensor).
 //!
 //! ```text
-//! cargo run --release --example point_search -- [N] [QUERIES] [REPEATS] [--dump DIR]
+//! cargo run --release --example point_search -- [N] [QUERIES] [REPEATS] [--dump DIR] [--backend jit|c]
 //! #   defaults 1000000 8 5
 //! ```
 //!
@@ -22,7 +22,6 @@ use tessera::Scalar;
 use tessera::algorithms::points::{PointIndex, Query};
 use tessera::error::{Error, Result};
 use tessera::io::DenseData;
-use tessera::run::Runner;
 use tessera::runtime::Buffer;
 
 fn main() {
@@ -93,7 +92,7 @@ fn run() -> Result<()> {
         .map_err(io)?;
     }
 
-    let runner = Runner::jit();
+    let runner = args.runner()?;
     for (kind, h) in list {
         let (cx, cy) = center;
         let q = match kind {
