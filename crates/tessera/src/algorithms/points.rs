@@ -338,11 +338,9 @@ impl PointIndex {
                 "internal error: the output of a point query is not {OUT_FORMAT}"
             )));
         };
-        let mut ids: Vec<usize> = idx[ptr[0] as usize..ptr[1] as usize]
+        Ok(idx[ptr[0] as usize..ptr[1] as usize]
             .iter()
             .map(|&i| i as usize)
-            .collect();
-        ids.sort_unstable();
-        Ok(ids)
+            .collect())
     }
 }

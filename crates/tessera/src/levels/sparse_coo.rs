@@ -17,6 +17,10 @@
 //! appended meanwhile. Several writes in one loop body are separate accesses whose set-up all
 //! runs before their wrap-up, so appending early is what gives each its own entry; one that
 //! ends up unwritten behind a written one stays, holding the fill value.
+//!
+//! A root level has one fiber, so its entries need no `epos`: appends neither store nor
+//! compare it, and the freeze sorts by the coordinates alone (a 1-D root with a `Pattern`
+//! child, such as a query's list of hits, by one in-place sort of its coordinates).
 
 use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role, Writes};
 use super::{Level, LevelKind, LevelRef};
@@ -71,6 +75,11 @@ const fn epos(n: usize) -> usize {
 }
 const fn perm(n: usize) -> usize {
     2 + n
+}
+
+/// Whether the level holds a single fiber (it is the root), so `epos` would always be 0.
+fn one_fiber(l: &LevelRef) -> bool {
+    l.level == 0
 }
 
 fn rank_of(kind: &LevelKind) -> usize {
@@ -300,24 +309,26 @@ impl Level for SparseCOO {
             cx.var("p", ElemType::I64),
             cx.var("q", ElemType::I64),
         );
-        let mut code = vec![
-            b::assign(cnt, count),
-            Stmt::Grow {
-                buf: epos_buf,
-                len: b::load(ptr, b::var(cnt)),
-            },
-            Stmt::For {
-                var: p,
-                start: b::int(0),
-                stop: b::var(cnt),
-                body: vec![Stmt::For {
-                    var: q,
-                    start: b::load(ptr, b::var(p)),
-                    stop: b::load(ptr, b::add(b::var(p), b::int(1))),
-                    body: vec![b::store(epos_buf, b::var(q), b::var(p))],
-                }],
-            },
-        ];
+        let mut code = vec![b::assign(cnt, count)];
+        if !one_fiber(l) {
+            code.extend([
+                Stmt::Grow {
+                    buf: epos_buf,
+                    len: b::load(ptr, b::var(cnt)),
+                },
+                Stmt::For {
+                    var: p,
+                    start: b::int(0),
+                    stop: b::var(cnt),
+                    body: vec![Stmt::For {
+                        var: q,
+                        start: b::load(ptr, b::var(p)),
+                        stop: b::load(ptr, b::add(b::var(p), b::int(1))),
+                        body: vec![b::store(epos_buf, b::var(q), b::var(p))],
+                    }],
+                },
+            ]);
+        }
         // No fiber order to keep: an entry before the last stored one only marks the level
         // for sorting at the next freeze.
         code.extend(super::shared::thaw_counted(cx, ptr, qos, None, b::var(cnt)));
@@ -480,13 +491,15 @@ impl Level for SparseCOO {
         }
         let idx_bufs: Vec<BufId> = (0..n).map(|k| l.buf(1 + k)).collect();
         let (ptr, epos_buf) = (l.buf(PTR), l.buf(epos(n)));
+        // The fiber is part of an entry's key unless there is only one.
+        let fiber_key: Option<BufId> = (!one_fiber(&l)).then_some(epos_buf);
         let (qos, unsorted_var) = (l.state(QOS), l.state(UNSORTED));
         // This access's entry, and whether its child was written.
         let q = cx.var(&format!("{}_q", t.name), ElemType::I64);
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
         let mut grow: Vec<Stmt> = idx_bufs
             .iter()
-            .chain([&epos_buf])
+            .chain(&fiber_key)
             .map(|&buf| Stmt::Grow {
                 buf,
                 len: b::add(b::var(q), b::int(1)),
@@ -505,7 +518,7 @@ impl Level for SparseCOO {
         let entry = {
             let idx_bufs = idx_bufs.clone();
             move |k: Expr| -> Vec<Expr> {
-                [epos_buf]
+                fiber_key
                     .iter()
                     .chain(&idx_bufs)
                     .map(|&buf| b::load(buf, k.clone()))
@@ -518,8 +531,10 @@ impl Level for SparseCOO {
             for (&buf, c) in idx_bufs.iter().zip(outer.iter().chain([i])) {
                 preamble.push(b::store(buf, b::var(q), c.clone()));
             }
+            if let Some(e) = fiber_key {
+                preamble.push(b::store(e, b::var(q), fiber_pos.clone()));
+            }
             preamble.extend([
-                b::store(epos_buf, b::var(q), fiber_pos.clone()),
                 b::assign(qos, b::add(b::var(q), b::int(1))),
                 b::assign(dirty, b::boolean(false)),
             ]);
@@ -566,9 +581,11 @@ impl SparseCOO {
         let name = &l.tensor.name;
         let total = b::var(l.state(QOS));
         let (perm_buf, epos_buf) = (l.buf(perm(n)), l.buf(epos(n)));
-        // What moves with an entry: its fiber, its coordinates and (for a leaf child) its value.
-        let mut moved: Vec<crate::ir::BufId> = vec![epos_buf];
-        moved.extend((0..n).map(|k| l.buf(1 + k)));
+        // An entry's key: its fiber (unless there is one) and its coordinates.
+        let fiber_key: Option<BufId> = (!one_fiber(l)).then_some(epos_buf);
+        let coords: Vec<BufId> = (0..n).map(|k| l.buf(1 + k)).collect();
+        // What moves with an entry: its key and (for a leaf child) its value.
+        let mut moved: Vec<BufId> = fiber_key.iter().chain(&coords).copied().collect();
         let child = l.child();
         match child.kind() {
             LevelKind::Element(_) => moved.push(child.buf(0)),
@@ -585,37 +602,47 @@ impl SparseCOO {
             }
         }
         let k = cx.var("k", ElemType::I64);
-        let mut code = vec![
-            Stmt::Grow {
-                buf: perm_buf,
-                len: total.clone(),
-            },
-            Stmt::For {
-                var: k,
-                start: b::int(0),
-                stop: total.clone(),
-                body: vec![b::store(perm_buf, b::var(k), b::var(k))],
-            },
-        ];
-        // Stable sorts from the least significant key: last coordinate first, fiber last.
-        for key in (0..n).map(|d| l.buf(1 + d)).rev().chain([epos_buf]) {
-            code.push(Stmt::SortPerm {
-                keys: key,
-                perm: perm_buf,
+        let mut code = vec![];
+        if let [only] = moved[..] {
+            // Nothing moves with the one key: sort it in place.
+            code.push(Stmt::Sort {
+                buf: only,
                 lo: b::int(0),
                 hi: total.clone(),
             });
+        } else {
+            code.extend([
+                Stmt::Grow {
+                    buf: perm_buf,
+                    len: total.clone(),
+                },
+                Stmt::For {
+                    var: k,
+                    start: b::int(0),
+                    stop: total.clone(),
+                    body: vec![b::store(perm_buf, b::var(k), b::var(k))],
+                },
+            ]);
+            // Stable sorts from the least significant key: last coordinate first, fiber last.
+            for &key in coords.iter().rev().chain(&fiber_key) {
+                code.push(Stmt::SortPerm {
+                    keys: key,
+                    perm: perm_buf,
+                    lo: b::int(0),
+                    hi: total.clone(),
+                });
+            }
+            code.extend(apply_permutation(cx, perm_buf, &moved, total.clone()));
         }
-        code.extend(apply_permutation(cx, perm_buf, &moved, total.clone()));
         // Sorted: a repeated entry now sits next to its twin.
         let dup = cx.error(KernelError::new(
             name,
             KernelErrorKind::Duplicate { level: "SparseCOO" },
         ));
-        let same = (0..n)
-            .map(|d| l.buf(1 + d))
-            .chain([epos_buf])
-            .map(|buf| {
+        let same = coords
+            .iter()
+            .chain(&fiber_key)
+            .map(|&buf| {
                 b::eq(
                     b::load(buf, b::var(k)),
                     b::load(buf, b::sub(b::var(k), b::int(1))),
