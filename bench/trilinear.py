@@ -1,7 +1,7 @@
 """Trilinear interpolation along rays (Plenoxels' sampling phase): Tessera (examples/trilinear.rs)
 against dense PyTorch on the CPU, `grid_sample` and the hand-written lerp.
 
-    python3 bench/trilinear.py [N] [W] [SAMPLES] [REPEATS] [OCCUPANCIES...]
+    python3 bench/trilinear.py [N] [W] [SAMPLES] [REPEATS] [OCCUPANCIES...] [--backend jit|c]
     #   defaults 128 96 128 5 1 5 20
 
 For each occupancy (percent of voxels holding features) the Tessera example runs with
@@ -51,7 +51,12 @@ def lerp(grid, pts):
 
 
 def main():
-    args = [a for a in sys.argv[1:]]
+    args = sys.argv[1:]
+    backend = "jit"
+    if "--backend" in args:
+        k = args.index("--backend")
+        backend = args[k + 1]
+        del args[k : k + 2]
     n = int(args[0]) if len(args) > 0 else 128
     w = int(args[1]) if len(args) > 1 else 96
     samples = int(args[2]) if len(args) > 2 else 128
@@ -61,7 +66,8 @@ def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     subprocess.run(["cargo", "build", "--release", "--example", "trilinear"], cwd=root, check=True)
     exe = os.path.join(root, "target", "release", "examples", "trilinear")
-    print(f"PyTorch {torch.__version__}, 1 thread; grid {n}³ × 28 features (f64), "
+    print(f"PyTorch {torch.__version__}, 1 thread; Tessera backend {backend}; "
+          f"grid {n}³ × 28 features (f64), "
           f"{w}×{w} rays × {samples} samples; grid builds excluded\n")
     print("| occupancy | Tessera ms | grid_sample ms | lerp ms | grid_sample / Tessera | "
           "lerp / Tessera |")
@@ -69,7 +75,8 @@ def main():
     for occ in occupancies:
         with tempfile.TemporaryDirectory() as d:
             out = subprocess.run(
-                [exe, str(n), str(occ), str(w), str(samples), str(repeats), "--dump", d],
+                [exe, str(n), str(occ), str(w), str(samples), str(repeats), "--dump", d,
+                 "--backend", backend],
                 check=True, capture_output=True, text=True,
             )
             ours = json.loads(out.stdout.strip().splitlines()[-1])
