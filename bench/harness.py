@@ -20,6 +20,7 @@ import math
 import os
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -494,3 +495,15 @@ def median_ms(call, repeats):
         out = call()
         times.append((time.perf_counter() - t) * 1e3)
     return sorted(times)[len(times) // 2], out
+
+
+def pop_backend(args: list[str], default: str = "jit") -> str:
+    """Remove `--backend NAME` from a study's arguments and return NAME (else `default`)."""
+    if "--backend" not in args:
+        return default
+    k = args.index("--backend")
+    if k + 1 == len(args):
+        sys.exit("--backend needs a value: jit or c")
+    backend = args[k + 1]
+    del args[k : k + 2]
+    return backend

@@ -27,14 +27,12 @@ import time
 import numpy as np
 import shapely
 
+from harness import pop_backend
+
 
 def main():
     args = sys.argv[1:]
-    backend = "jit"
-    if "--backend" in args:
-        k = args.index("--backend")
-        backend = args[k + 1]
-        del args[k : k + 2]
+    backend = pop_backend(args)
     n = int(args[0]) if len(args) > 0 else 1_000_000
     queries = int(args[1]) if len(args) > 1 else 8
     repeats = int(args[2]) if len(args) > 2 else 5

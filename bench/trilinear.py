@@ -27,7 +27,7 @@ import time
 import numpy as np
 import torch
 
-from harness import median_ms
+from harness import median_ms, pop_backend
 
 
 def lerp(grid, pts):
@@ -52,11 +52,7 @@ def lerp(grid, pts):
 
 def main():
     args = sys.argv[1:]
-    backend = "jit"
-    if "--backend" in args:
-        k = args.index("--backend")
-        backend = args[k + 1]
-        del args[k : k + 2]
+    backend = pop_backend(args)
     n = int(args[0]) if len(args) > 0 else 128
     w = int(args[1]) if len(args) > 1 else 96
     samples = int(args[2]) if len(args) > 2 else 128

@@ -155,6 +155,17 @@ fn histograms() {
     );
 }
 
+/// A scatter of `value` into `target` (`h[I[i]]`, `M[R[i], C[i]]`) of format `out`: `+=` into
+/// values, `|= true` into a pattern.
+fn scatter_text(out: &str, target: &str, value: &str) -> String {
+    let name = &target[..1];
+    if out.contains("Pattern") {
+        format!("{name} .= false\nfor i = _\n  {target} |= true\nend\n")
+    } else {
+        format!("{name} .= 0\nfor i = _\n  {target} += {value}\nend\n")
+    }
+}
+
 /// SparseCOO takes writes in any order but each entry once: a scatter of distinct indices
 /// works, a repeated index is refused with an error naming the tensor. A root level sorts
 /// by coordinates alone (1-D with a `Pattern` child: in place), a lower level by fiber and
@@ -163,26 +174,23 @@ fn histograms() {
 fn scatter_into_coo() {
     let mut rng = StdRng::seed_from_u64(22);
     let n = 9;
+    let vectors = ["SparseCOO{1}(Element(0.0))", "SparseCOO{1}(Pattern())"];
     for (backend, runner) in common::runners() {
         for len in [0, 1, 5, 9] {
             let idx = distinct_indices(&mut rng, len, n);
             let w: Vec<f64> = (0..len).map(|k| k as f64 + 1.0).collect();
-            for (out, text) in [
-                (
-                    "SparseCOO{1}(Element(0.0))",
-                    "h .= 0\nfor i = _\n  h[I[i]] += w[i]\nend\n",
-                ),
-                (
-                    "SparseCOO{1}(Pattern())",
-                    "h .= false\nfor i = _\n  h[I[i]] |= true\nend\n",
-                ),
-            ] {
+            for out in vectors {
                 let mut tensors = BTreeMap::from([
                     ("I".to_string(), ints("Dense(Element(0))", &idx)),
                     ("w".to_string(), floats("Dense(Element(0.0))", &w)),
                     ("h".to_string(), empty(out, &[n])),
                 ]);
-                agree(&runner, text, &mut tensors, "h");
+                agree(
+                    &runner,
+                    &scatter_text(out, "h[I[i]]", "w[i]"),
+                    &mut tensors,
+                    "h",
+                );
             }
             // Matrices: pairs (I[i] / 3, I[i] % 3) in a shuffled order, so rows and columns
             // both arrive out of order, into a root COO{2} and into COO below a Dense row.
@@ -194,37 +202,22 @@ fn scatter_into_coo() {
                 "Dense(SparseCOO{1}(Element(0.0)))",
                 "Dense(SparseCOO{1}(Pattern()))",
             ] {
-                let (fill, value) = if out.contains("Pattern") {
-                    ("false", "true")
-                } else {
-                    ("0", "w[i]")
-                };
-                let op = if out.contains("Pattern") { "|=" } else { "+=" };
-                let text = format!("M .= {fill}\nfor i = _\n  M[R[i], C[i]] {op} {value}\nend\n");
                 let mut tensors = BTreeMap::from([
                     ("R".to_string(), ints("Dense(Element(0))", &rows)),
                     ("C".to_string(), ints("Dense(Element(0))", &cols)),
                     ("w".to_string(), floats("Dense(Element(0.0))", &w)),
                     ("M".to_string(), empty(out, &[3, 3])),
                 ]);
+                let text = scatter_text(out, "M[R[i], C[i]]", "w[i]");
                 agree(&runner, &text, &mut tensors, "M");
             }
         }
-        for (out, text) in [
-            (
-                "SparseCOO{1}(Element(0.0))",
-                "h .= 0\nfor i = _\n  h[I[i]] += 1\nend\n",
-            ),
-            (
-                "SparseCOO{1}(Pattern())",
-                "h .= false\nfor i = _\n  h[I[i]] |= true\nend\n",
-            ),
-        ] {
+        for out in vectors {
             let mut tensors = BTreeMap::from([
                 ("I".to_string(), ints("Dense(Element(0))", &[3, 1, 3])),
                 ("h".to_string(), empty(out, &[n])),
             ]);
-            let program = parse(text);
+            let program = parse(&scatter_text(out, "h[I[i]]", "1"));
             assert!(run_eval(&program, &tensors).is_ok());
             let kernel = runner
                 .compile(&program, &common::formats_of(&tensors))
