@@ -208,11 +208,9 @@ fn run_rounds(
         runner.execute(round, ts)?;
         let mut changed = false;
         frontier_edges = 0;
-        ts["F"].for_each_stored(&mut |c, v| {
-            if v.as_bool() {
-                changed = true;
-                frontier_edges += degree(c[0]);
-            }
+        super::for_each_member(&ts["F"], &mut |c| {
+            changed = true;
+            frontier_edges += degree(c);
         });
         if !changed {
             let pred = predecessors(runner, ts, n, source, pulls, &mut compile_ms)?;

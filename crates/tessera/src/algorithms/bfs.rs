@@ -216,12 +216,10 @@ fn run_search(
         runner.execute(&visit, ts)?;
         frontier = 0;
         frontier_edges = 0;
-        ts["Fnext"].for_each_stored(&mut |c, v| {
-            if v.as_bool() {
-                level[c[0]] = depth;
-                frontier += 1;
-                frontier_edges += degree(c[0]);
-            }
+        super::for_each_member(&ts["Fnext"], &mut |c| {
+            level[c] = depth;
+            frontier += 1;
+            frontier_edges += degree(c);
         });
         unexplored_edges -= frontier_edges;
         let next = ts.remove("Fnext").expect("inserted above");

@@ -45,6 +45,29 @@ fn one_hot(format: &str, n: usize, source: usize, value: Buffer) -> Result<Tenso
     )
 }
 
+/// Call `f` on each member of a `SparseByteMap(Pattern())` vector, in order, read straight
+/// from its sorted list (`srt[ptr[0]..ptr[1]]`): the drivers read a frontier once per step,
+/// and the generic [`Tensor::for_each_stored`] walk (a closure and a dynamic element read per
+/// entry) was a large share of a thin BFS level's fixed cost. Another layout is walked
+/// generically.
+pub(crate) fn for_each_member(t: &Tensor, f: &mut dyn FnMut(usize)) {
+    if let [Buffer::I64(ptr), Buffer::Bool(_), Buffer::I64(srt)] = &t.levels[0][..]
+        && let [lo, hi, ..] = ptr[..]
+        && let Some(members) = usize::try_from(lo)
+            .ok()
+            .zip(usize::try_from(hi).ok())
+            .and_then(|(lo, hi)| srt.get(lo..hi))
+    {
+        members.iter().for_each(|&c| f(c as usize));
+        return;
+    }
+    t.for_each_stored(&mut |c, v| {
+        if v.as_bool() {
+            f(c[0])
+        }
+    });
+}
+
 /// Empty a `SparseByteMap(Pattern())` vector in O(entries): unset the table slots its sorted
 /// list names, then empty the list (the BFS and Bellman-Ford kernels do not declare their
 /// output flags, see examples/bfs_push.tess).
