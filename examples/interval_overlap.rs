@@ -168,7 +168,7 @@ fn main() {
 
 /// The queries `A`, the data `B`, the number of chromosomes and the mean length the JSON
 /// reports (generated: the requested one; files: B's), from the command line.
-struct Input {
+pub struct Input {
     a: Vec<Interval>,
     b: Vec<Interval>,
     chroms: usize,
@@ -205,30 +205,7 @@ fn input(args: &common::Args) -> Result<Input> {
                     "--dump writes generated data; with --a/--b the peers read the files".into(),
                 ));
             }
-            let repeats = args.num(0, 5usize)?.max(1);
-            // One name table for both files: a chromosome is the same number in A and B.
-            let mut names = ChromNames::new();
-            let ra = read_bed(Path::new(fa), &mut names)?;
-            let rb = read_bed(Path::new(fb), &mut names)?;
-            // `span` widens a zero-length record to [start - 1, end + 1), as bedtools does.
-            let list = |rs: &[BedRecord]| -> Vec<Interval> {
-                rs.iter()
-                    .map(|r| {
-                        let (s, e) = r.span();
-                        (r.chrom, s as f64, e as f64)
-                    })
-                    .collect()
-            };
-            let (a, b) = (list(&ra), list(&rb));
-            let mean = b.iter().map(|&(_, s, e)| e - s).sum::<f64>() / b.len().max(1) as f64;
-            let chroms = names.len();
-            Ok(Input {
-                a,
-                b,
-                chroms,
-                mean,
-                repeats,
-            })
+            read_files(Path::new(fa), Path::new(fb), args.num(0, 5usize)?.max(1))
         }
         _ => Err(Error::Usage(
             "--a and --b go together: the query and the data BED files".into(),
@@ -236,15 +213,61 @@ fn input(args: &common::Args) -> Result<Input> {
     }
 }
 
-fn run() -> Result<()> {
-    let args = common::Args::from_env();
-    let Input {
+/// The file mode: A's lines are the queries in their order, B's the data.
+pub fn read_files(fa: &Path, fb: &Path, repeats: usize) -> Result<Input> {
+    // One name table for both files: a chromosome is the same number in A and B.
+    let mut names = ChromNames::new();
+    let ra = read_bed(fa, &mut names)?;
+    let rb = read_bed(fb, &mut names)?;
+    // `span` widens a zero-length record to [start - 1, end + 1), as bedtools does.
+    let list = |rs: &[BedRecord]| -> Vec<Interval> {
+        rs.iter()
+            .map(|r| {
+                let (s, e) = r.span();
+                (r.chrom, s as f64, e as f64)
+            })
+            .collect()
+    };
+    let (a, b) = (list(&ra), list(&rb));
+    let mean = b.iter().map(|&(_, s, e)| e - s).sum::<f64>() / b.len().max(1) as f64;
+    let chroms = names.len();
+    Ok(Input {
         a,
         b,
         chroms,
         mean,
         repeats,
-    } = input(&args)?;
+    })
+}
+
+/// One operation's outcome: per query, whether it meets B (`overlap`, 0 or 1) or how many of
+/// B's intervals it meets (`count`), with the median kernel time and the index build time.
+pub struct Measured {
+    pub op: &'static str,
+    pub per_query: Vec<i64>,
+    pub median_ms: f64,
+    pub compile_ms: f64,
+    pub index_build_ms: f64,
+}
+
+fn run() -> Result<()> {
+    let args = common::Args::from_env();
+    let input = input(&args)?;
+    let (n, m, mean) = (input.a.len(), input.b.len(), input.mean);
+    for r in operations(&input)? {
+        // Overlap: the flagged queries; count: the sum of the per-query counts.
+        let result: i64 = r.per_query.iter().sum();
+        println!(
+            "{{\"op\": \"{}\", \"n\": {n}, \"m\": {m}, \"mean_len\": {mean}, \"result\": {result}, \"median_ms\": {:.3}, \"compile_ms\": {:.2}, \"index_build_ms\": {:.1}}}",
+            r.op, r.median_ms, r.compile_ms, r.index_build_ms
+        );
+    }
+    Ok(())
+}
+
+/// Builds the index tensors over B and runs `overlap` and `count` `repeats` times each.
+pub fn operations(input: &Input) -> Result<Vec<Measured>> {
+    let (a, b, chroms, repeats) = (&input.a, &input.b, input.chroms, input.repeats);
     let (n, m) = (a.len(), b.len());
 
     // The queries: A[c, i, x], one half-open interval per id.
@@ -269,12 +292,12 @@ fn run() -> Result<()> {
         "Dense(SparseRunList(SparseList(Pattern()), coord=f64))",
         None,
     )?;
-    let g = Tensor::from_pieces(&gf, &[chroms, 0, m], &segments(&b, chroms))?;
+    let g = Tensor::from_pieces(&gf, &[chroms, 0, m], &segments(b, chroms))?;
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
 
     // The count index, and each query's start as a pinpoint `As[c, i, x]`.
     let t0 = Instant::now();
-    let (starts, cover) = count_index(&b, chroms);
+    let (starts, cover) = count_index(b, chroms);
     let sf = Format::parse("Dense(SparseList(Element(0), coord=f64))", None)?;
     let st = Tensor::from_pieces(&sf, &[chroms, 0], &starts)?;
     let cf = Format::parse("Dense(SparseRunList(Element(0), coord=f64))", None)?;
@@ -327,6 +350,7 @@ fn run() -> Result<()> {
             count_build_ms,
         ),
     ];
+    let mut out = vec![];
     for (name, text, out_format, shape, index_ms) in ops {
         let prog = parse_program(text)?;
         let mut ts: BTreeMap<String, Tensor> = BTreeMap::new();
@@ -359,16 +383,20 @@ fn run() -> Result<()> {
             runner.execute(&c, &mut ts)?;
             times.push(t2.elapsed().as_secs_f64() * 1e3);
         }
-        // Overlap: the flagged queries; count: the sum of the per-query counts.
-        let mut result = 0i64;
-        ts["o"].for_each_stored(&mut |_, v| match v {
-            Scalar::Bool(b) => result += b as i64,
-            v => result += v.as_i64(),
+        let mut per_query = vec![0i64; n];
+        ts["o"].for_each_stored(&mut |at, v| {
+            per_query[at[0]] = match v {
+                Scalar::Bool(b) => b as i64,
+                v => v.as_i64(),
+            }
         });
-        println!(
-            "{{\"op\": \"{name}\", \"n\": {n}, \"m\": {m}, \"mean_len\": {mean}, \"result\": {result}, \"median_ms\": {:.3}, \"compile_ms\": {compile_ms:.2}, \"index_build_ms\": {index_ms:.1}}}",
-            median(times)
-        );
+        out.push(Measured {
+            op: name,
+            per_query,
+            median_ms: median(times),
+            compile_ms,
+            index_build_ms: index_ms,
+        });
     }
-    Ok(())
+    Ok(out)
 }
