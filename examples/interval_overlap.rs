@@ -271,7 +271,7 @@ pub fn operations(input: &Input) -> Result<Vec<Measured>> {
     let (n, m) = (a.len(), b.len());
 
     // The queries: A[c, i, x], one half-open interval per id.
-    let qf = Format::parse("Dense(Dense(SparseInterval(Pattern(), coord=f64)))", None)?;
+    let qf = Format::parse("Dense(SparseList(SparseInterval(Pattern(), coord=f64)))", None)?;
     let qp: Vec<Piece> = a
         .iter()
         .enumerate()
@@ -311,7 +311,7 @@ pub fn operations(input: &Input) -> Result<Vec<Measured>> {
             .collect()
     };
     let q1 = Tensor::from_pieces(
-        &Format::parse("Dense(Dense(SparseInterval(Element(0), coord=f64)))", None)?,
+        &Format::parse("Dense(SparseList(SparseInterval(Element(0), coord=f64)))", None)?,
         &[chroms, n, 0],
         &one(&qp),
     )?;
@@ -327,7 +327,7 @@ pub fn operations(input: &Input) -> Result<Vec<Measured>> {
             (at, Scalar::I64(1))
         })
         .collect();
-    let af = Format::parse("Dense(Dense(SparseList(Element(0), coord=f64)))", None)?;
+    let af = Format::parse("Dense(SparseList(SparseList(Element(0), coord=f64)))", None)?;
     let qs = Tensor::from_pieces(&af, &[chroms, n, 0], &ap)?;
 
     let runner = Runner::jit();
