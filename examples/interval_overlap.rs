@@ -270,8 +270,12 @@ pub fn operations(input: &Input) -> Result<Vec<Measured>> {
     let (a, b, chroms, repeats) = (&input.a, &input.b, input.chroms, input.repeats);
     let (n, m) = (a.len(), b.len());
 
-    // The queries: A[c, i, x], one half-open interval per id.
-    let qf = Format::parse("Dense(SparseList(SparseInterval(Pattern(), coord=f64)))", None)?;
+    // The queries: A[c, i, x], one half-open interval per id. The id level is sparse so that a
+    // chromosome visits only its own queries (a `Dense` one walked all N ids per chromosome).
+    let qf = Format::parse(
+        "Dense(SparseList(SparseInterval(Pattern(), coord=f64)))",
+        None,
+    )?;
     let qp: Vec<Piece> = a
         .iter()
         .enumerate()
@@ -311,7 +315,10 @@ pub fn operations(input: &Input) -> Result<Vec<Measured>> {
             .collect()
     };
     let q1 = Tensor::from_pieces(
-        &Format::parse("Dense(SparseList(SparseInterval(Element(0), coord=f64)))", None)?,
+        &Format::parse(
+            "Dense(SparseList(SparseInterval(Element(0), coord=f64)))",
+            None,
+        )?,
         &[chroms, n, 0],
         &one(&qp),
     )?;
