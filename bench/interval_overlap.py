@@ -17,7 +17,8 @@ loader and bedtools do. Operations: `overlap` = the number of query (A) lines me
 
 What each time includes:
 - Tessera: the kernel only (median of REPEATS); the index tensors over B are built once and
-  their build time is printed separately.
+  their build time is printed separately; the queries are numbered by (chromosome, start)
+  while `A` is built (the example's JSON `query_sort_ms`), outside the kernel time.
 - polars-bio (one DataFusion partition), bioframe, pyranges1: one library call from in-memory
   frames, which builds the library's own index inside the call. polars-bio's and bioframe's
   `overlap` enumerate the pairs (their fastest way to the `-u` answer); pyranges1's returns A's
