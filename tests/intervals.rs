@@ -3,6 +3,10 @@
 //! when it is installed, and the `tessera intervals` command on the shared real data.
 
 mod common;
+// The benchmark's Tessera side (its file mode is tested against bedtools below).
+#[path = "../examples/interval_overlap.rs"]
+#[allow(dead_code)]
+mod interval_overlap;
 
 use common::cli::{Dir, tessera};
 use rand::rngs::StdRng;
@@ -411,4 +415,50 @@ fn the_intervals_command() {
     let e = err(&["intervals", "join", &bad, &a, "--out", &dir.path("p.bed")]);
     assert!(e.contains("bad.bed:3"), "{e}");
     assert!(!std::path::Path::new(&dir.path("p.bed")).exists());
+}
+
+/// `examples/interval_overlap.rs --a A.bed --b B.bed` (what `bench/interval_overlap.py` times)
+/// gives bedtools' answer for every line of A: `intersect -c`'s count and `-u`'s membership.
+#[test]
+fn interval_overlap_example_reads_files_as_bedtools_does() {
+    let Some(d) = shared_data() else { return };
+    if bedtools().is_none() {
+        eprintln!("SKIPPED: bedtools is not installed (the example's file mode was not checked)");
+        return;
+    }
+    // Few and many chromosomes, a header line (lamina), several B lines per A line.
+    for (a, b) in [
+        ("exons.bed", "cpg.bed"),
+        ("lamina.bed", "cpg.bed"),
+        ("chipseq.bed", "chipseq_background.bed"),
+    ] {
+        let (pa, pb) = (d.join(a), d.join(b));
+        let input = interval_overlap::read_files(&pa, &pb, 1).unwrap();
+        let got = interval_overlap::operations(&input).unwrap();
+        let out = Command::new("bedtools")
+            .args(["intersect", "-c", "-a"])
+            .arg(&pa)
+            .arg("-b")
+            .arg(&pb)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "bedtools: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let counts: Vec<i64> = lines(&out.stdout)
+            .iter()
+            .map(|l| l.rsplit('\t').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(
+            counts.iter().sum::<i64>() > 0,
+            "{a} {b}: no overlaps to compare"
+        );
+        let hit: Vec<i64> = counts.iter().map(|&k| (k > 0) as i64).collect();
+        assert_eq!(got[0].op, "overlap");
+        assert_eq!(got[0].per_query, hit, "{a} {b} overlap");
+        assert_eq!(got[1].op, "count");
+        assert_eq!(got[1].per_query, counts, "{a} {b} count");
+    }
 }

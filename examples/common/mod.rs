@@ -14,6 +14,9 @@ pub struct Args {
     pub backend: Option<String>,
     #[allow(dead_code)] // only the gradient workloads read it
     pub check: bool,
+    /// `--a FILE --b FILE`: input files instead of generated data.
+    #[allow(dead_code)] // only the interval study reads files
+    pub files: (Option<String>, Option<String>),
 }
 
 /// Options without a value.
@@ -43,6 +46,7 @@ impl Args {
             dump: option("--dump"),
             backend: option("--backend"),
             check: args.iter().any(|a| a == "--check"),
+            files: (option("--a"), option("--b")),
         }
     }
 
