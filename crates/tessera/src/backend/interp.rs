@@ -178,12 +178,39 @@ impl Machine<'_> {
                     }
                 }
             }
-            Stmt::Sort { buf, lo, hi } => {
+            Stmt::Sort {
+                buf,
+                flags: None,
+                lo,
+                hi,
+            } => {
                 let (lo, hi) = self.range(*buf, lo, hi)?;
                 let v = self.bufs[buf.0 as usize]
                     .as_i64_mut()
                     .expect("checked IR sorts i64 buffers");
-                v[lo..hi].sort_unstable();
+                crate::runtime::intrinsics::sort_i64(&mut v[lo..hi]);
+            }
+            Stmt::Sort {
+                buf,
+                flags: Some(flags),
+                lo,
+                hi,
+            } => {
+                let (lo, hi) = self.range(*buf, lo, hi)?;
+                // Checked IR names two distinct buffers; take the slots out to borrow both.
+                let mut s =
+                    std::mem::replace(&mut self.bufs[buf.0 as usize], Buffer::I64(vec![].into()));
+                let r = match &self.bufs[flags.0 as usize] {
+                    Buffer::Bool(f) => crate::runtime::intrinsics::sort_slots(
+                        &mut s.as_i64_mut().expect("checked IR sorts i64 buffers")[lo..hi],
+                        f,
+                    ),
+                    _ => unreachable!("checked IR sorts with bool flags"),
+                };
+                self.bufs[buf.0 as usize] = s;
+                if let Err(index) = r {
+                    return Err(KernelFault::OutOfBounds { buf: *flags, index });
+                }
             }
             Stmt::SortPerm { keys, perm, lo, hi } => {
                 let (lo, hi) = self.range(*perm, lo, hi)?;

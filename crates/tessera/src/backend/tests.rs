@@ -401,6 +401,7 @@ fn sort_intrinsics_agree_and_check_bounds() {
             &[],
             vec![Stmt::Sort {
                 buf: BufId(0),
+                flags: None,
                 lo: b::int(lo),
                 hi: b::int(hi),
             }],
@@ -417,6 +418,63 @@ fn sort_intrinsics_agree_and_check_bounds() {
             .to_string();
         assert!(msg.contains("`x`"), "{msg}");
     }
+    // Slots with flags, as a SparseByteMap's freeze sorts them: a dense range (the flags are
+    // listed), a wide one (compared), flags that disagree with the list (compared), and a
+    // slot outside the flags (a fault naming the flags).
+    let sort_slots = |lo: i64, hi: i64| {
+        kernel(
+            &[
+                ("srt", ElemType::I64, false),
+                ("tbl", ElemType::Bool, false),
+            ],
+            &[],
+            vec![Stmt::Sort {
+                buf: BufId(0),
+                flags: Some(BufId(1)),
+                lo: b::int(lo),
+                hi: b::int(hi),
+            }],
+        )
+    };
+    let flags_of = |slots: &[i64], n: usize| {
+        let mut f = vec![false; n];
+        for &q in slots {
+            f[q as usize] = true;
+        }
+        Buffer::Bool(f.into())
+    };
+    let dense: Vec<i64> = (0..200).map(|x| (x * 37) % 211).collect();
+    let wide: Vec<i64> = (0..200).map(|x| (x * 7919) % 100_003).collect();
+    for (slots, n) in [(dense, 211), (wide, 100_003)] {
+        let mut want = slots.clone();
+        want.sort_unstable();
+        let (r, out) = run_both(
+            &sort_slots(0, slots.len() as i64),
+            &[Buffer::I64(slots.clone().into()), flags_of(&slots, n)],
+        );
+        r.unwrap();
+        assert_eq!(out[0], Buffer::I64(want.clone().into()));
+        let (r, out) = run_both(
+            &sort_slots(0, slots.len() as i64),
+            &[
+                Buffer::I64(slots.clone().into()),
+                Buffer::Bool(vec![true; n].into()),
+            ],
+        );
+        r.unwrap();
+        assert_eq!(out[0], Buffer::I64(want.into()));
+    }
+    let msg = run_both(
+        &sort_slots(0, 100),
+        &[
+            Buffer::I64((0..100).rev().collect::<Vec<i64>>().into()),
+            Buffer::Bool(vec![true; 99].into()),
+        ],
+    )
+    .0
+    .unwrap_err()
+    .to_string();
+    assert!(msg.contains("`tbl`"), "{msg}");
     // Sort by the second key, then stably by the first: lexicographic order of (k0, k1).
     let perm = |lo: i64, hi: i64| {
         kernel(

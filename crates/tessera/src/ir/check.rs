@@ -244,8 +244,17 @@ impl Kernel {
                     "fill value".into()
                 })
             }
-            Stmt::Sort { buf, lo, hi } => {
+            Stmt::Sort { buf, flags, lo, hi } => {
                 self.i64_buf(*buf, "sort")?;
+                if let Some(f) = flags {
+                    self.buf_ok(f.0)?;
+                    if self.buf_elem(*f) != ElemType::Bool || f == buf {
+                        return Err(format!(
+                            "sort's flags `{}` are not a bool buffer other than the sorted one",
+                            self.bufs[f.0 as usize].name
+                        ));
+                    }
+                }
                 expect(self.expr_ty(lo)?, ElemType::I64, || "sort lo".into())?;
                 expect(self.expr_ty(hi)?, ElemType::I64, || "sort hi".into())
             }

@@ -46,6 +46,9 @@ pub(super) fn effects_stmts(stmts: &[Stmt], fx: &mut Effects) {
             Stmt::Grow { buf, .. } | Stmt::Fill { buf, .. } | Stmt::Sort { buf, .. } => {
                 fx.changed.insert(*buf);
                 fx.other_use.insert(*buf);
+                if let Stmt::Sort { flags: Some(f), .. } = s {
+                    fx.other_use.insert(*f);
+                }
             }
             Stmt::SortPerm { keys, perm, .. } => {
                 fx.changed.insert(*perm);

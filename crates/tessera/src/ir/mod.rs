@@ -255,8 +255,14 @@ pub enum Stmt {
         value: Expr,
     },
     /// Sort the I64 elements `buf[lo..hi]` ascending in place (out-of-bounds range: a fault).
+    /// With `flags` (a Bool buffer), the elements are distinct slots of `flags` whose flags
+    /// are set, and no other flag between the least and the greatest of them is set (a
+    /// `SparseByteMap`'s `srt` and `tbl`): the helper may then list the set flags of that
+    /// range instead of comparing (`runtime::intrinsics::sort_slots`); a slot outside
+    /// `flags` is a fault on `flags`.
     Sort {
         buf: BufId,
+        flags: Option<BufId>,
         lo: Expr,
         hi: Expr,
     },

@@ -207,10 +207,13 @@ impl<'a> Printer<'a> {
                     self.expr(value)
                 );
             }
-            Stmt::Sort { buf, lo, hi } => {
+            Stmt::Sort { buf, flags, lo, hi } => {
+                let flags = flags.map_or(String::new(), |f| {
+                    format!(", flags: {}", self.bufs[f.0 as usize])
+                });
                 let _ = writeln!(
                     out,
-                    "{pad}sort({}, {}, {});",
+                    "{pad}sort({}, {}, {}{flags});",
                     self.bufs[buf.0 as usize],
                     self.expr(lo),
                     self.expr(hi)

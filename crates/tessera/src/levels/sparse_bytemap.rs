@@ -314,11 +314,14 @@ impl Level for SparseByteMap {
         Ok(code)
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
-        let (ptr, srt, nsrt) = (l.buf(PTR), l.buf(SRT), l.state(NSRT));
+        let (ptr, tbl, srt, nsrt) = (l.buf(PTR), l.buf(TBL), l.buf(SRT), l.state(NSRT));
         let n = l.dim(0);
         let mut code = vec![
+            // `srt` lists each set flag of `tbl` once (declare clears exactly the listed
+            // slots, updates list a slot when they set its flag, `validate` checks an input's).
             Stmt::Sort {
                 buf: srt,
+                flags: Some(tbl),
                 lo: b::int(0),
                 hi: b::var(nsrt),
             },

@@ -128,8 +128,59 @@ pub unsafe extern "C" fn tessera_sort(
     if lo < 0 || hi as usize > v.len() {
         return 1;
     }
-    v[lo as usize..hi as usize].sort_unstable();
+    super::intrinsics::sort_i64(&mut v[lo as usize..hi as usize]);
     state.refresh(buf as usize);
+    0
+}
+
+/// `Stmt::Sort` of the slots `buf[lo..hi]` with their flags in buffer `flags` (the kernel has
+/// checked the range). Returns 0; or, with the fault's index in `*bad`, `flags + 1` for a
+/// slot outside the flags, `buf + 1` if a buffer is not valid after all (the kernel returns
+/// the out-of-bounds fault of that buffer).
+///
+/// # Safety
+/// As for [`tessera_grow`]; `bad` must be valid for a write of one i64 (the kernel's fault word).
+pub unsafe extern "C" fn tessera_sort_slots(
+    state: *mut GrowState<'_>,
+    buf: i64,
+    flags: i64,
+    lo: i64,
+    hi: i64,
+    bad: *mut i64,
+) -> i64 {
+    // SAFETY: as in `tessera_sort`.
+    let state = unsafe { &mut *state };
+    let (b, f) = (buf as usize, flags as usize);
+    let fail = |code: i64, at: i64| {
+        // SAFETY: the caller passes its fault word.
+        unsafe { *bad = at };
+        code
+    };
+    if b == f || b >= state.bufs.len() || f >= state.bufs.len() {
+        return fail(buf + 1, lo);
+    }
+    // The flags are only read, and they are a buffer other than `buf`: a shared reference to
+    // them may live beside the mutable one to the slots.
+    let fp: *const Buffer = state.bufs[f];
+    // SAFETY: the pointer is valid for the run and the buffer is distinct from `buf`, the
+    // only one borrowed mutably below.
+    let Buffer::Bool(fl) = (unsafe { &*fp }) else {
+        return fail(buf + 1, lo);
+    };
+    // SAFETY: no other reference to the slots buffer is live during the helper call.
+    let Some(v) = (unsafe { state.movable(b) }).and_then(|x| x.as_i64_mut()) else {
+        return fail(buf + 1, lo);
+    };
+    if lo >= hi {
+        return 0;
+    }
+    if lo < 0 || hi as usize > v.len() {
+        return fail(buf + 1, lo);
+    }
+    if let Err(q) = super::intrinsics::sort_slots(&mut v[lo as usize..hi as usize], fl) {
+        return fail(flags + 1, q);
+    }
+    state.refresh(b);
     0
 }
 

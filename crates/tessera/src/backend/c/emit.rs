@@ -43,6 +43,7 @@ typedef struct {
     int64_t (*grow)(void *, int64_t, int64_t);
     int64_t (*sort)(void *, int64_t, int64_t, int64_t);
     int64_t (*sort_perm)(void *, int64_t, int64_t, int64_t, int64_t, int64_t *);
+    int64_t (*sort_slots)(void *, int64_t, int64_t, int64_t, int64_t, int64_t *);
     int64_t (*hash_find)(void *, int64_t, int64_t);
     double (*exp)(double);
     double (*log)(double);
@@ -193,6 +194,10 @@ fn moving_buffers(stmts: &[Stmt]) -> HashSet<u32> {
     walk_stmts(stmts, &mut |s| match s {
         Stmt::Grow { buf, .. } | Stmt::Sort { buf, .. } => {
             set.insert(buf.0);
+            // The helper reads the flags through a pointer of its own.
+            if let Stmt::Sort { flags: Some(f), .. } = s {
+                set.insert(f.0);
+            }
         }
         Stmt::SortPerm { keys, perm, .. } => {
             set.insert(keys.0);
@@ -494,12 +499,30 @@ impl Emitter<'_> {
                     buf.0
                 ));
             }),
-            Stmt::Sort { buf, lo, hi } => self.scoped(&[lo, hi], |me| {
+            Stmt::Sort { buf, flags, lo, hi } => self.scoped(&[lo, hi], |me| {
                 let l = me.expr(lo);
                 let l = me.bind("int64_t", l);
                 let h = me.expr(hi);
                 let h = me.bind("int64_t", h);
                 me.check_range(*buf, &l, &h);
+                if let Some(f) = flags {
+                    // The helper set the fault word and says which buffer failed: a slot
+                    // outside the flags, or the sorted buffer itself.
+                    let r = me.bind(
+                        "int64_t",
+                        format!(
+                            "H.sort_slots(state, {}, {}, {l}, {h}, fault)",
+                            buf.0, f.0
+                        ),
+                    );
+                    me.line(&format!(
+                        "if (UNLIKELY({r} != 0)) return {r} == {} ? {} : {};",
+                        f.0 as i64 + 1,
+                        Self::oob_code(*f),
+                        Self::oob_code(*buf)
+                    ));
+                    return;
+                }
                 // The range was checked, so a failure can only be the buffer itself.
                 me.line(&format!(
                     "if (UNLIKELY(H.sort(state, {}, {l}, {h}) != 0)) {{ *fault = {l}; return {}; }}",

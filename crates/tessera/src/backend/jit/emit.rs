@@ -690,7 +690,39 @@ impl Emitter<'_, '_> {
                     e.store(*buf, addr, v);
                 });
             }
-            Stmt::Sort { buf, lo, hi } => {
+            Stmt::Sort {
+                buf,
+                flags: Some(fl),
+                lo,
+                hi,
+            } => {
+                let (lo, hi) = (self.expr(lo), self.expr(hi));
+                self.guard_range(*buf, lo, hi);
+                let f = self.int(abi::tessera_sort_slots as *const () as usize as i64);
+                let (id, fid) = (self.int(buf.0 as i64), self.int(fl.0 as i64));
+                let call = self.b.ins().call_indirect(
+                    self.sig_i6,
+                    f,
+                    &[self.state, id, fid, lo, hi, self.fault],
+                );
+                let rc = self.b.inst_results(call)[0];
+                // The helper set the fault word and says which buffer failed: a slot outside
+                // the flags, or the sorted buffer itself.
+                let bad = self.b.ins().load(types::I64, flags(), self.fault, 0);
+                let not_flags = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::NotEqual, rc, fl.0 as i64 + 1);
+                self.guard(not_flags, *fl, bad);
+                let ok = self.b.ins().icmp_imm_s(IntCC::Equal, rc, 0);
+                self.guard(ok, *buf, bad);
+            }
+            Stmt::Sort {
+                buf,
+                flags: None,
+                lo,
+                hi,
+            } => {
                 let (lo, hi) = (self.expr(lo), self.expr(hi));
                 self.guard_range(*buf, lo, hi);
                 let f = self.int(abi::tessera_sort as *const () as usize as i64);
