@@ -609,6 +609,7 @@ impl SparseCOO {
                 buf: only,
                 lo: b::int(0),
                 hi: total.clone(),
+                flags: None,
             });
         } else {
             code.extend([
