@@ -1,0 +1,191 @@
+//! Atomic updates of a parallel range's reduction outputs ([`Stmt::Atomic`]): which private
+//! outputs' updates can be made indivisible ([`atomize_kernel`], the last pass before a
+//! backend, after `promote` and `hoist` have kept what they could in variables), and back
+//! ([`deatomize`], for the code that shares no buffer between threads).
+
+use super::{BinOp, BufId, Expr, Fold, Private, Stmt};
+use crate::types::Scalar;
+
+/// Turn every [`Stmt::Atomic`] of `body` on a buffer not in `keep` back into the plain store
+/// `buf[index] = op(buf[index], value)`, and clear the `atomic` mark of the privates it
+/// concerns: the code that runs where no other thread shares the buffer (a range run as one
+/// chunk, chunks with private copies, a range nested in a chunk) needs no indivisible update,
+/// which costs a locked instruction, or a compare-and-swap loop for floats, per update.
+pub fn deatomize(body: &mut [Stmt], keep: &[BufId]) {
+    for s in body.iter_mut() {
+        if let Stmt::Atomic {
+            buf,
+            index,
+            op,
+            value,
+        } = s
+            && !keep.contains(buf)
+        {
+            let (buf, index, op) = (*buf, index.clone(), *op);
+            let value = std::mem::replace(value, Expr::Const(Scalar::I64(0)));
+            *s = Stmt::Store {
+                buf,
+                index: index.clone(),
+                value: Expr::Binary(
+                    op,
+                    Box::new(Expr::Load {
+                        buf,
+                        index: Box::new(index),
+                    }),
+                    Box::new(value),
+                ),
+            };
+        }
+        if let Stmt::Chunked(c) = s {
+            for p in &mut c.private {
+                p.atomic &= keep.contains(&p.buf);
+            }
+        }
+        for b in s.bodies_mut() {
+            deatomize(b, keep);
+        }
+    }
+}
+
+/// Whether `body` (at any depth) holds a [`Stmt::Atomic`].
+pub fn has_atomics(body: &[Stmt]) -> bool {
+    body.iter()
+        .any(|s| matches!(s, Stmt::Atomic { .. }) || s.bodies().iter().any(|b| has_atomics(b)))
+}
+
+/// [`atomize`] every parallel range of `body`, nested ones too.
+pub fn atomize_kernel(body: &mut [Stmt]) {
+    for s in body.iter_mut() {
+        if let Stmt::Chunked(c) = s {
+            let c = &mut **c;
+            atomize(&mut c.body, &mut c.private);
+        }
+        for b in s.bodies_mut() {
+            atomize_kernel(b);
+        }
+    }
+}
+
+/// Mark the privates of a range whose every use in `body` is a reduction
+/// `buf[index] = op(buf[index], value)` with the fold's operator (either operand order, the
+/// operators being commutative), and make those stores [`Stmt::Atomic`]. A private used any
+/// other way (read elsewhere, filled, grown, a `choose` fold, a buffer of points) keeps its
+/// copies only: an indivisible update of one element would not make such code race-free.
+pub fn atomize(body: &mut [Stmt], private: &mut [Private]) {
+    for p in private.iter_mut() {
+        let Fold::Op(op) = p.fold else { continue };
+        if !OPS.contains(&op) {
+            continue;
+        }
+        let mut updates = 0;
+        if !only_updates(body, p.buf, op, &mut updates) || updates == 0 {
+            continue;
+        }
+        convert(body, p.buf);
+        p.atomic = true;
+    }
+}
+
+/// The value `v` of a store `buf[index] = op(buf[index], v)` (or `op(v, buf[index])`) whose
+/// index and `v` do not read `buf`.
+fn update_value(buf: BufId, op: BinOp, index: &Expr, value: &Expr) -> Option<Expr> {
+    let Expr::Binary(o, a, b) = value else {
+        return None;
+    };
+    if *o != op {
+        return None;
+    }
+    let is_self = |e: &Expr| matches!(e, Expr::Load { buf: b2, index: i2 } if *b2 == buf && **i2 == *index);
+    let v = if is_self(a) {
+        b
+    } else if is_self(b) {
+        a
+    } else {
+        return None;
+    };
+    (!reads(v, buf) && !reads(index, buf)).then(|| (**v).clone())
+}
+
+fn reads(e: &Expr, buf: BufId) -> bool {
+    let mut found = false;
+    e.visit(&mut |x| {
+        found |= match x {
+            Expr::Load { buf: b, .. } | Expr::Len(b) => *b == buf,
+            Expr::SearchGe { buf: b, .. } | Expr::HashFind { table: b, .. } => *b == buf,
+            _ => false,
+        }
+    });
+    found
+}
+
+/// Whether every use of `buf` in `body` is an update with `op` (counted in `updates`).
+fn only_updates(body: &[Stmt], buf: BufId, op: BinOp, updates: &mut usize) -> bool {
+    body.iter().all(|s| {
+        let own = match s {
+            Stmt::Store {
+                buf: b,
+                index,
+                value,
+            } if *b == buf => {
+                *updates += 1;
+                update_value(buf, op, index, value).is_some()
+            }
+            Stmt::Atomic { buf: b, .. }
+            | Stmt::Grow { buf: b, .. }
+            | Stmt::Fill { buf: b, .. }
+            | Stmt::Sort { buf: b, .. } => *b != buf,
+            Stmt::SortPerm { keys, perm, .. } => *keys != buf && *perm != buf,
+            // A nested range copying or keeping the buffer moves it between chunks.
+            Stmt::Chunked(c) => {
+                !c.private.iter().any(|p| p.buf == buf)
+                    && !c.scratch.contains(&buf)
+                    && !c.rows.iter().any(|r| r.arrays.contains(&buf))
+                    && c.weights != Some(buf)
+            }
+            _ => true,
+        };
+        own && (matches!(s, Stmt::Store { buf: b, .. } if *b == buf)
+            || s.own_exprs().iter().all(|e| !reads(e, buf)))
+            && s.bodies().iter().all(|b| only_updates(b, buf, op, updates))
+    })
+}
+
+/// Make every store to `buf` in `body` (each an update, by [`only_updates`]) atomic.
+fn convert(body: &mut [Stmt], buf: BufId) {
+    for s in body.iter_mut() {
+        if let Stmt::Store {
+            buf: b,
+            index,
+            value,
+        } = s
+            && *b == buf
+        {
+            let Expr::Binary(op, ..) = value else {
+                continue;
+            };
+            let op = *op;
+            let Some(v) = update_value(buf, op, index, value) else {
+                continue;
+            };
+            *s = Stmt::Atomic {
+                buf,
+                index: index.clone(),
+                op,
+                value: v,
+            };
+        }
+        for b in s.bodies_mut() {
+            convert(b, buf);
+        }
+    }
+}
+
+/// The operators [`Stmt::Atomic`] takes: the built-in folds of commutative reducers.
+pub const OPS: [BinOp; 6] = [
+    BinOp::Add,
+    BinOp::Mul,
+    BinOp::Min,
+    BinOp::Max,
+    BinOp::And,
+    BinOp::Or,
+];
