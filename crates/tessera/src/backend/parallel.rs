@@ -54,6 +54,17 @@ pub enum Atomics {
     Never,
 }
 
+thread_local! {
+    /// Ranges this thread ran with atomic updates of shared outputs (see [`shared_ranges`]).
+    static SHARED_RANGES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many parallel ranges the calling thread has run so far with their chunks updating
+/// shared outputs atomically rather than copies: what the tests check the choice by.
+pub fn shared_ranges() -> u64 {
+    SHARED_RANGES.with(|c| c.get())
+}
+
 /// A kernel compiled as the segments of its split.
 pub struct Parallel {
     split: Split,
@@ -217,6 +228,9 @@ impl Parallel {
                         (true, _, _) => (with_copies(copied(false)), false),
                     };
                     let private = copied(shared);
+                    if shared {
+                        SHARED_RANGES.with(|c| c.set(c.get() + 1));
+                    }
                     let chunk = self.split.chunk_buf.0 as usize;
                     if threads == 1 {
                         // One chunk on this thread, straight into the outputs: the serial loop.

@@ -81,7 +81,7 @@ pub fn atomize(body: &mut [Stmt], private: &mut [Private]) {
         if !only_updates(body, p.buf, op, &mut updates) || updates == 0 {
             continue;
         }
-        convert(body, p.buf);
+        convert(body, p.buf, op);
         p.atomic = true;
     }
 }
@@ -89,6 +89,13 @@ pub fn atomize(body: &mut [Stmt], private: &mut [Private]) {
 /// The value `v` of a store `buf[index] = op(buf[index], v)` (or `op(v, buf[index])`) whose
 /// index and `v` do not read `buf`.
 fn update_value(buf: BufId, op: BinOp, index: &Expr, value: &Expr) -> Option<Expr> {
+    // A store of the operator's annihilator is the update by it: the lowering writes
+    // `y[j] = false` for `y[j] &= A[i, j]` over `A`'s fill.
+    if let Expr::Const(c) = value
+        && annihilates(op, *c)
+    {
+        return (!reads(index, buf)).then(|| value.clone());
+    }
     let Expr::Binary(o, a, b) = value else {
         return None;
     };
@@ -104,6 +111,19 @@ fn update_value(buf: BufId, op: BinOp, index: &Expr, value: &Expr) -> Option<Exp
         return None;
     };
     (!reads(v, buf) && !reads(index, buf)).then(|| (**v).clone())
+}
+
+/// Whether `op(x, c) == c` for every `x` of the compute type (integers and booleans only:
+/// which NaN a float operator returns is not the constant's).
+fn annihilates(op: BinOp, c: Scalar) -> bool {
+    matches!(
+        (op, c),
+        (BinOp::And, Scalar::Bool(false) | Scalar::I64(0))
+            | (BinOp::Or, Scalar::Bool(true) | Scalar::I64(-1))
+            | (BinOp::Mul, Scalar::I64(0))
+            | (BinOp::Min, Scalar::I64(i64::MIN))
+            | (BinOp::Max, Scalar::I64(i64::MAX))
+    )
 }
 
 fn reads(e: &Expr, buf: BufId) -> bool {
@@ -150,8 +170,9 @@ fn only_updates(body: &[Stmt], buf: BufId, op: BinOp, updates: &mut usize) -> bo
     })
 }
 
-/// Make every store to `buf` in `body` (each an update, by [`only_updates`]) atomic.
-fn convert(body: &mut [Stmt], buf: BufId) {
+/// Make every store to `buf` in `body` (each an update with `op`, by [`only_updates`])
+/// atomic.
+fn convert(body: &mut [Stmt], buf: BufId, op: BinOp) {
     for s in body.iter_mut() {
         if let Stmt::Store {
             buf: b,
@@ -160,10 +181,6 @@ fn convert(body: &mut [Stmt], buf: BufId) {
         } = s
             && *b == buf
         {
-            let Expr::Binary(op, ..) = value else {
-                continue;
-            };
-            let op = *op;
             let Some(v) = update_value(buf, op, index, value) else {
                 continue;
             };
@@ -175,7 +192,7 @@ fn convert(body: &mut [Stmt], buf: BufId) {
             };
         }
         for b in s.bodies_mut() {
-            convert(b, buf);
+            convert(b, buf, op);
         }
     }
 }
@@ -189,3 +206,129 @@ pub const OPS: [BinOp; 6] = [
     BinOp::And,
     BinOp::Or,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Chunked, VarId, build as b};
+
+    const Y: BufId = BufId(1);
+    const X: BufId = BufId(2);
+    const J: VarId = VarId(0);
+
+    fn private(op: BinOp) -> Private {
+        Private {
+            buf: Y,
+            fold: Fold::Op(op),
+            identity: Scalar::F64(0.0),
+            atomic: false,
+        }
+    }
+
+    fn update(op: BinOp, swapped: bool) -> Stmt {
+        let (own, v) = (b::load(Y, b::var(J)), b::load(X, b::var(J)));
+        let value = match swapped {
+            false => Expr::Binary(op, Box::new(own), Box::new(v)),
+            true => Expr::Binary(op, Box::new(v), Box::new(own)),
+        };
+        b::store(Y, b::var(J), value)
+    }
+
+    #[test]
+    fn reductions_become_atomic_and_back() {
+        for op in OPS {
+            for swapped in [false, true] {
+                let plain = vec![update(op, swapped)];
+                let mut body = plain.clone();
+                let mut p = [private(op)];
+                atomize(&mut body, &mut p);
+                assert!(p[0].atomic, "{op:?}");
+                assert_eq!(
+                    body,
+                    vec![Stmt::Atomic {
+                        buf: Y,
+                        index: b::var(J),
+                        op,
+                        value: b::load(X, b::var(J)),
+                    }]
+                );
+                // Kept for the buffer named, plain for any other.
+                let mut kept = body.clone();
+                deatomize(&mut kept, &[Y]);
+                assert_eq!(kept, body);
+                deatomize(&mut body, &[]);
+                assert!(!has_atomics(&body));
+                assert!(matches!(&body[0], Stmt::Store { buf: Y, .. }));
+            }
+        }
+    }
+
+    #[test]
+    fn stores_of_an_annihilator_are_updates_by_it() {
+        for (op, c, ok) in [
+            (BinOp::And, Scalar::Bool(false), true),
+            (BinOp::Or, Scalar::I64(-1), true),
+            (BinOp::Min, Scalar::I64(i64::MIN), true),
+            (BinOp::And, Scalar::Bool(true), false),
+            (BinOp::Add, Scalar::I64(0), false),
+            (BinOp::Min, Scalar::F64(f64::NAN), false),
+        ] {
+            let mut body = vec![b::store(Y, b::var(J), Expr::Const(c))];
+            let mut p = [private(op)];
+            atomize(&mut body, &mut p);
+            assert_eq!(p[0].atomic, ok, "{op:?} {c:?}");
+            assert_eq!(has_atomics(&body), ok);
+        }
+    }
+
+    #[test]
+    fn other_uses_keep_the_copies() {
+        let read_elsewhere = vec![
+            update(BinOp::Add, false),
+            b::store(X, b::var(J), b::load(Y, b::int(0))),
+        ];
+        let other_index = vec![b::store(
+            Y,
+            b::var(J),
+            b::add(b::load(Y, b::int(3)), b::load(X, b::var(J))),
+        )];
+        let other_op = vec![update(BinOp::Max, false)];
+        let overwrite = vec![b::store(Y, b::var(J), b::load(X, b::var(J)))];
+        let filled = vec![
+            update(BinOp::Add, false),
+            Stmt::Fill {
+                buf: Y,
+                start: b::int(0),
+                stop: b::int(1),
+                value: Expr::Const(Scalar::F64(0.0)),
+            },
+        ];
+        let nested = vec![Stmt::Chunked(Box::new(Chunked {
+            lo: J,
+            hi: J,
+            start: b::int(0),
+            stop: b::int(1),
+            body: vec![update(BinOp::Add, false)],
+            private: vec![private(BinOp::Add)],
+            scratch: vec![],
+            scratch_state: vec![],
+            rows: vec![],
+            weights: None,
+        }))];
+        for body in [read_elsewhere, other_index, other_op, overwrite, filled, nested, vec![]] {
+            let mut b2 = body.clone();
+            let mut p = [private(BinOp::Add)];
+            atomize(&mut b2, &mut p);
+            assert!(!p[0].atomic, "{body:?}");
+            assert_eq!(b2, body);
+        }
+        // `choose` folds in chunk order: never shared.
+        let mut body = vec![update(BinOp::Add, false)];
+        let mut p = [Private {
+            fold: Fold::Choose,
+            ..private(BinOp::Add)
+        }];
+        atomize(&mut body, &mut p);
+        assert!(!p[0].atomic);
+    }
+}
