@@ -44,11 +44,12 @@ pub enum Atomics {
     /// Private copies while they pay (the cost rule of [`useful_threads`]); when copies would
     /// cost more than the threads save (outputs much longer than the range's work: the
     /// distances of a relaxation round over a few thousand edges), the chunks update the
-    /// shared outputs indivisibly instead, no copy to fill and fold, if the range's work
-    /// still warrants threads.
+    /// shared outputs of idempotent reducers ([`cheap_when_shared`]) indivisibly instead, no
+    /// copy to fill and fold, if the range's work still warrants threads.
     #[default]
     Auto,
-    /// Always the indivisible updates (whenever the range runs on several threads).
+    /// Always the indivisible updates, any reducer (whenever the range runs on several
+    /// threads).
     Always,
     /// Always private copies (the behaviour before atomics existed).
     Never,
@@ -63,6 +64,19 @@ thread_local! {
 /// shared outputs atomically rather than copies: what the tests check the choice by.
 pub fn shared_ranges() -> u64 {
     SHARED_RANGES.with(|c| c.get())
+}
+
+/// Whether shared atomic updates with `fold` are cheap enough for `Atomics::Auto`: those of
+/// an idempotent reducer (`min max & |`) mostly leave the element as it is (a relaxation's
+/// distances that do not improve, a flag already set), and store nothing then, so most cost
+/// a load and a compare; every `+` or `*` is a locked instruction (a compare-and-swap loop
+/// for floats), which on the 2-core development machine made a push sum on 2 threads slower
+/// than the serial loop (BENCHMARKS.md, "Atomic folds").
+pub fn cheap_when_shared(fold: Fold) -> bool {
+    matches!(
+        fold,
+        Fold::Op(BinOp::Min | BinOp::Max | BinOp::And | BinOp::Or)
+    )
 }
 
 /// A kernel compiled as the segments of its split.
@@ -197,12 +211,21 @@ impl Parallel {
                     let fresh = rows.iter().all(|&(c, _)| env.get(c) == Some(&0));
                     let weights = range.weights.and_then(|w| Weights::of(&bufs[w.0 as usize]));
                     // Elements copied per chunk: the private outputs and the workspaces, and
-                    // those left when the atomic privates are shared instead.
+                    // those left when the privates `sharable` picks are shared instead.
+                    let sharable = |p: &Private| {
+                        atomic.is_some()
+                            && p.atomic
+                            && match atomics {
+                                Atomics::Always => true,
+                                Atomics::Auto => cheap_when_shared(p.fold),
+                                Atomics::Never => false,
+                            }
+                    };
                     let copied = |shared: bool| -> u64 {
                         range
                             .private
                             .iter()
-                            .filter(|p| !(shared && p.atomic))
+                            .filter(|p| !(shared && sharable(p)))
                             .map(|p| p.buf)
                             .chain(range.scratch.iter().copied())
                             .map(|b| bufs[b.0 as usize].len() as u64)
@@ -211,21 +234,22 @@ impl Parallel {
                     let with_copies = |private| {
                         useful_threads(lo, hi, threads, weights, private, min_work)
                     };
-                    let (threads, shared) = match (fresh, atomic, atomics) {
+                    let any = range.private.iter().any(sharable);
+                    let (threads, shared) = match (fresh, any, atomics) {
                         (false, _, _) => (1, false),
-                        (true, Some(_), Atomics::Always) => {
+                        (true, true, Atomics::Always) => {
                             let t = with_copies(copied(true));
                             (t, t > 1)
                         }
                         // Copies first; atomics where copies would not pay but threads would.
-                        (true, Some(_), Atomics::Auto) => match with_copies(copied(false)) {
+                        (true, true, _) => match with_copies(copied(false)) {
                             1 => {
                                 let t = with_copies(copied(true));
                                 (t, t > 1)
                             }
                             t => (t, false),
                         },
-                        (true, _, _) => (with_copies(copied(false)), false),
+                        (true, false, _) => (with_copies(copied(false)), false),
                     };
                     let private = copied(shared);
                     if shared {
@@ -247,7 +271,7 @@ impl Parallel {
                     let copies: Vec<Private> = range
                         .private
                         .iter()
-                        .filter(|p| !(shared && p.atomic))
+                        .filter(|p| !(shared && sharable(p)))
                         .cloned()
                         .collect();
                     let mut parts =
