@@ -50,7 +50,10 @@ fn time(
     repeats: usize,
 ) -> Result<(f64, bool)> {
     let p = parse_program(program)?;
-    let formats = t.iter().map(|(k, v)| (k.clone(), v.format.clone())).collect();
+    let formats = t
+        .iter()
+        .map(|(k, v)| (k.clone(), v.format.clone()))
+        .collect();
     let c = runner.compile(&p, &formats)?;
     let mut times = vec![];
     let mut shared = false;
@@ -69,8 +72,10 @@ fn time(
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let arg = |k: usize, d: usize| -> Result<usize> {
-        args.get(k)
-            .map_or(Ok(d), |s| s.parse().map_err(|_| Error::Usage(format!("bad number `{s}`"))))
+        args.get(k).map_or(Ok(d), |s| {
+            s.parse()
+                .map_err(|_| Error::Usage(format!("bad number `{s}`")))
+        })
     };
     let (n, repeats) = (arg(1, 1_000_000)?, arg(2, 7)?);
     let mut backends: Vec<(&str, Runner)> = vec![("jit", Runner::jit())];
@@ -79,7 +84,11 @@ fn main() -> Result<()> {
         backends.push(("c", Runner::new(Box::new(c))));
     }
     let cases = [
-        ("sum", "for i = parallel(_), j = _\n  y[j] += A[i, j] * x[i]\nend", 0.0),
+        (
+            "sum",
+            "for i = parallel(_), j = _\n  y[j] += A[i, j] * x[i]\nend",
+            0.0,
+        ),
         // The sieve keeps the loop on A's stored entries (its fill 0 would reach every j).
         (
             "min",
@@ -107,7 +116,11 @@ fn main() -> Result<()> {
                  ({:.2}x), atomics {atomic:.3} ms ({:.2}x), auto {auto:.3} ms ({}, {:.2}x)",
                 serial / copies,
                 serial / atomic,
-                if shared { "atomics" } else { "copies or serial" },
+                if shared {
+                    "atomics"
+                } else {
+                    "copies or serial"
+                },
                 serial / auto,
             );
         }

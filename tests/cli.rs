@@ -731,7 +731,10 @@ fn code_shows_atomic_folds_of_a_parallel_push() {
     assert!(ir.contains("atomic y_val[i_entry] += "), "{ir}");
     let min = "y .= Inf\nfor j = parallel(_), i = _\n  y[i] <<min>>= A[j, i] + x[j]\nend";
     let ir = args("jit", min);
-    assert!(ir.contains("(Min or atomic)") && ir.contains("atomic y_val["), "{ir}");
+    assert!(
+        ir.contains("(Min or atomic)") && ir.contains("atomic y_val["),
+        "{ir}"
+    );
     let c = args("c", min);
     assert!(c.contains("__atomic_compare_exchange_n"), "{c}");
     // An injective write needs neither.

@@ -1558,7 +1558,10 @@ fn atomic_agree(program: &str, tensors: &BTreeMap<String, Tensor>, exact: bool) 
         let before = shared_ranges();
         let par = run(&runner, 2, program, tensors)
             .unwrap_or_else(|e| panic!("{name} x2: {e}\n{program}"));
-        assert!(shared_ranges() > before, "{name}: no atomic range\n{program}");
+        assert!(
+            shared_ranges() > before,
+            "{name}: no atomic range\n{program}"
+        );
         for (what, other) in [("serial", &serial["y"]), ("evaluator", &want["y"])] {
             assert!(
                 same_bits(&par["y"], other, exact),
@@ -1587,7 +1590,8 @@ fn atomic_sums_min_and_max_equal_serial() {
             let p = "y .= 0\nfor i = parallel(_), j = _\n  y[j] += A[i, j]\nend";
             atomic_agree(p, &t, !float);
             for op in ["min", "max"] {
-                let p = format!("y .= 3\nfor i = parallel(_), j = _\n  y[j] <<{op}>>= A[i, j]\nend");
+                let p =
+                    format!("y .= 3\nfor i = parallel(_), j = _\n  y[j] <<{op}>>= A[i, j]\nend");
                 atomic_agree(&p, &t, true);
             }
         }
@@ -1600,7 +1604,8 @@ fn atomic_min_and_max_keep_nan_and_signed_zeros() {
     for elem in ["f64", "f32"] {
         let t = atomic_inputs("Dense(SparseList(LEAF))", elem, true);
         for (op, init) in [("min", "0.0"), ("max", "-0.0"), ("min", "Inf")] {
-            let p = format!("y .= {init}\nfor i = parallel(_), j = _\n  y[j] <<{op}>>= A[i, j]\nend");
+            let p =
+                format!("y .= {init}\nfor i = parallel(_), j = _\n  y[j] <<{op}>>= A[i, j]\nend");
             atomic_agree(&p, &t, true);
         }
         // Sums with NaN among the terms stay NaN where serially NaN.
@@ -1614,11 +1619,83 @@ fn atomic_or_and_and_equal_serial() {
     for levels in ATOMIC_LEVELS {
         for elem in ["bool", "u8"] {
             let t = atomic_inputs(levels, elem, false);
-            let (zero, ones) = if elem == "bool" { ("false", "true") } else { ("0", "255") };
+            let (zero, ones) = if elem == "bool" {
+                ("false", "true")
+            } else {
+                ("0", "255")
+            };
             for (op, init) in [("|", zero), ("&", ones)] {
-                let p = format!("y .= {init}\nfor i = parallel(_), j = _\n  y[j] {op}= A[i, j]\nend");
+                let p =
+                    format!("y .= {init}\nfor i = parallel(_), j = _\n  y[j] {op}= A[i, j]\nend");
                 atomic_agree(&p, &t, true);
             }
+        }
+    }
+}
+
+/// A `rows` x `cols` CSR matrix of 3 entries per row, and `y` of `cols` elements set to 50.
+fn push_inputs(rows: usize, cols: usize) -> BTreeMap<String, Tensor> {
+    let (mut coords, mut vals) = (vec![vec![], vec![]], vec![]);
+    for i in 0..rows {
+        let mut js: Vec<usize> = (0..3).map(|k| (i * 7919 + k * cols / 3) % cols).collect();
+        js.sort_unstable();
+        js.dedup();
+        for j in js {
+            coords[0].push(i as i64);
+            coords[1].push(j as i64);
+            vals.push(1.0 + ((i * 3 + j) % 7) as f64);
+        }
+    }
+    let a = Tensor::from_coo(
+        &fmt("Dense(SparseList(Element(0.0)))"),
+        &[rows, cols],
+        &coords,
+        &Buffer::F64(vals.into()),
+        |_, b| b,
+    )
+    .unwrap();
+    let y = Tensor::from_dense(
+        &fmt("Dense(Element(0.0))"),
+        &[cols],
+        &Buffer::F64(vec![50.0; cols].into()),
+    )
+    .unwrap();
+    BTreeMap::from([("A".to_string(), a), ("y".to_string(), y)])
+}
+
+#[test]
+fn atomics_are_chosen_where_copies_would_not_pay() {
+    use tessera::backend::parallel::{Atomics, shared_ranges};
+    let min =
+        "for i = parallel(_), j = _\n  if A[i, j] != 0\n    y[j] <<min>>= A[i, j] + i\n  end\nend";
+    let sum = "for i = parallel(_), j = _\n  y[j] += A[i, j] * i\nend";
+    // (program, columns, policy, whether the chunks share `y`): 400 rows of 3 entries are
+    // 1200 entries of work; copies of 20 000 columns per chunk cost more than that, copies of
+    // 50 do not.
+    let cases = [
+        (min, 20_000, Atomics::Auto, true),
+        (min, 20_000, Atomics::Never, false),
+        (min, 50, Atomics::Auto, false),
+        (min, 50, Atomics::Always, true),
+        // Every update of a sum is a locked instruction: copies or the serial loop.
+        (sum, 20_000, Atomics::Auto, false),
+        (sum, 20_000, Atomics::Always, true),
+    ];
+    for (name, runner) in runners() {
+        for (program, cols, policy, shares) in cases {
+            let t = push_inputs(400, cols);
+            let want = run_eval(&parse(program), &t).unwrap();
+            runner.set_threads(2);
+            runner.set_min_parallel_work(100);
+            runner.set_atomics(policy);
+            let c = runner.compile(&parse(program), &formats_of(&t)).unwrap();
+            let mut got = t.clone();
+            let before = shared_ranges();
+            runner.execute(&c, &mut got).unwrap();
+            let case = format!("{name} {policy:?} {cols} columns:\n{program}");
+            assert_eq!(shared_ranges() > before, shares, "{case}");
+            let (got, want) = (got["y"].to_dense(), &want["y"]);
+            assert!(same_bits(&got, want, program == min), "{case}");
         }
     }
 }

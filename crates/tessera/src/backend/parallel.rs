@@ -231,9 +231,8 @@ impl Parallel {
                             .map(|b| bufs[b.0 as usize].len() as u64)
                             .sum()
                     };
-                    let with_copies = |private| {
-                        useful_threads(lo, hi, threads, weights, private, min_work)
-                    };
+                    let with_copies =
+                        |private| useful_threads(lo, hi, threads, weights, private, min_work);
                     let any = range.private.iter().any(sharable);
                     let (threads, shared) = match (fresh, any, atomics) {
                         (false, _, _) => (1, false),

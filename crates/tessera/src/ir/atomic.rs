@@ -102,7 +102,8 @@ fn update_value(buf: BufId, op: BinOp, index: &Expr, value: &Expr) -> Option<Exp
     if *o != op {
         return None;
     }
-    let is_self = |e: &Expr| matches!(e, Expr::Load { buf: b2, index: i2 } if *b2 == buf && **i2 == *index);
+    let is_self =
+        |e: &Expr| matches!(e, Expr::Load { buf: b2, index: i2 } if *b2 == buf && **i2 == *index);
     let v = if is_self(a) {
         b
     } else if is_self(b) {
@@ -315,7 +316,15 @@ mod tests {
             rows: vec![],
             weights: None,
         }))];
-        for body in [read_elsewhere, other_index, other_op, overwrite, filled, nested, vec![]] {
+        for body in [
+            read_elsewhere,
+            other_index,
+            other_op,
+            overwrite,
+            filled,
+            nested,
+            vec![],
+        ] {
             let mut b2 = body.clone();
             let mut p = [private(BinOp::Add)];
             atomize(&mut b2, &mut p);

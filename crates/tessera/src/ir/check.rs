@@ -176,7 +176,9 @@ impl Kernel {
                 if !crate::ir::atomic::OPS.contains(op) {
                     return Err(format!("atomic update with {op:?}"));
                 }
-                expect(self.expr_ty(index)?, ElemType::I64, || "atomic index".into())?;
+                expect(self.expr_ty(index)?, ElemType::I64, || {
+                    "atomic index".into()
+                })?;
                 expect(self.expr_ty(value)?, self.buf_elem(*buf).compute(), || {
                     format!("atomic update of `{}`", self.bufs[buf.0 as usize].name)
                 })

@@ -558,4 +558,3 @@ impl Kernel {
         }
     }
 }
-

@@ -20,8 +20,8 @@ use crate::runtime::abi::{self, VIEW_LEN, VIEW_PTR, VIEW_SIZE};
 use crate::types::{CANONICAL_NAN, ElemType, Scalar};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    AbiParam, AtomicRmwOp, Block, BlockArg, Function, InstBuilder, MemFlagsData, SigRef, Signature, StackSlot,
-    StackSlotData, StackSlotKind, Type, Value, types,
+    AbiParam, AtomicRmwOp, Block, BlockArg, Function, InstBuilder, MemFlagsData, SigRef, Signature,
+    StackSlot, StackSlotData, StackSlotKind, Type, Value, types,
 };
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
@@ -505,7 +505,9 @@ impl Emitter<'_, '_> {
             } else {
                 self.b.ins().ireduce(mem, v)
             };
-            self.b.ins().atomic_rmw(mem, flags(), AtomicRmwOp::Add, addr, v);
+            self.b
+                .ins()
+                .atomic_rmw(mem, flags(), AtomicRmwOp::Add, addr, v);
             return;
         }
         let first = self.b.ins().atomic_load(mem, flags(), addr);
