@@ -366,6 +366,19 @@ fn symbol(op: BinOp) -> &'static str {
     }
 }
 
+/// The operator of a printed `atomic a[i] op= v`.
+fn atomic_op(op: BinOp) -> &'static str {
+    match op {
+        BinOp::Add => "+",
+        BinOp::Mul => "*",
+        BinOp::Min => "min",
+        BinOp::Max => "max",
+        BinOp::And => "&",
+        BinOp::Or => "|",
+        _ => "?",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::build as b;
@@ -458,18 +471,5 @@ mod tests {
             text.contains("p = after(make_limit(val(p) + x, eps(before(p))));"),
             "{text}"
         );
-    }
-}
-
-/// The operator of a printed `atomic a[i] op= v`.
-fn atomic_op(op: BinOp) -> &'static str {
-    match op {
-        BinOp::Add => "+",
-        BinOp::Mul => "*",
-        BinOp::Min => "min",
-        BinOp::Max => "max",
-        BinOp::And => "&",
-        BinOp::Or => "|",
-        _ => "?",
     }
 }
