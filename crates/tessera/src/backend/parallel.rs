@@ -510,9 +510,10 @@ impl Chunks {
                 // chunks write shared buffers only at elements indexed by the parallel index
                 // (the race check) or through indivisible updates (`ir::Stmt::Atomic`, which
                 // the atomic twin alone holds, for outputs no other statement of the range
-                // reads or writes: `ir::atomic`), never move them (`ir::split`), and the caller touches
-                // none of them until every chunk has finished (`wait`); a worker that starts
-                // later takes no chunk, so it never reaches the shared pointers.
+                // reads or writes: `ir::atomic`), never move them (`ir::split`), and the
+                // caller touches none of them until every chunk has finished (`wait`); a
+                // worker that starts later takes no chunk, so it never reaches the shared
+                // pointers.
                 unsafe { run_native_chunk(self.f, &self.shared, &mut slots) }
             }));
             match ran {
