@@ -701,3 +701,47 @@ fn bed_inputs_of_one_run_share_chromosome_numbers() {
     ]);
     assert_eq!(out.trim(), "n = 5.0");
 }
+
+#[test]
+fn code_shows_atomic_folds_of_a_parallel_push() {
+    // A reduction into a Dense output several iterations reach: the range lists the output as
+    // copies or atomics, and its updates are printed as atomic (JIT IR) or compare-and-swap
+    // loops (C source), which the chunks run when copies would not pay.
+    let d = Dir::new("atomic_code");
+    // A is 3x4: a push from its 3 rows reads 3 elements of x, and fills 4 of y.
+    let (a, x3) = (d.file("A.mtx", A_MTX), d.file("x3.tns", "1 1\n2 2\n3 3\n"));
+    let x4 = d.file("x.tns", X_TNS);
+    let code = |backend: &str, program: &str, x: &str, y: &str| {
+        ok(&[
+            "code",
+            program,
+            "--in",
+            &format!("A={a}@csr"),
+            "--in",
+            &format!("x={x}@dense"),
+            "--out",
+            "y@dense",
+            "--shape",
+            &format!("y={y}"),
+            "--backend",
+            backend,
+        ])
+    };
+    let args = |backend: &str, program: &str| code(backend, program, &x3, "4");
+    let push = "y .= 0\nfor j = parallel(_), i = _\n  y[i] += A[j, i] * x[j]\nend";
+    let ir = args("jit", push);
+    assert!(ir.contains("private y_val (Add or atomic)"), "{ir}");
+    assert!(ir.contains("atomic y_val[i_entry] += "), "{ir}");
+    let min = "y .= Inf\nfor j = parallel(_), i = _\n  y[i] <<min>>= A[j, i] + x[j]\nend";
+    let ir = args("jit", min);
+    assert!(
+        ir.contains("(Min or atomic)") && ir.contains("atomic y_val["),
+        "{ir}"
+    );
+    let c = args("c", min);
+    assert!(c.contains("__atomic_compare_exchange_n"), "{c}");
+    // An injective write needs neither.
+    let rows = "y .= 0\nfor i = parallel(_), j = _\n  y[i] += A[i, j] * x[j]\nend";
+    let ir = code("jit", rows, &x4, "3");
+    assert!(!ir.contains("atomic"), "{ir}");
+}

@@ -1473,3 +1473,229 @@ fn graph_pull_kernels_are_split_into_chunks() {
         assert!(c.parallel.is_some(), "not split:\n{program}\n{}", c.ir);
     }
 }
+
+// Atomic folds (issue 17, item 2): a reduction into a Dense output that several iterations
+// reach may run as indivisible updates of the shared output instead of per-chunk copies
+// (`Stmt::Atomic`, `backend::parallel::Atomics`). Results must equal the serial kernel's:
+// exactly for integers, `min`, `max`, `&`, `|` (NaN and -0.0 included), within rounding for
+// float sums.
+
+/// An `N`x`N` matrix of element type `elem` (`f64 f32 i64 i32 bool u8`) in `format`'s levels
+/// (its `Element(..)` replaced), with a few dense rows; `special` puts NaN, -0.0 and 0.0 among
+/// float values.
+fn typed_matrix(levels: &str, elem: &str, special: bool) -> Tensor {
+    let mut coords = vec![vec![], vec![]];
+    let mut raw = vec![];
+    for i in 0..N {
+        for j in 0..N {
+            if i % 7 == 3 || (i * 31 + j * 17) % 5 == 0 || i.abs_diff(j) <= 1 {
+                coords[0].push(i as i64);
+                coords[1].push(j as i64);
+                raw.push((i * 13 + j * 7) % 11);
+            }
+        }
+    }
+    let float = |r: usize| match (special, r) {
+        (true, 0) => f64::NAN,
+        (true, 1) => -0.0,
+        (true, 2) => 0.0,
+        _ => r as f64 - 4.5,
+    };
+    let values = match elem {
+        "f64" => Buffer::F64(raw.iter().map(|&r| float(r)).collect()),
+        "f32" => Buffer::F32(raw.iter().map(|&r| float(r) as f32).collect()),
+        "i64" => Buffer::I64(raw.iter().map(|&r| r as i64 * 3 - 14).collect()),
+        "i32" => Buffer::I32(raw.iter().map(|&r| r as i32 * 3 - 14).collect()),
+        "bool" => Buffer::Bool(raw.iter().map(|&r| r % 3 != 0).collect()),
+        "u8" => Buffer::U8(raw.iter().map(|&r| (r * 23 % 256) as u8).collect()),
+        _ => unreachable!("{elem}"),
+    };
+    let f = levels.replace("LEAF", leaf_of(elem));
+    Tensor::from_coo(&fmt(&f), &[N, N], &coords, &values, |_, b| b).unwrap()
+}
+
+fn leaf_of(elem: &str) -> &'static str {
+    match elem {
+        "f64" => "Element(0.0)",
+        "f32" => "Element(0.0, f32)",
+        "i64" => "Element(0)",
+        "i32" => "Element(0, i32)",
+        "bool" => "Element(false)",
+        "u8" => "Element(0, u8)",
+        _ => unreachable!("{elem}"),
+    }
+}
+
+/// Elements equal bit for bit (NaN payloads and -0.0 included), or within rounding for float
+/// sums when `!exact`.
+fn same_bits(a: &Buffer, b: &Buffer, exact: bool) -> bool {
+    let floats = |x: &Buffer| match x {
+        Buffer::F64(v) => Some(v.to_vec()),
+        Buffer::F32(v) => Some(v.iter().map(|&f| f64::from(f)).collect()),
+        _ => None,
+    };
+    match (floats(a), floats(b)) {
+        (Some(x), Some(y)) => {
+            x.len() == y.len()
+                && x.iter().zip(&y).all(|(p, q)| {
+                    p.to_bits() == q.to_bits()
+                        || (!exact && (p - q).abs() <= 1e-5 * (1.0 + p.abs().max(q.abs())))
+                })
+        }
+        _ => a == b,
+    }
+}
+
+/// Run `program` on every backend serially and on 2 threads with every range split and its
+/// reductions forced through atomic updates (`Atomics::Always`), asserting the atomic path
+/// ran, and compare `y` with the serial kernel and the evaluator.
+fn atomic_agree(program: &str, tensors: &BTreeMap<String, Tensor>, exact: bool) {
+    use tessera::backend::parallel::{Atomics, shared_ranges};
+    let want = run_eval(&parse(program), tensors).unwrap_or_else(|e| panic!("{e}\n{program}"));
+    for (name, runner) in runners() {
+        let serial = run(&runner, 1, program, tensors).unwrap_or_else(|e| panic!("{name}: {e}"));
+        runner.set_atomics(Atomics::Always);
+        let before = shared_ranges();
+        let par = run(&runner, 2, program, tensors)
+            .unwrap_or_else(|e| panic!("{name} x2: {e}\n{program}"));
+        assert!(
+            shared_ranges() > before,
+            "{name}: no atomic range\n{program}"
+        );
+        for (what, other) in [("serial", &serial["y"]), ("evaluator", &want["y"])] {
+            assert!(
+                same_bits(&par["y"], other, exact),
+                "{name} atomics vs {what}: {:?} vs {:?}\n{program}",
+                par["y"],
+                other
+            );
+        }
+    }
+}
+
+fn atomic_inputs(levels: &str, elem: &str, special: bool) -> BTreeMap<String, Tensor> {
+    let a = typed_matrix(levels, elem, special);
+    let y = Tensor::empty(&fmt(&format!("Dense({})", leaf_of(elem))), &[N]).unwrap();
+    BTreeMap::from([("A".to_string(), a), ("y".to_string(), y)])
+}
+
+const ATOMIC_LEVELS: &[&str] = &["Dense(SparseList(LEAF))", "Dense(Dense(LEAF))"];
+
+#[test]
+fn atomic_sums_min_and_max_equal_serial() {
+    for levels in ATOMIC_LEVELS {
+        for elem in ["f64", "f32", "i64", "i32"] {
+            let t = atomic_inputs(levels, elem, false);
+            let float = elem.starts_with('f');
+            let p = "y .= 0\nfor i = parallel(_), j = _\n  y[j] += A[i, j]\nend";
+            atomic_agree(p, &t, !float);
+            for op in ["min", "max"] {
+                let p =
+                    format!("y .= 3\nfor i = parallel(_), j = _\n  y[j] <<{op}>>= A[i, j]\nend");
+                atomic_agree(&p, &t, true);
+            }
+        }
+    }
+}
+
+#[test]
+fn atomic_min_and_max_keep_nan_and_signed_zeros() {
+    // NaN wins `min` and `max`, and -0.0 is below 0.0, as serially (IEEE 754-2019).
+    for elem in ["f64", "f32"] {
+        let t = atomic_inputs("Dense(SparseList(LEAF))", elem, true);
+        for (op, init) in [("min", "0.0"), ("max", "-0.0"), ("min", "Inf")] {
+            let p =
+                format!("y .= {init}\nfor i = parallel(_), j = _\n  y[j] <<{op}>>= A[i, j]\nend");
+            atomic_agree(&p, &t, true);
+        }
+        // Sums with NaN among the terms stay NaN where serially NaN.
+        let p = "y .= 0\nfor i = parallel(_), j = _\n  y[j] += A[i, j]\nend";
+        atomic_agree(p, &t, false);
+    }
+}
+
+#[test]
+fn atomic_or_and_and_equal_serial() {
+    for levels in ATOMIC_LEVELS {
+        for elem in ["bool", "u8"] {
+            let t = atomic_inputs(levels, elem, false);
+            let (zero, ones) = if elem == "bool" {
+                ("false", "true")
+            } else {
+                ("0", "255")
+            };
+            for (op, init) in [("|", zero), ("&", ones)] {
+                let p =
+                    format!("y .= {init}\nfor i = parallel(_), j = _\n  y[j] {op}= A[i, j]\nend");
+                atomic_agree(&p, &t, true);
+            }
+        }
+    }
+}
+
+/// A `rows` x `cols` CSR matrix of 3 entries per row, and `y` of `cols` elements set to 50.
+fn push_inputs(rows: usize, cols: usize) -> BTreeMap<String, Tensor> {
+    let (mut coords, mut vals) = (vec![vec![], vec![]], vec![]);
+    for i in 0..rows {
+        let mut js: Vec<usize> = (0..3).map(|k| (i * 7919 + k * cols / 3) % cols).collect();
+        js.sort_unstable();
+        js.dedup();
+        for j in js {
+            coords[0].push(i as i64);
+            coords[1].push(j as i64);
+            vals.push(1.0 + ((i * 3 + j) % 7) as f64);
+        }
+    }
+    let a = Tensor::from_coo(
+        &fmt("Dense(SparseList(Element(0.0)))"),
+        &[rows, cols],
+        &coords,
+        &Buffer::F64(vals.into()),
+        |_, b| b,
+    )
+    .unwrap();
+    let y = Tensor::from_dense(
+        &fmt("Dense(Element(0.0))"),
+        &[cols],
+        &Buffer::F64(vec![50.0; cols].into()),
+    )
+    .unwrap();
+    BTreeMap::from([("A".to_string(), a), ("y".to_string(), y)])
+}
+
+#[test]
+fn atomics_are_chosen_where_copies_would_not_pay() {
+    use tessera::backend::parallel::{Atomics, shared_ranges};
+    let min =
+        "for i = parallel(_), j = _\n  if A[i, j] != 0\n    y[j] <<min>>= A[i, j] + i\n  end\nend";
+    let sum = "for i = parallel(_), j = _\n  y[j] += A[i, j] * i\nend";
+    // (program, columns, policy, whether the chunks share `y`): 400 rows of 3 entries are
+    // 1200 entries of work; copies of 20 000 columns per chunk cost more than that, copies of
+    // 50 do not.
+    let cases = [
+        (min, 20_000, Atomics::Auto, true),
+        (min, 20_000, Atomics::Never, false),
+        (min, 50, Atomics::Auto, false),
+        (min, 50, Atomics::Always, true),
+        // Every update of a sum is a locked instruction: copies or the serial loop.
+        (sum, 20_000, Atomics::Auto, false),
+        (sum, 20_000, Atomics::Always, true),
+    ];
+    for (name, runner) in runners() {
+        for (program, cols, policy, shares) in cases {
+            let t = push_inputs(400, cols);
+            let want = run_eval(&parse(program), &t).unwrap();
+            runner.set_threads(2);
+            runner.set_min_parallel_work(100);
+            runner.set_atomics(policy);
+            let c = runner.compile(&parse(program), &formats_of(&t)).unwrap();
+            let mut got = t.clone();
+            let before = shared_ranges();
+            runner.execute(&c, &mut got).unwrap();
+            let case = format!("{name} {policy:?} {cols} columns:\n{program}");
+            assert_eq!(shared_ranges() > before, shares, "{case}");
+            let (got, want) = (got["y"].to_dense(), &want["y"]);
+            assert!(same_bits(&got, want, program == min), "{case}");
+        }
+    }
+}

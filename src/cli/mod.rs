@@ -463,6 +463,9 @@ fn code(a: &CodeArgs) -> Result<String> {
     tessera::ir::ieee_mul::ieee_products(&mut k);
     tessera::ir::hoist::hoist_invariants(&mut k);
     tessera::ir::exact_points::exact_points(&mut k);
+    // Reductions a parallel range's chunks may make as atomic updates of the shared output
+    // (`atomic y[j] += ...`; the range lists the output as `(Add or atomic)`).
+    tessera::ir::atomic::atomize_kernel(&mut k.body);
     Ok(match a.backend.as_str() {
         "c" => tessera::backend::CBackend::source(&k),
         _ => k.to_string(),

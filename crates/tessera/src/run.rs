@@ -182,6 +182,8 @@ pub struct Runner {
     /// The least work a parallel range needs to run on several threads
     /// ([`crate::backend::parallel::MIN_PARALLEL_WORK`] unless set).
     min_parallel_work: Cell<u64>,
+    /// How reductions of parallel ranges fold on several threads (copies or atomics).
+    atomics: Cell<crate::backend::parallel::Atomics>,
     /// Time spent compiling by the last `compile` call (0 on a cache hit).
     pub last_compile_ms: RefCell<f64>,
 }
@@ -194,6 +196,7 @@ impl Runner {
             max_kernel_size: Cell::new(DEFAULT_MAX_KERNEL_SIZE),
             threads: Cell::new(default_threads()),
             min_parallel_work: Cell::new(crate::backend::parallel::MIN_PARALLEL_WORK),
+            atomics: Cell::new(crate::backend::parallel::Atomics::Auto),
             last_compile_ms: RefCell::new(0.0),
         }
     }
@@ -228,6 +231,17 @@ impl Runner {
     /// calling thread; 0 splits every range (for tests of the chunking on small inputs).
     pub fn set_min_parallel_work(&self, work: u64) {
         self.min_parallel_work.set(work);
+    }
+
+    /// How parallel ranges fold reductions that can be indivisible updates of the shared
+    /// output on several threads: private copies while they pay, else atomics (`Auto`, the
+    /// default), or always atomics, or never (`backend::parallel::Atomics`).
+    pub fn set_atomics(&self, atomics: crate::backend::parallel::Atomics) {
+        self.atomics.set(atomics);
+    }
+
+    pub fn atomics(&self) -> crate::backend::parallel::Atomics {
+        self.atomics.get()
     }
 
     pub fn min_parallel_work(&self) -> u64 {
@@ -341,6 +355,10 @@ impl Runner {
         crate::ir::hoist::hoist_invariants(&mut ir);
         // Last: the passes above know nothing of the float variables it makes of points.
         crate::ir::exact_points::exact_points(&mut ir);
+        // After the passes that keep elements in variables (an accumulation kept in a
+        // register is no shared update): the reductions of parallel ranges that could also be
+        // indivisible updates of the shared outputs, for `backend::parallel` to choose.
+        crate::ir::atomic::atomize_kernel(&mut ir.body);
         if let Err(e) = ir.check() {
             return Err(Error::Backend(format!("internal error: ill-typed IR: {e}")));
         }
@@ -350,7 +368,12 @@ impl Runner {
             crate::backend::parallel::Parallel::compile(self.backend.as_ref(), &ir)?.map(Rc::new);
         let kernel: Box<dyn crate::backend::CompiledKernel> = match &parallel {
             Some(p) => Box::new(crate::backend::parallel::OneThread(p.clone())),
-            None => self.backend.compile(&ir)?,
+            // Unsplit, every range runs as its serial loop: plain updates.
+            None => {
+                let mut plain = ir.clone();
+                crate::ir::atomic::deatomize(&mut plain.body, &[]);
+                self.backend.compile(&plain)?
+            }
         };
         *self.last_compile_ms.borrow_mut() = t0.elapsed().as_secs_f64() * 1e3;
         let (_, written) = crate::notation::visit::reads_writes(&program.body);
@@ -429,7 +452,12 @@ impl Runner {
         }
         bufs[0] = Buffer::I64(dims.into());
         let result = match &c.parallel {
-            Some(p) => p.run(&mut bufs, self.threads.get(), self.min_parallel_work.get()),
+            Some(p) => p.run(
+                &mut bufs,
+                self.threads.get(),
+                self.min_parallel_work.get(),
+                self.atomics.get(),
+            ),
             None => c.kernel.run(&mut bufs),
         };
         // Give the arrays back even when the kernel failed, so inputs are never lost.

@@ -97,6 +97,20 @@ impl Machine<'_> {
                 let i = self.in_bounds(*buf, i)?;
                 self.bufs[buf.0 as usize].set(i, v);
             }
+            // The interpreter runs chunks one after another: no other thread shares the
+            // element, so the update is the plain read, combine, narrowing store.
+            Stmt::Atomic {
+                buf,
+                index,
+                op,
+                value,
+            } => {
+                let i = self.expr(index)?.as_i64();
+                let v = self.expr(value)?;
+                let i = self.in_bounds(*buf, i)?;
+                let old = self.bufs[buf.0 as usize].get(i).widen();
+                self.bufs[buf.0 as usize].set(i, binary(*op, old, v));
+            }
             Stmt::If {
                 cond,
                 then,

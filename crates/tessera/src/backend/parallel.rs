@@ -37,10 +37,57 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// not in count, so the rule errs towards serial).
 pub const MIN_PARALLEL_WORK: u64 = 40_000;
 
+/// How a parallel range whose reductions can be made indivisible (`ir::Private::atomic`)
+/// folds them when it runs on several threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Atomics {
+    /// Private copies while they pay (the cost rule of [`useful_threads`]); when copies would
+    /// cost more than the threads save (outputs much longer than the range's work: the
+    /// distances of a relaxation round over a few thousand edges), the chunks update the
+    /// shared outputs of idempotent reducers ([`cheap_when_shared`]) indivisibly instead, no
+    /// copy to fill and fold, if the range's work still warrants threads.
+    #[default]
+    Auto,
+    /// Always the indivisible updates, any reducer (whenever the range runs on several
+    /// threads).
+    Always,
+    /// Always private copies (the behaviour before atomics existed).
+    Never,
+}
+
+thread_local! {
+    /// Ranges this thread ran with atomic updates of shared outputs (see [`shared_ranges`]).
+    static SHARED_RANGES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many parallel ranges the calling thread has run so far with their chunks updating
+/// shared outputs atomically rather than copies: what the tests check the choice by.
+pub fn shared_ranges() -> u64 {
+    SHARED_RANGES.with(|c| c.get())
+}
+
+/// Whether shared atomic updates with `fold` are cheap enough for `Atomics::Auto`: those of
+/// an idempotent reducer (`min max & |`) mostly leave the element as it is (a relaxation's
+/// distances that do not improve, a flag already set), and store nothing then, so most cost
+/// a load and a compare; every `+` or `*` is a locked instruction (a compare-and-swap loop
+/// for floats), which on the 2-core development machine made a push sum on 2 threads slower
+/// than the serial loop (BENCHMARKS.md, "Atomic folds").
+pub fn cheap_when_shared(fold: Fold) -> bool {
+    matches!(
+        fold,
+        Fold::Op(BinOp::Min | BinOp::Max | BinOp::And | BinOp::Or)
+    )
+}
+
 /// A kernel compiled as the segments of its split.
 pub struct Parallel {
     split: Split,
+    /// The segments' code, every update plain (`ir::deatomize`): serial segments, ranges
+    /// run as one chunk, and chunks with private copies share no element with another thread.
     segments: Vec<Box<dyn CompiledKernel>>,
+    /// Per segment, for a range with atomic privates: its chunks' code with those outputs'
+    /// updates indivisible, which the chunks run on the shared outputs.
+    atomic: Vec<Option<Box<dyn CompiledKernel>>>,
 }
 
 impl Parallel {
@@ -50,14 +97,41 @@ impl Parallel {
         let Some(split) = split(k) else {
             return Ok(None);
         };
+        let plain = |k: &Kernel, keep: &[crate::ir::BufId]| {
+            let mut k = k.clone();
+            crate::ir::atomic::deatomize(&mut k.body, keep);
+            backend.compile(&k)
+        };
         let segments = split
             .segments
             .iter()
             .map(|s| match s {
-                Segment::Serial(k) | Segment::Chunks { kernel: k, .. } => backend.compile(k),
+                Segment::Serial(k) | Segment::Chunks { kernel: k, .. } => plain(k, &[]),
             })
             .collect::<Result<_>>()?;
-        Ok(Some(Parallel { split, segments }))
+        // The atomic twin is compiled at once (a backend is not kept to compile it later);
+        // only ranges with an atomic private have one.
+        let atomic = split
+            .segments
+            .iter()
+            .map(|s| match s {
+                Segment::Chunks { kernel, range, .. } => {
+                    let keep: Vec<_> = range
+                        .private
+                        .iter()
+                        .filter(|p| p.atomic)
+                        .map(|p| p.buf)
+                        .collect();
+                    (!keep.is_empty()).then(|| plain(kernel, &keep)).transpose()
+                }
+                Segment::Serial(_) => Ok(None),
+            })
+            .collect::<Result<_>>()?;
+        Ok(Some(Parallel {
+            split,
+            segments,
+            atomic,
+        }))
     }
 
     /// The kernels of the segments, in order (for printing).
@@ -68,12 +142,18 @@ impl Parallel {
     /// Run on the original kernel's buffers with up to `threads` threads at once; a range
     /// with less than `min_work` (indices, or entries when weighted) runs as one chunk on the
     /// calling thread, as does every range with one thread.
-    pub fn run(&self, bufs: &mut Vec<Buffer>, threads: usize, min_work: u64) -> Result<()> {
+    pub fn run(
+        &self,
+        bufs: &mut Vec<Buffer>,
+        threads: usize,
+        min_work: u64,
+        atomics: Atomics,
+    ) -> Result<()> {
         let n = bufs.len();
         for (d, len) in &self.split.extra {
             bufs.push(Buffer::filled(d.elem, *len, Scalar::zero(d.elem)));
         }
-        let r = self.run_segments(bufs, threads.max(1), min_work);
+        let r = self.run_segments(bufs, threads.max(1), min_work, atomics);
         bufs.truncate(n);
         r
     }
@@ -93,9 +173,21 @@ impl Parallel {
             .map_or("interp", |(_, c)| c.tier())
     }
 
-    fn run_segments(&self, bufs: &mut [Buffer], threads: usize, min_work: u64) -> Result<()> {
+    fn run_segments(
+        &self,
+        bufs: &mut [Buffer],
+        threads: usize,
+        min_work: u64,
+        atomics: Atomics,
+    ) -> Result<()> {
         let env_i64 = self.split.chunk_buf.0 as usize - 3;
-        for (seg, compiled) in self.split.segments.iter().zip(&self.segments) {
+        for ((seg, compiled), atomic) in self
+            .split
+            .segments
+            .iter()
+            .zip(&self.segments)
+            .zip(&self.atomic)
+        {
             match seg {
                 Segment::Serial(_) => compiled.run(bufs)?,
                 Segment::Chunks {
@@ -118,18 +210,50 @@ impl Parallel {
                     // usual); one written earlier in the kernel or reopened runs as one chunk.
                     let fresh = rows.iter().all(|&(c, _)| env.get(c) == Some(&0));
                     let weights = range.weights.and_then(|w| Weights::of(&bufs[w.0 as usize]));
-                    // Elements copied per chunk: the private outputs and the workspaces.
-                    let private: u64 = range
-                        .private
-                        .iter()
-                        .map(|p| p.buf)
-                        .chain(range.scratch.iter().copied())
-                        .map(|b| bufs[b.0 as usize].len() as u64)
-                        .sum();
-                    let threads = match fresh {
-                        true => useful_threads(lo, hi, threads, weights, private, min_work),
-                        false => 1,
+                    // Elements copied per chunk: the private outputs and the workspaces, and
+                    // those left when the privates `sharable` picks are shared instead.
+                    let sharable = |p: &Private| {
+                        atomic.is_some()
+                            && p.atomic
+                            && match atomics {
+                                Atomics::Always => true,
+                                Atomics::Auto => cheap_when_shared(p.fold),
+                                Atomics::Never => false,
+                            }
                     };
+                    let copied = |shared: bool| -> u64 {
+                        range
+                            .private
+                            .iter()
+                            .filter(|p| !(shared && sharable(p)))
+                            .map(|p| p.buf)
+                            .chain(range.scratch.iter().copied())
+                            .map(|b| bufs[b.0 as usize].len() as u64)
+                            .sum()
+                    };
+                    let with_copies =
+                        |private| useful_threads(lo, hi, threads, weights, private, min_work);
+                    let any = range.private.iter().any(sharable);
+                    let (threads, shared) = match (fresh, any, atomics) {
+                        (false, _, _) => (1, false),
+                        (true, true, Atomics::Always) => {
+                            let t = with_copies(copied(true));
+                            (t, t > 1)
+                        }
+                        // Copies first; atomics where copies would not pay but threads would.
+                        (true, true, _) => match with_copies(copied(false)) {
+                            1 => {
+                                let t = with_copies(copied(true));
+                                (t, t > 1)
+                            }
+                            t => (t, false),
+                        },
+                        (true, false, _) => (with_copies(copied(false)), false),
+                    };
+                    let private = copied(shared);
+                    if shared {
+                        SHARED_RANGES.with(|c| c.set(c.get() + 1));
+                    }
                     let chunk = self.split.chunk_buf.0 as usize;
                     if threads == 1 {
                         // One chunk on this thread, straight into the outputs: the serial loop.
@@ -139,8 +263,18 @@ impl Parallel {
                         continue;
                     }
                     let cuts = cut(lo, hi, chunk_count(threads, private), weights);
+                    let code = match (shared, atomic) {
+                        (true, Some(a)) => a.as_ref(),
+                        _ => compiled.as_ref(),
+                    };
+                    let copies: Vec<Private> = range
+                        .private
+                        .iter()
+                        .filter(|p| !(shared && sharable(p)))
+                        .cloned()
+                        .collect();
                     let mut parts =
-                        self.chunks(compiled.as_ref(), kernel, range, &cuts, bufs, threads)?;
+                        self.chunks(code, kernel, range, &copies, &cuts, bufs, threads)?;
                     stitch(range, rows, &mut parts, bufs, env_i64);
                     // The workspaces' state as the last chunk (the last iteration) left it.
                     if let Some(last) = parts.last() {
@@ -155,11 +289,16 @@ impl Parallel {
         Ok(())
     }
 
+    /// Run the chunks `cuts` of `range` with `compiled`, each with its own copies of the
+    /// privates `copies` (all of the range's, or those left when the chunks update the atomic
+    /// ones in place), folded into the outputs afterwards.
+    #[allow(clippy::too_many_arguments)]
     fn chunks(
         &self,
         compiled: &dyn CompiledKernel,
         kernel: &Kernel,
         range: &Chunked,
+        copies: &[Private],
         cuts: &[(i64, i64)],
         bufs: &mut [Buffer],
         threads: usize,
@@ -191,7 +330,7 @@ impl Parallel {
                 for e in 0..3 {
                     own.push((chunk_buf - 3 + e, bufs[chunk_buf - 3 + e].clone()));
                 }
-                for p in &range.private {
+                for p in copies {
                     let real = &bufs[p.buf.0 as usize];
                     let id = identity(real.elem(), p);
                     own.push((
@@ -293,7 +432,7 @@ impl Parallel {
                 vec![(0, 0); owns.len()]
             }
         };
-        let fragments = OWN_PRIVATE + range.private.len();
+        let fragments = OWN_PRIVATE + copies.len();
         let arrays: usize = range.rows.iter().map(|r| r.arrays.len()).sum();
         for k in 0..owns.len() {
             if let Some(fault) = native_fault(codes[k].0, codes[k].1) {
@@ -306,7 +445,7 @@ impl Parallel {
                 return Err(fault.to_error(kernel, bufs));
             }
         }
-        for (i, p) in range.private.iter().enumerate() {
+        for (i, p) in copies.iter().enumerate() {
             for own in &owns {
                 let acc = &mut bufs[p.buf.0 as usize];
                 match p.fold {
@@ -369,9 +508,12 @@ impl Chunks {
                 }
                 // SAFETY: `check_buffers` verified the types the code was generated for; the
                 // chunks write shared buffers only at elements indexed by the parallel index
-                // (the race check), never move them (`ir::split`), and the caller touches
-                // none of them until every chunk has finished (`wait`); a worker that starts
-                // later takes no chunk, so it never reaches the shared pointers.
+                // (the race check) or through indivisible updates (`ir::Stmt::Atomic`, which
+                // the atomic twin alone holds, for outputs no other statement of the range
+                // reads or writes: `ir::atomic`), never move them (`ir::split`), and the
+                // caller touches none of them until every chunk has finished (`wait`); a
+                // worker that starts later takes no chunk, so it never reaches the shared
+                // pointers.
                 unsafe { run_native_chunk(self.f, &self.shared, &mut slots) }
             }));
             match ran {
@@ -486,7 +628,7 @@ impl CompiledKernel for OneThread {
             .iter_mut()
             .map(|b| std::mem::replace(b, empty()))
             .collect();
-        let r = self.0.run(&mut owned, 1, u64::MAX);
+        let r = self.0.run(&mut owned, 1, u64::MAX, Atomics::Never);
         for (b, o) in bufs.iter_mut().zip(owned) {
             *b = o;
         }

@@ -147,6 +147,7 @@ impl Gathers {
                 changed.extend(c.scratch.iter().copied());
             }
             Stmt::Store { buf, .. }
+            | Stmt::Atomic { buf, .. }
             | Stmt::Grow { buf, .. }
             | Stmt::Fill { buf, .. }
             | Stmt::Sort { buf, .. }

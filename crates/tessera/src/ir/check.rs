@@ -166,6 +166,23 @@ impl Kernel {
                     format!("store into `{}`", self.bufs[buf.0 as usize].name)
                 })
             }
+            Stmt::Atomic {
+                buf,
+                index,
+                op,
+                value,
+            } => {
+                self.storable(*buf)?;
+                if !crate::ir::atomic::OPS.contains(op) {
+                    return Err(format!("atomic update with {op:?}"));
+                }
+                expect(self.expr_ty(index)?, ElemType::I64, || {
+                    "atomic index".into()
+                })?;
+                expect(self.expr_ty(value)?, self.buf_elem(*buf).compute(), || {
+                    format!("atomic update of `{}`", self.bufs[buf.0 as usize].name)
+                })
+            }
             Stmt::If { cond, .. } => expect(self.expr_ty(cond)?, ElemType::Bool, || {
                 "if condition".into()
             }),

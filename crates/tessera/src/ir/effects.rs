@@ -43,7 +43,12 @@ pub(super) fn effects_stmts(stmts: &[Stmt], fx: &mut Effects) {
                 fx.changed.insert(*buf);
                 fx.accesses.push((*buf, index.clone()));
             }
-            Stmt::Grow { buf, .. } | Stmt::Fill { buf, .. } | Stmt::Sort { buf, .. } => {
+            // An indivisible update reads and writes its element in one instruction: no pass
+            // may keep that element in a variable.
+            Stmt::Atomic { buf, .. }
+            | Stmt::Grow { buf, .. }
+            | Stmt::Fill { buf, .. }
+            | Stmt::Sort { buf, .. } => {
                 fx.changed.insert(*buf);
                 fx.other_use.insert(*buf);
                 if let Stmt::Sort { flags: Some(f), .. } = s {

@@ -127,6 +127,7 @@ fn uses_stmts(k: &Kernel, stmts: &[Stmt], u: &mut Uses) {
                 u.assigned.extend(c.scratch_state.iter().copied());
             }
             Stmt::Store { .. }
+            | Stmt::Atomic { .. }
             | Stmt::Grow { .. }
             | Stmt::Fill { .. }
             | Stmt::Sort { .. }

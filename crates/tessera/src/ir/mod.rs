@@ -6,6 +6,7 @@
 //! implicitly from it (see `types.rs`); `Cast` converts between compute types. The lowering is
 //! responsible for producing well-typed IR; [`Kernel::check`] verifies it.
 
+pub mod atomic;
 pub mod build;
 pub mod check;
 pub mod cx;
@@ -220,6 +221,19 @@ pub enum Stmt {
         index: Expr,
         value: Expr,
     },
+    /// `buf[index] = op(buf[index], value)` as one indivisible update (value of the buffer's
+    /// compute type; the element is widened, combined and narrowed as a `Store` of
+    /// `Binary(op, Load, value)` would, so every result equals that store's). `op` is `Add`,
+    /// `Mul`, `Min`, `Max`, `And` or `Or`. The lowering writes it for a reduction into a
+    /// [`Private`] output marked `atomic`, so that the chunks of a parallel range may update
+    /// one shared buffer instead of copies (`backend::parallel` chooses); where no chunks
+    /// share a buffer, [`deatomize`] turns it back into the plain store.
+    Atomic {
+        buf: BufId,
+        index: Expr,
+        op: BinOp,
+        value: Expr,
+    },
     If {
         cond: Expr,
         then: Vec<Stmt>,
@@ -340,6 +354,11 @@ pub struct Private {
     pub fold: Fold,
     /// The value copies start from, of the buffer's compute type.
     pub identity: Scalar,
+    /// Every update of `buf` in the range's body is a [`Stmt::Atomic`] with the fold's
+    /// operator, and nothing else there reads or writes it: the chunks may then update the
+    /// buffer itself, at once, instead of copies (no copy to fill, no fold), which the runner
+    /// chooses when copies would cost more than the threads save (`backend::parallel`).
+    pub atomic: bool,
 }
 
 /// How a private copy folds into its buffer after a parallel range.
@@ -423,7 +442,9 @@ impl Stmt {
     pub fn own_exprs(&self) -> Vec<&Expr> {
         match self {
             Stmt::Assign(_, e) | Stmt::Grow { len: e, .. } => vec![e],
-            Stmt::Store { index, value, .. } => vec![index, value],
+            Stmt::Store { index, value, .. } | Stmt::Atomic { index, value, .. } => {
+                vec![index, value]
+            }
             Stmt::If { cond, .. } | Stmt::While { cond, .. } => vec![cond],
             Stmt::For { start, stop, .. } => vec![start, stop],
             Stmt::Fill {
@@ -438,7 +459,9 @@ impl Stmt {
     pub fn own_exprs_mut(&mut self) -> Vec<&mut Expr> {
         match self {
             Stmt::Assign(_, e) | Stmt::Grow { len: e, .. } => vec![e],
-            Stmt::Store { index, value, .. } => vec![index, value],
+            Stmt::Store { index, value, .. } | Stmt::Atomic { index, value, .. } => {
+                vec![index, value]
+            }
             Stmt::If { cond, .. } | Stmt::While { cond, .. } => vec![cond],
             Stmt::For { start, stop, .. } => vec![start, stop],
             Stmt::Fill {
@@ -482,6 +505,7 @@ impl Kernel {
             for s in body {
                 match s {
                     Stmt::Store { buf, .. }
+                    | Stmt::Atomic { buf, .. }
                     | Stmt::Grow { buf, .. }
                     | Stmt::Fill { buf, .. }
                     | Stmt::Sort { buf, .. }

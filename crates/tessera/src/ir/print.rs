@@ -95,11 +95,31 @@ impl<'a> Printer<'a> {
                     self.expr(value)
                 );
             }
+            Stmt::Atomic {
+                buf,
+                index,
+                op,
+                value,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "{pad}atomic {}[{}] {}= {};",
+                    self.bufs[buf.0 as usize],
+                    self.expr(index),
+                    atomic_op(*op),
+                    self.expr(value)
+                );
+            }
             Stmt::Chunked(c) => {
+                // An atomic private: copies, or the chunks' indivisible updates of the
+                // buffer itself, as the runner chooses per call.
                 let private: Vec<String> = c
                     .private
                     .iter()
-                    .map(|p| format!("{} ({})", self.bufs[p.buf.0 as usize], p.fold))
+                    .map(|p| {
+                        let or = if p.atomic { " or atomic" } else { "" };
+                        format!("{} ({}{or})", self.bufs[p.buf.0 as usize], p.fold)
+                    })
                     .collect();
                 let scratch: Vec<&str> = c
                     .scratch
@@ -346,6 +366,19 @@ fn symbol(op: BinOp) -> &'static str {
         BinOp::Min | BinOp::Max | BinOp::IeeeMul | BinOp::Math(_) => {
             unreachable!("printed as calls")
         }
+    }
+}
+
+/// The operator of a printed `atomic a[i] op= v`.
+fn atomic_op(op: BinOp) -> &'static str {
+    match op {
+        BinOp::Add => "+",
+        BinOp::Mul => "*",
+        BinOp::Min => "min",
+        BinOp::Max => "max",
+        BinOp::And => "&",
+        BinOp::Or => "|",
+        _ => "?",
     }
 }
 

@@ -279,6 +279,7 @@ impl Engine {
                 buf: *buf,
                 fold,
                 identity,
+                atomic: false,
             });
         }
         Some(out)
@@ -308,6 +309,7 @@ impl Engine {
                     identity: crate::types::Scalar::zero(
                         self.cx.bufs[buf.0 as usize].elem.compute(),
                     ),
+                    atomic: false,
                 });
             }
         }

@@ -405,6 +405,23 @@ impl Emitter<'_> {
                 let t = c_elem(me.k.buf_elem(*buf));
                 me.line(&format!("b{}[{i}] = ({t})({v});", buf.0));
             }),
+            Stmt::Atomic {
+                buf,
+                index,
+                op,
+                value,
+            } => self.scoped(&[index, value], |me| {
+                // Evaluated and checked as a `Store`.
+                let i = me.expr(index);
+                let i = me.bind("int64_t", i);
+                let v = me.expr(value);
+                let ty = me.k.buf_elem(*buf).compute();
+                let v = me.bind(c_compute(ty), v);
+                if !me.is_unchecked(*buf, index) {
+                    me.check(*buf, &i);
+                }
+                me.atomic_update(*buf, *op, &i, &v);
+            }),
             Stmt::If {
                 cond,
                 then,
@@ -738,6 +755,64 @@ impl Emitter<'_> {
                 self.bind("int64_t", format!("H.hash_find(state, {}, {k})", table.0))
             }
         }
+    }
+
+    /// `Stmt::Atomic` of the checked element `b{buf}[i]` with the bound value `v`: integer
+    /// `+` is one `__atomic_fetch_add` (it commutes with the narrowing store); the rest loop
+    /// on `__atomic_compare_exchange_n` over the element's bits, computing what the plain
+    /// store of `op(b[i], v)` computes (the same `binary`, widening and narrowing), so NaN,
+    /// -0.0 and wrapping are the serial code's. An update that leaves the bits as they are
+    /// stores nothing (most updates of `min max & |`: no locked instruction for them, as
+    /// the JIT). Relaxed ordering is enough: the update only has to be indivisible,
+    /// and the join of the chunks (the runner waits for every chunk) is the barrier before
+    /// anything reads the buffer.
+    fn atomic_update(&mut self, buf: BufId, op: BinOp, i: &str, v: &str) {
+        let elem = self.k.buf_elem(buf);
+        let b = buf.0;
+        let t = c_elem(elem);
+        let int = !matches!(elem, ElemType::F32 | ElemType::F64);
+        if op == BinOp::Add && int {
+            self.line(&format!(
+                "__atomic_fetch_add(&b{b}[{i}], ({t})({v}), __ATOMIC_RELAXED);"
+            ));
+            return;
+        }
+        let bits = match elem.size() {
+            1 => "uint8_t",
+            4 => "uint32_t",
+            _ => "uint64_t",
+        };
+        let (p, o, ov, nv, n) = (
+            self.fresh(),
+            self.fresh(),
+            self.fresh(),
+            self.fresh(),
+            self.fresh(),
+        );
+        let wide = match elem {
+            ElemType::Bool | ElemType::F64 | ElemType::I64 => ov.clone(),
+            ElemType::F32 => format!("(double){ov}"),
+            _ => format!("(int64_t){ov}"),
+        };
+        let combined = binary(op, elem.compute(), &wide, v);
+        self.line(&format!("{bits} *{p} = ({bits} *)&b{b}[{i}];"));
+        self.line(&format!(
+            "{bits} {o} = __atomic_load_n({p}, __ATOMIC_RELAXED);"
+        ));
+        self.open("for (;;) {");
+        self.line(&format!(
+            "{t} {ov}; __builtin_memcpy(&{ov}, &{o}, sizeof {ov});"
+        ));
+        self.line(&format!("const {t} {nv} = ({t})({combined});"));
+        self.line(&format!(
+            "{bits} {n}; __builtin_memcpy(&{n}, &{nv}, sizeof {n});"
+        ));
+        // On failure the exchange loads the element's current bits into `o`.
+        self.line(&format!(
+            "if ({n} == {o} || __atomic_compare_exchange_n({p}, &{o}, {n}, 1, \
+             __ATOMIC_RELAXED, __ATOMIC_RELAXED)) break;"
+        ));
+        self.close("}");
     }
 
     /// `buf[index]` widened to its compute type (the index is already checked).

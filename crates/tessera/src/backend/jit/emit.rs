@@ -20,8 +20,8 @@ use crate::runtime::abi::{self, VIEW_LEN, VIEW_PTR, VIEW_SIZE};
 use crate::types::{CANONICAL_NAN, ElemType, Scalar};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    AbiParam, Block, BlockArg, Function, InstBuilder, MemFlagsData, SigRef, Signature, StackSlot,
-    StackSlotData, StackSlotKind, Type, Value, types,
+    AbiParam, AtomicRmwOp, Block, BlockArg, Function, InstBuilder, MemFlagsData, SigRef, Signature,
+    StackSlot, StackSlotData, StackSlotKind, Type, Value, types,
 };
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
@@ -481,6 +481,81 @@ impl Emitter<'_, '_> {
         };
     }
 
+    /// `Stmt::Atomic`: `*addr = op(*addr, v)` as one indivisible update of `buf`'s element.
+    /// Integer `+` (any width: it commutes with the narrowing store) is one `atomic_rmw`;
+    /// the rest loop on `atomic_cas` over the element's bits, computing exactly what the
+    /// plain `Store` of `Binary(op, Load, v)` computes, so NaN, -0.0 and wrapping come out
+    /// as serially. An update that leaves the bits as they are stores nothing: most updates
+    /// of an idempotent reducer (`min max & |`: a relaxation's distances that do not
+    /// improve, a flag already set) are then a plain load and compare, no locked instruction,
+    /// which a native `atomic_rmw` or/smin would always be.
+    /// No ordering beyond atomicity is needed (Cranelift's atomics are sequentially
+    /// consistent anyway): the chunks' join is the barrier before anything reads the buffer.
+    fn atomic_update(&mut self, buf: BufId, op: BinOp, addr: Value, v: Value) {
+        let elem = self.k.buf_elem(buf);
+        let mem = match elem {
+            ElemType::Bool | ElemType::U8 | ElemType::I8 => types::I8,
+            ElemType::I32 | ElemType::F32 => types::I32,
+            _ => types::I64,
+        };
+        let int = !matches!(elem, ElemType::F32 | ElemType::F64);
+        if op == BinOp::Add && int {
+            let v = if mem == types::I64 || elem == ElemType::Bool {
+                v
+            } else {
+                self.b.ins().ireduce(mem, v)
+            };
+            self.b
+                .ins()
+                .atomic_rmw(mem, flags(), AtomicRmwOp::Add, addr, v);
+            return;
+        }
+        let first = self.b.ins().atomic_load(mem, flags(), addr);
+        let (head, swap, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.append_block_param(head, mem);
+        self.b.ins().jump(head, &[BlockArg::Value(first)]);
+        self.b.switch_to_block(head);
+        let old = self.b.block_params(head)[0];
+        // Widen the bits as `load` widens the element, combine, narrow as `store` narrows.
+        let ins = self.b.ins();
+        let wide = match elem {
+            ElemType::Bool | ElemType::I64 | ElemType::U64 => old,
+            ElemType::U8 => ins.uextend(types::I64, old),
+            ElemType::I8 | ElemType::I32 => ins.sextend(types::I64, old),
+            ElemType::F32 => {
+                let f = ins.bitcast(types::F32, MemFlagsData::new(), old);
+                self.b.ins().fpromote(types::F64, f)
+            }
+            ElemType::F64 => ins.bitcast(types::F64, MemFlagsData::new(), old),
+            ElemType::Limit => unreachable!("checked IR has no buffer of points"),
+        };
+        let new = self.binary(op, elem.compute(), wide, v);
+        let ins = self.b.ins();
+        let new = match elem {
+            ElemType::Bool | ElemType::I64 | ElemType::U64 => new,
+            ElemType::U8 | ElemType::I8 | ElemType::I32 => ins.ireduce(mem, new),
+            ElemType::F32 => {
+                let f = ins.fdemote(types::F32, new);
+                self.b.ins().bitcast(types::I32, MemFlagsData::new(), f)
+            }
+            ElemType::F64 => ins.bitcast(types::I64, MemFlagsData::new(), new),
+            ElemType::Limit => unreachable!("checked IR has no buffer of points"),
+        };
+        let same = self.b.ins().icmp(IntCC::Equal, new, old);
+        self.b.ins().brif(same, done, &[], swap, &[]);
+        self.b.switch_to_block(swap);
+        let seen = self.b.ins().atomic_cas(flags(), addr, old, new);
+        let stored = self.b.ins().icmp(IntCC::Equal, seen, old);
+        self.b
+            .ins()
+            .brif(stored, done, &[], head, &[BlockArg::Value(seen)]);
+        self.b.switch_to_block(done);
+    }
+
     /// `if c { then } else { otherwise }`, continuing after both.
     fn branch(
         &mut self,
@@ -563,6 +638,17 @@ impl Emitter<'_, '_> {
                 let v = self.expr(value);
                 let addr = self.checked_element(*buf, index, i);
                 self.store(*buf, addr, v);
+            }
+            Stmt::Atomic {
+                buf,
+                index,
+                op,
+                value,
+            } => {
+                let i = self.expr(index);
+                let v = self.expr(value);
+                let addr = self.checked_element(*buf, index, i);
+                self.atomic_update(*buf, *op, addr, v);
             }
             Stmt::If {
                 cond,
