@@ -385,6 +385,33 @@ fn accesses(
     v
 }
 
+/// The bounds of position arrays (as the kernel states them, [`Kernel::bounded`]) that some
+/// loop's [`At::Between`] accesses rest on: those a caller gains by vouching for. The runtime
+/// snapshots and checks a foreign position array only for these (`run::Runner::execute`),
+/// so a kernel that reads one row of a large matrix pays no copy of its row pointers.
+pub fn between_bounds(k: &Kernel) -> Vec<Expr> {
+    let gathers = Gathers::of(k);
+    let mut used = std::collections::BTreeSet::new();
+    walk_stmts(&k.body, &mut |s| {
+        if let Stmt::For {
+            var,
+            start,
+            stop,
+            body,
+        } = s
+        {
+            for a in versionable(*var, start, stop, body, &gathers) {
+                if let At::Between { below, .. } = a.at {
+                    used.insert(below);
+                }
+            }
+        }
+    });
+    used.into_iter()
+        .map(|b| gathers.belows[b].clone())
+        .collect()
+}
+
 /// Whether `a op b` is `v < len(buf)` or `0 <= v` for the counter `v` of a versioned loop
 /// whose test covers it, given the accesses the enclosing versioned loops made unchecked: an
 /// unchecked `buf[v + c]` with `c >= 0` (`c <= 0`) has `v < len(buf)` (`0 <= v`) for every

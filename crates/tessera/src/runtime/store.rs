@@ -119,6 +119,12 @@ impl<T: Copy> Store<T> {
         matches!(self.repr, Repr::Shared { .. })
     }
 
+    /// Whether the elements are memory someone else owns and may change at any time
+    /// ([`Store::shared`]): such a store never carries a checked bound.
+    pub fn is_foreign(&self) -> bool {
+        matches!(self.repr, Repr::Shared { foreign: true, .. })
+    }
+
     /// Make the elements writable in place: shared memory is copied into a `Vec` of the
     /// store's own; owned and lent memory stay where they are.
     pub fn make_writable(&mut self) {
