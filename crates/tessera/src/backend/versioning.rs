@@ -17,7 +17,10 @@
 //! Each holds only while the buffer keeps its length during the loop. A backend emits the
 //! loop twice: a copy without those checks, taken when the range tests all pass, and the
 //! checked copy otherwise, so a corrupt input still fails at the same access with the same
-//! writes done. Innermost loops are versioned ([`versionable`]), and once on any path through
+//! writes done. When gathers are among the accesses a third copy sits between the two: the
+//! gathers checked, the rest not, taken when only a gather's test fails (coordinates nobody
+//! vouches for, such as a matrix shared from NumPy, whose positions the runtime still checks
+//! on a private copy); inside it, inner loops do not test those gathers again. Innermost loops are versioned ([`versionable`]), and once on any path through
 //! a nest a small loop with loops inside ([`outer_versionable`]), whose test also covers its
 //! inner loops' `Between` accesses.
 
