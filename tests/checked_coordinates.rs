@@ -581,3 +581,58 @@ fn hostile_foreign_row_pointers_fail_as_before() {
         }
     }
 }
+
+/// The C source of SpMV over a CSR matrix has the copy a foreign matrix takes: after the
+/// fully unchecked copy, one tested without the gather `x[j]`'s test, whose row-pointer and
+/// entry reads are unchecked while the gather keeps its check.
+#[test]
+fn spmv_has_a_copy_with_only_its_gathers_checked() {
+    let t = BTreeMap::from([
+        ("A".to_string(), matrix(FORMATS[1], N, M, 9)),
+        ("x".to_string(), dense(&[M], 1)),
+        ("y".to_string(), dense(&[N], 0)),
+    ]);
+    let (ir, _, _) = tessera::run::Runner::lower(&parse(SPMV), &formats_of(&t)).unwrap();
+    let src = tessera::backend::CBackend::source(&ir);
+    let lines: Vec<&str> = src.lines().map(str::trim).collect();
+    // `... const int64_t n4 = views[4].len; /* x_val */`: x's length variable.
+    let x_len = lines
+        .iter()
+        .find(|l| l.ends_with("/* x_val */"))
+        .and_then(|l| l.split("const int64_t ").nth(1)?.split(' ').next())
+        .unwrap_or_else(|| panic!("no x_val buffer in\n{src}"));
+    let middle = lines
+        .iter()
+        .position(|l| l.starts_with("} else if ("))
+        .unwrap_or_else(|| panic!("no middle copy in\n{src}"));
+    let end = middle
+        + lines[middle..]
+            .iter()
+            .position(|l| *l == "} else {")
+            .unwrap_or_else(|| panic!("no checked copy in\n{src}"));
+    let test = lines[middle];
+    assert!(
+        !test.contains("(uint64_t)g") && test.contains(" > 0"),
+        "the middle copy tests the positions' bound, not the gather's: {test}"
+    );
+    let checks: Vec<&str> = lines[middle + 1..end]
+        .iter()
+        .copied()
+        .filter(|l| l.contains("UNLIKELY("))
+        .collect();
+    assert_eq!(
+        checks.len(),
+        1,
+        "only the gather is checked in the middle copy: {checks:?}\n{src}"
+    );
+    assert!(
+        checks[0].contains(&format!(">= (uint64_t){x_len})")),
+        "{checks:?}"
+    );
+    // And the checked copy after it checks the row pointers and entries as well.
+    let rest = lines[end..]
+        .iter()
+        .filter(|l| l.contains("UNLIKELY("))
+        .count();
+    assert!(rest >= 4, "{src}");
+}
