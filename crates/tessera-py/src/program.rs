@@ -322,7 +322,7 @@ pub fn kernel_cache_len(backend: &str) -> PyResult<usize> {
 /// snapshots).
 #[pyfunction]
 #[pyo3(signature = (backend="tiered"))]
-pub fn last_snapshots(backend: &str) -> PyResult<Vec<(String, usize, usize, Option<u64>)>> {
+pub fn last_snapshots(backend: &str) -> PyResult<Vec<tessera::run::Snapshot>> {
     Ok(runner(backend).py_err()?.last_snapshots().copied)
 }
 

@@ -47,8 +47,12 @@ pub struct Snapshots {
     /// `(tensor, level, buffer)` of each foreign position array the kernel read as a private
     /// copy, with the bound checked on that copy (`None`: the check failed, a negative
     /// element, and the kernel kept every bounds check).
-    pub copied: Vec<(String, usize, usize, Option<u64>)>,
+    pub copied: Vec<Snapshot>,
 }
+
+/// One entry of [`Snapshots::copied`]: the tensor, the level, the buffer's place in the
+/// level, and the bound checked on the copy.
+pub type Snapshot = (String, usize, usize, Option<u64>);
 
 /// What the shape check of a run depends on: each layout tensor's shape, in layout order, and
 /// the values of the integer scalars (they may size loops).
