@@ -320,9 +320,34 @@ fn lend<T: Element + Copy + Send + Sync + 'static>(
     Ok(Some((unsafe { Store::lent(ptr, len, owner) }, bytes)))
 }
 
-/// `out=`'s array for output `name`: checked (a NumPy array of a Tessera dtype other than
-/// bool, in native byte order, writable, C-contiguous, aligned) and its memory lent as a
-/// buffer.
+/// A bool `out=` array lent as a store ([`lend`]), if its dtype is bool. NumPy stores a bool
+/// as one byte and does not promise it is 0 or 1 (a `uint8` array viewed as bool), while a
+/// Rust `bool` must be: any other byte is first written as 1, the same truth value, before
+/// the store reads the memory as `bool`s.
+fn lend_bool(
+    label: &str,
+    obj: &Bound<'_, PyAny>,
+    untyped: &Bound<'_, numpy::PyUntypedArray>,
+) -> PyResult<Option<(Store<bool>, Bytes)>> {
+    if obj.cast::<PyArrayDyn<bool>>().is_err() {
+        return Ok(None);
+    }
+    if untyped.is_c_contiguous() && writeable(untyped) {
+        let bytes = obj.call_method1(pyo3::intern!(obj.py(), "view"), ("uint8",))?;
+        let raw: Bound<'_, PyArrayDyn<u8>> = bytes.cast_into()?;
+        // SAFETY: a C-contiguous, writable array viewed as bytes: `len` initialised bytes at
+        // `data()`, alive while `raw` is; we hold the GIL and no slice of it is held.
+        let all = unsafe { std::slice::from_raw_parts_mut(raw.data(), raw.len()) };
+        for b in all.iter_mut().filter(|b| **b > 1) {
+            *b = 1;
+        }
+    }
+    // Every byte is now 0 or 1 (or the array is refused below, unread).
+    lend::<bool>(label, obj, untyped)
+}
+
+/// `out=`'s array for output `name`: checked (a NumPy array of a Tessera dtype, in native
+/// byte order, writable, C-contiguous, aligned) and its memory lent as a buffer.
 pub fn lend_out(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<OutArray> {
     let label = if name.is_empty() {
         "out=".to_string()
@@ -351,15 +376,17 @@ pub fn lend_out(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<OutArray> {
         (Buffer::U8(s), b, ElemType::U8)
     } else if let Some((s, b)) = lend::<u64>(&label, obj, untyped)? {
         (Buffer::U64(s), b, ElemType::U64)
+    } else if let Some((s, b)) = lend_bool(&label, obj, untyped)? {
+        (Buffer::Bool(s), b, ElemType::Bool)
     } else {
         let dtype = untyped.dtype();
         let name: String = dtype.getattr("name")?.extract()?;
-        let native = elem_of_dtype(&name).is_ok() && name != "bool";
+        let native = elem_of_dtype(&name).is_ok();
         return Err(PyTypeError::new_err(if native {
             format!("{label}: the array's dtype {name} is not in native byte order")
         } else {
             format!(
-                "{label}: unsupported dtype {name} for out= (float64, float32, int64, int32, int8, uint8, uint64)"
+                "{label}: unsupported dtype {name} for out= (float64, float32, int64, int32, int8, uint8, uint64, bool)"
             )
         }));
     };
@@ -513,6 +540,6 @@ pub fn settle(py: Python<'_>, out: &OutArray, t: &Tensor) -> PyResult<()> {
         Buffer::I8(v) => copy(py, &out.array, v),
         Buffer::U8(v) => copy(py, &out.array, v),
         Buffer::U64(v) => copy(py, &out.array, v),
-        Buffer::Bool(_) => Err(PyValueError::new_err("internal error: a bool out= array")),
+        Buffer::Bool(v) => copy(py, &out.array, v),
     }
 }
