@@ -16,6 +16,9 @@
 //! element was found in `0..n`, kept until the elements change. Memory someone else owns takes
 //! none, since its owner may change it at any time. A kernel reading a coordinate array with
 //! such a bound gathers through its elements without bounds checks (`backend::versioning`).
+//! A foreign *position* array (a SciPy matrix's `indptr`, O(rows)) is instead copied for each
+//! run and the copy checked (`run::Runner::execute`), so the loops over its fibers' entries
+//! run unchecked all the same.
 
 use std::any::Any;
 use std::fmt;
