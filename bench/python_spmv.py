@@ -21,6 +21,7 @@ Measures, in one process:
    and the CLI (which reuses its output between repeats). The four are measured in
    alternation, ROUNDS rounds of a batch of calls each; a round's figure is the batch's
    median and the figure reported the best round's (the machine is shared: best of N).
+   SciPy's `A @ x` runs in the same rounds.
 Times are medians of repeated calls, in ms.
 """
 
@@ -163,6 +164,8 @@ def out_table(names, table):
             "out": lambda: k(A=ta, x=tx, out=y),
             "fresh": lambda: k(A=ta, x=tx, out=np.empty(a.shape[0])),
             "matmul_out": lambda: ts.matmul(ta, tx, out=y),
+            # SciPy's own one-thread `A @ x` on the same arrays, in the same rounds.
+            "scipy": lambda: a @ x,
         }
         best = {v: float("inf") for v in variants}
         for _ in range(ROUNDS):
@@ -181,13 +184,14 @@ def main():
     args = ap.parse_args()
     outs = []
     out_table(args.matrices.split(","), outs)
-    print("| matrix | nnz | CLI kernel ms (c) | owned kernel ms | owned kernel / CLI | owned `out=y` ms | **owned `out=y` / CLI** | SciPy-shared kernel ms | kernel / CLI | SciPy-shared `out=y` ms | `out=y` / CLI | `out=np.empty(n)` ms | fresh / CLI | `ts.matmul(A, x, out=y)` ms (tiered, parallel) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| matrix | nnz | CLI kernel ms (c) | owned kernel ms | owned kernel / CLI | owned `out=y` ms | **owned `out=y` / CLI** | SciPy-shared kernel ms | kernel / CLI | SciPy-shared `out=y` ms | `out=y` / CLI | `out=np.empty(n)` ms | fresh / CLI | `ts.matmul(A, x, out=y)` ms (tiered, parallel) | SciPy `A @ x` ms | **SciPy / SciPy-shared `out=y`** |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, nnz, b in outs:
         cli = b["cli"]
         print(f"| {name} | {nnz} | {cli:.4g} | {b['conv_kernel']:.4g} | {b['conv_kernel'] / cli:.2f} | {b['conv_out']:.4g} | "
               f"**{b['conv_out'] / cli:.2f}** | {b['kernel']:.4g} | {b['kernel'] / cli:.2f} | {b['out']:.4g} | "
-              f"{b['out'] / cli:.2f} | {b['fresh']:.4g} | {b['fresh'] / cli:.2f} | {b['matmul_out']:.4g} |")
+              f"{b['out'] / cli:.2f} | {b['fresh']:.4g} | {b['fresh'] / cli:.2f} | {b['matmul_out']:.4g} | "
+              f"{b['scipy']:.4g} | **{b['scipy'] / b['out']:.2f}** |")
     print()
     if args.only_out:
         return

@@ -267,6 +267,8 @@ enum Change {
     SetPtr(usize, i64),
     /// Drop the last row pointers (fewer than the rows the shape claims).
     TruncatePtr(usize),
+    /// Make every array foreign memory (no bounds; the row pointers read as checked copies).
+    Foreign,
 }
 
 fn change() -> impl proptest::strategy::Strategy<Value = Change> {
@@ -294,10 +296,15 @@ fn change() -> impl proptest::strategy::Strategy<Value = Change> {
         Just(Change::Mark),
         (0usize..64, ptr).prop_map(|(k, v)| Change::SetPtr(k, v)),
         (1usize..4).prop_map(Change::TruncatePtr),
+        Just(Change::Foreign),
     ]
 }
 
 fn apply(a: &mut Tensor, c: &Change) {
+    if let Change::Foreign = c {
+        *a = all_foreign(a);
+        return;
+    }
     let [ptr, idx, ..] = &mut a.levels[1][..] else {
         panic!("a CSR matrix has ptr, idx and val")
     };
@@ -332,6 +339,7 @@ fn apply(a: &mut Tensor, c: &Change) {
             *a = b;
         }
         Change::Mark => a.mark_coordinates(),
+        Change::Foreign => unreachable!("applied above"),
     }
 }
 
@@ -381,4 +389,250 @@ fn hostile_changes_never_escape_the_checks() {
             Ok(())
         })
         .unwrap();
+}
+
+/// `b`'s elements as memory someone else owns (`Store::shared`, foreign), as
+/// `tessera.asarray` shares a SciPy matrix's arrays: it carries no bound.
+fn foreign(b: &Buffer) -> Buffer {
+    use std::sync::Arc;
+    use tessera::runtime::store::Store;
+    fn of<T: Copy + Send + Sync + 'static>(v: &[T]) -> Store<T> {
+        let owner = Arc::new(v.to_vec());
+        let (ptr, len) = (owner.as_ptr(), owner.len());
+        // SAFETY: `owner` holds `len` initialised elements at `ptr` (aligned, non-null even
+        // when empty), which the store keeps alive by holding `owner`; nothing writes them.
+        unsafe { Store::shared(ptr, len, owner) }
+    }
+    match b {
+        Buffer::I64(v) => Buffer::I64(of(v)),
+        Buffer::I32(v) => Buffer::I32(of(v)),
+        Buffer::F64(v) => Buffer::F64(of(v)),
+        other => panic!("no foreign {:?} array in these tests", other.elem()),
+    }
+}
+
+/// `t` with every array foreign memory, as `tessera.asarray(scipy_matrix)` makes it.
+fn all_foreign(t: &Tensor) -> Tensor {
+    let mut f = t.clone();
+    for b in f.levels.iter_mut().flatten() {
+        *b = foreign(b);
+    }
+    f
+}
+
+const SPMV: &str = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
+
+/// Foreign position arrays (no bound of their own) are read as a private copy checked at each
+/// run: the kernel's loops over a row's entries then run unchecked, on the JIT and the C
+/// backend alike, with the evaluator's results, and the tensor keeps its foreign arrays.
+#[test]
+fn foreign_row_pointers_run_as_checked_copies() {
+    let program = parse(SPMV);
+    for format in [FORMATS[0], FORMATS[1], FORMATS[3]] {
+        let owned = matrix(format, N, M, 6);
+        let a = all_foreign(&owned);
+        assert!(
+            bounds(&a).iter().all(Option::is_none),
+            "foreign memory carries no bound"
+        );
+        let tensors = BTreeMap::from([
+            ("A".to_string(), a.clone()),
+            ("x".to_string(), dense(&[M], 2)),
+            ("y".to_string(), dense(&[N], 0)),
+        ]);
+        let want = run_eval(&program, &tensors).unwrap();
+        let addresses: Vec<*const u8> = a.levels.iter().flatten().map(Buffer::as_ptr).collect();
+        for (name, runner) in runners() {
+            let c = runner.compile(&program, &formats_of(&tensors)).unwrap();
+            // The printed kernel states the fact its versioned loops rest on.
+            assert!(
+                c.ir.to_string().contains("(checked positions)"),
+                "{name} {format}:\n{}",
+                c.ir
+            );
+            let mut got = tensors.clone();
+            for round in 0..2 {
+                runner.execute(&c, &mut got).unwrap();
+                assert_eq!(
+                    got["y"].to_dense(),
+                    want["y"],
+                    "{name} {format} run {round}"
+                );
+                // The kernel read checked copies of the row pointers: positive bounds, one
+                // past the largest position, so the test of its versioned loops passes.
+                let copied = runner.last_snapshots().copied;
+                assert!(!copied.is_empty(), "{name} {format}: no snapshot");
+                for (tensor, level, buf, below) in &copied {
+                    let ptr = got["A"].levels[*level][*buf].to_scalars();
+                    let largest = ptr.iter().map(|s| s.as_i64()).max().unwrap();
+                    assert_eq!(tensor, "A");
+                    assert_eq!(*below, Some(largest as u64 + 1), "{name} {format}");
+                }
+                if format == FORMATS[0] {
+                    let nnz = owned.levels[1][1].len() as u64;
+                    assert_eq!(copied, vec![("A".to_string(), 1, 0, Some(nnz + 1))]);
+                }
+                // Zero-copy kept: the tensor holds the same foreign memory, still unbounded.
+                let after: Vec<*const u8> = got["A"]
+                    .levels
+                    .iter()
+                    .flatten()
+                    .map(Buffer::as_ptr)
+                    .collect();
+                assert_eq!(after, addresses, "{name} {format}");
+                assert!(got["A"].levels.iter().flatten().all(Buffer::is_foreign));
+                assert!(bounds(&got["A"]).iter().all(Option::is_none));
+            }
+            // Arrays with a bound of their own, or owned ones, are never copied.
+            let mut mine = tensors.clone();
+            mine.insert("A".to_string(), owned.clone());
+            runner.execute(&c, &mut mine).unwrap();
+            assert_eq!(mine["y"].to_dense(), want["y"], "{name} {format}");
+            assert_eq!(runner.last_snapshots().copied, vec![], "{name} {format}");
+        }
+    }
+}
+
+/// A kernel that writes the matrix takes no snapshot of its row pointers: they change as it
+/// runs (and its output is never foreign memory).
+#[test]
+fn a_written_tensor_is_never_snapshotted() {
+    let b = all_foreign(&matrix(FORMATS[0], N, M, 7));
+    let p = parse("A .= 0\nfor i = _, j = _\n  A[i, j] = B[i, j] * 2\nend\n");
+    for (name, runner) in runners() {
+        let mut t = BTreeMap::from([
+            (
+                "A".to_string(),
+                Tensor::empty(&fmt(FORMATS[0]), &[N, M]).unwrap(),
+            ),
+            ("B".to_string(), b.clone()),
+        ]);
+        let c = runner.compile(&p, &formats_of(&t)).unwrap();
+        runner.execute(&c, &mut t).unwrap();
+        let copied = runner.last_snapshots().copied;
+        assert!(copied.iter().all(|(t, ..)| t == "B"), "{name}: {copied:?}");
+        assert_eq!(
+            t["A"].to_dense(),
+            run_eval(
+                &p,
+                &BTreeMap::from([
+                    (
+                        "A".to_string(),
+                        Tensor::empty(&fmt(FORMATS[0]), &[N, M]).unwrap()
+                    ),
+                    ("B".to_string(), b.clone()),
+                ])
+            )
+            .unwrap()["A"],
+            "{name}"
+        );
+    }
+}
+
+/// Hostile foreign row pointers (past the entries, decreasing, negative, huge) give what the
+/// same pointers gave before snapshots, when every access was checked: the same error, or
+/// the same result; never a read outside a buffer.
+#[test]
+fn hostile_foreign_row_pointers_fail_as_before() {
+    let program = parse(SPMV);
+    for format in [FORMATS[0], FORMATS[1]] {
+        let a = matrix(format, N, M, 8);
+        let nnz = a.levels[1][1].len() as i64;
+        let hostile: [(&str, usize, i64); 7] = [
+            ("the last past the entries", N, nnz + 1000),
+            ("a middle one past the entries", N / 2, nnz + 5),
+            ("decreasing", 7, 0),
+            ("decreasing at the end", N, 1),
+            ("negative", 4, -7),
+            ("the first negative", 0, -1),
+            ("huge", 9, i32::MAX as i64),
+        ];
+        for (what, k, v) in hostile {
+            let mut bad = a.clone();
+            bad.levels[1][0].set(k, Scalar::I64(v));
+            // Before: no bound anywhere, every access checked (owned arrays, unmarked).
+            bad.unmark();
+            let now = all_foreign(&bad);
+            for (name, runner) in runners() {
+                let run = |t: &Tensor| {
+                    let mut ts = BTreeMap::from([
+                        ("A".to_string(), t.clone()),
+                        ("x".to_string(), dense(&[M], 1)),
+                        ("y".to_string(), dense(&[N], 0)),
+                    ]);
+                    runner
+                        .compile(&program, &formats_of(&ts))
+                        .and_then(|c| runner.execute(&c, &mut ts))
+                        .map(|()| ts["y"].to_dense())
+                        .map_err(|e| e.to_string())
+                };
+                let before = run(&bad);
+                assert_eq!(runner.last_snapshots().copied, vec![]);
+                let after = run(&now);
+                assert_eq!(after, before, "{name} {format}: {what}");
+                assert!(
+                    after.is_err() || v >= 0,
+                    "{name} {format}: {what}: {after:?}"
+                );
+                let copied = runner.last_snapshots().copied;
+                assert_eq!(copied.len(), 1, "{name} {format}: {what}");
+                assert_eq!(copied[0].3.is_none(), v < 0, "{name}: {what}: {copied:?}");
+            }
+        }
+    }
+}
+
+/// The C source of SpMV over a CSR matrix has the copy a foreign matrix takes: after the
+/// fully unchecked copy, one tested without the gather `x[j]`'s test, whose row-pointer and
+/// entry reads are unchecked while the gather keeps its check.
+#[test]
+fn spmv_has_a_copy_with_only_its_gathers_checked() {
+    let t = BTreeMap::from([
+        ("A".to_string(), matrix(FORMATS[1], N, M, 9)),
+        ("x".to_string(), dense(&[M], 1)),
+        ("y".to_string(), dense(&[N], 0)),
+    ]);
+    let (ir, _, _) = tessera::run::Runner::lower(&parse(SPMV), &formats_of(&t)).unwrap();
+    let src = tessera::backend::CBackend::source(&ir);
+    let lines: Vec<&str> = src.lines().map(str::trim).collect();
+    // `... const int64_t n4 = views[4].len; /* x_val */`: x's length variable.
+    let x_len = lines
+        .iter()
+        .find(|l| l.ends_with("/* x_val */"))
+        .and_then(|l| l.split("const int64_t ").nth(1)?.split(' ').next())
+        .unwrap_or_else(|| panic!("no x_val buffer in\n{src}"));
+    let middle = lines
+        .iter()
+        .position(|l| l.starts_with("} else if ("))
+        .unwrap_or_else(|| panic!("no middle copy in\n{src}"));
+    let end = middle
+        + lines[middle..]
+            .iter()
+            .position(|l| *l == "} else {")
+            .unwrap_or_else(|| panic!("no checked copy in\n{src}"));
+    let test = lines[middle];
+    assert!(
+        !test.contains("(uint64_t)g") && test.contains(" > 0"),
+        "the middle copy tests the positions' bound, not the gather's: {test}"
+    );
+    let checks: Vec<&str> = lines[middle + 1..end]
+        .iter()
+        .copied()
+        .filter(|l| l.contains("UNLIKELY("))
+        .collect();
+    assert_eq!(
+        checks.len(),
+        1,
+        "only the gather is checked in the middle copy: {checks:?}\n{src}"
+    );
+    assert!(
+        checks[0].contains(&format!(">= (uint64_t){x_len})")),
+        "{checks:?}"
+    );
+    // And the checked copy after it checks the row pointers and entries as well.
+    let rest = lines[end..]
+        .iter()
+        .filter(|l| l.contains("UNLIKELY("))
+        .count();
+    assert!(rest >= 4, "{src}");
 }

@@ -109,7 +109,7 @@ class Kernel:
         kernel with one output, else a tuple with an array or None per output in
         :attr:`outputs` order, or a dict name → array; the arrays are returned in the
         outputs' places). An array must be writable, C-contiguous, of the output's shape and
-        dtype (no casting; not bool), for a dense output, and share no memory with an input
+        dtype (no casting), for a dense output, and share no memory with an input
         or another ``out`` array; else ``TypeError`` (dtype, not an array) or ``ValueError``.
         Its contents do not matter: the program's declaration fills it."""
         raws = {}

@@ -93,6 +93,28 @@ def test_out_of_other_dtypes_and_ranks():
     assert s[()] == pytest.approx(m.sum())
 
 
+@pytest.mark.parametrize("backend", ["c", "jit"])
+def test_bool_out_is_written_in_place(backend):
+    """A bool output into a bool array; bytes other than 0 and 1 (a uint8 array viewed as
+    bool) are read as true, as NumPy reads them, and never as invalid Rust bools."""
+    prog = "for i = _\n  m[i] = v[i] > 0.5\nend\n"
+    v = np.array([0.1, 0.9, 0.7, 0.2, 0.6])
+    k = ts.compile(prog, out={"m": "Dense(Element(false))"}, backend=backend, v=v)
+    m = np.array([7, 0, 200, 1, 0], np.uint8).view(bool)
+    before = _tessera.out_copies()
+    assert k(v=v, out=m)["m"] is m
+    np.testing.assert_array_equal(m, v > 0.5)
+    np.testing.assert_array_equal(k(v=1 - v, out=m)["m"], v < 0.5)
+    assert _tessera.out_copies() == before, "written in place"
+    # An or-reduction: the program's declaration fills the array first (`m .= false`), odd
+    # bytes included.
+    acc = "for i = _\n  m[i] |= v[i] > 0.5\nend\n"
+    ka = ts.compile(acc, out={"m": "Dense(Element(false))"}, backend=backend, v=v)
+    m = np.array([9, 0, 0, 0, 0], np.uint8).view(bool)
+    ka(v=v, out=m)
+    np.testing.assert_array_equal(m, v > 0.5)
+
+
 def test_several_outputs_by_tuple_and_by_dict():
     prog = "s .= 0\nfor i = _\n  B[i] = A[i] * c\n  s[] += A[i]\nend\n"
     v = np.arange(5.0)
@@ -192,7 +214,7 @@ def bad_arrays():
         (np.zeros((30, 1)), ValueError, "shape"),
         (np.zeros(30, np.float32), TypeError, "float64, the array float32"),
         (np.zeros(30, np.int64), TypeError, "float64, the array int64"),
-        (np.zeros(30, bool), TypeError, "unsupported dtype bool"),
+        (np.zeros(30, bool), TypeError, "float64, the array bool"),
         (np.zeros(30, np.complex128), TypeError, "unsupported dtype"),
         (np.zeros(30, ">f8"), TypeError, "byte order"),
         (np.zeros(60)[::2], ValueError, "not C-contiguous"),

@@ -54,8 +54,46 @@ pub fn dtype_of_elem(t: ElemType) -> &'static str {
     }
 }
 
-/// Keeps a NumPy array alive while a [`Store`] reads its memory.
-struct Lent(#[allow(dead_code)] Py<PyAny>);
+/// Keeps a NumPy array alive while a [`Store`] reads its memory, and keeps that memory where
+/// it is. The reference alone does not: `ndarray.resize` refuses an array with other
+/// references, but `resize(n, refcheck=False)` skips that count and reallocates the memory
+/// under the store (NumPy 2.4: it still refuses an array that has a base or weak references).
+/// So the store also holds a weak reference to the array that owns the memory (the end of the
+/// `base` chain: resizing it would move its views' memory too), which makes NumPy refuse to
+/// resize it, with or without `refcheck`, while the store lives. Both are held only to keep
+/// them alive.
+struct Lent(
+    #[allow(dead_code)] Py<PyAny>,
+    #[allow(dead_code)] Option<Py<pyo3::types::PyWeakrefReference>>,
+);
+
+impl Lent {
+    fn new(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
+        Ok(Lent(obj.clone().unbind(), resize_guard(obj)?))
+    }
+}
+
+/// A weak reference to the NumPy array whose memory `obj` is or views, which makes NumPy
+/// refuse to resize that array (`Lent`); `None` when there is no such array to guard (the
+/// memory belongs to another kind of object, which NumPy never resizes).
+fn resize_guard(obj: &Bound<'_, PyAny>) -> PyResult<Option<Py<pyo3::types::PyWeakrefReference>>> {
+    if !obj.is_instance_of::<numpy::PyUntypedArray>() {
+        return Ok(None);
+    }
+    let mut owner = obj.clone();
+    loop {
+        let base = owner.getattr(pyo3::intern!(obj.py(), "base"))?;
+        if base.is_none() {
+            // NumPy resizes only arrays without a base: this one.
+            let weak = pyo3::types::PyWeakrefReference::new(&owner)?;
+            return Ok(Some(weak.unbind()));
+        }
+        if !base.is_instance_of::<numpy::PyUntypedArray>() {
+            return Ok(None);
+        }
+        owner = base;
+    }
+}
 
 /// The elements of a NumPy array of element type `T`, in C order: its own memory when it is
 /// C-contiguous (no copy), else gathered.
@@ -75,12 +113,14 @@ fn read<T: Element + Copy + Send + Sync + 'static>(obj: &Bound<'_, PyAny>) -> Py
                     "array memory is not aligned for its dtype (copy it with np.require(a, requirements='A'))",
                 ));
             }
-            let owner: Arc<dyn std::any::Any + Send + Sync> = Arc::new(Lent(obj.clone().unbind()));
+            let owner: Arc<dyn std::any::Any + Send + Sync> = Arc::new(Lent::new(obj)?);
             // SAFETY: `s` is the array's whole memory, `len` initialised elements of `T`
             // (rust-numpy checked the dtype), non-null and aligned (checked above); `owner`
             // holds a reference to the array, so the memory lives as long as the store and its
             // clones. NumPy cannot free or move it meanwhile: `ndarray.resize` refuses an
-            // array with other references. The store never writes it (copy-on-write).
+            // array with other references, and the owner of the memory, even with
+            // `refcheck=False`, while `Lent` holds a weak reference to it. The store never
+            // writes it (copy-on-write).
             Ok(unsafe { Store::shared(ptr, len, owner) })
         }
         // Strided and Fortran-ordered views are gathered in logical (C) order.
@@ -219,8 +259,12 @@ pub struct OutArray {
     pub buffer: Option<Buffer>,
 }
 
-/// Keeps an output array alive while a lent [`Store`] writes its memory.
-struct Lender(#[allow(dead_code)] Py<PyAny>);
+/// Keeps an output array alive while a lent [`Store`] writes its memory, and keeps NumPy from
+/// resizing it meanwhile (the weak reference of [`Lent`]).
+struct Lender(
+    #[allow(dead_code)] Py<PyAny>,
+    #[allow(dead_code)] Option<Py<pyo3::types::PyWeakrefReference>>,
+);
 
 /// A span of memory, `[start, end)` in bytes.
 type Bytes = (usize, usize);
@@ -263,20 +307,47 @@ fn lend<T: Element + Copy + Send + Sync + 'static>(
     }
     let start = ptr as usize;
     let bytes = (start, start + len * std::mem::size_of::<T>());
-    let owner: Arc<dyn std::any::Any + Send + Sync> = Arc::new(Lender(obj.clone().unbind()));
+    let owner: Arc<dyn std::any::Any + Send + Sync> =
+        Arc::new(Lender(obj.clone().unbind(), resize_guard(obj)?));
     // SAFETY: `ptr` is the array's whole memory, `len` initialised, aligned (checked above)
     // elements of `T` (rust-numpy checked the dtype; the array is C-contiguous and writable,
     // checked above); `owner` holds a reference to the array, so the memory lives as long as
-    // the store, and `ndarray.resize` refuses an array with other references. Nothing in
+    // the store, and NumPy refuses to resize it (or the array it views) while the weak
+    // reference `resize_guard` made lives, `refcheck=False` or not. Nothing in
     // Tessera reads or writes it otherwise: the caller refuses an out= array whose memory
     // overlaps an input's or another output's (`check_overlaps`). Other Python threads may
     // touch it while the GIL is released, as with NumPy's own `out=`: that is the caller's race.
     Ok(Some((unsafe { Store::lent(ptr, len, owner) }, bytes)))
 }
 
-/// `out=`'s array for output `name`: checked (a NumPy array of a Tessera dtype other than
-/// bool, in native byte order, writable, C-contiguous, aligned) and its memory lent as a
-/// buffer.
+/// A bool `out=` array lent as a store ([`lend`]), if its dtype is bool. NumPy stores a bool
+/// as one byte and does not promise it is 0 or 1 (a `uint8` array viewed as bool), while a
+/// Rust `bool` must be: any other byte is first written as 1, the same truth value, before
+/// the store reads the memory as `bool`s.
+fn lend_bool(
+    label: &str,
+    obj: &Bound<'_, PyAny>,
+    untyped: &Bound<'_, numpy::PyUntypedArray>,
+) -> PyResult<Option<(Store<bool>, Bytes)>> {
+    if obj.cast::<PyArrayDyn<bool>>().is_err() {
+        return Ok(None);
+    }
+    if untyped.is_c_contiguous() && writeable(untyped) {
+        let bytes = obj.call_method1(pyo3::intern!(obj.py(), "view"), ("uint8",))?;
+        let raw: Bound<'_, PyArrayDyn<u8>> = bytes.cast_into()?;
+        // SAFETY: a C-contiguous, writable array viewed as bytes: `len` initialised bytes at
+        // `data()`, alive while `raw` is; we hold the GIL and no slice of it is held.
+        let all = unsafe { std::slice::from_raw_parts_mut(raw.data(), raw.len()) };
+        for b in all.iter_mut().filter(|b| **b > 1) {
+            *b = 1;
+        }
+    }
+    // Every byte is now 0 or 1 (or the array is refused below, unread).
+    lend::<bool>(label, obj, untyped)
+}
+
+/// `out=`'s array for output `name`: checked (a NumPy array of a Tessera dtype, in native
+/// byte order, writable, C-contiguous, aligned) and its memory lent as a buffer.
 pub fn lend_out(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<OutArray> {
     let label = if name.is_empty() {
         "out=".to_string()
@@ -305,15 +376,17 @@ pub fn lend_out(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<OutArray> {
         (Buffer::U8(s), b, ElemType::U8)
     } else if let Some((s, b)) = lend::<u64>(&label, obj, untyped)? {
         (Buffer::U64(s), b, ElemType::U64)
+    } else if let Some((s, b)) = lend_bool(&label, obj, untyped)? {
+        (Buffer::Bool(s), b, ElemType::Bool)
     } else {
         let dtype = untyped.dtype();
         let name: String = dtype.getattr("name")?.extract()?;
-        let native = elem_of_dtype(&name).is_ok() && name != "bool";
+        let native = elem_of_dtype(&name).is_ok();
         return Err(PyTypeError::new_err(if native {
             format!("{label}: the array's dtype {name} is not in native byte order")
         } else {
             format!(
-                "{label}: unsupported dtype {name} for out= (float64, float32, int64, int32, int8, uint8, uint64)"
+                "{label}: unsupported dtype {name} for out= (float64, float32, int64, int32, int8, uint8, uint64, bool)"
             )
         }));
     };
@@ -467,6 +540,6 @@ pub fn settle(py: Python<'_>, out: &OutArray, t: &Tensor) -> PyResult<()> {
         Buffer::I8(v) => copy(py, &out.array, v),
         Buffer::U8(v) => copy(py, &out.array, v),
         Buffer::U64(v) => copy(py, &out.array, v),
-        Buffer::Bool(_) => Err(PyValueError::new_err("internal error: a bool out= array")),
+        Buffer::Bool(v) => copy(py, &out.array, v),
     }
 }

@@ -36,5 +36,6 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(program::code, m)?)?;
     m.add_function(wrap_pyfunction!(program::kernel_cache_len, m)?)?;
     m.add_function(wrap_pyfunction!(program::out_copies, m)?)?;
+    m.add_function(wrap_pyfunction!(program::last_snapshots, m)?)?;
     Ok(())
 }

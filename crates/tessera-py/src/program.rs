@@ -316,6 +316,16 @@ pub fn kernel_cache_len(backend: &str) -> PyResult<usize> {
     Ok(runner(backend).py_err()?.cache_len())
 }
 
+/// The foreign position arrays (a SciPy matrix's `indptr`) the last kernel run on this
+/// thread's `backend` runner read as checked private copies: `(tensor, level, buffer, bound)`,
+/// the bound `None` when the copy failed its check (for the tests of `Runner::execute`'s
+/// snapshots).
+#[pyfunction]
+#[pyo3(signature = (backend="tiered"))]
+pub fn last_snapshots(backend: &str) -> PyResult<Vec<tessera::run::Snapshot>> {
+    Ok(runner(backend).py_err()?.last_snapshots().copied)
+}
+
 /// How many out= arrays had their values copied in instead of written in place (for the
 /// tests of zero-copy `out=`).
 #[pyfunction]

@@ -31,7 +31,28 @@ pub struct Compiled {
     /// The shapes and integer scalars of the last run whose shape check passed: a run with the
     /// same ones skips the check, which costs more than a small kernel.
     checked: std::sync::Mutex<Option<ShapeKey>>,
+    /// The position arrays ([`crate::ir::Vouched::Positions`], places in `layout.bounds`) of
+    /// tensors the kernel only reads whose bound its versioned loops use
+    /// (`backend::versioning::between_bounds`): a run hands the kernel a checked snapshot of
+    /// such an array when it is foreign memory, which carries no bound ([`Snapshots`]).
+    snapshot: Vec<usize>,
+    /// The snapshots' allocations, one per entry of `snapshot`, kept between runs.
+    scratch: std::sync::Mutex<Vec<Buffer>>,
 }
+
+/// What [`Runner::execute`] did for a [`Compiled`]'s position arrays in its last run (for
+/// tests and the Python package's diagnostics).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshots {
+    /// `(tensor, level, buffer)` of each foreign position array the kernel read as a private
+    /// copy, with the bound checked on that copy (`None`: the check failed, a negative
+    /// element, and the kernel kept every bounds check).
+    pub copied: Vec<Snapshot>,
+}
+
+/// One entry of [`Snapshots::copied`]: the tensor, the level, the buffer's place in the
+/// level, and the bound checked on the copy.
+pub type Snapshot = (String, usize, usize, Option<u64>);
 
 /// What the shape check of a run depends on: each layout tensor's shape, in layout order, and
 /// the values of the integer scalars (they may size loops).
@@ -186,6 +207,8 @@ pub struct Runner {
     atomics: Cell<crate::backend::parallel::Atomics>,
     /// Time spent compiling by the last `compile` call (0 on a cache hit).
     pub last_compile_ms: RefCell<f64>,
+    /// The position arrays the last `execute` snapshotted ([`Snapshots`]).
+    last_snapshots: RefCell<Snapshots>,
 }
 
 impl Runner {
@@ -198,6 +221,7 @@ impl Runner {
             min_parallel_work: Cell::new(crate::backend::parallel::MIN_PARALLEL_WORK),
             atomics: Cell::new(crate::backend::parallel::Atomics::Auto),
             last_compile_ms: RefCell::new(0.0),
+            last_snapshots: RefCell::new(Snapshots::default()),
         }
     }
 
@@ -254,6 +278,12 @@ impl Runner {
 
     pub fn cache_len(&self) -> usize {
         self.cache.borrow().len()
+    }
+
+    /// The foreign position arrays the last [`Runner::execute`] handed its kernel as checked
+    /// private copies ([`Snapshots`]).
+    pub fn last_snapshots(&self) -> Snapshots {
+        self.last_snapshots.borrow().clone()
     }
 
     /// Lower a program for the given tensor formats (sorted by name for a stable layout).
@@ -377,6 +407,8 @@ impl Runner {
         };
         *self.last_compile_ms.borrow_mut() = t0.elapsed().as_secs_f64() * 1e3;
         let (_, written) = crate::notation::visit::reads_writes(&program.body);
+        let written: HashSet<String> = written.into_iter().collect();
+        let snapshot = snapshot_slots(&ir, &layout, &written);
         let c = Rc::new(Compiled {
             kernel,
             layout,
@@ -385,8 +417,10 @@ impl Runner {
             // `execute` then needs no direct use of a real index (`x[i + 0.5]` alone).
             program: real_loops(program, formats)?,
             parallel,
-            written: written.into_iter().collect(),
+            written,
             checked: std::sync::Mutex::new(None),
+            scratch: std::sync::Mutex::new(vec![Buffer::I64(vec![].into()); snapshot.len()]),
+            snapshot,
         });
         self.cache.borrow_mut().insert(key, c.clone());
         Ok(c)
@@ -450,6 +484,35 @@ impl Runner {
                 }
             }
         }
+        // Foreign position arrays (a SciPy matrix's `indptr` shared with NumPy) carry no bound:
+        // their owner may rewrite them at any time, also while the kernel runs (the Python
+        // package releases the GIL). The kernel reads a private copy instead, checked here,
+        // so its loops over a fiber's entries run without bounds checks (`At::Between`: every
+        // position it can read lies in the copy's `0..below`, and the entry arrays' lengths,
+        // which the test compares `below` with, cannot change while they are lent). The copy
+        // is O(fibers), against the O(entries) the checks cost.
+        // The lock is held only to take and return allocations, so that runs of one kernel on
+        // several threads do not wait for each other (a concurrent run allocates its own).
+        let scratch = || c.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lent_back: Vec<(usize, usize, Buffer)> = vec![];
+        let mut copied = vec![];
+        for (s, &k) in c.snapshot.iter().enumerate() {
+            let at = &c.layout.bounds[k];
+            let tl = &c.layout.tensors[at.tensor];
+            let id = tl.bufs[at.level][at.buf];
+            if bufs[id].below().is_some() || !bufs[id].is_foreign() {
+                continue;
+            }
+            let mut copy = std::mem::replace(&mut scratch()[s], Buffer::I64(vec![].into()));
+            bufs[id].copy_into(&mut copy);
+            let below = copy.check_bounded().then(|| copy.below()).flatten();
+            if let Some(n) = below {
+                dims[c.layout.bound_slot(k)] = n.min(i64::MAX as u64) as i64;
+            }
+            copied.push((tl.name.clone(), at.level, at.buf, below));
+            lent_back.push((s, id, std::mem::replace(&mut bufs[id], copy)));
+        }
+        *self.last_snapshots.borrow_mut() = Snapshots { copied };
         bufs[0] = Buffer::I64(dims.into());
         let result = match &c.parallel {
             Some(p) => p.run(
@@ -460,6 +523,14 @@ impl Runner {
             ),
             None => c.kernel.run(&mut bufs),
         };
+        // The tensors get their own (shared) arrays back; the copies' allocations wait for the
+        // next run.
+        if !lent_back.is_empty() {
+            let mut scratch = scratch();
+            for (s, id, original) in lent_back {
+                scratch[s] = std::mem::replace(&mut bufs[id], original);
+            }
+        }
         // Give the arrays back even when the kernel failed, so inputs are never lost.
         for tl in &c.layout.tensors {
             let t = tensors.get_mut(&tl.name).expect("checked above");
@@ -485,6 +556,33 @@ impl Runner {
         }
         Ok(())
     }
+}
+
+/// The places in `layout.bounds` of the position arrays a run snapshots when they are foreign
+/// ([`Compiled::snapshot`]): positions of tensors the kernel does not write, whose bound some
+/// versioned loop of `ir` rests on.
+fn snapshot_slots(ir: &Kernel, layout: &Layout, written: &HashSet<String>) -> Vec<usize> {
+    let used = crate::backend::versioning::between_bounds(ir);
+    if used.is_empty() {
+        return vec![];
+    }
+    layout
+        .bounds
+        .iter()
+        .enumerate()
+        .filter(|(k, at)| {
+            // The kernel states the bound of slot `k` as a load of the dimensions buffer
+            // (buffer 0) at that slot (`lower::lower_program`).
+            let below = crate::ir::build::load(
+                crate::ir::BufId(0),
+                crate::ir::build::int(layout.bound_slot(*k) as i64),
+            );
+            at.what == crate::ir::Vouched::Positions
+                && !written.contains(&layout.tensors[at.tensor].name)
+                && used.contains(&below)
+        })
+        .map(|(k, _)| k)
+        .collect()
 }
 
 /// The race check of a program's parallel loops for tensors of these formats

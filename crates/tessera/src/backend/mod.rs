@@ -17,7 +17,7 @@ mod jit;
 mod limit_code;
 pub mod parallel;
 mod tiered;
-mod versioning;
+pub(crate) mod versioning;
 
 pub use c::CBackend;
 pub use interp::Interpreter;

@@ -17,7 +17,10 @@
 //! Each holds only while the buffer keeps its length during the loop. A backend emits the
 //! loop twice: a copy without those checks, taken when the range tests all pass, and the
 //! checked copy otherwise, so a corrupt input still fails at the same access with the same
-//! writes done. Innermost loops are versioned ([`versionable`]), and once on any path through
+//! writes done. When gathers are among the accesses a third copy sits between the two: the
+//! gathers checked, the rest not, taken when only a gather's test fails (coordinates nobody
+//! vouches for, such as a matrix shared from NumPy, whose positions the runtime still checks
+//! on a private copy); inside it, inner loops do not test those gathers again. Innermost loops are versioned ([`versionable`]), and once on any path through
 //! a nest a small loop with loops inside ([`outer_versionable`]), whose test also covers its
 //! inner loops' `Between` accesses.
 
@@ -384,6 +387,33 @@ fn accesses(
     let mut v: Vec<Access> = found.into_iter().collect();
     v.sort();
     v
+}
+
+/// The bounds of position arrays (as the kernel states them, [`Kernel::bounded`]) that some
+/// loop's [`At::Between`] accesses rest on: those a caller gains by vouching for. The runtime
+/// snapshots and checks a foreign position array only for these (`run::Runner::execute`),
+/// so a kernel that reads one row of a large matrix pays no copy of its row pointers.
+pub fn between_bounds(k: &Kernel) -> Vec<Expr> {
+    let gathers = Gathers::of(k);
+    let mut used = std::collections::BTreeSet::new();
+    walk_stmts(&k.body, &mut |s| {
+        if let Stmt::For {
+            var,
+            start,
+            stop,
+            body,
+        } = s
+        {
+            for a in versionable(*var, start, stop, body, &gathers) {
+                if let At::Between { below, .. } = a.at {
+                    used.insert(below);
+                }
+            }
+        }
+    });
+    used.into_iter()
+        .map(|b| gathers.belows[b].clone())
+        .collect()
 }
 
 /// Whether `a op b` is `v < len(buf)` or `0 <= v` for the counter `v` of a versioned loop

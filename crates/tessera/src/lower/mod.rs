@@ -50,6 +50,8 @@ pub struct BoundSlot {
     pub level: usize,
     /// The buffer's place in the level's arrays.
     pub buf: usize,
+    /// Coordinates or positions ([`Kernel::bounded`]'s fact for the same buffer).
+    pub what: ir::Vouched,
 }
 
 impl Layout {
@@ -150,6 +152,7 @@ pub fn lower_program(
                     tensor: layout.tensors.len() - 1,
                     level,
                     buf,
+                    what,
                 });
             }
         }

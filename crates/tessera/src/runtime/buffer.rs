@@ -212,6 +212,30 @@ impl Buffer {
         each_buffer!(self, v => v.is_shared())
     }
 
+    /// Whether the elements are memory someone else owns and may change ([`Store::is_foreign`]).
+    pub fn is_foreign(&self) -> bool {
+        each_buffer!(self, v => v.is_foreign())
+    }
+
+    /// Make `into` an owned copy of the elements, reusing its allocation when it has the
+    /// same element type (a kernel's private snapshot of a foreign array, taken on every
+    /// call: `run::Runner::execute`). The copy carries no bound until checked.
+    pub fn copy_into(&self, into: &mut Buffer) {
+        macro_rules! same {
+            ($($v:ident),*) => {
+                match (self, &mut *into) {
+                    $((Buffer::$v(s), Buffer::$v(d)) => {
+                        let d = d.to_mut();
+                        d.clear();
+                        d.extend_from_slice(s);
+                    })*
+                    (s, d) => *d = each_buffer!(s, v => Buffer::from(v.to_vec())),
+                }
+            };
+        }
+        same!(Bool, U8, I8, I32, I64, U64, F32, F64)
+    }
+
     /// Copy shared elements into memory of the buffer's own (nothing if already owned, or
     /// lent to be written in place: [`Store::lent`]).
     pub fn make_owned(&mut self) {

@@ -16,6 +16,9 @@
 //! element was found in `0..n`, kept until the elements change. Memory someone else owns takes
 //! none, since its owner may change it at any time. A kernel reading a coordinate array with
 //! such a bound gathers through its elements without bounds checks (`backend::versioning`).
+//! A foreign *position* array (a SciPy matrix's `indptr`, O(rows)) is instead copied for each
+//! run and the copy checked (`run::Runner::execute`), so the loops over its fibers' entries
+//! run unchecked all the same.
 
 use std::any::Any;
 use std::fmt;
@@ -117,6 +120,12 @@ impl<T: Copy> Store<T> {
     /// Whether the elements are someone else's memory (the next write copies them).
     pub fn is_shared(&self) -> bool {
         matches!(self.repr, Repr::Shared { .. })
+    }
+
+    /// Whether the elements are memory someone else owns and may change at any time
+    /// ([`Store::shared`]): such a store never carries a checked bound.
+    pub fn is_foreign(&self) -> bool {
+        matches!(self.repr, Repr::Shared { foreign: true, .. })
     }
 
     /// Make the elements writable in place: shared memory is copied into a `Vec` of the

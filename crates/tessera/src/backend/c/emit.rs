@@ -136,6 +136,7 @@ pub fn emit(k: &Kernel) -> String {
         unchecked: vec![],
         pretested: vec![],
         in_outer: false,
+        failed: vec![],
         gathers: Gathers::of(k),
     };
     let _ = writeln!(e.out, "/* tessera kernel `{}` */", comment(&k.name));
@@ -228,6 +229,52 @@ fn effectful(e: &Expr) -> bool {
 }
 
 /// Text safe inside a C comment.
+/// The C conditions under which `accesses` of `for (v = s; v < e; ...)` stay inside their
+/// buffers (`versioning`), sorted, without repeats.
+fn range_tests(accesses: &[Access], s: &str, e: &str) -> Vec<String> {
+    let mut tests = vec![];
+    for a in accesses {
+        let b = a.buf.0;
+        tests.extend(match a.at {
+            // `s + c >= 0` and `e + c <= n` without overflow: |c| is small and n >= 0.
+            At::Shifted {
+                base: None,
+                offset: c,
+                ..
+            } => vec![
+                format!("{s} >= INT64_C({})", -c),
+                format!("{e} <= n{b} - INT64_C({c})"),
+            ],
+            // The base is any value: the sums are taken in 128 bits.
+            At::Shifted {
+                base: Some(w),
+                offset: c,
+                ..
+            } => vec![
+                format!("(__int128){s} + v{} + INT64_C({c}) >= 0", w.0),
+                format!("(__int128){e} + v{} + INT64_C({c}) <= n{b}", w.0),
+            ],
+            // Every value of the index is in `0..below` once `below` is positive.
+            // `0 < g <= n` as one unsigned compare; `g - 1` is the loops' invariant.
+            At::Gathered { below, .. } => {
+                vec![format!("(uint64_t)g{below} - 1 < (uint64_t)n{b}")]
+            }
+            // The same for every run of the loop, so an outer loop tests it instead where
+            // it can (`versioning::outer_versionable`). `g - 1 + c <= n` without
+            // overflow: 0 < g and 0 <= c are small next to 2^63.
+            At::Between {
+                offset: c, below, ..
+            } => vec![
+                format!("g{below} > 0"),
+                format!("g{below} - 1 <= n{b} - INT64_C({c})"),
+            ],
+        });
+    }
+    tests.sort();
+    tests.dedup();
+    tests
+}
+
 fn comment(s: &str) -> String {
     s.replace("*/", "* /").replace(['\n', '\r'], " ")
 }
@@ -297,6 +344,10 @@ struct Emitter<'a> {
     /// Inside either copy of a versioned loop with loops inside (`versioning::outer_versionable`),
     /// where no other such loop is versioned.
     in_outer: bool,
+    /// Gathers whose test an enclosing versioned loop found false (its bound is 0: the
+    /// coordinates are not vouched for, `At::Gathered`): inner loops keep their checks without
+    /// testing again.
+    failed: Vec<Access>,
     /// The variables holding only checked coordinates, for versioning gathers.
     gathers: Gathers,
 }
@@ -591,7 +642,7 @@ impl Emitter<'_> {
             accesses = versioning::outer_versionable(var, start, stop, body, &self.gathers);
         }
         // What an enclosing versioned loop tested needs no second test.
-        accesses.retain(|a| !self.unchecked.contains(a));
+        accesses.retain(|a| !self.unchecked.contains(a) && !self.failed.contains(a));
         let (pretested, accesses): (Vec<Access>, Vec<Access>) = accesses
             .into_iter()
             .partition(|a| self.pretested.contains(a));
@@ -604,61 +655,26 @@ impl Emitter<'_> {
             self.unchecked.truncate(saved);
             return;
         }
-        let mut tests = vec![];
-        for a in &accesses {
-            let b = a.buf.0;
-            tests.extend(match a.at {
-                // `s + c >= 0` and `e + c <= n` without overflow: |c| is small and n >= 0.
-                At::Shifted {
-                    base: None,
-                    offset: c,
-                    ..
-                } => vec![
-                    format!("{s} >= INT64_C({})", -c),
-                    format!("{e} <= n{b} - INT64_C({c})"),
-                ],
-                // The base is any value: the sums are taken in 128 bits.
-                At::Shifted {
-                    base: Some(w),
-                    offset: c,
-                    ..
-                } => vec![
-                    format!("(__int128){s} + v{} + INT64_C({c}) >= 0", w.0),
-                    format!("(__int128){e} + v{} + INT64_C({c}) <= n{b}", w.0),
-                ],
-                // Every value of the index is in `0..below` once `below` is positive.
-                // `0 < g <= n` as one unsigned compare; `g - 1` is the loops' invariant.
-                At::Gathered { below, .. } => {
-                    vec![format!("(uint64_t)g{below} - 1 < (uint64_t)n{b}")]
-                }
-                // The same for every run of the loop, so an outer loop tests it instead where
-                // it can (`versioning::outer_versionable`). `g - 1 + c <= n` without
-                // overflow: 0 < g and 0 <= c are small next to 2^63.
-                At::Between {
-                    offset: c, below, ..
-                } => vec![
-                    format!("g{below} > 0"),
-                    format!("g{below} - 1 <= n{b} - INT64_C({c})"),
-                ],
-            });
-        }
-        tests.sort();
-        tests.dedup();
-        self.open(&format!("if ({s} >= {e} || ({})) {{", tests.join(" && ")));
-        let saved = (self.unchecked.clone(), self.pretested.len());
-        // An inner loop's access is unchecked only inside its own loop.
-        let (inner, own): (Vec<Access>, Vec<Access>) = accesses
-            .into_iter()
-            .partition(|a| matches!(a.at, At::Between { var: v, .. } if v != var));
-        self.unchecked.extend(own);
-        self.unchecked.extend(pretested);
-        self.pretested.extend(inner);
+        // Three copies when gathers are among the accesses: their test alone fails when the
+        // caller vouches for no coordinates (a matrix shared from NumPy), and the middle copy
+        // then still runs the other accesses, a row's entries between checked positions
+        // above all, unchecked.
+        let (gathered, others): (Vec<Access>, Vec<Access>) = accesses
+            .iter()
+            .partition(|a| matches!(a.at, At::Gathered { .. }));
+        let tests = |acc: &[Access]| range_tests(acc, s, e).join(" && ");
+        self.open(&format!("if ({s} >= {e} || ({})) {{", tests(&accesses)));
         self.in_outer |= outer;
-        self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
-        self.stmts(body);
-        self.close("}");
-        self.unchecked = saved.0;
-        self.pretested.truncate(saved.1);
+        self.unchecked_copy(var, (s, e), &step, body, &accesses, &pretested);
+        if !gathered.is_empty() && !others.is_empty() {
+            // `s < e` here: an empty range took the first copy.
+            self.close(&format!("}} else if ({}) {{", tests(&others)));
+            self.depth += 1;
+            let saved = self.failed.len();
+            self.failed.extend(gathered);
+            self.unchecked_copy(var, (s, e), &step, body, &others, &pretested);
+            self.failed.truncate(saved);
+        }
         self.close("} else {");
         self.depth += 1;
         self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
@@ -668,6 +684,32 @@ impl Emitter<'_> {
         if outer {
             self.in_outer = false;
         }
+    }
+
+    /// The copy of a versioned loop whose range tests passed: `accesses` unchecked (those of
+    /// inner loops inside their own loop), `pretested` too.
+    fn unchecked_copy(
+        &mut self,
+        var: VarId,
+        (s, e): (&str, &str),
+        step: &str,
+        body: &[Stmt],
+        accesses: &[Access],
+        pretested: &[Access],
+    ) {
+        let saved = (self.unchecked.clone(), self.pretested.len());
+        // An inner loop's access is unchecked only inside its own loop.
+        let (inner, own): (Vec<Access>, Vec<Access>) = accesses
+            .iter()
+            .partition(|a| matches!(a.at, At::Between { var: v, .. } if v != var));
+        self.unchecked.extend(own);
+        self.unchecked.extend(pretested.iter().copied());
+        self.pretested.extend(inner);
+        self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
+        self.stmts(body);
+        self.close("}");
+        self.unchecked = saved.0;
+        self.pretested.truncate(saved.1);
     }
 
     /// The C text of a pure expression; loads, searches and lookups are hoisted into

@@ -65,6 +65,7 @@ pub fn emit(
         unchecked: vec![],
         pretested: vec![],
         in_outer: false,
+        failed: vec![],
         gathers: Gathers::of(k),
         belows: vec![],
         sig_f1,
@@ -159,6 +160,10 @@ struct Emitter<'a, 'f> {
     /// Inside either copy of a versioned loop with loops inside
     /// (`versioning::outer_versionable`), where no other such loop is versioned.
     in_outer: bool,
+    /// Gathers whose test an enclosing versioned loop found false (its bound is 0: the
+    /// coordinates are not vouched for, `At::Gathered`): inner loops keep their checks without
+    /// testing again.
+    failed: Vec<Access>,
     /// The variables holding only checked coordinates, for versioning gathers.
     gathers: Gathers,
     /// The values of `gathers.belows`, read at entry.
@@ -340,6 +345,29 @@ impl Emitter<'_, '_> {
         } else {
             self.element(buf, i)
         }
+    }
+
+    /// The copy of a versioned loop whose range tests passed: `accesses` unchecked (those of
+    /// inner loops inside their own loop), `pretested` too.
+    fn unchecked_copy(
+        &mut self,
+        var: crate::ir::VarId,
+        (start, stop): (Value, Value),
+        body: &[Stmt],
+        accesses: &[Access],
+        pretested: &[Access],
+    ) {
+        let (inner, own): (Vec<Access>, Vec<Access>) = accesses
+            .iter()
+            .partition(|a| matches!(a.at, At::Between { var: w, .. } if w != var));
+        let saved = (self.unchecked.len(), self.pretested.len());
+        self.unchecked.extend(own);
+        self.unchecked.extend(pretested.iter().copied());
+        self.pretested.extend(inner);
+        let v = self.vars[var.0 as usize];
+        self.counted_loop(v, start, stop, |e, _| e.stmts(body));
+        self.unchecked.truncate(saved.0);
+        self.pretested.truncate(saved.1);
     }
 
     /// Whether a loop over `[start, stop)` is empty or keeps every access in its buffer: for
@@ -673,7 +701,7 @@ impl Emitter<'_, '_> {
                         versioning::outer_versionable(*var, start, stop, body, &self.gathers);
                 }
                 // What an enclosing versioned loop tested needs no second test.
-                accesses.retain(|a| !self.unchecked.contains(a));
+                accesses.retain(|a| !self.unchecked.contains(a) && !self.failed.contains(a));
                 let (pretested, accesses): (Vec<Access>, Vec<Access>) = accesses
                     .into_iter()
                     .partition(|a| self.pretested.contains(a));
@@ -687,23 +715,38 @@ impl Emitter<'_, '_> {
                     return;
                 }
                 let fits = self.ranges_fit(&accesses, start, stop);
-                // An inner loop's access is unchecked only inside its own loop.
-                let (inner, own): (Vec<Access>, Vec<Access>) = accesses
-                    .into_iter()
-                    .partition(|a| matches!(a.at, At::Between { var: w, .. } if w != *var));
+                // Three copies when gathers are among the accesses: their test alone fails
+                // when the caller vouches for no coordinates (a matrix shared from NumPy), and
+                // the middle copy then still runs the other accesses, a row's entries between
+                // checked positions above all, unchecked.
+                let (gathered, others): (Vec<Access>, Vec<Access>) = accesses
+                    .iter()
+                    .partition(|a| matches!(a.at, At::Gathered { .. }));
+                let var = *var;
                 self.in_outer |= outer;
                 self.branch(
                     fits,
+                    |e| e.unchecked_copy(var, (start, stop), body, &accesses, &pretested),
                     |e| {
-                        let saved = (e.unchecked.len(), e.pretested.len());
-                        e.unchecked.extend(own);
-                        e.unchecked.extend(pretested);
-                        e.pretested.extend(inner);
-                        e.counted_loop(v, start, stop, |e, _| e.stmts(body));
-                        e.unchecked.truncate(saved.0);
-                        e.pretested.truncate(saved.1);
+                        if gathered.is_empty() || others.is_empty() {
+                            let v = e.vars[var.0 as usize];
+                            return e.counted_loop(v, start, stop, |e, _| e.stmts(body));
+                        }
+                        let fits = e.ranges_fit(&others, start, stop);
+                        e.branch(
+                            fits,
+                            |e| {
+                                let saved = e.failed.len();
+                                e.failed.extend(gathered);
+                                e.unchecked_copy(var, (start, stop), body, &others, &pretested);
+                                e.failed.truncate(saved);
+                            },
+                            |e| {
+                                let v = e.vars[var.0 as usize];
+                                e.counted_loop(v, start, stop, |e, _| e.stmts(body))
+                            },
+                        )
                     },
-                    |e| e.counted_loop(v, start, stop, |e, _| e.stmts(body)),
                 );
                 if outer {
                     self.in_outer = false;

@@ -1,0 +1,165 @@
+"""SpMV on a SciPy CSR matrix shared zero-copy (`ts.asarray(csr)`): its arrays are NumPy's,
+which their owner may rewrite at any time, so they carry no checked bound. Each kernel run
+reads the row pointers (`indptr`, O(rows)) as a private copy checked on that run, and its loops
+over a row's entries run without bounds checks; the indices and values (O(entries)) stay
+shared. Rewriting the arrays between or during runs gives SciPy's result for what they hold,
+or a typed error; never a crash. NumPy cannot resize a shared array meanwhile."""
+
+import weakref
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import tessera as ts
+from tessera import _tessera
+from threads import in_threads
+
+SPMV = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n"
+
+
+def address(a):
+    return a.__array_interface__["data"][0]
+
+
+def csr(index="int32", shape=(60, 45), seed=3):
+    a = sp.random_array(shape, density=0.15, random_state=seed, format="csr")
+    a.indptr, a.indices = a.indptr.astype(index), a.indices.astype(index)
+    return a
+
+
+def rows_spmv(ptr, idx, val, x):
+    """The loop the kernel runs, row by row: a row whose end is before its start is empty."""
+    y = np.zeros(len(ptr) - 1)
+    for i in range(len(ptr) - 1):
+        for q in range(ptr[i], ptr[i + 1]):
+            y[i] += val[q] * x[idx[q]]
+    return y
+
+
+@pytest.mark.parametrize("backend", ["c", "jit"])
+@pytest.mark.parametrize("index", ["int32", "int64"])
+def test_shared_csr_reads_a_checked_copy_of_its_row_pointers(backend, index):
+    a = csr(index)
+    t = ts.asarray(a)
+    x = np.random.default_rng(2).random(45)
+    k = ts.compile(SPMV, out="y", backend=backend, A=t, x=x)
+    y = np.empty(60)
+    for step in range(3):
+        x = x + step
+        assert k(A=t, x=x, out=y) is y
+        np.testing.assert_allclose(y, a @ x, rtol=1e-12, atol=1e-12)
+        # The row pointers went to the kernel as a copy with a bound (one past the largest,
+        # nnz): its versioned loops over a row's entries take their unchecked copy.
+        assert _tessera.last_snapshots(backend) == [("A", 1, 0, a.nnz + 1)]
+        np.testing.assert_allclose(k(A=t, x=x).to_numpy(), a @ x, rtol=1e-12, atol=1e-12)
+    # Still zero-copy: the tensor's three arrays are SciPy's.
+    _, (ptr, idx), (val,) = t.level_buffers()
+    assert address(ptr) == address(a.indptr)
+    assert address(idx) == address(a.indices)
+    assert address(val) == address(a.data)
+    # A matrix Tessera owns (checked once when it was built) needs no copy.
+    owned = ts.asarray(a.tocoo()).to_format(t.format)
+    assert owned.format == t.format
+    ko = ts.compile(SPMV, out="y", backend=backend, A=owned, x=x)
+    np.testing.assert_allclose(ko(A=owned, x=x).to_numpy(), a @ x, rtol=1e-12, atol=1e-12)
+    assert _tessera.last_snapshots(backend) == []
+
+
+@pytest.mark.parametrize("backend", ["c", "jit"])
+def test_rewritten_row_pointers_are_read_as_they_are_at_each_call(backend):
+    a = csr()
+    t = ts.asarray(a)
+    x = np.random.default_rng(4).random(45)
+    k = ts.compile(SPMV, out="y", backend=backend, A=t, x=x)
+    ptr = a.indptr
+    # A valid rewrite: row 10's first entry moves to row 9.
+    assert ptr[10] < ptr[11]
+    ptr[10] += 1
+    np.testing.assert_allclose(k(A=t, x=x).to_numpy(), rows_spmv(ptr, a.indices, a.data, x),
+                               rtol=1e-12, atol=1e-12)
+    # Decreasing pointers: the rows between run empty, as the checked loop ran them.
+    ptr[20], ptr[21] = ptr[21], ptr[20]
+    np.testing.assert_allclose(k(A=t, x=x).to_numpy(), rows_spmv(ptr, a.indices, a.data, x),
+                               rtol=1e-12, atol=1e-12)
+    assert _tessera.last_snapshots(backend)[0][3] == ptr.max() + 1
+
+
+@pytest.mark.parametrize("backend", ["c", "jit"])
+@pytest.mark.parametrize("where, value", [(-1, 10**6), (30, 10**6), (-1, 2**31 - 1),
+                                          (5, -3), (0, -1)])
+def test_hostile_row_pointers_raise_a_kernel_error(backend, where, value):
+    a = csr()
+    t = ts.asarray(a)
+    x = np.ones(45)
+    k = ts.compile(SPMV, out="y", backend=backend, A=t, x=x)
+    good = k(A=t, x=x).to_numpy()
+    saved = a.indptr[where]
+    a.indptr[where] = value
+    for _ in range(2):
+        with pytest.raises(ts.KernelError, match="out of bounds|outside"):
+            k(A=t, x=x)
+    # A negative pointer fails its check: the kernel keeps every bounds check.
+    assert (_tessera.last_snapshots(backend)[0][3] is None) == (value < 0)
+    # The interpreter lives, and the repaired matrix runs again.
+    a.indptr[where] = saved
+    np.testing.assert_array_equal(k(A=t, x=x).to_numpy(), good)
+
+
+def test_row_pointers_rewritten_while_kernels_run_never_crash():
+    """The GIL is released while a kernel runs: another thread rewrites `indptr` with hostile
+    values meanwhile. The kernel reads its copy, so every call returns SciPy's result for
+    some state of the array, or raises a typed error."""
+    a = csr(shape=(400, 300), seed=5)
+    t = ts.asarray(a)
+    x = np.random.default_rng(6).random(300)
+    k = ts.compile(SPMV, out="y", backend="c", A=t, x=x)
+    ptr, nnz = a.indptr, a.nnz
+    rng = np.random.default_rng(7)
+
+    def step():
+        if rng.random() < 0.5:
+            at = int(rng.integers(0, len(ptr)))
+            ptr[at] = rng.choice([nnz + 10**5, -5, 0, nnz, ptr[at]])
+            return None
+        try:
+            return k(A=t, x=x).to_numpy()
+        except ts.KernelError:
+            return None
+
+    results = in_threads(step, threads=3, repeats=60)
+    ran = [r for r in results if r is not None]
+    assert all(r.shape == (400,) and np.isfinite(r).all() for r in ran)
+    # Repaired (pointers made nondecreasing from 0 to nnz), the matrix gives SciPy's result.
+    ptr[:] = np.maximum.accumulate(np.clip(ptr, 0, nnz))
+    ptr[0], ptr[-1] = 0, nnz
+    want = sp.csr_array((a.data, a.indices, ptr), shape=a.shape) @ x
+    np.testing.assert_allclose(k(A=t, x=x).to_numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_numpy_cannot_resize_a_shared_array():
+    """`ndarray.resize` would move the memory a tensor reads: refused while Tessera shares it,
+    even with `refcheck=False` (a weak reference to the array makes NumPy refuse), and allowed
+    again once the tensor is gone."""
+    import gc
+
+    a = csr()
+    t = ts.asarray(a)
+    for arr in (a.indptr, a.indices, a.data):
+        with pytest.raises(ValueError, match="cannot resize"):
+            arr.resize(len(arr) + 10**6, refcheck=False)
+    # The array behind a view is guarded too.
+    base = np.arange(100.0)
+    u = ts.asarray(base[10:50])
+    with pytest.raises(ValueError, match="cannot resize"):
+        base.resize(10**6, refcheck=False)
+    np.testing.assert_array_equal(u.to_numpy(), np.arange(10.0, 50.0))
+    # out= arrays, written in place, are guarded while the kernel holds them; afterwards the
+    # array is the caller's again.
+    y = np.empty(60)
+    ts.compile(SPMV, out="y", backend="jit", A=t, x=np.ones(45))(A=t, x=np.ones(45), out=y)
+    del t, u
+    gc.collect()
+    a.indptr.resize(len(a.indptr) + 5, refcheck=False)
+    y.resize(70, refcheck=False)
+    assert len(y) == 70 and weakref.getweakrefcount(y) == 0
