@@ -228,7 +228,6 @@ fn effectful(e: &Expr) -> bool {
     found
 }
 
-/// Text safe inside a C comment.
 /// The C conditions under which `accesses` of `for (v = s; v < e; ...)` stay inside their
 /// buffers (`versioning`), sorted, without repeats.
 fn range_tests(accesses: &[Access], s: &str, e: &str) -> Vec<String> {
@@ -275,6 +274,7 @@ fn range_tests(accesses: &[Access], s: &str, e: &str) -> Vec<String> {
     tests
 }
 
+/// Text safe inside a C comment.
 fn comment(s: &str) -> String {
     s.replace("*/", "* /").replace(['\n', '\r'], " ")
 }
