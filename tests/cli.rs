@@ -745,3 +745,45 @@ fn code_shows_atomic_folds_of_a_parallel_push() {
     let ir = code("jit", rows, &x4, "3");
     assert!(!ir.contains("atomic"), "{ir}");
 }
+
+/// `--atomics auto|always|never` chooses how a parallel loop's reductions fold; a `min` push
+/// writes the same result every way, on two threads (the result is exact for `min`).
+#[test]
+fn atomics_flag_chooses_the_fold_and_keeps_the_result() {
+    let d = Dir::new("atomics_flag");
+    let (a, x3) = (d.file("A.mtx", A_MTX), d.file("x3.tns", "1 1\n2 2\n3 3\n"));
+    let min = "y .= Inf\nfor j = parallel(_), i = _\n  y[i] <<min>>= A[j, i] + x[j]\nend";
+    let run = |mode: &str| {
+        let y = d.path(&format!("y_{mode}.tns"));
+        let o = tessera(&[
+            "run",
+            min,
+            "--in",
+            &format!("A={a}@csr"),
+            "--in",
+            &format!("x={x3}@dense"),
+            "--out",
+            &format!("y={y}@dense"),
+            "--shape",
+            "y=4",
+            "--threads",
+            "2",
+            "--atomics",
+            mode,
+        ]);
+        (o, y)
+    };
+    let out = |mode: &str| {
+        let (o, y) = run(mode);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(y).unwrap()
+    };
+    let auto = out("auto");
+    assert!(!auto.is_empty() && !auto.contains("inf"), "{auto}");
+    assert_eq!(out("always"), auto);
+    assert_eq!(out("never"), auto);
+    let (bad, _) = run("sometimes");
+    assert!(!bad.status.success());
+    let e = String::from_utf8_lossy(&bad.stderr);
+    assert!(e.contains("auto, always or never"), "{e}");
+}

@@ -107,6 +107,21 @@ pub struct KernelArgs {
     /// legal) run on (default: every core; 1 runs them serially)
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
+    /// How a parallel loop's reductions fold on several threads: `auto` (private copies while
+    /// they pay, else atomic updates of the shared output for min, max, & and |), `always`
+    /// (atomic updates for every reducer, sums included) or `never` (copies only)
+    #[arg(long, value_name = "MODE", value_parser = parse_atomics, default_value = "auto")]
+    pub atomics: tessera::backend::parallel::Atomics,
+}
+
+fn parse_atomics(s: &str) -> std::result::Result<tessera::backend::parallel::Atomics, String> {
+    use tessera::backend::parallel::Atomics;
+    match s.trim() {
+        "auto" => Ok(Atomics::Auto),
+        "always" => Ok(Atomics::Always),
+        "never" => Ok(Atomics::Never),
+        other => Err(format!("`{other}` is not auto, always or never")),
+    }
 }
 
 fn parse_threads(s: &str) -> std::result::Result<usize, String> {
@@ -414,6 +429,7 @@ fn compiling_runner(backend: &str, kernel: &KernelArgs) -> Result<Runner> {
     };
     runner.set_max_kernel_size(kernel.limit());
     runner.set_threads(kernel.threads.unwrap_or_else(tessera::run::default_threads));
+    runner.set_atomics(kernel.atomics);
     Ok(runner)
 }
 
