@@ -149,17 +149,19 @@ def _asarray_copy(obj, format, dtype, copy):
     if isinstance(obj, Tensor):
         same = (dtype is None or np.dtype(dtype) == obj.dtype) and format is None
         if same:
-            # A tensor is immutable: sharing it is a copy in every way a caller can see,
-            # but `copy=True` promises new memory, so the conversion below makes one.
-            if not copy:
-                return obj
-            return Tensor(obj._raw.to_format(obj.format))
+            # A tensor is immutable: sharing its own arrays is a copy in every way a caller
+            # can see; what `copy=True` must not share is memory a NumPy array lent it.
+            return Tensor(obj._raw.owned()) if copy else obj
         if not copy:
             raise ValueError("asarray(copy=False): a copy is needed to change the dtype or format")
         return asarray(obj, format=format, dtype=dtype)
     if copy:
         if _is_scipy_sparse(obj) or _is_pydata_sparse(obj):
-            obj = obj.copy()
+            # Built sharing the arrays (one structure check), then copied once into memory
+            # Tessera owns, which also records the coordinates' checked bounds: kernels then
+            # gather through them unchecked, as through a matrix read from a file (never
+            # through arrays their owner may still rewrite, which zero-copy ones are).
+            return Tensor(asarray(obj, format=format, dtype=dtype)._raw.owned())
         else:
             obj = np.array(obj, dtype=dtype, copy=True)
             dtype = None

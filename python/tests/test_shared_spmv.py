@@ -163,3 +163,40 @@ def test_numpy_cannot_resize_a_shared_array():
     a.indptr.resize(len(a.indptr) + 5, refcheck=False)
     y.resize(70, refcheck=False)
     assert len(y) == 70 and weakref.getweakrefcount(y) == 0
+
+
+@pytest.mark.parametrize("backend", ["c", "jit"])
+@pytest.mark.parametrize("index", ["int32", "int64"])
+def test_a_copied_csr_is_owned_and_its_coordinates_checked_once(backend, index):
+    a = csr(index, seed=5)
+    shared, copied = ts.asarray(a), ts.asarray(a, copy=True)
+    assert copied.format == shared.format
+    # Zero-copy arrays carry no bound (their owner may rewrite them); the copy's coordinates
+    # were checked against the column count, its positions against their largest entry.
+    assert shared._raw.checked_bounds() == [[], [None, None], [None]]
+    assert copied._raw.checked_bounds() == [[], [a.nnz + 1, a.shape[1]], [None]]
+    _, (ptr, idx), (val,) = copied._raw.level_buffers()
+    for mine, theirs in ((ptr, a.indptr), (idx, a.indices), (val, a.data)):
+        assert not np.shares_memory(mine, theirs)
+    x = np.random.default_rng(4).random(a.shape[1])
+    k = ts.compile(SPMV, out="y", backend=backend, A=copied, x=x)
+    np.testing.assert_allclose(k(A=copied, x=x).to_numpy(), a @ x, rtol=1e-12, atol=1e-12)
+    # Rewriting SciPy's arrays afterwards reaches the shared tensor only.
+    before = a @ x
+    a.indices[:] = 0
+    a.data[:] = 1.0
+    np.testing.assert_allclose(k(A=copied, x=x).to_numpy(), before, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(k(A=shared, x=x).to_numpy(), a @ x, rtol=1e-12, atol=1e-12)
+    # A tensor copied again keeps its own arrays (immutable) and their bounds.
+    again = ts.asarray(copied, copy=True)
+    assert again._raw.checked_bounds() == copied._raw.checked_bounds()
+
+
+def test_a_copied_tensor_never_shares_numpy_memory():
+    v = np.arange(6.0)
+    t = ts.asarray(v)
+    c = ts.asarray(t, copy=True)
+    assert np.shares_memory(t.to_numpy(), v)
+    assert not np.shares_memory(c.to_numpy(), v)
+    v[0] = 42.0
+    assert c.to_numpy()[0] == 0.0

@@ -340,6 +340,35 @@ impl PyTensor {
         Ok(out)
     }
 
+    /// The tensor with every array in memory Tessera owns: arrays shared with memory someone
+    /// else owns (NumPy's, lent by `asarray`) are copied, the tensor's own stay shared (it is
+    /// immutable), and the coordinates are checked once and their bounds recorded
+    /// (`Tensor::mark_coordinates`). A kernel then gathers through them without bounds checks,
+    /// which it never does through arrays their owner may rewrite (`asarray(copy=True)`).
+    fn owned(&self, py: Python<'_>) -> PyTensor {
+        let t = self.arc(py);
+        PyTensor::new(py.detach(move || {
+            let mut t = (*t).clone();
+            for b in t.levels.iter_mut().flatten() {
+                if b.is_foreign() {
+                    b.make_owned();
+                }
+            }
+            t.mark_coordinates();
+            t
+        }))
+    }
+
+    /// Each level's arrays' checked bounds (`None` where none is recorded), root to leaf, as
+    /// `level_buffers` lists them: what lets kernels gather through them unchecked.
+    fn checked_bounds(&self, py: Python<'_>) -> Vec<Vec<Option<u64>>> {
+        let t = self.arc(py);
+        t.levels
+            .iter()
+            .map(|l| l.iter().map(|b| b.below()).collect())
+            .collect()
+    }
+
     fn to_format(&self, py: Python<'_>, format: &str) -> PyResult<PyTensor> {
         let t = (*self.arc(py)).clone();
         Ok(PyTensor::new(converted(py, t, Some(format))?))
