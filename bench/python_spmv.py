@@ -28,6 +28,7 @@ Times are medians of repeated calls, in ms.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -66,6 +67,19 @@ def cli_kernel_ms(mtx_path, x, backend, repeat):
             check=True, capture_output=True, text=True,
         ).stdout
     return json.loads(out.strip().splitlines()[-1])["median_ms"]
+
+
+def numeric_path(path, a, tmp):
+    """`path`, or for a pattern matrix a real-valued copy of it in `tmp`: SciPy reads a
+    pattern file as explicit 1.0 values, which the Python side then multiplies, while the CLI
+    would read it as a `Pattern` level with no values at all (8 bytes less per entry). The CLI
+    gets the same numbers as SciPy's."""
+    with open(path) as f:
+        if "pattern" not in f.readline().lower():
+            return path
+    out = os.path.join(tmp, os.path.basename(path))
+    scipy.io.mmwrite(out, sp.coo_matrix(a), field="real")
+    return out
 
 
 def tiny(rows):
@@ -113,7 +127,8 @@ def spmv(names, rows, table):
         a = sp.csr_array(scipy.io.mmread(path))
         x = np.random.default_rng(1).random(a.shape[1])
         ta, tx = ts.asarray(a), ts.asarray(x)
-        cli = cli_kernel_ms(path, x, "c", 50)
+        with tempfile.TemporaryDirectory() as tmp:
+            cli = cli_kernel_ms(numeric_path(path, a, tmp), x, "c", 50)
         run = median_ms(lambda: ts.run(SPMV, out="y", backend="c", A=ta, x=tx), 50)
         # Tiered: enough warm-up calls for the C tier to take over. On several cores the
         # einsum and `@` run their outer loop in parallel (the serial columns are `run` and the
@@ -137,6 +152,9 @@ def spmv(names, rows, table):
 
 
 ROUNDS = 7
+# The real matrices of the SpMV study (bench/studies/spmv.py).
+STUDY = ("bcsstk16,bayer10,c-55,Fashion_MNIST_norm_10NN,dwt_2680,delaunay_n17,web-NotreDame,"
+         "bcsstk13,cryg10000,ca-HepPh,dw4096,rajat01,usroads,Groebner_id2003_aug")
 
 
 def out_table(names, table):
@@ -147,6 +165,8 @@ def out_table(names, table):
         a = sp.csr_array(scipy.io.mmread(path))
         x = np.random.default_rng(1).random(a.shape[1])
         ta, tx = ts.asarray(a), ts.asarray(x)
+        tmp = tempfile.mkdtemp()
+        path = numeric_path(path, a, tmp)
         k = ts.compile(SPMV, out="y", backend="c", A=ta, x=tx)
         y = np.empty(a.shape[0])
         # What the CLI runs: the same coord=i32 CSR, but arrays Tessera owns, their
@@ -174,14 +194,18 @@ def out_table(names, table):
                 best[v] = min(best[v], t)
         k(A=ta, x=tx, out=y)
         assert np.allclose(y, a @ x)
+        shutil.rmtree(tmp)
         table.append((name, a.nnz, best))
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--matrices", default="bcsstk16,c-55,delaunay_n17")
+    ap.add_argument("--matrices", default="bcsstk16,c-55,delaunay_n17",
+                    help="comma-separated names in ../shared/data/matrices, or `study` for the SpMV study's 14")
     ap.add_argument("--only-out", action="store_true", help="only the out= table (4.)")
     args = ap.parse_args()
+    if args.matrices == "study":
+        args.matrices = STUDY
     outs = []
     out_table(args.matrices.split(","), outs)
     print("| matrix | nnz | CLI kernel ms (c) | `copy=True` kernel ms | / CLI | `copy=True` `out=y` ms | **/ CLI** | SciPy-shared kernel ms | kernel / CLI | SciPy-shared `out=y` ms | `out=y` / CLI | `out=np.empty(n)` ms | fresh / CLI | `ts.matmul(A, x, out=y)` ms (tiered, parallel) | SciPy `A @ x` ms | **SciPy / SciPy-shared `out=y`** | **SciPy / `copy=True` `out=y`** |")
