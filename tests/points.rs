@@ -13,7 +13,7 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
-use tessera::algorithms::points::{Grid, PointIndex, Query};
+use tessera::algorithms::points::{Grid, PointIndex, Query, QueryKind};
 use tessera::io::DenseData;
 use tessera::levels::Format;
 use tessera::notation::parse::parse_program;
@@ -83,6 +83,45 @@ fn random_queries_agree_with_brute_force() {
         }
     }
     assert!(found > 100, "the queries find points ({found})");
+    // A query's numbers are inputs of its kind's program: two kernels served them all.
+    assert_eq!(runner.cache_len(), 2);
+}
+
+/// One compiled kernel per kind runs every query of that kind, on both backends; a kernel
+/// of the other kind is refused.
+#[test]
+fn one_kernel_per_kind_serves_every_query() {
+    let mut rng = StdRng::seed_from_u64(77);
+    let pts = random_points(&mut rng, 200, -3.5);
+    let mut index = PointIndex::with_cell_size(&pts, 5).unwrap();
+    let mut runners = vec![("jit", Runner::jit())];
+    if common::has_c_compiler("one_kernel_per_kind_serves_every_query (C backend)") {
+        let c = tessera::backend::CBackend::new()
+            .with_cache_dir(std::env::temp_dir().join("tessera-test-cache"));
+        runners.push(("c", Runner::new(Box::new(c))));
+    }
+    for (name, runner) in &runners {
+        let boxes = index.compile(runner, QueryKind::Box).unwrap();
+        let discs = index.compile(runner, QueryKind::Radius).unwrap();
+        for _ in 0..40 {
+            let q = random_query(&mut rng, -3.5);
+            let k = if q.kind() == QueryKind::Box {
+                &boxes
+            } else {
+                &discs
+            };
+            let got = index.run(runner, k, &q).unwrap();
+            assert_eq!(got, brute(&pts, &q), "{name}: {q:?}");
+            let other = if q.kind() == QueryKind::Box {
+                &discs
+            } else {
+                &boxes
+            };
+            let e = index.run(runner, other, &q).unwrap_err();
+            assert!(e.to_string().contains("cannot run on the kernel"), "{e}");
+        }
+        assert_eq!(runner.cache_len(), 2, "{name}");
+    }
 }
 
 /// Seed item 20's setting: uniform points in [0, 1e4]^2 shifted by 1e7, boxes and their
@@ -143,6 +182,9 @@ fn the_reference_evaluator_agrees() {
         let f = Format::parse("Dense(Element(false))", None).unwrap();
         let o = Tensor::empty(&f, &[pts.len()]).unwrap();
         env.insert("O".to_string(), o.to_piece_tensor());
+        for (n, t) in index.query_tensors(&q).unwrap() {
+            env.insert(n, t.to_piece_tensor());
+        }
         let p = parse_program(&index.program_text(&q)).unwrap();
         tessera::eval::continuous::run(&p, &mut env).unwrap();
         let mut got = vec![];
@@ -275,6 +317,11 @@ fn the_points_command() {
         "--show-program",
     ]);
     assert!(out.starts_with("# O .= false\n"), "{out}");
+    // The query's numbers are inputs of the program, listed after it.
+    assert!(
+        out.contains("\n# input qcx[] = 0.0\n# input qcy[] = 0.0\n# input qr2[] = 2.25\n"),
+        "{out}"
+    );
     assert!(out.ends_with("count = 3\n"), "{out}");
     // (2, -1) is at distance sqrt(5) from the origin: on the circle of radius sqrt(5).
     let out = ok(&[

@@ -142,8 +142,10 @@ pub fn points(a: &PointsArgs) -> Result<String> {
     let ids = index.search(&runner, &q)?;
     let mut out = String::new();
     if a.show_program {
+        // As comments (the ids follow); its input lines are comments already.
         for l in index.program_text(&q).lines() {
-            let _ = writeln!(out, "# {l}");
+            let sep = if l.starts_with('#') { "" } else { "# " };
+            let _ = writeln!(out, "{sep}{l}");
         }
     }
     if let Some(path) = &a.out {

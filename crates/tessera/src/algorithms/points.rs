@@ -168,16 +168,6 @@ impl Query {
     }
 }
 
-/// A float literal of the notation that parses back to exactly `v` (Rust's shortest
-/// round-trip form; negative values as a subtraction from zero, which is exact).
-fn lit(v: f64) -> String {
-    if v < 0.0 {
-        format!("(0.0 - {:e})", -v)
-    } else {
-        format!("{:e}", v)
-    }
-}
-
 /// The next float towards -inf / +inf: loop bounds one step wider than `c -/+ r`, whose
 /// rounding could otherwise cut off a point on the circle.
 fn below(v: f64) -> f64 {
@@ -208,37 +198,84 @@ fn ranges(q: &Query) -> (f64, f64, f64, f64) {
     }
 }
 
-/// The program of a query over the points indexed by `grid`; `O[id]` receives the ids of the
-/// points found.
-pub fn program_text(grid: &Grid, q: &Query) -> String {
-    let (xlo, xhi, ylo, yhi) = ranges(q);
-    let cells = format!(
-        "gx = {}:{}, gy = {}:{}",
-        FIRST_CELL + grid.cx(xlo),
-        FIRST_CELL + grid.cx(xhi),
-        FIRST_CELL + grid.cy(ylo),
-        FIRST_CELL + grid.cy(yhi)
-    );
-    let slab = format!(
-        "x = {}:{}, y = {}:{}",
-        lit(xlo),
-        lit(xhi),
-        lit(ylo),
-        lit(yhi)
-    );
-    match *q {
-        Query::Box { .. } => format!(
-            "O .= false\nfor {cells}, {slab}, id = _\n  O[id] |= P[gx, gy, x, y, id]\nend\n"
-        ),
-        // Only the points inside the bounding square are visited; the disc test runs at
-        // their pinpoints.
-        Query::Radius { cx, cy, r } => {
-            let (x, y) = (lit(cx), lit(cy));
-            format!(
-                "O .= false\nfor {cells}, {slab}\n  if (x - {x}) * (x - {x}) + (y - {y}) * (y - {y}) <= {}\n    for id = _\n      O[id] |= P[gx, gy, x, y, id]\n    end\n  end\nend\n",
-                lit(r * r),
-            )
+/// Which program a query runs: one per kind, whatever its numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QueryKind {
+    Box,
+    Radius,
+}
+
+impl Query {
+    pub fn kind(&self) -> QueryKind {
+        match self {
+            Query::Box { .. } => QueryKind::Box,
+            Query::Radius { .. } => QueryKind::Radius,
         }
+    }
+}
+
+/// The 0-d inputs of the query programs, integer first: the cell ranges, the real slab, and
+/// for a disc its centre and squared radius.
+const INT_INPUTS: [&str; 4] = ["qgx0", "qgx1", "qgy0", "qgy1"];
+const REAL_INPUTS: [&str; 7] = ["qx0", "qx1", "qy0", "qy1", "qcx", "qcy", "qr2"];
+
+/// The program of every query of a kind over a [`PointIndex`]; `O[id]` receives the ids of
+/// the points found. The query's numbers are the 0-d inputs [`query_inputs`] gives, not
+/// constants, so one compiled kernel serves every query (a program per query would compile
+/// for every new one: milliseconds, against microseconds to run it).
+pub fn program_text(kind: QueryKind) -> String {
+    let ranges = "gx = qgx0[]:qgx1[], gy = qgy0[]:qgy1[], x = qx0[]:qx1[], y = qy0[]:qy1[]";
+    match kind {
+        QueryKind::Box => {
+            format!("O .= false\nfor {ranges}, id = _\n  O[id] |= P[gx, gy, x, y, id]\nend\n")
+        }
+        // Only the points inside the bounding square are visited; the disc test runs at
+        // their pinpoints. The centre and radius are read once, into variables.
+        QueryKind::Radius => format!(
+            "O .= false\nlet cx = qcx[], cy = qcy[], r2 = qr2[]\n  for {ranges}\n    if (x - cx) * (x - cx) + (y - cy) * (y - cy) <= r2\n      for id = _\n        O[id] |= P[gx, gy, x, y, id]\n      end\n    end\n  end\nend\n"
+        ),
+    }
+}
+
+/// The values of a query's 0-d inputs ([`program_text`]) for points indexed by `grid`: the
+/// cells its region meets (counted from [`FIRST_CELL`]), its slab, and for a disc the centre
+/// and `r * r` (a box's are 0, unread).
+pub fn query_inputs(grid: &Grid, q: &Query) -> Vec<(&'static str, Scalar)> {
+    let (xlo, xhi, ylo, yhi) = ranges(q);
+    let cells = [grid.cx(xlo), grid.cx(xhi), grid.cy(ylo), grid.cy(yhi)];
+    let (cx, cy, r2) = match *q {
+        Query::Box { .. } => (0.0, 0.0, 0.0),
+        Query::Radius { cx, cy, r } => (cx, cy, r * r),
+    };
+    let reals = [xlo, xhi, ylo, yhi, cx, cy, r2];
+    INT_INPUTS
+        .iter()
+        .zip(cells)
+        .map(|(n, c)| (*n, Scalar::I64((FIRST_CELL + c) as i64)))
+        .chain(
+            REAL_INPUTS
+                .iter()
+                .zip(reals)
+                .map(|(n, v)| (*n, Scalar::F64(v))),
+        )
+        .collect()
+}
+
+/// A query program compiled for a [`PointIndex`]'s formats: it runs every query of its kind
+/// ([`PointIndex::run`]).
+pub struct QueryKernel {
+    kind: QueryKind,
+    compiled: Rc<Compiled>,
+}
+
+impl QueryKernel {
+    pub fn kind(&self) -> QueryKind {
+        self.kind
+    }
+
+    /// The compiled kernel (its loop IR, for `SHOW_IR`-style printing).
+    pub fn compiled(&self) -> &Compiled {
+        &self.compiled
     }
 }
 
@@ -309,7 +346,19 @@ impl PointIndex {
             &pieces,
         )?;
         let o = Tensor::empty(&Format::parse(OUT_FORMAT, None)?, &[points.len()])?;
-        let tensors = BTreeMap::from([("P".to_string(), p), ("O".to_string(), o)]);
+        let mut tensors = BTreeMap::from([("P".to_string(), p), ("O".to_string(), o)]);
+        // The query's numbers, set before each run (`PointIndex::run`).
+        for (name, v) in query_inputs(
+            &grid,
+            &Query::Box {
+                xmin: 0.0,
+                ymin: 0.0,
+                xmax: 0.0,
+                ymax: 0.0,
+            },
+        ) {
+            tensors.insert(name.to_string(), scalar_input(v)?);
+        }
         Ok(PointIndex { grid, tensors })
     }
 
@@ -318,32 +367,67 @@ impl PointIndex {
         &self.tensors["P"]
     }
 
-    /// The program of a query on these points.
+    /// The program of a query on these points, followed by the values of its 0-d inputs as
+    /// `#` comment lines.
     pub fn program_text(&self, q: &Query) -> String {
-        program_text(&self.grid, q)
+        let mut text = program_text(q.kind());
+        for (name, v) in query_inputs(&self.grid, q) {
+            text.push_str(&format!("# input {name}[] = {v}\n"));
+        }
+        text
     }
 
-    /// The ids (sorted) of the points inside `q`.
+    /// The 0-d input tensors of query `q` ([`query_inputs`]), for running its program
+    /// elsewhere (the reference evaluator).
+    pub fn query_tensors(&self, q: &Query) -> Result<BTreeMap<String, Tensor>> {
+        query_inputs(&self.grid, q)
+            .into_iter()
+            .map(|(n, v)| Ok((n.to_string(), scalar_input(v)?)))
+            .collect()
+    }
+
+    /// The ids (sorted) of the points inside `q`. The kernel of `q`'s kind compiles on the
+    /// runner's first query of that kind and comes from its cache after; to skip even the
+    /// cache lookup, compile once ([`PointIndex::compile`]) and [`PointIndex::run`] it.
     pub fn search(&mut self, runner: &Runner, q: &Query) -> Result<Vec<usize>> {
-        let compiled = self.compile(runner, q)?;
-        self.run(runner, &compiled)
+        q.check()?;
+        let kernel = self.compile(runner, q.kind())?;
+        self.run(runner, &kernel, q)
     }
 
-    /// The kernel of a query (the query's numbers are constants of its program).
-    pub fn compile(&self, runner: &Runner, q: &Query) -> Result<Rc<Compiled>> {
-        q.check()?;
-        let program = parse_program(&self.program_text(q))?;
+    /// The kernel of every query of kind `kind` on these points.
+    pub fn compile(&self, runner: &Runner, kind: QueryKind) -> Result<QueryKernel> {
+        let program = parse_program(&program_text(kind))?;
         let formats = self
             .tensors
             .iter()
             .map(|(k, t)| (k.clone(), t.format.clone()))
             .collect();
-        runner.compile(&program, &formats)
+        Ok(QueryKernel {
+            kind,
+            compiled: runner.compile(&program, &formats)?,
+        })
     }
 
-    /// Run a query's kernel: the ids (sorted) of the points found.
-    pub fn run(&mut self, runner: &Runner, compiled: &Compiled) -> Result<Vec<usize>> {
-        runner.execute(compiled, &mut self.tensors)?;
+    /// Run query `q` with `kernel` (compiled for `q`'s kind by [`PointIndex::compile`]): the
+    /// ids (sorted) of the points found.
+    pub fn run(&mut self, runner: &Runner, kernel: &QueryKernel, q: &Query) -> Result<Vec<usize>> {
+        q.check()?;
+        if kernel.kind != q.kind() {
+            return Err(Error::Usage(format!(
+                "a {:?} query cannot run on the kernel of {:?} queries",
+                q.kind(),
+                kernel.kind
+            )));
+        }
+        for (name, v) in query_inputs(&self.grid, q) {
+            let t = self
+                .tensors
+                .get_mut(name)
+                .expect("made by `with_cell_size`");
+            t.levels[0][0].set(0, v);
+        }
+        runner.execute(&kernel.compiled, &mut self.tensors)?;
         // The output's one COO level: positions `ptr`, then the coordinates, sorted by its
         // freeze (a Pattern's entries are all `true`).
         let o = &self.tensors["O"].levels[0];
@@ -357,4 +441,12 @@ impl PointIndex {
             .map(|&i| i as usize)
             .collect())
     }
+}
+
+/// A 0-d input holding `v`, whose format does not depend on `v` (its fill is the zero of its
+/// type), so that every query's inputs have the formats the kernel was compiled for.
+fn scalar_input(v: Scalar) -> Result<Tensor> {
+    let mut values = Buffer::new(v.ty());
+    values.push(v);
+    Tensor::from_dense(&Format::dense(0, Scalar::zero(v.ty())), &[], &values)
 }
