@@ -549,7 +549,22 @@ impl Runner {
             .into_iter()
             .zip(&c.layout.tensors)
             .map(|(t, tl)| {
-                t.ok_or_else(|| Error::tensor(&tl.name, "is used by the program but was not given"))
+                let t = t.ok_or_else(|| {
+                    Error::tensor(&tl.name, "is used by the program but was not given")
+                })?;
+                // The kernel reads and writes the arrays of the format it was compiled for
+                // (their number per level, their element types, the fill value): another
+                // format is refused before anything moves.
+                if t.format != tl.format {
+                    return Err(Error::tensor(
+                        &tl.name,
+                        format!(
+                            "has the format {} but the kernel was compiled for {}",
+                            t.format, tl.format
+                        ),
+                    ));
+                }
+                Ok(t)
             })
             .collect::<Result<_>>()?;
         // The checked bounds of coordinate arrays follow the dimensions; the last slot
