@@ -70,7 +70,7 @@ type ShapeKey = (Vec<Option<Vec<usize>>>, Vec<(String, i64)>);
 /// The integer scalars of `tensors` not in `written` ([`scalar_values_except`], in name
 /// order) when they differ from `last`, else `None`: a run with the same scalars as the last
 /// one allocates nothing here.
-fn scalars_if_changed(
+pub fn scalars_if_changed(
     last: Option<&[(String, i64)]>,
     written: &HashSet<String>,
     tensors: &BTreeMap<String, Tensor>,
