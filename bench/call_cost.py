@@ -53,9 +53,12 @@ def per_call_us(f, calls=20000, rounds=7):
     return best
 
 
+CLI = ROOT / "target" / "release" / "tessera"
+
+
 def cli_us(mtx, xp, backend):
     out = subprocess.run(
-        [str(ROOT / "target" / "release" / "tessera"), "bench", SPMV, "--in", f"A={mtx}",
+        [str(CLI), "bench", SPMV, "--in", f"A={mtx}",
          "--in", f"x={xp}", "--out", "y", "--warmup", "100", "--repeat", "100000",
          "--backend", backend, "--json"],
         check=True, capture_output=True, text=True,
@@ -117,13 +120,16 @@ def datasets(names, scales, backends):
 
 
 def main():
+    global CLI
     ap = argparse.ArgumentParser()
     ap.add_argument("--datasets", default="MNIST,Omniglot")
     ap.add_argument("--scales", default="1")
     ap.add_argument("--backends", default="jit,c")
     ap.add_argument("--skip-tiny", action="store_true")
+    ap.add_argument("--cli", default=str(CLI), help="the tessera binary (another build's, for a before/after)")
     args = ap.parse_args()
-    print(f"tessera from {ts.__file__}; load average {os.getloadavg()}")
+    CLI = Path(args.cli)
+    print(f"tessera from {ts.__file__}, CLI {CLI}; load average {os.getloadavg()}")
     if not args.skip_tiny:
         tiny()
     datasets(args.datasets.split(","), [int(s) for s in args.scales.split(",")],

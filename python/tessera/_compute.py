@@ -112,12 +112,17 @@ class Kernel:
         dtype (no casting), for a dense output, and share no memory with an input
         or another ``out`` array; else ``TypeError`` (dtype, not an array) or ``ValueError``.
         Its contents do not matter: the program's declaration fills it."""
-        if out is None and self._single is not None:
+        if out is None:
             # One crossing into Rust for the common case (the per-call cost decides small
             # inputs); None when a value is not a Tensor yet.
-            raw = self._raw.call_single(tensors)
-            if raw is not None:
-                return Tensor(raw)
+            if self._single is not None:
+                raw = self._raw.call_single(tensors)
+                if raw is not None:
+                    return Tensor(raw)
+            else:
+                made = self._raw.call_tensors(tensors)
+                if made is not None:
+                    return _shaped(made, self._kind)
         raws = {}
         for name, value in tensors.items():
             raws[name] = value._raw if type(value) is Tensor else asarray(value)._raw

@@ -97,3 +97,24 @@ def test_run_follows_shapes_on_tensors(backend):
         np.testing.assert_allclose(y.to_numpy(), a @ x)
         with pytest.raises(ts.DimensionMismatchError):
             ts.run(SPMV, out="y", backend=backend, A=ts.asarray(a), x=ts.asarray(np.ones(n + 2)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_several_outputs_on_tensors(backend):
+    """Kernels with several outputs (the images study's erosion: `output` and `tmp`) take the
+    one-crossing path too; the outputs come named or in order, right on every call."""
+    prog = "for i = _, j = _\n  s[] += A[i, j]\n  B[i, j] = A[i, j] * c[]\nend"
+    a0 = csr(5, 4, 3, density=0.6)
+    as_list = ts.compile(prog, out=["s", "B"], backend=backend, A=ts.asarray(a0), c=ts.asarray(2.0))
+    as_dict = ts.compile(prog, out={"B": None, "s": None}, backend=backend, A=ts.asarray(a0), c=ts.asarray(2.0))
+    for seed, (m, n, c) in enumerate([(5, 4, 2.0), (5, 4, 3.0), (2, 7, -1.0), (5, 4, 2.0)]):
+        a = csr(m, n, seed, density=0.6)
+        s, b = as_list(A=ts.asarray(a), c=ts.asarray(c))
+        assert float(s) == pytest.approx(a.sum())
+        np.testing.assert_allclose(b.to_numpy(), c * a.toarray())
+        got = as_dict(A=ts.asarray(a), c=ts.asarray(c))
+        assert set(got) == {"B", "s"}
+        np.testing.assert_allclose(got["B"].to_numpy(), c * a.toarray())
+        assert float(got["s"]) == pytest.approx(a.sum())
+        with pytest.raises(ts.DimensionMismatchError):
+            as_list(A=ts.asarray(a), c=ts.asarray(np.ones(2)))

@@ -16,9 +16,9 @@ use crate::errors::IntoPy;
 use crate::program::{CallTensors, Prepared, create, created_shapes, prepare, runner, shared_of};
 use crate::tensor::PyTensor;
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use pyo3::intern;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
@@ -126,7 +126,10 @@ impl Ready {
         );
         let same_shapes = last.as_ref().is_some_and(|((shapes, _), _)| {
             shapes.len() == tensors.len()
-                && shapes.iter().zip(tensors.values()).all(|(s, t)| *s == t.shape)
+                && shapes
+                    .iter()
+                    .zip(tensors.values())
+                    .all(|(s, t)| *s == t.shape)
         });
         if scalars.is_some() || !same_shapes {
             let shapes = created_shapes(
@@ -253,16 +256,26 @@ fn call_with(
     id: u64,
     spec: &Spec,
     shared: BTreeMap<String, Arc<Tensor>>,
+    outs: Vec<OutArray>,
+) -> std::result::Result<Outputs, CallError> {
+    call_on(id, spec, CallTensors::new(shared).tensors, outs)
+}
+
+/// [`call_with`] on the call's own copies of the tensors.
+fn call_on(
+    id: u64,
+    spec: &Spec,
+    mut tensors: BTreeMap<String, Tensor>,
     mut outs: Vec<OutArray>,
 ) -> std::result::Result<Outputs, CallError> {
-    let mut call = CallTensors::new(shared);
-    run_on(id, spec, &mut call.tensors, &mut outs)?;
+    let call = &mut tensors;
+    run_on(id, spec, call, &mut outs)?;
     let mut made = BTreeMap::new();
     let mut lent = vec![];
     let mut outs: HashMap<String, OutArray> =
         outs.into_iter().map(|o| (o.name.clone(), o)).collect();
     for n in spec.out.keys() {
-        let t = call.tensors.remove(n).expect("outputs are created");
+        let t = call.remove(n).expect("outputs are created");
         match outs.remove(n) {
             Some(o) => lent.push((o, t)),
             None => {
@@ -428,8 +441,30 @@ impl PyKernel {
         py: Python<'_>,
         tensors: &Bound<'_, PyDict>,
     ) -> PyResult<Option<PyTensor>> {
+        let Some(single) = self
+            .spec
+            .out
+            .keys()
+            .next()
+            .filter(|_| self.spec.out.len() == 1)
+        else {
+            return Ok(None);
+        };
+        Ok(self
+            .call_tensors(py, tensors)?
+            .and_then(|mut made| made.remove(single)))
+    }
+
+    /// [`PyKernel::call_single`] for any number of outputs: the outputs by name, or `None`
+    /// when a value of `tensors` is not a `tessera.Tensor`.
+    fn call_tensors(
+        &self,
+        py: Python<'_>,
+        tensors: &Bound<'_, PyDict>,
+    ) -> PyResult<Option<BTreeMap<String, PyTensor>>> {
         let raw = intern!(py, "_raw");
-        let mut shared = BTreeMap::new();
+        // The core's by-value map straight from the Python tensors (their arrays shared).
+        let mut given = BTreeMap::new();
         for (name, value) in tensors.iter() {
             let Ok(inner) = value.getattr(raw) else {
                 return Ok(None);
@@ -437,15 +472,11 @@ impl PyKernel {
             let Ok(t) = inner.cast::<PyTensor>() else {
                 return Ok(None);
             };
-            shared.insert(name.extract::<String>()?, t.get().shared());
+            given.insert(name.extract::<String>()?, (*t.get().shared()).clone());
         }
-        let Some(single) = self.spec.out.keys().next().filter(|_| self.spec.out.len() == 1)
-        else {
-            return Ok(None);
-        };
         let (id, spec) = (self.id, self.spec.clone());
-        let mut outputs = py.detach(move || call_with(id, &spec, shared, vec![]))?;
-        Ok(outputs.made.remove(single))
+        let outputs = py.detach(move || call_on(id, &spec, given, vec![]))?;
+        Ok(Some(outputs.made))
     }
 
     /// The program text the kernel was compiled from.
