@@ -13,7 +13,10 @@ from ._tensor import Tensor, _axes, _operand, _standard_dtype, asarray
 
 
 def _tensors(kwargs):
-    return {name: asarray(value)._raw for name, value in kwargs.items()}
+    # Tensors as they are, without `asarray`'s checks: a call's fixed cost matters on small
+    # inputs (a `run` in a loop over images).
+    return {name: value._raw if type(value) is Tensor else asarray(value)._raw
+            for name, value in kwargs.items()}
 
 
 def _outs(out):
@@ -112,6 +115,17 @@ class Kernel:
         dtype (no casting), for a dense output, and share no memory with an input
         or another ``out`` array; else ``TypeError`` (dtype, not an array) or ``ValueError``.
         Its contents do not matter: the program's declaration fills it."""
+        if out is None:
+            # One crossing into Rust for the common case (the per-call cost decides small
+            # inputs); None when a value is not a Tensor yet.
+            if self._single is not None:
+                raw = self._raw.call_single(tensors)
+                if raw is not None:
+                    return Tensor(raw)
+            else:
+                made = self._raw.call_tensors(tensors)
+                if made is not None:
+                    return _shaped(made, self._kind)
         raws = {}
         for name, value in tensors.items():
             raws[name] = value._raw if type(value) is Tensor else asarray(value)._raw

@@ -16,7 +16,9 @@ use crate::errors::IntoPy;
 use crate::program::{CallTensors, Prepared, create, created_shapes, prepare, runner, shared_of};
 use crate::tensor::PyTensor;
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
@@ -49,7 +51,8 @@ struct Ready {
     last: RefCell<Option<(ShapeKey, Shapes)>>,
 }
 
-type ShapeKey = (Vec<Vec<usize>>, HashMap<String, i64>);
+/// The given tensors' shapes in name order, and the integer scalars in name order.
+type ShapeKey = (Vec<Vec<usize>>, Vec<(String, i64)>);
 
 /// Shapes by tensor name.
 type Shapes = HashMap<String, Vec<usize>>;
@@ -113,17 +116,35 @@ impl Ready {
         tensors: &mut BTreeMap<String, Tensor>,
         outs: &mut [OutArray],
     ) -> std::result::Result<(), CallError> {
-        let key: ShapeKey = (
-            tensors.values().map(|t| t.shape.clone()).collect(),
-            tessera::run::scalar_values_except(&self.written, tensors),
-        );
+        // Compared in place: a call with the shapes and scalars of the last one (a loop over
+        // images of one size) allocates nothing here.
         let mut last = self.last.borrow_mut();
-        if last.as_ref().map(|(k, _)| k) != Some(&key) {
+        let scalars = tessera::run::scalars_if_changed(
+            last.as_ref().map(|((_, s), _)| s.as_slice()),
+            &self.written,
+            tensors,
+        );
+        let same_shapes = last.as_ref().is_some_and(|((shapes, _), _)| {
+            shapes.len() == tensors.len()
+                && shapes
+                    .iter()
+                    .zip(tensors.values())
+                    .all(|(s, t)| *s == t.shape)
+        });
+        if scalars.is_some() || !same_shapes {
             let shapes = created_shapes(
                 &self.prepared.program,
                 tensors,
                 &self.prepared.created_known,
             )?;
+            let scalars = match scalars {
+                Some(s) => s,
+                None => last
+                    .as_ref()
+                    .map(|((_, s), _)| s.clone())
+                    .unwrap_or_default(),
+            };
+            let key: ShapeKey = (tensors.values().map(|t| t.shape.clone()).collect(), scalars);
             *last = Some((key, shapes));
         }
         let (_, shapes) = last.as_ref().expect("set above");
@@ -235,16 +256,26 @@ fn call_with(
     id: u64,
     spec: &Spec,
     shared: BTreeMap<String, Arc<Tensor>>,
+    outs: Vec<OutArray>,
+) -> std::result::Result<Outputs, CallError> {
+    call_on(id, spec, CallTensors::new(shared).tensors, outs)
+}
+
+/// [`call_with`] on the call's own copies of the tensors.
+fn call_on(
+    id: u64,
+    spec: &Spec,
+    mut tensors: BTreeMap<String, Tensor>,
     mut outs: Vec<OutArray>,
 ) -> std::result::Result<Outputs, CallError> {
-    let mut call = CallTensors::new(shared);
-    run_on(id, spec, &mut call.tensors, &mut outs)?;
+    let call = &mut tensors;
+    run_on(id, spec, call, &mut outs)?;
     let mut made = BTreeMap::new();
     let mut lent = vec![];
     let mut outs: HashMap<String, OutArray> =
         outs.into_iter().map(|o| (o.name.clone(), o)).collect();
     for n in spec.out.keys() {
-        let t = call.tensors.remove(n).expect("outputs are created");
+        let t = call.remove(n).expect("outputs are created");
         match outs.remove(n) {
             Some(o) => lent.push((o, t)),
             None => {
@@ -397,6 +428,55 @@ impl PyKernel {
         let (id, spec) = (self.id, self.spec.clone());
         let outputs = py.detach(move || call_with(id, &spec, shared, lent))?;
         finish(py, outputs)
+    }
+
+    /// `Kernel.__call__`'s common case in one crossing: a kernel with one output, called
+    /// without `out=`, on `tessera.Tensor`s (`tensors` is the call's keyword dict; each
+    /// value's `_raw` is read here). Returns the output, or `None` without running anything
+    /// when a value is not a Tensor (the Python side converts it and calls `call`). On a
+    /// 28x28 image the Python-side dict building and result wrapping of `call` cost as much
+    /// as the kernel.
+    fn call_single(
+        &self,
+        py: Python<'_>,
+        tensors: &Bound<'_, PyDict>,
+    ) -> PyResult<Option<PyTensor>> {
+        let Some(single) = self
+            .spec
+            .out
+            .keys()
+            .next()
+            .filter(|_| self.spec.out.len() == 1)
+        else {
+            return Ok(None);
+        };
+        Ok(self
+            .call_tensors(py, tensors)?
+            .and_then(|mut made| made.remove(single)))
+    }
+
+    /// [`PyKernel::call_single`] for any number of outputs: the outputs by name, or `None`
+    /// when a value of `tensors` is not a `tessera.Tensor`.
+    fn call_tensors(
+        &self,
+        py: Python<'_>,
+        tensors: &Bound<'_, PyDict>,
+    ) -> PyResult<Option<BTreeMap<String, PyTensor>>> {
+        let raw = intern!(py, "_raw");
+        // The core's by-value map straight from the Python tensors (their arrays shared).
+        let mut given = BTreeMap::new();
+        for (name, value) in tensors.iter() {
+            let Ok(inner) = value.getattr(raw) else {
+                return Ok(None);
+            };
+            let Ok(t) = inner.cast::<PyTensor>() else {
+                return Ok(None);
+            };
+            given.insert(name.extract::<String>()?, (*t.get().shared()).clone());
+        }
+        let (id, spec) = (self.id, self.spec.clone());
+        let outputs = py.detach(move || call_on(id, &spec, given, vec![]))?;
+        Ok(Some(outputs.made))
     }
 
     /// The program text the kernel was compiled from.

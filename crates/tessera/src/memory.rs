@@ -9,7 +9,7 @@ use crate::types::ElemType;
 
 /// [`crate::runtime::memory::check`] for a tensor of this format.
 pub fn check(tensor: &str, shape: &[usize], format: &Format, bytes: Option<u64>) -> Result<()> {
-    crate::runtime::memory::check(tensor, shape, &format.to_string(), bytes)
+    crate::runtime::memory::check(tensor, shape, format, bytes)
 }
 
 /// [`check`] of a tensor of this format and shape holding `entries` stored entries.

@@ -31,6 +31,15 @@ pub struct Compiled {
     /// The shapes and integer scalars of the last run whose shape check passed: a run with the
     /// same ones skips the check, which costs more than a small kernel.
     checked: std::sync::Mutex<Option<ShapeKey>>,
+    /// Per tensor of `layout.tensors`: whether the kernel writes it (`written`, looked up once
+    /// here rather than hashed on every run).
+    writes: Vec<bool>,
+    /// The places in `layout.tensors` in the order of their names: a run finds its tensors in
+    /// one ordered pass over the caller's map instead of a lookup per tensor and use.
+    by_name: Vec<usize>,
+    /// The kernel's buffer table of the last run (emptied), kept so a run allocates none; a
+    /// concurrent run of the same kernel makes its own.
+    frame: std::sync::Mutex<Vec<Buffer>>,
     /// The position arrays ([`crate::ir::Vouched::Positions`], places in `layout.bounds`) of
     /// tensors the kernel only reads whose bound its versioned loops use
     /// (`backend::versioning::between_bounds`): a run hands the kernel a checked snapshot of
@@ -55,8 +64,40 @@ pub struct Snapshots {
 pub type Snapshot = (String, usize, usize, Option<u64>);
 
 /// What the shape check of a run depends on: each layout tensor's shape, in layout order, and
-/// the values of the integer scalars (they may size loops).
-type ShapeKey = (Vec<Option<Vec<usize>>>, HashMap<String, i64>);
+/// the values of the integer scalars (they may size loops), in name order.
+type ShapeKey = (Vec<Option<Vec<usize>>>, Vec<(String, i64)>);
+
+/// The integer scalars of `tensors` not in `written` ([`scalar_values_except`], in name
+/// order) when they differ from `last`, else `None`: a run with the same scalars as the last
+/// one allocates nothing here.
+pub fn scalars_if_changed(
+    last: Option<&[(String, i64)]>,
+    written: &HashSet<String>,
+    tensors: &BTreeMap<String, Tensor>,
+) -> Option<Vec<(String, i64)>> {
+    let scalars = || {
+        tensors.iter().filter_map(|(n, t)| {
+            if t.rank() != 0
+                || t.elem().class() != crate::types::Class::Int
+                || written.contains(n.as_str())
+            {
+                return None;
+            }
+            Some((n, t.get(&[]).ok()?.as_i64()))
+        })
+    };
+    if let Some(last) = last {
+        let mut now = scalars();
+        let same = last
+            .iter()
+            .all(|(n, v)| now.next().is_some_and(|(m, w)| m == n && w == *v))
+            && now.next().is_none();
+        if same {
+            return None;
+        }
+    }
+    Some(scalars().map(|(n, v)| (n.clone(), v)).collect())
+}
 
 /// Normalise a program for tensors with these names: user reducers are attached to their
 /// uses, windows and swizzles are compiled away, permissive indices become bounds checks, then
@@ -409,6 +450,13 @@ impl Runner {
         let (_, written) = crate::notation::visit::reads_writes(&program.body);
         let written: HashSet<String> = written.into_iter().collect();
         let snapshot = snapshot_slots(&ir, &layout, &written);
+        let writes = layout
+            .tensors
+            .iter()
+            .map(|tl| written.contains(&tl.name))
+            .collect();
+        let mut by_name: Vec<usize> = (0..layout.tensors.len()).collect();
+        by_name.sort_by(|&a, &b| layout.tensors[a].name.cmp(&layout.tensors[b].name));
         let c = Rc::new(Compiled {
             kernel,
             layout,
@@ -419,6 +467,9 @@ impl Runner {
             parallel,
             written,
             checked: std::sync::Mutex::new(None),
+            writes,
+            by_name,
+            frame: std::sync::Mutex::new(vec![]),
             scratch: std::sync::Mutex::new(vec![Buffer::I64(vec![].into()); snapshot.len()]),
             snapshot,
         });
@@ -427,55 +478,118 @@ impl Runner {
     }
 
     /// Run a compiled kernel on the tensors (every tensor of its layout must be present).
+    ///
+    /// The fixed cost of a call matters as much as the loop on small inputs (a 28x28 image,
+    /// an 8x8 matrix), so nothing here allocates, hashes or prints per tensor on a run like
+    /// the last one: the tensors are found in one ordered pass, the shape check is skipped
+    /// when shapes and integer scalars are those of the last checked run (compared in place),
+    /// and the buffer table is reused. Every check that keeps memory safe still runs: the
+    /// backends check the buffers' element types and counts, and the bounds are re-read.
     pub fn execute(&self, c: &Compiled, tensors: &mut BTreeMap<String, Tensor>) -> Result<()> {
-        // Shapes must agree (a loop's extent comes from one tensor; the others must match).
-        let key: ShapeKey = (
-            c.layout
-                .tensors
-                .iter()
-                .map(|tl| tensors.get(&tl.name).map(|t| t.shape.clone()))
-                .collect(),
-            scalar_values_except(&c.written, tensors),
-        );
+        let n = c.layout.tensors.len();
         let mut checked = c.checked.lock().unwrap_or_else(|e| e.into_inner());
-        if checked.as_ref() != Some(&key) {
-            let shapes: HashMap<String, Option<Vec<usize>>> = c
+        let scalars = scalars_if_changed(
+            checked.as_ref().map(|k| k.1.as_slice()),
+            &c.written,
+            tensors,
+        );
+        // The layout's tensors, by place, found in one pass over both name orders.
+        let mut found: Vec<Option<&mut Tensor>> = Vec::with_capacity(n);
+        found.resize_with(n, || None);
+        let mut next = c.by_name.iter().peekable();
+        for (name, t) in tensors.iter_mut() {
+            while let Some(&&k) = next.peek() {
+                match c.layout.tensors[k].name.as_str().cmp(name.as_str()) {
+                    std::cmp::Ordering::Less => {
+                        next.next();
+                    }
+                    std::cmp::Ordering::Equal => {
+                        next.next();
+                        found[k] = Some(t);
+                        break;
+                    }
+                    std::cmp::Ordering::Greater => break,
+                }
+            }
+        }
+        // Shapes must agree (a loop's extent comes from one tensor; the others must match).
+        let same_shapes = |key: &ShapeKey| {
+            key.0.len() == n
+                && key
+                    .0
+                    .iter()
+                    .zip(&found)
+                    .all(|(a, t)| a.as_deref() == t.as_ref().map(|t| t.shape.as_slice()))
+        };
+        let same = scalars.is_none() && checked.as_ref().is_some_and(same_shapes);
+        if !same {
+            let shapes: Vec<Option<Vec<usize>>> = found
+                .iter()
+                .map(|t| t.as_ref().map(|t| t.shape.clone()))
+                .collect();
+            let scalars = match scalars {
+                Some(s) => s,
+                None => checked.as_ref().map(|k| k.1.clone()).unwrap_or_default(),
+            };
+            let by_name: HashMap<String, Option<Vec<usize>>> = c
                 .layout
                 .tensors
                 .iter()
-                .zip(&key.0)
+                .zip(&shapes)
                 .filter_map(|(tl, s)| s.as_ref().map(|s| (tl.name.clone(), Some(s.clone()))))
                 .collect();
+            let values: HashMap<String, i64> = scalars.iter().cloned().collect();
             transforms::stack::fitting(&c.program, || {
-                transforms::infer_shapes_with(&c.program, &shapes, &key.1)
+                transforms::infer_shapes_with(&c.program, &by_name, &values)
             })?;
-            *checked = Some(key);
+            *checked = Some((shapes, scalars));
         }
         drop(checked);
+        let mut found: Vec<&mut Tensor> = found
+            .into_iter()
+            .zip(&c.layout.tensors)
+            .map(|(t, tl)| {
+                let t = t.ok_or_else(|| {
+                    Error::tensor(&tl.name, "is used by the program but was not given")
+                })?;
+                // The kernel reads and writes the arrays of the format it was compiled for
+                // (their number per level, their element types, the fill value): another
+                // format is refused before anything moves.
+                if t.format != tl.format {
+                    return Err(Error::tensor(
+                        &tl.name,
+                        format!(
+                            "has the format {} but the kernel was compiled for {}",
+                            t.format, tl.format
+                        ),
+                    ));
+                }
+                Ok(t)
+            })
+            .collect::<Result<_>>()?;
         // The checked bounds of coordinate arrays follow the dimensions; the last slot
         // receives the value a failing check reports (`Engine::detail`).
         let mut dims = vec![0i64; c.layout.dims_len()];
         for (k, at) in c.layout.bounds.iter().enumerate() {
-            let tl = &c.layout.tensors[at.tensor];
             // A tensor the kernel writes vouches for nothing: its arrays change as it runs.
-            if c.written.contains(&tl.name) {
+            if c.writes[at.tensor] {
                 continue;
             }
-            let below = tensors
-                .get(&tl.name)
-                .and_then(|t| t.levels.get(at.level)?.get(at.buf)?.below());
+            let below = found[at.tensor]
+                .levels
+                .get(at.level)
+                .and_then(|l| l.get(at.buf)?.below());
             dims[c.layout.bound_slot(k)] = below.map_or(0, |n| n.min(i64::MAX as u64) as i64);
         }
         let nbufs = c.ir.bufs.len();
-        let mut bufs: Vec<Buffer> = vec![Buffer::I64(vec![].into()); nbufs];
-        for tl in &c.layout.tensors {
-            let t = tensors.get_mut(&tl.name).ok_or_else(|| {
-                Error::tensor(&tl.name, "is used by the program but was not given")
-            })?;
+        let mut bufs = std::mem::take(&mut *c.frame.lock().unwrap_or_else(|e| e.into_inner()));
+        bufs.clear();
+        bufs.resize_with(nbufs, || Buffer::I64(vec![].into()));
+        for ((tl, t), &writes) in c.layout.tensors.iter().zip(found.iter_mut()).zip(&c.writes) {
             for (d, &n) in t.shape.iter().enumerate() {
                 dims[tl.dims_slot + d] = n as i64;
             }
-            if c.written.contains(&tl.name) {
+            if writes {
                 t.unmark();
             }
             for (lk, ids) in tl.bufs.iter().enumerate() {
@@ -532,27 +646,28 @@ impl Runner {
             }
         }
         // Give the arrays back even when the kernel failed, so inputs are never lost.
-        for tl in &c.layout.tensors {
-            let t = tensors.get_mut(&tl.name).expect("checked above");
+        for (tl, t) in c.layout.tensors.iter().zip(found.iter_mut()) {
             for (lk, ids) in tl.bufs.iter().enumerate() {
                 for (bk, &id) in ids.iter().enumerate() {
                     t.levels[lk][bk] = std::mem::replace(&mut bufs[id], Buffer::I64(vec![].into()));
                 }
             }
         }
+        // The table's allocation waits for the next run; what is left in it (the dimensions,
+        // the kernel's own temporaries) is dropped now, as before.
+        bufs.clear();
+        *c.frame.lock().unwrap_or_else(|e| e.into_inner()) = bufs;
         result.map_err(|e| {
             transforms::stack::fitting(&c.program, || {
                 crate::explain::kernel_error(e, &c.program, &c.layout)
             })
         })?;
-        for tl in &c.layout.tensors {
-            let t = tensors.get_mut(&tl.name).expect("checked above");
+        // Only what the kernel wrote changes: the tensors it read are as they were given.
+        for (t, _) in found.iter_mut().zip(&c.writes).filter(|(_, w)| **w) {
             t.finish();
             // Run-length levels merge equal neighbouring runs after every kernel that wrote
             // them (the compiled freeze leaves them as written).
-            if c.written.contains(&tl.name) {
-                t.merge_runs();
-            }
+            t.merge_runs();
         }
         Ok(())
     }

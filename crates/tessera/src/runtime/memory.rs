@@ -64,8 +64,14 @@ pub fn allows(bytes: u64) -> bool {
 
 /// Check that a tensor of `bytes` (`None`: more than fits in 64 bits) is within the limit;
 /// the error names the tensor (`""` for the caller to fill in with [`Error::named`]), its
-/// shape and its format.
-pub fn check(tensor: &str, shape: &[usize], format: &str, bytes: Option<u64>) -> Result<()> {
+/// shape and its format. The format is printed only into an error: a kernel call checks its
+/// outputs' sizes every time, and printing a format costs more than a tiny kernel.
+pub fn check(
+    tensor: &str,
+    shape: &[usize],
+    format: impl std::fmt::Display,
+    bytes: Option<u64>,
+) -> Result<()> {
     let limit = limit_for(bytes.unwrap_or(u64::MAX));
     match (bytes, limit) {
         (Some(b), Some((l, _))) if b <= l => Ok(()),

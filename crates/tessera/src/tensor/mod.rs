@@ -34,9 +34,11 @@ impl Tensor {
         crate::memory::check_tensor(format, shape, 0)?;
         let mut t = Tensor::unbuilt(format, shape);
         let mut count = 1;
-        for (k, kind) in format.levels.iter().enumerate() {
-            let dims = t.level_dims(k).to_vec();
-            count = level_impl(kind).empty(kind, &mut t.levels[k], &dims, count);
+        let mut first = 0;
+        for (kind, bufs) in format.levels.iter().zip(t.levels.iter_mut()) {
+            let dims = &shape[first..first + kind.rank()];
+            first += kind.rank();
+            count = level_impl(kind).empty(kind, bufs, dims, count);
         }
         Ok(t)
     }
@@ -437,11 +439,19 @@ impl Tensor {
 
     /// Cut every level's arrays to their logical length after a kernel wrote them.
     pub fn finish(&mut self) {
+        // Borrowed field by field: every kernel call finishes its outputs, and cloning the
+        // level kinds and dimensions here cost more than a tiny kernel.
+        let Tensor {
+            shape,
+            format,
+            levels,
+        } = self;
         let mut count = 1;
-        for k in 0..self.format.levels.len() {
-            let kind = self.format.levels[k].clone();
-            let dims = self.level_dims(k).to_vec();
-            count = level_impl(&kind).finish(&kind, &mut self.levels[k], &dims, count);
+        let mut first = 0;
+        for (kind, bufs) in format.levels.iter().zip(levels.iter_mut()) {
+            let dims = &shape[first..first + kind.rank()];
+            first += kind.rank();
+            count = level_impl(kind).finish(kind, bufs, dims, count);
         }
     }
 
