@@ -44,8 +44,9 @@ struct Ready {
     prepared: Prepared,
     /// The formats of the given tensors it was compiled for, by name.
     given: BTreeMap<String, Format>,
-    /// The tensors the prepared program writes (its integer scalars are the others).
-    written: HashSet<String>,
+    /// The integer scalars the created tensors' shapes may depend on
+    /// (`tessera::run::sizing_scalars` of the prepared program).
+    sizing: HashSet<String>,
     /// The given tensors' shapes and integer scalars of the last call, and the created
     /// tensors' shapes inferred from them.
     last: RefCell<Option<(ShapeKey, Shapes)>>,
@@ -88,9 +89,8 @@ fn build(spec: &Spec, tensors: &mut BTreeMap<String, Tensor>) -> Result<Ready> {
     let runner = runner(&spec.backend)?;
     let prepared = prepare(&spec.program, tensors, &spec.out, &spec.shapes)?;
     let compiled = runner.compile(&prepared.program, &prepared.formats)?;
-    let (_, written) = tessera::notation::visit::reads_writes(&prepared.program.body);
     Ok(Ready {
-        written: written.into_iter().collect(),
+        sizing: tessera::run::sizing_scalars(&prepared.program),
         runner,
         compiled,
         prepared,
@@ -121,7 +121,7 @@ impl Ready {
         let mut last = self.last.borrow_mut();
         let scalars = tessera::run::scalars_if_changed(
             last.as_ref().map(|((_, s), _)| s.as_slice()),
-            &self.written,
+            &self.sizing,
             tensors,
         );
         let same_shapes = last.as_ref().is_some_and(|((shapes, _), _)| {

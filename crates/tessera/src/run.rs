@@ -28,6 +28,8 @@ pub struct Compiled {
     pub parallel: Option<Rc<crate::backend::parallel::Parallel>>,
     /// The tensors the program writes (run-length outputs merge their runs after each run).
     pub written: HashSet<String>,
+    /// The integer scalars the shape check depends on ([`sizing_scalars`] of `program`).
+    sizing: HashSet<String>,
     /// The shapes and integer scalars of the last run whose shape check passed: a run with the
     /// same ones skips the check, which costs more than a small kernel.
     checked: std::sync::Mutex<Option<ShapeKey>>,
@@ -67,23 +69,42 @@ pub type Snapshot = (String, usize, usize, Option<u64>);
 /// the values of the integer scalars (they may size loops), in name order.
 type ShapeKey = (Vec<Option<Vec<usize>>>, Vec<(String, i64)>);
 
-/// The integer scalars of `tensors` not in `written` ([`scalar_values_except`], in name
-/// order) when they differ from `last`, else `None`: a run with the same scalars as the last
-/// one allocates nothing here.
+/// The names whose integer scalars may size the program's loops and outputs: those it reads
+/// by their bare name (`for i = 0:m - 1` with `m` a 0-d input) and never writes. Shape
+/// inference substitutes the values of names only (`transforms::dimensionalize`), never of
+/// reads `m[]`, so a scalar read only as `m[]` (a search's bounds, `for x = lo[]:hi[]`, which
+/// the kernel checks against the dimensions itself) cannot change what the check finds, and
+/// a run that changes only such values skips it.
+pub fn sizing_scalars(program: &Program) -> HashSet<String> {
+    let (_, written) = crate::notation::visit::reads_writes(&program.body);
+    let mut names = HashSet::new();
+    crate::notation::visit::exprs(&program.body, &mut |e| {
+        if let crate::notation::ast::ExprKind::Name(n) = &e.kind
+            && !written.contains(n)
+        {
+            names.insert(n.clone());
+        }
+    });
+    names
+}
+
+/// The integer scalars of `tensors` named in `sizing` ([`sizing_scalars`], in name order)
+/// when they differ from `last`, else `None`: a run with the same scalars as the last one
+/// allocates nothing here.
 pub fn scalars_if_changed(
     last: Option<&[(String, i64)]>,
-    written: &HashSet<String>,
+    sizing: &HashSet<String>,
     tensors: &BTreeMap<String, Tensor>,
 ) -> Option<Vec<(String, i64)>> {
     let scalars = || {
         tensors.iter().filter_map(|(n, t)| {
             if t.rank() != 0
                 || t.elem().class() != crate::types::Class::Int
-                || written.contains(n.as_str())
+                || !sizing.contains(n.as_str())
             {
                 return None;
             }
-            Some((n, t.get(&[]).ok()?.as_i64()))
+            Some((n, scalar_value(t)?))
         })
     };
     if let Some(last) = last {
@@ -97,6 +118,14 @@ pub fn scalars_if_changed(
         }
     }
     Some(scalars().map(|(n, v)| (n.clone(), v)).collect())
+}
+
+/// The value of a 0-d integer tensor, read from its one element (no walk of the levels).
+fn scalar_value(t: &Tensor) -> Option<i64> {
+    match (t.format.levels.as_slice(), t.levels.first().and_then(|l| l.first())) {
+        ([crate::levels::LevelKind::Element(_)], Some(b)) if b.len() == 1 => Some(b.get(0).as_i64()),
+        _ => t.get(&[]).ok().map(|v| v.as_i64()),
+    }
 }
 
 /// Normalise a program for tensors with these names: user reducers are attached to their
@@ -457,13 +486,15 @@ impl Runner {
             .collect();
         let mut by_name: Vec<usize> = (0..layout.tensors.len()).collect();
         by_name.sort_by(|&a, &b| layout.tensors[a].name.cmp(&layout.tensors[b].name));
+        // With its real `_` loops resolved to the whole line: the shape check of `execute`
+        // then needs no direct use of a real index (`x[i + 0.5]` alone).
+        let checked_program = real_loops(program, formats)?;
         let c = Rc::new(Compiled {
             kernel,
             layout,
             ir,
-            // With its real `_` loops resolved to the whole line: the shape check of
-            // `execute` then needs no direct use of a real index (`x[i + 0.5]` alone).
-            program: real_loops(program, formats)?,
+            sizing: sizing_scalars(&checked_program),
+            program: checked_program,
             parallel,
             written,
             checked: std::sync::Mutex::new(None),
@@ -490,7 +521,7 @@ impl Runner {
         let mut checked = c.checked.lock().unwrap_or_else(|e| e.into_inner());
         let scalars = scalars_if_changed(
             checked.as_ref().map(|k| k.1.as_slice()),
-            &c.written,
+            &c.sizing,
             tensors,
         );
         // The layout's tensors, by place, found in one pass over both name orders.
