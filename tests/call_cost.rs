@@ -203,6 +203,63 @@ fn repeated_runs_follow_integer_scalars() {
     }
 }
 
+/// Scalars read as `lo[]` (not by bare name) bound loops the kernel checks itself, so a run
+/// that changes only them skips the shape check (`run::sizing_scalars`): every such run is
+/// still the evaluator's result, or the kernel's typed error when the range leaves `w`, also
+/// right after good runs with the same shapes.
+#[test]
+fn runs_that_change_only_range_scalars_stay_checked() {
+    let program = "s .= 0\nfor k = lo[]:hi[]\n  s[] += w[k]\nend\n";
+    let scalar =
+        |v: i64| Tensor::from_dense(&fmt("Element(0)"), &[], &Buffer::I64(vec![v].into())).unwrap();
+    let make = |lo: i64, hi: i64| -> BTreeMap<String, Tensor> {
+        BTreeMap::from([
+            ("lo".to_string(), scalar(lo)),
+            ("hi".to_string(), scalar(hi)),
+            (
+                "w".to_string(),
+                tensor(
+                    "Dense(Element(0.0))",
+                    &[6],
+                    (1..=6).map(|v| v as f64).collect(),
+                ),
+            ),
+            (
+                "s".to_string(),
+                Tensor::empty(&fmt("Element(0.0)"), &[]).unwrap(),
+            ),
+        ])
+    };
+    let sizing = tessera::run::sizing_scalars(&parse(program));
+    assert!(
+        !sizing.contains("lo") && !sizing.contains("hi"),
+        "{sizing:?}"
+    );
+    for (backend, runner) in common::runners() {
+        let c = runner
+            .compile(&parse(program), &formats_of(&make(0, 5)))
+            .unwrap();
+        for (lo, hi) in [(0, 5), (1, 3), (2, 2), (4, 1), (0, 0), (3, 5)] {
+            let name = format!("{backend} {lo}:{hi}");
+            run_and_compare(&name, &runner, &c, program, make(lo, hi));
+        }
+        for (lo, hi) in [(2, 6), (-1, 3), (0, 9)] {
+            let e = runner.execute(&c, &mut make(lo, hi)).unwrap_err();
+            assert!(
+                e.to_string().contains("outside dimension 0 of `w`"),
+                "{backend}: {e}"
+            );
+            run_and_compare(
+                &format!("{backend} after"),
+                &runner,
+                &c,
+                program,
+                make(1, 4),
+            );
+        }
+    }
+}
+
 /// A tensor the program uses but the run was not given is a typed error naming it, before
 /// any array moves: the given tensors are left whole, and the next run is right.
 #[test]

@@ -122,8 +122,13 @@ pub fn scalars_if_changed(
 
 /// The value of a 0-d integer tensor, read from its one element (no walk of the levels).
 fn scalar_value(t: &Tensor) -> Option<i64> {
-    match (t.format.levels.as_slice(), t.levels.first().and_then(|l| l.first())) {
-        ([crate::levels::LevelKind::Element(_)], Some(b)) if b.len() == 1 => Some(b.get(0).as_i64()),
+    match (
+        t.format.levels.as_slice(),
+        t.levels.first().and_then(|l| l.first()),
+    ) {
+        ([crate::levels::LevelKind::Element(_)], Some(b)) if b.len() == 1 => {
+            Some(b.get(0).as_i64())
+        }
         _ => t.get(&[]).ok().map(|v| v.as_i64()),
     }
 }
@@ -519,11 +524,8 @@ impl Runner {
     pub fn execute(&self, c: &Compiled, tensors: &mut BTreeMap<String, Tensor>) -> Result<()> {
         let n = c.layout.tensors.len();
         let mut checked = c.checked.lock().unwrap_or_else(|e| e.into_inner());
-        let scalars = scalars_if_changed(
-            checked.as_ref().map(|k| k.1.as_slice()),
-            &c.sizing,
-            tensors,
-        );
+        let scalars =
+            scalars_if_changed(checked.as_ref().map(|k| k.1.as_slice()), &c.sizing, tensors);
         // The layout's tensors, by place, found in one pass over both name orders.
         let mut found: Vec<Option<&mut Tensor>> = Vec::with_capacity(n);
         found.resize_with(n, || None);
