@@ -622,3 +622,96 @@ fn nested_round_trip(f: &Format) {
         }
     }
 }
+
+/// The count index of `examples/interval_overlap.rs` over half-open data intervals `b`:
+/// `S[x]`, how many start at `x`, and `C[x]`, how many hold `x` in their interior
+/// (an exact value at each endpoint, one on each open gap).
+fn count_index(b: &[(f64, f64)]) -> (Tensor, Tensor) {
+    let mut events: Vec<(f64, i64)> = b.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
+    events.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
+    let (mut starts, mut cover): (Vec<Piece>, Vec<Piece>) = (vec![], vec![]);
+    let (mut open, mut k) = (0i64, 0);
+    while k < events.len() {
+        let at = events[k].0;
+        let (mut opened, mut closed) = (0, 0);
+        while k < events.len() && events[k].0 == at {
+            match events[k].1 > 0 {
+                true => opened += 1,
+                false => closed += 1,
+            }
+            k += 1;
+        }
+        if opened > 0 {
+            starts.push((vec![PieceCoord::point(at)], Scalar::I64(opened)));
+        }
+        if open - closed > 0 {
+            cover.push((vec![PieceCoord::point(at)], Scalar::I64(open - closed)));
+        }
+        open += opened - closed;
+        if let (true, Some(&(next, _))) = (open > 0, events.get(k)) {
+            let gap = PieceCoord::Real(Limit::plus_eps(at), Limit::minus_eps(next));
+            cover.push((vec![gap], Scalar::I64(open)));
+        }
+    }
+    let s = Tensor::from_pieces(&fmt("SparseList(Element(0), coord=f64)"), &[0], &starts);
+    let c = Tensor::from_pieces(&fmt("SparseRunList(Element(0), coord=f64)"), &[0], &cover);
+    (s.unwrap(), c.unwrap())
+}
+
+const COUNT: &str = "o .= 0\nfor i = _, x = _\n  o[i] += A1[i, x] * S[x]\nend\nfor i = _, x = _\n  o[i] += As[i, gallop(x)] * C[gallop(x)]\nend";
+
+/// Counting overlaps by the starts inside each query plus the coverage at its start (the
+/// example's `count`), on every backend and in the evaluator, against pair enumeration. The
+/// phases around a query's piece multiply `S` by A1's zero, so the kernel positions `S` for
+/// the piece only: one search of `S` per query, not one more for the phase after it.
+#[test]
+fn interval_count_searches_only_where_the_query_is() {
+    let a = [(0.0, 5.0), (5.0, 9.0), (20.0, 30.0), (2.0, 3.0), (8.5, 8.75), (40.0, 99.0)];
+    let b = [
+        (5.0, 6.0),
+        (8.5, 25.0),
+        (29.0, 40.0),
+        (100.0, 101.0),
+        (0.0, 3.0),
+        (5.0, 9.0),
+        (30.0, 41.0),
+    ];
+    let want: Vec<i64> = a
+        .iter()
+        .map(|&(s, e)| b.iter().filter(|&&(t, u)| s < u && t < e).count() as i64)
+        .collect();
+    let rows = |format: &str, at: &dyn Fn(f64, f64) -> PieceCoord| {
+        let p: Vec<Piece> = a
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, e))| (vec![PieceCoord::Int(i as i64), at(s, e)], Scalar::I64(1)))
+            .collect();
+        Tensor::from_pieces(&fmt(format), &[a.len(), 0], &p).unwrap()
+    };
+    let a1 = rows(
+        "Dense(SparseInterval(Element(0), coord=f64))",
+        &PieceCoord::right_open,
+    );
+    let starts = rows("Dense(SparseList(Element(0), coord=f64))", &|s, _| {
+        PieceCoord::point(s)
+    });
+    let (s, c) = count_index(&b);
+    let inputs = [("A1", &a1), ("As", &starts), ("S", &s), ("C", &c)];
+    let got = common::pieces::compare_pieces(COUNT, &inputs, "Dense(Element(0))", &[a.len()]);
+    let mut counts = vec![0i64; a.len()];
+    for (at, v) in got.pieces {
+        if let tessera::eval::continuous::Coord::Int(i) = at[0] {
+            counts[i as usize] += v.as_i64();
+        }
+    }
+    assert_eq!(counts, want);
+
+    let formats: BTreeMap<String, Format> = inputs
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.format.clone()))
+        .chain([("o".to_string(), fmt("Dense(Element(0))"))])
+        .collect();
+    let (ir, _, _) = Runner::lower(&parse_program(COUNT).unwrap(), &formats).unwrap();
+    let text = ir.to_string();
+    assert_eq!(text.matches("S_search_lo = S_q;").count(), 1, "{text}");
+}
