@@ -666,7 +666,14 @@ const COUNT: &str = "o .= 0\nfor i = _, x = _\n  o[i] += A1[i, x] * S[x]\nend\nf
 /// the piece only: one search of `S` per query, not one more for the phase after it.
 #[test]
 fn interval_count_searches_only_where_the_query_is() {
-    let a = [(0.0, 5.0), (5.0, 9.0), (20.0, 30.0), (2.0, 3.0), (8.5, 8.75), (40.0, 99.0)];
+    let a = [
+        (0.0, 5.0),
+        (5.0, 9.0),
+        (20.0, 30.0),
+        (2.0, 3.0),
+        (8.5, 8.75),
+        (40.0, 99.0),
+    ];
     let b = [
         (5.0, 6.0),
         (8.5, 25.0),
@@ -714,4 +721,85 @@ fn interval_count_searches_only_where_the_query_is() {
     let (ir, _, _) = Runner::lower(&parse_program(COUNT).unwrap(), &formats).unwrap();
     let text = ir.to_string();
     assert_eq!(text.matches("S_search_lo = S_q;").count(), 1, "{text}");
+}
+
+/// A boolean output stops its `|=` (`&=`) reductions once true (false): the walk over a
+/// query's segments and ids breaks, and the results still agree with the evaluator on every
+/// backend, for dense and sparse outputs and for the interval overlap of the example.
+#[test]
+fn boolean_reductions_stop_at_their_annihilator() {
+    let bits = [
+        true, false, true, true, false, //
+        false, false, false, false, false, //
+        false, true, true, true, true, //
+        true, true, true, true, true,
+    ];
+    let values = tessera::runtime::Buffer::from(bits.to_vec());
+    let a = Tensor::from_slice("Dense(SparseList(Element(false)))", &[4, 5], &values).unwrap();
+    for (out, op, init, annihilator) in [
+        ("Dense(Element(false))", "|=", "false", "true"),
+        ("SparseList(Element(false))", "|=", "false", "true"),
+        ("Dense(Element(true))", "&=", "true", "false"),
+    ] {
+        let program = format!("o .= {init}\nfor i = _, j = _\n  o[i] {op} A[i, j]\nend");
+        let o = Tensor::empty(&fmt(out), &[4]).unwrap();
+        let tensors = [("A", a.clone()), ("o", o)];
+        let want = common::run_eval(
+            &parse_program(&program).unwrap(),
+            &tensors
+                .iter()
+                .map(|(n, t)| (n.to_string(), t.clone()))
+                .collect(),
+        )
+        .unwrap();
+        for (name, ts) in everywhere(&program, &tensors) {
+            assert_eq!(ts["o"].to_dense(), want["o"], "{name}: {program}");
+        }
+        let formats = tensors
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.format.clone()))
+            .collect();
+        let (ir, _, _) = Runner::lower(&parse_program(&program).unwrap(), &formats).unwrap();
+        let text = ir.to_string();
+        // The test of the accumulator against the annihilator, which only the early exit
+        // emits, then `break`.
+        let test = format!(" == {annihilator}) {{");
+        assert!(text.contains(&test), "no early exit for {out}:\n{text}");
+    }
+
+    // The example's overlap: segments `G[x, j]` listing the ids covering them.
+    let q = [
+        (0.0, 5.0),
+        (5.0, 9.0),
+        (20.0, 30.0),
+        (2.0, 3.0),
+        (40.0, 99.0),
+    ];
+    let segs: Vec<Piece> = [
+        (0.0, 3.0, &[4, 5][..]),
+        (5.0, 6.0, &[0, 5, 6]),
+        (8.5, 9.0, &[1, 5]),
+    ]
+    .iter()
+    .flat_map(|&(s, e, ids)| {
+        ids.iter().map(move |&j| {
+            let at = vec![PieceCoord::right_open(s, e), PieceCoord::Int(j)];
+            (at, Scalar::Bool(true))
+        })
+    })
+    .collect();
+    let g = Tensor::from_pieces(
+        &fmt("SparseRunList(SparseList(Pattern()), coord=f64)"),
+        &[0, 7],
+        &segs,
+    )
+    .unwrap();
+    let o = Tensor::empty(&fmt("Dense(Element(false))"), &[q.len()]).unwrap();
+    let program = "o .= false\nfor i = _, x = _, j = _\n  o[i] |= A[i, x] && G[x, j]\nend";
+    let tensors = [("A", bed_like(&q)), ("G", g), ("o", o)];
+    for (name, ts) in everywhere(program, &tensors) {
+        let got: Vec<Scalar> = (0..q.len()).map(|i| ts["o"].to_dense().get(i)).collect();
+        let want = [true, true, false, true, false].map(Scalar::Bool);
+        assert_eq!(got, want, "{name}");
+    }
 }
