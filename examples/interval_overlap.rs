@@ -283,8 +283,10 @@ pub fn operations(input: &Input) -> Result<Vec<Measured>> {
 
     // The queries: A[c, i, x], one half-open interval per id. The id level is sparse so that a
     // chromosome visits only its own queries (a `Dense` one walked all N ids per chromosome).
+    // `halfopen=true`: every query is `[s, e)`, so the kernels compare plain floats with the
+    // index's coordinates rather than `Limit` keys whose signs are loaded from arrays.
     let qf = Format::parse(
-        "Dense(SparseList(SparseInterval(Pattern(), coord=f64)))",
+        "Dense(SparseList(SparseInterval(Pattern(), coord=f64, halfopen=true)))",
         None,
     )?;
     let qp: Vec<Piece> = a
@@ -327,7 +329,7 @@ pub fn operations(input: &Input) -> Result<Vec<Measured>> {
     };
     let q1 = Tensor::from_pieces(
         &Format::parse(
-            "Dense(SparseList(SparseInterval(Element(0), coord=f64)))",
+            "Dense(SparseList(SparseInterval(Element(0), coord=f64, halfopen=true)))",
             None,
         )?,
         &[chroms, n, 0],

@@ -695,32 +695,62 @@ fn interval_count_searches_only_where_the_query_is() {
             .collect();
         Tensor::from_pieces(&fmt(format), &[a.len(), 0], &p).unwrap()
     };
-    let a1 = rows(
-        "Dense(SparseInterval(Element(0), coord=f64))",
-        &PieceCoord::right_open,
-    );
     let starts = rows("Dense(SparseList(Element(0), coord=f64))", &|s, _| {
         PieceCoord::point(s)
     });
     let (s, c) = count_index(&b);
-    let inputs = [("A1", &a1), ("As", &starts), ("S", &s), ("C", &c)];
-    let got = common::pieces::compare_pieces(COUNT, &inputs, "Dense(Element(0))", &[a.len()]);
-    let mut counts = vec![0i64; a.len()];
-    for (at, v) in got.pieces {
-        if let tessera::eval::continuous::Coord::Int(i) = at[0] {
-            counts[i as usize] += v.as_i64();
+    // The queries as general intervals (signs in arrays) and as `halfopen=true` ones.
+    for half_open in [false, true] {
+        let a1 = rows(
+            &format!(
+                "Dense(SparseInterval(Element(0), coord=f64{}))",
+                if half_open { ", halfopen=true" } else { "" }
+            ),
+            &PieceCoord::right_open,
+        );
+        let inputs = [("A1", &a1), ("As", &starts), ("S", &s), ("C", &c)];
+        let got = common::pieces::compare_pieces(COUNT, &inputs, "Dense(Element(0))", &[a.len()]);
+        let mut counts = vec![0i64; a.len()];
+        for (at, v) in got.pieces {
+            if let tessera::eval::continuous::Coord::Int(i) = at[0] {
+                counts[i as usize] += v.as_i64();
+            }
         }
-    }
-    assert_eq!(counts, want);
+        assert_eq!(counts, want);
 
-    let formats: BTreeMap<String, Format> = inputs
-        .iter()
-        .map(|(n, t)| (n.to_string(), t.format.clone()))
-        .chain([("o".to_string(), fmt("Dense(Element(0))"))])
-        .collect();
-    let (ir, _, _) = Runner::lower(&parse_program(COUNT).unwrap(), &formats).unwrap();
-    let text = ir.to_string();
-    assert_eq!(text.matches("S_search_lo = S_q;").count(), 1, "{text}");
+        let formats: BTreeMap<String, Format> = inputs
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.format.clone()))
+            .chain([("o".to_string(), fmt("Dense(Element(0))"))])
+            .collect();
+        // The kernel as the backends get it, after `ir::exact_points`.
+        let compiled = Runner::jit().compile(&parse_program(COUNT).unwrap(), &formats);
+        let text = compiled.unwrap().ir.to_string();
+        assert_eq!(text.matches("S_search_lo = S_q;").count(), 1, "{text}");
+        // Half-open queries carry no signs: the search for the query's start compares floats.
+        let search = "if (S_idx[S_search_mid] < x_phase_start";
+        assert_eq!(text.contains(search), half_open, "{text}");
+        assert_eq!(!text.contains("A1_left_eps["), half_open, "{text}");
+    }
+}
+
+/// `halfopen=true` is a promise about every stored run: a piece with other ends is refused
+/// when the tensor is built, and the flag needs real coordinates.
+#[test]
+fn half_open_intervals_refuse_other_ends() {
+    let f = fmt("Dense(SparseInterval(Pattern(), coord=f64, halfopen=true))");
+    assert_eq!(
+        f.to_string(),
+        "Dense(SparseInterval(Pattern(), coord=f64, halfopen=true))"
+    );
+    let piece = |c: PieceCoord| (vec![PieceCoord::Int(0), c], Scalar::Bool(true));
+    assert!(Tensor::from_pieces(&f, &[1, 0], &[piece(PieceCoord::right_open(1.0, 2.0))]).is_ok());
+    for other in [PieceCoord::closed(1.0, 2.0), PieceCoord::point(1.0)] {
+        let e = Tensor::from_pieces(&f, &[1, 0], &[piece(other)]).unwrap_err();
+        assert!(e.to_string().contains("halfopen=true"), "{e}");
+    }
+    let e = Format::parse("SparseInterval(Pattern(), halfopen=true)", None).unwrap_err();
+    assert!(e.to_string().contains("coord=f64"), "{e}");
 }
 
 /// A boolean output stops its `|=` (`&=`) reductions once true (false): the walk over a
