@@ -622,3 +622,214 @@ fn nested_round_trip(f: &Format) {
         }
     }
 }
+
+/// The count index of `examples/interval_overlap.rs` over half-open data intervals `b`:
+/// `S[x]`, how many start at `x`, and `C[x]`, how many hold `x` in their interior
+/// (an exact value at each endpoint, one on each open gap).
+fn count_index(b: &[(f64, f64)]) -> (Tensor, Tensor) {
+    let mut events: Vec<(f64, i64)> = b.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
+    events.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
+    let (mut starts, mut cover): (Vec<Piece>, Vec<Piece>) = (vec![], vec![]);
+    let (mut open, mut k) = (0i64, 0);
+    while k < events.len() {
+        let at = events[k].0;
+        let (mut opened, mut closed) = (0, 0);
+        while k < events.len() && events[k].0 == at {
+            match events[k].1 > 0 {
+                true => opened += 1,
+                false => closed += 1,
+            }
+            k += 1;
+        }
+        if opened > 0 {
+            starts.push((vec![PieceCoord::point(at)], Scalar::I64(opened)));
+        }
+        if open - closed > 0 {
+            cover.push((vec![PieceCoord::point(at)], Scalar::I64(open - closed)));
+        }
+        open += opened - closed;
+        if let (true, Some(&(next, _))) = (open > 0, events.get(k)) {
+            let gap = PieceCoord::Real(Limit::plus_eps(at), Limit::minus_eps(next));
+            cover.push((vec![gap], Scalar::I64(open)));
+        }
+    }
+    let s = Tensor::from_pieces(&fmt("SparseList(Element(0), coord=f64)"), &[0], &starts);
+    let c = Tensor::from_pieces(&fmt("SparseRunList(Element(0), coord=f64)"), &[0], &cover);
+    (s.unwrap(), c.unwrap())
+}
+
+const COUNT: &str = "o .= 0\nfor i = _, x = _\n  o[i] += A1[i, x] * S[x]\nend\nfor i = _, x = _\n  o[i] += As[i, gallop(x)] * C[gallop(x)]\nend";
+
+/// Counting overlaps by the starts inside each query plus the coverage at its start (the
+/// example's `count`), on every backend and in the evaluator, against pair enumeration. The
+/// phases around a query's piece multiply `S` by A1's zero, so the kernel positions `S` for
+/// the piece only: one search of `S` per query, not one more for the phase after it.
+#[test]
+fn interval_count_searches_only_where_the_query_is() {
+    let a = [
+        (0.0, 5.0),
+        (5.0, 9.0),
+        (20.0, 30.0),
+        (2.0, 3.0),
+        (8.5, 8.75),
+        (40.0, 99.0),
+    ];
+    let b = [
+        (5.0, 6.0),
+        (8.5, 25.0),
+        (29.0, 40.0),
+        (100.0, 101.0),
+        (0.0, 3.0),
+        (5.0, 9.0),
+        (30.0, 41.0),
+    ];
+    let want: Vec<i64> = a
+        .iter()
+        .map(|&(s, e)| b.iter().filter(|&&(t, u)| s < u && t < e).count() as i64)
+        .collect();
+    let rows = |format: &str, at: &dyn Fn(f64, f64) -> PieceCoord| {
+        let p: Vec<Piece> = a
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, e))| (vec![PieceCoord::Int(i as i64), at(s, e)], Scalar::I64(1)))
+            .collect();
+        Tensor::from_pieces(&fmt(format), &[a.len(), 0], &p).unwrap()
+    };
+    let starts = rows("Dense(SparseList(Element(0), coord=f64))", &|s, _| {
+        PieceCoord::point(s)
+    });
+    let (s, c) = count_index(&b);
+    // The queries as general intervals (signs in arrays) and as `halfopen=true` ones.
+    for half_open in [false, true] {
+        let a1 = rows(
+            &format!(
+                "Dense(SparseInterval(Element(0), coord=f64{}))",
+                if half_open { ", halfopen=true" } else { "" }
+            ),
+            &PieceCoord::right_open,
+        );
+        let inputs = [("A1", &a1), ("As", &starts), ("S", &s), ("C", &c)];
+        let got = common::pieces::compare_pieces(COUNT, &inputs, "Dense(Element(0))", &[a.len()]);
+        let mut counts = vec![0i64; a.len()];
+        for (at, v) in got.pieces {
+            if let tessera::eval::continuous::Coord::Int(i) = at[0] {
+                counts[i as usize] += v.as_i64();
+            }
+        }
+        assert_eq!(counts, want);
+
+        let formats: BTreeMap<String, Format> = inputs
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.format.clone()))
+            .chain([("o".to_string(), fmt("Dense(Element(0))"))])
+            .collect();
+        // The kernel as the backends get it, after `ir::exact_points`.
+        let compiled = Runner::jit().compile(&parse_program(COUNT).unwrap(), &formats);
+        let text = compiled.unwrap().ir.to_string();
+        assert_eq!(text.matches("S_search_lo = S_q;").count(), 1, "{text}");
+        // Half-open queries carry no signs: the search for the query's start compares floats.
+        let search = "if (S_idx[S_search_mid] < x_phase_start";
+        assert_eq!(text.contains(search), half_open, "{text}");
+        assert_eq!(!text.contains("A1_left_eps["), half_open, "{text}");
+    }
+}
+
+/// `halfopen=true` is a promise about every stored run: a piece with other ends is refused
+/// when the tensor is built, and the flag needs real coordinates.
+#[test]
+fn half_open_intervals_refuse_other_ends() {
+    let f = fmt("Dense(SparseInterval(Pattern(), coord=f64, halfopen=true))");
+    assert_eq!(
+        f.to_string(),
+        "Dense(SparseInterval(Pattern(), coord=f64, halfopen=true))"
+    );
+    let piece = |c: PieceCoord| (vec![PieceCoord::Int(0), c], Scalar::Bool(true));
+    assert!(Tensor::from_pieces(&f, &[1, 0], &[piece(PieceCoord::right_open(1.0, 2.0))]).is_ok());
+    for other in [PieceCoord::closed(1.0, 2.0), PieceCoord::point(1.0)] {
+        let e = Tensor::from_pieces(&f, &[1, 0], &[piece(other)]).unwrap_err();
+        assert!(e.to_string().contains("halfopen=true"), "{e}");
+    }
+    let e = Format::parse("SparseInterval(Pattern(), halfopen=true)", None).unwrap_err();
+    assert!(e.to_string().contains("coord=f64"), "{e}");
+}
+
+/// A boolean output stops its `|=` (`&=`) reductions once true (false): the walk over a
+/// query's segments and ids breaks, and the results still agree with the evaluator on every
+/// backend, for dense and sparse outputs and for the interval overlap of the example.
+#[test]
+fn boolean_reductions_stop_at_their_annihilator() {
+    let bits = [
+        true, false, true, true, false, //
+        false, false, false, false, false, //
+        false, true, true, true, true, //
+        true, true, true, true, true,
+    ];
+    let values = tessera::runtime::Buffer::from(bits.to_vec());
+    let a = Tensor::from_slice("Dense(SparseList(Element(false)))", &[4, 5], &values).unwrap();
+    for (out, op, init, annihilator) in [
+        ("Dense(Element(false))", "|=", "false", "true"),
+        ("SparseList(Element(false))", "|=", "false", "true"),
+        ("Dense(Element(true))", "&=", "true", "false"),
+    ] {
+        let program = format!("o .= {init}\nfor i = _, j = _\n  o[i] {op} A[i, j]\nend");
+        let o = Tensor::empty(&fmt(out), &[4]).unwrap();
+        let tensors = [("A", a.clone()), ("o", o)];
+        let want = common::run_eval(
+            &parse_program(&program).unwrap(),
+            &tensors
+                .iter()
+                .map(|(n, t)| (n.to_string(), t.clone()))
+                .collect(),
+        )
+        .unwrap();
+        for (name, ts) in everywhere(&program, &tensors) {
+            assert_eq!(ts["o"].to_dense(), want["o"], "{name}: {program}");
+        }
+        let formats = tensors
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.format.clone()))
+            .collect();
+        let (ir, _, _) = Runner::lower(&parse_program(&program).unwrap(), &formats).unwrap();
+        let text = ir.to_string();
+        // The test of the accumulator against the annihilator, which only the early exit
+        // emits, then `break`.
+        let test = format!(" == {annihilator}) {{");
+        assert!(text.contains(&test), "no early exit for {out}:\n{text}");
+    }
+
+    // The example's overlap: segments `G[x, j]` listing the ids covering them.
+    let q = [
+        (0.0, 5.0),
+        (5.0, 9.0),
+        (20.0, 30.0),
+        (2.0, 3.0),
+        (40.0, 99.0),
+    ];
+    let segs: Vec<Piece> = [
+        (0.0, 3.0, &[4, 5][..]),
+        (5.0, 6.0, &[0, 5, 6]),
+        (8.5, 9.0, &[1, 5]),
+    ]
+    .iter()
+    .flat_map(|&(s, e, ids)| {
+        ids.iter().map(move |&j| {
+            let at = vec![PieceCoord::right_open(s, e), PieceCoord::Int(j)];
+            (at, Scalar::Bool(true))
+        })
+    })
+    .collect();
+    let g = Tensor::from_pieces(
+        &fmt("SparseRunList(SparseList(Pattern()), coord=f64)"),
+        &[0, 7],
+        &segs,
+    )
+    .unwrap();
+    let o = Tensor::empty(&fmt("Dense(Element(false))"), &[q.len()]).unwrap();
+    let program = "o .= false\nfor i = _, x = _, j = _\n  o[i] |= A[i, x] && G[x, j]\nend";
+    let tensors = [("A", bed_like(&q)), ("G", g), ("o", o)];
+    for (name, ts) in everywhere(program, &tensors) {
+        let got: Vec<Scalar> = (0..q.len()).map(|i| ts["o"].to_dense().get(i)).collect();
+        let want = [true, true, false, true, false].map(Scalar::Bool);
+        assert_eq!(got, want, "{name}");
+    }
+}

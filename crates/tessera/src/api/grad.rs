@@ -96,7 +96,7 @@ pub fn gradient_format(format: &Format) -> Result<Format> {
                 LevelKind::SparseList { coord: *coord }
             }
             LevelKind::RunList { .. } => LevelKind::Dense,
-            LevelKind::SparseRunList { coord, .. } | LevelKind::SparseInterval { coord } => {
+            LevelKind::SparseRunList { coord, .. } | LevelKind::SparseInterval { coord, .. } => {
                 LevelKind::SparseList { coord: *coord }
             }
             l => l.clone(),

@@ -170,4 +170,15 @@ impl Level for Element {
         }
         Some(code)
     }
+    /// A boolean leaf short-circuits its reductions (`|=` once true, `&=` once false), as
+    /// ShortCircuitScalar does: a query flagged by its first match (interval overlap, a BFS
+    /// pull) stops walking the rest. A boolean reaches the annihilator often and its test is
+    /// one compare; numeric leaves do not get the test, as `max=` rarely reaches the type's
+    /// top and the compare in every iteration would cost more than it saves (ShortCircuitScalar
+    /// opts in). The value at `pos` is the accumulator: every parent fills the positions it
+    /// assembles (`assemble`), so it holds the fill before the first write.
+    fn short_circuit_value(&self, f: &Fiber) -> Option<Expr> {
+        (f.tensor.elem == ElemType::Bool)
+            .then(|| b::load(f.tensor.level_bufs[f.level][0], f.pos.clone()))
+    }
 }

@@ -40,6 +40,8 @@ pub enum LevelKind {
     /// At most one stored run per fiber; the child position is the fiber's position.
     SparseInterval {
         coord: Coord,
+        /// Every stored run is `[left, right)` (`halfopen=true`, real coordinates only).
+        half_open: bool,
     },
     /// Leaf: one value per position, `fill` outside the stored structure.
     Element(Scalar),
@@ -110,7 +112,10 @@ impl Coord {
 impl LevelKind {
     pub const SPARSE_LIST: LevelKind = LevelKind::SparseList { coord: Coord::I64 };
     pub const SPARSE_POINT: LevelKind = LevelKind::SparsePoint { coord: Coord::I64 };
-    pub const SPARSE_INTERVAL: LevelKind = LevelKind::SparseInterval { coord: Coord::I64 };
+    pub const SPARSE_INTERVAL: LevelKind = LevelKind::SparseInterval {
+        coord: Coord::I64,
+        half_open: false,
+    };
 
     /// The type of the coordinates this level stores (`I64` for levels without `coord=`).
     pub fn coord(&self) -> Coord {
@@ -205,6 +210,11 @@ impl Format {
         for (k, l) in self.levels.iter().enumerate() {
             if let Some(msg) = (l.spec().check_below)(&self.levels[k + 1..]) {
                 return Err(err(msg));
+            }
+            if (l.spec().args)(l).half_open && !l.is_real() {
+                return Err(err(
+                    "`halfopen=true` describes real endpoints: it needs `coord=f64`",
+                ));
             }
         }
         // A 0-d format stores its one position, which a Pattern leaf reads as `true`.
@@ -406,6 +416,7 @@ impl FormatParser<'_> {
         }
         args.flags = spec.flags().collect();
         let takes_coord = spec.params.contains(&Param::Coord);
+        let takes_half_open = spec.params.contains(&Param::HalfOpen);
         while self.eat(b',') {
             let key = self.word();
             if key == "coord" && takes_coord {
@@ -416,6 +427,19 @@ impl FormatParser<'_> {
                 })?;
                 continue;
             }
+            if key == "halfopen" && takes_half_open {
+                self.expect(b'=')?;
+                args.half_open = match self.word().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    other => {
+                        return Err(
+                            self.error(&format!("`halfopen` is true or false, not `{other}`"))
+                        );
+                    }
+                };
+                continue;
+            }
             let Some(flag) = args.flags.iter_mut().find(|(k, _)| *k == key) else {
                 let mut options: Vec<String> = spec
                     .flags()
@@ -423,6 +447,9 @@ impl FormatParser<'_> {
                     .collect();
                 if takes_coord {
                     options.push("`coord=i64|i32|f64`".to_string());
+                }
+                if takes_half_open {
+                    options.push("`halfopen=true|false`".to_string());
                 }
                 let only = match options.is_empty() {
                     true => "it takes none".to_string(),
@@ -503,6 +530,9 @@ impl fmt::Display for Format {
             }
             if spec.params.contains(&Param::Coord) && args.coord != Coord::I64 {
                 end.push_str(&format!(", coord={}", args.coord.name()));
+            }
+            if args.half_open {
+                end.push_str(", halfopen=true");
             }
             end.push(')');
             close.push(end);

@@ -67,6 +67,11 @@ pub enum Param {
     /// it is not `i64`. The tests' format generators keep the default (a real dimension needs
     /// a program over real loops).
     Coord,
+    /// `halfopen=true` after the child, with `coord=f64`: every stored run is `[left, right)`
+    /// (a closed start, an open end: BED intervals), so reads compare plain numbers rather
+    /// than `Limit` keys with signs loaded from arrays. Printed only when set; the format
+    /// generators keep the default, as for `coord=`.
+    HalfOpen,
 }
 
 /// The values of a level's parameters (only those its [`Param`]s name are meaningful).
@@ -77,6 +82,8 @@ pub struct Args {
     /// Every flag of the level, with its value.
     pub flags: Vec<(&'static str, bool)>,
     pub coord: super::format::Coord,
+    /// [`Param::HalfOpen`].
+    pub half_open: bool,
 }
 
 impl Default for Args {
@@ -86,6 +93,7 @@ impl Default for Args {
             fill: Scalar::F64(0.0),
             flags: vec![],
             coord: super::format::Coord::I64,
+            half_open: false,
         }
     }
 }
@@ -236,6 +244,8 @@ impl LevelSpec {
                     .into_iter()
                     .flat_map(|coord| args.iter().map(move |a| Args { coord, ..a.clone() }))
                     .collect(),
+                // Only with real coordinates, which the generators leave to the continuous tests.
+                Param::HalfOpen => args,
             };
         }
         let mut out: Vec<LevelKind> = vec![];

@@ -38,7 +38,7 @@ pub const SPEC: LevelSpec = LevelSpec {
     name: "SparseInterval",
     role: Role::Level,
     arity: Arity::Fixed(1),
-    params: &[Param::Coord],
+    params: &[Param::Coord, Param::HalfOpen],
     // Its walk needs no loop: fill, the run, fill.
     protocols: &[],
     // Reopened, a fiber that already holds its run still takes no second one.
@@ -49,10 +49,14 @@ pub const SPEC: LevelSpec = LevelSpec {
         ..Caps::LEVEL
     },
     is: |k| matches!(k, LevelKind::SparseInterval { .. }),
-    make: |a| LevelKind::SparseInterval { coord: a.coord },
+    make: |a| LevelKind::SparseInterval {
+        coord: a.coord,
+        half_open: a.half_open,
+    },
     args: |k| match k {
-        LevelKind::SparseInterval { coord } => Args {
+        LevelKind::SparseInterval { coord, half_open } => Args {
             coord: *coord,
+            half_open: *half_open,
             ..Args::default()
         },
         _ => Args::default(),
@@ -60,6 +64,20 @@ pub const SPEC: LevelSpec = LevelSpec {
     check_below: registry::any_below,
     imp: &SparseInterval,
 };
+
+/// Whether every stored run is `[left, right)` (`halfopen=true`).
+fn half_open(kind: &LevelKind) -> bool {
+    matches!(
+        kind,
+        LevelKind::SparseInterval {
+            half_open: true,
+            ..
+        }
+    )
+}
+
+/// The signs of a half-open run's ends: a closed start, an open end.
+const HALF_OPEN_SIGNS: (i8, i8) = (0, -1);
 
 const LEFT: usize = 0;
 const RIGHT: usize = 1;
@@ -102,6 +120,11 @@ impl Level for SparseInterval {
                 let (a, z) = (real::endpoint(left, le, p), real::endpoint(right, re, p));
                 if (a, z) != empty_real() {
                     real::check_piece(a, z).map_err(|m| format!("fiber {p}: {m}"))?;
+                    if half_open(kind) && (le[p], re[p]) != HALF_OPEN_SIGNS {
+                        return Err(format!(
+                            "fiber {p}: the run {a:?}..={z:?} is not [start, end) (halfopen=true)"
+                        ));
+                    }
                 }
             }
             return Ok(parent_count);
@@ -187,7 +210,13 @@ impl Level for SparseInterval {
             return Err(real::integer_level("SparseInterval"));
         }
         self.empty(kind, bufs, &[], parent_count);
+        let half = half_open(kind);
         let out = real::single_pieces("SparseInterval", groups, pieces, &mut |p, a, z| {
+            if half && (a.eps.sign(), z.eps.sign()) != HALF_OPEN_SIGNS {
+                return Err(format!(
+                    "the piece {a:?}..={z:?} is not [start, end), as halfopen=true requires"
+                ));
+            }
             bufs[LEFT].set(p, Scalar::F64(real::canonical(a.val)));
             bufs[RIGHT].set(p, Scalar::F64(real::canonical(z.val)));
             bufs[LEFT_EPS].set(p, Scalar::I8(a.eps.sign()));
@@ -301,6 +330,18 @@ impl Level for SparseInterval {
         let lo = cx.var(&format!("{}_left", t.name), kind.ty());
         let hi = cx.var(&format!("{}_right", t.name), kind.ty());
         let (lo_at, hi_at) = match kind {
+            // The signs are constants of the format: the endpoints are pairs of a load and a
+            // constant sign, which `ir::exact_points` turns into plain float comparisons.
+            Kind::Real if half_open(&t.format.levels[f.level]) => (
+                b::make_limit(
+                    b::load(left, f.pos.clone()),
+                    b::int(HALF_OPEN_SIGNS.0.into()),
+                ),
+                b::make_limit(
+                    b::load(right, f.pos.clone()),
+                    b::int(HALF_OPEN_SIGNS.1.into()),
+                ),
+            ),
             Kind::Real => (
                 b::make_limit(
                     b::load(left, f.pos.clone()),

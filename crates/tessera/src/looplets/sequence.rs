@@ -91,8 +91,11 @@ pub fn lower<L: Lowerer + ?Sized>(
         if !inner.is_empty() {
             inner.splice(0..0, at_point);
         }
-        if k > 0 {
-            // Earlier phases may have finished a short-circuiting reduction.
+        if emitted {
+            // Earlier phases may have finished a short-circuiting reduction. Not when none
+            // of them ran code: then the guard would only repeat the test the loop makes
+            // after its first iteration, and cost a load per fiber (interval overlap: one
+            // per query, most of which match nothing).
             inner = lw.short_circuit_guard(index, &run, &b2, inner)?;
         }
         if !inner.is_empty() {

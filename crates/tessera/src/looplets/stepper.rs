@@ -80,6 +80,12 @@ pub fn lower<L: Lowerer + ?Sized>(
     if let [s] = steppers.as_slice()
         && let Some(walk) = lower_walk(lw, index, &ext, s, &body, &unspecialised)?
     {
+        if walk.is_empty() {
+            // A walk whose entries do nothing (the other factor is zero over this extent, as
+            // in the phases around an interval's piece) needs no seek either: a later loop
+            // over this stepper seeks to its own start.
+            return Ok(vec![]);
+        }
         code.extend(walk);
         return Ok(code);
     }

@@ -276,7 +276,7 @@ impl Tensor {
                 .levels
                 .iter()
                 .map(|l| match l {
-                    LevelKind::SparseInterval { coord } => LevelKind::SparseRunList {
+                    LevelKind::SparseInterval { coord, .. } => LevelKind::SparseRunList {
                         merge: true,
                         coord: *coord,
                     },
@@ -286,7 +286,7 @@ impl Tensor {
         };
         let mut t = build(&runs)?;
         for k in 0..format.levels.len() {
-            let LevelKind::SparseInterval { coord } = format.levels[k] else {
+            let LevelKind::SparseInterval { coord, half_open } = format.levels[k] else {
                 continue;
             };
             let counts = t.position_counts();
@@ -294,7 +294,7 @@ impl Tensor {
             let (bufs, map) = sparse_interval::from_runs(coord, &t.levels[k], &dims, counts[k])
                 .map_err(|m| Error::tensor("", m))?;
             t.levels[k] = bufs;
-            t.format.levels[k] = LevelKind::SparseInterval { coord };
+            t.format.levels[k] = LevelKind::SparseInterval { coord, half_open };
             t.remap_from(k + 1, map);
         }
         Ok(t)
