@@ -319,7 +319,7 @@ fn the_points_command() {
     assert!(out.starts_with("# O .= false\n"), "{out}");
     // The query's numbers are inputs of the program, listed after it.
     assert!(
-        out.contains("\n# input qcx[] = 0.0\n# input qcy[] = 0.0\n# input qr2[] = 2.25\n"),
+        out.contains("\n# input qx = [-1.5000000000000002, 1.5000000000000002, -1.5000000000000002, 1.5000000000000002, 0.0, 0.0, 2.25]\n"),
         "{out}"
     );
     assert!(out.ends_with("count = 3\n"), "{out}");

@@ -214,17 +214,14 @@ impl Query {
     }
 }
 
-/// The 0-d inputs of the query programs, integer first: the cell ranges, the real slab, and
-/// for a disc its centre and squared radius.
-const INT_INPUTS: [&str; 4] = ["qgx0", "qgx1", "qgy0", "qgy1"];
-const REAL_INPUTS: [&str; 7] = ["qx0", "qx1", "qy0", "qy1", "qcx", "qcy", "qr2"];
-
 /// The program of every query of a kind over a [`PointIndex`]; `O[id]` receives the ids of
-/// the points found. The query's numbers are the 0-d inputs [`query_inputs`] gives, not
-/// constants, so one compiled kernel serves every query (a program per query would compile
-/// for every new one: milliseconds, against microseconds to run it).
+/// the points found. The query's numbers are inputs ([`QueryInputs`]), not constants, so one
+/// compiled kernel serves every query (a program per query would compile for every new one:
+/// milliseconds, against microseconds to run it): `qc` holds the cell ranges, `qx` the real
+/// slab and, for a disc, its centre and `r * r`. Two short vectors rather than eleven 0-d
+/// inputs, because a run's fixed cost grows with the number of tensors it is given.
 pub fn program_text(kind: QueryKind) -> String {
-    let ranges = "gx = qgx0[]:qgx1[], gy = qgy0[]:qgy1[], x = qx0[]:qx1[], y = qy0[]:qy1[]";
+    let ranges = "gx = qc[0]:qc[1], gy = qc[2]:qc[3], x = qx[0]:qx[1], y = qx[2]:qx[3]";
     match kind {
         QueryKind::Box => {
             format!("O .= false\nfor {ranges}, id = _\n  O[id] |= P[gx, gy, x, y, id]\nend\n")
@@ -232,33 +229,58 @@ pub fn program_text(kind: QueryKind) -> String {
         // Only the points inside the bounding square are visited; the disc test runs at
         // their pinpoints. The centre and radius are read once, into variables.
         QueryKind::Radius => format!(
-            "O .= false\nlet cx = qcx[], cy = qcy[], r2 = qr2[]\n  for {ranges}\n    if (x - cx) * (x - cx) + (y - cy) * (y - cy) <= r2\n      for id = _\n        O[id] |= P[gx, gy, x, y, id]\n      end\n    end\n  end\nend\n"
+            "O .= false\nlet cx = qx[4], cy = qx[5], r2 = qx[6]\n  for {ranges}\n    if (x - cx) * (x - cx) + (y - cy) * (y - cy) <= r2\n      for id = _\n        O[id] |= P[gx, gy, x, y, id]\n      end\n    end\n  end\nend\n"
         ),
     }
 }
 
-/// The values of a query's 0-d inputs ([`program_text`]) for points indexed by `grid`: the
-/// cells its region meets (counted from [`FIRST_CELL`]), its slab, and for a disc the centre
-/// and `r * r` (a box's are 0, unread).
-pub fn query_inputs(grid: &Grid, q: &Query) -> Vec<(&'static str, Scalar)> {
+/// The numbers of a query as its program reads them ([`program_text`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct QueryInputs {
+    /// `qc`: the first and last cell column, then row, its region meets (counted from
+    /// [`FIRST_CELL`]).
+    pub cells: [i64; 4],
+    /// `qx`: the slab `x0, x1, y0, y1`, then a disc's centre and `r * r` (a box's are 0,
+    /// unread).
+    pub reals: [f64; 7],
+}
+
+/// The inputs of query `q` for points indexed by `grid`.
+pub fn query_inputs(grid: &Grid, q: &Query) -> QueryInputs {
     let (xlo, xhi, ylo, yhi) = ranges(q);
-    let cells = [grid.cx(xlo), grid.cx(xhi), grid.cy(ylo), grid.cy(yhi)];
+    let cell = |c: usize| (FIRST_CELL + c) as i64;
     let (cx, cy, r2) = match *q {
         Query::Box { .. } => (0.0, 0.0, 0.0),
         Query::Radius { cx, cy, r } => (cx, cy, r * r),
     };
-    let reals = [xlo, xhi, ylo, yhi, cx, cy, r2];
-    INT_INPUTS
-        .iter()
-        .zip(cells)
-        .map(|(n, c)| (*n, Scalar::I64((FIRST_CELL + c) as i64)))
-        .chain(
-            REAL_INPUTS
-                .iter()
-                .zip(reals)
-                .map(|(n, v)| (*n, Scalar::F64(v))),
-        )
-        .collect()
+    QueryInputs {
+        cells: [
+            cell(grid.cx(xlo)),
+            cell(grid.cx(xhi)),
+            cell(grid.cy(ylo)),
+            cell(grid.cy(yhi)),
+        ],
+        reals: [xlo, xhi, ylo, yhi, cx, cy, r2],
+    }
+}
+
+impl QueryInputs {
+    /// The tensors `qc` and `qx`.
+    pub fn tensors(&self) -> Result<[(&'static str, Tensor); 2]> {
+        let dense = |fill: Scalar, values: Buffer, n: usize| {
+            Tensor::from_dense(&Format::dense(1, fill), &[n], &values)
+        };
+        Ok([
+            (
+                "qc",
+                dense(Scalar::I64(0), Buffer::I64(self.cells.to_vec().into()), 4)?,
+            ),
+            (
+                "qx",
+                dense(Scalar::F64(0.0), Buffer::F64(self.reals.to_vec().into()), 7)?,
+            ),
+        ])
+    }
 }
 
 /// A query program compiled for a [`PointIndex`]'s formats: it runs every query of its kind
@@ -348,16 +370,14 @@ impl PointIndex {
         let o = Tensor::empty(&Format::parse(OUT_FORMAT, None)?, &[points.len()])?;
         let mut tensors = BTreeMap::from([("P".to_string(), p), ("O".to_string(), o)]);
         // The query's numbers, set before each run (`PointIndex::run`).
-        for (name, v) in query_inputs(
-            &grid,
-            &Query::Box {
-                xmin: 0.0,
-                ymin: 0.0,
-                xmax: 0.0,
-                ymax: 0.0,
-            },
-        ) {
-            tensors.insert(name.to_string(), scalar_input(v)?);
+        let none = Query::Box {
+            xmin: 0.0,
+            ymin: 0.0,
+            xmax: 0.0,
+            ymax: 0.0,
+        };
+        for (name, t) in query_inputs(&grid, &none).tensors()? {
+            tensors.insert(name.to_string(), t);
         }
         Ok(PointIndex { grid, tensors })
     }
@@ -367,23 +387,26 @@ impl PointIndex {
         &self.tensors["P"]
     }
 
-    /// The program of a query on these points, followed by the values of its 0-d inputs as
-    /// `#` comment lines.
+    /// The program of a query on these points, followed by the values of its inputs as `#`
+    /// comment lines.
     pub fn program_text(&self, q: &Query) -> String {
-        let mut text = program_text(q.kind());
-        for (name, v) in query_inputs(&self.grid, q) {
-            text.push_str(&format!("# input {name}[] = {v}\n"));
-        }
-        text
+        let inputs = query_inputs(&self.grid, q);
+        format!(
+            "{}# input qc = {:?}\n# input qx = {:?}\n",
+            program_text(q.kind()),
+            inputs.cells,
+            inputs.reals
+        )
     }
 
-    /// The 0-d input tensors of query `q` ([`query_inputs`]), for running its program
-    /// elsewhere (the reference evaluator).
+    /// The input tensors of query `q` ([`query_inputs`]), for running its program elsewhere
+    /// (the reference evaluator).
     pub fn query_tensors(&self, q: &Query) -> Result<BTreeMap<String, Tensor>> {
-        query_inputs(&self.grid, q)
+        Ok(query_inputs(&self.grid, q)
+            .tensors()?
             .into_iter()
-            .map(|(n, v)| Ok((n.to_string(), scalar_input(v)?)))
-            .collect()
+            .map(|(n, t)| (n.to_string(), t))
+            .collect())
     }
 
     /// The ids (sorted) of the points inside `q`. The kernel of `q`'s kind compiles on the
@@ -420,12 +443,23 @@ impl PointIndex {
                 kernel.kind
             )));
         }
-        for (name, v) in query_inputs(&self.grid, q) {
-            let t = self
-                .tensors
-                .get_mut(name)
-                .expect("made by `with_cell_size`");
-            t.levels[0][0].set(0, v);
+        // Written into the inputs' arrays in place: a run allocates nothing for them.
+        let inputs = query_inputs(&self.grid, q);
+        match input_values(&mut self.tensors, "qc") {
+            Some(Buffer::I64(v)) => v.to_mut().copy_from_slice(&inputs.cells),
+            _ => {
+                return Err(Error::Backend(
+                    "internal error: the query input `qc`".into(),
+                ));
+            }
+        }
+        match input_values(&mut self.tensors, "qx") {
+            Some(Buffer::F64(v)) => v.to_mut().copy_from_slice(&inputs.reals),
+            _ => {
+                return Err(Error::Backend(
+                    "internal error: the query input `qx`".into(),
+                ));
+            }
         }
         runner.execute(&kernel.compiled, &mut self.tensors)?;
         // The output's one COO level: positions `ptr`, then the coordinates, sorted by its
@@ -443,10 +477,10 @@ impl PointIndex {
     }
 }
 
-/// A 0-d input holding `v`, whose format does not depend on `v` (its fill is the zero of its
-/// type), so that every query's inputs have the formats the kernel was compiled for.
-fn scalar_input(v: Scalar) -> Result<Tensor> {
-    let mut values = Buffer::new(v.ty());
-    values.push(v);
-    Tensor::from_dense(&Format::dense(0, Scalar::zero(v.ty())), &[], &values)
+/// The values array of the 1-d dense input `name`.
+fn input_values<'a>(
+    tensors: &'a mut BTreeMap<String, Tensor>,
+    name: &str,
+) -> Option<&'a mut Buffer> {
+    tensors.get_mut(name)?.levels.get_mut(1)?.get_mut(0)
 }
