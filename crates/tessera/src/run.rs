@@ -588,7 +588,7 @@ fn snapshot_slots(ir: &Kernel, layout: &Layout, written: &HashSet<String>) -> Ve
 /// The race check of a program's parallel loops for tensors of these formats
 /// (`transforms::parallel`): per parallel loop, the outputs to privatise, or the
 /// `Error::Race` naming the write; before it, the format check of vectorised loops
-/// (`check_vector`: dense levels along their index), an `Error::Program` at the access. What lowering runs; public so that the API can ask whether
+/// (`check_vector`: dense levels along their index), an `Error::Unsupported` at the access. What lowering runs; public so that the API can ask whether
 /// a loop it would mark parallel passes before compiling anything.
 pub fn race_check(
     program: &Program,

@@ -78,8 +78,9 @@ pub enum Storage {
 /// lanes load consecutive elements, so every tensor the loop's index addresses must store
 /// that dimension densely (`Storage::Dense`); a sparse level's loop walks stored positions,
 /// with no contiguous range of the index to run in lanes. The `vectorize` schedule command
-/// checked the dependences; this is the half that needs the formats. The error is placed at
-/// the access and names the loop.
+/// checked the dependences; this is the half that needs the formats. The error (an
+/// `Error::Unsupported`: lanes over a sparse level are what the compiler cannot make) is
+/// placed at the access and names the loop.
 pub fn check_vector(program: &Program, storage: &dyn Fn(&str) -> Storage) -> Result<()> {
     let mut err = None;
     crate::transforms::schedule::names::walk(&program.body, &mut |s, _| {
@@ -101,7 +102,7 @@ pub fn check_vector(program: &Program, storage: &dyn Fn(&str) -> Storage) -> Res
                 .iter()
                 .any(|ix| crate::transforms::schedule::names::mentions(&ix.expr, index));
             if err.is_none() && by_index && storage(&a.tensor) != Storage::Dense {
-                err = Some(Error::program(
+                err = Some(Error::unsupported(
                     a.span,
                     format!(
                         "the vectorised loop `{index}` (at {}) indexes `{}`, which is not stored densely: only a loop over Dense levels runs in lanes (drop `vectorize({index})` or store `{}` densely)",
