@@ -1712,7 +1712,13 @@ fn schedule_chooses_atomics_or_copies_per_loop() {
     // schedule's choice, `Auto` shares the min over 20 000 columns and not the sum.
     let cases = [
         (min, 20_000, "parallelize(i, copies)", Atomics::Auto, false),
-        (min, 20_000, "parallelize(i, copies)", Atomics::Always, false),
+        (
+            min,
+            20_000,
+            "parallelize(i, copies)",
+            Atomics::Always,
+            false,
+        ),
         (min, 20_000, "parallelize(i)", Atomics::Auto, true),
         (sum, 20_000, "parallelize(i, atomics)", Atomics::Auto, true),
         (sum, 20_000, "parallelize(i, atomics)", Atomics::Never, true),
