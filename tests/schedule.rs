@@ -571,7 +571,7 @@ fn float_values(n: usize, seed: u64, special: bool) -> Vec<f64> {
                 (true, 0) => 0.0,
                 (true, 1) => -0.0,
                 (true, 2) => f64::INFINITY,
-                (true, 3) if h % 3 == 0 => f64::NAN,
+                (true, 3) if h.is_multiple_of(3) => f64::NAN,
                 _ => (h as f64 - 500.0) / 37.0,
             }
         })
