@@ -102,8 +102,16 @@ pub fn plan(k: &Kernel, var: VarId, body: &[Stmt]) -> Result<Plan, String> {
             }
         }
     }
-    if !touches && !body.iter().any(|s| matches!(s, Stmt::Assign(..))) {
-        return Err("the body is empty".into());
+    // Lanes run only in the copy of a versioned loop, whose range test covers the body's
+    // accesses: a body with none is never versioned, so it would stay scalar anyway.
+    let mut loads = false;
+    for s in body {
+        for e in s.own_exprs() {
+            e.visit(&mut |x| loads |= matches!(x, Expr::Load { .. }));
+        }
+    }
+    if !touches && !loads {
+        return Err("the body reads and writes no array at the loop's index".into());
     }
     Ok(Plan { reductions })
 }
