@@ -1699,3 +1699,54 @@ fn atomics_are_chosen_where_copies_would_not_pay() {
         }
     }
 }
+
+/// `parallelize(i, atomics)` / `parallelize(i, copies)` fix a loop's folds whatever the
+/// runner's policy: the same cases as above, with the schedule's choice winning.
+#[test]
+fn schedule_chooses_atomics_or_copies_per_loop() {
+    use tessera::backend::parallel::{Atomics, shared_ranges};
+    use tessera::transforms::schedule::schedule;
+    let min = "for i = _, j = _\n  if A[i, j] != 0\n    y[j] <<min>>= A[i, j] + i\n  end\nend";
+    let sum = "for i = _, j = _\n  y[j] += A[i, j] * i\nend";
+    // (program, columns, schedule, runner policy, whether the chunks share `y`): without the
+    // schedule's choice, `Auto` shares the min over 20 000 columns and not the sum.
+    let cases = [
+        (min, 20_000, "parallelize(i, copies)", Atomics::Auto, false),
+        (
+            min,
+            20_000,
+            "parallelize(i, copies)",
+            Atomics::Always,
+            false,
+        ),
+        (min, 20_000, "parallelize(i)", Atomics::Auto, true),
+        (sum, 20_000, "parallelize(i, atomics)", Atomics::Auto, true),
+        (sum, 20_000, "parallelize(i, atomics)", Atomics::Never, true),
+        (sum, 20_000, "parallelize(i)", Atomics::Auto, false),
+    ];
+    for (name, runner) in runners() {
+        for (program, cols, sched, policy, shares) in cases {
+            let t = push_inputs(400, cols);
+            let want = run_eval(&parse(program), &t).unwrap();
+            let q = schedule(&parse(program), sched).unwrap();
+            runner.set_threads(2);
+            runner.set_min_parallel_work(100);
+            runner.set_atomics(policy);
+            let c = runner.compile(&q, &formats_of(&t)).unwrap();
+            let chosen = sched.contains(", ");
+            assert_eq!(
+                c.ir.to_string().contains("(the schedule's choice)"),
+                chosen,
+                "{}",
+                c.ir
+            );
+            let mut got = t.clone();
+            let before = shared_ranges();
+            runner.execute(&c, &mut got).unwrap();
+            let case = format!("{name} {sched} {policy:?} {cols} columns:\n{q}");
+            assert_eq!(shared_ranges() > before, shares, "{case}");
+            let (got, want) = (got["y"].to_dense(), &want["y"]);
+            assert!(same_bits(&got, want, program == min), "{case}");
+        }
+    }
+}

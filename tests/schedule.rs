@@ -550,3 +550,347 @@ fn parallelize_marks_loops_without_carried_dependences() {
     );
     assert_eq!(direction(&e), dirs(&[("i", '<')]));
 }
+
+// ---- vectorize(i) (issues 17 and 18) ----
+
+/// Lengths around the lanes: empty, one, one full vector, odd, a tail of one, longer.
+const LENGTHS: &[usize] = &[0, 1, 2, 3, 7, 64, 1001];
+
+fn dense_vector(leaf: &str, values: Buffer) -> Tensor {
+    let n = values.len();
+    Tensor::from_dense(&fmt(&format!("Dense({leaf})")), &[n], &values).unwrap()
+}
+
+/// Floats with the values lanes must get right: zeros of both signs against infinities
+/// (the strong zero), NaN (min and max propagate it), and ordinary values.
+fn float_values(n: usize, seed: u64, special: bool) -> Vec<f64> {
+    (0..n)
+        .map(|k| {
+            let h = (k as u64 * 2654435761 + seed * 97) % 1000;
+            match (special, h % 13) {
+                (true, 0) => 0.0,
+                (true, 1) => -0.0,
+                (true, 2) => f64::INFINITY,
+                (true, 3) if h.is_multiple_of(3) => f64::NAN,
+                _ => (h as f64 - 500.0) / 37.0,
+            }
+        })
+        .collect()
+}
+
+fn int_values(n: usize, seed: u64) -> Vec<i64> {
+    (0..n)
+        .map(|k| ((k as i64 * 7919 + seed as i64 * 31) % 2001) - 1000)
+        .collect()
+}
+
+/// Equal bit for bit (every NaN equal), or, with `sum`, within rounding: vectorised float
+/// sums are reassociated (lane 0 adds the even iterations, lane 1 the odd ones).
+fn same(a: &[f64], b: &[f64], sum: bool) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            (x.is_nan() && y.is_nan())
+                || x.to_bits() == y.to_bits()
+                || (sum && (x - y).abs() <= 1e-12 * (1.0 + x.abs().max(y.abs())))
+        })
+}
+
+/// `program` with `vectorize(i)` on the JIT (which must run it in lanes) and on C, against
+/// the unscheduled program on the evaluator: every output equal (sums within rounding).
+fn vector_agree(program: &str, ts: &Tensors, outs: &[&str], sums: &[&str]) {
+    let p = parse(program);
+    let q = schedule(&p, "vectorize(i)").unwrap_or_else(|e| panic!("{e}\n{program}"));
+    assert!(q.to_string().contains("for i = vectorize("), "{q}");
+    assert_eq!(parse(&q.to_string()), q);
+    let want = run_eval(&p, ts).unwrap_or_else(|e| panic!("eval: {e}\n{program}"));
+    let mut runners = vec![("jit", Runner::jit())];
+    if let Some(c) = c_runner("schedule") {
+        runners.push(("c", c));
+    }
+    for (name, r) in runners {
+        let c = r
+            .compile(&q, &formats_of(ts))
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{q}"));
+        if name == "jit" {
+            let code = c.ir.to_string();
+            assert!(
+                code.contains("vectorised: the JIT runs 2 iterations per instruction"),
+                "not in lanes:\n{code}"
+            );
+        }
+        let mut got = ts.clone();
+        r.execute(&c, &mut got)
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{q}"));
+        for o in outs {
+            let (w, g) = (values(&want[*o]), values(&got[*o].to_dense()));
+            assert!(
+                same(&w, &g, sums.contains(o)),
+                "{name}, n = {}: `{o}` differs\n{w:?}\n{g:?}\n{q}",
+                ts.values()
+                    .map(|t| t.shape.first().copied().unwrap_or(0))
+                    .max()
+                    .unwrap_or(0)
+            );
+        }
+    }
+}
+
+fn float_inputs(n: usize, special: bool) -> Tensors {
+    let mut ts = BTreeMap::new();
+    for (k, name) in ["a", "b", "c"].iter().enumerate() {
+        let v = float_values(n, k as u64 + 1, special);
+        ts.insert(
+            name.to_string(),
+            dense_vector("Element(0.0)", Buffer::F64(v.into())),
+        );
+    }
+    ts
+}
+
+fn with_outputs(mut ts: Tensors, outs: &[(&str, &str, &[usize])]) -> Tensors {
+    for (n, f, shape) in outs {
+        ts.insert(n.to_string(), Tensor::empty(&fmt(f), shape).unwrap());
+    }
+    ts
+}
+
+#[test]
+fn vectorize_elementwise_and_dot_product_keep_results() {
+    let ew = "for i = _\n  y[i] = a[i] * b[i] + c[i]\nend\n";
+    let dot = "for i = _\n  s[] += a[i] * b[i]\nend\n";
+    // `sq` is a min of positive values from above: a wrong identity in the lanes would show.
+    let extremes = "sq .= 1e300\nfor i = _\n  lo[] <<min>>= a[i] - b[i]\n  hi[] <<max>>= a[i] * c[i]\n  sq[] <<min>>= a[i] * a[i] + 1.0\n  y[i] = max(a[i], -c[i]) / b[i]\nend\n";
+    for &n in LENGTHS {
+        for special in [false, true] {
+            let ts = float_inputs(n, special);
+            vector_agree(
+                ew,
+                &with_outputs(ts.clone(), &[("y", DENSE1, &[n])]),
+                &["y"],
+                &[],
+            );
+            vector_agree(
+                dot,
+                &with_outputs(ts.clone(), &[("s", SCALAR, &[])]),
+                &["s"],
+                &["s"],
+            );
+            let outs: &[(&str, &str, &[usize])] = &[
+                ("lo", SCALAR, &[]),
+                ("hi", SCALAR, &[]),
+                ("sq", SCALAR, &[]),
+                ("y", DENSE1, &[n]),
+            ];
+            let ts = with_outputs(ts, outs);
+            vector_agree(extremes, &ts, &["lo", "hi", "sq", "y"], &[]);
+        }
+    }
+}
+
+#[test]
+fn vectorize_integer_loops_are_exact() {
+    // i64 and i32 inputs (i32 lanes load two elements widened), sums, products, min, max,
+    // bitwise reductions and an elementwise store: every result exact.
+    let program = "for i = _\n  t[] += p[i] * q[i]\n  m[] <<max>>= p[i] - q[i]\n  l[] <<min>>= p[i] + q[i]\n  o[] |= p[i] & q[i]\n  z[i] = p[i] * 3 - q[i]\nend\n";
+    for &n in LENGTHS {
+        for leaf in ["Element(0)", "Element(0, i32)"] {
+            let mut ts = BTreeMap::new();
+            ts.insert(
+                "p".to_string(),
+                dense_vector(leaf, Buffer::I64(int_values(n, 1).into())),
+            );
+            ts.insert(
+                "q".to_string(),
+                dense_vector("Element(0)", Buffer::I64(int_values(n, 2).into())),
+            );
+            let ts = with_outputs(
+                ts,
+                &[
+                    ("t", "Element(0)", &[]),
+                    ("m", "Element(0)", &[]),
+                    ("l", "Element(0)", &[]),
+                    ("o", "Element(0)", &[]),
+                    ("z", "Dense(Element(0))", &[n]),
+                ],
+            );
+            vector_agree(program, &ts, &["t", "m", "l", "o", "z"], &[]);
+        }
+    }
+}
+
+#[test]
+fn vectorize_refusals_name_the_dependence() {
+    // A recurrence: the read after write between consecutive iterations.
+    let e = refused(
+        "for i = 1:8\n  a[i] = a[i - 1] + x[i]\nend\n",
+        "vectorize(i)",
+    );
+    assert_eq!(direction(&e), dirs(&[("i", '<')]));
+    assert!(e.to_string().contains("`a[i - 1]`"), "{e}");
+    // Not innermost.
+    let e = refused(SPMV, "vectorize(i)");
+    assert!(e.to_string().contains("not innermost"), "{e}");
+    // A reduction into elements the loop's index picks (a histogram): legal on threads
+    // (privatised copies), but lanes would update one element at once.
+    let hist = "for i = _\n  h[i % 4] += x[i]\nend\n";
+    assert!(schedule(&parse(hist), "parallelize(i)").is_ok());
+    let e = refused(hist, "vectorize(i)");
+    assert!(e.to_string().contains("`h[i % 4]`"), "{e}");
+    // A reducer lanes cannot combine.
+    refused(
+        "for i = _\n  s[] <<choose(0.0)>>= x[i]\nend\n",
+        "vectorize(i)",
+    );
+    // A loop runs on threads or in lanes.
+    let e = refused(
+        "for i = _\n  y[i] = x[i]\nend\n",
+        "parallelize(i); vectorize(i)",
+    );
+    assert!(e.to_string().contains("parallel"), "{e}");
+    // The dense inner loop of a dense matrix is fine.
+    let s = Setup {
+        inputs: &[("A", &[DENSE2], &[6, 5]), ("x", &[DENSE1], &[5])],
+        outputs: &[("y", DENSE1, &[6])],
+    };
+    legal(SPMV, "vectorize(j)", &s);
+}
+
+#[test]
+fn vectorize_on_a_sparse_level_is_refused_when_compiled() {
+    let p = schedule(
+        &parse("for i = _\n  s[] += a[i] * b[i]\nend\n"),
+        "vectorize(i)",
+    )
+    .unwrap();
+    for f in ["SparseList(Element(0.0))", "SparseByteMap(Element(0.0))"] {
+        let mut ts = BTreeMap::new();
+        ts.insert("a".to_string(), scattered(&fmt(f), &[20], 0.5, 3));
+        ts.insert(
+            "b".to_string(),
+            dense_vector("Element(0.0)", Buffer::F64(vec![1.0; 20].into())),
+        );
+        let ts = with_outputs(ts, &[("s", SCALAR, &[])]);
+        let e = match Runner::jit().compile(&p, &formats_of(&ts)) {
+            Ok(_) => panic!("{f}: a sparse loop compiled vectorised"),
+            Err(e) => e,
+        };
+        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+        assert!(
+            e.to_string().contains("`a`") && e.to_string().contains("vectorised loop `i`"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn vectorize_outside_the_lanes_class_runs_scalar_and_says_why() {
+    // The index as a value (a conversion to f64) is outside the JIT's class: the mark stays,
+    // the loop runs scalar with the reason in the code, and results are unchanged.
+    let program = "for i = _\n  y[i] = x[i] * 2.0 + i\nend\n";
+    let n = 11;
+    let p = parse(program);
+    let q = schedule(&p, "vectorize(i)").unwrap();
+    let mut ts = BTreeMap::new();
+    ts.insert(
+        "x".to_string(),
+        dense_vector(
+            "Element(0.0)",
+            Buffer::F64(float_values(n, 4, false).into()),
+        ),
+    );
+    let ts = with_outputs(ts, &[("y", DENSE1, &[n])]);
+    let want = run_eval(&p, &ts).unwrap();
+    let r = Runner::jit();
+    let c = r.compile(&q, &formats_of(&ts)).unwrap();
+    let code = c.ir.to_string();
+    assert!(
+        code.contains("vectorised: the JIT runs it scalar ("),
+        "{code}"
+    );
+    let mut got = ts.clone();
+    r.execute(&c, &mut got).unwrap();
+    assert!(same(
+        &values(&want["y"]),
+        &values(&got["y"].to_dense()),
+        false
+    ));
+}
+
+#[test]
+fn tessera_code_shows_the_vectorised_loop() {
+    use common::cli::{Dir, ok};
+    let d = Dir::new("vectorize-code");
+    let a = d.file("a.tns", "# shape: 5\n1 1.5\n2 2.5\n3 3.5\n4 4.5\n5 5.5\n");
+    let b = d.file("b.tns", "# shape: 5\n1 1\n2 2\n3 3\n4 4\n5 5\n");
+    let program = "for i = _\n  s[] += a[i] * b[i]\nend";
+    let ins = [
+        format!("a={a}@Dense(Element(0.0))"),
+        format!("b={b}@Dense(Element(0.0))"),
+    ];
+    let args = |backend: &'static str| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "code", program, "--in", &ins[0], "--in", &ins[1], "--out", "s",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(["--schedule", "vectorize(i)", "--backend", backend].map(String::from));
+        v
+    };
+    let jit = args("jit");
+    let out = ok(&jit.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        out.contains("// vectorised: the JIT runs 2 iterations"),
+        "{out}"
+    );
+    if c_runner("schedule").is_some() {
+        let c = args("c");
+        let out = ok(&c.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(out.contains("#pragma GCC ivdep"), "{out}");
+    }
+    let run: Vec<&str> = [
+        "run",
+        program,
+        "--in",
+        &ins[0],
+        "--in",
+        &ins[1],
+        "--out",
+        "s",
+        "--schedule",
+        "vectorize(i)",
+        "--backend",
+        "jit",
+    ]
+    .to_vec();
+    // 1.5 + 5 + 10.5 + 18 + 27.5
+    assert_eq!(ok(&run).trim(), "s = 62.5");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Random lengths and values: the vectorised JIT loop against the scalar JIT loop
+    /// (elementwise results and min/max bit for bit, sums within rounding).
+    #[test]
+    fn vectorized_jit_equals_scalar_jit(
+        xs in proptest::collection::vec(-1e6f64..1e6, 0..80),
+        ys in proptest::collection::vec(-1e6f64..1e6, 80),
+    ) {
+        let n = xs.len();
+        let program = "for i = _\n  y[i] = a[i] * b[i] - a[i]\n  s[] += a[i] * b[i]\n  m[] <<min>>= b[i] - a[i]\nend\n";
+        let mut ts = BTreeMap::new();
+        ts.insert("a".to_string(), dense_vector("Element(0.0)", Buffer::F64(xs.into())));
+        ts.insert("b".to_string(), dense_vector("Element(0.0)", Buffer::F64(ys[..n].to_vec().into())));
+        let ts = with_outputs(ts, &[("y", DENSE1, &[n]), ("s", SCALAR, &[]), ("m", SCALAR, &[])]);
+        let p = parse(program);
+        let q = schedule(&p, "vectorize(i)").unwrap();
+        let (mut scalar, mut lanes) = (ts.clone(), ts);
+        run_jit(&p, &mut scalar).unwrap();
+        run_jit(&q, &mut lanes).unwrap();
+        for (o, sum) in [("y", false), ("s", true), ("m", false)] {
+            let (a, b) = (values(&scalar[o].to_dense()), values(&lanes[o].to_dense()));
+            prop_assert!(same(&a, &b, sum), "{o}: {a:?} vs {b:?}");
+        }
+    }
+}

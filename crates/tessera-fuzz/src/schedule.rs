@@ -1,6 +1,6 @@
 //! The schedule target: a random program of the differential generator ([`generate`]), then
 //! up to four random schedule commands over its loops and the tensors its statements write
-//! (`split`, `merge`, `reorder`, `swap`, `fission`, `fuse`, `unroll`), each applied when
+//! (`split`, `merge`, `reorder`, `swap`, `fission`, `fuse`, `unroll`, `vectorize`), each applied when
 //! accepted. The promise checked: an accepted schedule never changes a result. The scheduled
 //! program's evaluator run must equal the unscheduled one's (floats within the differential
 //! tolerance: reordered sums round differently), and the JIT (and C, when asked) must agree
@@ -62,13 +62,15 @@ fn command(u: &mut Unstructured<'_>, p: &Program) -> Option<String> {
     let (loops, writes) = names(p);
     let l = pick(u, &loops)?.clone();
     let l2 = pick(u, &loops)?.clone();
-    Some(match u.choose_index(8).unwrap_or(0) {
+    Some(match u.choose_index(9).unwrap_or(0) {
         0 | 7 => format!("split({l}, {})", 1 + u.choose_index(3).unwrap_or(1)),
         1 => format!("merge({l}, {l2})"),
         2 => format!("reorder({l}, {l2})"),
         3 => format!("swap({}, {})", pick(u, &writes)?, pick(u, &writes)?),
         4 => format!("fission({l}, after {})", pick(u, &writes)?),
         5 => format!("fuse({l}, {l2})"),
+        // Refused at compile time (`Unsupported`) when the loop walks a sparse level.
+        8 => format!("vectorize({l})"),
         _ => format!("unroll({l})"),
     })
 }

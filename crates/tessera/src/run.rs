@@ -735,7 +735,8 @@ fn snapshot_slots(ir: &Kernel, layout: &Layout, written: &HashSet<String>) -> Ve
 
 /// The race check of a program's parallel loops for tensors of these formats
 /// (`transforms::parallel`): per parallel loop, the outputs to privatise, or the
-/// `Error::Race` naming the write. What lowering runs; public so that the API can ask whether
+/// `Error::Race` naming the write; before it, the format check of vectorised loops
+/// (`check_vector`: dense levels along their index), an `Error::Unsupported` at the access. What lowering runs; public so that the API can ask whether
 /// a loop it would mark parallel passes before compiling anything.
 pub fn race_check(
     program: &Program,
@@ -759,6 +760,8 @@ pub fn race_check(
         Some(f) if crate::levels::row_appended_level(f).is_some() => Storage::Rows,
         Some(_) => Storage::Sparse,
     };
+    // Vectorised loops need dense levels along their index: the other half of their check.
+    transforms::parallel::check_vector(program, &storage)?;
     transforms::parallel::check_parallel(program, &storage)
 }
 

@@ -33,7 +33,7 @@ mod tests {
             let mut marked = false;
             for s in &mut case.program.body {
                 if let StmtKind::Loop { parallel, .. } = &mut s.kind {
-                    *parallel = true;
+                    *parallel = tessera::notation::ast::LoopMode::Parallel(Default::default());
                     marked = true;
                 }
             }

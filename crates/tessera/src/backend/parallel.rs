@@ -198,6 +198,12 @@ impl Parallel {
                     rows,
                     scratch_state,
                 } => {
+                    // The schedule's choice for this loop (`parallelize(i, atomics)`) wins.
+                    let atomics = match range.atomics {
+                        Some(true) => Atomics::Always,
+                        Some(false) => Atomics::Never,
+                        None => atomics,
+                    };
                     let env = bufs[env_i64].as_i64().unwrap_or(&[]);
                     let (Some(&lo), Some(&hi)) = (env.get(*lo_slot), env.get(*hi_slot)) else {
                         continue;
@@ -1005,6 +1011,7 @@ mod tests {
                 arrays: vec![BufId(1)],
             }],
             weights: None,
+            atomics: None,
         };
         let env = |cursor: i64, last: i64| {
             vec![

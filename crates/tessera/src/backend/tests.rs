@@ -39,6 +39,7 @@ pub(super) fn kernel(
         errors: vec![custom_failure()],
         bounded: vec![],
         not_nan: vec![],
+        vectorized: vec![],
     }
 }
 

@@ -677,6 +677,7 @@ mod tests {
                 errors: vec![],
                 bounded,
                 not_nan: vec![],
+                vectorized: vec![],
             }
         };
         let vouched = vec![coordinates(coords, below.clone())];
@@ -718,6 +719,7 @@ mod tests {
             errors: vec![],
             bounded: vec![coordinates(coords, below.clone())],
             not_nan: vec![],
+            vectorized: vec![],
         };
         let g = Gathers::of(&kernel(vec![]));
         assert_eq!((g.below(s), g.below(t)), (Some(0), Some(0)));
@@ -768,6 +770,7 @@ mod tests {
                 coordinates(idx, b::load(BufId(0), b::int(4))),
             ],
             not_nan: vec![],
+            vectorized: vec![],
         };
         let g = Gathers::of(&kernel(b::var(q), vec![]));
         assert_eq!(

@@ -109,7 +109,7 @@ fn for_(i: &str, body: Vec<Stmt>) -> Stmt {
         index: i.to_string(),
         extent: Extent::Auto,
         body,
-        parallel: false,
+        parallel: crate::notation::ast::LoopMode::Serial,
     })
 }
 
@@ -118,7 +118,7 @@ fn for_range(i: &str, a: Expr, b: Expr, body: Vec<Stmt>) -> Stmt {
         index: i.to_string(),
         extent: Extent::Range(a, b),
         body,
-        parallel: false,
+        parallel: crate::notation::ast::LoopMode::Serial,
     })
 }
 

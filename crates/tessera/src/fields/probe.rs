@@ -470,6 +470,7 @@ pub fn probe_ir(
         errors: cx.errors,
         bounded: vec![],
         not_nan: vec![],
+        vectorized: vec![],
     }
 }
 

@@ -315,6 +315,7 @@ mod tests {
             scratch_state: vec![],
             rows: vec![],
             weights: None,
+            atomics: None,
         }))];
         for body in [
             read_elsewhere,

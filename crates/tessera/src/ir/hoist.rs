@@ -205,6 +205,7 @@ mod tests {
             errors: vec![],
             bounded: vec![],
             not_nan: vec![],
+            vectorized: vec![],
         }
     }
 

@@ -344,6 +344,7 @@ mod tests {
             errors: vec![],
             bounded: vec![],
             not_nan: vec![],
+            vectorized: vec![],
         }
     }
 

@@ -20,6 +20,7 @@ pub mod print;
 pub mod promote;
 pub mod prune;
 pub mod split;
+pub mod vector;
 
 use crate::types::{ElemType, Scalar};
 
@@ -73,6 +74,12 @@ pub struct Kernel {
     /// coordinates of tensors the kernel only reads (`levels::real`: a valid tensor stores no
     /// NaN coordinate). `ir::exact_points` then compares them as plain floats.
     pub not_nan: Vec<BufId>,
+    /// The variables of the `For` loops that run in SIMD lanes where a backend can (the
+    /// `vectorize` schedule mark, `ast::LoopMode::Vector`): their iterations carry no
+    /// dependence but reductions into one element with `+ * min max & |`, so a backend may
+    /// run several at once and combine the reductions' lanes after the loop. Every copy of
+    /// such a loop a pass makes keeps its variable, and so the mark.
+    pub vectorized: Vec<VarId>,
 }
 
 /// One fact of [`Kernel::bounded`]: every element of `buf` is in `0..below` when `below > 0`.
@@ -331,6 +338,10 @@ pub struct Chunked {
     /// A position array of the level the loop's index drives (`pos[i]..pos[i + 1]` are row
     /// `i`'s entries): chunks then get about equal numbers of entries rather than of indices.
     pub weights: Option<BufId>,
+    /// The schedule's choice for the `atomic` privates (`parallelize(i, atomics)`: `Some(true)`,
+    /// `parallelize(i, copies)`: `Some(false)`), which overrides the runner's
+    /// (`backend::parallel::Atomics`) for this range; `None` leaves it to the runner.
+    pub atomics: Option<bool>,
 }
 
 /// A sparse level a [`Chunked`] range appends to row by row (see `levels::Appends`).

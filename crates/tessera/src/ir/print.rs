@@ -140,7 +140,7 @@ impl<'a> Printer<'a> {
                     .collect();
                 let _ = writeln!(
                     out,
-                    "{pad}parallel ({}, {}) in chunks of {}..={}{}{}{}{} {{",
+                    "{pad}parallel ({}, {}) in chunks of {}..={}{}{}{}{}{} {{",
                     self.vars[c.lo.0 as usize],
                     self.vars[c.hi.0 as usize],
                     self.expr(&c.start),
@@ -162,6 +162,11 @@ impl<'a> Printer<'a> {
                         String::new()
                     } else {
                         format!(", rows appended to {}", rows.join(", "))
+                    },
+                    match c.atomics {
+                        None => "",
+                        Some(true) => ", atomics (the schedule's choice)",
+                        Some(false) => ", copies (the schedule's choice)",
                     },
                 );
                 self.stmts(out, &c.body, depth + 1);
@@ -187,6 +192,10 @@ impl<'a> Printer<'a> {
                 body,
             } => {
                 let v = &self.vars[var.0 as usize];
+                if self.k.vectorized.contains(var) {
+                    let why = crate::ir::vector::verdict(self.k, *var, body);
+                    let _ = writeln!(out, "{pad}// {why}");
+                }
                 let _ = writeln!(
                     out,
                     "{pad}for ({v} = {}; {v} < {}; {v}++) {{",
@@ -422,6 +431,7 @@ mod tests {
             errors: vec![],
             bounded: vec![],
             not_nan: vec![],
+            vectorized: vec![],
         };
         let text = k.to_string();
         assert!(
@@ -463,6 +473,7 @@ mod tests {
             errors: vec![],
             bounded: vec![],
             not_nan: vec![],
+            vectorized: vec![],
         };
         k.check().unwrap();
         let text = k.to_string();

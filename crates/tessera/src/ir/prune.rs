@@ -90,6 +90,13 @@ fn compact(k: &mut Kernel) {
     }
     visit_vars(&mut k.body, &mut |v| *v = VarId(new_id[v.0 as usize]));
     k.vars = vars;
+    // The marks of vectorised loops follow their variables (a loop pruned away drops its).
+    k.vectorized = k
+        .vectorized
+        .iter()
+        .filter(|v| used[v.0 as usize])
+        .map(|v| VarId(new_id[v.0 as usize]))
+        .collect();
 }
 
 fn visit_vars(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut VarId)) {
@@ -170,6 +177,7 @@ mod tests {
             errors: vec![],
             bounded: vec![],
             not_nan: vec![],
+            vectorized: vec![],
         };
         prune_dead_vars(&mut k);
         k.check().unwrap();

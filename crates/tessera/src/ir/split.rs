@@ -117,6 +117,7 @@ pub fn split(k: &Kernel) -> Option<Split> {
             errors: k.errors.clone(),
             bounded: k.bounded.clone(),
             not_nan: k.not_nan.clone(),
+            vectorized: k.vectorized.clone(),
         }
     };
     // The top level cut at each range: serial runs and ranges alternate.

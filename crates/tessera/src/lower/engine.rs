@@ -49,6 +49,10 @@ pub struct Engine {
     /// place: without it, the loops nested in a parallel one were lowered as parallel too
     /// (their extents opaque chunk bounds, so sparse levels searched for their start).
     pub parallel: HashMap<(u32, u32, String), crate::transforms::parallel::Plan>,
+    /// The vectorised loops (`vectorize(i)`), keyed as `parallel`.
+    pub vector: HashSet<(u32, u32, String)>,
+    /// The counted loops lowered from them (`Kernel::vectorized`).
+    pub vectorized: Vec<crate::ir::VarId>,
 }
 
 impl Engine {
@@ -157,13 +161,31 @@ impl Engine {
                         scratch_state,
                         rows,
                         weights,
+                        atomics: match plan.folds {
+                            crate::notation::ast::Folds::Auto => None,
+                            crate::notation::ast::Folds::Atomics => Some(true),
+                            crate::notation::ast::Folds::Copies => Some(false),
+                        },
                     })));
                     return Ok(code);
                 }
                 // An error the loop's lowering raised without a place (the kernel grew too
                 // large) is placed at the innermost loop statement around it.
+                let first_var = self.cx.vars.len();
                 let lowered = self.lower_loop(&index, Ext { start, stop }, body);
-                code.extend(lowered.map_err(|e| e.or_at(span))?);
+                let lowered = lowered.map_err(|e| e.or_at(span))?;
+                if self.vector.contains(&(span.line, span.col, index.clone())) {
+                    // The counted loops over this index that its lowering made (a Dense
+                    // range's `Lookup`, each phase's): the ones that run in lanes.
+                    mark_counted(
+                        &lowered,
+                        &index,
+                        first_var,
+                        &self.cx.vars,
+                        &mut self.vectorized,
+                    );
+                }
+                code.extend(lowered);
                 Ok(code)
             }
             LStmt::If {
@@ -933,4 +955,34 @@ fn collect_writes(
         };
     }
     n
+}
+
+/// Push the variables of the `For` loops in `code` that count over `index`: made by this
+/// loop's lowering (variable `first_var` or later) and named after the index.
+fn mark_counted(
+    code: &[Stmt],
+    index: &str,
+    first_var: usize,
+    vars: &[crate::ir::VarDecl],
+    out: &mut Vec<crate::ir::VarId>,
+) {
+    for s in code {
+        match s {
+            Stmt::For { var, body, .. } => {
+                if var.0 as usize >= first_var && vars[var.0 as usize].name == index {
+                    out.push(*var);
+                }
+                mark_counted(body, index, first_var, vars, out);
+            }
+            Stmt::If {
+                then, otherwise, ..
+            } => {
+                mark_counted(then, index, first_var, vars, out);
+                mark_counted(otherwise, index, first_var, vars, out);
+            }
+            Stmt::While { body, .. } => mark_counted(body, index, first_var, vars, out),
+            Stmt::Chunked(c) => mark_counted(&c.body, index, first_var, vars, out),
+            _ => {}
+        }
+    }
 }

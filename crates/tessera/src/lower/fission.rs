@@ -54,7 +54,7 @@ struct Header<'a> {
     index: &'a str,
     extent: &'a Extent,
     span: Span,
-    parallel: bool,
+    parallel: crate::notation::ast::LoopMode,
 }
 
 /// The loops of a perfect nest (`for i: for j: body`), outermost first, and its body.

@@ -174,9 +174,12 @@ pub fn lower_program(
         facts: Default::default(),
         detail: (dims_buf, (ndims + layout.bounds.len()) as i64),
         parallel: parallel_by_place(parallel),
+        vector: vector_loops(program),
+        vectorized: vec![],
     };
     let mut code = entry;
     code.extend(engine.lower_block(body)?);
+    let vectorized = std::mem::take(&mut engine.vectorized);
     let Cx { vars, bufs, errors } = engine.cx;
     let mut kernel = Kernel {
         name: "kernel".into(),
@@ -186,6 +189,7 @@ pub fn lower_program(
         errors,
         bounded,
         not_nan: vec![],
+        vectorized,
     };
     // Only arrays the kernel does not write: an output's are being built, from any value.
     let modified = kernel.modified_bufs();
@@ -635,6 +639,23 @@ pub fn const_value(e: &Expr) -> Option<Scalar> {
             .and_then(|v| crate::semantics::eval_unary(ast::UnaryOp::Neg, v.widen()).ok()),
         _ => None,
     }
+}
+
+/// The vectorised loops (`for i = vectorize(_)`) by their statement's place and index, for
+/// the engine (as [`parallel_by_place`]).
+fn vector_loops(program: &Program) -> std::collections::HashSet<(u32, u32, String)> {
+    let mut out = std::collections::HashSet::new();
+    crate::notation::visit::stmts(&program.body, &mut |s| {
+        if let crate::notation::ast::StmtKind::Loop {
+            index,
+            parallel: crate::notation::ast::LoopMode::Vector,
+            ..
+        } = &s.kind
+        {
+            out.insert((s.span.line, s.span.col, index.clone()));
+        }
+    });
+    out
 }
 
 /// The parallel loops by their statement's place and index, for the engine. Two loops with

@@ -95,6 +95,40 @@ pub struct Stmt {
     pub span: Span,
 }
 
+/// How a loop's iterations run (the schedule commands `parallelize` and `vectorize` set it;
+/// the text syntax spells it around the extent: `parallel(_)`, `parallel(_, atomics)`,
+/// `vectorize(_)`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LoopMode {
+    /// One iteration after the other (a plain `for`).
+    #[default]
+    Serial,
+    /// On several threads; the [`Folds`] choice says how its reductions combine.
+    Parallel(Folds),
+    /// In SIMD lanes: the `vectorize` schedule command checked that the iterations carry no
+    /// dependence but reductions into one element; backends that can (C's `ivdep`, the JIT's
+    /// 128-bit lanes, `ir::vector`) run several iterations per instruction.
+    Vector,
+}
+
+impl LoopMode {
+    pub fn is_parallel(self) -> bool {
+        matches!(self, LoopMode::Parallel(_))
+    }
+}
+
+/// How a parallel loop's reductions into shared outputs combine across threads: what the
+/// runner's heuristic chooses (`Auto`, the default, `parallelize(i)`), or the schedule's
+/// explicit choice (`parallelize(i, atomics)`, `parallelize(i, copies)`), which overrides
+/// `Runner::set_atomics` for that loop (`backend::parallel::Atomics::Always` / `Never`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Folds {
+    #[default]
+    Auto,
+    Atomics,
+    Copies,
+}
+
 #[derive(Clone, Debug, PartialEq, Hash)]
 pub enum StmtKind {
     /// `T .= init`: (re)declare tensor `T`, every entry (its fill) equal to `init`.
@@ -106,14 +140,15 @@ pub enum StmtKind {
         rhs: Expr,
     },
     /// `for i = extent ... end`. `for i = _, j = _` parses as two nested loops.
-    /// `for i = parallel(extent)` sets `parallel`: the iterations may run on several threads
-    /// (`transforms::parallel` checks that they do not race). A field rather than an `Extent`
-    /// variant, so that every pass that rebuilds a loop must say what becomes of the mark.
+    /// `for i = parallel(extent)` marks the loop parallel: the iterations may run on several
+    /// threads (`transforms::parallel` checks that they do not race); `vectorize(extent)`
+    /// marks it for SIMD lanes (see [`LoopMode`]). A field rather than an `Extent` variant,
+    /// so that every pass that rebuilds a loop must say what becomes of the mark.
     Loop {
         index: String,
         extent: Extent,
         body: Vec<Stmt>,
-        parallel: bool,
+        parallel: LoopMode,
     },
     /// `if cond ... [else ...] end` (Finch's sieve; `else` is sugar for a second sieve on `!cond`).
     If {

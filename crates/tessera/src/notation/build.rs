@@ -119,7 +119,7 @@ pub fn for_(index: &str, extent: Extent, body: impl IntoIterator<Item = Stmt>) -
         index: index.to_string(),
         extent,
         body: stmts(body),
-        parallel: false,
+        parallel: crate::notation::ast::LoopMode::Serial,
     })
 }
 
@@ -128,11 +128,21 @@ pub fn parallel_for(index: &str, extent: Extent, body: impl IntoIterator<Item = 
     parallelize(for_(index, extent, body))
 }
 
+/// `for index = vectorize(extent) ... end`: a loop whose iterations may run in SIMD lanes
+/// (unchecked: the `vectorize` schedule command is the checked way to mark one).
+pub fn vector_for(index: &str, extent: Extent, body: impl IntoIterator<Item = Stmt>) -> Stmt {
+    let mut s = for_(index, extent, body);
+    if let StmtKind::Loop { parallel, .. } = &mut s.kind {
+        *parallel = crate::notation::ast::LoopMode::Vector;
+    }
+    s
+}
+
 /// Mark the loop `s` parallel (what the `parallelize` schedule command does to its loop);
 /// any other statement is returned unchanged.
 pub fn parallelize(mut s: Stmt) -> Stmt {
     if let StmtKind::Loop { parallel, .. } = &mut s.kind {
-        *parallel = true;
+        *parallel = crate::notation::ast::LoopMode::Parallel(Default::default());
     }
     s
 }

@@ -833,18 +833,40 @@ impl Parser {
         Ok(Stmt::new(kind, span))
     }
 
-    /// A loop's extent, `parallel(extent)` (Finch's spelling) marking the loop parallel.
-    fn loop_extent(&mut self) -> Result<(Extent, bool)> {
-        if self.is_word("parallel") && matches!(self.peek_at(1), Tok::Punct("(")) {
+    /// A loop's extent, `parallel(extent)` (Finch's spelling) marking the loop parallel,
+    /// `parallel(extent, atomics)` / `parallel(extent, copies)` with the schedule's choice of
+    /// folds, `vectorize(extent)` marking it for SIMD lanes.
+    fn loop_extent(&mut self) -> Result<(Extent, LoopMode)> {
+        for word in ["parallel", "vectorize"] {
+            if !(self.is_word(word) && matches!(self.peek_at(1), Tok::Punct("("))) {
+                continue;
+            }
             self.bump();
             self.bump();
             self.skip_newlines();
             let extent = self.extent()?;
             self.skip_newlines();
-            self.expect_punct(")", " to close `parallel(`")?;
-            return Ok((extent, true));
+            let mut mode = if word == "parallel" {
+                LoopMode::Parallel(Folds::Auto)
+            } else {
+                LoopMode::Vector
+            };
+            if word == "parallel" && self.eat_punct(",") {
+                self.skip_newlines();
+                mode = if self.is_word("atomics") {
+                    LoopMode::Parallel(Folds::Atomics)
+                } else if self.is_word("copies") {
+                    LoopMode::Parallel(Folds::Copies)
+                } else {
+                    return Err(self.expected("`atomics` or `copies` after `parallel(extent,`"));
+                };
+                self.bump();
+                self.skip_newlines();
+            }
+            self.expect_punct(")", &format!(" to close `{word}(`"))?;
+            return Ok((extent, mode));
         }
-        Ok((self.extent()?, false))
+        Ok((self.extent()?, LoopMode::Serial))
     }
 
     fn extent(&mut self) -> Result<Extent> {
@@ -1415,11 +1437,11 @@ mod tests {
         let StmtKind::Loop { parallel, body, .. } = &p.body[0].kind else {
             panic!()
         };
-        assert!(*parallel);
+        assert_eq!(*parallel, LoopMode::Parallel(Folds::Auto));
         assert!(matches!(
             &body[0].kind,
             StmtKind::Loop {
-                parallel: false,
+                parallel: crate::notation::ast::LoopMode::Serial,
                 ..
             }
         ));
@@ -1430,6 +1452,22 @@ mod tests {
         assert_eq!(prog(&q.to_string()), q);
         let e = parse_program("for i = parallel(_\n  y[i] = 1\nend").unwrap_err();
         assert!(e.to_string().contains("`parallel(`"), "{e}");
+        // The schedule's marks round-trip: fold choices and vectorised loops.
+        for text in [
+            "for i = parallel(_, atomics)\n  y[i] = x[i]\nend",
+            "for i = parallel(0:n - 1, copies), j = vectorize(_)\n  y[i] += A[i, j]\nend",
+        ] {
+            let q = prog(text);
+            assert!(
+                q.to_string().starts_with(text.split('\n').next().unwrap()),
+                "{q}"
+            );
+            assert_eq!(prog(&q.to_string()), q);
+        }
+        let e = parse_program("for i = parallel(_, fast)\n  y[i] = 1\nend").unwrap_err();
+        assert!(e.to_string().contains("`atomics` or `copies`"), "{e}");
+        let e = parse_program("for i = vectorize(_, atomics)\n  y[i] = 1\nend").unwrap_err();
+        assert!(e.to_string().contains("`vectorize(`"), "{e}");
     }
 
     #[test]

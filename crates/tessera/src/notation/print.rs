@@ -153,12 +153,14 @@ fn write_lines(f: &mut Formatter<'_>, body: &[Stmt], level: usize) -> fmt::Resul
     Ok(())
 }
 
-/// A loop's extent, inside `parallel(...)` when the loop is marked parallel.
-fn write_extent(f: &mut Formatter<'_>, extent: &Extent, parallel: bool) -> fmt::Result {
-    if parallel {
-        write!(f, "parallel({extent})")
-    } else {
-        write!(f, "{extent}")
+/// A loop's extent, inside `parallel(...)` or `vectorize(...)` when the loop is so marked.
+fn write_extent(f: &mut Formatter<'_>, extent: &Extent, mode: LoopMode) -> fmt::Result {
+    match mode {
+        LoopMode::Serial => write!(f, "{extent}"),
+        LoopMode::Parallel(Folds::Auto) => write!(f, "parallel({extent})"),
+        LoopMode::Parallel(Folds::Atomics) => write!(f, "parallel({extent}, atomics)"),
+        LoopMode::Parallel(Folds::Copies) => write!(f, "parallel({extent}, copies)"),
+        LoopMode::Vector => write!(f, "vectorize({extent})"),
     }
 }
 

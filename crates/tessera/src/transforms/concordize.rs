@@ -95,7 +95,7 @@ impl Concordizer {
                     index: k,
                     extent: Extent::Range(name(&v), name(&v)),
                     body: vec![out],
-                    parallel: false,
+                    parallel: crate::notation::ast::LoopMode::Serial,
                 },
                 span,
             );

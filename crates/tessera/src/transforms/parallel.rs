@@ -39,7 +39,7 @@
 //! storage, or an iteration would read what the one before left.
 
 use crate::error::{Error, Result};
-use crate::notation::ast::{AssignOp, ExprKind, Program, Reducer, Stmt, StmtKind};
+use crate::notation::ast::{AssignOp, ExprKind, Folds, LoopMode, Program, Reducer, Stmt, StmtKind};
 use crate::span::Span;
 
 /// What one parallel loop needs.
@@ -50,6 +50,9 @@ pub struct Plan {
     pub index: String,
     /// The outputs each chunk reduces into a private copy of, with their reducer.
     pub private: Vec<(String, Reducer)>,
+    /// The schedule's choice of copies or atomics for those outputs (`parallelize(i,
+    /// atomics)`), or `Auto`: the runner's (`Runner::set_atomics`).
+    pub folds: Folds,
     /// The tensors each iteration declares afresh (see the module documentation): each
     /// chunk works on its own copy, and the last chunk's is kept.
     pub scratch: Vec<String>,
@@ -69,6 +72,47 @@ pub enum Storage {
     Rows,
     /// Any other sparse format.
     Sparse,
+}
+
+/// Check every vectorised loop of `program` (`for i = vectorize(_)`) against the formats:
+/// lanes load consecutive elements, so every tensor the loop's index addresses must store
+/// that dimension densely (`Storage::Dense`); a sparse level's loop walks stored positions,
+/// with no contiguous range of the index to run in lanes. The `vectorize` schedule command
+/// checked the dependences; this is the half that needs the formats. The error (an
+/// `Error::Unsupported`: lanes over a sparse level are what the compiler cannot make) is
+/// placed at the access and names the loop.
+pub fn check_vector(program: &Program, storage: &dyn Fn(&str) -> Storage) -> Result<()> {
+    let mut err = None;
+    crate::transforms::schedule::names::walk(&program.body, &mut |s, _| {
+        let StmtKind::Loop {
+            index,
+            body,
+            parallel: LoopMode::Vector,
+            ..
+        } = &s.kind
+        else {
+            return;
+        };
+        if err.is_some() {
+            return;
+        }
+        crate::notation::visit::accesses(body, &mut |a| {
+            let by_index = a
+                .indices
+                .iter()
+                .any(|ix| crate::transforms::schedule::names::mentions(&ix.expr, index));
+            if err.is_none() && by_index && storage(&a.tensor) != Storage::Dense {
+                err = Some(Error::unsupported(
+                    a.span,
+                    format!(
+                        "the vectorised loop `{index}` (at {}) indexes `{}`, which is not stored densely: only a loop over Dense levels runs in lanes (drop `vectorize({index})` or store `{}` densely)",
+                        s.span, a.tensor, a.tensor
+                    ),
+                ));
+            }
+        });
+    });
+    err.map_or(Ok(()), Err)
 }
 
 /// Check every parallel loop of `program`. `storage(T)` says how tensor `T` is stored;
@@ -105,11 +149,12 @@ impl Checker<'_> {
                 parallel,
                 ..
             } => {
-                if *parallel {
+                if let LoopMode::Parallel(folds) = parallel {
                     self.plans.push(Plan {
                         span: s.span,
                         index: index.clone(),
                         private: vec![],
+                        folds: *folds,
                         scratch: scratch(body),
                         rows: vec![],
                     });

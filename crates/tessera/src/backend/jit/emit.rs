@@ -14,7 +14,7 @@
 use crate::backend::GROW_BASE;
 use crate::backend::limit_code;
 use crate::backend::versioning::{self, Access, At, Gathers};
-use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp};
+use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp, vector};
 use crate::limit::Limit;
 use crate::runtime::abi::{self, VIEW_LEN, VIEW_PTR, VIEW_SIZE};
 use crate::types::{CANONICAL_NAN, ElemType, Scalar};
@@ -135,6 +135,20 @@ fn clif(t: ElemType) -> Type {
 
 fn flags() -> MemFlagsData {
     MemFlagsData::trusted()
+}
+
+/// Lanes' loads and stores: in bounds (tested before the loop) but not `aligned`, which a
+/// Vec's elements are only to their own size.
+fn lane_flags() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+/// The 128-bit vector type of a compute type's lanes (`ir::vector`: F64 or I64).
+fn lanes_of(t: ElemType) -> Type {
+    match t {
+        ElemType::F64 => types::F64X2,
+        _ => types::I64X2,
+    }
 }
 
 struct Emitter<'a, 'f> {
@@ -365,9 +379,214 @@ impl Emitter<'_, '_> {
         self.unchecked.extend(pretested.iter().copied());
         self.pretested.extend(inner);
         let v = self.vars[var.0 as usize];
+        // A vectorised loop of the lanes' class runs its iterations two at a time, then the
+        // rest (at most one) as the scalar loop from where the lanes stopped.
+        let start = match self.lane_plan(var, body) {
+            Some(plan) => self.vector_loop(var, start, stop, body, &plan),
+            None => start,
+        };
         self.counted_loop(v, start, stop, |e, _| e.stmts(body));
         self.unchecked.truncate(saved.0);
         self.pretested.truncate(saved.1);
+    }
+
+    /// The lanes' plan of loop `var` (`ir::vector`) when it is vectorised, in the class, and
+    /// every access of its body was tested before it (this copy of a versioned loop), so
+    /// that lanes need no bounds checks; `None` runs it scalar.
+    fn lane_plan(&self, var: crate::ir::VarId, body: &[Stmt]) -> Option<vector::Plan> {
+        if !self.k.vectorized.contains(&var) {
+            return None;
+        }
+        let plan = vector::plan(self.k, var, body).ok()?;
+        let mut tested = true;
+        for s in body {
+            if let Stmt::Store { buf, index, .. } = s {
+                tested &= self.unchecked.iter().any(|a| a.is(*buf, index));
+            }
+            for e in s.own_exprs() {
+                e.visit(&mut |x| {
+                    if let Expr::Load { buf, index } = x {
+                        tested &= self.unchecked.iter().any(|a| a.is(*buf, index));
+                    }
+                });
+            }
+        }
+        // Accumulators kept in stack slots (cold) stay scalar: they are rare-path state.
+        let in_registers = plan
+            .reductions
+            .iter()
+            .all(|r| self.slots[r.var.0 as usize].is_none());
+        (tested && in_registers).then_some(plan)
+    }
+
+    /// `for var = start; stop - var >= LANES; var += LANES` over the body in lanes; returns
+    /// where the scalar tail starts. Each reduction keeps one partial result per lane,
+    /// starting from the variable's value in lane 0 and the operator's identity in the others,
+    /// combined into the variable after the loop (`ir::vector`: exact for integers, `min`
+    /// and `max`; float sums and products reassociated).
+    fn vector_loop(
+        &mut self,
+        var: crate::ir::VarId,
+        start: Value,
+        stop: Value,
+        body: &[Stmt],
+        plan: &vector::Plan,
+    ) -> Value {
+        let v = self.vars[var.0 as usize];
+        self.b.def_var(v, start);
+        let mut accs = vec![];
+        for r in &plan.reductions {
+            let vt = lanes_of(r.ty);
+            let acc = self.b.declare_var(vt);
+            let id = match (r.ty, r.op) {
+                (ElemType::F64, BinOp::Add) => Scalar::F64(-0.0),
+                (ElemType::F64, BinOp::Mul) => Scalar::F64(1.0),
+                (ElemType::F64, BinOp::Min) => Scalar::F64(f64::INFINITY),
+                (ElemType::F64, _) => Scalar::F64(f64::NEG_INFINITY),
+                (_, BinOp::Mul) => Scalar::I64(1),
+                (_, BinOp::Min) => Scalar::I64(i64::MAX),
+                (_, BinOp::Max) => Scalar::I64(i64::MIN),
+                (_, BinOp::And) => Scalar::I64(-1),
+                _ => Scalar::I64(0),
+            };
+            let id = self.expr(&Expr::Const(id));
+            let lanes = self.b.ins().splat(vt, id);
+            let first = self.b.use_var(self.vars[r.var.0 as usize]);
+            let init = self.b.ins().insertlane(lanes, first, 0);
+            self.b.def_var(acc, init);
+            accs.push((*r, acc));
+        }
+        let (head, blk, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(head);
+        let i = self.b.use_var(v);
+        // `i < stop` first: then `i >= 0` (the range test passed), so `stop - i` cannot wrap.
+        let some = self.b.ins().icmp(IntCC::SignedLessThan, i, stop);
+        let left = self.b.ins().isub(stop, i);
+        let full = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, vector::LANES);
+        let go = self.b.ins().band(some, full);
+        self.b.ins().brif(go, blk, &[], exit, &[]);
+        self.b.switch_to_block(blk);
+        let i = self.b.use_var(v);
+        for s in body {
+            match s {
+                Stmt::Store { buf, value, .. } => {
+                    let x = self.lanes(value, i);
+                    let addr = self.address(*buf, i);
+                    self.b.ins().store(lane_flags(), x, addr, 0);
+                }
+                Stmt::Assign(acc, Expr::Binary(op, a, b)) => {
+                    let operand = if **a == Expr::Var(*acc) { b } else { a };
+                    let x = self.lanes(operand, i);
+                    let (r, lanes) = *accs
+                        .iter()
+                        .find(|(r, _)| r.var == *acc)
+                        .expect("a planned reduction");
+                    let old = self.b.use_var(lanes);
+                    let new = self.lane_binary(*op, r.ty, old, x);
+                    self.b.def_var(lanes, new);
+                }
+                _ => {}
+            }
+        }
+        let next = self.b.ins().iadd_imm_s(i, vector::LANES);
+        self.b.def_var(v, next);
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(exit);
+        for (r, lanes) in accs {
+            let x = self.b.use_var(lanes);
+            let l0 = self.b.ins().extractlane(x, 0);
+            let l1 = self.b.ins().extractlane(x, 1);
+            let sum = self.binary(r.op, r.ty, l0, l1);
+            self.b.def_var(self.vars[r.var.0 as usize], sum);
+        }
+        self.b.use_var(v)
+    }
+
+    /// An expression of the lanes' class (`ir::vector`) at iterations `i` and `i + 1`.
+    fn lanes(&mut self, e: &Expr, i: Value) -> Value {
+        let ty = self.k.type_of(e);
+        match e {
+            Expr::Const(_) | Expr::Var(_) => {
+                let x = self.expr(e);
+                self.b.ins().splat(lanes_of(ty), x)
+            }
+            Expr::Load { buf, .. } => {
+                let addr = self.address(*buf, i);
+                match self.k.buf_elem(*buf) {
+                    ElemType::I32 => self.b.ins().sload32x2(lane_flags(), addr, 0),
+                    _ => self.b.ins().load(lanes_of(ty), lane_flags(), addr, 0),
+                }
+            }
+            Expr::Unary(op, a) => {
+                let x = self.lanes(a, i);
+                let ins = self.b.ins();
+                match (op, ty) {
+                    (UnOp::Neg, ElemType::F64) => ins.fneg(x),
+                    (UnOp::Abs, _) => ins.fabs(x),
+                    (UnOp::Sqrt, _) => ins.sqrt(x),
+                    _ => ins.ineg(x),
+                }
+            }
+            Expr::Binary(op, a, b) => {
+                let x = self.lanes(a, i);
+                let y = self.lanes(b, i);
+                self.lane_binary(*op, ty, x, y)
+            }
+            _ => unreachable!("ir::vector::plan admits no {e:?}"),
+        }
+    }
+
+    /// `op` lane by lane, with the scalar `binary`'s semantics in each lane.
+    fn lane_binary(&mut self, op: BinOp, ty: ElemType, x: Value, y: Value) -> Value {
+        use BinOp::*;
+        let ins = self.b.ins();
+        match (op, ty) {
+            (Add, ElemType::F64) => ins.fadd(x, y),
+            (Sub, ElemType::F64) => ins.fsub(x, y),
+            (IeeeMul, _) => ins.fmul(x, y),
+            (Div, _) => ins.fdiv(x, y),
+            // WebAssembly's rules lane by lane, as the scalar `fmin`/`fmax`.
+            (Min, ElemType::F64) => ins.fmin(x, y),
+            (Max, ElemType::F64) => ins.fmax(x, y),
+            (Mul, ElemType::F64) => {
+                // The strong zero: a lane with a zero factor is +0.0 whatever the other.
+                let product = ins.fmul(x, y);
+                let zero = self.b.ins().f64const(0.0);
+                let zero = self.b.ins().splat(types::F64X2, zero);
+                let zx = self.b.ins().fcmp(FloatCC::Equal, x, zero);
+                let zy = self.b.ins().fcmp(FloatCC::Equal, y, zero);
+                let either = self.b.ins().bor(zx, zy);
+                // A bitcast between vector types takes the lanes' byte order (and no other flag).
+                let little =
+                    MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
+                let mask = self.b.ins().bitcast(types::F64X2, little, either);
+                self.b.ins().band_not(product, mask)
+            }
+            (Add, _) => ins.iadd(x, y),
+            (Sub, _) => ins.isub(x, y),
+            (Mul, _) => ins.imul(x, y),
+            (Min | Max, _) => {
+                let cc = if op == Min {
+                    IntCC::SignedLessThan
+                } else {
+                    IntCC::SignedGreaterThan
+                };
+                let c = ins.icmp(cc, x, y);
+                self.b.ins().bitselect(c, x, y)
+            }
+            (And, _) => ins.band(x, y),
+            (Or, _) => ins.bor(x, y),
+            (Xor, _) => ins.bxor(x, y),
+            _ => unreachable!("ir::vector::plan admits no lane {op:?} on {ty}"),
+        }
     }
 
     /// Whether a loop over `[start, stop)` is empty or keeps every access in its buffer: for

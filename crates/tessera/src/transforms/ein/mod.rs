@@ -260,7 +260,7 @@ struct Lp {
     size: Option<i64>,
     /// A δ removed on this index: it sized the loop, and names the error if nothing does now.
     delta_at: Option<Span>,
-    parallel: bool,
+    parallel: crate::notation::ast::LoopMode,
 }
 
 struct Nest {

@@ -101,7 +101,7 @@ pub(crate) fn loops(names: &[String], body: Stmt) -> Stmt {
                 index: n.clone(),
                 extent: Extent::Auto,
                 body: vec![b],
-                parallel: false,
+                parallel: crate::notation::ast::LoopMode::Serial,
             },
             span,
         )

@@ -274,7 +274,7 @@ fn copy(
                     index: v.clone(),
                     extent: Extent::Range(lo.clone(), hi.clone()),
                     body: vec![s],
-                    parallel: false,
+                    parallel: crate::notation::ast::LoopMode::Serial,
                 },
                 span,
             );
@@ -414,7 +414,7 @@ pub fn cache(
             index: i,
             extent: Extent::Range(lo, hi),
             body: new_body,
-            parallel: false,
+            parallel: crate::notation::ast::LoopMode::Serial,
         },
         span,
     );

@@ -777,6 +777,66 @@ impl Analysis {
         self.find(&inside, &inside, private, &bad)
     }
 
+    /// The first dependence that keeps the loop at `path` from running its iterations in
+    /// SIMD lanes: one it carries (as [`Self::carried_by`], no private tensors), or a
+    /// reduction inside it that lanes cannot combine. Lanes keep one partial result each
+    /// and combine them after the loop, which is exact only for a reduction into one element
+    /// per run of the loop (an index that does not involve the loop) with `+ * min max & |`:
+    /// a reduction into `h[idx[i]]` has lanes that hit one element at once (a histogram), and
+    /// a user reducer or `choose` has no lane-wise form in the backends.
+    pub fn vector_blocker(&self, path: &[(usize, usize)]) -> Option<Dependence> {
+        if let Some(d) = self.carried_by(path, false) {
+            return Some(d);
+        }
+        let id = self.loops.iter().position(|l| l.path == path)?;
+        for x in self.accs.iter().filter(|x| x.loops.contains(&id)) {
+            if x.mode != Mode::Reduce {
+                continue;
+            }
+            let lane_wise = matches!(
+                x.reducer,
+                Some(
+                    Reducer::Add
+                        | Reducer::Mul
+                        | Reducer::Min
+                        | Reducer::Max
+                        | Reducer::And
+                        | Reducer::Or
+                )
+            );
+            let one_element = x.idx.as_ref().is_some_and(|idx| {
+                idx.iter().all(|a| {
+                    a.as_ref().is_some_and(|a| {
+                        let mut ls = vec![];
+                        a.loops(&mut ls);
+                        !ls.contains(&id)
+                    })
+                })
+            });
+            if lane_wise && one_element {
+                continue;
+            }
+            // The reduction's instances in two iterations of the loop (and the same of every
+            // loop outside it) are the dependence lanes would break.
+            let dirs = x
+                .loops
+                .iter()
+                .take_while(|l| **l != id)
+                .map(|l| (self.loops[*l].name.clone(), '='))
+                .chain([(self.loops[id].name.clone(), '<')])
+                .collect();
+            return Some(Dependence {
+                kind: "write after write".to_string(),
+                source: x.text.clone(),
+                source_span: x.span,
+                sink: x.text.clone(),
+                sink_span: x.span,
+                direction: dirs,
+            });
+        }
+        None
+    }
+
     /// Whether an access lies inside (or is part of) the statement at `path`.
     pub fn inside(x: &Acc, path: &[(usize, usize)]) -> bool {
         super::names::within(&x.stmt, path)

@@ -126,7 +126,7 @@ pub fn split(p: &Program, c: &Located, target: &LoopRef, f: i64) -> Result<Progr
             index: inner,
             extent: Extent::Range(lit(0, span), lit(f - 1, span)),
             body: new_body,
-            parallel: false,
+            parallel: crate::notation::ast::LoopMode::Serial,
         },
         span,
     );
@@ -135,7 +135,7 @@ pub fn split(p: &Program, c: &Located, target: &LoopRef, f: i64) -> Result<Progr
             index: outer,
             extent: Extent::Range(lit(0, span), div(last, lit(f, span))),
             body: vec![inner_loop],
-            parallel: false,
+            parallel: crate::notation::ast::LoopMode::Serial,
         },
         span,
     );
@@ -206,7 +206,7 @@ pub fn merge(p: &Program, c: &Located, outer: &LoopRef, inner: &LoopRef) -> Resu
             index: merged,
             extent: Extent::Range(lit(0, span), total),
             body: new_body,
-            parallel: false,
+            parallel: crate::notation::ast::LoopMode::Serial,
         },
         span,
     );

@@ -13,6 +13,7 @@
 //! - [`reorder`]: `reorder` (permutes a perfect nest; checked).
 //! - [`order`]: `swap`, `fission`, `fuse` (move statements' instances; checked).
 //! - [`cache`]: `cache` / `precompute` and `cache_reduce` (workspaces).
+//! - [`parallel`]: `parallelize` and `vectorize` (loop marks; checked).
 //!
 //! The scheduled program is an ordinary program: it prints, parses back, lowers and runs on
 //! every backend and the evaluator.
@@ -26,7 +27,7 @@ pub mod parallel;
 pub mod reorder;
 
 use crate::error::{Dependence, Error, Result};
-use crate::notation::ast::Program;
+use crate::notation::ast::{Folds, Program};
 
 /// A loop: its index name (`i`, `i.0`) and, when several loops have that name, which one
 /// (1-based, in program order: `i#2`).
@@ -68,8 +69,11 @@ pub enum Command {
     /// `cache_reduce(i, T)`: a workspace initialised to the reducer's identity, reduced into
     /// by the iteration's body, then reduced into `T` once.
     CacheReduce { target: LoopRef, tensor: String },
-    /// `parallelize(i)`: mark loop `i` parallel (see [`parallel::parallelize`]).
-    Parallelize(LoopRef),
+    /// `parallelize(i)`: mark loop `i` parallel (see [`parallel::parallelize`]);
+    /// `parallelize(i, atomics)` / `parallelize(i, copies)` also choose its folds.
+    Parallelize(LoopRef, Folds),
+    /// `vectorize(i)`: mark innermost loop `i` for SIMD lanes (see [`parallel::vectorize`]).
+    Vectorize(LoopRef),
 }
 
 /// A command with where it is written: its text and byte offset in the schedule string.
@@ -138,7 +142,8 @@ pub fn apply_one(p: &Program, c: &Located) -> Result<Program> {
         Command::Fuse { first, second } => order::fuse(p, c, first, second),
         Command::Cache { target, tensor } => cache::cache(p, c, target, tensor, false),
         Command::CacheReduce { target, tensor } => cache::cache(p, c, target, tensor, true),
-        Command::Parallelize(target) => parallel::parallelize(p, c, target),
+        Command::Parallelize(target, folds) => parallel::parallelize(p, c, target, *folds),
+        Command::Vectorize(target) => parallel::vectorize(p, c, target),
     }
 }
 
@@ -252,17 +257,27 @@ fn parse_command(t: &str, pos: usize) -> Result<Located> {
             }
         }
         "parallelize" => {
-            want(1)?;
-            Command::Parallelize(lp(args[0])?)
+            let folds = match args.get(1) {
+                None => Folds::Auto,
+                Some(&"atomics") if args.len() == 2 => Folds::Atomics,
+                Some(&"copies") if args.len() == 2 => Folds::Copies,
+                Some(_) => {
+                    return Err(loc
+                        .error("`parallelize` takes a loop and optionally `atomics` or `copies`"));
+                }
+            };
+            if args[0].is_empty() {
+                return Err(loc.error("`parallelize` takes a loop"));
+            }
+            Command::Parallelize(lp(args[0])?, folds)
         }
         "vectorize" => {
-            return Err(loc.error(
-                "`vectorize` is not a schedule command of this version (the C tier vectorises what it can)",
-            ));
+            want(1)?;
+            Command::Vectorize(lp(args[0])?)
         }
         other => {
             return Err(loc.error(format!(
-                "unknown command `{other}` (split, merge, reorder, swap, fission, fuse, unroll, cache, precompute, cache_reduce, parallelize)"
+                "unknown command `{other}` (split, merge, reorder, swap, fission, fuse, unroll, cache, precompute, cache_reduce, parallelize, vectorize)"
             )));
         }
     };
@@ -361,8 +376,20 @@ mod tests {
         );
         let e = parse_schedule("split(i, 0)").unwrap_err();
         assert!(matches!(e, Error::Schedule { pos: 0, .. }), "{e}");
-        assert!(parse_schedule("vectorize(i)").is_err());
+        assert_eq!(
+            parse_schedule("vectorize(i)").unwrap()[0].command,
+            Command::Vectorize(LoopRef {
+                name: "i".into(),
+                occurrence: None
+            })
+        );
+        assert!(parse_schedule("vectorize(i, j)").is_err());
         assert!(parse_schedule("parallelize(i, j)").is_err());
+        assert!(parse_schedule("parallelize(i, atomics, copies)").is_err());
+        assert!(matches!(
+            parse_schedule("parallelize(i, copies)").unwrap()[0].command,
+            Command::Parallelize(_, Folds::Copies)
+        ));
         assert!(parse_schedule("frobnicate(i)").is_err());
     }
 }

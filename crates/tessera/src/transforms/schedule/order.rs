@@ -192,7 +192,7 @@ pub fn fuse(p: &Program, c: &Located, first: &LoopRef, second: &LoopRef) -> Resu
             index: i,
             extent,
             body,
-            parallel: false,
+            parallel: crate::notation::ast::LoopMode::Serial,
         },
         span,
     );

@@ -186,7 +186,7 @@ pub fn reorder(p: &Program, c: &Located, list: &[LoopRef]) -> Result<Program> {
                 index,
                 extent,
                 body,
-                parallel: false,
+                parallel: crate::notation::ast::LoopMode::Serial,
             },
             span,
         )];
