@@ -87,6 +87,77 @@ pub(crate) fn empty_frontier(t: &mut Tensor) -> Result<()> {
     Ok(())
 }
 
+/// Move the set flags of a `Dense(Element(false))` vector `t` (named `name` in errors) into
+/// `members`, in increasing order, and clear them, so that it is all false again for the next
+/// step: how a driver turns the flags a parallel step sets (a Dense vector, which chunks may
+/// update at once, unlike a sorted list) into the next frontier. One pass over the n flags,
+/// 64 at a time (a block is tested with a branch-free `|` over its flags, which the compiler
+/// vectorises), then only the blocks holding a set flag are walked.
+pub(crate) fn drain_flags(t: &mut Tensor, name: &str, members: &mut Vec<i64>) -> Result<()> {
+    const BLOCK: usize = 64;
+    members.clear();
+    let Some(Buffer::Bool(flags)) = t.levels.last_mut().and_then(|l| l.first_mut()) else {
+        return Err(Error::tensor(
+            name,
+            format!(
+                "expected a Dense(Element(false)) flag vector, got {}",
+                t.format
+            ),
+        ));
+    };
+    // Read first: a shared store is copied only if a flag is set.
+    if !flags.iter().fold(false, |any, &f| any | f) {
+        return Ok(());
+    }
+    for (b, block) in flags.chunks_mut(BLOCK).enumerate() {
+        if !block.iter().fold(false, |any, &f| any | f) {
+            continue;
+        }
+        for (k, f) in block.iter_mut().enumerate() {
+            if *f {
+                members.push((b * BLOCK + k) as i64);
+                *f = false;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Make the `SparseByteMap(Pattern())` vector `t` of length `n` hold exactly `members`
+/// (increasing, each below `n`): its previous entries are unset in O(entries) as
+/// [`empty_frontier`] does, then the members' slots are set and the sorted list is theirs.
+pub(crate) fn set_frontier(t: &mut Tensor, n: usize, members: &[i64]) -> Result<()> {
+    empty_frontier(t)?;
+    match &mut t.levels[0][..] {
+        [Buffer::I64(ptr), Buffer::Bool(tbl), Buffer::I64(srt)] => {
+            if tbl.len() < n {
+                tbl.resize(n, false);
+            }
+            for &q in members {
+                match usize::try_from(q).ok().and_then(|q| tbl.get_mut(q)) {
+                    Some(slot) => *slot = true,
+                    None => {
+                        return Err(Error::tensor(
+                            "F",
+                            format!("frontier member {q} is outside 0..{n}"),
+                        ));
+                    }
+                }
+            }
+            srt.extend_from_slice(members);
+            *ptr = vec![0, members.len() as i64].into();
+            Ok(())
+        }
+        _ => Err(Error::tensor(
+            "F",
+            format!(
+                "expected a SparseByteMap(Pattern()) frontier, got {}",
+                t.format
+            ),
+        )),
+    }
+}
+
 /// The row pointers of a `Dense(SparseList(..))` matrix with `n` rows (out-degrees are
 /// `p[v + 1] - p[v]`), `None` for other formats.
 fn row_pointers(a: &Tensor, n: usize) -> Option<Vec<i64>> {
