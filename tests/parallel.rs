@@ -1524,7 +1524,10 @@ fn bellman_ford_push_rounds_split_equal_serial() {
                 // At the default threshold these rounds are far too small to split.
                 runner.set_min_parallel_work(MIN_PARALLEL_WORK);
                 let p = paths(Direction::Push);
-                same(&p, &format!("{name} x{threads} default threshold, {n} vertices"));
+                same(
+                    &p,
+                    &format!("{name} x{threads} default threshold, {n} vertices"),
+                );
                 assert_eq!(p.split, 0, "{name} x{threads}, {n} vertices");
                 // A threshold between the rounds' sizes: the large rounds split, the small
                 // ones run serially, and the results do not change.
@@ -1550,7 +1553,11 @@ fn bellman_ford_push_rounds_split_equal_serial() {
         runner.set_min_parallel_work(0);
         let mut graph = BTreeMap::from([("A".to_string(), a.clone())]);
         let p = bf::shortest_paths_directed(&runner, &mut graph, 0, Direction::Push).unwrap();
-        assert_eq!((p.dist, p.pred, p.split), (serial.dist, serial.pred, 0), "{name}");
+        assert_eq!(
+            (p.dist, p.pred, p.split),
+            (serial.dist, serial.pred, 0),
+            "{name}"
+        );
     }
 }
 
