@@ -195,7 +195,7 @@ fn run_rounds(
         true => Some(compile(
             "bellman_ford_parallel",
             ROUND_PARALLEL,
-            &["A", "D", "Dprev", "F", "Fprev"],
+            &["A", "D", "Dprev", "Fprev"],
         )?),
         false => None,
     };
@@ -248,8 +248,15 @@ fn run_rounds(
             }
             None => runner.execute(round, ts)?,
         }
-        let improved = ts.get_mut("F").expect("inserted above");
-        super::drain_flags(improved, "F", &mut members)?;
+        match atomics {
+            // The split round writes no flags: the vertices it improved are those whose
+            // distance fell below the previous round's (see bellman_ford_parallel.tess).
+            Some(_) => super::decreased(&ts["D"], &ts["Dprev"], ("D", "Dprev"), &mut members)?,
+            None => {
+                let improved = ts.get_mut("F").expect("inserted above");
+                super::drain_flags(improved, "F", &mut members)?;
+            }
+        }
         frontier = members.len();
         frontier_edges = members.iter().map(|&c| degree(c as usize)).sum();
         if members.is_empty() {
