@@ -1538,7 +1538,7 @@ fn bellman_ford_push_rounds_split_equal_serial() {
                     let what = format!("{name} x{threads} threshold 200");
                     same(&p, &what);
                     assert!(0 < p.split && p.split < p.rounds, "{what}: {}", p.split);
-                    // Copies of 2 x 400 elements per chunk cost more than any round's work.
+                    // Copies of the 400 distances per chunk cost more than most rounds' work.
                     assert!(shared_ranges() > before, "{what}");
                 }
             }

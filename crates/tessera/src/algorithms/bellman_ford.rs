@@ -6,16 +6,17 @@
 //! On several threads (`Runner::threads`) a push round with enough work (its improved
 //! vertices' out-edges, weighed by the runner's cost rule `backend::parallel::threads_for_work`)
 //! splits its scatter between the threads by source vertex (`examples/bellman_ford_parallel.tess`:
-//! indivisible `min` and `|` on the Dense distances and improved flags), and a round whose
+//! an indivisible `min` on the Dense distances; the improved vertices are then those whose
+//! distance fell below the previous round's), and a round whose
 //! improved vertices have many out-edges runs in pull form instead (`examples/bellman_ford_pull.tess`: each vertex gathers over its
 //! in-edges, a parallel loop), as does the predecessor pass
 //! (`examples/bellman_ford_preds_pull.tess`); both read the transposed weights `AT`. Every form gives exactly
 //! the same distances, flags and predecessors (`min` and `|` of the same values in any order).
 //! On one thread every round pushes serially.
 //!
-//! Each round writes the improved set as a Dense flag vector `F` (chunks may set flags at
-//! once; a sorted SparseByteMap list can only be appended to in order), which the driver scans
-//! into the next round's `Fprev`, a SparseByteMap that the rounds walk in order, and clears.
+//! A serial or pull round writes the improved set as a Dense flag vector `F` (a SparseByteMap
+//! output would sort its list every round), which the driver scans into the next round's
+//! `Fprev`, a SparseByteMap that the rounds walk in order, and clears.
 
 pub use super::bfs::Direction;
 use super::{check_graph, one_hot};
@@ -285,14 +286,14 @@ fn run_rounds(
 /// worth splitting between the runner's threads, by the runner's own cost rule
 /// (`threads_for_work`, with the runner's threshold) applied to that work rather than to the
 /// range's weights (which count every vertex's out-edges); and if so, how its chunks should
-/// fold `D` and `F`: shared indivisible updates unless the runner's mode forbids them, or
-/// (`Atomics::Auto`) private copies of the n distances and flags would pay for themselves.
+/// fold `D`: shared indivisible updates unless the runner's mode forbids them, or
+/// (`Atomics::Auto`) private copies of the n distances would pay for themselves.
 fn split_push(runner: &Runner, n: usize, frontier: usize, frontier_edges: i64) -> Option<Atomics> {
     let threads = runner.threads();
     // A round costs an index per improved vertex even where it has no out-edges.
     let work = (frontier_edges.max(0) as u64).max(frontier as u64);
     let min_work = runner.min_parallel_work();
-    let copies = 2 * n as u64;
+    let copies = n as u64;
     let user = runner.atomics();
     let with_copies = threads_for_work(work, threads, copies, min_work) > 1;
     match user {
