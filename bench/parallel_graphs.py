@@ -11,7 +11,9 @@ configuration runs `rounds` times in alternation (thread counts interleaved, so 
 machine's load hits all of them), each time the median of `--repeat` runs after `--warmup`;
 the table shows the best of those medians and the load average before and after. Tessera's
 results on 2 threads are compared with 1 thread's (files of parents and distances, byte for
-byte) before anything is timed.
+byte) before anything is timed. A second table gives each Tessera run's steps by kind (`push`
+on one thread, `push_split` between the threads, `pull`), the commit and the machine's cores:
+everything needed to compare a re-run on an idle machine.
 """
 
 from __future__ import annotations
@@ -37,13 +39,13 @@ EXE = HERE.parent / "target" / "release" / "tessera"
 SCRATCH = Path("/tmp/tessera-parallel-graphs")
 
 
-def tessera(alg: str, path: Path, src: int, threads: int, outs=None) -> float:
+def tessera(alg: str, path: Path, src: int, threads: int, outs=None) -> dict:
     cmd = [EXE, "graph", alg, "--in", f"A={path}", "--source", str(src), "--threads",
            str(threads), "--warmup", str(WARMUP), "--repeat", str(REPEAT), "--json"]
     for k, v in (outs or {}).items():
         cmd += ["--out", f"{k}={v}"]
     p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, check=True)
-    return json.loads(p.stdout.strip().splitlines()[-1])["median_ms"]
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def same_results(alg: str, path: Path, src: int) -> None:
@@ -65,6 +67,7 @@ def main() -> None:
         gb = None
         print(f"GraphBLAS skipped: {e}")
     rows = []
+    steps: dict[tuple[str, str, int], dict] = {}
     load0 = os.getloadavg()
     for name in names:
         a = graphs.pattern(data.load_mtx(name, HERE.parent.parent / "shared" / "data").tocsr())
@@ -82,8 +85,10 @@ def main() -> None:
             best: dict[str, float] = {}
             for _ in range(ROUNDS):
                 for t in [1, 2]:
-                    ms = tessera(alg, path, src, t)
+                    run = tessera(alg, path, src, t)
+                    ms = run["median_ms"]
                     best[f"tessera {t}"] = min(best.get(f"tessera {t}", ms), ms)
+                    steps[(name, label, t)] = run.get("steps", {})
                     if peer:
                         gb.ss.config["nthreads"] = t
                         for _ in range(WARMUP):
@@ -92,7 +97,12 @@ def main() -> None:
                         best[f"GraphBLAS {t}"] = min(best.get(f"GraphBLAS {t}", ms), ms)
             rows.append((name, a.shape[0], a.nnz, label, best))
     load1 = os.getloadavg()
-    print(f"load average before {load0[0]:.2f}, after {load1[0]:.2f} ({time.strftime('%H:%M')})")
+    commit = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    now = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    print(f"load average before {load0[0]:.2f}, after {load1[0]:.2f} ({now} UTC); "
+          f"{os.cpu_count()} cores; commit {commit}; rounds {ROUNDS}, warmup {WARMUP}, "
+          f"repeat {REPEAT}")
     print("| graph | algorithm | Tessera 1 thread | Tessera 2 threads | speed-up | "
           "GraphBLAS 1 thread | GraphBLAS 2 threads |")
     print("|---|---|---:|---:|---:|---:|---:|")
@@ -102,6 +112,12 @@ def main() -> None:
         fmt = lambda x: "n/a" if x is None else f"{x:.1f} ms"  # noqa: E731
         print(f"| {name} ({n} vertices, {nnz} edges) | {label} | {t1:.1f} ms | {t2:.1f} ms | "
               f"{t1 / t2:.2f}x | {fmt(g1)} | {fmt(g2)} |")
+    print()
+    print("| graph | algorithm | threads | steps pushed on one thread | pushes split | pulls |")
+    print("|---|---|---:|---:|---:|---:|")
+    for (name, label, t), s in steps.items():
+        print(f"| {name} | {label} | {t} | {s.get('push', '?')} | {s.get('push_split', '?')} | "
+              f"{s.get('pull', '?')} |")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ use bfs::{Bfs, Direction};
 use common::{data_dir, fmt, parse};
 use std::collections::BTreeMap;
 use std::path::Path;
+use tessera::algorithms::bellman_ford::{IMPROVED, ROUND_PARALLEL};
 use tessera::levels::{Format, LevelKind};
 use tessera::notation::ast::Program;
 use tessera::run::Runner;
@@ -812,16 +813,21 @@ fn examples_agree_with_the_evaluator() {
             .map(|v| if v % 2 == 0 { v as f64 } else { f64::INFINITY })
             .collect();
         let dprev = Tensor::from_dense(&fmt(DIST), &[8], &Buffer::F64(dprev.into())).unwrap();
-        k.agree(
-            bellman_ford::ROUND,
-            tensors(vec![
+        // The serial round with either flag format; the split round (its push loop parallel,
+        // one chunk here), which writes no flags.
+        let round = |improved: Option<&str>| {
+            let mut ts = vec![
                 ("A", w.clone()),
                 ("Dprev", dprev.clone()),
                 ("D", dprev.clone()),
                 ("Fprev", frontier.clone()),
-                ("F", empty(FRONTIER, &[8])),
-            ]),
-        );
+            ];
+            ts.extend(improved.map(|f| ("F", empty(f, &[8]))));
+            tensors(ts)
+        };
+        k.agree(bellman_ford::ROUND, round(Some(FRONTIER)));
+        k.agree(bellman_ford::ROUND, round(Some(IMPROVED)));
+        k.agree(ROUND_PARALLEL, round(None));
         k.agree(
             bellman_ford::PREDECESSORS,
             tensors(vec![

@@ -1433,6 +1433,134 @@ fn bellman_ford_in_parallel_equals_serial() {
     }
 }
 
+/// A random directed graph on `n` vertices with about `m` edges of integer weights 1..=3 and
+/// edges of weight 3 from vertex 0 to every fifth vertex (vertices `n - 2..n` unreachable), in
+/// `format`: small integer weights make many equal path lengths, so several improved vertices
+/// lower one distance to the same value in a round and many vertices have several tight
+/// in-edges (the predecessor must still be the serial one).
+fn tied_graph(n: usize, m: usize, format: &str, rng: &mut Rng) -> Tensor {
+    let mut edges = std::collections::BTreeMap::new();
+    for _ in 0..m {
+        let (j, i) = (
+            rng.below(n as u64 - 2) as usize,
+            rng.below(n as u64 - 2) as usize,
+        );
+        edges.insert((j, i), (1 + rng.below(3)) as f64);
+    }
+    for i in (1..n - 2).step_by(5) {
+        edges.insert((0, i), 3.0);
+    }
+    let coords = vec![
+        edges.keys().map(|e| e.0 as i64).collect(),
+        edges.keys().map(|e| e.1 as i64).collect(),
+    ];
+    let vals = Buffer::F64(edges.values().copied().collect::<Vec<_>>().into());
+    Tensor::from_coo(&fmt(format), &[n, n], &coords, &vals, |x, _| x).unwrap()
+}
+
+/// The most tight in-edges (`dist[j] + w == dist[i]`, both finite) any vertex of `a` has.
+fn most_tight_in_edges(a: &Tensor, dist: &[f64]) -> usize {
+    let mut tight = vec![0; dist.len()];
+    a.for_each_stored(&mut |c, w| {
+        let (j, i) = (c[0], c[1]);
+        if dist[j].is_finite() && dist[j] + w.as_f64() == dist[i] {
+            tight[i] += 1;
+        }
+    });
+    tight.into_iter().max().unwrap_or(0)
+}
+
+#[test]
+fn bellman_ford_push_rounds_split_equal_serial() {
+    use tessera::algorithms::bellman_ford::{self as bf, Direction};
+    use tessera::backend::parallel::{Atomics, MIN_PARALLEL_WORK, shared_ranges};
+    let mut rng = Rng(41);
+    for (n, m) in [(7, 12), (80, 400), (400, 3000)] {
+        let a = tied_graph(n, m, bf::WEIGHTS, &mut rng);
+        for (name, runner) in runners() {
+            runner.set_threads(1);
+            let serial = bf::shortest_paths(&runner, &a, 0).unwrap();
+            assert_eq!((serial.split, serial.pulled), (0, 0), "{name}: one thread");
+            assert_eq!(serial.dist[n - 1], f64::INFINITY);
+            // (The 7-vertex graph is there for chunks of one or two vertices.)
+            assert!(
+                n < 80 || most_tight_in_edges(&a, &serial.dist) >= 2,
+                "{name}, {n} vertices: no ties"
+            );
+            let same = |p: &bf::Paths, what: &str| {
+                assert_eq!(p.dist, serial.dist, "{what}");
+                assert_eq!(p.pred, serial.pred, "{what}");
+                assert_eq!(p.rounds, serial.rounds, "{what}");
+            };
+            let paths = |dir| {
+                let mut graph = BTreeMap::from([("A".to_string(), a.clone())]);
+                bf::shortest_paths_directed(&runner, &mut graph, 0, dir).unwrap()
+            };
+            for threads in [2, 3] {
+                runner.set_threads(threads);
+                // Every push round split, its chunks folding through atomic updates of the
+                // shared D and F (`Always`), private copies (`Never`), or as the runner's
+                // `Auto` rule picks (copies, with the threshold at 0).
+                runner.set_min_parallel_work(0);
+                for atomics in [Atomics::Auto, Atomics::Always, Atomics::Never] {
+                    runner.set_atomics(atomics);
+                    let before = shared_ranges();
+                    let p = paths(Direction::Push);
+                    let what = format!("{name} x{threads} {atomics:?}, {n} vertices");
+                    same(&p, &what);
+                    assert_eq!((p.split, p.pulled), (p.rounds, 0), "{what}");
+                    assert_eq!(
+                        shared_ranges() > before,
+                        atomics == Atomics::Always,
+                        "{what}"
+                    );
+                    assert_eq!(runner.atomics(), atomics, "{what}: mode restored");
+                    // Auto pulls some rounds and splits the pushes among the others.
+                    let p = paths(Direction::Auto);
+                    same(&p, &format!("{what} Auto"));
+                    assert_eq!(p.split + p.pulled, p.rounds, "{what} Auto");
+                }
+                runner.set_atomics(Atomics::Auto);
+                // At the default threshold these rounds are far too small to split.
+                runner.set_min_parallel_work(MIN_PARALLEL_WORK);
+                let p = paths(Direction::Push);
+                same(
+                    &p,
+                    &format!("{name} x{threads} default threshold, {n} vertices"),
+                );
+                assert_eq!(p.split, 0, "{name} x{threads}, {n} vertices");
+                // A threshold between the rounds' sizes: the large rounds split, the small
+                // ones run serially, and the results do not change.
+                if n == 400 {
+                    runner.set_min_parallel_work(200);
+                    let before = shared_ranges();
+                    let p = paths(Direction::Push);
+                    let what = format!("{name} x{threads} threshold 200");
+                    same(&p, &what);
+                    assert!(0 < p.split && p.split < p.rounds, "{what}: {}", p.split);
+                    // Copies of the 400 distances per chunk cost more than most rounds' work.
+                    assert!(shared_ranges() > before, "{what}");
+                }
+            }
+        }
+    }
+    // Weights whose out-degrees the driver cannot read: every round pushes serially.
+    let a = tied_graph(60, 300, "Dense(Dense(Element(Inf)))", &mut rng);
+    for (name, runner) in runners() {
+        runner.set_threads(1);
+        let serial = bf::shortest_paths(&runner, &a, 0).unwrap();
+        runner.set_threads(2);
+        runner.set_min_parallel_work(0);
+        let mut graph = BTreeMap::from([("A".to_string(), a.clone())]);
+        let p = bf::shortest_paths_directed(&runner, &mut graph, 0, Direction::Push).unwrap();
+        assert_eq!(
+            (p.dist, p.pred, p.split),
+            (serial.dist, serial.pred, 0),
+            "{name}"
+        );
+    }
+}
+
 #[test]
 fn graph_pull_kernels_are_split_into_chunks() {
     use tessera::algorithms::{bellman_ford as bf, bfs};

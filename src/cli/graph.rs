@@ -66,6 +66,9 @@ struct Outcome {
     /// BFS levels (as f64 so both algorithms share one output) or distances.
     dist: Vec<f64>,
     iterations: usize,
+    /// The last run's steps by kind (`push`, `push_split`, `pull`): what a timing depends on
+    /// (a push step runs on one thread, a split push or a pull on the runner's threads).
+    steps: [(&'static str, usize); 3],
     compile_ms: Vec<(&'static str, f64)>,
 }
 
@@ -102,16 +105,29 @@ fn run_once(
         Algorithm::BfsDo => bfs::Direction::Auto,
         Algorithm::BellmanFord => {
             let p = bellman_ford::shortest_paths_in(runner, graph, source)?;
+            let pushed = p.rounds - p.pulled - p.split;
             return Ok(Outcome {
                 parents: p.pred,
                 dist: p.dist,
                 iterations: p.rounds,
+                steps: [
+                    ("push", pushed),
+                    ("push_split", p.split),
+                    ("pull", p.pulled),
+                ],
                 compile_ms: p.compile_ms,
             });
         }
     };
     let s = bfs::search_in(runner, graph, source, dir)?;
+    let count = |d: bfs::Direction| s.steps.iter().filter(|(x, _)| *x == d).count();
+    let steps = [
+        ("push", count(bfs::Direction::Push)),
+        ("push_split", 0),
+        ("pull", count(bfs::Direction::Pull)),
+    ];
     Ok(Outcome {
+        steps,
         parents: s.parent,
         dist: s.level.iter().map(|&l| l as f64).collect(),
         iterations: s.steps.len(),
@@ -209,6 +225,9 @@ pub fn graph(a: &GraphArgs) -> Result<String> {
             "vertices": n,
             "reached": reached,
             "kernels_compile_ms": kernels,
+            "steps": serde_json::Map::from_iter(
+                last.steps.iter().map(|(k, c)| (k.to_string(), serde_json::json!(c)))
+            ),
         });
         let _ = writeln!(out, "{line}");
     } else {
@@ -217,6 +236,8 @@ pub fn graph(a: &GraphArgs) -> Result<String> {
             "graph: {path}, {n} vertices, source {}: reached {reached} in {} iterations",
             a.source, last.iterations
         );
+        let steps: Vec<String> = last.steps.iter().map(|(k, c)| format!("{k}={c}")).collect();
+        let _ = writeln!(out, "steps: {}", steps.join(" "));
         let _ = writeln!(
             out,
             "time: compile_ms={total_compile:.3} run_ms_median={median:.3} run_ms_min={min:.3} repeats={}",

@@ -3,16 +3,24 @@
 //! previous distance and flag tensors between rounds); `examples/bellman_ford_preds.tess`
 //! then picks a tight in-edge per reached vertex.
 //!
-//! On several threads (`Runner::threads`) a round whose improved vertices have many out-edges
-//! runs in pull form instead (`examples/bellman_ford_pull.tess`: each vertex gathers over its
+//! On several threads (`Runner::threads`) a push round with enough work (its improved
+//! vertices' out-edges, weighed by the runner's cost rule `backend::parallel::threads_for_work`)
+//! splits its scatter between the threads by source vertex (`examples/bellman_ford_parallel.tess`:
+//! an indivisible `min` on the Dense distances; the improved vertices are then those whose
+//! distance fell below the previous round's), and a round whose
+//! improved vertices have many out-edges runs in pull form instead (`examples/bellman_ford_pull.tess`: each vertex gathers over its
 //! in-edges, a parallel loop), as does the predecessor pass
-//! (`examples/bellman_ford_preds_pull.tess`); both read the transposed weights `AT`. The push
-//! round's scatter cannot be split between threads (many improved vertices lower one
-//! distance), the pull round's gather can, and gives exactly the same distances, flags and
-//! predecessors. On one thread every round pushes, as before.
+//! (`examples/bellman_ford_preds_pull.tess`); both read the transposed weights `AT`. Every form gives exactly
+//! the same distances, flags and predecessors (`min` and `|` of the same values in any order).
+//! On one thread every round pushes serially.
+//!
+//! A serial or pull round writes the improved set as a Dense flag vector `F` (a SparseByteMap
+//! output would sort its list every round), which the driver scans into the next round's
+//! `Fprev`, a SparseByteMap that the rounds walk in order, and clears.
 
 pub use super::bfs::Direction;
-use super::{check_graph, empty_frontier, one_hot};
+use super::{check_graph, one_hot};
+use crate::backend::parallel::{Atomics, threads_for_work};
 use crate::error::{Error, Result};
 use crate::levels::Format;
 use crate::notation::parse::parse_program;
@@ -23,6 +31,7 @@ use std::collections::BTreeMap;
 
 pub const ROUND: &str = include_str!("../../../../examples/bellman_ford.tess");
 pub const PREDECESSORS: &str = include_str!("../../../../examples/bellman_ford_preds.tess");
+pub const ROUND_PARALLEL: &str = include_str!("../../../../examples/bellman_ford_parallel.tess");
 pub const ROUND_PULL: &str = include_str!("../../../../examples/bellman_ford_pull.tess");
 pub const PREDECESSORS_PULL: &str =
     include_str!("../../../../examples/bellman_ford_preds_pull.tess");
@@ -37,7 +46,10 @@ pub const PULL_EDGES: f64 = 0.25;
 /// Missing edges weigh Inf, so they never shorten a path.
 pub const WEIGHTS: &str = "Dense(SparseList(Element(Inf)))";
 const DIST: &str = "Dense(Element(Inf))";
+/// The previous round's improved vertices, which a round walks in order.
 const FLAGS: &str = "SparseByteMap(Pattern())";
+/// The vertices a round improves: flags that chunks may set at once.
+pub const IMPROVED: &str = "Dense(Element(false))";
 const PREDS: &str = "Dense(Element(-1))";
 
 pub struct Paths {
@@ -49,6 +61,9 @@ pub struct Paths {
     pub rounds: usize,
     /// Rounds run in pull form.
     pub pulled: usize,
+    /// Push rounds split between threads (the parallel push kernel run; the runner may still
+    /// run it as one chunk if its own rule says so).
+    pub split: usize,
     /// Milliseconds spent compiling each kernel in this call (none once the runner caches them).
     pub compile_ms: Vec<(&'static str, f64)>,
 }
@@ -165,7 +180,7 @@ fn run_rounds(
     );
     ts.insert(
         "F".into(),
-        Tensor::empty(&Format::parse(FLAGS, None)?, &[n])?,
+        Tensor::empty(&Format::parse(IMPROVED, None)?, &[n])?,
     );
     let mut compile_ms = vec![];
     let mut compile = |name: &'static str, text: &str, names: &[&str]| {
@@ -177,6 +192,14 @@ fn run_rounds(
         Ok::<_, Error>(c)
     };
     let push = compile("bellman_ford", ROUND, &["A", "D", "Dprev", "F", "Fprev"])?;
+    let push_split = match runner.threads() > 1 && dir != Direction::Pull {
+        true => Some(compile(
+            "bellman_ford_parallel",
+            ROUND_PARALLEL,
+            &["A", "D", "Dprev", "Fprev"],
+        )?),
+        false => None,
+    };
     let pull = match pulls {
         true => Some(compile(
             "bellman_ford_pull",
@@ -191,50 +214,95 @@ fn run_rounds(
     let degree = |v: usize| ptr.as_ref().map_or(0, |p| p[v + 1] - p[v]);
     let edges = ptr.as_ref().map_or(0, |p| p[n]);
     let mut frontier_edges = degree(source);
-    let mut pulled = 0;
+    let mut frontier = 1;
+    let (mut pulled, mut split) = (0, 0);
+    let mut members = vec![];
     for rounds in 1..=n + 1 {
-        let round = match (&pull, dir) {
-            (Some(pull), Direction::Pull) => pull,
+        let (round, atomics) = match (&pull, dir) {
+            (Some(pull), Direction::Pull) => (pull, None),
             (Some(pull), Direction::Auto)
                 if ptr.is_some() && frontier_edges as f64 > PULL_EDGES * edges as f64 =>
             {
-                pull
+                (pull, None)
             }
-            _ => &push,
+            _ => match &push_split {
+                // Without out-degrees (another weight format) the work is unknown: push
+                // serially, as before.
+                Some(k) if ptr.is_some() => match split_push(runner, n, frontier, frontier_edges) {
+                    Some(atomics) => (k, Some(atomics)),
+                    None => (&push, None),
+                },
+                _ => (&push, None),
+            },
         };
-        if !std::ptr::eq(round, &push) {
-            pulled += 1;
+        pulled += usize::from(pull.as_ref().is_some_and(|p| std::ptr::eq(round, p)));
+        split += usize::from(atomics.is_some());
+        match atomics {
+            Some(mode) => {
+                // The runner weighs the range by every vertex's out-edges, not the improved
+                // ones': the choice made here with the round's own work holds for this call.
+                let user = runner.atomics();
+                runner.set_atomics(mode);
+                let run = runner.execute(round, ts);
+                runner.set_atomics(user);
+                run?
+            }
+            None => runner.execute(round, ts)?,
         }
-        runner.execute(round, ts)?;
-        let mut changed = false;
-        frontier_edges = 0;
-        super::for_each_member(&ts["F"], &mut |c| {
-            changed = true;
-            frontier_edges += degree(c);
-        });
-        if !changed {
+        match atomics {
+            // The split round writes no flags: the vertices it improved are those whose
+            // distance fell below the previous round's (see bellman_ford_parallel.tess).
+            Some(_) => super::decreased(&ts["D"], &ts["Dprev"], ("D", "Dprev"), &mut members)?,
+            None => {
+                let improved = ts.get_mut("F").expect("inserted above");
+                super::drain_flags(improved, "F", &mut members)?;
+            }
+        }
+        frontier = members.len();
+        frontier_edges = members.iter().map(|&c| degree(c as usize)).sum();
+        if members.is_empty() {
             let pred = predecessors(runner, ts, n, source, pulls, &mut compile_ms)?;
             return Ok(Paths {
                 dist: take_f64(&ts["D"], "D"),
                 pred,
                 rounds,
                 pulled,
+                split,
                 compile_ms,
             });
         }
-        for (cur, prev) in [("D", "Dprev"), ("F", "Fprev")] {
-            let t = ts.remove(cur).expect("inserted above");
-            let mut old = ts.insert(prev.to_string(), t).expect("inserted above");
-            if cur == "F" {
-                empty_frontier(&mut old)?;
-            }
-            ts.insert(cur.to_string(), old);
-        }
+        let d = ts.remove("D").expect("inserted above");
+        let old = ts.insert("Dprev".to_string(), d).expect("inserted above");
+        ts.insert("D".to_string(), old);
+        super::set_frontier(ts.get_mut("Fprev").expect("inserted above"), n, &members)?;
     }
     Err(Error::tensor(
         "A",
         format!("distances still improve after {n} rounds: the graph has a negative cycle"),
     ))
+}
+
+/// Whether a push round over `frontier` improved vertices with `frontier_edges` out-edges is
+/// worth splitting between the runner's threads, by the runner's own cost rule
+/// (`threads_for_work`, with the runner's threshold) applied to that work rather than to the
+/// range's weights (which count every vertex's out-edges); and if so, how its chunks should
+/// fold `D`: shared indivisible updates unless the runner's mode forbids them, or
+/// (`Atomics::Auto`) private copies of the n distances would pay for themselves.
+fn split_push(runner: &Runner, n: usize, frontier: usize, frontier_edges: i64) -> Option<Atomics> {
+    let threads = runner.threads();
+    // A round costs an index per improved vertex even where it has no out-edges.
+    let work = (frontier_edges.max(0) as u64).max(frontier as u64);
+    let min_work = runner.min_parallel_work();
+    let copies = n as u64;
+    let user = runner.atomics();
+    let with_copies = threads_for_work(work, threads, copies, min_work) > 1;
+    match user {
+        Atomics::Never => with_copies.then_some(Atomics::Never),
+        Atomics::Auto if with_copies => Some(Atomics::Auto),
+        Atomics::Auto | Atomics::Always => {
+            (threads_for_work(work, threads, 0, min_work) > 1).then_some(Atomics::Always)
+        }
+    }
 }
 
 fn formats_of(ts: &BTreeMap<String, Tensor>, names: &[&str]) -> BTreeMap<String, Format> {

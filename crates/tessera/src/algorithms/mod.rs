@@ -73,6 +73,9 @@ pub(crate) fn for_each_member(t: &Tensor, f: &mut dyn FnMut(usize)) {
 /// output flags, see examples/bfs_push.tess).
 pub(crate) fn empty_frontier(t: &mut Tensor) -> Result<()> {
     if let [ptr, Buffer::Bool(tbl), Buffer::I64(srt)] = &mut t.levels[0][..] {
+        // One mutable borrow of the table, not one per entry (each is a call that checks
+        // whether the store must be copied first).
+        let tbl: &mut [bool] = tbl;
         for &q in srt.iter() {
             if let Some(slot) = usize::try_from(q).ok().and_then(|q| tbl.get_mut(q)) {
                 *slot = false;
@@ -85,6 +88,145 @@ pub(crate) fn empty_frontier(t: &mut Tensor) -> Result<()> {
     // Another layout: start from a fresh empty vector.
     *t = Tensor::empty(&t.format, &t.shape)?;
     Ok(())
+}
+
+/// Move the set flags of a `Dense(Element(false))` vector `t` (named `name` in errors) into
+/// `members`, in increasing order, and clear them, so that it is all false again for the next
+/// step: how a driver turns the flags a parallel step sets (a Dense vector, which chunks may
+/// update at once, unlike a sorted list) into the next frontier. One pass over the n flags,
+/// 64 at a time: a block's flags become the bits of a word (branch-free, which the compiler
+/// vectorises), whose set bits are then walked, so a frontier spread over the vertices costs
+/// no mispredicted branch per flag; a block with a flag set is cleared whole.
+pub(crate) fn drain_flags(t: &mut Tensor, name: &str, members: &mut Vec<i64>) -> Result<()> {
+    const BLOCK: usize = 64;
+    members.clear();
+    let Some(Buffer::Bool(flags)) = t.levels.last_mut().and_then(|l| l.first_mut()) else {
+        return Err(Error::tensor(
+            name,
+            format!(
+                "expected a Dense(Element(false)) flag vector, got {}",
+                t.format
+            ),
+        ));
+    };
+    // Read first: a shared store is copied only if a flag is set.
+    if !flags.iter().fold(false, |any, &f| any | f) {
+        return Ok(());
+    }
+    let flags: &mut [bool] = flags;
+    for (b, block) in flags.chunks_mut(BLOCK).enumerate() {
+        let mut bits = flag_bits(block);
+        if bits == 0 {
+            continue;
+        }
+        while bits != 0 {
+            members.push((b * BLOCK) as i64 + i64::from(bits.trailing_zeros()));
+            bits &= bits - 1;
+        }
+        block.fill(false);
+    }
+    Ok(())
+}
+
+/// The vertices whose value in `d` is below their value in `before` (two `Dense(Element(..))`
+/// f64 vectors of one length; `name` and `before_name` in errors) into `members`, in
+/// increasing order: the vertices a relaxation round improved, read off the distances instead
+/// of flags the round would set (see `examples/bellman_ford_parallel.tess`). One pass over
+/// both vectors, 64 comparisons folded into a word at a time, then its set bits walked.
+pub(crate) fn decreased(
+    d: &Tensor,
+    before: &Tensor,
+    names: (&str, &str),
+    members: &mut Vec<i64>,
+) -> Result<()> {
+    const BLOCK: usize = 64;
+    members.clear();
+    fn values<'a>(t: &'a Tensor, name: &str) -> Result<&'a [f64]> {
+        match t.levels.last().and_then(|l| l.first()) {
+            Some(Buffer::F64(v)) if t.rank() == 1 => Ok(&v[..]),
+            _ => Err(Error::tensor(
+                name,
+                format!("expected a Dense(Element(..)) f64 vector, got {}", t.format),
+            )),
+        }
+    }
+    let (now, then) = (values(d, names.0)?, values(before, names.1)?);
+    if now.len() != then.len() {
+        return Err(Error::tensor(
+            names.0,
+            format!("{} values against {} in {}", now.len(), then.len(), names.1),
+        ));
+    }
+    for (b, (x, y)) in now.chunks(BLOCK).zip(then.chunks(BLOCK)).enumerate() {
+        let mut bits = x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .fold(0u64, |m, (k, (x, y))| m | (u64::from(x < y) << k));
+        while bits != 0 {
+            members.push((b * BLOCK) as i64 + i64::from(bits.trailing_zeros()));
+            bits &= bits - 1;
+        }
+    }
+    Ok(())
+}
+
+/// The flags of `block` (at most 64) as the bits of a word, bit k for flag k. Eight flags
+/// at a time: as bytes of 0 or 1 they form a word (one load), and the multiplication by
+/// `GATHER` adds byte k's bit into bit 56 + k without carries (the partial products' shifts
+/// `8 j + 56 - 7 k` are distinct), a shift and a multiply where a byte at a time costs a load,
+/// a shift and an or per flag.
+fn flag_bits(block: &[bool]) -> u64 {
+    const GATHER: u64 = 0x0102_0408_1020_4080;
+    let eights = block.chunks_exact(8);
+    let tail = eights.remainder();
+    let mut bits = 0u64;
+    let mut at = 0;
+    for eight in eights {
+        let word = u64::from_le_bytes(std::array::from_fn(|k| u8::from(eight[k])));
+        bits |= (word.wrapping_mul(GATHER) >> 56) << at;
+        at += 8;
+    }
+    for (k, &f) in tail.iter().enumerate() {
+        bits |= u64::from(f) << (at + k);
+    }
+    bits
+}
+
+/// Make the `SparseByteMap(Pattern())` vector `t` of length `n` hold exactly `members`
+/// (increasing, each below `n`): its previous entries are unset in O(entries) as
+/// [`empty_frontier`] does, then the members' slots are set and the sorted list is theirs.
+pub(crate) fn set_frontier(t: &mut Tensor, n: usize, members: &[i64]) -> Result<()> {
+    empty_frontier(t)?;
+    match &mut t.levels[0][..] {
+        [Buffer::I64(ptr), Buffer::Bool(tbl), Buffer::I64(srt)] => {
+            if tbl.len() < n {
+                tbl.resize(n, false);
+            }
+            let tbl: &mut [bool] = tbl;
+            for &q in members {
+                match usize::try_from(q).ok().and_then(|q| tbl.get_mut(q)) {
+                    Some(slot) => *slot = true,
+                    None => {
+                        return Err(Error::tensor(
+                            "F",
+                            format!("frontier member {q} is outside 0..{n}"),
+                        ));
+                    }
+                }
+            }
+            srt.extend_from_slice(members);
+            *ptr = vec![0, members.len() as i64].into();
+            Ok(())
+        }
+        _ => Err(Error::tensor(
+            "F",
+            format!(
+                "expected a SparseByteMap(Pattern()) frontier, got {}",
+                t.format
+            ),
+        )),
+    }
 }
 
 /// The row pointers of a `Dense(SparseList(..))` matrix with `n` rows (out-degrees are
@@ -107,5 +249,83 @@ fn row_pointers(a: &Tensor, n: usize) -> Option<Vec<i64>> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_bits_are_the_flags_in_order() {
+        for len in [0, 1, 7, 8, 9, 63, 64] {
+            for seed in 0..20u64 {
+                let flags: Vec<bool> = (0..len)
+                    .map(|k| (seed.wrapping_mul(0x9e37_79b9) >> (k % 29)) & 1 == 1 || k == seed)
+                    .collect();
+                let want = flags
+                    .iter()
+                    .enumerate()
+                    .fold(0u64, |m, (k, &f)| m | (u64::from(f) << k));
+                assert_eq!(flag_bits(&flags), want, "{len} flags, seed {seed}");
+            }
+        }
+        assert_eq!(flag_bits(&[true; 64]), u64::MAX);
+    }
+
+    #[test]
+    fn drained_flags_become_the_next_frontier() {
+        let n = 200;
+        let set: Vec<usize> = vec![0, 3, 63, 64, 65, 127, 128, 150, 199];
+        let mut flags = vec![false; n];
+        set.iter().for_each(|&k| flags[k] = true);
+        let dense = Format::parse("Dense(Element(false))", None).unwrap();
+        let mut f = Tensor::from_dense(&dense, &[n], &Buffer::Bool(flags.into())).unwrap();
+        let mut members = vec![42];
+        drain_flags(&mut f, "F", &mut members).unwrap();
+        let want: Vec<i64> = set.iter().map(|&k| k as i64).collect();
+        assert_eq!(members, want);
+        assert_eq!(f.to_dense(), Buffer::Bool(vec![false; n].into()));
+        // Into a frontier that held other members: exactly the new ones.
+        let mut frontier = one_hot(
+            "SparseByteMap(Pattern())",
+            n,
+            5,
+            Buffer::Bool(vec![true].into()),
+        )
+        .unwrap();
+        set_frontier(&mut frontier, n, &members).unwrap();
+        let mut got = vec![];
+        for_each_member(&frontier, &mut |c| got.push(c as i64));
+        assert_eq!(got, want);
+        let mut table = vec![false; n];
+        set.iter().for_each(|&k| table[k] = true);
+        assert_eq!(frontier.to_dense(), Buffer::Bool(table.into()));
+        // Nothing set: no member, and an out-of-range member is an error, not a panic.
+        drain_flags(&mut f, "F", &mut members).unwrap();
+        assert!(members.is_empty());
+        assert!(set_frontier(&mut frontier, n, &[n as i64]).is_err());
+        assert!(drain_flags(&mut frontier, "F", &mut members).is_err());
+    }
+
+    #[test]
+    fn decreased_values_are_listed_in_order() {
+        let n = 130;
+        let before: Vec<f64> = (0..n).map(|k| k as f64).collect();
+        let mut now = before.clone();
+        let fell = [0, 5, 63, 64, 100, 129];
+        fell.iter().for_each(|&k| now[k] -= 0.5);
+        now[7] += 1.0; // grew: not listed
+        now[8] = -0.0; // fell from 8.0; the others stay equal and are not listed
+        let vector = |v: Vec<f64>| {
+            let f = Format::parse("Dense(Element(Inf))", None).unwrap();
+            Tensor::from_dense(&f, &[v.len()], &Buffer::F64(v.into())).unwrap()
+        };
+        let mut members = vec![3];
+        let (d, p) = (vector(now), vector(before));
+        decreased(&d, &p, ("D", "Dprev"), &mut members).unwrap();
+        assert_eq!(members, [0, 5, 8, 63, 64, 100, 129]);
+        let short = vector(vec![0.0; 3]);
+        assert!(decreased(&d, &short, ("D", "Dprev"), &mut members).is_err());
     }
 }

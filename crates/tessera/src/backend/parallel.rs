@@ -747,6 +747,18 @@ pub fn useful_threads(
         .map(|w| (w.at(hi as usize + 1) - w.at(lo as usize)).max(0) as u64);
     // A range of empty rows still costs an index each.
     let work = entries.map_or(len, |e| e.max(len));
+    threads_for_work(work, threads, private, min_work)
+}
+
+/// The cost rule of [`useful_threads`] for a known amount of `work`: 1 below `min_work` (0
+/// splits anything) or when `private` elements copied per chunk would cost more than the
+/// threads save, else `threads`. A driver that knows a step's work better than a range's
+/// weights can (Bellman-Ford's push round walks the out-edges of the previous round's
+/// improved vertices only, while its range's weights count every vertex's) asks it directly.
+pub fn threads_for_work(work: u64, threads: usize, private: u64, min_work: u64) -> usize {
+    if threads <= 1 {
+        return 1;
+    }
     if min_work == 0 {
         return threads;
     }
