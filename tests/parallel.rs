@@ -1398,9 +1398,21 @@ fn bfs_in_parallel_equals_serial() {
 fn bellman_ford_in_parallel_equals_serial() {
     use tessera::algorithms::bellman_ford::{self as bf, Direction};
     let mut rng = Rng(29);
-    // The source's out-edges are most of the 60-vertex graph's: its first round pulls.
-    for (n, m, hub) in [(5, 6, (1, 3)), (60, 40, (0, 1)), (300, 4000, (1, 3))] {
+    // The source's out-edges are most of the 60-vertex graph's: its first round pulls on 3
+    // threads.
+    for (n, m, hub) in [(5, 6, (1, 3)), (60, 20, (0, 1)), (300, 4000, (1, 3))] {
         let a = hub_graph(n, m, hub, bf::WEIGHTS, &mut rng);
+        let (mut edges, mut source_edges) = (0usize, 0usize);
+        a.for_each_stored(&mut |ix, _| {
+            edges += 1;
+            source_edges += usize::from(ix[0] == 0);
+        });
+        if n == 60 {
+            assert!(
+                source_edges * 3 > 2 * edges,
+                "the 3-thread run's first round pulls"
+            );
+        }
         for (name, runner) in runners() {
             runner.set_threads(1);
             let serial = bf::shortest_paths(&runner, &a, 0).unwrap();
@@ -1421,7 +1433,11 @@ fn bellman_ford_in_parallel_equals_serial() {
                     match dir {
                         Direction::Push => assert_eq!(p.pulled, 0, "{what}"),
                         Direction::Pull => assert_eq!(p.pulled, p.rounds, "{what}"),
-                        Direction::Auto if threads > 1 && n == 60 => {
+                        // The first round pulls when the source's out-edges times the
+                        // threads exceed `PULL_EDGES` times all edges.
+                        Direction::Auto
+                            if (source_edges * threads) as f64 > bf::PULL_EDGES * edges as f64 =>
+                        {
                             assert!(p.pulled > 0, "{what}")
                         }
                         Direction::Auto if threads == 1 => assert_eq!(p.pulled, 0, "{what}"),

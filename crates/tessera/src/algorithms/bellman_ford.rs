@@ -36,13 +36,15 @@ pub const ROUND_PULL: &str = include_str!("../../../../examples/bellman_ford_pul
 pub const PREDECESSORS_PULL: &str =
     include_str!("../../../../examples/bellman_ford_preds_pull.tess");
 /// With `Direction::Auto` on several threads, a round pulls when the previous round's improved
-/// vertices have more out-edges than this fraction of all edges: a pull round walks every edge
-/// (split between the threads, with a random lookup of `Fprev` per edge), a push round only
-/// the improved vertices' out-edges (on one thread, scattering writes). On two threads of the
-/// development machine (BENCHMARKS.md, "Parallel graph drivers") a quarter was the best of
-/// 0.02-0.5 on ca-HepPh (5.8 ms against 6.3 pushing only); on delaunay_n17, pulling from a
-/// tenth on was no faster than pushing and from 2% on slower.
-pub const PULL_EDGES: f64 = 0.25;
+/// vertices' out-edges times the threads exceed this multiple of all edges: a pull round
+/// walks every edge (split between the threads, with a random lookup of `Fprev` per edge), a
+/// push round only the improved vertices' out-edges (scattering writes, split by source
+/// vertex when that pays). Measured on the 2-core development machine once push rounds wrote
+/// Dense flags (BENCHMARKS.md, "Parallel graph drivers", stop 37): on ca-HepPh two threads
+/// took 7.1 ms pulling above a quarter of the edges (the earlier rule), 4.1 ms above half,
+/// and 3.4 ms never pulling, against 3.7 ms on one thread; so on two threads a round never
+/// pulls, and from four threads on it pulls above half the edges.
+pub const PULL_EDGES: f64 = 2.0;
 /// Missing edges weigh Inf, so they never shorten a path.
 pub const WEIGHTS: &str = "Dense(SparseList(Element(Inf)))";
 const DIST: &str = "Dense(Element(Inf))";
@@ -118,7 +120,7 @@ pub fn shortest_paths_in(
 
 /// [`shortest_paths_in`] with every round pushing, every round pulling, or the choice of
 /// [`Direction::Auto`] (push on one thread; on several, pull while the improved vertices'
-/// out-edges exceed [`PULL_EDGES`] of all edges). The results are the same in every direction.
+/// out-edges times the threads exceed [`PULL_EDGES`] times all edges). The results are the same in every direction.
 pub fn shortest_paths_directed(
     runner: &Runner,
     graph: &mut BTreeMap<String, Tensor>,
@@ -221,7 +223,9 @@ fn run_rounds(
         let (round, atomics) = match (&pull, dir) {
             (Some(pull), Direction::Pull) => (pull, None),
             (Some(pull), Direction::Auto)
-                if ptr.is_some() && frontier_edges as f64 > PULL_EDGES * edges as f64 =>
+                if ptr.is_some()
+                    && frontier_edges as f64 * runner.threads() as f64
+                        > PULL_EDGES * edges as f64 =>
             {
                 (pull, None)
             }
