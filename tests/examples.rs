@@ -17,7 +17,8 @@ use bfs::{Bfs, Direction};
 use common::{data_dir, fmt, parse};
 use std::collections::BTreeMap;
 use std::path::Path;
-use tessera::algorithms::bellman_ford::{IMPROVED, ROUND_PARALLEL};
+use tessera::algorithms::bellman_ford::{IMPROVED, ROUND_OWNED, ROUND_PARALLEL};
+use tessera::algorithms::owners::Owners;
 use tessera::levels::{Format, LevelKind};
 use tessera::notation::ast::Program;
 use tessera::run::Runner;
@@ -813,6 +814,7 @@ fn examples_agree_with_the_evaluator() {
             .map(|v| if v % 2 == 0 { v as f64 } else { f64::INFINITY })
             .collect();
         let dprev = Tensor::from_dense(&fmt(DIST), &[8], &Buffer::F64(dprev.into())).unwrap();
+        let dprev_by_vertex = dprev.clone();
         // The serial round with either flag format; the split round (its push loop parallel,
         // one chunk here), which writes no flags.
         let round = |improved: Option<&str>| {
@@ -828,6 +830,50 @@ fn examples_agree_with_the_evaluator() {
         k.agree(bellman_ford::ROUND, round(Some(FRONTIER)));
         k.agree(bellman_ford::ROUND, round(Some(IMPROVED)));
         k.agree(ROUND_PARALLEL, round(None));
+        // The owned round on the weights dealt to 2 and 3 parts (8 vertices: 4 + 4, and
+        // 3 + 3 + 3 with one padding entry), D in parts.
+        for parts in [2, 3] {
+            let o = Owners::new(8, parts);
+            let owned = |t: &Tensor| {
+                let Buffer::F64(v) = t.to_dense() else {
+                    unreachable!()
+                };
+                o.deal(&v, f64::INFINITY)
+            };
+            let dprev =
+                Tensor::from_dense(&fmt(DIST), &[o.len()], &Buffer::F64(owned(&dprev).into()))
+                    .unwrap();
+            let mut members: Vec<i64> = bools(&frontier)
+                .into_iter()
+                .enumerate()
+                .filter(|&(_, f)| f)
+                .map(|(v, _)| o.owned(v) as i64)
+                .collect();
+            members.sort();
+            let fprev = Tensor::from_coo(
+                &fmt(FRONTIER),
+                &[o.len()],
+                &[members.clone()],
+                &Buffer::Bool(vec![true; members.len()].into()),
+                |x, _| x,
+            )
+            .unwrap();
+            let d = Tensor::from_dense(
+                &fmt("Dense(Dense(Element(Inf)))"),
+                &[o.parts, o.block],
+                &Buffer::F64(owned(&dprev_by_vertex).into()),
+            )
+            .unwrap();
+            k.agree(
+                ROUND_OWNED,
+                tensors(vec![
+                    ("AO", o.weights(&w).unwrap()),
+                    ("Dprev", dprev),
+                    ("D", d),
+                    ("Fprev", fprev),
+                ]),
+            );
+        }
         k.agree(
             bellman_ford::PREDECESSORS,
             tensors(vec![

@@ -1398,25 +1398,18 @@ fn bfs_in_parallel_equals_serial() {
 fn bellman_ford_in_parallel_equals_serial() {
     use tessera::algorithms::bellman_ford::{self as bf, Direction};
     let mut rng = Rng(29);
-    // The source's out-edges are most of the 60-vertex graph's: its first round pulls on 3
-    // threads.
-    for (n, m, hub) in [(5, 6, (1, 3)), (60, 20, (0, 1)), (300, 4000, (1, 3))] {
+    // The source's out-edges are most of the 60-vertex graph's; 301 vertices do not deal
+    // evenly to 2 or 3 parts.
+    for (n, m, hub) in [(5, 6, (1, 3)), (60, 20, (0, 1)), (301, 4000, (1, 3))] {
         let a = hub_graph(n, m, hub, bf::WEIGHTS, &mut rng);
-        let (mut edges, mut source_edges) = (0usize, 0usize);
-        a.for_each_stored(&mut |ix, _| {
-            edges += 1;
-            source_edges += usize::from(ix[0] == 0);
-        });
-        if n == 60 {
-            assert!(
-                source_edges * 3 > 2 * edges,
-                "the 3-thread run's first round pulls"
-            );
-        }
         for (name, runner) in runners() {
             runner.set_threads(1);
             let serial = bf::shortest_paths(&runner, &a, 0).unwrap();
-            assert_eq!(serial.pulled, 0, "{name}: one thread pushes");
+            assert_eq!(
+                (serial.pulled, serial.split),
+                (0, 0),
+                "{name}: one thread pushes"
+            );
             assert_eq!(serial.dist[n - 1], f64::INFINITY);
             runner.set_min_parallel_work(0);
             for threads in [1, 2, 3] {
@@ -1428,20 +1421,15 @@ fn bellman_ford_in_parallel_equals_serial() {
                     assert_eq!(p.dist, serial.dist, "{what}");
                     assert_eq!(p.pred, serial.pred, "{what}");
                     assert_eq!(p.rounds, serial.rounds, "{what}");
-                    // The transpose the call built is its own.
+                    // The transpose and the dealt weights the call built are its own.
                     assert_eq!(graph.keys().collect::<Vec<_>>(), ["A"], "{what}");
                     match dir {
-                        Direction::Push => assert_eq!(p.pulled, 0, "{what}"),
-                        Direction::Pull => assert_eq!(p.pulled, p.rounds, "{what}"),
-                        // The first round pulls when the source's out-edges times the
-                        // threads exceed `PULL_EDGES` times all edges.
-                        Direction::Auto
-                            if (source_edges * threads) as f64 > bf::PULL_EDGES * edges as f64 =>
-                        {
-                            assert!(p.pulled > 0, "{what}")
+                        Direction::Pull => assert_eq!((p.pulled, p.split), (p.rounds, 0), "{what}"),
+                        // With the threshold at 0 every round of several threads splits.
+                        _ if threads > 1 => {
+                            assert_eq!((p.pulled, p.split), (0, p.rounds), "{what}")
                         }
-                        Direction::Auto if threads == 1 => assert_eq!(p.pulled, 0, "{what}"),
-                        Direction::Auto => {}
+                        _ => assert_eq!((p.pulled, p.split), (0, 0), "{what}"),
                     }
                 }
             }
@@ -1487,18 +1475,19 @@ fn most_tight_in_edges(a: &Tensor, dist: &[f64]) -> usize {
 }
 
 #[test]
-fn bellman_ford_push_rounds_split_equal_serial() {
+fn bellman_ford_owned_rounds_equal_serial() {
     use tessera::algorithms::bellman_ford::{self as bf, Direction};
+    use tessera::algorithms::owners::Owners;
     use tessera::backend::parallel::{Atomics, MIN_PARALLEL_WORK, shared_ranges};
     let mut rng = Rng(41);
-    for (n, m) in [(7, 12), (80, 400), (400, 3000)] {
+    for (n, m) in [(7, 12), (80, 400), (401, 3000)] {
         let a = tied_graph(n, m, bf::WEIGHTS, &mut rng);
         for (name, runner) in runners() {
             runner.set_threads(1);
             let serial = bf::shortest_paths(&runner, &a, 0).unwrap();
             assert_eq!((serial.split, serial.pulled), (0, 0), "{name}: one thread");
             assert_eq!(serial.dist[n - 1], f64::INFINITY);
-            // (The 7-vertex graph is there for chunks of one or two vertices.)
+            // (The 7-vertex graph is there for parts of two or three vertices.)
             assert!(
                 n < 80 || most_tight_in_edges(&a, &serial.dist) >= 2,
                 "{name}, {n} vertices: no ties"
@@ -1512,11 +1501,10 @@ fn bellman_ford_push_rounds_split_equal_serial() {
                 let mut graph = BTreeMap::from([("A".to_string(), a.clone())]);
                 bf::shortest_paths_directed(&runner, &mut graph, 0, dir).unwrap()
             };
-            for threads in [2, 3] {
+            for threads in [2, 3, 4] {
                 runner.set_threads(threads);
-                // Every push round split, its chunks folding through atomic updates of the
-                // shared D and F (`Always`), private copies (`Never`), or as the runner's
-                // `Auto` rule picks (copies, with the threshold at 0).
+                // Every round split: each part writes only its own distances, so no fold
+                // goes through an atomic update or a private copy, whatever the mode says.
                 runner.set_min_parallel_work(0);
                 for atomics in [Atomics::Auto, Atomics::Always, Atomics::Never] {
                     runner.set_atomics(atomics);
@@ -1525,37 +1513,45 @@ fn bellman_ford_push_rounds_split_equal_serial() {
                     let what = format!("{name} x{threads} {atomics:?}, {n} vertices");
                     same(&p, &what);
                     assert_eq!((p.split, p.pulled), (p.rounds, 0), "{what}");
-                    assert_eq!(
-                        shared_ranges() > before,
-                        atomics == Atomics::Always,
-                        "{what}"
-                    );
-                    assert_eq!(runner.atomics(), atomics, "{what}: mode restored");
-                    // Auto pulls some rounds and splits the pushes among the others.
-                    let p = paths(Direction::Auto);
-                    same(&p, &format!("{what} Auto"));
-                    assert_eq!(p.split + p.pulled, p.rounds, "{what} Auto");
+                    assert_eq!(shared_ranges(), before, "{what}");
+                    assert_eq!(runner.min_parallel_work(), 0, "{what}: threshold restored");
                 }
                 runner.set_atomics(Atomics::Auto);
                 // At the default threshold these rounds are far too small to split.
                 runner.set_min_parallel_work(MIN_PARALLEL_WORK);
-                let p = paths(Direction::Push);
+                let p = paths(Direction::Auto);
                 same(
                     &p,
                     &format!("{name} x{threads} default threshold, {n} vertices"),
                 );
                 assert_eq!(p.split, 0, "{name} x{threads}, {n} vertices");
                 // A threshold between the rounds' sizes: the large rounds split, the small
-                // ones run serially, and the results do not change.
-                if n == 400 {
+                // ones run as one chunk, and the results do not change.
+                if n == 401 {
                     runner.set_min_parallel_work(200);
-                    let before = shared_ranges();
                     let p = paths(Direction::Push);
                     let what = format!("{name} x{threads} threshold 200");
                     same(&p, &what);
                     assert!(0 < p.split && p.split < p.rounds, "{what}: {}", p.split);
-                    // Copies of the 400 distances per chunk cost more than most rounds' work.
-                    assert!(shared_ranges() > before, "{what}");
+                    assert_eq!(
+                        runner.min_parallel_work(),
+                        200,
+                        "{what}: threshold restored"
+                    );
+                }
+                // Dealt weights the caller built once (as the command line does) are used;
+                // ones dealt for another thread count are replaced for the call.
+                for parts in [threads, threads + 1] {
+                    let ao = Owners::new(n, parts).weights(&a).unwrap();
+                    let mut graph =
+                        BTreeMap::from([("A".to_string(), a.clone()), ("AO".to_string(), ao)]);
+                    let p = bf::shortest_paths_directed(&runner, &mut graph, 0, Direction::Push)
+                        .unwrap();
+                    same(
+                        &p,
+                        &format!("{name} x{threads}, weights dealt to {parts} parts"),
+                    );
+                    assert_eq!(graph["AO"].shape[0], parts, "the caller's copy stays");
                 }
             }
         }

@@ -179,6 +179,9 @@ pub fn graph(a: &GraphArgs) -> Result<String> {
         graph.insert("AT".to_string(), bfs::transpose(&a_tensor)?);
     } else if runner.threads() > 1 {
         graph.insert("AT".to_string(), bellman_ford::transpose(&a_tensor)?);
+        // The weights dealt to the threads' parts (the rounds' owned pushes).
+        let owners = tessera::algorithms::owners::Owners::new(n, runner.threads());
+        graph.insert("AO".to_string(), owners.weights(&a_tensor)?);
     }
     graph.insert("A".to_string(), a_tensor);
     // The first run compiles; it counts as a warm-up run.

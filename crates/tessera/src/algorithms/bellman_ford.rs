@@ -3,24 +3,28 @@
 //! previous distance and flag tensors between rounds); `examples/bellman_ford_preds.tess`
 //! then picks a tight in-edge per reached vertex.
 //!
-//! On several threads (`Runner::threads`) a push round with enough work (its improved
-//! vertices' out-edges, weighed by the runner's cost rule `backend::parallel::threads_for_work`)
-//! splits its scatter between the threads by source vertex (`examples/bellman_ford_parallel.tess`:
-//! an indivisible `min` on the Dense distances; the improved vertices are then those whose
-//! distance fell below the previous round's), and a round whose
-//! improved vertices have many out-edges runs in pull form instead (`examples/bellman_ford_pull.tess`: each vertex gathers over its
-//! in-edges, a parallel loop), as does the predecessor pass
-//! (`examples/bellman_ford_preds_pull.tess`); both read the transposed weights `AT`. Every form gives exactly
-//! the same distances, flags and predecessors (`min` and `|` of the same values in any order).
-//! On one thread every round pushes serially.
+//! On several threads (`Runner::threads`) the vertices are dealt to one part per thread, each
+//! part owning its vertices' distances (`algorithms::owners`), and a push round with enough
+//! work (its improved vertices' out-edges, weighed by the runner's cost rule
+//! `backend::parallel::threads_for_work`) is split by part: each thread relaxes the frontier's
+//! edges into its own vertices (`examples/bellman_ford_owned.tess`, on a copy of the weights
+//! dealt to the parts, `AO`), so no update is indivisible or privatised; the improved vertices
+//! are then those whose distance fell below the previous round's. With `Direction::Pull` every
+//! round runs in pull form instead (`examples/bellman_ford_pull.tess`: each vertex gathers over
+//! its in-edges, a parallel loop), and on several threads the predecessor pass pulls too
+//! (`examples/bellman_ford_preds_pull.tess`); both read the transposed weights `AT`. Every form
+//! gives exactly the same distances, rounds and predecessors (`min` of the same values in any
+//! order; the predecessors are picked in vertex order after the last round). On one thread
+//! every round pushes serially.
 //!
 //! A serial or pull round writes the improved set as a Dense flag vector `F` (a SparseByteMap
 //! output would sort its list every round), which the driver scans into the next round's
 //! `Fprev`, a SparseByteMap that the rounds walk in order, and clears.
 
 pub use super::bfs::Direction;
+use super::owners::{self, Owners};
 use super::{check_graph, one_hot};
-use crate::backend::parallel::{Atomics, threads_for_work};
+use crate::backend::parallel::threads_for_work;
 use crate::error::{Error, Result};
 use crate::levels::Format;
 use crate::notation::parse::parse_program;
@@ -33,18 +37,9 @@ pub const ROUND: &str = include_str!("../../../../examples/bellman_ford.tess");
 pub const PREDECESSORS: &str = include_str!("../../../../examples/bellman_ford_preds.tess");
 pub const ROUND_PARALLEL: &str = include_str!("../../../../examples/bellman_ford_parallel.tess");
 pub const ROUND_PULL: &str = include_str!("../../../../examples/bellman_ford_pull.tess");
+pub const ROUND_OWNED: &str = include_str!("../../../../examples/bellman_ford_owned.tess");
 pub const PREDECESSORS_PULL: &str =
     include_str!("../../../../examples/bellman_ford_preds_pull.tess");
-/// With `Direction::Auto` on several threads, a round pulls when the previous round's improved
-/// vertices' out-edges times the threads exceed this multiple of all edges: a pull round
-/// walks every edge (split between the threads, with a random lookup of `Fprev` per edge), a
-/// push round only the improved vertices' out-edges (scattering writes, split by source
-/// vertex when that pays). Measured on the 2-core development machine once push rounds wrote
-/// Dense flags (BENCHMARKS.md, "Parallel graph drivers", stop 37): on ca-HepPh two threads
-/// took 7.1 ms pulling above a quarter of the edges (the earlier rule), 4.1 ms above half,
-/// and 3.4 ms never pulling, against 3.7 ms on one thread; so on two threads a round never
-/// pulls, and from four threads on it pulls above half the edges.
-pub const PULL_EDGES: f64 = 2.0;
 /// Missing edges weigh Inf, so they never shorten a path.
 pub const WEIGHTS: &str = "Dense(SparseList(Element(Inf)))";
 const DIST: &str = "Dense(Element(Inf))";
@@ -63,8 +58,7 @@ pub struct Paths {
     pub rounds: usize,
     /// Rounds run in pull form.
     pub pulled: usize,
-    /// Push rounds split between threads (the parallel push kernel run; the runner may still
-    /// run it as one chunk if its own rule says so).
+    /// Push rounds split between threads by the distances' owners.
     pub split: usize,
     /// Milliseconds spent compiling each kernel in this call (none once the runner caches them).
     pub compile_ms: Vec<(&'static str, f64)>,
@@ -118,9 +112,13 @@ pub fn shortest_paths_in(
     shortest_paths_directed(runner, graph, source, Direction::Auto)
 }
 
-/// [`shortest_paths_in`] with every round pushing, every round pulling, or the choice of
-/// [`Direction::Auto`] (push on one thread; on several, pull while the improved vertices'
-/// out-edges times the threads exceed [`PULL_EDGES`] times all edges). The results are the same in every direction.
+/// [`shortest_paths_in`] with every round pushing (split by the distances' owners on several
+/// threads, see the module documentation), every round pulling, or [`Direction::Auto`]: the
+/// pushes, and on several threads a predecessor pass that pulls. An owned push round relaxes
+/// only the improved vertices' out-edges and splits them between the threads without
+/// indivisible updates, so it is never dearer than a pull round over every edge: `Auto` does
+/// not pull rounds (Bellman-Ford's frontier, unlike BFS's, never needs every vertex's edges).
+/// The results are the same in every direction.
 pub fn shortest_paths_directed(
     runner: &Runner,
     graph: &mut BTreeMap<String, Tensor>,
@@ -131,14 +129,17 @@ pub fn shortest_paths_directed(
         return Err(Error::Usage("shortest paths need the weights `A`".into()));
     };
     let n = check_graph(a, source, "weight")?;
+    let threads = runner.threads();
     let pulls = match dir {
         Direction::Push => false,
         Direction::Pull => true,
-        Direction::Auto => runner.threads() > 1,
+        Direction::Auto => threads > 1,
     };
+    // Owned pushes weigh a round by its out-degrees, read off the row pointers.
+    let owned = threads > 1 && dir != Direction::Pull && super::row_pointers(a, n).is_some();
     let mut own = vec!["D", "Dprev", "F", "Fprev", "P"];
     if pulls && !graph.contains_key("AT") {
-        let at = transpose(a)?;
+        let at = transpose(&graph["A"])?;
         graph.insert("AT".into(), at);
         own.push("AT");
     }
@@ -153,20 +154,36 @@ pub fn shortest_paths_directed(
             ),
         ));
     }
-    let result = run_rounds(runner, graph, n, source, dir, pulls);
+    // The caller's dealt weights if they fit this runner, else this call's own (the
+    // caller's are put back afterwards).
+    let mut callers = None;
+    if owned && !graph.get("AO").is_some_and(|ao| owned_fits(ao, n, threads)) {
+        let ao = Owners::new(n, threads).weights(&graph["A"])?;
+        callers = graph.insert("AO".into(), ao);
+        own.push("AO");
+    }
+    let result = match owned {
+        true => run_owned_rounds(runner, graph, n, source, pulls),
+        false => run_rounds(runner, graph, n, source, dir == Direction::Pull, pulls),
+    };
     for name in own {
         graph.remove(name);
+    }
+    if let Some(ao) = callers {
+        graph.insert("AO".into(), ao);
     }
     result
 }
 
+/// The rounds on one thread (pushing), or all pulling (`pull_rounds`); then the predecessor
+/// pass, pulling when `pull_preds`.
 fn run_rounds(
     runner: &Runner,
     ts: &mut BTreeMap<String, Tensor>,
     n: usize,
     source: usize,
-    dir: Direction,
-    pulls: bool,
+    pull_rounds: bool,
+    pull_preds: bool,
 ) -> Result<Paths> {
     ts.insert(
         "Dprev".into(),
@@ -185,93 +202,31 @@ fn run_rounds(
         Tensor::empty(&Format::parse(IMPROVED, None)?, &[n])?,
     );
     let mut compile_ms = vec![];
-    let mut compile = |name: &'static str, text: &str, names: &[&str]| {
-        let c = runner.compile(&parse_program(text)?, &formats_of(ts, names))?;
-        let ms = *runner.last_compile_ms.borrow();
-        if ms > 0.0 {
-            compile_ms.push((name, ms));
-        }
-        Ok::<_, Error>(c)
+    let (name, text, weights) = match pull_rounds {
+        true => ("bellman_ford_pull", ROUND_PULL, "AT"),
+        false => ("bellman_ford", ROUND, "A"),
     };
-    let push = compile("bellman_ford", ROUND, &["A", "D", "Dprev", "F", "Fprev"])?;
-    let push_split = match runner.threads() > 1 && dir != Direction::Pull {
-        true => Some(compile(
-            "bellman_ford_parallel",
-            ROUND_PARALLEL,
-            &["A", "D", "Dprev", "Fprev"],
-        )?),
-        false => None,
-    };
-    let pull = match pulls {
-        true => Some(compile(
-            "bellman_ford_pull",
-            ROUND_PULL,
-            &["AT", "D", "Dprev", "F", "Fprev"],
-        )?),
-        false => None,
-    };
-    // Out-degrees from the row pointers of a Dense(SparseList(..)) weight matrix, to weigh the
-    // improved vertices' out-edges against all edges.
-    let ptr = super::row_pointers(&ts["A"], n);
-    let degree = |v: usize| ptr.as_ref().map_or(0, |p| p[v + 1] - p[v]);
-    let edges = ptr.as_ref().map_or(0, |p| p[n]);
-    let mut frontier_edges = degree(source);
-    let mut frontier = 1;
-    let (mut pulled, mut split) = (0, 0);
+    let round = runner.compile(
+        &parse_program(text)?,
+        &formats_of(ts, &[weights, "D", "Dprev", "F", "Fprev"]),
+    )?;
+    let ms = *runner.last_compile_ms.borrow();
+    if ms > 0.0 {
+        compile_ms.push((name, ms));
+    }
     let mut members = vec![];
     for rounds in 1..=n + 1 {
-        let (round, atomics) = match (&pull, dir) {
-            (Some(pull), Direction::Pull) => (pull, None),
-            (Some(pull), Direction::Auto)
-                if ptr.is_some()
-                    && frontier_edges as f64 * runner.threads() as f64
-                        > PULL_EDGES * edges as f64 =>
-            {
-                (pull, None)
-            }
-            _ => match &push_split {
-                // Without out-degrees (another weight format) the work is unknown: push
-                // serially, as before.
-                Some(k) if ptr.is_some() => match split_push(runner, n, frontier, frontier_edges) {
-                    Some(atomics) => (k, Some(atomics)),
-                    None => (&push, None),
-                },
-                _ => (&push, None),
-            },
-        };
-        pulled += usize::from(pull.as_ref().is_some_and(|p| std::ptr::eq(round, p)));
-        split += usize::from(atomics.is_some());
-        match atomics {
-            Some(mode) => {
-                // The runner weighs the range by every vertex's out-edges, not the improved
-                // ones': the choice made here with the round's own work holds for this call.
-                let user = runner.atomics();
-                runner.set_atomics(mode);
-                let run = runner.execute(round, ts);
-                runner.set_atomics(user);
-                run?
-            }
-            None => runner.execute(round, ts)?,
-        }
-        match atomics {
-            // The split round writes no flags: the vertices it improved are those whose
-            // distance fell below the previous round's (see bellman_ford_parallel.tess).
-            Some(_) => super::decreased(&ts["D"], &ts["Dprev"], ("D", "Dprev"), &mut members)?,
-            None => {
-                let improved = ts.get_mut("F").expect("inserted above");
-                super::drain_flags(improved, "F", &mut members)?;
-            }
-        }
-        frontier = members.len();
-        frontier_edges = members.iter().map(|&c| degree(c as usize)).sum();
+        runner.execute(&round, ts)?;
+        let improved = ts.get_mut("F").expect("inserted above");
+        super::drain_flags(improved, "F", &mut members)?;
         if members.is_empty() {
-            let pred = predecessors(runner, ts, n, source, pulls, &mut compile_ms)?;
+            let pred = predecessors(runner, ts, n, source, pull_preds, &mut compile_ms)?;
             return Ok(Paths {
                 dist: take_f64(&ts["D"], "D"),
                 pred,
                 rounds,
-                pulled,
-                split,
+                pulled: if pull_rounds { rounds } else { 0 },
+                split: 0,
                 compile_ms,
             });
         }
@@ -280,33 +235,131 @@ fn run_rounds(
         ts.insert("D".to_string(), old);
         super::set_frontier(ts.get_mut("Fprev").expect("inserted above"), n, &members)?;
     }
-    Err(Error::tensor(
-        "A",
-        format!("distances still improve after {n} rounds: the graph has a negative cycle"),
-    ))
+    Err(negative_cycle(n))
 }
 
-/// Whether a push round over `frontier` improved vertices with `frontier_edges` out-edges is
-/// worth splitting between the runner's threads, by the runner's own cost rule
-/// (`threads_for_work`, with the runner's threshold) applied to that work rather than to the
-/// range's weights (which count every vertex's out-edges); and if so, how its chunks should
-/// fold `D`: shared indivisible updates unless the runner's mode forbids them, or
-/// (`Atomics::Auto`) private copies of the n distances would pay for themselves.
-fn split_push(runner: &Runner, n: usize, frontier: usize, frontier_edges: i64) -> Option<Atomics> {
-    let threads = runner.threads();
-    // A round costs an index per improved vertex even where it has no out-edges.
-    let work = (frontier_edges.max(0) as u64).max(frontier as u64);
-    let min_work = runner.min_parallel_work();
-    let copies = n as u64;
-    let user = runner.atomics();
-    let with_copies = threads_for_work(work, threads, copies, min_work) > 1;
-    match user {
-        Atomics::Never => with_copies.then_some(Atomics::Never),
-        Atomics::Auto if with_copies => Some(Atomics::Auto),
-        Atomics::Auto | Atomics::Always => {
-            (threads_for_work(work, threads, 0, min_work) > 1).then_some(Atomics::Always)
-        }
+fn negative_cycle(n: usize) -> Error {
+    Error::tensor(
+        "A",
+        format!("distances still improve after {n} rounds: the graph has a negative cycle"),
+    )
+}
+
+/// Whether `ao` holds weights dealt to `threads` parts for `n` vertices (a copy the caller
+/// built once, as the command line does before its timed runs).
+fn owned_fits(ao: &Tensor, n: usize, threads: usize) -> bool {
+    let o = Owners::new(n, threads);
+    ao.shape == [o.parts, o.len(), o.block] && ao.format.to_string() == owners::WEIGHTS
+}
+
+/// The rounds on several threads: every round pushes, split by the owners of the distances
+/// when its work pays for the threads (`examples/bellman_ford_owned.tess`, on the weights
+/// dealt to parts, `AO`), else as one chunk. The distances live in owned order (vertices
+/// dealt round-robin to the parts) until the last round; the predecessor pass then runs in
+/// vertex order as on one thread (pulling when `pull_preds`), so the results are exactly
+/// one thread's.
+fn run_owned_rounds(
+    runner: &Runner,
+    ts: &mut BTreeMap<String, Tensor>,
+    n: usize,
+    source: usize,
+    pull_preds: bool,
+) -> Result<Paths> {
+    let o = Owners::new(n, runner.threads());
+    let flat = Format::parse(DIST, None)?;
+    let parts = Format::parse("Dense(Dense(Element(Inf)))", None)?;
+    let start = o.owned(source);
+    ts.insert(
+        "Dprev".into(),
+        one_hot(DIST, o.len(), start, Buffer::F64(vec![0.0].into()))?,
+    );
+    // Before each round the vertices the previous one improved get their new distances in
+    // `D` too (the serial round's first loop); before the first, the source.
+    ts.insert(
+        "D".into(),
+        owners::reshaped(
+            one_hot(DIST, o.len(), start, Buffer::F64(vec![0.0].into()))?,
+            &parts,
+            &[o.parts, o.block],
+        ),
+    );
+    ts.insert(
+        "Fprev".into(),
+        one_hot(FLAGS, o.len(), start, Buffer::Bool(vec![true].into()))?,
+    );
+    let mut compile_ms = vec![];
+    let round = runner.compile(
+        &parse_program(ROUND_OWNED)?,
+        &formats_of(ts, &["AO", "D", "Dprev", "Fprev"]),
+    )?;
+    let ms = *runner.last_compile_ms.borrow();
+    if ms > 0.0 {
+        compile_ms.push(("bellman_ford_owned", ms));
     }
+    let degree: Vec<i64> = {
+        let ptr = super::row_pointers(&ts["A"], n).unwrap_or_else(|| vec![0; n + 1]);
+        o.deal(&(0..n).map(|v| ptr[v + 1] - ptr[v]).collect::<Vec<_>>(), 0)
+    };
+    let mut members = vec![start as i64];
+    let mut split = 0;
+    let user_min_work = runner.min_parallel_work();
+    for rounds in 1..=n + 1 {
+        let frontier_edges: i64 = members.iter().map(|&p| degree[p as usize]).sum();
+        // The loop over the parts has one iteration per thread and no weights the runner
+        // could read: the driver weighs the round by its frontier's out-edges, and runs it
+        // split (threshold 0) or as one chunk (a threshold no work reaches).
+        let splits = threads_for_work(
+            (frontier_edges.max(0) as u64).max(members.len() as u64),
+            runner.threads(),
+            0,
+            user_min_work,
+        ) > 1;
+        split += usize::from(splits);
+        runner.set_min_parallel_work(if splits { 0 } else { u64::MAX });
+        let run = runner.execute(&round, ts);
+        runner.set_min_parallel_work(user_min_work);
+        run?;
+        let d = owners::reshaped(ts.remove("D").expect("inserted above"), &flat, &[o.len()]);
+        super::decreased(&d, &ts["Dprev"], ("D", "Dprev"), &mut members)?;
+        if members.is_empty() {
+            let dist = o.gather(&take_f64(&d, "D"));
+            ts.insert(
+                "D".into(),
+                Tensor::from_dense(&flat, &[n], &Buffer::F64(dist.into()))?,
+            );
+            let pred = predecessors(runner, ts, n, source, pull_preds, &mut compile_ms)?;
+            return Ok(Paths {
+                dist: take_f64(&ts["D"], "D"),
+                pred,
+                rounds,
+                pulled: 0,
+                split,
+                compile_ms,
+            });
+        }
+        // The next round updates what is now Dprev (two rounds old), after bringing the
+        // vertices this round improved up to date: the serial round's first loop.
+        let mut older = ts.insert("Dprev".to_string(), d).expect("inserted above");
+        if let (Some(Buffer::F64(old)), Some(Buffer::F64(new))) = (
+            older.levels.last_mut().and_then(|l| l.first_mut()),
+            ts["Dprev"].levels.last().and_then(|l| l.first()),
+        ) {
+            let old: &mut [f64] = old;
+            for &p in &members {
+                old[p as usize] = new[p as usize];
+            }
+        }
+        ts.insert(
+            "D".to_string(),
+            owners::reshaped(older, &parts, &[o.parts, o.block]),
+        );
+        super::set_frontier(
+            ts.get_mut("Fprev").expect("inserted above"),
+            o.len(),
+            &members,
+        )?;
+    }
+    Err(negative_cycle(n))
 }
 
 fn formats_of(ts: &BTreeMap<String, Tensor>, names: &[&str]) -> BTreeMap<String, Format> {

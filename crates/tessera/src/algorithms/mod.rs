@@ -6,6 +6,7 @@
 pub mod bellman_ford;
 pub mod bfs;
 pub mod intervals;
+pub mod owners;
 pub mod points;
 
 use crate::error::{Error, Result};
