@@ -101,8 +101,51 @@ thread_local! {
 
 const PLANS_MAX: usize = 256;
 
+thread_local! {
+    /// The plan of this thread's last einsum (or matmul), compared in place before `PLANS`
+    /// is consulted: a loop calling one einsum then builds, hashes and drops no key (cloning
+    /// the statement and every input's format was a tenth of a tiny SpMV's call).
+    static LAST_PLAN: RefCell<Option<(PlanKey, Rc<Planned>)>> = const { RefCell::new(None) };
+}
+
+/// Whether `key` is the key of this statement, these inputs' names and formats, and this
+/// output format.
+fn same_plan_key(
+    key: &PlanKey,
+    spec: &str,
+    tensors: &BTreeMap<String, Tensor>,
+    format: Option<&str>,
+) -> bool {
+    key.0 == spec
+        && key.2.as_deref() == format
+        && key.1.len() == tensors.len()
+        && key
+            .1
+            .iter()
+            .zip(tensors)
+            .all(|((n, f), (m, t))| n == m && *f == t.format)
+}
+
 /// The einsum's plan and kernel for these inputs' formats and the output format asked for.
 fn planned_for(
+    spec: &str,
+    tensors: &BTreeMap<String, Tensor>,
+    format: Option<String>,
+) -> tessera::Result<Rc<Planned>> {
+    let last = LAST_PLAN.with(|l| {
+        l.borrow()
+            .as_ref()
+            .filter(|(key, _)| same_plan_key(key, spec, tensors, format.as_deref()))
+            .map(|(_, planned)| planned.clone())
+    });
+    if let Some(planned) = last {
+        return Ok(planned);
+    }
+    planned_by_key(spec, tensors, format)
+}
+
+/// [`planned_for`] through the table of plans (`PLANS`), remembered as the last plan.
+fn planned_by_key(
     spec: &str,
     tensors: &BTreeMap<String, Tensor>,
     format: Option<String>,
@@ -150,11 +193,12 @@ fn planned_for(
                 if p.len() >= PLANS_MAX {
                     p.clear();
                 }
-                p.insert(key, planned.clone());
+                p.insert(key.clone(), planned.clone());
             });
             planned
         }
     };
+    LAST_PLAN.with(|l| *l.borrow_mut() = Some((key, planned.clone())));
     Ok(planned)
 }
 

@@ -271,13 +271,13 @@ fn call_on(
     let call = &mut tensors;
     run_on(id, spec, call, &mut outs)?;
     let mut made = BTreeMap::new();
-    let mut lent = vec![];
-    let mut outs: HashMap<String, OutArray> =
-        outs.into_iter().map(|o| (o.name.clone(), o)).collect();
+    let mut lent = Vec::with_capacity(outs.len());
     for n in spec.out.keys() {
         let t = call.remove(n).expect("outputs are created");
-        match outs.remove(n) {
-            Some(o) => lent.push((o, t)),
+        // A linear search: a call has a few outputs, and a map of them cost more than the
+        // tiny kernel it ran (their names are distinct: they came from a map).
+        match outs.iter().position(|o| &o.name == n) {
+            Some(k) => lent.push((outs.swap_remove(k), t)),
             None => {
                 made.insert(n.clone(), PyTensor::new(t));
             }
@@ -302,9 +302,7 @@ pub fn lend_outs(
             )));
         }
         if shared.contains_key(n) {
-            return Err(PyValueError::new_err(format!(
-                "out={n}: `{n}` is also given as an input (an output given as an input starts from its contents; give one or the other)"
-            )));
+            return Err(also_input(n));
         }
         lent.push(lend_out(n, array)?);
     }
@@ -379,6 +377,33 @@ pub fn run(
         }
     };
     call_with(id, &spec, shared, outs)
+}
+
+/// The core's by-value tensor map straight from a call's keyword dict of `tessera.Tensor`s
+/// (their arrays shared, nothing copied), or `None` when a value is not a Tensor.
+fn given_of(
+    py: Python<'_>,
+    tensors: &Bound<'_, PyDict>,
+) -> PyResult<Option<BTreeMap<String, Tensor>>> {
+    let raw = intern!(py, "_raw");
+    let mut given = BTreeMap::new();
+    for (name, value) in tensors.iter() {
+        let Ok(inner) = value.getattr(raw) else {
+            return Ok(None);
+        };
+        let Ok(t) = inner.cast::<PyTensor>() else {
+            return Ok(None);
+        };
+        given.insert(name.extract::<String>()?, (*t.get().shared()).clone());
+    }
+    Ok(Some(given))
+}
+
+/// The error of an output given both as an input and as an `out=` array.
+fn also_input(n: &str) -> PyErr {
+    PyValueError::new_err(format!(
+        "out={n}: `{n}` is also given as an input (an output given as an input starts from its contents; give one or the other)"
+    ))
 }
 
 /// Compile `program` for tensors like `tensors` (`run`'s arguments); the kernel object runs
@@ -462,21 +487,47 @@ impl PyKernel {
         py: Python<'_>,
         tensors: &Bound<'_, PyDict>,
     ) -> PyResult<Option<BTreeMap<String, PyTensor>>> {
-        let raw = intern!(py, "_raw");
-        // The core's by-value map straight from the Python tensors (their arrays shared).
-        let mut given = BTreeMap::new();
-        for (name, value) in tensors.iter() {
-            let Ok(inner) = value.getattr(raw) else {
-                return Ok(None);
-            };
-            let Ok(t) = inner.cast::<PyTensor>() else {
-                return Ok(None);
-            };
-            given.insert(name.extract::<String>()?, (*t.get().shared()).clone());
-        }
+        let Some(given) = given_of(py, tensors)? else {
+            return Ok(None);
+        };
         let (id, spec) = (self.id, self.spec.clone());
         let outputs = py.detach(move || call_on(id, &spec, given, vec![]))?;
         Ok(Some(outputs.made))
+    }
+
+    /// `Kernel.__call__(out=array)`'s common case in one crossing: a kernel with one output
+    /// written into the NumPy array `out`, on `tessera.Tensor`s. Returns `False` without
+    /// running or checking anything when a value of `tensors` is not a Tensor or the kernel
+    /// has several outputs (the Python side then takes the general path, `call`). The array
+    /// is checked as `call`'s `outs` are: writable, of the output's dtype and shape, sharing
+    /// no memory with an input, and the output not also given as an input.
+    fn call_out(
+        &self,
+        py: Python<'_>,
+        tensors: &Bound<'_, PyDict>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let Some(single) = self
+            .spec
+            .out
+            .keys()
+            .next()
+            .filter(|_| self.spec.out.len() == 1)
+        else {
+            return Ok(false);
+        };
+        let Some(given) = given_of(py, tensors)? else {
+            return Ok(false);
+        };
+        if given.contains_key(single) {
+            return Err(also_input(single));
+        }
+        let lent = vec![lend_out(single, out)?];
+        check_overlaps(&lent, given.iter())?;
+        let (id, spec) = (self.id, self.spec.clone());
+        let outputs = py.detach(move || call_on(id, &spec, given, lent))?;
+        finish(py, outputs)?;
+        Ok(true)
     }
 
     /// The program text the kernel was compiled from.
