@@ -160,6 +160,16 @@ class Kernel:
         dtype (no casting), for a dense output, and share no memory with an input
         or another ``out`` array; else ``TypeError`` (dtype, not an array) or ``ValueError``.
         Its contents do not matter: the program's declaration fills it."""
+        # The one-crossing cases of `_call` repeated here: a Python frame less per call.
+        if self._single is not None:
+            if out is None:
+                raw = self._raw.call_single(tensors)
+                if raw is not None:
+                    return Tensor(raw)
+                return self._converted(tensors, out)
+            if type(out) is np.ndarray and self._raw.call_out(tensors, out):
+                return out
+            return self._converted(tensors, out)
         return self._call(tensors, out)
 
     def _call(self, tensors, out=None):
@@ -179,6 +189,10 @@ class Kernel:
             # The same for one output written into an array (False: a value is not a Tensor).
             if self._raw.call_out(tensors, out):
                 return out
+        return self._converted(tensors, out)
+
+    def _converted(self, tensors, out):
+        # The general path: values converted to Tensors, `out=` in any of its forms.
         raws = {}
         for name, value in tensors.items():
             raws[name] = value._raw if type(value) is Tensor else asarray(value)._raw
