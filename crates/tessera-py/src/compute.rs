@@ -92,8 +92,11 @@ struct Planned {
     /// workspace, where the output's shape is all that `prepare_created_but_output` makes
     /// (it formats each index expression to match extents by name: a tenth of a tiny
     /// `matmul(A, x, out=y)`).
-    last_out_shape: RefCell<Option<(Vec<Vec<usize>>, Vec<usize>)>>,
+    last_out_shape: RefCell<Option<OutShape>>,
 }
+
+/// The inputs' shapes in name order, and the output's shape they give.
+type OutShape = (Vec<Vec<usize>>, Vec<usize>);
 
 /// What an einsum's plan depends on: the statement, each input's name and format, and the
 /// output format asked for.
