@@ -291,3 +291,43 @@ def test_matmul_out_follows_formats_and_shapes(calls):
         y = np.zeros(m)
         ts.einsum("y[i] += A[i, j]", A=a_as(a, fmt), out=y)
         np.testing.assert_allclose(y, np.asarray(a.sum(axis=1)).ravel(), atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_call_site_keeps_no_input_alive_and_no_stale_tensor(backend):
+    """A kernel keeps its last call's tensor map (names, shapes, formats) to refill it in
+    place, never the arrays: an input shared from NumPy is freed once the caller drops it.
+    Keywords in another order, another set of names, a missing or extra tensor: right
+    results or the same errors."""
+    import gc
+    import weakref
+
+    a = csr(6, 5, 2)
+    k = ts.compile(SPMV, out="y", backend=backend, A=ts.asarray(a), x=ts.asarray(np.ones(5)))
+    x = np.arange(5.0)
+    alive = weakref.ref(x)
+    tx = ts.asarray(x)
+    assert np.shares_memory(np.asarray(tx), x), "asarray shares a float64 vector"
+    y = np.zeros(6)
+    for _ in range(3):
+        np.testing.assert_allclose(k(A=ts.asarray(a), x=tx, out=y), a @ x)
+        np.testing.assert_allclose(k(A=ts.asarray(a), x=tx).to_numpy(), a @ x)
+    del tx, x
+    gc.collect()
+    assert alive() is None, "the kernel kept the last input alive"
+    # Keywords in the other order, then a dict whose keys are other str objects.
+    x = np.arange(5.0) + 1
+    np.testing.assert_allclose(k(x=ts.asarray(x), A=ts.asarray(a), out=y), a @ x)
+    kw = {"".join(["A"]): ts.asarray(a), "".join(["x"]): ts.asarray(2 * x)}
+    np.testing.assert_allclose(k(**kw, out=y), a @ (2 * x))
+    np.testing.assert_allclose(k(**kw).to_numpy(), a @ (2 * x))
+    # A missing tensor (an error), an extra one the program does not read (ignored), then
+    # the call site as before.
+    with pytest.raises(Exception, match="x"):
+        k(A=ts.asarray(a), out=y)
+    np.testing.assert_allclose(k(A=ts.asarray(a), x=ts.asarray(x), z=ts.asarray(x), out=y), a @ x)
+    np.testing.assert_allclose(k(A=ts.asarray(a), x=ts.asarray(x), out=y), a @ x)
+    # A matrix of another format and shape at the same call site, then the first again.
+    b = csr(3, 5, 7)
+    np.testing.assert_allclose(k(A=ts.asarray(b.toarray()), x=ts.asarray(x)).to_numpy(), b @ x)
+    np.testing.assert_allclose(k(A=ts.asarray(a), x=ts.asarray(x), out=y), a @ x)
