@@ -240,7 +240,9 @@ def einsum(spec, format=None, out=None, **tensors):
     the output's). ``out=`` a NumPy array writes the (dense) output into it in place and
     returns it (as :meth:`Kernel.__call__`'s ``out=``)."""
     names = list(tensors)
-    raws = [asarray(tensors[n])._raw for n in names]
+    # Tensors as they are (`asarray` returns them unchanged, after its checks of arguments
+    # an einsum does not pass): a call's fixed cost matters on small inputs.
+    raws = [v._raw if type(v) is Tensor else asarray(v)._raw for v in tensors.values()]
     fmt = None if format is None else str(format)
     if out is None:
         return Tensor(_tessera.einsum(spec, names, raws, fmt))
