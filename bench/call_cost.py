@@ -8,7 +8,8 @@ Run from the repository root with the package installed in the venv and OpenCV i
 
 Measures, in one process:
 1. a tiny SpMV (8 x 8, 16 entries): `Runner::execute` alone (the CLI's `bench --json`
-   median, JIT and C), a `tessera.compile` kernel called on Tensors, and `tessera.run`,
+   median, JIT and C), a `tessera.compile` kernel called on Tensors (allocating its output,
+   and writing into one reused array: `out=y`), `tessera.run`, and `ts.matmul(A, x, out=y)`,
    each the best of 7 rounds of 20,000 calls' mean (so the figures are per call);
 2. the images study's paper datasets (MNIST, Omniglot; 100 random images each), through
    `bench/studies/images.py`'s own variants and `_measure` (per image: two Kernel calls for
@@ -78,14 +79,23 @@ def tiny():
         for backend in ("jit", "c"):
             k = ts.compile(SPMV, out="y", backend=backend, A=ta, x=tx)
             np.testing.assert_allclose(k(A=ta, x=tx).to_numpy(), a @ x)
+            y = np.empty(8)
+            np.testing.assert_allclose(k(A=ta, x=tx, out=y), a @ x)
             cli = cli_us(mtx, xp, backend)
             kern = per_call_us(lambda: k(A=ta, x=tx))
+            kout = per_call_us(lambda: k(A=ta, x=tx, out=y))
             run = per_call_us(lambda: ts.run(SPMV, out="y", backend=backend, A=ta, x=tx))
-            rows.append((backend, cli, kern, run))
-    print("| backend | `Runner::execute` (CLI) µs | `Kernel` on Tensors µs | above Rust | `tessera.run` µs | above Rust |")
-    print("|---|---|---|---|---|---|")
-    for b, cli, kern, run in rows:
-        print(f"| {b} | {cli:.2f} | {kern:.2f} | +{kern - cli:.2f} | {run:.2f} | +{run - cli:.2f} |")
+            rows.append((backend, cli, kern, kout, run))
+    # The einsum behind `ts.matmul` (tiered, its own plan; the same 8x8 matrix and vector).
+    y = np.empty(8)
+    np.testing.assert_allclose(ts.matmul(ta, tx, out=y), a @ x)
+    mm = per_call_us(lambda: ts.matmul(ta, tx, out=y))
+    print("| backend | `Runner::execute` (CLI) µs | `Kernel` on Tensors µs | above Rust | `Kernel(out=y)` µs | above Rust | `tessera.run` µs | above Rust |")
+    print("|---|---|---|---|---|---|---|---|")
+    for b, cli, kern, kout, run in rows:
+        print(f"| {b} | {cli:.2f} | {kern:.2f} | +{kern - cli:.2f} | {kout:.2f} | +{kout - cli:.2f} | "
+              f"{run:.2f} | +{run - cli:.2f} |")
+    print(f"\n`ts.matmul(A, x, out=y)` (tiered): {mm:.2f} µs")
     sys.stdout.flush()
 
 
@@ -122,7 +132,7 @@ def datasets(names, scales, backends):
 def main():
     global CLI
     ap = argparse.ArgumentParser()
-    ap.add_argument("--datasets", default="MNIST,Omniglot")
+    ap.add_argument("--datasets", default="MNIST,Omniglot", help="`none`: the tiny SpMV table only")
     ap.add_argument("--scales", default="1")
     ap.add_argument("--backends", default="jit,c")
     ap.add_argument("--skip-tiny", action="store_true")
@@ -132,8 +142,9 @@ def main():
     print(f"tessera from {ts.__file__}, CLI {CLI}; load average {os.getloadavg()}")
     if not args.skip_tiny:
         tiny()
-    datasets(args.datasets.split(","), [int(s) for s in args.scales.split(",")],
-             args.backends.split(","))
+    if args.datasets != "none":
+        datasets(args.datasets.split(","), [int(s) for s in args.scales.split(",")],
+                 args.backends.split(","))
     print(f"load average {os.getloadavg()}")
 
 

@@ -6,6 +6,8 @@ with new data of the same formats compiles nothing.
 """
 
 
+import threading
+
 import numpy as np
 
 from . import _tessera
@@ -74,6 +76,28 @@ def _out_arrays(out, outputs):
     return arrays
 
 
+# `run`'s kernels, per thread: a Kernel's compiled state lives in the thread that calls it
+# (its Rust side), so a thread keeps the kernels it made. Bounded: cleared at _RUNS_MAX.
+_RUNS = threading.local()
+_RUNS_MAX = 256
+
+
+def _all_str(names):
+    # (This module's `all` is the tensor reduction.)
+    for n in names:
+        if type(n) is not str:
+            return False
+    return True
+
+
+def _run_kernels():
+    try:
+        return _RUNS.kernels
+    except AttributeError:
+        _RUNS.kernels = {}
+        return _RUNS.kernels
+
+
 def run(program, out=None, shapes=None, backend="tiered", **tensors):
     """Run a loop program on tensors given by name (NumPy arrays, SciPy matrices, Tensors,
     scalars; converted by :func:`asarray`). ``out`` names the outputs to return: one name
@@ -83,6 +107,27 @@ def run(program, out=None, shapes=None, backend="tiered", **tensors):
     array instead of a format is written in place and returned (a dense output of its dtype
     and shape; see :meth:`Kernel.__call__`). ``backend`` is ``"tiered"`` (default), ``"jit"``
     or ``"c"``."""
+    if shapes is None and type(program) is str:
+        # A call that names its outputs by one name or a list of names is a Kernel kept per
+        # thread by (program text, outputs, backend): from the second call on, one dict
+        # lookup (CPython caches a str's hash, and compares an identical object without
+        # reading it) and the kernel's one crossing into Rust. Equal texts in different
+        # objects are equal keys, so they share the kernel.
+        if type(out) is str:
+            key = (program, out, backend)
+        elif type(out) is list and _all_str(out):
+            key = (program, tuple(out), backend)
+        else:
+            key = None
+        if key is not None:
+            kernels = _run_kernels()
+            kernel = kernels.get(key)
+            if kernel is None:
+                if len(kernels) >= _RUNS_MAX:
+                    kernels.clear()
+                kernel = compile(program, out=out, backend=backend, **tensors)
+                kernels[key] = kernel
+            return kernel._call(tensors)
     spec, kind = _outs(out)
     arrays = {}
     if kind == "dict":
@@ -115,8 +160,22 @@ class Kernel:
         dtype (no casting), for a dense output, and share no memory with an input
         or another ``out`` array; else ``TypeError`` (dtype, not an array) or ``ValueError``.
         Its contents do not matter: the program's declaration fills it."""
+        # The one-crossing cases of `_call` repeated here: a Python frame less per call.
+        if self._single is not None:
+            if out is None:
+                raw = self._raw.call_single(tensors)
+                if raw is not None:
+                    return Tensor(raw)
+                return self._converted(tensors, out)
+            if type(out) is np.ndarray and self._raw.call_out(tensors, out):
+                return out
+            return self._converted(tensors, out)
+        return self._call(tensors, out)
+
+    def _call(self, tensors, out=None):
+        # `tensors` is a dict name -> value (the call's keywords; `run` passes its own).
         if out is None:
-            # One crossing into Rust for the common case (the per-call cost decides small
+            # One crossing into Rust for the common cases (the per-call cost decides small
             # inputs); None when a value is not a Tensor yet.
             if self._single is not None:
                 raw = self._raw.call_single(tensors)
@@ -126,6 +185,14 @@ class Kernel:
                 made = self._raw.call_tensors(tensors)
                 if made is not None:
                     return _shaped(made, self._kind)
+        elif self._single is not None and type(out) is np.ndarray:
+            # The same for one output written into an array (False: a value is not a Tensor).
+            if self._raw.call_out(tensors, out):
+                return out
+        return self._converted(tensors, out)
+
+    def _converted(self, tensors, out):
+        # The general path: values converted to Tensors, `out=` in any of its forms.
         raws = {}
         for name, value in tensors.items():
             raws[name] = value._raw if type(value) is Tensor else asarray(value)._raw
@@ -173,7 +240,9 @@ def einsum(spec, format=None, out=None, **tensors):
     the output's). ``out=`` a NumPy array writes the (dense) output into it in place and
     returns it (as :meth:`Kernel.__call__`'s ``out=``)."""
     names = list(tensors)
-    raws = [asarray(tensors[n])._raw for n in names]
+    # Tensors as they are (`asarray` returns them unchanged, after its checks of arguments
+    # an einsum does not pass): a call's fixed cost matters on small inputs.
+    raws = [v._raw if type(v) is Tensor else asarray(v)._raw for v in tensors.values()]
     fmt = None if format is None else str(format)
     if out is None:
         return Tensor(_tessera.einsum(spec, names, raws, fmt))

@@ -118,3 +118,216 @@ def test_several_outputs_on_tensors(backend):
         assert float(got["s"]) == pytest.approx(a.sum())
         with pytest.raises(ts.DimensionMismatchError):
             as_list(A=ts.asarray(a), c=ts.asarray(np.ones(2)))
+
+
+# --- issue 19, helper `pycall`: what a call site keeps -------------------------------------
+# `run` keeps a Kernel per thread by (program text, outputs, backend); `Kernel(out=array)`
+# and `run` cross into Rust once; an einsum/matmul compares its last plan and its last output
+# shape in place. None of it may outlive a change of formats, shapes, dtypes or scalars.
+
+import threading  # noqa: E402
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tessera import _compute  # noqa: E402
+from test_out import bad_arrays  # noqa: E402
+from threads import in_threads  # noqa: E402
+
+A_FORMATS = ["csr", "dense", "dcsr", "coo"]
+
+
+def a_as(a, fmt):
+    if fmt == "dense":
+        return ts.asarray(a.toarray())
+    if fmt == "coo":
+        return ts.asarray(a.tocoo())
+    return ts.asarray(a) if fmt == "csr" else ts.asarray(a, format=fmt)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_run_shares_a_kernel_between_equal_texts_only(backend):
+    kernels = _compute._run_kernels()
+    kernels.clear()
+    a, x = csr(6, 5, 1), np.arange(5.0)
+    text = "".join(list(SPMV))  # equal in value, another object
+    assert text == SPMV and text is not SPMV
+    y = ts.run(SPMV, out="y", backend=backend, A=ts.asarray(a), x=ts.asarray(x))
+    np.testing.assert_allclose(y.to_numpy(), a @ x)
+    kernel = kernels[(SPMV, "y", backend)]
+    y = ts.run(text, out="y", backend=backend, A=ts.asarray(a), x=ts.asarray(x))
+    np.testing.assert_allclose(y.to_numpy(), a @ x)
+    assert len(kernels) == 1 and kernels[(text, "y", backend)] is kernel
+    # Another text (its value differs by one character): its own kernel, its own result.
+    doubled = SPMV.replace("* x[j]", "* x[j] * 2")
+    y = ts.run(doubled, out="y", backend=backend, A=ts.asarray(a), x=ts.asarray(x))
+    np.testing.assert_allclose(y.to_numpy(), 2 * (a @ x))
+    assert len(kernels) == 2
+    y = ts.run(SPMV, out="y", backend=backend, A=ts.asarray(a), x=ts.asarray(x))
+    np.testing.assert_allclose(y.to_numpy(), a @ x)
+    # A list of outputs is another key; a syntax error is raised on every call, kept nowhere.
+    s, = ts.run(SPMV.replace("y", "s"), out=["s"], backend=backend, A=ts.asarray(a), x=ts.asarray(x))
+    np.testing.assert_allclose(s.to_numpy(), a @ x)
+    assert len(kernels) == 3
+    for _ in range(2):
+        with pytest.raises(ts.ParseError):
+            ts.run(SPMV.replace("+=", "+=="), out="y", backend=backend, A=ts.asarray(a), x=ts.asarray(x))
+    assert len(kernels) == 3
+
+
+@given(st.lists(st.tuples(st.sampled_from(A_FORMATS), st.integers(1, 7), st.integers(1, 7),
+                          st.sampled_from([np.float64, np.float32, np.int64]),
+                          st.integers(0, 1000)),
+                min_size=1, max_size=6),
+       st.sampled_from(BACKENDS))
+def test_run_on_one_text_follows_every_format_shape_and_dtype(calls, backend):
+    """One program text (so one kept kernel) run on a sequence of matrices of random
+    formats, shapes and vector dtypes: every result is SciPy's, every bad shape an error."""
+    for fmt, m, n, dtype, seed in calls:
+        a = csr(m, n, seed, density=0.5)
+        x = np.random.default_rng(seed).integers(-3, 4, n).astype(dtype)
+        y = ts.run(SPMV, out="y", backend=backend, A=a_as(a, fmt), x=ts.asarray(x))
+        np.testing.assert_allclose(y.to_numpy(), a @ x.astype(np.float64), rtol=1e-6)
+        with pytest.raises(ts.DimensionMismatchError):
+            ts.run(SPMV, out="y", backend=backend, A=a_as(a, fmt), x=ts.asarray(np.ones(n + 1, dtype)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_run_follows_integer_scalars(backend):
+    w = np.arange(1.0, 9.0)
+    for m in (4, 4, 2, 6, 4):
+        got = ts.run(SUM_M, out="s", backend=backend, w=ts.asarray(w[:m]), m=ts.asarray(np.int64(m)))
+        assert float(got) == w[:m].sum()
+        with pytest.raises(ts.DimensionMismatchError):
+            ts.run(SUM_M, out="s", backend=backend, w=ts.asarray(w[:m]), m=ts.asarray(np.int64(m + 1)))
+    # A Python int as the scalar (converted, so the general path) gives the same.
+    assert float(ts.run(SUM_M, out="s", backend=backend, w=w[:3], m=3)) == w[:3].sum()
+
+
+def test_run_keeps_kernels_per_thread():
+    a, x = csr(9, 7, 4), np.arange(7.0)
+
+    def work():
+        k = threading.get_ident() % 1000
+        for seed in range(5):
+            b = csr(9, 7, seed + k)
+            y = ts.run(SPMV, out="y", backend="jit", A=ts.asarray(b), x=ts.asarray(x))
+            np.testing.assert_allclose(y.to_numpy(), b @ x)
+        return (SPMV, "y", "jit") in _compute._run_kernels()
+
+    assert all(in_threads(work, 3, 4))
+    np.testing.assert_allclose(ts.run(SPMV, out="y", backend="jit", A=a, x=x).to_numpy(), a @ x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kernel_out_on_tensors_follows_shapes_formats_and_dtypes(backend):
+    """`Kernel(out=array)` on Tensors (one crossing): right after any change of the
+    matrix's format or shape, the array's shape, or the vector's dtype."""
+    a0 = csr(5, 4, 0)
+    k = ts.compile(SPMV, out="y", backend=backend, A=ts.asarray(a0), x=ts.asarray(np.ones(4)))
+    for seed, (fmt, m, n, dtype) in enumerate([("csr", 5, 4, np.float64), ("csr", 5, 4, np.float64),
+                                               ("dense", 5, 4, np.float64), ("csr", 8, 3, np.float32),
+                                               ("dcsr", 1, 1, np.float64), ("csr", 5, 4, np.float64)]):
+        a = csr(m, n, seed)
+        x = np.arange(1.0, n + 1).astype(dtype)
+        y = np.full(m, np.nan)
+        assert k(A=a_as(a, fmt), x=ts.asarray(x), out=y) is y
+        np.testing.assert_allclose(y, a @ x.astype(np.float64), rtol=1e-6)
+        # The array of the last call's shape, when the matrix changed: refused, untouched.
+        with pytest.raises(ValueError, match="out=y: the output has shape"):
+            k(A=a_as(csr(m + 1, n, seed), fmt), x=ts.asarray(x), out=y)
+        with pytest.raises(ts.DimensionMismatchError):
+            k(A=a_as(a, fmt), x=ts.asarray(np.ones(n + 1)), out=y)
+        np.testing.assert_allclose(y, a @ x.astype(np.float64), rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad,exc,message", bad_arrays())
+def test_bad_out_arrays_on_tensors_after_good_calls(bad, exc, message):
+    m, x = csr(30, 20, 0, density=0.2), np.random.default_rng(5).random(20)
+    a, tx = ts.asarray(m), ts.asarray(x)
+    k = ts.compile(SPMV, out="y", A=a, x=tx)
+    y = np.zeros(30)
+    for _ in range(2):
+        k(A=a, x=tx, out=y)
+    with pytest.raises(exc, match="out=y") as e:
+        k(A=a, x=tx, out=bad)
+    assert message in str(e.value)
+    np.testing.assert_allclose(k(A=a, x=tx, out=y), m @ x)
+
+
+def test_out_on_tensors_sharing_memory_or_also_an_input():
+    acc = "for i = _\n  y[i] += x[i]\nend\n"
+    k = ts.compile(acc, out="y", x=ts.asarray(np.ones(3)), y=ts.asarray(np.ones(3)))
+    with pytest.raises(ValueError, match="out=y: `y` is also given as an input"):
+        k(x=ts.asarray(np.ones(3)), y=ts.asarray(np.ones(3)), out=np.zeros(3))
+    # An input's own memory (a Tensor sharing a NumPy array) as the output.
+    scale = "y .= 0\nfor i = _\n  y[i] = x[i] * 2\nend\n"
+    k = ts.compile(scale, out="y", x=ts.asarray(np.ones(4)))
+    buf = np.arange(8.0)
+    x = ts.asarray(buf[:4])
+    np.testing.assert_array_equal(k(x=x, out=np.zeros(4)), 2 * buf[:4])
+    if np.shares_memory(np.asarray(x), buf):
+        with pytest.raises(ValueError, match="shares memory with input `x`"):
+            k(x=x, out=buf[2:6])
+    np.testing.assert_array_equal(buf, np.arange(8.0))
+
+
+@given(st.lists(st.tuples(st.sampled_from(A_FORMATS), st.integers(1, 6), st.integers(1, 6),
+                          st.sampled_from(["mv", "mm"]), st.integers(0, 1000)),
+                min_size=1, max_size=6))
+def test_matmul_out_follows_formats_and_shapes(calls):
+    """`matmul(A, B, out=C)` and one einsum alternating (the last plan and output shape
+    kept): every result is SciPy's; a shape the last call's would have fitted is refused."""
+    for fmt, m, n, kind, seed in calls:
+        a = csr(m, n, seed, density=0.5)
+        b = np.random.default_rng(seed).standard_normal(n if kind == "mv" else (n, 3))
+        c = np.full((a @ b).shape, np.nan)
+        assert ts.matmul(a_as(a, fmt), ts.asarray(b), out=c) is c
+        np.testing.assert_allclose(c, a @ b, atol=1e-12)
+        with pytest.raises(ValueError, match="out=: the output has shape"):
+            ts.matmul(a_as(a, fmt), ts.asarray(b), out=np.zeros((m + 1,) + c.shape[1:]))
+        with pytest.raises(ts.DimensionMismatchError):
+            ts.matmul(a_as(a, fmt), ts.asarray(np.ones((n + 1,) + b.shape[1:])), out=c)
+        y = np.zeros(m)
+        ts.einsum("y[i] += A[i, j]", A=a_as(a, fmt), out=y)
+        np.testing.assert_allclose(y, np.asarray(a.sum(axis=1)).ravel(), atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_call_site_keeps_no_input_alive_and_no_stale_tensor(backend):
+    """A kernel keeps its last call's tensor map (names, shapes, formats) to refill it in
+    place, never the arrays: an input shared from NumPy is freed once the caller drops it.
+    Keywords in another order, another set of names, a missing or extra tensor: right
+    results or the same errors."""
+    import gc
+    import weakref
+
+    a = csr(6, 5, 2)
+    k = ts.compile(SPMV, out="y", backend=backend, A=ts.asarray(a), x=ts.asarray(np.ones(5)))
+    x = np.arange(5.0)
+    alive = weakref.ref(x)
+    tx = ts.asarray(x)
+    assert np.shares_memory(np.asarray(tx), x), "asarray shares a float64 vector"
+    y = np.zeros(6)
+    for _ in range(3):
+        np.testing.assert_allclose(k(A=ts.asarray(a), x=tx, out=y), a @ x)
+        np.testing.assert_allclose(k(A=ts.asarray(a), x=tx).to_numpy(), a @ x)
+    del tx, x
+    gc.collect()
+    assert alive() is None, "the kernel kept the last input alive"
+    # Keywords in the other order, then a dict whose keys are other str objects.
+    x = np.arange(5.0) + 1
+    np.testing.assert_allclose(k(x=ts.asarray(x), A=ts.asarray(a), out=y), a @ x)
+    kw = {"".join(["A"]): ts.asarray(a), "".join(["x"]): ts.asarray(2 * x)}
+    np.testing.assert_allclose(k(**kw, out=y), a @ (2 * x))
+    np.testing.assert_allclose(k(**kw).to_numpy(), a @ (2 * x))
+    # A missing tensor (an error), an extra one the program does not read (ignored), then
+    # the call site as before.
+    with pytest.raises(Exception, match="x"):
+        k(A=ts.asarray(a), out=y)
+    np.testing.assert_allclose(k(A=ts.asarray(a), x=ts.asarray(x), z=ts.asarray(x), out=y), a @ x)
+    np.testing.assert_allclose(k(A=ts.asarray(a), x=ts.asarray(x), out=y), a @ x)
+    # A matrix of another format and shape at the same call site, then the first again.
+    b = csr(3, 5, 7)
+    np.testing.assert_allclose(k(A=ts.asarray(b.toarray()), x=ts.asarray(x)).to_numpy(), b @ x)
+    np.testing.assert_allclose(k(A=ts.asarray(a), x=ts.asarray(x), out=y), a @ x)

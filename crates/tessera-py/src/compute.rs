@@ -87,7 +87,16 @@ fn reduction_named(name: &str) -> PyResult<Reduction> {
 struct Planned {
     plan: api::Plan,
     compiled: Rc<Compiled>,
+    /// The inputs' shapes (in name order) of the last call that wrote into an `out=` array,
+    /// and the output's shape they gave; only for plans without transposed copies or a
+    /// workspace, where the output's shape is all that `prepare_created_but_output` makes
+    /// (it formats each index expression to match extents by name: a tenth of a tiny
+    /// `matmul(A, x, out=y)`).
+    last_out_shape: RefCell<Option<OutShape>>,
 }
+
+/// The inputs' shapes in name order, and the output's shape they give.
+type OutShape = (Vec<Vec<usize>>, Vec<usize>);
 
 /// What an einsum's plan depends on: the statement, each input's name and format, and the
 /// output format asked for.
@@ -101,8 +110,51 @@ thread_local! {
 
 const PLANS_MAX: usize = 256;
 
+thread_local! {
+    /// The plan of this thread's last einsum (or matmul), compared in place before `PLANS`
+    /// is consulted: a loop calling one einsum then builds, hashes and drops no key (cloning
+    /// the statement and every input's format was a tenth of a tiny SpMV's call).
+    static LAST_PLAN: RefCell<Option<(PlanKey, Rc<Planned>)>> = const { RefCell::new(None) };
+}
+
+/// Whether `key` is the key of this statement, these inputs' names and formats, and this
+/// output format.
+fn same_plan_key(
+    key: &PlanKey,
+    spec: &str,
+    tensors: &BTreeMap<String, Tensor>,
+    format: Option<&str>,
+) -> bool {
+    key.0 == spec
+        && key.2.as_deref() == format
+        && key.1.len() == tensors.len()
+        && key
+            .1
+            .iter()
+            .zip(tensors)
+            .all(|((n, f), (m, t))| n == m && *f == t.format)
+}
+
 /// The einsum's plan and kernel for these inputs' formats and the output format asked for.
 fn planned_for(
+    spec: &str,
+    tensors: &BTreeMap<String, Tensor>,
+    format: Option<String>,
+) -> tessera::Result<Rc<Planned>> {
+    let last = LAST_PLAN.with(|l| {
+        l.borrow()
+            .as_ref()
+            .filter(|(key, _)| same_plan_key(key, spec, tensors, format.as_deref()))
+            .map(|(_, planned)| planned.clone())
+    });
+    if let Some(planned) = last {
+        return Ok(planned);
+    }
+    planned_by_key(spec, tensors, format)
+}
+
+/// [`planned_for`] through the table of plans (`PLANS`), remembered as the last plan.
+fn planned_by_key(
     spec: &str,
     tensors: &BTreeMap<String, Tensor>,
     format: Option<String>,
@@ -144,18 +196,51 @@ fn planned_for(
                 plan.parallelize(&formats, r.threads());
                 r.compile(&plan.program, &formats)
             })?;
-            let planned = Rc::new(Planned { plan, compiled });
+            let planned = Rc::new(Planned {
+                plan,
+                compiled,
+                last_out_shape: RefCell::new(None),
+            });
             PLANS.with(|p| {
                 let mut p = p.borrow_mut();
                 if p.len() >= PLANS_MAX {
                     p.clear();
                 }
-                p.insert(key, planned.clone());
+                p.insert(key.clone(), planned.clone());
             });
             planned
         }
     };
+    LAST_PLAN.with(|l| *l.borrow_mut() = Some((key, planned.clone())));
     Ok(planned)
+}
+
+/// `api::prepare_created_but_output`, its output shape remembered per plan: a call whose
+/// inputs have the shapes of the last one reuses the shape they gave (the extents were
+/// checked against each other then, and depend on nothing else); any other shape is checked
+/// again. The memory limit is checked on every call (it may have changed).
+fn created_but_output(
+    planned: &Planned,
+    refs: &[(&str, &Tensor)],
+) -> tessera::Result<(BTreeMap<String, Tensor>, Vec<usize>)> {
+    let plan = &planned.plan;
+    let reusable = plan.transposes.is_empty() && plan.workspace.is_none();
+    if reusable {
+        let last = planned.last_out_shape.borrow();
+        if let Some((shapes, out)) = last.as_ref()
+            && shapes.len() == refs.len()
+            && shapes.iter().zip(refs).all(|(s, (_, t))| *s == t.shape)
+        {
+            tessera::memory::check_tensor(&plan.output_format, out, 0)?;
+            return Ok((BTreeMap::new(), out.clone()));
+        }
+    }
+    let (created, shape) = api::prepare_created_but_output(plan, refs)?;
+    if reusable {
+        let shapes = refs.iter().map(|(_, t)| t.shape.clone()).collect();
+        *planned.last_out_shape.borrow_mut() = Some((shapes, shape.clone()));
+    }
+    Ok((created, shape))
 }
 
 /// The einsum on tensors the call owns (lent by their Python objects): the inputs are read
@@ -182,7 +267,7 @@ fn einsum_on(
                     let dense = Format::dense(f.rank(), f.fill()).to_string();
                     planned = planned_for(spec, tensors, Some(dense))?;
                 }
-                let (mut created, shape) = api::prepare_created_but_output(&planned.plan, &refs)?;
+                let (mut created, shape) = created_but_output(&planned, &refs)?;
                 let t = out_tensor(out, &planned.plan.output_format, &shape)?;
                 created.insert(planned.plan.spec.output.clone(), t);
                 created

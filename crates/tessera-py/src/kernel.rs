@@ -18,7 +18,7 @@ use crate::tensor::PyTensor;
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tessera::error::Result;
 use tessera::levels::Format;
 use tessera::run::{Compiled, Runner};
+use tessera::runtime::buffer::Buffer;
 use tessera::tensor::Tensor;
 
 /// What `tessera.compile` was given: enough to prepare the kernel again on any thread.
@@ -50,6 +51,20 @@ struct Ready {
     /// The given tensors' shapes and integer scalars of the last call, and the created
     /// tensors' shapes inferred from them.
     last: RefCell<Option<(ShapeKey, Shapes)>>,
+    /// The tensor map of the last call on `tessera.Tensor`s, its arrays dropped (`scrub`):
+    /// a call with the same names refills it in place ([`fill_given`]), so its nodes, name
+    /// strings, shapes, formats and level vectors are not allocated and freed on every call
+    /// (they were a third of a tiny SpMV's call). Taken out for a call, put back after.
+    spare: RefCell<Spare>,
+}
+
+/// A kept call map (`Ready::spare`) and the dict keys it was filled from, in the dict's
+/// order: the Python `str` objects (held, so an identical object is the same text) with
+/// their text. The map's names are exactly these texts after a fill.
+#[derive(Default)]
+struct Spare {
+    keys: Vec<(Py<PyString>, String)>,
+    map: BTreeMap<String, Tensor>,
 }
 
 /// The given tensors' shapes in name order, and the integer scalars in name order.
@@ -96,6 +111,7 @@ fn build(spec: &Spec, tensors: &mut BTreeMap<String, Tensor>) -> Result<Ready> {
         prepared,
         given,
         last: RefCell::new(None),
+        spare: RefCell::new(Spare::default()),
     })
 }
 
@@ -258,26 +274,26 @@ fn call_with(
     shared: BTreeMap<String, Arc<Tensor>>,
     outs: Vec<OutArray>,
 ) -> std::result::Result<Outputs, CallError> {
-    call_on(id, spec, CallTensors::new(shared).tensors, outs)
+    call_on(id, spec, &mut CallTensors::new(shared).tensors, outs)
 }
 
-/// [`call_with`] on the call's own copies of the tensors.
+/// [`call_with`] on the call's own copies of the tensors (the outputs are taken out of
+/// `call`; the given tensors stay).
 fn call_on(
     id: u64,
     spec: &Spec,
-    mut tensors: BTreeMap<String, Tensor>,
+    call: &mut BTreeMap<String, Tensor>,
     mut outs: Vec<OutArray>,
 ) -> std::result::Result<Outputs, CallError> {
-    let call = &mut tensors;
     run_on(id, spec, call, &mut outs)?;
     let mut made = BTreeMap::new();
-    let mut lent = vec![];
-    let mut outs: HashMap<String, OutArray> =
-        outs.into_iter().map(|o| (o.name.clone(), o)).collect();
+    let mut lent = Vec::with_capacity(outs.len());
     for n in spec.out.keys() {
         let t = call.remove(n).expect("outputs are created");
-        match outs.remove(n) {
-            Some(o) => lent.push((o, t)),
+        // A linear search: a call has a few outputs, and a map of them cost more than the
+        // tiny kernel it ran (their names are distinct: they came from a map).
+        match outs.iter().position(|o| &o.name == n) {
+            Some(k) => lent.push((outs.swap_remove(k), t)),
             None => {
                 made.insert(n.clone(), PyTensor::new(t));
             }
@@ -302,9 +318,7 @@ pub fn lend_outs(
             )));
         }
         if shared.contains_key(n) {
-            return Err(PyValueError::new_err(format!(
-                "out={n}: `{n}` is also given as an input (an output given as an input starts from its contents; give one or the other)"
-            )));
+            return Err(also_input(n));
         }
         lent.push(lend_out(n, array)?);
     }
@@ -379,6 +393,158 @@ pub fn run(
         }
     };
     call_with(id, &spec, shared, outs)
+}
+
+/// Fills `spare.map` with the tensors of a call's keyword dict of `tessera.Tensor`s (their
+/// arrays shared, nothing copied); `false` when a value is not a Tensor (then the map holds
+/// anything: the caller drops it). When the dict's keys are the very `str` objects of the
+/// last fill (a call site's keywords are the same interned objects every time; compared by
+/// identity, which needs no text) and the map still has exactly their names, every entry is
+/// overwritten in place, reusing its allocations; else the map is built anew. Either way
+/// every value is the given tensor's, never a stale one.
+fn fill_given(py: Python<'_>, spare: &mut Spare, tensors: &Bound<'_, PyDict>) -> PyResult<bool> {
+    let raw = intern!(py, "_raw");
+    let n = tensors.len();
+    let refill = spare.keys.len() == n
+        && spare.map.len() == n
+        && tensors
+            .iter()
+            .zip(&spare.keys)
+            .all(|((k, _), (kept, _))| k.is(kept));
+    if refill {
+        for ((_, value), (_, name)) in tensors.iter().zip(&spare.keys) {
+            let Some(src) = raw_tensor(&value, raw) else {
+                return Ok(false);
+            };
+            match spare.map.get_mut(name) {
+                Some(dst) => refill_tensor(dst, src.get().tensor()),
+                // Not reached (the map's names are the keys' texts); refused rather than
+                // trusted: the map is rebuilt below.
+                None => return fill_anew(spare, tensors, raw),
+            }
+        }
+        return Ok(true);
+    }
+    fill_anew(spare, tensors, raw)
+}
+
+/// [`fill_given`] without reuse: the keys and the map made from the dict.
+fn fill_anew(
+    spare: &mut Spare,
+    tensors: &Bound<'_, PyDict>,
+    raw: &Bound<'_, PyString>,
+) -> PyResult<bool> {
+    spare.keys.clear();
+    spare.map.clear();
+    for (key, value) in tensors.iter() {
+        let Some(src) = raw_tensor(&value, raw) else {
+            return Ok(false);
+        };
+        let name: String = key.extract()?;
+        spare.map.insert(name.clone(), src.get().tensor().clone());
+        spare
+            .keys
+            .push((key.cast_into::<PyString>()?.unbind(), name));
+    }
+    Ok(true)
+}
+
+/// The `RawTensor` of a `tessera.Tensor` (its `_raw`), or `None` for any other value.
+fn raw_tensor<'py>(
+    value: &Bound<'py, PyAny>,
+    raw: &Bound<'py, PyString>,
+) -> Option<Bound<'py, PyTensor>> {
+    let inner = value.getattr(raw).ok()?;
+    inner.cast_into::<PyTensor>().ok()
+}
+
+/// `*dst = src.clone()`, reusing `dst`'s vectors (the arrays themselves are shared: a
+/// reference count each).
+fn refill_tensor(dst: &mut Tensor, src: &Tensor) {
+    let Tensor {
+        shape,
+        format,
+        levels,
+    } = dst;
+    shape.clone_from(&src.shape);
+    format.levels.clone_from(&src.format.levels);
+    levels.clone_from(&src.levels);
+}
+
+/// Drops the arrays of every tensor in `map`, keeping its names, shapes, formats and level
+/// vectors for the next call: a kept map must not keep a call's memory alive.
+fn scrub(map: &mut BTreeMap<String, Tensor>) {
+    for b in map.values_mut().flat_map(|t| t.levels.iter_mut().flatten()) {
+        *b = Buffer::I64(Vec::new().into());
+    }
+}
+
+/// The kept call map of kernel `id` on this thread (empty when it has none).
+fn spare_of(id: u64) -> Spare {
+    READY.with(|r| {
+        r.borrow()
+            .get(&id)
+            .and_then(|ready| {
+                ready
+                    .spare
+                    .try_borrow_mut()
+                    .ok()
+                    .map(|mut s| std::mem::take(&mut *s))
+            })
+            .unwrap_or_default()
+    })
+}
+
+/// Keeps `spare` (its map scrubbed) for the next call of kernel `id` on this thread: in its
+/// current compiled state, which the call may have replaced.
+fn put_back(id: u64, spare: Spare) {
+    READY.with(|r| {
+        if let Some(ready) = r.borrow().get(&id)
+            && let Ok(mut kept) = ready.spare.try_borrow_mut()
+        {
+            *kept = spare;
+        }
+    });
+}
+
+/// [`call_on`] on a call's keyword dict of `tessera.Tensor`s, in the kept map of the
+/// kernel; `check` sees the given tensors first (the `out=` checks) and returns the arrays
+/// to write. `None` when a value is not a Tensor (nothing ran or was checked).
+fn call_given(
+    py: Python<'_>,
+    id: u64,
+    spec: &Arc<Spec>,
+    tensors: &Bound<'_, PyDict>,
+    check: impl FnOnce(&BTreeMap<String, Tensor>) -> PyResult<Vec<OutArray>>,
+) -> PyResult<Option<Outputs>> {
+    let mut spare = spare_of(id);
+    if !fill_given(py, &mut spare, tensors)? {
+        return Ok(None);
+    }
+    let lent = match check(&spare.map) {
+        Ok(lent) => lent,
+        Err(e) => {
+            scrub(&mut spare.map);
+            put_back(id, spare);
+            return Err(e);
+        }
+    };
+    let (spec, mut map) = (spec.clone(), std::mem::take(&mut spare.map));
+    let (map, outputs) = py.detach(move || {
+        let outputs = call_on(id, &spec, &mut map, lent);
+        scrub(&mut map);
+        (map, outputs)
+    });
+    spare.map = map;
+    put_back(id, spare);
+    Ok(Some(outputs?))
+}
+
+/// The error of an output given both as an input and as an `out=` array.
+fn also_input(n: &str) -> PyErr {
+    PyValueError::new_err(format!(
+        "out={n}: `{n}` is also given as an input (an output given as an input starts from its contents; give one or the other)"
+    ))
 }
 
 /// Compile `program` for tensors like `tensors` (`run`'s arguments); the kernel object runs
@@ -462,21 +628,46 @@ impl PyKernel {
         py: Python<'_>,
         tensors: &Bound<'_, PyDict>,
     ) -> PyResult<Option<BTreeMap<String, PyTensor>>> {
-        let raw = intern!(py, "_raw");
-        // The core's by-value map straight from the Python tensors (their arrays shared).
-        let mut given = BTreeMap::new();
-        for (name, value) in tensors.iter() {
-            let Ok(inner) = value.getattr(raw) else {
-                return Ok(None);
-            };
-            let Ok(t) = inner.cast::<PyTensor>() else {
-                return Ok(None);
-            };
-            given.insert(name.extract::<String>()?, (*t.get().shared()).clone());
+        let outputs = call_given(py, self.id, &self.spec, tensors, |_| Ok(vec![]))?;
+        Ok(outputs.map(|o| o.made))
+    }
+
+    /// `Kernel.__call__(out=array)`'s common case in one crossing: a kernel with one output
+    /// written into the NumPy array `out`, on `tessera.Tensor`s. Returns `False` without
+    /// running or checking anything when a value of `tensors` is not a Tensor or the kernel
+    /// has several outputs (the Python side then takes the general path, `call`). The array
+    /// is checked as `call`'s `outs` are: writable, of the output's dtype and shape, sharing
+    /// no memory with an input, and the output not also given as an input.
+    fn call_out(
+        &self,
+        py: Python<'_>,
+        tensors: &Bound<'_, PyDict>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let Some(single) = self
+            .spec
+            .out
+            .keys()
+            .next()
+            .filter(|_| self.spec.out.len() == 1)
+        else {
+            return Ok(false);
+        };
+        let outputs = call_given(py, self.id, &self.spec, tensors, |given| {
+            if given.contains_key(single) {
+                return Err(also_input(single));
+            }
+            let lent = vec![lend_out(single, out)?];
+            check_overlaps(&lent, given.iter())?;
+            Ok(lent)
+        })?;
+        match outputs {
+            Some(outputs) => {
+                finish(py, outputs)?;
+                Ok(true)
+            }
+            None => Ok(false),
         }
-        let (id, spec) = (self.id, self.spec.clone());
-        let outputs = py.detach(move || call_on(id, &spec, given, vec![]))?;
-        Ok(Some(outputs.made))
     }
 
     /// The program text the kernel was compiled from.

@@ -45,6 +45,11 @@ impl PyTensor {
     pub fn shared(&self) -> Arc<Tensor> {
         self.tensor.clone()
     }
+
+    /// The tensor, borrowed.
+    pub fn tensor(&self) -> &Tensor {
+        &self.tensor
+    }
 }
 
 /// A Python number for a scalar.
