@@ -7,9 +7,9 @@
 //! distinct. The format is `Dense(Dense(SparseList(SparseList(SparseList(Pattern()),
 //! coord=f64), coord=f64)))`: per cell, the sorted x, then the sorted y of each x, then the ids
 //! there. A query loops over the cells its region meets and, inside each, over the real range
-//! of x and y, so it visits only the points of a few cells' slabs; the radius query tests the
-//! disc at each pinpoint. Without the grid a query visited every point of the whole x-slab
-//! (`BENCHMARKS.md`, "box and radius search").
+//! of x (and of y for a box), so it visits only the points of a few cells' slabs; the radius
+//! query walks each x's whole y-fiber and tests the disc at each pinpoint. Without the grid a
+//! query visited every point of the whole x-slab (`BENCHMARKS.md`, "box and radius search").
 
 use crate::error::{Error, Result};
 use crate::levels::Format;
