@@ -177,7 +177,11 @@ fn scatter_into_coo() {
     let vectors = ["SparseCOO{1}(Element(0.0))", "SparseCOO{1}(Pattern())"];
     for (backend, runner) in common::runners() {
         for len in [0, 1, 5, 9] {
-            let idx = distinct_indices(&mut rng, len, n);
+            let mut idx = distinct_indices(&mut rng, len, n);
+            if len == 5 {
+                // In order: the freeze's sort finds nothing to do.
+                idx.sort_unstable();
+            }
             let w: Vec<f64> = (0..len).map(|k| k as f64 + 1.0).collect();
             for out in vectors {
                 let mut tensors = BTreeMap::from([
@@ -212,9 +216,14 @@ fn scatter_into_coo() {
                 agree(&runner, &text, &mut tensors, "M");
             }
         }
-        for out in vectors {
+        // A twin out of order, and one right after its twin (in order: a root `Pattern` COO,
+        // which no longer tests the order per append, finds it in its freeze's scan).
+        for (out, twins) in vectors
+            .into_iter()
+            .flat_map(|o| [(o, [3, 1, 3]), (o, [1, 3, 3])])
+        {
             let mut tensors = BTreeMap::from([
-                ("I".to_string(), ints("Dense(Element(0))", &[3, 1, 3])),
+                ("I".to_string(), ints("Dense(Element(0))", &twins)),
                 ("h".to_string(), empty(out, &[n])),
             ]);
             let program = parse(&scatter_text(out, "h[I[i]]", "1"));
@@ -228,7 +237,7 @@ fn scatter_into_coo() {
                 .to_string();
             assert!(
                 err.contains("`h`") && err.contains("written twice"),
-                "{backend}, {out}: {err}"
+                "{backend}, {out}, {twins:?}: {err}"
             );
         }
     }

@@ -7,9 +7,9 @@
 //! distinct. The format is `Dense(Dense(SparseList(SparseList(SparseList(Pattern()),
 //! coord=f64), coord=f64)))`: per cell, the sorted x, then the sorted y of each x, then the ids
 //! there. A query loops over the cells its region meets and, inside each, over the real range
-//! of x and y, so it visits only the points of a few cells' slabs; the radius query tests the
-//! disc at each pinpoint. Without the grid a query visited every point of the whole x-slab
-//! (`BENCHMARKS.md`, "box and radius search").
+//! of x (and of y for a box), so it visits only the points of a few cells' slabs; the radius
+//! query walks each x's whole y-fiber and tests the disc at each pinpoint. Without the grid a
+//! query visited every point of the whole x-slab (`BENCHMARKS.md`, "box and radius search").
 
 use crate::error::{Error, Result};
 use crate::levels::Format;
@@ -222,14 +222,19 @@ impl Query {
 /// inputs, because a run's fixed cost grows with the number of tensors it is given.
 pub fn program_text(kind: QueryKind) -> String {
     let ranges = "gx = qc[0]:qc[1], gy = qc[2]:qc[3], x = qx[0]:qx[1], y = qx[2]:qx[3]";
+    // A disc leaves `y` whole: its cells already bound the rows, and each x-entry holds a
+    // one-entry y-fiber (points rarely share an x), so a y-range would only add a search of
+    // that one entry and the phase tests against its ends to every candidate; the disc test
+    // decides y exactly (`Query::contains`).
+    let disc_ranges = "gx = qc[0]:qc[1], gy = qc[2]:qc[3], x = qx[0]:qx[1], y = _";
     match kind {
         QueryKind::Box => {
             format!("O .= false\nfor {ranges}, id = _\n  O[id] |= P[gx, gy, x, y, id]\nend\n")
         }
-        // Only the points inside the bounding square are visited; the disc test runs at
-        // their pinpoints. The centre and radius are read once, into variables.
+        // Only the points of the bounding square's cells and x-slab are visited; the disc
+        // test runs at their pinpoints. The centre and radius are read once, into variables.
         QueryKind::Radius => format!(
-            "O .= false\nlet cx = qx[4], cy = qx[5], r2 = qx[6]\n  for {ranges}\n    if (x - cx) * (x - cx) + (y - cy) * (y - cy) <= r2\n      for id = _\n        O[id] |= P[gx, gy, x, y, id]\n      end\n    end\n  end\nend\n"
+            "O .= false\nlet cx = qx[4], cy = qx[5], r2 = qx[6]\n  for {disc_ranges}\n    if (x - cx) * (x - cx) + (y - cy) * (y - cy) <= r2\n      for id = _\n        O[id] |= P[gx, gy, x, y, id]\n      end\n    end\n  end\nend\n"
         ),
     }
 }
@@ -240,8 +245,8 @@ pub struct QueryInputs {
     /// `qc`: the first and last cell column, then row, its region meets (counted from
     /// [`FIRST_CELL`]).
     pub cells: [i64; 4],
-    /// `qx`: the slab `x0, x1, y0, y1`, then a disc's centre and `r * r` (a box's are 0,
-    /// unread).
+    /// `qx`: the slab `x0, x1, y0, y1` (a disc's program reads only its x-range), then a
+    /// disc's centre and `r * r` (a box's are 0, unread).
     pub reals: [f64; 7],
 }
 

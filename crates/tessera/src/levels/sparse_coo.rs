@@ -82,6 +82,16 @@ fn one_fiber(l: &LevelRef) -> bool {
     l.level == 0
 }
 
+/// Whether the freeze sorts the entries in place, nothing moving with them: a root
+/// `SparseCOO{1}` of `Pattern()` (a set of coordinates, such as the ids a point query finds).
+/// Such a level skips the order test at each append and always sorts at the freeze: the sort
+/// helper returns after one pass when the entries came in order, and the duplicate scan is
+/// one more pass, where the test cost two loads and a compare per entry (most of an
+/// append's work).
+fn sorts_in_place(l: &LevelRef) -> bool {
+    one_fiber(l) && rank_of(l.kind()) == 1 && matches!(l.child().kind(), LevelKind::Pattern)
+}
+
 fn rank_of(kind: &LevelKind) -> usize {
     match kind {
         LevelKind::SparseCOO(n) => *n,
@@ -291,7 +301,11 @@ impl Level for SparseCOO {
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
         let ptr = l.buf(PTR);
-        let mut code = b::if_(b::var(l.state(UNSORTED)), self.sort_entries(cx, l)?);
+        let mut code = if sorts_in_place(l) {
+            self.sort_entries(cx, l)?
+        } else {
+            b::if_(b::var(l.state(UNSORTED)), self.sort_entries(cx, l)?)
+        };
         code.push(super::shared::prefix_sum(cx, ptr, count.clone()));
         let (child, n) = l.child_impl().freeze(cx, &l.child(), b::load(ptr, count))?;
         code.extend(child);
@@ -494,6 +508,7 @@ impl Level for SparseCOO {
         // The fiber is part of an entry's key unless there is only one.
         let fiber_key: Option<BufId> = (!one_fiber(&l)).then_some(epos_buf);
         let (qos, unsorted_var) = (l.state(QOS), l.state(UNSORTED));
+        let test_order = !sorts_in_place(&l);
         // This access's entry, and whether its child was written.
         let q = cx.var(&format!("{}_q", t.name), ElemType::I64);
         let dirty = cx.var(&format!("{}_dirty", t.name), ElemType::Bool);
@@ -542,17 +557,21 @@ impl Level for SparseCOO {
             // before it (an out-of-order write, or a fiber reopened after a later one).
             let count = b::add(fiber_pos.clone(), b::int(1));
             let before = entry(b::sub(b::var(q), b::int(1)));
-            let mut keep = vec![
-                b::store(ptr, count.clone(), b::add(b::load(ptr, count), b::int(1))),
-                Stmt::If {
+            let mut keep = vec![b::store(
+                ptr,
+                count.clone(),
+                b::add(b::load(ptr, count), b::int(1)),
+            )];
+            if test_order {
+                keep.push(Stmt::If {
                     cond: b::lt(b::int(0), b::var(q)),
                     then: b::if_(
                         b::not(lex_less(&before, &entry(b::var(q)))),
                         vec![b::assign(unsorted_var, b::boolean(true))],
                     ),
                     otherwise: vec![],
-                },
-            ];
+                });
+            }
             if let Some(d) = parent_dirty {
                 keep.push(b::assign(d, b::boolean(true)));
             }

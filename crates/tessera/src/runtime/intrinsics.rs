@@ -43,6 +43,11 @@ pub fn sort_perm(keys: &[i64], perm: &mut [i64]) -> Result<(), i64> {
 /// (a row's touched columns in Gustavson's SpGEMM: a few hundred keys below ~10⁵) take an LSD
 /// radix sort, a handful of linear passes, instead of O(k log k) data-dependent branches.
 pub fn sort_i64(v: &mut [i64]) {
+    // Lists that arrive in order (a root SparseCOO set sorts at every freeze) cost one pass;
+    // an unordered one leaves this test at its first descent.
+    if v.is_sorted() {
+        return;
+    }
     let k = v.len();
     if k < RADIX_MIN {
         v.sort_unstable();
@@ -121,8 +126,13 @@ fn radix_cost(k: usize, passes: u32) -> usize {
         // Its counts are 32-bit.
         return usize::MAX;
     }
-    // One histogram pass for all digits, then per digit a prefix sum and a scatter.
-    k * (10 + 12 * passes as usize) + 3 * RADIX * passes as usize
+    // One histogram pass for all digits, then per digit a prefix sum and a scatter. The
+    // fixed part per digit (clearing, summing and scanning 256 counts, a serial chain) is
+    // from wall-clock times, not instruction counts: against `sort_unstable` on random keys
+    // the radix sort broke even near k = 250 with two digits and k = 300-450 with three
+    // (10^7 point ids, the radius search's hits), where a cost of 3 * RADIX a digit had it
+    // taking over from k = 64 and run up to 1.4-2.4x slower there.
+    k * (10 + 12 * passes as usize) + 16 * RADIX * passes as usize
 }
 fn scan_cost(k: usize, span: usize) -> usize {
     // Two passes over the span's flags eight at a time (count, then list: about four
