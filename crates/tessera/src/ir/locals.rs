@@ -68,7 +68,12 @@ pub fn locals_to_vars(k: &mut Kernel) {
 fn candidates(k: &Kernel) -> BTreeSet<BufId> {
     let mut good: BTreeSet<BufId> = (0..k.bufs.len() as u32)
         .map(BufId)
-        .filter(|b| matches!(k.buf_elem(*b), ElemType::F64 | ElemType::I64 | ElemType::Bool))
+        .filter(|b| {
+            matches!(
+                k.buf_elem(*b),
+                ElemType::F64 | ElemType::I64 | ElemType::Bool
+            )
+        })
         .collect();
     for b in &k.bounded {
         good.remove(&b.buf);
@@ -299,4 +304,182 @@ fn uses(stmts: &[Stmt], buf: BufId) -> bool {
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::build as b;
+    use crate::ir::{BufDecl, Chunked, VarDecl};
+
+    const T: BufId = BufId(0);
+    const X: BufId = BufId(1);
+    const I: VarId = VarId(0);
+    const J: VarId = VarId(1);
+
+    /// Buffers `t` (the local) and `x`; variables `i`, `j`.
+    fn kernel(body: Vec<Stmt>) -> Kernel {
+        let buf = |n: &str| BufDecl {
+            name: n.into(),
+            elem: ElemType::F64,
+            growable: true,
+            tensor: None,
+        };
+        let var = |n: &str| VarDecl {
+            name: n.into(),
+            ty: ElemType::I64,
+            cold: false,
+        };
+        Kernel {
+            name: "k".into(),
+            bufs: vec![buf("t"), buf("x")],
+            vars: vec![var("i"), var("j")],
+            body,
+            errors: vec![crate::ir::cx::KernelError::new(
+                "x",
+                crate::ir::cx::KernelErrorKind::OutOfBounds {
+                    dim: 0,
+                    value: None,
+                },
+            )],
+            bounded: vec![],
+            not_nan: vec![],
+            vectorized: vec![],
+        }
+    }
+
+    fn declare() -> Vec<Stmt> {
+        vec![
+            Stmt::Grow {
+                buf: T,
+                len: b::int(1),
+            },
+            Stmt::Fill {
+                buf: T,
+                start: b::int(0),
+                stop: b::int(1),
+                value: Expr::Const(Scalar::F64(0.5)),
+            },
+        ]
+    }
+
+    fn add_x(index: Expr) -> Stmt {
+        b::store(
+            T,
+            b::int(0),
+            b::add(b::load(T, b::int(0)), b::load(X, index)),
+        )
+    }
+
+    fn counted(var: VarId, body: Vec<Stmt>) -> Stmt {
+        Stmt::For {
+            var,
+            start: b::int(0),
+            stop: b::int(4),
+            body,
+        }
+    }
+
+    fn rewritten(body: Vec<Stmt>) -> String {
+        let mut k = kernel(body);
+        locals_to_vars(&mut k);
+        assert!(k.check().is_ok(), "{k}");
+        k.to_string()
+    }
+
+    #[test]
+    fn a_local_of_a_loop_body_is_a_variable_written_back_at_the_end() {
+        let mut body = declare();
+        body.push(counted(J, vec![add_x(b::var(J))]));
+        body.push(b::store(X, b::var(I), b::load(T, b::int(0))));
+        let shown = rewritten(vec![counted(I, body)]);
+        assert!(shown.starts_with("void kernel"), "{shown}");
+        assert!(shown.contains("  grow(t, 1);\n  for (i"), "{shown}");
+        assert!(shown.contains("t_local = 0.5;"), "{shown}");
+        assert!(shown.contains("t_local = t_local + x[j];"), "{shown}");
+        assert!(
+            shown.contains("x[i] = t_local;\n    t[0] = t_local;\n  }"),
+            "{shown}"
+        );
+        assert!(!shown.contains("fill"), "{shown}");
+    }
+
+    #[test]
+    fn breaks_leaving_the_scope_and_failures_write_back_first() {
+        // `for i { t .= 0.5; t += x[i]; if (t > 1) break; for j { if (..) break } ; fail }`
+        let mut body = declare();
+        body.push(add_x(b::var(I)));
+        body.push(Stmt::If {
+            cond: b::lt(Expr::Const(Scalar::F64(1.0)), b::load(T, b::int(0))),
+            then: vec![Stmt::Break],
+            otherwise: vec![],
+        });
+        body.push(counted(
+            J,
+            vec![Stmt::If {
+                cond: b::lt(b::var(J), b::var(I)),
+                then: vec![Stmt::Break],
+                otherwise: vec![],
+            }],
+        ));
+        body.push(Stmt::Fail(0));
+        let shown = rewritten(vec![counted(I, body)]);
+        // The loop's own break and the failure store first; the inner loop's break does not.
+        assert_eq!(shown.matches("t[0] = t_local;\n").count(), 3, "{shown}");
+        assert!(shown.contains("t[0] = t_local;\n      break;"), "{shown}");
+        assert!(shown.contains("t[0] = t_local;\n    fail("), "{shown}");
+        assert!(shown.contains("(j < i) {\n        break;"), "{shown}");
+    }
+
+    #[test]
+    fn buffers_used_otherwise_stay_in_memory() {
+        let at_top = {
+            let mut body = declare();
+            body.push(counted(I, vec![add_x(b::var(I))]));
+            body
+        };
+        let other_index = {
+            let mut body = declare();
+            body.push(b::store(T, b::var(I), b::int(0)));
+            vec![counted(I, body)]
+        };
+        let length = {
+            let mut body = declare();
+            body.push(b::store(
+                X,
+                b::int(0),
+                Expr::Cast(ElemType::F64, Box::new(Expr::Len(T))),
+            ));
+            vec![counted(I, body)]
+        };
+        // A parallel range inside the scope that reads the local.
+        let range = {
+            let mut body = declare();
+            body.push(Stmt::Chunked(Box::new(Chunked {
+                lo: J,
+                hi: VarId(2),
+                start: b::int(0),
+                stop: b::int(3),
+                body: vec![b::store(X, b::var(J), b::load(T, b::int(0)))],
+                private: vec![],
+                scratch: vec![],
+                scratch_state: vec![],
+                rows: vec![],
+                weights: None,
+                atomics: None,
+            })));
+            vec![counted(I, body)]
+        };
+        for body in [at_top, other_index, length, range] {
+            let mut k = kernel(body);
+            k.vars.push(VarDecl {
+                name: "hi".into(),
+                ty: ElemType::I64,
+                cold: false,
+            });
+            let before = k.body.clone();
+            locals_to_vars(&mut k);
+            assert_eq!(k.body, before, "{k}");
+        }
+    }
 }
