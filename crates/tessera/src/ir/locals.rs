@@ -242,11 +242,7 @@ impl Site<'_> {
                 }
                 Stmt::Fail(_) => out.push(self.write_back()),
                 Stmt::Break if loops == 0 => out.push(self.write_back()),
-                Stmt::Chunked(c) => {
-                    if uses(&c.body, self.buf) {
-                        *self.ok = false;
-                    }
-                }
+                Stmt::Chunked(c) if uses(&c.body, self.buf) => *self.ok = false,
                 _ => {}
             }
             for e in s.own_exprs_mut() {
