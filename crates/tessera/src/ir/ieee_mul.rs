@@ -25,6 +25,9 @@
 //! always assigns before reading needs no saved copy). An accumulator that is NaN for another
 //! reason (`Inf - Inf`, a NaN input) only costs the re-run.
 //!
+//! Only a loop whose converted products are at least half of its strong-zero ones is
+//! rewritten: the copy and the re-run are paid for the whole loop.
+//!
 //! The pass runs after scalar promotion (`promote.rs`), which turns `y[i] += A[i, j] * x[j]`
 //! into such a loop over a variable; a loop that still stores to memory is left alone.
 
@@ -241,6 +244,26 @@ fn collect_reads(stmts: &[Stmt], out: &mut BTreeSet<VarId>) {
     }
 }
 
+/// The number of strong-zero `f64` products (`BinOp::Mul`) in the statements.
+fn strong_products(k: &Kernel, stmts: &[Stmt]) -> usize {
+    let mut n = 0;
+    for s in stmts {
+        for e in s.own_exprs() {
+            e.visit(&mut |x| {
+                if let Expr::Binary(BinOp::Mul, a, _) = x
+                    && k.type_of(a) == ElemType::F64
+                {
+                    n += 1;
+                }
+            });
+        }
+        for body in s.bodies() {
+            n += strong_products(k, body);
+        }
+    }
+    n
+}
+
 /// The loop as IEEE run + NaN test + exact re-run, or `None` when no product qualifies.
 fn retry_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
     let mut u = Uses::default();
@@ -262,7 +285,12 @@ fn retry_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
         return None;
     }
     let mut fast = l.clone();
-    if convert_stmts(k, fast.bodies_mut().into_iter().next()?, &acc) == 0 {
+    let converted = convert_stmts(k, fast.bodies_mut().into_iter().next()?, &acc);
+    // The loop's copy, the saved state and the test are paid for the whole loop, and a
+    // re-run of all of it for any accumulator that ends at zero, which is common where many
+    // accumulators sum masked terms (a gradient program's, once its 0-d locals are variables):
+    // worth it only where the tests saved are most of the loop's products.
+    if converted == 0 || 2 * converted < strong_products(k, std::slice::from_ref(l)) {
         return None;
     }
     let needed = read_before_assigned(l);
@@ -399,6 +427,25 @@ mod tests {
             "{shown}"
         );
         assert!(!shown.contains("t_saved"), "{shown}");
+    }
+
+    #[test]
+    fn a_loop_whose_accumulated_products_are_few_keeps_the_strong_zero() {
+        // One product of three reaches the accumulator: the loop stays as it is.
+        let body = vec![
+            b::assign(T, b::mul(product(), b::load(BufId(0), b::var(J)))),
+            b::assign(
+                S,
+                b::add(b::var(S), b::mul(b::var(T), b::load(BufId(1), b::var(J)))),
+            ),
+        ];
+        let shown = converted(body.clone());
+        assert!(!shown.contains("ieee_mul"), "{shown}");
+        // Half of them (two of four) do.
+        let mut more = body;
+        more.push(b::assign(S, b::add(b::var(S), product())));
+        let shown = converted(more);
+        assert!(shown.contains("s = s + ieee_mul(a[j], x[j]);"), "{shown}");
     }
 
     #[test]

@@ -198,6 +198,8 @@ pub fn lower_program(
         .filter(|b| kernel.buf_elem(*b) == ElemType::F64 && !modified[b.0 as usize])
         .collect();
     flags::fold_flags(&mut kernel.body);
+    // Before `prune`, which drops a variable this made for a rewrite it abandoned.
+    crate::ir::locals::locals_to_vars(&mut kernel);
     crate::ir::prune::prune_dead_vars(&mut kernel);
     debug_assert_eq!(kernel.check(), Ok(()), "lowering produced ill-typed IR");
     Ok((kernel, layout))
