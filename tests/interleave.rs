@@ -47,7 +47,7 @@ impl Lcg {
     fn value(&mut self) -> f64 {
         let m = (self.next() % 1000) as f64 / 7.0 + 0.5;
         let e = (self.next() % 40) as i32 - 20;
-        let s = if self.next() % 2 == 0 { 1.0 } else { -1.0 };
+        let s = if self.next().is_multiple_of(2) { 1.0 } else { -1.0 };
         s * m * 2f64.powi(e)
     }
 }
