@@ -800,6 +800,7 @@ pub fn late_passes(ir: &mut crate::ir::Kernel) {
         ir,
         crate::ir::interleave::rows(),
         crate::ir::interleave::min_steps(),
+        crate::ir::interleave::min_average(),
     );
     crate::ir::hoist::hoist_invariants(ir);
     // Last: the passes above know nothing of the float variables it makes of points.

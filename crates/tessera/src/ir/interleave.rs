@@ -41,32 +41,43 @@ pub const ROWS: usize = 2;
 /// Rows with fewer entries than this run alone (measured, as [`ROWS`]).
 pub const MIN_STEPS: i64 = 8;
 
+/// Row loops whose rows average fewer entries than this are not interleaved at all
+/// (measured, as [`ROWS`]).
+pub const MIN_AVERAGE: i64 = 32;
+
 /// The largest constant offset of a row or entry index the pass accepts (keeps its range
 /// tests overflow-free).
 const MAX_OFFSET: i64 = 1 << 20;
 
 /// Interleave `rows` rows in every loop nest of `k` of the shape above (`rows` < 2: nothing).
-pub fn interleave_rows(k: &mut Kernel, rows: usize, min_steps: i64) {
+pub fn interleave_rows(k: &mut Kernel, rows: usize, min_steps: i64, min_average: i64) {
     if rows < 2 {
         return;
     }
     let mut body = std::mem::take(&mut k.body);
     let whole = body.clone();
-    walk(k, &mut body, &whole, rows, min_steps);
+    walk(k, &mut body, &whole, rows, min_steps, min_average);
     k.body = body;
 }
 
-fn walk(k: &mut Kernel, stmts: &mut Vec<Stmt>, whole: &[Stmt], rows: usize, min_steps: i64) {
+fn walk(
+    k: &mut Kernel,
+    stmts: &mut Vec<Stmt>,
+    whole: &[Stmt],
+    rows: usize,
+    min_steps: i64,
+    min_average: i64,
+) {
     let mut out = Vec::with_capacity(stmts.len());
     for mut s in stmts.drain(..) {
         if matches!(s, Stmt::For { .. })
-            && let Some(new) = interleave(k, &s, whole, rows, min_steps)
+            && let Some(new) = interleave(k, &s, whole, rows, min_steps, min_average)
         {
             out.extend(new);
             continue;
         }
         for b in s.bodies_mut() {
-            walk(k, b, whole, rows, min_steps);
+            walk(k, b, whole, rows, min_steps, min_average);
         }
         out.push(s);
     }
@@ -287,16 +298,24 @@ fn interleave(
     whole: &[Stmt],
     rows: usize,
     min_steps: i64,
+    min_average: i64,
 ) -> Option<Vec<Stmt>> {
     let vars = k.vars.len();
-    let out = jam(k, l, whole, rows, min_steps);
+    let out = jam(k, l, whole, rows, min_steps, min_average);
     if out.is_none() {
         k.vars.truncate(vars);
     }
     out
 }
 
-fn jam(k: &mut Kernel, l: &Stmt, whole: &[Stmt], rows: usize, min_steps: i64) -> Option<Vec<Stmt>> {
+fn jam(
+    k: &mut Kernel,
+    l: &Stmt,
+    whole: &[Stmt],
+    rows: usize,
+    min_steps: i64,
+    min_average: i64,
+) -> Option<Vec<Stmt>> {
     let Stmt::For {
         var: i,
         start: s_expr,
@@ -693,12 +712,54 @@ fn jam(k: &mut Kernel, l: &Stmt, whole: &[Stmt], rows: usize, min_steps: i64) ->
         stop: b::var(ev),
         body: body.clone(),
     };
+    // Matrices whose rows average fewer than `min_average` entries keep the original loop:
+    // the groups' tests and tails cost more there than the overlapped chains save (measured
+    // on the C backend). The total is the last row's end minus the first row's start, both
+    // loads the range test covers (the loop runs at least one row here).
+    let load_of = |v: VarId| -> Option<Expr> {
+        let mut v = v;
+        for _ in 0..8 {
+            match &before.iter().rev().find(|(w, _)| *w == v)?.1 {
+                e @ Expr::Load { index, .. } => {
+                    let mut r = HashSet::new();
+                    reads(index, &mut r);
+                    return r.iter().all(|u| *u == i).then(|| e.clone());
+                }
+                Expr::Var(u) => v = *u,
+                _ => return None,
+            }
+        }
+        None
+    };
+    let average = match (min_average > 1, load_of(*start_var), load_of(*stop_var)) {
+        (true, Some(first), Some(last)) => {
+            let first = subst(&first, &|v| (v == i).then(|| b::var(sv)));
+            let last = subst(&last, &|v| (v == i).then(|| b::sub(b::var(ev), b::int(1))));
+            Some(b::le(
+                b::mul(b::int(min_average), b::sub(b::var(ev), b::var(sv))),
+                b::sub(last, first),
+            ))
+        }
+        _ => None,
+    };
     let mut then = vec![Stmt::Comment(format!(
         "{rows} rows at a time (i, i + h, ...): one loop over their common entries, then each row's rest"
     ))];
     then.extend(setup);
     then.push(groups);
     then.push(remaining);
+    let then = match average {
+        Some(long) => vec![Stmt::If {
+            cond: b::lt(b::var(sv), b::var(ev)),
+            then: vec![Stmt::If {
+                cond: long,
+                then,
+                otherwise: vec![original.clone()],
+            }],
+            otherwise: vec![original.clone()],
+        }],
+        None => then,
+    };
     Some(vec![
         Stmt::Assign(sv, s_expr.clone()),
         Stmt::Assign(ev, e_expr.clone()),
@@ -724,4 +785,12 @@ pub fn min_steps() -> i64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(MIN_STEPS)
+}
+
+/// [`MIN_AVERAGE`], or `TESSERA_INTERLEAVE_AVERAGE`: for measuring.
+pub fn min_average() -> i64 {
+    std::env::var("TESSERA_INTERLEAVE_AVERAGE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MIN_AVERAGE)
 }
