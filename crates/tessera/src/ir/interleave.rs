@@ -748,23 +748,28 @@ fn jam(
     then.extend(setup);
     then.push(groups);
     then.push(remaining);
-    let then = match average {
+    // The decision in a variable, so the original loop is emitted once, where it was (a
+    // second copy of it in another branch made GCC compile it 7% slower on delaunay_n17).
+    let go = new_var(k, "interleave_go", crate::types::ElemType::Bool);
+    let decide = match average {
         Some(long) => vec![Stmt::If {
             cond: b::lt(b::var(sv), b::var(ev)),
-            then: vec![Stmt::If {
-                cond: long,
-                then,
-                otherwise: vec![original.clone()],
-            }],
-            otherwise: vec![original.clone()],
+            then: vec![Stmt::Assign(go, long)],
+            otherwise: vec![],
         }],
-        None => then,
+        None => vec![Stmt::Assign(go, b::boolean(true))],
     };
     Some(vec![
         Stmt::Assign(sv, s_expr.clone()),
         Stmt::Assign(ev, e_expr.clone()),
+        Stmt::Assign(go, b::boolean(false)),
         Stmt::If {
             cond: guard,
+            then: decide,
+            otherwise: vec![],
+        },
+        Stmt::If {
+            cond: b::var(go),
             then,
             otherwise: vec![original],
         },
