@@ -476,12 +476,9 @@ fn code(a: &CodeArgs) -> Result<String> {
     tessera::ir::promote::promote_scalars(&mut k);
     tessera::run::check_kernel_size(&k, &program, a.tensors.kernel.limit())
         .map_err(|e| with_origin(e, &origin))?;
-    tessera::ir::ieee_mul::ieee_products(&mut k);
-    tessera::ir::hoist::hoist_invariants(&mut k);
-    tessera::ir::exact_points::exact_points(&mut k);
     // Reductions a parallel range's chunks may make as atomic updates of the shared output
     // (`atomic y[j] += ...`; the range lists the output as `(Add or atomic)`).
-    tessera::ir::atomic::atomize_kernel(&mut k.body);
+    tessera::run::late_passes(&mut k);
     Ok(match a.backend.as_str() {
         "c" => tessera::backend::CBackend::source(&k),
         _ => k.to_string(),

@@ -456,14 +456,7 @@ impl Runner {
         check_kernel_size(&ir, program, self.max_kernel_size.get())?;
         // After the size check: it at most copies innermost loops once more, and programs
         // accepted before stay accepted.
-        crate::ir::ieee_mul::ieee_products(&mut ir);
-        crate::ir::hoist::hoist_invariants(&mut ir);
-        // Last: the passes above know nothing of the float variables it makes of points.
-        crate::ir::exact_points::exact_points(&mut ir);
-        // After the passes that keep elements in variables (an accumulation kept in a
-        // register is no shared update): the reductions of parallel ranges that could also be
-        // indivisible updates of the shared outputs, for `backend::parallel` to choose.
-        crate::ir::atomic::atomize_kernel(&mut ir.body);
+        late_passes(&mut ir);
         if let Err(e) = ir.check() {
             return Err(Error::Backend(format!("internal error: ill-typed IR: {e}")));
         }
@@ -795,6 +788,27 @@ pub fn check_kernel_size(ir: &Kernel, program: &Program, max: usize) -> Result<(
              operands each, or raise the limit (`Runner::set_max_kernel_size`, `--max-kernel-size`)"
         ),
     ))
+}
+
+/// The passes after the kernel-size check, in order, for the runner and `tessera code` alike
+/// (they at most copy innermost loops and row bodies a bounded number of times).
+pub fn late_passes(ir: &mut crate::ir::Kernel) {
+    crate::ir::ieee_mul::ieee_products(ir);
+    // After the passes that shape a row's loop (promotion, IEEE products), which it copies
+    // whole per row.
+    crate::ir::interleave::interleave_rows(
+        ir,
+        crate::ir::interleave::rows(),
+        crate::ir::interleave::min_steps(),
+        crate::ir::interleave::min_average(),
+    );
+    crate::ir::hoist::hoist_invariants(ir);
+    // Last: the passes above know nothing of the float variables it makes of points.
+    crate::ir::exact_points::exact_points(ir);
+    // After the passes that keep elements in variables (an accumulation kept in a register
+    // is no shared update): the reductions of parallel ranges that could also be indivisible
+    // updates of the shared outputs, for `backend::parallel` to choose.
+    crate::ir::atomic::atomize_kernel(&mut ir.body);
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod exact_points;
 pub mod hoist;
 pub mod ieee_mul;
 pub mod innermost;
+pub mod interleave;
 pub mod locals;
 pub mod math;
 pub mod print;
