@@ -28,9 +28,7 @@ use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, VarId, Vouched};
 use crate::types::Scalar;
 use std::collections::{HashMap, HashSet};
 
-/// The largest constant offset versioning considers (keeps the range tests overflow-free
-/// where they are done in 64 bits).
-pub const MAX_OFFSET: i64 = 1 << 20;
+pub use crate::ir::walk::{loop_offset, walk_exprs, walk_stmts};
 
 /// An access whose range a versioned loop tests before it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -48,7 +46,7 @@ pub enum At {
         var: VarId,
         /// A variable the loop keeps, or none.
         base: Option<VarId>,
-        /// A constant in `-MAX_OFFSET..=MAX_OFFSET`.
+        /// A constant in `-MAX_OFFSET..=MAX_OFFSET` (`ir::walk::MAX_OFFSET`).
         offset: i64,
     },
     /// `buf[index]`, `index` holding only values in `0..below`, `below` being
@@ -445,43 +443,6 @@ pub fn known_in_bounds(unchecked: &[Access], op: BinOp, a: &Expr, b: &Expr) -> b
     }
 }
 
-/// `index` as `var + w + c`: the loop variable once, at most one other variable `w`, and a
-/// small constant `c`, summed in any order (`v - c` too); `None` for any other form.
-pub fn loop_offset(index: &Expr, var: VarId) -> Option<(Option<VarId>, i64)> {
-    fn terms(e: &Expr, vars: &mut Vec<VarId>, c: &mut i64) -> bool {
-        match e {
-            Expr::Var(v) => {
-                vars.push(*v);
-                true
-            }
-            Expr::Const(Scalar::I64(k)) => {
-                *c = c.saturating_add(*k);
-                true
-            }
-            Expr::Binary(BinOp::Add, a, b) => terms(a, vars, c) && terms(b, vars, c),
-            Expr::Binary(BinOp::Sub, a, b) => match &**b {
-                Expr::Const(Scalar::I64(k)) => {
-                    *c = c.saturating_sub(*k);
-                    terms(a, vars, c)
-                }
-                _ => false,
-            },
-            _ => false,
-        }
-    }
-    let (mut vars, mut c) = (vec![], 0i64);
-    if !terms(index, &mut vars, &mut c) || !(-MAX_OFFSET..=MAX_OFFSET).contains(&c) {
-        return None;
-    }
-    let at = vars.iter().position(|v| *v == var)?;
-    vars.remove(at);
-    match vars[..] {
-        [] => Some((None, c)),
-        [w] if w != var => Some((Some(w), c)),
-        _ => None,
-    }
-}
-
 /// Whether the statements assign `var` (also as an inner loop's counter).
 pub fn assigns(stmts: &[Stmt], var: VarId) -> bool {
     let mut found = false;
@@ -490,35 +451,6 @@ pub fn assigns(stmts: &[Stmt], var: VarId) -> bool {
         _ => {}
     });
     found
-}
-
-/// Every statement, nested ones after the statement that holds them.
-pub fn walk_stmts(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
-    for s in stmts {
-        f(s);
-        match s {
-            Stmt::If {
-                then, otherwise, ..
-            } => {
-                walk_stmts(then, f);
-                walk_stmts(otherwise, f);
-            }
-            Stmt::For { body, .. } | Stmt::While { body, .. } => walk_stmts(body, f),
-            // A range inside a kernel is its serial loop (the C backend's buffers it grows
-            // must not be declared constant).
-            Stmt::Chunked(c) => walk_stmts(&c.body, f),
-            _ => {}
-        }
-    }
-}
-
-/// Every expression (and sub-expression) in the statements.
-pub fn walk_exprs(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
-    walk_stmts(stmts, &mut |s| {
-        for e in s.own_exprs() {
-            e.visit(f);
-        }
-    });
 }
 
 #[cfg(test)]

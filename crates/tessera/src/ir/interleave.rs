@@ -30,8 +30,8 @@
 //! one row (an empty row) runs its rows one after another with their original bodies.
 
 use super::effects::new_var;
+use super::walk::{MAX_OFFSET, loop_offset, walk_exprs, walk_stmts};
 use super::{BinOp, BufId, Expr, Kernel, Stmt, VarId, Vouched};
-use crate::backend::versioning::loop_offset;
 use crate::ir::build as b;
 use std::collections::{HashMap, HashSet};
 
@@ -44,10 +44,6 @@ pub const MIN_STEPS: i64 = 8;
 /// Row loops whose rows average fewer entries than this are not interleaved at all
 /// (measured, as [`ROWS`]).
 pub const MIN_AVERAGE: i64 = 32;
-
-/// The largest constant offset of a row or entry index the pass accepts (keeps its range
-/// tests overflow-free).
-const MAX_OFFSET: i64 = 1 << 20;
 
 /// Interleave `rows` rows in every loop nest of `k` of the shape above (`rows` < 2: nothing).
 pub fn interleave_rows(k: &mut Kernel, rows: usize, min_steps: i64, min_average: i64) {
@@ -214,7 +210,7 @@ fn assigned_first(stmts: &[Stmt], tracked: &HashSet<VarId>, done: &mut HashSet<V
 
 /// Reads and assignments of variables in statements.
 fn var_uses(stmts: &[Stmt], out: &mut HashMap<VarId, usize>) {
-    crate::backend::versioning::walk_stmts(stmts, &mut |s| {
+    walk_stmts(stmts, &mut |s| {
         if let Stmt::Assign(v, _) | Stmt::For { var: v, .. } = s {
             *out.entry(*v).or_default() += 1;
         }
@@ -330,7 +326,7 @@ fn jam(
     // Only the statements a row body may hold (no growth, fills, sorts, ranges, breaks).
     let mut bad = false;
     let mut nested_loops = 0;
-    crate::backend::versioning::walk_stmts(body, &mut |s| match s {
+    walk_stmts(body, &mut |s| match s {
         Stmt::Assign(..) | Stmt::If { .. } | Stmt::Store { .. } | Stmt::Comment(_) => {}
         Stmt::For { .. } => nested_loops += 1,
         _ => bad = true,
@@ -340,7 +336,7 @@ fn jam(
     }
     // Variables: assigned in the body, never read before assigned, used nowhere else.
     let mut assigned = HashSet::new();
-    crate::backend::versioning::walk_stmts(body, &mut |s| {
+    walk_stmts(body, &mut |s| {
         if let Stmt::Assign(v, _) | Stmt::For { var: v, .. } = s {
             assigned.insert(*v);
         }
@@ -402,7 +398,7 @@ fn jam(
     }
     // Buffers the body writes: one index `i + c` for every access, anywhere in the body.
     let mut written = HashSet::new();
-    crate::backend::versioning::walk_stmts(body, &mut |s| {
+    walk_stmts(body, &mut |s| {
         if let Stmt::Store { buf, .. } = s {
             written.insert(*buf);
         }
@@ -421,12 +417,12 @@ fn jam(
             }
         }
     };
-    crate::backend::versioning::walk_stmts(body, &mut |s| {
+    walk_stmts(body, &mut |s| {
         if let Stmt::Store { buf, index, .. } = s {
             note(*buf, index);
         }
     });
-    crate::backend::versioning::walk_exprs(body, &mut |e| {
+    walk_exprs(body, &mut |e| {
         if let Expr::Load { buf, index } = e {
             note(*buf, index);
         }

@@ -23,6 +23,7 @@ pub mod promote;
 pub mod prune;
 pub mod split;
 pub mod vector;
+pub mod walk;
 
 use crate::types::{ElemType, Scalar};
 

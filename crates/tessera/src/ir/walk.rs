@@ -1,0 +1,75 @@
+//! Walks over the loop IR and the affine index form the passes and the backends share
+//! (`ir::interleave`, `backend::versioning`): they sit here, below both layers.
+
+use super::{BinOp, Expr, Stmt, VarId};
+use crate::types::Scalar;
+
+/// The largest constant offset versioning and row interleaving consider (keeps the range tests overflow-free
+/// where they are done in 64 bits).
+pub const MAX_OFFSET: i64 = 1 << 20;
+
+/// `index` as `var + w + c`: the loop variable once, at most one other variable `w`, and a
+/// small constant `c`, summed in any order (`v - c` too); `None` for any other form.
+pub fn loop_offset(index: &Expr, var: VarId) -> Option<(Option<VarId>, i64)> {
+    fn terms(e: &Expr, vars: &mut Vec<VarId>, c: &mut i64) -> bool {
+        match e {
+            Expr::Var(v) => {
+                vars.push(*v);
+                true
+            }
+            Expr::Const(Scalar::I64(k)) => {
+                *c = c.saturating_add(*k);
+                true
+            }
+            Expr::Binary(BinOp::Add, a, b) => terms(a, vars, c) && terms(b, vars, c),
+            Expr::Binary(BinOp::Sub, a, b) => match &**b {
+                Expr::Const(Scalar::I64(k)) => {
+                    *c = c.saturating_sub(*k);
+                    terms(a, vars, c)
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+    let (mut vars, mut c) = (vec![], 0i64);
+    if !terms(index, &mut vars, &mut c) || !(-MAX_OFFSET..=MAX_OFFSET).contains(&c) {
+        return None;
+    }
+    let at = vars.iter().position(|v| *v == var)?;
+    vars.remove(at);
+    match vars[..] {
+        [] => Some((None, c)),
+        [w] if w != var => Some((Some(w), c)),
+        _ => None,
+    }
+}
+
+/// Every statement, nested ones after the statement that holds them.
+pub fn walk_stmts(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
+    for s in stmts {
+        f(s);
+        match s {
+            Stmt::If {
+                then, otherwise, ..
+            } => {
+                walk_stmts(then, f);
+                walk_stmts(otherwise, f);
+            }
+            Stmt::For { body, .. } | Stmt::While { body, .. } => walk_stmts(body, f),
+            // A range inside a kernel is its serial loop (the C backend's buffers it grows
+            // must not be declared constant).
+            Stmt::Chunked(c) => walk_stmts(&c.body, f),
+            _ => {}
+        }
+    }
+}
+
+/// Every expression (and sub-expression) in the statements.
+pub fn walk_exprs(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
+    walk_stmts(stmts, &mut |s| {
+        for e in s.own_exprs() {
+            e.visit(f);
+        }
+    });
+}
