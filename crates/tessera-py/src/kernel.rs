@@ -575,6 +575,17 @@ pub fn compile(
     })
 }
 
+impl PyKernel {
+    /// The kernel's output name when it has exactly one.
+    fn single_output(&self) -> Option<&String> {
+        self.spec
+            .out
+            .keys()
+            .next()
+            .filter(|_| self.spec.out.len() == 1)
+    }
+}
+
 #[pymethods]
 impl PyKernel {
     /// Run on `tensors` (name → tensor); returns the outputs named at compile time but not
@@ -607,13 +618,7 @@ impl PyKernel {
         py: Python<'_>,
         tensors: &Bound<'_, PyDict>,
     ) -> PyResult<Option<PyTensor>> {
-        let Some(single) = self
-            .spec
-            .out
-            .keys()
-            .next()
-            .filter(|_| self.spec.out.len() == 1)
-        else {
+        let Some(single) = self.single_output() else {
             return Ok(None);
         };
         Ok(self
@@ -644,13 +649,7 @@ impl PyKernel {
         tensors: &Bound<'_, PyDict>,
         out: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let Some(single) = self
-            .spec
-            .out
-            .keys()
-            .next()
-            .filter(|_| self.spec.out.len() == 1)
-        else {
+        let Some(single) = self.single_output() else {
             return Ok(false);
         };
         let outputs = call_given(py, self.id, &self.spec, tensors, |given| {

@@ -28,7 +28,7 @@ use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, VarId, Vouched};
 use crate::types::Scalar;
 use std::collections::{HashMap, HashSet};
 
-pub use crate::ir::walk::{loop_offset, walk_exprs, walk_stmts};
+pub use crate::ir::walk::{loop_offset, walk_accesses, walk_exprs, walk_stmts};
 
 /// An access whose range a versioned loop tests before it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -352,16 +352,7 @@ fn accesses(
             });
         }
     };
-    walk_stmts(body, &mut |s| {
-        if let Stmt::Store { buf, index, .. } = s {
-            note(*buf, index);
-        }
-    });
-    walk_exprs(body, &mut |e| {
-        if let Expr::Load { buf, index } = e {
-            note(*buf, index);
-        }
-    });
+    walk_accesses(body, &mut note);
     if outer {
         // The tests of an inner loop over a fiber's entries are the same for every row: they
         // join the outer loop's, and the inner loop then runs unversioned in its fast copy.

@@ -30,7 +30,7 @@
 //! one row (an empty row) runs its rows one after another with their original bodies.
 
 use super::effects::new_var;
-use super::walk::{MAX_OFFSET, loop_offset, walk_exprs, walk_stmts};
+use super::walk::{MAX_OFFSET, loop_offset, walk_accesses, walk_stmts};
 use super::{BinOp, BufId, Expr, Kernel, Stmt, VarId, Vouched};
 use crate::ir::build as b;
 use std::collections::{HashMap, HashSet};
@@ -417,16 +417,7 @@ fn jam(
             }
         }
     };
-    walk_stmts(body, &mut |s| {
-        if let Stmt::Store { buf, index, .. } = s {
-            note(*buf, index);
-        }
-    });
-    walk_exprs(body, &mut |e| {
-        if let Expr::Load { buf, index } = e {
-            note(*buf, index);
-        }
-    });
+    walk_accesses(body, &mut note);
     if !ok {
         return None;
     }

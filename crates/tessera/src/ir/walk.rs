@@ -1,7 +1,7 @@
 //! Walks over the loop IR and the affine index form the passes and the backends share
 //! (`ir::interleave`, `backend::versioning`): they sit here, below both layers.
 
-use super::{BinOp, Expr, Stmt, VarId};
+use super::{BinOp, BufId, Expr, Stmt, VarId};
 use crate::types::Scalar;
 
 /// The largest constant offset versioning and row interleaving consider (keeps the range tests overflow-free
@@ -70,6 +70,20 @@ pub fn walk_exprs(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
     walk_stmts(stmts, &mut |s| {
         for e in s.own_exprs() {
             e.visit(f);
+        }
+    });
+}
+
+/// Every buffer access in the statements: each store's buffer and index, then each load's.
+pub fn walk_accesses(stmts: &[Stmt], f: &mut dyn FnMut(BufId, &Expr)) {
+    walk_stmts(stmts, &mut |s| {
+        if let Stmt::Store { buf, index, .. } = s {
+            f(*buf, index);
+        }
+    });
+    walk_exprs(stmts, &mut |e| {
+        if let Expr::Load { buf, index } = e {
+            f(*buf, index);
         }
     });
 }
