@@ -100,10 +100,12 @@ pub fn shortest_paths(runner: &Runner, a: &Tensor, source: usize) -> Result<Path
 }
 
 /// [`shortest_paths`] over weights kept in `graph` as `A`, so that repeated runs do not copy
-/// them; the run's own tensors are removed again before returning. Rounds pull (see the
-/// module documentation) on several threads when the frontier is large; the transpose is
-/// read from `graph` as `AT` if there (the command line builds it once, before its timed
-/// runs), else built for this call.
+/// them; the run's own tensors are removed again before returning. On several threads the
+/// rounds push split by the distances' owners and the predecessor pass pulls (see the module
+/// documentation): the weights dealt to the threads' parts are read from `graph` as `AO` if
+/// there and dealt for this runner's thread count (`owners::Owners::new(n,
+/// threads).weights(A)`, of the same `A`), and the transpose as `AT` (the command line builds
+/// both once, before its timed runs); else they are built for this call.
 pub fn shortest_paths_in(
     runner: &Runner,
     graph: &mut BTreeMap<String, Tensor>,
