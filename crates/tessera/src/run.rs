@@ -793,6 +793,8 @@ pub fn check_kernel_size(ir: &Kernel, program: &Program, max: usize) -> Result<(
 /// The passes after the kernel-size check, in order, for the runner and `tessera code` alike
 /// (they at most copy innermost loops and row bodies a bounded number of times).
 pub fn late_passes(ir: &mut crate::ir::Kernel) {
+    // Before the IEEE products: the fold loops it makes write no memory.
+    crate::ir::distribute::distribute_loops(ir);
     crate::ir::ieee_mul::ieee_products(ir);
     // After the passes that shape a row's loop (promotion, IEEE products), which it copies
     // whole per row.

@@ -207,6 +207,8 @@ fn check_buffers(k: &Kernel, modified: &[bool], bufs: &mut [Buffer]) -> Result<(
 }
 
 #[cfg(test)]
+mod distribute_tests;
+#[cfg(test)]
 mod limit_tests;
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,7 @@ pub mod atomic;
 pub mod build;
 pub mod check;
 pub mod cx;
+pub mod distribute;
 mod effects;
 pub mod exact_points;
 pub mod hoist;
