@@ -96,6 +96,13 @@ static inline double t_mulf(double a, double b) {
     if (UNLIKELY(!(__builtin_fabs(p) > 0.0)) && (a == 0.0 || b == 0.0)) return 0.0;
     return p;
 }
+/* The same product as a select, for elementwise loops: no branch, so GCC can vectorise
+   the loop (a branch in the body stops it); in a chain of dependent updates the extra
+   comparisons cost more than the well-predicted branch, so only there. */
+static inline double t_mulz(double a, double b) {
+    double p = a * b;
+    return ((a == 0.0) | (b == 0.0)) ? 0.0 : p;
+}
 /* Saturating, NaN to 0 (the IR's F64 -> I64 cast). */
 static inline int64_t t_f2i(double x) {
     if (x != x) return 0;
@@ -136,6 +143,7 @@ pub fn emit(k: &Kernel) -> String {
         unchecked: vec![],
         pretested: vec![],
         in_outer: false,
+        select_mul: false,
         failed: vec![],
         gathers: Gathers::of(k),
     };
@@ -350,6 +358,9 @@ struct Emitter<'a> {
     failed: Vec<Access>,
     /// The variables holding only checked coordinates, for versioning gathers.
     gathers: Gathers,
+    /// Inside the unchecked copy of an elementwise loop ([`elementwise`]): float products
+    /// as selects (`t_mulz`).
+    select_mul: bool,
 }
 
 impl Emitter<'_> {
@@ -718,9 +729,11 @@ impl Emitter<'_> {
         self.unchecked.extend(pretested.iter().copied());
         self.pretested.extend(inner);
         self.ivdep(var);
+        let select = std::mem::replace(&mut self.select_mul, elementwise(body));
         self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
         self.stmts(body);
         self.close("}");
+        self.select_mul = select;
         self.unchecked = saved.0;
         self.pretested.truncate(saved.1);
     }
@@ -771,6 +784,9 @@ impl Emitter<'_> {
                 let ty = self.k.type_of(a);
                 let x = self.expr(a);
                 let y = self.expr(b);
+                if *op == BinOp::Mul && ty == ElemType::F64 && self.select_mul {
+                    return format!("t_mulz({x}, {y})");
+                }
                 binary(*op, ty, &x, &y)
             }
             Expr::MakeLimit(v, e) => {
@@ -880,6 +896,32 @@ impl Emitter<'_> {
             _ => format!("(int64_t)b{b}[{index}]"),
         }
     }
+}
+
+/// Whether a loop body is elementwise: stores, and assignments of temporaries each assigned
+/// before any read in the iteration (no value carried from one iteration to the next), with
+/// no loop, branch or other statement. Such a loop is one GCC may vectorise.
+fn elementwise(body: &[Stmt]) -> bool {
+    let mut assigned: Vec<VarId> = vec![];
+    let mut read_before: Vec<VarId> = vec![];
+    for s in body {
+        for e in s.own_exprs() {
+            e.visit(&mut |x| {
+                if let Expr::Var(v) = x
+                    && !assigned.contains(v)
+                {
+                    read_before.push(*v);
+                }
+            });
+        }
+        match s {
+            Stmt::Store { .. } | Stmt::Comment(_) => {}
+            Stmt::Assign(v, _) => assigned.push(*v),
+            _ => return false,
+        }
+    }
+    body.iter().any(|s| matches!(s, Stmt::Store { .. }))
+        && !assigned.iter().any(|v| read_before.contains(v))
 }
 
 fn binary(op: BinOp, ty: ElemType, x: &str, y: &str) -> String {
