@@ -11,7 +11,7 @@
 //! prepares and compiles again (the runner's cache makes the second time cheap) and becomes
 //! that thread's state.
 
-use crate::convert::{OutArray, check_overlaps, lend_out, out_tensor, settle};
+use crate::convert::{OutArray, check_overlaps, lend_out, out_fits, out_tensor, settle};
 use crate::errors::IntoPy;
 use crate::program::{CallTensors, Prepared, create, created_shapes, prepare, runner, shared_of};
 use crate::tensor::PyTensor;
@@ -56,7 +56,44 @@ struct Ready {
     /// strings, shapes, formats and level vectors are not allocated and freed on every call
     /// (they were a third of a tiny SpMV's call). Taken out for a call, put back after.
     spare: RefCell<Spare>,
+    /// The positional call site of `Kernel(..., out=array)` ([`Site`]), made after a call
+    /// through the map path; `None` until then, or when the kernel does not fit one.
+    site: RefCell<Option<Site>>,
 }
+
+/// A call site by position: the keyword `str` objects of the last call (held, so an
+/// identical object is the same name), each with its tensor's place in the kernel's
+/// parameters ([`tessera::run::Compiled::params`]), the format and shape it had, and the
+/// kernel's tensors in parameter order, their arrays dropped between calls. A call whose
+/// keywords are those objects, whose tensors have those formats and shapes, and whose
+/// `out=` array fits the output refills the slots in place and runs
+/// [`tessera::run::Runner::execute_at`]: no map, no name compared, nothing allocated for the
+/// tensors. Any difference takes the map path (which checks and reports everything) and the
+/// site is made again from that call.
+struct Site {
+    keys: Vec<SiteKey>,
+    slots: Vec<Tensor>,
+    /// The output's place in `slots`, and its shape (the one the map path inferred for
+    /// these input shapes).
+    out_at: usize,
+    out_shape: Vec<usize>,
+    /// How many elements the inputs hold: a run over fewer than [`INLINE_WORK`] keeps the
+    /// GIL (releasing and taking it back costs more than such a kernel).
+    work: usize,
+}
+
+/// One keyword of a [`Site`].
+struct SiteKey {
+    key: Py<PyString>,
+    name: String,
+    at: usize,
+    format: Format,
+    shape: Vec<usize>,
+}
+
+/// Below this many stored elements in a call's inputs a kernel runs without releasing the
+/// GIL: it takes a few microseconds at most, about what the release and re-acquire cost.
+const INLINE_WORK: usize = 4096;
 
 /// A kept call map (`Ready::spare`) and the dict keys it was filled from, in the dict's
 /// order: the Python `str` objects (held, so an identical object is the same text) with
@@ -112,6 +149,7 @@ fn build(spec: &Spec, tensors: &mut BTreeMap<String, Tensor>) -> Result<Ready> {
         given,
         last: RefCell::new(None),
         spare: RefCell::new(Spare::default()),
+        site: RefCell::new(None),
     })
 }
 
@@ -479,6 +517,13 @@ fn scrub(map: &mut BTreeMap<String, Tensor>) {
     }
 }
 
+/// Drops the arrays of `t`, keeping its shape, format and level vectors ([`scrub`]).
+fn scrub_tensor(t: &mut Tensor) {
+    for b in t.levels.iter_mut().flatten() {
+        *b = Buffer::I64(Vec::new().into());
+    }
+}
+
 /// The kept call map of kernel `id` on this thread (empty when it has none).
 fn spare_of(id: u64) -> Spare {
     READY.with(|r| {
@@ -538,6 +583,199 @@ fn call_given(
     spare.map = map;
     put_back(id, spare);
     Ok(Some(outputs?))
+}
+
+impl Site {
+    /// The site of a call with these keywords and tensors and one output `single` written
+    /// into an array, after the map path ran it (so `ready.last` holds its shapes); `None`
+    /// when the kernel does not fit a site: it creates other tensors than the output, a
+    /// keyword is not one of the tensors it was compiled for or not a Tensor, or the output's
+    /// shape may depend on an integer scalar's value.
+    fn make(ready: &Ready, tensors: &Bound<'_, PyDict>, single: &str) -> Option<Site> {
+        let raw = intern!(tensors.py(), "_raw");
+        if ready.prepared.created.len() != 1 || ready.prepared.created[0] != single {
+            return None;
+        }
+        let c = &ready.compiled;
+        let n = c.layout.tensors.len();
+        if tensors.len() != ready.given.len() || tensors.len() + 1 != n {
+            return None;
+        }
+        let last = ready.last.borrow();
+        let ((_, scalars), shapes) = last.as_ref()?;
+        if !scalars.is_empty() {
+            return None;
+        }
+        let out_at = c.param(single)?;
+        let mut slots: Vec<Option<Tensor>> = vec![None; n];
+        let mut keys = Vec::with_capacity(tensors.len());
+        let mut work = 0;
+        for (key, value) in tensors.iter() {
+            let name: String = key.extract().ok()?;
+            if ready.sizing.contains(&name) || !ready.given.contains_key(&name) {
+                return None;
+            }
+            let at = c.param(&name)?;
+            if at == out_at {
+                return None;
+            }
+            let src = raw_tensor(&value, raw)?;
+            let t = src.get().tensor();
+            work += t.levels.iter().flatten().map(Buffer::len).sum::<usize>();
+            keys.push(SiteKey {
+                key: key.cast_into::<PyString>().ok()?.unbind(),
+                name,
+                at,
+                format: t.format.clone(),
+                shape: t.shape.clone(),
+            });
+            let mut kept = t.clone();
+            scrub_tensor(&mut kept);
+            slots[at] = Some(kept);
+        }
+        let format = &ready.prepared.formats[single];
+        let levels = format.levels.len();
+        let mut bufs = vec![vec![]; levels];
+        bufs[levels - 1] = vec![Buffer::I64(Vec::new().into())];
+        let out_shape = shapes.get(single)?.clone();
+        slots[out_at] = Some(Tensor {
+            shape: out_shape.clone(),
+            format: format.clone(),
+            levels: bufs,
+        });
+        Some(Site {
+            keys,
+            slots: slots.into_iter().collect::<Option<_>>()?,
+            out_at,
+            out_shape,
+            work,
+        })
+    }
+
+    /// Refills the slots from a call's keyword dict when it is this site's call (the same
+    /// keyword objects, Tensors of the same formats and shapes); `false` leaves the slots
+    /// holding no call's arrays.
+    fn fill(&mut self, tensors: &Bound<'_, PyDict>) -> bool {
+        let raw = intern!(tensors.py(), "_raw");
+        if tensors.len() != self.keys.len() {
+            return false;
+        }
+        for ((key, value), k) in tensors.iter().zip(&self.keys) {
+            let src = match raw_tensor(&value, raw) {
+                Some(src) if key.is(&k.key) => src,
+                _ => {
+                    self.scrub();
+                    return false;
+                }
+            };
+            let t = src.get().tensor();
+            if t.format != k.format || t.shape != k.shape {
+                self.scrub();
+                return false;
+            }
+            // Shape and format are the kept ones (compared above): only the arrays change,
+            // a reference count each.
+            self.slots[k.at].levels.clone_from(&t.levels);
+        }
+        true
+    }
+
+    /// Drops every array the slots hold (a kept site must not keep a call's memory alive).
+    fn scrub(&mut self) {
+        for t in &mut self.slots {
+            scrub_tensor(t);
+        }
+    }
+}
+
+/// Makes (or drops) the [`Site`] of kernel `id` on this thread from a call that just ran
+/// through the map path.
+fn make_site(id: u64, tensors: &Bound<'_, PyDict>, single: &str) {
+    if let Some(ready) = READY.with(|r| r.borrow().get(&id).cloned())
+        && let Ok(mut site) = ready.site.try_borrow_mut()
+    {
+        *site = Site::make(&ready, tensors, single);
+    }
+}
+
+/// `Kernel(..., out=array)` through the kernel's [`Site`] on this thread: `None` when the
+/// call is not the site's (nothing checked, run or kept: the caller takes the map path).
+/// The array is checked as on the map path (writable, the output's dtype and shape, no
+/// memory shared with an input); every other check is `execute_at`'s.
+fn call_site(
+    py: Python<'_>,
+    id: u64,
+    tensors: &Bound<'_, PyDict>,
+    single: &str,
+    out: &Bound<'_, PyAny>,
+) -> PyResult<Option<()>> {
+    let Some(ready) = READY.with(|r| r.borrow().get(&id).cloned()) else {
+        return Ok(None);
+    };
+    // A call made while another runs on this thread (a `__del__` during the call, say)
+    // takes the map path.
+    let Ok(mut site) = ready.site.try_borrow_mut() else {
+        return Ok(None);
+    };
+    let Some(site) = site.as_mut() else {
+        return Ok(None);
+    };
+    if !site.fill(tensors) {
+        return Ok(None);
+    }
+    let result = run_site(py, id, &ready, site, single, out);
+    site.scrub();
+    result.map(Some)
+}
+
+/// The run of [`call_site`], its slots filled.
+fn run_site(
+    py: Python<'_>,
+    id: u64,
+    ready: &Ready,
+    site: &mut Site,
+    single: &str,
+    out: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let mut lent = lend_out(single, out)?;
+    let output = &mut site.slots[site.out_at];
+    out_fits(&lent, &output.format, &site.out_shape)?;
+    check_overlaps(
+        std::slice::from_ref(&lent),
+        site.keys.iter().map(|k| (&k.name, &site.slots[k.at])),
+    )?;
+    let output = &mut site.slots[site.out_at];
+    let values = output.levels.last_mut().and_then(|l| l.first_mut());
+    match (values, lent.buffer.take()) {
+        (Some(v), Some(b)) => *v = b,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "internal error: {}: no values to lend",
+                lent.label
+            )));
+        }
+    }
+    let slots = &mut site.slots;
+    let result = if site.work < INLINE_WORK {
+        ready.runner.execute_at(&ready.compiled, slots)
+    } else {
+        let mut taken = std::mem::take(slots);
+        // The runner and the kernel are this thread's (`Rc`, not `Send`): the closure, which
+        // runs on this thread without the GIL, finds them again by the kernel's number.
+        let (back, result) = py.detach(move || {
+            let result = match READY.with(|r| r.borrow().get(&id).cloned()) {
+                Some(ready) => ready.runner.execute_at(&ready.compiled, &mut taken),
+                None => Err(tessera::Error::Usage(
+                    "internal error: the kernel's compiled state is gone".into(),
+                )),
+            };
+            (taken, result)
+        });
+        *slots = back;
+        result
+    };
+    result.py_err()?;
+    settle(py, &lent, &site.slots[site.out_at])
 }
 
 /// The error of an output given both as an input and as an `out=` array.
@@ -652,6 +890,9 @@ impl PyKernel {
         let Some(single) = self.single_output() else {
             return Ok(false);
         };
+        if call_site(py, self.id, tensors, single, out)?.is_some() {
+            return Ok(true);
+        }
         let outputs = call_given(py, self.id, &self.spec, tensors, |given| {
             if given.contains_key(single) {
                 return Err(also_input(single));
@@ -663,6 +904,8 @@ impl PyKernel {
         match outputs {
             Some(outputs) => {
                 finish(py, outputs)?;
+                // The next call like this one runs by position.
+                make_site(self.id, tensors, single);
                 Ok(true)
             }
             None => Ok(false),
