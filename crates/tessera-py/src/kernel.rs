@@ -118,11 +118,15 @@ thread_local! {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// `tessera.compile(...)`'s object (the Python `tessera.Kernel` wraps it).
-#[pyclass(name = "RawKernel", module = "tessera._tessera", frozen)]
+/// `tessera.compile(...)`'s object: the Python `tessera.Kernel` is a subclass, so a call
+/// (`__call__`, below) enters Rust directly, without a Python frame.
+#[pyclass(name = "RawKernel", module = "tessera._tessera", frozen, subclass)]
 pub struct PyKernel {
     id: u64,
     spec: Arc<Spec>,
+    /// A call returns the one output itself (`out="y"`), not a tuple or a dict: the case
+    /// `__call__` serves in Rust.
+    one: bool,
 }
 
 impl Drop for PyKernel {
@@ -688,6 +692,10 @@ impl Site {
     }
 }
 
+/// How many calls ran through a [`Site`] (for the tests: that the positional path is the
+/// one they exercise).
+pub static SITE_CALLS: AtomicU64 = AtomicU64::new(0);
+
 /// Makes (or drops) the [`Site`] of kernel `id` on this thread from a call that just ran
 /// through the map path.
 fn make_site(id: u64, tensors: &Bound<'_, PyDict>, single: &str) {
@@ -725,6 +733,7 @@ fn call_site(
     }
     let result = run_site(py, id, &ready, site, single, out);
     site.scrub();
+    SITE_CALLS.fetch_add(1, Ordering::Relaxed);
     result.map(Some)
 }
 
@@ -797,6 +806,19 @@ pub fn compile(
     shapes: HashMap<String, Vec<usize>>,
     backend: &str,
 ) -> PyResult<PyKernel> {
+    compile_kernel(py, program, tensors, out, shapes, backend, false)
+}
+
+/// [`compile`], with whether a call returns its one output itself ([`PyKernel::one`]).
+fn compile_kernel(
+    py: Python<'_>,
+    program: String,
+    tensors: BTreeMap<String, PyRef<'_, PyTensor>>,
+    out: BTreeMap<String, Option<String>>,
+    shapes: HashMap<String, Vec<usize>>,
+    backend: &str,
+    one: bool,
+) -> PyResult<PyKernel> {
     let shared = shared_of(tensors);
     let backend = backend.to_string();
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
@@ -810,7 +832,14 @@ pub fn compile(
     Ok(PyKernel {
         id,
         spec: Arc::new(spec.py_err()?),
+        one,
     })
+}
+
+/// The Python class `tessera.Tensor`, looked up once.
+fn tensor_class(py: Python<'_>) -> PyResult<&Bound<'_, pyo3::types::PyType>> {
+    static CLASS: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> = pyo3::sync::PyOnceLock::new();
+    CLASS.import(py, "tessera._tensor", "Tensor")
 }
 
 impl PyKernel {
@@ -826,6 +855,72 @@ impl PyKernel {
 
 #[pymethods]
 impl PyKernel {
+    /// `tessera.Kernel(program, tensors, out, shapes, backend, kind)`: [`compile`]'s kernel;
+    /// `kind` is how the Python side returns the outputs (`"one"`: the output itself).
+    #[new]
+    #[pyo3(signature = (program, tensors, out, shapes, backend="tiered", kind=None))]
+    fn new(
+        py: Python<'_>,
+        program: String,
+        tensors: BTreeMap<String, PyRef<'_, PyTensor>>,
+        out: BTreeMap<String, Option<String>>,
+        shapes: HashMap<String, Vec<usize>>,
+        backend: &str,
+        kind: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyKernel> {
+        let one = match kind {
+            Some(k) => k.extract::<String>().is_ok_and(|k| k == "one"),
+            None => false,
+        };
+        compile_kernel(py, program, tensors, out, shapes, backend, one)
+    }
+
+    /// `kernel(out=None, **tensors)`: the common cases in Rust (one output returned, or
+    /// written into one NumPy array, on `tessera.Tensor`s: [`call_site`] when the call is
+    /// like the last one, else the map path); any other call goes to the Python side's
+    /// `_call` (conversions, `out=` tuples and dicts, several outputs).
+    #[pyo3(signature = (out=None, **tensors))]
+    fn __call__(
+        slf: &Bound<'_, Self>,
+        out: Option<&Bound<'_, PyAny>>,
+        tensors: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let me = slf.get();
+        let empty;
+        let tensors = match tensors {
+            Some(t) => t,
+            None => {
+                empty = PyDict::new(py);
+                &empty
+            }
+        };
+        if me.one {
+            match out {
+                None => {
+                    if let Some(t) = me.call_single(py, tensors)? {
+                        return Ok(tensor_class(py)?.call1((t,))?.unbind());
+                    }
+                }
+                // `np.ndarray` itself (a subclass may have its own `out=` ideas: the Python
+                // side's general path).
+                Some(out) if out.is_exact_instance_of::<numpy::PyUntypedArray>() => {
+                    if me.call_out(py, tensors, out)? {
+                        return Ok(out.clone().unbind());
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        let out = match out {
+            Some(o) => o.clone(),
+            None => py.None().into_bound(py),
+        };
+        Ok(slf
+            .call_method1(intern!(py, "_call"), (tensors, out))?
+            .unbind())
+    }
+
     /// Run on `tensors` (name → tensor); returns the outputs named at compile time but not
     /// given in `outs` (name → NumPy array written in place).
     #[pyo3(signature = (tensors, outs=None))]
