@@ -56,8 +56,9 @@ struct Ready {
     /// strings, shapes, formats and level vectors are not allocated and freed on every call
     /// (they were a third of a tiny SpMV's call). Taken out for a call, put back after.
     spare: RefCell<Spare>,
-    /// The positional call site of `Kernel(..., out=array)` ([`Site`]), made after a call
-    /// through the map path; `None` until then, or when the kernel does not fit one.
+    /// The positional call site of `Kernel(...)` with one output, returned or written into
+    /// an array ([`Site`]), made after a call through the map path; `None` until then, or
+    /// when the kernel does not fit one.
     site: RefCell<Option<Site>>,
 }
 
@@ -65,8 +66,8 @@ struct Ready {
 /// identical object is the same name), each with its tensor's place in the kernel's
 /// parameters ([`tessera::run::Compiled::params`]), the format and shape it had, and the
 /// kernel's tensors in parameter order, their arrays dropped between calls. A call whose
-/// keywords are those objects, whose tensors have those formats and shapes, and whose
-/// `out=` array fits the output refills the slots in place and runs
+/// keywords are those objects, whose tensors have those formats and shapes (and whose
+/// `out=` array, if any, fits the output) refills the slots in place and runs
 /// [`tessera::run::Runner::execute_at`]: no map, no name compared, nothing allocated for the
 /// tensors. Any difference takes the map path (which checks and reports everything) and the
 /// site is made again from that call.
@@ -706,17 +707,18 @@ fn make_site(id: u64, tensors: &Bound<'_, PyDict>, single: &str) {
     }
 }
 
-/// `Kernel(..., out=array)` through the kernel's [`Site`] on this thread: `None` when the
-/// call is not the site's (nothing checked, run or kept: the caller takes the map path).
-/// The array is checked as on the map path (writable, the output's dtype and shape, no
-/// memory shared with an input); every other check is `execute_at`'s.
+/// `Kernel(...)` through the kernel's [`Site`] on this thread, its one output written into
+/// the NumPy array `out` (`Some(None)`) or made new (`out` `None`: `Some(Some(output))`);
+/// `None` when the call is not the site's (nothing checked, run or kept: the caller takes
+/// the map path). An array is checked as on the map path (writable, the output's dtype and
+/// shape, no memory shared with an input); every other check is `execute_at`'s.
 fn call_site(
     py: Python<'_>,
     id: u64,
     tensors: &Bound<'_, PyDict>,
     single: &str,
-    out: &Bound<'_, PyAny>,
-) -> PyResult<Option<()>> {
+    out: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Option<Tensor>>> {
     let Some(ready) = READY.with(|r| r.borrow().get(&id).cloned()) else {
         return Ok(None);
     };
@@ -731,14 +733,17 @@ fn call_site(
     if !site.fill(tensors) {
         return Ok(None);
     }
-    let result = run_site(py, id, &ready, site, single, out);
+    let result = match out {
+        Some(out) => run_into(py, id, &ready, site, single, out).map(|()| None),
+        None => run_new(py, id, &ready, site, single).map(Some),
+    };
     site.scrub();
     SITE_CALLS.fetch_add(1, Ordering::Relaxed);
     result.map(Some)
 }
 
-/// The run of [`call_site`], its slots filled.
-fn run_site(
+/// The run of [`call_site`] into the array `out`, the inputs' slots filled.
+fn run_into(
     py: Python<'_>,
     id: u64,
     ready: &Ready,
@@ -764,6 +769,33 @@ fn run_site(
             )));
         }
     }
+    run_slots(py, id, ready, site)?;
+    settle(py, &lent, &site.slots[site.out_at])
+}
+
+/// The run of [`call_site`] into a new output (empty, of the kernel's output format and the
+/// shape the site's input shapes gave), returned; the slot gets its placeholder back.
+fn run_new(
+    py: Python<'_>,
+    id: u64,
+    ready: &Ready,
+    site: &mut Site,
+    single: &str,
+) -> PyResult<Tensor> {
+    let format = &site.slots[site.out_at].format;
+    let made = Tensor::empty(format, &site.out_shape)
+        .map_err(|e| e.named(single))
+        .py_err()?;
+    let kept = std::mem::replace(&mut site.slots[site.out_at], made);
+    let ran = run_slots(py, id, ready, site);
+    let made = std::mem::replace(&mut site.slots[site.out_at], kept);
+    ran?;
+    Ok(made)
+}
+
+/// `execute_at` on the site's slots: on this thread with the GIL held for small inputs
+/// ([`INLINE_WORK`]), else with the GIL released.
+fn run_slots(py: Python<'_>, id: u64, ready: &Ready, site: &mut Site) -> PyResult<()> {
     let slots = &mut site.slots;
     let result = if site.work < INLINE_WORK {
         ready.runner.execute_at(&ready.compiled, slots)
@@ -783,8 +815,7 @@ fn run_site(
         *slots = back;
         result
     };
-    result.py_err()?;
-    settle(py, &lent, &site.slots[site.out_at])
+    result.py_err()
 }
 
 /// The error of an output given both as an input and as an `out=` array.
@@ -954,9 +985,17 @@ impl PyKernel {
         let Some(single) = self.single_output() else {
             return Ok(None);
         };
-        Ok(self
+        if let Some(Some(made)) = call_site(py, self.id, tensors, single, None)? {
+            return Ok(Some(PyTensor::new(made)));
+        }
+        let made = self
             .call_tensors(py, tensors)?
-            .and_then(|mut made| made.remove(single)))
+            .and_then(|mut made| made.remove(single));
+        if made.is_some() {
+            // The next call like this one runs by position.
+            make_site(self.id, tensors, single);
+        }
+        Ok(made)
     }
 
     /// [`PyKernel::call_single`] for any number of outputs: the outputs by name, or `None`
@@ -985,7 +1024,7 @@ impl PyKernel {
         let Some(single) = self.single_output() else {
             return Ok(false);
         };
-        if call_site(py, self.id, tensors, single, out)?.is_some() {
+        if call_site(py, self.id, tensors, single, Some(out))?.is_some() {
             return Ok(true);
         }
         let outputs = call_given(py, self.id, &self.spec, tensors, |given| {
