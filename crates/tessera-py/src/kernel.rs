@@ -591,8 +591,9 @@ fn call_given(
 }
 
 impl Site {
-    /// The site of a call with these keywords and tensors and one output `single` written
-    /// into an array, after the map path ran it (so `ready.last` holds its shapes); `None`
+    /// The site of a call with these keywords and tensors and one output `single` (returned
+    /// or written into an array), after the map path ran it (so `ready.last` holds its
+    /// shapes); `None`
     /// when the kernel does not fit a site: it creates other tensors than the output, a
     /// keyword is not one of the tensors it was compiled for or not a Tensor, or the output's
     /// shape may depend on an integer scalar's value.
