@@ -2,7 +2,8 @@
 //! cost: the last checked shapes and integer scalars, the tensors' places, the buffer table)
 //! must never make a later run wrong: every run of the same `Compiled` with other shapes,
 //! values, scalars, formats or element types gives the reference evaluator's result or a
-//! typed error, on every backend (JIT, interpreter, C when a compiler is present).
+//! typed error, on every backend (JIT, interpreter, C when a compiler is present), through
+//! the map entry (`Runner::execute`) and the positional one (`Runner::execute_at`) alike.
 
 mod common;
 
@@ -13,6 +14,67 @@ use std::collections::BTreeMap;
 use tessera::error::Error;
 use tessera::runtime::Buffer;
 use tessera::tensor::Tensor;
+
+/// A runner whose `execute` goes through the map entry or the positional one: every test
+/// below runs both ways (`runners`), so what one keeps between runs is checked as the other's.
+struct Caller {
+    runner: tessera::run::Runner,
+    by_position: bool,
+}
+
+impl std::ops::Deref for Caller {
+    type Target = tessera::run::Runner;
+    fn deref(&self) -> &tessera::run::Runner {
+        &self.runner
+    }
+}
+
+impl Caller {
+    /// `Runner::execute`, or `Runner::execute_at` on the map's tensors in the kernel's
+    /// parameter order (up to the first one the map lacks: a call by position cannot skip
+    /// one), put back into the map after the run, failed or not.
+    fn execute(
+        &self,
+        c: &tessera::run::Compiled,
+        ts: &mut BTreeMap<String, Tensor>,
+    ) -> tessera::error::Result<()> {
+        if !self.by_position {
+            return self.runner.execute(c, ts);
+        }
+        let names: Vec<String> = c
+            .params()
+            .map(str::to_string)
+            .take_while(|n| ts.contains_key(n))
+            .collect();
+        let mut slots: Vec<Tensor> = names.iter().map(|n| ts.remove(n).unwrap()).collect();
+        let result = self.runner.execute_at(c, &mut slots);
+        ts.extend(names.into_iter().zip(slots));
+        result
+    }
+}
+
+/// Every backend's runner, once through each entry.
+fn runners() -> Vec<(String, Caller)> {
+    [false, true]
+        .into_iter()
+        .flat_map(|by_position| {
+            common::runners().into_iter().map(move |(name, runner)| {
+                let how = if by_position {
+                    "by position"
+                } else {
+                    "by name"
+                };
+                (
+                    format!("{name} ({how})"),
+                    Caller {
+                        runner,
+                        by_position,
+                    },
+                )
+            })
+        })
+        .collect()
+}
 
 const SPMV: &str = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
 
@@ -55,7 +117,7 @@ fn spmv_tensors(
 /// must leave what it only reads as it was, and valid).
 fn run_and_compare(
     name: &str,
-    runner: &tessera::run::Runner,
+    runner: &Caller,
     c: &tessera::run::Compiled,
     program: &str,
     mut ts: BTreeMap<String, Tensor>,
@@ -89,7 +151,7 @@ fn repeated_runs_of_one_kernel_follow_shapes_and_values() {
         "Dense(SparseList(Element(0.0), coord=i32))",
     ];
     let y_formats = ["Dense(Element(0.0))", "SparseList(Element(0.0))"];
-    for (backend, runner) in common::runners() {
+    for (backend, runner) in runners() {
         for a_format in a_formats {
             for y_format in y_formats {
                 let name = format!("{backend} A={a_format} y={y_format}");
@@ -146,7 +208,7 @@ fn repeated_runs_follow_integer_scalars() {
             ),
         ])
     };
-    for (backend, runner) in common::runners() {
+    for (backend, runner) in runners() {
         let first = make(4, 4);
         let c = runner
             .compile(&parse(program), &formats_of(&first))
@@ -235,7 +297,7 @@ fn runs_that_change_only_range_scalars_stay_checked() {
         !sizing.contains("lo") && !sizing.contains("hi"),
         "{sizing:?}"
     );
-    for (backend, runner) in common::runners() {
+    for (backend, runner) in runners() {
         let c = runner
             .compile(&parse(program), &formats_of(&make(0, 5)))
             .unwrap();
@@ -265,7 +327,7 @@ fn runs_that_change_only_range_scalars_stay_checked() {
 #[test]
 fn a_missing_tensor_is_an_error_and_loses_nothing() {
     let mut rng = StdRng::seed_from_u64(19);
-    for (backend, runner) in common::runners() {
+    for (backend, runner) in runners() {
         let ts = spmv_tensors(
             &mut rng,
             "Dense(SparseList(Element(0.0)))",
@@ -274,7 +336,7 @@ fn a_missing_tensor_is_an_error_and_loses_nothing() {
             4,
         );
         let c = runner.compile(&parse(SPMV), &formats_of(&ts)).unwrap();
-        run_and_compare(backend, &runner, &c, SPMV, ts);
+        run_and_compare(&backend, &runner, &c, SPMV, ts);
         for missing in ["A", "x", "y"] {
             let mut ts = spmv_tensors(
                 &mut rng,
@@ -307,7 +369,7 @@ fn a_missing_tensor_is_an_error_and_loses_nothing() {
             6,
             2,
         );
-        run_and_compare(backend, &runner, &c, SPMV, ts);
+        run_and_compare(&backend, &runner, &c, SPMV, ts);
     }
 }
 
@@ -317,13 +379,13 @@ fn a_missing_tensor_is_an_error_and_loses_nothing() {
 #[test]
 fn other_formats_and_element_types_are_refused() {
     let mut rng = StdRng::seed_from_u64(20);
-    for (backend, runner) in common::runners() {
+    for (backend, runner) in runners() {
         let csr = "Dense(SparseList(Element(0.0)))";
         let ts = spmv_tensors(&mut rng, csr, "Dense(Element(0.0))", 4, 4);
         let c = runner.compile(&parse(SPMV), &formats_of(&ts)).unwrap();
         for _ in 0..3 {
             let ts = spmv_tensors(&mut rng, csr, "Dense(Element(0.0))", 4, 4);
-            run_and_compare(backend, &runner, &c, SPMV, ts);
+            run_and_compare(&backend, &runner, &c, SPMV, ts);
         }
         // `x` of 4-byte floats.
         let mut ts = spmv_tensors(&mut rng, csr, "Dense(Element(0.0))", 4, 4);
@@ -353,7 +415,7 @@ fn other_formats_and_element_types_are_refused() {
             "{backend}: dense A accepted"
         );
         let ts = spmv_tensors(&mut rng, csr, "Dense(Element(0.0))", 4, 4);
-        run_and_compare(backend, &runner, &c, SPMV, ts);
+        run_and_compare(&backend, &runner, &c, SPMV, ts);
     }
 }
 
@@ -366,7 +428,7 @@ fn run_length_outputs_merge_on_every_run() {
         Tensor::from_dense(&fmt("Element(0.0)"), &[], &Buffer::F64(vec![v].into())).unwrap()
     };
     let mut rng = StdRng::seed_from_u64(21);
-    for (backend, runner) in common::runners() {
+    for (backend, runner) in runners() {
         let make = |rng: &mut StdRng, rows: usize, cols: usize, s: f64| {
             let a = common::random::random_tensor(
                 rng,
@@ -386,7 +448,7 @@ fn run_length_outputs_merge_on_every_run() {
         let c = runner
             .compile(&parse(program), &formats_of(&first))
             .unwrap();
-        run_and_compare(backend, &runner, &c, program, first);
+        run_and_compare(&backend, &runner, &c, program, first);
         // `s = 0` makes every row one run of zeros: merging is what makes it one.
         for (rows, cols, s) in [
             (3, 5, 2.0),
@@ -409,5 +471,79 @@ fn run_length_outputs_merge_on_every_run() {
                 );
             }
         }
+    }
+}
+
+/// The positional entry's own contract: `params` names the places and `param` finds them;
+/// too few tensors is the missing one's typed error, too many a usage error, and tensors
+/// swapped between places are refused by their formats or shapes (here `A` and `x`, and
+/// `x` and `y` of other lengths), each without losing an array, after which a good run is
+/// right.
+#[test]
+fn tensors_by_position_are_checked_in_their_places() {
+    let mut rng = StdRng::seed_from_u64(22);
+    let csr = "Dense(SparseList(Element(0.0)))";
+    let dense = "Dense(Element(0.0))";
+    for (backend, runner) in common::runners() {
+        let ts = spmv_tensors(&mut rng, csr, dense, 5, 3);
+        let c = runner.compile(&parse(SPMV), &formats_of(&ts)).unwrap();
+        let params: Vec<String> = c.params().map(str::to_string).collect();
+        let mut sorted = params.clone();
+        sorted.sort();
+        assert_eq!(sorted, ["A", "x", "y"], "{backend}");
+        for (k, n) in params.iter().enumerate() {
+            assert_eq!(c.param(n), Some(k), "{backend}: {n}");
+        }
+        assert_eq!(c.param("z"), None);
+        let slots = |ts: &mut BTreeMap<String, Tensor>| -> Vec<Tensor> {
+            params.iter().map(|n| ts.remove(n).unwrap()).collect()
+        };
+        let dense_of = |v: &[Tensor]| -> Vec<Buffer> { v.iter().map(Tensor::to_dense).collect() };
+        // Too few: the first one not given is named.
+        let mut v = slots(&mut spmv_tensors(&mut rng, csr, dense, 5, 3));
+        let before = dense_of(&v);
+        v.pop();
+        let e = runner.execute_at(&c, &mut v).unwrap_err();
+        assert!(e.to_string().contains(&params[2]), "{backend}: {e}");
+        assert_eq!(dense_of(&v), before[..2], "{backend}");
+        // Too many.
+        let mut v = slots(&mut spmv_tensors(&mut rng, csr, dense, 5, 3));
+        v.push(v[0].clone());
+        let e = runner.execute_at(&c, &mut v).unwrap_err();
+        assert!(matches!(e, Error::Usage(_)), "{backend}: {e}");
+        // `A` and `x` swapped: refused (the shape check sees it first), nothing lost.
+        let (a, x) = (c.param("A").unwrap(), c.param("x").unwrap());
+        let mut v = slots(&mut spmv_tensors(&mut rng, csr, dense, 5, 3));
+        v.swap(a, x);
+        let before = dense_of(&v);
+        let e = runner.execute_at(&c, &mut v).unwrap_err();
+        assert!(
+            matches!(e, Error::DimensionMismatch { .. }) || e.to_string().contains("format"),
+            "{backend}: {e}"
+        );
+        assert_eq!(dense_of(&v), before, "{backend}");
+        // `A` of the right shape in another format: the format check names it.
+        let mut ts = spmv_tensors(&mut rng, "Dense(Dense(Element(0.0)))", dense, 5, 3);
+        let mut v = slots(&mut ts);
+        let e = runner.execute_at(&c, &mut v).unwrap_err();
+        assert!(
+            e.to_string().contains("format") && e.to_string().contains('A'),
+            "{backend}: {e}"
+        );
+        // `x` (3) and `y` (5) swapped: same format, other lengths: the shape check.
+        let y = c.param("y").unwrap();
+        let mut v = slots(&mut spmv_tensors(&mut rng, csr, dense, 5, 3));
+        v.swap(x, y);
+        let e = runner.execute_at(&c, &mut v).unwrap_err();
+        assert!(
+            matches!(e, Error::DimensionMismatch { .. }),
+            "{backend}: {e}"
+        );
+        // And a good run by position after all that.
+        let mut ts = spmv_tensors(&mut rng, csr, dense, 5, 3);
+        let want = run_eval(&parse(SPMV), &ts).unwrap();
+        let mut v = slots(&mut ts);
+        runner.execute_at(&c, &mut v).unwrap();
+        assert_eq!(v[y].to_dense(), want["y"], "{backend}");
     }
 }

@@ -137,40 +137,38 @@ def run(program, out=None, shapes=None, backend="tiered", **tensors):
     return _shaped(raw, kind, arrays)
 
 
-class Kernel:
+class Kernel(_tessera.RawKernel):
     """A program compiled for the formats of some tensors (:func:`compile`). Calling it with
     tensors of those formats runs the compiled code at once: no parsing, no kernel lookup,
     shapes inferred again only when they change. Tensors of other formats are accepted too
-    (the kernel is compiled for them, and they become the ones it expects)."""
+    (the kernel is compiled for them, and they become the ones it expects).
 
-    __slots__ = ("_raw", "_kind", "_single")
+    ``kernel(out=None, **tensors)`` runs on new tensors and returns what :func:`run` would.
+    ``out=`` writes outputs into NumPy arrays in place instead of allocating them (NumPy's
+    convention: one array for a kernel with one output, else a tuple with an array or None
+    per output in :attr:`outputs` order, or a dict name → array; the arrays are returned in
+    the outputs' places). An array must be writable, C-contiguous, of the output's shape and
+    dtype (no casting), for a dense output, and share no memory with an input or another
+    ``out`` array; else ``TypeError`` (dtype, not an array) or ``ValueError``. Its contents
+    do not matter: the program's declaration fills it.
 
-    def __init__(self, raw, kind):
-        self._raw = raw
+    The call itself is the Rust type's ``__call__`` (no Python frame): one output returned
+    or written into one array, on Tensors, is served there, and a call like the last one
+    runs the kernel with its tensors by position; every other call comes to :meth:`_call`.
+    """
+
+    __slots__ = ("_kind", "_single")
+
+    def __init__(self, program, tensors, spec, shapes, backend, kind):
+        # (The Rust type's constructor compiled the kernel from the same arguments.)
         self._kind = kind
         # The output's name when a call returns one tensor (out= then is one array).
-        self._single = raw.outputs[0] if kind == "one" else None
+        self._single = self.outputs[0] if kind == "one" else None
 
-    def __call__(self, out=None, **tensors):
-        """Run on new tensors; returns what :func:`run` would. ``out=`` writes outputs into
-        NumPy arrays in place instead of allocating them (NumPy's convention: one array for a
-        kernel with one output, else a tuple with an array or None per output in
-        :attr:`outputs` order, or a dict name → array; the arrays are returned in the
-        outputs' places). An array must be writable, C-contiguous, of the output's shape and
-        dtype (no casting), for a dense output, and share no memory with an input
-        or another ``out`` array; else ``TypeError`` (dtype, not an array) or ``ValueError``.
-        Its contents do not matter: the program's declaration fills it."""
-        # The one-crossing cases of `_call` repeated here: a Python frame less per call.
-        if self._single is not None:
-            if out is None:
-                raw = self._raw.call_single(tensors)
-                if raw is not None:
-                    return Tensor(raw)
-                return self._converted(tensors, out)
-            if type(out) is np.ndarray and self._raw.call_out(tensors, out):
-                return out
-            return self._converted(tensors, out)
-        return self._call(tensors, out)
+    @property
+    def _raw(self):
+        # The extension's kernel object is this one (the methods `_call` uses are its own).
+        return self
 
     def _call(self, tensors, out=None):
         # `tensors` is a dict name -> value (the call's keywords; `run` passes its own).
@@ -205,14 +203,6 @@ class Kernel:
         arrays = _out_arrays(out, order)
         return _shaped(self._raw.call(raws, arrays), self._kind, arrays)
 
-    @property
-    def program(self):
-        return self._raw.program
-
-    @property
-    def outputs(self):
-        return self._raw.outputs
-
     def __repr__(self):
         return f"<tessera.Kernel outputs={self.outputs}>"
 
@@ -223,7 +213,7 @@ def compile(program, out=None, shapes=None, backend="tiered", **tensors):
     ``run`` would. Errors in the program or the tensors are raised here."""
     spec, kind = _outs(out)
     shapes = {n: [int(d) for d in s] for n, s in (shapes or {}).items()}
-    return Kernel(_tessera.compile(str(program), _tensors(tensors), spec, shapes, backend), kind)
+    return Kernel(str(program), _tensors(tensors), spec, shapes, backend, kind)
 
 
 def code(program, out=None, shapes=None, backend="jit", **tensors):

@@ -331,3 +331,155 @@ def test_a_call_site_keeps_no_input_alive_and_no_stale_tensor(backend):
     b = csr(3, 5, 7)
     np.testing.assert_allclose(k(A=ts.asarray(b.toarray()), x=ts.asarray(x)).to_numpy(), b @ x)
     np.testing.assert_allclose(k(A=ts.asarray(a), x=ts.asarray(x), out=y), a @ x)
+
+
+# `Kernel(..., out=array)` called again like the last call (the same keyword objects, the
+# tensors' formats and shapes) runs the kernel with its tensors by position (a call site
+# kept per thread, `Runner::execute_at`); `_tessera.site_calls()` counts those runs, so each
+# test below checks that it exercised that path, not only the map path around it.
+ASYM = "y .= 0\nfor i = _\n  y[i] = a[i] - 2 * b[i]\nend\n"
+
+
+def site_calls():
+    return ts._tessera.site_calls()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_site_follows_tensors_swapped_between_keywords(backend):
+    """The kernel's tensors are found by position once per call site: tensors swapped
+    between the keywords, or the keywords in another order, must give their own results."""
+    u, v = np.arange(1.0, 6.0), np.arange(10.0, 15.0)
+    tu, tv = ts.asarray(u), ts.asarray(v)
+    k = ts.compile(ASYM, out="y", backend=backend, a=tu, b=tv)
+    y = np.empty(5)
+    before = site_calls()
+    for _ in range(3):
+        np.testing.assert_array_equal(k(a=tu, b=tv, out=y), u - 2 * v)
+        np.testing.assert_array_equal(k(a=tv, b=tu, out=y), v - 2 * u)
+        np.testing.assert_array_equal(k(b=tu, a=tv, out=y), v - 2 * u)
+        np.testing.assert_array_equal(k(b=tv, a=tu, out=y), u - 2 * v)
+        # The same without `out=`: a new output per call, by position too.
+        np.testing.assert_array_equal(k(a=tu, b=tv).to_numpy(), u - 2 * v)
+        np.testing.assert_array_equal(k(a=tv, b=tu).to_numpy(), v - 2 * u)
+        np.testing.assert_array_equal(k(b=tu, a=tv).to_numpy(), v - 2 * u)
+    # Each second call in a row with the same keyword order runs by position (three per
+    # round); a call in the other order takes the map path and makes the site again.
+    assert site_calls() - before >= 9, "no call ran by position"
+
+
+@given(st.lists(st.tuples(st.sampled_from(A_FORMATS), st.integers(1, 6), st.integers(1, 6),
+                          st.sampled_from([np.float64, np.float32]),
+                          st.sampled_from(["good", "short", "long", "f32", "x+1"]),
+                          st.integers(0, 1000)),
+                min_size=1, max_size=8),
+       st.sampled_from(BACKENDS))
+def test_site_after_changes_of_format_shape_dtype_and_out(calls, backend):
+    """One kernel, one call site, called twice per step (so the second runs by position):
+    after each change of the matrix's format or shape, the vector's dtype, or a bad `out=`
+    array or vector, the result is SciPy's or the map path's error, and a refused call
+    leaves the array as it was."""
+    k = ts.compile(SPMV, out="y", backend=backend, A=ts.asarray(csr(3, 3, 0)),
+                   x=ts.asarray(np.ones(3)))
+    before = site_calls()
+    goods = 0
+    for fmt, m, n, dtype, how, seed in calls:
+        a = csr(m, n, seed, density=0.5)
+        x = np.random.default_rng(seed).integers(-3, 4, n).astype(dtype)
+        A, X = a_as(a, fmt), ts.asarray(x)
+        want = a @ x.astype(np.float64)
+        y = np.full(m, np.nan)
+        for _ in range(2):
+            assert k(A=A, x=X, out=y) is y
+            np.testing.assert_allclose(y, want, rtol=1e-6)
+            np.testing.assert_allclose(k(A=A, x=X).to_numpy(), want, rtol=1e-6)
+            goods += 2
+        bad, exc, msg = {
+            "good": (None, None, None),
+            "short": (np.zeros(m - 1), ValueError, "out=y: the output has shape"),
+            "long": (np.zeros(m + 1), ValueError, "out=y: the output has shape"),
+            "f32": (np.zeros(m, np.float32), TypeError, "out=y: the output is float64"),
+            "x+1": (y, ts.DimensionMismatchError, ""),
+        }[how]
+        if how == "x+1":
+            with pytest.raises(exc):
+                k(A=A, x=ts.asarray(np.ones(n + 1, dtype)), out=y)
+        elif bad is not None:
+            kept = bad.copy()
+            with pytest.raises(exc, match=msg):
+                k(A=A, x=X, out=bad)
+            np.testing.assert_array_equal(bad, kept)
+        np.testing.assert_allclose(y, want, rtol=1e-6)
+        np.testing.assert_allclose(k(A=A, x=X, out=y), want, rtol=1e-6)
+    assert site_calls() - before >= goods // 2, "the second call of a step ran by position"
+
+
+def test_site_refuses_what_the_map_path_refuses():
+    """Every bad array of `test_out.py`, given at a call site's second call, and an array
+    sharing an input's memory: the same errors as the map path, nothing written."""
+    m, x = csr(30, 20, 0, density=0.2), np.random.default_rng(5).random(20)
+    a, tx = ts.asarray(m), ts.asarray(x)
+    k = ts.compile(SPMV, out="y", A=a, x=tx)
+    y = np.zeros(30)
+    for bad, exc, message in bad_arrays():
+        k(A=a, x=tx, out=y)
+        before = site_calls()
+        with pytest.raises(exc, match="out=y") as e:
+            k(A=a, x=tx, out=bad)
+        assert message in str(e.value)
+        np.testing.assert_allclose(k(A=a, x=tx, out=y), m @ x)
+        assert site_calls() > before
+    scale = "y .= 0\nfor i = _\n  y[i] = x[i] * 2\nend\n"
+    buf = np.arange(8.0)
+    xs = ts.asarray(buf[:4])
+    k = ts.compile(scale, out="y", x=xs)
+    if np.shares_memory(np.asarray(xs), buf):
+        for _ in range(2):
+            np.testing.assert_array_equal(k(x=xs, out=np.zeros(4)), 2 * buf[:4])
+        with pytest.raises(ValueError, match="shares memory with input `x`"):
+            k(x=xs, out=buf[2:6])
+        np.testing.assert_array_equal(buf, np.arange(8.0))
+
+
+def test_site_on_large_inputs_in_threads():
+    """Above the size a call runs without releasing the GIL: several threads calling one
+    kernel, each with its own call site and arrays, get their own results."""
+    a = csr(300, 200, 3, density=0.2)
+    k = ts.compile(SPMV, out="y", backend="jit", A=ts.asarray(a), x=ts.asarray(np.ones(200)))
+    before = site_calls()
+
+    def work():
+        seed = threading.get_ident() % 1000
+        b = csr(300, 200, seed, density=0.2)
+        A = ts.asarray(b)
+        y = np.empty(300)
+        for r in range(6):
+            x = np.random.default_rng(seed + r).random(200)
+            np.testing.assert_allclose(k(A=A, x=ts.asarray(x), out=y), b @ x)
+        return True
+
+    assert all(in_threads(work, 3, 2))
+    assert site_calls() - before >= 3 * 5
+
+
+def test_kernel_is_the_rust_type_and_keeps_its_python_api():
+    a = csr(4, 3, 1)
+    k = ts.compile(SPMV, out="y", A=ts.asarray(a), x=ts.asarray(np.ones(3)))
+    assert isinstance(k, ts.Kernel) and isinstance(k, ts._tessera.RawKernel)
+    assert k.outputs == ["y"] and "A[i, j]" in k.program and "Kernel" in repr(k)
+    # The general path from the Rust `__call__`: NumPy and SciPy values, `out=` as a dict
+    # and a tuple, a list of outputs.
+    x = np.arange(3.0)
+    np.testing.assert_allclose(k(A=a, x=x).to_numpy(), a @ x)
+    y = np.zeros(4)
+    assert k(A=a, x=x, out={"y": y}) is y
+    np.testing.assert_allclose(y, a @ x)
+    y[:] = 0
+    assert k(A=a, x=x, out=(y,)) is y
+    np.testing.assert_allclose(y, a @ x)
+    k2 = ts.compile(SPMV, out=["y"], A=ts.asarray(a), x=ts.asarray(x))
+    (got,) = k2(A=ts.asarray(a), x=ts.asarray(x))
+    np.testing.assert_allclose(got.to_numpy(), a @ x)
+    got = k2(A=ts.asarray(a), x=ts.asarray(x), out=y)
+    assert isinstance(got, tuple) and got[0] is y
+    with pytest.raises(TypeError):
+        k(A=a, x=x, out=[0.0] * 4)

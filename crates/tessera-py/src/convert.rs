@@ -444,6 +444,25 @@ pub fn check_overlaps<'a>(
 /// `shape`: refused unless the format is dense and its element type and the shape are the
 /// array's.
 pub fn out_tensor(out: &mut OutArray, format: &Format, shape: &[usize]) -> PyResult<Tensor> {
+    out_fits(out, format, shape)?;
+    let levels = &format.levels;
+    let buffer = out
+        .buffer
+        .take()
+        .ok_or_else(|| PyValueError::new_err(format!("{}: given for two outputs", out.label)))?;
+    let mut bufs = vec![vec![]; levels.len()];
+    bufs[levels.len() - 1] = vec![buffer];
+    Ok(Tensor {
+        shape: shape.to_vec(),
+        format: format.clone(),
+        levels: bufs,
+    })
+}
+
+/// The checks of [`out_tensor`] without making the tensor: the format dense, its element
+/// type and the shape the array's (a call site that keeps the output's tensor between calls
+/// puts the lent buffer into it after these).
+pub fn out_fits(out: &OutArray, format: &Format, shape: &[usize]) -> PyResult<()> {
     let levels = &format.levels;
     let dense = levels[..levels.len() - 1]
         .iter()
@@ -471,17 +490,7 @@ pub fn out_tensor(out: &mut OutArray, format: &Format, shape: &[usize]) -> PyRes
             shape_text(&out.shape)
         )));
     }
-    let buffer = out
-        .buffer
-        .take()
-        .ok_or_else(|| PyValueError::new_err(format!("{}: given for two outputs", out.label)))?;
-    let mut bufs = vec![vec![]; levels.len()];
-    bufs[levels.len() - 1] = vec![buffer];
-    Ok(Tensor {
-        shape: shape.to_vec(),
-        format: format.clone(),
-        levels: bufs,
-    })
+    Ok(())
 }
 
 /// A shape as Python prints a tuple: `(5,)`, `(2, 3)`.

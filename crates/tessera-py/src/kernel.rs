@@ -11,7 +11,7 @@
 //! prepares and compiles again (the runner's cache makes the second time cheap) and becomes
 //! that thread's state.
 
-use crate::convert::{OutArray, check_overlaps, lend_out, out_tensor, settle};
+use crate::convert::{OutArray, check_overlaps, lend_out, out_fits, out_tensor, settle};
 use crate::errors::IntoPy;
 use crate::program::{CallTensors, Prepared, create, created_shapes, prepare, runner, shared_of};
 use crate::tensor::PyTensor;
@@ -56,7 +56,45 @@ struct Ready {
     /// strings, shapes, formats and level vectors are not allocated and freed on every call
     /// (they were a third of a tiny SpMV's call). Taken out for a call, put back after.
     spare: RefCell<Spare>,
+    /// The positional call site of `Kernel(...)` with one output, returned or written into
+    /// an array ([`Site`]), made after a call through the map path; `None` until then, or
+    /// when the kernel does not fit one.
+    site: RefCell<Option<Site>>,
 }
+
+/// A call site by position: the keyword `str` objects of the last call (held, so an
+/// identical object is the same name), each with its tensor's place in the kernel's
+/// parameters ([`tessera::run::Compiled::params`]), the format and shape it had, and the
+/// kernel's tensors in parameter order, their arrays dropped between calls. A call whose
+/// keywords are those objects, whose tensors have those formats and shapes (and whose
+/// `out=` array, if any, fits the output) refills the slots in place and runs
+/// [`tessera::run::Runner::execute_at`]: no map, no name compared, nothing allocated for the
+/// tensors. Any difference takes the map path (which checks and reports everything) and the
+/// site is made again from that call.
+struct Site {
+    keys: Vec<SiteKey>,
+    slots: Vec<Tensor>,
+    /// The output's place in `slots`, and its shape (the one the map path inferred for
+    /// these input shapes).
+    out_at: usize,
+    out_shape: Vec<usize>,
+    /// How many elements the inputs hold: a run over fewer than [`INLINE_WORK`] keeps the
+    /// GIL (releasing and taking it back costs more than such a kernel).
+    work: usize,
+}
+
+/// One keyword of a [`Site`].
+struct SiteKey {
+    key: Py<PyString>,
+    name: String,
+    at: usize,
+    format: Format,
+    shape: Vec<usize>,
+}
+
+/// Below this many stored elements in a call's inputs a kernel runs without releasing the
+/// GIL: it takes a few microseconds at most, about what the release and re-acquire cost.
+const INLINE_WORK: usize = 4096;
 
 /// A kept call map (`Ready::spare`) and the dict keys it was filled from, in the dict's
 /// order: the Python `str` objects (held, so an identical object is the same text) with
@@ -81,11 +119,15 @@ thread_local! {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// `tessera.compile(...)`'s object (the Python `tessera.Kernel` wraps it).
-#[pyclass(name = "RawKernel", module = "tessera._tessera", frozen)]
+/// `tessera.compile(...)`'s object: the Python `tessera.Kernel` is a subclass, so a call
+/// (`__call__`, below) enters Rust directly, without a Python frame.
+#[pyclass(name = "RawKernel", module = "tessera._tessera", frozen, subclass)]
 pub struct PyKernel {
     id: u64,
     spec: Arc<Spec>,
+    /// A call returns the one output itself (`out="y"`), not a tuple or a dict: the case
+    /// `__call__` serves in Rust.
+    one: bool,
 }
 
 impl Drop for PyKernel {
@@ -112,6 +154,7 @@ fn build(spec: &Spec, tensors: &mut BTreeMap<String, Tensor>) -> Result<Ready> {
         given,
         last: RefCell::new(None),
         spare: RefCell::new(Spare::default()),
+        site: RefCell::new(None),
     })
 }
 
@@ -479,6 +522,13 @@ fn scrub(map: &mut BTreeMap<String, Tensor>) {
     }
 }
 
+/// Drops the arrays of `t`, keeping its shape, format and level vectors ([`scrub`]).
+fn scrub_tensor(t: &mut Tensor) {
+    for b in t.levels.iter_mut().flatten() {
+        *b = Buffer::I64(Vec::new().into());
+    }
+}
+
 /// The kept call map of kernel `id` on this thread (empty when it has none).
 fn spare_of(id: u64) -> Spare {
     READY.with(|r| {
@@ -540,6 +590,235 @@ fn call_given(
     Ok(Some(outputs?))
 }
 
+impl Site {
+    /// The site of a call with these keywords and tensors and one output `single` (returned
+    /// or written into an array), after the map path ran it (so `ready.last` holds its
+    /// shapes); `None`
+    /// when the kernel does not fit a site: it creates other tensors than the output, a
+    /// keyword is not one of the tensors it was compiled for or not a Tensor, or the output's
+    /// shape may depend on an integer scalar's value.
+    fn make(ready: &Ready, tensors: &Bound<'_, PyDict>, single: &str) -> Option<Site> {
+        let raw = intern!(tensors.py(), "_raw");
+        if ready.prepared.created.len() != 1 || ready.prepared.created[0] != single {
+            return None;
+        }
+        let c = &ready.compiled;
+        let n = c.layout.tensors.len();
+        if tensors.len() != ready.given.len() || tensors.len() + 1 != n {
+            return None;
+        }
+        let last = ready.last.borrow();
+        let ((_, scalars), shapes) = last.as_ref()?;
+        if !scalars.is_empty() {
+            return None;
+        }
+        let out_at = c.param(single)?;
+        let mut slots: Vec<Option<Tensor>> = vec![None; n];
+        let mut keys = Vec::with_capacity(tensors.len());
+        let mut work = 0;
+        for (key, value) in tensors.iter() {
+            let name: String = key.extract().ok()?;
+            if ready.sizing.contains(&name) || !ready.given.contains_key(&name) {
+                return None;
+            }
+            let at = c.param(&name)?;
+            if at == out_at {
+                return None;
+            }
+            let src = raw_tensor(&value, raw)?;
+            let t = src.get().tensor();
+            work += t.levels.iter().flatten().map(Buffer::len).sum::<usize>();
+            keys.push(SiteKey {
+                key: key.cast_into::<PyString>().ok()?.unbind(),
+                name,
+                at,
+                format: t.format.clone(),
+                shape: t.shape.clone(),
+            });
+            let mut kept = t.clone();
+            scrub_tensor(&mut kept);
+            slots[at] = Some(kept);
+        }
+        let format = &ready.prepared.formats[single];
+        let levels = format.levels.len();
+        let mut bufs = vec![vec![]; levels];
+        bufs[levels - 1] = vec![Buffer::I64(Vec::new().into())];
+        let out_shape = shapes.get(single)?.clone();
+        slots[out_at] = Some(Tensor {
+            shape: out_shape.clone(),
+            format: format.clone(),
+            levels: bufs,
+        });
+        Some(Site {
+            keys,
+            slots: slots.into_iter().collect::<Option<_>>()?,
+            out_at,
+            out_shape,
+            work,
+        })
+    }
+
+    /// Refills the slots from a call's keyword dict when it is this site's call (the same
+    /// keyword objects, Tensors of the same formats and shapes); `false` leaves the slots
+    /// holding no call's arrays.
+    fn fill(&mut self, tensors: &Bound<'_, PyDict>) -> bool {
+        let raw = intern!(tensors.py(), "_raw");
+        if tensors.len() != self.keys.len() {
+            return false;
+        }
+        for ((key, value), k) in tensors.iter().zip(&self.keys) {
+            let src = match raw_tensor(&value, raw) {
+                Some(src) if key.is(&k.key) => src,
+                _ => {
+                    self.scrub();
+                    return false;
+                }
+            };
+            let t = src.get().tensor();
+            if t.format != k.format || t.shape != k.shape {
+                self.scrub();
+                return false;
+            }
+            // Shape and format are the kept ones (compared above): only the arrays change,
+            // a reference count each.
+            self.slots[k.at].levels.clone_from(&t.levels);
+        }
+        true
+    }
+
+    /// Drops every array the slots hold (a kept site must not keep a call's memory alive).
+    fn scrub(&mut self) {
+        for t in &mut self.slots {
+            scrub_tensor(t);
+        }
+    }
+}
+
+/// How many calls ran through a [`Site`] (for the tests: that the positional path is the
+/// one they exercise).
+pub static SITE_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// Makes (or drops) the [`Site`] of kernel `id` on this thread from a call that just ran
+/// through the map path.
+fn make_site(id: u64, tensors: &Bound<'_, PyDict>, single: &str) {
+    if let Some(ready) = READY.with(|r| r.borrow().get(&id).cloned())
+        && let Ok(mut site) = ready.site.try_borrow_mut()
+    {
+        *site = Site::make(&ready, tensors, single);
+    }
+}
+
+/// `Kernel(...)` through the kernel's [`Site`] on this thread, its one output written into
+/// the NumPy array `out` (`Some(None)`) or made new (`out` `None`: `Some(Some(output))`);
+/// `None` when the call is not the site's (nothing checked, run or kept: the caller takes
+/// the map path). An array is checked as on the map path (writable, the output's dtype and
+/// shape, no memory shared with an input); every other check is `execute_at`'s.
+fn call_site(
+    py: Python<'_>,
+    id: u64,
+    tensors: &Bound<'_, PyDict>,
+    single: &str,
+    out: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Option<Tensor>>> {
+    let Some(ready) = READY.with(|r| r.borrow().get(&id).cloned()) else {
+        return Ok(None);
+    };
+    // A call made while another runs on this thread (a `__del__` during the call, say)
+    // takes the map path.
+    let Ok(mut site) = ready.site.try_borrow_mut() else {
+        return Ok(None);
+    };
+    let Some(site) = site.as_mut() else {
+        return Ok(None);
+    };
+    if !site.fill(tensors) {
+        return Ok(None);
+    }
+    let result = match out {
+        Some(out) => run_into(py, id, &ready, site, single, out).map(|()| None),
+        None => run_new(py, id, &ready, site, single).map(Some),
+    };
+    site.scrub();
+    SITE_CALLS.fetch_add(1, Ordering::Relaxed);
+    result.map(Some)
+}
+
+/// The run of [`call_site`] into the array `out`, the inputs' slots filled.
+fn run_into(
+    py: Python<'_>,
+    id: u64,
+    ready: &Ready,
+    site: &mut Site,
+    single: &str,
+    out: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let mut lent = lend_out(single, out)?;
+    let output = &mut site.slots[site.out_at];
+    out_fits(&lent, &output.format, &site.out_shape)?;
+    check_overlaps(
+        std::slice::from_ref(&lent),
+        site.keys.iter().map(|k| (&k.name, &site.slots[k.at])),
+    )?;
+    let output = &mut site.slots[site.out_at];
+    let values = output.levels.last_mut().and_then(|l| l.first_mut());
+    match (values, lent.buffer.take()) {
+        (Some(v), Some(b)) => *v = b,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "internal error: {}: no values to lend",
+                lent.label
+            )));
+        }
+    }
+    run_slots(py, id, ready, site)?;
+    settle(py, &lent, &site.slots[site.out_at])
+}
+
+/// The run of [`call_site`] into a new output (empty, of the kernel's output format and the
+/// shape the site's input shapes gave), returned; the slot gets its placeholder back.
+fn run_new(
+    py: Python<'_>,
+    id: u64,
+    ready: &Ready,
+    site: &mut Site,
+    single: &str,
+) -> PyResult<Tensor> {
+    let format = &site.slots[site.out_at].format;
+    let made = Tensor::empty(format, &site.out_shape)
+        .map_err(|e| e.named(single))
+        .py_err()?;
+    let kept = std::mem::replace(&mut site.slots[site.out_at], made);
+    let ran = run_slots(py, id, ready, site);
+    let made = std::mem::replace(&mut site.slots[site.out_at], kept);
+    ran?;
+    Ok(made)
+}
+
+/// `execute_at` on the site's slots: on this thread with the GIL held for small inputs
+/// ([`INLINE_WORK`]), else with the GIL released.
+fn run_slots(py: Python<'_>, id: u64, ready: &Ready, site: &mut Site) -> PyResult<()> {
+    let slots = &mut site.slots;
+    let result = if site.work < INLINE_WORK {
+        ready.runner.execute_at(&ready.compiled, slots)
+    } else {
+        let mut taken = std::mem::take(slots);
+        // The runner and the kernel are this thread's (`Rc`, not `Send`): the closure, which
+        // runs on this thread without the GIL, finds them again by the kernel's number.
+        let (back, result) = py.detach(move || {
+            let result = match READY.with(|r| r.borrow().get(&id).cloned()) {
+                Some(ready) => ready.runner.execute_at(&ready.compiled, &mut taken),
+                None => Err(tessera::Error::Usage(
+                    "internal error: the kernel's compiled state is gone".into(),
+                )),
+            };
+            (taken, result)
+        });
+        *slots = back;
+        result
+    };
+    result.py_err()
+}
+
 /// The error of an output given both as an input and as an `out=` array.
 fn also_input(n: &str) -> PyErr {
     PyValueError::new_err(format!(
@@ -559,6 +838,19 @@ pub fn compile(
     shapes: HashMap<String, Vec<usize>>,
     backend: &str,
 ) -> PyResult<PyKernel> {
+    compile_kernel(py, program, tensors, out, shapes, backend, false)
+}
+
+/// [`compile`], with whether a call returns its one output itself ([`PyKernel::one`]).
+fn compile_kernel(
+    py: Python<'_>,
+    program: String,
+    tensors: BTreeMap<String, PyRef<'_, PyTensor>>,
+    out: BTreeMap<String, Option<String>>,
+    shapes: HashMap<String, Vec<usize>>,
+    backend: &str,
+    one: bool,
+) -> PyResult<PyKernel> {
     let shared = shared_of(tensors);
     let backend = backend.to_string();
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
@@ -572,7 +864,14 @@ pub fn compile(
     Ok(PyKernel {
         id,
         spec: Arc::new(spec.py_err()?),
+        one,
     })
+}
+
+/// The Python class `tessera.Tensor`, looked up once.
+fn tensor_class(py: Python<'_>) -> PyResult<&Bound<'_, pyo3::types::PyType>> {
+    static CLASS: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> = pyo3::sync::PyOnceLock::new();
+    CLASS.import(py, "tessera._tensor", "Tensor")
 }
 
 impl PyKernel {
@@ -588,6 +887,72 @@ impl PyKernel {
 
 #[pymethods]
 impl PyKernel {
+    /// `tessera.Kernel(program, tensors, out, shapes, backend, kind)`: [`compile`]'s kernel;
+    /// `kind` is how the Python side returns the outputs (`"one"`: the output itself).
+    #[new]
+    #[pyo3(signature = (program, tensors, out, shapes, backend="tiered", kind=None))]
+    fn new(
+        py: Python<'_>,
+        program: String,
+        tensors: BTreeMap<String, PyRef<'_, PyTensor>>,
+        out: BTreeMap<String, Option<String>>,
+        shapes: HashMap<String, Vec<usize>>,
+        backend: &str,
+        kind: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyKernel> {
+        let one = match kind {
+            Some(k) => k.extract::<String>().is_ok_and(|k| k == "one"),
+            None => false,
+        };
+        compile_kernel(py, program, tensors, out, shapes, backend, one)
+    }
+
+    /// `kernel(out=None, **tensors)`: the common cases in Rust (one output returned, or
+    /// written into one NumPy array, on `tessera.Tensor`s: [`call_site`] when the call is
+    /// like the last one, else the map path); any other call goes to the Python side's
+    /// `_call` (conversions, `out=` tuples and dicts, several outputs).
+    #[pyo3(signature = (out=None, **tensors))]
+    fn __call__(
+        slf: &Bound<'_, Self>,
+        out: Option<&Bound<'_, PyAny>>,
+        tensors: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let me = slf.get();
+        let empty;
+        let tensors = match tensors {
+            Some(t) => t,
+            None => {
+                empty = PyDict::new(py);
+                &empty
+            }
+        };
+        if me.one {
+            match out {
+                None => {
+                    if let Some(t) = me.call_single(py, tensors)? {
+                        return Ok(tensor_class(py)?.call1((t,))?.unbind());
+                    }
+                }
+                // `np.ndarray` itself (a subclass may have its own `out=` ideas: the Python
+                // side's general path).
+                Some(out) if out.is_exact_instance_of::<numpy::PyUntypedArray>() => {
+                    if me.call_out(py, tensors, out)? {
+                        return Ok(out.clone().unbind());
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        let out = match out {
+            Some(o) => o.clone(),
+            None => py.None().into_bound(py),
+        };
+        Ok(slf
+            .call_method1(intern!(py, "_call"), (tensors, out))?
+            .unbind())
+    }
+
     /// Run on `tensors` (name → tensor); returns the outputs named at compile time but not
     /// given in `outs` (name → NumPy array written in place).
     #[pyo3(signature = (tensors, outs=None))]
@@ -621,9 +986,17 @@ impl PyKernel {
         let Some(single) = self.single_output() else {
             return Ok(None);
         };
-        Ok(self
+        if let Some(Some(made)) = call_site(py, self.id, tensors, single, None)? {
+            return Ok(Some(PyTensor::new(made)));
+        }
+        let made = self
             .call_tensors(py, tensors)?
-            .and_then(|mut made| made.remove(single)))
+            .and_then(|mut made| made.remove(single));
+        if made.is_some() {
+            // The next call like this one runs by position.
+            make_site(self.id, tensors, single);
+        }
+        Ok(made)
     }
 
     /// [`PyKernel::call_single`] for any number of outputs: the outputs by name, or `None`
@@ -652,6 +1025,9 @@ impl PyKernel {
         let Some(single) = self.single_output() else {
             return Ok(false);
         };
+        if call_site(py, self.id, tensors, single, Some(out))?.is_some() {
+            return Ok(true);
+        }
         let outputs = call_given(py, self.id, &self.spec, tensors, |given| {
             if given.contains_key(single) {
                 return Err(also_input(single));
@@ -663,6 +1039,8 @@ impl PyKernel {
         match outputs {
             Some(outputs) => {
                 finish(py, outputs)?;
+                // The next call like this one runs by position.
+                make_site(self.id, tensors, single);
                 Ok(true)
             }
             None => Ok(false),

@@ -36,6 +36,7 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(program::code, m)?)?;
     m.add_function(wrap_pyfunction!(program::kernel_cache_len, m)?)?;
     m.add_function(wrap_pyfunction!(program::out_copies, m)?)?;
+    m.add_function(wrap_pyfunction!(program::site_calls, m)?)?;
     m.add_function(wrap_pyfunction!(program::last_snapshots, m)?)?;
     Ok(())
 }

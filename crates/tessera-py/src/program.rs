@@ -332,3 +332,10 @@ pub fn last_snapshots(backend: &str) -> PyResult<Vec<tessera::run::Snapshot>> {
 pub fn out_copies() -> usize {
     crate::convert::OUT_COPIES.load(std::sync::atomic::Ordering::Relaxed)
 }
+
+/// How many kernel calls ran with their tensors by position through a call site (for the
+/// tests of `Kernel(out=array)`'s fast path).
+#[pyfunction]
+pub fn site_calls() -> u64 {
+    crate::kernel::SITE_CALLS.load(std::sync::atomic::Ordering::Relaxed)
+}

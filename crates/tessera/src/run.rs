@@ -39,9 +39,12 @@ pub struct Compiled {
     /// The places in `layout.tensors` in the order of their names: a run finds its tensors in
     /// one ordered pass over the caller's map instead of a lookup per tensor and use.
     by_name: Vec<usize>,
-    /// The kernel's buffer table of the last run (emptied), kept so a run allocates none; a
-    /// concurrent run of the same kernel makes its own.
-    frame: std::sync::Mutex<Vec<Buffer>>,
+    /// The places in `layout.tensors`, in name order, of the tensors named in `sizing`: the
+    /// integer scalars a run by position ([`Runner::execute_at`]) compares with the last.
+    sizing_at: Vec<usize>,
+    /// The kernel's buffer table and dimension table of the last run (emptied), kept so a
+    /// run allocates neither; a concurrent run of the same kernel makes its own.
+    frame: std::sync::Mutex<(Vec<Buffer>, Vec<i64>)>,
     /// The position arrays ([`crate::ir::Vouched::Positions`], places in `layout.bounds`) of
     /// tensors the kernel only reads whose bound its versioned loops use
     /// (`backend::versioning::between_bounds`): a run hands the kernel a checked snapshot of
@@ -49,6 +52,22 @@ pub struct Compiled {
     snapshot: Vec<usize>,
     /// The snapshots' allocations, one per entry of `snapshot`, kept between runs.
     scratch: std::sync::Mutex<Vec<Buffer>>,
+}
+
+impl Compiled {
+    /// The names of the kernel's tensors in the order [`Runner::execute_at`] takes them (its
+    /// parameter list: the layout's order).
+    pub fn params(&self) -> impl Iterator<Item = &str> {
+        self.layout.tensors.iter().map(|tl| tl.name.as_str())
+    }
+
+    /// The place of tensor `name` in [`Compiled::params`], if the kernel uses it.
+    pub fn param(&self, name: &str) -> Option<usize> {
+        self.by_name
+            .binary_search_by(|&k| self.layout.tensors[k].name.as_str().cmp(name))
+            .ok()
+            .map(|i| self.by_name[i])
+    }
 }
 
 /// What [`Runner::execute`] did for a [`Compiled`]'s position arrays in its last run (for
@@ -487,18 +506,25 @@ impl Runner {
         // With its real `_` loops resolved to the whole line: the shape check of `execute`
         // then needs no direct use of a real index (`x[i + 0.5]` alone).
         let checked_program = real_loops(program, formats)?;
+        let sizing = sizing_scalars(&checked_program);
+        let sizing_at = by_name
+            .iter()
+            .copied()
+            .filter(|&k| sizing.contains(&layout.tensors[k].name))
+            .collect();
         let c = Rc::new(Compiled {
             kernel,
             layout,
             ir,
-            sizing: sizing_scalars(&checked_program),
+            sizing,
+            sizing_at,
             program: checked_program,
             parallel,
             written,
             checked: std::sync::Mutex::new(None),
             writes,
             by_name,
-            frame: std::sync::Mutex::new(vec![]),
+            frame: std::sync::Mutex::new((vec![], vec![])),
             scratch: std::sync::Mutex::new(vec![Buffer::I64(vec![].into()); snapshot.len()]),
             snapshot,
         });
@@ -514,6 +540,7 @@ impl Runner {
     /// when shapes and integer scalars are those of the last checked run (compared in place),
     /// and the buffer table is reused. Every check that keeps memory safe still runs: the
     /// backends check the buffers' element types and counts, and the bounds are re-read.
+    /// [`Runner::execute_at`] is the same run on the tensors by position, without the map.
     pub fn execute(&self, c: &Compiled, tensors: &mut BTreeMap<String, Tensor>) -> Result<()> {
         let n = c.layout.tensors.len();
         let mut checked = c.checked.lock().unwrap_or_else(|e| e.into_inner());
@@ -539,37 +566,9 @@ impl Runner {
             }
         }
         // Shapes must agree (a loop's extent comes from one tensor; the others must match).
-        let same_shapes = |key: &ShapeKey| {
-            key.0.len() == n
-                && key
-                    .0
-                    .iter()
-                    .zip(&found)
-                    .all(|(a, t)| a.as_deref() == t.as_ref().map(|t| t.shape.as_slice()))
-        };
-        let same = scalars.is_none() && checked.as_ref().is_some_and(same_shapes);
-        if !same {
-            let shapes: Vec<Option<Vec<usize>>> = found
-                .iter()
-                .map(|t| t.as_ref().map(|t| t.shape.clone()))
-                .collect();
-            let scalars = match scalars {
-                Some(s) => s,
-                None => checked.as_ref().map(|k| k.1.clone()).unwrap_or_default(),
-            };
-            let by_name: HashMap<String, Option<Vec<usize>>> = c
-                .layout
-                .tensors
-                .iter()
-                .zip(&shapes)
-                .filter_map(|(tl, s)| s.as_ref().map(|s| (tl.name.clone(), Some(s.clone()))))
-                .collect();
-            let values: HashMap<String, i64> = scalars.iter().cloned().collect();
-            transforms::stack::fitting(&c.program, || {
-                transforms::infer_shapes_with(&c.program, &by_name, &values)
-            })?;
-            *checked = Some((shapes, scalars));
-        }
+        check_shapes(c, &mut checked, scalars, |k| {
+            found[k].as_ref().map(|t| t.shape.as_slice())
+        })?;
         drop(checked);
         let mut found: Vec<&mut Tensor> = found
             .into_iter()
@@ -578,40 +577,78 @@ impl Runner {
                 let t = t.ok_or_else(|| {
                     Error::tensor(&tl.name, "is used by the program but was not given")
                 })?;
-                // The kernel reads and writes the arrays of the format it was compiled for
-                // (their number per level, their element types, the fill value): another
-                // format is refused before anything moves.
-                if t.format != tl.format {
-                    return Err(Error::tensor(
-                        &tl.name,
-                        format!(
-                            "has the format {} but the kernel was compiled for {}",
-                            t.format, tl.format
-                        ),
-                    ));
-                }
+                check_format(t, tl)?;
                 Ok(t)
             })
             .collect::<Result<_>>()?;
+        self.run_checked(c, &mut found)
+    }
+
+    /// [`Runner::execute`] on the kernel's tensors by position: `tensors[k]` is the tensor
+    /// named [`Compiled::params`]`[k]` (the caller resolves the names once, e.g. when it
+    /// prepares a call site, and keeps the slice between runs). No map is built or searched
+    /// and nothing is allocated, hashed or printed on a run like the last one; every check of
+    /// `execute` still runs: the number of tensors, each one's format (a changed format is an
+    /// error naming the tensor, before anything moves), the shape check whenever a shape or a
+    /// sizing integer scalar differs from the last checked run, the backends' checks of the
+    /// buffers' element types and counts, and the bounds.
+    pub fn execute_at(&self, c: &Compiled, tensors: &mut [Tensor]) -> Result<()> {
+        let n = c.layout.tensors.len();
+        if tensors.len() < n {
+            return Err(Error::tensor(
+                &c.layout.tensors[tensors.len()].name,
+                format!(
+                    "is used by the program but was not given ({} of the kernel's {n} tensors given by position)",
+                    tensors.len()
+                ),
+            ));
+        }
+        if tensors.len() > n {
+            return Err(Error::Usage(format!(
+                "{} tensors given by position to a kernel of {n} ({})",
+                tensors.len(),
+                c.params().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        let mut checked = c.checked.lock().unwrap_or_else(|e| e.into_inner());
+        let scalars = scalars_at_if_changed(checked.as_ref().map(|k| k.1.as_slice()), c, tensors);
+        check_shapes(c, &mut checked, scalars, |k| {
+            Some(tensors[k].shape.as_slice())
+        })?;
+        drop(checked);
+        for (t, tl) in tensors.iter().zip(&c.layout.tensors) {
+            check_format(t, tl)?;
+        }
+        self.run_checked(c, tensors)
+    }
+
+    /// The run itself, on the layout's tensors in place order, their shapes and formats
+    /// checked: the arrays are lent to the kernel and given back, the outputs finished.
+    fn run_checked<S: Slot>(&self, c: &Compiled, found: &mut [S]) -> Result<()> {
+        let nbufs = c.ir.bufs.len();
+        let (mut bufs, mut dims) =
+            std::mem::take(&mut *c.frame.lock().unwrap_or_else(|e| e.into_inner()));
         // The checked bounds of coordinate arrays follow the dimensions; the last slot
-        // receives the value a failing check reports (`Engine::detail`).
-        let mut dims = vec![0i64; c.layout.dims_len()];
+        // receives the value a failing check reports (`Engine::detail`). The table is the
+        // last run's allocation, refilled.
+        dims.clear();
+        dims.resize(c.layout.dims_len(), 0);
         for (k, at) in c.layout.bounds.iter().enumerate() {
             // A tensor the kernel writes vouches for nothing: its arrays change as it runs.
             if c.writes[at.tensor] {
                 continue;
             }
             let below = found[at.tensor]
+                .tensor()
                 .levels
                 .get(at.level)
                 .and_then(|l| l.get(at.buf)?.below());
             dims[c.layout.bound_slot(k)] = below.map_or(0, |n| n.min(i64::MAX as u64) as i64);
         }
-        let nbufs = c.ir.bufs.len();
-        let mut bufs = std::mem::take(&mut *c.frame.lock().unwrap_or_else(|e| e.into_inner()));
         bufs.clear();
         bufs.resize_with(nbufs, || Buffer::I64(vec![].into()));
         for ((tl, t), &writes) in c.layout.tensors.iter().zip(found.iter_mut()).zip(&c.writes) {
+            let t = t.tensor();
             for (d, &n) in t.shape.iter().enumerate() {
                 dims[tl.dims_slot + d] = n as i64;
             }
@@ -652,7 +689,14 @@ impl Runner {
             copied.push((tl.name.clone(), at.level, at.buf, below));
             lent_back.push((s, id, std::mem::replace(&mut bufs[id], copy)));
         }
-        *self.last_snapshots.borrow_mut() = Snapshots { copied };
+        {
+            // Overwritten only when this or the last run copied something: an empty record is
+            // left alone (nothing dropped or written on the common path).
+            let mut last = self.last_snapshots.borrow_mut();
+            if !(copied.is_empty() && last.copied.is_empty()) {
+                *last = Snapshots { copied };
+            }
+        }
         bufs[0] = Buffer::I64(dims.into());
         let result = match &c.parallel {
             Some(p) => p.run(
@@ -673,16 +717,21 @@ impl Runner {
         }
         // Give the arrays back even when the kernel failed, so inputs are never lost.
         for (tl, t) in c.layout.tensors.iter().zip(found.iter_mut()) {
+            let t = t.tensor();
             for (lk, ids) in tl.bufs.iter().enumerate() {
                 for (bk, &id) in ids.iter().enumerate() {
                     t.levels[lk][bk] = std::mem::replace(&mut bufs[id], Buffer::I64(vec![].into()));
                 }
             }
         }
-        // The table's allocation waits for the next run; what is left in it (the dimensions,
-        // the kernel's own temporaries) is dropped now, as before.
+        // The dimension table and the buffer table's allocations wait for the next run; what
+        // is left in the table (the kernel's own temporaries) is dropped now, as before.
+        let dims = match std::mem::replace(&mut bufs[0], Buffer::I64(vec![].into())) {
+            Buffer::I64(d) => d.into_vec(),
+            _ => vec![],
+        };
         bufs.clear();
-        *c.frame.lock().unwrap_or_else(|e| e.into_inner()) = bufs;
+        *c.frame.lock().unwrap_or_else(|e| e.into_inner()) = (bufs, dims);
         result.map_err(|e| {
             transforms::stack::fitting(&c.program, || {
                 crate::explain::kernel_error(e, &c.program, &c.layout)
@@ -690,6 +739,7 @@ impl Runner {
         })?;
         // Only what the kernel wrote changes: the tensors it read are as they were given.
         for (t, _) in found.iter_mut().zip(&c.writes).filter(|(_, w)| **w) {
+            let t = t.tensor();
             t.finish();
             // Run-length levels merge equal neighbouring runs after every kernel that wrote
             // them (the compiled freeze leaves them as written).
@@ -697,6 +747,112 @@ impl Runner {
         }
         Ok(())
     }
+}
+
+/// A tensor in its place of a run: owned by the caller's slice ([`Runner::execute_at`]) or
+/// borrowed from its map ([`Runner::execute`]); one run loop serves both.
+trait Slot {
+    fn tensor(&mut self) -> &mut Tensor;
+}
+
+impl Slot for Tensor {
+    fn tensor(&mut self) -> &mut Tensor {
+        self
+    }
+}
+
+impl Slot for &mut Tensor {
+    fn tensor(&mut self) -> &mut Tensor {
+        self
+    }
+}
+
+/// The shape check of a run: skipped when every layout tensor's shape (`shape_of(k)`, `None`
+/// for one not given) and the sizing scalars (`scalars`, `None`: those of the last checked
+/// run) are those of the last checked run, compared in place; else shape inference runs
+/// and, when it passes, its inputs become the last checked run.
+fn check_shapes<'t>(
+    c: &Compiled,
+    checked: &mut Option<ShapeKey>,
+    scalars: Option<Vec<(String, i64)>>,
+    shape_of: impl Fn(usize) -> Option<&'t [usize]>,
+) -> Result<()> {
+    let n = c.layout.tensors.len();
+    let same_shapes = |key: &ShapeKey| {
+        key.0.len() == n
+            && key
+                .0
+                .iter()
+                .enumerate()
+                .all(|(k, a)| a.as_deref() == shape_of(k))
+    };
+    if scalars.is_none() && checked.as_ref().is_some_and(same_shapes) {
+        return Ok(());
+    }
+    let shapes: Vec<Option<Vec<usize>>> =
+        (0..n).map(|k| shape_of(k).map(<[usize]>::to_vec)).collect();
+    let scalars = match scalars {
+        Some(s) => s,
+        None => checked.as_ref().map(|k| k.1.clone()).unwrap_or_default(),
+    };
+    let by_name: HashMap<String, Option<Vec<usize>>> = c
+        .layout
+        .tensors
+        .iter()
+        .zip(&shapes)
+        .filter_map(|(tl, s)| s.as_ref().map(|s| (tl.name.clone(), Some(s.clone()))))
+        .collect();
+    let values: HashMap<String, i64> = scalars.iter().cloned().collect();
+    transforms::stack::fitting(&c.program, || {
+        transforms::infer_shapes_with(&c.program, &by_name, &values)
+    })?;
+    *checked = Some((shapes, scalars));
+    Ok(())
+}
+
+/// The kernel reads and writes the arrays of the format it was compiled for (their number
+/// per level, their element types, the fill value): another format is refused before
+/// anything moves.
+fn check_format(t: &Tensor, tl: &crate::lower::TensorLayout) -> Result<()> {
+    if t.format != tl.format {
+        return Err(Error::tensor(
+            &tl.name,
+            format!(
+                "has the format {} but the kernel was compiled for {}",
+                t.format, tl.format
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// [`scalars_if_changed`] for tensors by position ([`Runner::execute_at`]): the sizing
+/// scalars among the kernel's tensors, in name order, when they differ from `last`.
+fn scalars_at_if_changed(
+    last: Option<&[(String, i64)]>,
+    c: &Compiled,
+    tensors: &[Tensor],
+) -> Option<Vec<(String, i64)>> {
+    let scalars = || {
+        c.sizing_at.iter().filter_map(|&k| {
+            let t = &tensors[k];
+            if t.rank() != 0 || t.elem().class() != crate::types::Class::Int {
+                return None;
+            }
+            Some((&c.layout.tensors[k].name, scalar_value(t)?))
+        })
+    };
+    if let Some(last) = last {
+        let mut now = scalars();
+        let same = last
+            .iter()
+            .all(|(n, v)| now.next().is_some_and(|(m, w)| m == n && w == *v))
+            && now.next().is_none();
+        if same {
+            return None;
+        }
+    }
+    Some(scalars().map(|(n, v)| (n.clone(), v)).collect())
 }
 
 /// The places in `layout.bounds` of the position arrays a run snapshots when they are foreign
