@@ -796,7 +796,12 @@ pub fn late_passes(ir: &mut crate::ir::Kernel) {
     crate::ir::ieee_mul::ieee_products(ir);
     // After the passes that shape a row's loop (promotion, IEEE products), which it copies
     // whole per row.
-    crate::ir::interleave::interleave_rows(ir, &crate::ir::interleave::Config::from_env());
+    crate::ir::interleave::interleave_rows(
+        ir,
+        crate::ir::interleave::rows(),
+        crate::ir::interleave::min_steps(),
+        crate::ir::interleave::min_average(),
+    );
     crate::ir::hoist::hoist_invariants(ir);
     // Last: the passes above know nothing of the float variables it makes of points.
     crate::ir::exact_points::exact_points(ir);

@@ -45,72 +45,35 @@ pub const MIN_STEPS: i64 = 8;
 /// (measured, as [`ROWS`]).
 pub const MIN_AVERAGE: i64 = 32;
 
-/// Rows walked together by the predicated groups of short rows (measured, as [`ROWS`]).
-pub const SHORT_ROWS: usize = 2;
-
-/// Rows longer than this run alone when rows are short (measured, as [`ROWS`]).
-pub const SHORT_MAX: i64 = 16;
-
-/// What the pass does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Config {
-    /// Rows jammed together where rows average at least `min_average` entries (< 2: none).
-    pub rows: usize,
-    /// Rows of a jammed group shorter than this run alone.
-    pub min_steps: i64,
-    /// The average entry count from which rows are jammed, and below which they are
-    /// predicated.
-    pub min_average: i64,
-    /// Rows walked together by predicated groups where rows average fewer than
-    /// `min_average` entries (< 2: none).
-    pub short_rows: usize,
-    /// Rows of a predicated group longer than this run alone.
-    pub short_max: i64,
-}
-
-impl Config {
-    /// The measured defaults, each overridable for measuring: `TESSERA_INTERLEAVE_ROWS`,
-    /// `TESSERA_INTERLEAVE_MIN`, `TESSERA_INTERLEAVE_AVERAGE`, `TESSERA_SHORT_ROWS`,
-    /// `TESSERA_SHORT_MAX`.
-    pub fn from_env() -> Config {
-        fn var<T: std::str::FromStr>(name: &str, default: T) -> T {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(default)
-        }
-        Config {
-            rows: var("TESSERA_INTERLEAVE_ROWS", ROWS),
-            min_steps: var("TESSERA_INTERLEAVE_MIN", MIN_STEPS),
-            min_average: var("TESSERA_INTERLEAVE_AVERAGE", MIN_AVERAGE),
-            short_rows: var("TESSERA_SHORT_ROWS", SHORT_ROWS),
-            short_max: var("TESSERA_SHORT_MAX", SHORT_MAX),
-        }
-    }
-}
-
-/// Interleave rows in every loop nest of `k` of the shape above, as `cfg` says.
-pub fn interleave_rows(k: &mut Kernel, cfg: &Config) {
-    if cfg.rows < 2 && cfg.short_rows < 2 {
+/// Interleave `rows` rows in every loop nest of `k` of the shape above (`rows` < 2: nothing).
+pub fn interleave_rows(k: &mut Kernel, rows: usize, min_steps: i64, min_average: i64) {
+    if rows < 2 {
         return;
     }
     let mut body = std::mem::take(&mut k.body);
     let whole = body.clone();
-    walk(k, &mut body, &whole, cfg);
+    walk(k, &mut body, &whole, rows, min_steps, min_average);
     k.body = body;
 }
 
-fn walk(k: &mut Kernel, stmts: &mut Vec<Stmt>, whole: &[Stmt], cfg: &Config) {
+fn walk(
+    k: &mut Kernel,
+    stmts: &mut Vec<Stmt>,
+    whole: &[Stmt],
+    rows: usize,
+    min_steps: i64,
+    min_average: i64,
+) {
     let mut out = Vec::with_capacity(stmts.len());
     for mut s in stmts.drain(..) {
         if matches!(s, Stmt::For { .. })
-            && let Some(new) = interleave(k, &s, whole, cfg)
+            && let Some(new) = interleave(k, &s, whole, rows, min_steps, min_average)
         {
             out.extend(new);
             continue;
         }
         for b in s.bodies_mut() {
-            walk(k, b, whole, cfg);
+            walk(k, b, whole, rows, min_steps, min_average);
         }
         out.push(s);
     }
@@ -325,16 +288,30 @@ fn and(a: Expr, c: Expr) -> Expr {
 }
 
 /// [`jam`], leaving `k` as it was when the loop is not of the shape.
-fn interleave(k: &mut Kernel, l: &Stmt, whole: &[Stmt], cfg: &Config) -> Option<Vec<Stmt>> {
+fn interleave(
+    k: &mut Kernel,
+    l: &Stmt,
+    whole: &[Stmt],
+    rows: usize,
+    min_steps: i64,
+    min_average: i64,
+) -> Option<Vec<Stmt>> {
     let vars = k.vars.len();
-    let out = jam(k, l, whole, cfg);
+    let out = jam(k, l, whole, rows, min_steps, min_average);
     if out.is_none() {
         k.vars.truncate(vars);
     }
     out
 }
 
-fn jam(k: &mut Kernel, l: &Stmt, whole: &[Stmt], cfg: &Config) -> Option<Vec<Stmt>> {
+fn jam(
+    k: &mut Kernel,
+    l: &Stmt,
+    whole: &[Stmt],
+    rows: usize,
+    min_steps: i64,
+    min_average: i64,
+) -> Option<Vec<Stmt>> {
     let Stmt::For {
         var: i,
         start: s_expr,
@@ -560,12 +537,11 @@ fn jam(k: &mut Kernel, l: &Stmt, whole: &[Stmt], cfg: &Config) -> Option<Vec<Stm
     }
     let guard = distinct.into_iter().reduce(and)?;
 
-    // Rows of a group: row 0 keeps the variables, row r > 0 gets copies and `i + r * h`.
-    let most = cfg.rows.max(cfg.short_rows);
+    // Rows of a group: row 0 keeps the variables, row r > 0 gets copies and `i + r`.
     let mut order: Vec<VarId> = assigned.iter().copied().collect();
     order.sort();
     let mut maps: Vec<HashMap<VarId, VarId>> = vec![HashMap::new()];
-    for r in 1..most {
+    for r in 1..rows {
         let mut m = HashMap::new();
         for &v in &order {
             let decl = k.vars[v.0 as usize].clone();
@@ -581,7 +557,7 @@ fn jam(k: &mut Kernel, l: &Stmt, whole: &[Stmt], cfg: &Config) -> Option<Vec<Stm
     // keeps): every row access stays `buf[i + w + c]`, which the backends version once for
     // the whole group loop, as they do the original row loop.
     let part = new_var(k, "interleave_part", crate::types::ElemType::I64);
-    let offsets: Vec<Option<VarId>> = (0..most)
+    let offsets: Vec<Option<VarId>> = (0..rows)
         .map(|r| (r > 0).then(|| new_var(k, "interleave_row", crate::types::ElemType::I64)))
         .collect();
     let row = |r: usize, extra: &HashMap<VarId, Expr>| {
@@ -601,18 +577,132 @@ fn jam(k: &mut Kernel, l: &Stmt, whole: &[Stmt], cfg: &Config) -> Option<Vec<Stm
     let none = HashMap::new();
     let of_row = |r: usize, stmts: &[Stmt]| subst_stmts(stmts, &row(r, &none));
     let expr_of_row = |r: usize, e: &Expr| subst(e, &row(r, &none));
+
+    let fallback: Vec<Stmt> = (0..rows).flat_map(|r| of_row(r, body)).collect();
+    // The jammed loop and each row's remaining entries.
+    let n = new_var(k, "interleave_steps", crate::types::ElemType::I64);
+    let c = new_var(k, "interleave_q", crate::types::ElemType::I64);
+    let mut inner = vec![];
+    for r in 0..rows {
+        inner.extend(of_row(r, &ch.head));
+    }
     let len = |r: usize| b::sub(expr_of_row(r, &ch.stop), expr_of_row(r, &ch.start));
+    let steps = (1..rows).fold(len(0), |acc, r| b::min(acc, len(r)));
+    inner.push(Stmt::Assign(n, steps));
+    let mut deltas = vec![None];
+    for r in 1..rows {
+        let d = new_var(k, "interleave_delta", crate::types::ElemType::I64);
+        inner.push(Stmt::Assign(
+            d,
+            b::sub(expr_of_row(r, &ch.start), expr_of_row(0, &ch.start)),
+        ));
+        deltas.push(Some(d));
+    }
+    let at = |r: usize| match deltas[r] {
+        None => b::var(c),
+        Some(d) => b::add(b::var(c), b::var(d)),
+    };
+    let jammed_rows: Vec<Vec<Stmt>> = (0..rows)
+        .map(|r| subst_stmts(&ch.hot, &row(r, &HashMap::from([(ch.var, at(r))]))))
+        .collect();
+    let mut jammed = vec![];
+    for s in 0..ch.hot.len() {
+        for rows_body in &jammed_rows {
+            jammed.push(rows_body[s].clone());
+        }
+    }
+    inner.push(Stmt::For {
+        var: c,
+        start: expr_of_row(0, &ch.start),
+        stop: b::add(expr_of_row(0, &ch.start), b::var(n)),
+        body: jammed,
+    });
+    for r in 0..rows {
+        let t = new_var(k, "interleave_rest", crate::types::ElemType::I64);
+        inner.push(Stmt::For {
+            var: t,
+            start: at(r),
+            stop: expr_of_row(r, &ch.stop),
+            body: subst_stmts(&ch.hot, &row(r, &HashMap::from([(ch.var, b::var(t))]))),
+        });
+    }
+    for r in 0..rows {
+        inner.extend(of_row(r, &ch.tail));
+    }
+    // Rows shorter than `min_steps` run one after another (their original bodies): on
+    // short rows the end of each row's loop, mispredicted, costs more than the chain.
+    let mut levels: Vec<Level> = ch
+        .levels
+        .iter()
+        .map(|lv| Level {
+            pre: lv.pre.clone(),
+            cond: lv.cond.clone(),
+        })
+        .collect();
     let ends_known = seen.contains(start_var)
         && seen.contains(stop_var)
         && ch
             .head
             .iter()
             .all(|s| !matches!(s, Stmt::Assign(v, _) if v == start_var || v == stop_var));
-    // Matrices whose rows average fewer than `min_average` entries are not jammed: the
-    // groups' tests and tails cost more there than the overlapped chains save (measured on
-    // the C backend); they take the predicated groups if those are on, else the original
-    // loop. The total is the last row's end minus the first row's start, both loads the
-    // range test covers (the loop runs at least one row here).
+    if min_steps > 1
+        && ends_known
+        && let Some(lv) = levels.last_mut()
+    {
+        let long = b::le(b::int(min_steps), b::sub(ch.stop.clone(), ch.start.clone()));
+        lv.cond = and(lv.cond.clone(), long);
+    }
+    // The chain's levels, outermost last: each needs its condition for every row.
+    for lv in levels.iter().rev() {
+        let mut pre = vec![];
+        for r in 0..rows {
+            pre.extend(of_row(r, &lv.pre));
+        }
+        let cond = (0..rows).map(|r| expr_of_row(r, &lv.cond)).reduce(and)?;
+        pre.push(Stmt::If {
+            cond,
+            then: inner,
+            otherwise: fallback.clone(),
+        });
+        inner = pre;
+    }
+    // The groups, the rows left over, and the original loop when the range test fails.
+    let rows_i = rows as i64;
+    let mut setup = vec![Stmt::Assign(
+        part,
+        b::select(
+            b::lt(b::var(sv), b::var(ev)),
+            b::bin(BinOp::Div, b::sub(b::var(ev), b::var(sv)), b::int(rows_i)),
+            b::int(0),
+        ),
+    )];
+    for (r, w) in offsets.iter().enumerate() {
+        if let Some(w) = w {
+            setup.push(Stmt::Assign(*w, b::mul(b::var(part), b::int(r as i64))));
+        }
+    }
+    let groups = Stmt::For {
+        var: i,
+        start: b::var(sv),
+        stop: b::add(b::var(sv), b::var(part)),
+        body: inner,
+    };
+    let remaining = Stmt::For {
+        var: i,
+        start: b::add(b::var(sv), b::mul(b::var(part), b::int(rows_i))),
+        stop: b::var(ev),
+        body: body.clone(),
+    };
+    let original = Stmt::For {
+        var: i,
+        start: b::var(sv),
+        stop: b::var(ev),
+        body: body.clone(),
+    };
+    // Matrices whose rows average fewer than `min_average` entries keep the original loop:
+    // the groups' tests and tails cost more there than the overlapped chains save (measured
+    // on the C backend). The total is the last row's end minus the first row's start, both
+    // loads the range test covers (the loop runs at least one row here).
     let load_of = |v: VarId| -> Option<Expr> {
         let mut v = v;
         for _ in 0..8 {
@@ -628,299 +718,71 @@ fn jam(k: &mut Kernel, l: &Stmt, whole: &[Stmt], cfg: &Config) -> Option<Vec<Stm
         }
         None
     };
-    let average = match (cfg.min_average > 1, load_of(*start_var), load_of(*stop_var)) {
+    let average = match (min_average > 1, load_of(*start_var), load_of(*stop_var)) {
         (true, Some(first), Some(last)) => {
             let first = subst(&first, &|v| (v == i).then(|| b::var(sv)));
             let last = subst(&last, &|v| (v == i).then(|| b::sub(b::var(ev), b::int(1))));
             Some(b::le(
-                b::mul(b::int(cfg.min_average), b::sub(b::var(ev), b::var(sv))),
+                b::mul(b::int(min_average), b::sub(b::var(ev), b::var(sv))),
                 b::sub(last, first),
             ))
         }
         _ => None,
     };
-    // Hot-loop variables whose value is a function of the entry alone (assigned before any
-    // read of them in the body, from the counter, invariants and such variables): run at a
-    // row's last entry again, they end as the original loop left them, so the predicated
-    // steps need no select for them (and a coordinate stays a plain load the backends see
-    // as a gather).
-    let mut fresh: HashSet<VarId> = HashSet::new();
-    let mut read_yet: HashSet<VarId> = HashSet::new();
-    let mut assigned_twice = HashSet::new();
-    let mut once = HashSet::new();
-    for s in &ch.hot {
-        if let Stmt::Assign(v, e) = s {
-            let mut r = HashSet::new();
-            reads(e, &mut r);
-            let pure = r
-                .iter()
-                .all(|u| *u == ch.var || fresh.contains(u) || !hot_assigned.contains(u));
-            if pure && !read_yet.contains(v) {
-                fresh.insert(*v);
-            }
-            read_yet.extend(r);
-            if !once.insert(*v) {
-                assigned_twice.insert(*v);
-            }
-        }
-    }
-    fresh.retain(|v| !assigned_twice.contains(v));
-
-    // One branch per way of running groups: (its decision, its statements).
-    let mut branches: Vec<(Expr, Vec<Stmt>, &str)> = vec![];
-    for short in [false, true] {
-        let rows = if short { cfg.short_rows } else { cfg.rows };
-        let decision = match (short, &average) {
-            (false, Some(long)) => long.clone(),
-            (false, None) => b::boolean(true),
-            // Predicated groups need every row's ends (they test each row's length) and the
-            // average (they are for short rows only).
-            (true, Some(long)) if ends_known => b::not(long.clone()),
-            (true, _) => continue,
-        };
-        if rows < 2 {
-            continue;
-        }
-        let fallback: Vec<Stmt> = (0..rows).flat_map(|r| of_row(r, body)).collect();
-        let mut inner = vec![];
-        for r in 0..rows {
-            inner.extend(of_row(r, &ch.head));
-        }
-        if short {
-            // Predicated: `max` of the rows' entry counts steps, each doing one entry of
-            // every row; a row past its end re-reads its last entry and keeps its sums by
-            // selects. No branch depends on where a row ends, so the core never flushes
-            // its pipeline at a row's end and the rows' gathers overlap.
-            let n = new_var(k, "short_steps", crate::types::ElemType::I64);
-            let c = new_var(k, "short_step", crate::types::ElemType::I64);
-            let mut lens = vec![];
-            for r in 0..rows {
-                let l = new_var(k, "short_len", crate::types::ElemType::I64);
-                inner.push(Stmt::Assign(l, len(r)));
-                lens.push(l);
-            }
-            let steps = lens[1..]
-                .iter()
-                .fold(b::var(lens[0]), |acc, l| b::max(acc, b::var(*l)));
-            inner.push(Stmt::Assign(n, steps));
-            let mut step = vec![];
-            let mut lives = vec![];
-            let mut qs = vec![];
-            for (r, l) in lens.iter().enumerate() {
-                let live = new_var(k, "short_live", crate::types::ElemType::Bool);
-                let q = new_var(k, "short_q", crate::types::ElemType::I64);
-                step.push(Stmt::Assign(live, b::lt(b::var(c), b::var(*l))));
-                // In bounds: the rows of a group are not empty (the chain's test below).
-                step.push(Stmt::Assign(
-                    q,
-                    b::min(
-                        b::add(expr_of_row(r, &ch.start), b::var(c)),
-                        b::sub(expr_of_row(r, &ch.stop), b::int(1)),
-                    ),
-                ));
-                lives.push(live);
-                qs.push(q);
-            }
-            for s in &ch.hot {
-                for r in 0..rows {
-                    let at = HashMap::from([(ch.var, b::var(qs[r]))]);
-                    for t in subst_stmts(std::slice::from_ref(s), &row(r, &at)) {
-                        step.push(match (s, t) {
-                            (Stmt::Assign(orig, _), Stmt::Assign(v, e))
-                                if !fresh.contains(orig) =>
-                            {
-                                Stmt::Assign(v, b::select(b::var(lives[r]), e, b::var(v)))
-                            }
-                            (_, t) => t,
-                        });
-                    }
-                }
-            }
-            inner.push(Stmt::For {
-                var: c,
-                start: b::int(0),
-                stop: b::var(n),
-                body: step,
-            });
-            // The counter ends where the original loop left it.
-            for r in 0..rows {
-                inner.push(Stmt::Assign(
-                    maps[r].get(&ch.var).copied().unwrap_or(ch.var),
-                    expr_of_row(r, &ch.stop),
-                ));
-            }
-        } else {
-            // The jammed loop and each row's remaining entries.
-            let n = new_var(k, "interleave_steps", crate::types::ElemType::I64);
-            let c = new_var(k, "interleave_q", crate::types::ElemType::I64);
-            let steps = (1..rows).fold(len(0), |acc, r| b::min(acc, len(r)));
-            inner.push(Stmt::Assign(n, steps));
-            let mut deltas = vec![None];
-            for r in 1..rows {
-                let d = new_var(k, "interleave_delta", crate::types::ElemType::I64);
-                inner.push(Stmt::Assign(
-                    d,
-                    b::sub(expr_of_row(r, &ch.start), expr_of_row(0, &ch.start)),
-                ));
-                deltas.push(Some(d));
-            }
-            let at = |r: usize| match deltas[r] {
-                None => b::var(c),
-                Some(d) => b::add(b::var(c), b::var(d)),
-            };
-            let jammed_rows: Vec<Vec<Stmt>> = (0..rows)
-                .map(|r| subst_stmts(&ch.hot, &row(r, &HashMap::from([(ch.var, at(r))]))))
-                .collect();
-            let mut jammed = vec![];
-            for s in 0..ch.hot.len() {
-                for rows_body in &jammed_rows {
-                    jammed.push(rows_body[s].clone());
-                }
-            }
-            inner.push(Stmt::For {
-                var: c,
-                start: expr_of_row(0, &ch.start),
-                stop: b::add(expr_of_row(0, &ch.start), b::var(n)),
-                body: jammed,
-            });
-            for r in 0..rows {
-                let t = new_var(k, "interleave_rest", crate::types::ElemType::I64);
-                inner.push(Stmt::For {
-                    var: t,
-                    start: at(r),
-                    stop: expr_of_row(r, &ch.stop),
-                    body: subst_stmts(&ch.hot, &row(r, &HashMap::from([(ch.var, b::var(t))]))),
-                });
-            }
-        }
-        for r in 0..rows {
-            inner.extend(of_row(r, &ch.tail));
-        }
-        let mut levels: Vec<Level> = ch
-            .levels
-            .iter()
-            .map(|lv| Level {
-                pre: lv.pre.clone(),
-                cond: lv.cond.clone(),
-            })
-            .collect();
-        let count = b::sub(ch.stop.clone(), ch.start.clone());
-        let extra = if short {
-            // Not empty (the re-read last entry exists) and not long (a long row would make
-            // its group's other rows idle for most steps).
-            Some(and(
-                b::le(b::int(1), count.clone()),
-                b::le(count, b::int(cfg.short_max)),
-            ))
-        } else {
-            // Rows shorter than `min_steps` run one after another (their original bodies):
-            // on short rows the end of each row's loop, mispredicted, costs more than the
-            // chain.
-            (cfg.min_steps > 1 && ends_known).then(|| b::le(b::int(cfg.min_steps), count))
-        };
-        match (extra, levels.last_mut()) {
-            (Some(x), Some(lv)) => lv.cond = and(lv.cond.clone(), x),
-            (Some(x), None) => levels.push(Level {
-                pre: vec![],
-                cond: x,
-            }),
-            (None, _) => {}
-        }
-        // The chain's levels, outermost last: each needs its condition for every row.
-        for lv in levels.iter().rev() {
-            let mut pre = vec![];
-            for r in 0..rows {
-                pre.extend(of_row(r, &lv.pre));
-            }
-            let cond = (0..rows).map(|r| expr_of_row(r, &lv.cond)).reduce(and)?;
-            pre.push(Stmt::If {
-                cond,
-                then: inner,
-                otherwise: fallback.clone(),
-            });
-            inner = pre;
-        }
-        // The groups and the rows left over.
-        let rows_i = rows as i64;
-        let mut then = vec![Stmt::Comment(if short {
-            format!(
-                "{rows} rows at a time (i, i + h, ...), predicated: each step one entry of every row, a row past its end masked by selects"
-            )
-        } else {
-            format!(
-                "{rows} rows at a time (i, i + h, ...): one loop over their common entries, then each row's rest"
-            )
-        })];
-        then.push(Stmt::Assign(
-            part,
-            b::select(
-                b::lt(b::var(sv), b::var(ev)),
-                b::bin(BinOp::Div, b::sub(b::var(ev), b::var(sv)), b::int(rows_i)),
-                b::int(0),
-            ),
-        ));
-        for (r, w) in offsets.iter().enumerate().take(rows) {
-            if let Some(w) = w {
-                then.push(Stmt::Assign(*w, b::mul(b::var(part), b::int(r as i64))));
-            }
-        }
-        then.push(Stmt::For {
-            var: i,
-            start: b::var(sv),
-            stop: b::add(b::var(sv), b::var(part)),
-            body: inner,
-        });
-        then.push(Stmt::For {
-            var: i,
-            start: b::add(b::var(sv), b::mul(b::var(part), b::int(rows_i))),
-            stop: b::var(ev),
-            body: body.clone(),
-        });
-        branches.push((
-            decision,
-            then,
-            if short { "short_go" } else { "interleave_go" },
-        ));
-    }
-    if branches.is_empty() {
-        return None;
-    }
-    // The decisions in variables, so the original loop is emitted once, where it was (a
+    let mut then = vec![Stmt::Comment(format!(
+        "{rows} rows at a time (i, i + h, ...): one loop over their common entries, then each row's rest"
+    ))];
+    then.extend(setup);
+    then.push(groups);
+    then.push(remaining);
+    // The decision in a variable, so the original loop is emitted once, where it was (a
     // second copy of it in another branch made GCC compile it 7% slower on delaunay_n17).
-    let mut out = vec![
-        Stmt::Assign(sv, s_expr.clone()),
-        Stmt::Assign(ev, e_expr.clone()),
-    ];
-    let mut decide = vec![];
-    let mut gos = vec![];
-    for (decision, _, name) in &branches {
-        let go = new_var(k, name, crate::types::ElemType::Bool);
-        out.push(Stmt::Assign(go, b::boolean(false)));
-        decide.push(Stmt::Assign(go, decision.clone()));
-        gos.push(go);
-    }
-    out.push(Stmt::If {
-        cond: guard,
-        then: vec![Stmt::If {
+    let go = new_var(k, "interleave_go", crate::types::ElemType::Bool);
+    let decide = match average {
+        Some(long) => vec![Stmt::If {
             cond: b::lt(b::var(sv), b::var(ev)),
-            then: decide,
+            then: vec![Stmt::Assign(go, long)],
             otherwise: vec![],
         }],
-        otherwise: vec![],
-    });
-    let mut rest = vec![Stmt::For {
-        var: i,
-        start: b::var(sv),
-        stop: b::var(ev),
-        body: body.clone(),
-    }];
-    for ((_, then, _), go) in branches.into_iter().zip(gos).rev() {
-        rest = vec![Stmt::If {
+        None => vec![Stmt::Assign(go, b::boolean(true))],
+    };
+    Some(vec![
+        Stmt::Assign(sv, s_expr.clone()),
+        Stmt::Assign(ev, e_expr.clone()),
+        Stmt::Assign(go, b::boolean(false)),
+        Stmt::If {
+            cond: guard,
+            then: decide,
+            otherwise: vec![],
+        },
+        Stmt::If {
             cond: b::var(go),
             then,
-            otherwise: rest,
-        }];
-    }
-    out.extend(rest);
-    Some(out)
+            otherwise: vec![original],
+        },
+    ])
+}
+
+/// [`ROWS`], or `TESSERA_INTERLEAVE_ROWS` (1 turns the pass off): for measuring.
+pub fn rows() -> usize {
+    std::env::var("TESSERA_INTERLEAVE_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(ROWS)
+}
+
+/// [`MIN_STEPS`], or `TESSERA_INTERLEAVE_MIN`: for measuring.
+pub fn min_steps() -> i64 {
+    std::env::var("TESSERA_INTERLEAVE_MIN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MIN_STEPS)
+}
+
+/// [`MIN_AVERAGE`], or `TESSERA_INTERLEAVE_AVERAGE`: for measuring.
+pub fn min_average() -> i64 {
+    std::env::var("TESSERA_INTERLEAVE_AVERAGE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MIN_AVERAGE)
 }
