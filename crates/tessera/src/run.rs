@@ -794,6 +794,10 @@ pub fn check_kernel_size(ir: &Kernel, program: &Program, max: usize) -> Result<(
 /// (they at most copy innermost loops and row bodies a bounded number of times).
 pub fn late_passes(ir: &mut crate::ir::Kernel) {
     crate::ir::ieee_mul::ieee_products(ir);
+    // Before interleaving, which copies the row bodies this rewrites.
+    if std::env::var_os("TESSERA_NO_FILL_SINK").is_none() {
+        crate::ir::fill_sink::sink_fills(ir);
+    }
     // After the passes that shape a row's loop (promotion, IEEE products), which it copies
     // whole per row.
     crate::ir::interleave::interleave_rows(

@@ -12,6 +12,7 @@ pub mod check;
 pub mod cx;
 mod effects;
 pub mod exact_points;
+pub mod fill_sink;
 pub mod hoist;
 pub mod ieee_mul;
 pub mod innermost;
