@@ -121,7 +121,11 @@ fn tensors(a: Tensor, x: Tensor, stale: f64) -> BTreeMap<String, Tensor> {
         &Buffer::from(vec![stale; rows]),
     )
     .unwrap();
-    BTreeMap::from([("A".to_string(), a), ("x".to_string(), x), ("y".to_string(), y)])
+    BTreeMap::from([
+        ("A".to_string(), a),
+        ("x".to_string(), x),
+        ("y".to_string(), y),
+    ])
 }
 
 /// Whether the kernel still fills a buffer anywhere.
@@ -228,7 +232,11 @@ fn a_row_writing_another_rows_element_keeps_its_fill() {
     let shifted = "y .= 0\nfor i = _, j = _\n  y[i + 1] += A[i, j] * x[j]\nend\n";
     let p = parse(shifted);
     let lengths = [3, 0, 4, 0];
-    let mut t = tensors(matrix(FORMATS[0], &lengths, 4, false), vector(4, false), -7.25);
+    let mut t = tensors(
+        matrix(FORMATS[0], &lengths, 4, false),
+        vector(4, false),
+        -7.25,
+    );
     t.insert(
         "y".to_string(),
         Tensor::from_dense(
@@ -272,9 +280,18 @@ fn unvouched_coordinates_still_fail_at_the_first_bad_access() {
             .execute(&c, &mut got)
             .expect_err(&format!("{name}: must fail"));
         let msg = format!("{name}: {e}");
-        assert!(msg.contains("out of bounds") || msg.contains("outside"), "{msg}");
-        assert!(msg.contains("tensor `x`"), "names the gathered tensor: {msg}");
-        assert!(msg.contains(&first.to_string()), "row 1's index first: {msg}");
+        assert!(
+            msg.contains("out of bounds") || msg.contains("outside"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("tensor `x`"),
+            "names the gathered tensor: {msg}"
+        );
+        assert!(
+            msg.contains(&first.to_string()),
+            "row 1's index first: {msg}"
+        );
         assert!(!msg.contains(&second.to_string()), "{msg}");
     }
 }
