@@ -18,6 +18,8 @@
 //!   element), does not grow, fill, sort or search it, does not assign `i`, and has no
 //!   `break` of its own (every iteration runs to its end or the kernel stops with an error,
 //!   after which no output is read).
+//!
+//! `TESSERA_NO_FILL_SINK` (any value) turns the pass off, for measuring (`run::late_passes`).
 
 use super::effects::{Effects, effects_stmts};
 use super::{BinOp, BufId, Expr, Kernel, Stmt, VarId};
