@@ -320,3 +320,158 @@ fn sink(stmts: Vec<Stmt>, y: BufId, i: VarId, value: &Expr) -> (Vec<Stmt>, bool)
     }
     (out, touched)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::build as b;
+    use crate::ir::{BufDecl, VarDecl};
+    use crate::types::ElemType;
+
+    /// Buffers y, x (f64); variables i (the row), n, m (its end), acc (f64).
+    fn kernel(body: Vec<Stmt>) -> Kernel {
+        let buf = |name: &str| BufDecl {
+            name: name.into(),
+            elem: ElemType::F64,
+            growable: true,
+            tensor: None,
+        };
+        let var = |name: &str, ty| VarDecl {
+            name: name.into(),
+            ty,
+            cold: false,
+        };
+        Kernel {
+            name: "k".into(),
+            bufs: vec![buf("y"), buf("x")],
+            vars: vec![
+                var("i", ElemType::I64),
+                var("n", ElemType::I64),
+                var("m", ElemType::I64),
+                var("acc", ElemType::F64),
+            ],
+            body,
+            errors: vec![],
+            bounded: vec![],
+            not_nan: vec![],
+            vectorized: vec![],
+        }
+    }
+
+    const Y: BufId = BufId(0);
+    const X: BufId = BufId(1);
+    const I: VarId = VarId(0);
+    const N: VarId = VarId(1);
+    const M: VarId = VarId(2);
+    const ACC: VarId = VarId(3);
+
+    fn zero() -> Expr {
+        Expr::Const(Scalar::F64(0.0))
+    }
+
+    /// `grow(y, n); fill(y, 0, n, 0.0); m = n - 1; for i = start..stop { row }`, where a
+    /// row with `x[i] > 0` sums `x[i]` into y[i] and the others leave it alone.
+    fn shape(start: Expr, stop: Expr, extra: Vec<Stmt>) -> Vec<Stmt> {
+        let mut row = vec![Stmt::If {
+            cond: b::lt(zero(), b::load(X, b::var(I))),
+            then: vec![
+                Stmt::Assign(ACC, b::load(Y, b::var(I))),
+                Stmt::Assign(ACC, b::add(b::var(ACC), b::load(X, b::var(I)))),
+                Stmt::Store {
+                    buf: Y,
+                    index: b::var(I),
+                    value: b::var(ACC),
+                },
+            ],
+            otherwise: vec![],
+        }];
+        row.extend(extra);
+        vec![
+            Stmt::Grow {
+                buf: Y,
+                len: b::var(N),
+            },
+            Stmt::Fill {
+                buf: Y,
+                start: b::int(0),
+                stop: b::var(N),
+                value: zero(),
+            },
+            Stmt::Assign(M, b::sub(b::var(N), b::int(1))),
+            Stmt::For {
+                var: I,
+                start,
+                stop,
+                body: row,
+            },
+        ]
+    }
+
+    fn has_fill(stmts: &[Stmt]) -> bool {
+        let mut found = false;
+        super::super::walk::walk_stmts(stmts, &mut |s| found |= matches!(s, Stmt::Fill { .. }));
+        found
+    }
+
+    #[test]
+    fn the_fill_moves_into_the_rows_and_empty_rows_store_it() {
+        let mut k = kernel(shape(b::int(0), b::add(b::var(M), b::int(1)), vec![]));
+        sink_fills(&mut k);
+        assert!(!has_fill(&k.body), "{:?}", k.body);
+        let Some(Stmt::For { body, .. }) = k.body.last() else {
+            panic!("{:?}", k.body)
+        };
+        let Stmt::If {
+            then, otherwise, ..
+        } = &body[0]
+        else {
+            panic!("{body:?}")
+        };
+        // The row starts from the fill value, not from y[i].
+        assert_eq!(then[0], Stmt::Assign(ACC, zero()));
+        // The row that stores nothing stores the fill value.
+        assert_eq!(otherwise, &vec![store(Y, I, &zero())]);
+    }
+
+    #[test]
+    fn other_ranges_breaks_and_shifted_rows_keep_the_fill() {
+        let shifted = Stmt::Store {
+            buf: Y,
+            index: b::add(b::var(I), b::int(1)),
+            value: zero(),
+        };
+        let cases = [
+            // Not every filled element is visited.
+            shape(b::int(1), b::var(N), vec![]),
+            shape(b::int(0), b::var(M), vec![]),
+            // A row stops the loop: later rows would miss the fill.
+            shape(b::int(0), b::var(N), vec![Stmt::Break]),
+            // A row writes another row's element.
+            shape(b::int(0), b::var(N), vec![shifted]),
+        ];
+        for body in cases {
+            let mut k = kernel(body.clone());
+            sink_fills(&mut k);
+            assert_eq!(k.body, body);
+        }
+        // Without the growth the fill could fail; the loop must not fail elsewhere instead.
+        let mut body = shape(b::int(0), b::var(N), vec![]);
+        body.remove(0);
+        let mut k = kernel(body.clone());
+        sink_fills(&mut k);
+        assert_eq!(k.body, body);
+    }
+
+    #[test]
+    fn linear_forms_see_through_assignments() {
+        let defs = HashMap::from([(M, b::sub(b::var(N), b::int(1)))]);
+        let a = linear(&b::add(b::var(M), b::int(1)), &defs, 0).unwrap();
+        assert_eq!(a, linear(&b::var(N), &HashMap::new(), 0).unwrap());
+        let twice = b::mul(b::int(2), b::var(N));
+        assert_eq!(
+            linear(&twice, &defs, 0).unwrap(),
+            (BTreeMap::from([(N, 2)]), 0)
+        );
+        assert!(linear(&b::mul(b::var(N), b::var(M)), &defs, 0).is_none());
+    }
+}
