@@ -952,6 +952,10 @@ pub fn late_passes(ir: &mut crate::ir::Kernel) {
     // Before the IEEE products: the fold loops it makes write no memory.
     crate::ir::distribute::distribute_loops(ir);
     crate::ir::ieee_mul::ieee_products(ir);
+    // Before interleaving, which copies the row bodies this rewrites.
+    if std::env::var_os("TESSERA_NO_FILL_SINK").is_none() {
+        crate::ir::fill_sink::sink_fills(ir);
+    }
     // After the passes that shape a row's loop (promotion, IEEE products), which it copies
     // whole per row.
     crate::ir::interleave::interleave_rows(

@@ -13,6 +13,7 @@ pub mod cx;
 pub mod distribute;
 mod effects;
 pub mod exact_points;
+pub mod fill_sink;
 pub mod hoist;
 pub mod ieee_mul;
 pub mod innermost;
