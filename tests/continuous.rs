@@ -833,3 +833,100 @@ fn boolean_reductions_stop_at_their_annihilator() {
         assert_eq!(got, want, "{name}");
     }
 }
+
+/// A pinpoint read against a real run list (`As[i, gallop(x)] * C[gallop(x)]`, the coverage
+/// half of `count`) reads the run list at each point: one search of `C` per point, starting
+/// from where the previous point's search ended when that is still valid, then one test of the
+/// run's start, instead of the leapfrog loop of two jumpers around each point. The points
+/// sit exactly on closed, open and half-open ends, and on pinpoint runs; the rows visit them
+/// in sorted, reversed and mixed order (the kept position must not skip a run for a point
+/// that lies before it) and some rows are empty; `C` is also empty. Every backend agrees with
+/// the evaluator and with the value of `C` at each point.
+#[test]
+fn pinpoints_read_run_lists_at_each_point() {
+    let p = |a: Limit<f64>, z: Limit<f64>| PieceCoord::Real(a, z);
+    let cover = [
+        (PieceCoord::closed(1.0, 2.0), 3.0),
+        (p(Limit::plus_eps(3.0), Limit::minus_eps(4.0)), 5.0),
+        (PieceCoord::right_open(5.0, 6.0), 7.0),
+        (p(Limit::plus_eps(6.0), Limit::exact(7.0)), 11.0),
+        (PieceCoord::point(8.0), 13.0),
+        (p(Limit::plus_eps(8.0), Limit::minus_eps(9.5)), 17.0),
+    ];
+    let value = |x: f64| -> f64 {
+        let at = Limit::exact(x);
+        cover
+            .iter()
+            .find(|(c, _)| {
+                let (a, z) = real(c);
+                a <= at && at <= z
+            })
+            .map_or(0.0, |c| c.1)
+    };
+    let rows: [&[f64]; 6] = [
+        &[
+            0.5, 1.0, 2.0, 3.0, 3.5, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 9.5, 10.0,
+        ],
+        &[],
+        &[9.5, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0],
+        &[6.5],
+        &[1.5, 8.25, 2.0, 7.0, 3.25, 6.0],
+        &[],
+    ];
+    let mut pieces: Vec<Piece> = vec![];
+    for (i, row) in rows.iter().enumerate() {
+        let mut row = row.to_vec();
+        // A row's points are stored sorted; the rows themselves come in any order.
+        row.sort_by(f64::total_cmp);
+        for x in row {
+            pieces.push((
+                vec![PieceCoord::Int(i as i64), PieceCoord::point(x)],
+                Scalar::F64(1.0),
+            ));
+        }
+    }
+    let a = Tensor::from_pieces(
+        &fmt("Dense(SparseList(Element(0.0), coord=f64))"),
+        &[rows.len(), 0],
+        &pieces,
+    )
+    .unwrap();
+    let c = runs(&cover);
+    let empty = runs(&[]);
+    let program = "o .= 0.0\nfor i = _, x = _\n  o[i] += As[i, gallop(x)] * C[gallop(x)]\nend";
+    for (c, nonempty) in [(&c, true), (&empty, false)] {
+        let inputs = [("As", &a), ("C", c)];
+        let got =
+            common::pieces::compare_pieces(program, &inputs, "Dense(Element(0.0))", &[rows.len()]);
+        let mut sums = vec![0.0; rows.len()];
+        for (at, v) in got.pieces {
+            if let tessera::eval::continuous::Coord::Int(i) = at[0] {
+                sums[i as usize] += v.as_f64();
+            }
+        }
+        let want: Vec<f64> = rows
+            .iter()
+            .map(|r| match nonempty {
+                true => r.iter().map(|&x| value(x)).sum(),
+                false => 0.0,
+            })
+            .collect();
+        assert_eq!(sums, want);
+    }
+    let formats: BTreeMap<String, Format> = [("As", &a), ("C", &c)]
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.format.clone()))
+        .chain([("o".to_string(), fmt("Dense(Element(0.0))"))])
+        .collect();
+    let text = Runner::jit()
+        .compile(&parse_program(program).unwrap(), &formats)
+        .unwrap()
+        .ir
+        .to_string();
+    // One search of `C` per point, no leapfrog chunk, no search of `As`.
+    assert_eq!(text.matches("C_search_lo = C_q;").count(), 1, "{text}");
+    assert!(!text.contains("x_jump"), "{text}");
+    assert!(!text.contains("As_search_lo"), "{text}");
+    // The search starts from the last one's position when every run before it ends earlier.
+    assert!(text.contains("C_search_lo = C_hint;"), "{text}");
+}

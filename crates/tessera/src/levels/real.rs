@@ -214,6 +214,16 @@ pub fn unfurl_pieces(
 /// `hi`: move `q` to the first piece that does not end before `start`, by binary search (the
 /// ends ascend), so a sub-range of a long fiber (a query window over millions of points)
 /// costs a logarithm, not a walk.
+///
+/// The search also starts from where the last seek of this looplet ended (`hint`, a variable
+/// that outlives the fiber's visit): a fiber that does not depend on an outer loop (the
+/// coverage `C[c, :]` read once per query `i`) is re-entered at its start for every outer
+/// iteration, and when the outer loop visits nondecreasing points the answer lies at or after
+/// the previous one. The hint is used only when the runtime check `q < hint <= q_stop` and
+/// `hi[hint - 1] < start` holds (every piece before it ends before `start`, as the ends
+/// ascend), so unsorted points and other fibers (whose positions lie outside `q..q_stop`)
+/// fall back to the whole search; from the hint the search gallops (steps 1, 2, 4, ...),
+/// so a nearby answer costs the logarithm of the distance, not of the fiber.
 fn seek_by_end(
     cx: &mut Cx,
     name: &str,
@@ -226,14 +236,43 @@ fn seek_by_end(
         cx.var(&format!("{name}_search_hi"), ElemType::I64),
         cx.var(&format!("{name}_search_mid"), ElemType::I64),
     );
+    // Every variable starts at 0 (all backends), which no check accepts (`q < 0` is false).
+    let hint = cx.var(&format!("{name}_hint"), ElemType::I64);
+    let step = cx.var(&format!("{name}_gallop"), ElemType::I64);
     Rc::new(move |start: &Expr| {
         if matches!(start, Expr::Const(Scalar::Limit(l)) if l.val == f64::NEG_INFINITY) {
             return vec![];
         }
-        let before = b::lt(end_at(hi, &b::var(mid)), start.clone());
+        let before = |at: Expr| b::lt(end_at(hi, &at), start.clone());
+        let gallop = vec![
+            b::assign(lo_v, b::var(hint)),
+            b::assign(mid, b::var(hint)),
+            b::assign(step, b::int(1)),
+            Stmt::While {
+                cond: b::lt(b::var(mid), b::var(hi_v)),
+                body: vec![Stmt::If {
+                    cond: before(b::var(mid)),
+                    then: vec![
+                        b::assign(lo_v, b::add(b::var(mid), b::int(1))),
+                        b::assign(mid, b::add(b::var(mid), b::var(step))),
+                        b::assign(step, b::add(b::var(step), b::var(step))),
+                    ],
+                    otherwise: vec![b::assign(hi_v, b::var(mid)), Stmt::Break],
+                }],
+            },
+        ];
         vec![
             b::assign(lo_v, b::var(q)),
             b::assign(hi_v, b::var(q_stop)),
+            // (Nested: `hi[hint - 1]` is loaded only when the hint is inside the fiber.)
+            Stmt::If {
+                cond: b::and(
+                    b::lt(b::var(q), b::var(hint)),
+                    b::le(b::var(hint), b::var(q_stop)),
+                ),
+                then: b::if_(before(b::sub(b::var(hint), b::int(1))), gallop),
+                otherwise: vec![],
+            },
             Stmt::While {
                 cond: b::lt(b::var(lo_v), b::var(hi_v)),
                 body: vec![
@@ -249,13 +288,14 @@ fn seek_by_end(
                         ),
                     ),
                     Stmt::If {
-                        cond: before,
+                        cond: before(b::var(mid)),
                         then: vec![b::assign(lo_v, b::add(b::var(mid), b::int(1)))],
                         otherwise: vec![b::assign(hi_v, b::var(mid))],
                     },
                 ],
             },
             b::assign(q, b::var(lo_v)),
+            b::assign(hint, b::var(q)),
         ]
     })
 }

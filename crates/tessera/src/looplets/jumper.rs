@@ -48,13 +48,18 @@ pub fn lower<L: Lowerer + ?Sized>(
         code.extend((j.seek)(&ext.start));
     }
     if ext.is_point() {
-        // After seeking, the point is the jumper's entry or lies before it.
+        // After seeking, the point is the jumper's entry or lies before it, inside the
+        // current chunk either way: the walk's chunk (a stepper over the same state, whose own
+        // seek would search again for nothing) is the structure at the point.
         let at = ext.start.clone();
         replace_head(&mut body, index, &mut |l| match l {
-            Looplet::Jumper(j) => Some(Target::Looplet(Looplet::Switch(vec![
-                (b::eq(j.stop.clone(), at.clone()), j.spike.clone()),
-                (b::boolean(true), j.walk.clone()),
-            ]))),
+            Looplet::Jumper(j) => Some(Target::Looplet(match &j.walk {
+                Looplet::Stepper(s) => s.chunk.clone(),
+                walk => Looplet::Switch(vec![
+                    (b::eq(j.stop.clone(), at.clone()), j.spike.clone()),
+                    (b::boolean(true), walk.clone()),
+                ]),
+            })),
             _ => None,
         });
         let chunk = lw.lower_loop(index, ext, body)?;
@@ -65,6 +70,20 @@ pub fn lower<L: Lowerer + ?Sized>(
         return Ok(code);
     }
     let kind = Kind::of_ext(lw.cx(), &ext);
+    if kind == Kind::Real
+        && jumpers.len() > 1
+        && let Some(walk) = lower_point_walk(lw, index, &ext, &jumpers, &body, &unspecialised)?
+    {
+        // The seeks above position the others for the general loop; the point walk seeks
+        // each of them at every point instead (only the walked jumper needs its start).
+        let lead = walk.0;
+        let mut code = (jumpers[lead].seek)(&ext.start);
+        if walk.1.is_empty() {
+            return Ok(vec![]);
+        }
+        code.extend(walk.1);
+        return Ok(code);
+    }
     let i = lw.cx().var(index, kind.ty());
     let e = lw.cx().var(&format!("{index}_jump"), kind.ty());
     lw.loop_facts(i, e, &ext);
@@ -115,4 +134,87 @@ pub fn lower<L: Lowerer + ?Sized>(
         body: inner,
     });
     Ok(code)
+}
+
+/// Point read of the other jumpers (on a real loop): when one jumper's chunks are pinpoints
+/// (a spike at each entry) over a part where the statement does nothing (the other factor of
+/// a product with its fill), only its points matter. Walk them, and read every other jumper
+/// at each point: a seek (a forward search from its current position, which the points'
+/// order keeps valid) and its chunk at the point, one test, instead of the leapfrog loop's
+/// two-jumper chunks around a single point. Returns the walked jumper and the code.
+fn lower_point_walk<L: Lowerer + ?Sized>(
+    lw: &mut L,
+    index: &str,
+    ext: &Ext,
+    jumpers: &[Rc<Jumper>],
+    body: &[LStmt],
+    unspecialised: &[LStmt],
+) -> Result<Option<(usize, Vec<Stmt>)>> {
+    for (k, p) in jumpers.iter().enumerate() {
+        let Looplet::Spike {
+            at,
+            body: gap,
+            tail,
+        } = &p.spike
+        else {
+            continue;
+        };
+        if *at != p.stop {
+            continue;
+        }
+        let kind = Kind::Real;
+        let i = lw.cx().var(index, kind.ty());
+        let e = lw.cx().var(&format!("{index}_point"), kind.ty());
+        lw.loop_facts(i, e, ext);
+        // Between the points the statement must vanish, whatever the other jumpers hold.
+        let mut before = body.to_vec();
+        replace_head(&mut before, index, &mut |l| match l {
+            Looplet::Jumper(j) if Rc::ptr_eq(j, p) => {
+                Some(Target::Looplet(Looplet::Run(gap.clone())))
+            }
+            _ => None,
+        });
+        let gap_ext = Ext {
+            start: b::var(i),
+            stop: kind.before(&b::var(e)),
+        };
+        if !lw.lower_loop(index, gap_ext, before)?.is_empty() {
+            continue;
+        }
+        let mut at_point = body.to_vec();
+        replace_head(&mut at_point, index, &mut |l| match l {
+            Looplet::Jumper(j) if Rc::ptr_eq(j, p) => {
+                Some(Target::Looplet(Looplet::Run(tail.clone())))
+            }
+            _ => None,
+        });
+        let point = Ext {
+            start: b::var(e),
+            stop: b::var(e),
+        };
+        let chunk = lw.lower_loop(index, point, at_point)?;
+        if chunk.is_empty() {
+            return Ok(Some((k, vec![])));
+        }
+        let mut inner = vec![b::assign(e, p.stop.clone())];
+        inner.extend(b::if_(
+            b::lt(ext.stop.clone(), b::var(e)),
+            vec![Stmt::Break],
+        ));
+        inner.extend(chunk);
+        inner.extend(p.next.clone());
+        inner.push(b::assign(i, kind.after(&b::var(e))));
+        inner.extend(lw.short_circuit_exit(index, b::var(i), &ext.stop, unspecialised)?);
+        return Ok(Some((
+            k,
+            vec![
+                b::assign(i, ext.start.clone()),
+                Stmt::While {
+                    cond: b::le(b::var(i), ext.stop.clone()),
+                    body: inner,
+                },
+            ],
+        )));
+    }
+    Ok(None)
 }
