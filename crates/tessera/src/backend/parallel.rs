@@ -755,23 +755,37 @@ fn copy_span<T: Copy>(dst: &mut [T], from: usize, srcs: &[&[T]]) {
 /// Run `work[0]` on the calling thread and each other entry on one of the pool's workers
 /// (all of it here when there is one entry), returning when all are done.
 fn run_spans(work: Vec<Vec<SpanCopy<'_>>>, threads: usize) {
-    let run = |w: Vec<SpanCopy<'_>>| w.into_iter().for_each(|f| f());
-    if work.len() <= 1 {
-        work.into_iter().for_each(run);
+    on_threads(
+        work.into_iter()
+            .map(|w| Box::new(move || w.into_iter().for_each(|f| f())) as SpanCopy<'_>)
+            .collect(),
+        threads,
+    )
+}
+
+/// Run `work[0]` on the calling thread and each later entry at once on one of the pool of
+/// `threads - 1` workers the parallel ranges use, returning when every entry has run: for a
+/// driver's own passes between kernel calls (a graph round's scan of its distances, split
+/// by part), which then find the workers still awake from the kernel's chunks. With one
+/// entry (or `threads` 1) everything runs on the calling thread. A panic in an entry
+/// reaches the caller.
+pub fn on_threads<'a>(work: Vec<Box<dyn FnOnce() + Send + 'a>>, threads: usize) {
+    if work.len() <= 1 || threads <= 1 {
+        work.into_iter().for_each(|f| f());
         return;
     }
     let pool = pool(threads - 1);
-    // A new epoch ends the workers' spinning after the chunks (`keep_awake`), which would
-    // otherwise hold them until it timed out.
+    // A new epoch ends the workers' spinning after the last chunks (`keep_awake`), which
+    // would otherwise hold them until it timed out.
     let epoch = EPOCH.fetch_add(1, Ordering::SeqCst) + 1;
     pool.in_place_scope(|s| {
-        let mut spans = work.into_iter();
-        let mine = spans.next();
-        for w in spans {
-            s.spawn(move |_| run(w));
+        let mut work = work.into_iter();
+        let mine = work.next();
+        for w in work {
+            s.spawn(move |_| w());
         }
         if let Some(w) = mine {
-            run(w);
+            w();
         }
     });
     keep_awake(&pool, threads - 1, epoch);
