@@ -175,13 +175,14 @@ pub(crate) fn decreased_by_part(
     }
     let block = block.max(1);
     let mut lists: Vec<Vec<i64>> = vec![vec![]; now.len().div_ceil(block)];
-    let work: Vec<Box<dyn FnOnce() + Send + '_>> = now
+    let work: Vec<crate::backend::parallel::Task<'_>> = now
         .chunks(block)
         .zip(then.chunks_mut(block))
         .zip(&mut lists)
         .enumerate()
         .map(|(t, ((now, then), list))| {
-            Box::new(move || scan_block(now, then, t * block, list)) as Box<dyn FnOnce() + Send>
+            Box::new(move || scan_block(now, then, t * block, list))
+                as crate::backend::parallel::Task<'_>
         })
         .collect();
     crate::backend::parallel::on_threads(work, threads);

@@ -689,8 +689,11 @@ struct Join {
     lens: Vec<usize>,
 }
 
+/// A piece of work for [`on_threads`] (a copy of one span of a joined array, a part's scan).
+pub type Task<'a> = Box<dyn FnOnce() + Send + 'a>;
+
 /// A copy of one span of a joined array, run by one thread.
-type SpanCopy<'a> = Box<dyn FnOnce() + Send + 'a>;
+type SpanCopy<'a> = Task<'a>;
 
 /// Queue the copy of `srcs[c][..lens[c]]`, in order, into `dst[at..]`, cut into one span of
 /// about equal length per entry of `work` (span `k` into `work[k]`). Each source holds at
@@ -763,13 +766,16 @@ fn run_spans(work: Vec<Vec<SpanCopy<'_>>>, threads: usize) {
     )
 }
 
-/// Run `work[0]` on the calling thread and each later entry at once on one of the pool of
-/// `threads - 1` workers the parallel ranges use, returning when every entry has run: for a
-/// driver's own passes between kernel calls (a graph round's scan of its distances, split
-/// by part), which then find the workers still awake from the kernel's chunks. With one
-/// entry (or `threads` 1) everything runs on the calling thread. A panic in an entry
-/// reaches the caller.
-pub fn on_threads<'a>(work: Vec<Box<dyn FnOnce() + Send + 'a>>, threads: usize) {
+/// Run the entries of `work` on the calling thread and the pool of `threads - 1` workers the
+/// parallel ranges use, each entry once, returning when every entry has run: for a driver's
+/// own passes between kernel calls (a graph round's scan of its distances, split by part),
+/// which then find the workers still awake from the kernel's chunks. As with the chunks,
+/// every thread takes the next entry not yet taken, so a worker that starts late (its core
+/// busy with another process) leaves its entries to the calling thread instead of holding it
+/// up; the call still returns only once each worker has started and found nothing left (the
+/// scope keeps the entries' borrows alive until then). With one entry (or `threads` 1)
+/// everything runs on the calling thread. A panic in an entry reaches the caller.
+pub fn on_threads(work: Vec<Task<'_>>, threads: usize) {
     if work.len() <= 1 || threads <= 1 {
         work.into_iter().for_each(|f| f());
         return;
@@ -778,15 +784,23 @@ pub fn on_threads<'a>(work: Vec<Box<dyn FnOnce() + Send + 'a>>, threads: usize) 
     // A new epoch ends the workers' spinning after the last chunks (`keep_awake`), which
     // would otherwise hold them until it timed out.
     let epoch = EPOCH.fetch_add(1, Ordering::SeqCst) + 1;
+    let count = work.len();
+    let entries: Vec<Mutex<Option<Task<'_>>>> =
+        work.into_iter().map(|f| Mutex::new(Some(f))).collect();
+    let next = AtomicUsize::new(0);
+    let take = || {
+        while let Some(entry) = entries.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let f = entry.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(f) = f {
+                f();
+            }
+        }
+    };
     pool.in_place_scope(|s| {
-        let mut work = work.into_iter();
-        let mine = work.next();
-        for w in work {
-            s.spawn(move |_| w());
+        for _ in 1..count.min(threads) {
+            s.spawn(|_| take());
         }
-        if let Some(w) = mine {
-            w();
-        }
+        take();
     });
     keep_awake(&pool, threads - 1, epoch);
 }
