@@ -1073,6 +1073,94 @@ fn row_wise_spgemm_in_parallel_equals_serial() {
     }
 }
 
+/// A product whose later chunks append megabytes (their join is cut between the threads,
+/// `backend::parallel::stitch`), run several times through one compiled kernel on 2-4 threads
+/// with products of other sizes in between (each call's chunks append into the fragments the
+/// call before left, emptied): every call stores exactly the 1-thread arrays. JIT and C (the
+/// interpreter runs chunks one after another, and this product is too slow for it).
+#[test]
+fn large_spgemm_joins_in_parallel_and_reuses_fragments() {
+    let csr = "Dense(SparseList(Element(0.0)))";
+    let mut rng = Rng(0x5eed_0017);
+    // A 700 x 40 (about 8 in 9 stored) times B 40 x 700: C is nearly dense, 400,000-odd
+    // entries, 3 MB of coordinates and values in the chunks after the first.
+    let b = random_matrix("Dense(SparseList(Element(F)))", false, 40, 700, &mut rng);
+    let full = random_matrix("Dense(SparseList(Element(F)))", false, 700, 40, &mut rng);
+    // Fewer entries, and rows left empty: the next call's fragments start shorter than
+    // the memory the previous call left them.
+    let mut coords = vec![vec![], vec![]];
+    let mut vals = vec![];
+    full.for_each_stored(&mut |c, v| {
+        if c[0] % 3 != 1 && c[1] % 2 == 0 {
+            coords[0].push(c[0] as i64);
+            coords[1].push(c[1] as i64);
+            vals.push(v.as_f64());
+        }
+    });
+    let thin = Tensor::from_coo(
+        &fmt(csr),
+        &[700, 40],
+        &coords,
+        &Buffer::F64(vals.into()),
+        |_, b| b,
+    )
+    .unwrap();
+    let inputs = |a: &Tensor| {
+        let mut t = BTreeMap::new();
+        t.insert("A".to_string(), a.clone());
+        t.insert("B".to_string(), b.clone());
+        t.insert(
+            "C".to_string(),
+            Tensor::empty(&fmt(csr), &[700, 700]).unwrap(),
+        );
+        t.insert(
+            "w".to_string(),
+            Tensor::empty(&fmt("SparseByteMap(Element(0.0))"), &[700]).unwrap(),
+        );
+        t
+    };
+    let program = parse(GUSTAVSON);
+    for (name, runner) in runners().into_iter().filter(|(n, _)| *n != "interp") {
+        let want: Vec<_> = [&full, &thin]
+            .iter()
+            .map(|a| run_stored(&runner, 1, GUSTAVSON, &inputs(a), true).unwrap())
+            .collect();
+        let stored = want[0]["C"].countstored();
+        assert!(stored > 400_000, "{stored}");
+        // The 1-thread product itself against a plain triple loop (same order of k).
+        for (a, w) in [&full, &thin].iter().zip(&want) {
+            let (ad, bd) = (a.to_dense(), b.to_dense());
+            let (ad, bd) = (ad.as_f64().unwrap(), bd.as_f64().unwrap());
+            let cd = w["C"].to_dense();
+            let cd = cd.as_f64().unwrap();
+            for i in (0..700).step_by(7) {
+                for j in 0..700 {
+                    let x: f64 = (0..40).map(|k| ad[i * 40 + k] * bd[k * 700 + j]).sum();
+                    assert!(
+                        (cd[i * 700 + j] - x).abs() <= 1e-9 * (1.0 + x.abs()),
+                        "{name} C[{i}, {j}]"
+                    );
+                }
+            }
+        }
+        for threads in [2, 3, 4] {
+            runner.set_threads(threads);
+            runner.set_min_parallel_work(0);
+            let c = runner
+                .compile(&program, &formats_of(&inputs(&full)))
+                .unwrap();
+            for (call, k) in [0, 1, 0, 0, 1].into_iter().enumerate() {
+                let mut t = inputs([&full, &thin][k]);
+                runner.execute(&c, &mut t).unwrap();
+                assert_eq!(
+                    t["C"].levels, want[k]["C"].levels,
+                    "{name} x{threads}, call {call}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn sparse_filters_in_parallel_equal_serial() {
     let programs = [

@@ -129,47 +129,86 @@ pub(crate) fn drain_flags(t: &mut Tensor, name: &str, members: &mut Vec<i64>) ->
     Ok(())
 }
 
-/// The vertices whose value in `d` is below their value in `before` (two `Dense(Element(..))`
-/// f64 vectors of one length; `name` and `before_name` in errors) into `members`, in
-/// increasing order: the vertices a relaxation round improved, read off the distances instead
-/// of flags the round would set (see `examples/bellman_ford_parallel.tess`). One pass over
-/// both vectors, 64 comparisons folded into a word at a time, then its set bits walked.
-pub(crate) fn decreased(
+/// The entries whose value in `d` is below their value in `before` (two `Dense(Element(..))`
+/// f64 vectors of one length; `names` in errors) into `members`, in increasing order: the
+/// vertices a relaxation round improved, read off the distances instead of flags the round
+/// would set (see `examples/bellman_ford_parallel.tess`). Split by part (blocks of `block`
+/// entries, scanned at once on up to `threads` threads), bringing
+/// `before` up to date where `d` fell below it (`before[p] = d[p]` at the listed entries,
+/// which is what a round of `examples/bellman_ford_owned.tess` needs of its next `D`). Each
+/// part's entries are a contiguous block and listed in order, so the parts' lists joined in
+/// part order are exactly the serial scan's: the same frontier on any number of threads.
+pub(crate) fn decreased_by_part(
     d: &Tensor,
-    before: &Tensor,
+    before: &mut Tensor,
     names: (&str, &str),
     members: &mut Vec<i64>,
+    block: usize,
+    threads: usize,
 ) -> Result<()> {
-    const BLOCK: usize = 64;
     members.clear();
-    fn values<'a>(t: &'a Tensor, name: &str) -> Result<&'a [f64]> {
-        match t.levels.last().and_then(|l| l.first()) {
-            Some(Buffer::F64(v)) if t.rank() == 1 => Ok(&v[..]),
-            _ => Err(Error::tensor(
-                name,
-                format!("expected a Dense(Element(..)) f64 vector, got {}", t.format),
-            )),
+    let now = match d.levels.last().and_then(|l| l.first()) {
+        Some(Buffer::F64(v)) if d.rank() == 1 => &v[..],
+        _ => {
+            return Err(Error::tensor(
+                names.0,
+                format!("expected a Dense(Element(..)) f64 vector, got {}", d.format),
+            ));
         }
-    }
-    let (now, then) = (values(d, names.0)?, values(before, names.1)?);
+    };
+    let rank = before.rank();
+    let format = before.format.to_string();
+    let then: &mut [f64] = match before.levels.last_mut().and_then(|l| l.first_mut()) {
+        Some(Buffer::F64(v)) if rank == 1 => v,
+        _ => {
+            return Err(Error::tensor(
+                names.1,
+                format!("expected a Dense(Element(..)) f64 vector, got {format}"),
+            ));
+        }
+    };
     if now.len() != then.len() {
         return Err(Error::tensor(
             names.0,
             format!("{} values against {} in {}", now.len(), then.len(), names.1),
         ));
     }
-    for (b, (x, y)) in now.chunks(BLOCK).zip(then.chunks(BLOCK)).enumerate() {
+    let block = block.max(1);
+    let mut lists: Vec<Vec<i64>> = vec![vec![]; now.len().div_ceil(block)];
+    let work: Vec<crate::backend::parallel::Task<'_>> = now
+        .chunks(block)
+        .zip(then.chunks_mut(block))
+        .zip(&mut lists)
+        .enumerate()
+        .map(|(t, ((now, then), list))| {
+            Box::new(move || scan_block(now, then, t * block, list))
+                as crate::backend::parallel::Task<'_>
+        })
+        .collect();
+    crate::backend::parallel::on_threads(work, threads);
+    for list in lists {
+        members.extend_from_slice(&list);
+    }
+    Ok(())
+}
+
+/// The entries `base + k` where `now[k] < then[k]` into `out`, in order, with `then[k] =
+/// now[k]` there: 64 comparisons fold into a word, whose set bits are then listed.
+fn scan_block(now: &[f64], then: &mut [f64], base: usize, out: &mut Vec<i64>) {
+    const BLOCK: usize = 64;
+    for (b, (x, y)) in now.chunks(BLOCK).zip(then.chunks_mut(BLOCK)).enumerate() {
         let mut bits = x
             .iter()
-            .zip(y)
+            .zip(y.iter())
             .enumerate()
             .fold(0u64, |m, (k, (x, y))| m | (u64::from(x < y) << k));
         while bits != 0 {
-            members.push((b * BLOCK) as i64 + i64::from(bits.trailing_zeros()));
+            let k = bits.trailing_zeros() as usize;
+            y[k] = x[k];
+            out.push((base + b * BLOCK + k) as i64);
             bits &= bits - 1;
         }
     }
-    Ok(())
 }
 
 /// The flags of `block` (at most 64) as the bits of a word, bit k for flag k. Eight flags
@@ -322,11 +361,28 @@ mod tests {
             let f = Format::parse("Dense(Element(Inf))", None).unwrap();
             Tensor::from_dense(&f, &[v.len()], &Buffer::F64(v.into())).unwrap()
         };
-        let mut members = vec![3];
-        let (d, p) = (vector(now), vector(before));
-        decreased(&d, &p, ("D", "Dprev"), &mut members).unwrap();
-        assert_eq!(members, [0, 5, 8, 63, 64, 100, 129]);
-        let short = vector(vec![0.0; 3]);
-        assert!(decreased(&d, &short, ("D", "Dprev"), &mut members).is_err());
+        let take = |t: &Tensor| match t.levels.last().and_then(|l| l.first()) {
+            Some(Buffer::F64(v)) => v.to_vec(),
+            _ => vec![],
+        };
+        let want = [0, 5, 8, 63, 64, 100, 129];
+        let d = vector(now.clone());
+        // Parts of any size (64-entry words crossing their ends), on 1 and 2 threads.
+        for block in [1, 7, 64, 65, 129, 130, 1000] {
+            for threads in [1, 2] {
+                let mut members = vec![3];
+                let mut p = vector(before.clone());
+                decreased_by_part(&d, &mut p, ("D", "Dprev"), &mut members, block, threads)
+                    .unwrap();
+                assert_eq!(members, want, "block {block}");
+                // Brought up to date where it fell, as it was elsewhere (7 grew).
+                let mut up = before.clone();
+                want.iter().for_each(|&k| up[k as usize] = now[k as usize]);
+                assert_eq!(take(&p), up, "block {block}");
+            }
+        }
+        let mut members = vec![];
+        let mut short = vector(vec![0.0; 3]);
+        assert!(decreased_by_part(&d, &mut short, ("D", "Dprev"), &mut members, 64, 1).is_err());
     }
 }

@@ -88,7 +88,23 @@ pub struct Parallel {
     /// Per segment, for a range with atomic privates: its chunks' code with those outputs'
     /// updates indivisible, which the chunks run on the shared outputs.
     atomic: Vec<Option<Box<dyn CompiledKernel>>>,
+    /// Fragments of earlier calls, emptied but keeping their memory, for the next call's
+    /// chunks to append into ([`SPARE_FRAGMENTS`] at most). A fresh fragment grows by
+    /// reallocation from nothing, and every page it touches is a page fault: on ca-HepPh's
+    /// C = A A on 2 threads the second thread spent about a fifth of its time in the kernel's
+    /// page-fault path growing its fragment, which the first chunk (appending into the
+    /// outputs' own arrays, which keep their memory between calls) did not.
+    spare: Mutex<Vec<Buffer>>,
 }
+
+/// How many emptied fragments a [`Parallel`] keeps for its next calls: a few per output
+/// array and thread; more would keep memory that no call uses.
+const SPARE_FRAGMENTS: usize = 64;
+
+/// The least number of bytes a join of fragments ([`stitch`]) copies on several threads:
+/// below it, waking the pool's workers costs more than the copy (a copy of 1 MiB takes about
+/// 100 µs on the development machine, a wake-up 17-100 µs).
+const PARALLEL_JOIN_BYTES: usize = 1 << 20;
 
 impl Parallel {
     /// Compile the segments of `k`'s split, or `None` if it has no top-level parallel range
@@ -131,6 +147,7 @@ impl Parallel {
             split,
             segments,
             atomic,
+            spare: Mutex::new(vec![]),
         }))
     }
 
@@ -281,7 +298,7 @@ impl Parallel {
                         .collect();
                     let mut parts =
                         self.chunks(code, kernel, range, &copies, &cuts, bufs, threads)?;
-                    stitch(range, rows, &mut parts, bufs, env_i64);
+                    stitch(range, rows, &mut parts, bufs, env_i64, threads);
                     // The workspaces' state as the last chunk (the last iteration) left it.
                     if let Some(last) = parts.last() {
                         for &(t, slot) in scratch_state {
@@ -289,10 +306,35 @@ impl Parallel {
                             bufs[env_i64 + t].set(slot, v);
                         }
                     }
+                    // The later chunks' fragments, copied into place, serve the next call.
+                    self.recycle(parts.into_iter().skip(1).flat_map(|f| f.parts));
                 }
             }
         }
         Ok(())
+    }
+
+    /// An empty fragment of `elem`s, with the memory of an earlier call's if one is spare.
+    fn spare_fragment(&self, elem: ElemType) -> Buffer {
+        let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+        match spare.iter().position(|b| b.elem() == elem) {
+            Some(k) => spare.swap_remove(k),
+            None => Buffer::new(elem),
+        }
+    }
+
+    /// Keep `parts` (fragments already joined into the outputs), emptied, for later calls.
+    /// Emptied, they read as fresh ones: a kernel's `Grow` of one zeroes the elements it adds
+    /// as for a new buffer, within the memory it already has.
+    fn recycle(&self, parts: impl Iterator<Item = Buffer>) {
+        let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+        for mut part in parts {
+            if spare.len() >= SPARE_FRAGMENTS {
+                break;
+            }
+            part.clear();
+            spare.push(part);
+        }
     }
 
     /// Run the chunks `cuts` of `range` with `compiled`, each with its own copies of the
@@ -351,7 +393,7 @@ impl Parallel {
                     for b in &r.arrays {
                         let part = match firsts.as_mut().and_then(Iterator::next) {
                             Some(real) => real,
-                            None => Buffer::new(bufs[b.0 as usize].elem()),
+                            None => self.spare_fragment(bufs[b.0 as usize].elem()),
                         };
                         own.push((b.0 as usize, part));
                     }
@@ -560,17 +602,28 @@ const OWN_PRIVATE: usize = 5;
 
 /// Concatenate the chunks' fragments of each appended output into its arrays in chunk order
 /// (so entry `k` of chunk `c` lands after every entry of the chunks before it, as in the
-/// serial loop; the first chunk's fragment is the arrays themselves), and set its cursor to the total and its last fiber to the greatest any chunk
-/// reached, in `env_i64`, for the segments after the range. The level's fiber positions need
-/// no shift: while written they are per-fiber counts (SparseList's `ptr[p + 1]`) or slot
-/// numbers (SparseByteMap's `srt`), which the freeze turns into offsets.
+/// serial loop; the first chunk's fragment is the arrays themselves), and set its cursor to
+/// the total and its last fiber to the greatest any chunk reached, in `env_i64`, for the
+/// segments after the range. The level's fiber positions need no shift: while written they
+/// are per-fiber counts (SparseList's `ptr[p + 1]`) or slot numbers (SparseByteMap's `srt`),
+/// which the freeze turns into offsets.
+///
+/// Every chunk's length is known once the chunks have run, so each later chunk's place is a
+/// prefix sum; the copies into those places are disjoint, and with `threads` threads and at
+/// least [`PARALLEL_JOIN_BYTES`] to move they are cut into `threads` equal spans copied at
+/// once ([`run_spans`]). Which thread copies what does not change a byte of the result.
 fn stitch(
     range: &Chunked,
     rows: &[(usize, Option<usize>)],
     chunks: &mut [Fragments],
     bufs: &mut [Buffer],
     env_i64: usize,
+    threads: usize,
 ) {
+    if chunks.is_empty() {
+        return;
+    }
+    let mut joins = vec![];
     let mut first = 0;
     for (r, &(cursor, last)) in range.rows.iter().zip(rows) {
         let ends: Vec<(usize, i64)> = chunks
@@ -583,19 +636,18 @@ fn stitch(
         let total: usize = ends.iter().map(|e| e.0).sum();
         for (a, array) in r.arrays.iter().enumerate() {
             // The first chunk appended into the array itself.
-            let Some((head, rest)) = chunks.split_first_mut() else {
-                return;
-            };
-            let dst = &mut bufs[array.0 as usize];
-            *dst = std::mem::replace(&mut head.parts[first + a], Buffer::new(dst.elem()));
+            let elem = bufs[array.0 as usize].elem();
+            let mut dst = std::mem::replace(&mut chunks[0].parts[first + a], Buffer::new(elem));
             if dst.len() < total {
-                dst.resize(total, Scalar::zero(dst.elem()));
+                dst.resize(total, Scalar::zero(elem));
             }
-            let mut at = ends[0].0;
-            for (c, &(len, _)) in rest.iter().zip(&ends[1..]) {
-                copy_into(dst, at, &c.parts[first + a], len);
-                at += len;
-            }
+            joins.push(Join {
+                buf: array.0 as usize,
+                dst,
+                at: ends[0].0,
+                part: first + a,
+                lens: ends[1..].iter().map(|e| e.0).collect(),
+            });
         }
         first += r.arrays.len();
         if let Some(env) = bufs[env_i64].as_i64_mut() {
@@ -605,21 +657,152 @@ fn stitch(
             }
         }
     }
+    let bytes: usize = joins
+        .iter()
+        .map(|j| j.lens.iter().sum::<usize>() * j.dst.elem().size())
+        .sum();
+    let spans = if threads > 1 && bytes >= PARALLEL_JOIN_BYTES {
+        threads
+    } else {
+        1
+    };
+    let rest = &chunks[1..];
+    let mut work: Vec<Vec<SpanCopy<'_>>> = (0..spans).map(|_| vec![]).collect();
+    for j in &mut joins {
+        let srcs: Vec<&Buffer> = rest.iter().map(|c| &c.parts[j.part]).collect();
+        split_copies(&mut j.dst, j.at, &srcs, &j.lens, &mut work);
+    }
+    run_spans(work, threads);
+    for j in joins {
+        bufs[j.buf] = j.dst;
+    }
 }
 
-/// `dst[at..at + len] = src[..len]`, for buffers of one element type (a fragment has the type
-/// of the array it was made for). `src` holds at least `len` elements: the kernel grows an
-/// entry array before it writes entry `cursor` and moves the cursor past it.
-fn copy_into(dst: &mut Buffer, at: usize, src: &Buffer, len: usize) {
-    macro_rules! copy {
+/// One appended array being joined: its buffer number, the array (the first chunk's entries
+/// first, grown to the total), where the later chunks' entries start, and which fragment of
+/// each later chunk holds them, with their lengths.
+struct Join {
+    buf: usize,
+    dst: Buffer,
+    at: usize,
+    part: usize,
+    lens: Vec<usize>,
+}
+
+/// A piece of work for [`on_threads`] (a copy of one span of a joined array, a part's scan).
+pub type Task<'a> = Box<dyn FnOnce() + Send + 'a>;
+
+/// A copy of one span of a joined array, run by one thread.
+type SpanCopy<'a> = Task<'a>;
+
+/// Queue the copy of `srcs[c][..lens[c]]`, in order, into `dst[at..]`, cut into one span of
+/// about equal length per entry of `work` (span `k` into `work[k]`). Each source holds at
+/// least its length (the kernel grows an entry array before it writes entry `cursor` and
+/// moves the cursor past it), and a fragment has the type of the array it was made for.
+fn split_copies<'a>(
+    dst: &'a mut Buffer,
+    at: usize,
+    srcs: &[&'a Buffer],
+    lens: &[usize],
+    work: &mut [Vec<SpanCopy<'a>>],
+) {
+    let total: usize = lens.iter().sum();
+    if total == 0 {
+        return;
+    }
+    let step = total.div_ceil(work.len()).max(1);
+    macro_rules! queue {
         ($($v:ident),*) => {
-            match (dst, src) {
-                $((Buffer::$v(d), Buffer::$v(s)) => d[at..at + len].copy_from_slice(&s[..len]),)*
-                (d, s) => unreachable!("a fragment of {} for an array of {}", s.elem(), d.elem()),
+            match dst {
+                $(Buffer::$v(d) => {
+                    let srcs: Vec<&[_]> = srcs
+                        .iter()
+                        .zip(lens)
+                        .map(|(s, &len)| match s {
+                            Buffer::$v(s) => &s[..len],
+                            s => unreachable!("a fragment of {} for an array of {}", s.elem(), stringify!($v)),
+                        })
+                        .collect();
+                    let d: &'a mut [_] = &mut d[at..at + total];
+                    for (k, span) in d.chunks_mut(step).enumerate() {
+                        let srcs = srcs.clone();
+                        work[k].push(Box::new(move || copy_span(span, k * step, &srcs)));
+                    }
+                })*
             }
         };
     }
-    copy!(F64, F32, I64, I32, I8, U8, U64, Bool)
+    queue!(F64, F32, I64, I32, I8, U8, U64, Bool)
+}
+
+/// `dst = concat(srcs)[from..from + dst.len()]`.
+fn copy_span<T: Copy>(dst: &mut [T], from: usize, srcs: &[&[T]]) {
+    let mut skip = from;
+    let mut out = 0;
+    for s in srcs {
+        if out == dst.len() {
+            break;
+        }
+        if skip >= s.len() {
+            skip -= s.len();
+            continue;
+        }
+        let n = (s.len() - skip).min(dst.len() - out);
+        dst[out..out + n].copy_from_slice(&s[skip..skip + n]);
+        out += n;
+        skip = 0;
+    }
+    debug_assert_eq!(out, dst.len());
+}
+
+/// Run `work[0]` on the calling thread and each other entry on one of the pool's workers
+/// (all of it here when there is one entry), returning when all are done.
+fn run_spans(work: Vec<Vec<SpanCopy<'_>>>, threads: usize) {
+    on_threads(
+        work.into_iter()
+            .map(|w| Box::new(move || w.into_iter().for_each(|f| f())) as SpanCopy<'_>)
+            .collect(),
+        threads,
+    )
+}
+
+/// Run the entries of `work` on the calling thread and the pool of `threads - 1` workers the
+/// parallel ranges use, each entry once, returning when every entry has run: for a driver's
+/// own passes between kernel calls (a graph round's scan of its distances, split by part),
+/// which then find the workers still awake from the kernel's chunks. As with the chunks,
+/// every thread takes the next entry not yet taken, so a worker that starts late (its core
+/// busy with another process) leaves its entries to the calling thread instead of holding it
+/// up; the call still returns only once each worker has started and found nothing left (the
+/// scope keeps the entries' borrows alive until then). With one entry (or `threads` 1)
+/// everything runs on the calling thread. A panic in an entry reaches the caller.
+pub fn on_threads(work: Vec<Task<'_>>, threads: usize) {
+    if work.len() <= 1 || threads <= 1 {
+        work.into_iter().for_each(|f| f());
+        return;
+    }
+    let pool = pool(threads - 1);
+    // A new epoch ends the workers' spinning after the last chunks (`keep_awake`), which
+    // would otherwise hold them until it timed out.
+    let epoch = EPOCH.fetch_add(1, Ordering::SeqCst) + 1;
+    let count = work.len();
+    let entries: Vec<Mutex<Option<Task<'_>>>> =
+        work.into_iter().map(|f| Mutex::new(Some(f))).collect();
+    let next = AtomicUsize::new(0);
+    let take = || {
+        while let Some(entry) = entries.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let f = entry.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(f) = f {
+                f();
+            }
+        }
+    };
+    pool.in_place_scope(|s| {
+        for _ in 1..count.min(threads) {
+            s.spawn(|_| take());
+        }
+        take();
+    });
+    keep_awake(&pool, threads - 1, epoch);
 }
 
 /// A split kernel as one [`CompiledKernel`]: its segments in order on the calling thread, each
@@ -1053,10 +1236,122 @@ mod tests {
             Buffer::new(ElemType::I64),
             Buffer::I64(vec![0, -1].into()),
         ];
-        stitch(&range, &[(0, Some(1))], &mut chunks, &mut bufs, 2);
+        stitch(&range, &[(0, Some(1))], &mut chunks, &mut bufs, 2, 1);
         assert_eq!(&bufs[1].as_i64().unwrap()[..5], &[4, 7, 1, 2, 5]);
         // The cursor is the total, the last fiber the greatest any chunk wrote.
         assert_eq!(bufs[2].as_i64().unwrap(), &[5, 8]);
+    }
+
+    #[test]
+    fn spans_of_a_join_cover_every_fragment_once() {
+        // Fragments of odd lengths (an empty one among them), cut into 1-5 spans that cross
+        // the fragments' boundaries: the same array whatever the cut, threads or not.
+        let lens = [3usize, 0, 7, 1, 250_001];
+        let srcs: Vec<Buffer> = lens
+            .iter()
+            .enumerate()
+            .map(|(c, &n)| {
+                // Grown past the length, as a kernel leaves a fragment; the tail must not
+                // be copied.
+                let v: Vec<i64> = (0..n + 5).map(|k| (c * 1_000_000 + k) as i64).collect();
+                Buffer::I64(v.into())
+            })
+            .collect();
+        let want: Vec<i64> = std::iter::once(-1)
+            .chain(
+                lens.iter()
+                    .enumerate()
+                    .flat_map(|(c, &n)| (0..n).map(move |k| (c * 1_000_000 + k) as i64)),
+            )
+            .collect();
+        for spans in 1..=5 {
+            for threads in [1, 2, 3] {
+                let total: usize = lens.iter().sum();
+                let mut dst = Buffer::I64(vec![-1; 1 + total].into());
+                let refs: Vec<&Buffer> = srcs.iter().collect();
+                let mut work: Vec<Vec<SpanCopy<'_>>> = (0..spans).map(|_| vec![]).collect();
+                split_copies(&mut dst, 1, &refs, &lens, &mut work);
+                run_spans(work, threads);
+                assert_eq!(dst.as_i64().unwrap(), &want[..], "{spans} spans");
+            }
+        }
+    }
+
+    #[test]
+    fn a_large_join_on_threads_equals_the_serial_one() {
+        use crate::ir::{BufId, Rows, VarId, build as b};
+        // Two arrays of one output (i64 coordinates, f64 values) over 3 chunks, large enough
+        // (over `PARALLEL_JOIN_BYTES`) for the copies to be cut between threads.
+        let range = Chunked {
+            lo: VarId(2),
+            hi: VarId(3),
+            start: b::int(0),
+            stop: b::int(9),
+            body: vec![],
+            private: vec![],
+            scratch: vec![],
+            scratch_state: vec![],
+            rows: vec![Rows {
+                cursor: VarId(0),
+                last: Some(VarId(1)),
+                arrays: vec![BufId(0), BufId(1)],
+            }],
+            weights: None,
+            atomics: None,
+        };
+        let lens = [100_003usize, 0, 170_001];
+        let chunks = || -> Vec<Fragments> {
+            lens.iter()
+                .enumerate()
+                .map(|(c, &n)| Fragments {
+                    env: vec![
+                        Buffer::I64(vec![n as i64, c as i64].into()),
+                        Buffer::new(ElemType::F64),
+                        Buffer::new(ElemType::Bool),
+                    ],
+                    parts: vec![
+                        Buffer::I64(
+                            (0..n + 3)
+                                .map(|k| (k * 7 + c) as i64)
+                                .collect::<Vec<_>>()
+                                .into(),
+                        ),
+                        Buffer::F64(
+                            (0..n + 3)
+                                .map(|k| k as f64 + c as f64 / 4.0)
+                                .collect::<Vec<_>>()
+                                .into(),
+                        ),
+                    ],
+                })
+                .collect()
+        };
+        let joined = |threads: usize| {
+            let mut bufs = vec![
+                Buffer::new(ElemType::I64),
+                Buffer::new(ElemType::F64),
+                Buffer::I64(vec![0, -1].into()),
+            ];
+            stitch(
+                &range,
+                &[(0, Some(1))],
+                &mut chunks(),
+                &mut bufs,
+                2,
+                threads,
+            );
+            bufs
+        };
+        let one = joined(1);
+        let total: usize = lens.iter().sum();
+        assert_eq!(one[2].as_i64().unwrap(), &[total as i64, 2]);
+        let i = one[0].as_i64().unwrap();
+        assert_eq!(i[100_002], 100_002 * 7);
+        assert_eq!(i[100_003], 2);
+        assert_eq!(i[total - 1], 170_000 * 7 + 2);
+        for threads in [2, 3] {
+            assert_eq!(joined(threads), one, "{threads} threads");
+        }
     }
 
     #[test]
