@@ -8,6 +8,7 @@ pub mod data;
 pub mod loops;
 pub mod pieces;
 pub mod random;
+pub mod rows;
 pub mod scipy;
 
 use std::collections::BTreeMap;
