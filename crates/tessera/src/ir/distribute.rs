@@ -25,6 +25,8 @@
 //! gather (`x[idx[q]]`) leaves the loop as it is.
 
 use super::effects::{Effects, effects_stmts, invariant, new_var};
+// The largest constant offset the range test accepts (with `BOUND`, no overflow).
+use super::walk::MAX_OFFSET;
 use super::{BinOp, BufId, Expr, Kernel, Stmt, VarId};
 use crate::ir::build as b;
 use crate::types::{ElemType, Scalar};
@@ -33,9 +35,6 @@ use std::collections::HashSet;
 /// The bound on invariant index parts and range ends under which the range test's sums stay
 /// far from overflow (2^40 elements is beyond any buffer this runtime can allocate).
 const BOUND: i64 = 1 << 40;
-
-/// The largest constant offset the range test accepts (with [`BOUND`], no overflow).
-const MAX_OFFSET: i64 = 1 << 20;
 
 pub fn distribute_loops(k: &mut Kernel) {
     super::innermost::rewrite_innermost_loops(k, &mut distribute);
