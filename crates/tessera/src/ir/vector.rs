@@ -127,7 +127,8 @@ fn stmt_name(s: &Stmt) -> &'static str {
     }
 }
 
-fn reduction(k: &Kernel, acc: VarId, e: &Expr) -> Option<Reduction> {
+/// `acc = op(acc, ...)` with an operator lanes can combine for `acc`'s type, or `None`.
+pub fn reduction(k: &Kernel, acc: VarId, e: &Expr) -> Option<Reduction> {
     let Expr::Binary(op, a, b) = e else {
         return None;
     };
@@ -229,12 +230,15 @@ fn stmt_mentions(s: &Stmt, v: VarId) -> bool {
     matches!(s, Stmt::Assign(w, _) if *w == v) || s.own_exprs().iter().any(|e| expr_mentions(e, v))
 }
 
+/// What the C backend does with every vectorised loop (`backend::c::emit`).
+const C_VERDICT: &str = "C: omp simd with its float sums and products reassociated, or ivdep";
+
 /// The verdict `tessera code` prints above a vectorised loop.
 pub fn verdict(k: &Kernel, var: VarId, body: &[Stmt]) -> String {
     match plan(k, var, body) {
         Ok(_) => format!(
-            "vectorised: the JIT runs {LANES} iterations per instruction (64-bit lanes, scalar tail); C: ivdep"
+            "vectorised: the JIT runs {LANES} iterations per instruction (64-bit lanes, scalar tail); {C_VERDICT}"
         ),
-        Err(why) => format!("vectorised: the JIT runs it scalar ({why}); C: ivdep"),
+        Err(why) => format!("vectorised: the JIT runs it scalar ({why}); {C_VERDICT}"),
     }
 }
