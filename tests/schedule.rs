@@ -767,6 +767,16 @@ fn vectorize_takes_reductions_into_elements_of_their_own() {
     };
     let q = legal(rows, "vectorize(o)", &s);
     assert!(q.to_string().contains("o = vectorize(_)"), "{q}");
+    // A row starts at `i * 9`: still contiguous, so the JIT runs it in lanes.
+    let code = Runner::jit()
+        .compile(&q, &formats_of(&tensors(&s, 0)))
+        .unwrap()
+        .ir
+        .to_string();
+    assert!(
+        code.contains("vectorised: the JIT runs 2 iterations per instruction"),
+        "{code}"
+    );
     // Iteration o's second update and iteration o + 1's first reach one element.
     let e = refused(
         "for o = 0:7\n  y[o] += x[o]\n  y[o + 1] += x[o]\nend\n",

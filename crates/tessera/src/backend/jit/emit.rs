@@ -477,9 +477,11 @@ impl Emitter<'_, '_> {
         let i = self.b.use_var(v);
         for s in body {
             match s {
-                Stmt::Store { buf, value, .. } => {
+                Stmt::Store { buf, index, value } => {
                     let x = self.lanes(value, i);
-                    let addr = self.address(*buf, i);
+                    // `i` plus an invariant part (`ir::vector`), at the lanes' first iteration.
+                    let at = self.expr(index);
+                    let addr = self.address(*buf, at);
                     self.b.ins().store(lane_flags(), x, addr, 0);
                 }
                 Stmt::Assign(acc, Expr::Binary(op, a, b)) => {
@@ -518,8 +520,9 @@ impl Emitter<'_, '_> {
                 let x = self.expr(e);
                 self.b.ins().splat(lanes_of(ty), x)
             }
-            Expr::Load { buf, .. } => {
-                let addr = self.address(*buf, i);
+            Expr::Load { buf, index } => {
+                let at = self.expr(index);
+                let addr = self.address(*buf, at);
                 match self.k.buf_elem(*buf) {
                     ElemType::I32 => self.b.ins().sload32x2(lane_flags(), addr, 0),
                     _ => self.b.ins().load(lanes_of(ty), lane_flags(), addr, 0),
