@@ -478,7 +478,7 @@ impl Emitter<'_, '_> {
         for s in body {
             match s {
                 Stmt::Store { buf, index, value } => {
-                    let x = self.lanes(value, i);
+                    let x = self.lanes(value);
                     // `i` plus an invariant part (`ir::vector`), at the lanes' first iteration.
                     let at = self.expr(index);
                     let addr = self.address(*buf, at);
@@ -486,7 +486,7 @@ impl Emitter<'_, '_> {
                 }
                 Stmt::Assign(acc, Expr::Binary(op, a, b)) => {
                     let operand = if **a == Expr::Var(*acc) { b } else { a };
-                    let x = self.lanes(operand, i);
+                    let x = self.lanes(operand);
                     let (r, lanes) = *accs
                         .iter()
                         .find(|(r, _)| r.var == *acc)
@@ -512,8 +512,9 @@ impl Emitter<'_, '_> {
         self.b.use_var(v)
     }
 
-    /// An expression of the lanes' class (`ir::vector`) at iterations `i` and `i + 1`.
-    fn lanes(&mut self, e: &Expr, i: Value) -> Value {
+    /// An expression of the lanes' class (`ir::vector`) at the loop variable's iteration and
+    /// the next.
+    fn lanes(&mut self, e: &Expr) -> Value {
         let ty = self.k.type_of(e);
         match e {
             Expr::Const(_) | Expr::Var(_) => {
@@ -529,7 +530,7 @@ impl Emitter<'_, '_> {
                 }
             }
             Expr::Unary(op, a) => {
-                let x = self.lanes(a, i);
+                let x = self.lanes(a);
                 let ins = self.b.ins();
                 match (op, ty) {
                     (UnOp::Neg, ElemType::F64) => ins.fneg(x),
@@ -539,8 +540,8 @@ impl Emitter<'_, '_> {
                 }
             }
             Expr::Binary(op, a, b) => {
-                let x = self.lanes(a, i);
-                let y = self.lanes(b, i);
+                let x = self.lanes(a);
+                let y = self.lanes(b);
                 self.lane_binary(*op, ty, x, y)
             }
             _ => unreachable!("ir::vector::plan admits no {e:?}"),
