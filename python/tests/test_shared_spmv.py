@@ -240,3 +240,22 @@ def test_each_runs_row_pointer_bound_is_their_largest_wherever_it_is(rows, index
     _, (p, idx), (val,) = t.level_buffers()
     assert (address(p), address(idx), address(val)) == (
         address(a.indptr), address(a.indices), address(a.data))
+
+
+@pytest.mark.parametrize("where, value", [(-1, 10**6), (1, 10**6), (3, -7), (0, -1)])
+def test_a_rewritten_shared_structure_is_a_typed_error_when_walked(where, value):
+    """Counting, printing, indexing or densifying a SciPy-shared tensor walks its row pointers:
+    rewritten past the entries (or negative) by their owner, they give a typed error, not a
+    panic inside the walk; repaired, the tensor reads as before."""
+    a = csr(shape=(8, 6), seed=2)
+    t = ts.asarray(a)
+    nnz, dense = t.nnz, t.to_numpy()
+    saved = a.indptr[where]
+    a.indptr[where] = value
+    for walk in (lambda: t.nnz, lambda: t.to_numpy(), lambda: t._raw.get([7, 5])):
+        with pytest.raises(ts.errors.TensorError):
+            walk()
+    assert "nnz=?" in repr(t) and "inconsistent" in repr(t._raw)
+    a.indptr[where] = saved
+    assert t.nnz == nnz
+    np.testing.assert_array_equal(t.to_numpy(), dense)
