@@ -85,7 +85,6 @@ pub fn format_for(text: &str, rank: usize, elem: Option<ElemType>) -> tessera::R
     }
 }
 
-/// Convert `t` to the format named by `format`, if one is named and it differs.
 /// `f`, a walk over the tensor's arrays, for a tensor whose arrays may have changed since it was
 /// built. Memory someone else owns (a SciPy matrix's `indptr`, lent by `asarray`) can be
 /// rewritten by its owner at any time, and the walks index by the positions they read, so a
@@ -93,7 +92,7 @@ pub fn format_for(text: &str, rank: usize, elem: Option<ElemType>) -> tessera::R
 /// (`tensor.validate`), never a panic; a rewrite racing the walk itself (another thread, the
 /// GIL released) is caught as the same error. Tensors Tessera owns cannot change: walked as
 /// they are.
-pub fn walked<R>(t: &Tensor, f: impl FnOnce(&Tensor) -> R) -> PyResult<R> {
+fn walked<R>(t: &Tensor, f: impl FnOnce(&Tensor) -> R) -> PyResult<R> {
     if !t.levels.iter().flatten().any(Buffer::is_foreign) {
         return Ok(f(t));
     }
@@ -107,6 +106,7 @@ pub fn walked<R>(t: &Tensor, f: impl FnOnce(&Tensor) -> R) -> PyResult<R> {
     })
 }
 
+/// Convert `t` to the format named by `format`, if one is named and it differs.
 fn converted(py: Python<'_>, t: Tensor, format: Option<&str>) -> PyResult<Tensor> {
     let Some(text) = format else { return Ok(t) };
     let f = format_for(text, t.rank(), Some(t.elem())).py_err()?;
