@@ -44,10 +44,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def tessera(example, args, dump, schedule=None):
     """Run `cargo run --release --example EXAMPLE -- ARGS --dump DUMP` on the JIT and C
     backends, and with `schedule` (schedule commands for the forward program, which the
-    gradient program inherits) on C last, so the peers are checked against its dump; returns
+    gradient program inherits) on both again, C last, so the peers are checked against its dump; returns
     the JSON reports by row name (a failing run is reported, skipped)."""
     mine = {}
-    runs = [("jit", None), ("c", None)] + ([("c", schedule)] if schedule else [])
+    runs = [("jit", None), ("c", None)] + ([("jit", schedule), ("c", schedule)] if schedule else [])
     for backend, sched in runs:
         cmd = ["cargo", "run", "--release", "-q", "--example", example, "--", *map(str, args),
                "--backend", backend, "--dump", dump] + (["--schedule", sched] if sched else [])
