@@ -878,6 +878,35 @@ fn gat_layer_gradients_visit_only_the_edges() {
 
 /// The face adjacency of a torus grid of `a` x `b` quads cut into two triangles each
 /// (examples/subdivnet.rs's rule): the faces across each triangle's three edges, in order.
+/// The inputs SubdivNet differentiates.
+const SUBDIVNET_WRT: [&str; 5] = ["x", "w0", "w1", "w2", "w3"];
+
+/// SubdivNet's inputs on an `a` x `b` torus grid (`2 a b` faces) with `f_in` -> `f` features,
+/// from `seed`, and the seed `y` of its output's cotangent.
+fn subdivnet_inputs(
+    seed_value: u64,
+    (a, b): (usize, usize),
+    f_in: usize,
+    f: usize,
+) -> (Tensors, Tensors) {
+    let mut rng = StdRng::seed_from_u64(seed_value);
+    let n = 2 * a * b;
+    let ints = Format::dense(2, tessera::types::Scalar::I64(0));
+    let adj =
+        Tensor::from_dense(&ints, &[n, 3], &Buffer::I64(torus_adjacency(a, b).into())).unwrap();
+    let mut ts = named(vec![("adj", adj)]);
+    ts.insert(
+        "x".into(),
+        tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[n, f_in], &all),
+    );
+    for w in &SUBDIVNET_WRT[1..] {
+        let t = tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[f_in, f], &all);
+        ts.insert(w.to_string(), t);
+    }
+    let seeds = named(vec![("y", seed(&mut rng, &[n, f]))]);
+    (ts, seeds)
+}
+
 fn torus_adjacency(a: usize, b: usize) -> Vec<i64> {
     let face = |p: usize, q: usize, t: usize| (2 * (((p + a) % a) * b + (q + b) % b) + t) as i64;
     let mut adj = vec![];
@@ -898,23 +927,8 @@ fn torus_adjacency(a: usize, b: usize) -> Vec<i64> {
 #[test]
 fn subdivnet_mesh_convolution_scatters_into_the_gathered_faces() {
     let text = include_str!("../examples/subdivnet.tess");
-    let mut rng = StdRng::seed_from_u64(12);
-    let (a, b, f_in, f) = (3, 3, 2, 3);
-    let n = 2 * a * b;
-    let ints = Format::dense(2, tessera::types::Scalar::I64(0));
-    let adj =
-        Tensor::from_dense(&ints, &[n, 3], &Buffer::I64(torus_adjacency(a, b).into())).unwrap();
-    let mut ts = named(vec![("adj", adj)]);
-    ts.insert(
-        "x".into(),
-        tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[n, f_in], &all),
-    );
-    let wrt = ["x", "w0", "w1", "w2", "w3"];
-    for w in &wrt[1..] {
-        let t = tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[f_in, f], &all);
-        ts.insert(w.to_string(), t);
-    }
-    let seeds = named(vec![("y", seed(&mut rng, &[n, f]))]);
+    let (ts, seeds) = subdivnet_inputs(12, (3, 3), 2, 3);
+    let wrt = SUBDIVNET_WRT;
     check(text, &ts, &wrt, &seeds, "");
 
     let opts = BackwardOptions::default();
@@ -946,23 +960,8 @@ fn vectorised_loops_keep_their_mark_in_the_gradient_where_lanes_allow() {
     )
     .unwrap()
     .to_string();
-    let mut rng = StdRng::seed_from_u64(13);
-    let (a, b, f_in, f) = (3, 4, 3, 5);
-    let n = 2 * a * b;
-    let ints = Format::dense(2, tessera::types::Scalar::I64(0));
-    let adj =
-        Tensor::from_dense(&ints, &[n, 3], &Buffer::I64(torus_adjacency(a, b).into())).unwrap();
-    let mut ts = named(vec![("adj", adj)]);
-    ts.insert(
-        "x".into(),
-        tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[n, f_in], &all),
-    );
-    let wrt = ["x", "w0", "w1", "w2", "w3"];
-    for w in &wrt[1..] {
-        let t = tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[f_in, f], &all);
-        ts.insert(w.to_string(), t);
-    }
-    let seeds = named(vec![("y", seed(&mut rng, &[n, f]))]);
+    let (ts, seeds) = subdivnet_inputs(13, (3, 4), 3, 5);
+    let wrt = SUBDIVNET_WRT;
     let gp = grad(&parse(&text), &wrt, &["y"]).unwrap();
     let printed = gp.program.to_string();
     assert_eq!(
