@@ -68,7 +68,7 @@ pub fn sort_i64(v: &mut [i64]) {
 /// sort, or, for keys crowded into few buckets, the radix sort or comparisons.
 ///
 /// The scan is only used after counting exactly `v.len()` set flags in the range, so a list
-/// that broke the invariant that way is sorted by comparisons instead. Errors (the kernel's
+/// that broke the invariant that way is sorted another way instead. Errors (the kernel's
 /// fault) if a slot lies outside `flags`, which is only looked at for lists of `RADIX_MIN`
 /// slots or more (shorter ones are just sorted).
 pub fn sort_slots(v: &mut [i64], flags: &[bool]) -> Result<(), i64> {
