@@ -169,6 +169,85 @@ fn spgemm_through_einsum_agrees() {
     assert!(on_c.countstored() > 0, "the product should not be empty");
 }
 
+/// A CSR matrix with the given stored pattern (row 0 empty, row 1 full, the rest about 40%)
+/// whose stored values include explicit zeros of both signs, NaN, infinities and products
+/// that underflow (`1e-200 * 1e-200`): the strong zero of each product must survive every
+/// shortcut of the Gustavson kernel, on C as on the JIT and the evaluator.
+fn special_csr(format: &str, rows: usize, cols: usize, seed: u64, specials: f64) -> Tensor {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let dense: Vec<f64> = (0..rows * cols)
+        .map(|e| match e / cols {
+            0 => 0.0,
+            1 => 1.0,
+            _ => f64::from(u8::from(rng.random_bool(0.4))),
+        })
+        .collect();
+    let mut t =
+        Tensor::from_dense(&fmt(format), &[rows, cols], &Buffer::F64(dense.into())).unwrap();
+    let special = [
+        0.0,
+        -0.0,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1e-200,
+        -1e-200,
+    ];
+    let vals = t.levels.last_mut().unwrap().last_mut().unwrap();
+    let n = vals.len();
+    *vals = Buffer::F64(
+        (0..n)
+            .map(|_| {
+                if rng.random_bool(specials) {
+                    special[rng.random_range(0..special.len())]
+                } else {
+                    rng.random_range(-4..=4) as f64 * 0.75 + 0.5
+                }
+            })
+            .collect::<Vec<f64>>()
+            .into(),
+    );
+    t
+}
+
+#[test]
+fn spgemm_with_zeros_nans_and_infinities_agrees_bit_for_bit() {
+    let Some(c) = c_runner("spgemm_with_zeros_nans_and_infinities_agrees_bit_for_bit") else {
+        return;
+    };
+    let text = include_str!("../examples/spgemm_gustavson.tess");
+    for coord in ["", ", coord=i32"] {
+        let csr = format!("Dense(SparseList(Element(0.0){coord}))");
+        // No specials (every row takes the IEEE loop), a few, and many.
+        for (seed, specials) in [(1, 0.0), (2, 0.05), (3, 0.3)] {
+            let ts = tensors(vec![
+                ("A", special_csr(&csr, 12, 10, seed, specials)),
+                ("B", special_csr(&csr, 10, 14, seed + 10, specials)),
+                ("C", empty(&csr, &[12, 14])),
+                ("w", empty("SparseByteMap(Element(0.0))", &[14])),
+            ]);
+            let want = run_eval(&parse(text), &ts).unwrap();
+            let mut on_jit = ts.clone();
+            run_jit(&parse(text), &mut on_jit).unwrap();
+            let mut on_c = ts;
+            run_on(&c, text, &mut on_c).unwrap();
+            // Debug text tells -0.0 from 0.0 and compares NaN equal to itself.
+            let bits = |b: &Buffer| format!("{b:?}");
+            assert_eq!(
+                bits(&on_c["C"].to_dense()),
+                bits(&want["C"]),
+                "{csr} {seed}"
+            );
+            assert_eq!(
+                format!("{:?}", on_c["C"].levels),
+                format!("{:?}", on_jit["C"].levels),
+                "{csr} {seed}"
+            );
+        }
+    }
+}
+
 /// The error of running `text` on C and on the JIT (both must fail, with the same error:
 /// kind, data and message).
 fn same_error(c: &Runner, text: &str, ts: &BTreeMap<String, Tensor>) -> Error {

@@ -1073,6 +1073,72 @@ fn row_wise_spgemm_in_parallel_equals_serial() {
     }
 }
 
+/// Rows of C with hundreds of slots spread over a range tens of times longer (the bucket sort
+/// of `runtime::intrinsics::sort_slots`), some rows empty, one full row of A, with 4- and
+/// 8-byte indices: 1, 2 and 3 threads store the 1-thread JIT's arrays, with the evaluator's
+/// values, on every backend.
+#[test]
+fn spgemm_with_wide_rows_in_parallel_equals_serial() {
+    for coord in ["", ", coord=i32"] {
+        let csr = format!("Dense(SparseList(Element(0.0){coord}))");
+        // A 8 x 120: rows 0 and 5 empty, row 3 full; B 120 x 6000, about 24 a row: rows of
+        // C of about 120 slots over a range of 6000.
+        let mut coords = vec![vec![], vec![]];
+        let mut vals = vec![];
+        for i in 0..8i64 {
+            for k in 0..120i64 {
+                let on = match i {
+                    0 | 5 => false,
+                    3 => true,
+                    _ => (i * 7919 + k * 104_729) % 23 == 0,
+                };
+                if on {
+                    coords[0].push(i);
+                    coords[1].push(k);
+                    vals.push((i - k % 7) as f64 * 0.5 + 0.25);
+                }
+            }
+        }
+        let a = Tensor::from_coo(
+            &fmt(&csr),
+            &[8, 120],
+            &coords,
+            &Buffer::F64(vals.into()),
+            |_, b| b,
+        )
+        .unwrap();
+        let mut coords = vec![vec![], vec![]];
+        let mut vals = vec![];
+        for k in 0..120i64 {
+            for n in 0..24i64 {
+                coords[0].push(k);
+                coords[1].push((k * 7_333 + n * n * 4_111 + n * 97) % 6_000);
+                vals.push((n % 5) as f64 - 1.5);
+            }
+        }
+        let b = Tensor::from_coo(
+            &fmt(&csr),
+            &[120, 6_000],
+            &coords,
+            &Buffer::F64(vals.into()),
+            |_, b| b,
+        )
+        .unwrap();
+        let mut t = BTreeMap::new();
+        t.insert("A".to_string(), a);
+        t.insert("B".to_string(), b);
+        t.insert(
+            "C".to_string(),
+            Tensor::empty(&fmt(&csr), &[8, 6_000]).unwrap(),
+        );
+        t.insert(
+            "w".to_string(),
+            Tensor::empty(&fmt("SparseByteMap(Element(0.0))"), &[6_000]).unwrap(),
+        );
+        rows_agree(GUSTAVSON, &t, "C", &format!("wide rows, {csr}"));
+    }
+}
+
 /// A product whose later chunks append megabytes (their join is cut between the threads,
 /// `backend::parallel::stitch`), run several times through one compiled kernel on 2-4 threads
 /// with products of other sizes in between (each call's chunks append into the fragments the
