@@ -730,7 +730,7 @@ impl Emitter<'_> {
         self.unchecked.extend(pretested.iter().copied());
         self.pretested.extend(inner);
         let select = std::mem::replace(&mut self.select_mul, elementwise(body));
-        self.loop_copies(var, (s, e), &step, body);
+        self.loop_copies(var, (s, e), step, body);
         self.select_mul = select;
         self.unchecked = saved.0;
         self.pretested.truncate(saved.1);
