@@ -226,5 +226,17 @@ mod tests {
             b::assign(acc, load(4, Expr::Var(j))),
         ];
         assert!(gathers(p, &other).is_empty());
+        // An outer loop: its inner loop gets the prefetches, if any, not it.
+        let row = vec![
+            b::assign(j, load(2, Expr::Var(p))),
+            b::assign(acc, load(4, Expr::Var(j))),
+        ];
+        let outer = vec![Stmt::For {
+            var: VarId(3),
+            start: b::int(0),
+            stop: b::int(4),
+            body: row,
+        }];
+        assert!(gathers(p, &outer).is_empty());
     }
 }
