@@ -41,18 +41,22 @@ def jax_ms(f, args, repeats):
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def tessera(example, args, dump):
+def tessera(example, args, dump, schedule=None):
     """Run `cargo run --release --example EXAMPLE -- ARGS --dump DUMP` on the JIT and C
-    backends; returns their JSON reports by backend (a failing backend is reported, skipped)."""
+    backends, and with `schedule` (schedule commands for the forward program, which the
+    gradient program inherits) on both again, C last, so the peers are checked against its dump; returns
+    the JSON reports by row name (a failing run is reported, skipped)."""
     mine = {}
-    for backend in ["jit", "c"]:
+    runs = [("jit", None), ("c", None)] + ([("jit", schedule), ("c", schedule)] if schedule else [])
+    for backend, sched in runs:
         cmd = ["cargo", "run", "--release", "-q", "--example", example, "--", *map(str, args),
-               "--backend", backend, "--dump", dump]
+               "--backend", backend, "--dump", dump] + (["--schedule", sched] if sched else [])
+        name = f"{backend}, {sched}" if sched else backend
         out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if out.returncode != 0:
-            print(f"# tessera --backend {backend} failed: {out.stderr.strip()[-300:]}")
+            print(f"# tessera ({name}) failed: {out.stderr.strip()[-300:]}")
             continue
-        mine[backend] = json.loads(out.stdout.strip().splitlines()[-1])
+        mine[name] = json.loads(out.stdout.strip().splitlines()[-1])
     return mine
 
 

@@ -14,7 +14,9 @@ baseline does: the neighbours gathered with `index_select` into a faces x 3 x F_
 rotation for the circular difference by `cat`, `abs` and `sum` over the neighbours, four
 matrix products; backward by autograd from `(y * G).sum()`. JAX (if installed) computes the
 same with `jnp.take` and `jnp.roll` under `jax.jit`, the gradient by `jax.grad`. Results must
-agree (relative 1e-9 on y and the five gradients). Single thread everywhere; medians of REPEATS
+agree (relative 1e-9 on y and the five gradients; the peers are checked against the last
+Tessera run, C with the schedule `vectorize(o)`, whose backward loop over `o` inherits the
+mark and runs its folds as reassociated `omp simd` sums). Single thread everywhere; medians of REPEATS
 calls, compile time excluded. Prints a Markdown table.
 
 Needs `torch` and `numpy`; JAX optional (`pip install "jax[cpu]"`).
@@ -93,7 +95,7 @@ def main():
     torch.set_num_threads(1)
     jax = load_jax()
     with tempfile.TemporaryDirectory() as tmp:
-        mine = tessera("subdivnet", [a, b, f_in, f, repeats], tmp)
+        mine = tessera("subdivnet", [a, b, f_in, f, repeats], tmp, schedule="vectorize(o)")
         load_np = lambda name: np.load(os.path.join(tmp, name + ".npy"))
         load = lambda name: torch.from_numpy(load_np(name))
         adj = torus_adjacency(a, b)

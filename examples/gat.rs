@@ -100,7 +100,14 @@ fn main() -> Result<()> {
 
     let wrt = ["X", "W", "a1", "a2"];
     let seeds = BTreeMap::from([("O".to_string(), seed.clone())]);
-    let study = grad_study::run(&runner, PROGRAM, &inputs, &wrt, seeds.clone(), repeats)?;
+    let study = grad_study::run(
+        &runner,
+        (PROGRAM, args.schedule.as_deref()),
+        &inputs,
+        &wrt,
+        seeds.clone(),
+        repeats,
+    )?;
     let check = if args.check {
         let fields = grad_study::check(&runner, PROGRAM, &inputs, &seeds, &study, 1e-6)?;
         format!(", {fields}")

@@ -113,7 +113,14 @@ fn main() -> Result<()> {
     let seed = dense(&[nf, size, size], g)?;
 
     let seeds = BTreeMap::from([("P".to_string(), seed.clone())]);
-    let study = grad_study::run(&runner, PROGRAM, &inputs, &["V"], seeds.clone(), repeats)?;
+    let study = grad_study::run(
+        &runner,
+        (PROGRAM, args.schedule.as_deref()),
+        &inputs,
+        &["V"],
+        seeds.clone(),
+        repeats,
+    )?;
     let check = if args.check {
         // min, the clamps and the inside test have kinks: on the full image a step of 1e-6
         // may cross one for some of the 4 million face-pixel pairs; small images cross none.

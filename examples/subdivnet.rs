@@ -93,7 +93,14 @@ fn main() -> Result<()> {
     let seed = dense(&[n, f], uniform(&mut rng, n * f, 1.0))?;
 
     let seeds = BTreeMap::from([("y".to_string(), seed.clone())]);
-    let study = grad_study::run(&runner, PROGRAM, &inputs, &wrt, seeds.clone(), repeats)?;
+    let study = grad_study::run(
+        &runner,
+        (PROGRAM, args.schedule.as_deref()),
+        &inputs,
+        &wrt,
+        seeds.clone(),
+        repeats,
+    )?;
     let check = if args.check {
         // abs has kinks: a step of 1e-6 along a random direction crosses |a - b| = 0 for a
         // pair or two of the ~10^6 differences of a full mesh (relative error ~1e-4 there,

@@ -933,6 +933,64 @@ fn subdivnet_mesh_convolution_scatters_into_the_gathered_faces() {
     assert!(lines < 2000, "the gradient kernel has {lines} lines");
 }
 
+/// A schedule on the forward program carries into the gradient: `vectorize(o)` on SubdivNet
+/// leaves its backward loop over `o` vectorised too (C then runs its folds as `omp simd`
+/// reductions, reassociated), and every gradient still matches finite differences on every
+/// backend. A loop whose backward cannot run in lanes loses the mark instead: the adjoint of
+/// the gather `x[idx[o]]` is the scatter `dx[idx[o]] += ...`, whose lanes could meet.
+#[test]
+fn vectorised_loops_keep_their_mark_in_the_gradient_where_lanes_allow() {
+    let text = tessera::transforms::schedule::schedule(
+        &parse(include_str!("../examples/subdivnet.tess")),
+        "vectorize(o)",
+    )
+    .unwrap()
+    .to_string();
+    let mut rng = StdRng::seed_from_u64(13);
+    let (a, b, f_in, f) = (3, 4, 3, 5);
+    let n = 2 * a * b;
+    let ints = Format::dense(2, tessera::types::Scalar::I64(0));
+    let adj =
+        Tensor::from_dense(&ints, &[n, 3], &Buffer::I64(torus_adjacency(a, b).into())).unwrap();
+    let mut ts = named(vec![("adj", adj)]);
+    ts.insert(
+        "x".into(),
+        tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[n, f_in], &all),
+    );
+    let wrt = ["x", "w0", "w1", "w2", "w3"];
+    for w in &wrt[1..] {
+        let t = tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[f_in, f], &all);
+        ts.insert(w.to_string(), t);
+    }
+    let seeds = named(vec![("y", seed(&mut rng, &[n, f]))]);
+    let gp = grad(&parse(&text), &wrt, &["y"]).unwrap();
+    let printed = gp.program.to_string();
+    assert_eq!(
+        printed.matches("for o = vectorize(").count(),
+        2,
+        "{printed}"
+    );
+    check(&text, &ts, &wrt, &seeds, "");
+
+    let gather = "for o = vectorize(_)\n  y[o] += x[idx[o]] * x[idx[o]]\nend\n";
+    let gp = grad(&parse(gather), &["x"], &["y"]).unwrap();
+    let printed = gp.program.to_string();
+    assert_eq!(printed.matches("vectorize(").count(), 1, "{printed}");
+    let idx = Tensor::from_dense(
+        &Format::dense(1, tessera::types::Scalar::I64(0)),
+        &[7],
+        &Buffer::I64(vec![0, 2, 2, 4, 1, 0, 2].into()),
+    )
+    .unwrap();
+    let mut ts = named(vec![("idx", idx)]);
+    ts.insert(
+        "x".into(),
+        tensor(&mut rng, "Dense(Element(0.0))", &[5], &all),
+    );
+    let seeds = named(vec![("y", seed(&mut rng, &[7]))]);
+    check(gather, &ts, &["x"], &seeds, "");
+}
+
 /// FreeTensor's SoftRas workload (examples/softras.tess) on four triangles and a 6 x 6
 /// image: `let` chains, clamps (`min`/`max`), a `min` of three distances, an `ifelse` on the
 /// inside test, `exp`, and gathers of the vertices through the face index tensor, whose

@@ -755,6 +755,121 @@ fn vectorize_refusals_name_the_dependence() {
     legal(SPMV, "vectorize(j)", &s);
 }
 
+/// A reduction whose elements no two iterations share (`y[i, o] += ...`: a row of a matrix
+/// product) runs in lanes as a plain update per lane; reductions two iterations meet in are
+/// refused with the pair named.
+#[test]
+fn vectorize_takes_reductions_into_elements_of_their_own() {
+    let rows = "for i = _, f = _\n  for o = _\n    y[i, o] += x[i, f] * w[f, o]\n  end\nend\n";
+    let s = Setup {
+        inputs: &[("x", &[DENSE2], &[4, 3]), ("w", &[DENSE2], &[3, 9])],
+        outputs: &[("y", DENSE2, &[4, 9])],
+    };
+    let q = legal(rows, "vectorize(o)", &s);
+    assert!(q.to_string().contains("o = vectorize(_)"), "{q}");
+    // A row starts at `i * 9`: still contiguous, so the JIT runs it in lanes.
+    let code = Runner::jit()
+        .compile(&q, &formats_of(&tensors(&s, 0)))
+        .unwrap()
+        .ir
+        .to_string();
+    assert!(
+        code.contains("vectorised: the JIT runs 2 iterations per instruction"),
+        "{code}"
+    );
+    // Iteration o's second update and iteration o + 1's first reach one element.
+    let e = refused(
+        "for o = 0:7\n  y[o] += x[o]\n  y[o + 1] += x[o]\nend\n",
+        "vectorize(o)",
+    );
+    assert_eq!(direction(&e), dirs(&[("o", '<')]));
+    assert!(e.to_string().contains("`y[o"), "{e}");
+    refused("for o = _\n  y[o % 2] += x[o]\nend\n", "vectorize(o)");
+}
+
+/// The shape of a gradient's backward loop: folds into a local beside updates of a row
+/// (`ir::distribute` splits them). Vectorised, C runs the fold loop as an OpenMP `simd`
+/// reduction (the sum reassociated, as the JIT's lanes do) and the results agree with the
+/// evaluator within rounding on every backend, for rows shorter than a vector, exactly one,
+/// and longer, with a tail.
+#[test]
+fn vectorised_folds_run_as_simd_reductions_on_c() {
+    let text = "for i = _\n  s .= 0.0\n  for o = _\n    s[] += x[i, o] * w[o]\n    dw[o] += x[i, o] * g[i]\n  end\n  y[i] = s[]\nend\n";
+    for n in [1, 3, 8, 37] {
+        let s = Setup {
+            inputs: &[
+                ("x", &[DENSE2], &[5, n]),
+                ("w", &[DENSE1], &[n]),
+                ("g", &[DENSE1], &[5]),
+            ],
+            outputs: &[
+                ("dw", DENSE1, &[n]),
+                ("y", DENSE1, &[5]),
+                ("s", SCALAR, &[]),
+            ],
+        };
+        legal(text, "vectorize(o)", &s);
+    }
+    if c_runner("schedule").is_some() {
+        use common::cli::{Dir, ok};
+        let d = Dir::new("vectorize-folds");
+        let x = d.file("x.tns", "# shape: 5x37\n1 1 1.5\n5 37 2.5\n");
+        let w = d.file("w.tns", "# shape: 37\n3 1.0\n");
+        let g = d.file("g.tns", "# shape: 5\n2 1.0\n");
+        let q = schedule(&parse(text), "vectorize(o)").unwrap().to_string();
+        let ins = [
+            format!("x={x}@Dense(Dense(Element(0.0)))"),
+            format!("w={w}@Dense(Element(0.0))"),
+            format!("g={g}@Dense(Element(0.0))"),
+        ];
+        let code = ok(&[
+            "code",
+            &q,
+            "--in",
+            &ins[0],
+            "--in",
+            &ins[1],
+            "--in",
+            &ins[2],
+            "--out",
+            "dw",
+            "--out",
+            "y",
+            "--backend",
+            "c",
+        ]);
+        assert!(code.contains("#pragma omp simd reduction(+:"), "{code}");
+        // The checked copy of the loop may return a fault, so it keeps the serial order.
+        assert!(code.contains("#pragma GCC ivdep"), "{code}");
+    }
+}
+
+/// A program may say `vectorize(_)` itself; the compiler checks its dependences as the
+/// schedule command does, since the backends take the mark as a promise.
+#[test]
+fn a_vectorised_loop_in_the_text_is_checked_when_compiled() {
+    let p = parse("for i = vectorize(1:7)\n  a[i] = a[i - 1] + x[i]\nend\n");
+    let mut ts = BTreeMap::new();
+    ts.insert(
+        "x".to_string(),
+        dense_vector("Element(0.0)", Buffer::F64(vec![1.0; 8].into())),
+    );
+    ts.insert(
+        "a".to_string(),
+        dense_vector("Element(0.0)", Buffer::F64(vec![0.0; 8].into())),
+    );
+    let e = match Runner::jit().compile(&p, &formats_of(&ts)) {
+        Ok(_) => panic!("a recurrence compiled vectorised"),
+        Err(e) => e,
+    };
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("vectorised loop `i`") && msg.contains("`a[i - 1]`"),
+        "{msg}"
+    );
+}
+
 #[test]
 fn vectorize_on_a_sparse_level_is_refused_when_compiled() {
     let p = schedule(

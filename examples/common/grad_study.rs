@@ -27,17 +27,21 @@ pub struct Study {
     pub gradients: BTreeMap<String, Tensor>,
 }
 
-/// Run `program` (text) on `inputs` `repeats` times, then its gradient with respect to `wrt`
-/// with the cotangents `seeds` (by output name) as many times; fresh tensors each run.
+/// Run `program` (text, with the schedule commands `schedule` applied) on `inputs` `repeats`
+/// times, then its gradient with respect to `wrt` with the cotangents `seeds` (by output
+/// name) as many times; fresh tensors each run.
 pub fn run(
     runner: &Runner,
-    program: &str,
+    (program, schedule): (&str, Option<&str>),
     inputs: &BTreeMap<String, Tensor>,
     wrt: &[&str],
     seeds: BTreeMap<String, Tensor>,
     repeats: usize,
 ) -> Result<Study> {
-    let program = parse_program(program)?;
+    let mut program = parse_program(program)?;
+    if let Some(text) = schedule {
+        program = tessera::transforms::schedule::schedule(&program, text)?;
+    }
     let timed = |p: &tessera::notation::ast::Program, tensors: &BTreeMap<String, Tensor>| {
         let t0 = Instant::now();
         let kernel = runner.compile(p, &tessera::api::formats_of(tensors))?;

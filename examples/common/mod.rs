@@ -6,14 +6,19 @@ use tessera::error::{Error, Result};
 #[allow(dead_code)] // only the gradient workloads use it
 pub mod grad_study;
 
-/// The command line of a study: positional numbers, `--dump DIR`, `--backend jit|c` and the
-/// flag `--check` (the gradient workloads compare with finite differences).
+/// The command line of a study: positional numbers, `--dump DIR`, `--backend jit|c`,
+/// `--schedule TEXT` and the flag `--check` (the gradient workloads compare with finite
+/// differences).
 pub struct Args {
     plain: Vec<String>,
     pub dump: Option<String>,
     pub backend: Option<String>,
     #[allow(dead_code)] // only the gradient workloads read it
     pub check: bool,
+    /// `--schedule TEXT`: schedule commands applied to the study's program before it runs
+    /// (the gradient workloads: before `grad`, whose backward loops keep the marks they can).
+    #[allow(dead_code)] // only the gradient workloads read it
+    pub schedule: Option<String>,
     /// `--a FILE --b FILE`: input files instead of generated data.
     #[allow(dead_code)] // only the interval study reads files
     pub files: (Option<String>, Option<String>),
@@ -46,6 +51,7 @@ impl Args {
             dump: option("--dump"),
             backend: option("--backend"),
             check: args.iter().any(|a| a == "--check"),
+            schedule: option("--schedule"),
             files: (option("--a"), option("--b")),
         }
     }

@@ -17,7 +17,7 @@ import builtins
 import numpy as np
 
 from . import _tessera
-from .errors import FormatError, IndexOutOfBoundsError, UnsupportedDtypeError
+from .errors import FormatError, IndexOutOfBoundsError, TensorError, UnsupportedDtypeError
 
 DTYPES = ("float64", "float32", "int64", "int32", "int8", "uint8", "uint64", "bool")
 
@@ -330,7 +330,11 @@ class Tensor:
         return self._raw.countstored()
 
     def __repr__(self):
-        return f"tessera.Tensor(shape={self.shape}, dtype={self.dtype.name}, format={self.format}, nnz={self.nnz})"
+        try:
+            nnz = self.nnz
+        except TensorError:  # arrays shared with NumPy and rewritten inconsistently since
+            nnz = "?"
+        return f"tessera.Tensor(shape={self.shape}, dtype={self.dtype.name}, format={self.format}, nnz={nnz})"
 
     def __len__(self):
         if not self.shape:

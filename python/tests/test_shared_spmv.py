@@ -10,6 +10,8 @@ import weakref
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given
+from hypothesis import strategies as st
 
 import tessera as ts
 from tessera import _tessera
@@ -200,3 +202,60 @@ def test_a_copied_tensor_never_shares_numpy_memory():
     assert not np.shares_memory(c.to_numpy(), v)
     v[0] = 42.0
     assert c.to_numpy()[0] == 0.0
+
+
+@given(rows=st.integers(1, 140), index=st.sampled_from(["int32", "int64"]),
+       at=st.integers(0, 140), kind=st.sampled_from(["negative", "min", "large", "same"]))
+def test_each_runs_row_pointer_bound_is_their_largest_wherever_it_is(rows, index, at, kind):
+    """The per-run check of the row pointers' copy is one pass of lanes and a remainder
+    (`runtime::largest`): whatever the length and wherever the largest or a negative pointer
+    sits, the bound is `max + 1` (none for a negative one), the results SciPy's, and a bad
+    pointer a typed error; the matrix stays zero-copy."""
+    a = csr(index, shape=(rows, 20), seed=rows)
+    t = ts.asarray(a)
+    x = np.random.default_rng(rows).random(20)
+    k = ts.compile(SPMV, out="y", backend="c", A=t, x=x)
+    y = np.empty(rows)
+    assert k(A=t, x=x, out=y) is y
+    np.testing.assert_allclose(y, a @ x, rtol=1e-13, atol=1e-13)
+    assert _tessera.last_snapshots("c") == [("A", 1, 0, a.nnz + 1)]
+    ptr, nnz = a.indptr, a.nnz  # SciPy's `nnz` reads `indptr[-1]`, rewritten below
+    at = at % len(ptr)
+    value = {"negative": -1, "min": np.iinfo(index).min, "large": nnz + 1 + at,
+             "same": ptr[at]}[kind]
+    ptr[at] = value
+    # The checked loop's meaning: a row whose end is not after its start is empty, any other
+    # reads entries `ptr[i]..ptr[i + 1]`, which must lie in `0..nnz`.
+    reads_outside = any(ptr[i] < ptr[i + 1] and (ptr[i] < 0 or ptr[i + 1] > nnz)
+                        for i in range(rows))
+    if reads_outside:
+        with pytest.raises(ts.KernelError, match="out of bounds|outside"):
+            k(A=t, x=x, out=y)
+    else:
+        k(A=t, x=x, out=y)
+        np.testing.assert_allclose(y, rows_spmv(ptr, a.indices, a.data, x), rtol=1e-13,
+                                   atol=1e-13)
+    bound = _tessera.last_snapshots("c")[0][3]
+    assert bound == (None if value < 0 else int(ptr.max()) + 1)
+    _, (p, idx), (val,) = t.level_buffers()
+    assert (address(p), address(idx), address(val)) == (
+        address(a.indptr), address(a.indices), address(a.data))
+
+
+@pytest.mark.parametrize("where, value", [(-1, 10**6), (1, 10**6), (3, -7), (0, -1)])
+def test_a_rewritten_shared_structure_is_a_typed_error_when_walked(where, value):
+    """Counting, printing, indexing or densifying a SciPy-shared tensor walks its row pointers:
+    rewritten past the entries (or negative) by their owner, they give a typed error, not a
+    panic inside the walk; repaired, the tensor reads as before."""
+    a = csr(shape=(8, 6), seed=2)
+    t = ts.asarray(a)
+    nnz, dense = t.nnz, t.to_numpy()
+    saved = a.indptr[where]
+    a.indptr[where] = value
+    for walk in (lambda: t.nnz, lambda: t.to_numpy(), lambda: t._raw.get([7, 5])):
+        with pytest.raises(ts.errors.TensorError):
+            walk()
+    assert "nnz=?" in repr(t) and "inconsistent" in repr(t._raw)
+    a.indptr[where] = saved
+    assert t.nnz == nnz
+    np.testing.assert_array_equal(t.to_numpy(), dense)

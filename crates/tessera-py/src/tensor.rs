@@ -85,6 +85,27 @@ pub fn format_for(text: &str, rank: usize, elem: Option<ElemType>) -> tessera::R
     }
 }
 
+/// `f`, a walk over the tensor's arrays, for a tensor whose arrays may have changed since it was
+/// built. Memory someone else owns (a SciPy matrix's `indptr`, lent by `asarray`) can be
+/// rewritten by its owner at any time, and the walks index by the positions they read, so a
+/// rewritten structure (a row pointer past the entries) is checked first and is a typed error
+/// (`tensor.validate`), never a panic; a rewrite racing the walk itself (another thread, the
+/// GIL released) is caught as the same error. Tensors Tessera owns cannot change: walked as
+/// they are.
+fn walked<R>(t: &Tensor, f: impl FnOnce(&Tensor) -> R) -> PyResult<R> {
+    if !t.levels.iter().flatten().any(Buffer::is_foreign) {
+        return Ok(f(t));
+    }
+    t.validate("tensor").py_err()?;
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(t))).map_err(|_| {
+        crate::errors::to_py(tessera::Error::tensor(
+            "tensor",
+            "its arrays changed while they were read (memory shared with NumPy, rewritten \
+             meanwhile)",
+        ))
+    })
+}
+
 /// Convert `t` to the format named by `format`, if one is named and it differs.
 fn converted(py: Python<'_>, t: Tensor, format: Option<&str>) -> PyResult<Tensor> {
     let Some(text) = format else { return Ok(t) };
@@ -304,9 +325,9 @@ impl PyTensor {
             .collect()
     }
 
-    fn countstored(&self, py: Python<'_>) -> usize {
+    fn countstored(&self, py: Python<'_>) -> PyResult<usize> {
         let t = self.arc(py);
-        py.detach(move || t.countstored())
+        py.detach(move || walked(&t, Tensor::countstored))
     }
 
     /// Every entry, fills included, as a C-ordered NumPy array of the tensor's shape: a
@@ -319,7 +340,9 @@ impl PyTensor {
             return buffer_view(py, &t, last, 0, &t.shape);
         }
         let shape = t.shape.clone();
-        let values = py.detach(move || t.try_to_dense()).py_err()?;
+        let values = py
+            .detach(move || walked(&t, Tensor::try_to_dense))?
+            .py_err()?;
         let flat = buffer_to_numpy(py, values);
         flat.call_method1("reshape", (shape,))
     }
@@ -380,16 +403,17 @@ impl PyTensor {
     }
 
     fn get<'py>(&self, py: Python<'py>, index: Vec<usize>) -> PyResult<Bound<'py, PyAny>> {
-        scalar_to_py(py, self.arc(py).get(&index).py_err()?)
+        let t = self.arc(py);
+        scalar_to_py(py, walked(&t, |t| t.get(&index))?.py_err()?)
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
         let t = self.arc(py);
+        let stored = walked(&t, Tensor::countstored)
+            .map_or_else(|_| "? (inconsistent arrays)".to_string(), |n| n.to_string());
         format!(
-            "RawTensor(shape={:?}, format={}, stored={})",
-            t.shape,
-            t.format,
-            t.countstored()
+            "RawTensor(shape={:?}, format={}, stored={stored})",
+            t.shape, t.format,
         )
     }
 }

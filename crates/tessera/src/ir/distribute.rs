@@ -23,6 +23,9 @@
 //! always did). The test is only possible when every index is the loop variable plus a
 //! loop-invariant part that loads nothing (`f * n + o`) or is loop-invariant altogether; a
 //! gather (`x[idx[q]]`) leaves the loop as it is.
+//!
+//! A vectorised loop (`Kernel::vectorized`) stays vectorised: its halves keep its variable,
+//! and a subset of a loop's statements carries no dependence the whole did not.
 
 use super::effects::{Effects, effects_stmts, invariant, new_var};
 // The largest constant offset the range test accepts (with `BOUND`, no overflow).
@@ -58,9 +61,6 @@ fn distribute(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
     else {
         return None;
     };
-    if k.vectorized.contains(var) {
-        return None;
-    }
     // Straight-line folds and stores only, none assigning the loop variable.
     if !body.iter().all(|s| match s {
         Stmt::Assign(v, _) => v != var,

@@ -3,11 +3,12 @@
 //!
 //! The class is a loop whose body, once the bounds checks of its accesses are tested before
 //! it (`backend::versioning`), is:
-//! - stores `out[i] = e` to contiguous elements (`i` the loop's variable, stride 1) of `f64`,
-//!   `i64` or `u64` buffers;
+//! - stores `out[i + c] = e` to contiguous elements (`i` the loop's variable, stride 1, `c` a
+//!   part of the index the body leaves alone, such as a row's start) of `f64`, `i64` or `u64`
+//!   buffers;
 //! - reductions `acc = op(acc, e)` into a variable that nothing else in the body touches,
 //!   with `+ * min max` on `f64` and `+ * min max & |` on `i64`;
-//! - where `e` is built from contiguous loads `a[i]` (`f64`, `i64`, `u64`, `i32`), constants,
+//! - where `e` is built from contiguous loads `a[i + c]` (`f64`, `i64`, `u64`, `i32`), constants,
 //!   variables the body does not assign, and `+ - * / min max` (`f64`: also negation,
 //!   `abs`, `sqrt`; `i64`: `+ - * min max & | ^`).
 //!
@@ -49,7 +50,7 @@ pub fn plan(k: &Kernel, var: VarId, body: &[Stmt]) -> Result<Plan, String> {
         match s {
             Stmt::Comment(_) => {}
             Stmt::Store { buf, index, value } => {
-                if *index != Expr::Var(var) {
+                if !contiguous(index, var, &assigned) {
                     return Err(format!(
                         "a store to `{}` is not at the loop's index",
                         k.bufs[buf.0 as usize].name
@@ -116,6 +117,28 @@ pub fn plan(k: &Kernel, var: VarId, body: &[Stmt]) -> Result<Plan, String> {
     Ok(Plan { reductions })
 }
 
+/// Whether `index` is the loop's variable plus a part the body leaves alone (`f * n + o`
+/// for a row of a matrix): consecutive iterations then address consecutive elements.
+fn contiguous(index: &Expr, var: VarId, assigned: &[VarId]) -> bool {
+    let invariant = |e: &Expr| {
+        let mut ok = true;
+        e.visit(&mut |x| match x {
+            Expr::Var(v) => ok &= *v != var && !assigned.contains(v),
+            Expr::Const(Scalar::I64(_)) | Expr::Binary(..) | Expr::Unary(..) => {}
+            _ => ok = false,
+        });
+        ok
+    };
+    match index {
+        Expr::Var(v) => *v == var,
+        Expr::Binary(BinOp::Add, a, b) => {
+            (contiguous(a, var, assigned) && invariant(b))
+                || (invariant(a) && contiguous(b, var, assigned))
+        }
+        _ => false,
+    }
+}
+
 fn stmt_name(s: &Stmt) -> &'static str {
     match s {
         Stmt::Grow { .. } => "growth",
@@ -127,7 +150,8 @@ fn stmt_name(s: &Stmt) -> &'static str {
     }
 }
 
-fn reduction(k: &Kernel, acc: VarId, e: &Expr) -> Option<Reduction> {
+/// `acc = op(acc, ...)` with an operator lanes can combine for `acc`'s type, or `None`.
+pub fn reduction(k: &Kernel, acc: VarId, e: &Expr) -> Option<Reduction> {
     let Expr::Binary(op, a, b) = e else {
         return None;
     };
@@ -171,7 +195,7 @@ fn lane_expr(k: &Kernel, var: VarId, assigned: &[VarId], e: &Expr) -> Result<(),
         Expr::Var(_) => Ok(()),
         Expr::Load { buf, index } => {
             let name = &k.bufs[buf.0 as usize].name;
-            if **index != Expr::Var(var) {
+            if !contiguous(index, var, assigned) {
                 return Err(format!(
                     "a load of `{name}` is not at the loop's index (a gather or a shifted read)"
                 ));
@@ -229,12 +253,15 @@ fn stmt_mentions(s: &Stmt, v: VarId) -> bool {
     matches!(s, Stmt::Assign(w, _) if *w == v) || s.own_exprs().iter().any(|e| expr_mentions(e, v))
 }
 
+/// What the C backend does with every vectorised loop (`backend::c::emit`).
+const C_VERDICT: &str = "C: omp simd with its float sums and products reassociated, or ivdep";
+
 /// The verdict `tessera code` prints above a vectorised loop.
 pub fn verdict(k: &Kernel, var: VarId, body: &[Stmt]) -> String {
     match plan(k, var, body) {
         Ok(_) => format!(
-            "vectorised: the JIT runs {LANES} iterations per instruction (64-bit lanes, scalar tail); C: ivdep"
+            "vectorised: the JIT runs {LANES} iterations per instruction (64-bit lanes, scalar tail); {C_VERDICT}"
         ),
-        Err(why) => format!("vectorised: the JIT runs it scalar ({why}); C: ivdep"),
+        Err(why) => format!("vectorised: the JIT runs it scalar ({why}); {C_VERDICT}"),
     }
 }

@@ -105,9 +105,11 @@ pub enum LoopMode {
     Serial,
     /// On several threads; the [`Folds`] choice says how its reductions combine.
     Parallel(Folds),
-    /// In SIMD lanes: the `vectorize` schedule command checked that the iterations carry no
-    /// dependence but reductions into one element; backends that can (C's `ivdep`, the JIT's
-    /// 128-bit lanes, `ir::vector`) run several iterations per instruction.
+    /// In SIMD lanes: the `vectorize` schedule command (and the compiler, for a program that
+    /// says `vectorize(_)` itself) checked that the iterations carry no dependence but
+    /// reductions into one element or into an element of their own; backends that can (C's
+    /// `omp simd` or `ivdep`, the JIT's 128-bit lanes, `ir::vector`) run several iterations
+    /// per instruction, float sums and products reassociated.
     Vector,
 }
 

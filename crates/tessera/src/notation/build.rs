@@ -129,7 +129,7 @@ pub fn parallel_for(index: &str, extent: Extent, body: impl IntoIterator<Item = 
 }
 
 /// `for index = vectorize(extent) ... end`: a loop whose iterations may run in SIMD lanes
-/// (unchecked: the `vectorize` schedule command is the checked way to mark one).
+/// (compiling it checks its dependences as the `vectorize` schedule command does).
 pub fn vector_for(index: &str, extent: Extent, body: impl IntoIterator<Item = Stmt>) -> Stmt {
     let mut s = for_(index, extent, body);
     if let StmtKind::Loop { parallel, .. } = &mut s.kind {

@@ -1,5 +1,6 @@
 //! Typed, growable arrays: the storage of every level and the data a kernel reads and writes.
 
+use super::largest::{self, Largest};
 use super::store::Store;
 use crate::types::{ElemType, Scalar};
 
@@ -257,9 +258,12 @@ impl Buffer {
     /// `false` (nothing recorded) when one is not, for a float or bool array, or for memory
     /// someone else owns.
     pub fn check_below(&mut self, below: u64) -> bool {
-        self.extremes()
-            .is_some_and(|(lo, hi)| lo >= 0 && hi.is_none_or(|h| h < below as i128))
-            && each_buffer!(self, v => v.set_below(below))
+        let fits = match self.largest() {
+            Some(Largest::Empty) => true,
+            Some(Largest::Max(m)) => m < below,
+            Some(Largest::Negative) | None => false,
+        };
+        fits && each_buffer!(self, v => v.set_below(below))
     }
 
     /// Check that every element is a non-negative integer and record the tightest bound,
@@ -267,34 +271,23 @@ impl Buffer {
     /// recorded: a negative element, an empty array (no bound above 0 to record), a float or
     /// bool array, foreign memory.
     pub fn check_bounded(&mut self) -> bool {
-        match self.extremes() {
-            Some((lo, Some(hi))) if lo >= 0 && hi < u64::MAX as i128 => {
-                let below = hi as u64 + 1;
-                each_buffer!(self, v => v.set_below(below))
+        match self.largest() {
+            Some(Largest::Max(m)) if m < u64::MAX => {
+                each_buffer!(self, v => v.set_below(m + 1))
             }
             _ => false,
         }
     }
 
-    /// The smallest element (0 for none) and the largest (`None` for none) of an integer
-    /// array; `None` for other element types.
-    fn extremes(&self) -> Option<(i128, Option<i128>)> {
-        fn of<T: Copy + Ord + Into<i128>>(v: &[T]) -> (i128, Option<i128>) {
-            let Some(&first) = v.first() else {
-                return (0, None);
-            };
-            // The extremes in the element type: one pass the compiler vectorises.
-            let (lo, hi) = v
-                .iter()
-                .fold((first, first), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-            (lo.into(), Some(hi.into()))
-        }
+    /// The largest element of an integer array and whether one is negative, in one pass
+    /// ([`super::largest`]); `None` for other element types.
+    fn largest(&self) -> Option<Largest> {
         match self {
-            Buffer::I32(v) => Some(of(v)),
-            Buffer::I64(v) => Some(of(v)),
-            Buffer::U8(v) => Some(of(v)),
-            Buffer::I8(v) => Some(of(v)),
-            Buffer::U64(v) => Some(of(v)),
+            Buffer::I32(v) => Some(largest::of_i32(v)),
+            Buffer::I64(v) => Some(largest::of_i64(v)),
+            Buffer::U8(v) => Some(largest::of_u8(v)),
+            Buffer::I8(v) => Some(largest::of_i8(v)),
+            Buffer::U64(v) => Some(largest::of_u64(v)),
             _ => None,
         }
     }

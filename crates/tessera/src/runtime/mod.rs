@@ -3,6 +3,7 @@
 pub mod abi;
 pub mod buffer;
 pub mod intrinsics;
+pub mod largest;
 pub mod memory;
 pub mod store;
 

@@ -112,7 +112,75 @@ pub fn check_vector(program: &Program, storage: &dyn Fn(&str) -> Storage) -> Res
             }
         });
     });
-    err.map_or(Ok(()), Err)
+    if let Some(e) = err {
+        return Err(e);
+    }
+    // The dependences: checked here too, not only by the `vectorize` command, since a program
+    // may say `vectorize(_)` in its text, and the backends take the mark as a promise (C's
+    // `omp simd`, the JIT's lanes).
+    match lane_blockers(program).into_iter().next() {
+        Some((_, span, index, d)) => Err(Error::unsupported(
+            span,
+            format!(
+                "the vectorised loop `{index}` carries a dependence (or a reduction lanes cannot combine): the {} dependence from `{}` to `{}` (drop `vectorize({index})`)",
+                d.kind, d.source, d.sink
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The `vectorize` loops of `program` whose iterations cannot run in lanes, each with its
+/// path, place, index and the first dependence in the way (see
+/// `deps::Analysis::vector_blocker`).
+fn lane_blockers(
+    program: &Program,
+) -> Vec<(
+    crate::transforms::schedule::names::Path,
+    Span,
+    String,
+    crate::error::Dependence,
+)> {
+    let mut vector = vec![];
+    crate::transforms::schedule::names::walk(&program.body, &mut |s, path| {
+        if let StmtKind::Loop {
+            index,
+            parallel: LoopMode::Vector,
+            ..
+        } = &s.kind
+        {
+            vector.push((path.clone(), s.span, index.clone()));
+        }
+    });
+    if vector.is_empty() {
+        return vec![];
+    }
+    let analysis = crate::transforms::schedule::deps::Analysis::new(program);
+    vector
+        .into_iter()
+        .filter_map(|(path, span, index)| {
+            let d = analysis.vector_blocker(&path)?;
+            Some((path, span, index, d))
+        })
+        .collect()
+}
+
+/// `program` with every `vectorize` loop whose iterations cannot run in lanes made serial
+/// again. `grad` keeps a loop's mode in its backward copy: the adjoint of a loop that runs in
+/// lanes usually can too (its reads become `+=` into gradients, its writes reads of
+/// cotangents), but not always (a gather `x[idx[o]]` becomes a scatter), so each backward
+/// loop is checked on its own and loses the mark, not the program, where it must.
+pub fn serial_where_lanes_blocked(program: &Program) -> Program {
+    let mut p = program.clone();
+    // The paths stay valid: only modes change, no statement moves.
+    for (path, ..) in lane_blockers(program) {
+        let mut s = crate::transforms::schedule::names::get(&p.body, &path).clone();
+        if let StmtKind::Loop { parallel, .. } = &mut s.kind {
+            *parallel = LoopMode::Serial;
+        }
+        p = crate::transforms::schedule::loops::replace(&p, &path, vec![s]);
+    }
+    p
 }
 
 /// Check every parallel loop of `program`. `storage(T)` says how tensor `T` is stored;

@@ -699,15 +699,30 @@ impl Emitter<'_> {
         }
     }
 
-    /// Before a vectorised loop (`Kernel::vectorized`): tell GCC its iterations carry no
+    /// Before a vectorised loop (`Kernel::vectorized`), emitted at `at` (a place in the
+    /// output and its depth) once the loop's text is known: tell GCC its iterations carry no
     /// dependence (the `vectorize` command proved it), so it vectorises without testing the
-    /// buffers for overlap at run time or giving up on them. Float reductions stay in order:
-    /// GCC reassociates them only under `-ffast-math`, which the C tier does not use, so C
-    /// sums equal the serial ones exactly while the JIT's lanes reassociate them.
-    fn ivdep(&mut self, var: VarId) {
-        if self.k.vectorized.contains(&var) {
-            self.line("#pragma GCC ivdep");
+    /// buffers for overlap at run time or giving up on them.
+    ///
+    /// Reductions follow the `vectorize` command's contract, which the JIT's lanes already
+    /// keep: a float sum or product is reassociated, equal to the serial one within rounding.
+    /// GCC reassociates only under `-ffast-math` (which the C tier does not use, since it
+    /// would reach every loop), so a loop of stores and reductions gets OpenMP's `simd` with
+    /// its reductions named instead (`-fopenmp-simd`: the pragma alone, no runtime). That is
+    /// allowed only for a copy with no exit in its text (a checked access returns a fault,
+    /// which a `simd` loop may not), so checked copies keep `ivdep` and the serial order.
+    fn vector_pragma(&mut self, var: VarId, body: &[Stmt], (at, depth): (usize, usize)) {
+        if !self.k.vectorized.contains(&var) {
+            return;
         }
+        let text = &self.out[at..];
+        let exits = ["return", "goto", "break"].iter().any(|w| text.contains(w));
+        let pragma = match simd_clauses(self.k, var, body) {
+            Some(clauses) if !exits => format!("#pragma omp simd {clauses}"),
+            _ => "#pragma GCC ivdep".to_string(),
+        };
+        let line = format!("{}{pragma}\n", "    ".repeat(depth));
+        self.out.insert_str(at, &line);
     }
 
     /// The copy of a versioned loop whose range tests passed: `accesses` unchecked (those of
@@ -774,19 +789,21 @@ impl Emitter<'_> {
                 self.close("}");
                 self.close("}");
             } else {
-                self.ivdep(var);
+                let mark = (self.out.len(), self.depth);
                 self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
                 prefetches(self, &format!("v{}", var.0));
                 self.stmts(body);
                 self.close("}");
+                self.vector_pragma(var, body, mark);
                 self.close("} else {");
                 self.depth += 1;
             }
         }
-        self.ivdep(var);
+        let mark = (self.out.len(), self.depth);
         self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
         self.stmts(body);
         self.close("}");
+        self.vector_pragma(var, body, mark);
         if !gathers.is_empty() && mode == prefetch::Mode::Inline {
             self.close("}");
         }
@@ -968,6 +985,64 @@ impl Emitter<'_> {
 /// Whether a loop body is elementwise: stores, and assignments of temporaries each assigned
 /// before any read in the iteration (no value carried from one iteration to the next), with
 /// no loop, branch or other statement. Such a loop is one GCC may vectorise.
+/// OpenMP reduction clauses (`reduction(+:v3,v5) reduction(*:v7)`) for a vectorised loop
+/// whose body is only stores and float sums and products `acc = acc op e` (see
+/// `ir::vector::reduction`) with `acc` read nowhere else in the body; `None` for any other
+/// body (another assignment would be a variable the lanes share) or one without such a
+/// reduction (`ivdep` says all there is to say). Integer reductions are exact in any order,
+/// so GCC vectorises them without being told (and they wrap through `t_add`, which OpenMP's
+/// `+` would not); `min`/`max` stay serial: OpenMP's would not keep the IR's NaN and
+/// signed-zero rules.
+fn simd_clauses(k: &Kernel, var: VarId, body: &[Stmt]) -> Option<String> {
+    let mut by_op: Vec<(&str, Vec<String>)> = vec![];
+    for (i, s) in body.iter().enumerate() {
+        let (acc, e) = match s {
+            Stmt::Comment(_) | Stmt::Store { .. } => continue,
+            Stmt::Assign(acc, e) if *acc != var => (*acc, e),
+            _ => return None,
+        };
+        let r = crate::ir::vector::reduction(k, acc, e)?;
+        let Expr::Binary(_, a, b) = e else {
+            return None;
+        };
+        let operand = if **a == Expr::Var(acc) { b } else { a };
+        let mentions = |x: &Expr| {
+            let mut found = false;
+            x.visit(&mut |y| found |= *y == Expr::Var(acc));
+            found
+        };
+        let elsewhere = body
+            .iter()
+            .enumerate()
+            .any(|(j, t)| j != i && t.own_exprs().iter().any(|x| mentions(x)))
+            || body
+                .iter()
+                .enumerate()
+                .any(|(j, t)| j != i && matches!(t, Stmt::Assign(v, _) if *v == acc));
+        if elsewhere || mentions(operand) {
+            return None;
+        }
+        let op = match (r.ty, r.op) {
+            (ElemType::F64, BinOp::Add) => "+",
+            (ElemType::F64, BinOp::Mul) => "*",
+            _ => return None,
+        };
+        let name = format!("v{}", acc.0);
+        match by_op.iter_mut().find(|(o, _)| *o == op) {
+            Some((_, vars)) => vars.push(name),
+            None => by_op.push((op, vec![name])),
+        }
+    }
+    if by_op.is_empty() {
+        return None;
+    }
+    let clauses: Vec<String> = by_op
+        .iter()
+        .map(|(op, vars)| format!("reduction({op}:{})", vars.join(",")))
+        .collect();
+    Some(clauses.join(" "))
+}
+
 fn elementwise(body: &[Stmt]) -> bool {
     let mut assigned: Vec<VarId> = vec![];
     let mut read_before: Vec<VarId> = vec![];

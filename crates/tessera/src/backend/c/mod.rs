@@ -32,12 +32,14 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 /// is one instruction (the IR has no errno to set), and `-frounding-math` because without it
 /// GCC folds `0.0 - (double)i` into `-(double)i` (even at `-O0`), which is `-0.0` for `i = 0`
 /// where IEEE subtraction gives `+0.0` (`1 / (0.0 - c)` came out `-Inf`; a differential fuzz
-/// finding).
+/// finding). `-fopenmp-simd` honours the `omp simd` pragmas of vectorised loops (no OpenMP
+/// runtime is linked; see `emit::Emitter::vector_pragma`).
 const FLAGS: &[&str] = &[
     "-march=native",
     "-ffp-contract=off",
     "-fno-math-errno",
     "-frounding-math",
+    "-fopenmp-simd",
     "-shared",
     "-fPIC",
 ];

@@ -477,14 +477,16 @@ impl Emitter<'_, '_> {
         let i = self.b.use_var(v);
         for s in body {
             match s {
-                Stmt::Store { buf, value, .. } => {
-                    let x = self.lanes(value, i);
-                    let addr = self.address(*buf, i);
+                Stmt::Store { buf, index, value } => {
+                    let x = self.lanes(value);
+                    // `i` plus an invariant part (`ir::vector`), at the lanes' first iteration.
+                    let at = self.expr(index);
+                    let addr = self.address(*buf, at);
                     self.b.ins().store(lane_flags(), x, addr, 0);
                 }
                 Stmt::Assign(acc, Expr::Binary(op, a, b)) => {
                     let operand = if **a == Expr::Var(*acc) { b } else { a };
-                    let x = self.lanes(operand, i);
+                    let x = self.lanes(operand);
                     let (r, lanes) = *accs
                         .iter()
                         .find(|(r, _)| r.var == *acc)
@@ -510,23 +512,25 @@ impl Emitter<'_, '_> {
         self.b.use_var(v)
     }
 
-    /// An expression of the lanes' class (`ir::vector`) at iterations `i` and `i + 1`.
-    fn lanes(&mut self, e: &Expr, i: Value) -> Value {
+    /// An expression of the lanes' class (`ir::vector`) at the loop variable's iteration and
+    /// the next.
+    fn lanes(&mut self, e: &Expr) -> Value {
         let ty = self.k.type_of(e);
         match e {
             Expr::Const(_) | Expr::Var(_) => {
                 let x = self.expr(e);
                 self.b.ins().splat(lanes_of(ty), x)
             }
-            Expr::Load { buf, .. } => {
-                let addr = self.address(*buf, i);
+            Expr::Load { buf, index } => {
+                let at = self.expr(index);
+                let addr = self.address(*buf, at);
                 match self.k.buf_elem(*buf) {
                     ElemType::I32 => self.b.ins().sload32x2(lane_flags(), addr, 0),
                     _ => self.b.ins().load(lanes_of(ty), lane_flags(), addr, 0),
                 }
             }
             Expr::Unary(op, a) => {
-                let x = self.lanes(a, i);
+                let x = self.lanes(a);
                 let ins = self.b.ins();
                 match (op, ty) {
                     (UnOp::Neg, ElemType::F64) => ins.fneg(x),
@@ -536,8 +540,8 @@ impl Emitter<'_, '_> {
                 }
             }
             Expr::Binary(op, a, b) => {
-                let x = self.lanes(a, i);
-                let y = self.lanes(b, i);
+                let x = self.lanes(a);
+                let y = self.lanes(b);
                 self.lane_binary(*op, ty, x, y)
             }
             _ => unreachable!("ir::vector::plan admits no {e:?}"),

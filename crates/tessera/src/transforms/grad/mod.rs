@@ -233,8 +233,9 @@ pub fn grad_with(
         ));
     }
     out.extend(bwd);
+    let program = crate::transforms::parallel::serial_where_lanes_blocked(&program.with_body(out));
     Ok(GradProgram {
-        program: program.with_body(out),
+        program,
         gradients,
         seeds: seed_names,
         loss,

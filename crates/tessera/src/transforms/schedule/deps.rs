@@ -781,9 +781,10 @@ impl Analysis {
     /// SIMD lanes: one it carries (as [`Self::carried_by`], no private tensors), or a
     /// reduction inside it that lanes cannot combine. Lanes keep one partial result each
     /// and combine them after the loop, which is exact only for a reduction into one element
-    /// per run of the loop (an index that does not involve the loop) with `+ * min max & |`:
-    /// a reduction into `h[idx[i]]` has lanes that hit one element at once (a histogram), and
-    /// a user reducer or `choose` has no lane-wise form in the backends.
+    /// per run of the loop (an index that does not involve the loop) with `+ * min max & |`;
+    /// a reduction whose elements no two iterations share (`y[o] += ...`) is a plain update
+    /// per lane. A reduction into `h[idx[i]]` has lanes that hit one element at once (a
+    /// histogram), and a user reducer or `choose` has no lane-wise form in the backends.
     pub fn vector_blocker(&self, path: &[(usize, usize)]) -> Option<Dependence> {
         if let Some(d) = self.carried_by(path, false) {
             return Some(d);
@@ -813,7 +814,25 @@ impl Analysis {
                     })
                 })
             });
-            if lane_wise && one_element {
+            // Or one element per iteration: no two iterations of the loop (in one run of it)
+            // touch an element this reduction updates, through it or any other access of
+            // its tensor (`y[o] += ...`: each lane updates its own element). Reductions of
+            // one kind are not conflicts for `carried_by`, so this is their test.
+            let own_elements = || {
+                self.accs
+                    .iter()
+                    .filter(|y| y.tensor == x.tensor && y.loops.contains(&id))
+                    .all(|y| {
+                        let common = self.common(x, y);
+                        let Some(at) = common.iter().position(|l| *l == id) else {
+                            return false;
+                        };
+                        self.vectors(x, y, false)
+                            .iter()
+                            .all(|v| !(v[..at].iter().all(|d| *d == Dir::Eq) && v[at] != Dir::Eq))
+                    })
+            };
+            if lane_wise && (one_element || own_elements()) {
                 continue;
             }
             // The reduction's instances in two iterations of the loop (and the same of every

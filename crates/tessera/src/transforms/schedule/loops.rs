@@ -82,7 +82,7 @@ fn fresh(p: &Program, c: &Located, n: &str) -> Result<()> {
     }
 }
 
-pub(super) fn replace(p: &Program, path: &Path, with: Vec<Stmt>) -> Program {
+pub(crate) fn replace(p: &Program, path: &Path, with: Vec<Stmt>) -> Program {
     let mut body = p.body.clone();
     let parent = parent_mut(&mut body, path);
     let at = path.last().expect("a path").1;
