@@ -24,6 +24,7 @@
 //! A `Limit` point is a `__int128` holding its order key (`backend::limit_code`), as in the
 //! JIT, so comparisons are C's integer comparisons.
 
+use super::prefetch;
 use crate::backend::GROW_BASE;
 use crate::backend::limit_code;
 use crate::backend::versioning::{self, Access, At, Gathers, walk_exprs, walk_stmts};
@@ -134,9 +135,10 @@ static inline t_limit t_maxl(t_limit a, t_limit b) { return b > a ? b : a; }
 "#;
 
 /// The C source of a kernel.
-pub fn emit(k: &Kernel) -> String {
+pub fn emit(k: &Kernel, prefetch: &prefetch::Config) -> String {
     let mut e = Emitter {
         k,
+        prefetch: *prefetch,
         out: String::new(),
         depth: 1,
         tmp: 0,
@@ -358,6 +360,8 @@ struct Emitter<'a> {
     failed: Vec<Access>,
     /// The variables holding only checked coordinates, for versioning gathers.
     gathers: Gathers,
+    /// Software prefetches of gathers (`prefetch`).
+    prefetch: prefetch::Config,
     /// Inside the unchecked copy of an elementwise loop ([`elementwise`]): float products
     /// as selects (`t_mulz`).
     select_mul: bool,
@@ -660,11 +664,7 @@ impl Emitter<'_> {
         if accesses.is_empty() {
             let saved = self.unchecked.len();
             self.unchecked.extend(pretested);
-            let mark = (self.out.len(), self.depth);
-            self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
-            self.stmts(body);
-            self.close("}");
-            self.vector_pragma(var, body, mark);
+            self.loop_copies(var, (s, e), &step, body);
             self.unchecked.truncate(saved);
             return;
         }
@@ -744,15 +744,82 @@ impl Emitter<'_> {
         self.unchecked.extend(own);
         self.unchecked.extend(pretested.iter().copied());
         self.pretested.extend(inner);
-        let mark = (self.out.len(), self.depth);
         let select = std::mem::replace(&mut self.select_mul, elementwise(body));
+        self.loop_copies(var, (s, e), step, body);
+        self.select_mul = select;
+        self.unchecked = saved.0;
+        self.pretested.truncate(saved.1);
+    }
+
+    /// `for (v = s; v < e; step) body`, and before it, when the body gathers through
+    /// coordinates proven in bounds here (`prefetch`), a copy that also prefetches each gather
+    /// `D` positions ahead, taken when a gathered buffer is larger than the L2.
+    fn loop_copies(&mut self, var: VarId, (s, e): (&str, &str), step: &str, body: &[Stmt]) {
+        let gathers = self.prefetched(var, body);
+        let prefetch::Config {
+            distance,
+            min_bytes,
+            mode,
+        } = self.prefetch;
+        if !gathers.is_empty() {
+            let mut large: Vec<String> = gathers
+                .iter()
+                .map(|g| format!("n{0} > INT64_C({min_bytes}) / (int64_t)sizeof *b{0}", g.x.0))
+                .collect();
+            large.sort();
+            large.dedup();
+            self.open(&format!("if ({}) {{", large.join(" || ")));
+            self.line("/* gathers from buffers past the L2: each requested `D` positions ahead */");
+            let prefetches = |me: &mut Self, p: &str| {
+                for g in &gathers {
+                    // `index` is proven in bounds for every `p` of the loop, so
+                    // `min(index + D, len - 1)` is too.
+                    let i = prefetch::index_at(&g.index, var, p);
+                    let (x, idx) = (g.x.0, g.idx.0);
+                    me.line(&format!(
+                        "__builtin_prefetch((const void *)((uintptr_t)b{x} + (uintptr_t)b{idx}[t_mini(t_add({i}, INT64_C({distance})), n{idx} - 1)] * sizeof *b{x}));"
+                    ));
+                }
+            };
+            if mode == prefetch::Mode::Ahead {
+                // A loop of its own: the main loop stays one GCC may vectorise (it does not
+                // vectorise a loop holding a prefetch).
+                self.open(&format!("for (int64_t pf = {s}; pf < {e}; pf++) {{"));
+                prefetches(self, "pf");
+                self.close("}");
+                self.close("}");
+            } else {
+                let mark = (self.out.len(), self.depth);
+                self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
+                prefetches(self, &format!("v{}", var.0));
+                self.stmts(body);
+                self.close("}");
+                self.vector_pragma(var, body, mark);
+                self.close("} else {");
+                self.depth += 1;
+            }
+        }
+        let mark = (self.out.len(), self.depth);
         self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
         self.stmts(body);
         self.close("}");
         self.vector_pragma(var, body, mark);
-        self.select_mul = select;
-        self.unchecked = saved.0;
-        self.pretested.truncate(saved.1);
+        if !gathers.is_empty() && mode == prefetch::Mode::Inline {
+            self.close("}");
+        }
+    }
+
+    /// The gathers of a loop over `var` to prefetch (`prefetch::gathers`), those whose
+    /// coordinate load is unchecked here (proven in bounds for the whole loop); none when
+    /// prefetching is off.
+    fn prefetched(&self, var: VarId, body: &[Stmt]) -> Vec<prefetch::Gather> {
+        if self.prefetch.distance <= 0 {
+            return vec![];
+        }
+        prefetch::gathers(var, body)
+            .into_iter()
+            .filter(|g| self.is_unchecked(g.idx, &g.index))
+            .collect()
     }
 
     /// The C text of a pure expression; loads, searches and lookups are hoisted into

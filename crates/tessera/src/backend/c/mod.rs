@@ -13,6 +13,7 @@
 
 mod cache;
 mod emit;
+mod prefetch;
 
 use super::{Backend, Checked, CompiledKernel, native_fault};
 use crate::error::{Error, Result};
@@ -99,6 +100,8 @@ pub struct CBackend {
     /// The compiler program and its leading arguments (`$CC` may be e.g. `ccache gcc`).
     compiler: Vec<String>,
     cache_dir: PathBuf,
+    /// Software prefetches of gathered operands (off unless asked for: see `prefetch`).
+    prefetch: prefetch::Config,
 }
 
 impl Default for CBackend {
@@ -122,7 +125,15 @@ impl CBackend {
         CBackend {
             compiler: cmd.split_whitespace().map(str::to_string).collect(),
             cache_dir: cache::default_dir(),
+            prefetch: prefetch::Config::from_env(),
         }
+    }
+
+    /// The same backend prefetching gathers `distance` positions ahead (0: none) in loops
+    /// whose gathered buffer is larger than `min_bytes` (see `backend::c::prefetch`).
+    pub fn with_prefetch(mut self, distance: i64, min_bytes: i64) -> CBackend {
+        self.prefetch = prefetch::Config::new(distance, min_bytes);
+        self
     }
 
     /// The same backend caching its shared objects in `dir` (created when needed).
@@ -135,9 +146,15 @@ impl CBackend {
         &self.cache_dir
     }
 
-    /// The C source the backend compiles for a kernel.
+    /// The C source the backend compiles for a kernel (prefetching as the environment says,
+    /// `prefetch::Config::from_env`).
     pub fn source(kernel: &Kernel) -> String {
-        emit::emit(kernel)
+        emit::emit(kernel, &prefetch::Config::from_env())
+    }
+
+    /// The C source this backend compiles for a kernel.
+    pub fn source_of(&self, kernel: &Kernel) -> String {
+        emit::emit(kernel, &self.prefetch)
     }
 
     /// Whether the compiler command can be started at all (for tests that skip without it).
@@ -210,7 +227,7 @@ impl Backend for CBackend {
     }
 
     fn is_cached(&self, kernel: &Kernel) -> bool {
-        let source = emit::emit(kernel);
+        let source = emit::emit(kernel, &self.prefetch);
         let command = self.command(&source);
         let path = cache::object_path(&self.cache_dir, &source, &command);
         registry()
@@ -227,7 +244,7 @@ impl CBackend {
     /// which can cross threads (the tiered backend builds it in the background).
     /// `detached`: see [`cache::compile`].
     pub(crate) fn compile_object(&self, kernel: &Kernel, detached: bool) -> Result<CKernel> {
-        let source = emit::emit(kernel);
+        let source = emit::emit(kernel, &self.prefetch);
         let command = self.command(&source);
         let path = cache::object_path(&self.cache_dir, &source, &command);
         let lookup = || {

@@ -113,7 +113,7 @@ fn objects_are_unloaded_with_their_last_kernel() {
         &[],
         vec![b::store(BufId(0), b::int(0), b::int(marker))],
     );
-    let source = super::emit::emit(&k);
+    let source = super::emit::emit(&k, &super::prefetch::Config::from_env());
     let path = super::cache::object_path(&cb.cache_dir, &source, &cb.command(&source));
     let live = || {
         super::registry()
