@@ -981,6 +981,7 @@ fn vectorised_loops_keep_their_mark_in_the_gradient_where_lanes_allow() {
         &Buffer::I64(vec![0, 2, 2, 4, 1, 0, 2].into()),
     )
     .unwrap();
+    let mut rng = StdRng::seed_from_u64(14);
     let mut ts = named(vec![("idx", idx)]);
     ts.insert(
         "x".into(),
