@@ -1,9 +1,49 @@
 //! Row-major test matrices with chosen row lengths and values whose every change of summation
-//! order shows in the bits (`tests/interleave.rs`, `tests/fill_sink.rs`).
+//! order shows in the bits, and the check that every backend gives the evaluator's `y` bit
+//! for bit (`tests/interleave.rs`, `tests/fill_sink.rs`, `tests/prefetch.rs`).
 
-use super::fmt;
+use super::{fmt, formats_of, run_eval};
+use std::collections::BTreeMap;
+use tessera::notation::ast::Program;
+use tessera::run::{Compiled, Runner};
 use tessera::runtime::Buffer;
 use tessera::tensor::Tensor;
+
+/// y's bits: NaNs compare as NaN (their payload is the hardware's), everything else exactly.
+pub fn bits(b: &Buffer) -> Vec<u64> {
+    (0..b.len())
+        .map(|k| {
+            let v = b.get(k).as_f64();
+            if v.is_nan() { u64::MAX } else { v.to_bits() }
+        })
+        .collect()
+}
+
+/// Runs `p` on `t` with each of `runners` and asserts that its output `y` has the
+/// evaluator's bits (`what` names the case in a failure); `look` sees each runner's compiled
+/// kernel first (what the test asserts of the code).
+pub fn y_agrees(
+    p: &Program,
+    t: &BTreeMap<String, Tensor>,
+    runners: Vec<(&'static str, Runner)>,
+    what: &str,
+    look: &mut dyn FnMut(&str, &Compiled),
+) {
+    let want = run_eval(p, t).unwrap();
+    for (name, runner) in runners {
+        let c = runner.compile(p, &formats_of(t)).unwrap();
+        look(name, &c);
+        let mut got = t.clone();
+        runner
+            .execute(&c, &mut got)
+            .unwrap_or_else(|e| panic!("{name} {what}: {e}"));
+        assert_eq!(
+            bits(&got["y"].to_dense()),
+            bits(&want["y"]),
+            "{name} {what}"
+        );
+    }
+}
 
 /// Columns of the test matrices: prime, so `(i * 5 + t * 7) % COLS` are distinct for
 /// `t < COLS`.
@@ -80,4 +120,21 @@ pub fn vector(seed: u64, special: bool) -> Tensor {
         })
         .collect();
     Tensor::from_dense(&fmt("Dense(Element(0.0))"), &[COLS], &Buffer::from(v)).unwrap()
+}
+
+/// The fault of a kernel that gathered through a bad coordinate of `A`: out of bounds, naming
+/// the gathered tensor `x` and the first bad index met in the original order, `first`.
+pub fn assert_first_bad_gather(msg: &str, first: i64) {
+    assert!(
+        msg.contains("out of bounds") || msg.contains("outside"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("tensor `x`"),
+        "names the gathered tensor: {msg}"
+    );
+    assert!(
+        msg.contains(&first.to_string()),
+        "the first bad index in the original order: {msg}"
+    );
 }
