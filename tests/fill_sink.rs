@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::rows::{COLS, assert_first_bad_gather, bits, matrix, vector, y_agrees};
+use common::rows::{COLS, assert_first_bad_gather, bits, faults, matrix, vector, y_agrees};
 use common::{fmt, formats_of, parse, run_eval, runners};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -175,13 +175,7 @@ fn unvouched_coordinates_still_fail_at_the_first_bad_access() {
     assert_eq!(a.levels[1][1].below(), None);
     let p = parse(SPMV);
     let t = tensors(a, vector(5, false), 0.0);
-    for (name, runner) in runners() {
-        let c = runner.compile(&p, &formats_of(&t)).unwrap();
-        let mut got = t.clone();
-        let e = runner
-            .execute(&c, &mut got)
-            .expect_err(&format!("{name}: must fail"));
-        let msg = format!("{name}: {e}");
+    for msg in faults(&p, &t, runners()) {
         assert_first_bad_gather(&msg, first);
         assert!(!msg.contains(&second.to_string()), "{msg}");
     }

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::rows::{COLS, assert_first_bad_gather, bits, matrix, vector, y_agrees};
+use common::rows::{COLS, assert_first_bad_gather, bits, faults, matrix, vector, y_agrees};
 use common::{fmt, formats_of, parse, run_eval, runners};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -129,19 +129,7 @@ fn a_sum_over_all_rows_is_not_interleaved() {
 
 /// The error of a run on `a` (whose coordinates nobody vouches for) on every backend.
 fn failures(a: &Tensor, x: &Tensor) -> Vec<String> {
-    let p = parse(SPMV);
-    let t = tensors(a.clone(), x.clone());
-    runners()
-        .into_iter()
-        .map(|(name, runner)| {
-            let c = runner.compile(&p, &formats_of(&t)).unwrap();
-            let mut got = t.clone();
-            let e = runner
-                .execute(&c, &mut got)
-                .expect_err(&format!("{name}: must fail"));
-            format!("{name}: {e}")
-        })
-        .collect()
+    faults(&parse(SPMV), &tensors(a.clone(), x.clone()), runners())
 }
 
 #[test]

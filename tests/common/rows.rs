@@ -138,3 +138,23 @@ pub fn assert_first_bad_gather(msg: &str, first: i64) {
         "the first bad index in the original order: {msg}"
     );
 }
+
+/// The message (prefixed with the runner's name) of each runner's fault running `p` on `t`,
+/// which must fail on every one.
+pub fn faults(
+    p: &Program,
+    t: &BTreeMap<String, Tensor>,
+    runners: Vec<(&'static str, Runner)>,
+) -> Vec<String> {
+    runners
+        .into_iter()
+        .map(|(name, runner)| {
+            let c = runner.compile(p, &formats_of(t)).unwrap();
+            let mut got = t.clone();
+            let e = runner
+                .execute(&c, &mut got)
+                .expect_err(&format!("{name}: must fail"));
+            format!("{name}: {e}")
+        })
+        .collect()
+}

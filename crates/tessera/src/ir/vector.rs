@@ -243,13 +243,15 @@ fn assigned_vars(body: &[Stmt]) -> Vec<VarId> {
     out
 }
 
-fn expr_mentions(e: &Expr, v: VarId) -> bool {
+/// Whether `e` reads `v`.
+pub fn expr_mentions(e: &Expr, v: VarId) -> bool {
     let mut found = false;
     e.visit(&mut |x| found |= *x == Expr::Var(v));
     found
 }
 
-fn stmt_mentions(s: &Stmt, v: VarId) -> bool {
+/// Whether `s` assigns `v` or reads it.
+pub fn stmt_mentions(s: &Stmt, v: VarId) -> bool {
     matches!(s, Stmt::Assign(w, _) if *w == v) || s.own_exprs().iter().any(|e| expr_mentions(e, v))
 }
 

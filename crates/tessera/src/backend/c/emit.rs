@@ -28,7 +28,7 @@ use super::prefetch;
 use crate::backend::GROW_BASE;
 use crate::backend::limit_code;
 use crate::backend::versioning::{self, Access, At, Gathers, walk_exprs, walk_stmts};
-use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp, VarId};
+use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp, VarId, vector};
 use crate::types::{ElemType, Scalar};
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -1001,25 +1001,16 @@ fn simd_clauses(k: &Kernel, var: VarId, body: &[Stmt]) -> Option<String> {
             Stmt::Assign(acc, e) if *acc != var => (*acc, e),
             _ => return None,
         };
-        let r = crate::ir::vector::reduction(k, acc, e)?;
+        let r = vector::reduction(k, acc, e)?;
         let Expr::Binary(_, a, b) = e else {
             return None;
         };
         let operand = if **a == Expr::Var(acc) { b } else { a };
-        let mentions = |x: &Expr| {
-            let mut found = false;
-            x.visit(&mut |y| found |= *y == Expr::Var(acc));
-            found
-        };
         let elsewhere = body
             .iter()
             .enumerate()
-            .any(|(j, t)| j != i && t.own_exprs().iter().any(|x| mentions(x)))
-            || body
-                .iter()
-                .enumerate()
-                .any(|(j, t)| j != i && matches!(t, Stmt::Assign(v, _) if *v == acc));
-        if elsewhere || mentions(operand) {
+            .any(|(j, t)| j != i && vector::stmt_mentions(t, acc));
+        if elsewhere || vector::expr_mentions(operand, acc) {
             return None;
         }
         let op = match (r.ty, r.op) {
