@@ -293,6 +293,39 @@ def test_matmul_out_follows_formats_and_shapes(calls):
         np.testing.assert_allclose(y, np.asarray(a.sum(axis=1)).ravel(), atol=1e-12)
 
 
+def test_einsum_out_by_position_follows_operands_swapped_and_faults():
+    """`matmul`/`einsum(..., out=C)` run the plan's kernel with its tensors by position
+    (kept slots, refilled per call): operands swapped between the names, keywords in
+    another order and a matrix of other values must give their own products; a bad
+    shape or an operand the plan does not know is an error, and the next call is right."""
+    rng = np.random.default_rng(19)
+    a = csr(5, 5, 3, density=0.6)
+    b = sp.csr_array(rng.standard_normal((5, 5)))
+    ta, tb = ts.asarray(a), ts.asarray(b)
+    c = np.full((5, 5), np.nan)
+    before = site_calls()
+    for _ in range(2):
+        assert ts.matmul(ta, tb, out=c) is c
+        np.testing.assert_allclose(c, (a @ b).toarray(), atol=1e-12)
+        ts.matmul(tb, ta, out=c)
+        np.testing.assert_allclose(c, (b @ a).toarray(), atol=1e-12)
+        spec = "C[i, j] += A[i, k] * B[k, j]"
+        ts.einsum(spec, B=ta, A=tb, out=c)
+        np.testing.assert_allclose(c, (b @ a).toarray(), atol=1e-12)
+        ts.einsum(spec, A=ta, B=tb, out=c)
+        np.testing.assert_allclose(c, (a @ b).toarray(), atol=1e-12)
+        x = rng.standard_normal(5)
+        y = np.full(5, np.nan)
+        ts.einsum("y[i] += A[i, j] * x[j]", x=ts.asarray(x), A=ta, out=y)
+        np.testing.assert_allclose(y, a @ x, atol=1e-12)
+        with pytest.raises(ts.DimensionMismatchError):
+            ts.einsum("y[i] += A[i, j] * x[j]", x=ts.asarray(np.ones(6)), A=ta, out=y)
+        np.testing.assert_allclose(y, a @ x, atol=1e-12)
+        with pytest.raises(Exception, match="z"):
+            ts.einsum("y[i] += A[i, j] * z[j]", x=ts.asarray(x), A=ta, out=y)
+    assert site_calls() - before >= 10, "no einsum ran by position"
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_call_site_keeps_no_input_alive_and_no_stale_tensor(backend):
     """A kernel keeps its last call's tensor map (names, shapes, formats) to refill it in

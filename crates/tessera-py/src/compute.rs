@@ -5,7 +5,7 @@
 
 use crate::convert::{OutArray, check_overlaps, elem_of_dtype, lend_out, out_tensor, settle};
 use crate::errors::IntoPy;
-use crate::kernel::CallError;
+use crate::kernel::{CallError, scrub_tensor};
 use crate::program::CallTensors;
 use crate::tensor::{PyTensor, format_for};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -93,6 +93,21 @@ struct Planned {
     /// (it formats each index expression to match extents by name: a tenth of a tiny
     /// `matmul(A, x, out=y)`).
     last_out_shape: RefCell<Option<OutShape>>,
+    /// The kernel's tensors in parameter order for calls with `out=` ([`Slots`]); `None`
+    /// until the first such call, or when the plan does not fit them.
+    slots: RefCell<Option<Slots>>,
+}
+
+/// A plan's kernel tensors by position, kept between calls that write into an `out=` array
+/// (the plan has no transposed copies, no workspace, and its output is not an input): the
+/// inputs' slots are refilled with the call's arrays (a reference count each), the output's
+/// slot gets the lent array, and `Runner::execute_at` runs them; no map is built and no name
+/// compared. The arrays are dropped after each call.
+struct Slots {
+    slots: Vec<Tensor>,
+    /// Each input's place, in the plan's input (name) order.
+    inputs: Vec<usize>,
+    out_at: usize,
 }
 
 /// The inputs' shapes in name order, and the output's shape they give.
@@ -122,7 +137,7 @@ thread_local! {
 fn same_plan_key(
     key: &PlanKey,
     spec: &str,
-    tensors: &BTreeMap<String, Tensor>,
+    tensors: &[(&str, &Tensor)],
     format: Option<&str>,
 ) -> bool {
     key.0 == spec
@@ -138,7 +153,7 @@ fn same_plan_key(
 /// The einsum's plan and kernel for these inputs' formats and the output format asked for.
 fn planned_for(
     spec: &str,
-    tensors: &BTreeMap<String, Tensor>,
+    tensors: &[(&str, &Tensor)],
     format: Option<String>,
 ) -> tessera::Result<Rc<Planned>> {
     let last = LAST_PLAN.with(|l| {
@@ -156,14 +171,14 @@ fn planned_for(
 /// [`planned_for`] through the table of plans (`PLANS`), remembered as the last plan.
 fn planned_by_key(
     spec: &str,
-    tensors: &BTreeMap<String, Tensor>,
+    tensors: &[(&str, &Tensor)],
     format: Option<String>,
 ) -> tessera::Result<Rc<Planned>> {
     let key: PlanKey = (
         spec.to_string(),
         tensors
             .iter()
-            .map(|(n, t)| (n.clone(), t.format.clone()))
+            .map(|(n, t)| (n.to_string(), t.format.clone()))
             .collect(),
         format.clone(),
     );
@@ -180,10 +195,9 @@ fn planned_by_key(
             let formats: Vec<(&str, &Format)> =
                 key.1.iter().map(|(n, f)| (n.as_str(), f)).collect();
             let mut plan = api::plan_einsum(spec, &formats, output.as_ref())?;
-            let refs: Vec<(&str, &Tensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
-            let mut formats = api::formats_of(&api::prepare_created(&plan, &refs)?);
+            let mut formats = api::formats_of(&api::prepare_created(&plan, tensors)?);
             tessera::notation::visit::accesses(&plan.program.body, &mut |a| {
-                if let Some((_, t)) = refs.iter().find(|(n, _)| *n == a.tensor) {
+                if let Some((_, t)) = tensors.iter().find(|(n, _)| *n == a.tensor) {
                     formats
                         .entry(a.tensor.clone())
                         .or_insert_with(|| t.format.clone());
@@ -200,6 +214,7 @@ fn planned_by_key(
                 plan,
                 compiled,
                 last_out_shape: RefCell::new(None),
+                slots: RefCell::new(None),
             });
             PLANS.with(|p| {
                 let mut p = p.borrow_mut();
@@ -243,6 +258,115 @@ fn created_but_output(
     Ok((created, shape))
 }
 
+/// The plan for these inputs; with `out` (a NumPy array, always dense), one whose output is
+/// dense (an output planned sparse is planned dense instead).
+fn planned_out(
+    spec: &str,
+    refs: &[(&str, &Tensor)],
+    format: Option<String>,
+    out: bool,
+) -> tessera::Result<Rc<Planned>> {
+    let planned = planned_for(spec, refs, format)?;
+    let f = &planned.plan.output_format;
+    if out
+        && !f.levels[..f.levels.len() - 1]
+            .iter()
+            .all(|l| matches!(l, LevelKind::Dense))
+    {
+        let dense = Format::dense(f.rank(), f.fill()).to_string();
+        return planned_for(spec, refs, Some(dense));
+    }
+    Ok(planned)
+}
+
+/// The einsum written into the `out=` array through the plan's [`Slots`] (`execute_at`),
+/// on the inputs in place; `Ok(None)` when the plan does not fit them (transposed copies, a
+/// workspace, the output also an input): nothing was run and the array was not taken, and
+/// the caller takes the map path ([`einsum_on`]).
+fn einsum_at(
+    spec: &str,
+    refs: &[(&str, &Tensor)],
+    format: Option<String>,
+    out: &mut OutArray,
+) -> Result<Option<Tensor>, CallError> {
+    let planned = planned_out(spec, refs, format, true)?;
+    let plan = &planned.plan;
+    if !plan.transposes.is_empty()
+        || plan.workspace.is_some()
+        || refs.iter().any(|(n, _)| *n == plan.spec.output)
+    {
+        return Ok(None);
+    }
+    let (created, shape) = created_but_output(&planned, refs)?;
+    // A call made while another runs on this thread takes the map path.
+    let Ok(mut kept) = planned.slots.try_borrow_mut() else {
+        return Ok(None);
+    };
+    if !created.is_empty() {
+        return Ok(None);
+    }
+    if kept.is_none() {
+        *kept = Slots::make(&planned, refs);
+    }
+    let Some(slots) = kept.as_mut() else {
+        return Ok(None);
+    };
+    let t = out_tensor(out, &plan.output_format, &shape)?;
+    // The plan is this one for these names and formats (its key), so only the arrays and
+    // shapes change; `execute_at` checks the rest.
+    for ((_, t), &at) in refs.iter().zip(&slots.inputs) {
+        let slot = &mut slots.slots[at];
+        slot.levels.clone_from(&t.levels);
+        slot.shape.clone_from(&t.shape);
+    }
+    let placeholder = std::mem::replace(&mut slots.slots[slots.out_at], t);
+    let ran = crate::program::with_runner(|r| r.execute_at(&planned.compiled, &mut slots.slots));
+    let t = std::mem::replace(&mut slots.slots[slots.out_at], placeholder);
+    for &at in &slots.inputs {
+        scrub_tensor(&mut slots.slots[at]);
+    }
+    ran?;
+    crate::kernel::SITE_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(Some(t))
+}
+
+impl Slots {
+    /// The slots of `planned`'s kernel for inputs named as `refs` (in their order), or `None`
+    /// when the kernel's tensors are not exactly these inputs and the output.
+    fn make(planned: &Planned, refs: &[(&str, &Tensor)]) -> Option<Slots> {
+        let c = &planned.compiled;
+        let plan = &planned.plan;
+        let n = c.layout.tensors.len();
+        if refs.len() + 1 != n {
+            return None;
+        }
+        let out_at = c.param(&plan.spec.output)?;
+        let mut slots: Vec<Option<Tensor>> = vec![None; n];
+        let mut inputs = Vec::with_capacity(refs.len());
+        for (name, t) in refs {
+            let at = c.param(name)?;
+            if at == out_at || slots[at].is_some() {
+                return None;
+            }
+            let mut kept = (*t).clone();
+            scrub_tensor(&mut kept);
+            slots[at] = Some(kept);
+            inputs.push(at);
+        }
+        let f = &plan.output_format;
+        slots[out_at] = Some(Tensor {
+            shape: vec![],
+            format: f.clone(),
+            levels: vec![vec![]; f.levels.len()],
+        });
+        Some(Slots {
+            slots: slots.into_iter().collect::<Option<_>>()?,
+            inputs,
+            out_at,
+        })
+    }
+}
+
 /// The einsum on tensors the call owns (lent by their Python objects): the inputs are read
 /// where they are, only transposed operands are copies. With `out`, the output is that
 /// NumPy array, written in place (dense: an output planned sparse is planned dense instead),
@@ -253,26 +377,19 @@ fn einsum_on(
     format: Option<String>,
     out: Option<&mut OutArray>,
 ) -> Result<Tensor, CallError> {
-    let mut planned = planned_for(spec, tensors, format)?;
-    let created = {
+    let (planned, created) = {
         let refs: Vec<(&str, &Tensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
-        match out {
+        let planned = planned_out(spec, &refs, format, out.is_some())?;
+        let created = match out {
             None => api::prepare_created(&planned.plan, &refs)?,
             Some(out) => {
-                let f = &planned.plan.output_format;
-                if !f.levels[..f.levels.len() - 1]
-                    .iter()
-                    .all(|l| matches!(l, LevelKind::Dense))
-                {
-                    let dense = Format::dense(f.rank(), f.fill()).to_string();
-                    planned = planned_for(spec, tensors, Some(dense))?;
-                }
                 let (mut created, shape) = created_but_output(&planned, &refs)?;
                 let t = out_tensor(out, &planned.plan.output_format, &shape)?;
                 created.insert(planned.plan.spec.output.clone(), t);
                 created
             }
-        }
+        };
+        (planned, created)
     };
     // The output may reuse an input's name: it then stands in for it, as in `api::einsum`.
     let mut replaced = vec![];
@@ -344,12 +461,22 @@ pub fn einsum(
     let spec = spec.to_string();
     let format = format.map(str::to_string);
     let ran = py.detach(move || {
+        if let Some(o) = out.as_mut()
+            && let Some(t) = einsum_at(&spec, &refs_of(&shared), format.clone(), o)?
+        {
+            return Ok((t, out));
+        }
         // The inputs are only read: their arrays are shared, none copied.
         let mut call = CallTensors::new(shared);
         let t = einsum_on(&spec, &mut call.tensors, format, out.as_mut())?;
         Ok((t, out))
     });
     einsum_result(py, ran)
+}
+
+/// The shared inputs by name, as the plans take them.
+fn refs_of(shared: &BTreeMap<String, Arc<Tensor>>) -> Vec<(&str, &Tensor)> {
+    shared.iter().map(|(n, t)| (n.as_str(), &**t)).collect()
 }
 
 /// An elementwise operation with NumPy broadcasting.
@@ -409,6 +536,11 @@ pub fn matmul(
     let shared = BTreeMap::from([("A".to_string(), a), ("B".to_string(), b)]);
     let mut out = lend_einsum_out(&shared, Some(out))?;
     let ran = py.detach(move || {
+        if let Some(o) = out.as_mut()
+            && let Some(t) = einsum_at(spec, &refs_of(&shared), None, o)?
+        {
+            return Ok((t, out));
+        }
         let mut call = CallTensors::new(shared);
         let t = einsum_on(spec, &mut call.tensors, None, out.as_mut())?;
         Ok((t, out))

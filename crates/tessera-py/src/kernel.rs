@@ -523,7 +523,7 @@ fn scrub(map: &mut BTreeMap<String, Tensor>) {
 }
 
 /// Drops the arrays of `t`, keeping its shape, format and level vectors ([`scrub`]).
-fn scrub_tensor(t: &mut Tensor) {
+pub(crate) fn scrub_tensor(t: &mut Tensor) {
     for b in t.levels.iter_mut().flatten() {
         *b = Buffer::I64(Vec::new().into());
     }
@@ -694,8 +694,8 @@ impl Site {
     }
 }
 
-/// How many calls ran through a [`Site`] (for the tests: that the positional path is the
-/// one they exercise).
+/// How many calls ran through a [`Site`], or an einsum's kept slots (`compute::einsum_at`)
+/// (for the tests: that the positional path is the one they exercise).
 pub static SITE_CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// Makes (or drops) the [`Site`] of kernel `id` on this thread from a call that just ran

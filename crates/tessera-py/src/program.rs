@@ -333,8 +333,9 @@ pub fn out_copies() -> usize {
     crate::convert::OUT_COPIES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// How many kernel calls ran with their tensors by position through a call site (for the
-/// tests of `Kernel(out=array)`'s fast path).
+/// How many kernel calls ran with their tensors by position through a call site or an
+/// einsum's kept slots (for the tests of `Kernel(out=array)`'s and `einsum`/`matmul(...,
+/// out=array)`'s fast paths).
 #[pyfunction]
 pub fn site_calls() -> u64 {
     crate::kernel::SITE_CALLS.load(std::sync::atomic::Ordering::Relaxed)
