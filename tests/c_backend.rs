@@ -570,3 +570,88 @@ fn random_cases_agree_with_the_evaluator() {
         |_| Ok(()),
     );
 }
+
+/// `exp` and `log` on C are the C library's (as builtins GCC may share between equal
+/// arguments), which is what the JIT and the evaluator call through Rust's `f64::exp` and
+/// `f64::ln`: every result bit for bit those, on specials (NaN, infinities, zeros of both
+/// signs, negatives, subnormals, overflow), and an expression using `exp(x[i])` twice (the
+/// shape of a sigmoid's gradient) gives the value computed once.
+#[test]
+fn exp_and_log_are_the_c_librarys_bit_for_bit() {
+    let Some(c) = c_runner("exp_and_log_are_the_c_librarys_bit_for_bit") else {
+        return;
+    };
+    let mut xs = vec![
+        f64::NAN,
+        -f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        -1.0,
+        1.0,
+        5e-324,
+        1e-310,
+        709.78,
+        709.79,
+        -745.2,
+        -745.13,
+        std::f64::consts::E,
+        1e300,
+    ];
+    let mut s = 7u64;
+    for _ in 0..200 {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        xs.push(((s >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 100.0);
+    }
+    let n = xs.len();
+    let dense = fmt("Dense(Element(0.0))");
+    let x = Tensor::from_dense(
+        &dense,
+        &[n],
+        &tessera::runtime::Buffer::F64(xs.clone().into()),
+    )
+    .unwrap();
+    let text = "for i = _\n  e[i] = exp(x[i])\n  l[i] = log(x[i])\n  g[i] = exp(-x[i]) / ((1.0 + exp(-x[i])) * (1.0 + exp(-x[i])))\nend\n";
+    let mut on_c = tensors(vec![
+        ("x", x),
+        ("e", empty("Dense(Element(0.0))", &[n])),
+        ("l", empty("Dense(Element(0.0))", &[n])),
+        ("g", empty("Dense(Element(0.0))", &[n])),
+    ]);
+    let mut on_jit = on_c.clone();
+    run_on(&c, text, &mut on_c).unwrap();
+    run_jit(&parse(text), &mut on_jit).unwrap();
+    let values = |t: &Tensor| -> Vec<u64> {
+        match &t.levels[t.levels.len() - 1][0] {
+            tessera::runtime::Buffer::F64(v) => v.iter().map(|f| f.to_bits()).collect(),
+            b => panic!("not f64: {b:?}"),
+        }
+    };
+    let want =
+        |f: &dyn Fn(f64) -> f64| -> Vec<u64> { xs.iter().map(|&x| f(x).to_bits()).collect() };
+    let sigmoid_grad = |x: f64| {
+        let e = (-x).exp();
+        e / ((1.0 + e) * (1.0 + e))
+    };
+    for (name, f) in [
+        ("e", &f64::exp as &dyn Fn(f64) -> f64),
+        ("l", &f64::ln),
+        ("g", &sigmoid_grad),
+    ] {
+        let w = want(f);
+        for (backend, got) in [("C", values(&on_c[name])), ("JIT", values(&on_jit[name]))] {
+            for (k, (g, w)) in got.iter().zip(&w).enumerate() {
+                // NaNs may differ in payload; every other value bit for bit.
+                let (g, w) = (f64::from_bits(*g), f64::from_bits(*w));
+                assert!(
+                    g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                    "{backend} `{name}` at x = {:e}: {g:e}, Rust {w:e}",
+                    xs[k]
+                );
+            }
+        }
+    }
+}

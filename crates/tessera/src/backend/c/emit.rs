@@ -46,8 +46,6 @@ typedef struct {
     int64_t (*sort_perm)(void *, int64_t, int64_t, int64_t, int64_t, int64_t *);
     int64_t (*sort_slots)(void *, int64_t, int64_t, int64_t, int64_t, int64_t *);
     int64_t (*hash_find)(void *, int64_t, int64_t);
-    double (*exp)(double);
-    double (*log)(double);
     double (*fmod)(double, double);
     double (*math1[19])(double); /* ir::math::Math1::ALL, in order */
     double (*math2[8])(double, double); /* ir::math::Math2::ALL */
@@ -856,8 +854,13 @@ impl Emitter<'_> {
                     (UnOp::Abs, _) => format!("t_abs({x})"),
                     (UnOp::Sqrt, _) => format!("__builtin_sqrt({x})"),
                     (UnOp::Floor, _) => format!("__builtin_floor({x})"),
-                    (UnOp::Exp, _) => format!("H.exp({x})"),
-                    (UnOp::Log, _) => format!("H.log({x})"),
+                    // The C library's own `exp` and `log`, which the other backends call
+                    // too (Rust's `f64::exp`/`ln`): as builtins, and with `-fno-math-errno`,
+                    // GCC knows them pure, so a gradient's second `exp(-z)` of the same `z`
+                    // is not computed again; `-frounding-math` keeps it from folding an
+                    // inexact constant at compile time.
+                    (UnOp::Exp, _) => format!("__builtin_exp({x})"),
+                    (UnOp::Log, _) => format!("__builtin_log({x})"),
                     (UnOp::Math(f), _) => format!("H.math1[{}]({x})", f.index()),
                 }
             }
