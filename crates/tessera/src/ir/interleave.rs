@@ -576,9 +576,12 @@ fn jam(
         }
         maps.push(m);
     }
-    // Vouched groups: row r of a group is `i + r * h` (`h` the rows per part, a variable
-    // the group loop keeps): every row access stays `buf[i + w + c]`, which the backends
-    // version once for the whole group loop, as they do the original row loop.
+    // Groups are adjacent rows `p, p + 1, ...`: measured faster than rows `i, i + h, ...`
+    // (`h` the rows per part), whose row accesses `buf[i + w + c]` the backends version
+    // once for the whole group loop, on the long-row matrices of BENCHMARKS.md ("Python
+    // package", helper sh19; `spaced` keeps those for measuring), and the only order in
+    // which a group with tested gathers can re-run its rows as the original loop would.
+    let spaced = spaced();
     let part = new_var(k, "interleave_part", crate::types::ElemType::I64);
     let offsets: Vec<Option<VarId>> = (0..rows)
         .map(|r| (r > 0).then(|| new_var(k, "interleave_row", crate::types::ElemType::I64)))
@@ -587,13 +590,17 @@ fn jam(
     // a group re-run row by row keeps the original order of rows.
     let pair = new_var(k, "interleave_first", crate::types::ElemType::I64);
     let group = new_var(k, "interleave_group", crate::types::ElemType::I64);
-    let vouched_rows: Vec<Option<Expr>> = offsets
-        .iter()
-        .map(|w| w.map(|w| b::add(b::var(i), b::var(w))))
-        .collect();
     let adjacent_rows: Vec<Option<Expr>> = (0..rows)
         .map(|r| Some(b::add(b::var(pair), b::int(r as i64))))
         .collect();
+    let vouched_rows: Vec<Option<Expr>> = if spaced {
+        offsets
+            .iter()
+            .map(|w| w.map(|w| b::add(b::var(i), b::var(w))))
+            .collect()
+    } else {
+        adjacent_rows.clone()
+    };
     let alloc = |k: &mut Kernel, checked: bool| GroupVars {
         n: new_var(k, "interleave_steps", crate::types::ElemType::I64),
         c: new_var(k, "interleave_q", crate::types::ElemType::I64),
@@ -632,52 +639,69 @@ fn jam(
         b::bin(BinOp::Div, b::sub(b::var(ev), b::var(sv)), b::int(rows_i)),
         b::int(0),
     );
-    let mut then = vec![
-        Stmt::Comment(format!(
-            "{rows} rows at a time (i, i + h, ...): one loop over their common entries, then each row's rest"
-        )),
-        Stmt::Assign(part, groups_of.clone()),
-    ];
-    for (r, w) in offsets.iter().enumerate() {
-        if let Some(w) = w {
-            then.push(Stmt::Assign(*w, b::mul(b::var(part), b::int(r as i64))));
+    // A loop over groups of adjacent rows `p, p + 1, ...`, then the rows left over.
+    let adjacent = |comment: String, group_body: Vec<Stmt>| {
+        let mut in_group = vec![Stmt::Assign(
+            pair,
+            b::add(b::var(sv), b::mul(b::var(group), b::int(rows_i))),
+        )];
+        in_group.extend(group_body);
+        vec![
+            Stmt::Comment(comment),
+            Stmt::Assign(part, groups_of.clone()),
+            Stmt::For {
+                var: group,
+                start: b::int(0),
+                stop: b::var(part),
+                body: in_group,
+            },
+            Stmt::For {
+                var: i,
+                start: b::add(b::var(sv), b::mul(b::var(part), b::int(rows_i))),
+                stop: b::var(ev),
+                body: body.to_vec(),
+            },
+        ]
+    };
+    let then = if spaced {
+        let mut then = vec![
+            Stmt::Comment(format!(
+                "{rows} rows at a time (i, i + h, ...): one loop over their common entries, then each row's rest"
+            )),
+            Stmt::Assign(part, groups_of.clone()),
+        ];
+        for (r, w) in offsets.iter().enumerate() {
+            if let Some(w) = w {
+                then.push(Stmt::Assign(*w, b::mul(b::var(part), b::int(r as i64))));
+            }
         }
-    }
-    then.push(Stmt::For {
-        var: i,
-        start: b::var(sv),
-        stop: b::add(b::var(sv), b::var(part)),
-        body: vouched_group,
-    });
-    then.push(Stmt::For {
-        var: i,
-        start: b::add(b::var(sv), b::mul(b::var(part), b::int(rows_i))),
-        stop: b::var(ev),
-        body: body.clone(),
-    });
-    let mut in_group = vec![Stmt::Assign(
-        pair,
-        b::add(b::var(sv), b::mul(b::var(group), b::int(rows_i))),
-    )];
-    in_group.extend(checked_group);
-    let checked = vec![
-        Stmt::Comment(format!(
-            "{rows} adjacent rows at a time, gathers tested: a group meeting a bad one re-runs its rows one by one"
-        )),
-        Stmt::Assign(part, groups_of),
-        Stmt::For {
-            var: group,
-            start: b::int(0),
-            stop: b::var(part),
-            body: in_group,
-        },
-        Stmt::For {
+        then.push(Stmt::For {
+            var: i,
+            start: b::var(sv),
+            stop: b::add(b::var(sv), b::var(part)),
+            body: vouched_group,
+        });
+        then.push(Stmt::For {
             var: i,
             start: b::add(b::var(sv), b::mul(b::var(part), b::int(rows_i))),
             stop: b::var(ev),
             body: body.clone(),
-        },
-    ];
+        });
+        then
+    } else {
+        adjacent(
+            format!(
+                "{rows} rows at a time (i, i + 1, ...): one loop over their common entries, then each row's rest"
+            ),
+            vouched_group,
+        )
+    };
+    let checked = adjacent(
+        format!(
+            "{rows} adjacent rows at a time, gathers tested: a group meeting a bad one re-runs its rows one by one"
+        ),
+        checked_group,
+    );
     let original = Stmt::For {
         var: i,
         start: b::var(sv),
@@ -941,6 +965,12 @@ pub fn rows() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(ROWS)
+}
+
+/// `TESSERA_INTERLEAVE_SPACED=1`: groups of vouched rows as `i, i + h, ...` (the layout
+/// before adjacent groups), for measuring.
+pub fn spaced() -> bool {
+    std::env::var("TESSERA_INTERLEAVE_SPACED").is_ok_and(|v| v == "1")
 }
 
 /// [`MIN_STEPS`], or `TESSERA_INTERLEAVE_MIN`: for measuring.
