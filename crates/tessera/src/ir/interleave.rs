@@ -28,6 +28,16 @@
 //! so no fault can happen in a different order; when the test fails, the original loop runs
 //! (and the backends version it as before). A group of rows where a chain condition fails for
 //! one row (an empty row) runs its rows one after another with their original bodies.
+//!
+//! Groups are adjacent rows `p, p + 1, ...`. When the gathers' coordinates are not vouched
+//! for (no fact, or a bound that fails at run time: SciPy's arrays shared zero-copy, which
+//! their owner may rewrite at any time), the groups still run, with every gather of the
+//! jammed loop tested first (`0 <= j < len`, on the value the gather then uses, and the
+//! gather keeps its own check): a bad one sets a flag and leaves the loop before anything is
+//! written, and the group's rows then run one after another with their original, checked
+//! bodies, so the fault and the writes before it are the original loop's. Each row's rest
+//! then runs followed by its tail (its stores), so a bad gather in row `r`'s rest finds rows
+//! `< r` written, as the original loop would have.
 
 use super::effects::new_var;
 use super::walk::{MAX_OFFSET, loop_offset, walk_accesses, walk_stmts};
