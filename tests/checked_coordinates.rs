@@ -8,6 +8,7 @@
 
 mod common;
 
+use common::rows::all_foreign;
 use common::{fmt, formats_of, parse, run_eval, runners};
 use std::collections::BTreeMap;
 use tessera::runtime::Buffer;
@@ -389,35 +390,6 @@ fn hostile_changes_never_escape_the_checks() {
             Ok(())
         })
         .unwrap();
-}
-
-/// `b`'s elements as memory someone else owns (`Store::shared`, foreign), as
-/// `tessera.asarray` shares a SciPy matrix's arrays: it carries no bound.
-fn foreign(b: &Buffer) -> Buffer {
-    use std::sync::Arc;
-    use tessera::runtime::store::Store;
-    fn of<T: Copy + Send + Sync + 'static>(v: &[T]) -> Store<T> {
-        let owner = Arc::new(v.to_vec());
-        let (ptr, len) = (owner.as_ptr(), owner.len());
-        // SAFETY: `owner` holds `len` initialised elements at `ptr` (aligned, non-null even
-        // when empty), which the store keeps alive by holding `owner`; nothing writes them.
-        unsafe { Store::shared(ptr, len, owner) }
-    }
-    match b {
-        Buffer::I64(v) => Buffer::I64(of(v)),
-        Buffer::I32(v) => Buffer::I32(of(v)),
-        Buffer::F64(v) => Buffer::F64(of(v)),
-        other => panic!("no foreign {:?} array in these tests", other.elem()),
-    }
-}
-
-/// `t` with every array foreign memory, as `tessera.asarray(scipy_matrix)` makes it.
-fn all_foreign(t: &Tensor) -> Tensor {
-    let mut f = t.clone();
-    for b in f.levels.iter_mut().flatten() {
-        *b = foreign(b);
-    }
-    f
 }
 
 const SPMV: &str = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";

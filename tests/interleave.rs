@@ -8,7 +8,9 @@
 
 mod common;
 
-use common::rows::{COLS, assert_first_bad_gather, bits, faults, matrix, vector, y_agrees};
+use common::rows::{
+    COLS, all_foreign, assert_first_bad_gather, bits, faults, foreign, matrix, vector, y_agrees,
+};
 use common::{fmt, formats_of, parse, run_eval, runners};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -184,5 +186,115 @@ proptest! {
         special in any::<bool>(),
     ) {
         agree(FORMATS[0], &lengths, seed, special);
+    }
+}
+
+/// Whether the kernel holds the row loop of adjacent rows with tested gathers (for
+/// coordinates nobody vouches for, such as SciPy's arrays shared zero-copy).
+fn checked_groups(k: &Kernel) -> bool {
+    fn walk(stmts: &[Stmt]) -> bool {
+        stmts.iter().any(|s| match s {
+            Stmt::Comment(c) => c.contains("adjacent rows at a time"),
+            _ => s.bodies().iter().any(|b| walk(b)),
+        })
+    }
+    walk(&k.body)
+}
+
+/// A's arrays as foreign memory (`tessera.asarray` of a SciPy matrix): no bound is known for
+/// its coordinates, so the groups test every gather; every backend keeps the evaluator's
+/// bits, row lengths 0-211, 4- and 8-byte indices, every row-major format.
+#[test]
+fn foreign_coordinates_are_interleaved_bit_identically() {
+    let p = parse(SPMV);
+    for f in FORMATS {
+        for (k, lengths) in patterns().iter().enumerate() {
+            for special in [false, true] {
+                let seed = k as u64 + 11;
+                let a = all_foreign(&matrix(f, lengths, seed, special));
+                let t = tensors(a, vector(seed, special));
+                let what = format!("foreign {f} rows {lengths:?} special {special}");
+                let mut shaped = false;
+                y_agrees(&p, &t, runners(), &what, &mut |_, c| {
+                    shaped |= checked_groups(&c.ir)
+                });
+                if f.starts_with("Dense(SparseList(Element") && lengths.len() >= 2 {
+                    assert!(shaped, "{what}: no checked groups");
+                }
+            }
+        }
+    }
+}
+
+/// A row-major matrix whose rows average more than `MIN_AVERAGE` entries, so the groups run.
+const LONG_ROWS: [usize; 7] = [40, 35, 0, 50, 33, 41, 60];
+
+/// One bad coordinate at every position of every row (and with it, a second bad one in the
+/// next row's first entries, which a jammed loop meets first): on every backend, the same
+/// error as the original loop's (the first bad index in row order) and the same writes (the
+/// rows before the bad one, nothing after), with A's coordinates foreign or owned unchecked.
+#[test]
+fn a_bad_coordinate_faults_as_the_original_loop() {
+    let p = parse(SPMV);
+    let x = vector(4, false);
+    let good = matrix(FORMATS[1], &LONG_ROWS, 4, false);
+    let want = run_eval(&p, &tensors(good.clone(), x.clone())).unwrap()["y"].clone();
+    let starts: Vec<usize> = LONG_ROWS
+        .iter()
+        .scan(0, |s, &n| {
+            *s += n;
+            Some(*s - n)
+        })
+        .collect();
+    let sentinel = 7.25;
+    let kernels: Vec<_> = runners()
+        .into_iter()
+        .map(|(name, runner)| {
+            let c = runner
+                .compile(&p, &formats_of(&tensors(good.clone(), x.clone())))
+                .unwrap();
+            assert!(checked_groups(&c.ir), "{name}");
+            (name, runner, c)
+        })
+        .collect();
+    for (row, &len) in LONG_ROWS.iter().enumerate() {
+        for at in 0..len {
+            for second in [false, true] {
+                let mut a = good.clone();
+                let first = COLS as i64 + 1000 + at as i64;
+                a.levels[1][1].set(starts[row] + at, Scalar::I64(first));
+                let next = (row + 1..LONG_ROWS.len()).find(|&r| LONG_ROWS[r] > 0);
+                if let (true, Some(r)) = (second, next) {
+                    a.levels[1][1].set(starts[r], Scalar::I64(-5));
+                }
+                a.levels[1][1] = foreign(&a.levels[1][1]);
+                let mut t = tensors(a, x.clone());
+                let y = Buffer::from(vec![sentinel; LONG_ROWS.len()]);
+                t.insert(
+                    "y".to_string(),
+                    Tensor::from_dense(&fmt("Dense(Element(0.0))"), &[LONG_ROWS.len()], &y)
+                        .unwrap(),
+                );
+                for (name, runner, c) in &kernels {
+                    let what = format!("{name} row {row} entry {at} second {second}");
+                    let mut got = t.clone();
+                    let e = runner.execute(c, &mut got).expect_err(&what);
+                    assert_first_bad_gather(&e.to_string(), first);
+                    let y = got["y"].to_dense();
+                    for r in 0..LONG_ROWS.len() {
+                        let v = y.get(r).as_f64();
+                        if r < row {
+                            assert_eq!(
+                                v.to_bits(),
+                                want.get(r).as_f64().to_bits(),
+                                "{what} y[{r}]"
+                            );
+                        } else {
+                            assert_eq!(v, sentinel, "{what}: y[{r}] written");
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -259,3 +259,93 @@ def test_a_rewritten_shared_structure_is_a_typed_error_when_walked(where, value)
     a.indptr[where] = saved
     assert t.nnz == nnz
     np.testing.assert_array_equal(t.to_numpy(), dense)
+
+
+def long_rows(index="int32", rows=9, cols=70, seed=8):
+    """A CSR matrix whose rows average more than 32 entries (one empty), so the kernel walks
+    two adjacent rows at a time with their gathers tested (`ir::interleave`)."""
+    rng = np.random.default_rng(seed)
+    dense = np.zeros((rows, cols))
+    for i in range(rows):
+        if i == 4:
+            continue
+        n = int(rng.integers(33, cols))
+        dense[i, rng.choice(cols, n, replace=False)] = rng.normal(size=n) * 10.0 ** rng.integers(-8, 8, n)
+    a = sp.csr_array(dense)
+    a.indptr, a.indices = a.indptr.astype(index), a.indices.astype(index)
+    return a
+
+
+@pytest.mark.parametrize("backend", ["c", "jit"])
+@pytest.mark.parametrize("index", ["int32", "int64"])
+def test_shared_long_rows_are_scipys_bit_for_bit(backend, index):
+    a = long_rows(index)
+    t = ts.asarray(a)
+    x = np.random.default_rng(9).normal(size=a.shape[1])
+    k = ts.compile(SPMV, out="y", backend=backend, A=t, x=x)
+    y = np.empty(a.shape[0])
+    assert k(A=t, x=x, out=y) is y
+    # Each row summed in its stored order, as SciPy's loop does: the same bits.
+    np.testing.assert_array_equal(y, a @ x)
+    np.testing.assert_array_equal(y, rows_spmv(a.indptr, a.indices, a.data, x))
+    _, (ptr, idx), (val,) = t.level_buffers()
+    assert [address(b) for b in (ptr, idx, val)] == [address(b) for b in (a.indptr, a.indices, a.data)]
+
+
+@pytest.mark.parametrize("backend", ["c", "jit"])
+@pytest.mark.parametrize("index", ["int32", "int64"])
+@pytest.mark.parametrize("value", [10**6, -1])
+def test_a_bad_shared_index_faults_where_the_row_loop_does(backend, index, value):
+    """A bad index anywhere (with a second one in the next row's first entry, which two rows
+    walked together meet first): the error names the first in row order, the rows before it
+    are written and none after, and the arrays stay SciPy's."""
+    a = long_rows(index)
+    t = ts.asarray(a)
+    x = np.ones(a.shape[1])
+    k = ts.compile(SPMV, out="y", backend=backend, A=t, x=x)
+    good = a @ x
+    ptr, idx = a.indptr, a.indices
+    for row in range(a.shape[0]):
+        for q in range(ptr[row], ptr[row + 1], 5):
+            saved = idx.copy()
+            idx[q] = value
+            later = [r for r in range(row + 1, a.shape[0]) if ptr[r + 1] > ptr[r]]
+            if later and q % 2 == 0:
+                idx[ptr[later[0]]] = 10**6 + 1
+            y = np.full(a.shape[0], 7.25)
+            with pytest.raises(ts.KernelError, match="out of bounds|outside") as e:
+                k(A=t, x=x, out=y)
+            assert str(value) in str(e.value) and str(10**6 + 1) not in str(e.value)
+            np.testing.assert_array_equal(y[:row], good[:row])
+            assert (y[row:] == 7.25).all(), (row, q)
+            idx[:] = saved
+    _, (_, shared), _ = t.level_buffers()
+    assert address(shared) == address(a.indices)
+    np.testing.assert_array_equal(k(A=t, x=x).to_numpy(), good)
+
+
+def test_indices_rewritten_while_long_rows_run_never_crash():
+    """Another thread rewrites `indices` with hostile values while kernels walk two rows at a
+    time: each call gives SciPy's result for some state of the array, or a typed error."""
+    a = long_rows(rows=40, cols=120, seed=10)
+    t = ts.asarray(a)
+    x = np.random.default_rng(11).random(a.shape[1])
+    k = ts.compile(SPMV, out="y", backend="c", A=t, x=x)
+    idx = a.indices
+    saved = idx.copy()
+    rng = np.random.default_rng(12)
+
+    def step():
+        if rng.random() < 0.5:
+            at = int(rng.integers(0, len(idx)))
+            idx[at] = rng.choice([10**6, -5, 2**31 - 1, saved[at]])
+            return None
+        try:
+            return k(A=t, x=x).to_numpy()
+        except ts.KernelError:
+            return None
+
+    results = in_threads(step, threads=3, repeats=60)
+    assert all(r.shape == (40,) and np.isfinite(r).all() for r in results if r is not None)
+    idx[:] = saved
+    np.testing.assert_array_equal(k(A=t, x=x).to_numpy(), a @ x)

@@ -28,6 +28,16 @@
 //! so no fault can happen in a different order; when the test fails, the original loop runs
 //! (and the backends version it as before). A group of rows where a chain condition fails for
 //! one row (an empty row) runs its rows one after another with their original bodies.
+//!
+//! Groups are adjacent rows `p, p + 1, ...`. When the gathers' coordinates are not vouched
+//! for (no fact, or a bound that fails at run time: SciPy's arrays shared zero-copy, which
+//! their owner may rewrite at any time), the groups still run, with every gather of the
+//! jammed loop tested first (`0 <= j < len`, on the value the gather then uses, and the
+//! gather keeps its own check): a bad one sets a flag and leaves the loop before anything is
+//! written, and the group's rows then run one after another with their original, checked
+//! bodies, so the fault and the writes before it are the original loop's. Each row's rest
+//! then runs followed by its tail (its stores), so a bad gather in row `r`'s rest finds rows
+//! `< r` written, as the original loop would have.
 
 use super::effects::new_var;
 use super::walk::{MAX_OFFSET, loop_offset, walk_accesses, walk_stmts};
@@ -477,9 +487,18 @@ fn jam(
     }
     let pos_below = vouched(positions, Vouched::Positions)?;
     tests.push(b::lt(b::int(0), pos_below.clone()));
+    // Coordinates loaded in the hot loop (vouched for or not), the vouched gathers' tests
+    // (`None` once one gather's coordinates have no fact), and each hot statement's gathers
+    // (for the checked groups, which test them instead).
     let mut coords: HashMap<VarId, BufId> = HashMap::new();
+    let mut coord_tests: Option<Vec<Expr>> = Some(vec![]);
+    let mut gathers: Vec<Vec<(BufId, Expr)>> = vec![];
     for s in &ch.hot {
-        let Stmt::Assign(v, e) = s else { continue };
+        let mut here: Vec<(BufId, Expr)> = vec![];
+        let Stmt::Assign(v, e) = s else {
+            gathers.push(here);
+            continue;
+        };
         let mut fine = true;
         e.visit(&mut |x| {
             let Expr::Load { buf, index } = x else {
@@ -505,39 +524,53 @@ fn jam(
             }
             let from = match &**index {
                 Expr::Var(j) => coords.get(j).copied(),
-                Expr::Load { buf: c, index: at } => {
-                    matches!(loop_offset(at, ch.var), Some((None, 0..=MAX_OFFSET))).then_some(*c)
-                }
+                Expr::Load { buf: c, index: at } => (!modified[c.0 as usize]
+                    && matches!(loop_offset(at, ch.var), Some((None, 0..=MAX_OFFSET))))
+                .then_some(*c),
                 _ => None,
             };
-            match from.and_then(|c| vouched(c, Vouched::Coordinates)) {
+            let Some(from) = from else {
+                fine = false;
+                return;
+            };
+            here.push((*buf, (**index).clone()));
+            match vouched(from, Vouched::Coordinates) {
                 Some(below) => {
-                    tests.push(b::lt(b::int(0), below.clone()));
-                    tests.push(b::le(below, Expr::Len(*buf)));
+                    if let Some(t) = &mut coord_tests {
+                        t.push(b::lt(b::int(0), below.clone()));
+                        t.push(b::le(below, Expr::Len(*buf)));
+                    }
                 }
-                None => fine = false,
+                None => coord_tests = None,
             }
         });
         if !fine {
             return None;
         }
+        gathers.push(here);
         coords.remove(v);
         if let Expr::Load { buf, index } = e
             && matches!(loop_offset(index, ch.var), Some((None, 0..=MAX_OFFSET)))
-            && vouched(*buf, Vouched::Coordinates).is_some()
+            && !modified[buf.0 as usize]
         {
             coords.insert(*v, *buf);
         }
     }
-    let mut distinct: Vec<Expr> = vec![];
-    for t in tests {
-        if !distinct.contains(&t) {
-            distinct.push(t);
+    let all_of = |ts: Vec<Expr>| -> Option<Expr> {
+        let mut distinct: Vec<Expr> = vec![];
+        for t in ts {
+            if !distinct.contains(&t) {
+                distinct.push(t);
+            }
         }
-    }
-    let guard = distinct.into_iter().reduce(and)?;
+        distinct.into_iter().reduce(and)
+    };
+    let guard = all_of(tests)?;
+    // `Some` when every gather's coordinates have a fact: true at run time when they are
+    // vouched for, and the groups then run without testing the gathers.
+    let coords_ok = coord_tests.map(|t| all_of(t).unwrap_or(b::boolean(true)));
 
-    // Rows of a group: row 0 keeps the variables, row r > 0 gets copies and `i + r`.
+    // Rows of a group: row 0 keeps the variables, row r > 0 gets copies.
     let mut order: Vec<VarId> = assigned.iter().copied().collect();
     order.sort();
     let mut maps: Vec<HashMap<VarId, VarId>> = vec![HashMap::new()];
@@ -553,146 +586,132 @@ fn jam(
         }
         maps.push(m);
     }
-    // Row r of a group is `i + r * h` (`h` the rows per part, a variable the group loop
-    // keeps): every row access stays `buf[i + w + c]`, which the backends version once for
-    // the whole group loop, as they do the original row loop.
+    // Groups are adjacent rows `p, p + 1, ...`: measured faster than rows `i, i + h, ...`
+    // (`h` the rows per part), whose row accesses `buf[i + w + c]` the backends version
+    // once for the whole group loop, on the long-row matrices of BENCHMARKS.md ("Python
+    // package", helper sh19; `spaced` keeps those for measuring), and the only order in
+    // which a group with tested gathers can re-run its rows as the original loop would.
+    let spaced = spaced();
     let part = new_var(k, "interleave_part", crate::types::ElemType::I64);
     let offsets: Vec<Option<VarId>> = (0..rows)
         .map(|r| (r > 0).then(|| new_var(k, "interleave_row", crate::types::ElemType::I64)))
         .collect();
-    let row = |r: usize, extra: &HashMap<VarId, Expr>| {
-        let m = maps[r].clone();
-        let extra = extra.clone();
-        let offset = offsets[r];
-        move |v: VarId| -> Option<Expr> {
-            if let Some(e) = extra.get(&v) {
-                return Some(e.clone());
-            }
-            if v == i {
-                return offset.map(|w| b::add(b::var(i), b::var(w)));
-            }
-            m.get(&v).map(|w| b::var(*w))
-        }
-    };
-    let none = HashMap::new();
-    let of_row = |r: usize, stmts: &[Stmt]| subst_stmts(stmts, &row(r, &none));
-    let expr_of_row = |r: usize, e: &Expr| subst(e, &row(r, &none));
-
-    let fallback: Vec<Stmt> = (0..rows).flat_map(|r| of_row(r, body)).collect();
-    // The jammed loop and each row's remaining entries.
-    let n = new_var(k, "interleave_steps", crate::types::ElemType::I64);
-    let c = new_var(k, "interleave_q", crate::types::ElemType::I64);
-    let mut inner = vec![];
-    for r in 0..rows {
-        inner.extend(of_row(r, &ch.head));
-    }
-    let len = |r: usize| b::sub(expr_of_row(r, &ch.stop), expr_of_row(r, &ch.start));
-    let steps = (1..rows).fold(len(0), |acc, r| b::min(acc, len(r)));
-    inner.push(Stmt::Assign(n, steps));
-    let mut deltas = vec![None];
-    for r in 1..rows {
-        let d = new_var(k, "interleave_delta", crate::types::ElemType::I64);
-        inner.push(Stmt::Assign(
-            d,
-            b::sub(expr_of_row(r, &ch.start), expr_of_row(0, &ch.start)),
-        ));
-        deltas.push(Some(d));
-    }
-    let at = |r: usize| match deltas[r] {
-        None => b::var(c),
-        Some(d) => b::add(b::var(c), b::var(d)),
-    };
-    let jammed_rows: Vec<Vec<Stmt>> = (0..rows)
-        .map(|r| subst_stmts(&ch.hot, &row(r, &HashMap::from([(ch.var, at(r))]))))
+    // Checked groups: adjacent rows `p, p + 1, ...` (`p` a variable the group loop sets), so
+    // a group re-run row by row keeps the original order of rows.
+    let pair = new_var(k, "interleave_first", crate::types::ElemType::I64);
+    let group = new_var(k, "interleave_group", crate::types::ElemType::I64);
+    let adjacent_rows: Vec<Option<Expr>> = (0..rows)
+        .map(|r| Some(b::add(b::var(pair), b::int(r as i64))))
         .collect();
-    let mut jammed = vec![];
-    for s in 0..ch.hot.len() {
-        for rows_body in &jammed_rows {
-            jammed.push(rows_body[s].clone());
-        }
-    }
-    inner.push(Stmt::For {
-        var: c,
-        start: expr_of_row(0, &ch.start),
-        stop: b::add(expr_of_row(0, &ch.start), b::var(n)),
-        body: jammed,
-    });
-    for r in 0..rows {
-        let t = new_var(k, "interleave_rest", crate::types::ElemType::I64);
-        inner.push(Stmt::For {
-            var: t,
-            start: at(r),
-            stop: expr_of_row(r, &ch.stop),
-            body: subst_stmts(&ch.hot, &row(r, &HashMap::from([(ch.var, b::var(t))]))),
-        });
-    }
-    for r in 0..rows {
-        inner.extend(of_row(r, &ch.tail));
-    }
-    // Rows shorter than `min_steps` run one after another (their original bodies): on
-    // short rows the end of each row's loop, mispredicted, costs more than the chain.
-    let mut levels: Vec<Level> = ch
-        .levels
-        .iter()
-        .map(|lv| Level {
-            pre: lv.pre.clone(),
-            cond: lv.cond.clone(),
-        })
-        .collect();
+    let vouched_rows: Vec<Option<Expr>> = if spaced {
+        offsets
+            .iter()
+            .map(|w| w.map(|w| b::add(b::var(i), b::var(w))))
+            .collect()
+    } else {
+        adjacent_rows.clone()
+    };
+    let alloc = |k: &mut Kernel, checked: bool| GroupVars {
+        n: new_var(k, "interleave_steps", crate::types::ElemType::I64),
+        c: new_var(k, "interleave_q", crate::types::ElemType::I64),
+        deltas: (0..rows)
+            .map(|r| (r > 0).then(|| new_var(k, "interleave_delta", crate::types::ElemType::I64)))
+            .collect(),
+        rests: (0..rows)
+            .map(|_| new_var(k, "interleave_rest", crate::types::ElemType::I64))
+            .collect(),
+        bad: checked.then(|| new_var(k, "interleave_bad", crate::types::ElemType::Bool)),
+    };
+    let vouched_vars = alloc(k, false);
+    let checked_vars = alloc(k, true);
     let ends_known = seen.contains(start_var)
         && seen.contains(stop_var)
         && ch
             .head
             .iter()
             .all(|s| !matches!(s, Stmt::Assign(v, _) if v == start_var || v == stop_var));
-    if min_steps > 1
-        && ends_known
-        && let Some(lv) = levels.last_mut()
-    {
-        let long = b::le(b::int(min_steps), b::sub(ch.stop.clone(), ch.start.clone()));
-        lv.cond = and(lv.cond.clone(), long);
-    }
-    // The chain's levels, outermost last: each needs its condition for every row.
-    for lv in levels.iter().rev() {
-        let mut pre = vec![];
-        for r in 0..rows {
-            pre.extend(of_row(r, &lv.pre));
-        }
-        let cond = (0..rows).map(|r| expr_of_row(r, &lv.cond)).reduce(and)?;
-        pre.push(Stmt::If {
-            cond,
-            then: inner,
-            otherwise: fallback.clone(),
-        });
-        inner = pre;
-    }
+    let shape = Group {
+        i,
+        rows,
+        body,
+        ch: &ch,
+        maps: &maps,
+        gathers: &gathers,
+        min_steps: if ends_known { min_steps } else { 1 },
+    };
+    let vouched_group = shape.build(&vouched_rows, &vouched_vars)?;
+    let checked_group = shape.build(&adjacent_rows, &checked_vars)?;
+
     // The groups, the rows left over, and the original loop when the range test fails.
     let rows_i = rows as i64;
-    let mut setup = vec![Stmt::Assign(
-        part,
-        b::select(
-            b::lt(b::var(sv), b::var(ev)),
-            b::bin(BinOp::Div, b::sub(b::var(ev), b::var(sv)), b::int(rows_i)),
-            b::int(0),
-        ),
-    )];
-    for (r, w) in offsets.iter().enumerate() {
-        if let Some(w) = w {
-            setup.push(Stmt::Assign(*w, b::mul(b::var(part), b::int(r as i64))));
+    let groups_of = b::select(
+        b::lt(b::var(sv), b::var(ev)),
+        b::bin(BinOp::Div, b::sub(b::var(ev), b::var(sv)), b::int(rows_i)),
+        b::int(0),
+    );
+    // A loop over groups of adjacent rows `p, p + 1, ...`, then the rows left over.
+    let adjacent = |comment: String, group_body: Vec<Stmt>| {
+        let mut in_group = vec![Stmt::Assign(
+            pair,
+            b::add(b::var(sv), b::mul(b::var(group), b::int(rows_i))),
+        )];
+        in_group.extend(group_body);
+        vec![
+            Stmt::Comment(comment),
+            Stmt::Assign(part, groups_of.clone()),
+            Stmt::For {
+                var: group,
+                start: b::int(0),
+                stop: b::var(part),
+                body: in_group,
+            },
+            Stmt::For {
+                var: i,
+                start: b::add(b::var(sv), b::mul(b::var(part), b::int(rows_i))),
+                stop: b::var(ev),
+                body: body.to_vec(),
+            },
+        ]
+    };
+    let then = if spaced {
+        let mut then = vec![
+            Stmt::Comment(format!(
+                "{rows} rows at a time (i, i + h, ...): one loop over their common entries, then each row's rest"
+            )),
+            Stmt::Assign(part, groups_of.clone()),
+        ];
+        for (r, w) in offsets.iter().enumerate() {
+            if let Some(w) = w {
+                then.push(Stmt::Assign(*w, b::mul(b::var(part), b::int(r as i64))));
+            }
         }
-    }
-    let groups = Stmt::For {
-        var: i,
-        start: b::var(sv),
-        stop: b::add(b::var(sv), b::var(part)),
-        body: inner,
+        then.push(Stmt::For {
+            var: i,
+            start: b::var(sv),
+            stop: b::add(b::var(sv), b::var(part)),
+            body: vouched_group,
+        });
+        then.push(Stmt::For {
+            var: i,
+            start: b::add(b::var(sv), b::mul(b::var(part), b::int(rows_i))),
+            stop: b::var(ev),
+            body: body.clone(),
+        });
+        then
+    } else {
+        adjacent(
+            format!(
+                "{rows} rows at a time (i, i + 1, ...): one loop over their common entries, then each row's rest"
+            ),
+            vouched_group,
+        )
     };
-    let remaining = Stmt::For {
-        var: i,
-        start: b::add(b::var(sv), b::mul(b::var(part), b::int(rows_i))),
-        stop: b::var(ev),
-        body: body.clone(),
-    };
+    let checked = adjacent(
+        format!(
+            "{rows} adjacent rows at a time, gathers tested: a group meeting a bad one re-runs its rows one by one"
+        ),
+        checked_group,
+    );
     let original = Stmt::For {
         var: i,
         start: b::var(sv),
@@ -722,45 +741,232 @@ fn jam(
         (true, Some(first), Some(last)) => {
             let first = subst(&first, &|v| (v == i).then(|| b::var(sv)));
             let last = subst(&last, &|v| (v == i).then(|| b::sub(b::var(ev), b::int(1))));
-            Some(b::le(
+            b::le(
                 b::mul(b::int(min_average), b::sub(b::var(ev), b::var(sv))),
                 b::sub(last, first),
-            ))
+            )
         }
-        _ => None,
+        _ => b::boolean(true),
     };
-    let mut then = vec![Stmt::Comment(format!(
-        "{rows} rows at a time (i, i + h, ...): one loop over their common entries, then each row's rest"
-    ))];
-    then.extend(setup);
-    then.push(groups);
-    then.push(remaining);
-    // The decision in a variable, so the original loop is emitted once, where it was (a
+    // The decisions in variables, so the original loop is emitted once, where it was (a
     // second copy of it in another branch made GCC compile it 7% slower on delaunay_n17).
     let go = new_var(k, "interleave_go", crate::types::ElemType::Bool);
-    let decide = match average {
-        Some(long) => vec![Stmt::If {
-            cond: b::lt(b::var(sv), b::var(ev)),
-            then: vec![Stmt::Assign(go, long)],
-            otherwise: vec![],
-        }],
-        None => vec![Stmt::Assign(go, b::boolean(true))],
+    let go_checked = new_var(k, "interleave_checked", crate::types::ElemType::Bool);
+    let long = new_var(k, "interleave_long", crate::types::ElemType::Bool);
+    let mut decide = vec![Stmt::Assign(long, average)];
+    match &coords_ok {
+        Some(ok) => {
+            decide.push(Stmt::Assign(go, and(b::var(long), ok.clone())));
+            decide.push(Stmt::Assign(
+                go_checked,
+                and(b::var(long), b::not(b::var(go))),
+            ));
+        }
+        None => decide.push(Stmt::Assign(go_checked, b::var(long))),
+    }
+    let fallback_loops = Stmt::If {
+        cond: b::var(go_checked),
+        then: checked,
+        otherwise: vec![original],
+    };
+    let run = match coords_ok {
+        Some(_) => Stmt::If {
+            cond: b::var(go),
+            then,
+            otherwise: vec![fallback_loops],
+        },
+        None => fallback_loops,
     };
     Some(vec![
         Stmt::Assign(sv, s_expr.clone()),
         Stmt::Assign(ev, e_expr.clone()),
         Stmt::Assign(go, b::boolean(false)),
+        Stmt::Assign(go_checked, b::boolean(false)),
         Stmt::If {
             cond: guard,
-            then: decide,
+            then: vec![Stmt::If {
+                cond: b::lt(b::var(sv), b::var(ev)),
+                then: decide,
+                otherwise: vec![],
+            }],
             otherwise: vec![],
         },
-        Stmt::If {
-            cond: b::var(go),
-            then,
-            otherwise: vec![original],
-        },
+        run,
     ])
+}
+
+/// The variables of one kind of group: its common steps, the jammed loop's counter, each
+/// row's start after row 0's, each row's rest counter, and (checked groups) the flag of a
+/// gather out of bounds.
+struct GroupVars {
+    n: VarId,
+    c: VarId,
+    deltas: Vec<Option<VarId>>,
+    rests: Vec<VarId>,
+    bad: Option<VarId>,
+}
+
+/// What a group of rows is built from: the row loop's counter and body cut at its chain,
+/// the rows' variable copies, and each hot statement's gathers.
+struct Group<'a> {
+    i: VarId,
+    rows: usize,
+    body: &'a [Stmt],
+    ch: &'a Chain,
+    maps: &'a [HashMap<VarId, VarId>],
+    gathers: &'a [Vec<(BufId, Expr)>],
+    min_steps: i64,
+}
+
+impl Group<'_> {
+    /// Row `r`'s renaming: its variable copies, `extra`, and `i` as `at[r]` (`None`: `i`).
+    fn row<'b>(
+        &'b self,
+        r: usize,
+        at: &'b [Option<Expr>],
+        extra: &'b HashMap<VarId, Expr>,
+    ) -> impl Fn(VarId) -> Option<Expr> + 'b {
+        move |v: VarId| -> Option<Expr> {
+            if let Some(e) = extra.get(&v) {
+                return Some(e.clone());
+            }
+            if v == self.i {
+                return at[r].clone();
+            }
+            self.maps[r].get(&v).map(|w| b::var(*w))
+        }
+    }
+
+    /// The body of one group: the chain's levels for every row, the jammed loop over the
+    /// rows' common entries, each row's rest and tail; rows falling out of the chain run
+    /// one after another with their original bodies. With `vars.bad`, every gather of the
+    /// jammed loop is tested first: a bad one leaves the loop before anything is written and
+    /// the group's rows run one after another with their original (checked) bodies, so the
+    /// fault and the writes before it are the original loop's; the rests then run row by row,
+    /// each followed by its tail, so a fault in row `r`'s rest finds rows `< r` written.
+    fn build(&self, at: &[Option<Expr>], vars: &GroupVars) -> Option<Vec<Stmt>> {
+        let ch = self.ch;
+        let rows = self.rows;
+        let none = HashMap::new();
+        let of_row = |r: usize, stmts: &[Stmt]| subst_stmts(stmts, &self.row(r, at, &none));
+        let expr_of_row = |r: usize, e: &Expr| subst(e, &self.row(r, at, &none));
+        let fallback: Vec<Stmt> = (0..rows).flat_map(|r| of_row(r, self.body)).collect();
+        let (n, c) = (vars.n, vars.c);
+        let mut inner = vec![];
+        for r in 0..rows {
+            inner.extend(of_row(r, &ch.head));
+        }
+        let len = |r: usize| b::sub(expr_of_row(r, &ch.stop), expr_of_row(r, &ch.start));
+        let steps = (1..rows).fold(len(0), |acc, r| b::min(acc, len(r)));
+        inner.push(Stmt::Assign(n, steps));
+        for r in 1..rows {
+            let d = vars.deltas[r]?;
+            inner.push(Stmt::Assign(
+                d,
+                b::sub(expr_of_row(r, &ch.start), expr_of_row(0, &ch.start)),
+            ));
+        }
+        let at_q = |r: usize| match vars.deltas[r] {
+            None => b::var(c),
+            Some(d) => b::add(b::var(c), b::var(d)),
+        };
+        let mut jammed = vec![];
+        for (s, stmt) in ch.hot.iter().enumerate() {
+            for r in 0..rows {
+                let extra = HashMap::from([(ch.var, at_q(r))]);
+                let f = self.row(r, at, &extra);
+                if let Some(bad) = vars.bad {
+                    for (buf, index) in &self.gathers[s] {
+                        let j = subst(index, &f);
+                        let inside = and(b::le(b::int(0), j.clone()), b::lt(j, Expr::Len(*buf)));
+                        jammed.push(Stmt::If {
+                            cond: b::not(inside),
+                            then: vec![Stmt::Assign(bad, b::boolean(true)), Stmt::Break],
+                            otherwise: vec![],
+                        });
+                    }
+                }
+                jammed.extend(subst_stmts(std::slice::from_ref(stmt), &f));
+            }
+        }
+        if let Some(bad) = vars.bad {
+            inner.push(Stmt::Assign(bad, b::boolean(false)));
+        }
+        inner.push(Stmt::For {
+            var: c,
+            start: expr_of_row(0, &ch.start),
+            stop: b::add(expr_of_row(0, &ch.start), b::var(n)),
+            body: jammed,
+        });
+        let rest = |r: usize| {
+            let t = vars.rests[r];
+            Stmt::For {
+                var: t,
+                start: at_q(r),
+                stop: expr_of_row(r, &ch.stop),
+                body: subst_stmts(
+                    &ch.hot,
+                    &self.row(r, at, &HashMap::from([(ch.var, b::var(t))])),
+                ),
+            }
+        };
+        match vars.bad {
+            None => {
+                for r in 0..rows {
+                    inner.push(rest(r));
+                }
+                for r in 0..rows {
+                    inner.extend(of_row(r, &ch.tail));
+                }
+            }
+            Some(bad) => {
+                let mut after = vec![];
+                for r in 0..rows {
+                    after.push(rest(r));
+                    after.extend(of_row(r, &ch.tail));
+                }
+                inner.push(Stmt::If {
+                    cond: b::var(bad),
+                    then: fallback.clone(),
+                    otherwise: after,
+                });
+            }
+        }
+        // Rows shorter than `min_steps` run one after another (their original bodies): on
+        // short rows the end of each row's loop, mispredicted, costs more than the chain.
+        let mut levels: Vec<Level> = ch
+            .levels
+            .iter()
+            .map(|lv| Level {
+                pre: lv.pre.clone(),
+                cond: lv.cond.clone(),
+            })
+            .collect();
+        if self.min_steps > 1
+            && let Some(lv) = levels.last_mut()
+        {
+            let long = b::le(
+                b::int(self.min_steps),
+                b::sub(ch.stop.clone(), ch.start.clone()),
+            );
+            lv.cond = and(lv.cond.clone(), long);
+        }
+        // The chain's levels, outermost last: each needs its condition for every row.
+        for lv in levels.iter().rev() {
+            let mut pre = vec![];
+            for r in 0..rows {
+                pre.extend(of_row(r, &lv.pre));
+            }
+            let cond = (0..rows).map(|r| expr_of_row(r, &lv.cond)).reduce(and)?;
+            pre.push(Stmt::If {
+                cond,
+                then: inner,
+                otherwise: fallback.clone(),
+            });
+            inner = pre;
+        }
+        Some(inner)
+    }
 }
 
 /// [`ROWS`], or `TESSERA_INTERLEAVE_ROWS` (1 turns the pass off): for measuring.
@@ -769,6 +975,12 @@ pub fn rows() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(ROWS)
+}
+
+/// `TESSERA_INTERLEAVE_SPACED=1`: groups of vouched rows as `i, i + h, ...` (the layout
+/// before adjacent groups), for measuring.
+pub fn spaced() -> bool {
+    std::env::var("TESSERA_INTERLEAVE_SPACED").is_ok_and(|v| v == "1")
 }
 
 /// [`MIN_STEPS`], or `TESSERA_INTERLEAVE_MIN`: for measuring.

@@ -868,6 +868,15 @@ impl Emitter<'_> {
                 if versioning::known_in_bounds(&self.unchecked, *op, a, b) {
                     return "1".into();
                 }
+                // `0 <= j & j < len(b)` (a gather's test, `ir::interleave`) as one unsigned
+                // comparison: the very test of the bounds check on the load that follows,
+                // which GCC then drops.
+                if *op == BinOp::And
+                    && let Some((j, buf)) = within(a, b)
+                {
+                    let j = self.expr(j);
+                    return format!("((uint64_t){j} < (uint64_t)n{})", buf.0);
+                }
                 let ty = self.k.type_of(a);
                 let x = self.expr(a);
                 let y = self.expr(b);
@@ -1058,6 +1067,18 @@ fn elementwise(body: &[Stmt]) -> bool {
     }
     body.iter().any(|s| matches!(s, Stmt::Store { .. }))
         && !assigned.iter().any(|v| read_before.contains(v))
+}
+
+/// `(j, b)` when `a & c` is `0 <= j & j < len(b)`: `j` in bounds of `b` (`len` is never
+/// negative, so one unsigned comparison says the same).
+fn within<'e>(a: &'e Expr, c: &'e Expr) -> Option<(&'e Expr, BufId)> {
+    let (Expr::Binary(BinOp::Le, zero, j), Expr::Binary(BinOp::Lt, j2, len)) = (a, c) else {
+        return None;
+    };
+    match (&**zero, &**len) {
+        (Expr::Const(Scalar::I64(0)), Expr::Len(buf)) if j == j2 => Some((j, *buf)),
+        _ => None,
+    }
 }
 
 fn binary(op: BinOp, ty: ElemType, x: &str, y: &str) -> String {
