@@ -249,7 +249,7 @@ mod os {
                 let k = (0..SLOTS)
                     .filter(|&k| slots[k].1 >= len && slots[k].1 / 2 <= len)
                     .min_by_key(|&k| slots[k].1)?;
-                Some(std::mem::replace(&mut slots[k], (0, 0)))
+                Some(std::mem::take(&mut slots[k]))
             })?;
             if have > len {
                 // SAFETY: the tail past `len` is part of the kept block, now ours alone, and
@@ -479,7 +479,7 @@ mod tests {
             // A smaller block reuses a kept one when one fits (its tail given back).
             let small = Layout::from_size_align(5 * HUGE_PAGE, 8).unwrap();
             let q = HugePages.alloc(small);
-            assert!(!q.is_null() && q as usize % HUGE_PAGE == 0);
+            assert!(!q.is_null() && (q as usize).is_multiple_of(HUGE_PAGE));
             q.write_bytes(1, small.size());
             HugePages.dealloc(q, small);
         }
