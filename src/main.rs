@@ -5,6 +5,11 @@ use std::io::Write;
 use std::process::ExitCode;
 mod cli;
 
+/// Large arrays (at least 2 MiB: matrices read from files, kernel outputs) on huge pages, advised
+/// before first touch (`tessera::runtime::huge`).
+#[global_allocator]
+static ALLOC: tessera::runtime::huge::HugePages = tessera::runtime::huge::HugePages;
+
 use cli::{Cli, run_cli};
 
 fn main() -> ExitCode {

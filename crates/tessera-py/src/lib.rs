@@ -14,6 +14,11 @@ mod tensor;
 
 use pyo3::prelude::*;
 
+/// Large arrays on huge pages (`tessera::runtime::huge`). Arrays handed to NumPy without a copy
+/// are `Vec`s of this library, freed by it again, so they stay on this allocator.
+#[global_allocator]
+static ALLOC: tessera::runtime::huge::HugePages = tessera::runtime::huge::HugePages;
+
 #[pymodule]
 fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tensor::PyTensor>()?;

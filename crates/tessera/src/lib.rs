@@ -30,6 +30,11 @@ pub mod tensor;
 pub mod transforms;
 pub mod types;
 
+/// The unit tests run on the allocator the binaries install, so every test exercises it.
+#[cfg(test)]
+#[global_allocator]
+static ALLOC: runtime::huge::HugePages = runtime::huge::HugePages;
+
 pub use error::{Error, Result};
 pub use kernel_error::{KernelError, KernelErrorKind};
 pub use types::{ElemType, Scalar};

@@ -2,6 +2,7 @@
 
 pub mod abi;
 pub mod buffer;
+pub mod huge;
 pub mod intrinsics;
 pub mod largest;
 pub mod memory;
