@@ -192,3 +192,169 @@ fn list(stmts: &mut Vec<Stmt>) {
     }
     *stmts = out;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::build as b;
+    use crate::ir::{BufDecl, VarDecl};
+    use crate::types::ElemType;
+
+    /// Buffers idx (i64), y (f64); variables i, a, c, d (i64).
+    fn kernel(body: Vec<Stmt>) -> Kernel {
+        let buf = |name: &str, elem| BufDecl {
+            name: name.into(),
+            elem,
+            growable: false,
+            tensor: None,
+        };
+        let var = |name: &str| VarDecl {
+            name: name.into(),
+            ty: ElemType::I64,
+            cold: false,
+        };
+        Kernel {
+            name: "k".into(),
+            bufs: vec![buf("idx", ElemType::I64), buf("y", ElemType::F64)],
+            vars: vec![var("i"), var("a"), var("c"), var("d")],
+            body,
+            errors: vec![],
+            bounded: vec![],
+            not_nan: vec![],
+            vectorized: vec![],
+        }
+    }
+
+    const IDX: BufId = BufId(0);
+    const Y: BufId = BufId(1);
+    const I: VarId = VarId(0);
+    const A: VarId = VarId(1);
+    const C: VarId = VarId(2);
+    const D: VarId = VarId(3);
+
+    fn gather() -> Expr {
+        b::load(IDX, b::var(I))
+    }
+
+    /// `if v < 0 { fail }`: the lowering's check of a gathered index.
+    fn check(v: VarId) -> Stmt {
+        Stmt::If {
+            cond: b::lt(b::var(v), b::int(0)),
+            then: vec![Stmt::Fail(0)],
+            otherwise: vec![],
+        }
+    }
+
+    fn store(v: VarId) -> Stmt {
+        Stmt::Store {
+            buf: Y,
+            index: b::var(v),
+            value: Expr::Const(crate::types::Scalar::F64(1.0)),
+        }
+    }
+
+    fn run(body: Vec<Stmt>) -> Vec<Stmt> {
+        let mut k = kernel(body);
+        remove_rechecks(&mut k);
+        k.body
+    }
+
+    #[test]
+    fn a_second_gather_and_its_check_reuse_the_first() {
+        let out = run(vec![
+            Stmt::Assign(A, gather()),
+            check(A),
+            store(A),
+            Stmt::Assign(C, gather()),
+            check(C),
+            store(C),
+        ]);
+        assert_eq!(
+            out,
+            vec![
+                Stmt::Assign(A, gather()),
+                check(A),
+                store(A),
+                Stmt::Assign(C, b::var(A)),
+                store(A),
+            ]
+        );
+    }
+
+    /// A store to the gathered buffer, or a new value of the index, is a new gather.
+    #[test]
+    fn writes_in_between_keep_the_second_gather() {
+        let into_idx = Stmt::Store {
+            buf: IDX,
+            index: b::int(0),
+            value: b::int(5),
+        };
+        let body = vec![
+            Stmt::Assign(A, gather()),
+            check(A),
+            into_idx,
+            Stmt::Assign(C, gather()),
+            check(C),
+        ];
+        assert_eq!(run(body.clone()), body);
+        let body = vec![
+            Stmt::Assign(A, gather()),
+            check(A),
+            Stmt::Assign(I, b::add(b::var(I), b::int(1))),
+            Stmt::Assign(C, gather()),
+            check(C),
+        ];
+        assert_eq!(run(body.clone()), body);
+        // The first variable overwritten: its check says nothing of the second's value.
+        let body = vec![
+            Stmt::Assign(A, gather()),
+            check(A),
+            Stmt::Assign(A, b::int(-3)),
+            Stmt::Assign(C, gather()),
+            check(C),
+        ];
+        assert_eq!(run(body.clone()), body);
+    }
+
+    /// Nested statements forget what they may change, and a check whose `then` goes on (no
+    /// `fail` or `break` at its end) proves nothing.
+    #[test]
+    fn nested_writes_and_checks_that_go_on() {
+        let looped = Stmt::For {
+            var: D,
+            start: b::int(0),
+            stop: b::int(3),
+            body: vec![Stmt::Assign(A, b::var(D))],
+        };
+        let body = vec![
+            Stmt::Assign(A, gather()),
+            check(A),
+            looped,
+            Stmt::Assign(C, gather()),
+            check(C),
+        ];
+        assert_eq!(run(body.clone()), body);
+        let soft = Stmt::If {
+            cond: b::lt(b::var(A), b::int(0)),
+            then: vec![store(I)],
+            otherwise: vec![],
+        };
+        let body = vec![Stmt::Assign(A, gather()), soft.clone(), soft.clone()];
+        assert_eq!(run(body.clone()), body);
+    }
+
+    /// A check inside a loop is not known before it (the facts of a list stay in it).
+    #[test]
+    fn facts_stay_in_their_list() {
+        let body = vec![
+            Stmt::If {
+                cond: b::var(I),
+                then: vec![Stmt::Assign(A, gather()), check(A)],
+                otherwise: vec![],
+            },
+            Stmt::Assign(A, gather()),
+            check(A),
+        ];
+        assert_eq!(run(body.clone()), body);
+    }
+}
