@@ -87,3 +87,20 @@ pub fn walk_accesses(stmts: &[Stmt], f: &mut dyn FnMut(BufId, &Expr)) {
         }
     });
 }
+
+/// Whether a select between `a` and `b` should pick without a branch: float values at hand
+/// (a variable, a constant or its negation; `ifelse(x >= 0.0, g, -g)`, the derivative of
+/// `abs`, `max` or a ReLU in a gradient), whose condition the data decide, so a branch is
+/// mispredicted half the time on random data, while computing the arm not taken costs
+/// nothing. Both backends compile other selects as they did (C's `?:`, which GCC may make a
+/// branch, is right where an arm is expensive or the condition follows the loop).
+pub fn branchless_select(k: &super::Kernel, a: &Expr, b: &Expr) -> bool {
+    fn at_hand(e: &Expr) -> bool {
+        match e {
+            Expr::Var(_) | Expr::Const(_) => true,
+            Expr::Unary(super::UnOp::Neg, x) => matches!(**x, Expr::Var(_) | Expr::Const(_)),
+            _ => false,
+        }
+    }
+    k.type_of(a) == crate::types::ElemType::F64 && at_hand(a) && at_hand(b)
+}

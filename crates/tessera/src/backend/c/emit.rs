@@ -891,7 +891,7 @@ impl Emitter<'_> {
                 format!("t_make_limit({v}, {e})")
             }
             Expr::Select(c, a, b) => {
-                let branchless = self.k.type_of(a) == ElemType::F64 && at_hand(a) && at_hand(b);
+                let branchless = crate::ir::walk::branchless_select(self.k, a, b);
                 let c = self.expr(c);
                 let x = self.expr(a);
                 let y = self.expr(b);
@@ -1150,15 +1150,5 @@ mod tests {
             c_const(Scalar::F64(f64::NEG_INFINITY)),
             "t_bits(UINT64_C(0xfff0000000000000))"
         );
-    }
-}
-
-/// Whether a select's arm costs nothing to evaluate when not chosen (a variable, a constant
-/// or its negation), so the select may compute both arms and pick one without a branch.
-fn at_hand(e: &Expr) -> bool {
-    match e {
-        Expr::Var(_) | Expr::Const(_) => true,
-        Expr::Unary(UnOp::Neg, x) => matches!(**x, Expr::Var(_) | Expr::Const(_)),
-        _ => false,
     }
 }

@@ -1187,6 +1187,14 @@ impl Emitter<'_, '_> {
                 let (c, x, y) = (self.expr(c), self.expr(a), self.expr(b));
                 if self.k.type_of(a) == ElemType::Limit {
                     self.select_limit(c, x, y)
+                } else if crate::ir::walk::branchless_select(self.k, a, b) {
+                    // Cranelift picks between floats with a jump over a move; between
+                    // integers with a `cmov`, which data cannot mispredict.
+                    let flags = MemFlagsData::new();
+                    let xi = self.b.ins().bitcast(types::I64, flags, x);
+                    let yi = self.b.ins().bitcast(types::I64, flags, y);
+                    let r = self.b.ins().select(c, xi, yi);
+                    self.b.ins().bitcast(types::F64, flags, r)
                 } else {
                     self.b.ins().select(c, x, y)
                 }
