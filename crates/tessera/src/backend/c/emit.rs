@@ -891,7 +891,7 @@ impl Emitter<'_> {
                 format!("t_make_limit({v}, {e})")
             }
             Expr::Select(c, a, b) => {
-                let branchless = crate::ir::walk::branchless_select(self.k, a, b);
+                let branchless = crate::ir::walk::branchless_select(self.k, c, a, b);
                 let c = self.expr(c);
                 let x = self.expr(a);
                 let y = self.expr(b);

@@ -1184,10 +1184,11 @@ impl Emitter<'_, '_> {
                 self.make_limit(v, e)
             }
             Expr::Select(c, a, b) => {
+                let branchless = crate::ir::walk::branchless_select(self.k, c, a, b);
                 let (c, x, y) = (self.expr(c), self.expr(a), self.expr(b));
                 if self.k.type_of(a) == ElemType::Limit {
                     self.select_limit(c, x, y)
-                } else if crate::ir::walk::branchless_select(self.k, a, b) {
+                } else if branchless {
                     // Cranelift picks between floats with a jump over a move; between
                     // integers with a `cmov`, which data cannot mispredict.
                     let flags = MemFlagsData::new();
