@@ -198,3 +198,21 @@ fn count_loops(stmts: &[Stmt]) -> usize {
         })
         .sum()
 }
+
+/// The sign choices of the first program (`ifelse(x[p] - x[q] >= 0.0, g, -g)`) are picked
+/// without a branch in C (`t_self`); the masks of the second and third programs' `max`
+/// and `ifelse(x < 0.0, ...)` are not sign-of-difference choices and keep C's `?:`.
+#[test]
+fn c_picks_signs_of_differences_without_a_branch() {
+    let t = tensors(0, false, None);
+    let runner = tessera::run::Runner::jit();
+    let uses = |text: &str| {
+        let k = runner.compile(&parse(text), &formats_of(&t)).unwrap();
+        tessera::backend::CBackend::source(&k.ir)
+            .matches("t_self(")
+            .count()
+    };
+    // One definition in the prelude, the rest are uses.
+    assert!(uses(PROGRAMS[0]) > 1);
+    assert_eq!(uses(PROGRAMS[1]), 1);
+}

@@ -18,8 +18,9 @@
 //!
 //! Every fact is dropped as soon as a statement assigns a variable it reads or changes a
 //! buffer it loads (a nested statement by everything it may do), and nested lists start
-//! with no facts. So the kernel computes the same values and reports the same fault: a
-//! removed load or check is one that ran before on the same operands and passed.
+//! with no facts; the bodies of parallel ranges (`Chunked`) are left alone. So the kernel
+//! computes the same values and reports the same fault: a removed load or check is one that
+//! ran before on the same operands and passed.
 
 use super::effects::{Effects, effects_stmts};
 use super::{BufId, Expr, Kernel, Stmt, VarId};
@@ -127,10 +128,10 @@ fn list(stmts: &mut Vec<Stmt>) {
         match &mut s {
             Stmt::Assign(w, e) => {
                 let w = *w;
-                if !matches!(e, Expr::Var(_) | Expr::Const(_)) {
-                    if let Some((_, v)) = facts.values.iter().find(|(x, v)| x == e && *v != w) {
-                        *e = Expr::Var(*v);
-                    }
+                if !matches!(e, Expr::Var(_) | Expr::Const(_))
+                    && let Some((_, v)) = facts.values.iter().find(|(x, v)| x == e && *v != w)
+                {
+                    *e = Expr::Var(*v);
                 }
                 let e = e.clone();
                 facts.assigned(w);
@@ -180,8 +181,12 @@ fn list(stmts: &mut Vec<Stmt>) {
             }
             Stmt::Comment(_) => out.push(s),
             _ => {
-                for b in s.bodies_mut() {
-                    list(b);
+                // A parallel range's body is left as it is: other threads may write what it
+                // loads between two of its loads.
+                if !matches!(s, Stmt::Chunked(_)) {
+                    for b in s.bodies_mut() {
+                        list(b);
+                    }
                 }
                 let mut fx = Effects::default();
                 effects_stmts(std::slice::from_ref(&s), &mut fx);
