@@ -199,20 +199,49 @@ fn count_loops(stmts: &[Stmt]) -> usize {
         .sum()
 }
 
-/// The sign choices of the first program (`ifelse(x[p] - x[q] >= 0.0, g, -g)`) are picked
-/// without a branch in C (`t_self`); the masks of the second and third programs' `max`
-/// and `ifelse(x < 0.0, ...)` are not sign-of-difference choices and keep C's `?:`.
+/// The sign choices of a gradient's scatter (`ifelse(x[p] - x[q] >= 0.0, d, -d)` with `d` a
+/// local, as `ds3[]` is in SubdivNet's) are picked without a branch in C (`t_self`), with the
+/// evaluator's bits; masks (`ifelse(x < 0.0, ...)`) keep C's `?:`.
 #[test]
 fn c_picks_signs_of_differences_without_a_branch() {
-    let t = tensors(0, false, None);
+    let text = "dx .= 0.0
+for i = _, f = _
+  d .= 0.0
+  d[] = g[i, f]
+  for j = _
+    dx[adj[i, j], f] += ifelse(x[adj[i, j], f] - x[i, f] >= 0.0, d[], -d[])
+    dx[i, f] += ifelse(x[i, f] < 0.0, d[], 0.0)
+  end
+end
+";
+    let p = parse(text);
     let runner = tessera::run::Runner::jit();
-    let uses = |text: &str| {
-        let k = runner.compile(&parse(text), &formats_of(&t)).unwrap();
-        tessera::backend::CBackend::source(&k.ir)
-            .matches("t_self(")
-            .count()
-    };
-    // One definition in the prelude, the rest are uses.
-    assert!(uses(PROGRAMS[0]) > 1);
-    assert_eq!(uses(PROGRAMS[1]), 1);
+    for seed in 0..4 {
+        let mut t = tensors(seed, seed % 2 == 1, None);
+        t.insert(
+            "d".to_string(),
+            Tensor::from_dense(&fmt("Element(0.0)"), &[], &Buffer::F64(vec![0.0].into())).unwrap(),
+        );
+        let want = run_eval(&p, &t).unwrap();
+        for (name, r) in runners() {
+            let k = r.compile(&p, &formats_of(&t)).unwrap();
+            let mut got = t.clone();
+            r.execute(&k, &mut got).unwrap();
+            assert_eq!(
+                bits(&got["dx"].to_dense()),
+                bits(&want["dx"]),
+                "{name} seed {seed}"
+            );
+        }
+        let k = runner.compile(&p, &formats_of(&t)).unwrap();
+        let c = tessera::backend::CBackend::source(&k.ir);
+        // The sign choice in every copy of the loop; the mask stays a `?:`.
+        let uses: Vec<&str> = c
+            .lines()
+            .filter(|l| l.contains("t_self(") && !l.contains("static inline"))
+            .collect();
+        assert!(!uses.is_empty(), "{c}");
+        assert!(uses.iter().all(|l| l.contains(" - ")), "{uses:?}");
+        assert!(c.lines().any(|l| l.contains("< (0.0)) ?")), "{c}");
+    }
 }
