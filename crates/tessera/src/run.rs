@@ -964,6 +964,10 @@ pub fn late_passes(ir: &mut crate::ir::Kernel) {
         crate::ir::interleave::min_steps(),
         crate::ir::interleave::min_average(),
     );
+    // Before hoisting: the loads and addresses it makes equal are hoisted once.
+    if std::env::var_os("TESSERA_NO_RECHECK").is_none() {
+        crate::ir::recheck::remove_rechecks(ir);
+    }
     crate::ir::hoist::hoist_invariants(ir);
     // Last: the passes above know nothing of the float variables it makes of points.
     crate::ir::exact_points::exact_points(ir);

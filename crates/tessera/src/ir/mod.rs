@@ -23,6 +23,7 @@ pub mod math;
 pub mod print;
 pub mod promote;
 pub mod prune;
+pub mod recheck;
 pub mod split;
 pub mod vector;
 pub mod walk;

@@ -102,6 +102,18 @@ static inline double t_mulz(double a, double b) {
     double p = a * b;
     return ((a == 0.0) | (b == 0.0)) ? 0.0 : p;
 }
+/* A float select without a branch, for selects between two values at hand
+   (`ifelse(x >= 0.0, g, -g)`, the derivative of `abs`): GCC compiles `c ? a : b` of
+   doubles to a branch on `c`, which data decide and random data mispredict half the time. */
+static inline double t_self(int c, double a, double b) {
+    uint64_t ua, ub, m = (uint64_t)0 - (uint64_t)(c != 0);
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    uint64_t r = (ua & m) | (ub & ~m);
+    double d;
+    memcpy(&d, &r, sizeof d);
+    return d;
+}
 /* Saturating, NaN to 0 (the IR's F64 -> I64 cast). */
 static inline int64_t t_f2i(double x) {
     if (x != x) return 0;
@@ -891,9 +903,13 @@ impl Emitter<'_> {
                 format!("t_make_limit({v}, {e})")
             }
             Expr::Select(c, a, b) => {
+                let branchless = crate::ir::walk::branchless_select(self.k, c, a, b);
                 let c = self.expr(c);
                 let x = self.expr(a);
                 let y = self.expr(b);
+                if branchless {
+                    return format!("t_self({c}, {x}, {y})");
+                }
                 format!("({c} ? {x} : {y})")
             }
             Expr::Cast(to, a) => {

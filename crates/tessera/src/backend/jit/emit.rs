@@ -1184,9 +1184,18 @@ impl Emitter<'_, '_> {
                 self.make_limit(v, e)
             }
             Expr::Select(c, a, b) => {
+                let branchless = crate::ir::walk::branchless_select(self.k, c, a, b);
                 let (c, x, y) = (self.expr(c), self.expr(a), self.expr(b));
                 if self.k.type_of(a) == ElemType::Limit {
                     self.select_limit(c, x, y)
+                } else if branchless {
+                    // Cranelift picks between floats with a jump over a move; between
+                    // integers with a `cmov`, which data cannot mispredict.
+                    let flags = MemFlagsData::new();
+                    let xi = self.b.ins().bitcast(types::I64, flags, x);
+                    let yi = self.b.ins().bitcast(types::I64, flags, y);
+                    let r = self.b.ins().select(c, xi, yi);
+                    self.b.ins().bitcast(types::F64, flags, r)
                 } else {
                     self.b.ins().select(c, x, y)
                 }
