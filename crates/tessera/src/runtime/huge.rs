@@ -40,7 +40,28 @@ pub struct HugePages;
 
 /// Whether a block of this layout gets a mapping of its own with huge pages.
 fn is_large(size: usize, align: usize) -> bool {
-    cfg!(target_os = "linux") && size >= MIN_BYTES && align <= HUGE_PAGE
+    cfg!(target_os = "linux") && size >= MIN_BYTES && align <= HUGE_PAGE && enabled()
+}
+
+/// Whether the process lets large blocks have huge pages: `TESSERA_HUGE_PAGES=0` in the
+/// environment turns it off (where touching a huge page first is slow, as in some virtual
+/// machines that back guest memory lazily, loading a large file costs more than its kernels
+/// gain). Read once, at the first large block, and fixed for the process after that, so
+/// `dealloc` and `realloc` always see the answer the block was made with.
+fn enabled() -> bool {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    // 0: not read yet; 1: on; 2: off.
+    static STATE: AtomicU8 = AtomicU8::new(0);
+    match STATE.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let on = os::env_enabled();
+            // Threads racing here read the same environment, so they store the same value.
+            STATE.store(if on { 1 } else { 2 }, Ordering::Relaxed);
+            on
+        }
+    }
 }
 
 /// `size` rounded up to whole huge pages (`None` past the address space).
@@ -114,6 +135,18 @@ unsafe impl GlobalAlloc for HugePages {
 mod os {
     use super::{HUGE_PAGE, mapped_len};
     use std::ptr::null_mut;
+
+    /// Whether `TESSERA_HUGE_PAGES` is unset or anything but `0`; reads the environment
+    /// without allocating (this runs inside the allocator).
+    pub(super) fn env_enabled() -> bool {
+        // SAFETY: `getenv` with a NUL-terminated name returns null or a pointer to the
+        // value's NUL-terminated bytes, read at once; the process does not call `setenv`
+        // from another thread while it allocates (std's `set_var` is `unsafe` for that).
+        unsafe {
+            let v = libc::getenv(c"TESSERA_HUGE_PAGES".as_ptr());
+            v.is_null() || std::ffi::CStr::from_ptr(v).to_bytes() != b"0"
+        }
+    }
 
     /// A fresh mapping of `len` bytes (a multiple of [`HUGE_PAGE`]) at a 2 MiB boundary,
     /// advised for huge pages; null if there is no room.
@@ -331,6 +364,10 @@ mod os {
 /// Off Linux large layouts never occur (`is_large` is false), so these are never called.
 #[cfg(not(target_os = "linux"))]
 mod os {
+    pub(super) fn env_enabled() -> bool {
+        false
+    }
+
     pub(super) fn map(_size: usize) -> *mut u8 {
         std::ptr::null_mut()
     }
