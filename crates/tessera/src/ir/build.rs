@@ -185,3 +185,39 @@ pub fn if_else(cond: Expr, then: Vec<Stmt>, otherwise: Vec<Stmt>) -> Vec<Stmt> {
         }],
     }
 }
+
+/// A kernel for the passes' unit tests: buffers (name, element type; all `growable` or none)
+/// and variables (name, type) numbered in order, and `body`; no errors or vouched facts.
+#[cfg(test)]
+pub(crate) fn test_kernel(
+    bufs: &[(&str, crate::types::ElemType)],
+    growable: bool,
+    vars: &[(&str, crate::types::ElemType)],
+    body: Vec<super::Stmt>,
+) -> super::Kernel {
+    super::Kernel {
+        name: "k".into(),
+        bufs: bufs
+            .iter()
+            .map(|&(name, elem)| super::BufDecl {
+                name: name.into(),
+                elem,
+                growable,
+                tensor: None,
+            })
+            .collect(),
+        vars: vars
+            .iter()
+            .map(|&(name, ty)| super::VarDecl {
+                name: name.into(),
+                ty,
+                cold: false,
+            })
+            .collect(),
+        body,
+        errors: vec![],
+        bounded: vec![],
+        not_nan: vec![],
+        vectorized: vec![],
+    }
+}

@@ -325,37 +325,17 @@ fn sink(stmts: Vec<Stmt>, y: BufId, i: VarId, value: &Expr) -> (Vec<Stmt>, bool)
 mod tests {
     use super::*;
     use crate::ir::build as b;
-    use crate::ir::{BufDecl, VarDecl};
     use crate::types::ElemType;
 
     /// Buffers y, x (f64); variables i (the row), n, m (its end), acc (f64).
     fn kernel(body: Vec<Stmt>) -> Kernel {
-        let buf = |name: &str| BufDecl {
-            name: name.into(),
-            elem: ElemType::F64,
-            growable: true,
-            tensor: None,
-        };
-        let var = |name: &str, ty| VarDecl {
-            name: name.into(),
-            ty,
-            cold: false,
-        };
-        Kernel {
-            name: "k".into(),
-            bufs: vec![buf("y"), buf("x")],
-            vars: vec![
-                var("i", ElemType::I64),
-                var("n", ElemType::I64),
-                var("m", ElemType::I64),
-                var("acc", ElemType::F64),
-            ],
+        let (f, i) = (ElemType::F64, ElemType::I64);
+        b::test_kernel(
+            &[("y", f), ("x", f)],
+            true,
+            &[("i", i), ("n", i), ("m", i), ("acc", f)],
             body,
-            errors: vec![],
-            bounded: vec![],
-            not_nan: vec![],
-            vectorized: vec![],
-        }
+        )
     }
 
     const Y: BufId = BufId(0);

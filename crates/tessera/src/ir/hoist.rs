@@ -181,32 +181,18 @@ fn replace_expr(e: &mut Expr, from: &Expr, to: &Expr) {
 mod tests {
     use super::*;
     use crate::ir::build as b;
-    use crate::ir::{BufDecl, BufId, UnOp, VarDecl, VarId};
+    use crate::ir::{BufId, UnOp, VarId};
     use crate::types::ElemType;
 
     /// Buffers y, x, s (f64); variables j (the loop), i (outside).
     fn kernel(body: Vec<Stmt>) -> Kernel {
-        let buf = |name: &str| BufDecl {
-            name: name.into(),
-            elem: ElemType::F64,
-            growable: false,
-            tensor: None,
-        };
-        let var = |name: &str| VarDecl {
-            name: name.into(),
-            ty: ElemType::I64,
-            cold: false,
-        };
-        Kernel {
-            name: "k".into(),
-            bufs: vec![buf("y"), buf("x"), buf("s")],
-            vars: vec![var("j"), var("i")],
+        let f = ElemType::F64;
+        b::test_kernel(
+            &[("y", f), ("x", f), ("s", f)],
+            false,
+            &[("j", ElemType::I64), ("i", ElemType::I64)],
             body,
-            errors: vec![],
-            bounded: vec![],
-            not_nan: vec![],
-            vectorized: vec![],
-        }
+        )
     }
 
     const Y: BufId = BufId(0);

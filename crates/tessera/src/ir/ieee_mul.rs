@@ -343,37 +343,19 @@ fn retry_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::BufId;
     use crate::ir::build as b;
-    use crate::ir::{BufDecl, BufId};
     use crate::types::Scalar;
 
     /// Variables: 0 `j` (i64), 1 `s` (f64), 2 `t` (f64); buffers `a`, `x` (f64), `out` (f64).
     fn kernel(body: Vec<Stmt>) -> Kernel {
-        let buf = |n: &str| BufDecl {
-            name: n.into(),
-            elem: ElemType::F64,
-            growable: false,
-            tensor: None,
-        };
-        let var = |n: &str, ty| VarDecl {
-            name: n.into(),
-            ty,
-            cold: false,
-        };
-        Kernel {
-            name: "k".into(),
-            bufs: vec![buf("a"), buf("x"), buf("out")],
-            vars: vec![
-                var("j", ElemType::I64),
-                var("s", ElemType::F64),
-                var("t", ElemType::F64),
-            ],
+        let f = ElemType::F64;
+        b::test_kernel(
+            &[("a", f), ("x", f), ("out", f)],
+            false,
+            &[("j", ElemType::I64), ("s", f), ("t", f)],
             body,
-            errors: vec![],
-            bounded: vec![],
-            not_nan: vec![],
-            vectorized: vec![],
-        }
+        )
     }
 
     const J: VarId = VarId(0);

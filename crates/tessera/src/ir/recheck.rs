@@ -202,32 +202,21 @@ fn list(stmts: &mut Vec<Stmt>) {
 mod tests {
     use super::*;
     use crate::ir::build as b;
-    use crate::ir::{BufDecl, VarDecl};
     use crate::types::ElemType;
 
     /// Buffers idx (i64), y (f64); variables i, a, c, d (i64).
     fn kernel(body: Vec<Stmt>) -> Kernel {
-        let buf = |name: &str, elem| BufDecl {
-            name: name.into(),
-            elem,
-            growable: false,
-            tensor: None,
-        };
-        let var = |name: &str| VarDecl {
-            name: name.into(),
-            ty: ElemType::I64,
-            cold: false,
-        };
-        Kernel {
-            name: "k".into(),
-            bufs: vec![buf("idx", ElemType::I64), buf("y", ElemType::F64)],
-            vars: vec![var("i"), var("a"), var("c"), var("d")],
+        b::test_kernel(
+            &[("idx", ElemType::I64), ("y", ElemType::F64)],
+            false,
+            &[
+                ("i", ElemType::I64),
+                ("a", ElemType::I64),
+                ("c", ElemType::I64),
+                ("d", ElemType::I64),
+            ],
             body,
-            errors: vec![],
-            bounded: vec![],
-            not_nan: vec![],
-            vectorized: vec![],
-        }
+        )
     }
 
     const IDX: BufId = BufId(0);
