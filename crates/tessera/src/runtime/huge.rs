@@ -235,8 +235,7 @@ mod os {
     /// fills lazily, the host's faults: 0.3-9 GB/s measured), where the system allocator
     /// reuses freed memory as it is.
     mod cache {
-        use std::cell::UnsafeCell;
-        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Mutex;
 
         const SLOTS: usize = 8;
         /// At most this many bytes are kept; a freed block past it is unmapped.
@@ -245,34 +244,13 @@ mod os {
         /// (address, mapped length) of each kept block; length 0: an empty slot.
         type Slots = [(usize, usize); SLOTS];
 
-        /// The slots behind a spin lock (an allocator cannot take a `Mutex` that allocates,
-        /// and the critical sections are a scan of eight pairs).
-        struct Locked {
-            busy: AtomicBool,
-            slots: UnsafeCell<Slots>,
-        }
-
-        // SAFETY: `slots` is reached only through `with_slots`, which holds `busy`.
-        unsafe impl Sync for Locked {}
-
-        static CACHE: Locked = Locked {
-            busy: AtomicBool::new(false),
-            slots: UnsafeCell::new([(0, 0); SLOTS]),
-        };
+        /// The slots. std's `Mutex` is a futex on Linux: made and locked without allocating,
+        /// so the allocator may take it (the critical sections are a scan of eight pairs).
+        static CACHE: Mutex<Slots> = Mutex::new([(0, 0); SLOTS]);
 
         fn with_slots<R>(f: impl FnOnce(&mut Slots) -> R) -> R {
-            while CACHE
-                .busy
-                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-            {
-                std::hint::spin_loop();
-            }
-            // SAFETY: holding `busy` gives this thread the only access until it is released
-            // below; `f` only reads and writes the array (it cannot panic or re-enter).
-            let r = f(unsafe { &mut *CACHE.slots.get() });
-            CACHE.busy.store(false, Ordering::Release);
-            r
+            // `f` only reads and writes the array, so a poisoned lock holds whole pairs.
+            f(&mut CACHE.lock().unwrap_or_else(|e| e.into_inner()))
         }
 
         /// A kept block for `len` bytes (a multiple of the huge page): the smallest one of at
