@@ -16,7 +16,8 @@ Measures, in one process:
    kernel (C backend, compiled once, one thread), `tessera.einsum` and Tessera's `A @ x`
    (tiered, warmed up; their outer loop runs on every core above the work threshold),
    against the CLI's `bench --backend c` kernel time and SciPy's `A @ x` (one thread).
-4. `out=`: the compiled kernel writing into one reused NumPy array (`k(A=A, x=x, out=y)`)
+4. `out=`: the compiled kernel writing into one reused NumPy array (`k(A=A, x=x, out=y)`,
+   and the same call kept by `k.bind(A=A, x=x, out=y)`)
    against the same kernel allocating its output, a fresh `np.empty` as `out=` each call,
    and the CLI (which reuses its output between repeats). The four are measured in
    alternation, ROUNDS rounds of a batch of calls each; a round's figure is the batch's
@@ -184,6 +185,10 @@ def out_table(names, table):
             "out": lambda: k(A=ta, x=tx, out=y),
             "fresh": lambda: k(A=ta, x=tx, out=np.empty(a.shape[0])),
             "matmul_out": lambda: ts.matmul(ta, tx, out=y),
+            # The same calls kept with their arguments (`Kernel.bind`): timed as they are
+            # called, no lambda around them.
+            "conv_bound": kc.bind(A=tc, x=tx, out=y),
+            "bound": k.bind(A=ta, x=tx, out=y),
             # SciPy's own one-thread `A @ x` on the same arrays, in the same rounds.
             "scipy": lambda: a @ x,
         }
@@ -208,14 +213,15 @@ def main():
         args.matrices = STUDY
     outs = []
     out_table(args.matrices.split(","), outs)
-    print("| matrix | nnz | CLI kernel ms (c) | `copy=True` kernel ms | / CLI | `copy=True` `out=y` ms | **/ CLI** | SciPy-shared kernel ms | kernel / CLI | SciPy-shared `out=y` ms | `out=y` / CLI | `out=np.empty(n)` ms | fresh / CLI | `ts.matmul(A, x, out=y)` ms (tiered, parallel) | SciPy `A @ x` ms | **SciPy / SciPy-shared `out=y`** | **SciPy / `copy=True` `out=y`** |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| matrix | nnz | CLI kernel ms (c) | `copy=True` kernel ms | / CLI | `copy=True` `out=y` ms | **/ CLI** | SciPy-shared kernel ms | kernel / CLI | SciPy-shared `out=y` ms | `out=y` / CLI | `out=np.empty(n)` ms | fresh / CLI | `ts.matmul(A, x, out=y)` ms (tiered, parallel) | SciPy `A @ x` ms | **SciPy / SciPy-shared `out=y`** | **SciPy / `copy=True` `out=y`** | `copy=True` bound ms | **/ CLI** | SciPy-shared bound / CLI | SciPy / `copy=True` bound |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, nnz, b in outs:
         cli = b["cli"]
         print(f"| {name} | {nnz} | {cli:.4g} | {b['conv_kernel']:.4g} | {b['conv_kernel'] / cli:.2f} | {b['conv_out']:.4g} | "
               f"**{b['conv_out'] / cli:.2f}** | {b['kernel']:.4g} | {b['kernel'] / cli:.2f} | {b['out']:.4g} | "
               f"{b['out'] / cli:.2f} | {b['fresh']:.4g} | {b['fresh'] / cli:.2f} | {b['matmul_out']:.4g} | "
-              f"{b['scipy']:.4g} | **{b['scipy'] / b['out']:.2f}** | **{b['scipy'] / b['conv_out']:.2f}** |")
+              f"{b['scipy']:.4g} | **{b['scipy'] / b['out']:.2f}** | **{b['scipy'] / b['conv_out']:.2f}** | "
+              f"{b['conv_bound']:.4g} | **{b['conv_bound'] / cli:.2f}** | {b['bound'] / cli:.2f} | {b['scipy'] / b['conv_bound']:.2f} |")
     print()
     if args.only_out:
         return

@@ -8,7 +8,7 @@ exceptions of :mod:`tessera.errors`.
 
 from . import errors, formats
 from ._compute import (
-    Kernel, abs, add, all, any, code, compile, divide, einsum, equal, exp, floor, greater, greater_equal, less,
+    BoundKernel, Kernel, abs, add, all, any, code, compile, divide, einsum, equal, exp, floor, greater, greater_equal, less,
     less_equal, log, logical_and, logical_not, logical_or, matmul, max, maximum, min, minimum,
     multiply, negative, not_equal, permute_dims, prod, run, sqrt, subtract, sum, transpose, where,
     sin, cos, tan, asin, acos, atan, sinh, cosh, tanh, asinh, acosh, atanh, expm1, log1p, log2,

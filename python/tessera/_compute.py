@@ -203,8 +203,33 @@ class Kernel(_tessera.RawKernel):
         arrays = _out_arrays(out, order)
         return _shaped(self._raw.call(raws, arrays), self._kind, arrays)
 
+    def bind(self, out=None, **tensors):
+        """This call kept: ``bound = kernel.bind(out=y, A=A, x=x)``, then ``bound()`` runs
+        ``kernel(out=y, A=A, x=x)`` again on the same objects' current contents and returns
+        what that call returns. Values that are not Tensors are converted once, here
+        (:func:`asarray`: zero-copy where the layouts match, so writes to a NumPy ``x`` are
+        seen by the next call). A kernel with one output, returned or written into one
+        NumPy array, keeps its arguments in place after the first call: later calls only
+        check that the ``out`` array was not changed in place (memory, shape, dtype, flags),
+        the cheapest way to call a small kernel again and again. Every other call, and any
+        change, runs as the keyword call would (same checks, same errors). While the bound
+        call lives its ``out`` array cannot be resized (NumPy refuses)."""
+        bound = {n: v if type(v) is Tensor else asarray(v) for n, v in tensors.items()}
+        return BoundKernel(self, bound, out)
+
     def __repr__(self):
         return f"<tessera.Kernel outputs={self.outputs}>"
+
+
+class BoundKernel(_tessera.RawBound):
+    """A kernel call kept with its arguments (:meth:`Kernel.bind`); calling it, with no
+    arguments, runs the kernel on them again. ``.kernel``, ``.tensors`` and ``.out`` are
+    what it was bound to."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"<tessera.BoundKernel {sorted(self.tensors)} out={'array' if self.out is not None else None}>"
 
 
 def compile(program, out=None, shapes=None, backend="tiered", **tensors):

@@ -320,6 +320,91 @@ fn lend<T: Element + Copy + Send + Sync + 'static>(
     Ok(Some((unsafe { Store::lent(ptr, len, owner) }, bytes)))
 }
 
+/// An `out=` array a bound call (`Kernel.bind`) lends again for each run: checked once by
+/// [`lend_out`], its memory kept alive and unresizable ([`Lender`]) for as long as the bound
+/// call lives, so each run only asks [`Lendable::still`] whether its owner changed the array
+/// in place (shape, dtype, flags can be set on a live array) and takes a new store of the
+/// same memory.
+pub struct Lendable {
+    /// The array as [`lend_out`] checked it, its buffer taken (each run lends a new one).
+    pub out: OutArray,
+    /// What the array's fields were then ([`Lendable::still`] compares them).
+    data: usize,
+    descr: usize,
+    flags: std::ffi::c_int,
+    len: usize,
+    owner: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+/// The fields of a NumPy array that say where and what its elements are.
+fn array_fields(arr: &Bound<'_, numpy::PyUntypedArray>) -> (usize, usize, std::ffi::c_int) {
+    // SAFETY: `arr` is a live NumPy array (the cast checked it), and we hold the GIL; its
+    // fields are read, not written (as `writeable` does).
+    let f = unsafe { &*numpy::npyffi::_PyArray_GET_ITEM_DATA(arr.as_array_ptr()) };
+    (f.data as usize, f.descr as usize, f.flags)
+}
+
+impl Lendable {
+    /// `obj` as output `name`'s array, if [`lend_out`] accepts it and its dtype is lent as
+    /// is (a bool array's bytes are made 0 or 1 before each lending: not kept).
+    pub fn keep(name: &str, obj: &Bound<'_, PyAny>) -> Option<Lendable> {
+        let mut out = lend_out(name, obj).ok()?;
+        out.buffer = None;
+        if matches!(out.elem, ElemType::Bool | ElemType::Limit) {
+            return None;
+        }
+        let untyped = obj.cast::<numpy::PyUntypedArray>().ok()?;
+        let (data, descr, flags) = array_fields(untyped);
+        Some(Lendable {
+            len: out.shape.iter().product(),
+            out,
+            data,
+            descr,
+            flags,
+            owner: Arc::new(Lender(obj.clone().unbind(), resize_guard(obj).ok()?)),
+        })
+    }
+
+    /// Whether `obj` is still the array [`Lendable::keep`] checked, unchanged: the same
+    /// object, memory, shape, dtype object and flags (C-contiguous, writable, aligned).
+    pub fn still(&self, obj: &Bound<'_, PyAny>) -> bool {
+        if obj.as_ptr() != self.out.array.as_ptr() {
+            return false;
+        }
+        let Ok(untyped) = obj.cast::<numpy::PyUntypedArray>() else {
+            return false;
+        };
+        array_fields(untyped) == (self.data, self.descr, self.flags)
+            && untyped.shape() == self.out.shape.as_slice()
+    }
+
+    /// The array's memory lent for one run, as [`lend_out`] lends it.
+    pub fn lend(&self) -> Option<Buffer> {
+        fn store<T: Copy>(l: &Lendable) -> Store<T> {
+            if l.len == 0 {
+                return Store::new();
+            }
+            // SAFETY: the memory [`lend_out`] checked when the array was kept (`len` aligned,
+            // initialised elements of `T`, C-contiguous, writable), which `still` found
+            // unchanged (same address, shape, dtype and flags); `owner` keeps the array alive
+            // and NumPy from resizing it. No input shares it (checked by the keyword call that
+            // kept it; inputs are immutable tensors), and the store is the only writer
+            // while it lives, as with `lend`.
+            unsafe { Store::lent(l.data as *mut T, l.len, l.owner.clone()) }
+        }
+        Some(match self.out.elem {
+            ElemType::F64 => Buffer::F64(store(self)),
+            ElemType::F32 => Buffer::F32(store(self)),
+            ElemType::I64 => Buffer::I64(store(self)),
+            ElemType::I32 => Buffer::I32(store(self)),
+            ElemType::I8 => Buffer::I8(store(self)),
+            ElemType::U8 => Buffer::U8(store(self)),
+            ElemType::U64 => Buffer::U64(store(self)),
+            ElemType::Bool | ElemType::Limit => return None,
+        })
+    }
+}
+
 /// A bool `out=` array lent as a store ([`lend`]), if its dtype is bool. NumPy stores a bool
 /// as one byte and does not promise it is 0 or 1 (a `uint8` array viewed as bool), while a
 /// Rust `bool` must be: any other byte is first written as 1, the same truth value, before

@@ -39,7 +39,10 @@ struct Spec {
 }
 
 /// A kernel's compiled state on one thread.
-struct Ready {
+pub(crate) struct Ready {
+    /// A number no other compiled state of any kernel has (a bound call's slots are
+    /// filled for one: `crate::bound`).
+    pub(crate) serial: u64,
     runner: Rc<Runner>,
     compiled: Rc<Compiled>,
     prepared: Prepared,
@@ -71,13 +74,13 @@ struct Ready {
 /// [`tessera::run::Runner::execute_at`]: no map, no name compared, nothing allocated for the
 /// tensors. Any difference takes the map path (which checks and reports everything) and the
 /// site is made again from that call.
-struct Site {
+pub(crate) struct Site {
     keys: Vec<SiteKey>,
-    slots: Vec<Tensor>,
+    pub(crate) slots: Vec<Tensor>,
     /// The output's place in `slots`, and its shape (the one the map path inferred for
     /// these input shapes).
-    out_at: usize,
-    out_shape: Vec<usize>,
+    pub(crate) out_at: usize,
+    pub(crate) out_shape: Vec<usize>,
     /// How many elements the inputs hold: a run over fewer than [`INLINE_WORK`] keeps the
     /// GIL (releasing and taking it back costs more than such a kernel).
     work: usize,
@@ -114,20 +117,23 @@ type Shapes = HashMap<String, Vec<usize>>;
 thread_local! {
     /// Each thread's compiled kernels, by kernel number; an entry lives as long as its
     /// Python object (`Drop` of `PyKernel` removes it from the dropping thread's table).
-    static READY: RefCell<HashMap<u64, Rc<Ready>>> = RefCell::new(HashMap::new());
+    pub(crate) static READY: RefCell<HashMap<u64, Rc<Ready>>> = RefCell::new(HashMap::new());
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The next [`Ready::serial`].
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
 /// `tessera.compile(...)`'s object: the Python `tessera.Kernel` is a subclass, so a call
 /// (`__call__`, below) enters Rust directly, without a Python frame.
 #[pyclass(name = "RawKernel", module = "tessera._tessera", frozen, subclass)]
 pub struct PyKernel {
-    id: u64,
+    pub(crate) id: u64,
     spec: Arc<Spec>,
     /// A call returns the one output itself (`out="y"`), not a tuple or a dict: the case
     /// `__call__` serves in Rust.
-    one: bool,
+    pub(crate) one: bool,
 }
 
 impl Drop for PyKernel {
@@ -147,6 +153,7 @@ fn build(spec: &Spec, tensors: &mut BTreeMap<String, Tensor>) -> Result<Ready> {
     let prepared = prepare(&spec.program, tensors, &spec.out, &spec.shapes)?;
     let compiled = runner.compile(&prepared.program, &prepared.formats)?;
     Ok(Ready {
+        serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
         sizing: tessera::run::sizing_scalars(&prepared.program),
         runner,
         compiled,
@@ -597,7 +604,7 @@ impl Site {
     /// when the kernel does not fit a site: it creates other tensors than the output, a
     /// keyword is not one of the tensors it was compiled for or not a Tensor, or the output's
     /// shape may depend on an integer scalar's value.
-    fn make(ready: &Ready, tensors: &Bound<'_, PyDict>, single: &str) -> Option<Site> {
+    pub(crate) fn make(ready: &Ready, tensors: &Bound<'_, PyDict>, single: &str) -> Option<Site> {
         let raw = intern!(tensors.py(), "_raw");
         if ready.prepared.created.len() != 1 || ready.prepared.created[0] != single {
             return None;
@@ -661,7 +668,7 @@ impl Site {
     /// Refills the slots from a call's keyword dict when it is this site's call (the same
     /// keyword objects, Tensors of the same formats and shapes); `false` leaves the slots
     /// holding no call's arrays.
-    fn fill(&mut self, tensors: &Bound<'_, PyDict>) -> bool {
+    pub(crate) fn fill(&mut self, tensors: &Bound<'_, PyDict>) -> bool {
         let raw = intern!(tensors.py(), "_raw");
         if tensors.len() != self.keys.len() {
             return false;
@@ -796,7 +803,7 @@ fn run_new(
 
 /// `execute_at` on the site's slots: on this thread with the GIL held for small inputs
 /// ([`INLINE_WORK`]), else with the GIL released.
-fn run_slots(py: Python<'_>, id: u64, ready: &Ready, site: &mut Site) -> PyResult<()> {
+pub(crate) fn run_slots(py: Python<'_>, id: u64, ready: &Ready, site: &mut Site) -> PyResult<()> {
     let slots = &mut site.slots;
     let result = if site.work < INLINE_WORK {
         ready.runner.execute_at(&ready.compiled, slots)
@@ -869,14 +876,14 @@ fn compile_kernel(
 }
 
 /// The Python class `tessera.Tensor`, looked up once.
-fn tensor_class(py: Python<'_>) -> PyResult<&Bound<'_, pyo3::types::PyType>> {
+pub(crate) fn tensor_class(py: Python<'_>) -> PyResult<&Bound<'_, pyo3::types::PyType>> {
     static CLASS: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> = pyo3::sync::PyOnceLock::new();
     CLASS.import(py, "tessera._tensor", "Tensor")
 }
 
 impl PyKernel {
     /// The kernel's output name when it has exactly one.
-    fn single_output(&self) -> Option<&String> {
+    pub(crate) fn single_output(&self) -> Option<&String> {
         self.spec
             .out
             .keys()

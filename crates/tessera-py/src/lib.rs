@@ -4,6 +4,7 @@
 //! (operators, broadcasting of Python scalars, SciPy and pydata/sparse dispatch) to the
 //! pure-Python modules. Every Tessera error becomes an exception of `tessera.errors`.
 
+mod bound;
 mod compute;
 mod convert;
 mod errors;
@@ -36,6 +37,8 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compute::scalar, m)?)?;
     m.add_function(wrap_pyfunction!(compute::lazy_compute, m)?)?;
     m.add_class::<kernel::PyKernel>()?;
+    m.add_class::<bound::PyBound>()?;
+    m.add_function(wrap_pyfunction!(program::bound_calls, m)?)?;
     m.add_function(wrap_pyfunction!(kernel::compile, m)?)?;
     m.add_function(wrap_pyfunction!(program::run, m)?)?;
     m.add_function(wrap_pyfunction!(program::code, m)?)?;

@@ -340,3 +340,9 @@ pub fn out_copies() -> usize {
 pub fn site_calls() -> u64 {
     crate::kernel::SITE_CALLS.load(std::sync::atomic::Ordering::Relaxed)
 }
+
+/// How many `BoundKernel` calls ran on their kept slots (for the tests of `Kernel.bind`).
+#[pyfunction]
+pub fn bound_calls() -> u64 {
+    crate::bound::BOUND_CALLS.load(std::sync::atomic::Ordering::Relaxed)
+}
