@@ -9,8 +9,9 @@ Run from the repository root with the package installed in the venv and OpenCV i
 Measures, in one process:
 1. a tiny SpMV (8 x 8, 16 entries): `Runner::execute` alone (the CLI's `bench --json`
    median, JIT and C), a `tessera.compile` kernel called on Tensors (allocating its output,
-   and writing into one reused array: `out=y`), `tessera.run`, and `ts.matmul(A, x, out=y)`,
-   each the best of 7 rounds of 20,000 calls' mean (so the figures are per call);
+   and writing into one reused array: `out=y`), `tessera.run`, `ts.matmul(A, x, out=y)` and
+   the `out=y` call kept by `k.bind(A=A, x=x, out=y)`, each the best of 7 rounds of 20,000
+   calls' mean (so the figures are per call);
 2. the images study's paper datasets (MNIST, Omniglot; 100 random images each), through
    `bench/studies/images.py`'s own variants and `_measure` (per image: two Kernel calls for
    an erosion, one for a histogram, against one OpenCV call, alternating), so the figures are
@@ -94,16 +95,20 @@ def tiny():
             kern = per_call_us(lambda: k(A=ta, x=tx))
             kout = per_call_us(lambda: k(A=ta, x=tx, out=y))
             run = per_call_us(lambda: ts.run(SPMV, out="y", backend=backend, A=ta, x=tx))
-            rows.append((backend, cli, kern, kout, run))
+            # The same call kept by `Kernel.bind` (called directly: no lambda around it).
+            bound = k.bind(A=ta, x=tx, out=y)
+            np.testing.assert_allclose(bound(), a @ x)
+            bnd = per_call_us(bound)
+            rows.append((backend, cli, kern, kout, run, bnd))
     # The einsum behind `ts.matmul` (tiered, its own plan; the same 8x8 matrix and vector).
     y = np.empty(8)
     np.testing.assert_allclose(ts.matmul(ta, tx, out=y), a @ x)
     mm = per_call_us(lambda: ts.matmul(ta, tx, out=y))
-    print("| backend | `Runner::execute` (CLI) µs | `Kernel` on Tensors µs | above Rust | `Kernel(out=y)` µs | above Rust | `tessera.run` µs | above Rust |")
-    print("|---|---|---|---|---|---|---|---|")
-    for b, cli, kern, kout, run in rows:
+    print("| backend | `Runner::execute` (CLI) µs | `Kernel` on Tensors µs | above Rust | `Kernel(out=y)` µs | above Rust | `tessera.run` µs | above Rust | `k.bind(..., out=y)()` µs | above Rust |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for b, cli, kern, kout, run, bnd in rows:
         print(f"| {b} | {cli:.2f} | {kern:.2f} | +{kern - cli:.2f} | {kout:.2f} | +{kout - cli:.2f} | "
-              f"{run:.2f} | +{run - cli:.2f} |")
+              f"{run:.2f} | +{run - cli:.2f} | {bnd:.2f} | +{bnd - cli:.2f} |")
     print(f"\n`ts.matmul(A, x, out=y)` (tiered): {mm:.2f} µs")
     sys.stdout.flush()
 
