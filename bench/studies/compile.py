@@ -221,7 +221,7 @@ def run(ctx) -> list[dict]:
         for alg, path in [("bfs-do", f["graph"]), ("bellman-ford", f["weights"])]:
             per: dict[str, list[float]] = {}
             for _ in range(runs):
-                got = ctx.tessera(["graph", alg, "--in", f"A={path}", "--warmup", "1", "--repeat", "0"])
+                got = ctx.tessera(["graph", alg, "--in", f"A={path}", "--warmup", "0", "--repeat", "1"])
                 for k, v in got["kernels_compile_ms"].items():
                     per.setdefault(k, []).append(v)
             for k, v in per.items():

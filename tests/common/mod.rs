@@ -80,6 +80,17 @@ pub fn runners() -> Vec<(&'static str, Runner)> {
     r
 }
 
+/// [`runners`] and a JIT given every pass (`Jit::with_full_passes`: row interleaving,
+/// which the default JIT, a first tier, leaves to the C backend).
+pub fn runners_full() -> Vec<(&'static str, Runner)> {
+    let mut r = runners();
+    r.push((
+        "jit-full",
+        Runner::new(Box::new(tessera::backend::Jit::new().with_full_passes())),
+    ));
+    r
+}
+
 /// Run compiled and with the reference evaluator; every tensor must agree.
 pub fn agree(program: &str, tensors: BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor> {
     let p = parse(program);

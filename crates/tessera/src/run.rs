@@ -475,7 +475,13 @@ impl Runner {
         check_kernel_size(&ir, program, self.max_kernel_size.get())?;
         // After the size check: it at most copies innermost loops once more, and programs
         // accepted before stay accepted.
-        late_passes(&mut ir);
+        let passes = self.backend.passes();
+        let lean = (passes == crate::backend::Passes::Both).then(|| {
+            let mut lean = ir.clone();
+            late_passes_with(&mut lean, false);
+            lean
+        });
+        late_passes_with(&mut ir, passes != crate::backend::Passes::Lean);
         if let Err(e) = ir.check() {
             return Err(Error::Backend(format!("internal error: ill-typed IR: {e}")));
         }
@@ -489,7 +495,13 @@ impl Runner {
             None => {
                 let mut plain = ir.clone();
                 crate::ir::atomic::deatomize(&mut plain.body, &[]);
-                self.backend.compile(&plain)?
+                match lean {
+                    Some(mut lean) => {
+                        crate::ir::atomic::deatomize(&mut lean.body, &[]);
+                        self.backend.compile_with_lean(&lean, &plain)?
+                    }
+                    None => self.backend.compile(&plain)?,
+                }
             }
         };
         *self.last_compile_ms.borrow_mut() = t0.elapsed().as_secs_f64() * 1e3;
@@ -949,6 +961,15 @@ pub fn check_kernel_size(ir: &Kernel, program: &Program, max: usize) -> Result<(
 /// The passes after the kernel-size check, in order, for the runner and `tessera code` alike
 /// (they at most copy innermost loops and row bodies a bounded number of times).
 pub fn late_passes(ir: &mut crate::ir::Kernel) {
+    late_passes_with(ir, true);
+}
+
+/// [`late_passes`], without row interleaving when `interleave` is false: the kernel a lean
+/// first tier compiles ([`crate::backend::Backend::lean`]). Interleaving copies each row
+/// loop into its paired, checked and unchecked versions, which multiplies a CSR SpMV's code
+/// by about ten and Cranelift's compile time with it (3 ms -> 36 ms); the results and faults
+/// are the same either way.
+pub fn late_passes_with(ir: &mut crate::ir::Kernel, interleave: bool) {
     // Before the IEEE products: the fold loops it makes write no memory.
     crate::ir::distribute::distribute_loops(ir);
     crate::ir::ieee_mul::ieee_products(ir);
@@ -958,9 +979,14 @@ pub fn late_passes(ir: &mut crate::ir::Kernel) {
     }
     // After the passes that shape a row's loop (promotion, IEEE products), which it copies
     // whole per row.
+    let rows = if interleave {
+        crate::ir::interleave::rows()
+    } else {
+        1
+    };
     crate::ir::interleave::interleave_rows(
         ir,
-        crate::ir::interleave::rows(),
+        rows,
         crate::ir::interleave::min_steps(),
         crate::ir::interleave::min_average(),
     );

@@ -39,6 +39,32 @@ pub trait Backend {
     fn is_cached(&self, _kernel: &Kernel) -> bool {
         false
     }
+
+    /// Which kernels this backend compiles: after every pass (the default), or also or only
+    /// without the passes that copy loops for speed (`run::late_passes_with`), for a first
+    /// tier whose point is its compile time. The runner calls [`Backend::compile_with_lean`]
+    /// when both are wanted.
+    fn passes(&self) -> Passes {
+        Passes::Full
+    }
+
+    /// Compile a kernel given twice: `lean` before the loop-copying passes, `full` after them
+    /// (the same buffers, results and faults), for a backend whose [`Backend::passes`] are
+    /// [`Passes::Both`]: its first code from `lean`.
+    fn compile_with_lean(&self, _lean: &Kernel, full: &Kernel) -> Result<Box<dyn CompiledKernel>> {
+        self.compile(full)
+    }
+}
+
+/// The kernels a backend compiles ([`Backend::passes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Passes {
+    /// After every pass.
+    Full,
+    /// Without the loop-copying passes (a JIT used as a first tier).
+    Lean,
+    /// Both: a first tier from the lean kernel, an optimised tier from the full one.
+    Both,
 }
 
 /// A kernel ready to run on buffers laid out as its `Kernel::bufs` declare.

@@ -80,15 +80,28 @@ impl Backend for Tiered {
     }
 
     fn compile(&self, kernel: &Kernel) -> Result<Box<dyn CompiledKernel>> {
+        self.compile_with_lean(kernel, kernel)
+    }
+
+    /// The JIT's code from the lean kernel (its compile time is the first call's latency: no
+    /// row interleaving), the optimised tier from the full one.
+    fn passes(&self) -> super::Passes {
+        match (self.jit.passes(), &self.c) {
+            (super::Passes::Lean, Some(_)) => super::Passes::Both,
+            (passes, _) => passes,
+        }
+    }
+
+    fn compile_with_lean(&self, lean: &Kernel, full: &Kernel) -> Result<Box<dyn CompiledKernel>> {
         if let Some(c) = &self.c
-            && c.is_cached(kernel)
-            && let Ok(k) = c.compile_object(kernel, false)
+            && c.is_cached(full)
+            && let Ok(k) = c.compile_object(full, false)
         {
             return Ok(Box::new(k));
         }
         Ok(Box::new(TieredKernel {
-            fast: self.jit.compile(kernel)?,
-            kernel: kernel.clone(),
+            fast: self.jit.compile(lean)?,
+            kernel: full.clone(),
             c: self.c.clone(),
             hot_after: self.hot_after,
             spent: Cell::new(Duration::ZERO),

@@ -17,6 +17,10 @@ use cranelift_module::{Linkage, Module, default_libcall_names};
 /// The Cranelift backend. Building the target description once makes each compile cheaper.
 pub struct Jit {
     isa: std::result::Result<OwnedTargetIsa, String>,
+    /// Compile kernels without row interleaving ([`Backend::passes`]): the default, as the JIT
+    /// is the first tier; `$TESSERA_JIT_FULL=1` or [`Jit::with_full_passes`] give it every
+    /// pass (for measuring, and for the tests of the interleaved code).
+    lean: bool,
 }
 
 impl Default for Jit {
@@ -27,7 +31,16 @@ impl Default for Jit {
 
 impl Jit {
     pub fn new() -> Jit {
-        Jit { isa: host_isa() }
+        Jit {
+            isa: host_isa(),
+            lean: std::env::var("TESSERA_JIT_FULL").map_or(true, |v| v != "1"),
+        }
+    }
+
+    /// This JIT compiling kernels after every pass, row interleaving included.
+    pub fn with_full_passes(mut self) -> Jit {
+        self.lean = false;
+        self
     }
 }
 
@@ -35,6 +48,17 @@ fn host_isa() -> std::result::Result<OwnedTargetIsa, String> {
     let mut flags = settings::builder();
     flags.set("opt_level", "speed").map_err(|e| e.to_string())?;
     flags.set("is_pic", "false").map_err(|e| e.to_string())?;
+    // Cranelift checks every function it is given by default; that is a debugging aid
+    // (our IR is type-checked before lowering, `ir::Kernel::check`), which costs a first-tier
+    // compile 5-15% in release builds. Debug builds, the tests', keep it.
+    let verify = if cfg!(debug_assertions) {
+        "true"
+    } else {
+        "false"
+    };
+    flags
+        .set("enable_verifier", verify)
+        .map_err(|e| e.to_string())?;
     let isa = cranelift_native::builder()
         .map_err(|e| format!("this machine is not supported by Cranelift: {e}"))?
         .finish(settings::Flags::new(flags))
@@ -48,6 +72,14 @@ fn host_isa() -> std::result::Result<OwnedTargetIsa, String> {
 impl Backend for Jit {
     fn name(&self) -> &'static str {
         "jit"
+    }
+
+    fn passes(&self) -> super::Passes {
+        if self.lean {
+            super::Passes::Lean
+        } else {
+            super::Passes::Full
+        }
     }
 
     fn compile(&self, kernel: &Kernel) -> Result<Box<dyn CompiledKernel>> {
