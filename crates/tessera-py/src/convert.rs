@@ -339,9 +339,12 @@ fn lend_bool(
         // bytes at `data()`, alive while `arr` is; we hold the GIL, no slice of it is held,
         // and the bytes are read as `u8` (no `bool` is made of them before they are 0 or 1).
         let all = unsafe { std::slice::from_raw_parts_mut(arr.data().cast::<u8>(), arr.len()) };
-        for b in all.iter_mut() {
-            // Branch-free (vectorised): nonzero bytes become 1.
-            *b = u8::from(*b != 0);
+        // A read-only pass first (vectorised, no branch per byte): an array of 0s and 1s,
+        // the usual case, is not written; otherwise nonzero bytes become 1.
+        if all.iter().fold(0u8, |acc, &b| acc | (b & !1)) != 0 {
+            for b in all.iter_mut() {
+                *b = u8::from(*b != 0);
+            }
         }
     }
     // Every byte is now 0 or 1 (or the array is refused below, unread).
