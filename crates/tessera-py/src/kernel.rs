@@ -898,10 +898,11 @@ pub fn compile(
     shapes: HashMap<String, Vec<usize>>,
     backend: &str,
 ) -> PyResult<PyKernel> {
-    compile_kernel(py, program, tensors, out, shapes, backend, false, None)
+    compile_kernel(py, program, tensors, out, shapes, backend, (false, None))
 }
 
-/// [`compile`], with whether a call returns its one output itself ([`PyKernel::one`]).
+/// [`compile`], with how a call returns its outputs: the one output itself ([`PyKernel::one`]),
+/// or several as a dict or tuple built in Rust ([`PyKernel::several`]).
 fn compile_kernel(
     py: Python<'_>,
     program: String,
@@ -909,8 +910,7 @@ fn compile_kernel(
     out: BTreeMap<String, Option<String>>,
     shapes: HashMap<String, Vec<usize>>,
     backend: &str,
-    one: bool,
-    several: Option<Several>,
+    (one, several): (bool, Option<Several>),
 ) -> PyResult<PyKernel> {
     let shared = shared_of(tensors);
     let backend = backend.to_string();
@@ -1053,7 +1053,7 @@ impl PyKernel {
             (Some(k), None) => k.extract::<Vec<String>>().ok().map(Several::Tuple),
             _ => None,
         };
-        compile_kernel(py, program, tensors, out, shapes, backend, one, several)
+        compile_kernel(py, program, tensors, out, shapes, backend, (one, several))
     }
 
     /// `kernel(out=None, **tensors)`: the common cases in Rust (one output returned, or
