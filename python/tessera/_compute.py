@@ -154,9 +154,10 @@ class Kernel(_tessera.RawKernel):
     ``out`` array; else ``TypeError`` (dtype, not an array) or ``ValueError``. Its contents
     do not matter: the program's declaration fills it.
 
-    The call itself is the Rust type's ``__call__`` (no Python frame): one output returned
-    or written into one array, on Tensors, is served there, and a call like the last one
-    runs the kernel with its tensors by position; every other call comes to :meth:`_call`.
+    The call itself is the Rust type's ``__call__`` (no Python frame): calls on Tensors with
+    outputs returned or written into arrays (one array, or a dict or tuple of them) are
+    served there, and a call like the last one runs the kernel with its tensors by
+    position; every other call comes to :meth:`_call`.
     """
 
     __slots__ = ("_kind", "_single")
