@@ -8,6 +8,8 @@ with new data of the same formats compiles nothing.
 
 import threading
 
+import builtins
+
 import numpy as np
 
 from . import _tessera
@@ -152,9 +154,10 @@ class Kernel(_tessera.RawKernel):
     ``out`` array; else ``TypeError`` (dtype, not an array) or ``ValueError``. Its contents
     do not matter: the program's declaration fills it.
 
-    The call itself is the Rust type's ``__call__`` (no Python frame): one output returned
-    or written into one array, on Tensors, is served there, and a call like the last one
-    runs the kernel with its tensors by position; every other call comes to :meth:`_call`.
+    The call itself is the Rust type's ``__call__`` (no Python frame): calls on Tensors with
+    outputs returned or written into arrays (one array, or a dict or tuple of them) are
+    served there, and a call like the last one runs the kernel with its tensors by
+    position; every other call comes to :meth:`_call`.
     """
 
     __slots__ = ("_kind", "_single")
@@ -187,6 +190,16 @@ class Kernel(_tessera.RawKernel):
             # The same for one output written into an array (False: a value is not a Tensor).
             if self._raw.call_out(tensors, out):
                 return out
+        elif self._single is None:
+            # Arrays for some of several outputs (a workspace declared as an output, say):
+            # one crossing too, by position when the call is like the last one.
+            order = self._kind if isinstance(self._kind, list) else self._raw.outputs
+            arrays = _out_arrays(out, order)
+            # (`all` and `any` are this module's array reductions, not the builtins.)
+            if builtins.all(type(a) is np.ndarray for a in arrays.values()):
+                made = self._raw.call_arrays(tensors, arrays)
+                if made is not None:
+                    return _shaped(made, self._kind, arrays)
         return self._converted(tensors, out)
 
     def _converted(self, tensors, out):

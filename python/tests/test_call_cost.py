@@ -516,3 +516,96 @@ def test_kernel_is_the_rust_type_and_keeps_its_python_api():
     assert isinstance(got, tuple) and got[0] is y
     with pytest.raises(TypeError):
         k(A=a, x=x, out=[0.0] * 4)
+
+
+# Kernels with several outputs (a workspace declared as an output, as the image study's
+# erosion has `mid` and `tmp`) run by position too: their outputs returned new, or written
+# into `out=` arrays given as a dict or a tuple, some or all.
+TWO_OUT = ("t .= 0\nfor i = _\n  t[i] = a[i] - 2 * b[i]\nend\n"
+           "y .= 0\nfor i = _\n  y[i] = t[i] * t[i] + 1\nend\n")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_site_with_several_outputs_returned_or_written(backend):
+    u, v = np.arange(1.0, 6.0), np.arange(10.0, 15.0)
+    tu, tv = ts.asarray(u), ts.asarray(v)
+    t_want, y_want = u - 2 * v, (u - 2 * v) ** 2 + 1
+    k = ts.compile(TWO_OUT, out={"t": None, "y": None}, backend=backend, a=tu, b=tv)
+    before = site_calls()
+    t, y = np.full(5, np.nan), np.full(5, np.nan)
+    for _ in range(3):
+        got = k(a=tu, b=tv)
+        assert sorted(got) == ["t", "y"]
+        np.testing.assert_array_equal(got["t"].to_numpy(), t_want)
+        np.testing.assert_array_equal(got["y"].to_numpy(), y_want)
+        # Swapped tensors at the same site: their own result.
+        got = k(a=tv, b=tu)
+        np.testing.assert_array_equal(got["y"].to_numpy(), (v - 2 * u) ** 2 + 1)
+    for _ in range(3):
+        got = k(a=tu, b=tv, out={"t": t, "y": y})
+        assert got["t"] is t and got["y"] is y
+        np.testing.assert_array_equal(y, y_want)
+        np.testing.assert_array_equal(t, t_want)
+    for _ in range(3):
+        # One array, the other output new.
+        y[:] = np.nan
+        got = k(a=tu, b=tv, out={"y": y})
+        assert got["y"] is y
+        np.testing.assert_array_equal(y, y_want)
+        np.testing.assert_array_equal(got["t"].to_numpy(), t_want)
+    assert site_calls() - before >= 9, "no call ran by position"
+    # A tuple in the kernel's order (`k.outputs`), a list kernel returning a tuple.
+    kt = ts.compile(TWO_OUT, out=["y", "t"], backend=backend, a=tu, b=tv)
+    for _ in range(3):
+        y[:] = np.nan
+        got = kt(a=tu, b=tv, out=(y, None))
+        assert isinstance(got, tuple) and got[0] is y
+        np.testing.assert_array_equal(y, y_want)
+        np.testing.assert_array_equal(got[1].to_numpy(), t_want)
+        yy, tt = kt(a=tu, b=tv)
+        np.testing.assert_array_equal(yy.to_numpy(), y_want)
+
+
+def test_site_with_several_outputs_refuses_what_the_map_path_refuses():
+    """Bad arrays at a several-output site's second call: the map path's errors, nothing
+    written; an array given for two outputs, or for an input, is refused."""
+    u = np.arange(30.0)
+    tu, tv = ts.asarray(u), ts.asarray(u + 1)
+    k = ts.compile(TWO_OUT, out={"t": None, "y": None}, a=tu, b=tv)
+    t, y = np.zeros(30), np.zeros(30)
+    for bad, exc, message in bad_arrays():
+        if not isinstance(bad, np.ndarray) or type(bad) is not np.ndarray:
+            continue
+        k(a=tu, b=tv, out={"t": t, "y": y})
+        kept = bad.copy()
+        with pytest.raises(exc, match="out=y") as e:
+            k(a=tu, b=tv, out={"t": t, "y": bad})
+        assert message in str(e.value)
+        if bad.flags.writeable:
+            np.testing.assert_array_equal(bad, kept)
+    k(a=tu, b=tv, out={"t": t, "y": y})
+    with pytest.raises(ValueError, match="out="):
+        k(a=tu, b=tv, out={"t": y, "y": y})
+    with pytest.raises(ValueError, match="out=q"):
+        k(a=tu, b=tv, out={"q": y})
+    shared = np.arange(30.0)
+    with pytest.raises(ValueError, match="out=y"):
+        k(a=ts.asarray(shared), b=tv, out={"t": t, "y": shared})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bool_out_arrays_of_any_bytes(backend):
+    """A bool `out=` array viewed from bytes other than 0 and 1 (NumPy allows it): written
+    as the kernel says, read back as the right bools, at a site and through the map."""
+    prog = "y .= false\nfor i = _\n  y[i] = a[i] > 2\nend\nz .= false\nfor i = _\n  z[i] = !y[i]\nend\n"
+    a = np.arange(6.0)
+    k = ts.compile(prog, out={"y": "Dense(Element(false))", "z": "Dense(Element(false))"},
+                   backend=backend, a=ts.asarray(a))
+    raw_y, raw_z = np.full(6, 7, np.uint8), np.full(6, 255, np.uint8)
+    y, z = raw_y.view(bool), raw_z.view(bool)
+    for _ in range(3):
+        k(a=ts.asarray(a), out={"y": y, "z": z})
+        np.testing.assert_array_equal(y, a > 2)
+        np.testing.assert_array_equal(z, ~(a > 2))
+        assert set(raw_y.tolist()) <= {0, 1} and set(raw_z.tolist()) <= {0, 1}
+        raw_y[:] = 9

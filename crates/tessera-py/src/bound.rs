@@ -135,12 +135,13 @@ impl PyBound {
         };
         let ready = READY.with(|r| r.borrow().get(&kernel.id).cloned())?;
         let tensors = self.tensors.bind(py);
-        let mut site = Site::make(&ready, tensors, single)?;
+        let mut site = Site::make(&ready, tensors, &[single])?;
         if !site.fill(tensors) {
             return None;
         }
         if let Some(out) = &out {
-            out_fits(&out.out, &site.slots[site.out_at].format, &site.out_shape).ok()?;
+            let o = &site.outs[0];
+            out_fits(&out.out, &site.slots[o.at].format, &o.shape).ok()?;
         }
         Some(Kept {
             serial: ready.serial,
@@ -159,13 +160,14 @@ impl PyBound {
             return Ok(None);
         }
         let site = &mut kept.site;
+        let out_at = site.outs[0].at;
         let result = match (&kept.out, &self.out) {
             (Some(lendable), Some(array)) => {
                 let array = array.bind(py);
                 if !lendable.still(array) {
                     return Ok(None);
                 }
-                let Some(values) = site.slots[site.out_at]
+                let Some(values) = site.slots[out_at]
                     .levels
                     .last_mut()
                     .and_then(|l| l.first_mut())
@@ -178,9 +180,9 @@ impl PyBound {
                 *values = buffer;
                 let ran = run_slots(py, kernel.id, &ready, site);
                 let settled =
-                    ran.and_then(|()| settle(py, &lendable.out, &site.slots[site.out_at]));
+                    ran.and_then(|()| settle(py, &lendable.out, &site.slots[out_at]));
                 // The slot lets go of the array's memory between runs.
-                if let Some(v) = site.slots[site.out_at]
+                if let Some(v) = site.slots[out_at]
                     .levels
                     .last_mut()
                     .and_then(|l| l.first_mut())
@@ -190,14 +192,14 @@ impl PyBound {
                 settled.map(|()| array.clone().unbind())
             }
             (None, None) => {
-                let format = &site.slots[site.out_at].format;
+                let format = &site.slots[out_at].format;
                 let single = kernel.single_output().map_or("", String::as_str);
-                let made = Tensor::empty(format, &site.out_shape)
+                let made = Tensor::empty(format, &site.outs[0].shape)
                     .map_err(|e| e.named(single))
                     .py_err()?;
-                let kept_slot = std::mem::replace(&mut site.slots[site.out_at], made);
+                let kept_slot = std::mem::replace(&mut site.slots[out_at], made);
                 let ran = run_slots(py, kernel.id, &ready, site);
-                let made = std::mem::replace(&mut site.slots[site.out_at], kept_slot);
+                let made = std::mem::replace(&mut site.slots[out_at], kept_slot);
                 ran?;
                 let t = crate::tensor::PyTensor::new(made);
                 tensor_class(py)?.call1((t,)).map(Bound::unbind)

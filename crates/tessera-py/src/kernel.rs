@@ -59,8 +59,8 @@ pub(crate) struct Ready {
     /// strings, shapes, formats and level vectors are not allocated and freed on every call
     /// (they were a third of a tiny SpMV's call). Taken out for a call, put back after.
     spare: RefCell<Spare>,
-    /// The positional call site of `Kernel(...)` with one output, returned or written into
-    /// an array ([`Site`]), made after a call through the map path; `None` until then, or
+    /// The positional call site of `Kernel(...)` ([`Site`]), its outputs returned or
+    /// written into arrays, made after a call through the map path; `None` until then, or
     /// when the kernel does not fit one.
     site: RefCell<Option<Site>>,
 }
@@ -77,13 +77,19 @@ pub(crate) struct Ready {
 pub(crate) struct Site {
     keys: Vec<SiteKey>,
     pub(crate) slots: Vec<Tensor>,
-    /// The output's place in `slots`, and its shape (the one the map path inferred for
-    /// these input shapes).
-    pub(crate) out_at: usize,
-    pub(crate) out_shape: Vec<usize>,
+    /// The outputs in the kernel's order ([`Spec::out`]): each one's place in `slots` and
+    /// its shape (the one the map path inferred for these input shapes). A kernel with a
+    /// workspace declared as an output (erosion's row `tmp`) has several.
+    pub(crate) outs: Vec<SiteOut>,
     /// How many elements the inputs hold: a run over fewer than [`INLINE_WORK`] keeps the
     /// GIL (releasing and taking it back costs more than such a kernel).
     work: usize,
+}
+
+/// One output of a [`Site`].
+pub(crate) struct SiteOut {
+    pub(crate) at: usize,
+    pub(crate) shape: Vec<usize>,
 }
 
 /// One keyword of a [`Site`].
@@ -134,6 +140,19 @@ pub struct PyKernel {
     /// A call returns the one output itself (`out="y"`), not a tuple or a dict: the case
     /// `__call__` serves in Rust.
     pub(crate) one: bool,
+    /// How a call of a kernel with several outputs returns them, when `__call__` may do it
+    /// in Rust (`None`: the Python side's `_call` does).
+    several: Option<Several>,
+}
+
+/// The return of a kernel called with `out=` a dict (or nothing: `tessera.run`'s default)
+/// or a list of names: the Python side's `_shaped`.
+#[derive(Clone)]
+enum Several {
+    /// A dict: the new outputs by name (in name order), then the `out=` arrays.
+    Dict,
+    /// A tuple in this order of output names.
+    Tuple(Vec<String>),
 }
 
 impl Drop for PyKernel {
@@ -598,20 +617,24 @@ fn call_given(
 }
 
 impl Site {
-    /// The site of a call with these keywords and tensors and one output `single` (returned
+    /// The site of a call with these keywords and tensors and these outputs (each returned
     /// or written into an array), after the map path ran it (so `ready.last` holds its
-    /// shapes); `None`
-    /// when the kernel does not fit a site: it creates other tensors than the output, a
-    /// keyword is not one of the tensors it was compiled for or not a Tensor, or the output's
-    /// shape may depend on an integer scalar's value.
-    pub(crate) fn make(ready: &Ready, tensors: &Bound<'_, PyDict>, single: &str) -> Option<Site> {
+    /// shapes); `None` when the kernel does not fit a site: it creates other tensors than
+    /// the outputs, a keyword is not one of the tensors it was compiled for or not a Tensor,
+    /// or an output's shape may depend on an integer scalar's value.
+    pub(crate) fn make(
+        ready: &Ready,
+        tensors: &Bound<'_, PyDict>,
+        outputs: &[&String],
+    ) -> Option<Site> {
         let raw = intern!(tensors.py(), "_raw");
-        if ready.prepared.created.len() != 1 || ready.prepared.created[0] != single {
+        let created = &ready.prepared.created;
+        if created.len() != outputs.len() || !outputs.iter().all(|o| created.contains(*o)) {
             return None;
         }
         let c = &ready.compiled;
         let n = c.layout.tensors.len();
-        if tensors.len() != ready.given.len() || tensors.len() + 1 != n {
+        if tensors.len() != ready.given.len() || tensors.len() + outputs.len() != n {
             return None;
         }
         let last = ready.last.borrow();
@@ -619,7 +642,13 @@ impl Site {
         if !scalars.is_empty() {
             return None;
         }
-        let out_at = c.param(single)?;
+        let mut outs = Vec::with_capacity(outputs.len());
+        for o in outputs {
+            outs.push(SiteOut {
+                at: c.param(o)?,
+                shape: shapes.get(*o)?.clone(),
+            });
+        }
         let mut slots: Vec<Option<Tensor>> = vec![None; n];
         let mut keys = Vec::with_capacity(tensors.len());
         let mut work = 0;
@@ -629,7 +658,7 @@ impl Site {
                 return None;
             }
             let at = c.param(&name)?;
-            if at == out_at {
+            if outs.iter().any(|o| o.at == at) {
                 return None;
             }
             let src = raw_tensor(&value, raw)?;
@@ -646,21 +675,21 @@ impl Site {
             scrub_tensor(&mut kept);
             slots[at] = Some(kept);
         }
-        let format = &ready.prepared.formats[single];
-        let levels = format.levels.len();
-        let mut bufs = vec![vec![]; levels];
-        bufs[levels - 1] = vec![Buffer::I64(Vec::new().into())];
-        let out_shape = shapes.get(single)?.clone();
-        slots[out_at] = Some(Tensor {
-            shape: out_shape.clone(),
-            format: format.clone(),
-            levels: bufs,
-        });
+        for (o, name) in outs.iter().zip(outputs) {
+            let format = ready.prepared.formats.get(*name)?;
+            let levels = format.levels.len();
+            let mut bufs = vec![vec![]; levels];
+            bufs[levels - 1] = vec![Buffer::I64(Vec::new().into())];
+            slots[o.at] = Some(Tensor {
+                shape: o.shape.clone(),
+                format: format.clone(),
+                levels: bufs,
+            });
+        }
         Some(Site {
             keys,
             slots: slots.into_iter().collect::<Option<_>>()?,
-            out_at,
-            out_shape,
+            outs,
             work,
         })
     }
@@ -707,26 +736,27 @@ pub static SITE_CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// Makes (or drops) the [`Site`] of kernel `id` on this thread from a call that just ran
 /// through the map path.
-fn make_site(id: u64, tensors: &Bound<'_, PyDict>, single: &str) {
+fn make_site(id: u64, tensors: &Bound<'_, PyDict>, outputs: &[&String]) {
     if let Some(ready) = READY.with(|r| r.borrow().get(&id).cloned())
         && let Ok(mut site) = ready.site.try_borrow_mut()
     {
-        *site = Site::make(&ready, tensors, single);
+        *site = Site::make(&ready, tensors, outputs);
     }
 }
 
-/// `Kernel(...)` through the kernel's [`Site`] on this thread, its one output written into
-/// the NumPy array `out` (`Some(None)`) or made new (`out` `None`: `Some(Some(output))`);
-/// `None` when the call is not the site's (nothing checked, run or kept: the caller takes
-/// the map path). An array is checked as on the map path (writable, the output's dtype and
-/// shape, no memory shared with an input); every other check is `execute_at`'s.
+/// `Kernel(...)` through the kernel's [`Site`] on this thread: output `outputs[k]` written
+/// into the NumPy array `arrays[k]` when it is given (`None` in the result), else made new
+/// (`Some(output)`); `None` when the call is not the site's (nothing checked, run or kept:
+/// the caller takes the map path). An array is checked as on the map path (writable, the
+/// output's dtype and shape, no memory shared with an input or another array); every other
+/// check is `execute_at`'s.
 fn call_site(
     py: Python<'_>,
     id: u64,
     tensors: &Bound<'_, PyDict>,
-    single: &str,
-    out: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Option<Option<Tensor>>> {
+    outputs: &[&String],
+    arrays: &[Option<&Bound<'_, PyAny>>],
+) -> PyResult<Option<Vec<Option<Tensor>>>> {
     let Some(ready) = READY.with(|r| r.borrow().get(&id).cloned()) else {
         return Ok(None);
     };
@@ -738,67 +768,101 @@ fn call_site(
     let Some(site) = site.as_mut() else {
         return Ok(None);
     };
-    if !site.fill(tensors) {
+    if site.outs.len() != outputs.len() || !site.fill(tensors) {
         return Ok(None);
     }
-    let result = match out {
-        Some(out) => run_into(py, id, &ready, site, single, out).map(|()| None),
-        None => run_new(py, id, &ready, site, single).map(Some),
-    };
+    let result = run_site(py, id, &ready, site, outputs, arrays);
     site.scrub();
     SITE_CALLS.fetch_add(1, Ordering::Relaxed);
     result.map(Some)
 }
 
-/// The run of [`call_site`] into the array `out`, the inputs' slots filled.
-fn run_into(
+/// The run of [`call_site`], the inputs' slots filled: the arrays checked and lent into
+/// their outputs' slots, the other outputs made (empty, of the kernel's output format and
+/// the shape the site's input shapes gave) and returned; every output slot gets its
+/// placeholder back.
+fn run_site(
     py: Python<'_>,
     id: u64,
     ready: &Ready,
     site: &mut Site,
-    single: &str,
-    out: &Bound<'_, PyAny>,
-) -> PyResult<()> {
-    let mut lent = lend_out(single, out)?;
-    let output = &mut site.slots[site.out_at];
-    out_fits(&lent, &output.format, &site.out_shape)?;
-    check_overlaps(
-        std::slice::from_ref(&lent),
-        site.keys.iter().map(|k| (&k.name, &site.slots[k.at])),
-    )?;
-    let output = &mut site.slots[site.out_at];
-    let values = output.levels.last_mut().and_then(|l| l.first_mut());
-    match (values, lent.buffer.take()) {
-        (Some(v), Some(b)) => *v = b,
-        _ => {
-            return Err(PyValueError::new_err(format!(
-                "internal error: {}: no values to lend",
-                lent.label
-            )));
+    outputs: &[&String],
+    arrays: &[Option<&Bound<'_, PyAny>>],
+) -> PyResult<Vec<Option<Tensor>>> {
+    let mut lent = Vec::new();
+    for ((o, name), array) in site.outs.iter().zip(outputs).zip(arrays) {
+        if let Some(array) = array {
+            let l = lend_out(name, array)?;
+            out_fits(&l, &site.slots[o.at].format, &o.shape)?;
+            lent.push(l);
         }
     }
-    run_slots(py, id, ready, site)?;
-    settle(py, &lent, &site.slots[site.out_at])
+    if !lent.is_empty() {
+        check_overlaps(
+            &lent,
+            site.keys.iter().map(|k| (&k.name, &site.slots[k.at])),
+        )?;
+    }
+    // Every check passed: from here on, each output slot holds a lent array or a new tensor.
+    let mut kept = Vec::with_capacity(site.outs.len());
+    let mut next = lent.iter_mut();
+    for (k, array) in arrays.iter().enumerate() {
+        let (at, shape) = (site.outs[k].at, &site.outs[k].shape);
+        let slot = &mut site.slots[at];
+        if array.is_some() {
+            let l = next.next().expect("one lent array per given array");
+            let values = slot.levels.last_mut().and_then(|l| l.first_mut());
+            match (values, l.buffer.take()) {
+                (Some(v), Some(b)) => *v = b,
+                _ => {
+                    // Not reached (`Site::make` gave every output a values buffer; `lend_out`
+                    // a buffer): the placeholders already taken are put back.
+                    restore(site, kept);
+                    return Err(PyValueError::new_err(format!(
+                        "internal error: {}: no values to lend",
+                        l.label
+                    )));
+                }
+            }
+            kept.push(None);
+        } else {
+            let made = match Tensor::empty(&slot.format, shape) {
+                Ok(made) => made,
+                Err(e) => {
+                    restore(site, kept);
+                    return Err(crate::errors::to_py(e.named(outputs[k])));
+                }
+            };
+            kept.push(Some(std::mem::replace(slot, made)));
+        }
+    }
+    let mut ran = run_slots(py, id, ready, site);
+    let mut result = Vec::with_capacity(site.outs.len());
+    let mut next = lent.iter();
+    for (o, placeholder) in site.outs.iter().zip(kept) {
+        match placeholder {
+            Some(p) => result.push(Some(std::mem::replace(&mut site.slots[o.at], p))),
+            None => {
+                result.push(None);
+                let l = next.next().expect("one lent array per given array");
+                if ran.is_ok() {
+                    // Every placeholder goes back first: the error is returned after the loop.
+                    ran = settle(py, l, &site.slots[o.at]);
+                }
+            }
+        }
+    }
+    ran.map(|()| result)
 }
 
-/// The run of [`call_site`] into a new output (empty, of the kernel's output format and the
-/// shape the site's input shapes gave), returned; the slot gets its placeholder back.
-fn run_new(
-    py: Python<'_>,
-    id: u64,
-    ready: &Ready,
-    site: &mut Site,
-    single: &str,
-) -> PyResult<Tensor> {
-    let format = &site.slots[site.out_at].format;
-    let made = Tensor::empty(format, &site.out_shape)
-        .map_err(|e| e.named(single))
-        .py_err()?;
-    let kept = std::mem::replace(&mut site.slots[site.out_at], made);
-    let ran = run_slots(py, id, ready, site);
-    let made = std::mem::replace(&mut site.slots[site.out_at], kept);
-    ran?;
-    Ok(made)
+/// Puts back the placeholders [`run_site`] took out of the output slots so far (`None`: a
+/// lent array's slot, which `Site::scrub` empties).
+fn restore(site: &mut Site, kept: Vec<Option<Tensor>>) {
+    for (o, placeholder) in site.outs.iter().zip(kept) {
+        if let Some(p) = placeholder {
+            site.slots[o.at] = p;
+        }
+    }
 }
 
 /// `execute_at` on the site's slots: on this thread with the GIL held for small inputs
@@ -845,10 +909,11 @@ pub fn compile(
     shapes: HashMap<String, Vec<usize>>,
     backend: &str,
 ) -> PyResult<PyKernel> {
-    compile_kernel(py, program, tensors, out, shapes, backend, false)
+    compile_kernel(py, program, tensors, out, shapes, backend, (false, None))
 }
 
-/// [`compile`], with whether a call returns its one output itself ([`PyKernel::one`]).
+/// [`compile`], with how a call returns its outputs: the one output itself ([`PyKernel::one`]),
+/// or several as a dict or tuple built in Rust ([`PyKernel::several`]).
 fn compile_kernel(
     py: Python<'_>,
     program: String,
@@ -856,7 +921,7 @@ fn compile_kernel(
     out: BTreeMap<String, Option<String>>,
     shapes: HashMap<String, Vec<usize>>,
     backend: &str,
-    one: bool,
+    (one, several): (bool, Option<Several>),
 ) -> PyResult<PyKernel> {
     let shared = shared_of(tensors);
     let backend = backend.to_string();
@@ -872,6 +937,7 @@ fn compile_kernel(
         id,
         spec: Arc::new(spec.py_err()?),
         one,
+        several,
     })
 }
 
@@ -882,6 +948,89 @@ pub(crate) fn tensor_class(py: Python<'_>) -> PyResult<&Bound<'_, pyo3::types::P
 }
 
 impl PyKernel {
+    /// `__call__` of a kernel with several outputs in one crossing, returned as `several`
+    /// says, with `out=` nothing, a dict or a tuple of NumPy arrays (or `None`s) as the
+    /// Python side reads them (`_out_arrays`); `None` (nothing run or checked) for any other
+    /// call: a value not a Tensor, another `out=`, an array subclass, a tuple of the wrong
+    /// length. The Python side then takes it, with its messages.
+    fn call_several(
+        &self,
+        py: Python<'_>,
+        tensors: &Bound<'_, PyDict>,
+        out: Option<&Bound<'_, PyAny>>,
+        several: &Several,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let arrays = PyDict::new(py);
+        match out {
+            None => {}
+            Some(out) if out.is_none() => {}
+            Some(out) => {
+                let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> =
+                    if let Ok(d) = out.cast::<PyDict>() {
+                        d.iter().collect()
+                    } else if let Ok(t) = out.cast::<pyo3::types::PyTuple>() {
+                        let order: Vec<&String> = match several {
+                            Several::Tuple(names) => names.iter().collect(),
+                            Several::Dict => self.spec.out.keys().collect(),
+                        };
+                        if t.len() != order.len() {
+                            return Ok(None);
+                        }
+                        order
+                            .iter()
+                            .zip(t.iter())
+                            .map(|(n, a)| (PyString::new(py, n).into_any(), a))
+                            .collect()
+                    } else {
+                        return Ok(None);
+                    };
+                for (n, a) in pairs {
+                    if a.is_none() {
+                        continue;
+                    }
+                    if !a.is_exact_instance_of::<numpy::PyUntypedArray>() {
+                        return Ok(None);
+                    }
+                    arrays.set_item(n, a)?;
+                }
+            }
+        }
+        let made = if arrays.is_empty() {
+            self.call_tensors(py, tensors)?
+        } else {
+            self.call_arrays(py, tensors, &arrays)?
+        };
+        let Some(made) = made else {
+            return Ok(None);
+        };
+        let class = tensor_class(py)?;
+        let result = PyDict::new(py);
+        for (n, t) in made {
+            result.set_item(n, class.call1((t,))?)?;
+        }
+        for (n, a) in arrays.iter() {
+            result.set_item(n, a)?;
+        }
+        Ok(Some(match several {
+            Several::Dict => result.into_any().unbind(),
+            Several::Tuple(names) => {
+                let mut items = Vec::with_capacity(names.len());
+                for n in names {
+                    match result.get_item(n)? {
+                        Some(v) => items.push(v),
+                        // Not reached: every output is made or given an array.
+                        None => {
+                            return Err(PyValueError::new_err(format!(
+                                "internal error: output `{n}` neither made nor given"
+                            )));
+                        }
+                    }
+                }
+                pyo3::types::PyTuple::new(py, items)?.into_any().unbind()
+            }
+        }))
+    }
+
     /// The kernel's output name when it has exactly one.
     pub(crate) fn single_output(&self) -> Option<&String> {
         self.spec
@@ -907,11 +1056,15 @@ impl PyKernel {
         backend: &str,
         kind: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyKernel> {
-        let one = match kind {
-            Some(k) => k.extract::<String>().is_ok_and(|k| k == "one"),
-            None => false,
+        let text = kind.and_then(|k| k.extract::<String>().ok());
+        let one = text.as_deref() == Some("one");
+        let several = match (kind, text.as_deref()) {
+            (None, _) | (_, Some("dict")) => Some(Several::Dict),
+            (Some(k), None) if k.is_none() => Some(Several::Dict),
+            (Some(k), None) => k.extract::<Vec<String>>().ok().map(Several::Tuple),
+            _ => None,
         };
-        compile_kernel(py, program, tensors, out, shapes, backend, one)
+        compile_kernel(py, program, tensors, out, shapes, backend, (one, several))
     }
 
     /// `kernel(out=None, **tensors)`: the common cases in Rust (one output returned, or
@@ -950,6 +1103,10 @@ impl PyKernel {
                 }
                 Some(_) => {}
             }
+        } else if let Some(several) = &me.several
+            && let Some(made) = me.call_several(py, tensors, out, several)?
+        {
+            return Ok(made);
         }
         let out = match out {
             Some(o) => o.clone(),
@@ -993,17 +1150,14 @@ impl PyKernel {
         let Some(single) = self.single_output() else {
             return Ok(None);
         };
-        if let Some(Some(made)) = call_site(py, self.id, tensors, single, None)? {
+        if let Some(mut made) = call_site(py, self.id, tensors, &[single], &[None])?
+            && let Some(Some(made)) = made.pop()
+        {
             return Ok(Some(PyTensor::new(made)));
         }
-        let made = self
+        Ok(self
             .call_tensors(py, tensors)?
-            .and_then(|mut made| made.remove(single));
-        if made.is_some() {
-            // The next call like this one runs by position.
-            make_site(self.id, tensors, single);
-        }
-        Ok(made)
+            .and_then(|mut made| made.remove(single)))
     }
 
     /// [`PyKernel::call_single`] for any number of outputs: the outputs by name, or `None`
@@ -1013,8 +1167,83 @@ impl PyKernel {
         py: Python<'_>,
         tensors: &Bound<'_, PyDict>,
     ) -> PyResult<Option<BTreeMap<String, PyTensor>>> {
+        let names: Vec<&String> = self.spec.out.keys().collect();
+        let none = vec![None; names.len()];
+        if let Some(made) = call_site(py, self.id, tensors, &names, &none)? {
+            return Ok(Some(
+                names
+                    .iter()
+                    .zip(made)
+                    .filter_map(|(n, t)| Some(((*n).clone(), PyTensor::new(t?))))
+                    .collect(),
+            ));
+        }
         let outputs = call_given(py, self.id, &self.spec, tensors, |_| Ok(vec![]))?;
+        if outputs.is_some() {
+            // The next call like this one runs by position.
+            make_site(self.id, tensors, &names);
+        }
         Ok(outputs.map(|o| o.made))
+    }
+
+    /// `Kernel.__call__(out=...)` with arrays for some of the outputs (`arrays`: output name
+    /// → NumPy array, the Python side's reading of a tuple or dict), on `tessera.Tensor`s:
+    /// the other outputs by name, or `None` without running or checking anything when a
+    /// value of `tensors` is not a Tensor (the Python side then takes the general path,
+    /// `call`). The arrays are checked as `call`'s `outs` are. A call like the last one runs
+    /// by position: a kernel with a workspace declared as an output (a row buffer) then
+    /// writes every output into reused arrays without a map or an allocation.
+    fn call_arrays(
+        &self,
+        py: Python<'_>,
+        tensors: &Bound<'_, PyDict>,
+        arrays: &Bound<'_, PyDict>,
+    ) -> PyResult<Option<BTreeMap<String, PyTensor>>> {
+        let names: Vec<&String> = self.spec.out.keys().collect();
+        let mut given: Vec<Option<Bound<'_, PyAny>>> = vec![None; names.len()];
+        for (n, array) in arrays.iter() {
+            let n: String = n.extract()?;
+            match names.iter().position(|m| **m == n) {
+                Some(k) => given[k] = Some(array),
+                None => {
+                    return Err(PyValueError::new_err(format!(
+                        "out={n}: `{n}` is not an output of this call (outputs: {names:?})"
+                    )));
+                }
+            }
+        }
+        let refs: Vec<Option<&Bound<'_, PyAny>>> = given.iter().map(Option::as_ref).collect();
+        if let Some(made) = call_site(py, self.id, tensors, &names, &refs)? {
+            return Ok(Some(
+                names
+                    .iter()
+                    .zip(made)
+                    .filter_map(|(n, t)| Some(((*n).clone(), PyTensor::new(t?))))
+                    .collect(),
+            ));
+        }
+        let outputs = call_given(py, self.id, &self.spec, tensors, |inputs| {
+            let mut lent = vec![];
+            for (n, array) in names.iter().zip(&given) {
+                if let Some(array) = array {
+                    if inputs.contains_key(*n) {
+                        return Err(also_input(n));
+                    }
+                    lent.push(lend_out(n, array)?);
+                }
+            }
+            check_overlaps(&lent, inputs.iter())?;
+            Ok(lent)
+        })?;
+        match outputs {
+            Some(outputs) => {
+                let made = finish(py, outputs)?;
+                // The next call like this one runs by position.
+                make_site(self.id, tensors, &names);
+                Ok(Some(made))
+            }
+            None => Ok(None),
+        }
     }
 
     /// `Kernel.__call__(out=array)`'s common case in one crossing: a kernel with one output
@@ -1032,7 +1261,7 @@ impl PyKernel {
         let Some(single) = self.single_output() else {
             return Ok(false);
         };
-        if call_site(py, self.id, tensors, single, Some(out))?.is_some() {
+        if call_site(py, self.id, tensors, &[single], &[Some(out)])?.is_some() {
             return Ok(true);
         }
         let outputs = call_given(py, self.id, &self.spec, tensors, |given| {
@@ -1047,7 +1276,7 @@ impl PyKernel {
             Some(outputs) => {
                 finish(py, outputs)?;
                 // The next call like this one runs by position.
-                make_site(self.id, tensors, single);
+                make_site(self.id, tensors, &[single]);
                 Ok(true)
             }
             None => Ok(false),
