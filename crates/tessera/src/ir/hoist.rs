@@ -66,11 +66,19 @@ fn hoist_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
         body,
     };
     hoisted.push(match unswitch(&body, &fx) {
-        Some((any, fast)) => Stmt::If {
-            cond: any,
-            then: vec![looped(body)],
-            otherwise: vec![looped(fast)],
-        },
+        Some((any, fast)) => {
+            // The copy without the checks may have loads to hoist that the checks kept in:
+            // with no check before them, the first iteration evaluates them first (a load of
+            // `x[i.0 * 4 + i.1, f]` in the loop over `o` of a split loop, whose check of `f`
+            // came before it). Its own pass wraps it in `if start < stop` again, harmless.
+            let fast_loop = looped(fast);
+            let fast = hoist_loop(k, &fast_loop).unwrap_or_else(|| vec![fast_loop]);
+            Stmt::If {
+                cond: any,
+                then: vec![looped(body)],
+                otherwise: fast,
+            }
+        }
         None => looped(body),
     });
     Some(vec![Stmt::If {
