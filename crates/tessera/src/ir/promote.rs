@@ -24,6 +24,8 @@ pub fn promote_scalars(k: &mut Kernel) {
 /// loop in the `else` runs only when `e` is outside the buffer, so the out-of-bounds fault is
 /// reported where it always was (or not at all, when the loop never reaches the element).
 fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
+    let forwarded = forward_copies(l);
+    let l = &forwarded;
     let mut fx = Effects::default();
     effects_stmts(std::slice::from_ref(l), &mut fx);
     let mut chosen: Vec<Promoted> = vec![];
@@ -95,6 +97,82 @@ fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
             l.clone(),
         ],
     }])
+}
+
+/// The loop with each copy of a loop-invariant variable read through that variable: after
+/// `v = u` at the top of the body (`u` not assigned in the loop, `v` assigned nowhere else in
+/// it), the rest of the body reads `u` for `v`, the same value. A concordized index is such a
+/// copy (`x[i.0 * 4 + i.1, f]` reads `x` at `k` after `k = f`), and an element indexed by it
+/// is then seen to stay put (`dx[i.0 * 4 + i.1, f] +=` in the loop over `o`).
+fn forward_copies(l: &Stmt) -> Stmt {
+    let Stmt::For {
+        var,
+        start,
+        stop,
+        body,
+    } = l
+    else {
+        return l.clone();
+    };
+    let mut fx = Effects::default();
+    effects_stmts(std::slice::from_ref(l), &mut fx);
+    let mut body = body.clone();
+    for at in 0..body.len() {
+        let Stmt::Assign(v, Expr::Var(u)) = body[at] else {
+            continue;
+        };
+        if v == u || fx.assigned.contains(&u) || assignments(&body, v) != 1 {
+            continue;
+        }
+        for s in &mut body[at + 1..] {
+            rename_stmt(s, v, u);
+        }
+    }
+    Stmt::For {
+        var: *var,
+        start: start.clone(),
+        stop: stop.clone(),
+        body,
+    }
+}
+
+/// How many statements in `stmts` (nested ones too) assign `v`.
+fn assignments(stmts: &[Stmt], v: VarId) -> usize {
+    stmts
+        .iter()
+        .map(|s| {
+            let own = match s {
+                Stmt::Assign(w, _) | Stmt::For { var: w, .. } => usize::from(*w == v),
+                // Anything else that assigns variables (a chunked range) counts as many.
+                Stmt::Chunked(_) => 2,
+                _ => 0,
+            };
+            own + s.bodies().into_iter().map(|b| assignments(b, v)).sum::<usize>()
+        })
+        .sum()
+}
+
+fn rename_stmt(s: &mut Stmt, from: VarId, to: VarId) {
+    for e in s.own_exprs_mut() {
+        rename_expr(e, from, to);
+    }
+    for b in s.bodies_mut() {
+        for inner in b.iter_mut() {
+            rename_stmt(inner, from, to);
+        }
+    }
+}
+
+fn rename_expr(e: &mut Expr, from: VarId, to: VarId) {
+    if let Expr::Var(v) = e
+        && *v == from
+    {
+        *v = to;
+        return;
+    }
+    for c in e.children_mut() {
+        rename_expr(c, from, to);
+    }
 }
 
 /// An element kept in `var` while a loop runs.

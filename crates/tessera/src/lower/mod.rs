@@ -162,6 +162,7 @@ pub fn lower_program(
     let mut conv = Converter {
         tensors: &tensors,
         scope: vec![],
+        sized: vec![],
         read_at: HashMap::new(),
     };
     let body = conv.stmts(&program.body)?;
@@ -210,6 +211,10 @@ struct Converter<'a> {
     tensors: &'a HashMap<String, Rc<TensorInfo>>,
     /// Names bound around the current statement, outermost first; `true` for loop indices.
     scope: Vec<(String, bool)>,
+    /// Per entry of `scope`: a loop with a `_` or static extent (checked against the tensors
+    /// its index addresses directly by dimensionalization), or a `let` whose value is the
+    /// index of such a loop (what concordization binds before `for k = v:v`).
+    sized: Vec<bool>,
     /// Where each tensor was last frozen for reading (the lifecycle pass puts the first read
     /// access's position on the `@freeze`).
     read_at: HashMap<String, ast::Span>,
@@ -285,7 +290,7 @@ impl Converter<'_> {
                 let mut bounds = vec![];
                 let (start, stop) = match extent {
                     Extent::Range(a, z) => {
-                        if !is_static(a) || !is_static(z) {
+                        if (!is_static(a) || !is_static(z)) && !self.one_sized_iteration(a, z) {
                             bounds = self.direct_dims(body, index)?;
                         }
                         (self.expr(a)?, self.expr(z)?)
@@ -304,8 +309,15 @@ impl Converter<'_> {
                     }
                 };
                 self.scope.push((index.clone(), true));
+                // A static range (`0:size(x, 1) - 1`, what `_` resolves to) is met with every
+                // dimension its index addresses directly before the kernel runs.
+                self.sized.push(match extent {
+                    Extent::Auto => true,
+                    Extent::Range(a, z) => is_static(a) && is_static(z),
+                });
                 let body = self.stmts(body)?;
                 self.scope.pop();
+                self.sized.pop();
                 LStmt::Loop {
                     index: index.clone(),
                     start,
@@ -326,10 +338,13 @@ impl Converter<'_> {
                 span,
             },
             StmtKind::Let { name, value, body } => {
+                let sized = matches!(&value.kind, ExprKind::Name(n) if self.is_sized(n));
                 let value = self.expr(value)?;
                 self.scope.push((name.clone(), false));
+                self.sized.push(sized);
                 let body = self.stmts(body)?;
                 self.scope.pop();
+                self.sized.pop();
                 LStmt::Let {
                     name: name.clone(),
                     value,
@@ -484,6 +499,26 @@ impl Converter<'_> {
 
 impl Converter<'_> {
     /// The dimensions that `index` addresses directly (bare, not permissive) in `body`.
+    /// Whether the innermost binding of `n` is a loop with a `_` or static extent (or a `let`
+    /// of such a loop's index).
+    fn is_sized(&self, n: &str) -> bool {
+        let at = self.scope.iter().rposition(|(m, _)| m == n);
+        at.is_some_and(|k| self.sized[k])
+    }
+
+    /// `for k = v:v` where `v` is the index of an enclosing loop with a static extent (a `let`
+    /// concordization binds for an index out of order, `x[i.0 * 4 + i.1, f]`): the tensors
+    /// `k` indexes directly were indexed by that loop's index directly before concordization,
+    /// so dimensionalization met their dimensions with its extent and the shape checks hold
+    /// them equal when the kernel runs. Checking `k` against them again would only repeat it,
+    /// inside the innermost loop, where a check keeps the loop from being vectorised.
+    fn one_sized_iteration(&self, a: &Expr, z: &Expr) -> bool {
+        match (&a.kind, &z.kind) {
+            (ExprKind::Name(x), ExprKind::Name(y)) => x == y && self.is_sized(x),
+            _ => false,
+        }
+    }
+
     fn direct_dims(&self, body: &[Stmt], index: &str) -> Result<Vec<node::Bound>> {
         let mut found: Vec<(String, usize, ast::Span)> = vec![];
         crate::notation::visit::accesses(body, &mut |a: &ast::Access| {
