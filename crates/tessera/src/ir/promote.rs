@@ -24,7 +24,7 @@ pub fn promote_scalars(k: &mut Kernel) {
 /// loop in the `else` runs only when `e` is outside the buffer, so the out-of-bounds fault is
 /// reported where it always was (or not at all, when the loop never reaches the element).
 fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
-    let forwarded = forward_copies(l);
+    let (forwarded, after) = forward_copies(l);
     let l = &forwarded;
     let mut fx = Effects::default();
     effects_stmts(std::slice::from_ref(l), &mut fx);
@@ -61,6 +61,11 @@ fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
             var,
         });
     }
+    if chosen.is_empty() {
+        // Nothing to keep in a variable, but the copies left the loop (what lets C's `omp
+        // simd` and the JIT's lanes take it, a copy being no reduction).
+        return (!after.is_empty()).then(|| [vec![forwarded.clone()], after].concat());
+    }
     let mut inside: Option<Expr> = None;
     let mut then = vec![];
     for p in &chosen {
@@ -87,7 +92,7 @@ fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
     substitute_stmt(&mut promoted, &chosen);
     then.push(promoted);
     then.extend(chosen.iter().map(Promoted::write_back));
-    Some(vec![Stmt::If {
+    let mut out = vec![Stmt::If {
         cond: inside?,
         then,
         otherwise: vec![
@@ -96,7 +101,9 @@ fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
             ),
             l.clone(),
         ],
-    }])
+    }];
+    out.extend(after);
+    Some(out)
 }
 
 /// The loop with each copy of a loop-invariant variable read through that variable: after
@@ -104,7 +111,10 @@ fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
 /// it), the rest of the body reads `u` for `v`, the same value. A concordized index is such a
 /// copy (`x[i.0 * 4 + i.1, f]` reads `x` at `k` after `k = f`), and an element indexed by it
 /// is then seen to stay put (`dx[i.0 * 4 + i.1, f] +=` in the loop over `o`).
-fn forward_copies(l: &Stmt) -> Stmt {
+///
+/// When the loop's range is invariant too, the copy itself leaves the loop: it runs once
+/// after it, when the loop ran (returned second), so `v` ends with the value it always had.
+fn forward_copies(l: &Stmt) -> (Stmt, Vec<Stmt>) {
     let Stmt::For {
         var,
         start,
@@ -112,28 +122,63 @@ fn forward_copies(l: &Stmt) -> Stmt {
         body,
     } = l
     else {
-        return l.clone();
+        return (l.clone(), vec![]);
     };
     let mut fx = Effects::default();
     effects_stmts(std::slice::from_ref(l), &mut fx);
+    let range_fixed = invariant(start, &fx) && invariant(stop, &fx);
     let mut body = body.clone();
+    let mut moved = vec![];
     for at in 0..body.len() {
         let Stmt::Assign(v, Expr::Var(u)) = body[at] else {
             continue;
         };
-        if v == u || fx.assigned.contains(&u) || assignments(&body, v) != 1 {
+        if v == u || *var == u || fx.assigned.contains(&u) || assignments(&body, v) != 1 {
             continue;
         }
         for s in &mut body[at + 1..] {
             rename_stmt(s, v, u);
         }
+        // Earlier statements of the body read `v` as the previous iteration left it.
+        if range_fixed && !body[..at].iter().any(|s| mentions(s, v)) {
+            moved.push(at);
+        }
     }
-    Stmt::For {
+    let after: Vec<Stmt> = moved.iter().map(|&at| body[at].clone()).collect();
+    for at in moved.into_iter().rev() {
+        body.remove(at);
+    }
+    let ran = Expr::Binary(BinOp::Lt, Box::new(start.clone()), Box::new(stop.clone()));
+    let after = if after.is_empty() {
+        vec![]
+    } else {
+        vec![Stmt::If {
+            cond: ran,
+            then: after,
+            otherwise: vec![],
+        }]
+    };
+    let lp = Stmt::For {
         var: *var,
         start: start.clone(),
         stop: stop.clone(),
         body,
-    }
+    };
+    (lp, after)
+}
+
+/// Whether `s` (or a statement nested in it) reads or assigns the variable `v`.
+fn mentions(s: &Stmt, v: VarId) -> bool {
+    let own = match s {
+        Stmt::For { var: w, .. } => *w == v,
+        Stmt::Chunked(_) => true,
+        _ => super::vector::stmt_mentions(s, v),
+    };
+    own || s
+        .own_exprs()
+        .iter()
+        .any(|e| super::vector::expr_mentions(e, v))
+        || s.bodies().into_iter().flatten().any(|t| mentions(t, v))
 }
 
 /// How many statements in `stmts` (nested ones too) assign `v`.
@@ -147,7 +192,11 @@ fn assignments(stmts: &[Stmt], v: VarId) -> usize {
                 Stmt::Chunked(_) => 2,
                 _ => 0,
             };
-            own + s.bodies().into_iter().map(|b| assignments(b, v)).sum::<usize>()
+            own + s
+                .bodies()
+                .into_iter()
+                .map(|b| assignments(b, v))
+                .sum::<usize>()
         })
         .sum()
 }
