@@ -1106,7 +1106,7 @@ fn scheduled_subdivnet_differentiates_with_its_tiles() {
     let text = include_str!("../examples/subdivnet.tess");
     let (ts, seeds) = subdivnet_inputs(21, (3, 5), 3, 5);
     let wrt = SUBDIVNET_WRT;
-    let tiled = "for i.0 = 0:div(size(adj, 0) - 1, 4), f = 0:size(x, 1) - 1, i.1 = 0:3";
+    let tiled = "for i.0 = 0:div(size(adj, 0) - 1, 4), f = _, i.1 = 0:3";
     for schedule in [
         "split(i, 4); reorder(f, i.1)",
         "split(i, 4)",
