@@ -392,4 +392,42 @@ mod tests {
         promote_scalars(&mut k);
         assert!(matches!(k.body[0], Stmt::For { .. }));
     }
+
+    /// `k = i` at the top of the body (a concordized copy of an index): the element
+    /// `y[k]` is read through the copy of an invariant variable, so it stays put and is kept
+    /// in a variable, and the copy itself runs once after the loop.
+    #[test]
+    fn an_element_indexed_by_a_copy_of_an_invariant_is_promoted() {
+        let bufs = [("y", ElemType::F64), ("x", ElemType::F64)];
+        let mut k = kernel(vec![], &bufs);
+        k.vars.push(VarDecl {
+            name: "k".into(),
+            ty: ElemType::I64,
+            cold: false,
+        });
+        let copy = Stmt::Assign(VarId(2), b::var(VarId(1)));
+        let Stmt::For {
+            var,
+            start,
+            stop,
+            body,
+        } = sum_loop(b::var(VarId(2)))
+        else {
+            unreachable!()
+        };
+        k.body = vec![Stmt::For {
+            var,
+            start,
+            stop,
+            body: [vec![copy], body].concat(),
+        }];
+        promote_scalars(&mut k);
+        assert!(k.check().is_ok());
+        let shown = k.to_string();
+        assert!(shown.contains("y_elem"), "{shown}");
+        let (_, after) = shown.rsplit_once("for (").expect("a loop");
+        assert!(after.contains("k = i;"), "{shown}");
+        let inner = after.split("}").next().unwrap_or("");
+        assert!(!inner.contains("k = i"), "the copy left the loop:\n{shown}");
+    }
 }
