@@ -41,13 +41,15 @@ def jax_ms(f, args, repeats):
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def tessera(example, args, dump, schedule=None):
+def tessera(example, args, dump, schedule=None, extra=()):
     """Run `cargo run --release --example EXAMPLE -- ARGS --dump DUMP` on the JIT and C
     backends, and with `schedule` (schedule commands for the forward program, which the
-    gradient program inherits) on both again, C last, so the peers are checked against its dump; returns
-    the JSON reports by row name (a failing run is reported, skipped)."""
+    gradient program inherits) on both again, then the `(backend, schedule)` runs of `extra`,
+    so the peers are checked against the dump of the last run; returns the JSON reports by row
+    name (a failing run is reported, skipped)."""
     mine = {}
     runs = [("jit", None), ("c", None)] + ([("jit", schedule), ("c", schedule)] if schedule else [])
+    runs += list(extra)
     for backend, sched in runs:
         cmd = ["cargo", "run", "--release", "-q", "--example", example, "--", *map(str, args),
                "--backend", backend, "--dump", dump] + (["--schedule", sched] if sched else [])

@@ -15,8 +15,10 @@ rotation for the circular difference by `cat`, `abs` and `sum` over the neighbou
 matrix products; backward by autograd from `(y * G).sum()`. JAX (if installed) computes the
 same with `jnp.take` and `jnp.roll` under `jax.jit`, the gradient by `jax.grad`. Results must
 agree (relative 1e-9 on y and the five gradients; the peers are checked against the last
-Tessera run, C with the schedule `vectorize(o)`, whose backward loop over `o` inherits the
-mark and runs its folds as reassociated `omp simd` sums). Single thread everywhere; medians of REPEATS
+Tessera run, C with the face loop tiled, `TILED` below: each tile of faces shares the rows of
+w0..w3 and dw0..dw3 per input feature, and the gradient keeps the tiles; like `vectorize(o)`,
+whose backward loop over `o` inherits the mark and runs its folds as reassociated `omp simd`
+sums). Single thread everywhere; medians of REPEATS
 calls, compile time excluded. Prints a Markdown table.
 
 Needs `torch` and `numpy`; JAX optional (`pip install "jax[cpu]"`).
@@ -30,6 +32,11 @@ import numpy as np
 import torch
 
 from grad_workload import check, jax_ms, load_jax, median_ms, table, tessera
+
+
+# The extra Tessera row: the face loop split into tiles of 8 inside the loop over the input
+# features, then the output features vectorised (examples/subdivnet.rs `--schedule`).
+TILED = "split(i, 8); reorder(f, i.1); vectorize(o)"
 
 
 def torus_adjacency(a, b):
@@ -95,7 +102,8 @@ def main():
     torch.set_num_threads(1)
     jax = load_jax()
     with tempfile.TemporaryDirectory() as tmp:
-        mine = tessera("subdivnet", [a, b, f_in, f, repeats], tmp, schedule="vectorize(o)")
+        mine = tessera("subdivnet", [a, b, f_in, f, repeats], tmp, schedule="vectorize(o)",
+                       extra=[("c", TILED)])
         load_np = lambda name: np.load(os.path.join(tmp, name + ".npy"))
         load = lambda name: torch.from_numpy(load_np(name))
         adj = torus_adjacency(a, b)

@@ -379,3 +379,30 @@ fn every_run_of_a_compiled_kernel_checks_its_shapes() {
     let e = runner.execute(&c, &mut bad).unwrap_err();
     assert!(matches!(e, Error::DimensionMismatch { .. }), "{e}");
 }
+
+/// A copy of a loop index used as a single-iteration loop (`for k = v:v` with `let v = i`,
+/// what concordization makes of an index out of order) skips its bounds check only against
+/// dimensions of the very size the loop over `i` runs through; any other dimension is still
+/// checked, so an index past it is a kernel error, not a read outside the buffer.
+#[test]
+fn copies_of_an_index_are_still_checked_against_other_dimensions() {
+    let a = Tensor::from_dense(
+        &fmt("Dense(Element(0.0))"),
+        &[3],
+        &tessera::runtime::Buffer::F64(vec![1.0, 2.0, 3.0].into()),
+    )
+    .unwrap();
+    let b = Tensor::from_dense(
+        &fmt("Dense(Element(0.0))"),
+        &[5],
+        &tessera::runtime::Buffer::F64(vec![1.0; 5].into()),
+    )
+    .unwrap();
+    let s = Tensor::empty(&fmt("Element(0.0)"), &[]).unwrap();
+    let text = "s .= 0.0\nfor i = 0:size(B, 0) - 1\n  let v = i\n    for k = v:v\n      s[] += A[k] * B[i]\n    end\n  end\nend\n";
+    let err = jit_err(&parse(text), &[("A", a), ("B", b), ("s", s)]);
+    assert!(
+        err.to_string().contains("outside dimension 0 of `A`"),
+        "{err}"
+    );
+}

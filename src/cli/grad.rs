@@ -46,6 +46,10 @@ pub struct GradArgs {
     /// Print the gradient program first (as `#` comment lines)
     #[arg(long)]
     pub show_program: bool,
+    /// Schedule commands applied to the forward program before it is differentiated,
+    /// `;`-separated (`split(i, 4); reorder(f, i.1)`); the gradient program keeps its loops
+    #[arg(long, value_name = "COMMANDS")]
+    pub schedule: Option<String>,
     #[command(flatten)]
     pub memory: MemoryArgs,
     #[command(flatten)]
@@ -70,6 +74,11 @@ pub fn grad(a: &GradArgs) -> Result<String> {
         })?),
     };
     let (program, origin) = super::load_program(&a.program)?;
+    let program = match &a.schedule {
+        Some(text) => tessera::transforms::schedule::schedule(&program, text)
+            .map_err(|e| with_origin(e, &origin))?,
+        None => program,
+    };
     let mut seen = HashMap::new();
     let mut tensors: BTreeMap<String, Tensor> = BTreeMap::new();
     for spec in &a.inputs {

@@ -123,10 +123,16 @@ pub fn bind(
         tensors.insert(mask.clone(), m);
     }
     let mut seeds = seeds;
+    // A seeded output has its seed's shape: the forward program may index it only through
+    // expressions (`y[i.0 * 4 + i.1, o]` after `split(i, 4)`), which size nothing.
+    let mut known: HashMap<String, Vec<usize>> = HashMap::new();
     for (out, name) in &gp.seeds {
         let s = seeds
             .remove(out)
             .ok_or_else(|| Error::Usage(format!("grad: no seed for the output `{out}`")))?;
+        if !tensors.contains_key(out) {
+            known.insert(out.clone(), s.shape.clone());
+        }
         tensors.insert(name.clone(), s);
     }
     if let Some(extra) = seeds.keys().next() {
@@ -158,7 +164,7 @@ pub fn bind(
         .iter()
         .map(|t| (t.name.as_str(), tape_format_in(gp, t, tensors)))
         .collect();
-    create_tensors(&gp.program, tensors, &|name, rank, fill| {
+    let choose = |name: &str, rank: usize, fill: Scalar| {
         if let Some(f) = formats.get(name) {
             return f.clone();
         }
@@ -166,7 +172,8 @@ pub fn bind(
             return f.clone();
         }
         Format::dense(rank, fill)
-    })
+    };
+    create_tensors_shaped(&gp.program, tensors, &choose, &known)
 }
 
 /// Create every tensor `program` uses that `tensors` lacks, empty, in the format `choose`
@@ -176,6 +183,17 @@ pub fn create_tensors(
     program: &Program,
     tensors: &mut BTreeMap<String, Tensor>,
     choose: &dyn Fn(&str, usize, Scalar) -> Format,
+) -> Result<()> {
+    create_tensors_shaped(program, tensors, choose, &HashMap::new())
+}
+
+/// [`create_tensors`] where the tensors in `known` (not yet in `tensors`) have these shapes,
+/// checked against the program like a given tensor's.
+fn create_tensors_shaped(
+    program: &Program,
+    tensors: &mut BTreeMap<String, Tensor>,
+    choose: &dyn Fn(&str, usize, Scalar) -> Format,
+    known: &HashMap<String, Vec<usize>>,
 ) -> Result<()> {
     let inits = declarations(&program.body);
     let ranks = ranks(program);
@@ -194,8 +212,11 @@ pub fn create_tensors(
         .map(|(n, t)| (n.clone(), Some(t.shape.clone())))
         .collect();
     for n in created.keys() {
-        let known = ranks.contains_key(n);
-        shapes.insert(n.clone(), (!known).then(Vec::new));
+        let shape = match known.get(n) {
+            Some(s) => Some(s.clone()),
+            None => (!ranks.contains_key(n)).then(Vec::new),
+        };
+        shapes.insert(n.clone(), shape);
     }
     let values = crate::run::scalar_values(program, tensors);
     let shapes = crate::transforms::infer_shapes_with(program, &shapes, &values)?;

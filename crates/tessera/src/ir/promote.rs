@@ -24,6 +24,8 @@ pub fn promote_scalars(k: &mut Kernel) {
 /// loop in the `else` runs only when `e` is outside the buffer, so the out-of-bounds fault is
 /// reported where it always was (or not at all, when the loop never reaches the element).
 fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
+    let (forwarded, after) = forward_copies(l);
+    let l = &forwarded;
     let mut fx = Effects::default();
     effects_stmts(std::slice::from_ref(l), &mut fx);
     let mut chosen: Vec<Promoted> = vec![];
@@ -59,6 +61,11 @@ fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
             var,
         });
     }
+    if chosen.is_empty() {
+        // Nothing to keep in a variable, but the copies left the loop (what lets C's `omp
+        // simd` and the JIT's lanes take it, a copy being no reduction).
+        return (!after.is_empty()).then(|| [vec![forwarded.clone()], after].concat());
+    }
     let mut inside: Option<Expr> = None;
     let mut then = vec![];
     for p in &chosen {
@@ -85,7 +92,7 @@ fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
     substitute_stmt(&mut promoted, &chosen);
     then.push(promoted);
     then.extend(chosen.iter().map(Promoted::write_back));
-    Some(vec![Stmt::If {
+    let mut out = vec![Stmt::If {
         cond: inside?,
         then,
         otherwise: vec![
@@ -94,7 +101,127 @@ fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
             ),
             l.clone(),
         ],
-    }])
+    }];
+    out.extend(after);
+    Some(out)
+}
+
+/// The loop with each copy of a loop-invariant variable read through that variable: after
+/// `v = u` at the top of the body (`u` not assigned in the loop, `v` assigned nowhere else in
+/// it), the rest of the body reads `u` for `v`, the same value. A concordized index is such a
+/// copy (`x[i.0 * 4 + i.1, f]` reads `x` at `k` after `k = f`), and an element indexed by it
+/// is then seen to stay put (`dx[i.0 * 4 + i.1, f] +=` in the loop over `o`).
+///
+/// When the loop's range is invariant too, the copy itself leaves the loop: it runs once
+/// after it, when the loop ran (returned second), so `v` ends with the value it always had.
+fn forward_copies(l: &Stmt) -> (Stmt, Vec<Stmt>) {
+    let Stmt::For {
+        var,
+        start,
+        stop,
+        body,
+    } = l
+    else {
+        return (l.clone(), vec![]);
+    };
+    let mut fx = Effects::default();
+    effects_stmts(std::slice::from_ref(l), &mut fx);
+    let range_fixed = invariant(start, &fx) && invariant(stop, &fx);
+    let mut body = body.clone();
+    let mut moved = vec![];
+    for at in 0..body.len() {
+        let Stmt::Assign(v, Expr::Var(u)) = body[at] else {
+            continue;
+        };
+        if v == u || *var == u || fx.assigned.contains(&u) || assignments(&body, v) != 1 {
+            continue;
+        }
+        for s in &mut body[at + 1..] {
+            rename_stmt(s, v, u);
+        }
+        // Earlier statements of the body read `v` as the previous iteration left it.
+        if range_fixed && !body[..at].iter().any(|s| mentions(s, v)) {
+            moved.push(at);
+        }
+    }
+    let after: Vec<Stmt> = moved.iter().map(|&at| body[at].clone()).collect();
+    for at in moved.into_iter().rev() {
+        body.remove(at);
+    }
+    let ran = Expr::Binary(BinOp::Lt, Box::new(start.clone()), Box::new(stop.clone()));
+    let after = if after.is_empty() {
+        vec![]
+    } else {
+        vec![Stmt::If {
+            cond: ran,
+            then: after,
+            otherwise: vec![],
+        }]
+    };
+    let lp = Stmt::For {
+        var: *var,
+        start: start.clone(),
+        stop: stop.clone(),
+        body,
+    };
+    (lp, after)
+}
+
+/// Whether `s` (or a statement nested in it) reads or assigns the variable `v`.
+fn mentions(s: &Stmt, v: VarId) -> bool {
+    let own = match s {
+        Stmt::For { var: w, .. } => *w == v,
+        Stmt::Chunked(_) => true,
+        _ => super::vector::stmt_mentions(s, v),
+    };
+    own || s
+        .own_exprs()
+        .iter()
+        .any(|e| super::vector::expr_mentions(e, v))
+        || s.bodies().into_iter().flatten().any(|t| mentions(t, v))
+}
+
+/// How many statements in `stmts` (nested ones too) assign `v`.
+fn assignments(stmts: &[Stmt], v: VarId) -> usize {
+    stmts
+        .iter()
+        .map(|s| {
+            let own = match s {
+                Stmt::Assign(w, _) | Stmt::For { var: w, .. } => usize::from(*w == v),
+                // Anything else that assigns variables (a chunked range) counts as many.
+                Stmt::Chunked(_) => 2,
+                _ => 0,
+            };
+            own + s
+                .bodies()
+                .into_iter()
+                .map(|b| assignments(b, v))
+                .sum::<usize>()
+        })
+        .sum()
+}
+
+fn rename_stmt(s: &mut Stmt, from: VarId, to: VarId) {
+    for e in s.own_exprs_mut() {
+        rename_expr(e, from, to);
+    }
+    for b in s.bodies_mut() {
+        for inner in b.iter_mut() {
+            rename_stmt(inner, from, to);
+        }
+    }
+}
+
+fn rename_expr(e: &mut Expr, from: VarId, to: VarId) {
+    if let Expr::Var(v) = e
+        && *v == from
+    {
+        *v = to;
+        return;
+    }
+    for c in e.children_mut() {
+        rename_expr(c, from, to);
+    }
 }
 
 /// An element kept in `var` while a loop runs.
@@ -264,5 +391,43 @@ mod tests {
         let mut k = kernel(vec![sum_loop(b::var(VarId(1)))], &bufs);
         promote_scalars(&mut k);
         assert!(matches!(k.body[0], Stmt::For { .. }));
+    }
+
+    /// `k = i` at the top of the body (a concordized copy of an index): the element
+    /// `y[k]` is read through the copy of an invariant variable, so it stays put and is kept
+    /// in a variable, and the copy itself runs once after the loop.
+    #[test]
+    fn an_element_indexed_by_a_copy_of_an_invariant_is_promoted() {
+        let bufs = [("y", ElemType::F64), ("x", ElemType::F64)];
+        let mut k = kernel(vec![], &bufs);
+        k.vars.push(VarDecl {
+            name: "k".into(),
+            ty: ElemType::I64,
+            cold: false,
+        });
+        let copy = Stmt::Assign(VarId(2), b::var(VarId(1)));
+        let Stmt::For {
+            var,
+            start,
+            stop,
+            body,
+        } = sum_loop(b::var(VarId(2)))
+        else {
+            unreachable!()
+        };
+        k.body = vec![Stmt::For {
+            var,
+            start,
+            stop,
+            body: [vec![copy], body].concat(),
+        }];
+        promote_scalars(&mut k);
+        assert!(k.check().is_ok());
+        let shown = k.to_string();
+        assert!(shown.contains("y_elem"), "{shown}");
+        let (_, after) = shown.rsplit_once("for (").expect("a loop");
+        assert!(after.contains("k = i;"), "{shown}");
+        let inner = after.split("}").next().unwrap_or("");
+        assert!(!inner.contains("k = i"), "the copy left the loop:\n{shown}");
     }
 }

@@ -162,6 +162,7 @@ pub fn lower_program(
     let mut conv = Converter {
         tensors: &tensors,
         scope: vec![],
+        bindings: vec![],
         read_at: HashMap::new(),
     };
     let body = conv.stmts(&program.body)?;
@@ -210,6 +211,9 @@ struct Converter<'a> {
     tensors: &'a HashMap<String, Rc<TensorInfo>>,
     /// Names bound around the current statement, outermost first; `true` for loop indices.
     scope: Vec<(String, bool)>,
+    /// Per entry of `scope`: a loop's extent, or the name a `let` binds to when its value
+    /// is a plain name (what concordization binds before `for k = v:v`).
+    bindings: Vec<Binding>,
     /// Where each tensor was last frozen for reading (the lifecycle pass puts the first read
     /// access's position on the `@freeze`).
     read_at: HashMap<String, ast::Span>,
@@ -287,6 +291,9 @@ impl Converter<'_> {
                     Extent::Range(a, z) => {
                         if !is_static(a) || !is_static(z) {
                             bounds = self.direct_dims(body, index)?;
+                            if let Some(size) = self.copy_of_sized_index(a, z, span)? {
+                                bounds.retain(|bd| bd.size != size);
+                            }
                         }
                         (self.expr(a)?, self.expr(z)?)
                     }
@@ -304,8 +311,10 @@ impl Converter<'_> {
                     }
                 };
                 self.scope.push((index.clone(), true));
+                self.bindings.push(Binding::Loop(extent.clone()));
                 let body = self.stmts(body)?;
                 self.scope.pop();
+                self.bindings.pop();
                 LStmt::Loop {
                     index: index.clone(),
                     start,
@@ -326,10 +335,16 @@ impl Converter<'_> {
                 span,
             },
             StmtKind::Let { name, value, body } => {
+                let alias = match &value.kind {
+                    ExprKind::Name(n) => Some(n.clone()),
+                    _ => None,
+                };
                 let value = self.expr(value)?;
                 self.scope.push((name.clone(), false));
+                self.bindings.push(Binding::Let(alias));
                 let body = self.stmts(body)?;
                 self.scope.pop();
+                self.bindings.pop();
                 LStmt::Let {
                     name: name.clone(),
                     value,
@@ -484,6 +499,47 @@ impl Converter<'_> {
 
 impl Converter<'_> {
     /// The dimensions that `index` addresses directly (bare, not permissive) in `body`.
+    /// The extent of the loop whose index `n` is (through `let` copies), looked up among the
+    /// first `upto` bindings.
+    fn loop_extent(&self, n: &str, upto: usize) -> Option<&Extent> {
+        let k = self.scope[..upto].iter().rposition(|(m, _)| m == n)?;
+        match &self.bindings[k] {
+            Binding::Loop(e) => Some(e),
+            Binding::Let(Some(m)) => self.loop_extent(m, k),
+            Binding::Let(None) => None,
+        }
+    }
+
+    /// For `for k = v:v` where `v` is (a copy of) the index of an enclosing loop over
+    /// `0:size(T, d) - 1` (or `_`, sized by `T`'s dimension `d`): that dimension's size. `k`
+    /// lies inside every dimension of that very size, so checking it against them would
+    /// only repeat the loop's own range (concordization makes such copies of an index out
+    /// of order, `x[i.0 * 4 + i.1, f]`, and the check sat in the innermost loop, where an
+    /// exit keeps it from being vectorised).
+    fn copy_of_sized_index(
+        &self,
+        a: &Expr,
+        z: &Expr,
+        span: ast::Span,
+    ) -> Result<Option<crate::ir::Expr>> {
+        let (ExprKind::Name(x), ExprKind::Name(y)) = (&a.kind, &z.kind) else {
+            return Ok(None);
+        };
+        if x != y {
+            return Ok(None);
+        }
+        let (t, d) = match self.loop_extent(x, self.scope.len()) {
+            Some(Extent::Range(lo, hi)) if const_value(lo) == Some(Scalar::I64(0)) => {
+                match size_minus_one(hi) {
+                    Some(td) => td,
+                    None => return Ok(None),
+                }
+            }
+            _ => return Ok(None),
+        };
+        Ok(self.tensor(&t, span).ok().map(|info| info.dim(d)))
+    }
+
     fn direct_dims(&self, body: &[Stmt], index: &str) -> Result<Vec<node::Bound>> {
         let mut found: Vec<(String, usize, ast::Span)> = vec![];
         crate::notation::visit::accesses(body, &mut |a: &ast::Access| {
@@ -630,6 +686,35 @@ fn is_static(e: &Expr) -> bool {
         ExprKind::Unary(_, x) => is_static(x),
         ExprKind::Binary(_, x, y) => is_static(x) && is_static(y),
         ExprKind::Call(_, args) => args.iter().all(is_static),
+    }
+}
+
+/// A loop's binding in [`Converter::bindings`].
+enum Binding {
+    Loop(Extent),
+    /// A `let`, with the name its value is when that is a plain name.
+    Let(Option<String>),
+}
+
+/// `size(T, d) - 1` (what `_` resolves to): `(T, d)`.
+fn size_minus_one(e: &Expr) -> Option<(String, usize)> {
+    let ExprKind::Binary(ast::BinaryOp::Sub, x, one) = &e.kind else {
+        return None;
+    };
+    if const_value(one) != Some(Scalar::I64(1)) {
+        return None;
+    }
+    match &x.kind {
+        ExprKind::Call(f, args) if f == Builtin::Size.name() => match args.as_slice() {
+            [t, d] => match (&t.kind, const_value(d)) {
+                (ExprKind::Name(t), Some(Scalar::I64(d))) if d >= 0 => {
+                    Some((t.clone(), d as usize))
+                }
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
     }
 }
 

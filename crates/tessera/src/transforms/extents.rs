@@ -74,18 +74,29 @@ fn stmt(s: &Stmt) -> Stmt {
     Stmt::new(kind, s.span)
 }
 
-/// A tensor and dimension that index `index` directly somewhere in `body`.
+/// A tensor and dimension that index `index` directly somewhere in `body`: one the body only
+/// reads when there is one. A tensor the body writes may be an output whose shape is inferred
+/// from this very loop; once a schedule rewrites the loop (`split(i, 4)` turns `y[i, o]` into
+/// `y[i.0 * 4 + i.1, o]`), nothing would size that output any more, while an input's size is
+/// known before anything runs. Every direct use must agree (dimensionalization checks), so
+/// the choice never changes the extent.
 pub fn find_dim_source(body: &[Stmt], index: &str) -> Option<(String, usize)> {
+    let (_, writes) = crate::notation::visit::reads_writes(body);
     let mut found = None;
+    let mut fallback = None;
     crate::notation::visit::accesses(body, &mut |a: &ast::Access| {
         if found.is_none() {
             for (d, ix) in a.indices.iter().enumerate() {
                 if is_direct(ix, index) {
-                    found = Some((a.tensor.clone(), d));
+                    if writes.contains(&a.tensor) {
+                        fallback.get_or_insert((a.tensor.clone(), d));
+                    } else {
+                        found = Some((a.tensor.clone(), d));
+                    }
                     break;
                 }
             }
         }
     });
-    found
+    found.or(fallback)
 }

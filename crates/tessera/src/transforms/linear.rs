@@ -67,6 +67,16 @@ pub fn linear(e: &Expr, sizes: Sizes) -> Option<Linear> {
                 _ => None,
             }
         }
+        // `div(a, b)` of two constants (the truncating quotient, as `div` computes it): the
+        // outer extent `0:div(n - 1, F)` of `split(i, F)` is then a constant too, so the
+        // tensors indexed by the derived loop `i.0` (a gradient's tapes) get their shape.
+        ExprKind::Call(f, args) if f == Builtin::Div.name() => match args.as_slice() {
+            [x, y] => {
+                let (x, y) = (linear(x, sizes)?.as_constant()?, linear(y, sizes)?);
+                Some(Linear::constant(x.checked_div(y.as_constant()?)?))
+            }
+            _ => None,
+        },
         ExprKind::Call(f, args) if f == Builtin::Size.name() => match args.as_slice() {
             [t, d] => match (&t.kind, &d.kind) {
                 (ExprKind::Name(t), ExprKind::Literal(Scalar::I64(d))) if *d >= 0 => {
@@ -130,5 +140,9 @@ mod tests {
         assert_eq!(c("j - j + 1"), Some(1));
         assert_eq!(c("j"), None);
         assert_eq!(c("1.5"), None);
+        assert_eq!(c("div(size(A, 0) - 1, 4)"), Some(2));
+        assert_eq!(c("div(-7, 2)"), Some(-3));
+        assert_eq!(c("div(7, 0)"), None);
+        assert_eq!(c("div(j, 2)"), None);
     }
 }

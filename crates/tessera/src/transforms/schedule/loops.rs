@@ -52,19 +52,25 @@ pub(super) fn div(a: Expr, b: Expr) -> Expr {
 
 /// The loop at `path` with a `_` extent replaced by `0:size(A, d) - 1` from a tensor its
 /// index indexes directly (what the lowering would infer); `(index, lo, hi, body, span)`.
+/// Only this loop's extent: the loops nested in its body keep their `_`, which tells the
+/// lowering that the index stays inside every dimension it indexes directly (an explicit
+/// range makes every such access check its index, in the innermost loop).
 pub(super) fn resolved(s: &Stmt, c: &Located) -> Result<(String, Expr, Expr, Vec<Stmt>, Span)> {
     let one = Program {
         reducers: vec![],
         body: vec![s.clone()],
     };
-    let s = crate::transforms::resolve_auto_extents(&one).body.remove(0);
-    match s.kind {
+    let r = crate::transforms::resolve_auto_extents(&one).body.remove(0);
+    let original = match &s.kind {
+        StmtKind::Loop { body, .. } => body.clone(),
+        _ => vec![],
+    };
+    match r.kind {
         StmtKind::Loop {
             index,
             extent: Extent::Range(lo, hi),
-            body,
             ..
-        } => Ok((index, lo, hi, body, s.span)),
+        } => Ok((index, lo, hi, original, r.span)),
         StmtKind::Loop { index, .. } => Err(c.error(format!(
             "the extent of loop `{index}` is `_` and no tensor indexed by `{index}` alone gives it: write it as `a:b`"
         ))),
