@@ -1139,6 +1139,145 @@ fn spgemm_with_wide_rows_in_parallel_equals_serial() {
     }
 }
 
+/// A `g x g` grid's 5-point stencil (a mesh's short rows: delaunay_n14's, usroads'), row
+/// `r`'s entries valued by `r` and the column, in `csr` (with `0` fills for integers).
+fn mesh(csr: &str, g: usize, int: bool) -> Tensor {
+    let n = g * g;
+    let mut coords = vec![vec![], vec![]];
+    let mut vals = vec![];
+    for r in 0..n {
+        let (y, x) = (r / g, r % g);
+        let mut cols = vec![r];
+        if x > 0 {
+            cols.push(r - 1);
+        }
+        if x + 1 < g {
+            cols.push(r + 1);
+        }
+        if y > 0 {
+            cols.push(r - g);
+        }
+        if y + 1 < g {
+            cols.push(r + g);
+        }
+        cols.sort();
+        for c in cols {
+            coords[0].push(r as i64);
+            coords[1].push(c as i64);
+            vals.push(((r * 13 + c * 7) % 11) as f64 * 0.375 - 1.5);
+        }
+    }
+    let (f, values) = if int {
+        let v: Vec<i64> = vals.iter().map(|v| (v * 8.0) as i64).collect();
+        (csr.replace("0.0", "0"), Buffer::I64(v.into()))
+    } else {
+        (csr.to_string(), Buffer::F64(vals.into()))
+    };
+    Tensor::from_coo(&fmt(&f), &[n, n], &coords, &values, |_, b| b).unwrap()
+}
+
+/// C = A A's inputs for an `n x n` `a`, the workspace a SparseByteMap.
+fn square_inputs(a: &Tensor, csr: &str, int: bool) -> BTreeMap<String, Tensor> {
+    let n = a.shape[0];
+    let zero = |f: &str| {
+        if int {
+            f.replace("0.0", "0")
+        } else {
+            f.to_string()
+        }
+    };
+    let mut t = BTreeMap::new();
+    t.insert("A".to_string(), a.clone());
+    t.insert("B".to_string(), a.clone());
+    t.insert(
+        "C".to_string(),
+        Tensor::empty(&fmt(&zero(csr)), &[n, n]).unwrap(),
+    );
+    t.insert(
+        "w".to_string(),
+        Tensor::empty(&fmt(&zero("SparseByteMap(Element(0.0))")), &[n]).unwrap(),
+    );
+    t
+}
+
+/// The stencil's square on the runner's own threshold: its 5 entries a row cost less than
+/// the chunks' private workspace rows, but its 25 multiply-adds a row (the rows of `B`
+/// each entry of `A` selects, `ir::Nested`) pay for them, so the range runs on 2 and 3
+/// threads (before, the entries alone kept it on one) and stores exactly the 1-thread
+/// arrays (each row is one thread's, summed in the serial order), for float and integer
+/// sums, with 4- and 8-byte indices. JIT and C (the interpreter is too slow for a
+/// 10,000-row product). (`<<max>>=` is no test here: `max(w, 0)` is not a no-op, so its
+/// product walks every column of `w` densely.)
+#[test]
+fn short_row_spgemm_splits_by_its_multiply_adds() {
+    use tessera::backend::parallel::{MIN_PARALLEL_WORK, split_ranges};
+    for coord in ["", ", coord=i32"] {
+        let csr = format!("Dense(SparseList(Element(0.0){coord}))");
+        for (int, program) in [(false, GUSTAVSON), (true, GUSTAVSON)] {
+            let t = square_inputs(&mesh(&csr, 100, int), &csr, int);
+            let p = parse(program);
+            let (ir, _, _) = Runner::lower(&p, &formats_of(&t)).unwrap();
+            let nested = ir.body.iter().find_map(|s| match s {
+                tessera::ir::Stmt::Chunked(c) => c.nested,
+                _ => None,
+            });
+            let nested = nested.unwrap_or_else(|| panic!("no nested fibers:\n{ir}"));
+            assert_eq!(ir.bufs[nested.crd.0 as usize].name, "A_idx", "{ir}");
+            assert_eq!(ir.bufs[nested.ptr.0 as usize].name, "B_ptr", "{ir}");
+            for (name, runner) in runners().into_iter().filter(|(n, _)| *n != "interp") {
+                let c = runner.compile(&p, &formats_of(&t)).unwrap();
+                runner.set_min_parallel_work(MIN_PARALLEL_WORK);
+                let mut serial = t.clone();
+                runner.set_threads(1);
+                runner.execute(&c, &mut serial).unwrap();
+                for threads in [2, 3] {
+                    let what = format!("{name} x{threads} {csr} int {int}\n{program}");
+                    runner.set_threads(threads);
+                    let before = split_ranges();
+                    let mut par = t.clone();
+                    runner.execute(&c, &mut par).unwrap();
+                    assert_eq!(split_ranges(), before + 1, "not split: {what}");
+                    assert_eq!(par["C"].levels, serial["C"].levels, "{what}");
+                }
+            }
+        }
+    }
+}
+
+/// The same products on tiny and ragged shapes (0, 1 and 2 rows, empty rows, a small mesh)
+/// split whatever their work (threshold 0) on every backend: the stored arrays equal the
+/// serial ones and the values the evaluator's; on the runner's threshold they stay whole.
+#[test]
+fn tiny_spgemm_in_parallel_equals_serial() {
+    use tessera::backend::parallel::{MIN_PARALLEL_WORK, split_ranges};
+    let csr = "Dense(SparseList(Element(0.0)))";
+    let e = |n: usize, entries: &[(usize, usize, f64)]| sparse(csr, n, n, entries);
+    let cases = [
+        ("0 rows", e(0, &[])),
+        ("1 row", e(1, &[(0, 0, 2.5)])),
+        ("1 empty row", e(1, &[])),
+        ("2 rows", e(2, &[(0, 1, -1.5), (1, 0, 3.0), (1, 1, 0.5)])),
+        ("2 rows, one empty", e(2, &[(1, 0, 3.0), (1, 1, 0.5)])),
+        (
+            "empty rows",
+            e(6, &[(0, 5, 1.0), (2, 0, -2.0), (2, 3, 4.0), (5, 2, 0.25)]),
+        ),
+        ("mesh 7 x 7", mesh(csr, 7, false)),
+    ];
+    for (what, a) in cases {
+        let t = square_inputs(&a, csr, false);
+        rows_agree(GUSTAVSON, &t, "C", what);
+        let runner = Runner::jit();
+        runner.set_threads(2);
+        runner.set_min_parallel_work(MIN_PARALLEL_WORK);
+        let c = runner.compile(&parse(GUSTAVSON), &formats_of(&t)).unwrap();
+        let before = split_ranges();
+        let mut got = t.clone();
+        runner.execute(&c, &mut got).unwrap();
+        assert_eq!(split_ranges(), before, "{what}: split on the threshold");
+    }
+}
+
 /// A product whose later chunks append megabytes (their join is cut between the threads,
 /// `backend::parallel::stitch`), run several times through one compiled kernel on 2-4 threads
 /// with products of other sizes in between (each call's chunks append into the fragments the

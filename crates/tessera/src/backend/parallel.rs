@@ -58,6 +58,14 @@ pub enum Atomics {
 thread_local! {
     /// Ranges this thread ran with atomic updates of shared outputs (see [`shared_ranges`]).
     static SHARED_RANGES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Ranges this thread ran on several threads (see [`split_ranges`]).
+    static SPLIT_RANGES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many parallel ranges the calling thread has run so far on more than one thread (the
+/// thread count [`useful_threads`] chose): what the tests check that decision by.
+pub fn split_ranges() -> u64 {
+    SPLIT_RANGES.with(|c| c.get())
 }
 
 /// How many parallel ranges the calling thread has run so far with their chunks updating
@@ -233,6 +241,12 @@ impl Parallel {
                     // usual); one written earlier in the kernel or reopened runs as one chunk.
                     let fresh = rows.iter().all(|&(c, _)| env.get(c) == Some(&0));
                     let weights = range.weights.and_then(|w| Weights::of(&bufs[w.0 as usize]));
+                    let nested = range.nested.and_then(|n| {
+                        Some(Nested {
+                            crd: Weights::of(&bufs[n.crd.0 as usize])?,
+                            ptr: Weights::of(&bufs[n.ptr.0 as usize])?,
+                        })
+                    });
                     // Elements copied per chunk: the private outputs and the workspaces, and
                     // those left when the privates `sharable` picks are shared instead.
                     let sharable = |p: &Private| {
@@ -254,8 +268,9 @@ impl Parallel {
                             .map(|b| bufs[b.0 as usize].len() as u64)
                             .sum()
                     };
-                    let with_copies =
-                        |private| useful_threads(lo, hi, threads, weights, private, min_work);
+                    let with_copies = |private| {
+                        useful_threads(lo, hi, threads, weights, nested, private, min_work)
+                    };
                     let any = range.private.iter().any(sharable);
                     let (threads, shared) = match (fresh, any, atomics) {
                         (false, _, _) => (1, false),
@@ -285,6 +300,7 @@ impl Parallel {
                         compiled.run(bufs)?;
                         continue;
                     }
+                    SPLIT_RANGES.with(|c| c.set(c.get() + 1));
                     let cuts = cut(lo, hi, chunk_count(threads, private), weights);
                     let code = match (shared, atomic) {
                         (true, Some(a)) => a.as_ref(),
@@ -905,19 +921,28 @@ pub fn chunk_count(threads: usize, private: u64) -> usize {
 }
 
 /// How many threads the range `lo..=hi` is worth: 1 when its work (indices, or the entries
-/// `weights` gives when it is a usable position array) is below `min_work`, or when the
-/// private copies (`private` elements per chunk, each filled and folded) would cost more than
-/// the threads save (a copy's element costs about as much as an index of the range; each
-/// extra chunk adds one copy while saving its share of the range, so copies of more than
+/// `weights` gives when it is a usable position array, plus the iterations of the fibers
+/// `nested` walks under those entries) is below `min_work`, or when the private copies
+/// (`private` elements per chunk, each filled and folded) would cost more than the threads
+/// save (a copy's element costs about as much as an index of the range; each extra chunk
+/// adds one copy while saving its share of the range, so copies of more than
 /// `work / (2 * threads)` elements make splitting a loss). Otherwise `threads`. A `min_work`
 /// of 0 splits every range of at least two indices, private copies or not, as
 /// `Runner::set_min_parallel_work(0)` promises: the tests of chunking on small inputs,
 /// whose outputs are as long as their ranges, would otherwise run as one chunk unnoticed.
+///
+/// Counting only the weighed level's entries underestimates a body that walks a second
+/// fiber per entry: Gustavson's row `i` of C = A B does `sum nnz(B[k, :])` multiply-adds
+/// over `A[i, :]`'s entries `k`, about 6 per entry of A on delaunay_n14, so a product whose
+/// workspace copies outweighed A's 98,000 entries stayed on one thread while it did 619,000
+/// multiply-adds. The nested count is only looked at when the entries alone do not decide
+/// for threads, and then estimated from at most [`NESTED_SAMPLE`] entries.
 pub fn useful_threads(
     lo: i64,
     hi: i64,
     threads: usize,
     weights: Option<Weights<'_>>,
+    nested: Option<Nested<'_>>,
     private: u64,
     min_work: u64,
 ) -> usize {
@@ -925,12 +950,65 @@ pub fn useful_threads(
         return 1;
     }
     let len = (hi - lo + 1) as u64;
-    let entries = weights
+    let span = weights
         .filter(|w| lo >= 0 && (hi as usize) < w.len().saturating_sub(1))
-        .map(|w| (w.at(hi as usize + 1) - w.at(lo as usize)).max(0) as u64);
+        .map(|w| (w.at(lo as usize), w.at(hi as usize + 1)));
+    let entries = span.map(|(a, b)| (b - a).max(0) as u64);
     // A range of empty rows still costs an index each.
     let work = entries.map_or(len, |e| e.max(len));
-    threads_for_work(work, threads, private, min_work)
+    match (
+        threads_for_work(work, threads, private, min_work),
+        span,
+        nested,
+    ) {
+        (1, Some((a, b)), Some(n)) => {
+            let inner = n.estimate(a, b);
+            threads_for_work(work.saturating_add(inner), threads, private, min_work)
+        }
+        (t, _, _) => t,
+    }
+}
+
+/// The most entries [`Nested::estimate`] reads: a systematic sample of that many (a gather of
+/// two positions each, a few microseconds), against a range whose work is at least a few
+/// hundred thousand iterations when the answer matters.
+pub const NESTED_SAMPLE: u64 = 4096;
+
+/// The fiber a range's body walks under each entry of its weighed level (`ir::Nested`):
+/// entry `p` has coordinate `crd[p]`, whose fiber is `ptr[crd[p]]..ptr[crd[p] + 1]`.
+#[derive(Clone, Copy)]
+pub struct Nested<'a> {
+    pub crd: Weights<'a>,
+    pub ptr: Weights<'a>,
+}
+
+impl Nested<'_> {
+    /// The iterations of the fibers under entries `a..b`: their exact sum when there are at
+    /// most [`NESTED_SAMPLE`] entries, else the sum over every `step`-th entry scaled by
+    /// `step` (the entries are not random, but the answer only decides a thread count). A
+    /// coordinate outside `ptr` or a decreasing fiber counts 0: the kernel reports corrupt
+    /// input itself, this is only an estimate.
+    pub fn estimate(&self, a: i64, b: i64) -> u64 {
+        let (a, b) = (a.max(0) as usize, (b.max(0) as usize).min(self.crd.len()));
+        if a >= b {
+            return 0;
+        }
+        let n = (b - a) as u64;
+        let step = n.div_ceil(NESTED_SAMPLE) as usize;
+        let fibers = self.ptr.len().saturating_sub(1);
+        let mut sum = 0u64;
+        let mut seen = 0u64;
+        for p in (a..b).step_by(step) {
+            let k = self.crd.at(p);
+            if k >= 0 && (k as usize) < fibers {
+                let k = k as usize;
+                sum += (self.ptr.at(k + 1) - self.ptr.at(k)).max(0) as u64;
+            }
+            seen += 1;
+        }
+        // Scale the sample to every entry (exact when `step` is 1).
+        ((sum as u128 * n as u128) / seen as u128).min(u64::MAX as u128) as u64
+    }
 }
 
 /// The cost rule of [`useful_threads`] for a known amount of `work`: 1 below `min_work` (0
@@ -1158,32 +1236,137 @@ mod tests {
     #[test]
     fn little_work_runs_on_one_thread() {
         // Indices when there are no weights.
-        assert_eq!(useful_threads(0, 99, 2, None, 0, 1000), 1);
-        assert_eq!(useful_threads(0, 999, 2, None, 0, 1000), 2);
+        assert_eq!(useful_threads(0, 99, 2, None, None, 0, 1000), 1);
+        assert_eq!(useful_threads(0, 999, 2, None, None, 0, 1000), 2);
         // Entries when there are: 10 rows of 1000 entries each.
         let w: Vec<i64> = (0..=10).map(|r| r * 1000).collect();
-        assert_eq!(useful_threads(0, 9, 2, Some(Weights::I64(&w)), 0, 5000), 2);
-        assert_eq!(useful_threads(0, 3, 2, Some(Weights::I64(&w)), 0, 5000), 1);
-        // The same as 4-byte positions (a `coord=i32` level).
-        let w32: Vec<i32> = w.iter().map(|&p| p as i32).collect();
         assert_eq!(
-            useful_threads(0, 9, 2, Some(Weights::I32(&w32)), 0, 5000),
+            useful_threads(0, 9, 2, Some(Weights::I64(&w)), None, 0, 5000),
             2
         );
         assert_eq!(
-            useful_threads(0, 3, 2, Some(Weights::I32(&w32)), 0, 5000),
+            useful_threads(0, 3, 2, Some(Weights::I64(&w)), None, 0, 5000),
+            1
+        );
+        // The same as 4-byte positions (a `coord=i32` level).
+        let w32: Vec<i32> = w.iter().map(|&p| p as i32).collect();
+        assert_eq!(
+            useful_threads(0, 9, 2, Some(Weights::I32(&w32)), None, 0, 5000),
+            2
+        );
+        assert_eq!(
+            useful_threads(0, 3, 2, Some(Weights::I32(&w32)), None, 0, 5000),
             1
         );
         // Weights that do not cover the range count indices.
-        assert_eq!(useful_threads(0, 20, 2, Some(Weights::I64(&w)), 0, 5000), 1);
+        assert_eq!(
+            useful_threads(0, 20, 2, Some(Weights::I64(&w)), None, 0, 5000),
+            1
+        );
         // Private copies larger than what splitting saves.
-        assert_eq!(useful_threads(0, 9999, 2, None, 5000, 100), 1);
-        assert_eq!(useful_threads(0, 9999, 2, None, 1000, 100), 2);
+        assert_eq!(useful_threads(0, 9999, 2, None, None, 5000, 100), 1);
+        assert_eq!(useful_threads(0, 9999, 2, None, None, 1000, 100), 2);
         // No threshold: every range splits, whatever its copies cost.
-        assert_eq!(useful_threads(0, 9, 2, None, 5000, 0), 2);
+        assert_eq!(useful_threads(0, 9, 2, None, None, 5000, 0), 2);
         // One thread, or an empty range.
-        assert_eq!(useful_threads(0, 1 << 40, 1, None, 0, 0), 1);
-        assert_eq!(useful_threads(5, 4, 2, None, 0, 0), 1);
+        assert_eq!(useful_threads(0, 1 << 40, 1, None, None, 0, 0), 1);
+        assert_eq!(useful_threads(5, 4, 2, None, None, 0, 0), 1);
+    }
+
+    #[test]
+    fn nested_fibers_count_as_work() {
+        // 1000 rows of 5 entries each (a mesh's short rows), every entry selecting a fiber of
+        // 6 iterations: 5,000 entries, 30,000 nested iterations.
+        let pos: Vec<i64> = (0..=1000).map(|r| r * 5).collect();
+        let crd: Vec<i64> = (0..5000).map(|p| (p * 7) % 1000).collect();
+        let inner: Vec<i64> = (0..=1000).map(|r| r * 6).collect();
+        let w = Some(Weights::I64(&pos));
+        let nested = Nested {
+            crd: Weights::I64(&crd),
+            ptr: Weights::I64(&inner),
+        };
+        assert_eq!(nested.estimate(0, 5000), 30_000);
+        // Copies of 2,000 elements a chunk outweigh the 5,000 entries on 2 threads
+        // (2,000 * 4 > 5,000) but not the 35,000 iterations with the nested fibers.
+        assert_eq!(useful_threads(0, 999, 2, w, None, 2_000, 1_000), 1);
+        assert_eq!(useful_threads(0, 999, 2, w, Some(nested), 2_000, 1_000), 2);
+        // The same at 4-byte widths.
+        let (pos32, crd32, inner32): (Vec<i32>, Vec<i32>, Vec<i32>) = (
+            pos.iter().map(|&p| p as i32).collect(),
+            crd.iter().map(|&p| p as i32).collect(),
+            inner.iter().map(|&p| p as i32).collect(),
+        );
+        let n32 = Nested {
+            crd: Weights::I32(&crd32),
+            ptr: Weights::I32(&inner32),
+        };
+        let w32 = Some(Weights::I32(&pos32));
+        assert_eq!(useful_threads(0, 999, 2, w32, Some(n32), 2_000, 1_000), 2);
+        // Copies beyond even that, or work below the threshold, stay on one thread.
+        assert_eq!(useful_threads(0, 999, 2, w, Some(nested), 9_000, 1_000), 1);
+        assert_eq!(useful_threads(0, 999, 2, w, Some(nested), 0, 50_000), 1);
+        // Only the range's own entries count: rows 0..=99 have 500 entries, 3,000 nested.
+        assert_eq!(nested.estimate(0, 500), 3_000);
+        assert_eq!(useful_threads(0, 99, 2, w, Some(nested), 2_000, 1_000), 1);
+        // Empty fibers add nothing.
+        let flat = vec![0i64; 1001];
+        let none = Nested {
+            crd: Weights::I64(&crd),
+            ptr: Weights::I64(&flat),
+        };
+        assert_eq!(none.estimate(0, 5000), 0);
+        assert_eq!(useful_threads(0, 999, 2, w, Some(none), 2_000, 1_000), 1);
+        // Coordinates outside the fibers and decreasing positions count 0, never panic.
+        let bad_crd: Vec<i64> = vec![-1, 5000, i64::MAX, 3, 1000];
+        let bad_ptr: Vec<i64> = vec![0, 4, 2, 9, 9];
+        let bad = Nested {
+            crd: Weights::I64(&bad_crd),
+            ptr: Weights::I64(&bad_ptr),
+        };
+        // Only coordinate 3 is inside: 9 - 9 = 0; coordinate 1 would give 2 - 4 < 0.
+        assert_eq!(bad.estimate(0, 5), 0);
+        assert_eq!(bad.estimate(-3, 99), 0);
+        assert_eq!(bad.estimate(4, 2), 0);
+        let dec = Nested {
+            crd: Weights::I64(&[1, 0, 2]),
+            ptr: Weights::I64(&bad_ptr),
+        };
+        assert_eq!(dec.estimate(0, 3), 4 + 7);
+        // One thread, or a range the weights do not cover, ignores the nested fibers.
+        assert_eq!(useful_threads(0, 999, 1, w, Some(nested), 0, 1), 1);
+        assert_eq!(useful_threads(0, 1500, 2, w, Some(nested), 2_000, 1_000), 1);
+    }
+
+    #[test]
+    fn nested_estimate_samples_long_ranges() {
+        // 100,000 entries: a systematic sample of at most NESTED_SAMPLE of them. Fibers of
+        // 1..=8 iterations cycling with the coordinate: the sample sees the same mix.
+        let n = 100_000i64;
+        let crd: Vec<i64> = (0..n).map(|p| (p * 7919) % 5000).collect();
+        let mut inner = vec![0i64];
+        for k in 0..5000 {
+            inner.push(inner[k as usize] + 1 + (k % 8));
+        }
+        let nested = Nested {
+            crd: Weights::I64(&crd),
+            ptr: Weights::I64(&inner),
+        };
+        let exact: u64 = crd
+            .iter()
+            .map(|&k| (inner[k as usize + 1] - inner[k as usize]) as u64)
+            .sum();
+        let est = nested.estimate(0, n);
+        assert!(
+            est.abs_diff(exact) * 20 < exact,
+            "estimate {est} against {exact}"
+        );
+        // At most NESTED_SAMPLE entries exactly.
+        let small = NESTED_SAMPLE as i64;
+        let exact: u64 = crd[..small as usize]
+            .iter()
+            .map(|&k| (inner[k as usize + 1] - inner[k as usize]) as u64)
+            .sum();
+        assert_eq!(nested.estimate(0, small), exact);
     }
 
     #[test]
@@ -1206,6 +1389,7 @@ mod tests {
                 arrays: vec![BufId(1)],
             }],
             weights: None,
+            nested: None,
             atomics: None,
         };
         let env = |cursor: i64, last: i64| {
@@ -1297,6 +1481,7 @@ mod tests {
                 arrays: vec![BufId(0), BufId(1)],
             }],
             weights: None,
+            nested: None,
             atomics: None,
         };
         let lens = [100_003usize, 0, 170_001];

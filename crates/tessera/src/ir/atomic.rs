@@ -162,6 +162,7 @@ fn only_updates(body: &[Stmt], buf: BufId, op: BinOp, updates: &mut usize) -> bo
                     && !c.scratch.contains(&buf)
                     && !c.rows.iter().any(|r| r.arrays.contains(&buf))
                     && c.weights != Some(buf)
+                    && c.nested.is_none_or(|n| n.crd != buf && n.ptr != buf)
             }
             _ => true,
         };
@@ -315,6 +316,7 @@ mod tests {
             scratch_state: vec![],
             rows: vec![],
             weights: None,
+            nested: None,
             atomics: None,
         }))];
         for body in [

@@ -228,7 +228,8 @@ impl Kernel {
                         self.buf_ok(b.0)?;
                     }
                 }
-                if let Some(w) = c.weights {
+                let nested = c.nested.iter().flat_map(|n| [n.crd, n.ptr]);
+                for w in c.weights.into_iter().chain(nested) {
                     self.buf_ok(w.0)?;
                     expect(self.buf_elem(w).compute(), ElemType::I64, || {
                         "parallel weights".into()

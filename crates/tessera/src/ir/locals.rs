@@ -461,6 +461,7 @@ mod tests {
                 scratch_state: vec![],
                 rows: vec![],
                 weights: None,
+                nested: None,
                 atomics: None,
             })));
             vec![counted(I, body)]

@@ -344,10 +344,25 @@ pub struct Chunked {
     /// A position array of the level the loop's index drives (`pos[i]..pos[i + 1]` are row
     /// `i`'s entries): chunks then get about equal numbers of entries rather than of indices.
     pub weights: Option<BufId>,
+    /// A second fiber the body walks per entry of the weighed level (Gustavson's `B[k, :]`
+    /// for each entry `k` of `A[i, :]`): the runner counts those fibers' lengths too when it
+    /// decides whether the range's work pays for threads. Only that decision depends on it.
+    pub nested: Option<Nested>,
     /// The schedule's choice for the `atomic` privates (`parallelize(i, atomics)`: `Some(true)`,
     /// `parallelize(i, copies)`: `Some(false)`), which overrides the runner's
     /// (`backend::parallel::Atomics`) for this range; `None` leaves it to the runner.
     pub atomics: Option<bool>,
+}
+
+/// The fiber a [`Chunked`] range's body walks inside each entry of its weighed level: entry
+/// `p` (of `weights`' level) has coordinate `crd[p]`, and the loop nested under it walks
+/// `ptr[crd[p]]..ptr[crd[p] + 1]`. Both arrays are integer arrays of a level's width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Nested {
+    /// The weighed level's coordinates (`A_idx`).
+    pub crd: BufId,
+    /// The position array of the level those coordinates select a fiber of (`B_ptr`).
+    pub ptr: BufId,
 }
 
 /// A sparse level a [`Chunked`] range appends to row by row (see `levels::Appends`).

@@ -147,7 +147,13 @@ impl<'a> Printer<'a> {
                     self.expr(&c.stop),
                     c.weights
                         .map(|w| format!(" weighed by {}", self.bufs[w.0 as usize]))
-                        .unwrap_or_default(),
+                        .unwrap_or_default()
+                        + &c.nested
+                            .map(|n| format!(
+                                " then {} at {}",
+                                self.bufs[n.ptr.0 as usize], self.bufs[n.crd.0 as usize]
+                            ))
+                            .unwrap_or_default(),
                     if private.is_empty() {
                         String::new()
                     } else {

@@ -147,7 +147,7 @@ impl Engine {
                         start: b::var(lo),
                         stop: b::var(hi),
                     };
-                    let weights = self.weights(&index, &body);
+                    let (weights, nested) = self.weights(&index, &body);
                     let lowered = self.lower_loop(&index, ext, body);
                     let body = lowered.map_err(|e| e.or_at(span))?;
                     code.push(Stmt::Chunked(Box::new(crate::ir::Chunked {
@@ -161,6 +161,7 @@ impl Engine {
                         scratch_state,
                         rows,
                         weights,
+                        nested,
                         atomics: match plan.folds {
                             crate::notation::ast::Folds::Auto => None,
                             crate::notation::ast::Folds::Atomics => Some(true),
@@ -353,37 +354,86 @@ impl Engine {
 
     /// The position array of a level that the parallel loop over `index` drives through its
     /// parent's positions (the rows of CSR under `for i`): `pos[i]..pos[i + 1]` are row `i`'s
-    /// entries, so chunks can be cut at equal numbers of entries.
-    fn weights(&self, index: &str, body: &[LStmt]) -> Option<crate::ir::BufId> {
-        let mut found = None;
+    /// entries, so chunks can be cut at equal numbers of entries. With it, the fiber another
+    /// read walks under each of those entries, if any (`B[k, :]` under `A[i, k]`): the
+    /// entries' coordinates and that level's positions, which let the runner count the
+    /// iterations of the nested loop too (`ir::Nested`).
+    fn weights(
+        &self,
+        index: &str,
+        body: &[LStmt],
+    ) -> (Option<crate::ir::BufId>, Option<crate::ir::Nested>) {
+        let mut reads = vec![];
         let mut body = body.to_vec();
         let _ = node::visit_accesses_mut(&mut body, &mut |a: &mut LAccess| {
-            if found.is_some() || a.mode != Mode::Read || a.head() != Some(index) {
-                return Ok(());
-            }
-            // A root level without arrays (its positions are its coordinates) over a sparse
-            // level whose first array is its `ptr` (per parent position, where its entries
-            // start): rows are weighed by their entries. Only the balance depends on this.
-            if let Target::Fiber(f) = &a.target
-                && f.level == 0
-                && a.offsets.first().is_some_and(Option::is_none)
-                && f.tensor.level_bufs.first().is_some_and(Vec::is_empty)
-                && f.tensor
-                    .format
-                    .levels
-                    .get(1)
-                    .is_some_and(|k| k.caps().sparse)
-                && let Some(ptr) = f.tensor.level_bufs.get(1).and_then(|b| b.first())
-                && let Some(decl) = self.cx.bufs.get(ptr.0 as usize)
-                && matches!(decl.elem, ElemType::I64 | ElemType::I32)
-                && decl.name.ends_with("ptr")
+            if a.mode == Mode::Read
+                && let Some(rows) = self.csr_rows(a)
             {
-                found = Some(*ptr);
+                reads.push(rows);
             }
             Ok(())
         });
-        found
+        let Some(outer) = reads.iter().find(|r| r.head == index) else {
+            return (None, None);
+        };
+        // The weighed level's next index heads another such read: its row under each entry.
+        let nested = outer.crd.and_then(|crd| {
+            let next = outer.next.as_deref()?;
+            let inner = reads.iter().find(|r| r.head == next)?;
+            Some(crate::ir::Nested {
+                crd,
+                ptr: inner.ptr,
+            })
+        });
+        (Some(outer.ptr), nested)
     }
+
+    /// A read `X[h, n, ...]` of a root level without arrays (its positions are its
+    /// coordinates) over a sparse level whose first array is its `ptr` (per parent position,
+    /// where its entries start), with no offset on `h`: the rows of a CSR-like tensor.
+    fn csr_rows(&self, a: &LAccess) -> Option<CsrRows> {
+        let Target::Fiber(f) = &a.target else {
+            return None;
+        };
+        let int = |b: &crate::ir::BufId, suffix: &str| {
+            self.cx.bufs.get(b.0 as usize).is_some_and(|d| {
+                matches!(d.elem, ElemType::I64 | ElemType::I32) && d.name.ends_with(suffix)
+            })
+        };
+        let head = a.head()?;
+        let sparse = f.tensor.level_bufs.get(1)?;
+        let ptr = *sparse.first()?;
+        (f.level == 0
+            && a.offsets.first().is_some_and(Option::is_none)
+            && f.tensor.level_bufs.first().is_some_and(Vec::is_empty)
+            && f.tensor
+                .format
+                .levels
+                .get(1)
+                .is_some_and(|k| k.caps().sparse)
+            && int(&ptr, "ptr"))
+        .then(|| CsrRows {
+            head: head.to_string(),
+            ptr,
+            // The second index is plain (no offset), so the row's coordinates are its
+            // entries' `idx`.
+            next: a
+                .indices
+                .get(1)
+                .filter(|_| a.offsets.get(1).is_some_and(Option::is_none))
+                .cloned(),
+            crd: sparse.get(1).copied().filter(|b| int(b, "idx")),
+        })
+    }
+}
+
+/// What [`Engine::csr_rows`] finds of a read: its head index and position array, its next
+/// index and the coordinates of its entries.
+struct CsrRows {
+    head: String,
+    ptr: crate::ir::BufId,
+    next: Option<String>,
+    crd: Option<crate::ir::BufId>,
 }
 
 /// The error for updating `tensor` at `span` after a read at `read` when a level of its format
