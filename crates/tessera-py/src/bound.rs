@@ -179,8 +179,7 @@ impl PyBound {
                 };
                 *values = buffer;
                 let ran = run_slots(py, kernel.id, &ready, site);
-                let settled =
-                    ran.and_then(|()| settle(py, &lendable.out, &site.slots[out_at]));
+                let settled = ran.and_then(|()| settle(py, &lendable.out, &site.slots[out_at]));
                 // The slot lets go of the array's memory between runs.
                 if let Some(v) = site.slots[out_at]
                     .levels
