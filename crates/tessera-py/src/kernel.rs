@@ -941,6 +941,15 @@ fn compile_kernel(
     })
 }
 
+/// The outputs a call site made (`None` for those written into arrays), by name.
+fn made_by_name(names: &[&String], made: Vec<Option<Tensor>>) -> BTreeMap<String, PyTensor> {
+    names
+        .iter()
+        .zip(made)
+        .filter_map(|(n, t)| Some(((*n).clone(), PyTensor::new(t?))))
+        .collect()
+}
+
 /// The Python class `tessera.Tensor`, looked up once.
 pub(crate) fn tensor_class(py: Python<'_>) -> PyResult<&Bound<'_, pyo3::types::PyType>> {
     static CLASS: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> = pyo3::sync::PyOnceLock::new();
@@ -1170,13 +1179,7 @@ impl PyKernel {
         let names: Vec<&String> = self.spec.out.keys().collect();
         let none = vec![None; names.len()];
         if let Some(made) = call_site(py, self.id, tensors, &names, &none)? {
-            return Ok(Some(
-                names
-                    .iter()
-                    .zip(made)
-                    .filter_map(|(n, t)| Some(((*n).clone(), PyTensor::new(t?))))
-                    .collect(),
-            ));
+            return Ok(Some(made_by_name(&names, made)));
         }
         let outputs = call_given(py, self.id, &self.spec, tensors, |_| Ok(vec![]))?;
         if outputs.is_some() {
@@ -1214,13 +1217,7 @@ impl PyKernel {
         }
         let refs: Vec<Option<&Bound<'_, PyAny>>> = given.iter().map(Option::as_ref).collect();
         if let Some(made) = call_site(py, self.id, tensors, &names, &refs)? {
-            return Ok(Some(
-                names
-                    .iter()
-                    .zip(made)
-                    .filter_map(|(n, t)| Some(((*n).clone(), PyTensor::new(t?))))
-                    .collect(),
-            ));
+            return Ok(Some(made_by_name(&names, made)));
         }
         let outputs = call_given(py, self.id, &self.spec, tensors, |inputs| {
             let mut lent = vec![];
