@@ -866,14 +866,61 @@ fn gat_layer_gradients_visit_only_the_edges() {
     check(text, &ts, &["X", "W", "a1", "a2"], &seeds, "");
 
     let gp = grad(&parse(text), &["X", "W", "a1", "a2"], &["O"]).unwrap();
+    // The backward sums over `f` share one partial sum per edge (`transforms::grad::partial`),
+    // stored like A: one entry per visited `(i, j)`.
+    assert_eq!(gp.partials.len(), 1, "{}", gp.program);
     let mut all = ts.clone();
     tessera::api::grad::bind(&gp, &mut all, seeds, &BTreeMap::new()).unwrap();
+    assert_eq!(
+        all[&gp.partials[0].name].format.to_string(),
+        "Dense(SparseList(Element(0.0)))"
+    );
     let (kernel, _, _) = Runner::lower(&gp.program, &common::formats_of(&all)).unwrap();
     let ir = kernel.to_string();
     assert!(
         !ir.contains("for (j") && !ir.contains("while"),
         "a loop over j that is not a walk over A's entries:\n{ir}"
     );
+}
+
+/// A sum over `f` whose factor `exp(c[i])` does not change with `f` is differentiated into a
+/// partial sum per `i` (`transforms::grad::partial`), on dense and sparse `x` (whose partial
+/// sum is then stored only where a row of `x` has entries), on every backend, equal to the
+/// finite differences.
+#[test]
+fn partial_sums_take_invariant_factors_out_of_inner_sums() {
+    let text = "y .= 0.0
+z .= 0.0
+for i = _, f = _
+  y[i] += x[i, f] * exp(c[i])
+  z[i] += x[i, f] * sqrt(c[i])
+end";
+    let mut rng = StdRng::seed_from_u64(17);
+    for (format, keep) in [
+        (
+            "Dense(Dense(Element(0.0)))",
+            all as fn(&[usize], &mut StdRng) -> bool,
+        ),
+        ("Dense(SparseList(Element(0.0)))", some),
+        ("SparseList(SparseList(Element(0.0)))", some),
+    ] {
+        let x = small(tensor(&mut rng, format, &[5, 4], &keep));
+        let c = small(tensor(&mut rng, "Dense(Element(0.0))", &[5], &all));
+        let ts = named(vec![("x", x), ("c", c)]);
+        let seeds = named(vec![
+            ("y", seed(&mut rng, &[5])),
+            ("z", seed(&mut rng, &[5])),
+        ]);
+        check(text, &ts, &["x", "c"], &seeds, "");
+        let gp = grad(&parse(text), &["x", "c"], &["y", "z"]).unwrap();
+        let printed = gp.program.to_string();
+        assert_eq!(gp.partials.len(), 2, "{printed}");
+        assert!(
+            printed.contains("dc[i] += p_1[i] * exp(c[i])")
+                && printed.contains("dc[i] += p[i] * (1.0 / (2.0 * sqrt(c[i])))"),
+            "{printed}"
+        );
+    }
 }
 
 /// The face adjacency of a torus grid of `a` x `b` quads cut into two triangles each

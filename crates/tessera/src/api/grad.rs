@@ -162,6 +162,7 @@ pub fn bind(
     let tapes: HashMap<&str, Format> = gp
         .tapes
         .iter()
+        .chain(&gp.partials)
         .map(|t| (t.name.as_str(), tape_format_in(gp, t, tensors)))
         .collect();
     let choose = |name: &str, rank: usize, fill: Scalar| {
@@ -254,7 +255,8 @@ pub fn tape_format(versions: usize, rank: usize, fill: Scalar) -> Format {
 fn tape_format_in(gp: &GradProgram, tape: &Tape, tensors: &BTreeMap<String, Tensor>) -> Format {
     let mut stack = vec![];
     let loops = match enclosing_loops(&gp.program.body, &tape.name, &mut stack) {
-        Some(l) if l.len() == tape.versions => l,
+        // A partial sum is written inside its inner loop too: its versions are the outer ones.
+        Some(l) if l.len() >= tape.versions => l,
         _ => return tape_format(tape.versions, tape.rank, tape.fill),
     };
     let mut levels: Vec<LevelKind> = (0..tape.rank)

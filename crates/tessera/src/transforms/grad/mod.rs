@@ -14,6 +14,8 @@
 //!   accumulators per version of each local.
 //! - [`tape`]: versions and tapes (tape or recompute each local the backward pass reads).
 //! - [`share`]: the subexpressions a statement's contributions repeat, bound to `let`s.
+//! - [`partial`]: backward sums over an inner loop with factors that do not change in it,
+//!   split into a partial sum per outer iteration and one statement that finishes it.
 //!
 //! Masked semantics: a differentiated input listed in [`GradOptions::masked`] gets a gradient
 //! only at its stored entries. Each contribution to `dA` is guarded by `if A_mask[...]`, where
@@ -29,6 +31,7 @@
 //! iterations of a loop repeat on the same element (only the last write would count).
 
 pub mod derive;
+pub mod partial;
 pub mod reverse;
 pub mod share;
 pub mod tape;
@@ -63,6 +66,9 @@ pub struct GradProgram {
     pub masks: Vec<(String, String)>,
     /// The tapes (global workspaces).
     pub tapes: Vec<Tape>,
+    /// The partial sums of backward reductions ([`partial`]): workspaces declared where the
+    /// backward pass needs them, formatted like tapes (one version per outer loop).
+    pub partials: Vec<Tape>,
     /// The forward program's global tensors (outputs and workspaces), which the gradient
     /// program computes again.
     pub forward: Vec<String>,
@@ -202,6 +208,12 @@ pub fn grad_with(
         .map(|s| (s.to_string(), cx.fresh(&format!("seed_{s}"))))
         .collect();
     let (fwd, bwd) = cx.body(&body, &[], true)?;
+    // `TESSERA_NO_PARTIAL_SUMS=1` keeps the sums whole, for measuring.
+    let (bwd, partials) = if std::env::var("TESSERA_NO_PARTIAL_SUMS").is_ok_and(|v| v == "1") {
+        (bwd, vec![])
+    } else {
+        partial::partial_sums(bwd, &mut |base| cx.fresh(base))
+    };
     let mut out: Vec<Stmt> = vec![];
     for t in &cx.tapes {
         out.push(decl(&t.name, Expr::lit(t.fill)));
@@ -241,6 +253,7 @@ pub fn grad_with(
         loss,
         masks: cx.masks.into_iter().collect(),
         tapes: cx.tapes,
+        partials,
         forward: globals,
         accumulators,
     })
