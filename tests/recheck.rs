@@ -245,3 +245,83 @@ end
         assert!(c.lines().any(|l| l.contains("< (0.0)) ?")), "{c}");
     }
 }
+
+/// A softmax gradient's shape (GAT's backward after its partial sums): three statements
+/// that each load `t[j]` twice and call `exp(s[i] + t[j])`, with a store to `dt` between
+/// them. `ir::values` names the repeated loads (so `recheck` loads `t[j]` once) and then
+/// the repeated call (computed once): results bit-identical to the evaluator on every
+/// backend, with NaN, infinities and signed zeros, and one load of `t` and one `exp` per copy
+/// of the loop.
+#[test]
+fn repeated_loads_and_calls_across_statements_are_done_once() {
+    let text = "ds .= 0.0
+dt .= 0.0
+for i = _, j = _
+  ds[i] += ifelse(s[i] + t[j] >= 0.0, g[i, j] * exp(s[i] + t[j]), 0.0)
+  dt[j] += ifelse(s[i] + t[j] < 0.0, g[i, j] * exp(s[i] + t[j]), 0.0)
+  ds[i] += g[i, j] * -exp(s[i] + t[j])
+end
+";
+    let p = parse(text);
+    for seed in 0..6 {
+        let special = seed % 2 == 1;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut dense =
+            |n: usize| -> Vec<f64> { (0..n).map(|_| value(&mut rng, special) / 4.0).collect() };
+        let vector = |v: Vec<f64>| {
+            let n = v.len();
+            Tensor::from_dense(&fmt("Dense(Element(0.0))"), &[n], &Buffer::F64(v.into())).unwrap()
+        };
+        let t = BTreeMap::from([
+            ("s".to_string(), vector(dense(ROWS))),
+            ("t".to_string(), vector(dense(COLS))),
+            ("ds".to_string(), vector(vec![0.0; ROWS])),
+            ("dt".to_string(), vector(vec![0.0; COLS])),
+            (
+                "g".to_string(),
+                Tensor::from_dense(
+                    &fmt("Dense(Dense(Element(0.0)))"),
+                    &[ROWS, COLS],
+                    &Buffer::F64(dense(ROWS * COLS).into()),
+                )
+                .unwrap(),
+            ),
+        ]);
+        let want = run_eval(&p, &t).unwrap();
+        for (name, runner) in runners() {
+            let k = runner.compile(&p, &formats_of(&t)).unwrap();
+            let mut got = t.clone();
+            runner.execute(&k, &mut got).unwrap();
+            for out in ["ds", "dt"] {
+                assert_eq!(
+                    bits(&got[out].to_dense()),
+                    bits(&want[out]),
+                    "{name} seed {seed} {out}"
+                );
+            }
+            if seed == 0 {
+                let loops = count_loops(&k.ir.body);
+                let loads = loads_of(&k.ir, "t_val");
+                let mut exps = 0;
+                fn walk(stmts: &[Stmt], n: &mut usize) {
+                    for s in stmts {
+                        for e in s.own_exprs() {
+                            e.visit(&mut |x| {
+                                *n += matches!(x, Expr::Unary(tessera::ir::UnOp::Exp, _)) as usize
+                            });
+                        }
+                        for b in s.bodies() {
+                            walk(b, n);
+                        }
+                    }
+                }
+                walk(&k.ir.body, &mut exps);
+                assert!(
+                    loads <= loops && exps <= loops,
+                    "{name}: {loads} loads of t and {exps} exp in {loops} loops:\n{}",
+                    k.ir
+                );
+            }
+        }
+    }
+}

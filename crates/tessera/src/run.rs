@@ -995,6 +995,18 @@ pub fn late_passes_with(ir: &mut crate::ir::Kernel, interleave: bool) {
         crate::ir::recheck::remove_rechecks(ir);
     }
     crate::ir::hoist::hoist_invariants(ir);
+    // After hoisting, which moves invariant expressions (loads included) out of loops only
+    // while they are not yet variables assigned in the loop; then `recheck` loads the named
+    // repeats once.
+    if std::env::var_os("TESSERA_NO_RECHECK").is_none()
+        && std::env::var_os("TESSERA_NO_NAMED_LOADS").is_none()
+    {
+        crate::ir::values::name_repeated_loads(ir);
+        crate::ir::recheck::remove_rechecks(ir);
+        if std::env::var_os("TESSERA_NO_NAMED_VALUES").is_none() {
+            crate::ir::values::name_repeated_values(ir);
+        }
+    }
     // Last: the passes above know nothing of the float variables it makes of points.
     crate::ir::exact_points::exact_points(ir);
     // After the passes that keep elements in variables (an accumulation kept in a register

@@ -25,6 +25,7 @@ pub mod promote;
 pub mod prune;
 pub mod recheck;
 pub mod split;
+pub mod values;
 pub mod vector;
 pub mod walk;
 
