@@ -22,8 +22,8 @@ pub struct Expanded {
 }
 
 /// Expand the tensors declared directly in `body[..split]` and accessed in `body[split..]`,
-/// where that is exact: the body declares the tensor once, accesses it only after the
-/// declaration and never through a swizzle, the fill reads neither the index nor a tensor,
+/// where that is exact: nothing outside the loop uses the tensor (reads its last value), the
+/// body declares it once, accesses it only after the declaration and never through a swizzle, the fill reads neither the index nor a tensor,
 /// and nothing in the body rebinds the index. A tensor that fails these stays as it is (the
 /// dependence check then refuses the cut, naming it). `program` is the whole program's body,
 /// for fresh names.
@@ -49,6 +49,7 @@ pub fn expand(program: &[Stmt], index: &str, body: &[Stmt], split: usize) -> Exp
         let (before, after) = (&out[..k], &out[k + 1..]);
         let crosses = accessed(&out[cut..], &t);
         let exact = crosses
+            && uses(program, &t) == uses(&out, &t)
             && declarations(&out, &t) == 1
             && !accessed(before, &t)
             && !swizzled(after, &t)
@@ -100,6 +101,14 @@ fn accessed(body: &[Stmt], t: &str) -> bool {
     let mut hit = false;
     visit::accesses(body, &mut |a| hit |= a.tensor == t);
     hit
+}
+
+/// Accesses and declarations of `t`: equal counts in the program and in the loop's body
+/// mean nothing outside the loop reads the last iteration's value.
+fn uses(body: &[Stmt], t: &str) -> usize {
+    let mut n = 0;
+    visit::accesses(body, &mut |a| n += usize::from(a.tensor == t));
+    n + declarations(body, t)
 }
 
 fn swizzled(body: &[Stmt], t: &str) -> bool {
