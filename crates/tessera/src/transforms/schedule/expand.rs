@@ -7,7 +7,7 @@
 //! what the declaration in the body gave it, so the values are unchanged; the dependence check
 //! of `fission` runs on the expanded program and finds each iteration's slice its own.
 
-use super::names::{binds, mentions, used};
+use super::names::{Path, binds, bodies, mentions, used, within};
 use crate::notation::ast::{Access, AccessIndex, Expr, ExprKind, Extent, Stmt, StmtKind};
 use crate::notation::visit;
 
@@ -27,7 +27,7 @@ pub struct Expanded {
 /// and nothing in the body rebinds the index. A tensor that fails these stays as it is (the
 /// dependence check then refuses the cut, naming it). `program` is the whole program's body,
 /// for fresh names.
-pub fn expand(program: &[Stmt], index: &str, body: &[Stmt], split: usize) -> Expanded {
+pub fn expand(program: &[Stmt], at: &Path, index: &str, body: &[Stmt], split: usize) -> Expanded {
     let mut decls = vec![];
     let mut out: Vec<Stmt> = body.to_vec();
     let mut cut = split;
@@ -49,7 +49,7 @@ pub fn expand(program: &[Stmt], index: &str, body: &[Stmt], split: usize) -> Exp
         let (before, after) = (&out[..k], &out[k + 1..]);
         let crosses = accessed(&out[cut..], &t);
         let exact = crosses
-            && uses(program, &t) == uses(&out, &t)
+            && dead_outside(program, 0, &mut vec![], at, &t)
             && declarations(&out, &t) == 1
             && !accessed(before, &t)
             && !swizzled(after, &t)
@@ -103,12 +103,53 @@ fn accessed(body: &[Stmt], t: &str) -> bool {
     hit
 }
 
-/// Accesses and declarations of `t`: equal counts in the program and in the loop's body
-/// mean nothing outside the loop reads the last iteration's value.
-fn uses(body: &[Stmt], t: &str) -> usize {
-    let mut n = 0;
-    visit::accesses(body, &mut |a| n += usize::from(a.tensor == t));
-    n + declarations(body, t)
+/// Whether nothing outside the loop at `at` can read the value the loop's last iteration
+/// leaves in `t`: every statement outside it that uses `t` is a loop whose body declares
+/// `t` before any other use (a local of that loop too: the gradient program's backward loop
+/// re-declares the forward loop's locals), or holds the loop and passes this test inside.
+fn dead_outside(body: &[Stmt], b: usize, prefix: &mut Path, at: &Path, t: &str) -> bool {
+    body.iter().enumerate().all(|(k, s)| {
+        prefix.push((b, k));
+        let ok = if prefix == at {
+            true
+        } else if within(at, prefix) {
+            bodies(s)
+                .into_iter()
+                .enumerate()
+                .all(|(b2, inner)| dead_outside(inner, b2, prefix, at, t))
+        } else {
+            !uses(std::slice::from_ref(s), t) || local_of(s, t)
+        };
+        prefix.pop();
+        ok
+    })
+}
+
+/// Whether `s` is a loop whose body declares `t` directly before any other use of it, and
+/// whose extent does not read it.
+fn local_of(s: &Stmt, t: &str) -> bool {
+    let StmtKind::Loop { body, extent, .. } = &s.kind else {
+        return false;
+    };
+    if let Extent::Range(lo, hi) = extent {
+        let mut hit = false;
+        for e in [lo, hi] {
+            visit::expr(e, &mut |x| {
+                hit |= matches!(&x.kind, ExprKind::Access(a) if a.tensor == t)
+            });
+        }
+        if hit {
+            return false;
+        }
+    }
+    body.iter()
+        .find(|x| uses(std::slice::from_ref(*x), t))
+        .is_some_and(|x| matches!(&x.kind, StmtKind::Declare { tensor, .. } if tensor == t))
+        || body.iter().all(|x| !uses(std::slice::from_ref(x), t))
+}
+
+fn uses(body: &[Stmt], t: &str) -> bool {
+    accessed(body, t) || declarations(body, t) > 0
 }
 
 fn swizzled(body: &[Stmt], t: &str) -> bool {

@@ -108,7 +108,7 @@ pub fn fission(p: &Program, c: &Located, target: &LoopRef, after: &StmtRef) -> R
     // The tensors the body declares and both parts use become one per iteration (see
     // [`super::expand`]); the dependence check then runs on the expanded program, where the
     // loop follows their declarations.
-    let ex = super::expand::expand(&p.body, index, body, k + 1);
+    let ex = super::expand::expand(&p.body, &lp, index, body, k + 1);
     if ex.split == 0 {
         return Err(c.error(format!(
             "only declarations precede the cut in loop `{target}`: nothing to split off"
