@@ -1272,7 +1272,10 @@ fn gradient_schedules_split_subdivnet_backward() {
     assert!(printed.contains("ds1.f .= 0.0"), "{printed}");
     let both = |g: &str| format!("{}; fission(i#2, after for f#2)", cut(g));
     let printed = gradient_schedule_matches(text, &both, &ts, &wrt, &seeds, &ws);
-    assert!(printed.contains("ds1.f.i[i, f] += dy[i, o] * w1[f, o]"), "{printed}");
+    assert!(
+        printed.contains("ds1.f.i[i, f] += dy[i, o] * w1[f, o]"),
+        "{printed}"
+    );
     assert!(printed.contains("for i = _, f = _, j = _"), "{printed}");
     let rows = |g: &str| format!("{}; reorder(j#2, f#3)", both(g));
     let printed = gradient_schedule_matches(text, &rows, &ts, &wrt, &seeds, &ws);
@@ -1290,8 +1293,14 @@ fn gradient_schedules_expand_a_row_local() {
     let mut rng = StdRng::seed_from_u64(23);
     let all = |_: &[usize], _: &mut StdRng| true;
     let ts = named(vec![
-        ("A", tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[5, 4], &all)),
-        ("B", tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[5, 4], &all)),
+        (
+            "A",
+            tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[5, 4], &all),
+        ),
+        (
+            "B",
+            tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[5, 4], &all),
+        ),
         ("x", tensor(&mut rng, "Dense(Element(0.0))", &[4], &all)),
     ]);
     let seeds = named(vec![("y", seed(&mut rng, &[5, 4]))]);
@@ -1335,4 +1344,80 @@ fn illegal_gradient_schedules_name_the_dependence() {
     assert_eq!(gp.program, before);
     let e = gp.scheduled("fission(q9, after @1)").unwrap_err();
     assert!(e.to_string().contains("no loop `q9`"), "{e}");
+}
+
+/// `tessera grad --grad-schedule`: the commands apply to the gradient program as
+/// `--show-program` prints it (`@LINE`, `for LOOP`), give the unscheduled gradients here
+/// (every element adds its terms in the same order), and a refused command is an error that
+/// names the dependence.
+#[test]
+fn grad_schedule_flag() {
+    use common::cli::{Dir, ok, tessera};
+    let d = Dir::new("grad-schedule");
+    let p = d.file(
+        "row.tess",
+        "for i = _\n  t .= 0.0\n  for j = _\n    t[] += A[i, j] * x[j]\n  end\n  for j = _\n    y[i, j] += t[] * B[i, j]\n  end\nend\n",
+    );
+    let a = d.file(
+        "A.tns",
+        "# shape: 2x2\n1 1 1.5\n1 2 2.0\n2 1 -1.0\n2 2 0.5\n",
+    );
+    let b = d.file(
+        "B.tns",
+        "# shape: 2x2\n1 1 1.0\n1 2 -2.0\n2 1 3.0\n2 2 0.25\n",
+    );
+    let x = d.file("x.tns", "# shape: 2\n1 1.0\n2 -3.0\n");
+    let g = d.file(
+        "G.tns",
+        "# shape: 2x2\n1 1 1.0\n1 2 2.0\n2 1 -1.0\n2 2 1.0\n",
+    );
+    let dense = |f: &str, n: &str| format!("{n}={f}@Dense(Dense(Element(0.0)))");
+    let base = [
+        "grad".to_string(),
+        p.clone(),
+        "--in".into(),
+        dense(&a, "A"),
+        "--in".into(),
+        dense(&b, "B"),
+        "--in".into(),
+        format!("x={x}@Dense(Element(0.0))"),
+        "--wrt".into(),
+        "A,x".into(),
+        "--seed".into(),
+        dense(&g, "y"),
+        "--out".into(),
+        "dA".into(),
+        "--out".into(),
+        "dx".into(),
+        "--backend".into(),
+        "jit".into(),
+    ];
+    let run = |extra: &[&str]| {
+        let mut v: Vec<&str> = base.iter().map(String::as_str).collect();
+        v.extend(extra);
+        tessera(&v)
+    };
+    let plain = ok(&base.iter().map(String::as_str).collect::<Vec<_>>());
+    let cut = run(&[
+        "--grad-schedule",
+        "fission(i#2, after for j#3)",
+        "--show-program",
+    ]);
+    assert!(
+        cut.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cut.stderr)
+    );
+    let out = String::from_utf8_lossy(&cut.stdout).to_string();
+    assert!(out.contains("# dt.i .= 0.0"), "{out}");
+    let results: String = out
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(results, plain);
+    let bad = run(&["--grad-schedule", "reorder(j#3, i#2)"]);
+    assert!(!bad.status.success());
+    let e = String::from_utf8_lossy(&bad.stderr);
+    assert!(e.contains("reorder(j#3, i#2)"), "{e}");
 }

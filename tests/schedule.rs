@@ -353,12 +353,17 @@ fn swap_and_fission() {
         "fission(i, after @3)",
         &Setup {
             inputs: &[("A", MATRICES, &[7, 6])],
-            outputs: &[("y", DENSE1, &[7]), ("t", SCALAR, &[]), ("t.i", DENSE1, &[7])],
+            outputs: &[
+                ("y", DENSE1, &[7]),
+                ("t", SCALAR, &[]),
+                ("t.i", DENSE1, &[7]),
+            ],
         },
     );
     assert!(
-        q.to_string()
-            .starts_with("t.i .= 0\nfor i = _, j = _\n  t.i[i] += A[i, j]\nend\nfor i = _\n  y[i] = t.i[i] * 2"),
+        q.to_string().starts_with(
+            "t.i .= 0\nfor i = _, j = _\n  t.i[i] += A[i, j]\nend\nfor i = _\n  y[i] = t.i[i] * 2"
+        ),
         "{q}"
     );
     let read_after = format!("{ws}z[] = t[]\n");

@@ -184,10 +184,7 @@ fn rename_access(a: &Access, t: &str, to: &str, index: &str) -> Access {
     for ix in &mut a.indices {
         ix.expr = rename_expr(&ix.expr, t, to, index);
         if let Some((lo, hi)) = &ix.window {
-            ix.window = Some((
-                rename_expr(lo, t, to, index),
-                rename_expr(hi, t, to, index),
-            ));
+            ix.window = Some((rename_expr(lo, t, to, index), rename_expr(hi, t, to, index)));
         }
     }
     if a.tensor == t {

@@ -322,7 +322,10 @@ fn parse_loop(s: &str) -> std::result::Result<LoopRef, String> {
 }
 
 fn parse_stmt(s: &str) -> std::result::Result<StmtRef, String> {
-    if let Some(l) = s.strip_prefix("for").filter(|r| r.starts_with(char::is_whitespace)) {
+    if let Some(l) = s
+        .strip_prefix("for")
+        .filter(|r| r.starts_with(char::is_whitespace))
+    {
         return parse_loop(l.trim()).map(StmtRef::Loop);
     }
     if let Some(l) = s.strip_prefix('@') {
