@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! cargo run --release --example subdivnet -- [A] [B] [F_IN] [F] [REPEATS] [--dump DIR] [--backend jit|c] [--check]
+//!     [--schedule COMMANDS] [--grad-schedule COMMANDS]
 //! #   defaults 96 64 13 64 5: 2 x 96 x 64 = 12,288 faces, 13 -> 64 features
 //! ```
 //!

@@ -6,7 +6,9 @@
 //!   carried by an enclosing loop is not (FreeTensor #474).
 //! - `fission(i, after S)` runs every iteration of the first part before any of the second:
 //!   broken by a dependence from the second part in an earlier iteration of `i` to the first
-//!   part in a later one (with `=` on the loops outside `i`).
+//!   part in a later one (with `=` on the loops outside `i`). The tensors its body declares
+//!   and both parts use are first expanded to one per iteration ([`super::expand`]), so a
+//!   per-iteration workspace (a gradient's `ds[]`) does not itself forbid the cut.
 //! - `fuse(i, j)` is fission's inverse and is checked as fission of the fused loop: broken by a
 //!   dependence from the second loop's body in an earlier iteration to the first's in a later.
 
