@@ -44,16 +44,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def tessera(example, args, dump, schedule=None, extra=()):
     """Run `cargo run --release --example EXAMPLE -- ARGS --dump DUMP` on the JIT and C
     backends, and with `schedule` (schedule commands for the forward program, which the
-    gradient program inherits) on both again, then the `(backend, schedule)` runs of `extra`,
-    so the peers are checked against the dump of the last run; returns the JSON reports by row
-    name (a failing run is reported, skipped)."""
+    gradient program inherits) on both again, then the `(backend, schedule)` runs of `extra`
+    (or `(backend, schedule, grad_schedule)`: `--grad-schedule`, commands for the gradient
+    program itself), so the peers are checked against the dump of the last run; returns the
+    JSON reports by row name (a failing run is reported, skipped)."""
     mine = {}
     runs = [("jit", None), ("c", None)] + ([("jit", schedule), ("c", schedule)] if schedule else [])
     runs += list(extra)
-    for backend, sched in runs:
+    for backend, sched, *rest in runs:
+        gsched = rest[0] if rest else None
         cmd = ["cargo", "run", "--release", "-q", "--example", example, "--", *map(str, args),
                "--backend", backend, "--dump", dump] + (["--schedule", sched] if sched else [])
+        cmd += ["--grad-schedule", gsched] if gsched else []
         name = f"{backend}, {sched}" if sched else backend
+        name += f"; gradient: {gsched}" if gsched else ""
         out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if out.returncode != 0:
             print(f"# tessera ({name}) failed: {out.stderr.strip()[-300:]}")

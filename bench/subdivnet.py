@@ -37,6 +37,10 @@ from grad_workload import check, jax_ms, load_jax, median_ms, table, tessera
 # The extra Tessera row: the face loop split into tiles of 8 inside the loop over the input
 # features, then the output features vectorised (examples/subdivnet.rs `--schedule`).
 TILED = "split(i, 8); reorder(f, i.1); vectorize(o)"
+# And one with the gradient program scheduled (`--grad-schedule`): its backward loop over
+# (i, f) cut between the row updates over `o` and the scatter over `j`, the cotangents
+# ds1..ds3 that cross the cut expanded to per-(i, f) arrays.
+FISSION = "fission(f#2, after for o#2); fission(i#2, after for f#2)"
 
 
 def torus_adjacency(a, b):
@@ -103,7 +107,7 @@ def main():
     jax = load_jax()
     with tempfile.TemporaryDirectory() as tmp:
         mine = tessera("subdivnet", [a, b, f_in, f, repeats], tmp, schedule="vectorize(o)",
-                       extra=[("c", TILED)])
+                       extra=[("c", "vectorize(o)", FISSION), ("c", TILED)])
         load_np = lambda name: np.load(os.path.join(tmp, name + ".npy"))
         load = lambda name: torch.from_numpy(load_np(name))
         adj = torus_adjacency(a, b)

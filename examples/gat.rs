@@ -102,7 +102,11 @@ fn main() -> Result<()> {
     let seeds = BTreeMap::from([("O".to_string(), seed.clone())]);
     let study = grad_study::run(
         &runner,
-        (PROGRAM, args.schedule.as_deref()),
+        (
+            PROGRAM,
+            args.schedule.as_deref(),
+            args.grad_schedule.as_deref(),
+        ),
         &inputs,
         &wrt,
         seeds.clone(),

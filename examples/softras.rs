@@ -115,7 +115,11 @@ fn main() -> Result<()> {
     let seeds = BTreeMap::from([("P".to_string(), seed.clone())]);
     let study = grad_study::run(
         &runner,
-        (PROGRAM, args.schedule.as_deref()),
+        (
+            PROGRAM,
+            args.schedule.as_deref(),
+            args.grad_schedule.as_deref(),
+        ),
         &inputs,
         &["V"],
         seeds.clone(),

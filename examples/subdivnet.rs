@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! cargo run --release --example subdivnet -- [A] [B] [F_IN] [F] [REPEATS] [--dump DIR] [--backend jit|c] [--check]
+//!     [--schedule COMMANDS] [--grad-schedule COMMANDS]
 //! #   defaults 96 64 13 64 5: 2 x 96 x 64 = 12,288 faces, 13 -> 64 features
 //! ```
 //!
@@ -95,7 +96,11 @@ fn main() -> Result<()> {
     let seeds = BTreeMap::from([("y".to_string(), seed.clone())]);
     let study = grad_study::run(
         &runner,
-        (PROGRAM, args.schedule.as_deref()),
+        (
+            PROGRAM,
+            args.schedule.as_deref(),
+            args.grad_schedule.as_deref(),
+        ),
         &inputs,
         &wrt,
         seeds.clone(),

@@ -1217,3 +1217,254 @@ end
         scheduled_gradients_match(text, schedule, &ts, &["A", "x", "B"], &seeds, ("s", false));
     }
 }
+
+/// The 1-based line of the `nth` (1-based) line of `printed` that starts, after its
+/// indentation, with `start`: how a test names a statement of a gradient program by `@LINE`.
+fn line_of(printed: &str, start: &str, nth: usize) -> usize {
+    printed
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim_start().starts_with(start))
+        .nth(nth - 1)
+        .unwrap_or_else(|| panic!("no {nth}. `{start}` in\n{printed}"))
+        .0
+        + 1
+}
+
+/// Gradients of `text` with the commands `gsched` (given the unscheduled gradient program's
+/// text) applied to the gradient program, on every backend, against the unscheduled gradient
+/// program's on the same backend: bit-identical for the inputs in `exact` (every element's
+/// sum in the same order), else to 1e-12 relative; and against central differences of the
+/// seeded outputs along one random direction per input. Returns the scheduled gradient
+/// program's text.
+fn gradient_schedule_matches(
+    text: &str,
+    gsched: &dyn Fn(&str) -> String,
+    inputs: &Tensors,
+    wrt: &[&str],
+    seeds: &Tensors,
+    exact: &[&str],
+) -> String {
+    let p = parse(text);
+    let seed_names: Vec<&str> = seeds.keys().map(String::as_str).collect();
+    let schedule = gsched(&grad(&p, wrt, &seed_names).unwrap().program.to_string());
+    let plain = BackwardOptions::default();
+    let opts = BackwardOptions {
+        schedule: Some(schedule.clone()),
+        ..Default::default()
+    };
+    let fd_runner = Runner::jit();
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut printed = String::new();
+    for (backend, runner) in backends() {
+        let (gp0, got0) = backward(&p, inputs, wrt, seeds.clone(), &plain, runner.as_ref())
+            .unwrap_or_else(|e| panic!("{backend}, unscheduled: {e}"));
+        let (gps, gots) = backward(&p, inputs, wrt, seeds.clone(), &opts, runner.as_ref())
+            .unwrap_or_else(|e| panic!("{backend}, {schedule}: {e}"));
+        printed = gps.program.to_string();
+        assert_eq!(parse(&printed), gps.program, "round trip:\n{printed}");
+        for ((input, d0), (_, ds)) in gp0.gradients.iter().zip(&gps.gradients) {
+            let (g0, gs) = (dense_values(&got0[d0]), dense_values(&gots[ds]));
+            assert_eq!(g0.len(), gs.len());
+            for (k, (a, b)) in g0.iter().zip(&gs).enumerate() {
+                let ok = if exact.contains(&input.as_str()) {
+                    a.to_bits() == b.to_bits()
+                } else {
+                    (a - b).abs() <= 1e-12 * a.abs().max(1.0)
+                };
+                assert!(
+                    ok,
+                    "{backend}, {schedule}: {ds}[{k}] = {b}, unscheduled {a}\n{printed}"
+                );
+            }
+            let base = dense_values(&inputs[input]);
+            let v: Vec<f64> = base.iter().map(|_| rng.random_range(-1.0..1.0)).collect();
+            let eps = 1e-6;
+            let shifted = |sign: f64| {
+                let moved = base
+                    .iter()
+                    .zip(&v)
+                    .map(|(x, d)| x + sign * eps * d)
+                    .collect();
+                let mut ts = inputs.clone();
+                ts.insert(input.clone(), as_dense(&inputs[input], moved));
+                loss(&fd_runner, &p, &ts, seeds, "")
+            };
+            let fd = (shifted(1.0) - shifted(-1.0)) / (2.0 * eps);
+            let ad: f64 = gs.iter().zip(&v).map(|(g, d)| g * d).sum();
+            assert!(
+                (fd - ad).abs() <= 1e-6 * fd.abs().max(ad.abs()).max(1.0),
+                "{backend}, {schedule}: d{input} . v = {ad}, finite differences {fd}"
+            );
+        }
+    }
+    printed
+}
+
+/// Schedules of SubdivNet's gradient program itself (`BackwardOptions::schedule`, `tessera
+/// grad --grad-schedule`): `fission` of the backward loop over (i, f) between its row
+/// updates over `o` and its scatter over `j` expands the cotangents `ds1..ds3` that cross
+/// the cut into per-(i, f) arrays (`ds1.f.i[i, f]`), declared before the loops; the scatter
+/// nest can then be reordered to `i, j, f`. Every `dw` element still adds the faces in order
+/// (bit-identical); `dx` adds its own row's contributions before the neighbours' scatters
+/// (1e-12), and the folds of `vectorize(o#2)` reassociate.
+#[test]
+fn gradient_schedules_split_subdivnet_backward() {
+    let text = include_str!("../examples/subdivnet.tess");
+    let (ts, seeds) = subdivnet_inputs(22, (3, 4), 3, 5);
+    let wrt = SUBDIVNET_WRT;
+    let cut = |g: &str| format!("fission(f#2, after @{})", line_of(g, "for o = ", 2));
+    let ws = ["w0", "w1", "w2", "w3"];
+    let printed = gradient_schedule_matches(text, &cut, &ts, &wrt, &seeds, &ws);
+    assert!(printed.contains("ds1.f .= 0.0"), "{printed}");
+    let both = |g: &str| format!("{}; fission(i#2, after for f#2)", cut(g));
+    let printed = gradient_schedule_matches(text, &both, &ts, &wrt, &seeds, &ws);
+    assert!(
+        printed.contains("ds1.f.i[i, f] += dy[i, o] * w1[f, o]"),
+        "{printed}"
+    );
+    assert!(printed.contains("for i = _, f = _, j = _"), "{printed}");
+    let rows = |g: &str| format!("{}; reorder(j#2, f#3)", both(g));
+    let printed = gradient_schedule_matches(text, &rows, &ts, &wrt, &seeds, &ws);
+    assert!(printed.contains("for i = _, j = _, f = _"), "{printed}");
+    let lanes = |g: &str| format!("{}; vectorize(o#2)", both(g));
+    gradient_schedule_matches(text, &lanes, &ts, &wrt, &seeds, &[]);
+}
+
+/// The same on a per-row program with a 0-d local carried between two inner loops: its
+/// backward keeps `dt` (the local's cotangent) across the two backward inner loops, so
+/// fission of the backward row loop expands `dt` per row.
+#[test]
+fn gradient_schedules_expand_a_row_local() {
+    let text = "for i = _\n  t .= 0.0\n  for j = _\n    t[] += A[i, j] * x[j]\n  end\n  for j = _\n    y[i, j] += t[] * t[] * B[i, j]\n  end\nend\n";
+    let mut rng = StdRng::seed_from_u64(23);
+    let all = |_: &[usize], _: &mut StdRng| true;
+    let ts = named(vec![
+        (
+            "A",
+            tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[5, 4], &all),
+        ),
+        (
+            "B",
+            tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[5, 4], &all),
+        ),
+        ("x", tensor(&mut rng, "Dense(Element(0.0))", &[4], &all)),
+    ]);
+    let seeds = named(vec![("y", seed(&mut rng, &[5, 4]))]);
+    let wrt = ["A", "B", "x"];
+    // The gradient program: the taped forward row loop `i#1` (inner loops `j#1`, `j#2`),
+    // then the backward row loop `i#2`, whose first inner loop `j#3` sums `dt` and whose
+    // second `j#4` reads it. Every gradient element adds its terms in the same order.
+    let cut = |_: &str| "fission(i#2, after for j#3)".to_string();
+    let printed = gradient_schedule_matches(text, &cut, &ts, &wrt, &seeds, &wrt);
+    assert!(printed.contains("dt.i .= 0.0"), "{printed}");
+    assert!(printed.contains("dx[j] += dt.i[i] * A[i, j]"), "{printed}");
+    // The forward row loop's local `t` is declared again by the backward loop, which reads
+    // nothing the forward one leaves in it: `t` expands there too.
+    let forward = |_: &str| "fission(i#1, after for j#1); fission(i#3, after for j#3)".to_string();
+    let printed = gradient_schedule_matches(text, &forward, &ts, &wrt, &seeds, &wrt);
+    assert!(printed.contains("t.i[i] += A[i, j] * x[j]"), "{printed}");
+}
+
+/// An illegal gradient schedule is refused with the dependence it would break named, and the
+/// gradient program is unchanged: swapping the copy of the seed into `dy` with the backward
+/// loop that reads `dy`.
+#[test]
+fn illegal_gradient_schedules_name_the_dependence() {
+    let text = include_str!("../examples/subdivnet.tess");
+    let gp = grad(&parse(text), &SUBDIVNET_WRT, &["y"]).unwrap();
+    let before = gp.program.clone();
+    let g = gp.program.to_string();
+    let swap = format!(
+        "swap(@{}, @{})",
+        line_of(&g, "for q0 = _", 1),
+        line_of(&g, "for i = _", 2)
+    );
+    let e = gp.scheduled(&swap).unwrap_err();
+    match &e {
+        tessera::error::Error::Schedule {
+            dependence: Some(d),
+            ..
+        } => assert!(e.to_string().contains("dy["), "{e}\n{d:?}"),
+        _ => panic!("not a refusal for a dependence: {e}"),
+    }
+    assert_eq!(gp.program, before);
+    let e = gp.scheduled("fission(q9, after @1)").unwrap_err();
+    assert!(e.to_string().contains("no loop `q9`"), "{e}");
+}
+
+/// `tessera grad --grad-schedule`: the commands apply to the gradient program as
+/// `--show-program` prints it (`@LINE`, `for LOOP`), give the unscheduled gradients here
+/// (every element adds its terms in the same order), and a refused command is an error that
+/// names the dependence.
+#[test]
+fn grad_schedule_flag() {
+    use common::cli::{Dir, ok, tessera};
+    let d = Dir::new("grad-schedule");
+    let p = d.file(
+        "row.tess",
+        "for i = _\n  t .= 0.0\n  for j = _\n    t[] += A[i, j] * x[j]\n  end\n  for j = _\n    y[i, j] += t[] * B[i, j]\n  end\nend\n",
+    );
+    let a = d.file(
+        "A.tns",
+        "# shape: 2x2\n1 1 1.5\n1 2 2.0\n2 1 -1.0\n2 2 0.5\n",
+    );
+    let b = d.file(
+        "B.tns",
+        "# shape: 2x2\n1 1 1.0\n1 2 -2.0\n2 1 3.0\n2 2 0.25\n",
+    );
+    let x = d.file("x.tns", "# shape: 2\n1 1.0\n2 -3.0\n");
+    let g = d.file(
+        "G.tns",
+        "# shape: 2x2\n1 1 1.0\n1 2 2.0\n2 1 -1.0\n2 2 1.0\n",
+    );
+    let dense = |f: &str, n: &str| format!("{n}={f}@Dense(Dense(Element(0.0)))");
+    let base = [
+        "grad".to_string(),
+        p.clone(),
+        "--in".into(),
+        dense(&a, "A"),
+        "--in".into(),
+        dense(&b, "B"),
+        "--in".into(),
+        format!("x={x}@Dense(Element(0.0))"),
+        "--wrt".into(),
+        "A,x".into(),
+        "--seed".into(),
+        dense(&g, "y"),
+        "--out".into(),
+        "dA".into(),
+        "--out".into(),
+        "dx".into(),
+        "--backend".into(),
+        "jit".into(),
+    ];
+    let run = |extra: &[&str]| {
+        let mut v: Vec<&str> = base.iter().map(String::as_str).collect();
+        v.extend(extra);
+        tessera(&v)
+    };
+    let plain = ok(&base.iter().map(String::as_str).collect::<Vec<_>>());
+    let cut = run(&[
+        "--grad-schedule",
+        "fission(i#2, after for j#3)",
+        "--show-program",
+    ]);
+    assert!(
+        cut.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cut.stderr)
+    );
+    let out = String::from_utf8_lossy(&cut.stdout).to_string();
+    assert!(out.contains("# dt.i .= 0.0"), "{out}");
+    let results: String = out
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(results, plain);
+    let bad = run(&["--grad-schedule", "reorder(j#3, i#2)"]);
+    assert!(!bad.status.success());
+    let e = String::from_utf8_lossy(&bad.stderr);
+    assert!(e.contains("reorder(j#3, i#2)"), "{e}");
+}

@@ -29,10 +29,11 @@ pub struct Study {
 
 /// Run `program` (text, with the schedule commands `schedule` applied) on `inputs` `repeats`
 /// times, then its gradient with respect to `wrt` with the cotangents `seeds` (by output
-/// name) as many times; fresh tensors each run.
+/// name), with the commands `grad_schedule` applied to the gradient program, as many times;
+/// fresh tensors each run.
 pub fn run(
     runner: &Runner,
-    (program, schedule): (&str, Option<&str>),
+    (program, schedule, grad_schedule): (&str, Option<&str>, Option<&str>),
     inputs: &BTreeMap<String, Tensor>,
     wrt: &[&str],
     seeds: BTreeMap<String, Tensor>,
@@ -67,6 +68,10 @@ pub fn run(
         wrt,
         &seeds.keys().map(String::as_str).collect::<Vec<_>>(),
     )?;
+    let gp = match grad_schedule {
+        Some(text) => gp.scheduled(text)?,
+        None => gp,
+    };
     let mut all = inputs.clone();
     bind(&gp, &mut all, seeds, &BTreeMap::new())?;
     let (grad_compile_ms, grad_ms, done) = timed(&gp.program, &all)?;

@@ -7,7 +7,7 @@ use tessera::error::{Error, Result};
 pub mod grad_study;
 
 /// The command line of a study: positional numbers, `--dump DIR`, `--backend jit|c`,
-/// `--schedule TEXT` and the flag `--check` (the gradient workloads compare with finite
+/// `--schedule TEXT`, `--grad-schedule TEXT` and the flag `--check` (the gradient workloads compare with finite
 /// differences).
 pub struct Args {
     plain: Vec<String>,
@@ -19,6 +19,10 @@ pub struct Args {
     /// (the gradient workloads: before `grad`, whose backward loops keep the marks they can).
     #[allow(dead_code)] // only the gradient workloads read it
     pub schedule: Option<String>,
+    /// `--grad-schedule TEXT`: schedule commands applied to the gradient program itself
+    /// (its loops as `tessera grad --show-program` prints them).
+    #[allow(dead_code)] // only the gradient workloads read it
+    pub grad_schedule: Option<String>,
     /// `--a FILE --b FILE`: input files instead of generated data.
     #[allow(dead_code)] // only the interval study reads files
     pub files: (Option<String>, Option<String>),
@@ -52,6 +56,7 @@ impl Args {
             backend: option("--backend"),
             check: args.iter().any(|a| a == "--check"),
             schedule: option("--schedule"),
+            grad_schedule: option("--grad-schedule"),
             files: (option("--a"), option("--b")),
         }
     }

@@ -50,6 +50,11 @@ pub struct GradArgs {
     /// `;`-separated (`split(i, 4); reorder(f, i.1)`); the gradient program keeps its loops
     #[arg(long, value_name = "COMMANDS")]
     pub schedule: Option<String>,
+    /// Schedule commands applied to the gradient program itself (its loops as
+    /// `--show-program` prints them: `fission(f#2, after @31); vectorize(o#2)`), with the
+    /// same dependence checks as `--schedule`
+    #[arg(long, value_name = "COMMANDS")]
+    pub grad_schedule: Option<String>,
     #[command(flatten)]
     pub memory: MemoryArgs,
     #[command(flatten)]
@@ -131,6 +136,10 @@ pub fn grad(a: &GradArgs) -> Result<String> {
     let seed_names: Vec<&str> = seeds.keys().map(String::as_str).collect();
     let gp = grad_with(&program, &wrt, &seed_names, &GradOptions { tapes, masked })
         .map_err(|e| with_origin(e, &origin))?;
+    let gp = match &a.grad_schedule {
+        Some(text) => gp.scheduled(text).map_err(|e| with_origin(e, &origin))?,
+        None => gp,
+    };
     let ranks: HashMap<String, usize> = {
         let mut r = HashMap::new();
         tessera::notation::visit::accesses(&gp.program.body, &mut |acc| {

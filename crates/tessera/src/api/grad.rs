@@ -23,6 +23,9 @@ pub struct BackwardOptions {
     /// Formats of gradient tensors by gradient name (`dA`); by default a masked gradient has
     /// its input's format (see [`gradient_format`]) and a dense one is dense.
     pub formats: BTreeMap<String, Format>,
+    /// Schedule commands applied to the gradient program itself (see
+    /// [`GradProgram::scheduled`]), after differentiation: `None` runs it as `grad` builds it.
+    pub schedule: Option<String>,
 }
 
 /// Whether a sparse input's gradient is masked by default: its format has a level other than
@@ -380,6 +383,10 @@ pub fn backward(
             masked,
         },
     )?;
+    let gp = match &opts.schedule {
+        Some(text) => gp.scheduled(text)?,
+        None => gp,
+    };
     let mut all = tensors.clone();
     bind(&gp, &mut all, seeds, &opts.formats)?;
     match runner {

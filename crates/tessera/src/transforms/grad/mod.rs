@@ -76,6 +76,27 @@ pub struct GradProgram {
     pub accumulators: Vec<String>,
 }
 
+impl GradProgram {
+    /// This gradient program with the schedule commands `text` applied to its own loops
+    /// (`fission(f#2, after @14); vectorize(o#2)`: names and `@LINE`s as the gradient
+    /// program prints), checked like any schedule: a command that does not apply or would
+    /// break a dependence of the gradient program is an [`crate::error::Error::Schedule`]
+    /// and `self` is unchanged. The tensors a schedule adds (the arrays `fission` expands a
+    /// body's scalars into, `cache` workspaces) are created by `api::grad::bind` like the
+    /// program's other workspaces.
+    pub fn scheduled(&self, text: &str) -> Result<GradProgram> {
+        // Printed and parsed back, so that each statement's place is its line in the text
+        // `--show-program` prints (the built program's statements have none) and `@LINE`
+        // names it.
+        let printed = crate::notation::parse::parse_program(&self.program.to_string())?;
+        let program = crate::transforms::schedule::schedule(&printed, text)?;
+        Ok(GradProgram {
+            program,
+            ..self.clone()
+        })
+    }
+}
+
 /// [`grad_with`] with the default options (tapes chosen automatically, dense gradients).
 pub fn grad(program: &Program, wrt: &[&str], seeds: &[&str]) -> Result<GradProgram> {
     grad_with(program, wrt, seeds, &GradOptions::default())

@@ -11,7 +11,8 @@
 //! - [`deps`]: the instance-wise dependence analysis (direction vectors).
 //! - [`loops`]: `split`, `merge`, `unroll` (order-preserving, always legal when they apply).
 //! - [`reorder`]: `reorder` (permutes a perfect nest; checked).
-//! - [`order`]: `swap`, `fission`, `fuse` (move statements' instances; checked).
+//! - [`order`]: `swap`, `fission`, `fuse` (move statements' instances; checked); [`expand`]:
+//!   the scalar expansion `fission` makes of a body's declarations that cross its cut.
 //! - [`cache`]: `cache` / `precompute` and `cache_reduce` (workspaces).
 //! - [`parallel`]: `parallelize` and `vectorize` (loop marks; checked).
 //!
@@ -20,6 +21,7 @@
 
 pub mod cache;
 pub mod deps;
+pub mod expand;
 pub mod loops;
 pub mod names;
 pub mod order;
@@ -37,12 +39,14 @@ pub struct LoopRef {
     pub occurrence: Option<usize>,
 }
 
-/// A statement: the one that starts on a line of the program text (`@3`), or the one
-/// statement that writes or declares a tensor (`y`).
+/// A statement: the one that starts on a line of the program text (`@3`), the one
+/// statement that writes or declares a tensor (`y`), or a loop (`for f#2`: a loop shares its
+/// line with the loops of a `for i = _, f = _` header, and with the copies `fission` makes).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StmtRef {
     Line(u32),
     Writes(String),
+    Loop(LoopRef),
 }
 
 /// One schedule command.
@@ -318,6 +322,12 @@ fn parse_loop(s: &str) -> std::result::Result<LoopRef, String> {
 }
 
 fn parse_stmt(s: &str) -> std::result::Result<StmtRef, String> {
+    if let Some(l) = s
+        .strip_prefix("for")
+        .filter(|r| r.starts_with(char::is_whitespace))
+    {
+        return parse_loop(l.trim()).map(StmtRef::Loop);
+    }
     if let Some(l) = s.strip_prefix('@') {
         return l
             .trim()
@@ -331,7 +341,7 @@ fn parse_stmt(s: &str) -> std::result::Result<StmtRef, String> {
         Ok(StmtRef::Writes(s.to_string()))
     } else {
         Err(format!(
-            "`{s}` names no statement (`@LINE` or the tensor it writes)"
+            "`{s}` names no statement (`@LINE`, the tensor it writes or `for LOOP`)"
         ))
     }
 }
@@ -350,6 +360,7 @@ impl std::fmt::Display for StmtRef {
         match self {
             StmtRef::Line(l) => write!(f, "@{l}"),
             StmtRef::Writes(t) => write!(f, "{t}"),
+            StmtRef::Loop(l) => write!(f, "for {l}"),
         }
     }
 }
@@ -362,6 +373,19 @@ mod tests {
     fn commands_parse_with_their_positions() {
         let cs = parse_schedule("split(i, 64);  reorder(j, i.1); fission(k#2, after @4)").unwrap();
         assert_eq!(cs.len(), 3);
+        assert_eq!(
+            parse_schedule("fission(i, after for f#2)").unwrap()[0].command,
+            Command::Fission {
+                target: LoopRef {
+                    name: "i".into(),
+                    occurrence: None
+                },
+                after: StmtRef::Loop(LoopRef {
+                    name: "f".into(),
+                    occurrence: Some(2)
+                })
+            }
+        );
         assert_eq!(cs[1].pos, 15);
         assert_eq!(cs[1].text, "reorder(j, i.1)");
         assert_eq!(

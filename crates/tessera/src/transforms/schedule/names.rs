@@ -125,6 +125,9 @@ pub fn find_loop(body: &[Stmt], c: &Located, r: &LoopRef) -> Result<Path> {
 
 /// The path of the statement `r` addresses.
 pub fn find_stmt(body: &[Stmt], c: &Located, r: &StmtRef) -> Result<Path> {
+    if let StmtRef::Loop(l) = r {
+        return find_loop(body, c, l);
+    }
     let mut found = vec![];
     walk_body(body, 0, &mut vec![], &mut |s, p| {
         let hit = match r {
@@ -134,6 +137,7 @@ pub fn find_stmt(body: &[Stmt], c: &Located, r: &StmtRef) -> Result<Path> {
                 StmtKind::Declare { tensor, .. } => tensor == t,
                 _ => false,
             },
+            StmtRef::Loop(_) => unreachable!("found as a loop above"),
         };
         if hit {
             found.push(p.clone());
@@ -150,6 +154,7 @@ pub fn find_stmt(body: &[Stmt], c: &Located, r: &StmtRef) -> Result<Path> {
         (StmtRef::Writes(t), n) => Err(c.error(format!(
             "{n} statements write `{t}`: name one by its line, `@LINE`"
         ))),
+        (StmtRef::Loop(_), _) => unreachable!("found as a loop above"),
     }
 }
 

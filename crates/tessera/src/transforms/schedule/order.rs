@@ -6,7 +6,9 @@
 //!   carried by an enclosing loop is not (FreeTensor #474).
 //! - `fission(i, after S)` runs every iteration of the first part before any of the second:
 //!   broken by a dependence from the second part in an earlier iteration of `i` to the first
-//!   part in a later one (with `=` on the loops outside `i`).
+//!   part in a later one (with `=` on the loops outside `i`). The tensors its body declares
+//!   and both parts use are first expanded to one per iteration ([`super::expand`]), so a
+//!   per-iteration workspace (a gradient's `ds[]`) does not itself forbid the cut.
 //! - `fuse(i, j)` is fission's inverse and is checked as fission of the fused loop: broken by a
 //!   dependence from the second loop's body in an earlier iteration to the first's in a later.
 
@@ -105,14 +107,15 @@ pub fn fission(p: &Program, c: &Located, target: &LoopRef, after: &StmtRef) -> R
             )));
         }
     }
-    let an = Analysis::new(p);
-    check_parts(
-        &an,
-        c,
-        &lp,
-        k + 1,
-        "splitting the loop reverses a dependence",
-    )?;
+    // The tensors the body declares and both parts use become one per iteration (see
+    // [`super::expand`]); the dependence check then runs on the expanded program, where the
+    // loop follows their declarations.
+    let ex = super::expand::expand(&p.body, &lp, index, body, k + 1);
+    if ex.split == 0 {
+        return Err(c.error(format!(
+            "only declarations precede the cut in loop `{target}`: nothing to split off"
+        )));
+    }
     let span = get(&p.body, &lp).span;
     let part = |b: &[Stmt]| {
         Stmt::new(
@@ -125,10 +128,27 @@ pub fn fission(p: &Program, c: &Located, target: &LoopRef, after: &StmtRef) -> R
             span,
         )
     };
-    let (one, two) = (part(&body[..=k]), part(&body[k + 1..]));
-    let mut out = p.body.clone();
     let at = lp.last().expect("a path").1;
-    parent_mut(&mut out, &lp).splice(at..=at, [one, two]);
+    let mut expanded = p.body.clone();
+    let mut whole = ex.decls.clone();
+    whole.push(part(&ex.body));
+    parent_mut(&mut expanded, &lp).splice(at..=at, whole);
+    let mut moved = lp.clone();
+    moved.last_mut().expect("a path").1 += ex.decls.len();
+    let candidate = p.with_body(expanded);
+    let an = Analysis::new(&candidate);
+    check_parts(
+        &an,
+        c,
+        &moved,
+        ex.split,
+        "splitting the loop reverses a dependence",
+    )?;
+    let mut out = p.body.clone();
+    let mut parts = ex.decls;
+    parts.push(part(&ex.body[..ex.split]));
+    parts.push(part(&ex.body[ex.split..]));
+    parent_mut(&mut out, &lp).splice(at..=at, parts);
     Ok(p.with_body(out))
 }
 
