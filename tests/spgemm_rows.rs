@@ -128,7 +128,7 @@ fn every_row_shape_equals_the_evaluator() {
         "Dense(SparseByteMap(Element(0.0)))",
     ];
     let n = 160;
-    // Row lengths 0, 1, 2-4 (rows of C under 8 slots), 3-7 (8-63 slots), 9-12 (64 and more).
+    // Row lengths 0, 1, 2-4 (rows of C under 16 slots), 3-7 (up to 63), 9-12 (64 and more).
     let lens: [(&str, fn(usize) -> usize); 3] = [
         ("short", |i| i % 5),
         ("middle", |i| [0, 1, 3, 5, 7][i % 5]),
@@ -142,7 +142,7 @@ fn every_row_shape_equals_the_evaluator() {
             let rows = rows_of(n, seed, shape, len);
             let want_c = reference(n, &rows);
             for r in (0..n).map(|i| want_c.range((i, 0)..(i + 1, 0)).count()) {
-                slots_seen[usize::from(r >= 8) + usize::from(r >= 64)] += 1;
+                slots_seen[usize::from(r >= 16) + usize::from(r >= 64)] += 1;
             }
             // The evaluator's dense C does not depend on the formats: once per matrix.
             let want = run_eval(&p, &inputs(CSR[0], CSR[0], n, &rows)).unwrap();
@@ -169,7 +169,7 @@ fn every_row_shape_equals_the_evaluator() {
             }
         }
     }
-    // Every sort path was taken: rows of C under 8 slots, 8-63, and 64 or more.
+    // Every sort path was taken: rows of C under 16 slots, 16-63, and 64 or more.
     assert!(slots_seen.iter().all(|&c| c > 50), "{slots_seen:?}");
 }
 

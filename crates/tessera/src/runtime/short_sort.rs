@@ -82,21 +82,31 @@ fn insertion_within(v: &mut [i64], budget: usize) -> bool {
     true
 }
 
-/// Sorts `v` by rank if the CPU has the instructions and the keys are distinct with a span
-/// under 2^31; false (with `v` untouched) otherwise.
-fn rank(v: &mut [i64]) -> bool {
+/// Sorts `v` (at most `RANK_LONG` keys) by rank if the CPU has the instructions and the keys
+/// are distinct with a span under 2^31; false (with `v` untouched) otherwise.
+pub fn rank(v: &mut [i64]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("popcnt")
         {
             // SAFETY: the CPU has AVX2 and POPCNT, tested just above.
-            return unsafe { x86::rank(v) };
+            return unsafe {
+                if v.len() <= RANK_MAX {
+                    x86::rank::<RANK_MAX>(v)
+                } else {
+                    x86::rank::<RANK_LONG>(v)
+                }
+            };
         }
     }
     let _ = v;
     false
 }
+
+/// The longest list `rank` takes (the workspace's longer rows, when the bucket sort declines
+/// them): its work grows as the square of the length, a sort's as `k log k`.
+pub const RANK_LONG: usize = 128;
 
 /// The keys' least and greatest.
 fn min_max(v: &[i64]) -> (i64, i64) {
@@ -106,20 +116,21 @@ fn min_max(v: &[i64]) -> (i64, i64) {
 
 /// Writes `v[i]` at `out[ranks[i]]` and copies `out` back to `v` if the ranks are a
 /// permutation of `0..v.len()` (every key distinct); else leaves `v` as it is.
-fn place(v: &mut [i64], ranks: &[u8; RANK_MAX]) -> bool {
+fn place<const N: usize>(v: &mut [i64], ranks: &[u8; N]) -> bool {
+    const { assert!(N.is_power_of_two() && N <= 128) };
     let k = v.len();
-    let mut out = [0i64; RANK_MAX];
-    let mut seen = 0u64;
+    let mut out = [0i64; N];
+    let mut seen = 0u128;
     for (&x, &r) in v.iter().zip(ranks.iter()) {
-        // Ranks are below k <= 64: the mask only spares the bounds check.
-        let r = usize::from(r) & (RANK_MAX - 1);
+        // Ranks are below k <= N: the mask only spares the bounds check.
+        let r = usize::from(r) & (N - 1);
         out[r] = x;
         seen |= 1 << r;
     }
-    let all = if k == RANK_MAX {
-        u64::MAX
+    let all = if k == 128 {
+        u128::MAX
     } else {
-        (1u64 << k) - 1
+        (1u128 << k) - 1
     };
     if seen != all {
         return false;
@@ -130,39 +141,36 @@ fn place(v: &mut [i64], ranks: &[u8; RANK_MAX]) -> bool {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{RANK_MAX, min_max, place};
+    use super::{min_max, place};
     use std::arch::x86_64::*;
 
-    /// See `super::rank`.
+    /// See `super::rank`; N is 64 or 128, the arrays' length.
     ///
     /// # Safety
     /// The CPU must have AVX2 and POPCNT.
     #[target_feature(enable = "avx2,popcnt")]
-    pub unsafe fn rank(v: &mut [i64]) -> bool {
+    pub unsafe fn rank<const N: usize>(v: &mut [i64]) -> bool {
+        const { assert!(N % 16 == 0 && N <= 128) };
         let k = v.len();
-        if k > RANK_MAX {
+        if k > N {
             return false;
         }
         let (lo, hi) = min_max(v);
         let span = hi as i128 - lo as i128;
-        let mut ranks = [0u8; RANK_MAX];
+        let mut ranks = [0u8; N];
         if span < i128::from(i16::MAX) {
             // Keys x - lo in 0..=32766; the padding (i16::MAX) is below none of them.
-            let mut keys = [i16::MAX; RANK_MAX];
+            let mut keys = [i16::MAX; N];
             for (d, &x) in keys.iter_mut().zip(v.iter()) {
                 *d = (x - lo) as i16;
             }
             let p = keys.as_ptr().cast::<__m256i>();
-            // SAFETY: `keys` holds 64 i16, four unaligned 32-byte vectors.
-            let all = unsafe {
-                [
-                    _mm256_loadu_si256(p),
-                    _mm256_loadu_si256(p.add(1)),
-                    _mm256_loadu_si256(p.add(2)),
-                    _mm256_loadu_si256(p.add(3)),
-                ]
-            };
-            let used = &all[..k.div_ceil(16)];
+            let mut all = [_mm256_setzero_si256(); 8];
+            let used = &mut all[..k.div_ceil(16)];
+            for (c, y) in used.iter_mut().enumerate() {
+                // SAFETY: c < k / 16 + 1 <= N / 16: `keys` holds N i16, N / 16 vectors.
+                *y = unsafe { _mm256_loadu_si256(p.add(c)) };
+            }
             for (r, &x) in ranks.iter_mut().zip(keys[..k].iter()) {
                 let x = _mm256_set1_epi16(x);
                 // Two mask bits per 16-bit lane.
@@ -173,7 +181,7 @@ mod x86 {
                 *r = (below / 2) as u8;
             }
         } else if span < i128::from(i32::MAX) {
-            let mut keys = [i32::MAX; RANK_MAX];
+            let mut keys = [i32::MAX; N];
             for (d, &x) in keys.iter_mut().zip(v.iter()) {
                 *d = (x - lo) as i32;
             }
@@ -183,7 +191,7 @@ mod x86 {
                 let x = _mm256_set1_epi32(x);
                 let mut below = 0;
                 for c in 0..n {
-                    // SAFETY: c < 8, and `keys` holds 64 i32, eight 32-byte vectors.
+                    // SAFETY: c < k / 8 + 1 <= N / 8: `keys` holds N i32, N / 8 vectors.
                     let y = unsafe { _mm256_loadu_si256(p.add(c)) };
                     let m = _mm256_castsi256_ps(_mm256_cmpgt_epi32(x, y));
                     below += (_mm256_movemask_ps(m) as u32).count_ones();
@@ -223,7 +231,7 @@ mod tests {
     #[test]
     fn short_lists_sort_whatever_their_shape() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(18);
-        for k in 0..=RANK_MAX {
+        for k in (0..=RANK_MAX).chain([65, 100, 127, RANK_LONG, RANK_LONG + 1]) {
             for span in [
                 k as i64 + 1,
                 3000,
