@@ -20,6 +20,9 @@ const GUSTAVSON: &str = include_str!("../examples/spgemm_gustavson.tess");
 /// Entries of an n x n matrix as sorted (row, column) lists per row.
 type Rows = Vec<Vec<usize>>;
 
+/// How many entries row i of A holds.
+type RowLen = fn(usize) -> usize;
+
 /// A value per entry, never zero (so every product is plain IEEE arithmetic).
 fn value(i: usize, j: usize) -> f64 {
     ((i * 7 + j * 13) % 9) as f64 * 0.75 - 2.5
@@ -129,7 +132,7 @@ fn every_row_shape_equals_the_evaluator() {
     ];
     let n = 160;
     // Row lengths 0, 1, 2-4 (rows of C under 16 slots), 3-7 (up to 63), 9-12 (64 and more).
-    let lens: [(&str, fn(usize) -> usize); 3] = [
+    let lens: [(&str, RowLen); 3] = [
         ("short", |i| i % 5),
         ("middle", |i| [0, 1, 3, 5, 7][i % 5]),
         ("long", |i| if i % 7 == 0 { 0 } else { 9 + i % 4 }),

@@ -101,8 +101,8 @@ pub fn sort_slots(v: &mut [i64], flags: &[bool]) -> Result<(), i64> {
     }
     // Keys crowded into few buckets: up to 128 of them are ranked (the bucket sort's
     // declined rows of bayer10's product, 64-128 slots: 11% of its time in `sort_unstable`).
-    if !bucket_sort(v, lo, hi) && !(k <= super::short_sort::RANK_LONG && super::short_sort::rank(v))
-    {
+    let ranked = |v: &mut [i64]| k <= super::short_sort::RANK_LONG && super::short_sort::rank(v);
+    if !bucket_sort(v, lo, hi) && !ranked(v) {
         match radix_passes(lo, hi) {
             Some(passes) if radix_cost(k, passes) < compare_cost(k) => radix_sort(v, lo, passes),
             _ => v.sort_unstable(),

@@ -150,7 +150,7 @@ mod x86 {
     /// The CPU must have AVX2 and POPCNT.
     #[target_feature(enable = "avx2,popcnt")]
     pub unsafe fn rank<const N: usize>(v: &mut [i64]) -> bool {
-        const { assert!(N % 16 == 0 && N <= 128) };
+        const { assert!(N.is_multiple_of(16) && N <= 128) };
         let k = v.len();
         if k > N {
             return false;
