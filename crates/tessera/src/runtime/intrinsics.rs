@@ -76,7 +76,12 @@ pub fn sort_slots(v: &mut [i64], flags: &[bool]) -> Result<(), i64> {
     if k < RADIX_MIN {
         // Too few to pay for reading their flags or counting buckets: sorted by rank or an
         // insertion sort (`short_sort`, a few hundred instructions).
-        super::short_sort::sort(v);
+        // The shortest (most of a road network's rows) keep the old path's one call.
+        if k < super::short_sort::SHORT_MIN {
+            v.sort_unstable();
+        } else {
+            super::short_sort::sort(v);
+        }
         return Ok(());
     }
     let (lo, hi) = min_max(v);
