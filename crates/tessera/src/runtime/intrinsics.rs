@@ -74,9 +74,14 @@ pub fn sort_i64(v: &mut [i64]) {
 pub fn sort_slots(v: &mut [i64], flags: &[bool]) -> Result<(), i64> {
     let k = v.len();
     if k < RADIX_MIN {
-        // Too few to pay for finding their range: the small-sort costs a few hundred
-        // instructions, about what the range's minimum and maximum alone would.
-        v.sort_unstable();
+        // Too few to pay for reading their flags or counting buckets: sorted by rank or an
+        // insertion sort (`short_sort`, a few hundred instructions).
+        // The shortest (most of a road network's rows) keep the old path's one call.
+        if k < super::short_sort::SHORT_MIN {
+            v.sort_unstable();
+        } else {
+            super::short_sort::sort(v);
+        }
         return Ok(());
     }
     let (lo, hi) = min_max(v);
@@ -99,7 +104,10 @@ pub fn sort_slots(v: &mut [i64], flags: &[bool]) -> Result<(), i64> {
         debug_assert_eq!(out, k);
         return Ok(());
     }
-    if !bucket_sort(v, lo, hi) {
+    // Keys crowded into few buckets: up to 128 of them are ranked (the bucket sort's
+    // declined rows of bayer10's product, 64-128 slots: 11% of its time in `sort_unstable`).
+    let ranked = |v: &mut [i64]| k <= super::short_sort::RANK_LONG && super::short_sort::rank(v);
+    if !bucket_sort(v, lo, hi) && !ranked(v) {
         match radix_passes(lo, hi) {
             Some(passes) if radix_cost(k, passes) < compare_cost(k) => radix_sort(v, lo, passes),
             _ => v.sort_unstable(),
@@ -174,6 +182,7 @@ fn bucket_sort(v: &mut [i64], lo: i64, hi: i64) -> bool {
 /// Below this many keys the standard library's small-sort (sorting networks, insertion sort)
 /// beats the radix sort's fixed cost of clearing and summing histograms.
 const RADIX_MIN: usize = 64;
+const _: () = assert!(RADIX_MIN <= super::short_sort::RANK_MAX + 1);
 const RADIX_BITS: u32 = 8;
 const RADIX: usize = 1 << RADIX_BITS;
 // `radix_sort`'s histogram loop spells out three digits of eight bits.

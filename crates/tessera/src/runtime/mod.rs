@@ -6,6 +6,7 @@ pub mod huge;
 pub mod intrinsics;
 pub mod largest;
 pub mod memory;
+pub mod short_sort;
 pub mod store;
 
 pub use buffer::Buffer;
