@@ -88,15 +88,16 @@ pub fn lower<L: Lowerer + ?Sized>(
         let mut at_point = vec![];
         let run = lw.narrow_guarded(phase.clone(), index, &mut at_point);
         let mut inner = lw.lower_loop(index, run.clone(), b2.clone())?;
-        if !inner.is_empty() {
-            inner.splice(0..0, at_point);
-        }
         if emitted {
             // Earlier phases may have finished a short-circuiting reduction. Not when none
             // of them ran code: then the guard would only repeat the test the loop makes
             // after its first iteration, and cost a load per fiber (interval overlap: one
             // per query, most of which match nothing).
             inner = lw.short_circuit_guard(index, &run, &b2, inner)?;
+        }
+        // The point's variable is assigned before the guard: both of its branches read it.
+        if !inner.is_empty() {
+            inner.splice(0..0, at_point);
         }
         if !inner.is_empty() {
             emitted = true;
