@@ -30,37 +30,56 @@ use super::{BinOp, Expr, Kernel, Stmt, UnOp, VarId};
 const WINDOW: usize = 64;
 
 pub fn name_repeated_loads(k: &mut Kernel) {
+    every_list(k, list);
+}
+
+/// Run `f` on every statement list of `k`, innermost first, but the bodies of parallel
+/// ranges and of loops marked for SIMD lanes.
+fn every_list(k: &mut Kernel, f: fn(&mut Kernel, &mut Vec<Stmt>)) {
+    fn go(
+        k: &mut Kernel,
+        stmts: &mut Vec<Stmt>,
+        lanes: &[VarId],
+        f: fn(&mut Kernel, &mut Vec<Stmt>),
+    ) {
+        for s in stmts.iter_mut() {
+            let skip = match s {
+                Stmt::Chunked(_) => true,
+                Stmt::For { var, .. } => lanes.contains(var),
+                _ => false,
+            };
+            if !skip {
+                for b in s.bodies_mut() {
+                    go(k, b, lanes, f);
+                }
+            }
+        }
+        f(k, stmts);
+    }
     let mut body = std::mem::take(&mut k.body);
     let lanes = k.vectorized.clone();
-    list(k, &mut body, &lanes);
+    go(k, &mut body, &lanes, f);
     k.body = body;
 }
 
-fn list(k: &mut Kernel, stmts: &mut Vec<Stmt>, lanes: &[VarId]) {
-    for s in stmts.iter_mut() {
-        let skip = match s {
-            Stmt::Chunked(_) => true,
-            Stmt::For { var, .. } => lanes.contains(var),
-            _ => false,
-        };
-        if !skip {
-            for b in s.bodies_mut() {
-                list(k, b, lanes);
-            }
-        }
-    }
-    let loads: Vec<Vec<Expr>> = stmts.iter().map(own_loads).collect();
-    if loads.iter().all(|l| l.is_empty()) {
-        return;
-    }
-    let effects: Vec<Effects> = stmts
+/// Each statement's effects.
+fn effects_of(stmts: &[Stmt]) -> Vec<Effects> {
+    stmts
         .iter()
         .map(|s| {
             let mut fx = Effects::default();
             effects_stmts(std::slice::from_ref(s), &mut fx);
             fx
         })
-        .collect();
+        .collect()
+}
+
+fn list(k: &mut Kernel, stmts: &mut Vec<Stmt>) {
+    let loads: Vec<Vec<Expr>> = stmts.iter().map(own_loads).collect();
+    if loads.iter().all(|l| l.is_empty()) {
+        return;
+    }
+    let effects = effects_of(stmts);
     let mut name = vec![false; stmts.len()];
     for a in 0..stmts.len() {
         for (x, l) in loads[a].iter().enumerate() {
@@ -148,34 +167,12 @@ fn split_loads(k: &mut Kernel, e: &mut Expr, out: &mut Vec<Stmt>) {
 
 /// Name the pure expressions a statement list repeats (see the module's documentation).
 pub fn name_repeated_values(k: &mut Kernel) {
-    let mut body = std::mem::take(&mut k.body);
-    let lanes = k.vectorized.clone();
-    values(k, &mut body, &lanes);
-    k.body = body;
+    every_list(k, values);
 }
 
-fn values(k: &mut Kernel, stmts: &mut Vec<Stmt>, lanes: &[VarId]) {
-    for s in stmts.iter_mut() {
-        let skip = match s {
-            Stmt::Chunked(_) => true,
-            Stmt::For { var, .. } => lanes.contains(var),
-            _ => false,
-        };
-        if !skip {
-            for b in s.bodies_mut() {
-                values(k, b, lanes);
-            }
-        }
-    }
+fn values(k: &mut Kernel, stmts: &mut Vec<Stmt>) {
     let all = std::mem::take(stmts);
-    let effects: Vec<Effects> = all
-        .iter()
-        .map(|s| {
-            let mut fx = Effects::default();
-            effects_stmts(std::slice::from_ref(s), &mut fx);
-            fx
-        })
-        .collect();
+    let effects = effects_of(&all);
     let mut avail: Vec<(Expr, VarId)> = vec![];
     let mut out: Vec<Stmt> = Vec::with_capacity(all.len());
     for (a, s) in all.iter().enumerate() {
