@@ -1081,8 +1081,7 @@ fn softras_rasteriser_scatters_into_the_vertices() {
 /// program's gradients on the same backend (bit-identical when `exact`: a schedule that keeps
 /// every element's sum in the same order; else to 1e-12 relative) and against central
 /// differences of the unscheduled loss (`loss_name`, or the seeded outputs' when empty) along
-/// one random direction per input. Returns the
-/// scheduled gradient program's text.
+/// one random direction per input. Returns the scheduled gradient program's text.
 fn scheduled_gradients_match(
     text: &str,
     schedule: &str,
@@ -1095,47 +1094,94 @@ fn scheduled_gradients_match(
     let ps = tessera::transforms::schedule::schedule(&p0, schedule)
         .unwrap_or_else(|e| panic!("{schedule}: {e}"));
     let opts = BackwardOptions::default();
+    let case = GradientCase {
+        inputs,
+        wrt,
+        seeds,
+        loss_name,
+        rng_seed: 99,
+    };
+    gradients_match(schedule, (&p0, &opts), (&ps, &opts), &case, &|_| exact)
+}
+
+/// What two gradient runs are compared on: the inputs, the inputs differentiated, the seeds,
+/// the loss of the finite differences (the seeded outputs' when empty) and the seed of the
+/// random directions.
+struct GradientCase<'a> {
+    inputs: &'a Tensors,
+    wrt: &'a [&'a str],
+    seeds: &'a Tensors,
+    loss_name: &'a str,
+    rng_seed: u64,
+}
+
+/// The gradients of the `scheduled` program and backward options, on every backend, against
+/// those of `base` on the same backend — bit-identical for the inputs `exact` accepts, else to
+/// 1e-12 relative — and against central differences of `base`'s loss along one random
+/// direction per input. Returns the scheduled gradient program's text.
+fn gradients_match(
+    label: &str,
+    base: (&Program, &BackwardOptions),
+    scheduled: (&Program, &BackwardOptions),
+    case: &GradientCase,
+    exact: &dyn Fn(&str) -> bool,
+) -> String {
+    let GradientCase {
+        inputs,
+        wrt,
+        seeds,
+        loss_name,
+        rng_seed,
+    } = *case;
     let fd_runner = Runner::jit();
-    let mut rng = StdRng::seed_from_u64(99);
+    let mut rng = StdRng::seed_from_u64(rng_seed);
     let mut printed = String::new();
     for (backend, runner) in backends() {
-        let (gp0, got0) = backward(&p0, inputs, wrt, seeds.clone(), &opts, runner.as_ref())
+        let (gp0, got0) = backward(base.0, inputs, wrt, seeds.clone(), base.1, runner.as_ref())
             .unwrap_or_else(|e| panic!("{backend}, unscheduled: {e}"));
-        let (gps, gots) = backward(&ps, inputs, wrt, seeds.clone(), &opts, runner.as_ref())
-            .unwrap_or_else(|e| panic!("{backend}, {schedule}: {e}\n{ps}"));
+        let (gps, gots) = backward(
+            scheduled.0,
+            inputs,
+            wrt,
+            seeds.clone(),
+            scheduled.1,
+            runner.as_ref(),
+        )
+        .unwrap_or_else(|e| panic!("{backend}, {label}: {e}\n{}", scheduled.0));
         printed = gps.program.to_string();
         assert_eq!(parse(&printed), gps.program, "round trip:\n{printed}");
         for ((input, d0), (_, ds)) in gp0.gradients.iter().zip(&gps.gradients) {
             let (g0, gs) = (dense_values(&got0[d0]), dense_values(&gots[ds]));
+            assert_eq!(g0.len(), gs.len());
             for (k, (a, b)) in g0.iter().zip(&gs).enumerate() {
-                let ok = if exact {
+                let ok = if exact(input) {
                     a.to_bits() == b.to_bits()
                 } else {
                     (a - b).abs() <= 1e-12 * a.abs().max(1.0)
                 };
                 assert!(
                     ok,
-                    "{backend}, {schedule}: {ds}[{k}] = {b}, unscheduled {a}\n{printed}"
+                    "{backend}, {label}: {ds}[{k}] = {b}, unscheduled {a}\n{printed}"
                 );
             }
-            let base = dense_values(&inputs[input]);
-            let v: Vec<f64> = base.iter().map(|_| rng.random_range(-1.0..1.0)).collect();
+            let values = dense_values(&inputs[input]);
+            let v: Vec<f64> = values.iter().map(|_| rng.random_range(-1.0..1.0)).collect();
             let eps = 1e-6;
             let shifted = |sign: f64| {
-                let moved = base
+                let moved = values
                     .iter()
                     .zip(&v)
                     .map(|(x, d)| x + sign * eps * d)
                     .collect();
                 let mut ts = inputs.clone();
                 ts.insert(input.clone(), as_dense(&inputs[input], moved));
-                loss(&fd_runner, &p0, &ts, seeds, loss_name)
+                loss(&fd_runner, base.0, &ts, seeds, loss_name)
             };
             let fd = (shifted(1.0) - shifted(-1.0)) / (2.0 * eps);
             let ad: f64 = gs.iter().zip(&v).map(|(g, d)| g * d).sum();
             assert!(
                 (fd - ad).abs() <= 1e-6 * fd.abs().max(ad.abs()).max(1.0),
-                "{backend}, {schedule}: d{input} . v = {ad}, finite differences {fd}"
+                "{backend}, {label}: d{input} . v = {ad}, finite differences {fd}"
             );
         }
     }
@@ -1231,7 +1277,7 @@ fn line_of(printed: &str, start: &str, nth: usize) -> usize {
         + 1
 }
 
-/// Gradients of `text` with the commands `gsched` (given the unscheduled gradient program's
+/// Gradients of `text` with a schedule (`gsched` of the unscheduled gradient program's
 /// text) applied to the gradient program, on every backend, against the unscheduled gradient
 /// program's on the same backend: bit-identical for the inputs in `exact` (every element's
 /// sum in the same order), else to 1e-12 relative; and against central differences of the
@@ -1253,52 +1299,16 @@ fn gradient_schedule_matches(
         schedule: Some(schedule.clone()),
         ..Default::default()
     };
-    let fd_runner = Runner::jit();
-    let mut rng = StdRng::seed_from_u64(5);
-    let mut printed = String::new();
-    for (backend, runner) in backends() {
-        let (gp0, got0) = backward(&p, inputs, wrt, seeds.clone(), &plain, runner.as_ref())
-            .unwrap_or_else(|e| panic!("{backend}, unscheduled: {e}"));
-        let (gps, gots) = backward(&p, inputs, wrt, seeds.clone(), &opts, runner.as_ref())
-            .unwrap_or_else(|e| panic!("{backend}, {schedule}: {e}"));
-        printed = gps.program.to_string();
-        assert_eq!(parse(&printed), gps.program, "round trip:\n{printed}");
-        for ((input, d0), (_, ds)) in gp0.gradients.iter().zip(&gps.gradients) {
-            let (g0, gs) = (dense_values(&got0[d0]), dense_values(&gots[ds]));
-            assert_eq!(g0.len(), gs.len());
-            for (k, (a, b)) in g0.iter().zip(&gs).enumerate() {
-                let ok = if exact.contains(&input.as_str()) {
-                    a.to_bits() == b.to_bits()
-                } else {
-                    (a - b).abs() <= 1e-12 * a.abs().max(1.0)
-                };
-                assert!(
-                    ok,
-                    "{backend}, {schedule}: {ds}[{k}] = {b}, unscheduled {a}\n{printed}"
-                );
-            }
-            let base = dense_values(&inputs[input]);
-            let v: Vec<f64> = base.iter().map(|_| rng.random_range(-1.0..1.0)).collect();
-            let eps = 1e-6;
-            let shifted = |sign: f64| {
-                let moved = base
-                    .iter()
-                    .zip(&v)
-                    .map(|(x, d)| x + sign * eps * d)
-                    .collect();
-                let mut ts = inputs.clone();
-                ts.insert(input.clone(), as_dense(&inputs[input], moved));
-                loss(&fd_runner, &p, &ts, seeds, "")
-            };
-            let fd = (shifted(1.0) - shifted(-1.0)) / (2.0 * eps);
-            let ad: f64 = gs.iter().zip(&v).map(|(g, d)| g * d).sum();
-            assert!(
-                (fd - ad).abs() <= 1e-6 * fd.abs().max(ad.abs()).max(1.0),
-                "{backend}, {schedule}: d{input} . v = {ad}, finite differences {fd}"
-            );
-        }
-    }
-    printed
+    let case = GradientCase {
+        inputs,
+        wrt,
+        seeds,
+        loss_name: "",
+        rng_seed: 5,
+    };
+    gradients_match(&schedule, (&p, &plain), (&p, &opts), &case, &|input| {
+        exact.contains(&input)
+    })
 }
 
 /// Schedules of SubdivNet's gradient program itself (`BackwardOptions::schedule`, `tessera
