@@ -105,6 +105,73 @@ fn backends() -> Vec<(&'static str, Option<Runner>)> {
     out
 }
 
+/// A seed in a sparse format or with integer elements is read as the dense f64 cotangent it
+/// stands for (the backward pass reads seeds in place of their outputs' cotangents): the
+/// gradients equal those of the same values seeded densely, on every backend.
+#[test]
+fn sparse_and_integer_seeds_give_the_dense_seeds_gradients() {
+    let text = "C .= 0.0\nfor i = _, j = _, k = _\n  C[i, j] += S[i, j] * U[i, k] * V[j, k]\nend\n";
+    let p = parse(text);
+    let mut rng = StdRng::seed_from_u64(21);
+    let ts = named(vec![
+        (
+            "S",
+            tensor(&mut rng, "Dense(SparseList(Element(0.0)))", &[4, 5], &some),
+        ),
+        (
+            "U",
+            tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[4, 3], &all),
+        ),
+        (
+            "V",
+            tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[5, 3], &all),
+        ),
+    ]);
+    // Small integers, some zero: the same values as f64, as i64 and stored sparsely.
+    let values: Vec<f64> = (0..20).map(|k| ((k * 7) % 5) as f64 - 1.0).collect();
+    let dense = Tensor::from_dense(
+        &fmt("Dense(Dense(Element(0.0)))"),
+        &[4, 5],
+        &Buffer::F64(values.clone().into()),
+    )
+    .unwrap();
+    let ints: Vec<i64> = values.iter().map(|v| *v as i64).collect();
+    let as_int = Tensor::from_dense(
+        &fmt("Dense(Dense(Element(0)))"),
+        &[4, 5],
+        &Buffer::I64(ints.into()),
+    )
+    .unwrap();
+    let sparse = Tensor::from_dense(
+        &fmt("Dense(SparseList(Element(0.0)))"),
+        &[4, 5],
+        &Buffer::F64(values.into()),
+    )
+    .unwrap();
+    let wrt = ["S", "U", "V"];
+    let opts = BackwardOptions::default();
+    for (backend, runner) in backends() {
+        let run = |seed: &Tensor| {
+            let (gp, out) = backward(
+                &p,
+                &ts,
+                &wrt,
+                named(vec![("C", seed.clone())]),
+                &opts,
+                runner.as_ref(),
+            )
+            .unwrap_or_else(|e| panic!("{backend}: {e}"));
+            gp.gradients
+                .iter()
+                .map(|(_, d)| dense_values(&out[d]))
+                .collect::<Vec<_>>()
+        };
+        let want = run(&dense);
+        assert_eq!(run(&as_int), want, "{backend}: i64 seed");
+        assert_eq!(run(&sparse), want, "{backend}: sparse seed");
+    }
+}
+
 /// Check every gradient of `text` w.r.t. `wrt` against central differences (eps 1e-6,
 /// rtol 1e-6) at every coordinate (dense gradients) or at the stored coordinates of each
 /// input (masked, where the gradient must also be absent elsewhere), on every backend.
@@ -245,6 +312,55 @@ fn spmv_loss_on_every_matrix_format() {
         let ts = named(vec![("A", a), ("x", x)]);
         check(SPMV_LOSS, &ts, &["A", "x"], &BTreeMap::new(), "s");
     }
+}
+
+/// The gradient with respect to a sparse vector read inside a loop it is not indexed by
+/// (`x[j]` in `for i, j` of SpMV): the backward pass writes `dx[j]` once per row, an order
+/// an in-order level cannot take, so the gradient is accumulated in `SparseDict` levels and
+/// converted into `x`'s structure after the run (it failed as an out-of-order write on the
+/// compiled backends). Also a matrix read transposed (`A[j, i]` in `for i, j`).
+#[test]
+fn gradients_written_out_of_their_order_keep_the_inputs_structure() {
+    let text = "y .= 0.0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\ns .= 0.0\nfor i = _\n  s[] += y[i] * y[i]\nend\n";
+    let mut rng = StdRng::seed_from_u64(31);
+    for format in [
+        "SparseList(Element(0.0))",
+        "SparseBand(Element(0.0))",
+        "SparseByteMap(Element(0.0))",
+        "SparseCOO{1}(Element(0.0))",
+    ] {
+        let ts = named(vec![
+            (
+                "A",
+                tensor(&mut rng, "Dense(Dense(Element(0.0)))", &[3, 5], &all),
+            ),
+            ("x", vector(&mut rng, format, 5)),
+        ]);
+        check(text, &ts, &["A", "x"], &BTreeMap::new(), "s");
+        for (backend, runner) in backends() {
+            let opts = BackwardOptions::default();
+            let (gp, got) = backward(
+                &parse(text),
+                &ts,
+                &["x"],
+                BTreeMap::new(),
+                &opts,
+                runner.as_ref(),
+            )
+            .unwrap();
+            let dx = &got[&gp.gradients[0].1];
+            assert_eq!(dx.format, fmt(format), "{backend}: {format}");
+        }
+    }
+    let transposed = "y .= 0.0\nfor i = _, j = _\n  y[i] += A[j, i] * x[j]\nend\ns .= 0.0\nfor i = _\n  s[] += y[i] * y[i]\nend\n";
+    let ts = named(vec![
+        (
+            "A",
+            tensor(&mut rng, "Dense(SparseList(Element(0.0)))", &[4, 3], &some),
+        ),
+        ("x", vector(&mut rng, "Dense(Element(0.0))", 4)),
+    ]);
+    check(transposed, &ts, &["A", "x"], &BTreeMap::new(), "s");
 }
 
 fn vector(rng: &mut StdRng, format: &str, n: usize) -> Tensor {
@@ -598,7 +714,7 @@ fn gradient_programs_print_and_parse_back() {
         "if a_mask[i]",
         "da[i] += ",
         "da .= 0.0",
-        "dy[q0] = seed_y[q0]",
+        "dc[i] += seed_y[i] * t",
     ] {
         assert!(text.contains(want), "`{want}` missing in\n{text}");
     }
@@ -1330,7 +1446,7 @@ fn gradient_schedules_split_subdivnet_backward() {
     let both = |g: &str| format!("{}; fission(i#2, after for f#2)", cut(g));
     let printed = gradient_schedule_matches(text, &both, &ts, &wrt, &seeds, &ws);
     assert!(
-        printed.contains("ds1.f.i[i, f] += dy[i, o] * w1[f, o]"),
+        printed.contains("ds1.f.i[i, f] += seed_y[i, o] * w1[f, o]"),
         "{printed}"
     );
     assert!(printed.contains("for i = _, f = _, j = _"), "{printed}");
@@ -1377,8 +1493,8 @@ fn gradient_schedules_expand_a_row_local() {
 }
 
 /// An illegal gradient schedule is refused with the dependence it would break named, and the
-/// gradient program is unchanged: swapping the copy of the seed into `dy` with the backward
-/// loop that reads `dy`.
+/// gradient program is unchanged: swapping the declaration of `dw3` (its zero fill) with the
+/// backward loop that adds into `dw3`.
 #[test]
 fn illegal_gradient_schedules_name_the_dependence() {
     let text = include_str!("../examples/subdivnet.tess");
@@ -1387,7 +1503,7 @@ fn illegal_gradient_schedules_name_the_dependence() {
     let g = gp.program.to_string();
     let swap = format!(
         "swap(@{}, @{})",
-        line_of(&g, "for q0 = _", 1),
+        line_of(&g, "dw3 .= 0.0", 1),
         line_of(&g, "for i = _", 2)
     );
     let e = gp.scheduled(&swap).unwrap_err();
@@ -1395,7 +1511,7 @@ fn illegal_gradient_schedules_name_the_dependence() {
         tessera::error::Error::Schedule {
             dependence: Some(d),
             ..
-        } => assert!(e.to_string().contains("dy["), "{e}\n{d:?}"),
+        } => assert!(e.to_string().contains("dw3"), "{e}\n{d:?}"),
         _ => panic!("not a refusal for a dependence: {e}"),
     }
     assert_eq!(gp.program, before);

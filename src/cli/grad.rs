@@ -6,7 +6,7 @@ use super::{KernelArgs, MemoryArgs, OutSpec, once, split_format, split_name, wit
 use clap::Args;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use tessera::api::grad::{bind, is_structured};
+use tessera::api::grad::{bind, finish, is_structured};
 use tessera::error::{Error, Result};
 use tessera::levels::Format;
 use tessera::tensor::Tensor;
@@ -190,6 +190,7 @@ pub fn grad(a: &GradArgs) -> Result<String> {
             r.execute(&c, &mut tensors)?;
         }
     }
+    finish(&gp, &mut tensors).map_err(|e| with_origin(e, &origin))?;
     let mut out = String::new();
     if a.show_program {
         for line in gp.program.to_string().lines() {

@@ -4,13 +4,14 @@
 //! chosen here and shapes inferred from the inputs.
 
 use crate::error::{Error, Result};
+use crate::levels::registry::Writes;
 use crate::levels::{Format, LevelKind, level_impl};
 use crate::notation::ast::{ExprKind, Program, Stmt, StmtKind};
 use crate::run::Runner;
 use crate::runtime::Buffer;
 use crate::tensor::Tensor;
 use crate::transforms::grad::{GradOptions, GradProgram, Tape, Tapes, grad_with};
-use crate::types::Scalar;
+use crate::types::{ElemType, Scalar};
 use std::collections::{BTreeMap, HashMap};
 
 /// How [`backward`] differentiates and which gradients it returns.
@@ -110,6 +111,99 @@ pub fn gradient_format(format: &Format) -> Result<Format> {
     Format::new(levels)
 }
 
+/// The format a masked gradient is accumulated in when the gradient program writes it in an
+/// order its input's structure cannot take (`dx[j]` inside `for i, j` of SpMV, for a sparse
+/// vector `x`): each level that takes writes only in order becomes a `SparseDict` (any order,
+/// repeated coordinates combine), which stays O(stored entries). [`finish`] converts the
+/// result into the input's structure.
+fn any_order_format(f: &Format) -> Format {
+    let levels = f
+        .levels
+        .iter()
+        .map(|l| match l.spec().caps.writes {
+            Writes::Random => l.clone(),
+            _ if l.is_leaf() => l.clone(),
+            _ => LevelKind::SparseDict,
+        })
+        .collect();
+    Format { levels }
+}
+
+/// Whether every write to `tensor` in `body` comes in the order an in-order level takes:
+/// its indices are the loop indices around it, outermost first (loops further in repeat the
+/// same coordinate, which combines with the last entry), and all writes sit in one loop per
+/// indexed depth (two sibling loops would write their coordinates twice over).
+fn writes_in_order(body: &[Stmt], tensor: &str) -> bool {
+    fn walk<'a>(
+        body: &'a [Stmt],
+        tensor: &str,
+        loops: &mut Vec<(&'a Stmt, &'a str)>,
+        seen: &mut Vec<*const Stmt>,
+    ) -> bool {
+        body.iter().all(|s| match &s.kind {
+            StmtKind::Assign { lhs, .. } if lhs.tensor == tensor => {
+                let plain: Option<Vec<&str>> = lhs
+                    .indices
+                    .iter()
+                    .map(|ix| match (&ix.expr.kind, &ix.window) {
+                        (ExprKind::Name(n), None) => Some(n.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                let Some(plain) = plain else { return false };
+                if plain.len() > loops.len()
+                    || plain.iter().zip(loops.iter()).any(|(i, (_, l))| i != l)
+                {
+                    return false;
+                }
+                loops[..plain.len()]
+                    .iter()
+                    .enumerate()
+                    .all(|(depth, (l, _))| {
+                        let l: *const Stmt = *l;
+                        match seen.get(depth) {
+                            Some(first) => *first == l,
+                            None => {
+                                seen.push(l);
+                                true
+                            }
+                        }
+                    })
+            }
+            StmtKind::Declare { tensor: t, .. } if t == tensor => loops.is_empty(),
+            StmtKind::Loop { index, body, .. } => {
+                loops.push((s, index.as_str()));
+                let ok = walk(body, tensor, loops, seen);
+                loops.pop();
+                ok
+            }
+            StmtKind::If {
+                then, otherwise, ..
+            } => walk(then, tensor, loops, seen) && walk(otherwise, tensor, loops, seen),
+            StmtKind::Let { body, .. } | StmtKind::Block(body) => walk(body, tensor, loops, seen),
+            _ => true,
+        })
+    }
+    walk(body, tensor, &mut vec![], &mut vec![])
+}
+
+/// After the gradient program ran: masked gradients accumulated in [`any_order_format`]
+/// converted into their inputs' structure, as [`gradient_format`] gives it.
+pub fn finish(gp: &GradProgram, tensors: &mut BTreeMap<String, Tensor>) -> Result<()> {
+    for (input, _) in &gp.masks {
+        let Some((_, d)) = gp.gradients.iter().find(|(i, _)| i == input) else {
+            continue;
+        };
+        let want = gradient_format(&tensors[input].format)?;
+        let got = &tensors[d];
+        if got.format != want && got.format == any_order_format(&want) {
+            let t = crate::convert::convert(got, &want, false).map_err(|e| e.named(d))?;
+            tensors.insert(d.clone(), t);
+        }
+    }
+    Ok(())
+}
+
 /// Add to `tensors` (which hold the forward program's inputs) the gradient program's masks,
 /// its seeds (by output name) and every tensor it creates.
 pub fn bind(
@@ -136,7 +230,7 @@ pub fn bind(
         if !tensors.contains_key(out) {
             known.insert(out.clone(), s.shape.clone());
         }
-        tensors.insert(name.clone(), s);
+        tensors.insert(name.clone(), dense_f64(s).map_err(|e| e.named(name))?);
     }
     if let Some(extra) = seeds.keys().next() {
         return Err(Error::Usage(format!(
@@ -146,7 +240,15 @@ pub fn bind(
     let masked: HashMap<&String, Format> = gp
         .masks
         .iter()
-        .map(|(i, _)| Ok((i, gradient_format(&tensors[i].format)?)))
+        .map(|(i, _)| {
+            let f = gradient_format(&tensors[i].format)?;
+            let d = gp.gradients.iter().find(|(input, _)| input == i);
+            let f = match d {
+                Some((_, d)) if !writes_in_order(&gp.program.body, d) => any_order_format(&f),
+                _ => f,
+            };
+            Ok((i, f))
+        })
         .collect::<Result<_>>()?;
     // A gradient has its input's shape, also when nothing contributes to it (an input read
     // only in conditions or indices) and the program never indexes it.
@@ -178,6 +280,20 @@ pub fn bind(
         Format::dense(rank, fill)
     };
     create_tensors_shaped(&gp.program, tensors, &choose, &known)
+}
+
+/// A seed as the gradient program reads it: dense f64, like the accumulator it stood for
+/// (the backward pass may read the seed in place of its output's cotangent, in any order).
+fn dense_f64(t: Tensor) -> Result<Tensor> {
+    if t.format.is_dense() && t.format.elem() == ElemType::F64 {
+        return Ok(t);
+    }
+    let values = t.to_dense().converted(ElemType::F64);
+    Tensor::from_dense(
+        &Format::dense(t.rank(), Scalar::F64(0.0)),
+        &t.shape,
+        &values,
+    )
 }
 
 /// Create every tensor `program` uses that `tensors` lacks, empty, in the format `choose`
@@ -408,5 +524,6 @@ pub fn backward(
             }
         }
     }
+    finish(&gp, &mut all)?;
     Ok((gp, all))
 }

@@ -1,4 +1,4 @@
-//! Read-only walks over the AST shared by the passes.
+//! Walks over the AST shared by the passes (read-only, and two that rewrite expressions in place).
 
 use super::ast::{
     Access, AccessIndex, AssignOp, Expr, ExprKind, Extent, Program, Reducer, ReducerDef, Span,
@@ -216,5 +216,69 @@ fn expr_spans(e: &Expr, out: &mut Vec<Span>) {
         }
         ExprKind::Call(_, args) => args.iter().for_each(|a| expr_spans(a, out)),
         ExprKind::Literal(_) | ExprKind::Missing | ExprKind::Name(_) => {}
+    }
+}
+
+/// Call `f` on every expression node of `list` (a node before its operands).
+pub fn exprs_mut(list: &mut [Stmt], f: &mut dyn FnMut(&mut Expr)) {
+    for s in list {
+        match &mut s.kind {
+            StmtKind::Declare { init, .. } => expr_mut(init, f),
+            StmtKind::Assign { lhs, rhs, .. } => {
+                for ix in &mut lhs.indices {
+                    expr_mut(&mut ix.expr, f);
+                    if let Some((lo, hi)) = &mut ix.window {
+                        expr_mut(lo, f);
+                        expr_mut(hi, f);
+                    }
+                }
+                expr_mut(rhs, f);
+            }
+            StmtKind::Loop { extent, body, .. } => {
+                if let Extent::Range(a, b) = extent {
+                    expr_mut(a, f);
+                    expr_mut(b, f);
+                }
+                exprs_mut(body, f);
+            }
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                expr_mut(cond, f);
+                exprs_mut(then, f);
+                exprs_mut(otherwise, f);
+            }
+            StmtKind::Let { value, body, .. } => {
+                expr_mut(value, f);
+                exprs_mut(body, f);
+            }
+            StmtKind::Block(body) => exprs_mut(body, f),
+            StmtKind::Freeze { .. } | StmtKind::Thaw { .. } => {}
+        }
+    }
+}
+
+/// Call `f` on every node of `e` (a node before its operands).
+pub fn expr_mut(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
+    f(e);
+    match &mut e.kind {
+        ExprKind::Access(a) => {
+            for ix in &mut a.indices {
+                expr_mut(&mut ix.expr, f);
+                if let Some((lo, hi)) = &mut ix.window {
+                    expr_mut(lo, f);
+                    expr_mut(hi, f);
+                }
+            }
+        }
+        ExprKind::Unary(_, x) => expr_mut(x, f),
+        ExprKind::Binary(_, x, y) => {
+            expr_mut(x, f);
+            expr_mut(y, f);
+        }
+        ExprKind::Call(_, args) => args.iter_mut().for_each(|a| expr_mut(a, f)),
+        ExprKind::Name(_) | ExprKind::Literal(_) | ExprKind::Missing => {}
     }
 }

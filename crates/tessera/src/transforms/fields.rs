@@ -166,7 +166,7 @@ pub fn with_frames(p: &Program, frames: &BTreeMap<String, Frame>) -> Program {
         return p.clone();
     }
     let mut p = p.clone();
-    exprs_mut(&mut p.body, &mut |e: &mut Expr| {
+    visit::exprs_mut(&mut p.body, &mut |e: &mut Expr| {
         if let ExprKind::Call(n, args) = &mut e.kind
             && n == CONV
             && args.len() == 2
@@ -638,76 +638,13 @@ fn merge(sites: Vec<Site>, stmts: &mut [Stmt]) -> Vec<Site> {
 /// site are only ever read (its `let`s are never emitted), so renaming the reads suffices;
 /// `probe1_` is not a prefix of `probe12_...`.
 fn rename_stmt(s: &mut Stmt, rename: &[(String, String)]) {
-    exprs_mut(std::slice::from_mut(s), &mut |e: &mut Expr| {
+    visit::exprs_mut(std::slice::from_mut(s), &mut |e: &mut Expr| {
         if let ExprKind::Name(n) = &mut e.kind
             && let Some((from, to)) = rename.iter().find(|(from, _)| n.starts_with(from.as_str()))
         {
             *n = format!("{to}{}", &n[from.len()..]);
         }
     });
-}
-
-/// Call `f` on every expression node of `list` (a node before its operands).
-fn exprs_mut(list: &mut [Stmt], f: &mut dyn FnMut(&mut Expr)) {
-    for s in list {
-        match &mut s.kind {
-            StmtKind::Declare { init, .. } => expr_mut(init, f),
-            StmtKind::Assign { lhs, rhs, .. } => {
-                for ix in &mut lhs.indices {
-                    expr_mut(&mut ix.expr, f);
-                    if let Some((lo, hi)) = &mut ix.window {
-                        expr_mut(lo, f);
-                        expr_mut(hi, f);
-                    }
-                }
-                expr_mut(rhs, f);
-            }
-            StmtKind::Loop { extent, body, .. } => {
-                if let Extent::Range(a, b) = extent {
-                    expr_mut(a, f);
-                    expr_mut(b, f);
-                }
-                exprs_mut(body, f);
-            }
-            StmtKind::If {
-                cond,
-                then,
-                otherwise,
-            } => {
-                expr_mut(cond, f);
-                exprs_mut(then, f);
-                exprs_mut(otherwise, f);
-            }
-            StmtKind::Let { value, body, .. } => {
-                expr_mut(value, f);
-                exprs_mut(body, f);
-            }
-            StmtKind::Block(body) => exprs_mut(body, f),
-            StmtKind::Freeze { .. } | StmtKind::Thaw { .. } => {}
-        }
-    }
-}
-
-fn expr_mut(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
-    f(e);
-    match &mut e.kind {
-        ExprKind::Access(a) => {
-            for ix in &mut a.indices {
-                expr_mut(&mut ix.expr, f);
-                if let Some((lo, hi)) = &mut ix.window {
-                    expr_mut(lo, f);
-                    expr_mut(hi, f);
-                }
-            }
-        }
-        ExprKind::Unary(_, x) => expr_mut(x, f),
-        ExprKind::Binary(_, x, y) => {
-            expr_mut(x, f);
-            expr_mut(y, f);
-        }
-        ExprKind::Call(_, args) => args.iter_mut().for_each(|a| expr_mut(a, f)),
-        ExprKind::Name(_) | ExprKind::Literal(_) | ExprKind::Missing => {}
-    }
 }
 
 /// The names an expression reads: variables, indices and tensors.

@@ -40,6 +40,7 @@ pub use tape::{Tape, Tapes};
 
 use crate::error::{Error, Result};
 use crate::notation::ast::{Access, AssignOp, Expr, ExprKind, Program, Span, Stmt, StmtKind};
+use crate::notation::visit;
 use derive::reads_active;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -235,6 +236,7 @@ pub fn grad_with(
     } else {
         partial::partial_sums(bwd, &mut |base| cx.fresh(base))
     };
+    let (bwd, in_place) = seeds_in_place(bwd, &seed_names, &mut |o| cx.grad_name(o));
     let mut out: Vec<Stmt> = vec![];
     for t in &cx.tapes {
         out.push(decl(&t.name, Expr::lit(t.fill)));
@@ -245,13 +247,13 @@ pub fn grad_with(
     }
     let mut accumulators = vec![];
     for g in &globals {
-        if cx.active.contains(g) {
+        if cx.active.contains(g) && !in_place.contains(g) {
             let d = cx.grad_name(g);
             out.push(decl(&d, derive::zero()));
             accumulators.push(d);
         }
     }
-    for (o, s) in &seed_names {
+    for (o, s) in seed_names.iter().filter(|(o, _)| !in_place.contains(o)) {
         let d = cx.grad_name(o);
         let rank = reverse::rank_of(&body, o);
         let qs: Vec<String> = (0..rank).map(|k| cx.fresh(&format!("q{k}"))).collect();
@@ -278,6 +280,38 @@ pub fn grad_with(
         forward: globals,
         accumulators,
     })
+}
+
+/// The seeded outputs whose cotangent the backward pass `bwd` only reads, and `bwd` reading
+/// their seeds in its place: no accumulator to zero and copy the seed into (three bytes moved
+/// per byte of seed before the backward pass starts; SoftRas's seed is 32 MB). A cotangent
+/// the backward pass adds to (the forward program reads the output again) keeps its copy.
+fn seeds_in_place(
+    mut bwd: Vec<Stmt>,
+    seeds: &[(String, String)],
+    grad_name: &mut dyn FnMut(&str) -> String,
+) -> (Vec<Stmt>, Vec<String>) {
+    let (_, written) = visit::reads_writes(&bwd);
+    let renames: Vec<(String, String, String)> = seeds
+        .iter()
+        .map(|(o, s)| (o.clone(), grad_name(o), s.clone()))
+        .filter(|(_, d, _)| !written.contains(d))
+        .collect();
+    visit::exprs_mut(&mut bwd, &mut |e: &mut Expr| match &mut e.kind {
+        ExprKind::Access(a) => {
+            if let Some((_, _, s)) = renames.iter().find(|(_, d, _)| *d == a.tensor) {
+                a.tensor = s.clone();
+            }
+        }
+        // `size(dy, 0)` in a loop's extent names the tensor.
+        ExprKind::Name(n) => {
+            if let Some((_, _, s)) = renames.iter().find(|(_, d, _)| d == n) {
+                *n = s.clone();
+            }
+        }
+        _ => {}
+    });
+    (bwd, renames.into_iter().map(|(o, _, _)| o).collect())
 }
 
 fn decl(t: &str, init: Expr) -> Stmt {
@@ -530,9 +564,9 @@ mod tests {
             &["y"],
         );
         for want in [
-            "dx1[] += dy[] * x3[]",
-            "dx2[] += dy[] * x3[]",
-            "dx3[] += dy[] * (x1[] + x2[])",
+            "dx1[] += seed_y[] * x3[]",
+            "dx2[] += seed_y[] * x3[]",
+            "dx3[] += seed_y[] * (x1[] + x2[])",
         ] {
             assert!(t.contains(want), "`{want}` missing in\n{t}");
         }
@@ -552,7 +586,30 @@ mod tests {
             &["y"],
         );
         assert!(!t.contains("dc") && !t.contains("dz"), "{t}");
-        assert!(t.contains("da[i] += dy[i] * c[i]"), "{t}");
+        assert!(t.contains("da[i] += seed_y[i] * c[i]"), "{t}");
+    }
+
+    /// A seeded output's cotangent that the backward pass only reads is the seed itself (no
+    /// accumulator, no copy); one the backward pass adds to (the forward reads the output
+    /// again) is an accumulator initialised from the seed.
+    #[test]
+    fn seeds_are_read_in_place_unless_added_to() {
+        let t = backward_text(
+            "y .= 0.0\nfor i = _\n  y[i] = a[i] * a[i]\nend\n",
+            &["a"],
+            &["y"],
+        );
+        assert!(t.contains("da[i] += seed_y[i] * a[i]"), "{t}");
+        assert!(!t.contains("dy"), "{t}");
+        let t = backward_text(
+            "y .= 0.0\nz .= 0.0\nfor i = _\n  y[i] = a[i] * 3.0\n  z[i] = y[i] * y[i]\nend\n",
+            &["a"],
+            &["y", "z"],
+        );
+        assert!(t.contains("dy .= 0.0"), "{t}");
+        assert!(t.contains("dy[q0] = seed_y[q0]"), "{t}");
+        assert!(t.contains("dy[i] += seed_z[i] * y[i]"), "{t}");
+        assert!(!t.contains("dz"), "{t}");
     }
 
     #[test]
