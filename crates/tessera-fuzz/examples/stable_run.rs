@@ -43,4 +43,7 @@ fn main() {
     if *name == "differential" {
         println!("{}", tessera_fuzz::differential::COUNTS.summary());
     }
+    if *name == "grad" {
+        println!("{}", tessera_fuzz::grad::COUNTS.summary());
+    }
 }

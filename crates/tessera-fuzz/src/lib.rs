@@ -10,6 +10,7 @@
 pub mod differential;
 pub mod einsum;
 pub mod format;
+pub mod grad;
 pub mod program;
 pub mod readers;
 pub mod schedule;
@@ -17,6 +18,7 @@ pub mod schedule;
 pub use differential::differential;
 pub use einsum::einsum;
 pub use format::format;
+pub use grad::grad;
 pub use program::program;
 pub use readers::{mtx, npy, nrrd, png, tns};
 
@@ -36,6 +38,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("nrrd", nrrd),
     ("einsum", einsum),
     ("differential", differential),
+    ("grad", grad),
 ];
 
 /// Split `TEXT \0 PARAMETERS`; `None` if the text is not UTF-8. Without a NUL, all of `data`

@@ -12,7 +12,7 @@ use tessera_fuzz::TARGETS;
 /// target compiles a kernel per case.
 fn mutations(target: &str) -> usize {
     match target {
-        "differential" => 150,
+        "differential" | "grad" => 150,
         "einsum" => 1_000,
         _ => 3_000,
     }
@@ -127,6 +127,7 @@ fn every_target_has_a_short_run() {
             "differential",
             "einsum",
             "format",
+            "grad",
             "mtx",
             "npy",
             "nrrd",
@@ -181,4 +182,10 @@ fn einsum() {
 fn differential() {
     short_run("differential");
     eprintln!("{}", tessera_fuzz::differential::COUNTS.summary());
+}
+
+#[test]
+fn grad() {
+    short_run("grad");
+    eprintln!("{}", tessera_fuzz::grad::COUNTS.summary());
 }

@@ -82,7 +82,7 @@ impl Shapes {
 pub const C_EVERY: u64 = 16;
 
 /// `C_EVERY`, or the positive number in `TESSERA_FUZZ_C_EVERY` (read once).
-fn c_every() -> u64 {
+pub(crate) fn c_every() -> u64 {
     static EVERY: OnceLock<u64> = OnceLock::new();
     *EVERY.get_or_init(|| {
         std::env::var("TESSERA_FUZZ_C_EVERY")
@@ -150,7 +150,7 @@ pub fn differential(data: &[u8]) {
 
 /// Whether the case of `data` is one in `every` (decided by a hash of the bytes, so a case
 /// always gets the same backends).
-fn sampled(data: &[u8], every: u64) -> bool {
+pub(crate) fn sampled(data: &[u8], every: u64) -> bool {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     data.hash(&mut h);
     h.finish().is_multiple_of(every)
@@ -158,7 +158,7 @@ fn sampled(data: &[u8], every: u64) -> bool {
 
 /// The C backend, kernels cached on disk under the temporary directory; `None` without a C
 /// compiler (asked once).
-fn c_backend() -> Option<CBackend> {
+pub(crate) fn c_backend() -> Option<CBackend> {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
     let c = CBackend::new().with_cache_dir(std::env::temp_dir().join("tessera-fuzz-c-cache"));
     AVAILABLE
