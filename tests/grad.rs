@@ -361,6 +361,13 @@ fn gradients_written_out_of_their_order_keep_the_inputs_structure() {
         ("x", vector(&mut rng, "Dense(Element(0.0))", 4)),
     ]);
     check(transposed, &ts, &["A", "x"], &BTreeMap::new(), "s");
+    // A write by a protocol (`follow(k)`: a lookup) next to an appending one (fuzz-found:
+    // `SparseBlockList` refused the pair on the compiled backends).
+    let protocols = "s .= 0.0\nfor k = _\n  s[] += z[k]\n  s[] += exp(0.0 - z[follow(k)])\nend\n";
+    for format in ["SparseBlockList(Element(0.0))", "SparseList(Element(0.0))"] {
+        let ts = named(vec![("z", vector(&mut rng, format, 6))]);
+        check(protocols, &ts, &["z"], &BTreeMap::new(), "s");
+    }
 }
 
 fn vector(rng: &mut StdRng, format: &str, n: usize) -> Tensor {

@@ -130,9 +130,10 @@ fn any_order_format(f: &Format) -> Format {
 }
 
 /// Whether every write to `tensor` in `body` comes in the order an in-order level takes:
-/// its indices are the loop indices around it, outermost first (loops further in repeat the
-/// same coordinate, which combines with the last entry), and all writes sit in one loop per
-/// indexed depth (two sibling loops would write their coordinates twice over).
+/// its indices are the loop indices around it (plain: no protocol, window or `~`), outermost
+/// first (loops further in repeat the same coordinate, which combines with the last entry),
+/// and all writes sit in one loop per indexed depth (two sibling loops would write their
+/// coordinates twice over).
 fn writes_in_order(body: &[Stmt], tensor: &str) -> bool {
     fn walk<'a>(
         body: &'a [Stmt],
@@ -145,8 +146,9 @@ fn writes_in_order(body: &[Stmt], tensor: &str) -> bool {
                 let plain: Option<Vec<&str>> = lhs
                     .indices
                     .iter()
-                    .map(|ix| match (&ix.expr.kind, &ix.window) {
-                        (ExprKind::Name(n), None) => Some(n.as_str()),
+                    .map(|ix| match (&ix.expr.kind, &ix.window, &ix.protocol) {
+                        // A protocol (`follow(k)`) writes by lookup, not by appending.
+                        (ExprKind::Name(n), None, None) if !ix.permissive => Some(n.as_str()),
                         _ => None,
                     })
                     .collect();
