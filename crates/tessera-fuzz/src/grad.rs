@@ -113,7 +113,12 @@ pub fn grad(data: &[u8]) {
         &GradOptions { tapes, masked },
     ) {
         Ok(gp) => gp,
-        Err(_) => {
+        Err(e) => {
+            // `TESSERA_FUZZ_VERBOSE=1` lists the refusals, to see which constructs `grad`
+            // does not take yet.
+            if std::env::var_os("TESSERA_FUZZ_VERBOSE").is_some() {
+                eprintln!("refused: {e}");
+            }
             COUNTS.refused.fetch_add(1, Ordering::Relaxed);
             return;
         }
