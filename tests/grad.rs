@@ -314,6 +314,56 @@ fn spmv_loss_on_every_matrix_format() {
     }
 }
 
+/// User reducers that declare the derivative of their result in one element (issue 16's
+/// "user reducers where they declare a derivative"): a log-sum-exp (`exp(x - r)`), a
+/// product (`r / x`) and a maximum as a select, into 0-d and row outputs, on dense and
+/// sparse inputs (masked gradients), against finite differences on every backend. Without
+/// `derivative(...)` the reducer is refused with its place.
+#[test]
+fn user_reducers_with_a_declared_derivative() {
+    let text = "reducer lse(r, x) = log(exp(r) + exp(x)) identity -Inf commutative associative derivative(exp(x - r))
+reducer prod(r, x) = r * x identity 1.0 commutative associative derivative(r / x)
+reducer big(r, x) = max(r, x) identity -Inf commutative associative idempotent derivative(ifelse(x == r, 1.0, 0.0))
+m .= -Inf
+for i = _, j = _
+  m[i] <<lse>>= A[i, j] * x[j]
+end
+p .= 1.0
+for j = _
+  p[] <<prod>>= x[j] + 2.0
+end
+b .= -Inf
+for i = _, j = _
+  b[] <<big>>= A[i, j] - x[j]
+end
+s .= 0.0
+for i = _
+  s[] += m[i] * m[i]
+end
+s[] += p[] + 3.0 * b[]
+";
+    let mut rng = StdRng::seed_from_u64(41);
+    for format in [
+        "Dense(Dense(Element(0.0)))",
+        "Dense(SparseList(Element(0.0)))",
+    ] {
+        let keep: fn(&[usize], &mut StdRng) -> bool =
+            if format.contains("Sparse") { some } else { all };
+        let ts = named(vec![
+            ("A", small(tensor(&mut rng, format, &[3, 4], &keep))),
+            ("x", small(vector(&mut rng, "Dense(Element(0.0))", 4))),
+        ]);
+        check(text, &ts, &["A", "x"], &BTreeMap::new(), "s");
+    }
+    let refused = text.replace(" derivative(r / x)", "");
+    let e = tessera::transforms::grad::grad(&parse(&refused), &["x"], &[]).unwrap_err();
+    assert!(
+        e.to_string().contains("`<<prod>>=` has no derivative")
+            && e.to_string().starts_with("10:3"),
+        "{e}"
+    );
+}
+
 /// The gradient with respect to a sparse vector read inside a loop it is not indexed by
 /// (`x[j]` in `for i, j` of SpMV): the backward pass writes `dx[j]` once per row, an order
 /// an in-order level cannot take, so the gradient is accumulated in `SparseDict` levels and

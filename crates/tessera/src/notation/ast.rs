@@ -61,6 +61,12 @@ pub struct ReducerDef {
     pub commutative: bool,
     pub associative: bool,
     pub idempotent: bool,
+    /// `derivative(e)`: the derivative of the reduced result with respect to one reduced
+    /// element, `e` over the two parameters read as (the final result, the element), for
+    /// reverse-mode differentiation (`transforms::grad`). Only commutative, associative
+    /// reducers declare one: the result is then a function of the set of elements, and
+    /// `sum` has `1`, `max` `ifelse(b == a, 1.0, 0.0)`, a log-sum-exp `exp(b - a)`.
+    pub derivative: Option<Expr>,
     /// Where `reducer` is written.
     pub span: Span,
 }
@@ -80,6 +86,7 @@ impl ReducerDef {
             commutative: false,
             associative: false,
             idempotent: false,
+            derivative: None,
             span: Span::default(),
         }
     }

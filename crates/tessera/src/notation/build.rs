@@ -83,6 +83,13 @@ impl ReducerDef {
         self.idempotent = true;
         self
     }
+
+    /// `derivative(e)`: the reduced result's derivative in one element (see
+    /// [`ReducerDef::derivative`]).
+    pub fn derivative(mut self, e: impl Into<Expr>) -> ReducerDef {
+        self.derivative = Some(e.into());
+        self
+    }
 }
 
 /// `tensor .= init`

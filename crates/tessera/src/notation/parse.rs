@@ -10,7 +10,7 @@
 //! program  := (reducer | stmt)* (separated by newlines or `;`; `#` starts a comment)
 //! reducer  := `reducer` name `(` name `,` name `)` `=` expr property*     (top level only)
 //! property := `identity` literal | `annihilator` literal | `commutative` | `associative`
-//!           | `idempotent`
+//!           | `idempotent` | `derivative` `(` expr `)`
 //! stmt     := name `.=` expr
 //!           | lhs assignop expr              lhs := name | tensor `[` index,* `]`
 //! tensor   := name | `swizzle(` tensor (`,` int)* `)`
@@ -716,11 +716,18 @@ impl Parser {
                     self.bump();
                     def.idempotent = true;
                 }
+                "derivative" => {
+                    self.bump();
+                    self.expect_punct("(", " after `derivative`")?;
+                    let (d, _) = self.expr()?;
+                    self.expect_punct(")", " to close `derivative(...)`")?;
+                    def.derivative = Some(d);
+                }
                 _ => {
                     return Err(Error::syntax(
                         wspan,
                         format!(
-                            "unknown reducer property `{w}` (expected `identity`, `annihilator`, `commutative`, `associative` or `idempotent`)"
+                            "unknown reducer property `{w}` (expected `identity`, `annihilator`, `commutative`, `associative`, `idempotent` or `derivative(...)`)"
                         ),
                     ));
                 }
@@ -1624,6 +1631,12 @@ mod tests {
             prog("reducer f(a, b) = a idempotent identity 1.5").reducers[0],
             reducer("f", "a").idempotent().identity(1.5)
         );
+        // A declared derivative (of the result in one element) prints and parses back.
+        let lse = prog(
+            "reducer lse(r, x) = log(exp(r) + exp(x)) commutative associative derivative(exp(x - r))",
+        );
+        assert!(lse.reducers[0].derivative.is_some());
+        assert_eq!(parse_program(&lse.to_string()), Ok(lse));
         assert_eq!(
             prog("reducer .= 0\nreducer[i] = 1").body,
             program([
@@ -1639,7 +1652,7 @@ mod tests {
             ),
             (
                 "reducer f(a, b) = a neutral 0",
-                "1:21: syntax error: unknown reducer property `neutral` (expected `identity`, `annihilator`, `commutative`, `associative` or `idempotent`)",
+                "1:21: syntax error: unknown reducer property `neutral` (expected `identity`, `annihilator`, `commutative`, `associative`, `idempotent` or `derivative(...)`)",
             ),
             (
                 "reducer f(a, b) = a annihilator x",

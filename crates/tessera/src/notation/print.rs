@@ -64,6 +64,9 @@ impl Display for ReducerDef {
                 f.write_str(word)?;
             }
         }
+        if let Some(d) = &self.derivative {
+            write!(f, " derivative({d})")?;
+        }
         Ok(())
     }
 }

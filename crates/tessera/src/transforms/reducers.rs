@@ -50,7 +50,20 @@ fn check_definition(def: &ReducerDef) -> Result<()> {
             ),
         ));
     }
-    check_body(def, &def.body)
+    check_body(def, &def.body)?;
+    if let Some(d) = &def.derivative {
+        if !(def.commutative && def.associative) {
+            return Err(Error::program(
+                d.span,
+                format!(
+                    "reducer `{}` declares a derivative but is not `commutative associative`: the derivative of a result in one element is defined only when the order of the elements does not matter",
+                    def.name
+                ),
+            ));
+        }
+        check_body(def, d)?;
+    }
+    Ok(())
 }
 
 /// The body may use the two parameters, literals, operators and built-in functions only.
@@ -195,6 +208,14 @@ mod tests {
             (
                 "reducer f(a, a) = a",
                 "1:1: the two parameters of reducer `f` are both named `a`",
+            ),
+            (
+                "reducer f(a, b) = a + b commutative derivative(1.0)",
+                "1:48: reducer `f` declares a derivative but is not `commutative associative`: the derivative of a result in one element is defined only when the order of the elements does not matter",
+            ),
+            (
+                "reducer f(a, b) = a + b commutative associative derivative(c)",
+                "1:60: `c` is not a parameter of `f` (`a`, `b`)",
             ),
             (
                 "reducer f(a, b) = a + x[0]",

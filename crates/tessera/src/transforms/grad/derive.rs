@@ -26,7 +26,7 @@
 //! active value, with the place of the expression.
 
 use crate::error::{Error, Result};
-use crate::notation::ast::{Access, BinaryOp, Expr, ExprKind, UnaryOp};
+use crate::notation::ast::{Access, BinaryOp, Expr, ExprKind, ReducerDef, UnaryOp};
 use crate::types::Scalar;
 use std::collections::HashSet;
 
@@ -261,6 +261,28 @@ pub fn bin(op: BinaryOp, a: Expr, b: Expr) -> Expr {
 pub fn call(name: &str, args: Vec<Expr>) -> Expr {
     let span = args.first().map(|a| a.span).unwrap_or_default();
     Expr::new(ExprKind::Call(name.to_string(), args), span)
+}
+
+/// A user reducer's declared derivative with its two parameters replaced at once by
+/// `(result, element)`: the derivative body holds only parameters, literals, operators and
+/// calls (`transforms::reducers` checks it), and a simultaneous replacement cannot capture a
+/// loop index that happens to share a parameter's name.
+pub fn reducer_derivative(def: &ReducerDef, d: &Expr, result: &Expr, element: &Expr) -> Expr {
+    let sub = |x: &Expr| Box::new(reducer_derivative(def, x, result, element));
+    let kind = match &d.kind {
+        ExprKind::Name(n) if *n == def.params[0] => return result.clone(),
+        ExprKind::Name(n) if *n == def.params[1] => return element.clone(),
+        ExprKind::Unary(op, x) => ExprKind::Unary(*op, sub(x)),
+        ExprKind::Binary(op, x, y) => ExprKind::Binary(*op, sub(x), sub(y)),
+        ExprKind::Call(name, args) => ExprKind::Call(
+            name.clone(),
+            args.iter()
+                .map(|a| reducer_derivative(def, a, result, element))
+                .collect(),
+        ),
+        other => other.clone(),
+    };
+    Expr::new(kind, d.span)
 }
 
 /// `ifelse(c, g, 0.0)`: the cotangent where the mask `c` holds.

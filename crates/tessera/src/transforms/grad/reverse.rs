@@ -7,11 +7,13 @@
 //! contributions (`dx[j] += ...`) commute. Inside a body the statements are reversed, so a
 //! local's gradient is complete before it is propagated to what the local was computed from.
 
-use super::derive::{Target, adjoint, bin, neg, reads_active, select, zero};
+use super::derive::{
+    Target, adjoint, bin, mul, neg, reads_active, reducer_derivative, select, zero,
+};
 use super::tape::{self, Tape, Tapes};
 use crate::error::{Error, Result};
 use crate::notation::ast::{
-    Access, AssignOp, BinaryOp, Expr, ExprKind, Reducer, Span, Stmt, StmtKind,
+    Access, AssignOp, BinaryOp, Expr, ExprKind, Reducer, ReducerDef, Span, Stmt, StmtKind,
 };
 use crate::types::Scalar;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -27,6 +29,8 @@ pub(crate) struct Cx {
     pub tapes: Vec<Tape>,
     /// Every name in use (the program's and the generated ones).
     pub used: HashSet<String>,
+    /// The program's user reducers (its statements name them: `Reducer::Named`).
+    pub reducers: Vec<ReducerDef>,
 }
 
 impl Cx {
@@ -282,6 +286,19 @@ impl Cx {
                     swizzle: lhs.swizzle.clone(),
                     span,
                 });
+                // A user reducer that declares the derivative of its result in an element.
+                let declared = match op {
+                    AssignOp::Reduce(Reducer::Named(n)) => self
+                        .reducers
+                        .iter()
+                        .find(|d| d.name == *n)
+                        .filter(|d| d.derivative.is_some())
+                        .cloned(),
+                    AssignOp::Reduce(Reducer::User(d)) if d.derivative.is_some() => {
+                        Some(d.as_ref().clone())
+                    }
+                    _ => None,
+                };
                 let g = match op {
                     AssignOp::Overwrite | AssignOp::Reduce(Reducer::Add) => g,
                     AssignOp::Reduce(Reducer::Sub) => neg(g),
@@ -291,11 +308,17 @@ impl Cx {
                         let result = tape::read(lhs.clone());
                         select(bin(BinaryOp::Eq, rhs.clone(), result), g)
                     }
+                    // The cotangent times the declared derivative at (final result, element).
+                    AssignOp::Reduce(_) if let Some(def) = &declared => {
+                        let d = def.derivative.as_ref().expect("filtered above");
+                        let result = tape::read(lhs.clone());
+                        mul(g, reducer_derivative(def, d, &result, rhs))
+                    }
                     AssignOp::Reduce(r) => {
                         return Err(Error::unsupported(
                             span,
                             format!(
-                                "`{r}=` has no derivative in `grad` (differentiable: `=`, `+=`, `-=`, `<<min>>=`, `<<max>>=`)"
+                                "`{r}=` has no derivative in `grad` (differentiable: `=`, `+=`, `-=`, `<<min>>=`, `<<max>>=`, user reducers that declare `derivative(...)`)"
                             ),
                         ));
                     }
