@@ -199,7 +199,7 @@ pub fn finish(gp: &GradProgram, tensors: &mut BTreeMap<String, Tensor>) -> Resul
         let want = gradient_format(&tensors[input].format)?;
         let got = &tensors[d];
         if got.format != want && got.format == any_order_format(&want) {
-            let t = crate::convert::convert(got, &want, false).map_err(|e| e.named(d))?;
+            let t = got.to_format(&want).map_err(|e| e.named(d))?;
             tensors.insert(d.clone(), t);
         }
     }
