@@ -215,3 +215,123 @@ fn reads_open(
     });
     open
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{BufId, build as b};
+
+    /// A kernel over a byte buffer (0), an I64 buffer (1) and a signed byte buffer (2), with
+    /// I64 variables 0..6 and a Bool one (6).
+    fn kernel(body: Vec<Stmt>) -> Kernel {
+        let i = ElemType::I64;
+        b::test_kernel(
+            &[("img", ElemType::U8), ("dims", i), ("s", ElemType::I8)],
+            false,
+            &[
+                ("a", i),
+                ("b", i),
+                ("c", i),
+                ("d", i),
+                ("e", i),
+                ("f", i),
+                ("g", ElemType::Bool),
+            ],
+            body,
+        )
+    }
+
+    fn byte() -> Expr {
+        b::load(BufId(0), b::int(0))
+    }
+
+    #[test]
+    fn each_rule_narrows_a_byte() {
+        let k = kernel(vec![]);
+        let r = Ranges::default();
+        let of = |e: Expr| r.range(&k, &e);
+        assert_eq!(of(byte()), Some((0, 255)));
+        assert_eq!(of(b::load(BufId(2), b::int(0))), Some((-128, 127)));
+        assert_eq!(of(b::load(BufId(1), b::int(0))), None);
+        assert_eq!(of(b::bin(BinOp::Div, byte(), b::int(16))), Some((0, 15)));
+        assert_eq!(of(b::bin(BinOp::Shr, byte(), b::int(5))), Some((0, 7)));
+        assert_eq!(of(b::bin(BinOp::Rem, byte(), b::int(7))), Some((0, 6)));
+        assert_eq!(
+            of(b::bin(BinOp::Rem, b::load(BufId(2), b::int(0)), b::int(7))),
+            Some((-6, 6))
+        );
+        // `&` with a non-negative constant, whatever the other side.
+        let any = b::load(BufId(1), b::int(0));
+        assert_eq!(
+            of(b::bin(BinOp::And, any.clone(), b::int(12))),
+            Some((0, 12))
+        );
+        assert_eq!(of(b::bin(BinOp::And, any.clone(), b::int(-1))), None);
+        assert_eq!(of(b::bin(BinOp::Min, byte(), b::int(9))), Some((0, 9)));
+        assert_eq!(of(b::bin(BinOp::Max, byte(), b::int(9))), Some((9, 255)));
+        assert_eq!(
+            of(b::bin(BinOp::Sub, byte(), b::int(300))),
+            Some((-300, -45))
+        );
+        assert_eq!(of(b::bin(BinOp::Mul, byte(), b::int(-2))), Some((-510, 0)));
+        // Division by a non-constant, zero or negative divisor, and overflow: no range.
+        assert_eq!(of(b::bin(BinOp::Div, byte(), any.clone())), None);
+        assert_eq!(of(b::bin(BinOp::Div, byte(), b::int(0))), None);
+        assert_eq!(of(b::bin(BinOp::Div, byte(), b::int(-4))), None);
+        assert_eq!(of(b::bin(BinOp::Mul, byte(), b::int(i64::MAX))), None);
+        assert_eq!(of(b::bin(BinOp::Add, any, b::int(1))), None);
+    }
+
+    #[test]
+    fn a_variable_takes_every_assignment_and_its_initial_zero() {
+        let (a, c, d, e, f) = (VarId(0), VarId(2), VarId(3), VarId(4), VarId(5));
+        let k = kernel(vec![
+            b::assign(a, b::bin(BinOp::Div, byte(), b::int(16))),
+            b::assign(a, b::int(20)),
+            // A copy, in a loop whose counter has no range.
+            Stmt::For {
+                var: d,
+                start: b::int(0),
+                stop: b::int(4),
+                body: vec![b::assign(c, b::add(b::var(a), b::int(1)))],
+            },
+            // A counter advanced by hand: its own range is waited for forever.
+            b::assign(e, b::add(b::var(e), b::int(1))),
+            b::assign(f, b::bin(BinOp::Min, b::var(e), b::int(3))),
+        ]);
+        let r = Ranges::of(&k);
+        assert_eq!(r.of_var(a), Some((0, 20)));
+        assert_eq!(r.of_var(c), Some((0, 21)));
+        assert_eq!(r.of_var(d), None);
+        assert_eq!(r.of_var(e), None);
+        assert_eq!(r.of_var(f), None);
+        // A variable assigned a value with no range has none, nor do those copying it.
+        let k = kernel(vec![
+            b::assign(a, byte()),
+            b::assign(a, b::load(BufId(1), b::int(0))),
+            b::assign(c, b::var(a)),
+        ]);
+        let r = Ranges::of(&k);
+        assert_eq!((r.of_var(a), r.of_var(c)), (None, None));
+    }
+
+    #[test]
+    fn comparisons_the_ranges_decide() {
+        let (a, c) = (VarId(0), VarId(2));
+        let k = kernel(vec![
+            b::assign(a, b::bin(BinOp::Div, byte(), b::int(16))),
+            b::assign(c, b::load(BufId(1), b::int(0))),
+        ]);
+        let r = Ranges::of(&k);
+        let d = |op, x: Expr, y: Expr| r.decide(&k, op, &x, &y);
+        assert_eq!(d(BinOp::Lt, b::var(a), b::int(0)), Some(false));
+        assert_eq!(d(BinOp::Ge, b::var(a), b::int(0)), Some(true));
+        assert_eq!(d(BinOp::Lt, b::var(a), b::int(16)), Some(true));
+        assert_eq!(d(BinOp::Le, b::int(16), b::var(a)), Some(false));
+        assert_eq!(d(BinOp::Lt, b::var(a), b::int(15)), None);
+        assert_eq!(d(BinOp::Le, b::var(c), b::var(c)), Some(true));
+        assert_eq!(d(BinOp::Gt, b::var(c), b::var(c)), Some(false));
+        assert_eq!(d(BinOp::Le, b::var(c), b::var(a)), None);
+        assert_eq!(d(BinOp::Eq, b::var(a), b::int(40)), None);
+    }
+}
