@@ -642,6 +642,44 @@ mod tests {
             .collect()
     }
 
+    /// A masked histogram's bin index `img[y, x] / 16` is in `[0, 15]`: its scatter into
+    /// `bins` and the lowering's guard `bins_dim0 <= _v1` are versioned in the pixel loop,
+    /// whatever the mask's format.
+    #[test]
+    fn ranged_indices_and_their_guards_are_versioned() {
+        let program = "bins .= 0\nfor y = _, x = _\n  if mask[y, x]\n    bins[div(img[y, x], 16)] += 1\n  end\nend\n";
+        for mask in [
+            "Dense(SparseRunList(Pattern()))",
+            "Dense(Dense(Element(false)))",
+            "Dense(SparseList(Pattern()))",
+        ] {
+            let ir = kernel_of(
+                program,
+                &[
+                    ("img", "Dense(Dense(Element(0x00)))"),
+                    ("mask", mask),
+                    ("bins", "Dense(Element(0))"),
+                ],
+            );
+            let g = Gathers::of(&ir);
+            let mut loops = vec![];
+            innermost(&ir.body, &mut loops);
+            let found: Vec<At> = loops
+                .iter()
+                .flat_map(|(v, s, e, body)| versionable(*v, s, e, body, &g))
+                .map(|a| a.at)
+                .collect();
+            assert!(
+                found.iter().any(|a| matches!(a, At::Ranged { hi: 15, .. })),
+                "{mask}: {found:?}"
+            );
+            assert!(
+                found.iter().any(|a| matches!(a, At::Under { hi: 15, .. })),
+                "{mask}: {found:?}"
+            );
+        }
+    }
+
     #[test]
     fn gathers_through_vouched_coordinates_are_versioned() {
         let spmv = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n";
