@@ -1,7 +1,7 @@
 //! Loop versioning, shared by the native backends: which accesses of a counted loop can have
 //! their bounds checks replaced by one range test before the loop.
 //!
-//! Three kinds of access qualify:
+//! Four kinds of access qualify:
 //! - `buf[i + c]` or `buf[w + i + c]` (`i` the loop variable, `w` a variable the loop does not
 //!   assign, such as a row's start `y * width`, `c` a small constant) touches, over `i` in
 //!   `[s, e)`, exactly the positions `[s + w + c, e + w + c)`: the test is that this range
