@@ -406,3 +406,37 @@ fn copies_of_an_index_are_still_checked_against_other_dimensions() {
         "{err}"
     );
 }
+
+/// A bin index whose value range the kernel knows (`backend::ranges`: a byte `/ 16` is in
+/// `[0, 15]`, `% 7` in `[0, 6]`) is tested once before the loop; an output smaller than the
+/// range takes the checked loop and still fails at the first pixel outside, naming the
+/// tensor and the index, with nothing written past it.
+#[test]
+fn a_ranged_index_past_a_small_output_names_it() {
+    let img = Tensor::from_dense(
+        &fmt("Dense(Element(0x00))"),
+        &[4],
+        &Buffer::U8(vec![3, 250, 17, 100].into()),
+    )
+    .unwrap();
+    for (text, value) in [
+        ("h .= 0\nfor i = _\n  h[div(img[i], 16)] += 1\nend\n", 15),
+        ("h .= 0\nfor i = _\n  h[img[i] % 7] += 1\nend\n", 5),
+        ("h .= 0\nfor i = _\n  h[img[i] & 12] += 1\nend\n", 8),
+    ] {
+        let h = Tensor::empty(&fmt("Dense(Element(0))"), &[4]).unwrap();
+        let err = jit_err(&parse(text), &[("img", img.clone()), ("h", h)]);
+        let Error::Kernel(e) = &err else {
+            panic!("expected a kernel error: {err}");
+        };
+        assert_eq!(
+            e.kind,
+            KernelErrorKind::OutOfBounds {
+                dim: 0,
+                value: Some(value)
+            },
+            "{text}"
+        );
+        assert_eq!(e.tensor.as_deref(), Some("h"));
+    }
+}

@@ -16,6 +16,7 @@ mod interp;
 mod jit;
 mod limit_code;
 pub mod parallel;
+pub(crate) mod ranges;
 mod tiered;
 pub(crate) mod versioning;
 

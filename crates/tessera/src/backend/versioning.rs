@@ -1,7 +1,7 @@
 //! Loop versioning, shared by the native backends: which accesses of a counted loop can have
 //! their bounds checks replaced by one range test before the loop.
 //!
-//! Three kinds of access qualify:
+//! Four kinds of access qualify:
 //! - `buf[i + c]` or `buf[w + i + c]` (`i` the loop variable, `w` a variable the loop does not
 //!   assign, such as a row's start `y * width`, `c` a small constant) touches, over `i` in
 //!   `[s, e)`, exactly the positions `[s + w + c, e + w + c)`: the test is that this range
@@ -12,7 +12,14 @@
 //! - `buf[q + c]` in `for q = s..e` where `s` and `e` only ever hold elements of a position
 //!   array the caller vouches lie in `0..below` (a fiber's entries between `ptr[p]` and
 //!   `ptr[p + 1]`, [`At::Between`]): the test `below - 1 + c <= len(buf)` is the same for
-//!   every fiber.
+//!   every fiber;
+//! - `buf[v]` where `v` only ever holds values in a constant range `[lo, hi]`, `lo >= 0`
+//!   (`backend::ranges`: a bin index `img[y, x] / 16` of a byte image is in `[0, 15]`): the
+//!   test is `hi < len(buf)`.
+//!
+//! Besides accesses, a loop's test may decide a comparison `d <= v` (the lowering's guard
+//! that a scatter's index `v` is inside its dimension `d`) for such a `v`: `d > hi`, `d`
+//! kept by the loop, makes it false in the fast copy ([`At::Under`]).
 //!
 //! Each holds only while the buffer keeps its length during the loop. A backend emits the
 //! loop twice: a copy without those checks, taken when the range tests all pass, and the
@@ -61,7 +68,17 @@ pub enum At {
         offset: i64,
         below: usize,
     },
+    /// `buf[index]`, `index` holding only values in `[lo, hi]` with `0 <= lo`
+    /// ([`Gathers::ranges`]): the test is `hi < len(buf)`.
+    Ranged { index: VarId, hi: i64 },
+    /// Not an access: the comparison `bound <= index` (or `index >= bound`), `index` in
+    /// `[lo, hi]`, `bound` a variable the loop keeps. The test `bound > hi` makes it false;
+    /// the access's `buf` is [`NO_BUF`].
+    Under { index: VarId, bound: VarId, hi: i64 },
 }
+
+/// The buffer of an [`At::Under`], which names none.
+pub const NO_BUF: BufId = BufId(u32::MAX);
 
 impl Access {
     /// Whether `buf[index]` is this access.
@@ -73,6 +90,8 @@ impl Access {
                 }
                 At::Gathered { index: v, .. } => matches!(index, Expr::Var(x) if *x == v),
                 At::Between { var, offset, .. } => loop_offset(index, var) == Some((None, offset)),
+                At::Ranged { index: v, .. } => matches!(index, Expr::Var(x) if *x == v),
+                At::Under { .. } => false,
             }
     }
 }
@@ -110,12 +129,18 @@ pub struct Gathers {
     pub belows: Vec<Expr>,
     /// Which of [`Gathers::belows`] bound positions rather than coordinates.
     positions: HashSet<usize>,
+    /// The value ranges of the kernel's integer variables.
+    pub ranges: crate::backend::ranges::Ranges,
 }
 
 impl Gathers {
     pub fn of(k: &Kernel) -> Gathers {
+        let ranges = crate::backend::ranges::Ranges::of(k);
         if k.bounded.is_empty() {
-            return Gathers::default();
+            return Gathers {
+                ranges,
+                ..Gathers::default()
+            };
         }
         let mut changed = HashSet::new();
         let mut assigned: HashMap<VarId, Vec<Source>> = HashMap::new();
@@ -157,7 +182,10 @@ impl Gathers {
             }
             _ => {}
         });
-        let mut g = Gathers::default();
+        let mut g = Gathers {
+            ranges,
+            ..Gathers::default()
+        };
         let mut bound_of = HashMap::new();
         for f in &k.bounded {
             if changed.contains(&f.buf) {
@@ -344,6 +372,14 @@ fn accesses(
             };
             found.insert(Access { buf, at });
         } else if let Expr::Var(v) = index
+            && let Some((lo, hi)) = gathers.ranges.of_var(*v)
+            && lo >= 0
+        {
+            found.insert(Access {
+                buf,
+                at: At::Ranged { index: *v, hi },
+            });
+        } else if let Expr::Var(v) = index
             && let Some(below) = gathers.below(*v)
         {
             found.insert(Access {
@@ -353,6 +389,19 @@ fn accesses(
         }
     };
     walk_accesses(body, &mut note);
+    // `d <= v` (`v >= d`) for `v` with a range, `d` kept by the loop.
+    walk_exprs(body, &mut |e| {
+        if let Some((index, bound)) = under(e)
+            && !assigns(body, bound)
+            && let Some((lo, hi)) = gathers.ranges.of_var(index)
+            && lo >= 0
+        {
+            found.insert(Access {
+                buf: NO_BUF,
+                at: At::Under { index, bound, hi },
+            });
+        }
+    });
     if outer {
         // The tests of an inner loop over a fiber's entries are the same for every row: they
         // join the outer loop's, and the inner loop then runs unversioned in its fast copy.
@@ -432,6 +481,46 @@ pub fn known_in_bounds(unchecked: &[Access], op: BinOp, a: &Expr, b: &Expr) -> b
         (BinOp::Le, Expr::Const(Scalar::I64(0)), Expr::Var(v)) => covered(*v, None, false),
         _ => false,
     }
+}
+
+/// `(v, d)` when `e` is `d <= v` or `v >= d`, both variables.
+fn under(e: &Expr) -> Option<(VarId, VarId)> {
+    match e {
+        Expr::Binary(op, a, b) => under_of(*op, a, b),
+        _ => None,
+    }
+}
+
+fn under_of(op: BinOp, a: &Expr, b: &Expr) -> Option<(VarId, VarId)> {
+    let (d, v) = match op {
+        BinOp::Le => (a, b),
+        BinOp::Ge => (b, a),
+        _ => return None,
+    };
+    match (d, v) {
+        (Expr::Var(d), Expr::Var(v)) if d != v => Some((*v, *d)),
+        _ => None,
+    }
+}
+
+/// The value of the comparison `a op b` where the ranges of its operands decide it, or an
+/// enclosing versioned loop's test did ([`At::Under`] among `unchecked`).
+pub fn decided(
+    k: &Kernel,
+    gathers: &Gathers,
+    unchecked: &[Access],
+    op: BinOp,
+    a: &Expr,
+    b: &Expr,
+) -> Option<bool> {
+    if let Some(x) = gathers.ranges.decide(k, op, a, b) {
+        return Some(x);
+    }
+    let (index, bound) = under_of(op, a, b)?;
+    unchecked
+        .iter()
+        .any(|x| matches!(x.at, At::Under { index: i, bound: d, .. } if i == index && d == bound))
+        .then_some(false)
 }
 
 /// Whether the statements assign `var` (also as an inner loop's counter).
@@ -551,6 +640,44 @@ mod tests {
             .flat_map(|(v, s, e, body)| versionable(*v, s, e, body, &g))
             .filter(|a| matches!(a.at, At::Gathered { .. }))
             .collect()
+    }
+
+    /// A masked histogram's bin index `img[y, x] / 16` is in `[0, 15]`: its scatter into
+    /// `bins` and the lowering's guard `bins_dim0 <= _v1` are versioned in the pixel loop,
+    /// whatever the mask's format.
+    #[test]
+    fn ranged_indices_and_their_guards_are_versioned() {
+        let program = "bins .= 0\nfor y = _, x = _\n  if mask[y, x]\n    bins[div(img[y, x], 16)] += 1\n  end\nend\n";
+        for mask in [
+            "Dense(SparseRunList(Pattern()))",
+            "Dense(Dense(Element(false)))",
+            "Dense(SparseList(Pattern()))",
+        ] {
+            let ir = kernel_of(
+                program,
+                &[
+                    ("img", "Dense(Dense(Element(0x00)))"),
+                    ("mask", mask),
+                    ("bins", "Dense(Element(0))"),
+                ],
+            );
+            let g = Gathers::of(&ir);
+            let mut loops = vec![];
+            innermost(&ir.body, &mut loops);
+            let found: Vec<At> = loops
+                .iter()
+                .flat_map(|(v, s, e, body)| versionable(*v, s, e, body, &g))
+                .map(|a| a.at)
+                .collect();
+            assert!(
+                found.iter().any(|a| matches!(a, At::Ranged { hi: 15, .. })),
+                "{mask}: {found:?}"
+            );
+            assert!(
+                found.iter().any(|a| matches!(a, At::Under { hi: 15, .. })),
+                "{mask}: {found:?}"
+            );
+        }
     }
 
     #[test]

@@ -287,6 +287,9 @@ fn range_tests(accesses: &[Access], s: &str, e: &str) -> Vec<String> {
                 format!("g{below} > 0"),
                 format!("g{below} - 1 <= n{b} - INT64_C({c})"),
             ],
+            // The index is in `[lo, hi]`, `0 <= lo`.
+            At::Ranged { hi, .. } => vec![format!("n{b} > INT64_C({hi})")],
+            At::Under { bound, hi, .. } => vec![format!("v{} > INT64_C({hi})", bound.0)],
         });
     }
     tests.sort();
@@ -879,6 +882,11 @@ impl Emitter<'_> {
             Expr::Binary(op, a, b) => {
                 if versioning::known_in_bounds(&self.unchecked, *op, a, b) {
                     return "1".into();
+                }
+                if let Some(x) =
+                    versioning::decided(self.k, &self.gathers, &self.unchecked, *op, a, b)
+                {
+                    return if x { "1" } else { "0" }.into();
                 }
                 // `0 <= j & j < len(b)` (a gather's test, `ir::interleave`) as one unsigned
                 // comparison: the very test of the bounds check on the load that follows,

@@ -605,6 +605,16 @@ impl Emitter<'_, '_> {
             .icmp(IntCC::SignedGreaterThanOrEqual, start, stop);
         let mut all = None;
         for a in accesses {
+            // A comparison decided by the test, not an access: `bound > hi`.
+            if let At::Under { bound, hi, .. } = a.at {
+                let d = self.expr(&Expr::Var(bound));
+                let fits = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, d, hi);
+                all = Some(match all {
+                    Some(x) => self.b.ins().band(x, fits),
+                    None => fits,
+                });
+                continue;
+            }
             let len = self.b.use_var(self.blen[a.buf.0 as usize]);
             let fits = match a.at {
                 At::Shifted {
@@ -659,6 +669,9 @@ impl Emitter<'_, '_> {
                     let fits = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, last, room);
                     self.b.ins().band(pos, fits)
                 }
+                // The index is in `[lo, hi]`, `0 <= lo`: `hi < len`.
+                At::Ranged { hi, .. } => self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, len, hi),
+                At::Under { .. } => unreachable!("handled above"),
             };
             all = Some(match all {
                 Some(x) => self.b.ins().band(x, fits),
@@ -1173,6 +1186,11 @@ impl Emitter<'_, '_> {
             Expr::Binary(op, a, b) => {
                 if versioning::known_in_bounds(&self.unchecked, *op, a, b) {
                     return self.b.ins().iconst(types::I8, 1);
+                }
+                if let Some(x) =
+                    versioning::decided(self.k, &self.gathers, &self.unchecked, *op, a, b)
+                {
+                    return self.b.ins().iconst(types::I8, i64::from(x));
                 }
                 let ty = self.k.type_of(a);
                 let x = self.expr(a);
