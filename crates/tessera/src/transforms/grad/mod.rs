@@ -31,6 +31,7 @@
 //! iterations of a loop repeat on the same element (only the last write would count).
 
 pub mod derive;
+pub mod guard;
 pub mod partial;
 pub mod reverse;
 pub mod share;

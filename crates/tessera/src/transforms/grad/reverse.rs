@@ -372,6 +372,7 @@ impl Cx {
                     let dname = self.grad_name(name);
                     let g = tape::read(tape::access(&dname, vec![], span));
                     let tail = self.contributions(value, g, span)?;
+                    let tail = super::guard::guard(&dname, &b, tail, span);
                     let decl = tape::stmt(
                         StmtKind::Declare {
                             tensor: dname,
