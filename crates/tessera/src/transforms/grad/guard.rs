@@ -160,3 +160,44 @@ fn has_select(stmts: &[Stmt]) -> bool {
         StmtKind::Freeze { .. } | StmtKind::Thaw { .. } => false,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::notation::parse::parse_program;
+    use crate::transforms::grad::grad;
+
+    fn backward(text: &str) -> String {
+        let gp = grad(&parse_program(text).unwrap(), &["x"], &["y"]).unwrap();
+        gp.program.to_string()
+    }
+
+    /// A clamped value's gradient guards its two updates; without a kink, with one update,
+    /// nothing is guarded.
+    #[test]
+    fn guards_only_what_a_kink_can_make_zero() {
+        let t = backward(
+            "y .= 0.0\nfor i = _\n  let a = x[i] * x[i + 1]\n    y[i] = min(a, 1.0)\n  end\nend\n",
+        );
+        assert!(t.contains("if da[] != 0.0"), "{t}");
+        let t = backward(
+            "y .= 0.0\nfor i = _\n  let a = x[i] * x[i + 1]\n    y[i] = a * a\n  end\nend\n",
+        );
+        assert!(!t.contains("if "), "no kink: {t}");
+        let t = backward(
+            "y .= 0.0\nfor i = _\n  let a = x[i] * 3.0\n    y[i] = min(a, 1.0)\n  end\nend\n",
+        );
+        assert!(!t.contains("if "), "one update: {t}");
+    }
+
+    /// A variable only a condition reads has a gradient nothing adds to: not propagated.
+    #[test]
+    fn a_gradient_nothing_adds_to_is_not_propagated() {
+        let t = backward(
+            "y .= 0.0\nfor i = _\n  let c = x[i] - x[i + 1]\n    y[i] = ifelse(c > 0.0, x[i], 0.0)\n  end\nend\n",
+        );
+        assert!(
+            t.contains("dc .= 0.0") && !t.contains("dc[] *") && !t.contains("+= dc[]"),
+            "{t}"
+        );
+    }
+}
