@@ -21,7 +21,7 @@
 
 use super::tape;
 use crate::notation::ast::{AssignOp, BinaryOp, Expr, ExprKind, Reducer, Span, Stmt, StmtKind};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// `TESSERA_NO_ZERO_GUARDS=1` leaves every propagation unguarded, for measuring.
 pub(crate) fn enabled() -> bool {
@@ -59,6 +59,208 @@ pub(crate) fn guard(dname: &str, body: &[Stmt], tail: Vec<Stmt>, span: Span) -> 
         },
         span,
     )]
+}
+
+/// The backward of a let body whose gradient `dname` passes a kink before it reaches
+/// anything: `body` (the let body's backward, `dname` declared first) writes only `dname` and
+/// its own locals, and `tail` (the propagation) is `let`s around updates that are all zero
+/// whenever some conditions that do not read `dname` say so (`ifelse(c, ..dname.., 0.0)` is
+/// zero when `!c`, whatever `dname` is, NaN included). Then the `let`s that do not read
+/// `dname` come first and both `body` and the rest of `tail` run under `if !(zero) ... end`:
+/// where the kink is flat (SoftRas's clamped sigmoid, `exp` and a division per pixel),
+/// the gradient is not computed at all. The skipped updates would each add `+0.0` (a select
+/// of the literal, or a strong-zero product of it), so the result is the same bit for bit
+/// (see the module comment). `None` where this does not apply.
+pub(crate) fn kink_guard(
+    dname: &str,
+    body: &[Stmt],
+    tail: &[Stmt],
+    span: Span,
+) -> Option<Vec<Stmt>> {
+    if !enabled() {
+        return None;
+    }
+    let mut own = HashSet::from([dname.to_string()]);
+    declared(body, &mut own);
+    if !writes_only(body, &own) {
+        return None;
+    }
+    // The let chain `contributions` builds, and the updates inside it.
+    let mut lets: Vec<(String, Expr)> = vec![];
+    let mut inner = tail;
+    while let [one] = inner
+        && let StmtKind::Let { name, value, body } = &one.kind
+    {
+        lets.push((name.clone(), value.clone()));
+        inner = body;
+    }
+    let mut dependent = HashSet::from([dname.to_string()]);
+    let mut conds: HashMap<String, Option<Expr>> = HashMap::new();
+    let (mut free, mut bound) = (vec![], vec![]);
+    for (name, value) in lets {
+        if super::derive::reads_active(&value, &dependent) {
+            conds.insert(name.clone(), zero_when(&value, &dependent, &conds));
+            dependent.insert(name.clone());
+            bound.push((name, value));
+        } else {
+            free.push((name, value));
+        }
+    }
+    let mut all: Option<Expr> = None;
+    for s in inner {
+        let StmtKind::Assign {
+            op: AssignOp::Reduce(Reducer::Add),
+            rhs,
+            ..
+        } = &s.kind
+        else {
+            return None;
+        };
+        let c = zero_when(rhs, &dependent, &conds)?;
+        all = Some(match all {
+            None => c,
+            Some(a) => bin(BinaryOp::AndAnd, a, c),
+        });
+    }
+    let zero = all?;
+    if is_true(&zero) {
+        return None;
+    }
+    let not_zero = Expr::new(
+        ExprKind::Unary(crate::notation::ast::UnaryOp::Not, Box::new(zero)),
+        span,
+    );
+    let mut then: Vec<Stmt> = body.to_vec();
+    then.extend(wrap(bound, inner.to_vec(), span));
+    let guarded = vec![tape::stmt(
+        StmtKind::If {
+            cond: not_zero,
+            then,
+            otherwise: vec![],
+        },
+        span,
+    )];
+    Some(wrap(free, guarded, span))
+}
+
+fn wrap(lets: Vec<(String, Expr)>, mut out: Vec<Stmt>, span: Span) -> Vec<Stmt> {
+    for (name, value) in lets.into_iter().rev() {
+        out = vec![tape::stmt(
+            StmtKind::Let {
+                name,
+                value,
+                body: out,
+            },
+            span,
+        )];
+    }
+    out
+}
+
+fn is_true(e: &Expr) -> bool {
+    matches!(e.kind, ExprKind::Literal(crate::types::Scalar::Bool(true)))
+}
+
+fn bin(op: BinaryOp, a: Expr, b: Expr) -> Expr {
+    let span = a.span;
+    if is_true(&a) && op == BinaryOp::OrOr || is_true(&b) && op == BinaryOp::AndAnd {
+        return a;
+    }
+    if is_true(&b) && op == BinaryOp::OrOr || is_true(&a) && op == BinaryOp::AndAnd {
+        return b;
+    }
+    Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)), span)
+}
+
+/// A condition, reading none of `dependent`, under which `e` is `±0.0` whatever the values
+/// of `dependent` are (`conds`: those of the dependent `let`s); `None` when there is none.
+fn zero_when(
+    e: &Expr,
+    dependent: &HashSet<String>,
+    conds: &HashMap<String, Option<Expr>>,
+) -> Option<Expr> {
+    let t = || Expr::lit(crate::types::Scalar::Bool(true));
+    match &e.kind {
+        ExprKind::Literal(crate::types::Scalar::F64(x)) if *x == 0.0 => Some(t()),
+        ExprKind::Name(n) => conds.get(n).cloned().flatten(),
+        ExprKind::Unary(crate::notation::ast::UnaryOp::Neg, x) => zero_when(x, dependent, conds),
+        ExprKind::Binary(BinaryOp::Mul, a, b) => {
+            match (
+                zero_when(a, dependent, conds),
+                zero_when(b, dependent, conds),
+            ) {
+                (Some(x), Some(y)) => Some(bin(BinaryOp::OrOr, x, y)),
+                (x, y) => x.or(y),
+            }
+        }
+        ExprKind::Binary(BinaryOp::Add | BinaryOp::Sub, a, b) => Some(bin(
+            BinaryOp::AndAnd,
+            zero_when(a, dependent, conds)?,
+            zero_when(b, dependent, conds)?,
+        )),
+        ExprKind::Call(f, args)
+            if f == "ifelse"
+                && args.len() == 3
+                && !super::derive::reads_active(&args[0], dependent) =>
+        {
+            let c = args[0].clone();
+            let not_c = Expr::new(
+                ExprKind::Unary(crate::notation::ast::UnaryOp::Not, Box::new(c.clone())),
+                c.span,
+            );
+            match (
+                zero_when(&args[1], dependent, conds),
+                zero_when(&args[2], dependent, conds),
+            ) {
+                // `c && x || !c` is `x || !c`, and `c || !c && y` is `c || y`.
+                (Some(x), Some(y)) if is_true(&y) => Some(bin(BinaryOp::OrOr, x, not_c)),
+                (Some(x), Some(y)) if is_true(&x) => Some(bin(BinaryOp::OrOr, c, y)),
+                (Some(x), Some(y)) => Some(bin(
+                    BinaryOp::OrOr,
+                    bin(BinaryOp::AndAnd, c, x),
+                    bin(BinaryOp::AndAnd, not_c, y),
+                )),
+                (Some(x), None) => Some(bin(BinaryOp::AndAnd, c, x)),
+                (None, Some(y)) => Some(bin(BinaryOp::AndAnd, not_c, y)),
+                (None, None) => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+fn declared(stmts: &[Stmt], out: &mut HashSet<String>) {
+    for s in stmts {
+        match &s.kind {
+            StmtKind::Declare { tensor, .. } => {
+                out.insert(tensor.clone());
+            }
+            StmtKind::Loop { body, .. } | StmtKind::Let { body, .. } | StmtKind::Block(body) => {
+                declared(body, out)
+            }
+            StmtKind::If {
+                then, otherwise, ..
+            } => {
+                declared(then, out);
+                declared(otherwise, out);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn writes_only(stmts: &[Stmt], own: &HashSet<String>) -> bool {
+    stmts.iter().all(|s| match &s.kind {
+        StmtKind::Assign { lhs, .. } => own.contains(&lhs.tensor),
+        StmtKind::Declare { tensor, .. } => own.contains(tensor),
+        StmtKind::Loop { body, .. } | StmtKind::Let { body, .. } | StmtKind::Block(body) => {
+            writes_only(body, own)
+        }
+        StmtKind::If {
+            then, otherwise, ..
+        } => writes_only(then, own) && writes_only(otherwise, own),
+        StmtKind::Freeze { .. } | StmtKind::Thaw { .. } => false,
+    })
 }
 
 /// Whether `s` only adds values that are `±0.0` when the names in `zero` (gradients read as

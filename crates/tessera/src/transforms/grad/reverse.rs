@@ -375,13 +375,16 @@ impl Cx {
                     let tail = super::guard::guard(&dname, &b, tail, span);
                     let decl = tape::stmt(
                         StmtKind::Declare {
-                            tensor: dname,
+                            tensor: dname.clone(),
                             init: zero(),
                         },
                         span,
                     );
                     b.insert(0, decl);
-                    b.extend(tail);
+                    match super::guard::kink_guard(&dname, &b, &tail, span) {
+                        Some(guarded) => b = guarded,
+                        None => b.extend(tail),
+                    }
                 }
                 let fwd = tape::stmt(
                     StmtKind::Let {
