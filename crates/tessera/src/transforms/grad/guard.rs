@@ -391,6 +391,15 @@ mod tests {
         assert!(!t.contains("if "), "one update: {t}");
     }
 
+    /// A `vectorize` loop's body keeps its lanes: no guard in it.
+    #[test]
+    fn vectorised_loops_get_no_guards() {
+        let t = backward(
+            "y .= 0.0\nfor i = vectorize(_)\n  let a = x[i] * x[i + 1]\n    y[i] = min(a, 1.0)\n  end\nend\n",
+        );
+        assert!(!t.contains("if "), "{t}");
+    }
+
     /// A variable only a condition reads has a gradient nothing adds to: not propagated.
     #[test]
     fn a_gradient_nothing_adds_to_is_not_propagated() {

@@ -216,6 +216,7 @@ pub fn grad_with(
         mode: opts.tapes,
         tapes: vec![],
         used,
+        lanes: 0,
     };
     let gradients: Vec<(String, String)> = wrt
         .iter()

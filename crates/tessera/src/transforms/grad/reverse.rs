@@ -11,7 +11,7 @@ use super::derive::{Target, adjoint, bin, neg, reads_active, select, zero};
 use super::tape::{self, Tape, Tapes};
 use crate::error::{Error, Result};
 use crate::notation::ast::{
-    Access, AssignOp, BinaryOp, Expr, ExprKind, Reducer, Span, Stmt, StmtKind,
+    Access, AssignOp, BinaryOp, Expr, ExprKind, LoopMode, Reducer, Span, Stmt, StmtKind,
 };
 use crate::types::Scalar;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -27,6 +27,9 @@ pub(crate) struct Cx {
     pub tapes: Vec<Tape>,
     /// Every name in use (the program's and the generated ones).
     pub used: HashSet<String>,
+    /// How many `vectorize` loops enclose the statement being reversed: their bodies get no
+    /// zero-gradient guards (a branch in the body would cost the loop its lanes).
+    pub lanes: usize,
 }
 
 impl Cx {
@@ -310,7 +313,11 @@ impl Cx {
             } => {
                 let mut inner = loops.to_vec();
                 inner.push(index.clone());
-                let (f, b) = self.body(body, &inner, false)?;
+                let lanes = *parallel == LoopMode::Vector;
+                self.lanes += usize::from(lanes);
+                let reversed = self.body(body, &inner, false);
+                self.lanes -= usize::from(lanes);
+                let (f, b) = reversed?;
                 let fwd = tape::stmt(
                     StmtKind::Loop {
                         index: index.clone(),
@@ -372,7 +379,12 @@ impl Cx {
                     let dname = self.grad_name(name);
                     let g = tape::read(tape::access(&dname, vec![], span));
                     let tail = self.contributions(value, g, span)?;
-                    let tail = super::guard::guard(&dname, &b, tail, span);
+                    let guards = self.lanes == 0;
+                    let tail = if guards {
+                        super::guard::guard(&dname, &b, tail, span)
+                    } else {
+                        tail
+                    };
                     let decl = tape::stmt(
                         StmtKind::Declare {
                             tensor: dname.clone(),
@@ -381,7 +393,10 @@ impl Cx {
                         span,
                     );
                     b.insert(0, decl);
-                    match super::guard::kink_guard(&dname, &b, &tail, span) {
+                    match guards
+                        .then(|| super::guard::kink_guard(&dname, &b, &tail, span))
+                        .flatten()
+                    {
                         Some(guarded) => b = guarded,
                         None => b.extend(tail),
                     }
