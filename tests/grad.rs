@@ -1651,3 +1651,110 @@ fn grad_schedule_flag() {
     let e = String::from_utf8_lossy(&bad.stderr);
     assert!(e.contains("reorder(j#3, i#2)"), "{e}");
 }
+
+/// Zero-adjoint guards (`transforms::grad::guard`): the gradient of `a`, zero wherever the
+/// clamp is flat, propagates under `if da[] != 0.0`; `z`'s is computed only where its clamp's
+/// conditions let it through (`if !(...)`); `t`, read only by a condition, has a
+/// gradient nothing adds to, so it is not propagated at all. Gradients equal central
+/// differences on every backend, and equal bit for bit (seeds with -0.0, NaN and Inf
+/// included) those of the same program with every guard removed.
+#[test]
+fn zero_gradients_of_lets_skip_their_propagation() {
+    let text = "y .= 0.0
+for i = _, j = _
+  let a = x[i] * w[j], t = x[i] - 2.0 * w[j], s = x[i] + w[j]
+    let c = min(max(a, -1.0), 1.0)
+      let z = min(max(ifelse(t > 0.0, c, -c) * s * 4.0, -3.0), 3.0)
+        y[i, j] = 1.0 / (1.0 + exp(-z))
+      end
+    end
+  end
+end";
+    let mut rng = StdRng::seed_from_u64(23);
+    let x = small(tensor(&mut rng, "Dense(Element(0.0))", &[7], &all));
+    let w = small(tensor(&mut rng, "Dense(Element(0.0))", &[5], &all));
+    let ts = named(vec![("x", x), ("w", w)]);
+    let seeds = named(vec![("y", seed(&mut rng, &[7, 5]))]);
+    check(text, &ts, &["x", "w"], &seeds, "");
+
+    let gp = grad(&parse(text), &["x", "w"], &["y"]).unwrap();
+    let printed = gp.program.to_string();
+    assert!(printed.contains("if da[] != 0.0"), "{printed}");
+    // `z`'s gradient (an `exp` and a division) only where the clamp is not flat.
+    assert!(
+        printed.contains("if !(") && printed.contains("dz .= 0.0"),
+        "{printed}"
+    );
+    assert!(
+        !printed.contains("+= dt[]") && !printed.contains("-dt[]"),
+        "{printed}"
+    );
+
+    // The guards removed: `if d[] != 0.0 ... end` becomes a block.
+    fn unguard(stmts: &[tessera::notation::ast::Stmt]) -> Vec<tessera::notation::ast::Stmt> {
+        use tessera::notation::ast::StmtKind;
+        stmts
+            .iter()
+            .map(|s| {
+                let mut s = s.clone();
+                s.kind = match s.kind {
+                    StmtKind::If {
+                        cond,
+                        then,
+                        otherwise,
+                    } if otherwise.is_empty() => {
+                        let _ = cond;
+                        StmtKind::Block(unguard(&then))
+                    }
+                    StmtKind::Let { name, value, body } => StmtKind::Let {
+                        name,
+                        value,
+                        body: unguard(&body),
+                    },
+                    StmtKind::Loop {
+                        index,
+                        extent,
+                        body,
+                        parallel,
+                    } => StmtKind::Loop {
+                        index,
+                        extent,
+                        body: unguard(&body),
+                        parallel,
+                    },
+                    other => other,
+                };
+                s
+            })
+            .collect()
+    }
+    let plain = gp.program.with_body(unguard(&gp.program.body));
+    assert!(!plain.to_string().contains("if "), "{plain}");
+    let mut special = dense_values(&seeds["y"]);
+    special[0] = -0.0;
+    special[3] = f64::NAN;
+    special[8] = f64::INFINITY;
+    special[9] = -0.0;
+    let mut inputs = ts.clone();
+    inputs.insert(gp.seeds[0].1.clone(), as_dense(&seeds["y"], special));
+    for (backend, runner) in backends() {
+        let Some(runner) = runner else { continue };
+        let run = |p: &Program| {
+            let mut t = inputs.clone();
+            create_tensors(p, &mut t, &|_, rank, fill| Format::dense(rank, fill)).unwrap();
+            let c = runner.compile(p, &common::formats_of(&t)).unwrap();
+            runner.execute(&c, &mut t).unwrap();
+            t
+        };
+        let (a, b) = (run(&gp.program), run(&plain));
+        for (_, d) in &gp.gradients {
+            let (ga, gb) = (dense_values(&a[d]), dense_values(&b[d]));
+            for (k, (u, v)) in ga.iter().zip(&gb).enumerate() {
+                assert!(
+                    u.to_bits() == v.to_bits() || (u.is_nan() && v.is_nan()),
+                    "{backend}: {d}[{k}] = {u} guarded, {v} unguarded\n{printed}"
+                );
+            }
+        }
+    }
+}

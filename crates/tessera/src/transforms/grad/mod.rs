@@ -31,6 +31,7 @@
 //! iterations of a loop repeat on the same element (only the last write would count).
 
 pub mod derive;
+pub mod guard;
 pub mod partial;
 pub mod reverse;
 pub mod share;
@@ -217,6 +218,7 @@ pub fn grad_with(
         tapes: vec![],
         used,
         reducers: program.reducers.clone(),
+        lanes: 0,
     };
     let gradients: Vec<(String, String)> = wrt
         .iter()

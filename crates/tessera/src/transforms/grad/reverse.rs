@@ -13,7 +13,7 @@ use super::derive::{
 use super::tape::{self, Tape, Tapes};
 use crate::error::{Error, Result};
 use crate::notation::ast::{
-    Access, AssignOp, BinaryOp, Expr, ExprKind, Reducer, ReducerDef, Span, Stmt, StmtKind,
+    Access, AssignOp, BinaryOp, Expr, ExprKind, LoopMode, Reducer, ReducerDef, Span, Stmt, StmtKind,
 };
 use crate::types::Scalar;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -31,6 +31,9 @@ pub(crate) struct Cx {
     pub used: HashSet<String>,
     /// The program's user reducers (its statements name them: `Reducer::Named`).
     pub reducers: Vec<ReducerDef>,
+    /// How many `vectorize` loops enclose the statement being reversed: their bodies get no
+    /// zero-gradient guards (a branch in the body would cost the lanes).
+    pub lanes: usize,
 }
 
 impl Cx {
@@ -333,7 +336,11 @@ impl Cx {
             } => {
                 let mut inner = loops.to_vec();
                 inner.push(index.clone());
-                let (f, b) = self.body(body, &inner, false)?;
+                let lanes = *parallel == LoopMode::Vector;
+                self.lanes += usize::from(lanes);
+                let reversed = self.body(body, &inner, false);
+                self.lanes -= usize::from(lanes);
+                let (f, b) = reversed?;
                 let fwd = tape::stmt(
                     StmtKind::Loop {
                         index: index.clone(),
@@ -395,15 +402,27 @@ impl Cx {
                     let dname = self.grad_name(name);
                     let g = tape::read(tape::access(&dname, vec![], span));
                     let tail = self.contributions(value, g, span)?;
+                    let guards = self.lanes == 0;
+                    let tail = if guards {
+                        super::guard::guard(&dname, &b, tail, span)
+                    } else {
+                        tail
+                    };
                     let decl = tape::stmt(
                         StmtKind::Declare {
-                            tensor: dname,
+                            tensor: dname.clone(),
                             init: zero(),
                         },
                         span,
                     );
                     b.insert(0, decl);
-                    b.extend(tail);
+                    match guards
+                        .then(|| super::guard::kink_guard(&dname, &b, &tail, span))
+                        .flatten()
+                    {
+                        Some(guarded) => b = guarded,
+                        None => b.extend(tail),
+                    }
                 }
                 let fwd = tape::stmt(
                     StmtKind::Let {
