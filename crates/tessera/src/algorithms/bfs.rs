@@ -1,6 +1,9 @@
 //! Direction-optimizing breadth-first search with parents: the kernels are
 //! `examples/bfs_push.tess` and `examples/bfs_pull.tess`; one of them runs per level until the
 //! frontier is empty, push for small frontiers and pull for large ones (Beamer's heuristic).
+//! On several threads a push step whose frontier has enough out-edges ([`PUSH_EDGE_WORK`])
+//! runs `examples/bfs_push_parallel.tess` instead, split by the frontier vertices, with the
+//! same parents as the serial step (the least frontier neighbour, which `choose` keeps).
 
 use super::{check_graph, empty_frontier, one_hot};
 use crate::backend::parallel::{Atomics, threads_for_work};
@@ -23,11 +26,16 @@ pub const VISIT: &str = "for k = _\n  V[k] |= Fnext[k]\nend\n";
 /// The adjacency format the kernels are written for (edge j -> k for a stored A[j, k]).
 pub const GRAPH_FORMAT: &str = "Dense(SparseList(Pattern()))";
 const FRONTIER: &str = "SparseByteMap(Pattern())";
-/// The units of work (the runner's threshold, `backend::parallel::MIN_PARALLEL_WORK`, counts
-/// simple entries of about a nanosecond) one pushed edge weighs: each reads `V[k]` at a
-/// random place, ~6-7 ns on delaunay_n17 (BENCHMARKS.md, "BFS push steps split between two
-/// threads").
-pub const PUSH_EDGE_WORK: u64 = 6;
+/// The units of the runner's threshold (`backend::parallel::MIN_PARALLEL_WORK`, 40,000 by
+/// default) one frontier out-edge weighs when the driver decides whether a push step splits:
+/// at the default a step splits from 13,334 out-edges on. Estimated from CPU profiles on a
+/// loaded machine (BENCHMARKS.md, "BFS push steps split between threads", session 44): a
+/// serial step costs ~6.3 ns per edge, the split kernel's chunks together ~1.15x that (the
+/// locked `|` and `min` on first reaching a vertex), and a split step pays a fixed ~30 us
+/// on top (handing chunks to the pool, draining the n flags of `N`, adopting the parents),
+/// so on two threads it gains only above ~11,000 edges. delaunay_n17's push steps hold at
+/// most ~11,000 and stay serial.
+pub const PUSH_EDGE_WORK: u64 = 3;
 
 /// Pull once the frontier holds more than this fraction of the vertices (the value of the
 /// Finch artifact's push-pull BFS), for graphs whose out-degrees the driver cannot read.
