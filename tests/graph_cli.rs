@@ -174,6 +174,64 @@ fn bfs_parents_form_a_bfs_tree_in_every_direction() {
 }
 
 #[test]
+fn split_push_steps_give_one_threads_files() {
+    // `--min-parallel-work 0` splits every push step on 2 and 3 threads; the parents and
+    // levels are one thread's byte for byte.
+    let dir = Dir::new("bfs-split");
+    let g = random_graph(300, 900);
+    let path = dir.path("g.mtx");
+    write_mtx(&path, &g);
+    let files = |threads: &str, work: &str| {
+        let (parents, dist) = (
+            dir.path(&format!("p{threads}.npy")),
+            dir.path(&format!("d{threads}.npy")),
+        );
+        let line = ok(&[
+            "graph",
+            "bfs",
+            "--in",
+            &format!("A={path}"),
+            "--source",
+            "3",
+            "--threads",
+            threads,
+            "--min-parallel-work",
+            work,
+            "--out",
+            &format!("parents={parents}"),
+            "--out",
+            &format!("dist={dist}"),
+            "--warmup",
+            "0",
+            "--repeat",
+            "1",
+            "--json",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+        let split = v["steps"]["push_split"].as_u64().unwrap();
+        let bytes = (
+            std::fs::read(&parents).unwrap(),
+            std::fs::read(&dist).unwrap(),
+        );
+        (split, json_field(&line, "iterations") as u64, bytes)
+    };
+    let (split, _, serial) = files("1", "0");
+    assert_eq!(split, 0);
+    for threads in ["2", "3"] {
+        let (split, steps, got) = files(threads, "0");
+        assert_eq!(split, steps, "{threads} threads");
+        assert!(
+            got == serial,
+            "{threads} threads: the files differ from one thread's"
+        );
+    }
+    // At the default threshold this graph's thin steps stay serial.
+    let (split, _, got) = files("2", "40000");
+    assert_eq!(split, 0);
+    assert!(got == serial);
+}
+
+#[test]
 fn bellman_ford_distances_and_predecessors() {
     let dir = Dir::new("bf");
     let g = random_graph(200, 700);

@@ -1677,10 +1677,106 @@ fn bfs_in_parallel_equals_serial() {
                 for dir in [Direction::Push, Direction::Pull, Direction::Auto] {
                     let s = bfs::search(&runner, &a, &at, 0, dir).unwrap();
                     let what = format!("{name} x{threads} {dir:?}, {n} vertices");
+                    // Threshold 0: every push step runs split on several threads.
+                    let pushes = s
+                        .steps
+                        .iter()
+                        .filter(|(d, _)| *d == Direction::Push)
+                        .count();
+                    let split = if threads > 1 { pushes } else { 0 };
+                    assert_eq!(s.split, split, "{what}");
                     assert_eq!(s.level, serial.level, "{what}");
                     // Pull finds each vertex's smallest frontier in-neighbour, push its first
                     // claimant in frontier order: the same vertex.
                     assert_eq!(s.parent, serial.parent, "{what}");
+                }
+            }
+        }
+    }
+}
+
+/// Levels by a plain queue and, as parent of each vertex, its least in-neighbour one level
+/// nearer the source: the vertex the serial push step's `choose` keeps (it walks the frontier
+/// in increasing order) and the split step's `min` picks.
+fn bfs_reference(n: usize, edges: &[(usize, usize)], source: usize) -> (Vec<i64>, Vec<i64>) {
+    let mut level = vec![-1i64; n];
+    let mut queue = std::collections::VecDeque::from([source]);
+    level[source] = 0;
+    while let Some(j) = queue.pop_front() {
+        for &(a, b) in edges {
+            if a == j && level[b] < 0 {
+                level[b] = level[j] + 1;
+                queue.push_back(b);
+            }
+        }
+    }
+    let mut parent = vec![-1i64; n];
+    parent[source] = source as i64;
+    for k in (0..n).filter(|&k| k != source && level[k] > 0) {
+        parent[k] = edges
+            .iter()
+            .filter(|&&(a, b)| b == k && level[a] == level[k] - 1)
+            .map(|&(a, _)| a as i64)
+            .min()
+            .unwrap();
+    }
+    (level, parent)
+}
+
+#[test]
+fn bfs_split_push_steps_on_shaped_graphs() {
+    use tessera::algorithms::bfs::{self, Direction};
+    let n = 40;
+    let path: Vec<_> = (0..n - 1).map(|i| (i, i + 1)).collect();
+    let star: Vec<_> = (1..n).flat_map(|i| [(0, i), (i, 0)]).collect();
+    let complete: Vec<_> = (0..12)
+        .flat_map(|a| (0..12).filter(move |&b| b != a).map(move |b| (a, b)))
+        .collect();
+    // Two components; the second is never reached.
+    let disconnected = vec![(0, 1), (1, 2), (2, 0), (5, 6), (6, 7)];
+    let loops: Vec<_> = (0..n)
+        .flat_map(|i| [(i, i), (i, (i * 7 + 3) % n)])
+        .collect();
+    // Contention: the source reaches 30 vertices, all of which reach each of the last 9 in
+    // one step (every one of those is claimed by 30 frontier vertices at once).
+    let fan: Vec<_> = (1..31)
+        .flat_map(|j| std::iter::once((0, j)).chain((31..n).map(move |k| (j, k))))
+        .collect();
+    let mut rng = Rng(71);
+    let mut random = std::collections::BTreeSet::new();
+    while random.len() < 150 {
+        random.insert((rng.below(n as u64) as usize, rng.below(n as u64) as usize));
+    }
+    let random: Vec<_> = random.into_iter().collect();
+    let cases = [
+        ("path", &path),
+        ("star", &star),
+        ("complete", &complete),
+        ("disconnected", &disconnected),
+        ("self loops", &loops),
+        ("fan-in", &fan),
+        ("random", &random),
+    ];
+    for (what, edges) in cases {
+        let coords = vec![
+            edges.iter().map(|e| e.0 as i64).collect(),
+            edges.iter().map(|e| e.1 as i64).collect(),
+        ];
+        let values = Buffer::Bool(vec![true; edges.len()].into());
+        let a =
+            Tensor::from_coo(&fmt(bfs::GRAPH_FORMAT), &[n, n], &coords, &values, |x, _| x).unwrap();
+        let at = bfs::transpose(&a).unwrap();
+        for source in [0, 1, n - 1] {
+            let (level, parent) = bfs_reference(n, edges, source);
+            for (name, runner) in runners() {
+                runner.set_min_parallel_work(0);
+                for threads in [1, 2, 3] {
+                    runner.set_threads(threads);
+                    let s = bfs::search(&runner, &a, &at, source, Direction::Push).unwrap();
+                    let at_what = format!("{what} from {source}, {name} x{threads}");
+                    assert_eq!(s.level, level, "{at_what}");
+                    assert_eq!(s.parent, parent, "{at_what}");
+                    assert_eq!(s.split > 0, threads > 1, "{at_what}");
                 }
             }
         }

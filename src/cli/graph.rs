@@ -122,8 +122,8 @@ fn run_once(
     let s = bfs::search_in(runner, graph, source, dir)?;
     let count = |d: bfs::Direction| s.steps.iter().filter(|(x, _)| *x == d).count();
     let steps = [
-        ("push", count(bfs::Direction::Push)),
-        ("push_split", 0),
+        ("push", count(bfs::Direction::Push) - s.split),
+        ("push_split", s.split),
         ("pull", count(bfs::Direction::Pull)),
     ];
     Ok(Outcome {

@@ -112,6 +112,10 @@ pub struct KernelArgs {
     /// (atomic updates for every reducer, sums included) or `never` (copies only)
     #[arg(long, value_name = "MODE", value_parser = parse_atomics, default_value = "auto")]
     pub atomics: tessera::backend::parallel::Atomics,
+    /// Least work (entries, about a nanosecond each) a parallel loop splits for (default
+    /// 40000; 0 splits every loop): how cut-overs are measured
+    #[arg(long, value_name = "N")]
+    pub min_parallel_work: Option<u64>,
 }
 
 fn parse_atomics(s: &str) -> std::result::Result<tessera::backend::parallel::Atomics, String> {
@@ -430,6 +434,9 @@ fn compiling_runner(backend: &str, kernel: &KernelArgs) -> Result<Runner> {
     runner.set_max_kernel_size(kernel.limit());
     runner.set_threads(kernel.threads.unwrap_or_else(tessera::run::default_threads));
     runner.set_atomics(kernel.atomics);
+    if let Some(work) = kernel.min_parallel_work {
+        runner.set_min_parallel_work(work);
+    }
     Ok(runner)
 }
 

@@ -1,8 +1,12 @@
 //! Direction-optimizing breadth-first search with parents: the kernels are
 //! `examples/bfs_push.tess` and `examples/bfs_pull.tess`; one of them runs per level until the
 //! frontier is empty, push for small frontiers and pull for large ones (Beamer's heuristic).
+//! On several threads a push step whose frontier has enough out-edges ([`PUSH_EDGE_WORK`])
+//! runs `examples/bfs_push_parallel.tess` instead, split by the frontier vertices, with the
+//! same parents as the serial step (the least frontier neighbour, which `choose` keeps).
 
 use super::{check_graph, empty_frontier, one_hot};
+use crate::backend::parallel::{Atomics, threads_for_work};
 use crate::error::{Error, Result};
 use crate::levels::Format;
 use crate::notation::parse::parse_program;
@@ -13,6 +17,8 @@ use std::collections::BTreeMap;
 
 pub const PUSH: &str = include_str!("../../../../examples/bfs_push.tess");
 pub const PULL: &str = include_str!("../../../../examples/bfs_pull.tess");
+/// The push step split between threads (indivisible `|` and `min` into Dense vectors).
+pub const PUSH_PARALLEL: &str = include_str!("../../../../examples/bfs_push_parallel.tess");
 /// After a step: the new frontier joins the visited set. A kernel of its own because a step
 /// cannot read `V` and write it in the same loop.
 pub const VISIT: &str = "for k = _\n  V[k] |= Fnext[k]\nend\n";
@@ -20,6 +26,16 @@ pub const VISIT: &str = "for k = _\n  V[k] |= Fnext[k]\nend\n";
 /// The adjacency format the kernels are written for (edge j -> k for a stored A[j, k]).
 pub const GRAPH_FORMAT: &str = "Dense(SparseList(Pattern()))";
 const FRONTIER: &str = "SparseByteMap(Pattern())";
+/// The units of the runner's threshold (`backend::parallel::MIN_PARALLEL_WORK`, 40,000 by
+/// default) one frontier out-edge weighs when the driver decides whether a push step splits:
+/// at the default a step splits from 13,334 out-edges on. Estimated from CPU profiles on a
+/// loaded machine (BENCHMARKS.md, "BFS push steps split between threads", session 44): a
+/// serial step costs ~6.3 ns per edge, the split kernel's chunks together ~1.15x that (the
+/// locked `|` and `min` on first reaching a vertex), and a split step pays a fixed ~30 us
+/// on top (handing chunks to the pool, draining the n flags of `N`, adopting the parents),
+/// so on two threads it gains only above ~11,000 edges. delaunay_n17's push steps hold at
+/// most ~11,000 and stay serial.
+pub const PUSH_EDGE_WORK: u64 = 3;
 
 /// Pull once the frontier holds more than this fraction of the vertices (the value of the
 /// Finch artifact's push-pull BFS), for graphs whose out-degrees the driver cannot read.
@@ -47,6 +63,8 @@ pub struct Search {
     pub level: Vec<i64>,
     /// The direction of each step and the size of the frontier it expanded.
     pub steps: Vec<(Direction, usize)>,
+    /// How many of the push steps ran split between threads (`PUSH_PARALLEL`).
+    pub split: usize,
     /// Milliseconds spent compiling each kernel in this call (none once the runner caches them).
     pub compile_ms: Vec<(&'static str, f64)>,
 }
@@ -106,7 +124,7 @@ pub fn search_in(
             ),
         ));
     }
-    let state = ["F", "Fnext", "V", "P", "p"];
+    let state = ["F", "Fnext", "V", "P", "p", "N", "Q"];
     let result = run_search(runner, graph, n, source, dir);
     for name in state {
         graph.remove(name);
@@ -151,6 +169,26 @@ fn run_search(
         "p".into(),
         Tensor::empty(&Format::parse("ShortCircuitScalar(-1)", None)?, &[])?,
     );
+    let threads = runner.threads();
+    if threads > 1 {
+        // The split push step's outputs (see PUSH_PARALLEL): no vertex reached yet.
+        ts.insert(
+            "N".into(),
+            Tensor::from_dense(
+                &Format::parse("Dense(Element(false))", None)?,
+                &[n],
+                &Buffer::Bool(vec![false; n].into()),
+            )?,
+        );
+        ts.insert(
+            "Q".into(),
+            Tensor::from_dense(
+                &Format::parse("Dense(Element(-1))", None)?,
+                &[n],
+                &Buffer::I64(vec![n as i64; n].into()),
+            )?,
+        );
+    }
     let formats = |names: &[&str]| -> BTreeMap<String, Format> {
         names
             .iter()
@@ -169,6 +207,18 @@ fn run_search(
     let push = compile("bfs_push", PUSH, &["A", "F", "Fnext", "V", "P"])?;
     let pull = compile("bfs_pull", PULL, &["AT", "F", "Fnext", "V", "P", "p"])?;
     let visit = compile("bfs_visit", VISIT, &["V", "Fnext"])?;
+    let push_split = if threads > 1 {
+        Some(compile(
+            "bfs_push_parallel",
+            PUSH_PARALLEL,
+            &["A", "F", "V", "N", "Q"],
+        )?)
+    } else {
+        None
+    };
+    let user_min_work = runner.min_parallel_work();
+    let mut split = 0;
+    let mut members = vec![];
 
     let mut level = vec![-1i64; n];
     level[source] = 0;
@@ -207,13 +257,44 @@ fn run_search(
         previous = step;
         last_frontier = frontier;
         steps.push((step, frontier));
-        let kernel = if step == Direction::Pull {
-            &pull
-        } else {
-            &push
-        };
-        runner.execute(kernel, ts)?;
-        runner.execute(&visit, ts)?;
+        // The push kernel's range (all n rows) weighs every vertex's out-edges: the driver
+        // weighs the step by its frontier's own and runs it split (threshold 0) or serially.
+        let splits = step != Direction::Pull
+            && threads_for_work(
+                (frontier_edges as u64)
+                    .saturating_mul(PUSH_EDGE_WORK)
+                    .max(frontier as u64),
+                threads,
+                0,
+                user_min_work,
+            ) > 1;
+        match &push_split {
+            Some(kernel) if splits => {
+                split += 1;
+                // At threshold 0 the runner would give each chunk private copies of N and
+                // Q (n elements each, filled and folded per step, far more than a step's
+                // edges): the step updates them in place unless the caller asked for copies.
+                let atomics = runner.atomics();
+                if atomics == Atomics::Auto {
+                    runner.set_atomics(Atomics::Always);
+                }
+                runner.set_min_parallel_work(0);
+                let run = runner.execute(kernel, ts);
+                runner.set_min_parallel_work(user_min_work);
+                runner.set_atomics(atomics);
+                run?;
+                adopt_reached(ts, n, &mut members)?;
+            }
+            _ => {
+                let kernel = if step == Direction::Pull {
+                    &pull
+                } else {
+                    &push
+                };
+                runner.execute(kernel, ts)?;
+                runner.execute(&visit, ts)?;
+            }
+        }
         frontier = 0;
         frontier_edges = 0;
         super::for_each_member(&ts["Fnext"], &mut |c| {
@@ -235,6 +316,58 @@ fn run_search(
         parent,
         level,
         steps,
+        split,
         compile_ms,
     })
+}
+
+/// After a split push step: the vertices it flagged in `N` (cleared on the way) become the
+/// next frontier `Fnext` (empty on entry), take their least frontier neighbour `Q[k]` as
+/// parent (`Q[k]` back to n for the next step), and are marked visited, all in
+/// O(n / 64 + reached): what `VISIT` and the serial step's `choose` do for a serial step.
+fn adopt_reached(
+    ts: &mut BTreeMap<String, Tensor>,
+    n: usize,
+    members: &mut Vec<i64>,
+) -> Result<()> {
+    super::drain_flags(ts.get_mut("N").expect("inserted above"), "N", members)?;
+    let mut parents = Vec::with_capacity(members.len());
+    let q = values_i64(ts, "Q")?;
+    for &k in members.iter() {
+        parents.push(std::mem::replace(&mut q[k as usize], n as i64));
+    }
+    let p = values_i64(ts, "P")?;
+    for (&k, &j) in members.iter().zip(&parents) {
+        p[k as usize] = j;
+    }
+    let Some(Buffer::Bool(v)) = ts
+        .get_mut("V")
+        .and_then(|t| t.levels.last_mut())
+        .and_then(|l| l.first_mut())
+    else {
+        return Err(Error::tensor(
+            "V",
+            "expected a Dense(Element(false)) vector",
+        ));
+    };
+    let v: &mut [bool] = v;
+    for &k in members.iter() {
+        v[k as usize] = true;
+    }
+    super::set_frontier(ts.get_mut("Fnext").expect("inserted above"), n, members)
+}
+
+/// The values of the `Dense(Element(..))` i64 vector `name`, to update in place.
+fn values_i64<'a>(ts: &'a mut BTreeMap<String, Tensor>, name: &str) -> Result<&'a mut [i64]> {
+    match ts
+        .get_mut(name)
+        .and_then(|t| t.levels.last_mut())
+        .and_then(|l| l.first_mut())
+    {
+        Some(Buffer::I64(v)) => Ok(v),
+        _ => Err(Error::tensor(
+            name,
+            "expected a Dense(Element(-1)) vector of i64",
+        )),
+    }
 }

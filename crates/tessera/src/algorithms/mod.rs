@@ -94,10 +94,15 @@ pub(crate) fn empty_frontier(t: &mut Tensor) -> Result<()> {
 /// Move the set flags of a `Dense(Element(false))` vector `t` (named `name` in errors) into
 /// `members`, in increasing order, and clear them, so that it is all false again for the next
 /// step: how a driver turns the flags a parallel step sets (a Dense vector, which chunks may
-/// update at once, unlike a sorted list) into the next frontier. One pass over the n flags,
-/// 64 at a time: a block's flags become the bits of a word (branch-free, which the compiler
-/// vectorises), whose set bits are then walked, so a frontier spread over the vertices costs
-/// no mispredicted branch per flag; a block with a flag set is cleared whole.
+/// update at once, unlike a sorted list) into the next frontier. One read pass over the n
+/// flags, 64 at a time: a block is first tested whole (an OR of its bytes, which the compiler
+/// vectorises), so the blocks with no flag set (most of them under a thin frontier) cost a few
+/// instructions; a block with a flag set becomes the bits of a word (branch-free), whose set
+/// bits are then walked, so a frontier spread over the vertices costs no mispredicted branch
+/// per flag. Then the listed flags alone are cleared: the store is written (and copied first
+/// if shared) only when a flag was set. A split BFS push step, which drains n flags after
+/// a few thousand edges, spent ~16 us per step in the earlier version (a whole-vector test,
+/// then every block turned into bits and the flagged blocks cleared whole).
 pub(crate) fn drain_flags(t: &mut Tensor, name: &str, members: &mut Vec<i64>) -> Result<()> {
     const BLOCK: usize = 64;
     members.clear();
@@ -110,21 +115,21 @@ pub(crate) fn drain_flags(t: &mut Tensor, name: &str, members: &mut Vec<i64>) ->
             ),
         ));
     };
-    // Read first: a shared store is copied only if a flag is set.
-    if !flags.iter().fold(false, |any, &f| any | f) {
-        return Ok(());
-    }
-    let flags: &mut [bool] = flags;
-    for (b, block) in flags.chunks_mut(BLOCK).enumerate() {
-        let mut bits = flag_bits(block);
-        if bits == 0 {
+    for (b, block) in flags.chunks(BLOCK).enumerate() {
+        if block.iter().fold(0u8, |any, &f| any | u8::from(f)) == 0 {
             continue;
         }
+        let mut bits = flag_bits(block);
         while bits != 0 {
             members.push((b * BLOCK) as i64 + i64::from(bits.trailing_zeros()));
             bits &= bits - 1;
         }
-        block.fill(false);
+    }
+    if !members.is_empty() {
+        let flags: &mut [bool] = flags;
+        for &m in members.iter() {
+            flags[m as usize] = false;
+        }
     }
     Ok(())
 }
