@@ -28,14 +28,15 @@ pub const GRAPH_FORMAT: &str = "Dense(SparseList(Pattern()))";
 const FRONTIER: &str = "SparseByteMap(Pattern())";
 /// The units of the runner's threshold (`backend::parallel::MIN_PARALLEL_WORK`, 40,000 by
 /// default) one frontier out-edge weighs when the driver decides whether a push step splits:
-/// at the default a step splits from 13,334 out-edges on. Estimated from CPU profiles on a
-/// loaded machine (BENCHMARKS.md, "BFS push steps split between threads", session 44): a
-/// serial step costs ~6.3 ns per edge, the split kernel's chunks together ~1.15x that (the
-/// locked `|` and `min` on first reaching a vertex), and a split step pays a fixed ~30 us
-/// on top (handing chunks to the pool, draining the n flags of `N`, adopting the parents),
-/// so on two threads it gains only above ~11,000 edges. delaunay_n17's push steps hold at
-/// most ~11,000 and stay serial.
-pub const PUSH_EDGE_WORK: u64 = 3;
+/// at the default a step splits from 4,000 out-edges on. Measured on an idle machine
+/// (BENCHMARKS.md, "BFS push steps split between threads" and the lead's idle sweep after it,
+/// session 44): delaunay_n17 on two threads, the cut-over swept from every push step split to
+/// none, was fastest splitting from ~4,000 edges (6.3 ms against 7.5 on one thread; from
+/// 13,334 edges 7.1 ms, every step 6.6 ms). A serial step costs ~6.3 ns per edge, the split
+/// kernel's chunks together ~1.15x that (the locked `|` and `min` on first reaching a
+/// vertex), plus a fixed cost per split step (handing chunks to the pool, draining the flags
+/// of `N`, adopting the parents).
+pub const PUSH_EDGE_WORK: u64 = 10;
 
 /// Pull once the frontier holds more than this fraction of the vertices (the value of the
 /// Finch artifact's push-pull BFS), for graphs whose out-degrees the driver cannot read.
