@@ -143,7 +143,8 @@ pub(crate) fn kink_guard(
     Some(wrap(free, guarded, span))
 }
 
-fn wrap(lets: Vec<(String, Expr)>, mut out: Vec<Stmt>, span: Span) -> Vec<Stmt> {
+/// `out` inside the `let`s, the first outermost.
+pub(crate) fn wrap(lets: Vec<(String, Expr)>, mut out: Vec<Stmt>, span: Span) -> Vec<Stmt> {
     for (name, value) in lets.into_iter().rev() {
         out = vec![tape::stmt(
             StmtKind::Let {

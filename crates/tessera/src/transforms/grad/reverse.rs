@@ -116,17 +116,7 @@ impl Cx {
             }
             out.push(s);
         }
-        for (name, value) in lets.into_iter().rev() {
-            out = vec![tape::stmt(
-                StmtKind::Let {
-                    name,
-                    value,
-                    body: out,
-                },
-                span,
-            )];
-        }
-        Ok(out)
+        Ok(super::guard::wrap(lets, out, span))
     }
 
     /// Forward and backward statements of one body. `loops`: the loop indices around it,
