@@ -123,6 +123,14 @@ fn matrix_products_and_masked_scores_keep_every_elements_sum() {
     ]);
     let gemm = "y .= 0.0\nfor i = _, j = _, k = _\n  y[i, j] += A[i, k] * B[j, k]\nend\n";
     assert!(agree(gemm, &t, &["y"], "gemm"));
+    // C = A B: the inner loop reads B's column, one row of B (m elements) a step.
+    let t = BTreeMap::from([
+        ("A".to_string(), dense(&[n, d], values(n * d, 5, false))),
+        ("B".to_string(), dense(&[d, m], values(d * m, 6, true))),
+        ("y".to_string(), dense(&[n, m], vec![0.0; n * m])),
+    ]);
+    let strided = "y .= 0.0\nfor i = _, j = _, k = _\n  y[i, j] += A[i, k] * B[k, j]\nend\n";
+    assert!(agree(strided, &t, &["y"], "strided gemm"));
     // Attention's scores on a mask's pattern (band, CSR, dense), written into a dense output.
     let n = 23;
     let mut mask = vec![0.0; n * n];
@@ -275,5 +283,28 @@ fn a_shifted_read_past_its_buffer_fails_alike_everywhere() {
     for m in &msgs {
         assert!(m.contains("`x`"), "{m}");
         assert_eq!(m.split_once(": ").unwrap().1, first, "{msgs:?}");
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+
+    /// Random shapes of C = A B (rows left over, short and long inner loops), every
+    /// backend against the evaluator's bits.
+    #[test]
+    fn random_products_keep_every_elements_sum(
+        n in 0usize..9,
+        m in 1usize..14,
+        d in 0usize..20,
+        seed in 1u64..1000,
+        special in proptest::prelude::any::<bool>(),
+    ) {
+        let t = BTreeMap::from([
+            ("A".to_string(), dense(&[n, d], values(n * d, seed, special))),
+            ("B".to_string(), dense(&[d, m], values(d * m, seed + 1, false))),
+            ("y".to_string(), dense(&[n, m], vec![0.0; n * m])),
+        ]);
+        let p = "y .= 0.0\nfor i = _, j = _, k = _\n  y[i, j] += A[i, k] * B[k, j]\nend\n";
+        agree(p, &t, &["y"], &format!("{n} x {d} x {m} seed {seed}"));
     }
 }

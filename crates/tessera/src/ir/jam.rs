@@ -26,7 +26,8 @@
 //! - every load that moves earlier than it ran (the assignments and conditions before the
 //!   inner loop, and the inner loop's, of rows 1.. of a group, which now run before row 0's
 //!   statements after its inner loop) has an index computed without loads, and the inner
-//!   loop's loads are at `base + f + c` or at an index the loop does not change.
+//!   loop's loads are at `base + f * s + c` (`s` >= 0, tested) or at an index the loop does
+//!   not change.
 //!
 //! Before a group runs jammed, one test checks that every moved load of every row is in
 //! bounds and that the rows' inner ranges agree; otherwise, or when a row's condition on the
@@ -180,23 +181,41 @@ fn terms(e: &Expr, out: &mut Vec<Expr>, c: &mut i64) -> bool {
 /// Whether `index` is `v + rest` with `rest` not reading `v` nor anything in `not`: one
 /// step of `v` moves it by one element.
 fn unit_stride(index: &Expr, v: VarId, not: &HashSet<VarId>) -> bool {
+    matches!(stride(index, v, not), Some(None))
+}
+
+/// `Some(None)` when `index` is `v + rest`, `Some(Some(s))` when it is `v * s + rest` or
+/// `s * v + rest`, with `s` and `rest` reading neither `v` nor anything in `not`.
+fn stride(index: &Expr, v: VarId, not: &HashSet<VarId>) -> Option<Option<Expr>> {
     let (mut ts, mut c) = (vec![], 0i64);
     if !terms(index, &mut ts, &mut c) {
-        return false;
+        return None;
     }
-    let mut at_v = 0;
-    for t in &ts {
-        if matches!(t, Expr::Var(w) if *w == v) {
-            at_v += 1;
-            continue;
-        }
+    let free = |e: &Expr| {
         let mut r = HashSet::new();
-        reads(t, &mut r);
-        if r.contains(&v) || r.iter().any(|w| not.contains(w)) {
-            return false;
+        reads(e, &mut r);
+        !r.contains(&v) && !r.iter().any(|w| not.contains(w))
+    };
+    let mut found = None;
+    for t in &ts {
+        let here = match t {
+            Expr::Var(w) if *w == v => Some(None),
+            Expr::Binary(BinOp::Mul, a, x) => match (&**a, &**x) {
+                (Expr::Var(w), s) | (s, Expr::Var(w)) if *w == v && free(s) => {
+                    Some(Some(s.clone()))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        match here {
+            Some(h) if found.is_none() => found = Some(h),
+            Some(_) => return None,
+            None if free(t) => {}
+            None => return None,
         }
     }
-    at_v == 1
+    found
 }
 
 /// Whether an expression holds a load or a lookup.
@@ -412,9 +431,21 @@ fn jam(k: &mut Kernel, l: &Stmt, whole: &[Stmt], rows: usize) -> Option<Vec<Stmt
                         .copied()
                         .filter(|v| !defs.contains_key(v))
                         .collect();
-                    if !unit_stride(index, p.var, &not) {
-                        fine = false;
-                        return;
+                    // Monotone in the counter (a step of zero or more elements): its
+                    // first and last steps bound every access.
+                    match stride(index, p.var, &not) {
+                        Some(None) => {}
+                        Some(Some(step)) => match closed(&step, &defs, &assigned, 0) {
+                            Some(step) => checks.push(b::le(b::int(0), step)),
+                            None => {
+                                fine = false;
+                                return;
+                            }
+                        },
+                        None => {
+                            fine = false;
+                            return;
+                        }
                     }
                     let at = |f: Expr| {
                         let e = subst(index, &|v| (v == p.var).then(|| f.clone()));
