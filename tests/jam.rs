@@ -1,5 +1,5 @@
 //! Row jamming (`ir::jam`): rows whose inner loops run over one range, computed without
-//! loads (dense levels), run four at a time, their inner loops as one loop, each row's steps
+//! loads (dense levels), run eight at a time, their inner loops as one loop, each row's steps
 //! in their order. Results must be bit-identical to the reference evaluator on the JIT (with
 //! every pass), the IR interpreter and the C backend, for row counts that leave rows over,
 //! inner lengths around the shortest that is jammed, the NaN/zero re-run of IEEE products,

@@ -43,8 +43,9 @@ use crate::ir::build as b;
 use crate::types::{ElemType, Scalar};
 use std::collections::{HashMap, HashSet};
 
-/// Rows run together by default (measured, BENCHMARKS.md "Gradients", session 45).
-pub const ROWS: usize = 4;
+/// Rows run together by default (measured: 2, 4 and 8 rows on dense products, BENCHMARKS.md
+/// "Dense products: rows jammed", session 45).
+pub const ROWS: usize = 8;
 
 /// Inner loops shorter than this run row by row: the group's test and the copies of the
 /// statements around the loop cost more than the overlapped chains save.
