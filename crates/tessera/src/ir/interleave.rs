@@ -244,6 +244,32 @@ pub(super) fn var_uses(stmts: &[Stmt], out: &mut HashMap<VarId, usize>) {
     });
 }
 
+/// The variables a row loop `l` (in the kernel body `whole`) assigns in its body, when each is
+/// assigned before the body reads it (no state crosses rows), none is the loop's counter, and
+/// none is used anywhere else in the kernel: each row may then have its own copies.
+pub(super) fn row_private(l: &Stmt, whole: &[Stmt]) -> Option<HashSet<VarId>> {
+    let Stmt::For { var: i, body, .. } = l else {
+        return None;
+    };
+    let mut assigned = HashSet::new();
+    walk_stmts(body, &mut |s| {
+        if let Stmt::Assign(v, _) | Stmt::For { var: v, .. } = s {
+            assigned.insert(*v);
+        }
+    });
+    if assigned.contains(i) || !assigned_first(body, &assigned, &mut HashSet::new()) {
+        return None;
+    }
+    let mut all = HashMap::new();
+    var_uses(whole, &mut all);
+    let mut here = HashMap::new();
+    var_uses(std::slice::from_ref(l), &mut here);
+    if assigned.iter().any(|v| all.get(v) != here.get(v)) {
+        return None;
+    }
+    Some(assigned)
+}
+
 /// `e` with each variable replaced as `f` says.
 pub(super) fn subst(e: &Expr, f: &dyn Fn(VarId) -> Option<Expr>) -> Expr {
     if let Expr::Var(v) = e
@@ -349,23 +375,7 @@ fn jam(
     if bad || nested_loops > 8 {
         return None;
     }
-    // Variables: assigned in the body, never read before assigned, used nowhere else.
-    let mut assigned = HashSet::new();
-    walk_stmts(body, &mut |s| {
-        if let Stmt::Assign(v, _) | Stmt::For { var: v, .. } = s {
-            assigned.insert(*v);
-        }
-    });
-    if assigned.contains(&i) || !assigned_first(body, &assigned, &mut HashSet::new()) {
-        return None;
-    }
-    let mut all = HashMap::new();
-    var_uses(whole, &mut all);
-    let mut here = HashMap::new();
-    var_uses(std::slice::from_ref(l), &mut here);
-    if assigned.iter().any(|v| all.get(v) != here.get(v)) {
-        return None;
-    }
+    let assigned = row_private(l, whole)?;
     // The hot loop's counter is the only variable whose value after the jammed loops differs
     // from the original's: what follows must assign it before reading it.
     let counter = HashSet::from([ch.var]);

@@ -36,7 +36,7 @@
 //! would not have, and the original's faults and writes happen in its order.
 
 use super::effects::new_var;
-use super::interleave::{assigned_first, reads, straight, subst, subst_stmts, var_uses};
+use super::interleave::{assigned_first, reads, row_private, straight, subst, subst_stmts};
 use super::walk::{walk_accesses, walk_stmts};
 use super::{BinOp, BufId, Expr, Kernel, Stmt, VarId};
 use crate::ir::build as b;
@@ -290,22 +290,7 @@ fn jam(k: &mut Kernel, l: &Stmt, whole: &[Stmt], rows: usize) -> Option<Vec<Stmt
         return None;
     }
     // Variables: assigned in the body, never read before assigned, used nowhere else.
-    let mut assigned = HashSet::new();
-    walk_stmts(body, &mut |s| {
-        if let Stmt::Assign(v, _) | Stmt::For { var: v, .. } = s {
-            assigned.insert(*v);
-        }
-    });
-    if assigned.contains(&j) || !assigned_first(body, &assigned, &mut HashSet::new()) {
-        return None;
-    }
-    let mut all = HashMap::new();
-    var_uses(whole, &mut all);
-    let mut here = HashMap::new();
-    var_uses(std::slice::from_ref(l), &mut here);
-    if assigned.iter().any(|v| all.get(v) != here.get(v)) {
-        return None;
-    }
+    let assigned = row_private(l, whole)?;
     // The jammed loop has its own counter: nothing after it may read the inner counter.
     let counter = HashSet::from([p.var]);
     let posts = std::iter::once(&p.post).chain(p.levels.iter().rev().map(|lv| &lv.post));
