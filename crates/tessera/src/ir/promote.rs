@@ -489,4 +489,93 @@ mod tests {
         let inner = after.split("}").next().unwrap_or("");
         assert!(!inner.contains("k = i"), "the copy left the loop:\n{shown}");
     }
+
+    /// `k = i * 2 + 1` (a jammed copy's row index, concordized into a copy per statement) is
+    /// forwarded like a copy of a variable, and `m = j` (a copy of the loop's own variable)
+    /// is read as `j`, its last value `stop - 1` assigned after the loop: the element `y[k]`
+    /// is promoted and the loop body assigns no variable but the element's.
+    #[test]
+    fn copies_of_invariant_arithmetic_and_of_the_loop_variable_are_forwarded() {
+        let bufs = [("y", ElemType::F64), ("x", ElemType::F64)];
+        let mut k = kernel(vec![], &bufs);
+        for n in ["k", "m"] {
+            k.vars.push(VarDecl {
+                name: n.into(),
+                ty: ElemType::I64,
+                cold: false,
+            });
+        }
+        let (y, x) = (BufId(0), BufId(1));
+        let row = b::add(b::mul(b::var(VarId(1)), b::int(2)), b::int(1));
+        let load = |buf, v| Expr::Load {
+            buf,
+            index: Box::new(b::var(v)),
+        };
+        k.body = vec![Stmt::For {
+            var: VarId(0),
+            start: b::int(0),
+            stop: b::int(4),
+            body: vec![
+                Stmt::Assign(VarId(2), row),
+                Stmt::Assign(VarId(3), b::var(VarId(0))),
+                b::store(
+                    y,
+                    b::var(VarId(2)),
+                    b::add(load(y, VarId(2)), load(x, VarId(3))),
+                ),
+            ],
+        }];
+        promote_scalars(&mut k);
+        assert!(k.check().is_ok());
+        let shown = k.to_string();
+        assert!(shown.contains("y_elem = y[(i * 2) + 1];"), "{shown}");
+        assert!(shown.contains("y_elem = y_elem + x[j];"), "{shown}");
+        assert!(shown.contains("m = 4 - 1;"), "{shown}");
+    }
+
+    /// Two elements of one buffer (`y[i]`, `y[i + 1]`) are kept in two variables under a
+    /// guard that they are two elements; otherwise the loop runs as it was.
+    #[test]
+    fn distinct_elements_of_one_buffer_are_promoted_apart() {
+        let bufs = [("y", ElemType::F64), ("x", ElemType::F64)];
+        let (y, x) = (BufId(0), BufId(1));
+        let upd = |index: Expr| {
+            b::store(
+                y,
+                index.clone(),
+                b::add(
+                    Expr::Load {
+                        buf: y,
+                        index: Box::new(index),
+                    },
+                    Expr::Load {
+                        buf: x,
+                        index: Box::new(b::var(VarId(0))),
+                    },
+                ),
+            )
+        };
+        let mut k = kernel(
+            vec![Stmt::For {
+                var: VarId(0),
+                start: b::int(0),
+                stop: b::int(4),
+                body: vec![
+                    upd(b::var(VarId(1))),
+                    upd(b::add(b::var(VarId(1)), b::int(1))),
+                ],
+            }],
+            &bufs,
+        );
+        promote_scalars(&mut k);
+        assert!(k.check().is_ok());
+        let shown = k.to_string();
+        assert!(shown.contains("(i != (i + 1))"), "{shown}");
+        assert!(shown.contains("y_elem_3 = y_elem_3 + x[j];"), "{shown}");
+        assert!(shown.contains("y[i + 1] = y_elem_3;"), "{shown}");
+        assert!(
+            shown.contains("y[i] = y[i] + x[j];"),
+            "the original loop:\n{shown}"
+        );
+    }
 }
