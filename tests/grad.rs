@@ -1514,8 +1514,8 @@ fn gradient_schedules_split_subdivnet_backward() {
     gradient_schedule_matches(text, &lanes, &ts, &wrt, &seeds, &[]);
 }
 
-/// `unroll_jam` of SubdivNet's backward face loop (`i#2`) by 2 and 3 (24 faces: no remainder
-/// and a remainder loop that runs none; 30 faces: a remainder of 0 and 2 faces), and of the
+/// `unroll_jam` of SubdivNet's backward face loop (`i#2`) by 2 and 3 (24 faces: a remainder
+/// loop that runs no face; 40 faces by 3: a remainder of one face), and of the
 /// taped forward loop (`i#1`): the copies' row updates `dw[f, o]` share one loop over `o`
 /// and their locals (`s1`, `ds1`, ...) are one per copy, each `dw` element still adding the
 /// faces in order (bit-identical); `dx` adds its own row's and the neighbours' scatters in
@@ -1524,7 +1524,9 @@ fn gradient_schedules_split_subdivnet_backward() {
 fn gradient_schedules_jam_subdivnet_faces() {
     let text = include_str!("../examples/subdivnet.tess");
     let ws = ["w0", "w1", "w2", "w3"];
-    for (torus, t) in [((3, 4), 2), ((3, 4), 3), ((3, 5), 2), ((3, 5), 4)] {
+    // (By 4, the backward's kernel is over the default size limit: each bounds check's fail
+    // path stores the copies' 24 locals back, `ir::locals`.)
+    for (torus, t) in [((3, 4), 2), ((3, 4), 3), ((4, 5), 3)] {
         let (ts, seeds) = subdivnet_inputs(24, torus, 3, 5);
         let jam = move |_: &str| format!("unroll_jam(i#2, {t})");
         let printed = gradient_schedule_matches(text, &jam, &ts, &SUBDIVNET_WRT, &seeds, &ws);
