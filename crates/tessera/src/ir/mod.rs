@@ -20,6 +20,7 @@ pub mod innermost;
 pub mod interleave;
 pub mod locals;
 pub mod math;
+pub mod merge_stores;
 pub mod print;
 pub mod promote;
 pub mod prune;
