@@ -123,7 +123,7 @@ pub fn unroll_jam(p: &Program, c: &Located, target: &LoopRef, t: i64) -> Result<
         span,
     );
     let mut out = vec![main];
-    if !as_lit(&count).is_some_and(|n| n % t == 0) {
+    if as_lit(&count).is_none_or(|n| n % t != 0) {
         out.push(Stmt::new(
             StmtKind::Loop {
                 index,
@@ -202,10 +202,16 @@ fn jammable(s: &Stmt, index: &str, written: &[String]) -> bool {
 }
 
 /// The paths (in the program) of the loops the jam fuses, for the dependence check.
-fn jammed_loops(body: &[Stmt], at: &Path, index: &str, written: &[String], out: &mut Vec<Path>) {
+fn jammed_loops(
+    body: &[Stmt],
+    at: &[(usize, usize)],
+    index: &str,
+    written: &[String],
+    out: &mut Vec<Path>,
+) {
     for (k, s) in body.iter().enumerate() {
         if jammable(s, index, written) {
-            let mut p = at.clone();
+            let mut p = at.to_vec();
             p.push((0, k));
             out.push(p.clone());
             if let StmtKind::Loop { body, .. } = &s.kind {
@@ -288,7 +294,7 @@ fn own_use(s: &Stmt, t: &str) -> bool {
 /// Whether tensor `t` holds a fresh value in every iteration of the loop at `at`: the body
 /// declares it once, every use follows the declaration in its block, and nothing outside the
 /// loop reads the value it leaves.
-fn private(program: &[Stmt], at: &Path, t: &str) -> bool {
+fn private(program: &[Stmt], at: &[(usize, usize)], t: &str) -> bool {
     let StmtKind::Loop { body, .. } = &get(program, at).kind else {
         return false;
     };
@@ -316,7 +322,7 @@ fn private(program: &[Stmt], at: &Path, t: &str) -> bool {
             ok &= after;
         }
     });
-    ok && dead_outside(program, 0, &mut vec![], at, t)
+    ok && dead_outside(program, 0, &mut vec![], &at.to_vec(), t)
 }
 
 /// The position, in the body of the statement at `parent`, of the step that leads to `x`.
@@ -326,12 +332,18 @@ fn step(x: &Acc, parent: &[(usize, usize)]) -> Option<usize> {
 
 /// Refuse the jam when it runs an instance of a later iteration of the loop at `at` before
 /// an instance of an earlier one that it depends on (see the module comment).
-fn check(p: &Program, c: &Located, at: &Path, jammed: &[Path], privates: &[String]) -> Result<()> {
+fn check(
+    p: &Program,
+    c: &Located,
+    at: &[(usize, usize)],
+    jammed: &[Path],
+    privates: &[String],
+) -> Result<()> {
     let an = Analysis::new(p);
     let id = an
         .loops
         .iter()
-        .position(|l| l.path == *at)
+        .position(|l| l.path == at)
         .expect("the loop is analysed");
     let is_jammed = |l: usize| jammed.contains(&an.loops[l].path);
     let inside = |x: &Acc| Analysis::inside(x, at) && !privates.contains(&x.tensor);
@@ -342,7 +354,7 @@ fn check(p: &Program, c: &Located, at: &Path, jammed: &[Path], privates: &[Strin
         if !v[..k].iter().all(|d| *d == Dir::Eq) || v[k] != Dir::Lt {
             return false;
         }
-        let mut d: &Path = at;
+        let mut d: &[(usize, usize)] = at;
         for (l, dir) in common[k + 1..].iter().zip(&v[k + 1..]) {
             if !is_jammed(*l) {
                 // Both in one statement that is copied whole: the copies run in order.
