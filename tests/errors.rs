@@ -246,6 +246,28 @@ fn refused_writes_of_other_kinds() {
 
 /// An index leaving a tensor names the tensor, the dimension and the value, and its place
 /// in the program text; a built program has no text, so no `0:0` is shown.
+/// A kernel error: the index `value` outside dimension 0 of `tensor` (`what` names the case).
+fn assert_out_of_bounds<'a>(
+    err: &'a Error,
+    tensor: &str,
+    value: i64,
+    what: &str,
+) -> &'a tessera::KernelError {
+    let Error::Kernel(e) = err else {
+        panic!("expected a kernel error: {err}");
+    };
+    assert_eq!(
+        e.kind,
+        KernelErrorKind::OutOfBounds {
+            dim: 0,
+            value: Some(value)
+        },
+        "{what}"
+    );
+    assert_eq!(e.tensor.as_deref(), Some(tensor), "{what}");
+    e
+}
+
 #[test]
 fn out_of_bounds_indices_name_the_tensor_index_and_place() {
     let i = Tensor::from_dense(
@@ -257,17 +279,7 @@ fn out_of_bounds_indices_name_the_tensor_index_and_place() {
     let h = Tensor::empty(&fmt("Dense(Element(0))"), &[5]).unwrap();
     let text = "h .= 0\nfor i = _\n  h[I[i]] += 1\nend\n";
     let err = jit_err(&parse(text), &[("I", i.clone()), ("h", h.clone())]);
-    let Error::Kernel(e) = &err else {
-        panic!("expected a kernel error: {err}");
-    };
-    assert_eq!(
-        e.kind,
-        KernelErrorKind::OutOfBounds {
-            dim: 0,
-            value: Some(7)
-        }
-    );
-    assert_eq!(e.tensor.as_deref(), Some("h"));
+    let e = assert_out_of_bounds(&err, "h", 7, text);
     assert!(e.span.is_known(), "{e}");
     let shown = err.to_string();
     assert!(
@@ -426,17 +438,6 @@ fn a_ranged_index_past_a_small_output_names_it() {
     ] {
         let h = Tensor::empty(&fmt("Dense(Element(0))"), &[4]).unwrap();
         let err = jit_err(&parse(text), &[("img", img.clone()), ("h", h)]);
-        let Error::Kernel(e) = &err else {
-            panic!("expected a kernel error: {err}");
-        };
-        assert_eq!(
-            e.kind,
-            KernelErrorKind::OutOfBounds {
-                dim: 0,
-                value: Some(value)
-            },
-            "{text}"
-        );
-        assert_eq!(e.tensor.as_deref(), Some("h"));
+        assert_out_of_bounds(&err, "h", value, text);
     }
 }

@@ -994,6 +994,16 @@ pub fn late_passes_with(ir: &mut crate::ir::Kernel, interleave: bool) {
         crate::ir::interleave::min_steps(),
         crate::ir::interleave::min_average(),
     );
+    // After interleaving (whose row loops it leaves alone: their inner ranges are loaded) and
+    // before hoisting, which would name the invariant parts of the rows' indices.
+    crate::ir::jam::jam_rows(
+        ir,
+        if interleave {
+            crate::ir::jam::rows()
+        } else {
+            1
+        },
+    );
     // Before hoisting: the loads and addresses it makes equal are hoisted once.
     if std::env::var_os("TESSERA_NO_RECHECK").is_none() {
         crate::ir::recheck::remove_rechecks(ir);

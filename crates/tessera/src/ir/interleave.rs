@@ -108,7 +108,7 @@ struct Chain {
     tail: Vec<Stmt>,
 }
 
-fn straight(s: &Stmt) -> bool {
+pub(super) fn straight(s: &Stmt) -> bool {
     matches!(s, Stmt::Assign(..) | Stmt::Comment(_))
 }
 
@@ -147,7 +147,7 @@ fn chain(body: &[Stmt]) -> Option<Chain> {
 }
 
 /// Variables an expression reads.
-fn reads(e: &Expr, out: &mut HashSet<VarId>) {
+pub(super) fn reads(e: &Expr, out: &mut HashSet<VarId>) {
     e.visit(&mut |x| {
         if let Expr::Var(v) = x {
             out.insert(*v);
@@ -157,7 +157,11 @@ fn reads(e: &Expr, out: &mut HashSet<VarId>) {
 
 /// Whether every read of a variable in `tracked` happens where it is definitely assigned
 /// (`done` holds those assigned so far on every path).
-fn assigned_first(stmts: &[Stmt], tracked: &HashSet<VarId>, done: &mut HashSet<VarId>) -> bool {
+pub(super) fn assigned_first(
+    stmts: &[Stmt],
+    tracked: &HashSet<VarId>,
+    done: &mut HashSet<VarId>,
+) -> bool {
     let ok_expr = |e: &Expr, done: &HashSet<VarId>| {
         let mut r = HashSet::new();
         reads(e, &mut r);
@@ -211,7 +215,8 @@ fn assigned_first(stmts: &[Stmt], tracked: &HashSet<VarId>, done: &mut HashSet<V
                     return false;
                 }
             }
-            Stmt::Comment(_) => {}
+            // Ends the kernel: reads nothing.
+            Stmt::Comment(_) | Stmt::Fail(_) => {}
             _ => return false,
         }
     }
@@ -219,7 +224,7 @@ fn assigned_first(stmts: &[Stmt], tracked: &HashSet<VarId>, done: &mut HashSet<V
 }
 
 /// Reads and assignments of variables in statements.
-fn var_uses(stmts: &[Stmt], out: &mut HashMap<VarId, usize>) {
+pub(super) fn var_uses(stmts: &[Stmt], out: &mut HashMap<VarId, usize>) {
     walk_stmts(stmts, &mut |s| {
         if let Stmt::Assign(v, _) | Stmt::For { var: v, .. } = s {
             *out.entry(*v).or_default() += 1;
@@ -240,7 +245,7 @@ fn var_uses(stmts: &[Stmt], out: &mut HashMap<VarId, usize>) {
 }
 
 /// `e` with each variable replaced as `f` says.
-fn subst(e: &Expr, f: &dyn Fn(VarId) -> Option<Expr>) -> Expr {
+pub(super) fn subst(e: &Expr, f: &dyn Fn(VarId) -> Option<Expr>) -> Expr {
     if let Expr::Var(v) = e
         && let Some(r) = f(*v)
     {
@@ -255,7 +260,7 @@ fn subst(e: &Expr, f: &dyn Fn(VarId) -> Option<Expr>) -> Expr {
 
 /// Statements with their variables replaced as `f` says, and assigned variables renamed by
 /// `to` (the targets of `f`'s replacements must be variables where they are assigned).
-fn subst_stmts(stmts: &[Stmt], f: &dyn Fn(VarId) -> Option<Expr>) -> Vec<Stmt> {
+pub(super) fn subst_stmts(stmts: &[Stmt], f: &dyn Fn(VarId) -> Option<Expr>) -> Vec<Stmt> {
     let target = |v: VarId| match f(v) {
         Some(Expr::Var(w)) => w,
         _ => v,

@@ -18,6 +18,7 @@ pub mod hoist;
 pub mod ieee_mul;
 pub mod innermost;
 pub mod interleave;
+pub mod jam;
 pub mod locals;
 pub mod math;
 pub mod merge_stores;
