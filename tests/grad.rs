@@ -1514,6 +1514,40 @@ fn gradient_schedules_split_subdivnet_backward() {
     gradient_schedule_matches(text, &lanes, &ts, &wrt, &seeds, &[]);
 }
 
+/// `unroll_jam` of SubdivNet's backward face loop (`i#2`) by 2 and 3 (24 faces: a remainder
+/// loop that runs no face; 40 faces by 3: a remainder of one face), and of the
+/// taped forward loop (`i#1`): the copies' row updates `dw[f, o]` share one loop over `o`
+/// and their locals (`s1`, `ds1`, ...) are one per copy, each `dw` element still adding the
+/// faces in order (bit-identical); `dx` adds its own row's and the neighbours' scatters in
+/// another order (1e-12). With `vectorize(o#2)` first, the jammed loop stays in lanes.
+#[test]
+fn gradient_schedules_jam_subdivnet_faces() {
+    let text = include_str!("../examples/subdivnet.tess");
+    let ws = ["w0", "w1", "w2", "w3"];
+    // (By 4, the backward's kernel is over the default size limit: each bounds check's fail
+    // path stores the copies' 24 locals back, `ir::locals`.)
+    for (torus, t) in [((3, 4), 2), ((3, 4), 3), ((4, 5), 3)] {
+        let (ts, seeds) = subdivnet_inputs(24, torus, 3, 5);
+        let jam = move |_: &str| format!("unroll_jam(i#2, {t})");
+        let printed = gradient_schedule_matches(text, &jam, &ts, &SUBDIVNET_WRT, &seeds, &ws);
+        assert!(printed.contains("ds1.1 .= 0.0"), "{printed}");
+        assert!(
+            printed.contains(&format!("dw0[f, o] += seed_y[i.0 * {t} + 1, o]")),
+            "{printed}"
+        );
+    }
+    let (ts, seeds) = subdivnet_inputs(25, (3, 5), 3, 5);
+    let forward = |_: &str| "unroll_jam(i#1, 4)".to_string();
+    let printed = gradient_schedule_matches(text, &forward, &ts, &SUBDIVNET_WRT, &seeds, &ws);
+    assert!(
+        printed.contains("s1_tape[i.0 * 4 + 3, f] = s1.3[]"),
+        "{printed}"
+    );
+    let lanes = |_: &str| "vectorize(o#2); unroll_jam(i#2, 2)".to_string();
+    let printed = gradient_schedule_matches(text, &lanes, &ts, &SUBDIVNET_WRT, &seeds, &ws);
+    assert!(printed.contains("for o = vectorize(_)"), "{printed}");
+}
+
 /// The same on a per-row program with a 0-d local carried between two inner loops: its
 /// backward keeps `dt` (the local's cotangent) across the two backward inner loops, so
 /// fission of the backward row loop expands `dt` per row.

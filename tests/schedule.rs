@@ -1037,3 +1037,181 @@ proptest! {
         }
     }
 }
+
+// ---- unroll_jam(i, T) (issue 16) ----
+
+/// A row program shaped like a gradient's backward loop: per (i, f), a 0-d local summed over
+/// `o` and a row `d[f, o]` updated by every `i`, then a scatter through an index array.
+const JAM_ROWS: &str = "for i = _, f = _\n  s .= 0.0\n  for o = _\n    s[] += y[i, o] * w[f, o]\n    d[f, o] += y[i, o] * x[i, f]\n  end\n  for j = _\n    z[a[i, j], f] += s[] * x[i, f]\n  end\nend\n";
+
+fn jam_inputs(n: usize, seed: u64, special: bool) -> Tensors {
+    let dense = |shape: &[usize], k: u64| {
+        let len = shape.iter().product();
+        Tensor::from_dense(
+            &fmt(DENSE2),
+            shape,
+            &Buffer::F64(float_values(len, seed * 7 + k, special).into()),
+        )
+        .unwrap()
+    };
+    let idx: Vec<i64> = (0..n * 2).map(|k| ((k * 5 + 3) % n) as i64).collect();
+    let ints = tessera::levels::Format::dense(2, tessera::types::Scalar::I64(0));
+    let mut ts = BTreeMap::new();
+    ts.insert("y".to_string(), dense(&[n, 9], 1));
+    ts.insert("w".to_string(), dense(&[3, 9], 2));
+    ts.insert("x".to_string(), dense(&[n, 3], 3));
+    ts.insert(
+        "a".to_string(),
+        Tensor::from_dense(&ints, &[n, 2], &Buffer::I64(idx.into())).unwrap(),
+    );
+    let mut ts = with_outputs(ts, &[("d", DENSE2, &[3, 9]), ("z", DENSE2, &[n, 3])]);
+    // The local and its copies (`s.0` ... of the jams below).
+    for k in std::iter::once(String::new()).chain((0..16).map(|k| format!(".{k}"))) {
+        ts.insert(format!("s{k}"), Tensor::empty(&fmt(SCALAR), &[]).unwrap());
+    }
+    ts
+}
+
+/// Runs `q` and `p` on `backend`; every output of `outs` bit for bit equal (or, for `sums`,
+/// within rounding), NaN equal to NaN.
+fn jam_agree(p: &Program, q: &Program, ts: &Tensors, outs: &[&str], sums: &[&str]) {
+    let want = run_eval(p, ts).unwrap_or_else(|e| panic!("eval: {e}\n{p}"));
+    let got = run_eval(q, ts).unwrap_or_else(|e| panic!("eval: {e}\n{q}"));
+    for o in outs {
+        let (w, g) = (values(&want[*o]), values(&got[*o]));
+        assert!(
+            same(&w, &g, sums.contains(o)),
+            "eval: `{o}`\n{w:?}\n{g:?}\n{q}"
+        );
+    }
+    let mut runners = vec![("jit", Runner::jit())];
+    if let Some(c) = c_runner("schedule") {
+        runners.push(("c", c));
+    }
+    for (name, r) in runners {
+        let run = |prog: &Program| {
+            let k = r
+                .compile(prog, &formats_of(ts))
+                .unwrap_or_else(|e| panic!("{name}: {e}\n{prog}"));
+            let mut out = ts.clone();
+            r.execute(&k, &mut out)
+                .unwrap_or_else(|e| panic!("{name}: {e}\n{prog}"));
+            out
+        };
+        let (w, g) = (run(p), run(q));
+        for o in outs {
+            let (w, g) = (values(&w[*o].to_dense()), values(&g[*o].to_dense()));
+            assert!(
+                same(&w, &g, sums.contains(o)),
+                "{name}: `{o}`\n{w:?}\n{g:?}\n{q}"
+            );
+        }
+    }
+}
+
+/// `unroll_jam` of the row loop by 2, 3, 4 and more than its extent, with and without a
+/// remainder: the rows `d[f, o]` add the `i` in their order (bit-identical, NaN, infinities
+/// and signed zeros included), the local `s` is one per copy; the scatter into `z` adds the
+/// copies' contributions in another order (within rounding).
+#[test]
+fn unroll_jam_keeps_results_and_the_rows_order() {
+    let p = parse(JAM_ROWS);
+    for n in [1, 7, 8, 12] {
+        for special in [false, true] {
+            let ts = jam_inputs(n, n as u64, special);
+            for t in [2, 3, 4, 16] {
+                let sched = format!("unroll_jam(i, {t})");
+                let q = schedule(&p, &sched).unwrap_or_else(|e| panic!("{sched}: {e}"));
+                assert_eq!(parse(&q.to_string()), q, "{q}");
+                jam_agree(&p, &q, &ts, &["d", "z"], &["z"]);
+            }
+        }
+    }
+    let q = schedule(&p, "unroll_jam(i, 4)").unwrap();
+    let text = q.to_string();
+    assert!(
+        text.contains("for i.0 = 0:div(size(y, 0), 4) - 1, f = _"),
+        "{text}"
+    );
+    assert!(text.contains("s.3 .= 0.0"), "{text}");
+    assert!(
+        text.contains("for i = div(size(y, 0), 4) * 4:size(y, 0) - 1, f = _"),
+        "{text}"
+    );
+    // Every row update of one `o` iteration in one loop: one loop over `o` per block.
+    assert_eq!(text.matches("for o = _").count(), 2, "{text}");
+    // The SpMV's row loop jammed over sparse and dense formats: the same results.
+    let s = spmv_setup();
+    legal(SPMV, "unroll_jam(i, 3)", &s);
+    legal(SPMV, "split(j, 2); unroll_jam(i, 4)", &s);
+}
+
+/// A jam that would run an instance of a later iteration before one of an earlier iteration
+/// it depends on is refused, naming the dependence; a local whose last value is read after
+/// the loop is not renamed, so the jam is refused on it; a vectorised loop is not jammed.
+#[test]
+fn unroll_jam_refusals_name_the_dependence() {
+    let prog = "for i = 1:9\n  for o = 0:3\n    a[i, o] = a[i - 1, o + 1] + 1.0\n  end\nend\n";
+    let e = refused(prog, "unroll_jam(i, 2)");
+    assert_eq!(direction(&e), dirs(&[("i", '<'), ("o", '>')]), "{e}");
+    let prog = "for i = 1:9\n  for o = 0:3\n    a[i, o] = b[i - 1, o]\n  end\n  for o = 0:3\n    b[i, o] = a[i, o] * 2.0\n  end\nend\n";
+    refused(prog, "unroll_jam(i, 2)");
+    // Order kept: iteration i's instance of each jammed loop still runs before i + 1's.
+    let kept = "for i = 1:9\n  for o = 0:3\n    a[i, o] = a[i - 1, o] + 1.0\n  end\nend\n";
+    assert!(schedule(&parse(kept), "unroll_jam(i, 3)").is_ok());
+    let escapes =
+        "for i = 0:9\n  t .= 0.0\n  for o = 0:3\n    t[] += x[i, o]\n  end\nend\ny[] = t[]\n";
+    refused(escapes, "unroll_jam(i, 2)");
+    let vec = "for i = vectorize(0:9)\n  y[i] = x[i]\nend\n";
+    refused(vec, "unroll_jam(i, 2)");
+    refused(SPMV, "unroll_jam(i, 65)");
+}
+
+/// Two elements of one row kept in variables in one loop over `o` (what a jam makes of
+/// `dx[i.0 * 2, f] +=` and `dx[i.0 * 2 + 1, f] +=`) only while they are two elements: with
+/// both indices equal the loop runs with its updates in memory. Bit-identical to the
+/// evaluator on the JIT and C, both ways.
+#[test]
+fn elements_promoted_apart_only_when_distinct() {
+    let prog = "for f = _\n  for o = _\n    d[p[], f] += y[o] * w[f, o]\n    d[q[], f] += y[o] * x[f, o]\n  end\nend\n";
+    let p = parse(prog);
+    for (pv, qv) in [(0, 1), (1, 1), (2, 0)] {
+        let mut ts = BTreeMap::new();
+        let m = |k: u64| {
+            Tensor::from_dense(
+                &fmt(DENSE2),
+                &[4, 9],
+                &Buffer::F64(float_values(36, k, true).into()),
+            )
+            .unwrap()
+        };
+        ts.insert("w".to_string(), m(1));
+        ts.insert("x".to_string(), m(2));
+        let y = float_values(9, 3, false);
+        ts.insert(
+            "y".to_string(),
+            dense_vector("Element(0.0)", Buffer::F64(y.into())),
+        );
+        for (n, v) in [("p", pv), ("q", qv)] {
+            let t =
+                Tensor::from_dense(&fmt("Element(0)"), &[], &Buffer::I64(vec![v].into())).unwrap();
+            ts.insert(n.to_string(), t);
+        }
+        let ts = with_outputs(ts, &[("d", DENSE2, &[3, 4])]);
+        let want = values(&run_eval(&p, &ts).unwrap()["d"]);
+        let mut runners = vec![("jit", Runner::jit())];
+        if let Some(c) = c_runner("schedule") {
+            runners.push(("c", c));
+        }
+        for (name, r) in runners {
+            let k = r.compile(&p, &formats_of(&ts)).unwrap();
+            let mut got = ts.clone();
+            r.execute(&k, &mut got).unwrap();
+            let got = values(&got["d"].to_dense());
+            assert!(
+                same(&want, &got, false),
+                "{name}, p = {pv}, q = {qv}\n{want:?}\n{got:?}"
+            );
+        }
+    }
+}

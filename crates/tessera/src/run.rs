@@ -972,6 +972,10 @@ pub fn late_passes(ir: &mut crate::ir::Kernel) {
 pub fn late_passes_with(ir: &mut crate::ir::Kernel, interleave: bool) {
     // Before the IEEE products: the fold loops it makes write no memory.
     crate::ir::distribute::distribute_loops(ir);
+    // After distribution, whose store loops hold a jam's adjacent updates of one row.
+    if std::env::var_os("TESSERA_NO_MERGE_STORES").is_none() {
+        crate::ir::merge_stores::merge_stores(ir);
+    }
     crate::ir::ieee_mul::ieee_products(ir);
     // Before interleaving, which copies the row bodies this rewrites.
     if std::env::var_os("TESSERA_NO_FILL_SINK").is_none() {

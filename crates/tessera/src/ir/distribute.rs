@@ -61,6 +61,26 @@ fn distribute(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
     else {
         return None;
     };
+    // Loop-invariant checks (`if i.0 * 4 + 1 >= n { fail }`, of an index a jam or a split
+    // computes) keep the body from being straight-line: unswitched here, as `hoist` would
+    // (the original loop runs when any check holds), the copy without them may distribute.
+    let mut fx = Effects::default();
+    effects_stmts(std::slice::from_ref(l), &mut fx);
+    // No size limit: the checks are what makes the body long, and the copy pays only if
+    // it distributes.
+    if std::env::var_os("TESSERA_NO_DISTRIBUTE_UNSWITCH").is_none()
+        && let Some((any, fast)) = super::hoist::unswitch(body, &fx, usize::MAX)
+        && fast.len() < body.len()
+    {
+        let fast_loop = Stmt::For {
+            var: *var,
+            start: start.clone(),
+            stop: stop.clone(),
+            body: fast,
+        };
+        let split = distribute(k, &fast_loop)?;
+        return Some(b::if_else(any, vec![l.clone()], split));
+    }
     // Straight-line folds and stores only, none assigning the loop variable.
     if !body.iter().all(|s| match s {
         Stmt::Assign(v, _) => v != var,

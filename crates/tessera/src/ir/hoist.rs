@@ -65,7 +65,7 @@ fn hoist_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
         stop: stop.clone(),
         body,
     };
-    hoisted.push(match unswitch(&body, &fx) {
+    hoisted.push(match unswitch(&body, &fx, UNSWITCH_MAX) {
         Some((any, fast)) => {
             // The copy without the checks may have loads to hoist that the checks kept in:
             // with no check before them, the first iteration evaluates them first (a load of
@@ -103,7 +103,7 @@ fn is_switch(s: &Stmt, fx: &Effects) -> bool {
 /// whether every such condition is false is known before the loop. Returns that the loop must
 /// keep them (the disjunction of their conditions) and the body without them, for a copy of
 /// the loop that runs when it need not: exactly what the loop did, with its checks outside.
-fn unswitch(body: &[Stmt], fx: &Effects) -> Option<(Expr, Vec<Stmt>)> {
+pub(super) fn unswitch(body: &[Stmt], fx: &Effects, max: usize) -> Option<(Expr, Vec<Stmt>)> {
     let mut any: Option<Expr> = None;
     let mut fast = vec![];
     for s in body {
@@ -118,7 +118,7 @@ fn unswitch(body: &[Stmt], fx: &Effects) -> Option<(Expr, Vec<Stmt>)> {
         }
     }
     let size = Kernel::body_size(body);
-    any.filter(|_| size <= UNSWITCH_MAX).map(|a| (a, fast))
+    any.filter(|_| size <= max).map(|a| (a, fast))
 }
 
 /// Whether `s` may end the loop early or fail (a `Fail` or `Break` anywhere in it).

@@ -21,6 +21,7 @@ pub mod interleave;
 pub mod jam;
 pub mod locals;
 pub mod math;
+pub mod merge_stores;
 pub mod print;
 pub mod promote;
 pub mod prune;

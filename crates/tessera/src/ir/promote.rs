@@ -15,6 +15,10 @@ use super::effects::{Effects, effects_expr, effects_stmts, invariant, new_var};
 use super::{BinOp, BufId, Expr, Kernel, Stmt, VarId};
 use crate::types::{ElemType, Scalar};
 
+/// At most this many elements of one buffer are kept in variables in one loop (each pair is
+/// compared before it, to be sure they are distinct).
+const MAX_ELEMENTS: usize = 16;
+
 pub fn promote_scalars(k: &mut Kernel) {
     super::innermost::rewrite_innermost_loops(k, &mut promote_loop);
 }
@@ -38,28 +42,37 @@ fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
         {
             continue;
         }
-        let mut indices = fx
-            .accesses
-            .iter()
-            .filter(|(b, _)| *b == buf)
-            .map(|(_, e)| e);
-        let Some(first) = indices.next() else {
-            continue;
-        };
-        if !indices.all(|e| e == first) || !invariant(first, &fx) {
+        // The distinct elements the loop accesses: each must stay put, and several (the
+        // copies of a jammed statement, `dx[i.0 * 4 + t, f]` for each `t`) are kept apart
+        // only while they are distinct elements, which the guard below tests.
+        let mut distinct: Vec<&Expr> = vec![];
+        for (_, e) in fx.accesses.iter().filter(|(b, _)| *b == buf) {
+            if !distinct.contains(&e) {
+                distinct.push(e);
+            }
+        }
+        if distinct.is_empty()
+            || distinct.len() > MAX_ELEMENTS
+            || !distinct.iter().all(|e| invariant(e, &fx) && !reads(e, buf))
+        {
             continue;
         }
-        // The index itself must not read a promoted element.
-        if chosen.iter().any(|p| reads(first, p.buf)) {
+        // No index may read a promoted element.
+        if distinct
+            .iter()
+            .any(|e| chosen.iter().any(|p| reads(e, p.buf)))
+        {
             continue;
         }
         let name = k.bufs[buf.0 as usize].name.clone();
-        let var = new_var(k, &format!("{name}_elem"), elem);
-        chosen.push(Promoted {
-            buf,
-            index: first.clone(),
-            var,
-        });
+        for e in distinct {
+            let var = new_var(k, &format!("{name}_elem"), elem);
+            chosen.push(Promoted {
+                buf,
+                index: e.clone(),
+                var,
+            });
+        }
     }
     if chosen.is_empty() {
         // Nothing to keep in a variable, but the copies left the loop (what lets C's `omp
@@ -82,10 +95,24 @@ fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
                 Box::new(Expr::Len(p.buf)),
             )),
         );
-        inside = Some(match inside {
-            None => ok,
-            Some(c) => Expr::Binary(BinOp::And, Box::new(c), Box::new(ok)),
-        });
+        // Two elements of one buffer in two variables must be two elements.
+        let apart = chosen
+            .iter()
+            .take_while(|q| !std::ptr::eq(*q, p))
+            .filter(|q| q.buf == p.buf)
+            .map(|q| {
+                Expr::Binary(
+                    BinOp::Ne,
+                    Box::new(q.index.clone()),
+                    Box::new(p.index.clone()),
+                )
+            });
+        for ok in std::iter::once(ok).chain(apart) {
+            inside = Some(match inside {
+                None => ok,
+                Some(c) => Expr::Binary(BinOp::And, Box::new(c), Box::new(ok)),
+            });
+        }
         then.push(Stmt::Assign(p.var, p.load()));
     }
     let mut promoted = l.clone();
@@ -130,21 +157,37 @@ fn forward_copies(l: &Stmt) -> (Stmt, Vec<Stmt>) {
     let mut body = body.clone();
     let mut moved = vec![];
     for at in 0..body.len() {
-        let Stmt::Assign(v, Expr::Var(u)) = body[at] else {
+        let Stmt::Assign(v, value) = &body[at] else {
             continue;
         };
-        if v == u || *var == u || fx.assigned.contains(&u) || assignments(&body, v) != 1 {
+        let (v, value) = (*v, value.clone());
+        // A copy of the loop's own variable (`k = o`, what concordization makes of `o` in
+        // `seed[i.0 * 4 + t, o]`) when nothing else in the body assigns it: each iteration
+        // reads that iteration's value, and the last one leaves `stop - 1` in it.
+        let own = value == Expr::Var(*var) && v != *var && assignments(&body, *var) == 0;
+        if !(own || forwardable(&value, v, *var, &fx)) || assignments(&body, v) != 1 {
             continue;
         }
         for s in &mut body[at + 1..] {
-            rename_stmt(s, v, u);
+            substitute_var_stmt(s, v, &value);
         }
         // Earlier statements of the body read `v` as the previous iteration left it.
         if range_fixed && !body[..at].iter().any(|s| mentions(s, v)) {
             moved.push(at);
         }
     }
-    let after: Vec<Stmt> = moved.iter().map(|&at| body[at].clone()).collect();
+    let last = Expr::Binary(
+        BinOp::Sub,
+        Box::new(stop.clone()),
+        Box::new(Expr::Const(Scalar::I64(1))),
+    );
+    let after: Vec<Stmt> = moved
+        .iter()
+        .map(|&at| match &body[at] {
+            Stmt::Assign(v, Expr::Var(u)) if u == var => Stmt::Assign(*v, last.clone()),
+            s => s.clone(),
+        })
+        .collect();
     for at in moved.into_iter().rev() {
         body.remove(at);
     }
@@ -165,6 +208,45 @@ fn forward_copies(l: &Stmt) -> (Stmt, Vec<Stmt>) {
         body,
     };
     (lp, after)
+}
+
+/// Whether `v = value` in a loop over `var` with effects `fx` copies a value that stays the
+/// same while the loop runs: a variable the loop does not assign, or arithmetic on such
+/// variables and constants that cannot fault (an index expression a jam or split leaves,
+/// `i.0 * 4 + 1`, copied per statement by concordization). Reading it where `v` was read
+/// gives the same value, and the arithmetic is left for `hoist` to compute once.
+fn forwardable(value: &Expr, v: VarId, var: VarId, fx: &Effects) -> bool {
+    let (mut pure, mut size) = (true, 0);
+    value.visit(&mut |x| {
+        size += 1;
+        pure &= !matches!(
+            x,
+            Expr::Load { .. } | Expr::SearchGe { .. } | Expr::HashFind { .. }
+        ) && !matches!(x, Expr::Var(u) if *u == v || *u == var);
+    });
+    pure && size <= 16 && invariant(value, fx)
+}
+
+/// Replace the variable `v` by `with` in `s` and the statements nested in it.
+fn substitute_var_stmt(s: &mut Stmt, v: VarId, with: &Expr) {
+    for e in s.own_exprs_mut() {
+        substitute_var_expr(e, v, with);
+    }
+    for b in s.bodies_mut() {
+        for inner in b.iter_mut() {
+            substitute_var_stmt(inner, v, with);
+        }
+    }
+}
+
+fn substitute_var_expr(e: &mut Expr, v: VarId, with: &Expr) {
+    if matches!(e, Expr::Var(u) if *u == v) {
+        *e = with.clone();
+        return;
+    }
+    for c in e.children_mut() {
+        substitute_var_expr(c, v, with);
+    }
 }
 
 /// Whether `s` (or a statement nested in it) reads or assigns the variable `v`.
@@ -199,29 +281,6 @@ fn assignments(stmts: &[Stmt], v: VarId) -> usize {
                 .sum::<usize>()
         })
         .sum()
-}
-
-fn rename_stmt(s: &mut Stmt, from: VarId, to: VarId) {
-    for e in s.own_exprs_mut() {
-        rename_expr(e, from, to);
-    }
-    for b in s.bodies_mut() {
-        for inner in b.iter_mut() {
-            rename_stmt(inner, from, to);
-        }
-    }
-}
-
-fn rename_expr(e: &mut Expr, from: VarId, to: VarId) {
-    if let Expr::Var(v) = e
-        && *v == from
-    {
-        *v = to;
-        return;
-    }
-    for c in e.children_mut() {
-        rename_expr(c, from, to);
-    }
 }
 
 /// An element kept in `var` while a loop runs.
@@ -429,5 +488,94 @@ mod tests {
         assert!(after.contains("k = i;"), "{shown}");
         let inner = after.split("}").next().unwrap_or("");
         assert!(!inner.contains("k = i"), "the copy left the loop:\n{shown}");
+    }
+
+    /// `k = i * 2 + 1` (a jammed copy's row index, concordized into a copy per statement) is
+    /// forwarded like a copy of a variable, and `m = j` (a copy of the loop's own variable)
+    /// is read as `j`, its last value `stop - 1` assigned after the loop: the element `y[k]`
+    /// is promoted and the loop body assigns no variable but the element's.
+    #[test]
+    fn copies_of_invariant_arithmetic_and_of_the_loop_variable_are_forwarded() {
+        let bufs = [("y", ElemType::F64), ("x", ElemType::F64)];
+        let mut k = kernel(vec![], &bufs);
+        for n in ["k", "m"] {
+            k.vars.push(VarDecl {
+                name: n.into(),
+                ty: ElemType::I64,
+                cold: false,
+            });
+        }
+        let (y, x) = (BufId(0), BufId(1));
+        let row = b::add(b::mul(b::var(VarId(1)), b::int(2)), b::int(1));
+        let load = |buf, v| Expr::Load {
+            buf,
+            index: Box::new(b::var(v)),
+        };
+        k.body = vec![Stmt::For {
+            var: VarId(0),
+            start: b::int(0),
+            stop: b::int(4),
+            body: vec![
+                Stmt::Assign(VarId(2), row),
+                Stmt::Assign(VarId(3), b::var(VarId(0))),
+                b::store(
+                    y,
+                    b::var(VarId(2)),
+                    b::add(load(y, VarId(2)), load(x, VarId(3))),
+                ),
+            ],
+        }];
+        promote_scalars(&mut k);
+        assert!(k.check().is_ok());
+        let shown = k.to_string();
+        assert!(shown.contains("y_elem = y[(i * 2) + 1];"), "{shown}");
+        assert!(shown.contains("y_elem = y_elem + x[j];"), "{shown}");
+        assert!(shown.contains("m = 4 - 1;"), "{shown}");
+    }
+
+    /// Two elements of one buffer (`y[i]`, `y[i + 1]`) are kept in two variables under a
+    /// guard that they are two elements; otherwise the loop runs as it was.
+    #[test]
+    fn distinct_elements_of_one_buffer_are_promoted_apart() {
+        let bufs = [("y", ElemType::F64), ("x", ElemType::F64)];
+        let (y, x) = (BufId(0), BufId(1));
+        let upd = |index: Expr| {
+            b::store(
+                y,
+                index.clone(),
+                b::add(
+                    Expr::Load {
+                        buf: y,
+                        index: Box::new(index),
+                    },
+                    Expr::Load {
+                        buf: x,
+                        index: Box::new(b::var(VarId(0))),
+                    },
+                ),
+            )
+        };
+        let mut k = kernel(
+            vec![Stmt::For {
+                var: VarId(0),
+                start: b::int(0),
+                stop: b::int(4),
+                body: vec![
+                    upd(b::var(VarId(1))),
+                    upd(b::add(b::var(VarId(1)), b::int(1))),
+                ],
+            }],
+            &bufs,
+        );
+        promote_scalars(&mut k);
+        assert!(k.check().is_ok());
+        let shown = k.to_string();
+        assert!(shown.contains("(i != (i + 1))"), "{shown}");
+        assert!(shown.contains("y_elem_3 = y_elem_3 + x[j];"), "{shown}");
+        assert!(shown.contains("y[i + 1] = y_elem_3;"), "{shown}");
+        assert!(
+            shown.contains("y[i] = y[i] + x[j];"),
+            "the original loop:\n{shown}"
+        );
     }
 }

@@ -70,7 +70,7 @@ pub fn expand(program: &[Stmt], at: &Path, index: &str, body: &[Stmt], split: us
             decl.span,
         ));
         cut -= 1;
-        out = rename(&out, &t, &fresh, index);
+        out = rename(&out, &t, &fresh, Some(index));
     }
     Expanded {
         decls,
@@ -86,7 +86,7 @@ fn init_of(s: &Stmt) -> Expr {
     }
 }
 
-fn fresh_name(program: &[Stmt], taken: &[String], base: &str) -> String {
+pub(super) fn fresh_name(program: &[Stmt], taken: &[String], base: &str) -> String {
     let free = |n: &str| !used(program, n) && !taken.iter().any(|t| t == n);
     if free(base) {
         return base.to_string();
@@ -107,7 +107,7 @@ fn accessed(body: &[Stmt], t: &str) -> bool {
 /// leaves in `t`: every statement outside it that uses `t` is a loop whose body declares
 /// `t` before any other use (a local of that loop too: the gradient program's backward loop
 /// re-declares the forward loop's locals), or holds the loop and passes this test inside.
-fn dead_outside(body: &[Stmt], b: usize, prefix: &mut Path, at: &Path, t: &str) -> bool {
+pub(super) fn dead_outside(body: &[Stmt], b: usize, prefix: &mut Path, at: &Path, t: &str) -> bool {
     body.iter().enumerate().all(|(k, s)| {
         prefix.push((b, k));
         let ok = if prefix == at {
@@ -125,8 +125,8 @@ fn dead_outside(body: &[Stmt], b: usize, prefix: &mut Path, at: &Path, t: &str) 
     })
 }
 
-/// Whether `s` is a loop whose body declares `t` directly before any other use of it, and
-/// whose extent does not read it.
+/// Whether `s` is a loop whose body declares `t` directly before any other use of it, or
+/// whose body uses it only in such loops, and whose extent does not read it.
 fn local_of(s: &Stmt, t: &str) -> bool {
     let StmtKind::Loop { body, extent, .. } = &s.kind else {
         return false;
@@ -142,13 +142,17 @@ fn local_of(s: &Stmt, t: &str) -> bool {
             return false;
         }
     }
+    // Or every statement using it is such a loop itself (`for i = _, f = _` declaring it in
+    // the body of `f`): each use follows a declaration of the same iteration.
     body.iter()
         .find(|x| uses(std::slice::from_ref(*x), t))
         .is_some_and(|x| matches!(&x.kind, StmtKind::Declare { tensor, .. } if tensor == t))
-        || body.iter().all(|x| !uses(std::slice::from_ref(x), t))
+        || body
+            .iter()
+            .all(|x| !uses(std::slice::from_ref(x), t) || local_of(x, t))
 }
 
-fn uses(body: &[Stmt], t: &str) -> bool {
+pub(super) fn uses(body: &[Stmt], t: &str) -> bool {
     accessed(body, t) || declarations(body, t) > 0
 }
 
@@ -158,7 +162,7 @@ fn swizzled(body: &[Stmt], t: &str) -> bool {
     hit
 }
 
-fn declarations(body: &[Stmt], t: &str) -> usize {
+pub(super) fn declarations(body: &[Stmt], t: &str) -> usize {
     let mut n = 0;
     visit::stmts(body, &mut |s| {
         if matches!(&s.kind, StmtKind::Declare { tensor, .. } if tensor == t) {
@@ -174,12 +178,13 @@ fn reads_tensor(e: &Expr) -> bool {
     hit
 }
 
-/// Every access of `t` in `body` as an access of `to` with `index` first.
-fn rename(body: &[Stmt], t: &str, to: &str, index: &str) -> Vec<Stmt> {
+/// Every access of `t` in `body` as an access of `to` with `index` first (no index added when
+/// `index` is `None`); declarations, freezes and thaws of `t` become those of `to`.
+pub(super) fn rename(body: &[Stmt], t: &str, to: &str, index: Option<&str>) -> Vec<Stmt> {
     body.iter().map(|s| rename_stmt(s, t, to, index)).collect()
 }
 
-fn rename_access(a: &Access, t: &str, to: &str, index: &str) -> Access {
+fn rename_access(a: &Access, t: &str, to: &str, index: Option<&str>) -> Access {
     let mut a = a.clone();
     for ix in &mut a.indices {
         ix.expr = rename_expr(&ix.expr, t, to, index);
@@ -189,20 +194,22 @@ fn rename_access(a: &Access, t: &str, to: &str, index: &str) -> Access {
     }
     if a.tensor == t {
         a.tensor = to.to_string();
-        a.indices.insert(
-            0,
-            AccessIndex {
-                expr: Expr::new(ExprKind::Name(index.to_string()), a.span),
-                permissive: false,
-                protocol: None,
-                window: None,
-            },
-        );
+        if let Some(index) = index {
+            a.indices.insert(
+                0,
+                AccessIndex {
+                    expr: Expr::new(ExprKind::Name(index.to_string()), a.span),
+                    permissive: false,
+                    protocol: None,
+                    window: None,
+                },
+            );
+        }
     }
     a
 }
 
-fn rename_expr(e: &Expr, t: &str, to: &str, index: &str) -> Expr {
+fn rename_expr(e: &Expr, t: &str, to: &str, index: Option<&str>) -> Expr {
     let r = |x: &Expr| rename_expr(x, t, to, index);
     let kind = match &e.kind {
         ExprKind::Access(a) => ExprKind::Access(rename_access(a, t, to, index)),
@@ -214,12 +221,12 @@ fn rename_expr(e: &Expr, t: &str, to: &str, index: &str) -> Expr {
     Expr::new(kind, e.span)
 }
 
-fn rename_stmt(s: &Stmt, t: &str, to: &str, index: &str) -> Stmt {
+fn rename_stmt(s: &Stmt, t: &str, to: &str, index: Option<&str>) -> Stmt {
     let e = |x: &Expr| rename_expr(x, t, to, index);
     let b = |x: &[Stmt]| rename(x, t, to, index);
     let kind = match &s.kind {
         StmtKind::Declare { tensor, init } => StmtKind::Declare {
-            tensor: tensor.clone(),
+            tensor: if tensor == t { to } else { tensor }.to_string(),
             init: e(init),
         },
         StmtKind::Assign { lhs, op, rhs } => StmtKind::Assign {

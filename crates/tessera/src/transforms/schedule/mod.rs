@@ -10,6 +10,7 @@
 //!   statements (`@LINE` or the tensor a statement writes), paths into the AST, substitution.
 //! - [`deps`]: the instance-wise dependence analysis (direction vectors).
 //! - [`loops`]: `split`, `merge`, `unroll` (order-preserving, always legal when they apply).
+//! - [`jam`]: `unroll_jam` (unroll and fuse the copies' inner loops; checked).
 //! - [`reorder`]: `reorder` (permutes a perfect nest; checked).
 //! - [`order`]: `swap`, `fission`, `fuse` (move statements' instances; checked); [`expand`]:
 //!   the scalar expansion `fission` makes of a body's declarations that cross its cut.
@@ -22,6 +23,7 @@
 pub mod cache;
 pub mod deps;
 pub mod expand;
+pub mod jam;
 pub mod loops;
 pub mod names;
 pub mod order;
@@ -66,6 +68,9 @@ pub enum Command {
     Fuse { first: LoopRef, second: LoopRef },
     /// `unroll(i)`: replace a loop with a small constant extent by copies of its body.
     Unroll(LoopRef),
+    /// `unroll_jam(i, T)`: `T` iterations of `i` per iteration of `i.0`, their inner loops
+    /// fused (see [`jam`]), the remaining iterations in a loop `i` after it.
+    UnrollJam { target: LoopRef, factor: i64 },
     /// `cache(i, T)` (also spelled `precompute`): a dense workspace `T.cache` for the part of
     /// `T` one iteration of `i` accesses, filled before the iteration's body and written back
     /// after it.
@@ -140,6 +145,7 @@ pub fn apply_one(p: &Program, c: &Located) -> Result<Program> {
         Command::Split { target, factor } => loops::split(p, c, target, *factor),
         Command::Merge { outer, inner } => loops::merge(p, c, outer, inner),
         Command::Unroll(target) => loops::unroll(p, c, target),
+        Command::UnrollJam { target, factor } => jam::unroll_jam(p, c, target, *factor),
         Command::Reorder(list) => reorder::reorder(p, c, list),
         Command::Swap(a, b) => order::swap(p, c, a, b),
         Command::Fission { target, after } => order::fission(p, c, target, after),
@@ -191,7 +197,7 @@ fn parse_command(t: &str, pos: usize) -> Result<Located> {
     let lp = |s: &str| -> Result<LoopRef> { parse_loop(s).map_err(|m| loc.error(m)) };
     let st = |s: &str| -> Result<StmtRef> { parse_stmt(s).map_err(|m| loc.error(m)) };
     let command = match name {
-        "split" => {
+        "split" | "unroll_jam" => {
             want(2)?;
             let factor = args[1]
                 .parse::<i64>()
@@ -203,9 +209,11 @@ fn parse_command(t: &str, pos: usize) -> Result<Located> {
                         args[1]
                     ))
                 })?;
-            Command::Split {
-                target: lp(args[0])?,
-                factor,
+            let target = lp(args[0])?;
+            if name == "split" {
+                Command::Split { target, factor }
+            } else {
+                Command::UnrollJam { target, factor }
             }
         }
         "merge" => {
@@ -281,7 +289,7 @@ fn parse_command(t: &str, pos: usize) -> Result<Located> {
         }
         other => {
             return Err(loc.error(format!(
-                "unknown command `{other}` (split, merge, reorder, swap, fission, fuse, unroll, cache, precompute, cache_reduce, parallelize, vectorize)"
+                "unknown command `{other}` (split, merge, reorder, swap, fission, fuse, unroll, unroll_jam, cache, precompute, cache_reduce, parallelize, vectorize)"
             )));
         }
     };
