@@ -26,7 +26,7 @@ pub fn merge_stores(k: &mut Kernel) {
     super::innermost::rewrite_innermost_loops(k, &mut merge_loop);
 }
 
-fn merge_loop(_: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
+fn merge_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
     let Stmt::For {
         var,
         start,
@@ -53,6 +53,9 @@ fn merge_loop(_: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
         ) = (out.last(), s)
             && b1 == b2
             && e1 == e2
+            // A store narrows its value to the element type (`i32`, `u8`, `f32`): the
+            // merged sum would skip the first rounding or wrap.
+            && k.buf_elem(*b2) == k.buf_elem(*b2).compute()
             && let Some(v) = substituted(v2, *b2, e2, v1)
         {
             let merged = Stmt::Store {
@@ -205,5 +208,32 @@ mod tests {
             merge_stores(&mut k);
             assert_eq!(k.to_string().matches("y[j] =").count(), 2, "{k}");
         }
+    }
+
+    #[test]
+    fn narrowing_stores_are_kept() {
+        // `y` of `f32`: each store rounds, so `(y + a) + b` in `f64` could differ.
+        let j = || b::var(VarId(0));
+        let mut k = b::test_kernel(
+            &[("y", ElemType::F32), ("x", ElemType::F64)],
+            false,
+            &[("j", ElemType::I64)],
+            vec![Stmt::For {
+                var: VarId(0),
+                start: b::int(0),
+                stop: b::int(4),
+                body: (0..2)
+                    .map(|t| {
+                        b::store(
+                            BufId(0),
+                            j(),
+                            b::add(load(0, j()), load(1, b::add(j(), b::int(t)))),
+                        )
+                    })
+                    .collect(),
+            }],
+        );
+        merge_stores(&mut k);
+        assert_eq!(k.to_string().matches("y[j] =").count(), 2, "{k}");
     }
 }

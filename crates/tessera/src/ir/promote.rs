@@ -164,7 +164,10 @@ fn forward_copies(l: &Stmt) -> (Stmt, Vec<Stmt>) {
         // A copy of the loop's own variable (`k = o`, what concordization makes of `o` in
         // `seed[i.0 * 4 + t, o]`) when nothing else in the body assigns it: each iteration
         // reads that iteration's value, and the last one leaves `stop - 1` in it.
-        let own = value == Expr::Var(*var) && v != *var && assignments(&body, *var) == 0;
+        let own = value == Expr::Var(*var)
+            && v != *var
+            && assignments(&body, *var) == 0
+            && !breaks(&body);
         if !(own || forwardable(&value, v, *var, &fx)) || assignments(&body, v) != 1 {
             continue;
         }
@@ -208,6 +211,18 @@ fn forward_copies(l: &Stmt) -> (Stmt, Vec<Stmt>) {
         body,
     };
     (lp, after)
+}
+
+/// Whether the statements can leave their loop early (a `break` outside nested loops): the
+/// loop variable's last value is then not `stop - 1`.
+fn breaks(stmts: &[Stmt]) -> bool {
+    stmts.iter().any(|s| match s {
+        Stmt::Break => true,
+        Stmt::If {
+            then, otherwise, ..
+        } => breaks(then) || breaks(otherwise),
+        _ => false,
+    })
 }
 
 /// Whether `v = value` in a loop over `var` with effects `fx` copies a value that stays the
