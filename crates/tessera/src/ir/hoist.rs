@@ -175,7 +175,7 @@ fn replace_stmt(s: &mut Stmt, from: &Expr, to: &Expr) {
     }
 }
 
-fn replace_expr(e: &mut Expr, from: &Expr, to: &Expr) {
+pub(super) fn replace_expr(e: &mut Expr, from: &Expr, to: &Expr) {
     if e == from {
         *e = to.clone();
         return;

@@ -112,38 +112,28 @@ pub(super) fn straight(s: &Stmt) -> bool {
     matches!(s, Stmt::Assign(..) | Stmt::Comment(_))
 }
 
+/// The row body's path (`jam::path`) with nothing after any `If` on it.
 fn chain(body: &[Stmt]) -> Option<Chain> {
-    let mut levels = vec![];
-    let mut cur = body;
-    loop {
-        let p = cur.iter().position(|s| !straight(s))?;
-        match &cur[p] {
-            Stmt::If { cond, then, .. } if p + 1 == cur.len() => {
-                levels.push(Level {
-                    pre: cur[..p].to_vec(),
-                    cond: cond.clone(),
-                });
-                cur = then;
-            }
-            Stmt::For {
-                var,
-                start,
-                stop,
-                body,
-            } if body.iter().all(straight) => {
-                return Some(Chain {
-                    levels,
-                    head: cur[..p].to_vec(),
-                    var: *var,
-                    start: start.clone(),
-                    stop: stop.clone(),
-                    hot: body.clone(),
-                    tail: cur[p + 1..].to_vec(),
-                });
-            }
-            _ => return None,
-        }
+    let p = super::jam::path(body)?;
+    if p.levels.iter().any(|lv| !lv.post.is_empty()) {
+        return None;
     }
+    Some(Chain {
+        levels: p
+            .levels
+            .into_iter()
+            .map(|lv| Level {
+                pre: lv.pre,
+                cond: lv.cond,
+            })
+            .collect(),
+        head: p.head,
+        var: p.var,
+        start: p.start,
+        stop: p.stop,
+        hot: p.hot,
+        tail: p.post,
+    })
 }
 
 /// Variables an expression reads.

@@ -104,25 +104,25 @@ fn walk(k: &mut Kernel, stmts: &mut Vec<Stmt>, whole: &[Stmt], rows: usize, budg
 }
 
 /// One `If` on the path: the assignments before it, its condition, what follows it.
-struct Level {
-    pre: Vec<Stmt>,
-    cond: Expr,
-    post: Vec<Stmt>,
+pub(super) struct Level {
+    pub(super) pre: Vec<Stmt>,
+    pub(super) cond: Expr,
+    pub(super) post: Vec<Stmt>,
 }
 
 /// A row body cut along its path: the levels, the assignments before the inner loop, the
 /// loop, and what follows it.
-struct Path {
-    levels: Vec<Level>,
-    head: Vec<Stmt>,
-    var: VarId,
-    start: Expr,
-    stop: Expr,
-    hot: Vec<Stmt>,
-    post: Vec<Stmt>,
+pub(super) struct Path {
+    pub(super) levels: Vec<Level>,
+    pub(super) head: Vec<Stmt>,
+    pub(super) var: VarId,
+    pub(super) start: Expr,
+    pub(super) stop: Expr,
+    pub(super) hot: Vec<Stmt>,
+    pub(super) post: Vec<Stmt>,
 }
 
-fn path(body: &[Stmt]) -> Option<Path> {
+pub(super) fn path(body: &[Stmt]) -> Option<Path> {
     let mut levels = vec![];
     let mut cur = body;
     loop {

@@ -106,7 +106,7 @@ fn substituted(value: &Expr, buf: super::BufId, index: &Expr, with: &Expr) -> Op
         return None;
     }
     let mut out = value.clone();
-    replace(&mut out, &target, with);
+    super::hoist::replace_expr(&mut out, &target, with);
     Some(out)
 }
 
@@ -134,16 +134,6 @@ fn reads_memory(e: &Expr) -> bool {
         );
     });
     hit
-}
-
-fn replace(e: &mut Expr, from: &Expr, to: &Expr) {
-    if e == from {
-        *e = to.clone();
-        return;
-    }
-    for c in e.children_mut() {
-        replace(c, from, to);
-    }
 }
 
 #[cfg(test)]
