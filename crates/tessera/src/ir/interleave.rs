@@ -260,6 +260,31 @@ pub(super) fn row_private(l: &Stmt, whole: &[Stmt]) -> Option<HashSet<VarId>> {
     Some(assigned)
 }
 
+/// Per row of a group, the copies of the row-private variables `assigned`: row 0 keeps
+/// them (an empty map), row `r > 0` gets new variables named `NAME_r`.
+pub(super) fn row_copies(
+    k: &mut Kernel,
+    assigned: &HashSet<VarId>,
+    rows: usize,
+) -> Vec<HashMap<VarId, VarId>> {
+    let mut order: Vec<VarId> = assigned.iter().copied().collect();
+    order.sort();
+    let mut maps: Vec<HashMap<VarId, VarId>> = vec![HashMap::new()];
+    for r in 1..rows {
+        let mut m = HashMap::new();
+        for &v in &order {
+            let decl = k.vars[v.0 as usize].clone();
+            k.vars.push(super::VarDecl {
+                name: format!("{}_{r}", decl.name),
+                ..decl
+            });
+            m.insert(v, VarId(k.vars.len() as u32 - 1));
+        }
+        maps.push(m);
+    }
+    maps
+}
+
 /// `e` with each variable replaced as `f` says.
 pub(super) fn subst(e: &Expr, f: &dyn Fn(VarId) -> Option<Expr>) -> Expr {
     if let Expr::Var(v) = e
@@ -576,21 +601,7 @@ fn jam(
     let coords_ok = coord_tests.map(|t| all_of(t).unwrap_or(b::boolean(true)));
 
     // Rows of a group: row 0 keeps the variables, row r > 0 gets copies.
-    let mut order: Vec<VarId> = assigned.iter().copied().collect();
-    order.sort();
-    let mut maps: Vec<HashMap<VarId, VarId>> = vec![HashMap::new()];
-    for r in 1..rows {
-        let mut m = HashMap::new();
-        for &v in &order {
-            let decl = k.vars[v.0 as usize].clone();
-            k.vars.push(super::VarDecl {
-                name: format!("{}_{r}", decl.name),
-                ..decl
-            });
-            m.insert(v, VarId(k.vars.len() as u32 - 1));
-        }
-        maps.push(m);
-    }
+    let maps = row_copies(k, &assigned, rows);
     // Groups are adjacent rows `p, p + 1, ...`: measured faster than rows `i, i + h, ...`
     // (`h` the rows per part), whose row accesses `buf[i + w + c]` the backends version
     // once for the whole group loop, on the long-row matrices of BENCHMARKS.md ("Python

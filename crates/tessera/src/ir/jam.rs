@@ -36,7 +36,9 @@
 //! would not have, and the original's faults and writes happen in its order.
 
 use super::effects::new_var;
-use super::interleave::{assigned_first, reads, row_private, straight, subst, subst_stmts};
+use super::interleave::{
+    assigned_first, reads, row_copies, row_private, straight, subst, subst_stmts,
+};
 use super::walk::{walk_accesses, walk_stmts};
 use super::{BinOp, BufId, Expr, Kernel, Stmt, VarId};
 use crate::ir::build as b;
@@ -464,21 +466,7 @@ fn jam(k: &mut Kernel, l: &Stmt, whole: &[Stmt], rows: usize) -> Option<Vec<Stmt
 
     // Rows of a group: row 0 keeps the variables, row r > 0 gets copies; `j` is `first + r`.
     let first = new_var(k, "jam_first", ElemType::I64);
-    let mut order: Vec<VarId> = assigned.iter().copied().collect();
-    order.sort();
-    let mut maps: Vec<HashMap<VarId, VarId>> = vec![HashMap::new()];
-    for r in 1..rows {
-        let mut m = HashMap::new();
-        for &v in &order {
-            let decl = k.vars[v.0 as usize].clone();
-            k.vars.push(super::VarDecl {
-                name: format!("{}_{r}", decl.name),
-                ..decl
-            });
-            m.insert(v, super::VarId(k.vars.len() as u32 - 1));
-        }
-        maps.push(m);
-    }
+    let maps = row_copies(k, &assigned, rows);
     let row_of = |r: usize| {
         let m = maps[r].clone();
         move |v: VarId| -> Option<Expr> {
