@@ -64,6 +64,14 @@ pub(crate) fn c_backend() -> Option<&'static CBackend> {
     .as_ref()
 }
 
+/// The C backend of [`c_backend`] with every top-level statement of a kernel compiled as a
+/// function of its own (`backend::c::parts`), which the default does only for large kernels.
+pub(crate) fn c_parts_backend() -> Option<&'static CBackend> {
+    static C: std::sync::OnceLock<Option<CBackend>> = std::sync::OnceLock::new();
+    C.get_or_init(|| c_backend().map(|c| c.clone().with_parts(0, 1)))
+        .as_ref()
+}
+
 /// Buffers equal value for value, any NaN matching any NaN (sign and payload may differ
 /// between machine code and Rust).
 pub(super) fn same_buffers(a: &[Buffer], c: &[Buffer]) -> bool {
@@ -105,6 +113,20 @@ fn run_on(k: &Kernel, bufs: &[Buffer], with_c: bool) -> (Result<(), Error>, Vec<
         assert!(
             same_buffers(&a, &n),
             "JIT and C disagree on the buffers\n{k}\n{a:?}\n{n:?}\n{src}"
+        );
+    }
+    // Cut into parts (a kernel of one statement would be the same source).
+    if let Some(cp) = c_parts_backend().filter(|_| with_c && k.body.len() > 1) {
+        let mut n = bufs.to_vec();
+        let rn = cp.compile(k).unwrap().run(&mut n);
+        let src = cp.source_of(k);
+        assert_eq!(
+            ra, rn,
+            "JIT and C in parts disagree on the result\n{k}\n{src}"
+        );
+        assert!(
+            same_buffers(&a, &n),
+            "JIT and C in parts disagree on the buffers\n{k}\n{a:?}\n{n:?}\n{src}"
         );
     }
     (ra, a)

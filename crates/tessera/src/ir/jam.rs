@@ -58,10 +58,11 @@ pub const MIN_STEPS: i64 = 8;
 const MAX_BODY: usize = 200;
 
 /// The most statements a kernel may hold after the pass: past it, loops stay as they are.
-/// The C backend compiles kernels of more than 6,000 lines at `-O1` (`backend::c`), and its
-/// versions of each loop make ~20 lines of C of an IR statement (GAT's gradient: 246
-/// statements, 4,900 lines); a kernel pushed past that line by the copies loses far more
-/// than its rows gain (that gradient jammed: 7,500 lines, 30 -> 78 ms).
+/// The C backend's versions of each loop make ~20 lines of C of an IR statement (GAT's
+/// gradient: 246 statements, 4,900 lines). Jammed as one function, that gradient crossed the
+/// backend's 6,000-line `-O1` threshold (30 -> 78 ms); compiled as parts
+/// (`backend::c::parts`) at `-O3` with a cap per loop nest instead, it ran 5% slower than
+/// unjammed and took twice as long to compile (session 46), so the cap stays per kernel.
 const MAX_KERNEL: usize = 250;
 
 /// Jam `rows` rows in every loop of `k` of the shape above (`rows` < 2: nothing).

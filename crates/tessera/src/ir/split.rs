@@ -150,7 +150,7 @@ pub fn split(k: &Kernel) -> Option<Split> {
                 if !chunk_body_ok(&c.body, &own) {
                     return None;
                 }
-                assigned(&c.body, &mut lost);
+                super::walk::assigned(&c.body, &mut lost);
                 // The runner sets the appended outputs' cursors and the workspaces' state
                 // after the chunks, from the environments they stored.
                 for r in &c.rows {
@@ -261,24 +261,6 @@ fn chunk_body_ok(body: &[Stmt], own: &HashSet<BufId>) -> bool {
         };
         ok && s.bodies().iter().all(|b| chunk_body_ok(b, own))
     })
-}
-
-/// Variables assigned anywhere in `body`.
-fn assigned(body: &[Stmt], out: &mut HashSet<VarId>) {
-    for s in body {
-        match s {
-            Stmt::Assign(v, _) | Stmt::For { var: v, .. } => {
-                out.insert(*v);
-            }
-            Stmt::Chunked(c) => {
-                out.extend([c.lo, c.hi]);
-            }
-            _ => {}
-        }
-        for b in s.bodies() {
-            assigned(b, out);
-        }
-    }
 }
 
 /// Variables `run` may read before assigning them: every read except those after an

@@ -65,6 +65,20 @@ pub fn walk_stmts(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
     }
 }
 
+/// Variables assigned anywhere in `body` (by `Assign`, as a loop's variable, as a range's
+/// chunk bounds).
+pub fn assigned(body: &[Stmt], out: &mut std::collections::HashSet<VarId>) {
+    walk_stmts(body, &mut |s| match s {
+        Stmt::Assign(v, _) | Stmt::For { var: v, .. } => {
+            out.insert(*v);
+        }
+        Stmt::Chunked(c) => {
+            out.extend([c.lo, c.hi]);
+        }
+        _ => {}
+    });
+}
+
 /// Every expression (and sub-expression) in the statements.
 pub fn walk_exprs(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
     walk_stmts(stmts, &mut |s| {

@@ -24,13 +24,14 @@
 //! A `Limit` point is a `__int128` holding its order key (`backend::limit_code`), as in the
 //! JIT, so comparisons are C's integer comparisons.
 
-use super::prefetch;
+use super::{parts, prefetch};
 use crate::backend::GROW_BASE;
 use crate::backend::limit_code;
 use crate::backend::versioning::{self, Access, At, Gathers, walk_exprs, walk_stmts};
+use crate::ir::walk;
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp, VarId, vector};
 use crate::types::{ElemType, Scalar};
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write as _;
 
 /// The fixed part of every kernel: the view and helper layouts and the arithmetic helpers.
@@ -145,7 +146,7 @@ static inline t_limit t_maxl(t_limit a, t_limit b) { return b > a ? b : a; }
 "#;
 
 /// The C source of a kernel.
-pub fn emit(k: &Kernel, prefetch: &prefetch::Config) -> String {
+pub fn emit(k: &Kernel, prefetch: &prefetch::Config, split: &parts::Config) -> String {
     let mut e = Emitter {
         k,
         prefetch: *prefetch,
@@ -159,42 +160,6 @@ pub fn emit(k: &Kernel, prefetch: &prefetch::Config) -> String {
         failed: vec![],
         gathers: Gathers::of(k),
     };
-    let _ = writeln!(e.out, "/* tessera kernel `{}` */", comment(&k.name));
-    e.out.push_str(PRELUDE);
-    e.out.push_str(
-        "\n__attribute__((visibility(\"default\")))\n\
-         int64_t tessera_kernel(tessera_view *views, void *state, int64_t *fault) {\n",
-    );
-    let moving = moving_buffers(&k.body);
-    for (n, d) in k.bufs.iter().enumerate() {
-        let t = c_elem(d.elem);
-        if moving.contains(&(n as u32)) {
-            e.line(&format!(
-                "{t} *b{n} = ({t} *)views[{n}].ptr; int64_t n{n} = views[{n}].len; /* {} */",
-                comment(&d.name)
-            ));
-        } else {
-            // Nothing but this pointer touches the buffer while the kernel runs.
-            e.line(&format!(
-                "{t} *const restrict b{n} = ({t} *)views[{n}].ptr; const int64_t n{n} = views[{n}].len; /* {} */",
-                comment(&d.name)
-            ));
-        }
-    }
-    for (n, v) in k.vars.iter().enumerate() {
-        let point = c_const(Scalar::zero(ElemType::Limit));
-        let zero = match v.ty {
-            ElemType::F64 => "0.0",
-            ElemType::Limit => &point,
-            _ => "0",
-        };
-        e.line(&format!(
-            "{} v{n} = {zero}; /* {} */",
-            c_compute(v.ty),
-            comment(&v.name)
-        ));
-    }
-    e.line("(void)state; (void)fault;");
     // The checked bounds, read once: they keep their values through the run, and read at
     // each versioned loop (each row of a SpMV) they cost a reload and a check every time.
     for g in 0..e.gathers.belows.len() {
@@ -202,10 +167,144 @@ pub fn emit(k: &Kernel, prefetch: &prefetch::Config) -> String {
         let x = e.expr(&below);
         e.line(&format!("const int64_t g{g} = {x};"));
     }
-    e.stmts(&k.body);
-    e.line("return 0;");
-    e.out.push_str("}\n");
-    e.out
+    let bounds = std::mem::take(&mut e.out);
+    let gathers = e.gathers.belows.len();
+    // Each top-level statement's text on its own, so a large kernel can be cut between them.
+    let texts: Vec<String> = k
+        .body
+        .iter()
+        .map(|s| {
+            e.stmt(s);
+            std::mem::take(&mut e.out)
+        })
+        .collect();
+    let lines: Vec<usize> = texts.iter().map(|t| t.lines().count()).collect();
+
+    let mut out = String::new();
+    let _ = writeln!(out, "/* tessera kernel `{}` */", comment(&k.name));
+    out.push_str(PRELUDE);
+    let buffers = buffer_decls(k);
+    if lines.iter().sum::<usize>() <= split.split_lines {
+        out.push_str(KERNEL_HEAD);
+        out.push_str(&buffers);
+        for (n, v) in k.vars.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "    {} v{n} = {}; /* {} */",
+                c_compute(v.ty),
+                var_zero(v.ty),
+                comment(&v.name)
+            );
+        }
+        out.push_str("    (void)state; (void)fault;\n");
+        out.push_str(&bounds);
+        texts.iter().for_each(|t| out.push_str(t));
+        out.push_str("    return 0;\n}\n");
+        return out;
+    }
+
+    // Parts (`parts`): the variables and the checked bounds in one struct between them.
+    out.push_str("\ntypedef struct {\n");
+    for (n, v) in k.vars.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "    {} v{n}; /* {} */",
+            c_compute(v.ty),
+            comment(&v.name)
+        );
+    }
+    for g in 0..gathers {
+        let _ = writeln!(out, "    int64_t g{g};");
+    }
+    // An empty struct is not C.
+    out.push_str("    int64_t unused;\n} tessera_vars;\n");
+    let groups = split.group(&lines);
+    let texts: Vec<String> = groups.iter().map(|r| texts[r.clone()].concat()).collect();
+    let named: Vec<_> = texts.iter().map(|t| parts::named_vars(t)).collect();
+    for (p, (range, text)) in groups.iter().zip(&texts).enumerate() {
+        let named_later: BTreeSet<usize> = named[p + 1..].iter().flatten().copied().collect();
+        // Written back: what the part assigns and a later part names. Storing every variable
+        // would keep each live to the end of the part (GAT's gradient: 10% slower, spills).
+        let mut assigned = HashSet::new();
+        walk::assigned(&k.body[range.clone()], &mut assigned);
+        let named = &named[p];
+        let _ = writeln!(
+            out,
+            "\n__attribute__((noinline)) static int64_t tessera_part{p}(tessera_view *views, void *state, int64_t *fault, tessera_vars *restrict V) {{"
+        );
+        out.push_str(&buffers);
+        for &n in named {
+            let _ = writeln!(out, "    {} v{n} = V->v{n};", c_compute(k.vars[n].ty));
+        }
+        for g in 0..gathers {
+            let _ = writeln!(out, "    const int64_t g{g} = V->g{g}; (void)g{g};");
+        }
+        out.push_str("    (void)state; (void)fault;\n");
+        out.push_str(text);
+        for &n in named {
+            if named_later.contains(&n) && assigned.contains(&VarId(n as u32)) {
+                let _ = writeln!(out, "    V->v{n} = v{n};");
+            }
+        }
+        out.push_str("    return 0;\n}\n");
+    }
+    out.push_str(KERNEL_HEAD);
+    out.push_str(&buffers);
+    out.push_str("    tessera_vars V;\n    memset(&V, 0, sizeof V);\n");
+    for (n, v) in k.vars.iter().enumerate() {
+        if v.ty == ElemType::Limit {
+            let _ = writeln!(out, "    V.v{n} = {};", var_zero(v.ty));
+        }
+    }
+    out.push_str("    (void)state; (void)fault;\n");
+    out.push_str(&bounds);
+    for g in 0..gathers {
+        let _ = writeln!(out, "    V.g{g} = g{g};");
+    }
+    for p in 0..groups.len() {
+        let _ = writeln!(
+            out,
+            "    {{ const int64_t r = tessera_part{p}(views, state, fault, &V); if (r != 0) return r; }}"
+        );
+    }
+    out.push_str("    return 0;\n}\n");
+    out
+}
+
+const KERNEL_HEAD: &str = "\n__attribute__((visibility(\"default\")))\n\
+     int64_t tessera_kernel(tessera_view *views, void *state, int64_t *fault) {\n";
+
+/// A variable's starting value.
+fn var_zero(ty: ElemType) -> String {
+    match ty {
+        ElemType::F64 => "0.0".into(),
+        ElemType::Limit => c_const(Scalar::zero(ElemType::Limit)),
+        _ => "0".into(),
+    }
+}
+
+/// The declarations of the kernel's buffer pointers and lengths, read from the views.
+fn buffer_decls(k: &Kernel) -> String {
+    let moving = moving_buffers(&k.body);
+    let mut out = String::new();
+    for (n, d) in k.bufs.iter().enumerate() {
+        let t = c_elem(d.elem);
+        if moving.contains(&(n as u32)) {
+            let _ = writeln!(
+                out,
+                "    {t} *b{n} = ({t} *)views[{n}].ptr; int64_t n{n} = views[{n}].len; /* {} */",
+                comment(&d.name)
+            );
+        } else {
+            // Nothing but this pointer touches the buffer while the kernel runs.
+            let _ = writeln!(
+                out,
+                "    {t} *const restrict b{n} = ({t} *)views[{n}].ptr; const int64_t n{n} = views[{n}].len; /* {} */",
+                comment(&d.name)
+            );
+        }
+    }
+    out
 }
 
 /// Buffers whose pointer or contents a helper may change while the kernel runs (grown,

@@ -13,6 +13,7 @@
 
 mod cache;
 mod emit;
+mod parts;
 mod prefetch;
 
 use super::{Backend, Checked, CompiledKernel, native_fault};
@@ -44,7 +45,8 @@ const FLAGS: &[&str] = &[
     "-fPIC",
 ];
 
-/// Kernels longer than this many lines of C are compiled with `-O1` instead of `-O3`.
+/// Kernels whose longest function (a large kernel is several: `parts`) has more than this
+/// many lines of C are compiled with `-O1` instead of `-O3`.
 ///
 /// GCC's time grows faster than linearly with these single-function kernels (measured with
 /// gcc 12: 4,000 lines 1.6 s at -O3; 17,000 lines 26 s at -O3 but 8 s at -O1; 41,000 lines
@@ -54,7 +56,7 @@ const LARGE_KERNEL_LINES: usize = 6000;
 
 /// `-O3`, or `-O1` for very large kernels (see [`LARGE_KERNEL_LINES`]).
 fn opt_level(source: &str) -> &'static str {
-    if source.lines().count() > LARGE_KERNEL_LINES {
+    if parts::longest_function(source) > LARGE_KERNEL_LINES {
         "-O1"
     } else {
         "-O3"
@@ -98,6 +100,8 @@ pub struct CBackend {
     cache_dir: PathBuf,
     /// Software prefetches of gathered operands (off unless asked for: see `prefetch`).
     prefetch: prefetch::Config,
+    /// Large kernels as several functions (`parts`).
+    parts: parts::Config,
 }
 
 impl Default for CBackend {
@@ -122,7 +126,19 @@ impl CBackend {
             compiler: cmd.split_whitespace().map(str::to_string).collect(),
             cache_dir: cache::default_dir(),
             prefetch: prefetch::Config::from_env(),
+            parts: parts::Config::from_env(),
         }
+    }
+
+    /// The same backend cutting kernels whose statements take more than `split_lines` lines
+    /// of C into functions of about `part_lines` lines (see `backend::c::parts`; 0 and 1: every
+    /// top-level statement a function of its own).
+    pub fn with_parts(mut self, split_lines: usize, part_lines: usize) -> CBackend {
+        self.parts = parts::Config {
+            split_lines,
+            part_lines,
+        };
+        self
     }
 
     /// The same backend prefetching gathers `distance` positions ahead (0: none) in loops
@@ -145,12 +161,16 @@ impl CBackend {
     /// The C source the backend compiles for a kernel (prefetching as the environment says,
     /// `prefetch::Config::from_env`).
     pub fn source(kernel: &Kernel) -> String {
-        emit::emit(kernel, &prefetch::Config::from_env())
+        emit::emit(
+            kernel,
+            &prefetch::Config::from_env(),
+            &parts::Config::from_env(),
+        )
     }
 
     /// The C source this backend compiles for a kernel.
     pub fn source_of(&self, kernel: &Kernel) -> String {
-        emit::emit(kernel, &self.prefetch)
+        emit::emit(kernel, &self.prefetch, &self.parts)
     }
 
     /// Whether the compiler command can be started at all (for tests that skip without it).
@@ -223,7 +243,7 @@ impl Backend for CBackend {
     }
 
     fn is_cached(&self, kernel: &Kernel) -> bool {
-        let source = emit::emit(kernel, &self.prefetch);
+        let source = emit::emit(kernel, &self.prefetch, &self.parts);
         let command = self.command(&source);
         let path = cache::object_path(&self.cache_dir, &source, &command);
         registry()
@@ -240,7 +260,7 @@ impl CBackend {
     /// which can cross threads (the tiered backend builds it in the background).
     /// `detached`: see [`cache::compile`].
     pub(crate) fn compile_object(&self, kernel: &Kernel, detached: bool) -> Result<CKernel> {
-        let source = emit::emit(kernel, &self.prefetch);
+        let source = emit::emit(kernel, &self.prefetch, &self.parts);
         let command = self.command(&source);
         let path = cache::object_path(&self.cache_dir, &source, &command);
         let lookup = || {

@@ -5,7 +5,7 @@
 use crate::backend::tests::{arb_expr, c_backend, kernel, same_buffers};
 use crate::backend::{Backend, CBackend, Interpreter};
 use crate::ir::build as b;
-use crate::ir::{BufId, Expr, Stmt, VarId};
+use crate::ir::{BufId, Expr, Stmt, UnOp, VarId};
 use crate::runtime::Buffer;
 use crate::types::{ElemType, Scalar};
 use proptest::strategy::{Strategy, ValueTree};
@@ -113,7 +113,7 @@ fn objects_are_unloaded_with_their_last_kernel() {
         &[],
         vec![b::store(BufId(0), b::int(0), b::int(marker))],
     );
-    let source = super::emit::emit(&k, &super::prefetch::Config::from_env());
+    let source = cb.source_of(&k);
     let path = super::cache::object_path(&cb.cache_dir, &source, &cb.command(&source));
     let live = || {
         super::registry()
@@ -134,4 +134,70 @@ fn objects_are_unloaded_with_their_last_kernel() {
     let mut bufs = vec![Buffer::filled(ElemType::I64, 1, Scalar::I64(0))];
     again.run(&mut bufs).unwrap();
     assert_eq!(bufs[0].get(0), Scalar::I64(marker));
+}
+
+/// A kernel cut into one function per top-level statement (`parts`): variables carried from
+/// part to part (a loop's counter after its loop, a float sum, a point), a buffer grown in one
+/// part and written in the next, and a fault in a later part, all as the interpreter has them.
+#[test]
+fn kernels_in_parts_carry_variables_buffers_and_faults() {
+    let Some(cp) = super::super::tests::c_parts_backend() else {
+        return;
+    };
+    let (i, s, p, n) = (VarId(0), VarId(1), VarId(2), VarId(3));
+    let body = |bad: i64| {
+        vec![
+            b::assign(n, Expr::Len(BufId(0))),
+            Stmt::For {
+                var: i,
+                start: b::int(0),
+                stop: b::var(n),
+                body: vec![b::assign(
+                    s,
+                    b::add(b::var(s), b::load(BufId(0), b::var(i))),
+                )],
+            },
+            b::assign(p, Expr::Const(Scalar::limit(2.5, 1))),
+            Stmt::Grow {
+                buf: BufId(1),
+                len: b::add(b::var(i), b::int(2)),
+            },
+            b::store(BufId(1), b::var(i), b::var(s)),
+            b::store(
+                BufId(1),
+                b::add(b::var(i), b::int(1)),
+                b::add(b::var(s), Expr::Unary(UnOp::LimitVal, Box::new(b::var(p)))),
+            ),
+            b::store(BufId(1), b::int(bad), Expr::Const(Scalar::F64(1.0))),
+        ]
+    };
+    for bad in [0, 99] {
+        let k = kernel(
+            &[("x", ElemType::F64, false), ("out", ElemType::F64, true)],
+            &[
+                ("i", ElemType::I64),
+                ("s", ElemType::F64),
+                ("p", ElemType::Limit),
+                ("n", ElemType::I64),
+            ],
+            body(bad),
+        );
+        let source = cp.source_of(&k);
+        assert!(source.contains("tessera_part6("), "{source}");
+        let bufs = vec![
+            Buffer::F64(vec![1.5, -0.25, 4.0].into()),
+            Buffer::F64(vec![].into()),
+        ];
+        let mut want = bufs.clone();
+        let rw = Interpreter::new().compile(&k).unwrap().run(&mut want);
+        let mut got = bufs.clone();
+        let rg = cp.compile(&k).unwrap().run(&mut got);
+        assert_eq!(rw, rg, "{source}");
+        assert!(same_buffers(&want, &got), "{want:?}\n{got:?}\n{source}");
+        assert_eq!(rg.is_err(), bad == 99);
+        if bad == 0 {
+            assert_eq!(got[1].get(3), Scalar::F64(5.25));
+            assert_eq!(got[1].get(4), Scalar::F64(7.75));
+        }
+    }
 }
