@@ -257,6 +257,11 @@ pub fn emit(k: &Kernel, prefetch: &prefetch::Config, split: &parts::Config) -> S
         }
     }
     out.push_str("    (void)state; (void)fault;\n");
+    // A bound that reads a variable reads its starting value, as in one function.
+    for n in parts::named_vars(&bounds) {
+        let ty = k.vars[n].ty;
+        let _ = writeln!(out, "    {} v{n} = {};", c_compute(ty), var_zero(ty));
+    }
     out.push_str(&bounds);
     for g in 0..gathers {
         let _ = writeln!(out, "    V.g{g} = g{g};");
