@@ -39,6 +39,7 @@ fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
         let elem = k.buf_elem(buf);
         if !matches!(elem, ElemType::F64 | ElemType::I64 | ElemType::Bool)
             || fx.other_use.contains(&buf)
+            || exit_only(std::slice::from_ref(l), buf)
         {
             continue;
         }
@@ -320,6 +321,33 @@ impl Promoted {
             value: Expr::Var(self.var),
         }
     }
+}
+
+/// Whether the loop only stores to `buf` right before a `Fail` and never reads it (a
+/// check's report of the offending index, `dims[5] = v; fail(..)`): such a store runs at
+/// most once per call, so keeping the element in a variable saves nothing and costs a load,
+/// a store and a length test each time the loop starts (the run loop of a run-length mask
+/// starts once per run).
+fn exit_only(stmts: &[Stmt], buf: BufId) -> bool {
+    stmts.iter().enumerate().all(|(at, s)| {
+        let before_fail = matches!(stmts.get(at + 1), Some(Stmt::Fail(_)));
+        let own_ok = match s {
+            Stmt::Store {
+                buf: b,
+                index,
+                value,
+            } if *b == buf => before_fail && !reads(index, buf) && !reads(value, buf),
+            // Updates other than plain stores: not looked into.
+            Stmt::Atomic { .. }
+            | Stmt::Grow { .. }
+            | Stmt::Fill { .. }
+            | Stmt::Sort { .. }
+            | Stmt::SortPerm { .. }
+            | Stmt::Chunked(_) => false,
+            _ => s.own_exprs().into_iter().all(|e| !reads(e, buf)),
+        };
+        own_ok && s.bodies().into_iter().all(|b| exit_only(b, buf))
+    })
 }
 
 fn reads(e: &Expr, buf: BufId) -> bool {
