@@ -171,3 +171,78 @@ fn changed_bufs(stmts: &[Stmt]) -> BTreeSet<BufId> {
     });
     set
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::build as b;
+
+    const Q: VarId = VarId(0);
+    const E: VarId = VarId(1);
+    const X: VarId = VarId(2);
+    const RIGHT: BufId = BufId(0);
+    const OUT: BufId = BufId(1);
+
+    fn cond() -> Expr {
+        b::and(b::le(b::var(X), b::int(9)), b::lt(b::var(Q), b::var(E)))
+    }
+
+    fn step() -> Stmt {
+        Stmt::Assign(Q, b::add(b::var(Q), b::int(1)))
+    }
+
+    fn read(into: VarId) -> Stmt {
+        Stmt::Assign(into, b::load(RIGHT, b::var(Q)))
+    }
+
+    #[test]
+    fn reads_before_the_step_are_covered() {
+        let mut body = vec![read(X)];
+        body.extend(b::if_(
+            b::eq(b::load(RIGHT, b::var(Q)), b::var(X)),
+            vec![step()],
+        ));
+        let found = walked(&cond(), &body);
+        assert_eq!(
+            found,
+            vec![Access {
+                buf: RIGHT,
+                at: At::Walked { var: Q, stop: E },
+            }]
+        );
+    }
+
+    #[test]
+    fn what_the_test_cannot_vouch_for_keeps_its_checks() {
+        // A read after the step may be at `e`.
+        let late = vec![read(X), step(), read(X)];
+        // No `q < e` in the condition.
+        let plain = b::le(b::var(X), b::int(9));
+        // `e` moves, `q` moves by other than one, or moves inside a nested loop.
+        let moves_e = vec![read(X), Stmt::Assign(E, b::int(3))];
+        let jumps = vec![read(X), Stmt::Assign(Q, b::add(b::var(Q), b::int(2)))];
+        let nested = vec![
+            read(X),
+            Stmt::For {
+                var: VarId(3),
+                start: b::int(0),
+                stop: b::int(2),
+                body: vec![step()],
+            },
+        ];
+        // The loop writes the buffer.
+        let written = vec![read(X), b::store(RIGHT, b::int(0), b::int(1)), step()];
+        // The condition reads it at `q`.
+        let in_cond = b::and(cond(), b::lt(b::load(RIGHT, b::var(Q)), b::int(5)));
+        assert!(walked(&cond(), &late).is_empty());
+        assert!(walked(&plain, &[read(X), step()]).is_empty());
+        assert!(walked(&cond(), &moves_e).is_empty());
+        assert!(walked(&cond(), &jumps).is_empty());
+        assert!(walked(&cond(), &nested).is_empty());
+        assert!(walked(&cond(), &written).is_empty());
+        assert!(walked(&in_cond, &[read(X), step()]).is_empty());
+        // Another buffer's writes do not matter.
+        let other = vec![read(X), b::store(OUT, b::int(0), b::var(X)), step()];
+        assert_eq!(walked(&cond(), &other).len(), 1);
+    }
+}

@@ -621,4 +621,50 @@ mod tests {
             "the original loop:\n{shown}"
         );
     }
+
+    /// A check's report of the offending index (`y[i] = v; fail`) runs at most once per
+    /// call: the element stays in memory, with no load, store and length test around the
+    /// loop.
+    #[test]
+    fn a_store_only_before_a_failure_is_not_promoted() {
+        let bufs = [("y", ElemType::I64), ("x", ElemType::I64)];
+        let (y, x) = (BufId(0), BufId(1));
+        let report = Stmt::If {
+            cond: b::lt(
+                Expr::Load {
+                    buf: x,
+                    index: Box::new(b::var(VarId(0))),
+                },
+                b::int(0),
+            ),
+            then: vec![
+                b::store(y, b::var(VarId(1)), b::var(VarId(0))),
+                Stmt::Fail(0),
+            ],
+            otherwise: vec![],
+        };
+        let lp = Stmt::For {
+            var: VarId(0),
+            start: b::int(0),
+            stop: b::int(4),
+            body: vec![report.clone()],
+        };
+        let mut k = kernel(vec![lp], &bufs);
+        promote_scalars(&mut k);
+        assert!(matches!(k.body[..], [Stmt::For { .. }]), "{k}");
+        // A read of it in the loop, or a store not followed by a failure, is promoted.
+        let mut read = report.clone();
+        if let Stmt::If { then, .. } = &mut read {
+            then.remove(1);
+        }
+        let lp = Stmt::For {
+            var: VarId(0),
+            start: b::int(0),
+            stop: b::int(4),
+            body: vec![read],
+        };
+        let mut k = kernel(vec![lp], &bufs);
+        promote_scalars(&mut k);
+        assert!(matches!(k.body[..], [Stmt::If { .. }]), "{k}");
+    }
 }
