@@ -22,6 +22,13 @@ use std::collections::BTreeSet;
 /// statement assigning `q` (or is that statement's `if` condition), and the condition does
 /// not read it at `q`.
 pub fn walked(cond: &Expr, body: &[Stmt]) -> Vec<Access> {
+    // A parallel range sets variables of its own (its chunk bounds, row cursors), which
+    // `assigned` does not see: not looked into.
+    let mut chunked = false;
+    walk_stmts(body, &mut |s| chunked |= matches!(s, Stmt::Chunked(_)));
+    if chunked {
+        return vec![];
+    }
     let mut out = vec![];
     for (q, e) in bounds(cond) {
         if assigned(body, e) || !only_increments(body, q, false) {
@@ -131,7 +138,6 @@ fn only_increments(stmts: &[Stmt], q: VarId, nested: bool) -> bool {
         Stmt::Assign(v, value) if *v == q => !nested && is_increment(value, q),
         Stmt::For { var, body, .. } => *var != q && only_increments(body, q, true),
         Stmt::While { body, .. } => only_increments(body, q, true),
-        Stmt::Chunked(c) => !assigned(&c.body, q),
         _ => s
             .bodies()
             .into_iter()
