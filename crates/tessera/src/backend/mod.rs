@@ -19,6 +19,7 @@ pub mod parallel;
 pub(crate) mod ranges;
 mod tiered;
 pub(crate) mod versioning;
+pub(crate) mod walked;
 
 pub use c::CBackend;
 pub use interp::Interpreter;

@@ -753,3 +753,89 @@ proptest! {
         let _ = run_on(&k, &[Buffer::filled(ty, 1, Scalar::zero(ty))], false);
     }
 }
+
+/// A walk over positions (`backend::walked`): `while (x <= last & q < e) { .. right[q] ..
+/// left[q] .. if (right[q] == step) q = q + 1; x = step + 1 }` as a run-length mask's row
+/// lowers to. Positions inside `right` and `left` take the copy without checks; a negative
+/// start or an end past either buffer takes the checked copy and fails at the same read
+/// with the same writes as the interpreter (and C); the results agree either way.
+#[test]
+fn walks_over_positions_fail_at_the_same_place() {
+    let (q, e, x, step, last) = (VarId(0), VarId(1), VarId(2), VarId(3), VarId(4));
+    let (left, right, out, range) = (BufId(0), BufId(1), BufId(2), BufId(3));
+    let mut body = vec![
+        Stmt::Assign(step, b::min(b::load(right, b::var(q)), b::var(last))),
+        b::store(
+            out,
+            b::int(0),
+            b::add(
+                b::load(out, b::int(0)),
+                b::sub(b::var(step), b::load(left, b::var(q))),
+            ),
+        ),
+    ];
+    body.extend(b::if_(
+        b::eq(b::load(right, b::var(q)), b::var(step)),
+        vec![Stmt::Assign(q, b::add(b::var(q), b::int(1)))],
+    ));
+    body.push(Stmt::Assign(x, b::add(b::var(step), b::int(1))));
+    let k = kernel(
+        &[
+            ("left", ElemType::I64, false),
+            ("right", ElemType::I64, false),
+            ("out", ElemType::I64, false),
+            ("range", ElemType::I64, false),
+        ],
+        &[
+            ("q", ElemType::I64),
+            ("e", ElemType::I64),
+            ("x", ElemType::I64),
+            ("step", ElemType::I64),
+            ("last", ElemType::I64),
+        ],
+        vec![
+            Stmt::Assign(q, b::load(range, b::int(0))),
+            Stmt::Assign(e, b::load(range, b::int(1))),
+            Stmt::Assign(last, b::load(range, b::int(2))),
+            Stmt::Assign(x, b::int(0)),
+            Stmt::While {
+                cond: b::and(b::le(b::var(x), b::var(last)), b::lt(b::var(q), b::var(e))),
+                body: body.clone(),
+            },
+        ],
+    );
+    let found = crate::backend::walked::walked(
+        &b::and(b::le(b::var(x), b::var(last)), b::lt(b::var(q), b::var(e))),
+        &body,
+    );
+    assert_eq!(found.len(), 2, "{found:?}");
+    let runs = (
+        Buffer::I64(vec![1, 4, 9, 12].into()),
+        Buffer::I64(vec![2, 6, 9, 20].into()),
+    );
+    // (first position, end, last coordinate, succeeds)
+    for (lo, hi, end_x, ok) in [
+        (0, 4, 15, true),
+        (1, 3, 30, true),
+        (2, 2, 30, true),
+        (0, 0, 5, true),
+        (3, 4, 0, true),
+        // Past both buffers: the checked copy fails reading right[4] once the runs end.
+        (1, 6, 40, false),
+        // A negative start fails at once.
+        (-1, 2, 40, false),
+        // Past the buffers, but the walk stops before: no failure.
+        (0, 9, 8, true),
+    ] {
+        let (r, bufs) = run_both(
+            &k,
+            &[
+                runs.0.clone(),
+                runs.1.clone(),
+                Buffer::I64(vec![0].into()),
+                Buffer::I64(vec![lo, hi, end_x].into()),
+            ],
+        );
+        assert_eq!(r.is_ok(), ok, "{lo}..{hi} to {end_x}: {r:?} {bufs:?}");
+    }
+}

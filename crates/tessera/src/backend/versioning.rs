@@ -75,6 +75,10 @@ pub enum At {
     /// `[lo, hi]`, `bound` a variable the loop keeps. The test `bound > hi` makes it false;
     /// the access's `buf` is [`NO_BUF`].
     Under { index: VarId, bound: VarId, hi: i64 },
+    /// `buf[var]` in `while (... & var < stop) { .. }` before the body moves `var`, which only
+    /// grows (`backend::walked`): the test before the loop is `var >= 0` and
+    /// `stop <= len(buf)`.
+    Walked { var: VarId, stop: VarId },
 }
 
 /// The buffer of an [`At::Under`], which names none.
@@ -92,6 +96,7 @@ impl Access {
                 At::Between { var, offset, .. } => loop_offset(index, var) == Some((None, offset)),
                 At::Ranged { index: v, .. } => matches!(index, Expr::Var(x) if *x == v),
                 At::Under { .. } => false,
+                At::Walked { var, .. } => matches!(index, Expr::Var(x) if *x == var),
             }
     }
 }

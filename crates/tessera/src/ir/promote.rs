@@ -39,6 +39,7 @@ fn promote_loop(k: &mut Kernel, l: &Stmt) -> Option<Vec<Stmt>> {
         let elem = k.buf_elem(buf);
         if !matches!(elem, ElemType::F64 | ElemType::I64 | ElemType::Bool)
             || fx.other_use.contains(&buf)
+            || exit_only(std::slice::from_ref(l), buf)
         {
             continue;
         }
@@ -322,6 +323,33 @@ impl Promoted {
     }
 }
 
+/// Whether the loop only stores to `buf` right before a `Fail` and never reads it (a
+/// check's report of the offending index, `dims[5] = v; fail(..)`): such a store runs at
+/// most once per call, so keeping the element in a variable saves nothing and costs a load,
+/// a store and a length test each time the loop starts (the run loop of a run-length mask
+/// starts once per run).
+fn exit_only(stmts: &[Stmt], buf: BufId) -> bool {
+    stmts.iter().enumerate().all(|(at, s)| {
+        let before_fail = matches!(stmts.get(at + 1), Some(Stmt::Fail(_)));
+        let own_ok = match s {
+            Stmt::Store {
+                buf: b,
+                index,
+                value,
+            } if *b == buf => before_fail && !reads(index, buf) && !reads(value, buf),
+            // Updates other than plain stores: not looked into.
+            Stmt::Atomic { .. }
+            | Stmt::Grow { .. }
+            | Stmt::Fill { .. }
+            | Stmt::Sort { .. }
+            | Stmt::SortPerm { .. }
+            | Stmt::Chunked(_) => false,
+            _ => s.own_exprs().into_iter().all(|e| !reads(e, buf)),
+        };
+        own_ok && s.bodies().into_iter().all(|b| exit_only(b, buf))
+    })
+}
+
 fn reads(e: &Expr, buf: BufId) -> bool {
     let mut fx = Effects::default();
     effects_expr(e, &mut fx);
@@ -592,5 +620,51 @@ mod tests {
             shown.contains("y[i] = y[i] + x[j];"),
             "the original loop:\n{shown}"
         );
+    }
+
+    /// A check's report of the offending index (`y[i] = v; fail`) runs at most once per
+    /// call: the element stays in memory, with no load, store and length test around the
+    /// loop.
+    #[test]
+    fn a_store_only_before_a_failure_is_not_promoted() {
+        let bufs = [("y", ElemType::I64), ("x", ElemType::I64)];
+        let (y, x) = (BufId(0), BufId(1));
+        let report = Stmt::If {
+            cond: b::lt(
+                Expr::Load {
+                    buf: x,
+                    index: Box::new(b::var(VarId(0))),
+                },
+                b::int(0),
+            ),
+            then: vec![
+                b::store(y, b::var(VarId(1)), b::var(VarId(0))),
+                Stmt::Fail(0),
+            ],
+            otherwise: vec![],
+        };
+        let lp = Stmt::For {
+            var: VarId(0),
+            start: b::int(0),
+            stop: b::int(4),
+            body: vec![report.clone()],
+        };
+        let mut k = kernel(vec![lp], &bufs);
+        promote_scalars(&mut k);
+        assert!(matches!(k.body[..], [Stmt::For { .. }]), "{k}");
+        // A read of it in the loop, or a store not followed by a failure, is promoted.
+        let mut read = report.clone();
+        if let Stmt::If { then, .. } = &mut read {
+            then.remove(1);
+        }
+        let lp = Stmt::For {
+            var: VarId(0),
+            start: b::int(0),
+            stop: b::int(4),
+            body: vec![read],
+        };
+        let mut k = kernel(vec![lp], &bufs);
+        promote_scalars(&mut k);
+        assert!(matches!(k.body[..], [Stmt::If { .. }]), "{k}");
     }
 }

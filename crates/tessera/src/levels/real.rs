@@ -205,6 +205,7 @@ pub fn unfurl_pieces(
         chunk,
         next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
         positions: None,
+        within: None,
     };
     let protocol = protocol.filter(|p| *p == Protocol::Gallop);
     super::shared::chunks_then_fill(preamble, stepper, protocol, b::var(last), fill)
@@ -318,6 +319,7 @@ pub fn unfurl_runs(cx: &mut Cx, f: &Fiber, ptr: BufId, hi: (BufId, Option<BufId>
         chunk: Looplet::Run(Box::new(Target::Fiber(f.child(b::var(q))))),
         next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
         positions: None,
+        within: None,
     };
     Looplet::Thunk {
         preamble,

@@ -616,6 +616,7 @@ impl Level for RunList {
             chunk: Looplet::Run(Box::new(Target::Fiber(f.child(b::var(q))))),
             next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
             positions: None,
+            within: None,
         };
         Ok(Looplet::Thunk {
             preamble,

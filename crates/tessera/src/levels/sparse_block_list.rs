@@ -361,6 +361,7 @@ impl Level for SparseBlockList {
             chunk,
             next: vec![b::assign(r, b::add(b::var(r), b::int(1)))],
             positions: None,
+            within: None,
         };
         Ok(super::shared::chunks_then_fill(
             preamble,

@@ -472,6 +472,7 @@ impl Level for SparseByteMap {
             },
             next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
             positions: None,
+            within: None,
         };
         Ok(super::shared::chunks_then_fill(
             preamble,

@@ -463,6 +463,7 @@ impl Level for SparseCOO {
             },
             next,
             positions: None,
+            within: None,
         };
         Ok(super::shared::chunks_then_fill(
             preamble,

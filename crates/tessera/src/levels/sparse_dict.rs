@@ -437,6 +437,7 @@ impl Level for SparseDict {
                 bound: b::sub(t.dim_of_level(f.level, 0), b::int(1)),
                 coords: idx,
             }),
+            within: None,
         };
         Ok(super::shared::chunks_then_fill(
             preamble,

@@ -406,6 +406,7 @@ impl Level for SparseList {
                 bound: b::sub(t.dim_of_level(f.level, 0), b::int(1)),
                 coords: idx,
             }),
+            within: None,
         };
         Ok(super::shared::chunks_then_fill(
             preamble,

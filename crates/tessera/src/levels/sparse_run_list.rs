@@ -456,6 +456,7 @@ impl Level for SparseRunList {
             chunk,
             next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
             positions: None,
+            within: Some((b::var(q), b::var(q_stop))),
         };
         Ok(super::shared::chunks_then_fill(
             preamble,

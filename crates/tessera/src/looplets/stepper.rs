@@ -25,6 +25,13 @@ pub struct Stepper {
     /// list's entries, in coordinate order): the engine may then walk the positions with a
     /// counted loop.
     pub positions: Option<Positions>,
+    /// `(q, q_stop)` when the chunks are positions `q` that `next` advances by one, below
+    /// `q_stop`, and every extent the stepper is lowered over ends at or before the stop of
+    /// chunk `q_stop - 1` (a sparse run list's runs, before its fill phase): whenever the
+    /// loop's body starts, `q < q_stop` (it would take the chunk past the last to go on).
+    /// The loop then tests it too, which changes nothing, and lets a backend read `q`'s
+    /// chunk bounds without checks after one test before the loop (`backend::walked`).
+    pub within: Option<(Expr, Expr)>,
 }
 
 /// The positions a stepper's chunks are (see [`Stepper::positions`]).
@@ -119,10 +126,13 @@ pub fn lower<L: Lowerer + ?Sized>(
     }
     inner.push(b::assign(i, kind.after(&b::var(e))));
     inner.extend(lw.short_circuit_exit(index, b::var(i), &ext.stop, &unspecialised)?);
-    code.push(Stmt::While {
-        cond: b::le(b::var(i), ext.stop),
-        body: inner,
-    });
+    let mut cond = b::le(b::var(i), ext.stop);
+    for s in &steppers {
+        if let Some((q, q_stop)) = &s.within {
+            cond = b::and(cond, b::lt(q.clone(), q_stop.clone()));
+        }
+    }
+    code.push(Stmt::While { cond, body: inner });
     Ok(code)
 }
 

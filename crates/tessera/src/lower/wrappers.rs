@@ -144,6 +144,7 @@ pub fn shift(l: &Looplet, c: &Expr, kind: Kind) -> Looplet {
                 // Shifted coordinates no longer match the level's own (its search keys and
                 // last coordinate): the engine walks a shifted list chunk by chunk.
                 positions: None,
+                within: None,
             }))
         }
         Looplet::Jumper(j) => {

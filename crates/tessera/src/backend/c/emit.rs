@@ -28,6 +28,7 @@ use super::{parts, prefetch};
 use crate::backend::GROW_BASE;
 use crate::backend::limit_code;
 use crate::backend::versioning::{self, Access, At, Gathers, walk_exprs, walk_stmts};
+use crate::backend::walked;
 use crate::ir::walk;
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp, VarId, vector};
 use crate::types::{ElemType, Scalar};
@@ -71,6 +72,16 @@ static inline int64_t t_div(int64_t a, int64_t b) { return b == 0 ? 0 : b == -1 
 static inline int64_t t_rem(int64_t a, int64_t b) { return (b == 0 || b == -1) ? 0 : a % b; }
 static inline int64_t t_shl(int64_t a, int64_t b) { return (int64_t)((uint64_t)a << (b & 63)); }
 static inline int64_t t_shr(int64_t a, int64_t b) { return a >> (b & 63); }
+/* `a + b + c >= 0` and `a + b + c <= n`, false when a sum overflows (loop versioning's
+   range tests: a false test only sends the loop to its checked copy). */
+static inline int t_sum_ge0(int64_t a, int64_t b, int64_t c) {
+    int64_t r;
+    return !__builtin_add_overflow(a, b, &r) && !__builtin_add_overflow(r, c, &r) && r >= 0;
+}
+static inline int t_sum_le(int64_t a, int64_t b, int64_t c, int64_t n) {
+    int64_t r;
+    return !__builtin_add_overflow(a, b, &r) && !__builtin_add_overflow(r, c, &r) && r <= n;
+}
 static inline int64_t t_mini(int64_t a, int64_t b) { return b < a ? b : a; }
 static inline int64_t t_maxi(int64_t a, int64_t b) { return b > a ? b : a; }
 /* IEEE 754-2019 minimum/maximum (the IR's F64 Min/Max): NaN from either side, -0.0 below 0.0
@@ -368,14 +379,17 @@ fn range_tests(accesses: &[Access], s: &str, e: &str) -> Vec<String> {
                 format!("{s} >= INT64_C({})", -c),
                 format!("{e} <= n{b} - INT64_C({c})"),
             ],
-            // The base is any value: the sums are taken in 128 bits.
+            // The base is any value: a sum that overflows fails the test (`t_sum_ge0`), which
+            // only sends the loop to its checked copy. (Sums in 128 bits made GCC spill the
+            // loop's variables around the test: 5% of a run-length mask's histogram, whose
+            // pixel loop starts once per run.)
             At::Shifted {
                 base: Some(w),
                 offset: c,
                 ..
             } => vec![
-                format!("(__int128){s} + v{} + INT64_C({c}) >= 0", w.0),
-                format!("(__int128){e} + v{} + INT64_C({c}) <= n{b}", w.0),
+                format!("t_sum_ge0({s}, v{}, INT64_C({c}))", w.0),
+                format!("t_sum_le({e}, v{}, INT64_C({c}), n{b})", w.0),
             ],
             // Every value of the index is in `0..below` once `below` is positive.
             // `0 < g <= n` as one unsigned compare; `g - 1` is the loops' invariant.
@@ -394,6 +408,11 @@ fn range_tests(accesses: &[Access], s: &str, e: &str) -> Vec<String> {
             // The index is in `[lo, hi]`, `0 <= lo`.
             At::Ranged { hi, .. } => vec![format!("n{b} > INT64_C({hi})")],
             At::Under { bound, hi, .. } => vec![format!("v{} > INT64_C({hi})", bound.0)],
+            // Tested before the walk, not per iteration (`walked`).
+            At::Walked { var, stop } => vec![
+                format!("v{} >= INT64_C(0)", var.0),
+                format!("v{} <= n{b}", stop.0),
+            ],
         });
     }
     tests.sort();
@@ -652,16 +671,24 @@ impl Emitter<'_> {
                 self.close("}");
             }
             Stmt::While { cond, body } => {
-                if effectful(cond) {
-                    self.open("while (1) {");
-                    let c = self.expr(cond);
-                    self.line(&format!("if (!({c})) break;"));
+                let mut walked = walked::walked_versionable(cond, body);
+                walked.retain(|a| !self.unchecked.contains(a) && !self.failed.contains(a));
+                if walked.is_empty() {
+                    self.while_loop(cond, body);
                 } else {
-                    let c = self.expr(cond);
-                    self.open(&format!("while ({c}) {{"));
+                    // A walk over positions tested once before it (`walked`): the copy
+                    // without their checks, and the checked one for bad positions.
+                    let tests = range_tests(&walked, "", "").join(" && ");
+                    self.open(&format!("if (LIKELY({tests})) {{"));
+                    let saved = self.unchecked.len();
+                    self.unchecked.extend(walked);
+                    self.while_loop(cond, body);
+                    self.unchecked.truncate(saved);
+                    self.close("} else {");
+                    self.depth += 1;
+                    self.while_loop(cond, body);
+                    self.close("}");
                 }
-                self.stmts(body);
-                self.close("}");
             }
             Stmt::Break => self.line("break;"),
             Stmt::Grow { buf, len } => self.scoped(&[len], |me| {
@@ -753,6 +780,19 @@ impl Emitter<'_> {
         self.unchecked.iter().any(|a| a.is(buf, index))
     }
 
+    fn while_loop(&mut self, cond: &Expr, body: &[Stmt]) {
+        if effectful(cond) {
+            self.open("while (1) {");
+            let c = self.expr(cond);
+            self.line(&format!("if (!({c})) break;"));
+        } else {
+            let c = self.expr(cond);
+            self.open(&format!("while ({c}) {{"));
+        }
+        self.stmts(body);
+        self.close("}");
+    }
+
     /// `for (v = s; v < e; v++) body`, versioned when the body's accesses allow (module docs);
     /// `s` and `e` are the C text of the IR's `start` and `stop`.
     fn counted_loop(
@@ -793,7 +833,17 @@ impl Emitter<'_> {
             .iter()
             .partition(|a| matches!(a.at, At::Gathered { .. }));
         let tests = |acc: &[Access]| range_tests(acc, s, e).join(" && ");
-        self.open(&format!("if ({s} >= {e} || ({})) {{", tests(&accesses)));
+        // Without gathers the test fails only for bad input (or an access a condition
+        // skips), so the fast copy is the one GCC should lay out and allocate registers
+        // for: unmarked, it weighed both copies alike and the run loop of a run-length mask
+        // spilled around them (`walked`; BENCHMARKS, session 46). With gathers the middle
+        // copy is a common path (coordinates nobody vouches for), so no hint.
+        let test = format!("{s} >= {e} || ({})", tests(&accesses));
+        if gathered.is_empty() {
+            self.open(&format!("if (LIKELY({test})) {{"));
+        } else {
+            self.open(&format!("if ({test}) {{"));
+        }
         self.in_outer |= outer;
         self.unchecked_copy(var, (s, e), &step, body, &accesses, &pretested);
         if !gathered.is_empty() && !others.is_empty() {

@@ -14,6 +14,7 @@
 use crate::backend::GROW_BASE;
 use crate::backend::limit_code;
 use crate::backend::versioning::{self, Access, At, Gathers};
+use crate::backend::walked;
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp, vector};
 use crate::limit::Limit;
 use crate::runtime::abi::{self, VIEW_LEN, VIEW_PTR, VIEW_SIZE};
@@ -672,6 +673,17 @@ impl Emitter<'_, '_> {
                 // The index is in `[lo, hi]`, `0 <= lo`: `hi < len`.
                 At::Ranged { hi, .. } => self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, len, hi),
                 At::Under { .. } => unreachable!("handled above"),
+                // Before a walk (`walked`): `var >= 0` and `stop <= len`.
+                At::Walked { var, stop } => {
+                    let q = self.expr(&Expr::Var(var));
+                    let e = self.expr(&Expr::Var(stop));
+                    let lo = self
+                        .b
+                        .ins()
+                        .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, q, 0);
+                    let hi = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, e, len);
+                    self.b.ins().band(lo, hi)
+                }
             };
             all = Some(match all {
                 Some(x) => self.b.ins().band(x, fits),
@@ -821,6 +833,25 @@ impl Emitter<'_, '_> {
     }
 
     /// `if c { then } else { otherwise }`, continuing after both.
+    /// `while (cond) body`; `break` in the body leaves it.
+    fn while_loop(&mut self, cond: &Expr, body: &[Stmt]) {
+        let (head, blk, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(head);
+        let c = self.expr(cond);
+        self.b.ins().brif(c, blk, &[], exit, &[]);
+        self.b.switch_to_block(blk);
+        self.exits.push(exit);
+        self.stmts(body);
+        self.exits.pop();
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(exit);
+    }
+
     fn branch(
         &mut self,
         c: Value,
@@ -989,21 +1020,26 @@ impl Emitter<'_, '_> {
                 }
             }
             Stmt::While { cond, body } => {
-                let (head, blk, exit) = (
-                    self.b.create_block(),
-                    self.b.create_block(),
-                    self.b.create_block(),
-                );
-                self.b.ins().jump(head, &[]);
-                self.b.switch_to_block(head);
-                let c = self.expr(cond);
-                self.b.ins().brif(c, blk, &[], exit, &[]);
-                self.b.switch_to_block(blk);
-                self.exits.push(exit);
-                self.stmts(body);
-                self.exits.pop();
-                self.b.ins().jump(head, &[]);
-                self.b.switch_to_block(exit);
+                let mut walked = walked::walked_versionable(cond, body);
+                walked.retain(|a| !self.unchecked.contains(a) && !self.failed.contains(a));
+                if walked.is_empty() {
+                    self.while_loop(cond, body);
+                } else {
+                    // As the C backend: the walk without the checks its test covers, and the
+                    // checked walk for bad positions.
+                    let (zero, one) = (self.int(0), self.int(1));
+                    let fits = self.ranges_fit(&walked, zero, one);
+                    self.branch(
+                        fits,
+                        |e| {
+                            let saved = e.unchecked.len();
+                            e.unchecked.extend(walked.iter().copied());
+                            e.while_loop(cond, body);
+                            e.unchecked.truncate(saved);
+                        },
+                        |e| e.while_loop(cond, body),
+                    );
+                }
             }
             Stmt::Break => {
                 let exit = *self
