@@ -832,7 +832,6 @@ impl Emitter<'_, '_> {
         self.b.switch_to_block(done);
     }
 
-    /// `if c { then } else { otherwise }`, continuing after both.
     /// `while (cond) body`; `break` in the body leaves it.
     fn while_loop(&mut self, cond: &Expr, body: &[Stmt]) {
         let (head, blk, exit) = (
@@ -852,6 +851,7 @@ impl Emitter<'_, '_> {
         self.b.switch_to_block(exit);
     }
 
+    /// `if c { then } else { otherwise }`, continuing after both.
     fn branch(
         &mut self,
         c: Value,
