@@ -9,8 +9,9 @@
 //! kernel's variables and buffers, so a large kernel is emitted as one `noinline` function per
 //! group of consecutive top-level statements ([`Config::group`]), which `tessera_kernel` calls in
 //! order. The kernel's variables live in one struct between the calls: a part copies the
-//! variables its text names into locals on entry (so GCC keeps them in registers inside) and
-//! copies all of them back before it returns normally; a part that fails returns the fault
+//! variables its text names into locals on entry (so GCC keeps them in registers inside) and,
+//! before it returns normally, copies back those it assigns that a later part names (copying
+//! back every one would keep each live to the part's end); a part that fails returns the fault
 //! code, which the kernel returns at once, as the one function did (nothing reads the
 //! variables after a fault). Buffers are re-read from the views in each part, which holds the
 //! current pointer and length of a grown buffer.
