@@ -24,7 +24,7 @@
 //! A `Limit` point is a `__int128` holding its order key (`backend::limit_code`), as in the
 //! JIT, so comparisons are C's integer comparisons.
 
-use super::{parts, prefetch};
+use super::{parts, prefetch, unroll};
 use crate::backend::GROW_BASE;
 use crate::backend::limit_code;
 use crate::backend::versioning::{self, Access, At, Gathers, walk_exprs, walk_stmts};
@@ -156,11 +156,35 @@ static inline t_limit t_minl(t_limit a, t_limit b) { return b < a ? b : a; }
 static inline t_limit t_maxl(t_limit a, t_limit b) { return b > a ? b : a; }
 "#;
 
+/// How a kernel is printed, beyond its IR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Software prefetches of gathered operands (off unless asked for: see `prefetch`).
+    pub prefetch: prefetch::Config,
+    /// Large kernels as several functions (`parts`).
+    pub parts: parts::Config,
+    /// Iterations per unrolled step of a scatter loop (`unroll`; 0 and 1: none).
+    pub unroll: u32,
+}
+
+impl Options {
+    /// Each from its module's defaults or the environment variables they read.
+    pub fn from_env() -> Options {
+        Options {
+            prefetch: prefetch::Config::from_env(),
+            parts: parts::Config::from_env(),
+            unroll: unroll::factor_from_env(),
+        }
+    }
+}
+
 /// The C source of a kernel.
-pub fn emit(k: &Kernel, prefetch: &prefetch::Config, split: &parts::Config) -> String {
+pub fn emit(k: &Kernel, options: &Options) -> String {
+    let split = &options.parts;
     let mut e = Emitter {
         k,
-        prefetch: *prefetch,
+        prefetch: options.prefetch,
+        unroll: options.unroll,
         out: String::new(),
         depth: 1,
         tmp: 0,
@@ -498,6 +522,8 @@ struct Emitter<'a> {
     gathers: Gathers,
     /// Software prefetches of gathers (`prefetch`).
     prefetch: prefetch::Config,
+    /// Iterations per unrolled step of a scatter loop (`unroll`).
+    unroll: u32,
     /// Inside the unchecked copy of an elementwise loop ([`elementwise`]): float products
     /// as selects (`t_mulz`).
     select_mul: bool,
@@ -967,6 +993,9 @@ impl Emitter<'_> {
             }
         }
         let mark = (self.out.len(), self.depth);
+        if self.unroll > 1 && !self.k.vectorized.contains(&var) && unroll::scatters(var, body) {
+            self.line(&format!("#pragma GCC unroll {}", self.unroll));
+        }
         self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
         self.stmts(body);
         self.close("}");

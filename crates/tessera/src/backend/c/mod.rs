@@ -15,6 +15,7 @@ mod cache;
 mod emit;
 mod parts;
 mod prefetch;
+mod unroll;
 
 use super::{Backend, Checked, CompiledKernel, native_fault};
 use crate::error::{Error, Result};
@@ -98,10 +99,8 @@ pub struct CBackend {
     /// The compiler program and its leading arguments (`$CC` may be e.g. `ccache gcc`).
     compiler: Vec<String>,
     cache_dir: PathBuf,
-    /// Software prefetches of gathered operands (off unless asked for: see `prefetch`).
-    prefetch: prefetch::Config,
-    /// Large kernels as several functions (`parts`).
-    parts: parts::Config,
+    /// How kernels are printed: prefetches, parts, unrolled loops.
+    options: emit::Options,
 }
 
 impl Default for CBackend {
@@ -125,8 +124,7 @@ impl CBackend {
         CBackend {
             compiler: cmd.split_whitespace().map(str::to_string).collect(),
             cache_dir: cache::default_dir(),
-            prefetch: prefetch::Config::from_env(),
-            parts: parts::Config::from_env(),
+            options: emit::Options::from_env(),
         }
     }
 
@@ -134,7 +132,7 @@ impl CBackend {
     /// of C into functions of about `part_lines` lines (see `backend::c::parts`; 0 and 1: every
     /// top-level statement a function of its own).
     pub fn with_parts(mut self, split_lines: usize, part_lines: usize) -> CBackend {
-        self.parts = parts::Config {
+        self.options.parts = parts::Config {
             split_lines,
             part_lines,
         };
@@ -144,7 +142,14 @@ impl CBackend {
     /// The same backend prefetching gathers `distance` positions ahead (0: none) in loops
     /// whose gathered buffer is larger than `min_bytes` (see `backend::c::prefetch`).
     pub fn with_prefetch(mut self, distance: i64, min_bytes: i64) -> CBackend {
-        self.prefetch = prefetch::Config::new(distance, min_bytes);
+        self.options.prefetch = prefetch::Config::new(distance, min_bytes);
+        self
+    }
+
+    /// The same backend unrolling scatter loops by `factor` (0 and 1: not at all; see
+    /// `backend::c::unroll`).
+    pub fn with_unroll(mut self, factor: u32) -> CBackend {
+        self.options.unroll = factor;
         self
     }
 
@@ -158,19 +163,15 @@ impl CBackend {
         &self.cache_dir
     }
 
-    /// The C source the backend compiles for a kernel (prefetching as the environment says,
-    /// `prefetch::Config::from_env`).
+    /// The C source the backend compiles for a kernel (prefetching, parts and unrolling as
+    /// the environment says, `emit::Options::from_env`).
     pub fn source(kernel: &Kernel) -> String {
-        emit::emit(
-            kernel,
-            &prefetch::Config::from_env(),
-            &parts::Config::from_env(),
-        )
+        emit::emit(kernel, &emit::Options::from_env())
     }
 
     /// The C source this backend compiles for a kernel.
     pub fn source_of(&self, kernel: &Kernel) -> String {
-        emit::emit(kernel, &self.prefetch, &self.parts)
+        emit::emit(kernel, &self.options)
     }
 
     /// Whether the compiler command can be started at all (for tests that skip without it).
@@ -243,7 +244,7 @@ impl Backend for CBackend {
     }
 
     fn is_cached(&self, kernel: &Kernel) -> bool {
-        let source = emit::emit(kernel, &self.prefetch, &self.parts);
+        let source = emit::emit(kernel, &self.options);
         let command = self.command(&source);
         let path = cache::object_path(&self.cache_dir, &source, &command);
         registry()
@@ -260,7 +261,7 @@ impl CBackend {
     /// which can cross threads (the tiered backend builds it in the background).
     /// `detached`: see [`cache::compile`].
     pub(crate) fn compile_object(&self, kernel: &Kernel, detached: bool) -> Result<CKernel> {
-        let source = emit::emit(kernel, &self.prefetch, &self.parts);
+        let source = emit::emit(kernel, &self.options);
         let command = self.command(&source);
         let path = cache::object_path(&self.cache_dir, &source, &command);
         let lookup = || {

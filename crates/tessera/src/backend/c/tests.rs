@@ -201,3 +201,51 @@ fn kernels_in_parts_carry_variables_buffers_and_faults() {
         }
     }
 }
+
+/// A scatter loop (`bins[img[p]] += 1`) is unrolled (`unroll`), and counts, the remainder
+/// past the last full step and a fault partway (the elements before it updated, as the
+/// interpreter leaves them) are the interpreter's; without unrolling there is no pragma.
+#[test]
+fn scatter_loops_unroll_with_the_interpreters_results_and_faults() {
+    let Some(cb) = c_backend() else { return };
+    let (p, v) = (VarId(0), VarId(1));
+    let k = kernel(
+        &[
+            ("img", ElemType::I64, false),
+            ("bins", ElemType::I64, false),
+        ],
+        &[("p", ElemType::I64), ("v", ElemType::I64)],
+        vec![Stmt::For {
+            var: p,
+            start: b::int(0),
+            stop: Expr::Len(BufId(0)),
+            body: vec![
+                b::assign(v, b::load(BufId(0), b::var(p))),
+                b::store(
+                    BufId(1),
+                    b::var(v),
+                    b::add(b::load(BufId(1), b::var(v)), b::int(1)),
+                ),
+            ],
+        }],
+    );
+    let source = cb.clone().with_unroll(4).source_of(&k);
+    assert!(source.contains("#pragma GCC unroll 4"), "{source}");
+    assert!(!cb.clone().with_unroll(1).source_of(&k).contains("unroll"));
+    let compiled = cb.clone().with_unroll(4).compile(&k).unwrap();
+    // 11 pixels: two steps of four and a remainder of three; then a bad bin at the 10th.
+    for bad in [false, true] {
+        let mut img: Vec<i64> = (0..11).map(|x| (x * 7) % 5).collect();
+        if bad {
+            img[9] = 5;
+        }
+        let bufs = vec![Buffer::I64(img.into()), Buffer::I64(vec![0; 5].into())];
+        let mut want = bufs.clone();
+        let rw = Interpreter::new().compile(&k).unwrap().run(&mut want);
+        let mut got = bufs.clone();
+        let rg = compiled.run(&mut got);
+        assert_eq!(rw, rg);
+        assert_eq!(rg.is_err(), bad);
+        assert!(same_buffers(&want, &got), "{want:?}\n{got:?}");
+    }
+}
