@@ -249,3 +249,86 @@ fn scatter_loops_unroll_with_the_interpreters_results_and_faults() {
         assert!(same_buffers(&want, &got), "{want:?}\n{got:?}");
     }
 }
+
+/// Products in an elementwise loop with a factor fixed for the whole loop (`t_mulza`,
+/// `t_mulzb`) keep the IR's strong zero: every pairing of zeros of either sign, infinities,
+/// NaN and ordinary values, the fixed factor on either side, bit for bit as the interpreter.
+#[test]
+fn products_with_a_fixed_factor_keep_the_strong_zero() {
+    let Some(cb) = c_backend() else { return };
+    let (o, s) = (VarId(0), VarId(1));
+    let w = || b::load(BufId(0), b::var(o));
+    let mul = |x: Expr, y: Expr| Expr::Binary(crate::ir::BinOp::Mul, Box::new(x), Box::new(y));
+    let values = [
+        0.0,
+        -0.0,
+        1.5,
+        -2.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e-300,
+    ];
+    for (k, fixed) in values.iter().enumerate() {
+        let body = vec![
+            b::assign(s, Expr::Const(Scalar::F64(*fixed))),
+            Stmt::For {
+                var: o,
+                start: b::int(0),
+                stop: Expr::Len(BufId(0)),
+                body: vec![
+                    b::store(BufId(1), b::var(o), mul(b::var(s), w())),
+                    b::store(BufId(2), b::var(o), mul(w(), b::var(s))),
+                    b::store(BufId(3), b::var(o), mul(w(), w())),
+                ],
+            },
+        ];
+        let kern = kernel(
+            &[
+                ("w", ElemType::F64, false),
+                ("a", ElemType::F64, false),
+                ("b", ElemType::F64, false),
+                ("c", ElemType::F64, false),
+            ],
+            &[("o", ElemType::I64), ("s", ElemType::F64)],
+            body,
+        );
+        let source = cb.source_of(&kern);
+        if k == 0 {
+            for f in ["t_mulza(v1, ", "t_mulzb(", ", v1)", "t_mulz("] {
+                assert!(source.contains(f), "{f}\n{source}");
+            }
+        }
+        // Long enough for GCC's vector loop and its remainder.
+        let w: Vec<f64> = (0..37)
+            .map(|i| values[(i * 5 + k) % values.len()])
+            .collect();
+        let n = w.len();
+        let bufs = vec![
+            Buffer::F64(w.into()),
+            Buffer::F64(vec![7.0; n].into()),
+            Buffer::F64(vec![7.0; n].into()),
+            Buffer::F64(vec![7.0; n].into()),
+        ];
+        let mut want = bufs.clone();
+        Interpreter::new()
+            .compile(&kern)
+            .unwrap()
+            .run(&mut want)
+            .unwrap();
+        let mut got = bufs.clone();
+        cb.compile(&kern).unwrap().run(&mut got).unwrap();
+        // Signed zeros too (`same_buffers` compares values, where -0.0 == 0.0).
+        for (x, y) in want.iter().zip(&got) {
+            for (p, q) in x.to_scalars().into_iter().zip(y.to_scalars()) {
+                let (Scalar::F64(p), Scalar::F64(q)) = (p, q) else {
+                    panic!("f64 buffers")
+                };
+                assert!(
+                    p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()),
+                    "s = {fixed}: {p:?} against {q:?}\n{source}"
+                );
+            }
+        }
+    }
+}
