@@ -272,8 +272,8 @@ fn products_with_a_fixed_factor_keep_the_strong_zero() {
     ];
     // `third` is the last store's value: `w * w`, or an `exp` that keeps GCC from
     // vectorising the loop (where the masks would only lengthen the products' chains).
-    let body = |fixed: f64, third: Expr| {
-        vec![
+    let kernel_of = |fixed: f64, third: Expr| {
+        let body = vec![
             b::assign(s, Expr::Const(Scalar::F64(fixed))),
             Stmt::For {
                 var: o,
@@ -285,26 +285,8 @@ fn products_with_a_fixed_factor_keep_the_strong_zero() {
                     b::store(BufId(3), b::var(o), third),
                 ],
             },
-        ]
-    };
-    let scalar = kernel(
-        &[
-            ("w", ElemType::F64, false),
-            ("a", ElemType::F64, false),
-            ("b", ElemType::F64, false),
-            ("c", ElemType::F64, false),
-        ],
-        &[("o", ElemType::I64), ("s", ElemType::F64)],
-        body(1.5, Expr::Unary(UnOp::Exp, Box::new(w()))),
-    );
-    let source = cb.source_of(&scalar);
-    assert!(
-        source.contains("t_mulz(v1, ") && !source.contains("t_mulza(v1, "),
-        "{source}"
-    );
-    for (k, fixed) in values.iter().enumerate() {
-        let body = body(*fixed, mul(w(), w()));
-        let kern = kernel(
+        ];
+        kernel(
             &[
                 ("w", ElemType::F64, false),
                 ("a", ElemType::F64, false),
@@ -313,7 +295,16 @@ fn products_with_a_fixed_factor_keep_the_strong_zero() {
             ],
             &[("o", ElemType::I64), ("s", ElemType::F64)],
             body,
-        );
+        )
+    };
+    let scalar = kernel_of(1.5, Expr::Unary(UnOp::Exp, Box::new(w())));
+    let source = cb.source_of(&scalar);
+    assert!(
+        source.contains("t_mulz(v1, ") && !source.contains("t_mulza(v1, "),
+        "{source}"
+    );
+    for (k, fixed) in values.iter().enumerate() {
+        let kern = kernel_of(*fixed, mul(w(), w()));
         let source = cb.source_of(&kern);
         if k == 0 {
             for f in ["t_mulza(v1, ", "t_mulzb(", ", v1)", "t_mulz("] {
