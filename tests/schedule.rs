@@ -898,29 +898,105 @@ fn a_vectorised_loop_in_the_text_is_checked_when_compiled() {
     );
 }
 
+/// A vectorised loop over a sparse level walks its stored entries in lanes (the sums
+/// reassociated): SpMV's rows and a dot product over every kind of level the loop can walk,
+/// equal to the unscheduled program on the evaluator within rounding on every backend, rows
+/// shorter and longer than the lanes, with tails.
 #[test]
-fn vectorize_on_a_sparse_level_is_refused_when_compiled() {
+fn vectorize_walks_the_stored_entries_of_sparse_levels() {
+    let rows = [
+        "Dense(SparseList(Element(0.0)))",
+        "Dense(SparseList(Element(0.0), coord=i32))",
+        "Dense(SparseBand(Element(0.0)))",
+        "Dense(SparseBlockList(Element(0.0)))",
+        "Dense(SparseRunList(Element(0.0)))",
+        "Dense(SparseByteMap(Element(0.0)))",
+        "Dense(SparseDict(Element(0.0)))",
+        "SparseList(SparseList(Element(0.0)))",
+        "Dense(RunList(Element(0.0)))",
+    ];
+    for f in rows {
+        for n in [3, 37] {
+            let s = Setup {
+                inputs: &[("A", &[f], &[6, n]), ("x", &[DENSE1], &[n])],
+                outputs: &[("y", DENSE1, &[6])],
+            };
+            legal(SPMV, "vectorize(j)", &s);
+        }
+    }
+    let dot = "for i = _\n  s[] += a[i] * b[i]\nend\n";
+    for f in VECTORS {
+        let s = Setup {
+            inputs: &[("a", &[f], &[50]), ("b", &[DENSE1], &[50])],
+            outputs: &[("s", SCALAR, &[])],
+        };
+        legal(dot, "vectorize(i)", &s);
+    }
+}
+
+/// On C, a row's walk over CSR positions is an OpenMP `simd` reduction whose coordinate is
+/// each lane's own, four lanes of gathers; the rows are not interleaved (the lanes are the
+/// independent chains).
+#[test]
+fn vectorised_sparse_rows_are_simd_gathers_on_c() {
+    if c_runner("schedule").is_none() {
+        return;
+    }
+    use common::cli::{Dir, ok};
+    let d = Dir::new("vectorize-csr");
+    let a = d.file("A.tns", "# shape: 3x200\n1 1 1.5\n1 200 2.5\n3 7 1.0\n");
+    let x = d.file("x.tns", "# shape: 200\n3 1.0\n");
+    let q = schedule(&parse(SPMV), "vectorize(j)").unwrap().to_string();
+    let code = ok(&[
+        "code",
+        &q,
+        "--in",
+        &format!("A={a}@Dense(SparseList(Element(0.0), coord=i32))"),
+        "--in",
+        &format!("x={x}@Dense(Element(0.0))"),
+        "--out",
+        "y",
+        "--backend",
+        "c",
+    ]);
+    let simd = code
+        .lines()
+        .find(|l| l.contains("#pragma omp simd"))
+        .unwrap_or_else(|| panic!("no simd loop:\n{code}"));
+    assert!(
+        simd.contains("reduction(+:")
+            && simd.contains("lastprivate(")
+            && simd.contains("simdlen(4)"),
+        "{simd}"
+    );
+    assert!(!code.contains("interleave"), "{code}");
+}
+
+/// Lanes over a sparse level's stored entries only read through the index: a write at the
+/// walked coordinate is refused when compiled, naming the loop, the walked tensor and the
+/// written one.
+#[test]
+fn vectorize_refuses_writes_at_a_walked_coordinate() {
     let p = schedule(
-        &parse("for i = _\n  s[] += a[i] * b[i]\nend\n"),
+        &parse("for i = _\n  y[i] = a[i] * 2.0\nend\n"),
         "vectorize(i)",
     )
     .unwrap();
     for f in ["SparseList(Element(0.0))", "SparseByteMap(Element(0.0))"] {
         let mut ts = BTreeMap::new();
         ts.insert("a".to_string(), scattered(&fmt(f), &[20], 0.5, 3));
-        ts.insert(
-            "b".to_string(),
-            dense_vector("Element(0.0)", Buffer::F64(vec![1.0; 20].into())),
-        );
-        let ts = with_outputs(ts, &[("s", SCALAR, &[])]);
+        let ts = with_outputs(ts, &[("y", DENSE1, &[20])]);
         let e = match Runner::jit().compile(&p, &formats_of(&ts)) {
-            Ok(_) => panic!("{f}: a sparse loop compiled vectorised"),
+            Ok(_) => panic!("{f}: a scatter compiled vectorised"),
             Err(e) => e,
         };
         assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+        let msg = e.to_string();
         assert!(
-            e.to_string().contains("`a`") && e.to_string().contains("vectorised loop `i`"),
-            "{e}"
+            msg.contains("vectorised loop `i`")
+                && msg.contains("stored entries of `a`")
+                && msg.contains("writes `y`"),
+            "{msg}"
         );
     }
 }

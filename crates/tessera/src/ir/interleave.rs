@@ -379,6 +379,11 @@ fn jam(
     };
     let i = *i;
     let ch = chain(body)?;
+    // A vectorised entry loop already runs independent chains (its lanes), and a jammed
+    // loop would be a new variable the backends do not know to vectorise.
+    if k.vectorized.contains(&ch.var) {
+        return None;
+    }
     // Only the statements a row body may hold (no growth, fills, sorts, ranges, breaks).
     let mut bad = false;
     let mut nested_loops = 0;

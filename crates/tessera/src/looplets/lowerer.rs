@@ -43,6 +43,9 @@ pub trait Lowerer {
         body: &[LStmt],
         lowered: Vec<Stmt>,
     ) -> Result<Vec<Stmt>>;
+    /// The counted loop over `var` walks the stored positions of a fiber along `index`, one
+    /// coordinate per position: a `vectorize(index)` loop runs it in lanes.
+    fn walked(&mut self, _var: VarId, _index: &str) {}
 
     /// Keep simple values as they are; give anything else a variable, so extents compare
     /// structurally and are computed once.

@@ -219,6 +219,7 @@ fn lower_walk<L: Lowerer + ?Sized>(
                 },
             )],
         ));
+        lw.walked(*q, index);
         code.push(Stmt::For {
             var: *q,
             start: b::var(*q),

@@ -53,6 +53,9 @@ pub struct Engine {
     pub vector: HashSet<(u32, u32, String)>,
     /// The counted loops lowered from them (`Kernel::vectorized`).
     pub vectorized: Vec<crate::ir::VarId>,
+    /// The counted loops that walk a fiber's stored positions, with the index they walk
+    /// (`Lowerer::walked`): lanes of a vectorised loop over that index.
+    pub walks: Vec<(crate::ir::VarId, String)>,
 }
 
 impl Engine {
@@ -183,6 +186,7 @@ impl Engine {
                         &index,
                         first_var,
                         &self.cx.vars,
+                        &self.walks,
                         &mut self.vectorized,
                     );
                 }
@@ -705,6 +709,9 @@ impl Engine {
 
 /// The engine as the looplet rules see it.
 impl Lowerer for Engine {
+    fn walked(&mut self, var: crate::ir::VarId, index: &str) {
+        self.walks.push((var, index.to_string()));
+    }
     fn cx(&mut self) -> &mut Cx {
         &mut self.cx
     }
@@ -1008,30 +1015,39 @@ fn collect_writes(
 }
 
 /// Push the variables of the `For` loops in `code` that count over `index`: made by this
-/// loop's lowering (variable `first_var` or later) and named after the index.
+/// loop's lowering (variable `first_var` or later) and named after the index, or walking a
+/// fiber's stored positions along it (`walks`).
 fn mark_counted(
     code: &[Stmt],
     index: &str,
     first_var: usize,
     vars: &[crate::ir::VarDecl],
+    walks: &[(crate::ir::VarId, String)],
     out: &mut Vec<crate::ir::VarId>,
 ) {
+    let go = |body: &[Stmt], out: &mut Vec<crate::ir::VarId>| {
+        mark_counted(body, index, first_var, vars, walks, out)
+    };
     for s in code {
         match s {
             Stmt::For { var, body, .. } => {
-                if var.0 as usize >= first_var && vars[var.0 as usize].name == index {
+                let named = var.0 as usize >= first_var && vars[var.0 as usize].name == index;
+                // A walk's position variable belongs to the level (made before this loop's
+                // lowering), so it is known by the walk's record, not by its name.
+                let walk = walks.iter().any(|(v, i)| v == var && i == index);
+                if (named || walk) && !out.contains(var) {
                     out.push(*var);
                 }
-                mark_counted(body, index, first_var, vars, out);
+                go(body, out);
             }
             Stmt::If {
                 then, otherwise, ..
             } => {
-                mark_counted(then, index, first_var, vars, out);
-                mark_counted(otherwise, index, first_var, vars, out);
+                go(then, out);
+                go(otherwise, out);
             }
-            Stmt::While { body, .. } => mark_counted(body, index, first_var, vars, out),
-            Stmt::Chunked(c) => mark_counted(&c.body, index, first_var, vars, out),
+            Stmt::While { body, .. } => go(body, out),
+            Stmt::Chunked(c) => go(&c.body, out),
             _ => {}
         }
     }

@@ -177,6 +177,7 @@ pub fn lower_program(
         parallel: parallel_by_place(parallel),
         vector: vector_loops(program),
         vectorized: vec![],
+        walks: vec![],
     };
     let mut code = entry;
     code.extend(engine.lower_block(body)?);

@@ -74,13 +74,17 @@ pub enum Storage {
     Sparse,
 }
 
-/// Check every vectorised loop of `program` (`for i = vectorize(_)`) against the formats:
-/// lanes load consecutive elements, so every tensor the loop's index addresses must store
-/// that dimension densely (`Storage::Dense`); a sparse level's loop walks stored positions,
-/// with no contiguous range of the index to run in lanes. The `vectorize` schedule command
-/// checked the dependences; this is the half that needs the formats. The error (an
-/// `Error::Unsupported`: lanes over a sparse level are what the compiler cannot make) is
-/// placed at the access and names the loop.
+/// Check every vectorised loop of `program` (`for i = vectorize(_)`) against the formats.
+/// Lanes load consecutive elements of the tensors the loop's index addresses densely
+/// (`Storage::Dense`). A sparse level's loop walks stored positions instead: its lanes are
+/// consecutive positions, whose coordinates the walk loads (the stored entries of a row, as
+/// MKL's and Eigen's vectorised sparse products run). That is allowed when the loop only
+/// reads through its index and reduces into elements it does not address (SpMV's `y[i] +=
+/// A[i, j] * x[j]` over `j`, a dot product): a write at the walked coordinate would be a
+/// scatter whose lanes meet only if the level's coordinates are unique, which a zero-copy
+/// array does not promise. The `vectorize` command checked the dependences; this is the half
+/// that needs the formats. The error (an `Error::Unsupported`: lanes a format cannot give)
+/// is placed at the access and names the loop.
 pub fn check_vector(program: &Program, storage: &dyn Fn(&str) -> Storage) -> Result<()> {
     let mut err = None;
     crate::transforms::schedule::names::walk(&program.body, &mut |s, _| {
@@ -96,17 +100,27 @@ pub fn check_vector(program: &Program, storage: &dyn Fn(&str) -> Storage) -> Res
         if err.is_some() {
             return;
         }
-        crate::notation::visit::accesses(body, &mut |a| {
-            let by_index = a
-                .indices
+        let by_index = |a: &crate::notation::ast::Access| {
+            a.indices
                 .iter()
-                .any(|ix| crate::transforms::schedule::names::mentions(&ix.expr, index));
-            if err.is_none() && by_index && storage(&a.tensor) != Storage::Dense {
+                .any(|ix| crate::transforms::schedule::names::mentions(&ix.expr, index))
+        };
+        let mut walked = None;
+        crate::notation::visit::accesses(body, &mut |a| {
+            if walked.is_none() && by_index(a) && storage(&a.tensor) != Storage::Dense {
+                walked = Some(a.tensor.clone());
+            }
+        });
+        let Some(sparse) = walked else {
+            return;
+        };
+        crate::notation::visit::writes(body, &mut |a| {
+            if err.is_none() && by_index(a) {
                 err = Some(Error::unsupported(
                     a.span,
                     format!(
-                        "the vectorised loop `{index}` (at {}) indexes `{}`, which is not stored densely: only a loop over Dense levels runs in lanes (drop `vectorize({index})` or store `{}` densely)",
-                        s.span, a.tensor, a.tensor
+                        "the vectorised loop `{index}` (at {}) walks the stored entries of `{sparse}` and writes `{}` at `{index}`: lanes over stored entries only read through the index and reduce into elements it does not address (drop `vectorize({index})` or store `{sparse}` densely)",
+                        s.span, a.tensor
                     ),
                 ));
             }

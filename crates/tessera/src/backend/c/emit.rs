@@ -935,6 +935,12 @@ impl Emitter<'_> {
         let text = &self.out[at..];
         let exits = ["return", "goto", "break"].iter().any(|w| text.contains(w));
         let pragma = match simd_clauses(self.k, var, body) {
+            // Lanes of gathers: four, in 256-bit registers. GCC otherwise gathers eight
+            // through 512-bit registers, whose setup and final sum a sparse row's few
+            // entries do not repay (a walk of 7-60 entries ran 1.3-1.4x slower).
+            Some(clauses) if !exits && gathers(body) => {
+                format!("#pragma omp simd {clauses} simdlen(4)")
+            }
             Some(clauses) if !exits => format!("#pragma omp simd {clauses}"),
             _ => "#pragma GCC ivdep".to_string(),
         };
@@ -978,6 +984,17 @@ impl Emitter<'_> {
     /// coordinates proven in bounds here (`prefetch`), a copy that also prefetches each gather
     /// `D` positions ahead, taken when a gathered buffer is larger than the L2.
     fn loop_copies(&mut self, var: VarId, (s, e): (&str, &str), step: &str, body: &[Stmt]) {
+        // OpenMP's loop form forbids a start that reads the loop's own variable (a walk
+        // continues from its position, `for (v3 = v3; ...)`): a vectorised loop starts from
+        // a copy.
+        if self.k.vectorized.contains(&var) && mentions_var(s, var) {
+            self.open("{");
+            self.line(&format!("const int64_t vs{0} = {s};", var.0));
+            let start = format!("vs{}", var.0);
+            self.loop_copies(var, (&start, e), step, body);
+            self.close("}");
+            return;
+        }
         let gathers = self.prefetched(var, body);
         let prefetch::Config {
             distance,
@@ -1249,35 +1266,46 @@ impl Emitter<'_> {
     }
 }
 
-/// Whether a loop body is elementwise: stores, and assignments of temporaries each assigned
-/// before any read in the iteration (no value carried from one iteration to the next), with
-/// no loop, branch or other statement. Such a loop is one GCC may vectorise.
-/// OpenMP reduction clauses (`reduction(+:v3,v5) reduction(*:v7)`) for a vectorised loop
-/// whose body is only stores and float sums and products `acc = acc op e` (see
-/// `ir::vector::reduction`) with `acc` read nowhere else in the body; `None` for any other
-/// body (another assignment would be a variable the lanes share) or one without such a
-/// reduction (`ivdep` says all there is to say). Integer reductions are exact in any order,
-/// so GCC vectorises them without being told (and they wrap through `t_add`, which OpenMP's
-/// `+` would not); `min`/`max` stay serial: OpenMP's would not keep the IR's NaN and
-/// signed-zero rules.
+/// OpenMP clauses (`reduction(+:v3,v5) reduction(*:v7) lastprivate(v9)`) for a vectorised
+/// loop whose body is only stores, float sums and products `acc = acc op e` (see
+/// `ir::vector::reduction`) with `acc` read nowhere else in the body, and temporaries: a
+/// variable assigned once, before anything in the iteration reads it (a walk's coordinate
+/// `j = idx[q]`), each lane its own (`lastprivate`: after the loop it holds the last
+/// iteration's value, as the serial loop leaves it). `None` for any other body (another
+/// assignment would be a variable the lanes share) or one without such a reduction (`ivdep`
+/// says all there is to say). Integer reductions are exact in any order, so GCC vectorises
+/// them without being told (and they wrap through `t_add`, which OpenMP's `+` would not);
+/// `min`/`max` stay serial: OpenMP's would not keep the IR's NaN and signed-zero rules.
 fn simd_clauses(k: &Kernel, var: VarId, body: &[Stmt]) -> Option<String> {
     let mut by_op: Vec<(&str, Vec<String>)> = vec![];
+    let mut private: Vec<String> = vec![];
     for (i, s) in body.iter().enumerate() {
         let (acc, e) = match s {
             Stmt::Comment(_) | Stmt::Store { .. } => continue,
             Stmt::Assign(acc, e) if *acc != var => (*acc, e),
             _ => return None,
         };
-        let r = vector::reduction(k, acc, e)?;
+        let elsewhere = |only_before: bool| {
+            body.iter()
+                .enumerate()
+                .any(|(j, t)| j != i && (!only_before || j < i) && vector::stmt_mentions(t, acc))
+        };
+        let Some(r) = vector::reduction(k, acc, e) else {
+            // A temporary: nothing before it reads it, nothing after assigns it again.
+            let reassigned = body[i + 1..]
+                .iter()
+                .any(|t| matches!(t, Stmt::Assign(v, _) if *v == acc));
+            if elsewhere(true) || reassigned || vector::expr_mentions(e, acc) {
+                return None;
+            }
+            private.push(format!("v{}", acc.0));
+            continue;
+        };
         let Expr::Binary(_, a, b) = e else {
             return None;
         };
         let operand = if **a == Expr::Var(acc) { b } else { a };
-        let elsewhere = body
-            .iter()
-            .enumerate()
-            .any(|(j, t)| j != i && vector::stmt_mentions(t, acc));
-        if elsewhere || vector::expr_mentions(operand, acc) {
+        if elsewhere(false) || vector::expr_mentions(operand, acc) {
             return None;
         }
         let op = match (r.ty, r.op) {
@@ -1294,13 +1322,48 @@ fn simd_clauses(k: &Kernel, var: VarId, body: &[Stmt]) -> Option<String> {
     if by_op.is_empty() {
         return None;
     }
-    let clauses: Vec<String> = by_op
+    let mut clauses: Vec<String> = by_op
         .iter()
         .map(|(op, vars)| format!("reduction({op}:{})", vars.join(",")))
         .collect();
+    if !private.is_empty() {
+        clauses.push(format!("lastprivate({})", private.join(",")));
+    }
     Some(clauses.join(" "))
 }
 
+/// Whether a loop body gathers: loads at an index read from memory, directly or through a
+/// variable the body assigns (a walk's `x[idx[q]]`).
+fn gathers(body: &[Stmt]) -> bool {
+    let mut assigned = std::collections::HashSet::new();
+    walk::assigned(body, &mut assigned);
+    let mut found = false;
+    walk_exprs(body, &mut |e| {
+        if let Expr::Load { index, .. } = e {
+            index.visit(&mut |x| match x {
+                Expr::Load { .. } => found = true,
+                Expr::Var(v) if assigned.contains(v) => found = true,
+                _ => {}
+            });
+        }
+    });
+    found
+}
+
+/// Whether the C text `text` names variable `v` (`v3`, not `v31` or `tv3`).
+fn mentions_var(text: &str, v: VarId) -> bool {
+    let name = format!("v{}", v.0);
+    let bytes = text.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    text.match_indices(&name).any(|(at, _)| {
+        let end = at + name.len();
+        (at == 0 || !word(bytes[at - 1])) && (end == bytes.len() || !word(bytes[end]))
+    })
+}
+
+/// Whether a loop body is elementwise: stores, and assignments of temporaries each assigned
+/// before any read in the iteration (no value carried from one iteration to the next), with
+/// no loop, branch or other statement. Such a loop is one GCC may vectorise.
 fn elementwise(body: &[Stmt]) -> bool {
     let mut assigned: Vec<VarId> = vec![];
     let mut read_before: Vec<VarId> = vec![];
