@@ -198,11 +198,12 @@ class Context:
         warmup: int | None = None,
         shapes: dict | None = None,
         timeout: float | None = None,
+        schedule: str | None = None,
     ) -> dict:
         """`tessera bench PROGRAM` with `--in NAME=PATH[@FORMAT]` for each of `ins` (a value is
         a path, `"path@FORMAT"`, or `(path, format)`), `--out NAME[=PATH][@FORMAT]` for each
         of `outs` (a path, `"path@FORMAT"`, `(path or None, format)` or None for a bare
-        workspace), `--scalar NAME=VALUE`, `--shape NAME=D1xD2`."""
+        workspace), `--scalar NAME=VALUE`, `--shape NAME=D1xD2`, `--schedule SCHEDULE`."""
         prog = Path(program)
         if not prog.is_absolute() and (self.root / prog).exists():
             prog = self.root / prog
@@ -215,6 +216,8 @@ class Context:
             args += ["--scalar", f"{n}={v}"]
         for n, s in (shapes or {}).items():
             args += ["--shape", f"{n}={'x'.join(str(d) for d in s)}"]
+        if schedule:
+            args += ["--schedule", schedule]
         args += [
             "--backend",
             backend,

@@ -129,6 +129,48 @@ fn a_sum_over_all_rows_is_not_interleaved() {
     }
 }
 
+/// Rows whose entries span more than `MAX_BYTES` stream from memory, where two rows' four
+/// streams ran slower than one row's two: the guard caps the entries at `MAX_BYTES` over the
+/// bytes an entry reads at its position (coordinate and value: 4 + 8 with `coord=i32`, 8 + 8,
+/// a pattern's coordinate alone 8), so the cap is the same size in bytes for every format.
+#[test]
+fn the_interleave_is_capped_by_the_bytes_its_rows_stream() {
+    use tessera::ir::interleave::MAX_BYTES;
+    fn constants(stmts: &[Stmt], out: &mut Vec<i64>) {
+        for s in stmts {
+            for e in s.own_exprs() {
+                e.visit(&mut |x| {
+                    if let tessera::ir::Expr::Const(Scalar::I64(v)) = x {
+                        out.push(*v);
+                    }
+                });
+            }
+            for b in s.bodies() {
+                constants(b, out);
+            }
+        }
+    }
+    let p = parse(SPMV);
+    for (f, bytes) in [
+        ("Dense(SparseList(Element(0.0), coord=i32))", 12),
+        ("Dense(SparseList(Element(0.0)))", 16),
+        ("Dense(SparseList(Pattern()))", 8),
+    ] {
+        let t = tensors(matrix(f, &[40, 40, 40], 1, false), vector(1, false));
+        let full =
+            tessera::run::Runner::new(Box::new(tessera::backend::Jit::new().with_full_passes()));
+        let c = full.compile(&p, &formats_of(&t)).unwrap();
+        assert!(interleaved(&c.ir), "{f}: not interleaved");
+        let mut found = vec![];
+        constants(&c.ir.body, &mut found);
+        assert!(
+            found.contains(&(MAX_BYTES / bytes)),
+            "{f}: no cap of {} entries in {found:?}",
+            MAX_BYTES / bytes
+        );
+    }
+}
+
 /// The error of a run on `a` (whose coordinates nobody vouches for) on every backend.
 fn failures(a: &Tensor, x: &Tensor) -> Vec<String> {
     faults(&parse(SPMV), &tensors(a.clone(), x.clone()), runners_full())

@@ -992,7 +992,7 @@ pub fn late_passes_with(ir: &mut crate::ir::Kernel, interleave: bool) {
         ir,
         rows,
         crate::ir::interleave::min_steps(),
-        crate::ir::interleave::min_average(),
+        crate::ir::interleave::range(),
     );
     // After interleaving (whose row loops it leaves alone: their inner ranges are loaded) and
     // before hoisting, which would name the invariant parts of the rows' indices.

@@ -55,14 +55,27 @@ pub const MIN_STEPS: i64 = 8;
 /// (measured, as [`ROWS`]).
 pub const MIN_AVERAGE: i64 = 32;
 
+/// Row loops whose entries span more bytes than this are not interleaved: streamed from
+/// memory rather than the cache, two rows' four streams ran slower than one row's two
+/// (measured on the C backend, BENCHMARKS.md "### Long rows past the cache").
+pub const MAX_BYTES: i64 = 14 << 20;
+
+/// The entries per row (on average) and the bytes of all rows' entries between which row
+/// loops are interleaved.
+#[derive(Clone, Copy, Debug)]
+pub struct Range {
+    pub min_average: i64,
+    pub max_bytes: i64,
+}
+
 /// Interleave `rows` rows in every loop nest of `k` of the shape above (`rows` < 2: nothing).
-pub fn interleave_rows(k: &mut Kernel, rows: usize, min_steps: i64, min_average: i64) {
+pub fn interleave_rows(k: &mut Kernel, rows: usize, min_steps: i64, range: Range) {
     if rows < 2 {
         return;
     }
     let mut body = std::mem::take(&mut k.body);
     let whole = body.clone();
-    walk(k, &mut body, &whole, rows, min_steps, min_average);
+    walk(k, &mut body, &whole, rows, min_steps, range);
     k.body = body;
 }
 
@@ -72,18 +85,18 @@ fn walk(
     whole: &[Stmt],
     rows: usize,
     min_steps: i64,
-    min_average: i64,
+    range: Range,
 ) {
     let mut out = Vec::with_capacity(stmts.len());
     for mut s in stmts.drain(..) {
         if matches!(s, Stmt::For { .. })
-            && let Some(new) = interleave(k, &s, whole, rows, min_steps, min_average)
+            && let Some(new) = interleave(k, &s, whole, rows, min_steps, range)
         {
             out.extend(new);
             continue;
         }
         for b in s.bodies_mut() {
-            walk(k, b, whole, rows, min_steps, min_average);
+            walk(k, b, whole, rows, min_steps, range);
         }
         out.push(s);
     }
@@ -350,10 +363,10 @@ fn interleave(
     whole: &[Stmt],
     rows: usize,
     min_steps: i64,
-    min_average: i64,
+    range: Range,
 ) -> Option<Vec<Stmt>> {
     let vars = k.vars.len();
-    let out = jam(k, l, whole, rows, min_steps, min_average);
+    let out = jam(k, l, whole, rows, min_steps, range);
     if out.is_none() {
         k.vars.truncate(vars);
     }
@@ -366,7 +379,7 @@ fn jam(
     whole: &[Stmt],
     rows: usize,
     min_steps: i64,
-    min_average: i64,
+    range: Range,
 ) -> Option<Vec<Stmt>> {
     let Stmt::For {
         var: i,
@@ -528,6 +541,8 @@ fn jam(
     let mut coords: HashMap<VarId, BufId> = HashMap::new();
     let mut coord_tests: Option<Vec<Expr>> = Some(vec![]);
     let mut gathers: Vec<Vec<(BufId, Expr)>> = vec![];
+    // The arrays read at the entries' positions (coordinates, values): what a row streams.
+    let mut streamed: HashSet<BufId> = HashSet::new();
     for s in &ch.hot {
         let mut here: Vec<(BufId, Expr)> = vec![];
         let Stmt::Assign(v, e) = s else {
@@ -555,6 +570,7 @@ fn jam(
                     pos_below.clone(),
                     b::sub(b::add(Expr::Len(*buf), b::int(1)), b::int(c)),
                 ));
+                streamed.insert(*buf);
                 return;
             }
             let from = match &**index {
@@ -741,8 +757,16 @@ fn jam(
     };
     // Matrices whose rows average fewer than `min_average` entries keep the original loop:
     // the groups' tests and tails cost more there than the overlapped chains save (measured
-    // on the C backend). The total is the last row's end minus the first row's start, both
-    // loads the range test covers (the loop runs at least one row here).
+    // on the C backend); so do those whose entries span more than `max_bytes` (see
+    // [`MAX_BYTES`]; the bytes of an entry are those of the arrays the hot loop reads at its
+    // position). The total is the last row's end minus the first row's start, both loads the
+    // range test covers (the loop runs at least one row here).
+    let Range {
+        min_average,
+        max_bytes,
+    } = range;
+    let per_entry: i64 = streamed.iter().map(|b| k.buf_elem(*b).size() as i64).sum();
+    let max_entries = max_bytes / per_entry.max(1);
     let load_of = |v: VarId| -> Option<Expr> {
         let mut v = v;
         for _ in 0..8 {
@@ -758,13 +782,21 @@ fn jam(
         }
         None
     };
-    let average = match (min_average > 1, load_of(*start_var), load_of(*stop_var)) {
+    let average = match (
+        min_average > 1 || max_entries < i64::MAX,
+        load_of(*start_var),
+        load_of(*stop_var),
+    ) {
         (true, Some(first), Some(last)) => {
             let first = subst(&first, &|v| (v == i).then(|| b::var(sv)));
             let last = subst(&last, &|v| (v == i).then(|| b::sub(b::var(ev), b::int(1))));
-            b::le(
-                b::mul(b::int(min_average), b::sub(b::var(ev), b::var(sv))),
-                b::sub(last, first),
+            let total = b::sub(last, first);
+            and(
+                b::le(
+                    b::mul(b::int(min_average), b::sub(b::var(ev), b::var(sv))),
+                    total.clone(),
+                ),
+                b::le(total, b::int(max_entries)),
             )
         }
         _ => b::boolean(true),
@@ -1012,10 +1044,17 @@ pub fn min_steps() -> i64 {
         .unwrap_or(MIN_STEPS)
 }
 
-/// [`MIN_AVERAGE`], or `TESSERA_INTERLEAVE_AVERAGE`: for measuring.
-pub fn min_average() -> i64 {
-    std::env::var("TESSERA_INTERLEAVE_AVERAGE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(MIN_AVERAGE)
+/// [`MIN_AVERAGE`] and [`MAX_BYTES`], or `TESSERA_INTERLEAVE_AVERAGE` and
+/// `TESSERA_INTERLEAVE_MAX_BYTES`: for measuring.
+pub fn range() -> Range {
+    let env = |name: &str, default: i64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    Range {
+        min_average: env("TESSERA_INTERLEAVE_AVERAGE", MIN_AVERAGE),
+        max_bytes: env("TESSERA_INTERLEAVE_MAX_BYTES", MAX_BYTES),
+    }
 }
