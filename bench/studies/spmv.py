@@ -28,6 +28,7 @@ ROW_FORMATS = {
     # 4-byte coordinates and row pointers, as SciPy's CSR (issue 18).
     "SparseList i32": CSR32,
     "Pattern": "Dense(SparseList(Pattern()))",
+    "Pattern i32": "Dense(SparseList(Pattern(), coord=i32))",
     "SparseBlockList": "Dense(SparseBlockList(Element(0.0)))",
     "SparseBand": "Dense(SparseBand(Element(0.0)))",
     "SparsePoint": "Dense(SparsePoint(Element(0.0)))",
@@ -127,7 +128,7 @@ def run(ctx) -> list[dict]:
         skipped: list[str] = []
         row_nnz = np.diff(a.indptr)
         for label, fmt in ROW_FORMATS.items():
-            if label == "Pattern" and not data.is_pattern(a):
+            if label.startswith("Pattern") and not data.is_pattern(a):
                 continue
             if label == "SparsePoint" and row_nnz.max(initial=0) > 1:
                 continue
