@@ -21,6 +21,7 @@ pub use format::format;
 pub use grad::grad;
 pub use program::program;
 pub use readers::{mtx, npy, nrrd, png, tns};
+pub use schedule::schedule;
 
 use tessera::runtime::Buffer;
 
@@ -39,6 +40,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("einsum", einsum),
     ("differential", differential),
     ("grad", grad),
+    ("schedule", schedule),
 ];
 
 /// Split `TEXT \0 PARAMETERS`; `None` if the text is not UTF-8. Without a NUL, all of `data`

@@ -19,9 +19,11 @@ use tessera::runtime::Buffer;
 use tessera::tensor::Tensor;
 use tessera::transforms::schedule::schedule as apply_schedule;
 
-/// The fuzz target (JIT only; the differential target covers C).
+/// The fuzz target: the JIT on every case, C too on one case in
+/// `differential::c_every()` (as the differential target samples it).
 pub fn schedule(data: &[u8]) {
-    check(data, false);
+    let with_c = crate::differential::sampled(data, crate::differential::c_every());
+    check(data, with_c);
 }
 
 /// Loop references of a program (`i`, or `i#2` when several loops are named `i`) and the

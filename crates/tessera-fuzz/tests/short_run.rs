@@ -12,7 +12,7 @@ use tessera_fuzz::TARGETS;
 /// target compiles a kernel per case.
 fn mutations(target: &str) -> usize {
     match target {
-        "differential" | "grad" => 150,
+        "differential" | "grad" | "schedule" => 150,
         "einsum" => 1_000,
         _ => 3_000,
     }
@@ -133,6 +133,7 @@ fn every_target_has_a_short_run() {
             "nrrd",
             "png",
             "program",
+            "schedule",
             "tns"
         ]
     );
@@ -141,6 +142,11 @@ fn every_target_has_a_short_run() {
 #[test]
 fn program() {
     short_run("program");
+}
+
+#[test]
+fn schedule() {
+    short_run("schedule");
 }
 
 #[test]
