@@ -77,15 +77,26 @@ except ImportError as e:
     print(f"GraphBLAS skipped: {e}")
 
 prog = "y .= 0\nfor i = parallel(_), j = _\n  y[i] += A[i, j] * x[j]\nend"
+# Each row's sum in lanes as well (`vectorize(j)`: reassociated, as MKL's).
+lanes = "y .= 0\nfor i = parallel(_), j = vectorize(_)\n  y[i] += A[i, j] * x[j]\nend"
 exe = os.path.join(os.path.dirname(__file__), "..", "target", "release", "tessera")
-for backend in ["jit", "c"]:
+CSR = "Dense(SparseList(Element(0.0)))"
+CSR32 = "Dense(SparseList(Element(0.0), coord=i32))"
+for backend, fmt, text, label in [
+    ("jit", CSR, prog, ""),
+    ("c", CSR, prog, ""),
+    ("c", CSR32, prog, " i32"),
+    ("c", CSR32, lanes, " i32 vectorize(j)"),
+]:
     for threads in [1, 2]:
         out = subprocess.run(
-            [exe, "bench", prog, "--in", f"A={mtx}@Dense(SparseList(Element(0.0)))",
-             "--in", f"x={vec}@Dense(Element(0.0))", "--out", "y", "--backend", backend,
+            [exe, "bench", text, "--in", f"A={mtx}@{fmt}",
+             "--in", f"x={vec}@Dense(Element(0.0))", "--out", f"y={d}/y.npy", "--backend", backend,
              "--threads", str(threads), "--warmup", "3", "--repeat", "20", "--json"],
             check=True, capture_output=True, text=True,
         ).stdout
         r = json.loads(out)
-        print(f"tessera {backend} threads={threads}: median {r['median_ms']:.1f} ms, "
+        y = np.load(f"{d}/y.npy")
+        assert np.allclose(y, y_ref, rtol=1e-12), f"{backend}{label}: wrong y"
+        print(f"tessera {backend}{label} threads={threads}: median {r['median_ms']:.1f} ms, "
               f"min {r['min_ms']:.1f} ms")
