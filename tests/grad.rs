@@ -314,6 +314,32 @@ fn spmv_loss_on_every_matrix_format() {
     }
 }
 
+/// `vectorize(j)` on the SpMV loss over sparse levels: the forward walks each row's stored
+/// entries in lanes; the backward loop scatters into `dx[j]` (and `dA`) at the walked
+/// coordinate, which lanes cannot do, so it runs serially, and every gradient still matches
+/// finite differences on every backend.
+#[test]
+fn vectorised_sparse_rows_differentiate() {
+    let text = tessera::transforms::schedule::schedule(&parse(SPMV_LOSS), "vectorize(j)")
+        .unwrap()
+        .to_string();
+    assert!(text.contains("vectorize("), "{text}");
+    let mut rng = StdRng::seed_from_u64(48);
+    for (format, keep) in [
+        (
+            "Dense(SparseList(Element(0.0)))",
+            some as fn(&[usize], &mut StdRng) -> bool,
+        ),
+        ("Dense(SparseList(Element(0.0), coord=i32))", some),
+        ("Dense(SparseBand(Element(0.0)))", band),
+    ] {
+        let a = tensor(&mut rng, format, &[5, 9], &keep);
+        let x = tensor(&mut rng, "Dense(Element(0.0))", &[9], &all);
+        let ts = named(vec![("A", a), ("x", x)]);
+        check(&text, &ts, &["A", "x"], &BTreeMap::new(), "s");
+    }
+}
+
 /// User reducers that declare the derivative of their result in one element (issue 16's
 /// "user reducers where they declare a derivative"): a log-sum-exp (`exp(x - r)`), a
 /// product (`r / x`) and a maximum as a select, into 0-d and row outputs, on dense and

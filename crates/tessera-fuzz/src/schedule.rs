@@ -71,7 +71,7 @@ fn command(u: &mut Unstructured<'_>, p: &Program) -> Option<String> {
         3 => format!("swap({}, {})", pick(u, &writes)?, pick(u, &writes)?),
         4 => format!("fission({l}, after {})", pick(u, &writes)?),
         5 => format!("fuse({l}, {l2})"),
-        // Refused at compile time (`Unsupported`) when the loop walks a sparse level.
+        // Over a sparse level: lanes of its stored entries, or serial where they would scatter.
         8 => format!("vectorize({l})"),
         _ => format!("unroll({l})"),
     })

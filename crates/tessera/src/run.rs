@@ -419,7 +419,7 @@ impl Runner {
             true => transforms::check::check_with_real_dims(program, &signatures, &is_real)?,
             false => transforms::check::check(program, &signatures)?,
         }
-        let resolved = real_loops(program, formats)?;
+        let resolved = lanes_for_formats(&real_loops(program, formats)?, formats);
         let program = &resolved;
         // The race check of parallel loops, always on (it names the access and the loop).
         let plans = race_check(program, formats)?;
@@ -894,17 +894,13 @@ fn snapshot_slots(ir: &Kernel, layout: &Layout, written: &HashSet<String>) -> Ve
         .collect()
 }
 
-/// The race check of a program's parallel loops for tensors of these formats
-/// (`transforms::parallel`): per parallel loop, the outputs to privatise, or the
-/// `Error::Race` naming the write; before it, the format check of vectorised loops
-/// (`check_vector`: dense levels along their index), an `Error::Unsupported` at the access. What lowering runs; public so that the API can ask whether
-/// a loop it would mark parallel passes before compiling anything.
-pub fn race_check(
-    program: &Program,
+/// How each tensor of these formats is stored, as far as the race check and vectorised
+/// loops are concerned.
+fn storage_of(
     formats: &BTreeMap<String, Format>,
-) -> Result<Vec<transforms::parallel::Plan>> {
+) -> impl Fn(&str) -> transforms::parallel::Storage + '_ {
     use transforms::parallel::Storage;
-    let storage = |t: &str| match formats.get(t) {
+    |t: &str| match formats.get(t) {
         None => Storage::Dense,
         Some(f)
             if f.levels.iter().all(|k| {
@@ -920,10 +916,28 @@ pub fn race_check(
         }
         Some(f) if crate::levels::row_appended_level(f).is_some() => Storage::Rows,
         Some(_) => Storage::Sparse,
-    };
-    // Vectorised loops need dense levels along their index: the other half of their check.
-    transforms::parallel::check_vector(program, &storage)?;
-    transforms::parallel::check_parallel(program, &storage)
+    }
+}
+
+/// `program` with the vectorised loops these formats cannot run in lanes made serial
+/// (`transforms::parallel::serial_where_formats_refuse`: a write at the coordinate a sparse
+/// level's walk loads).
+pub fn lanes_for_formats(program: &Program, formats: &BTreeMap<String, Format>) -> Program {
+    transforms::parallel::serial_where_formats_refuse(program, &storage_of(formats))
+}
+
+/// The race check of a program's parallel loops for tensors of these formats
+/// (`transforms::parallel`): per parallel loop, the outputs to privatise, or the
+/// `Error::Race` naming the write; before it, the dependence check of vectorised loops
+/// (`check_vector`), an `Error::Unsupported` naming the loop and the dependence. What
+/// lowering runs; public so that the API can ask whether a loop it would mark parallel
+/// passes before compiling anything.
+pub fn race_check(
+    program: &Program,
+    formats: &BTreeMap<String, Format>,
+) -> Result<Vec<transforms::parallel::Plan>> {
+    transforms::parallel::check_vector(program)?;
+    transforms::parallel::check_parallel(program, &storage_of(formats))
 }
 
 /// Every core the process may use.

@@ -57,7 +57,8 @@ pub const MIN_AVERAGE: i64 = 32;
 
 /// Row loops whose entries span more bytes than this are not interleaved: streamed from
 /// memory rather than the cache, two rows' four streams ran slower than one row's two
-/// (measured on the C backend, BENCHMARKS.md "### Long rows past the cache").
+/// (measured on the C backend, BENCHMARKS.md "### Row sums in lanes; long rows past the
+/// cache run alone").
 pub const MAX_BYTES: i64 = 14 << 20;
 
 /// The entries per row (on average) and the bytes of all rows' entries between which row

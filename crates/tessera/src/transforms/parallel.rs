@@ -74,20 +74,24 @@ pub enum Storage {
     Sparse,
 }
 
-/// Check every vectorised loop of `program` (`for i = vectorize(_)`) against the formats.
+/// `program` with every vectorised loop its formats cannot run in lanes made serial again.
 /// Lanes load consecutive elements of the tensors the loop's index addresses densely
 /// (`Storage::Dense`). A sparse level's loop walks stored positions instead: its lanes are
 /// consecutive positions, whose coordinates the walk loads (the stored entries of a row, as
-/// MKL's and Eigen's vectorised sparse products run). That is allowed when the loop only
-/// reads through its index and reduces into elements it does not address (SpMV's `y[i] +=
-/// A[i, j] * x[j]` over `j`, a dot product): a write at the walked coordinate would be a
-/// scatter whose lanes meet only if the level's coordinates are unique, which a zero-copy
-/// array does not promise. The `vectorize` command checked the dependences; this is the half
-/// that needs the formats. The error (an `Error::Unsupported`: lanes a format cannot give)
-/// is placed at the access and names the loop.
-pub fn check_vector(program: &Program, storage: &dyn Fn(&str) -> Storage) -> Result<()> {
-    let mut err = None;
-    crate::transforms::schedule::names::walk(&program.body, &mut |s, _| {
+/// MKL's and Eigen's vectorised sparse products run). That serves a loop that only reads
+/// through its index and reduces into elements it does not address (SpMV's
+/// `y[i] += A[i, j] * x[j]` over `j`, a dot product). A loop that also writes at the walked
+/// coordinate (`y[i] = a[i]` with `a` sparse; the backward loop of a gradient,
+/// `dx[j] += A[i, j] * dy[i]`) would scatter, and its lanes would meet on a repeated coordinate, which a zero-copy array
+/// does not exclude: it runs serially (it is not an error: `grad` keeps the marks of a
+/// forward loop it cannot see the formats of, and a serial loop computes the same values).
+/// The `vectorize` command checked the dependences; this is the half that needs the formats.
+pub fn serial_where_formats_refuse(
+    program: &Program,
+    storage: &dyn Fn(&str) -> Storage,
+) -> Program {
+    let mut refused = vec![];
+    crate::transforms::schedule::names::walk(&program.body, &mut |s, path| {
         let StmtKind::Loop {
             index,
             body,
@@ -97,38 +101,35 @@ pub fn check_vector(program: &Program, storage: &dyn Fn(&str) -> Storage) -> Res
         else {
             return;
         };
-        if err.is_some() {
-            return;
-        }
         let by_index = |a: &crate::notation::ast::Access| {
             a.indices
                 .iter()
                 .any(|ix| crate::transforms::schedule::names::mentions(&ix.expr, index))
         };
-        let mut walked = None;
+        let mut walks = false;
         crate::notation::visit::accesses(body, &mut |a| {
-            if walked.is_none() && by_index(a) && storage(&a.tensor) != Storage::Dense {
-                walked = Some(a.tensor.clone());
-            }
+            walks |= by_index(a) && storage(&a.tensor) != Storage::Dense;
         });
-        let Some(sparse) = walked else {
-            return;
-        };
-        crate::notation::visit::writes(body, &mut |a| {
-            if err.is_none() && by_index(a) {
-                err = Some(Error::unsupported(
-                    a.span,
-                    format!(
-                        "the vectorised loop `{index}` (at {}) walks the stored entries of `{sparse}` and writes `{}` at `{index}`: lanes over stored entries only read through the index and reduce into elements it does not address (drop `vectorize({index})` or store `{sparse}` densely)",
-                        s.span, a.tensor
-                    ),
-                ));
-            }
-        });
+        let mut scatters = false;
+        crate::notation::visit::writes(body, &mut |a| scatters |= by_index(a));
+        if walks && scatters {
+            refused.push(path.clone());
+        }
     });
-    if let Some(e) = err {
-        return Err(e);
+    let mut p = program.clone();
+    // The paths stay valid: only modes change, no statement moves.
+    for path in refused {
+        let mut s = crate::transforms::schedule::names::get(&p.body, &path).clone();
+        if let StmtKind::Loop { parallel, .. } = &mut s.kind {
+            *parallel = LoopMode::Serial;
+        }
+        p = crate::transforms::schedule::loops::replace(&p, &path, vec![s]);
     }
+    p
+}
+
+/// Check the dependences of every vectorised loop of `program` (`for i = vectorize(_)`).
+pub fn check_vector(program: &Program) -> Result<()> {
     // The dependences: checked here too, not only by the `vectorize` command, since a program
     // may say `vectorize(_)` in its text, and the backends take the mark as a promise (C's
     // `omp simd`, the JIT's lanes).
