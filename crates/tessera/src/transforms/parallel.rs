@@ -116,9 +116,17 @@ pub fn serial_where_formats_refuse(
             refused.push(path.clone());
         }
     });
+    serial_at(program, refused)
+}
+
+/// `program` with the loops at `paths` made serial.
+fn serial_at(
+    program: &Program,
+    paths: impl IntoIterator<Item = crate::transforms::schedule::names::Path>,
+) -> Program {
     let mut p = program.clone();
     // The paths stay valid: only modes change, no statement moves.
-    for path in refused {
+    for path in paths {
         let mut s = crate::transforms::schedule::names::get(&p.body, &path).clone();
         if let StmtKind::Loop { parallel, .. } = &mut s.kind {
             *parallel = LoopMode::Serial;
@@ -186,16 +194,10 @@ fn lane_blockers(
 /// cotangents), but not always (a gather `x[idx[o]]` becomes a scatter), so each backward
 /// loop is checked on its own and loses the mark, not the program, where it must.
 pub fn serial_where_lanes_blocked(program: &Program) -> Program {
-    let mut p = program.clone();
-    // The paths stay valid: only modes change, no statement moves.
-    for (path, ..) in lane_blockers(program) {
-        let mut s = crate::transforms::schedule::names::get(&p.body, &path).clone();
-        if let StmtKind::Loop { parallel, .. } = &mut s.kind {
-            *parallel = LoopMode::Serial;
-        }
-        p = crate::transforms::schedule::loops::replace(&p, &path, vec![s]);
-    }
-    p
+    serial_at(
+        program,
+        lane_blockers(program).into_iter().map(|(path, ..)| path),
+    )
 }
 
 /// Check every parallel loop of `program`. `storage(T)` says how tensor `T` is stored;
