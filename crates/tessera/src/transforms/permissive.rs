@@ -89,21 +89,20 @@ impl Pass {
                 otherwise,
             } => {
                 if let Some(site) = first_site_expr(cond) {
-                    return self.split(site, span, |pass, name, inside| {
+                    return self.split(site, span, |name, inside| {
                         let c = if inside {
                             with_index(cond, name)
                         } else {
                             without_access(cond)
                         };
-                        let s = Stmt::new(
+                        Some(Stmt::new(
                             StmtKind::If {
                                 cond: c,
                                 then: then.clone(),
                                 otherwise: otherwise.clone(),
                             },
                             span,
-                        );
-                        pass.stmt(&s)
+                        ))
                     });
                 }
                 match propagate(cond) {
@@ -146,21 +145,20 @@ impl Pass {
                 // A permissive read in the value splits the whole `let` on its bounds check,
                 // as for any statement; the variable is then `missing` where the value is.
                 if let Some(site) = first_site_expr(value) {
-                    return self.split(site, span, |pass, index, inside| {
+                    return self.split(site, span, |index, inside| {
                         let value = if inside {
                             with_index(value, index)
                         } else {
                             without_access(value)
                         };
-                        let s = Stmt::new(
+                        Some(Stmt::new(
                             StmtKind::Let {
                                 name: name.clone(),
                                 value,
                                 body: body.clone(),
                             },
                             span,
-                        );
-                        pass.stmt(&s)
+                        ))
                     });
                 }
                 let Some(value) = propagate(value) else {
@@ -200,29 +198,38 @@ impl Pass {
             });
         };
         let in_lhs = first_site_access(lhs).is_some();
-        self.split(site, span, |pass, name, inside| {
+        self.split(site, span, |name, inside| {
             if !inside && in_lhs {
                 // An out-of-bounds write is dropped.
-                return Ok(vec![]);
+                return None;
             }
-            let (l, r) = if in_lhs {
+            let (lhs, rhs) = if in_lhs {
                 (access_with_index(lhs, name), rhs.clone())
             } else if inside {
                 (lhs.clone(), with_index(rhs, name))
             } else {
                 (lhs.clone(), without_access(rhs))
             };
-            pass.assign(&l, op, &r, span)
+            Some(Stmt::new(
+                StmtKind::Assign {
+                    lhs,
+                    op: op.clone(),
+                    rhs,
+                },
+                span,
+            ))
         })
     }
 
     /// `let _pN = index; if in_bounds { make(inside) } else { make(outside) }` (without the
-    /// `let` for an offset index).
+    /// `let` for an offset index), each branch then passed through again for the reads left.
+    /// `make` decides the site itself (`None`: the statement does nothing there); the same
+    /// check elsewhere in the statement is decided with it ([`decide`]).
     fn split(
         &mut self,
         site: Site,
         span: Span,
-        mut make: impl FnMut(&mut Pass, &Expr, bool) -> Result<Vec<Stmt>>,
+        mut make: impl FnMut(&Expr, bool) -> Option<Stmt>,
     ) -> Result<Vec<Stmt>> {
         self.splits += 1;
         if self.splits > MAX_SPLITS {
@@ -267,8 +274,18 @@ impl Pass {
             bin(BinaryOp::Le, Expr::lit(Scalar::I64(0)), var.clone()),
             bin(BinaryOp::Lt, var.clone(), size),
         );
-        let then = make(self, &var, true)?;
-        let otherwise = make(self, &var, false)?;
+        let check = Check::of(&site);
+        let mut branch = |pass: &mut Pass, inside: bool| -> Result<Vec<Stmt>> {
+            let Some(s) = make(&var, inside) else {
+                return Ok(vec![]);
+            };
+            match &check {
+                Some(c) => pass.stmts(&decide(std::slice::from_ref(&s), c, inside.then_some(&var))),
+                None => pass.stmt(&s),
+            }
+        };
+        let then = branch(self, true)?;
+        let otherwise = branch(self, false)?;
         let mut nodes = 0;
         visit::exprs(&then, &mut |_| nodes += 1);
         visit::exprs(&otherwise, &mut |_| nodes += 1);
@@ -299,6 +316,153 @@ impl Pass {
             )],
         })
     }
+}
+
+/// One bounds check: dimension `dim` of `tensor` read permissively at `index`. Every read of
+/// the same check in a statement has the same answer wherever the index's names mean the
+/// same, so one split decides them all: a 3 x 3 stencil's nine reads through `~(y - 1)`,
+/// `~(y + 1)`, `~(x - 1)` and `~(x + 1)` take four splits (16 cases), not nine (512).
+struct Check {
+    tensor: String,
+    dim: usize,
+    index: Expr,
+    /// The names the index reads: below a loop or `let` that binds one of them again, the
+    /// same text is another index.
+    names: Vec<String>,
+}
+
+impl Check {
+    /// The check of a site whose index is arithmetic of names and literals only. An index
+    /// that reads a tensor (`x[~I[i]]`) can change between two reads as the statement's own
+    /// writes go, so only its first site is decided (by the caller).
+    fn of(site: &Site) -> Option<Check> {
+        let mut names = vec![];
+        pure_names(&site.index, &mut names).then(|| Check {
+            tensor: site.tensor.clone(),
+            dim: site.dim,
+            index: site.index.clone(),
+            names,
+        })
+    }
+
+    fn matches(&self, a: &Access) -> bool {
+        a.tensor == self.tensor
+            && a.indices
+                .get(self.dim)
+                .is_some_and(|ix| ix.permissive && ix.expr == self.index)
+    }
+}
+
+/// Whether `e` is built from names, literals, operators and calls other than `sample` (which
+/// reads a tensor); the names it reads are pushed onto `out`.
+fn pure_names(e: &Expr, out: &mut Vec<String>) -> bool {
+    match &e.kind {
+        ExprKind::Name(n) => {
+            out.push(n.clone());
+            true
+        }
+        ExprKind::Literal(_) => true,
+        ExprKind::Unary(_, x) => pure_names(x, out),
+        ExprKind::Binary(_, x, y) => pure_names(x, out) && pure_names(y, out),
+        ExprKind::Call(f, args) => {
+            f != Builtin::Sample.name() && args.iter().all(|a| pure_names(a, out))
+        }
+        _ => false,
+    }
+}
+
+/// `stmts` with every read of `check` decided: in bounds (`inside` is the index to read at,
+/// no longer permissive) or outside (the read is `missing`, a write through it is dropped).
+/// Below a loop or `let` that rebinds a name of the index nothing changes.
+fn decide(stmts: &[Stmt], check: &Check, inside: Option<&Expr>) -> Vec<Stmt> {
+    let e = |x: &Expr| decide_expr(x, check, inside);
+    let rebinds = |n: &String| check.names.contains(n);
+    let mut out = vec![];
+    for s in stmts {
+        let kind = match &s.kind {
+            StmtKind::Assign { lhs, op, rhs } => {
+                if inside.is_none() && check.matches(lhs) {
+                    continue;
+                }
+                StmtKind::Assign {
+                    lhs: decide_access(lhs, check, inside),
+                    op: op.clone(),
+                    rhs: e(rhs),
+                }
+            }
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => StmtKind::If {
+                cond: e(cond),
+                then: decide(then, check, inside),
+                otherwise: decide(otherwise, check, inside),
+            },
+            StmtKind::Let { name, value, body } => StmtKind::Let {
+                name: name.clone(),
+                value: e(value),
+                body: if rebinds(name) {
+                    body.clone()
+                } else {
+                    decide(body, check, inside)
+                },
+            },
+            StmtKind::Loop {
+                index,
+                extent,
+                body,
+                parallel,
+            } => StmtKind::Loop {
+                index: index.clone(),
+                extent: extent.clone(),
+                body: if rebinds(index) {
+                    body.clone()
+                } else {
+                    decide(body, check, inside)
+                },
+                parallel: *parallel,
+            },
+            StmtKind::Block(b) => StmtKind::Block(decide(b, check, inside)),
+            other => other.clone(),
+        };
+        out.push(Stmt::new(kind, s.span));
+    }
+    out
+}
+
+/// `a` with its reads of `check` decided, in its indices too; the caller handles `a` itself
+/// matching outside.
+fn decide_access(a: &Access, check: &Check, inside: Option<&Expr>) -> Access {
+    let mut out = a.clone();
+    for ix in out.indices.iter_mut() {
+        ix.expr = decide_expr(&ix.expr, check, inside);
+        if let Some((lo, hi)) = &mut ix.window {
+            *lo = decide_expr(lo, check, inside);
+            *hi = decide_expr(hi, check, inside);
+        }
+    }
+    if let (Some(at), true) = (inside, check.matches(a)) {
+        out.indices[check.dim].permissive = false;
+        out.indices[check.dim].expr = at.clone();
+    }
+    out
+}
+
+fn decide_expr(e: &Expr, check: &Check, inside: Option<&Expr>) -> Expr {
+    let d = |x: &Expr| Box::new(decide_expr(x, check, inside));
+    let kind = match &e.kind {
+        ExprKind::Access(a) if inside.is_none() && check.matches(a) => ExprKind::Missing,
+        ExprKind::Access(a) => ExprKind::Access(decide_access(a, check, inside)),
+        ExprKind::Unary(op, x) => ExprKind::Unary(*op, d(x)),
+        ExprKind::Binary(op, x, y) => ExprKind::Binary(*op, d(x), d(y)),
+        ExprKind::Call(f, args) => ExprKind::Call(
+            f.clone(),
+            args.iter().map(|a| decide_expr(a, check, inside)).collect(),
+        ),
+        other => other.clone(),
+    };
+    Expr::new(kind, e.span)
 }
 
 fn too_many_splits(span: Span, how: &str) -> Error {
