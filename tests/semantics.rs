@@ -971,8 +971,9 @@ fn offsets_written_as_nested_sums_read_the_same_elements() {
 /// Permissive reads of one bounds check (the same tensor, dimension and index) are decided by
 /// one split, throughout the statement and the bodies of its `let`s: a 3 x 3 stencil of
 /// `~(i -+ 1)`, `~(j -+ 1)` reads takes four splits. Before, every read split the statement
-/// again, and this one was refused as too large. Writes through a repeated permissive index
-/// are dropped together outside.
+/// again (a one-pass bit-packed erosion, three `let`s of three such reads each, was refused as
+/// over 131,072 copied nodes). Writes through a repeated permissive index are dropped
+/// together outside.
 #[test]
 fn permissive_reads_of_one_check_are_decided_by_one_split() {
     let t = "permissive_one_check";
