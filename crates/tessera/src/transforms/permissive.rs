@@ -375,37 +375,53 @@ fn pure_names(e: &Expr, out: &mut Vec<String>) -> bool {
 /// no longer permissive) or outside (the read is `missing`, a write through it is dropped).
 /// Below a loop or `let` that rebinds a name of the index nothing changes.
 fn decide(stmts: &[Stmt], check: &Check, inside: Option<&Expr>) -> Vec<Stmt> {
-    let e = |x: &Expr| decide_expr(x, check, inside);
-    let rebinds = |n: &String| check.names.contains(n);
+    rewrite_scoped(stmts, &|n| check.names.iter().any(|m| m == n), &|e| {
+        decide_expr(e, check, inside)
+    })
+}
+
+/// `stmts` with `f` applied to every expression, up to where a loop or `let` binds a name
+/// for which `bound` holds. A write whose target `f` makes something other than an access
+/// (`missing`) is dropped.
+fn rewrite_scoped(
+    stmts: &[Stmt],
+    bound: &dyn Fn(&str) -> bool,
+    f: &dyn Fn(&Expr) -> Expr,
+) -> Vec<Stmt> {
     let mut out = vec![];
     for s in stmts {
         let kind = match &s.kind {
             StmtKind::Assign { lhs, op, rhs } => {
-                if inside.is_none() && check.matches(lhs) {
+                let target = f(&Expr::new(ExprKind::Access(lhs.clone()), lhs.span));
+                let ExprKind::Access(lhs) = target.kind else {
                     continue;
-                }
+                };
                 StmtKind::Assign {
-                    lhs: decide_access(lhs, check, inside),
+                    lhs,
                     op: op.clone(),
-                    rhs: e(rhs),
+                    rhs: f(rhs),
                 }
             }
+            StmtKind::Declare { tensor, init } => StmtKind::Declare {
+                tensor: tensor.clone(),
+                init: f(init),
+            },
             StmtKind::If {
                 cond,
                 then,
                 otherwise,
             } => StmtKind::If {
-                cond: e(cond),
-                then: decide(then, check, inside),
-                otherwise: decide(otherwise, check, inside),
+                cond: f(cond),
+                then: rewrite_scoped(then, bound, f),
+                otherwise: rewrite_scoped(otherwise, bound, f),
             },
             StmtKind::Let { name, value, body } => StmtKind::Let {
                 name: name.clone(),
-                value: e(value),
-                body: if rebinds(name) {
+                value: f(value),
+                body: if bound(name) {
                     body.clone()
                 } else {
-                    decide(body, check, inside)
+                    rewrite_scoped(body, bound, f)
                 },
             },
             StmtKind::Loop {
@@ -415,15 +431,18 @@ fn decide(stmts: &[Stmt], check: &Check, inside: Option<&Expr>) -> Vec<Stmt> {
                 parallel,
             } => StmtKind::Loop {
                 index: index.clone(),
-                extent: extent.clone(),
-                body: if rebinds(index) {
+                extent: match extent {
+                    Extent::Range(a, b) => Extent::Range(f(a), f(b)),
+                    Extent::Auto => Extent::Auto,
+                },
+                body: if bound(index) {
                     body.clone()
                 } else {
-                    decide(body, check, inside)
+                    rewrite_scoped(body, bound, f)
                 },
                 parallel: *parallel,
             },
-            StmtKind::Block(b) => StmtKind::Block(decide(b, check, inside)),
+            StmtKind::Block(b) => StmtKind::Block(rewrite_scoped(b, bound, f)),
             other => other.clone(),
         };
         out.push(Stmt::new(kind, s.span));
@@ -479,77 +498,7 @@ fn too_many_splits(span: Span, how: &str) -> Error {
 /// `stmts` with `name` (a `let` variable whose value is `missing`) read as `missing`, up to
 /// where a loop or `let` binds the name again.
 fn missing_name(stmts: &[Stmt], name: &str) -> Vec<Stmt> {
-    let e = |x: &Expr| name_to_missing(x, name);
-    let shadowed = |n: &String| n == name;
-    stmts
-        .iter()
-        .map(|s| {
-            let kind = match &s.kind {
-                StmtKind::Assign { lhs, op, rhs } => {
-                    let mut lhs = lhs.clone();
-                    for ix in lhs.indices.iter_mut() {
-                        ix.expr = e(&ix.expr);
-                        if let Some((lo, hi)) = &mut ix.window {
-                            *lo = e(lo);
-                            *hi = e(hi);
-                        }
-                    }
-                    StmtKind::Assign {
-                        lhs,
-                        op: op.clone(),
-                        rhs: e(rhs),
-                    }
-                }
-                StmtKind::Declare { tensor, init } => StmtKind::Declare {
-                    tensor: tensor.clone(),
-                    init: e(init),
-                },
-                StmtKind::Loop {
-                    index,
-                    extent,
-                    body,
-                    parallel,
-                } => StmtKind::Loop {
-                    index: index.clone(),
-                    extent: match extent {
-                        Extent::Range(a, b) => Extent::Range(e(a), e(b)),
-                        Extent::Auto => Extent::Auto,
-                    },
-                    body: if shadowed(index) {
-                        body.clone()
-                    } else {
-                        missing_name(body, name)
-                    },
-                    parallel: *parallel,
-                },
-                StmtKind::If {
-                    cond,
-                    then,
-                    otherwise,
-                } => StmtKind::If {
-                    cond: e(cond),
-                    then: missing_name(then, name),
-                    otherwise: missing_name(otherwise, name),
-                },
-                StmtKind::Let {
-                    name: n,
-                    value,
-                    body,
-                } => StmtKind::Let {
-                    name: n.clone(),
-                    value: e(value),
-                    body: if shadowed(n) {
-                        body.clone()
-                    } else {
-                        missing_name(body, name)
-                    },
-                },
-                StmtKind::Block(b) => StmtKind::Block(missing_name(b, name)),
-                other => other.clone(),
-            };
-            Stmt::new(kind, s.span)
-        })
-        .collect()
+    rewrite_scoped(stmts, &|n| n == name, &|e| name_to_missing(e, name))
 }
 
 fn name_to_missing(e: &Expr, name: &str) -> Expr {
