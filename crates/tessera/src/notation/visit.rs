@@ -1,4 +1,5 @@
-//! Walks over the AST shared by the passes (read-only, and two that rewrite expressions in place).
+//! Walks over the AST shared by the passes (read-only, two that rewrite expressions in place,
+//! and one that rebuilds statements within a scope).
 
 use super::ast::{
     Access, AccessIndex, AssignOp, Expr, ExprKind, Extent, Program, Reducer, ReducerDef, Span,
@@ -281,4 +282,74 @@ pub fn expr_mut(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
         ExprKind::Call(_, args) => args.iter_mut().for_each(|a| expr_mut(a, f)),
         ExprKind::Name(_) | ExprKind::Literal(_) | ExprKind::Missing => {}
     }
+}
+
+/// `stmts` with `f` applied to every expression, up to where a loop or `let` binds a name
+/// for which `bound` holds. A write whose target `f` makes something other than an access
+/// (`missing`) is dropped.
+pub fn rewrite_scoped(
+    stmts: &[Stmt],
+    bound: &dyn Fn(&str) -> bool,
+    f: &dyn Fn(&Expr) -> Expr,
+) -> Vec<Stmt> {
+    let mut out = vec![];
+    for s in stmts {
+        let kind = match &s.kind {
+            StmtKind::Assign { lhs, op, rhs } => {
+                let target = f(&Expr::new(ExprKind::Access(lhs.clone()), lhs.span));
+                let ExprKind::Access(lhs) = target.kind else {
+                    continue;
+                };
+                StmtKind::Assign {
+                    lhs,
+                    op: op.clone(),
+                    rhs: f(rhs),
+                }
+            }
+            StmtKind::Declare { tensor, init } => StmtKind::Declare {
+                tensor: tensor.clone(),
+                init: f(init),
+            },
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => StmtKind::If {
+                cond: f(cond),
+                then: rewrite_scoped(then, bound, f),
+                otherwise: rewrite_scoped(otherwise, bound, f),
+            },
+            StmtKind::Let { name, value, body } => StmtKind::Let {
+                name: name.clone(),
+                value: f(value),
+                body: if bound(name) {
+                    body.clone()
+                } else {
+                    rewrite_scoped(body, bound, f)
+                },
+            },
+            StmtKind::Loop {
+                index,
+                extent,
+                body,
+                parallel,
+            } => StmtKind::Loop {
+                index: index.clone(),
+                extent: match extent {
+                    Extent::Range(a, b) => Extent::Range(f(a), f(b)),
+                    Extent::Auto => Extent::Auto,
+                },
+                body: if bound(index) {
+                    body.clone()
+                } else {
+                    rewrite_scoped(body, bound, f)
+                },
+                parallel: *parallel,
+            },
+            StmtKind::Block(b) => StmtKind::Block(rewrite_scoped(b, bound, f)),
+            other => other.clone(),
+        };
+        out.push(Stmt::new(kind, s.span));
+    }
+    out
 }

@@ -375,79 +375,9 @@ fn pure_names(e: &Expr, out: &mut Vec<String>) -> bool {
 /// no longer permissive) or outside (the read is `missing`, a write through it is dropped).
 /// Below a loop or `let` that rebinds a name of the index nothing changes.
 fn decide(stmts: &[Stmt], check: &Check, inside: Option<&Expr>) -> Vec<Stmt> {
-    rewrite_scoped(stmts, &|n| check.names.iter().any(|m| m == n), &|e| {
+    visit::rewrite_scoped(stmts, &|n| check.names.iter().any(|m| m == n), &|e| {
         decide_expr(e, check, inside)
     })
-}
-
-/// `stmts` with `f` applied to every expression, up to where a loop or `let` binds a name
-/// for which `bound` holds. A write whose target `f` makes something other than an access
-/// (`missing`) is dropped.
-fn rewrite_scoped(
-    stmts: &[Stmt],
-    bound: &dyn Fn(&str) -> bool,
-    f: &dyn Fn(&Expr) -> Expr,
-) -> Vec<Stmt> {
-    let mut out = vec![];
-    for s in stmts {
-        let kind = match &s.kind {
-            StmtKind::Assign { lhs, op, rhs } => {
-                let target = f(&Expr::new(ExprKind::Access(lhs.clone()), lhs.span));
-                let ExprKind::Access(lhs) = target.kind else {
-                    continue;
-                };
-                StmtKind::Assign {
-                    lhs,
-                    op: op.clone(),
-                    rhs: f(rhs),
-                }
-            }
-            StmtKind::Declare { tensor, init } => StmtKind::Declare {
-                tensor: tensor.clone(),
-                init: f(init),
-            },
-            StmtKind::If {
-                cond,
-                then,
-                otherwise,
-            } => StmtKind::If {
-                cond: f(cond),
-                then: rewrite_scoped(then, bound, f),
-                otherwise: rewrite_scoped(otherwise, bound, f),
-            },
-            StmtKind::Let { name, value, body } => StmtKind::Let {
-                name: name.clone(),
-                value: f(value),
-                body: if bound(name) {
-                    body.clone()
-                } else {
-                    rewrite_scoped(body, bound, f)
-                },
-            },
-            StmtKind::Loop {
-                index,
-                extent,
-                body,
-                parallel,
-            } => StmtKind::Loop {
-                index: index.clone(),
-                extent: match extent {
-                    Extent::Range(a, b) => Extent::Range(f(a), f(b)),
-                    Extent::Auto => Extent::Auto,
-                },
-                body: if bound(index) {
-                    body.clone()
-                } else {
-                    rewrite_scoped(body, bound, f)
-                },
-                parallel: *parallel,
-            },
-            StmtKind::Block(b) => StmtKind::Block(rewrite_scoped(b, bound, f)),
-            other => other.clone(),
-        };
-        out.push(Stmt::new(kind, s.span));
-    }
-    out
 }
 
 /// `a` with its reads of `check` decided, in its indices too; the caller handles `a` itself
@@ -498,7 +428,7 @@ fn too_many_splits(span: Span, how: &str) -> Error {
 /// `stmts` with `name` (a `let` variable whose value is `missing`) read as `missing`, up to
 /// where a loop or `let` binds the name again.
 fn missing_name(stmts: &[Stmt], name: &str) -> Vec<Stmt> {
-    rewrite_scoped(stmts, &|n| n == name, &|e| name_to_missing(e, name))
+    visit::rewrite_scoped(stmts, &|n| n == name, &|e| name_to_missing(e, name))
 }
 
 fn name_to_missing(e: &Expr, name: &str) -> Expr {

@@ -7,7 +7,7 @@
 
 use super::{Located, LoopRef, StmtRef};
 use crate::error::Result;
-use crate::notation::ast::{Expr, ExprKind, Extent, Stmt, StmtKind};
+use crate::notation::ast::{Expr, ExprKind, Stmt, StmtKind};
 
 pub type Path = Vec<(usize, usize)>;
 
@@ -190,68 +190,7 @@ pub fn subst_expr(e: &Expr, from: &str, to: &Expr) -> Expr {
 
 /// Replace the index `from` by `to` in statements; stops at a `let` or loop rebinding `from`.
 pub fn subst_stmts(body: &[Stmt], from: &str, to: &Expr) -> Vec<Stmt> {
-    body.iter().map(|s| subst_stmt(s, from, to)).collect()
-}
-
-fn subst_stmt(s: &Stmt, from: &str, to: &Expr) -> Stmt {
-    let e = |x: &Expr| subst_expr(x, from, to);
-    let kind = match &s.kind {
-        StmtKind::Declare { tensor, init } => StmtKind::Declare {
-            tensor: tensor.clone(),
-            init: e(init),
-        },
-        StmtKind::Assign { lhs, op, rhs } => {
-            let ExprKind::Access(lhs) =
-                subst_expr(&Expr::new(ExprKind::Access(lhs.clone()), s.span), from, to).kind
-            else {
-                unreachable!("an access substitutes to an access")
-            };
-            StmtKind::Assign {
-                lhs,
-                op: op.clone(),
-                rhs: e(rhs),
-            }
-        }
-        StmtKind::Loop {
-            index,
-            extent,
-            body,
-            parallel,
-        } => StmtKind::Loop {
-            parallel: *parallel,
-            index: index.clone(),
-            extent: match extent {
-                Extent::Auto => Extent::Auto,
-                Extent::Range(a, b) => Extent::Range(e(a), e(b)),
-            },
-            body: if index == from {
-                body.clone()
-            } else {
-                subst_stmts(body, from, to)
-            },
-        },
-        StmtKind::If {
-            cond,
-            then,
-            otherwise,
-        } => StmtKind::If {
-            cond: e(cond),
-            then: subst_stmts(then, from, to),
-            otherwise: subst_stmts(otherwise, from, to),
-        },
-        StmtKind::Let { name, value, body } => StmtKind::Let {
-            name: name.clone(),
-            value: e(value),
-            body: if name == from {
-                body.clone()
-            } else {
-                subst_stmts(body, from, to)
-            },
-        },
-        StmtKind::Block(b) => StmtKind::Block(subst_stmts(b, from, to)),
-        k => k.clone(),
-    };
-    Stmt::new(kind, s.span)
+    crate::notation::visit::rewrite_scoped(body, &|n| n == from, &|e| subst_expr(e, from, to))
 }
 
 /// Whether an expression mentions a name.
