@@ -166,6 +166,64 @@ AVX8(avx8, 0, 0)
 AVX8(avx8_zero_rule, 1, 0)
 AVX8(avx8_i32, 0, 1)
 
+/* Sliced ELLPACK (SELL-8, no row sorting): rows 8s..8s+7 form slice s, stored column by
+ * column (entry k of the slice's 8 rows are 8 consecutive slots), padded to the slice's
+ * longest row. Lane r sums row 8s+r in stored order, slots past a row's end masked off, so
+ * results are the plain loop's bits; the values and indices of a step are one contiguous
+ * vector load each, only x is gathered. Built by `sell_build` (not timed). */
+static I *sptr, *slen, *sidx;
+static int32_t *sidx32;
+static double *sval;
+
+static void sell_build(void) {
+    I slices = (n + 7) / 8, slots = 0;
+    sptr = malloc(8 * (slices + 1)), slen = calloc(8 * slices, 8);
+    for (I s = 0; s < slices; s++) {
+        I mx = 0;
+        for (I r = 8 * s; r < 8 * s + 8 && r < n; r++) {
+            slen[r] = ptr[r + 1] - ptr[r];
+            mx = slen[r] > mx ? slen[r] : mx;
+        }
+        sptr[s] = slots;
+        slots += 8 * mx;
+    }
+    sptr[slices] = slots;
+    sidx = calloc(slots, 8), sidx32 = calloc(slots, 4), sval = calloc(slots, 8);
+    for (I r = 0; r < n; r++)
+        for (I k = 0; k < slen[r]; k++) {
+            I o = sptr[r / 8] + 8 * k + r % 8;
+            sidx[o] = idx[ptr[r] + k], sidx32[o] = (int32_t)idx[ptr[r] + k];
+            sval[o] = val[ptr[r] + k];
+        }
+    printf("SELL-8: %lld slots for %lld entries (%.3f)\n", (long long)slots, (long long)nnz,
+           (double)slots / nnz);
+}
+
+#define SELL8(NAME, I32)                                                                      \
+    __attribute__((noinline)) static void NAME(double *restrict y) {                          \
+        for (I s = 0; 8 * s < n; s++) {                                                       \
+            __mmask8 rows = n - 8 * s >= 8 ? 0xff : (__mmask8)((1u << (n - 8 * s)) - 1);      \
+            __m512d a = _mm512_mask_loadu_pd(_mm512_setzero_pd(), rows, y + 8 * s);           \
+            __m512i len = _mm512_loadu_si512(slen + 8 * s);                                   \
+            I steps = (sptr[s + 1] - sptr[s]) / 8;                                            \
+            for (I k = 0; k < steps; k++) {                                                   \
+                __mmask8 live = _mm512_cmpgt_epi64_mask(len, _mm512_set1_epi64(k));           \
+                I o = sptr[s] + 8 * k;                                                        \
+                __m512d v = _mm512_loadu_pd(sval + o), xv;                                    \
+                if (I32)                                                                      \
+                    xv = _mm512_mask_i32gather_pd(_mm512_setzero_pd(), live,                  \
+                                                  _mm256_loadu_si256((void *)(sidx32 + o)), x, 8); \
+                else                                                                          \
+                    xv = _mm512_mask_i64gather_pd(_mm512_setzero_pd(), live,                  \
+                                                  _mm512_loadu_si512(sidx + o), x, 8);        \
+                a = _mm512_mask_add_pd(a, live, a, _mm512_mul_pd(v, xv));                     \
+            }                                                                                 \
+            _mm512_mask_storeu_pd(y + 8 * s, rows, a);                                        \
+        }                                                                                     \
+    }
+SELL8(sell8, 0)
+SELL8(sell8_i32, 1)
+
 /* base_i32 with the output's fill (y .= 0) first, as Tessera's kernel runs it: the fill writes y
  * and the rows read it back. */
 __attribute__((noinline)) static void fill_base_i32(double *restrict y) {
@@ -205,10 +263,13 @@ int main(int argc, char **argv) {
     if (reps < 1 || reps > 10000) reps = 100;
     double *ref = calloc(n, 8), *y = malloc(8 * n), *t = malloc(sizeof(double) * reps);
     base(ref);
-    const char *names[] = {"base",  "base_i32", "selblock2",      "selblock4",
-                           "flat2", "avx8",     "avx8_zero_rule", "avx8_i32", "fill_base_i32"};
-    F fs[] = {base, base_i32, selblock2, selblock4, flat2, avx8, avx8_zero_rule, avx8_i32, fill_base_i32};
-    for (int v = 0; v < 9; v++) {
+    sell_build();
+    const char *names[] = {"base",     "base_i32",       "selblock2", "selblock4",
+                           "flat2",    "avx8",           "avx8_zero_rule", "avx8_i32",
+                           "fill_base_i32", "sell8",     "sell8_i32"};
+    F fs[] = {base,     base_i32, selblock2,      selblock4, flat2, avx8,
+              avx8_zero_rule, avx8_i32, fill_base_i32, sell8, sell8_i32};
+    for (int v = 0; v < 11; v++) {
         for (int r = 0; r < reps + 5; r++) {
             memset(y, 0, 8 * n);
             double t0 = now();

@@ -1,5 +1,5 @@
-"""Inputs of bench/shortrows.c: the three matrices where MKL leads Tessera's SpMV (issue 18),
-as raw CSR (.bin: rows, cols, nnz as i64; ptr, idx as i64; val, x as f64), and the same
+"""Inputs of bench/shortrows.c: the matrices where MKL leads Tessera's SpMV (issue 18) and the
+study's other short-row matrices, as raw CSR (.bin: rows, cols, nnz as i64; ptr, idx as i64; val, x as f64), and the same
 matrices as .mtx with x as .npy for `tessera bench`. Usage: shortrows_data.py OUT_DIR"""
 
 import pathlib
@@ -22,6 +22,8 @@ def main(out: pathlib.Path) -> None:
         ("reverse_perm_1e6", data.reverse_perm(1_000_000)),
         # The study's erdos_renyi_2^19_x8 (bench/studies/spmv.py: seed = k = 19).
         ("erdos_renyi_2^19_x8", data.erdos_renyi(1 << 19, 8, seed=19)),
+        # The other short-row matrices of the SpMV study (3-7 entries a row).
+        *((m, sio.mmread(MATRICES / f"{m}.mtx")) for m in ("usroads", "bayer10", "cryg10000", "dw4096")),
     ]
     rng = np.random.default_rng(1)
     for name, a in cases:
