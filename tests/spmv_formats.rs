@@ -16,6 +16,8 @@ use tessera::tensor::files::load_tensor;
 const GENERAL: &[&str] = &[
     "Dense(SparseList(Element(0.0)))",
     "Dense(SparseList(Pattern()))",
+    "Dense(SparseSliceList(Element(0.0)))",
+    "Dense(SparseSliceList(Pattern(), coord=i32))",
     "SparseList(SparseList(Element(0.0)))",
     "SparseCOO{2}(Element(0.0))",
     "Dense(SparseBlockList(Element(0.0)))",

@@ -56,6 +56,10 @@ def _level(name, doc):
 
 Dense = _level("Dense", "Every coordinate stored.")
 SparseList = _level("SparseList", "Sorted stored coordinates (ptr, idx); ``coord='i32'`` for 4-byte indices.")
+SparseSliceList = _level(
+    "SparseSliceList",
+    "Sliced ELLPACK: the fibers of 8 neighbouring positions interleaved entry by entry.",
+)
 SparsePoint = _level("SparsePoint", "At most one stored coordinate per fiber.")
 SparseBlockList = _level("SparseBlockList", "Blocks of consecutive stored coordinates.")
 SparseBand = _level("SparseBand", "One band of stored coordinates per fiber.")
@@ -165,7 +169,7 @@ def parse(text, rank, dtype=None):
 
 
 __all__ = [
-    "Level", "Dense", "SparseList", "SparsePoint", "SparseBlockList", "SparseBand",
+    "Level", "Dense", "SparseList", "SparseSliceList", "SparsePoint", "SparseBlockList", "SparseBand",
     "SparseByteMap", "SparseDict", "RunList", "SparseRunList", "SparseInterval", "SparseCOO",
     "Element", "Pattern", "dense", "csr", "dcsr", "sparse_vector", "parse",
 ]

@@ -64,6 +64,18 @@ fn level_bytes(
         LevelKind::SparseList { .. } | LevelKind::SparsePoint { .. } => {
             (stored, ptr.checked_add(per(stored, 1)?)?)
         }
+        // Slices of 8 fibers padded to their longest: at most 8 slots an entry, and at most
+        // every coordinate of the fibers rounded up to whole slices; a length per parent.
+        LevelKind::SparseSliceList { .. } => {
+            let dim = cells.checked_div(parents).unwrap_or(0);
+            let padded = parents.div_ceil(8).saturating_mul(8).saturating_mul(dim);
+            let slots = entries.saturating_mul(8).min(padded);
+            (
+                slots,
+                ptr.checked_add(per(parents, 1)?)?
+                    .checked_add(per(slots, 1)?)?,
+            )
+        }
         LevelKind::SparseCOO(r) => (stored, ptr.checked_add(per(stored, *r as u64)?)?),
         LevelKind::SparseBlockList | LevelKind::SparseRunList { .. } => {
             (stored, ptr.checked_add(per(stored, 2)?)?)

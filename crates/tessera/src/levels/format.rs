@@ -12,6 +12,10 @@ pub enum LevelKind {
     SparseList {
         coord: Coord,
     },
+    /// Sliced ELLPACK: the fibers of 8 neighbouring positions interleaved, entry by entry.
+    SparseSliceList {
+        coord: Coord,
+    },
     /// At most one stored coordinate per fiber (the paper's SparsePinpoint).
     SparsePoint {
         coord: Coord,
@@ -210,6 +214,12 @@ impl Format {
         for (k, l) in self.levels.iter().enumerate() {
             if let Some(msg) = (l.spec().check_below)(&self.levels[k + 1..]) {
                 return Err(err(msg));
+            }
+            if l.is_real() && !l.caps().real_coords {
+                return Err(err(&format!(
+                    "{} stores integer coordinates only: `coord=i64` or `coord=i32`",
+                    l.name()
+                )));
             }
             if (l.spec().args)(l).half_open && !l.is_real() {
                 return Err(err(

@@ -22,6 +22,7 @@ pub mod sparse_interval;
 pub mod sparse_list;
 pub mod sparse_point;
 pub mod sparse_run_list;
+pub mod sparse_slice_list;
 #[cfg(test)]
 pub mod testing;
 

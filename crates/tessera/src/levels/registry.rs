@@ -8,7 +8,7 @@
 use super::format::{Format, LevelKind};
 use super::{Level, dense, element, pattern, run_list, scalar, sparse_band, sparse_block_list};
 use super::{sparse_bytemap, sparse_coo, sparse_dict, sparse_interval, sparse_list};
-use super::{sparse_point, sparse_run_list};
+use super::{sparse_point, sparse_run_list, sparse_slice_list};
 use crate::error::Error;
 use crate::notation::ast::Protocol;
 use crate::types::Scalar;
@@ -17,6 +17,7 @@ use crate::types::Scalar;
 pub static LEVELS: &[&LevelSpec] = &[
     &dense::SPEC,
     &sparse_list::SPEC,
+    &sparse_slice_list::SPEC,
     &sparse_point::SPEC,
     &sparse_block_list::SPEC,
     &sparse_band::SPEC,
@@ -133,6 +134,8 @@ pub struct Caps {
     pub holds_any: bool,
     /// Loops reducing into it stop once it holds the reducer's annihilator.
     pub short_circuit: bool,
+    /// Takes `coord=f64` (for levels with [`Param::Coord`]).
+    pub real_coords: bool,
 }
 
 impl Caps {
@@ -145,6 +148,7 @@ impl Caps {
         merges_runs: false,
         holds_any: true,
         short_circuit: false,
+        real_coords: true,
     };
     /// Leaves: a position's value is written in whatever order the parent level allows, and
     /// a reopened leaf just takes writes again.
@@ -155,6 +159,7 @@ impl Caps {
         merges_runs: false,
         holds_any: true,
         short_circuit: false,
+        real_coords: true,
     };
 }
 
@@ -363,6 +368,7 @@ mod tests {
         let all = vec![
             LevelKind::Dense,
             LevelKind::SPARSE_LIST,
+            LevelKind::SparseSliceList { coord: Coord::I32 },
             LevelKind::SPARSE_POINT,
             LevelKind::SparseBlockList,
             LevelKind::SparseBand,
@@ -390,6 +396,7 @@ mod tests {
             match k {
                 LevelKind::Dense
                 | LevelKind::SparseList { .. }
+                | LevelKind::SparseSliceList { .. }
                 | LevelKind::SparsePoint { .. }
                 | LevelKind::SparseBlockList
                 | LevelKind::SparseBand
