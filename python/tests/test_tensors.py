@@ -22,6 +22,7 @@ MATRIX_FORMATS = [
     ts.formats.dcsr(),
     ts.formats.Dense(ts.formats.SparseByteMap(ts.formats.Element(0.0))),
     ts.formats.Dense(ts.formats.SparseRunList(ts.formats.Element(0.0))),
+    ts.formats.Dense(ts.formats.SparseSliceList(ts.formats.Element(0.0), coord="i32")),
     ts.formats.Dense(ts.formats.SparseBlockList(ts.formats.Element(0.0))),
     ts.formats.SparseCOO(2, ts.formats.Element(0.0)),
     ts.formats.Dense(ts.formats.SparseDict(ts.formats.Element(0.0))),

@@ -51,6 +51,7 @@ const OUTPUTS: &[(&str, &[usize])] = &[
 const INPUT_LEVELS: &[&str] = &[
     "Dense",
     "SparseList",
+    "SparseSliceList",
     "SparseBand",
     "SparseBlockList",
     "SparsePoint",
@@ -75,6 +76,7 @@ const LEAVES: &[&str] = &[
 const ANY_ORDER_LEVELS: &[&str] = &["Dense", "SparseByteMap", "SparseDict"];
 const IN_ORDER_LEVELS: &[&str] = &[
     "SparseList",
+    "SparseSliceList",
     "RunList",
     "SparseRunList",
     "SparseBand",

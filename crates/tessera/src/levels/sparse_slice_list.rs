@@ -12,6 +12,8 @@
 //! (bench/analysis/spmv.md, "Sliced ELLPACK measured by hand"). Read one fiber at a time, as
 //! any program may, the walk steps 8 slots at a time.
 //!
+//! The child is the leaf: writes reach the slots of a slice out of order (see `check_below`).
+//!
 //! Writes come as `SparseList`'s: fibers in increasing position order, coordinates increasing
 //! within a fiber, checked at run time. Since fibers arrive in order, the slices before the
 //! current one are complete, so a fiber's slots are known when it starts: the current slice
@@ -19,7 +21,7 @@
 //! slice `s`'s slot count until the freeze turns counts into offsets. An entry past the
 //! slice's longest fiber adds a row of 8 slots, the other 7 made padding.
 
-use super::registry::{self, Args, Arity, Caps, LevelSpec, Param, Role};
+use super::registry::{Args, Arity, Caps, LevelSpec, Param, Role};
 use super::shared::{int_at, int_buf, ints};
 use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
@@ -56,9 +58,19 @@ pub const SPEC: LevelSpec = LevelSpec {
         },
         _ => Args::default(),
     },
-    check_below: registry::any_below,
+    check_below,
     imp: &SparseSliceList,
 };
+
+/// The entries of a slice's 8 fibers are interleaved, so a kernel writing one fiber after
+/// another reaches its child positions out of order and more than once (a slot, then the rest
+/// of a new row of padding), which only a leaf takes: levels such as `RunList` append their
+/// children in position order and roll back to an earlier position when it is assembled again.
+fn check_below(below: &[LevelKind]) -> Option<&'static str> {
+    (below.len() != 1).then_some(
+        "SparseSliceList interleaves the entries of 8 fibers, so its child must be the leaf (Element or Pattern)",
+    )
+}
 
 const PTR: usize = 0;
 const LEN: usize = 1;
