@@ -436,6 +436,7 @@ impl Level for SparseDict {
                 last: b::var(last),
                 bound: b::sub(t.dim_of_level(f.level, 0), b::int(1)),
                 coords: idx,
+                stride: 1,
             }),
             within: None,
         };

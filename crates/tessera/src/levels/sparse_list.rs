@@ -405,6 +405,7 @@ impl Level for SparseList {
                 last: b::var(last),
                 bound: b::sub(t.dim_of_level(f.level, 0), b::int(1)),
                 coords: idx,
+                stride: 1,
             }),
             within: None,
         };

@@ -27,7 +27,7 @@ use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::{Cx, KernelError, KernelErrorKind, Order};
 use crate::ir::{BinOp, Expr, Stmt, build as b};
-use crate::looplets::{Fiber, Looplet, Stepper, Target};
+use crate::looplets::{Fiber, Looplet, Positions, Stepper, Target};
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
 use crate::types::{ElemType, Scalar};
@@ -375,7 +375,14 @@ impl Level for SparseSliceList {
                 tail: Box::new(Target::Fiber(f.child(b::var(q)))),
             },
             next: vec![step],
-            positions: None,
+            positions: Some(Positions {
+                first: b::var(q),
+                end: b::var(q_stop),
+                last: b::var(last),
+                bound: b::sub(t.dim_of_level(f.level, 0), b::int(1)),
+                coords: idx,
+                stride: SLICE as i64,
+            }),
             within: None,
         };
         // Every protocol reads by the walk: a strided seek gains nothing over it.

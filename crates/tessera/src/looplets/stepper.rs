@@ -49,6 +49,11 @@ pub struct Positions {
     pub bound: Expr,
     /// The coordinates, ascending over the positions: chunk `q` stops at `coords[q]`.
     pub coords: BufId,
+    /// How far `next` moves the position: 1, or the slice height of a level whose fibers
+    /// are interleaved (`SparseSliceList`: a fiber's entries are 8 slots apart, `end - first`
+    /// a multiple of 8). A strided walk is counted only when no search is needed to cut it
+    /// (the search runs over consecutive positions).
+    pub stride: i64,
 }
 
 pub fn lower<L: Lowerer + ?Sized>(
@@ -192,7 +197,40 @@ fn lower_walk<L: Lowerer + ?Sized>(
     // inside the extent (found once, by a search only when the extent ends before the
     // last entry); backends can free such a loop of per-access bounds checks.
     if let (Some(pos), [Stmt::Assign(q, step)]) = (&s.positions, s.next.as_slice())
+        && *step == b::add(b::var(*q), b::int(pos.stride))
+        && pos.stride > 1
+        && kind == Kind::Integer
+        && lw.facts().le(&pos.last, &ext.stop)
+    {
+        // Every stored coordinate is inside the extent: a counted loop over the fiber's
+        // entries, the position moved by the stride at the end of each.
+        let n = lw.cx().var(&format!("{index}_entries"), ElemType::I64);
+        let k = lw.cx().var(&format!("{index}_entry_number"), ElemType::I64);
+        let mut inner = vec![b::assign(e, s.stop.clone())];
+        inner.extend(chunk);
+        let next = kind.after(&b::var(e));
+        inner.extend(lw.short_circuit_exit(index, next, &ext.stop, unspecialised)?);
+        inner.extend(s.next.clone());
+        return Ok(Some(vec![
+            b::assign(
+                n,
+                b::bin(
+                    crate::ir::BinOp::Div,
+                    b::sub(pos.end.clone(), b::var(*q)),
+                    b::int(pos.stride),
+                ),
+            ),
+            Stmt::For {
+                var: k,
+                start: b::int(0),
+                stop: b::var(n),
+                body: inner,
+            },
+        ]));
+    }
+    if let (Some(pos), [Stmt::Assign(q, step)]) = (&s.positions, s.next.as_slice())
         && *step == b::add(b::var(*q), b::int(1))
+        && pos.stride == 1
         && kind == Kind::Integer
     {
         let end = lw.cx().var(&format!("{index}_entries_end"), ElemType::I64);
