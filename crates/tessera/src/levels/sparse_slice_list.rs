@@ -319,7 +319,8 @@ impl Level for SparseSliceList {
         Ok((code, slots))
     }
 
-    fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, protocol: Option<Protocol>) -> Result<Looplet> {
+    /// Every protocol reads by the walk: a strided seek gains nothing over it.
+    fn unfurl_read(&self, cx: &mut Cx, f: &Fiber, _: Option<Protocol>) -> Result<Looplet> {
         let t = &f.tensor;
         let bufs = &t.level_bufs[f.level];
         let (ptr, len, idx) = (bufs[PTR], bufs[LEN], bufs[IDX]);
@@ -385,8 +386,6 @@ impl Level for SparseSliceList {
             }),
             within: None,
         };
-        // Every protocol reads by the walk: a strided seek gains nothing over it.
-        let _ = protocol;
         Ok(super::shared::chunks_then_fill(
             preamble,
             stepper,
