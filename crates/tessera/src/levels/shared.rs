@@ -302,11 +302,17 @@ pub fn empty_fibers(ptr: BufId, lo: Expr, hi: Expr) -> Vec<Stmt> {
 /// moves back: they may be written again.
 pub fn assemble_counted(ptr: BufId, prev: VarId, lo: Expr, hi: Expr) -> Vec<Stmt> {
     let mut code = empty_fibers(ptr, lo.clone(), hi);
-    code.extend(b::if_(
+    code.extend(reopen_from(prev, lo));
+    code
+}
+
+/// Fibers from `lo` on may be written again: a level that appends fibers in order and keeps
+/// the last one written in `prev` moves it back below `lo` (see [`assemble_counted`]).
+pub fn reopen_from(prev: VarId, lo: Expr) -> Vec<Stmt> {
+    b::if_(
         b::le(lo.clone(), b::var(prev)),
         vec![b::assign(prev, b::sub(lo, b::int(1)))],
-    ));
-    code
+    )
 }
 
 /// Whether entry `q` (an I64 expression) covers coordinate `i`.

@@ -302,11 +302,7 @@ impl Level for SparseSliceList {
             stop: end,
             value: b::int(0),
         });
-        let prev = l.state(PREV);
-        code.extend(b::if_(
-            b::le(lo.clone(), b::var(prev)),
-            vec![b::assign(prev, b::sub(lo, b::int(1)))],
-        ));
+        code.extend(super::shared::reopen_from(l.state(PREV), lo));
         Ok(code)
     }
     fn freeze(&self, cx: &mut Cx, l: &LevelRef, count: Expr) -> Result<(Vec<Stmt>, Expr)> {
