@@ -658,7 +658,9 @@ impl Runner {
             dims[c.layout.bound_slot(k)] = below.map_or(0, |n| n.min(i64::MAX as u64) as i64);
         }
         bufs.clear();
-        bufs.resize_with(nbufs, || Buffer::I64(vec![].into()));
+        // The kernel's own buffers (`ir::lanes`' lane arrays) start empty, of their type.
+        bufs.extend(c.ir.bufs.iter().map(|d| Buffer::new(d.elem)));
+        debug_assert_eq!(bufs.len(), nbufs);
         for ((tl, t), &writes) in c.layout.tensors.iter().zip(found.iter_mut()).zip(&c.writes) {
             let t = t.tensor();
             for (d, &n) in t.shape.iter().enumerate() {
@@ -994,6 +996,11 @@ pub fn late_passes_with(ir: &mut crate::ir::Kernel, interleave: bool) {
     // Before interleaving, which copies the row bodies this rewrites.
     if std::env::var_os("TESSERA_NO_FILL_SINK").is_none() {
         crate::ir::fill_sink::sink_fills(ir);
+    }
+    // The rows of sliced levels in lanes: after the IEEE products, whose re-run each lane's
+    // tail keeps, and before interleaving, whose row loops it would otherwise take.
+    if interleave && std::env::var_os("TESSERA_NO_LANES").is_none() {
+        crate::ir::lanes::slice_lanes(ir);
     }
     // After the passes that shape a row's loop (promotion, IEEE products), which it copies
     // whole per row.

@@ -105,21 +105,21 @@ fn walk(
 }
 
 /// One `If` level of a row body's chain: assignments, then the condition the rest needs.
-struct Level {
-    pre: Vec<Stmt>,
-    cond: Expr,
+pub(super) struct Level {
+    pub(super) pre: Vec<Stmt>,
+    pub(super) cond: Expr,
 }
 
 /// A row body cut at its chain: `levels`, then `head` (assignments) before the hot loop,
 /// and `tail` after it.
-struct Chain {
-    levels: Vec<Level>,
-    head: Vec<Stmt>,
-    var: VarId,
-    start: Expr,
-    stop: Expr,
-    hot: Vec<Stmt>,
-    tail: Vec<Stmt>,
+pub(super) struct Chain {
+    pub(super) levels: Vec<Level>,
+    pub(super) head: Vec<Stmt>,
+    pub(super) var: VarId,
+    pub(super) start: Expr,
+    pub(super) stop: Expr,
+    pub(super) hot: Vec<Stmt>,
+    pub(super) tail: Vec<Stmt>,
 }
 
 pub(super) fn straight(s: &Stmt) -> bool {
@@ -127,7 +127,7 @@ pub(super) fn straight(s: &Stmt) -> bool {
 }
 
 /// The row body's path (`jam::path`) with nothing after any `If` on it.
-fn chain(body: &[Stmt]) -> Option<Chain> {
+pub(super) fn chain(body: &[Stmt]) -> Option<Chain> {
     let p = super::jam::path(body)?;
     if p.levels.iter().any(|lv| !lv.post.is_empty()) {
         return None;
@@ -148,6 +148,47 @@ fn chain(body: &[Stmt]) -> Option<Chain> {
         hot: p.hot,
         tail: p.post,
     })
+}
+
+/// Whether a row body holds only the statements a row may (assignments, branches, stores,
+/// at most 8 loops; no growth, fills, sorts, ranges or breaks).
+pub(super) fn plain_row_body(body: &[Stmt]) -> bool {
+    let mut bad = false;
+    let mut nested_loops = 0;
+    walk_stmts(body, &mut |s| match s {
+        Stmt::Assign(..) | Stmt::If { .. } | Stmt::Store { .. } | Stmt::Comment(_) => {}
+        Stmt::For { .. } => nested_loops += 1,
+        _ => bad = true,
+    });
+    !bad && nested_loops <= 8
+}
+
+/// Whether every buffer a row body (of the loop over `i`) writes is accessed, anywhere in
+/// the body, at one index `i + c` only: rows touch different elements, so they may run in
+/// another order or at once.
+pub(super) fn rows_own_elements(body: &[Stmt], i: VarId) -> bool {
+    let mut written = HashSet::new();
+    walk_stmts(body, &mut |s| {
+        if let Stmt::Store { buf, .. } = s {
+            written.insert(*buf);
+        }
+    });
+    let mut index_of: HashMap<BufId, Expr> = HashMap::new();
+    let mut ok = true;
+    let mut note = |buf: BufId, index: &Expr| {
+        if written.contains(&buf) {
+            match index_of.get(&buf) {
+                Some(e) if e != index => ok = false,
+                Some(_) => {}
+                None => {
+                    ok &= matches!(loop_offset(index, i), Some((None, c)) if c.abs() <= MAX_OFFSET);
+                    index_of.insert(buf, index.clone());
+                }
+            }
+        }
+    };
+    walk_accesses(body, &mut note);
+    ok
 }
 
 /// Variables an expression reads.
@@ -398,15 +439,7 @@ fn jam(
     if k.vectorized.contains(&ch.var) {
         return None;
     }
-    // Only the statements a row body may hold (no growth, fills, sorts, ranges, breaks).
-    let mut bad = false;
-    let mut nested_loops = 0;
-    walk_stmts(body, &mut |s| match s {
-        Stmt::Assign(..) | Stmt::If { .. } | Stmt::Store { .. } | Stmt::Comment(_) => {}
-        Stmt::For { .. } => nested_loops += 1,
-        _ => bad = true,
-    });
-    if bad || nested_loops > 8 {
+    if !plain_row_body(body) {
         return None;
     }
     let assigned = row_private(l, whole)?;
@@ -455,29 +488,7 @@ fn jam(
             before.push((*v, e.clone()));
         }
     }
-    // Buffers the body writes: one index `i + c` for every access, anywhere in the body.
-    let mut written = HashSet::new();
-    walk_stmts(body, &mut |s| {
-        if let Stmt::Store { buf, .. } = s {
-            written.insert(*buf);
-        }
-    });
-    let mut index_of: HashMap<BufId, Expr> = HashMap::new();
-    let mut ok = true;
-    let mut note = |buf: BufId, index: &Expr| {
-        if written.contains(&buf) {
-            match index_of.get(&buf) {
-                Some(e) if e != index => ok = false,
-                Some(_) => {}
-                None => {
-                    ok &= matches!(loop_offset(index, i), Some((None, c)) if c.abs() <= MAX_OFFSET);
-                    index_of.insert(buf, index.clone());
-                }
-            }
-        }
-    };
-    walk_accesses(body, &mut note);
-    if !ok {
+    if !rows_own_elements(body, i) {
         return None;
     }
     let modified = k.modified_bufs();

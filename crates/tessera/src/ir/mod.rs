@@ -19,6 +19,7 @@ pub mod ieee_mul;
 pub mod innermost;
 pub mod interleave;
 pub mod jam;
+pub mod lanes;
 pub mod locals;
 pub mod math;
 pub mod merge_stores;

@@ -938,10 +938,12 @@ impl Emitter<'_> {
             // Lanes of gathers: four, in 256-bit registers. GCC otherwise gathers eight
             // through 512-bit registers, whose setup and final sum a sparse row's few
             // entries do not repay (a walk of 7-60 entries ran 1.3-1.4x slower).
-            Some(clauses) if !exits && gathers(body) => {
+            Some((clauses, true)) if !exits && gathers(body) => {
                 format!("#pragma omp simd {clauses} simdlen(4)")
             }
-            Some(clauses) if !exits => format!("#pragma omp simd {clauses}"),
+            Some((clauses, _)) if !exits => {
+                format!("#pragma omp simd {clauses}").trim_end().to_string()
+            }
             _ => "#pragma GCC ivdep".to_string(),
         };
         let line = format!("{}{pragma}\n", "    ".repeat(depth));
@@ -1271,12 +1273,12 @@ impl Emitter<'_> {
 /// `ir::vector::reduction`) with `acc` read nowhere else in the body, and temporaries: a
 /// variable assigned once, before anything in the iteration reads it (a walk's coordinate
 /// `j = idx[q]`), each lane its own (`lastprivate`: after the loop it holds the last
-/// iteration's value, as the serial loop leaves it). `None` for any other body (another
-/// assignment would be a variable the lanes share) or one without such a reduction (`ivdep`
-/// says all there is to say). Integer reductions are exact in any order, so GCC vectorises
+/// iteration's value, as the serial loop leaves it), with whether it has a reduction. `None`
+/// for any other body (another assignment would be a variable the lanes share) or one with
+/// neither a reduction nor a store. Integer reductions are exact in any order, so GCC vectorises
 /// them without being told (and they wrap through `t_add`, which OpenMP's `+` would not);
 /// `min`/`max` stay serial: OpenMP's would not keep the IR's NaN and signed-zero rules.
-fn simd_clauses(k: &Kernel, var: VarId, body: &[Stmt]) -> Option<String> {
+fn simd_clauses(k: &Kernel, var: VarId, body: &[Stmt]) -> Option<(String, bool)> {
     let mut by_op: Vec<(&str, Vec<String>)> = vec![];
     let mut private: Vec<String> = vec![];
     for (i, s) in body.iter().enumerate() {
@@ -1320,7 +1322,18 @@ fn simd_clauses(k: &Kernel, var: VarId, body: &[Stmt]) -> Option<String> {
         }
     }
     if by_op.is_empty() {
-        return None;
+        // Stores and temporaries only (`ir::lanes`' loop over a slice's lanes): `simd` keeps
+        // GCC from unrolling the loop away before it vectorises it, as it does a short
+        // constant count under `ivdep`.
+        let stores = body.iter().any(|s| matches!(s, Stmt::Store { .. }));
+        return stores.then(|| {
+            let clauses = if private.is_empty() {
+                String::new()
+            } else {
+                format!("lastprivate({})", private.join(","))
+            };
+            (clauses, false)
+        });
     }
     let mut clauses: Vec<String> = by_op
         .iter()
@@ -1329,7 +1342,7 @@ fn simd_clauses(k: &Kernel, var: VarId, body: &[Stmt]) -> Option<String> {
     if !private.is_empty() {
         clauses.push(format!("lastprivate({})", private.join(",")));
     }
-    Some(clauses.join(" "))
+    Some((clauses.join(" "), true))
 }
 
 /// Whether a loop body gathers: loads at an index read from memory, directly or through a
