@@ -327,6 +327,7 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
     let lane = new_var(k, "lanes_row", ElemType::I64);
     let vlane = new_var(k, "lanes_lane", ElemType::I64);
     let base = new_var(k, "lanes_base", ElemType::I64);
+    let slice = new_var(k, "lanes_slice", ElemType::I64);
     let all = new_var(k, "lanes_all", ElemType::Bool);
     let most = new_var(k, "lanes_steps", ElemType::I64);
     let first = new_var(k, "lanes_first", ElemType::I64);
@@ -368,6 +369,10 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
     }
     let mut record_loop = vec![set_row.clone()];
     record_loop.extend(record);
+    let record_loop = in_group(
+        drop_dead(record_loop, &private, &mut HashSet::new()),
+        (i, base, lane, slice),
+    );
 
     // 2. The lanes: step `k` of every row at once, lane `l` at slot `first + 8k + l`.
     let slot = b::add(b::var(at), b::var(vlane));
@@ -438,6 +443,12 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
         b::add(b::var(q), b::mul(b::int(LANES), lane_load(counts))),
     ));
     finish.extend(ch.tail.iter().cloned());
+    // Most of that serves only the tail's re-run (a row whose sum is zero or NaN): what
+    // nothing reads goes, and what only the re-run reads moves into it.
+    let finish = in_group(
+        sink(drop_dead(finish, &private, &mut HashSet::new()), &private),
+        (i, base, lane, slice),
+    );
 
     // The slots the steps read, inside every array read at `q + c`.
     // `first + c + 8 * most <= len`, written without overflow: `first + c <= len` and `most
@@ -471,6 +482,7 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
             "{LANES} rows of a slice as lanes: each row's chain, then one loop over the longest row's steps, then each row's tail"
         )),
         Stmt::Assign(base, b::var(i)),
+        Stmt::Assign(slice, b::bin(BinOp::Div, b::var(i), b::int(LANES))),
         Stmt::Assign(all, b::boolean(true)),
         Stmt::Assign(most, b::int(0)),
         Stmt::For {
@@ -584,4 +596,175 @@ fn check_hot_expr(
             }
         }
     }
+}
+
+/// `stmts` without the assignments of row-private variables (`private`, dead at the end of
+/// `stmts`: each row assigns them before reading them) whose values nothing reads; `live`
+/// holds the variables live after `stmts` on entry, before them on return. Loops are kept
+/// whole (what they read is live before them).
+fn drop_dead(stmts: Vec<Stmt>, private: &HashSet<VarId>, live: &mut HashSet<VarId>) -> Vec<Stmt> {
+    let mut out = Vec::with_capacity(stmts.len());
+    for s in stmts.into_iter().rev() {
+        match s {
+            Stmt::Assign(v, e) => {
+                if private.contains(&v) && !live.contains(&v) {
+                    continue;
+                }
+                live.remove(&v);
+                reads(&e, live);
+                out.push(Stmt::Assign(v, e));
+            }
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let mut a = live.clone();
+                let then = drop_dead(then, private, &mut a);
+                let otherwise = drop_dead(otherwise, private, live);
+                live.extend(a);
+                reads(&cond, live);
+                out.push(Stmt::If {
+                    cond,
+                    then,
+                    otherwise,
+                });
+            }
+            s => {
+                for b in s.bodies() {
+                    for t in b {
+                        super::walk::walk_stmts(std::slice::from_ref(t), &mut |u| {
+                            for e in u.own_exprs() {
+                                reads(e, live);
+                            }
+                        });
+                    }
+                }
+                for e in s.own_exprs() {
+                    reads(e, live);
+                }
+                out.push(s);
+            }
+        }
+    }
+    out.reverse();
+    out
+}
+
+/// Assignments of row-private variables read only inside one later `If`'s branches moved
+/// into the branches that read them (so that a rare branch's inputs are computed only when
+/// it runs), when nothing in between assigns what they read or writes memory.
+fn sink(mut stmts: Vec<Stmt>, private: &HashSet<VarId>) -> Vec<Stmt> {
+    let mut p = stmts.len();
+    while p > 0 {
+        p -= 1;
+        let Stmt::Assign(v, e) = &stmts[p] else {
+            continue;
+        };
+        let (v, e) = (*v, e.clone());
+        if !private.contains(&v) {
+            continue;
+        }
+        let mut needs = HashSet::new();
+        reads(&e, &mut needs);
+        needs.insert(v);
+        let mention = |t: &Stmt| {
+            let mut r = HashSet::new();
+            super::walk::walk_stmts(std::slice::from_ref(t), &mut |u| {
+                for x in u.own_exprs() {
+                    reads(x, &mut r);
+                }
+                if let Stmt::Assign(w, _) | Stmt::For { var: w, .. } = u {
+                    r.insert(*w);
+                }
+            });
+            r
+        };
+        // The first later statement that mentions `v`: it must be an `If` reading `v` only
+        // in its branches, and nothing before it may change what `e` reads or memory.
+        let Some(r) = (p + 1..stmts.len()).find(|&r| mention(&stmts[r]).contains(&v)) else {
+            continue;
+        };
+        let blocked = stmts[p + 1..r].iter().any(|t| {
+            let mut changed = false;
+            super::walk::walk_stmts(std::slice::from_ref(t), &mut |u| match u {
+                Stmt::Assign(w, _) | Stmt::For { var: w, .. } => changed |= needs.contains(w),
+                Stmt::If { .. } | Stmt::Comment(_) => {}
+                _ => changed = true,
+            });
+            changed
+        });
+        let later = stmts[r + 1..].iter().any(|t| mention(t).contains(&v));
+        let Stmt::If {
+            cond,
+            then,
+            otherwise,
+        } = &stmts[r]
+        else {
+            continue;
+        };
+        let mut in_cond = HashSet::new();
+        reads(cond, &mut in_cond);
+        if blocked || later || in_cond.contains(&v) {
+            continue;
+        }
+        let uses = |b: &[Stmt]| b.iter().any(|t| mention(t).contains(&v));
+        let (in_then, in_else) = (uses(then), uses(otherwise));
+        let moved = stmts.remove(p);
+        if let Stmt::If {
+            then, otherwise, ..
+        } = &mut stmts[r - 1]
+        {
+            if in_then {
+                then.insert(0, moved.clone());
+            }
+            if in_else {
+                otherwise.insert(0, moved);
+            }
+        }
+    }
+    stmts
+}
+
+/// Statements of a group's row `lane` (`i` is `base + lane`, `base` a multiple of 8 and at
+/// least 0, `slice` = `base / 8`) with `i / 8` read as `slice`, `i % 8` as `lane` and `i` as
+/// `base + lane`: the same values, in terms the backends can see are the same for a whole
+/// group (`slice`) or affine in the row (`base + lane`, a range they test once).
+fn in_group(stmts: Vec<Stmt>, (i, base, lane, slice): (VarId, VarId, VarId, VarId)) -> Vec<Stmt> {
+    fn fold(e: &Expr, i: VarId, base: VarId, lane: VarId, slice: VarId) -> Expr {
+        let of_i = |op: BinOp| {
+            matches!(e, Expr::Binary(o, a, d)
+                if *o == op && **a == Expr::Var(i) && **d == Expr::Const(Scalar::I64(LANES)))
+        };
+        if of_i(BinOp::Div) {
+            return b::var(slice);
+        }
+        if of_i(BinOp::Rem) {
+            return b::var(lane);
+        }
+        if *e == Expr::Var(i) {
+            return b::add(b::var(base), b::var(lane));
+        }
+        let mut e = e.clone();
+        for c in e.children_mut() {
+            *c = fold(c, i, base, lane, slice);
+        }
+        e
+    }
+    stmts
+        .into_iter()
+        .map(|mut s| {
+            // The row's own `i = base + lane` stays: later statements may not read it, but
+            // the variable keeps its meaning.
+            if !matches!(&s, Stmt::Assign(v, _) if *v == i) {
+                for e in s.own_exprs_mut() {
+                    *e = fold(e, i, base, lane, slice);
+                }
+            }
+            for body in s.bodies_mut() {
+                *body = in_group(std::mem::take(body), (i, base, lane, slice));
+            }
+            s
+        })
+        .collect()
 }

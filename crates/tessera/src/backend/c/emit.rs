@@ -24,7 +24,7 @@
 //! A `Limit` point is a `__int128` holding its order key (`backend::limit_code`), as in the
 //! JIT, so comparisons are C's integer comparisons.
 
-use super::{parts, prefetch, unroll};
+use super::{lanes, parts, prefetch, unroll};
 use crate::backend::GROW_BASE;
 use crate::backend::limit_code;
 use crate::backend::versioning::{self, Access, At, Gathers, walk_exprs, walk_stmts};
@@ -38,6 +38,9 @@ use std::fmt::Write as _;
 /// The fixed part of every kernel: the view and helper layouts and the arithmetic helpers.
 const PRELUDE: &str = r#"#include <stdint.h>
 #include <string.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 /* Must match runtime::abi::View. */
 typedef struct { void *ptr; int64_t len; } tessera_view;
@@ -490,7 +493,7 @@ fn c_compute(t: ElemType) -> &'static str {
     }
 }
 
-fn c_const(s: Scalar) -> String {
+pub(super) fn c_const(s: Scalar) -> String {
     match s {
         Scalar::Bool(b) => (b as u8).to_string(),
         Scalar::F64(x) => c_f64(x),
@@ -717,7 +720,7 @@ impl Emitter<'_> {
                     me.line(&format!("int64_t {t} = {e}; __asm__(\"\" : \"+r\"({t}));"));
                     t
                 };
-                me.counted_loop(*var, (start, stop), (&s, &e), body);
+                me.steps_or_counted(*var, (start, stop), (&s, &e), body);
                 self.close("}");
             }
             Stmt::While { cond, body } => {
@@ -845,6 +848,69 @@ impl Emitter<'_> {
 
     /// `for (v = s; v < e; v++) body`, versioned when the body's accesses allow (module docs);
     /// `s` and `e` are the C text of the IR's `start` and `stop`.
+    /// A loop over a slice group's steps (`lanes::steps`): on a machine with AVX-512, its
+    /// text with the lane arrays in vector variables behind one test of every access; else
+    /// (and when the test fails) the counted loop.
+    fn steps_or_counted(
+        &mut self,
+        var: VarId,
+        (start, stop): (&Expr, &Expr),
+        (s, e): (&str, &str),
+        body: &[Stmt],
+    ) {
+        let k = self.k;
+        let Some((steps, text)) =
+            lanes::steps(k, var, body).and_then(|st| st.text(k, var, (s, e)).map(|t| (st, t)))
+        else {
+            self.counted_loop(var, (start, stop), (s, e), body);
+            return;
+        };
+        // The facts the gathers rest on, as the checked bounds read at the kernel's start.
+        let mut tests = vec![];
+        for (crd, x) in &steps.gathers {
+            let mut facts = k
+                .bounded
+                .iter()
+                .filter(|f| f.buf == *crd && f.what == crate::ir::Vouched::Coordinates);
+            let (Some(f), None) = (facts.next(), facts.next()) else {
+                self.counted_loop(var, (start, stop), (s, e), body);
+                return;
+            };
+            let below = f.below.clone();
+            let below = self.expr(&below);
+            let below = self.bind("int64_t", below);
+            tests.push(format!("{below} > 0 && {below} <= n{}", x.0));
+        }
+        let first = format!("v{}", steps.first.0);
+        for (b, c) in &steps.contiguous {
+            let room = format!("(n{} - INT64_C({c}) - {first})", b.0);
+            tests.push(format!(
+                "{room} >= 0 && {e} <= {room} / INT64_C({})",
+                lanes::LANES
+            ));
+        }
+        for b in &steps.registers {
+            tests.push(format!("n{} >= INT64_C({})", b.0, lanes::LANES));
+        }
+        tests.sort();
+        tests.dedup();
+        let test = if tests.is_empty() {
+            "1".to_string()
+        } else {
+            tests.join(" && ")
+        };
+        self.out.push_str("#if defined(__AVX512F__)\n");
+        self.open(&format!("if (LIKELY({test})) {{"));
+        for l in text {
+            self.line(&l);
+        }
+        self.close("} else");
+        self.out.push_str("#endif\n");
+        self.open("{");
+        self.counted_loop(var, (start, stop), (s, e), body);
+        self.close("}");
+    }
+
     fn counted_loop(
         &mut self,
         var: VarId,
@@ -986,6 +1052,29 @@ impl Emitter<'_> {
     /// coordinates proven in bounds here (`prefetch`), a copy that also prefetches each gather
     /// `D` positions ahead, taken when a gathered buffer is larger than the L2.
     fn loop_copies(&mut self, var: VarId, (s, e): (&str, &str), step: &str, body: &[Stmt]) {
+        // A vectorised loop over 8 lanes (`ir::lanes`): 512-bit vectors where the machine
+        // has them (`lanes`), the loop below elsewhere.
+        if self.k.vectorized.contains(&var)
+            && s == "INT64_C(0)"
+            && e == format!("INT64_C({})", lanes::LANES)
+            && let Some(text) = lanes::text(self.k, var, body, &|b, i| self.is_unchecked(b, i))
+        {
+            self.out.push_str("#if defined(__AVX512F__)\n");
+            self.open("{");
+            for l in text {
+                self.line(&l);
+            }
+            self.close("}");
+            self.out.push_str("#else\n");
+            self.plain_loop_copies(var, (s, e), step, body);
+            self.out.push_str("#endif\n");
+            return;
+        }
+        self.plain_loop_copies(var, (s, e), step, body);
+    }
+
+    /// [`Emitter::loop_copies`] in C every compiler takes.
+    fn plain_loop_copies(&mut self, var: VarId, (s, e): (&str, &str), step: &str, body: &[Stmt]) {
         // OpenMP's loop form forbids a start that reads the loop's own variable (a walk
         // continues from its position, `for (v3 = v3; ...)`): a vectorised loop starts from
         // a copy.
@@ -1433,7 +1522,7 @@ fn within<'e>(a: &'e Expr, c: &'e Expr) -> Option<(&'e Expr, BufId)> {
     }
 }
 
-fn binary(op: BinOp, ty: ElemType, x: &str, y: &str) -> String {
+pub(super) fn binary(op: BinOp, ty: ElemType, x: &str, y: &str) -> String {
     use BinOp::*;
     let float = ty == ElemType::F64;
     let f = |name: &str| format!("{name}({x}, {y})");

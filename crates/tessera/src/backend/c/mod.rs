@@ -13,6 +13,7 @@
 
 mod cache;
 mod emit;
+mod lanes;
 mod parts;
 mod prefetch;
 mod unroll;
