@@ -13,6 +13,7 @@ use common::{fmt, formats_of, parse, run_eval, runners_full};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use tessera::ir::{Kernel, Stmt};
+use tessera::run::Runner;
 use tessera::tensor::Tensor;
 use tessera::types::Scalar;
 
@@ -36,6 +37,21 @@ fn tensors(a: Tensor, x: Tensor) -> BTreeMap<String, Tensor> {
     ])
 }
 
+/// [`runners_full`], and where the C backend is tested, C compiled without AVX-512 (the
+/// portable loop under the vector text's `#else`), so both are checked on any machine.
+fn runners() -> Vec<(&'static str, Runner)> {
+    let mut r = runners_full();
+    if r.iter().any(|(name, _)| *name == "c") {
+        let cc = std::env::var("CC")
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| "cc".into());
+        let portable = tessera::backend::CBackend::with_compiler(&format!("{cc} -mno-avx512f"));
+        r.push(("c-no-avx512", Runner::new(Box::new(portable))));
+    }
+    r
+}
+
 /// Whether the kernel runs a row loop in lanes (the pass's comment marks it).
 fn in_lanes(k: &Kernel) -> bool {
     fn walk(stmts: &[Stmt]) -> bool {
@@ -57,7 +73,7 @@ fn agree(program: &str, format: &str, lengths: &[usize], seed: u64, special: boo
     );
     let mut shaped = false;
     let what = format!("{program}{format} rows {lengths:?} seed {seed} special {special}");
-    y_agrees(&p, &t, runners_full(), &what, &mut |_, c| {
+    y_agrees(&p, &t, runners(), &what, &mut |_, c| {
         shaped |= in_lanes(&c.ir)
     });
     shaped
@@ -123,7 +139,7 @@ fn other_row_programs_in_lanes_agree_with_the_evaluator() {
                 }
                 let want = run_eval(&p, &t).unwrap();
                 let mut shaped = false;
-                for (name, runner) in runners_full() {
+                for (name, runner) in runners() {
                     let c = runner.compile(&p, &formats_of(&t)).unwrap();
                     shaped |= in_lanes(&c.ir);
                     let mut got = t.clone();
@@ -158,7 +174,7 @@ fn unvouched_coordinates_fail_at_the_first_bad_access_in_row_order() {
     a.levels[1][2].set(1, Scalar::I64(first));
     a.levels[1][2].set(8 * 5 + 5, Scalar::I64(second));
     assert_eq!(a.levels[1][2].below(), None);
-    for msg in faults(&parse(SPMV), &tensors(a, vector(5, false)), runners_full()) {
+    for msg in faults(&parse(SPMV), &tensors(a, vector(5, false)), runners()) {
         assert_first_bad_gather(&msg, first);
         assert!(!msg.contains(&second.to_string()), "{msg}");
     }
@@ -176,5 +192,38 @@ proptest! {
     ) {
         let f = FORMATS[usize::from(!wide)];
         agree(SPMV, f, &lengths, seed, special);
+    }
+}
+
+/// The C text of SpMV on slices: the steps with the lane arrays in 512-bit variables and one
+/// masked gather a step where the compiler targets AVX-512, the portable loop otherwise.
+#[test]
+fn the_c_text_runs_steps_in_vectors_where_avx512_is_available() {
+    use common::cli::{Dir, ok};
+    let d = Dir::new("slice-lanes-code");
+    let a = d.file(
+        "a.tns",
+        "# shape: 17x5\n1 1 1.5\n2 3 2.0\n9 5 1.0\n17 2 3.0\n",
+    );
+    let x = d.file("x.tns", "# shape: 5\n1 1.0\n");
+    let code = ok(&[
+        "code",
+        SPMV,
+        "--in",
+        &format!("A={a}@Dense(SparseSliceList(Element(0.0), coord=i32))"),
+        "--in",
+        &format!("x={x}@Dense(Element(0.0))"),
+        "--backend",
+        "c",
+    ]);
+    for text in [
+        "#if defined(__AVX512F__)",
+        "__m512d lr",
+        "_mm512_i64gather_pd",
+        "_mm512_mask_blend_pd",
+        "#else",
+        "#pragma omp simd",
+    ] {
+        assert!(code.contains(text), "no `{text}` in\n{code}");
     }
 }
