@@ -306,9 +306,8 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
         return None;
     }
 
-    // Lane arrays: counts, starts, carried variables, inputs.
+    // Lane arrays: counts, carried variables, inputs.
     let counts = new_lane_array(k, "lanes_count", grown);
-    let starts = lane_buffer(k, q, grown);
     let mut role: HashMap<VarId, Role> = HashMap::new();
     role.insert(q, Role::Step);
     for t in &temps {
@@ -339,40 +338,44 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
     let vlane_load = |buf: BufId| b::load(buf, b::var(vlane));
     let set_row = Stmt::Assign(i, b::add(b::var(base), b::var(lane)));
 
-    // 1. Each row's chain, its count and start, and its carried and input values.
-    let mut record = ch.head.clone();
+    // 1. Each row's chain, its count and start, and its carried and input values, without
+    //    branches: every chain load is in bounds for every row of the range (the guard), and
+    //    the chain only assigns, so a row whose condition fails computes values nobody uses
+    //    and clears `all` (the group then runs row by row). The rows' entries start in
+    //    adjacent slots when `q - row` is the same for all: its least and greatest agree.
+    let ok = new_var(k, "lanes_ok", ElemType::Bool);
+    let (low, high) = (
+        new_var(k, "lanes_low", ElemType::I64),
+        new_var(k, "lanes_high", ElemType::I64),
+    );
+    let record_lane = new_var(k, "lanes_record", ElemType::I64);
+    let mut record = vec![Stmt::Assign(ok, b::boolean(true))];
+    for lv in &ch.levels {
+        record.extend(lv.pre.iter().cloned());
+        record.push(Stmt::Assign(ok, b::and(b::var(ok), lv.cond.clone())));
+    }
+    record.extend(ch.head.iter().cloned());
     record.push(Stmt::Assign(
         count,
         b::max(b::sub(ch.stop.clone(), ch.start.clone()), b::int(0)),
     ));
     record.push(b::store(counts, b::var(lane), b::var(count)));
     record.push(Stmt::Assign(most, b::max(b::var(most), b::var(count))));
-    record.push(b::store(starts, b::var(lane), b::var(q)));
-    record.push(Stmt::Assign(
-        all,
-        b::and(
-            b::var(all),
-            b::eq(b::var(q), b::add(b::load(starts, b::int(0)), b::var(lane))),
-        ),
-    ));
+    let offset = b::sub(b::var(q), b::var(lane));
+    record.push(Stmt::Assign(low, b::min(b::var(low), offset.clone())));
+    record.push(Stmt::Assign(high, b::max(b::var(high), offset)));
     for v in carried.iter().chain(&inputs) {
         record.push(b::store(lane_of[v], b::var(lane), b::var(*v)));
     }
-    for lv in ch.levels.iter().rev() {
-        let mut pre = lv.pre.clone();
-        pre.push(Stmt::If {
-            cond: lv.cond.clone(),
-            then: record,
-            otherwise: vec![Stmt::Assign(all, b::boolean(false))],
-        });
-        record = pre;
-    }
-    let mut record_loop = vec![set_row.clone()];
-    record_loop.extend(record);
-    let record_loop = in_group(
-        drop_dead(record_loop, &private, &mut HashSet::new()),
+    record.push(Stmt::Assign(all, b::and(b::var(all), b::var(ok))));
+    let record = in_group(
+        drop_dead(record, &private, &mut HashSet::new()),
         (i, base, lane, slice),
     );
+    // Its own variable, vectorised: rows are independent but for the folds.
+    let record =
+        super::interleave::subst_stmts(&record, &|w| (w == lane).then(|| b::var(record_lane)));
+    k.vectorized.push(record_lane);
 
     // 2. The lanes: step `k` of every row at once, lane `l` at slot `first + 8k + l`.
     let slot = b::add(b::var(at), b::var(vlane));
@@ -485,13 +488,16 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
         Stmt::Assign(slice, b::bin(BinOp::Div, b::var(i), b::int(LANES))),
         Stmt::Assign(all, b::boolean(true)),
         Stmt::Assign(most, b::int(0)),
+        Stmt::Assign(low, b::int(i64::MAX)),
+        Stmt::Assign(high, b::int(i64::MIN)),
         Stmt::For {
-            var: lane,
+            var: record_lane,
             start: b::int(0),
             stop: b::int(LANES),
-            body: record_loop,
+            body: record,
         },
-        Stmt::Assign(first, b::load(starts, b::int(0))),
+        Stmt::Assign(all, b::and(b::var(all), b::eq(b::var(low), b::var(high)))),
+        Stmt::Assign(first, b::var(low)),
         Stmt::If {
             cond: in_slots,
             then: vec![
