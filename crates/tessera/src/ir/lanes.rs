@@ -98,7 +98,7 @@ fn walk(k: &mut Kernel, stmts: &mut Vec<Stmt>, whole: &[Stmt], grown: &mut Vec<B
 enum Role {
     /// `q = q + 8`.
     Step,
-    /// Assigned before any read in the iteration, dead after the loop: inlined.
+    /// Assigned before any read in the iteration, dead after the loop: each lane's own.
     Temp,
     /// Carried from one entry to the next: a lane array.
     Carried(BufId),
@@ -107,9 +107,15 @@ enum Role {
 /// A kernel buffer of 8 lanes for variable `v`.
 fn lane_buffer(k: &mut Kernel, v: VarId, grown: &mut Vec<BufId>) -> BufId {
     let decl = &k.vars[v.0 as usize];
+    let (name, ty) = (format!("lanes_{}", decl.name), decl.ty);
+    lane_array(k, &name, ty, grown)
+}
+
+/// A kernel buffer of 8 lanes named `name`, of `elem`s, grown at the kernel's entry.
+fn lane_array(k: &mut Kernel, name: &str, elem: ElemType, grown: &mut Vec<BufId>) -> BufId {
     k.bufs.push(BufDecl {
-        name: format!("lanes_{}", decl.name),
-        elem: decl.ty,
+        name: name.into(),
+        elem,
         growable: true,
         tensor: None,
     });
@@ -307,7 +313,7 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
     }
 
     // Lane arrays: counts, carried variables, inputs.
-    let counts = new_lane_array(k, "lanes_count", grown);
+    let counts = lane_array(k, "lanes_count", ElemType::I64, grown);
     let mut role: HashMap<VarId, Role> = HashMap::new();
     role.insert(q, Role::Step);
     for t in &temps {
@@ -343,16 +349,21 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
     //    the chain only assigns, so a row whose condition fails computes values nobody uses
     //    and clears `all` (the group then runs row by row). The rows' entries start in
     //    adjacent slots when `q - row` is the same for all: its least and greatest agree.
-    let ok = new_var(k, "lanes_ok", ElemType::Bool);
-    let (low, high) = (
+    let (low, high, worst) = (
         new_var(k, "lanes_low", ElemType::I64),
         new_var(k, "lanes_high", ElemType::I64),
+        new_var(k, "lanes_worst", ElemType::I64),
     );
     let record_lane = new_var(k, "lanes_record", ElemType::I64);
-    let mut record = vec![Stmt::Assign(ok, b::boolean(true))];
+    // Each level's condition in a variable of its own (assigned once, as a vectorised
+    // loop's temporaries are), the rows' verdict folded as the least of 0 or 1.
+    let mut record = vec![];
+    let mut ok = b::boolean(true);
     for lv in &ch.levels {
         record.extend(lv.pre.iter().cloned());
-        record.push(Stmt::Assign(ok, b::and(b::var(ok), lv.cond.clone())));
+        let v = new_var(k, "lanes_ok", ElemType::Bool);
+        record.push(Stmt::Assign(v, b::and(ok, lv.cond.clone())));
+        ok = b::var(v);
     }
     record.extend(ch.head.iter().cloned());
     record.push(Stmt::Assign(
@@ -367,7 +378,10 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
     for v in carried.iter().chain(&inputs) {
         record.push(b::store(lane_of[v], b::var(lane), b::var(*v)));
     }
-    record.push(Stmt::Assign(all, b::and(b::var(all), b::var(ok))));
+    record.push(Stmt::Assign(
+        worst,
+        b::min(b::var(worst), b::cast(ElemType::I64, ok)),
+    ));
     let record = in_group(
         drop_dead(record, &private, &mut HashSet::new()),
         (i, base, lane, slice),
@@ -486,7 +500,7 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
         )),
         Stmt::Assign(base, b::var(i)),
         Stmt::Assign(slice, b::bin(BinOp::Div, b::var(i), b::int(LANES))),
-        Stmt::Assign(all, b::boolean(true)),
+        Stmt::Assign(worst, b::int(1)),
         Stmt::Assign(most, b::int(0)),
         Stmt::Assign(low, b::int(i64::MAX)),
         Stmt::Assign(high, b::int(i64::MIN)),
@@ -496,7 +510,13 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
             stop: b::int(LANES),
             body: record,
         },
-        Stmt::Assign(all, b::and(b::var(all), b::eq(b::var(low), b::var(high)))),
+        Stmt::Assign(
+            all,
+            b::and(
+                b::eq(b::var(worst), b::int(1)),
+                b::eq(b::var(low), b::var(high)),
+            ),
+        ),
         Stmt::Assign(first, b::var(low)),
         Stmt::If {
             cond: in_slots,
@@ -543,19 +563,6 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
             }],
         },
     ])
-}
-
-/// An `I64` lane array named `name`.
-fn new_lane_array(k: &mut Kernel, name: &str, grown: &mut Vec<BufId>) -> BufId {
-    k.bufs.push(BufDecl {
-        name: name.into(),
-        elem: ElemType::I64,
-        growable: true,
-        tensor: None,
-    });
-    let buf = BufId(k.bufs.len() as u32 - 1);
-    grown.push(buf);
-    buf
 }
 
 /// Check an expression of the innermost loop: it never reads the counter, reads `q` only as

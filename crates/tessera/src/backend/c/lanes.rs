@@ -95,6 +95,32 @@ fn text_with(
         lines: vec!["const __m512i lane_iota = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);".into()],
         n: 0,
     };
+    // Every variable the body assigns is a temporary: assigned before the iteration reads
+    // it (a variable read before its assignment carries a value from one iteration to the
+    // next, a reduction, which lanes would not keep).
+    let mut assigned = std::collections::HashSet::new();
+    for s in body {
+        if let Stmt::Assign(v, _) = s {
+            assigned.insert(*v);
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for s in body {
+        let mut carried = false;
+        for e in s.own_exprs() {
+            e.visit(&mut |x| {
+                if let Expr::Var(w) = x {
+                    carried |= assigned.contains(w) && !seen.contains(w);
+                }
+            });
+        }
+        if carried {
+            return None;
+        }
+        if let Stmt::Assign(v, _) = s {
+            seen.insert(*v);
+        }
+    }
     for s in body {
         match s {
             Stmt::Comment(_) => {}
@@ -552,5 +578,99 @@ impl Steps<'_> {
         out.push("}".into());
         out.extend(after);
         Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::build as b;
+    use crate::ir::{BufDecl, VarDecl};
+
+    /// Buffers `x` (f64) and `idx` (i64); variables `l` (the lane), `s` (f64), `j` (i64).
+    fn kernel() -> Kernel {
+        let buf = |n: &str, elem| BufDecl {
+            name: n.into(),
+            elem,
+            growable: false,
+            tensor: None,
+        };
+        let var = |n: &str, ty| VarDecl {
+            name: n.into(),
+            ty,
+            cold: false,
+        };
+        Kernel {
+            name: "k".into(),
+            bufs: vec![buf("x", ElemType::F64), buf("idx", ElemType::I64)],
+            vars: vec![
+                var("l", ElemType::I64),
+                var("s", ElemType::F64),
+                var("j", ElemType::I64),
+            ],
+            body: vec![],
+            errors: vec![],
+            bounded: vec![],
+            not_nan: vec![],
+            vectorized: vec![VarId(0)],
+        }
+    }
+
+    const X: BufId = BufId(0);
+    const IDX: BufId = BufId(1);
+    const L: VarId = VarId(0);
+    const S: VarId = VarId(1);
+    const J: VarId = VarId(2);
+
+    #[test]
+    fn a_gather_and_a_masked_update_become_vector_text() {
+        let k = kernel();
+        let body = vec![
+            b::assign(J, b::load(IDX, b::var(L))),
+            b::store(
+                X,
+                b::var(L),
+                b::select(
+                    b::lt(b::var(J), b::int(3)),
+                    b::bin(BinOp::IeeeMul, b::load(X, b::var(J)), b::var(S)),
+                    b::load(X, b::var(L)),
+                ),
+            ),
+        ];
+        let text = text(&k, L, &body, &|_, _| true)
+            .expect("translated")
+            .join("\n");
+        for part in [
+            "_mm512_i64gather_pd",
+            "_mm512_mask_blend_pd",
+            "_mm512_set1_pd(v1)",
+        ] {
+            assert!(text.contains(part), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_reduction_a_checked_access_or_a_strong_product_stays_a_loop() {
+        let k = kernel();
+        // `s` carried from one iteration to the next.
+        let sum = vec![b::assign(S, b::add(b::var(S), b::load(X, b::var(L))))];
+        assert!(text(&k, L, &sum, &|_, _| true).is_none());
+        // A read before the assignment in the same iteration is the same.
+        let before = vec![
+            b::store(X, b::var(L), b::var(S)),
+            b::assign(S, b::load(X, b::var(L))),
+        ];
+        assert!(text(&k, L, &before, &|_, _| true).is_none());
+        // An access still checked here.
+        let store = vec![b::store(X, b::var(L), b::var(S))];
+        assert!(text(&k, L, &store, &|_, _| false).is_none());
+        assert!(text(&k, L, &store, &|_, _| true).is_some());
+        // The strong-zero product has no one-instruction lane form.
+        let strong = vec![b::store(
+            X,
+            b::var(L),
+            b::mul(b::load(X, b::var(L)), b::var(S)),
+        )];
+        assert!(text(&k, L, &strong, &|_, _| true).is_none());
     }
 }
