@@ -9,11 +9,11 @@
 mod common;
 
 use common::rows::{
-    COLS, all_foreign, assert_first_bad_gather, bits, faults, foreign, matrix, vector, y_agrees,
+    COLS, all_foreign, assert_first_bad_gather, bits, faults, foreign, marked, matrix,
+    spmv_tensors as tensors, vector, y_agrees, y_agrees_marked,
 };
 use common::{fmt, formats_of, parse, run_eval, runners_full};
 use proptest::prelude::*;
-use std::collections::BTreeMap;
 use tessera::ir::{Kernel, Stmt};
 use tessera::runtime::Buffer;
 use tessera::tensor::Tensor;
@@ -31,42 +31,19 @@ const FORMATS: &[&str] = &[
     "Dense(SparseList(Pattern()))",
 ];
 
-fn tensors(a: Tensor, x: Tensor) -> BTreeMap<String, Tensor> {
-    let rows = a.shape[0];
-    BTreeMap::from([
-        ("A".to_string(), a),
-        ("x".to_string(), x),
-        (
-            "y".to_string(),
-            Tensor::empty(&fmt("Dense(Element(0.0))"), &[rows]).unwrap(),
-        ),
-    ])
-}
-
 /// Whether the kernel holds an interleaved row loop (the pass's comment marks it).
 fn interleaved(k: &Kernel) -> bool {
-    fn walk(stmts: &[Stmt]) -> bool {
-        stmts.iter().any(|s| match s {
-            Stmt::Comment(c) => c.contains("rows at a time"),
-            _ => s.bodies().iter().any(|b| walk(b)),
-        })
-    }
-    walk(&k.body)
+    marked(k, "rows at a time")
 }
 
 /// Every backend gives the evaluator's bits; returns whether the CSR kernel was interleaved.
 fn agree(format: &str, lengths: &[usize], seed: u64, special: bool) -> bool {
-    let p = parse(SPMV);
-    let t = tensors(
-        matrix(format, lengths, seed, special),
-        vector(seed, special),
-    );
-    let mut shaped = false;
-    let what = format!("{format} rows {lengths:?} seed {seed} special {special}");
-    y_agrees(&p, &t, runners_full(), &what, &mut |_, c| {
-        shaped |= interleaved(&c.ir)
-    });
-    shaped
+    y_agrees_marked(
+        &parse(SPMV),
+        (format, lengths, seed, special),
+        runners_full(),
+        "rows at a time",
+    )
 }
 
 /// Row-length patterns: odd and even row counts (1, 2, 3, 5), empty and one-entry rows,

@@ -8,11 +8,12 @@
 
 mod common;
 
-use common::rows::{COLS, assert_first_bad_gather, bits, faults, matrix, vector, y_agrees};
+use common::rows::{
+    COLS, assert_first_bad_gather, bits, faults, marked, matrix, spmv_tensors as tensors, vector,
+    y_agrees_marked,
+};
 use common::{fmt, formats_of, parse, run_eval, runners_full};
 use proptest::prelude::*;
-use std::collections::BTreeMap;
-use tessera::ir::{Kernel, Stmt};
 use tessera::run::Runner;
 use tessera::tensor::Tensor;
 use tessera::types::Scalar;
@@ -24,18 +25,6 @@ const FORMATS: &[&str] = &[
     "Dense(SparseSliceList(Element(0.0), coord=i32))",
     "Dense(SparseSliceList(Pattern(), coord=i32))",
 ];
-
-fn tensors(a: Tensor, x: Tensor) -> BTreeMap<String, Tensor> {
-    let rows = a.shape[0];
-    BTreeMap::from([
-        ("A".to_string(), a),
-        ("x".to_string(), x),
-        (
-            "y".to_string(),
-            Tensor::empty(&fmt("Dense(Element(0.0))"), &[rows]).unwrap(),
-        ),
-    ])
-}
 
 /// [`runners_full`], and where the C backend is tested, C compiled without AVX-512 (the
 /// portable loop under the vector text's `#else`), so both are checked on any machine.
@@ -52,31 +41,17 @@ fn runners() -> Vec<(&'static str, Runner)> {
     r
 }
 
-/// Whether the kernel runs a row loop in lanes (the pass's comment marks it).
-fn in_lanes(k: &Kernel) -> bool {
-    fn walk(stmts: &[Stmt]) -> bool {
-        stmts.iter().any(|s| match s {
-            Stmt::Comment(c) => c.contains("rows of a slice as lanes"),
-            _ => s.bodies().iter().any(|b| walk(b)),
-        })
-    }
-    walk(&k.body)
-}
+const MARK: &str = "rows of a slice as lanes";
 
 /// Every backend gives the evaluator's bits for `program` (output `y`); returns whether some
 /// runner's kernel ran rows in lanes.
 fn agree(program: &str, format: &str, lengths: &[usize], seed: u64, special: bool) -> bool {
-    let p = parse(program);
-    let t = tensors(
-        matrix(format, lengths, seed, special),
-        vector(seed, special),
-    );
-    let mut shaped = false;
-    let what = format!("{program}{format} rows {lengths:?} seed {seed} special {special}");
-    y_agrees(&p, &t, runners(), &what, &mut |_, c| {
-        shaped |= in_lanes(&c.ir)
-    });
-    shaped
+    y_agrees_marked(
+        &parse(program),
+        (format, lengths, seed, special),
+        runners(),
+        MARK,
+    )
 }
 
 /// Row-length patterns: one slice, whole slices of equal and ragged rows, a slice with an
@@ -141,7 +116,7 @@ fn other_row_programs_in_lanes_agree_with_the_evaluator() {
                 let mut shaped = false;
                 for (name, runner) in runners() {
                     let c = runner.compile(&p, &formats_of(&t)).unwrap();
-                    shaped |= in_lanes(&c.ir);
+                    shaped |= marked(&c.ir, MARK);
                     let mut got = t.clone();
                     runner
                         .execute(&c, &mut got)

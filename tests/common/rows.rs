@@ -4,6 +4,7 @@
 
 use super::{fmt, formats_of, run_eval};
 use std::collections::BTreeMap;
+use tessera::ir::{Kernel, Stmt};
 use tessera::notation::ast::Program;
 use tessera::run::{Compiled, Runner};
 use tessera::runtime::Buffer;
@@ -43,6 +44,50 @@ pub fn y_agrees(
             "{name} {what}"
         );
     }
+}
+
+/// `A`, `x` and an empty dense `y` of `A`'s rows: SpMV's tensors.
+pub fn spmv_tensors(a: Tensor, x: Tensor) -> BTreeMap<String, Tensor> {
+    let rows = a.shape[0];
+    BTreeMap::from([
+        ("A".to_string(), a),
+        ("x".to_string(), x),
+        (
+            "y".to_string(),
+            Tensor::empty(&fmt("Dense(Element(0.0))"), &[rows]).unwrap(),
+        ),
+    ])
+}
+
+/// Whether a kernel holds a comment containing `mark` (what a pass leaves where it applied).
+pub fn marked(k: &Kernel, mark: &str) -> bool {
+    fn walk(stmts: &[Stmt], mark: &str) -> bool {
+        stmts.iter().any(|s| match s {
+            Stmt::Comment(c) => c.contains(mark),
+            _ => s.bodies().iter().any(|b| walk(b, mark)),
+        })
+    }
+    walk(&k.body, mark)
+}
+
+/// [`y_agrees`] for `p` on `matrix(format, lengths, seed, special)` and its `vector`;
+/// returns whether some runner's kernel holds `mark` ([`marked`]).
+pub fn y_agrees_marked(
+    p: &Program,
+    (format, lengths, seed, special): (&str, &[usize], u64, bool),
+    runners: Vec<(&'static str, Runner)>,
+    mark: &str,
+) -> bool {
+    let t = spmv_tensors(
+        matrix(format, lengths, seed, special),
+        vector(seed, special),
+    );
+    let mut shaped = false;
+    let what = format!("{format} rows {lengths:?} seed {seed} special {special}");
+    y_agrees(p, &t, runners, &what, &mut |_, c| {
+        shaped |= marked(&c.ir, mark)
+    });
+    shaped
 }
 
 /// Columns of the test matrices: prime, so `(i * 5 + t * 7) % COLS` are distinct for
