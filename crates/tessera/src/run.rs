@@ -658,8 +658,12 @@ impl Runner {
             dims[c.layout.bound_slot(k)] = below.map_or(0, |n| n.min(i64::MAX as u64) as i64);
         }
         bufs.clear();
-        // The kernel's own buffers (`ir::lanes`' lane arrays) start empty, of their type.
-        bufs.extend(c.ir.bufs.iter().map(|d| Buffer::new(d.elem)));
+        // The kernel's own buffers (`ir::lanes`' lane arrays) start empty, of their type (no
+        // buffer holds points: `Kernel::check`).
+        bufs.extend(c.ir.bufs.iter().map(|d| match d.elem {
+            crate::types::ElemType::Limit => Buffer::I64(vec![].into()),
+            elem => Buffer::new(elem),
+        }));
         debug_assert_eq!(bufs.len(), nbufs);
         for ((tl, t), &writes) in c.layout.tensors.iter().zip(found.iter_mut()).zip(&c.writes) {
             let t = t.tensor();

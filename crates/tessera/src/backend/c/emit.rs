@@ -846,8 +846,6 @@ impl Emitter<'_> {
         self.close("}");
     }
 
-    /// `for (v = s; v < e; v++) body`, versioned when the body's accesses allow (module docs);
-    /// `s` and `e` are the C text of the IR's `start` and `stop`.
     /// A loop over a slice group's steps (`lanes::steps`): on a machine with AVX-512, its
     /// text with the lane arrays in vector variables behind one test of every access; else
     /// (and when the test fails) the counted loop.
@@ -911,6 +909,8 @@ impl Emitter<'_> {
         self.close("}");
     }
 
+    /// `for (v = s; v < e; v++) body`, versioned when the body's accesses allow (module docs);
+    /// `s` and `e` are the C text of the IR's `start` and `stop`.
     fn counted_loop(
         &mut self,
         var: VarId,
