@@ -194,8 +194,13 @@ fn the_c_text_runs_steps_in_vectors_where_avx512_is_available() {
     for text in [
         "#if defined(__AVX512F__)",
         "__m512d lr",
-        "_mm512_i64gather_pd",
+        // The gather loads only the lanes whose rows have an entry at the step.
+        "_mm512_mask_i64gather_pd(_mm512_setzero_pd(), ",
         "_mm512_mask_blend_pd",
+        // The rows' chains in one vector pass, their step count a reduction.
+        "_mm512_reduce_max_epi64",
+        // The rows' tails: 8 sums stored at once when none re-runs.
+        "/* lanes_rare */",
         "#else",
         "#pragma omp simd",
     ] {

@@ -520,15 +520,9 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
         Stmt::Assign(first, b::var(low)),
         Stmt::If {
             cond: in_slots,
-            then: vec![
-                steps,
-                Stmt::For {
-                    var: lane,
-                    start: b::int(0),
-                    stop: b::int(LANES),
-                    body: finish,
-                },
-            ],
+            then: std::iter::once(steps)
+                .chain(tails(k, finish, lane))
+                .collect(),
             otherwise: vec![one_by_one],
         },
         Stmt::Assign(i, b::add(b::var(base), b::int(LANES))),
@@ -563,6 +557,78 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
             }],
         },
     ])
+}
+
+/// The loop `for lane in 0..8 { finish }` over a group's rows' tails, and when the tail is
+/// `[assignments; if c { rare }; stores and assignments]` (the IEEE-product rule's re-run of
+/// a row whose sum is zero or NaN), before it a vectorised loop that evaluates `c` for all 8
+/// rows: when no row takes its branch, the tails without it run as one vectorised loop (8
+/// sums stored at once). The assignments before the `If` write only row-private variables
+/// and read no memory the tails write, so evaluating them twice changes nothing.
+fn tails(k: &mut Kernel, finish: Vec<Stmt>, lane: VarId) -> Vec<Stmt> {
+    let each = |var, body| Stmt::For {
+        var,
+        start: b::int(0),
+        stop: b::int(LANES),
+        body,
+    };
+    let real: Vec<usize> = (0..finish.len())
+        .filter(|&n| !matches!(finish[n], Stmt::Comment(_)))
+        .collect();
+    let ifs: Vec<usize> = real
+        .iter()
+        .copied()
+        .filter(|&n| matches!(finish[n], Stmt::If { .. }))
+        .collect();
+    let [at] = ifs[..] else {
+        return vec![each(lane, finish)];
+    };
+    let Stmt::If {
+        cond, otherwise, ..
+    } = &finish[at]
+    else {
+        return vec![each(lane, finish)];
+    };
+    let before_plain = real
+        .iter()
+        .all(|&n| n >= at || matches!(finish[n], Stmt::Assign(..)));
+    let after_plain = real
+        .iter()
+        .all(|&n| n <= at || matches!(finish[n], Stmt::Assign(..) | Stmt::Store { .. }));
+    if !otherwise.is_empty() || !before_plain || !after_plain {
+        return vec![each(lane, finish)];
+    }
+    let cond = cond.clone();
+    let (check, quick, rare) = (
+        new_var(k, "lanes_check", ElemType::I64),
+        new_var(k, "lanes_quick", ElemType::I64),
+        new_var(k, "lanes_rare", ElemType::Bool),
+    );
+    let as_var = |stmts: &[Stmt], v: VarId| {
+        super::interleave::subst_stmts(stmts, &|w| (w == lane).then(|| b::var(v)))
+    };
+    let mut test = as_var(&finish[..at], check);
+    test.push(Stmt::Assign(
+        rare,
+        b::or(
+            b::var(rare),
+            super::interleave::subst(&cond, &|w| (w == lane).then(|| b::var(check))),
+        ),
+    ));
+    let mut plain: Vec<Stmt> = finish[..at].to_vec();
+    plain.extend(finish[at + 1..].iter().cloned());
+    let plain = as_var(&plain, quick);
+    k.vectorized.push(check);
+    k.vectorized.push(quick);
+    vec![
+        Stmt::Assign(rare, b::boolean(false)),
+        each(check, test),
+        Stmt::If {
+            cond: b::var(rare),
+            then: vec![each(lane, finish)],
+            otherwise: vec![each(quick, plain)],
+        },
+    ]
 }
 
 /// Check an expression of the innermost loop: it never reads the counter, reads `q` only as

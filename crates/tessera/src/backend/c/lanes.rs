@@ -9,15 +9,19 @@
 //! without AVX-512 compiles the same kernel.
 //!
 //! Every operation is the IEEE one the scalar loop does, lane by lane (`+ - /`, the plain
-//! product `IeeeMul`, ordered comparisons, selects, 64-bit integer `+ - & | ^`), so results
-//! are bit for bit the loop's. Anything else (the strong-zero product, `min`/`max`, casts,
-//! calls, loads of other element types, a check still inside the loop) gives `None` and the
-//! loop stays as it was.
+//! product `IeeeMul`, ordered comparisons, selects, 64-bit integer `+ - & | ^ min max`,
+//! products and truncating quotients by a power of two, `Bool -> I64`), so results are bit
+//! for bit the loop's. A fold `v = min(v, e)` / `max` (I64) or `v = v | e` / `&` (Bool),
+//! whose variable nothing else in the loop mentions, combines the 8 lanes' `e` into `v` at
+//! once: those operations are associative and commutative, so the lanes' order does not
+//! matter. Anything else (the strong-zero product, float `min`/`max`, other casts, calls,
+//! loads of other element types, a check still inside the loop) gives `None` and the loop
+//! stays as it was.
 
 use super::emit::binary;
 use crate::backend::versioning::walk_exprs;
 use crate::ir::walk::loop_offset;
-use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp, VarId};
+use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp, VarId, vector};
 use crate::types::{ElemType, Scalar};
 use std::collections::HashMap;
 
@@ -50,6 +54,12 @@ struct Text<'a> {
     registers: &'a HashMap<BufId, (String, Kind)>,
     lines: Vec<String>,
     n: usize,
+    /// The lanes whose values the expression being translated can matter for (inside a
+    /// select's branch: the lanes that select it), when not all.
+    live: Option<String>,
+    /// Lane values `u + lane` (their text) and their uniform `u`: `(u + lane) - lane` is `u`
+    /// in every lane, which the folds over lanes then take as one scalar.
+    offsets: HashMap<String, String>,
 }
 
 /// The vector text of `for (var = 0; var < 8; var++) body` (its lines, without indentation),
@@ -94,18 +104,24 @@ fn text_with(
         registers,
         lines: vec!["const __m512i lane_iota = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);".into()],
         n: 0,
+        live: None,
+        offsets: HashMap::from([("lane_iota".to_string(), "INT64_C(0)".to_string())]),
     };
     // Every variable the body assigns is a temporary: assigned before the iteration reads
     // it (a variable read before its assignment carries a value from one iteration to the
-    // next, a reduction, which lanes would not keep).
+    // next, a reduction, which lanes would not keep), or a fold's.
+    let folds: Vec<Option<(BinOp, &Expr)>> = body.iter().map(|s| fold(k, body, s)).collect();
     let mut assigned = std::collections::HashSet::new();
-    for s in body {
-        if let Stmt::Assign(v, _) = s {
+    for (s, f) in body.iter().zip(&folds) {
+        if let (Stmt::Assign(v, _), None) = (s, f) {
             assigned.insert(*v);
         }
     }
     let mut seen = std::collections::HashSet::new();
-    for s in body {
+    for (s, f) in body.iter().zip(&folds) {
+        if f.is_some() {
+            continue;
+        }
         let mut carried = false;
         for e in s.own_exprs() {
             e.visit(&mut |x| {
@@ -121,11 +137,32 @@ fn text_with(
             seen.insert(*v);
         }
     }
-    for s in body {
+    for (s, f) in body.iter().zip(&folds) {
         match s {
+            Stmt::Assign(v, _) if let Some((op, e)) = f => {
+                // The least (greatest) of 8 flags as integers: all (any) of them.
+                let x = match e {
+                    Expr::Cast(ElemType::I64, a) if k.type_of(a) == ElemType::Bool => {
+                        match (t.expr(a)?, op) {
+                            (Val::Lanes(m, Kind::Mask), BinOp::Min) => {
+                                Val::Uniform(format!("((int64_t)({m} == 0xFF))"), ElemType::I64)
+                            }
+                            (Val::Lanes(m, Kind::Mask), BinOp::Max) => {
+                                Val::Uniform(format!("((int64_t)({m} != 0))"), ElemType::I64)
+                            }
+                            _ => t.expr(e)?,
+                        }
+                    }
+                    _ => t.expr(e)?,
+                };
+                let line = t.fold(*v, *op, x)?;
+                t.lines.push(line);
+            }
             Stmt::Comment(_) => {}
             Stmt::Assign(v, e) => {
-                if *v == var || !matches!(k.var_ty(*v), ElemType::F64 | ElemType::I64) {
+                if *v == var
+                    || !matches!(k.var_ty(*v), ElemType::F64 | ElemType::I64 | ElemType::Bool)
+                {
                     return None;
                 }
                 let x = t.expr(e)?;
@@ -151,14 +188,92 @@ fn text_with(
                 "v{} = _mm_extract_epi64(_mm512_extracti32x4_epi32({s}, 3), 1);",
                 v.0
             ),
-            Val::Lanes(_, Kind::Mask) => return None,
+            Val::Lanes(s, Kind::Mask) => format!("v{} = (uint8_t)(({s} >> 7) & 1);", v.0),
         });
     }
     t.lines.extend(last);
     Some(t.lines)
 }
 
+/// `s` as a fold of the loop `body`: `v = op(v, e)` with `op` min or max on I64, `|` or `&`
+/// on Bool, `e` not mentioning `v`, and no other statement of `body` mentioning `v`.
+fn fold<'s>(k: &Kernel, body: &[Stmt], s: &'s Stmt) -> Option<(BinOp, &'s Expr)> {
+    let Stmt::Assign(v, Expr::Binary(op, a, b)) = s else {
+        return None;
+    };
+    let fits = matches!(
+        (k.var_ty(*v), op),
+        (ElemType::I64, BinOp::Min | BinOp::Max) | (ElemType::Bool, BinOp::Or | BinOp::And)
+    );
+    let e = match (&**a, &**b) {
+        (Expr::Var(w), e) | (e, Expr::Var(w)) if w == v => e,
+        _ => return None,
+    };
+    let alone = body
+        .iter()
+        .all(|t| std::ptr::eq(t, s) || !vector::stmt_mentions(t, *v));
+    (fits && alone && !vector::expr_mentions(e, *v)).then_some((*op, e))
+}
+
 impl Text<'_> {
+    /// The line of the fold `v = op(v, x)` over the lanes of `x`.
+    fn fold(&self, v: VarId, op: BinOp, x: Val) -> Option<String> {
+        let ty = self.k.var_ty(v);
+        let me = format!("v{}", v.0);
+        let all = match (x, ty, op) {
+            (Val::Uniform(s, _), ..) => s,
+            (Val::Lanes(s, Kind::I64), ElemType::I64, BinOp::Min) => {
+                format!("_mm512_reduce_min_epi64({s})")
+            }
+            (Val::Lanes(s, Kind::I64), ElemType::I64, BinOp::Max) => {
+                format!("_mm512_reduce_max_epi64({s})")
+            }
+            (Val::Lanes(s, Kind::Mask), ElemType::Bool, BinOp::Or) => format!("({s} != 0)"),
+            (Val::Lanes(s, Kind::Mask), ElemType::Bool, BinOp::And) => {
+                format!("({s} == 0xFF)")
+            }
+            _ => return None,
+        };
+        Some(format!("{me} = {};", binary(op, ty, &me, &all)))
+    }
+
+    /// `x op y` (I64) kept as, or reduced from, a lane value `u + lane` ([`Text::offsets`]).
+    fn offset(&mut self, op: BinOp, x: &Val, y: &Val) -> Option<Val> {
+        let of = |v: &Val| match v {
+            Val::Lanes(s, Kind::I64) => self.offsets.get(s).cloned(),
+            _ => None,
+        };
+        let (s, c) = match (op, x, y) {
+            (BinOp::Sub, _, Val::Lanes(l, _)) if l == "lane_iota" => {
+                return Some(Val::Uniform(of(x)?, ElemType::I64));
+            }
+            (BinOp::Add, Val::Lanes(s, _), Val::Uniform(c, _))
+            | (BinOp::Add, Val::Uniform(c, _), Val::Lanes(s, _)) => (s, c),
+            _ => return None,
+        };
+        let u = format!("t_add({}, {c})", of(&Val::Lanes(s.clone(), Kind::I64))?);
+        let text = format!("_mm512_add_epi64({s}, _mm512_set1_epi64({c}))");
+        self.offsets.insert(text.clone(), u);
+        Some(Val::Lanes(text, Kind::I64))
+    }
+
+    /// `c ? x : y` of IR type `ty`.
+    fn blend(&self, c: Val, x: Val, y: Val, ty: ElemType) -> Option<Val> {
+        let kind = match ty {
+            ElemType::F64 => Kind::F64,
+            ElemType::I64 => Kind::I64,
+            _ => return None,
+        };
+        let (x, y) = (lanes(x, kind)?, lanes(y, kind)?);
+        let c = lanes(c, Kind::Mask)?;
+        let f = if kind == Kind::F64 {
+            "_mm512_mask_blend_pd"
+        } else {
+            "_mm512_mask_blend_epi64"
+        };
+        Some(Val::Lanes(format!("{f}({c}, {y}, {x})"), kind))
+    }
+
     fn fresh(&mut self) -> String {
         self.n += 1;
         format!("lv{}", self.n)
@@ -175,6 +290,9 @@ impl Text<'_> {
                 };
                 let name = self.fresh();
                 self.lines.push(format!("const {ty} {name} = {s};"));
+                if let Some(u) = self.offsets.get(&s).cloned() {
+                    self.offsets.insert(name.clone(), u);
+                }
                 Val::Lanes(name, kind)
             }
             u => u,
@@ -233,6 +351,16 @@ impl Text<'_> {
             Expr::Binary(op, a, b) => {
                 let ty = self.k.type_of(a);
                 let (x, y) = (self.expr(a)?, self.expr(b)?);
+                if ty == ElemType::I64
+                    && let Some(v) = by_power_of_two(*op, (&x, b), (&y, a))
+                {
+                    return Some(v);
+                }
+                if ty == ElemType::I64
+                    && let Some(v) = self.offset(*op, &x, &y)
+                {
+                    return Some(v);
+                }
                 if let (Val::Uniform(x, _), Val::Uniform(y, _)) = (&x, &y) {
                     let out = if op_is_comparison(*op) {
                         ElemType::Bool
@@ -245,21 +373,45 @@ impl Text<'_> {
             }
             Expr::Select(c, a, b) => {
                 let c = self.expr(c)?;
-                let (x, y) = (self.expr(a)?, self.expr(b)?);
-                let ty = self.k.type_of(a);
-                let kind = match ty {
-                    ElemType::F64 => Kind::F64,
-                    ElemType::I64 => Kind::I64,
-                    _ => return None,
-                };
-                let (x, y) = (lanes(x, kind)?, lanes(y, kind)?);
-                let c = lanes(c, Kind::Mask)?;
-                let f = if kind == Kind::F64 {
-                    "_mm512_mask_blend_pd"
-                } else {
-                    "_mm512_mask_blend_epi64"
-                };
-                Some(Val::Lanes(format!("{f}({c}, {y}, {x})"), kind))
+                // Each branch matters only in the lanes that take it: its gathers load those
+                // lanes only. Besides skipping loads, a masked gather into zeros starts a new
+                // value each step, where a full gather merges into its destination register
+                // (the previous step's product there) and so waits for it.
+                match c {
+                    Val::Lanes(m, Kind::Mask) => {
+                        let Val::Lanes(m, _) = self.bind(Val::Lanes(m, Kind::Mask)) else {
+                            return None;
+                        };
+                        let outer = self.live.clone();
+                        let within = |m: String| match &outer {
+                            Some(o) => format!("((__mmask8)({o} & {m}))"),
+                            None => m,
+                        };
+                        self.live = Some(within(m.clone()));
+                        let x = self.expr(a);
+                        self.live = Some(within(format!("((__mmask8)~{m})")));
+                        let y = self.expr(b);
+                        self.live = outer;
+                        let c = Val::Lanes(m, Kind::Mask);
+                        self.blend(c, x?, y?, self.k.type_of(a))
+                    }
+                    c => {
+                        let (x, y) = (self.expr(a)?, self.expr(b)?);
+                        self.blend(c, x, y, self.k.type_of(a))
+                    }
+                }
+            }
+            Expr::Cast(ElemType::I64, a) if self.k.type_of(a) == ElemType::I64 => self.expr(a),
+            Expr::Cast(ElemType::I64, a) if self.k.type_of(a) == ElemType::Bool => {
+                match self.expr(a)? {
+                    Val::Uniform(x, _) => {
+                        Some(Val::Uniform(format!("((int64_t)({x}))"), ElemType::I64))
+                    }
+                    x => Some(Val::Lanes(
+                        format!("_mm512_maskz_set1_epi64({}, 1)", lanes(x, Kind::Mask)?),
+                        Kind::I64,
+                    )),
+                }
             }
             Expr::Unary(UnOp::Not, a) if self.k.type_of(a) == ElemType::Bool => {
                 match self.expr(a)? {
@@ -296,24 +448,72 @@ impl Text<'_> {
             return None;
         };
         let b = buf.0;
-        let x = match elem {
-            ElemType::F64 => (
+        let x = match (elem, &self.live) {
+            (ElemType::F64, None) => (
                 format!("_mm512_i64gather_pd({i}, (const void *)b{b}, 8)"),
                 Kind::F64,
             ),
-            ElemType::I64 => (
+            (ElemType::F64, Some(m)) => (
+                format!(
+                    "_mm512_mask_i64gather_pd(_mm512_setzero_pd(), {m}, {i}, (const void *)b{b}, 8)"
+                ),
+                Kind::F64,
+            ),
+            (ElemType::I64, None) => (
                 format!("_mm512_i64gather_epi64({i}, (const void *)b{b}, 8)"),
                 Kind::I64,
             ),
-            ElemType::I32 => (
+            (ElemType::I64, Some(m)) => (
+                format!(
+                    "_mm512_mask_i64gather_epi64(_mm512_setzero_si512(), {m}, {i}, (const void *)b{b}, 8)"
+                ),
+                Kind::I64,
+            ),
+            (ElemType::I32, None) => (
                 format!(
                     "_mm512_cvtepi32_epi64(_mm512_i64gather_epi32({i}, (const void *)b{b}, 4))"
+                ),
+                Kind::I64,
+            ),
+            (ElemType::I32, Some(m)) => (
+                format!(
+                    "_mm512_cvtepi32_epi64(_mm512_mask_i64gather_epi32(_mm256_setzero_si256(), {m}, {i}, (const void *)b{b}, 4))"
                 ),
                 Kind::I64,
             ),
             _ => return None,
         };
         Some(Val::Lanes(x.0, x.1))
+    }
+}
+
+/// `x * 2^s` or `x / 2^s` (`x` in lanes, `b` the constant; `y * a` the same the other way
+/// round) as shifts: the wrapping product is the left shift; the quotient truncated toward
+/// zero is the arithmetic right shift of `x` plus `2^s - 1` when `x` is negative.
+fn by_power_of_two(op: BinOp, (x, b): (&Val, &Expr), (y, a): (&Val, &Expr)) -> Option<Val> {
+    let shift = |e: &Expr| match e {
+        Expr::Const(Scalar::I64(c)) if *c > 0 && (*c as u64).is_power_of_two() => {
+            Some(c.trailing_zeros())
+        }
+        _ => None,
+    };
+    match (op, x, shift(b), y, shift(a)) {
+        (BinOp::Mul, Val::Lanes(x, Kind::I64), Some(s), ..)
+        | (BinOp::Mul, _, _, Val::Lanes(x, Kind::I64), Some(s)) => Some(Val::Lanes(
+            format!("_mm512_slli_epi64({x}, {s})"),
+            Kind::I64,
+        )),
+        (BinOp::Div, Val::Lanes(x, Kind::I64), Some(0), ..) => {
+            Some(Val::Lanes(x.clone(), Kind::I64))
+        }
+        (BinOp::Div, Val::Lanes(x, Kind::I64), Some(s), ..) => Some(Val::Lanes(
+            format!(
+                "_mm512_srai_epi64(_mm512_add_epi64({x}, _mm512_srli_epi64(_mm512_srai_epi64({x}, 63), {})), {s})",
+                64 - s
+            ),
+            Kind::I64,
+        )),
+        _ => None,
     }
 }
 
@@ -381,6 +581,8 @@ fn vector_binary(op: BinOp, ty: ElemType, x: Val, y: Val) -> Option<Val> {
                 And => arith("_mm512_and_si512"),
                 Or => arith("_mm512_or_si512"),
                 Xor => arith("_mm512_xor_si512"),
+                Min => arith("_mm512_min_epi64"),
+                Max => arith("_mm512_max_epi64"),
                 Lt => cmp("_MM_CMPINT_LT"),
                 Le => cmp("_MM_CMPINT_LE"),
                 Gt => cmp("_MM_CMPINT_NLE"),
@@ -641,11 +843,71 @@ mod tests {
             .expect("translated")
             .join("\n");
         for part in [
-            "_mm512_i64gather_pd",
-            "_mm512_mask_blend_pd",
+            // Under the select's condition: only the lanes taking the product load.
+            "_mm512_mask_i64gather_pd(_mm512_setzero_pd(), lv2, lv1, ",
+            "_mm512_mask_blend_pd(lv2, ",
             "_mm512_set1_pd(v1)",
         ] {
             assert!(text.contains(part), "{text}");
+        }
+    }
+
+    #[test]
+    fn folds_become_one_reduction_and_lane_offsets_one_scalar() {
+        let mut k = kernel();
+        let var = |k: &mut Kernel, n: &str, ty| {
+            k.vars.push(VarDecl {
+                name: n.into(),
+                ty,
+                cold: false,
+            });
+            VarId(k.vars.len() as u32 - 1)
+        };
+        let (most, low, any, q, ok) = (
+            var(&mut k, "most", ElemType::I64),
+            var(&mut k, "low", ElemType::I64),
+            var(&mut k, "any", ElemType::Bool),
+            var(&mut k, "q", ElemType::I64),
+            var(&mut k, "ok", ElemType::Bool),
+        );
+        let body = vec![
+            // `q = j + l`, so `q - l` is `j` in every lane.
+            b::assign(q, b::add(b::var(J), b::var(L))),
+            b::assign(
+                ok,
+                b::lt(
+                    b::int(0),
+                    b::bin(BinOp::Div, b::load(IDX, b::var(L)), b::int(8)),
+                ),
+            ),
+            b::assign(
+                most,
+                b::max(b::var(most), b::mul(b::int(4), b::load(IDX, b::var(L)))),
+            ),
+            b::assign(low, b::min(b::var(low), b::sub(b::var(q), b::var(L)))),
+            b::assign(any, b::or(b::var(any), b::var(ok))),
+            b::assign(
+                most,
+                b::max(b::var(most), b::cast(ElemType::I64, b::var(ok))),
+            ),
+        ];
+        // `most` is assigned twice: not a fold, so a value carried between lanes.
+        assert!(text(&k, L, &body, &|_, _| true).is_none());
+        let body = body[..5].to_vec();
+        let text = text(&k, L, &body, &|_, _| true)
+            .expect("translated")
+            .join("\n");
+        for part in [
+            "v3 = t_maxi(v3, _mm512_reduce_max_epi64(_mm512_slli_epi64(",
+            // The scalar `q - l`, not a reduction.
+            "v4 = t_mini(v4, t_add(INT64_C(0), v2));",
+            "v5 = (v5 | (lv2 != 0));",
+            // Truncating division by 8: negative quotients rounded toward zero.
+            "_mm512_srai_epi64(_mm512_add_epi64(",
+            // A flag's last lane.
+            "v7 = (uint8_t)((lv2 >> 7) & 1);",
+        ] {
+            assert!(text.contains(part), "no `{part}` in\n{text}");
         }
     }
 
