@@ -201,6 +201,8 @@ fn the_c_text_runs_steps_in_vectors_where_avx512_is_available() {
         "_mm512_reduce_max_epi64",
         // The rows' tails: 8 sums stored at once when none re-runs.
         "/* lanes_rare */",
+        // The lane arrays on the stack, a vector's store and load never split across lines.
+        "__attribute__((aligned(64))) = {0};",
         "#else",
         "#pragma omp simd",
     ] {

@@ -25,6 +25,7 @@ pub(super) fn kernel(
                 elem,
                 growable,
                 tensor: None,
+                scratch: false,
             })
             .collect(),
         vars: vars
@@ -204,6 +205,62 @@ fn grow_fill_and_narrowing_stores() {
         unreachable!()
     };
     assert_eq!(&v[..5], &[0, 100, -56, 7, 7]);
+}
+
+#[test]
+fn a_scratch_buffer_in_a_local_array_reads_back_what_the_kernel_wrote() {
+    // `s` is scratch grown to 8 (a lane array): the C backend keeps it in an aligned local
+    // array; what the kernel reads back from it and its length must be the same everywhere.
+    let i = VarId(0);
+    let mut k = kernel(
+        &[("s", ElemType::F64, true), ("out", ElemType::F64, false)],
+        &[("i", ElemType::I64)],
+        vec![
+            Stmt::Grow {
+                buf: BufId(0),
+                len: b::int(4),
+            },
+            Stmt::Grow {
+                buf: BufId(0),
+                len: b::int(8),
+            },
+            Stmt::For {
+                var: i,
+                start: b::int(0),
+                stop: Expr::Len(BufId(0)),
+                body: vec![b::store(
+                    BufId(0),
+                    b::var(i),
+                    b::add(
+                        b::cast(ElemType::F64, b::var(i)),
+                        b::load(BufId(0), b::var(i)),
+                    ),
+                )],
+            },
+            b::store(BufId(1), b::int(0), b::load(BufId(0), b::int(7))),
+            b::store(
+                BufId(1),
+                b::int(1),
+                b::cast(ElemType::F64, Expr::Len(BufId(0))),
+            ),
+        ],
+    );
+    k.bufs[0].scratch = true;
+    let bufs = [Buffer::F64(vec![].into()), Buffer::F64(vec![0.0; 2].into())];
+    let mut jit = bufs.to_vec();
+    Jit::new().compile(&k).unwrap().run(&mut jit).unwrap();
+    assert_eq!(jit[1], Buffer::F64(vec![7.0, 8.0].into()));
+    if let Some(cb) = c_backend() {
+        let src = CBackend::source(&k);
+        assert!(src.contains("l0[8] __attribute__((aligned(64)))"), "{src}");
+        let mut c = bufs.to_vec();
+        cb.compile(&k).unwrap().run(&mut c).unwrap();
+        assert_eq!(c[1], jit[1], "{src}");
+        // Not scratch: the buffer handed in, grown and written.
+        k.bufs[0].scratch = false;
+        let src = CBackend::source(&k);
+        assert!(!src.contains("l0["), "{src}");
+    }
 }
 
 #[test]

@@ -204,6 +204,7 @@ pub(crate) fn test_kernel(
                 elem,
                 growable,
                 tensor: None,
+                scratch: false,
             })
             .collect(),
         vars: vars

@@ -467,6 +467,7 @@ mod tests {
                 elem: ElemType::F32,
                 growable: false,
                 tensor: None,
+                scratch: false,
             }],
             vars: vec![
                 VarDecl {
@@ -613,6 +614,7 @@ mod tests {
             elem: ElemType::Limit,
             growable: false,
             tensor: None,
+            scratch: false,
         });
         let errs = k.check().unwrap_err().0;
         let msgs: Vec<&str> = errs.iter().map(|e| e.msg.as_str()).collect();

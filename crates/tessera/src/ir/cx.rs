@@ -43,6 +43,7 @@ impl Cx {
             elem,
             growable,
             tensor,
+            scratch: false,
         });
         BufId(self.bufs.len() as u32 - 1)
     }

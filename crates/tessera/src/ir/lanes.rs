@@ -118,6 +118,7 @@ fn lane_array(k: &mut Kernel, name: &str, elem: ElemType, grown: &mut Vec<BufId>
         elem,
         growable: true,
         tensor: None,
+        scratch: true,
     });
     let buf = BufId(k.bufs.len() as u32 - 1);
     grown.push(buf);

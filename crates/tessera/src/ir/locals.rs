@@ -320,6 +320,7 @@ mod tests {
             elem: ElemType::F64,
             growable: true,
             tensor: None,
+            scratch: false,
         };
         let var = |n: &str| VarDecl {
             name: n.into(),

@@ -60,6 +60,10 @@ pub struct BufDecl {
     /// The tensor whose storage it is (a fault on it names the tensor); `None` for the
     /// kernel's own buffers.
     pub tensor: Option<String>,
+    /// Scratch space of one run (`ir::lanes`' lane arrays): what it holds after the run is
+    /// nobody's (the runtime drops it), so a backend may keep it elsewhere than in the buffer
+    /// handed in (the C backend: an aligned local array, `backend::c::emit`).
+    pub scratch: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -412,6 +412,7 @@ mod tests {
                 elem: ElemType::F64,
                 growable: false,
                 tensor: None,
+                scratch: false,
             }],
             vars: vec![
                 VarDecl {

@@ -416,6 +416,7 @@ mod tests {
                     elem: *e,
                     growable: false,
                     tensor: None,
+                    scratch: false,
                 })
                 .collect(),
             vars: vec![

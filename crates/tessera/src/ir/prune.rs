@@ -155,6 +155,7 @@ mod tests {
                 elem: ElemType::I64,
                 growable: false,
                 tensor: None,
+                scratch: false,
             }],
             vars: vec![var("a"), var("dead1"), var("dead2"), var("i")],
             body: vec![

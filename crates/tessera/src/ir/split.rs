@@ -83,6 +83,7 @@ pub fn split(k: &Kernel) -> Option<Split> {
         elem,
         growable: false,
         tensor: None,
+        scratch: false,
     };
     let extra = vec![
         (decl("env_i64", ElemType::I64), counts[0]),

@@ -32,7 +32,7 @@ use crate::backend::walked;
 use crate::ir::walk;
 use crate::ir::{BinOp, BufId, Expr, Kernel, Stmt, UnOp, VarId, vector};
 use crate::types::{ElemType, Scalar};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
 
 /// The fixed part of every kernel: the view and helper layouts and the arithmetic helpers.
@@ -198,8 +198,77 @@ impl Options {
 
 /// The C source of a kernel.
 pub fn emit(k: &Kernel, options: &Options) -> String {
+    let local = local_buffers(k);
+    let one = emit_with(k, options, &local);
+    match one {
+        Ok(text) => text,
+        // Cut into parts, each re-reads the buffers from the views: none is a local array.
+        Err(()) => emit_with(k, options, &BTreeMap::new()).unwrap_or_default(),
+    }
+}
+
+/// Scratch buffers grown only to constant lengths of at most this many elements are arrays
+/// on the C stack instead (see [`local_buffers`]).
+const LOCAL_ELEMENTS: i64 = 64;
+
+/// The scratch buffers (`BufDecl::scratch`) that live in local arrays, and each one's
+/// length: those only ever grown to constant lengths of at most [`LOCAL_ELEMENTS`] and not sorted or hashed by
+/// a helper (`ir::lanes`' lane arrays). Aligned to 64 bytes, a lane array's vector store
+/// and the load that follows never cross a cache line (a store split across two lines
+/// cannot be forwarded to the load: on the Xeon of BENCHMARKS.md a slice's 8 rows took up
+/// to 1.6x as long when the allocator placed the array across a line), and a grow is a
+/// comparison rather than a call.
+fn local_buffers(k: &Kernel) -> BTreeMap<u32, i64> {
+    let mut len: BTreeMap<u32, i64> = BTreeMap::new();
+    let mut refused: HashSet<u32> = HashSet::new();
+    walk_stmts(&k.body, &mut |s| {
+        if let Stmt::Grow { buf, len: want } = s {
+            match want {
+                Expr::Const(Scalar::I64(c)) if (1..=LOCAL_ELEMENTS).contains(c) => {
+                    let n = len.entry(buf.0).or_insert(0);
+                    *n = (*n).max(*c);
+                }
+                _ => {
+                    refused.insert(buf.0);
+                }
+            }
+        }
+    });
+    len.retain(|b, _| {
+        let d = &k.bufs[*b as usize];
+        d.scratch
+            && d.tensor.is_none()
+            && d.elem != ElemType::Limit
+            && !refused.contains(b)
+            && !sorted_or_hashed(&k.body, *b)
+    });
+    len
+}
+
+/// Whether a helper sorts or hashes buffer `b` (it reads and writes it through the views).
+fn sorted_or_hashed(stmts: &[Stmt], b: u32) -> bool {
+    let mut found = false;
+    walk_stmts(stmts, &mut |s| match s {
+        Stmt::Sort { buf, flags, .. } => {
+            found |= buf.0 == b || flags.is_some_and(|f| f.0 == b);
+        }
+        Stmt::SortPerm { keys, perm, .. } => found |= keys.0 == b || perm.0 == b,
+        _ => {}
+    });
+    walk_exprs(stmts, &mut |e| {
+        if let Expr::HashFind { table, .. } = e {
+            found |= table.0 == b;
+        }
+    });
+    found
+}
+
+/// The C source of a kernel whose buffers `local` are local arrays, or `Err` when it would
+/// be cut into parts and `local` is not empty.
+fn emit_with(k: &Kernel, options: &Options, local: &BTreeMap<u32, i64>) -> Result<String, ()> {
     let split = &options.parts;
     let mut e = Emitter {
+        local: local.clone(),
         k,
         prefetch: options.prefetch,
         unroll: options.unroll,
@@ -238,7 +307,7 @@ pub fn emit(k: &Kernel, options: &Options) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "/* tessera kernel `{}` */", comment(&k.name));
     out.push_str(PRELUDE);
-    let buffers = buffer_decls(k);
+    let buffers = buffer_decls(k, local);
     if lines.iter().sum::<usize>() <= split.split_lines {
         out.push_str(KERNEL_HEAD);
         out.push_str(&buffers);
@@ -255,7 +324,10 @@ pub fn emit(k: &Kernel, options: &Options) -> String {
         out.push_str(&bounds);
         texts.iter().for_each(|t| out.push_str(t));
         out.push_str("    return 0;\n}\n");
-        return out;
+        return Ok(out);
+    }
+    if !local.is_empty() {
+        return Err(());
     }
 
     // Parts (`parts`): the variables and the checked bounds in one struct between them.
@@ -328,7 +400,7 @@ pub fn emit(k: &Kernel, options: &Options) -> String {
         );
     }
     out.push_str("    return 0;\n}\n");
-    out
+    Ok(out)
 }
 
 const KERNEL_HEAD: &str = "\n__attribute__((visibility(\"default\")))\n\
@@ -343,13 +415,20 @@ fn var_zero(ty: ElemType) -> String {
     }
 }
 
-/// The declarations of the kernel's buffer pointers and lengths, read from the views.
-fn buffer_decls(k: &Kernel) -> String {
+/// The declarations of the kernel's buffer pointers and lengths, read from the views, or
+/// of the local arrays `local` (empty at first).
+fn buffer_decls(k: &Kernel, local: &BTreeMap<u32, i64>) -> String {
     let moving = moving_buffers(&k.body);
     let mut out = String::new();
     for (n, d) in k.bufs.iter().enumerate() {
         let t = c_elem(d.elem);
-        if moving.contains(&(n as u32)) {
+        if let Some(c) = local.get(&(n as u32)) {
+            let _ = writeln!(
+                out,
+                "    {t} l{n}[{c}] __attribute__((aligned(64))) = {{0}}; {t} *const restrict b{n} = l{n}; int64_t n{n} = 0; /* {} */",
+                comment(&d.name)
+            );
+        } else if moving.contains(&(n as u32)) {
             let _ = writeln!(
                 out,
                 "    {t} *b{n} = ({t} *)views[{n}].ptr; int64_t n{n} = views[{n}].len; /* {} */",
@@ -523,6 +602,8 @@ fn c_f64(x: f64) -> String {
 
 struct Emitter<'a> {
     k: &'a Kernel,
+    /// Buffers in local arrays ([`local_buffers`]) and their lengths.
+    local: BTreeMap<u32, i64>,
     out: String,
     depth: usize,
     tmp: usize,
@@ -748,6 +829,11 @@ impl Emitter<'_> {
                 let want = me.expr(len);
                 let want = me.bind("int64_t", want);
                 let (n, t) = (buf.0, c_elem(me.k.buf_elem(*buf)));
+                if me.local.contains_key(&n) {
+                    // A local array holds the largest length asked for, zeros from the start.
+                    me.line(&format!("if ({want} > n{n}) n{n} = {want};"));
+                    return;
+                }
                 // A buffer already long enough needs no call (appends grow geometrically, so
                 // the call is rare).
                 me.open(&format!("if (UNLIKELY({want} > n{n})) {{"));

@@ -796,6 +796,7 @@ mod tests {
             elem,
             growable: false,
             tensor: None,
+            scratch: false,
         };
         let var = |n: &str, ty| VarDecl {
             name: n.into(),
