@@ -104,23 +104,10 @@ fn walk(
     *stmts = out;
 }
 
-/// One `If` level of a row body's chain: assignments, then the condition the rest needs.
-pub(super) struct Level {
-    pub(super) pre: Vec<Stmt>,
-    pub(super) cond: Expr,
-}
-
-/// A row body cut at its chain: `levels`, then `head` (assignments) before the hot loop,
-/// and `tail` after it.
-pub(super) struct Chain {
-    pub(super) levels: Vec<Level>,
-    pub(super) head: Vec<Stmt>,
-    pub(super) var: VarId,
-    pub(super) start: Expr,
-    pub(super) stop: Expr,
-    pub(super) hot: Vec<Stmt>,
-    pub(super) tail: Vec<Stmt>,
-}
+/// A row body cut at its chain: `jam::Path` whose `If` levels have nothing after them
+/// (`post` of each level empty): the levels' assignments and conditions, `head` before the
+/// hot loop, and the path's `post` after it.
+pub(super) type Chain = super::jam::Path;
 
 pub(super) fn straight(s: &Stmt) -> bool {
     matches!(s, Stmt::Assign(..) | Stmt::Comment(_))
@@ -129,25 +116,7 @@ pub(super) fn straight(s: &Stmt) -> bool {
 /// The row body's path (`jam::path`) with nothing after any `If` on it.
 pub(super) fn chain(body: &[Stmt]) -> Option<Chain> {
     let p = super::jam::path(body)?;
-    if p.levels.iter().any(|lv| !lv.post.is_empty()) {
-        return None;
-    }
-    Some(Chain {
-        levels: p
-            .levels
-            .into_iter()
-            .map(|lv| Level {
-                pre: lv.pre,
-                cond: lv.cond,
-            })
-            .collect(),
-        head: p.head,
-        var: p.var,
-        start: p.start,
-        stop: p.stop,
-        hot: p.hot,
-        tail: p.post,
-    })
+    p.levels.iter().all(|lv| lv.post.is_empty()).then_some(p)
 }
 
 /// Whether a row body holds only the statements a row may (assignments, branches, stores,
@@ -446,7 +415,7 @@ fn jam(
     // The hot loop's counter is the only variable whose value after the jammed loops differs
     // from the original's: what follows must assign it before reading it.
     let counter = HashSet::from([ch.var]);
-    if !assigned_first(&ch.tail, &counter, &mut HashSet::new()) {
+    if !assigned_first(&ch.post, &counter, &mut HashSet::new()) {
         return None;
     }
     let mut hot_assigned = HashSet::new();
@@ -981,14 +950,14 @@ impl Group<'_> {
                     inner.push(rest(r));
                 }
                 for r in 0..rows {
-                    inner.extend(of_row(r, &ch.tail));
+                    inner.extend(of_row(r, &ch.post));
                 }
             }
             Some(bad) => {
                 let mut after = vec![];
                 for r in 0..rows {
                     after.push(rest(r));
-                    after.extend(of_row(r, &ch.tail));
+                    after.extend(of_row(r, &ch.post));
                 }
                 inner.push(Stmt::If {
                     cond: b::var(bad),
@@ -999,30 +968,27 @@ impl Group<'_> {
         }
         // Rows shorter than `min_steps` run one after another (their original bodies): on
         // short rows the end of each row's loop, mispredicted, costs more than the chain.
-        let mut levels: Vec<Level> = ch
+        let mut levels: Vec<(Vec<Stmt>, Expr)> = ch
             .levels
             .iter()
-            .map(|lv| Level {
-                pre: lv.pre.clone(),
-                cond: lv.cond.clone(),
-            })
+            .map(|lv| (lv.pre.clone(), lv.cond.clone()))
             .collect();
         if self.min_steps > 1
-            && let Some(lv) = levels.last_mut()
+            && let Some((_, cond)) = levels.last_mut()
         {
             let long = b::le(
                 b::int(self.min_steps),
                 b::sub(ch.stop.clone(), ch.start.clone()),
             );
-            lv.cond = and(lv.cond.clone(), long);
+            *cond = and(cond.clone(), long);
         }
         // The chain's levels, outermost last: each needs its condition for every row.
-        for lv in levels.iter().rev() {
+        for (lv_pre, lv_cond) in levels.iter().rev() {
             let mut pre = vec![];
             for r in 0..rows {
-                pre.extend(of_row(r, &lv.pre));
+                pre.extend(of_row(r, lv_pre));
             }
-            let cond = (0..rows).map(|r| expr_of_row(r, &lv.cond)).reduce(and)?;
+            let cond = (0..rows).map(|r| expr_of_row(r, lv_cond)).reduce(and)?;
             pre.push(Stmt::If {
                 cond,
                 then: inner,

@@ -203,7 +203,7 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
     // The counter, `q` and the temporaries leave values the tail must not read (the lanes
     // set the counter and `q`, but not the temporaries' last values).
     let dead: HashSet<VarId> = temps.iter().copied().collect();
-    if !assigned_first(&ch.tail, &dead, &mut HashSet::new()) {
+    if !assigned_first(&ch.post, &dead, &mut HashSet::new()) {
         return None;
     }
     // Reads in the innermost loop: its counter never; `q` only as a load index `q + c`.
@@ -460,7 +460,7 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
         q,
         b::add(b::var(q), b::mul(b::int(LANES), lane_load(counts))),
     ));
-    finish.extend(ch.tail.iter().cloned());
+    finish.extend(ch.post.iter().cloned());
     // Most of that serves only the tail's re-run (a row whose sum is zero or NaN): what
     // nothing reads goes, and what only the re-run reads moves into it.
     let finish = in_group(
