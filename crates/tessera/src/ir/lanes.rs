@@ -564,8 +564,10 @@ fn lanes(k: &mut Kernel, l: &Stmt, whole: &[Stmt], grown: &mut Vec<BufId>) -> Op
 /// `[assignments; if c { rare }; stores and assignments]` (the IEEE-product rule's re-run of
 /// a row whose sum is zero or NaN), before it a vectorised loop that evaluates `c` for all 8
 /// rows: when no row takes its branch, the tails without it run as one vectorised loop (8
-/// sums stored at once). The assignments before the `If` write only row-private variables
-/// and read no memory the tails write, so evaluating them twice changes nothing.
+/// sums stored at once). The assignments before the `If` write only row-private variables,
+/// and a row reads only its own elements of the buffers the tails write (`lanes` runs only
+/// on bodies where `rows_own_elements` holds), so evaluating them for all 8 rows first, and
+/// again in the loop that follows, changes nothing.
 fn tails(k: &mut Kernel, finish: Vec<Stmt>, lane: VarId) -> Vec<Stmt> {
     let each = |var, body| Stmt::For {
         var,

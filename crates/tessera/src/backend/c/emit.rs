@@ -212,12 +212,12 @@ pub fn emit(k: &Kernel, options: &Options) -> String {
 const LOCAL_ELEMENTS: i64 = 64;
 
 /// The scratch buffers (`BufDecl::scratch`) that live in local arrays, and each one's
-/// length: those only ever grown to constant lengths of at most [`LOCAL_ELEMENTS`] and not sorted or hashed by
-/// a helper (`ir::lanes`' lane arrays). Aligned to 64 bytes, a lane array's vector store
-/// and the load that follows never cross a cache line (a store split across two lines
-/// cannot be forwarded to the load: on the Xeon of BENCHMARKS.md a slice's 8 rows took up
-/// to 1.6x as long when the allocator placed the array across a line), and a grow is a
-/// comparison rather than a call.
+/// length: those only ever grown to constant lengths of at most [`LOCAL_ELEMENTS`] and not
+/// sorted or hashed by a helper (`ir::lanes`' lane arrays). Aligned to 64 bytes, a lane
+/// array's vector store and the load that follows never cross a cache line (a store split
+/// across two lines is not forwarded to the load; the runtime's 8-element allocations are
+/// only 16-byte aligned), and a grow is a comparison rather than a call: SpMV on cryg10000's
+/// sliced rows 0.024 -> 0.022 ms (BENCHMARKS.md, "Slice lanes, second pass").
 fn local_buffers(k: &Kernel) -> BTreeMap<u32, i64> {
     let mut len: BTreeMap<u32, i64> = BTreeMap::new();
     let mut refused: HashSet<u32> = HashSet::new();
