@@ -448,40 +448,23 @@ impl Text<'_> {
             return None;
         };
         let b = buf.0;
-        let x = match (elem, &self.live) {
-            (ElemType::F64, None) => (
-                format!("_mm512_i64gather_pd({i}, (const void *)b{b}, 8)"),
-                Kind::F64,
-            ),
-            (ElemType::F64, Some(m)) => (
-                format!(
-                    "_mm512_mask_i64gather_pd(_mm512_setzero_pd(), {m}, {i}, (const void *)b{b}, 8)"
-                ),
-                Kind::F64,
-            ),
-            (ElemType::I64, None) => (
-                format!("_mm512_i64gather_epi64({i}, (const void *)b{b}, 8)"),
-                Kind::I64,
-            ),
-            (ElemType::I64, Some(m)) => (
-                format!(
-                    "_mm512_mask_i64gather_epi64(_mm512_setzero_si512(), {m}, {i}, (const void *)b{b}, 8)"
-                ),
-                Kind::I64,
-            ),
-            (ElemType::I32, None) => (
-                format!(
-                    "_mm512_cvtepi32_epi64(_mm512_i64gather_epi32({i}, (const void *)b{b}, 4))"
-                ),
-                Kind::I64,
-            ),
-            (ElemType::I32, Some(m)) => (
-                format!(
-                    "_mm512_cvtepi32_epi64(_mm512_mask_i64gather_epi32(_mm256_setzero_si256(), {m}, {i}, (const void *)b{b}, 4))"
-                ),
-                Kind::I64,
-            ),
+        // i32 elements come as 8 of 32 bits, widened to the lanes' 64.
+        let (suffix, zero, scale) = match elem {
+            ElemType::F64 => ("pd", "_mm512_setzero_pd()", 8),
+            ElemType::I64 => ("epi64", "_mm512_setzero_si512()", 8),
+            ElemType::I32 => ("epi32", "_mm256_setzero_si256()", 4),
             _ => return None,
+        };
+        let gather = match &self.live {
+            None => format!("_mm512_i64gather_{suffix}({i}, (const void *)b{b}, {scale})"),
+            Some(m) => format!(
+                "_mm512_mask_i64gather_{suffix}({zero}, {m}, {i}, (const void *)b{b}, {scale})"
+            ),
+        };
+        let x = match elem {
+            ElemType::F64 => (gather, Kind::F64),
+            ElemType::I32 => (format!("_mm512_cvtepi32_epi64({gather})"), Kind::I64),
+            _ => (gather, Kind::I64),
         };
         Some(Val::Lanes(x.0, x.1))
     }
