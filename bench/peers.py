@@ -124,9 +124,33 @@ def spmv_peer(ctx, peer: str, a: sp.csr_matrix, x: np.ndarray, d: Path, eigen: P
 
 
 def spgemm_peer(ctx, peer: str, a: sp.csr_matrix, b: sp.csr_matrix, d: Path, eigen: Path | None):
-    """A callable(check_only=False) for `peer`'s C = A B (CSR result when checking)."""
-    if not ctx.peer_available(peer) or (peer == "Eigen" and eigen is None):
+    """A callable(check_only=False) for `peer`'s C = A B (CSR result when checking).
+
+    SciPy's `a @ b` and MKL's `mkl_sparse_spmm` (through sparse_dot_mkl) leave each row's
+    column indices in the order the row was accumulated; Tessera's `SparseList` output and
+    Eigen's product are sorted (SuiteSparse:GraphBLAS may keep a product's rows unsorted,
+    "jumbled", until they are read). "SciPy sorted" (`sort_indices()` after
+    the product) and "MKL sorted" (`reorder_output=True`, MKL's `mkl_sparse_order`) time the
+    same product with the sorted rows Tessera produces."""
+    base = peer.removesuffix(" sorted")
+    if not ctx.peer_available(base) or (peer == "Eigen" and eigen is None):
         return None
+    if peer == "SciPy sorted":
+        def f(check_only=False):
+            def run():
+                c = a @ b
+                c.sort_indices()
+                return c
+            return run() if check_only else ctx.time_py(run)
+        return f
+    if peer == "MKL sorted":
+        from sparse_dot_mkl import dot_product_mkl
+
+        def f(check_only=False):
+            def run():
+                return dot_product_mkl(a, b, reorder_output=True)
+            return run() if check_only else ctx.time_py(run)
+        return f
     if peer == "SciPy":
         def f(check_only=False):
             return a @ b if check_only else ctx.time_py(lambda: a @ b)

@@ -2,6 +2,7 @@
 
 pub mod abi;
 pub mod buffer;
+pub mod flag_scan;
 pub mod huge;
 pub mod intrinsics;
 pub mod largest;
