@@ -294,8 +294,10 @@ class Context:
         return self.peer_missing_reason(name) is None
 
     def peer_missing_reason(self, name: str) -> str | None:
-        """None when the peer works, else why not (failed install or import)."""
-        key = name.lower()
+        """None when the peer works, else why not (failed install or import). A variant of a
+        library's call ("MKL sorted": the same product with sorted rows) works when the
+        library does."""
+        key = name.lower().removesuffix(" sorted")
         if key in self._peer_overrides:
             return self._peer_overrides[key]
         if key not in self._peer_status:

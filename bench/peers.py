@@ -132,8 +132,7 @@ def spgemm_peer(ctx, peer: str, a: sp.csr_matrix, b: sp.csr_matrix, d: Path, eig
     "jumbled", until they are read). "SciPy sorted" (`sort_indices()` after
     the product) and "MKL sorted" (`reorder_output=True`, MKL's `mkl_sparse_order`) time the
     same product with the sorted rows Tessera produces."""
-    base = peer.removesuffix(" sorted")
-    if not ctx.peer_available(base) or (peer == "Eigen" and eigen is None):
+    if not ctx.peer_available(peer) or (peer == "Eigen" and eigen is None):
         return None
     if peer == "SciPy sorted":
         def f(check_only=False):
