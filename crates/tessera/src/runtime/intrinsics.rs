@@ -64,8 +64,9 @@ pub fn sort_i64(v: &mut [i64]) {
 /// `flags`, where no other slot between the least and the greatest listed one is set (a
 /// `SparseByteMap`'s `srt` and `tbl`: the level's validation and its updates keep that
 /// invariant). When that range is short against the number of slots, reading the flags over
-/// it (`flag_scan`: 32 at a time with AVX2) lists the slots in order without comparing any; otherwise a bucket
-/// sort, or, for keys crowded into few buckets, the radix sort or comparisons.
+/// it (`flag_scan`: 32 at a time with AVX2) lists the slots in order without comparing any;
+/// otherwise a bucket sort, or, for keys crowded into few buckets, the radix sort or
+/// comparisons.
 ///
 /// The scan is only used after counting exactly `v.len()` set flags in the range, so a list
 /// that broke the invariant that way is sorted another way instead. Errors (the kernel's
