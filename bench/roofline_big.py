@@ -37,6 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import tessera as ts
+from python_spmv import median_ms
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPMV = "y .= 0\nfor i = _, j = _\n  y[i] += A[i, j] * x[j]\nend\n"
@@ -81,17 +82,6 @@ def stream(tmp: str) -> dict:
                    check=True, capture_output=True, text=True)
     p = subprocess.run([exe], check=True, capture_output=True, text=True)
     return json.loads(p.stdout.strip().splitlines()[-1])
-
-
-def median_ms(f, repeat: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        f()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        f()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(times))
 
 
 def main() -> None:
