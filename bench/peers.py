@@ -129,9 +129,9 @@ def spgemm_peer(ctx, peer: str, a: sp.csr_matrix, b: sp.csr_matrix, d: Path, eig
     SciPy's `a @ b` and MKL's `mkl_sparse_spmm` (through sparse_dot_mkl) leave each row's
     column indices in the order the row was accumulated; Tessera's `SparseList` output and
     Eigen's product are sorted (SuiteSparse:GraphBLAS may keep a product's rows unsorted,
-    "jumbled", until they are read). "SciPy sorted" (`sort_indices()` after
-    the product) and "MKL sorted" (`reorder_output=True`, MKL's `mkl_sparse_order`) time the
-    same product with the sorted rows Tessera produces."""
+    "jumbled", until they are read). "SciPy sorted" (`sort_indices()` after the product) and
+    "MKL sorted" (`reorder_output=True`, MKL's `mkl_sparse_order`) time the same product
+    with the sorted rows Tessera produces."""
     if not ctx.peer_available(peer) or (peer == "Eigen" and eigen is None):
         return None
     if peer == "SciPy sorted":

@@ -154,8 +154,8 @@ mod x86 {
             let count = m.count_ones() as usize;
             if dense && n + 4 <= out.len() {
                 // Four positions are written whether set or not (a clear mask's trailing
-                // zeros give 64, written past the count and overwritten later), and only a
-                // chunk with more than four set loops.
+                // zeros give 64, written past the count and overwritten later); only a chunk
+                // with more than four flags set loops for the rest.
                 for k in 0..4 {
                     out[n + k] = at + i64::from(m.trailing_zeros());
                     m &= m.wrapping_sub(1);
