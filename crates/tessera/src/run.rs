@@ -990,6 +990,11 @@ pub fn late_passes(ir: &mut crate::ir::Kernel) {
 /// by about ten and Cranelift's compile time with it (3 ms -> 36 ms); the results and faults
 /// are the same either way.
 pub fn late_passes_with(ir: &mut crate::ir::Kernel, interleave: bool) {
+    // First: an append's value slot filled and then overwritten is one store (a `SparseList`
+    // output's entries), which the passes below then see as such.
+    if std::env::var_os("TESSERA_NO_DEAD_FILLS").is_none() {
+        crate::ir::dead_fill::drop_dead_fills(ir);
+    }
     // Before the IEEE products: the fold loops it makes write no memory.
     crate::ir::distribute::distribute_loops(ir);
     // After distribution, whose store loops hold a jam's adjacent updates of one row.

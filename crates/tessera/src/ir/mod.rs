@@ -9,6 +9,7 @@
 pub mod atomic;
 pub mod build;
 pub mod check;
+pub mod dead_fill;
 pub mod cx;
 pub mod distribute;
 mod effects;

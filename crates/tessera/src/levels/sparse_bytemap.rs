@@ -235,12 +235,25 @@ impl Level for SparseByteMap {
             b::store(tbl, b::var(q), b::boolean(false)),
         ];
         if leaf_child {
-            clear.extend(l.child_impl().assemble(
+            // Each listed slot was written since the declaration that grew the leaf to every
+            // slot, so resetting it needs no growth, and its one-element fill is a store
+            // (SpGEMM's short rows spent ~10% of the kernel on the growth and range tests).
+            let reset = l.child_impl().assemble(
                 cx,
                 &l.child(),
                 b::var(q),
                 b::add(b::var(q), b::int(1)),
-            )?);
+            )?;
+            clear.extend(reset.into_iter().filter_map(|s| match s {
+                Stmt::Grow { .. } => None,
+                Stmt::Fill {
+                    buf,
+                    start,
+                    stop,
+                    value,
+                } if stop == b::add(start.clone(), b::int(1)) => Some(b::store(buf, start, value)),
+                other => Some(other),
+            }));
         }
         let mut fast = vec![Stmt::For {
             var: k,
