@@ -219,3 +219,77 @@ fn wide_rows_equal_the_reference_product() {
         }
     }
 }
+
+/// The tropical (min, +) product through a workspace whose fill is Inf: each row resets the
+/// slots the last row listed to Inf (`SparseByteMap`'s reset stores the fill; a wrong value
+/// there would survive into the next row's minimum) and appends its entries to a `SparseList`
+/// of Inf (the new value slot is stored once, not filled first). Against the evaluator, bit for
+/// bit, on every backend, rows sharing most of their columns with the row before.
+#[test]
+fn min_plus_rows_reset_the_workspace_to_its_fill() {
+    let p = parse(
+        "C .= Inf
+for i = _
+  w .= Inf
+  for k = _, j = _
+    w[j] <<min>>= A[i, k] + B[k, j]
+  end
+  for j = _
+    C[i, j] = w[j]
+  end
+end
+",
+    );
+    let n = 120;
+    let runners = runners();
+    for (seed, shape) in [(4, "mesh"), (5, "band"), (6, "random")] {
+        let rows = rows_of(n, seed, shape, |i| i % 6);
+        let mut coords = vec![Vec::new(), Vec::new()];
+        let mut vals = Vec::new();
+        for (i, r) in rows.iter().enumerate() {
+            for &j in r {
+                coords[0].push(i as i64);
+                coords[1].push(j as i64);
+                vals.push(value(i, j));
+            }
+        }
+        for format in [
+            "Dense(SparseList(Element(Inf)))",
+            "Dense(SparseList(Element(Inf), coord=i32))",
+        ] {
+            let a = Tensor::from_coo(
+                &fmt(format),
+                &[n, n],
+                &coords,
+                &Buffer::F64(vals.clone().into()),
+                |a, _| a,
+            )
+            .unwrap();
+            let ts: BTreeMap<String, Tensor> = [
+                ("A", a.clone()),
+                ("B", a),
+                ("C", Tensor::empty(&fmt(format), &[n, n]).unwrap()),
+                (
+                    "w",
+                    Tensor::empty(&fmt("SparseByteMap(Element(Inf))"), &[n]).unwrap(),
+                ),
+            ]
+            .into_iter()
+            .map(|(k, t)| (k.to_string(), t))
+            .collect();
+            let want = format!("{:?}", run_eval(&p, &ts).unwrap()["C"]);
+            for (name, runner) in &runners {
+                let mut got = ts.clone();
+                let k = runner.compile(&p, &common::formats_of(&got)).unwrap();
+                runner.execute(&k, &mut got).unwrap();
+                got["C"].validate("C").unwrap();
+                let ctx = format!("{name} {shape} {format}");
+                assert_eq!(format!("{:?}", got["C"].to_dense()), want, "{ctx}");
+                // Not all Inf: the minima the reset could spoil are there.
+                let mut finite = 0;
+                got["C"].for_each_stored(&mut |_, v| finite += usize::from(v.as_f64().is_finite()));
+                assert!(finite > n, "{ctx}: {finite} finite entries");
+            }
+        }
+    }
+}

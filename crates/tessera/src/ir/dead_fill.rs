@@ -172,11 +172,7 @@ mod tests {
         let store = || b::store(val, b::var(q), b::var(t));
         let cases = [
             // The element read before the store.
-            vec![
-                fill(val, q),
-                b::assign(t, b::load(val, b::var(q))),
-                store(),
-            ],
+            vec![fill(val, q), b::assign(t, b::load(val, b::var(q))), store()],
             // The store's value reads it.
             vec![
                 fill(val, q),
@@ -189,11 +185,7 @@ mod tests {
                 store(),
             ],
             // The store may be skipped.
-            vec![
-                fill(val, q),
-                if_(b::var(t), vec![Stmt::Break]),
-                store(),
-            ],
+            vec![fill(val, q), if_(b::var(t), vec![Stmt::Break]), store()],
             // The store is conditional.
             vec![fill(val, q), if_(b::var(t), vec![store()])],
             // Another element.
@@ -220,11 +212,7 @@ mod tests {
                 store(),
             ],
             // The length looked at between.
-            vec![
-                fill(val, q),
-                b::assign(t, Expr::Len(val)),
-                store(),
-            ],
+            vec![fill(val, q), b::assign(t, Expr::Len(val)), store()],
         ];
         for case in cases {
             let n = case.len();

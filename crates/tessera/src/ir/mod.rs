@@ -9,8 +9,8 @@
 pub mod atomic;
 pub mod build;
 pub mod check;
-pub mod dead_fill;
 pub mod cx;
+pub mod dead_fill;
 pub mod distribute;
 mod effects;
 pub mod exact_points;

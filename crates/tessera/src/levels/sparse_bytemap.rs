@@ -238,12 +238,9 @@ impl Level for SparseByteMap {
             // Each listed slot was written since the declaration that grew the leaf to every
             // slot, so resetting it needs no growth, and its one-element fill is a store
             // (SpGEMM's short rows spent ~10% of the kernel on the growth and range tests).
-            let reset = l.child_impl().assemble(
-                cx,
-                &l.child(),
-                b::var(q),
-                b::add(b::var(q), b::int(1)),
-            )?;
+            let reset =
+                l.child_impl()
+                    .assemble(cx, &l.child(), b::var(q), b::add(b::var(q), b::int(1)))?;
             clear.extend(reset.into_iter().filter_map(|s| match s {
                 Stmt::Grow { .. } => None,
                 Stmt::Fill {
