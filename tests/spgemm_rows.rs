@@ -99,15 +99,23 @@ fn stored(t: &Tensor) -> BTreeMap<(usize, usize), f64> {
 }
 
 fn inputs(format: &str, out: &str, n: usize, rows: &Rows) -> BTreeMap<String, Tensor> {
+    inputs_with(format, out, "SparseByteMap(Element(0.0))", n, rows)
+}
+
+/// A = B from `rows` in `format`, an empty C in `out` and the workspace w in `workspace`.
+fn inputs_with(
+    format: &str,
+    out: &str,
+    workspace: &str,
+    n: usize,
+    rows: &Rows,
+) -> BTreeMap<String, Tensor> {
     let a = tensor(format, n, rows);
     [
         ("A", a.clone()),
         ("B", a),
         ("C", Tensor::empty(&fmt(out), &[n, n]).unwrap()),
-        (
-            "w",
-            Tensor::empty(&fmt("SparseByteMap(Element(0.0))"), &[n]).unwrap(),
-        ),
+        ("w", Tensor::empty(&fmt(workspace), &[n]).unwrap()),
     ]
     .into_iter()
     .map(|(k, t)| (k.to_string(), t))
@@ -244,39 +252,11 @@ end
     let runners = runners();
     for (seed, shape) in [(4, "mesh"), (5, "band"), (6, "random")] {
         let rows = rows_of(n, seed, shape, |i| i % 6);
-        let mut coords = vec![Vec::new(), Vec::new()];
-        let mut vals = Vec::new();
-        for (i, r) in rows.iter().enumerate() {
-            for &j in r {
-                coords[0].push(i as i64);
-                coords[1].push(j as i64);
-                vals.push(value(i, j));
-            }
-        }
         for format in [
             "Dense(SparseList(Element(Inf)))",
             "Dense(SparseList(Element(Inf), coord=i32))",
         ] {
-            let a = Tensor::from_coo(
-                &fmt(format),
-                &[n, n],
-                &coords,
-                &Buffer::F64(vals.clone().into()),
-                |a, _| a,
-            )
-            .unwrap();
-            let ts: BTreeMap<String, Tensor> = [
-                ("A", a.clone()),
-                ("B", a),
-                ("C", Tensor::empty(&fmt(format), &[n, n]).unwrap()),
-                (
-                    "w",
-                    Tensor::empty(&fmt("SparseByteMap(Element(Inf))"), &[n]).unwrap(),
-                ),
-            ]
-            .into_iter()
-            .map(|(k, t)| (k.to_string(), t))
-            .collect();
+            let ts = inputs_with(format, format, "SparseByteMap(Element(Inf))", n, &rows);
             let want = format!("{:?}", run_eval(&p, &ts).unwrap()["C"]);
             for (name, runner) in &runners {
                 let mut got = ts.clone();
