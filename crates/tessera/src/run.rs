@@ -995,6 +995,11 @@ pub fn late_passes_with(ir: &mut crate::ir::Kernel, interleave: bool) {
     if std::env::var_os("TESSERA_NO_DEAD_FILLS").is_none() {
         crate::ir::dead_fill::drop_dead_fills(ir);
     }
+    // Before versioning in the backends, which then sees the loop's buffers keep their
+    // lengths.
+    if std::env::var_os("TESSERA_NO_GROW_HOIST").is_none() {
+        crate::ir::grow_hoist::hoist_growths(ir);
+    }
     // Before the IEEE products: the fold loops it makes write no memory.
     crate::ir::distribute::distribute_loops(ir);
     // After distribution, whose store loops hold a jam's adjacent updates of one row.

@@ -15,6 +15,7 @@ pub mod distribute;
 mod effects;
 pub mod exact_points;
 pub mod fill_sink;
+pub mod grow_hoist;
 pub mod hoist;
 pub mod ieee_mul;
 pub mod innermost;

@@ -23,7 +23,7 @@ use super::{Level, LevelKind, LevelRef};
 use crate::error::Result;
 use crate::ir::cx::Cx;
 use crate::ir::{Expr, Stmt, build as b};
-use crate::looplets::{Fiber, Looplet, Stepper, Target};
+use crate::looplets::{Fiber, Looplet, Positions, Stepper, Target};
 use crate::notation::ast::Protocol;
 use crate::runtime::Buffer;
 use crate::types::{ElemType, Scalar};
@@ -458,6 +458,7 @@ impl Level for SparseByteMap {
             },
         ]);
         let stop = b::sub(b::load(srt, b::var(q)), base.clone());
+        let unbased = base == b::int(0);
         let stepper = Stepper {
             seek: Rc::new(move |start: &Expr| {
                 // Every stored coordinate is >= 0, so a walk from 0 needs no search.
@@ -481,7 +482,19 @@ impl Level for SparseByteMap {
                 tail: Box::new(Target::Fiber(f.child(b::load(srt, b::var(q))))),
             },
             next: vec![b::assign(q, b::add(b::var(q), b::int(1)))],
-            positions: None,
+            // A fiber starting at slot 0 (a vector, as a row's workspace) lists its
+            // coordinates themselves in `srt`, sorted: its slots are positions the engine may
+            // walk with a counted loop (a sparse product's copy-out, each row's listed slots),
+            // as a sparse list's. Other fibers list `base + i`, which a search for a
+            // coordinate would misread.
+            positions: unbased.then(|| Positions {
+                first: b::var(q),
+                end: b::var(q_stop),
+                last: b::var(last),
+                bound: b::sub(t.dim_of_level(f.level, 0), b::int(1)),
+                coords: srt,
+                stride: 1,
+            }),
             within: None,
         };
         Ok(super::shared::chunks_then_fill(
