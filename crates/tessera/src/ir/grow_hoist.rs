@@ -51,14 +51,23 @@ fn hoist_in(stmts: &mut Vec<Stmt>) {
             if !grown.is_empty() {
                 let trip = b::sub(stop.clone(), start.clone());
                 let mut before = vec![];
-                for (buf, cursor) in &grown {
+                for (buf, cursor, _) in &grown {
                     before.push(Stmt::Grow {
                         buf: *buf,
                         len: b::add(b::var(*cursor), trip.clone()),
                     });
                 }
                 out.extend(b::if_(b::lt(start.clone(), stop.clone()), before));
-                body.retain(|t| !matches!(t, Stmt::Grow { buf, len } if grown.iter().any(|(g, c)| g == buf && is_next(len, *c))));
+                // Only the growths before their cursor's step: one after it asks for one more.
+                let mut at = 0;
+                body.retain(|t| {
+                    let keep = !grown.iter().any(|&(g, c, step)| {
+                        at < step
+                            && matches!(t, Stmt::Grow { buf, len } if *buf == g && is_next(len, c))
+                    });
+                    at += 1;
+                    keep
+                });
             }
         }
         out.push(s);
@@ -66,8 +75,9 @@ fn hoist_in(stmts: &mut Vec<Stmt>) {
     *stmts = out;
 }
 
-/// The `(buffer, cursor)` pairs of the loop's growths that can go before it.
-fn hoistable(var: VarId, start: &Expr, stop: &Expr, body: &[Stmt]) -> Vec<(BufId, VarId)> {
+/// The `(buffer, cursor, index of the cursor's step in the body)` of the loop's growths that
+/// can go before it.
+fn hoistable(var: VarId, start: &Expr, stop: &Expr, body: &[Stmt]) -> Vec<(BufId, VarId, usize)> {
     if breaks(body) {
         return vec![];
     }
@@ -109,8 +119,8 @@ fn hoistable(var: VarId, start: &Expr, stop: &Expr, body: &[Stmt]) -> Vec<(BufId
         if steps.len() != 1 || steps[0] < at || count_assignments(body, cursor) != 1 {
             continue;
         }
-        if !found.contains(&(*buf, cursor)) {
-            found.push((*buf, cursor));
+        if !found.contains(&(*buf, cursor, steps[0])) {
+            found.push((*buf, cursor, steps[0]));
         }
     }
     found
@@ -244,6 +254,27 @@ mod tests {
             hoist_in(&mut body);
             assert_eq!(format!("{body:?}"), format!("{before:?}"));
         }
+    }
+
+    #[test]
+    fn a_growth_after_the_step_stays_in_the_loop() {
+        let (buf, c, q, e) = (BufId(1), VarId(0), VarId(1), VarId(2));
+        let mut inner = append(buf, c);
+        inner.push(Stmt::Grow {
+            buf,
+            len: b::add(b::var(c), b::int(1)),
+        });
+        let mut body = vec![for_(q, b::var(e), inner)];
+        hoist_in(&mut body);
+        assert_eq!(body.len(), 2, "{body:?}");
+        let Stmt::For { body: inside, .. } = &body[1] else {
+            panic!("the loop second: {body:?}")
+        };
+        assert!(
+            matches!(inside.last(), Some(Stmt::Grow { .. })),
+            "{inside:?}"
+        );
+        assert_eq!(grows_inside(&body), 1);
     }
 
     #[test]
