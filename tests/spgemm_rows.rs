@@ -187,6 +187,8 @@ fn every_row_shape_equals_the_evaluator() {
 /// Rows whose slots span more than 2^15 columns (ranked on 32-bit keys; a span past 2^31
 /// would need that many columns, so `short_sort`'s unit tests cover it), on a matrix too
 /// large for the evaluator's dense copies: against the product computed here, bit for bit.
+/// B is large enough for the C backend to request its rows ahead (`backend::c::prefetch`),
+/// up to A's last entries, where the position ahead is past A's coordinates.
 #[test]
 fn wide_rows_equal_the_reference_product() {
     let p = parse(GUSTAVSON);
@@ -215,6 +217,12 @@ fn wide_rows_equal_the_reference_product() {
             }
             let mut got = ts.clone();
             let k = runner.compile(&p, &common::formats_of(&got)).unwrap();
+            if *name == "c" {
+                // B's arrays (2-4 MB) are past `prefetch::RANGE_MIN_BYTES`: the copy of A's
+                // row loop that asks for B's rows ahead is the one that runs.
+                let source = tessera::backend::CBackend::new().source_of(&k.ir);
+                assert!(source.contains("pf_q"), "{format}: no range prefetch");
+            }
             runner.execute(&k, &mut got).unwrap();
             got["C"].validate("C").unwrap();
             let s = stored(&got["C"]);
@@ -270,6 +278,38 @@ end
                 got["C"].for_each_stored(&mut |_, v| finite += usize::from(v.as_f64().is_finite()));
                 assert!(finite > n, "{ctx}: {finite} finite entries");
             }
+        }
+    }
+}
+
+/// A coordinate of A past B's rows, which the C backend's range prefetch reads four entries
+/// before the product reaches it (and must skip: it is no row of B), fails where the product
+/// reaches it, with the same error on every backend, and no backend reads past B_ptr.
+#[test]
+fn a_bad_coordinate_ahead_of_the_range_prefetch_fails_where_it_is() {
+    let p = parse(GUSTAVSON);
+    let n = 100_000;
+    let rows: Rows = (0..n).map(|i| vec![i, (i * 7 + 3) % n]).collect();
+    for format in CSR {
+        let mut ts = inputs(format, format, n, &rows);
+        let a = ts.get_mut("A").unwrap();
+        // Position 11 (row 5, after row 5's diagonal): column n + 7.
+        a.levels[1][1].set(11, tessera::types::Scalar::I64(n as i64 + 7));
+        let mut errors = vec![];
+        for (name, runner) in runners() {
+            if name == "interp" {
+                continue;
+            }
+            let mut got = ts.clone();
+            let k = runner.compile(&p, &common::formats_of(&got)).unwrap();
+            let e = runner
+                .execute(&k, &mut got)
+                .expect_err(&format!("{name} {format}: a bad coordinate ran"));
+            errors.push((name, e.to_string()));
+        }
+        for (name, e) in &errors {
+            assert!(e.contains("tensor `B`: index 100007"), "{name}: {e}");
+            assert_eq!(e, &errors[0].1, "{name} against {}", errors[0].0);
         }
     }
 }

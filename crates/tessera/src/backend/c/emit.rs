@@ -1172,11 +1172,56 @@ impl Emitter<'_> {
             self.close("}");
             return;
         }
+        let ranges = self.prefetched_ranges(var, body);
+        let ranged = !ranges.is_empty();
+        if ranged {
+            let ahead = self.prefetch.ranges;
+            let min_bytes = self.prefetch.range_min_bytes;
+            let mut large: Vec<String> = ranges
+                .iter()
+                .flat_map(|r| &r.streams)
+                .map(|y| format!("n{0} > INT64_C({min_bytes}) / (int64_t)sizeof *b{0}", y.0))
+                .collect();
+            large.sort();
+            large.dedup();
+            self.open(&format!("if ({}) {{", large.join(" || ")));
+            self.line("/* ranges streamed from buffers past a quarter of the L2: each range's start requested `D` positions ahead */");
+            let mark = (self.out.len(), self.depth);
+            self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
+            for r in &ranges {
+                let (q, idx, ptr) = (var.0, r.idx.0, r.ptr.0);
+                // Every read tested against its buffer's length; the address is an integer
+                // until `__builtin_prefetch`, which cannot fault.
+                self.open(&format!(
+                    "{{ const uint64_t pf_q = (uint64_t)v{q} + UINT64_C({ahead}); if (pf_q < (uint64_t)n{idx}) {{"
+                ));
+                self.open(&format!(
+                    "const uint64_t pf_k = (uint64_t)(int64_t)b{idx}[pf_q]; if (pf_k < (uint64_t)n{ptr}) {{"
+                ));
+                self.line(&format!(
+                    "const uintptr_t pf_s = (uintptr_t)(int64_t)b{ptr}[pf_k];"
+                ));
+                for y in &r.streams {
+                    self.line(&format!(
+                        "__builtin_prefetch((const void *)((uintptr_t)b{0} + pf_s * sizeof *b{0}));",
+                        y.0
+                    ));
+                }
+                self.close("}");
+                self.close("} }");
+            }
+            self.stmts(body);
+            self.close("}");
+            self.vector_pragma(var, body, mark);
+            self.close("} else {");
+            self.depth += 1;
+        }
         let gathers = self.prefetched(var, body);
         let prefetch::Config {
             distance,
             min_bytes,
             mode,
+            ..
         } = self.prefetch;
         if !gathers.is_empty() {
             let mut large: Vec<String> = gathers
@@ -1227,6 +1272,18 @@ impl Emitter<'_> {
         if !gathers.is_empty() && mode == prefetch::Mode::Inline {
             self.close("}");
         }
+        if ranged {
+            self.close("}");
+        }
+    }
+
+    /// The gathered ranges of a loop over `var` to prefetch (`prefetch::ranges`); none when
+    /// range prefetching is off.
+    fn prefetched_ranges(&self, var: VarId, body: &[Stmt]) -> Vec<prefetch::Range> {
+        if self.prefetch.ranges <= 0 {
+            return vec![];
+        }
+        prefetch::ranges(var, body)
     }
 
     /// The gathers of a loop over `var` to prefetch (`prefetch::gathers`), those whose
