@@ -344,3 +344,103 @@ fn products_with_a_fixed_factor_keep_the_strong_zero() {
         }
     }
 }
+
+/// A product with a fixed factor in a loop GCC leaves scalar (a scatter through a
+/// permutation, in the bounds-tested copy of a loop over a stored range: a sparse product's
+/// row of B scaled by an entry of A) takes `t_mulzs`'s mask in vector registers, and keeps
+/// the IR's strong zero bit for bit: every pairing of zeros of either sign, infinities, NaN
+/// and ordinary values, the fixed factor on either side.
+#[test]
+fn scalar_products_with_a_fixed_factor_keep_the_strong_zero() {
+    let Some(cb) = c_backend() else { return };
+    let (o, s, lo, hi, count) = (VarId(0), VarId(1), VarId(2), VarId(3), VarId(4));
+    let mul = |x: Expr, y: Expr| Expr::Binary(crate::ir::BinOp::Mul, Box::new(x), Box::new(y));
+    let values = [
+        0.0,
+        -0.0,
+        1.5,
+        -2.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e-300,
+    ];
+    // buffers: w (values), perm (a permutation of w's positions), range (the loop's bounds),
+    // a and b (the scattered products, s * w and w * s).
+    let w = || b::load(BufId(0), b::var(o));
+    let at = || b::load(BufId(1), b::var(o));
+    let kernel_of = |fixed: f64| {
+        let body = vec![
+            b::assign(s, Expr::Const(Scalar::F64(fixed))),
+            b::assign(lo, b::load(BufId(2), b::int(0))),
+            b::assign(hi, b::load(BufId(2), b::int(1))),
+            b::assign(count, b::int(0)),
+            Stmt::For {
+                var: o,
+                start: b::var(lo),
+                stop: b::var(hi),
+                body: vec![
+                    b::store(BufId(3), at(), mul(b::var(s), w())),
+                    b::store(BufId(4), at(), mul(w(), b::var(s))),
+                    // A value carried between iterations: no elementwise loop (whose
+                    // products are selects), as a sparse product's count of its slots.
+                    b::assign(count, b::add(b::var(count), b::int(1))),
+                ],
+            },
+        ];
+        kernel(
+            &[
+                ("w", ElemType::F64, false),
+                ("perm", ElemType::I64, false),
+                ("range", ElemType::I64, false),
+                ("a", ElemType::F64, false),
+                ("b", ElemType::F64, false),
+            ],
+            &[
+                ("o", ElemType::I64),
+                ("s", ElemType::F64),
+                ("lo", ElemType::I64),
+                ("hi", ElemType::I64),
+                ("count", ElemType::I64),
+            ],
+            body,
+        )
+    };
+    for (k, fixed) in values.iter().enumerate() {
+        let kern = kernel_of(*fixed);
+        let source = cb.source_of(&kern);
+        assert!(
+            source.contains("t_mulzs(v1, ") && source.contains(", v1)"),
+            "{source}"
+        );
+        let n = 37;
+        let w: Vec<f64> = (0..n).map(|i| values[(i * 5 + k) % values.len()]).collect();
+        let perm: Vec<i64> = (0..n as i64).map(|i| (i * 11) % n as i64).collect();
+        let bufs = vec![
+            Buffer::F64(w.into()),
+            Buffer::I64(perm.into()),
+            Buffer::I64(vec![1, n as i64 - 2].into()),
+            Buffer::F64(vec![7.0; n].into()),
+            Buffer::F64(vec![7.0; n].into()),
+        ];
+        let mut want = bufs.clone();
+        Interpreter::new()
+            .compile(&kern)
+            .unwrap()
+            .run(&mut want)
+            .unwrap();
+        let mut got = bufs.clone();
+        cb.compile(&kern).unwrap().run(&mut got).unwrap();
+        for (x, y) in want.iter().zip(&got) {
+            for (p, q) in x.to_scalars().into_iter().zip(y.to_scalars()) {
+                let same = match (p, q) {
+                    (Scalar::F64(p), Scalar::F64(q)) => {
+                        p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan())
+                    }
+                    (p, q) => p == q,
+                };
+                assert!(same, "s = {fixed}: {p:?} against {q:?}\n{source}");
+            }
+        }
+    }
+}
