@@ -260,16 +260,7 @@ fn products_with_a_fixed_factor_keep_the_strong_zero() {
     let (o, s) = (VarId(0), VarId(1));
     let w = || b::load(BufId(0), b::var(o));
     let mul = |x: Expr, y: Expr| Expr::Binary(crate::ir::BinOp::Mul, Box::new(x), Box::new(y));
-    let values = [
-        0.0,
-        -0.0,
-        1.5,
-        -2.0,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        f64::NAN,
-        1e-300,
-    ];
+    let values = SPECIAL;
     // `third` is the last store's value: `w * w`, or an `exp` that keeps GCC from
     // vectorising the loop (where the masks would only lengthen the products' chains).
     let kernel_of = |fixed: f64, third: Expr| {
@@ -322,26 +313,7 @@ fn products_with_a_fixed_factor_keep_the_strong_zero() {
             Buffer::F64(vec![7.0; n].into()),
             Buffer::F64(vec![7.0; n].into()),
         ];
-        let mut want = bufs.clone();
-        Interpreter::new()
-            .compile(&kern)
-            .unwrap()
-            .run(&mut want)
-            .unwrap();
-        let mut got = bufs.clone();
-        cb.compile(&kern).unwrap().run(&mut got).unwrap();
-        // Signed zeros too (`same_buffers` compares values, where -0.0 == 0.0).
-        for (x, y) in want.iter().zip(&got) {
-            for (p, q) in x.to_scalars().into_iter().zip(y.to_scalars()) {
-                let (Scalar::F64(p), Scalar::F64(q)) = (p, q) else {
-                    panic!("f64 buffers")
-                };
-                assert!(
-                    p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()),
-                    "s = {fixed}: {p:?} against {q:?}\n{source}"
-                );
-            }
-        }
+        assert_same_bits(cb, &kern, &bufs, &format!("s = {fixed}\n{source}"));
     }
 }
 
@@ -355,16 +327,7 @@ fn scalar_products_with_a_fixed_factor_keep_the_strong_zero() {
     let Some(cb) = c_backend() else { return };
     let (o, s, lo, hi, count) = (VarId(0), VarId(1), VarId(2), VarId(3), VarId(4));
     let mul = |x: Expr, y: Expr| Expr::Binary(crate::ir::BinOp::Mul, Box::new(x), Box::new(y));
-    let values = [
-        0.0,
-        -0.0,
-        1.5,
-        -2.0,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        f64::NAN,
-        1e-300,
-    ];
+    let values = SPECIAL;
     // buffers: w (values), perm (a permutation of w's positions), range (the loop's bounds),
     // a and b (the scattered products, s * w and w * s).
     let w = || b::load(BufId(0), b::var(o));
@@ -423,24 +386,44 @@ fn scalar_products_with_a_fixed_factor_keep_the_strong_zero() {
             Buffer::F64(vec![7.0; n].into()),
             Buffer::F64(vec![7.0; n].into()),
         ];
-        let mut want = bufs.clone();
-        Interpreter::new()
-            .compile(&kern)
-            .unwrap()
-            .run(&mut want)
-            .unwrap();
-        let mut got = bufs.clone();
-        cb.compile(&kern).unwrap().run(&mut got).unwrap();
-        for (x, y) in want.iter().zip(&got) {
-            for (p, q) in x.to_scalars().into_iter().zip(y.to_scalars()) {
-                let same = match (p, q) {
-                    (Scalar::F64(p), Scalar::F64(q)) => {
-                        p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan())
-                    }
-                    (p, q) => p == q,
-                };
-                assert!(same, "s = {fixed}: {p:?} against {q:?}\n{source}");
-            }
+        assert_same_bits(cb, &kern, &bufs, &format!("s = {fixed}\n{source}"));
+    }
+}
+
+/// Values whose products test a strong zero: zeros of either sign, infinities, NaN, ordinary
+/// and tiny values.
+const SPECIAL: [f64; 8] = [
+    0.0,
+    -0.0,
+    1.5,
+    -2.0,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    f64::NAN,
+    1e-300,
+];
+
+/// Runs `kern` on the interpreter and the C backend from `bufs` and asserts every element
+/// equal, floats bit for bit (signed zeros too: `same_buffers` compares values, where
+/// -0.0 == 0.0), any NaN equal to any NaN.
+fn assert_same_bits(cb: &CBackend, kern: &crate::ir::Kernel, bufs: &[Buffer], ctx: &str) {
+    let mut want = bufs.to_vec();
+    Interpreter::new()
+        .compile(kern)
+        .unwrap()
+        .run(&mut want)
+        .unwrap();
+    let mut got = bufs.to_vec();
+    cb.compile(kern).unwrap().run(&mut got).unwrap();
+    for (x, y) in want.iter().zip(&got) {
+        for (p, q) in x.to_scalars().into_iter().zip(y.to_scalars()) {
+            let same = match (p, q) {
+                (Scalar::F64(p), Scalar::F64(q)) => {
+                    p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan())
+                }
+                (p, q) => p == q,
+            };
+            assert!(same, "{ctx}: {p:?} against {q:?}");
         }
     }
 }
