@@ -1198,45 +1198,33 @@ impl Emitter<'_> {
         let ranged = !ranges.is_empty();
         if ranged {
             let ahead = self.prefetch.ranges;
-            let min_bytes = self.prefetch.range_min_bytes;
-            let mut large: Vec<String> = ranges
-                .iter()
-                .flat_map(|r| &r.streams)
-                .map(|y| format!("n{0} > INT64_C({min_bytes}) / (int64_t)sizeof *b{0}", y.0))
-                .collect();
-            large.sort();
-            large.dedup();
-            self.open(&format!("if ({}) {{", large.join(" || ")));
+            let streams = ranges.iter().flat_map(|r| &r.streams).copied();
+            self.open_size_test(streams, self.prefetch.range_min_bytes);
             self.line("/* ranges streamed from buffers past a quarter of the L2: each range's start requested `D` positions ahead */");
-            let mark = (self.out.len(), self.depth);
-            self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
-            for r in &ranges {
-                let (q, idx, ptr) = (var.0, r.idx.0, r.ptr.0);
-                // Every read tested against its buffer's length; the address is an integer
-                // until `__builtin_prefetch`, which cannot fault.
-                self.open(&format!(
-                    "{{ const uint64_t pf_q = (uint64_t)v{q} + UINT64_C({ahead}); if (pf_q < (uint64_t)n{idx}) {{"
-                ));
-                self.open(&format!(
-                    "const uint64_t pf_k = (uint64_t)(int64_t)b{idx}[pf_q]; if (pf_k < (uint64_t)n{ptr}) {{"
-                ));
-                self.line(&format!(
-                    "const uintptr_t pf_s = (uintptr_t)(int64_t)b{ptr}[pf_k];"
-                ));
-                for y in &r.streams {
-                    self.line(&format!(
-                        "__builtin_prefetch((const void *)((uintptr_t)b{0} + pf_s * sizeof *b{0}));",
-                        y.0
+            self.prefetching_copy(var, (s, e), step, body, |me, _| {
+                for r in &ranges {
+                    let (q, idx, ptr) = (var.0, r.idx.0, r.ptr.0);
+                    // Every read tested against its buffer's length; the address is an
+                    // integer until `__builtin_prefetch`, which cannot fault.
+                    me.open(&format!(
+                        "{{ const uint64_t pf_q = (uint64_t)v{q} + UINT64_C({ahead}); if (pf_q < (uint64_t)n{idx}) {{"
                     ));
+                    me.open(&format!(
+                        "const uint64_t pf_k = (uint64_t)(int64_t)b{idx}[pf_q]; if (pf_k < (uint64_t)n{ptr}) {{"
+                    ));
+                    me.line(&format!(
+                        "const uintptr_t pf_s = (uintptr_t)(int64_t)b{ptr}[pf_k];"
+                    ));
+                    for y in &r.streams {
+                        me.line(&format!(
+                            "__builtin_prefetch((const void *)((uintptr_t)b{0} + pf_s * sizeof *b{0}));",
+                            y.0
+                        ));
+                    }
+                    me.close("}");
+                    me.close("} }");
                 }
-                self.close("}");
-                self.close("} }");
-            }
-            self.stmts(body);
-            self.close("}");
-            self.vector_pragma(var, body, mark);
-            self.close("} else {");
-            self.depth += 1;
+            });
         }
         let gathers = self.prefetched(var, body);
         let prefetch::Config {
@@ -1246,13 +1234,7 @@ impl Emitter<'_> {
             ..
         } = self.prefetch;
         if !gathers.is_empty() {
-            let mut large: Vec<String> = gathers
-                .iter()
-                .map(|g| format!("n{0} > INT64_C({min_bytes}) / (int64_t)sizeof *b{0}", g.x.0))
-                .collect();
-            large.sort();
-            large.dedup();
-            self.open(&format!("if ({}) {{", large.join(" || ")));
+            self.open_size_test(gathers.iter().map(|g| g.x), min_bytes);
             self.line("/* gathers from buffers past the L2: each requested `D` positions ahead */");
             let prefetches = |me: &mut Self, p: &str| {
                 for g in &gathers {
@@ -1273,14 +1255,7 @@ impl Emitter<'_> {
                 self.close("}");
                 self.close("}");
             } else {
-                let mark = (self.out.len(), self.depth);
-                self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
-                prefetches(self, &format!("v{}", var.0));
-                self.stmts(body);
-                self.close("}");
-                self.vector_pragma(var, body, mark);
-                self.close("} else {");
-                self.depth += 1;
+                self.prefetching_copy(var, (s, e), step, body, prefetches);
             }
         }
         let mark = (self.out.len(), self.depth);
@@ -1297,6 +1272,38 @@ impl Emitter<'_> {
         if ranged {
             self.close("}");
         }
+    }
+
+    /// Opens `if (...) {`, true when any of `buffers` holds more than `min_bytes`: the copy
+    /// of a loop that prefetches from them pays only where they fall out of the cache.
+    fn open_size_test(&mut self, buffers: impl Iterator<Item = BufId>, min_bytes: i64) {
+        let mut large: Vec<String> = buffers
+            .map(|b| format!("n{0} > INT64_C({min_bytes}) / (int64_t)sizeof *b{0}", b.0))
+            .collect();
+        large.sort();
+        large.dedup();
+        self.open(&format!("if ({}) {{", large.join(" || ")));
+    }
+
+    /// The loop over `var` whose iterations first print `prefetch` (given the loop variable's
+    /// name) and then `body`, followed by `} else {`: the caller prints the plain copy and
+    /// closes the test `open_size_test` opened.
+    fn prefetching_copy(
+        &mut self,
+        var: VarId,
+        (s, e): (&str, &str),
+        step: &str,
+        body: &[Stmt],
+        prefetch: impl Fn(&mut Self, &str),
+    ) {
+        let mark = (self.out.len(), self.depth);
+        self.open(&format!("for (v{0} = {s}; v{0} < {e}; {step}) {{", var.0));
+        prefetch(self, &format!("v{}", var.0));
+        self.stmts(body);
+        self.close("}");
+        self.vector_pragma(var, body, mark);
+        self.close("} else {");
+        self.depth += 1;
     }
 
     /// The gathered ranges of a loop over `var` to prefetch (`prefetch::ranges`); none when
