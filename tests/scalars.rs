@@ -182,6 +182,90 @@ fn short_circuit_or_and_min_stop_early() {
     assert_eq!(value(&ts["p"]), Scalar::F64(0.0));
 }
 
+/// `<<choose(z)>>=` keeps the first value that is not `z`, so once the scalar holds anything
+/// else the loop stops (BFS's pull step: an unvisited vertex stops at its first frontier
+/// neighbour). The index read after the choice is out of bounds: every compiled backend
+/// reads it unless the loop has stopped.
+#[test]
+fn short_circuit_choose_stops_at_the_first_chosen_value() {
+    let prog = "p .= -1\nfor i = _\n  if A[i] > 5\n    p[] <<choose(-1)>>= B[I[i]]\n  end\nend\n";
+    let b = Tensor::from_dense(
+        &fmt("Dense(Element(0))"),
+        &[3],
+        &Buffer::I64(vec![10, 20, 30].into()),
+    )
+    .unwrap();
+    let index = |v: Vec<i64>| {
+        Tensor::from_dense(
+            &fmt("Dense(Element(0))"),
+            &[v.len()],
+            &Buffer::I64(v.into()),
+        )
+        .unwrap()
+    };
+    for af in ["Dense(Element(0.0))", "SparseList(Element(0.0))"] {
+        let a = vector(af, vec![1.0, 0.0, 7.0, 9.0, 8.0]);
+        let ts = |i: Vec<i64>| {
+            tensors(vec![
+                ("p", scalar("ShortCircuitScalar(-1)")),
+                ("A", a.clone()),
+                ("B", b.clone()),
+                ("I", index(i)),
+            ])
+        };
+        assert!(code(prog, &ts(vec![0; 5])).contains("break"), "{af}");
+        // In bounds everywhere: every backend and the evaluator agree on B[I[2]].
+        let got = agree(prog, ts(vec![0, 0, 1, 2, 0]));
+        assert_eq!(value(&got["p"]), Scalar::I64(20), "{af}");
+        // Out of bounds after the choice: never read.
+        for (name, runner) in common::runners() {
+            let mut t = ts(vec![0, 0, 2, 99, 99]);
+            let c = runner
+                .compile(&parse(prog), &common::formats_of(&t))
+                .unwrap();
+            runner
+                .execute(&c, &mut t)
+                .unwrap_or_else(|e| panic!("{name} {af}: {e}"));
+            assert_eq!(value(&t["p"]), Scalar::I64(30), "{name} {af}");
+        }
+    }
+    // A plain scalar reads on (and reports the bad index).
+    let a = vector("Dense(Element(0.0))", vec![7.0, 9.0]);
+    let mut t = tensors(vec![
+        ("p", scalar("Scalar(-1)")),
+        ("A", a),
+        ("B", b.clone()),
+        ("I", index(vec![0, 99])),
+    ]);
+    assert!(!code(prog, &t).contains("break"));
+    assert!(run_jit(&parse(prog), &mut t).is_err());
+    // A float `z` for an integer scalar: converted to an integer by the reduction; no exit is
+    // derived from a literal of another class.
+    let float_z = "p .= -1\nfor i = _\n  p[] <<choose(-1.0)>>= I[i]\nend\n";
+    let ts = tensors(vec![
+        ("p", scalar("ShortCircuitScalar(-1)")),
+        ("I", index(vec![-1, 4, 5])),
+    ]);
+    assert!(!code(float_z, &ts).contains("break"));
+    assert_eq!(value(&agree(float_z, ts)["p"]), Scalar::I64(4));
+    let a = vector("Dense(Element(0.0))", vec![-1.0, 2.5, 3.0]);
+    // A float scalar: the first value other than -1.0 stays, NaN included.
+    let floats = "p .= -1.0\nfor i = _\n  p[] <<choose(-1.0)>>= A[i]\nend\n";
+    let ts = tensors(vec![("p", scalar("ShortCircuitScalar(-1.0)")), ("A", a)]);
+    assert!(code(floats, &ts).contains("break"));
+    assert_eq!(value(&agree(floats, ts)["p"]), Scalar::F64(2.5));
+    // An integer `z` for a float scalar compares as a float, as the reduction does.
+    let int_z = floats.replace("choose(-1.0)", "choose(-1)");
+    let a = vector("Dense(Element(0.0))", vec![-1.0, -1.0, 4.5, 3.0]);
+    let ts = tensors(vec![("p", scalar("ShortCircuitScalar(-1.0)")), ("A", a)]);
+    assert!(code(&int_z, &ts).contains("break"));
+    assert_eq!(value(&agree(&int_z, ts)["p"]), Scalar::F64(4.5));
+    let a = vector("Dense(Element(0.0))", vec![-1.0, f64::NAN, 3.0]);
+    let mut t = tensors(vec![("p", scalar("ShortCircuitScalar(-1.0)")), ("A", a)]);
+    run_jit(&parse(floats), &mut t).unwrap();
+    assert!(value(&t["p"]).as_f64().is_nan());
+}
+
 #[test]
 fn a_scalar_declared_to_the_annihilator_needs_no_loop() {
     let prog = "p .= 0\nfor i = _\n  p[] *= A[i]\nend\n";
@@ -335,7 +419,7 @@ fn non_zero_fills_agree_with_the_evaluator() {
     );
 }
 
-/// Random products, `or`s and `min`s with early exits, alone and beside a second output,
+/// Random products, `or`s, `min`s and `choose`s with early exits, alone and beside a second output,
 /// over every vector format: always the evaluator's result (values are finite, so skipping
 /// reads cannot change it).
 #[test]
@@ -369,8 +453,16 @@ fn random_short_circuits_agree_with_the_evaluator() {
             "p .= 9\nfor i = _\n  p[] <<min>>= A[i] * B[i]\nend\n",
             "ShortCircuitScalar(0.0)",
         ),
+        (
+            "p .= 0\nfor i = _\n  if A[i] > 3\n    p[] <<choose(0)>>= B[i]\n  end\nend\n",
+            "ShortCircuitScalar(0.0)",
+        ),
+        (
+            "p .= 1\ny .= 0\nfor i = _\n  p[] <<choose(1)>>= A[i] - B[i]\n  y[i] += A[i]\nend\n",
+            "SparseShortCircuitScalar(1.0)",
+        ),
     ];
-    for _ in 0..150 {
+    for _ in 0..200 {
         let n = rng.random_range(0..10);
         let vec_of = |rng: &mut rand::rngs::StdRng| {
             let f = formats[rng.random_range(0..formats.len())];

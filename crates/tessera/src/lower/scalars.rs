@@ -21,7 +21,7 @@ use crate::looplets::Ext;
 use crate::looplets::Target;
 use crate::notation::ast::{AssignOp, Reducer};
 use crate::symbolic::algebra;
-use crate::types::{ElemType, Scalar};
+use crate::types::{Class, ElemType};
 
 /// Whether `stmts` declare, freeze, thaw or write `tensor`.
 fn modifies(stmts: &[LStmt], tensor: &str) -> bool {
@@ -192,11 +192,11 @@ pub fn drop_annihilated_writes(engine: &Engine, stmts: &mut [LStmt]) {
     }
 }
 
-/// Reductions in `body` into short-circuiting leaves declared outside it: (tensor, the value
-/// it holds now, the annihilator in its compute type).
-fn short_circuits(body: &[LStmt]) -> Vec<(String, Expr, Scalar)> {
-    let mut found: Vec<(String, Expr, Scalar)> = vec![];
-    fn visit(stmts: &[LStmt], all: &[LStmt], found: &mut Vec<(String, Expr, Scalar)>) {
+/// Reductions in `body` into short-circuiting leaves declared outside it: (tensor, the test
+/// that its value can no longer change, [`saturated`]).
+fn short_circuits(body: &[LStmt]) -> Vec<(String, Expr)> {
+    let mut found: Vec<(String, Expr)> = vec![];
+    fn visit(stmts: &[LStmt], all: &[LStmt], found: &mut Vec<(String, Expr)>) {
         for s in stmts {
             match s {
                 LStmt::Assign {
@@ -220,9 +220,8 @@ fn short_circuits(body: &[LStmt]) -> Vec<(String, Expr, Scalar)> {
                     if declared_inside || sole_reducer(&ws).as_ref() != Some(r) {
                         continue;
                     }
-                    let elem = f.tensor.elem;
-                    if let Some(a) = algebra::annihilator(r, elem.class()) {
-                        found.push((lhs.tensor.clone(), value, a.cast(elem.compute())));
+                    if let Some(done) = saturated(r, f.tensor.elem, value) {
+                        found.push((lhs.tensor.clone(), done));
                     }
                 }
                 LStmt::Loop { body, .. } | LStmt::Let { body, .. } => visit(body, all, found),
@@ -238,6 +237,32 @@ fn short_circuits(body: &[LStmt]) -> Vec<(String, Expr, Scalar)> {
     }
     visit(body, body, &mut found);
     found
+}
+
+/// The test that `value`, an element of type `elem` reduced into by `r`, can no longer change:
+/// it holds the reducer's annihilator (`0` for `*`, `true` for `|`), or, for
+/// `<<choose(z)>>=`, anything but `z` (choose replaces only a value equal to `z`). The
+/// choose test must be the reduction's own compare, made in the class both operands join
+/// (`semantics::reducer_classes`): a float element always compares as a float, with `z`
+/// converted; an integer one (never given float values under a reducer) as an integer, with
+/// `z` an integer or bool; a bool one is given a bool `z` (with integer values it would
+/// compare as integers, where `z = 2` never matches). Otherwise no test: the loop runs on.
+fn saturated(r: &Reducer, elem: ElemType, value: Expr) -> Option<Expr> {
+    if let Some(a) = algebra::annihilator(r, elem.class()) {
+        return Some(b::eq(value, Expr::Const(a.cast(elem.compute()))));
+    }
+    let Reducer::Choose(z) = r else {
+        return None;
+    };
+    if elem == ElemType::Limit || z.ty() == ElemType::Limit {
+        return None;
+    }
+    let same = match (elem.class(), z.ty().class()) {
+        (Class::Float, _) => true,
+        (Class::Int, c) => c != Class::Float,
+        (Class::Bool, c) => c == Class::Bool,
+    };
+    same.then(|| b::not(b::eq(value, Expr::Const(z.cast(elem.compute())))))
 }
 
 /// Whether `stmts` declare, freeze or thaw `tensor` (its value is reset or its mode changes).
@@ -266,7 +291,7 @@ impl Engine {
         body: &[LStmt],
     ) -> Result<Vec<Stmt>> {
         let mut code = vec![];
-        for (tensor, value, ann) in short_circuits(body) {
+        for (tensor, done) in short_circuits(body) {
             let mut rest = body.to_vec();
             null_writes(&mut rest, &tensor);
             let start = self.cx.var(&format!("{index}_rest"), ElemType::I64);
@@ -284,7 +309,7 @@ impl Engine {
                 then.extend(b::if_(b::le(b::var(start), stop.clone()), lowered));
             }
             then.push(Stmt::Break);
-            code.extend(b::if_(b::eq(value, Expr::Const(ann)), then));
+            code.extend(b::if_(done, then));
         }
         Ok(code)
     }
@@ -302,7 +327,7 @@ impl Engine {
         body: &[LStmt],
         lowered: Vec<Stmt>,
     ) -> Result<Vec<Stmt>> {
-        let Some((tensor, value, ann)) = short_circuits(body).into_iter().next() else {
+        let Some((tensor, done)) = short_circuits(body).into_iter().next() else {
             return Ok(lowered);
         };
         if lowered.is_empty() {
@@ -311,7 +336,6 @@ impl Engine {
         let mut rest = body.to_vec();
         null_writes(&mut rest, &tensor);
         let without = self.lower_loop(index, ext.clone(), rest)?;
-        let done = b::eq(value, Expr::Const(ann));
         Ok(if without.is_empty() {
             b::if_(b::not(done), lowered)
         } else {
