@@ -14,7 +14,7 @@ use tessera::error::{Error, Result};
 use tessera::run::Runner;
 
 pub use tessera::algorithms::bfs::{
-    ALPHA, BETA, Direction, GRAPH_FORMAT, PULL, PUSH, Search, transpose,
+    ALPHA, BETA, Direction, GAMMA, GRAPH_FORMAT, PULL, PUSH, Search, transpose,
 };
 
 /// The kernels, compiled once for the formats every search uses.

@@ -21,7 +21,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::collections::BTreeMap;
 use std::time::Instant;
-use tessera::algorithms::bfs::{ALPHA, BETA, GRAPH_FORMAT, PULL, PUSH};
+use tessera::algorithms::bfs::{GRAPH_FORMAT, PULL, PUSH, pulls};
 use tessera::error::{Error, Result};
 use tessera::levels::Format;
 use tessera::notation::parse::parse_program;
@@ -168,14 +168,14 @@ fn search(
         let step = match direction {
             "push" => Dir::Push,
             "pull" => Dir::Pull,
-            _ => match previous {
-                Dir::Pull if frontier < last_frontier && (frontier as f64) < n as f64 / BETA => {
-                    Dir::Push
+            _ => {
+                let pulled = previous == Dir::Pull;
+                let (fe, ue) = (frontier_edges as i64, unexplored_edges as i64);
+                match pulls(pulled, n, frontier, last_frontier, fe, ue) {
+                    true => Dir::Pull,
+                    false => Dir::Push,
                 }
-                Dir::Pull => Dir::Pull,
-                _ if frontier_edges as f64 > unexplored_edges as f64 / ALPHA => Dir::Pull,
-                _ => Dir::Push,
-            },
+            }
         };
         previous = step;
         last_frontier = frontier;

@@ -48,6 +48,35 @@ pub const PULL_ABOVE: f64 = 0.01;
 /// meshes), where a pull step scans every unvisited vertex for a thin frontier.
 pub const ALPHA: f64 = 14.0;
 pub const BETA: f64 = 24.0;
+/// A pull step also reads every vertex's visited flag: n / GAMMA is that sweep's cost in
+/// pushed edges, which the frontier's out-edges must exceed besides Beamer's term (his
+/// heuristic leaves the sweep out: in the long thin tail of a web graph, where few edges are
+/// left unexplored, it pulled for frontiers of a few thousand vertices, and on meshes it
+/// pulled the middle levels). Measured (BENCHMARKS.md, graphs): GAMMA 16, 8, 4, 2, 1 against
+/// none, web-NotreDame 13.4, 13.3, 9.2, 9.4, 9.0 ms against 20.7; 4 is within noise of the
+/// best on the seven graphs of the study and never pulls on the meshes.
+pub const GAMMA: f64 = 4.0;
+
+/// Whether the next step pulls (Beamer's switch with the sweep of [`GAMMA`]): after a pull,
+/// pull again unless the frontier shrank below n / BETA vertices or its out-edges no longer
+/// pay for the sweep; after a push, pull once the frontier's out-edges exceed the unexplored
+/// vertices' out-edges / ALPHA plus the sweep. The MPI driver makes the same choice.
+pub fn pulls(
+    pulled: bool,
+    n: usize,
+    frontier: usize,
+    last_frontier: usize,
+    frontier_edges: i64,
+    unexplored_edges: i64,
+) -> bool {
+    let sweep = n as f64 / GAMMA;
+    let edges = frontier_edges as f64;
+    if pulled {
+        !(frontier < last_frontier && (frontier as f64) < n as f64 / BETA) && edges >= sweep
+    } else {
+        edges > unexplored_edges as f64 / ALPHA + sweep
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
@@ -243,16 +272,20 @@ fn run_search(
                     Direction::Push
                 }
             }
-            Direction::Auto => match previous {
-                Direction::Pull
-                    if frontier < last_frontier && (frontier as f64) < n as f64 / BETA =>
-                {
-                    Direction::Push
+            Direction::Auto => {
+                let pulled = previous == Direction::Pull;
+                match pulls(
+                    pulled,
+                    n,
+                    frontier,
+                    last_frontier,
+                    frontier_edges,
+                    unexplored_edges,
+                ) {
+                    true => Direction::Pull,
+                    false => Direction::Push,
                 }
-                Direction::Pull => Direction::Pull,
-                _ if frontier_edges as f64 > unexplored_edges as f64 / ALPHA => Direction::Pull,
-                _ => Direction::Push,
-            },
+            }
             d => d,
         };
         previous = step;
