@@ -171,9 +171,10 @@ fn search(
             _ => {
                 let pulled = previous == Dir::Pull;
                 let (fe, ue) = (frontier_edges as i64, unexplored_edges as i64);
-                match pulls(pulled, n, frontier, last_frontier, fe, ue) {
-                    true => Dir::Pull,
-                    false => Dir::Push,
+                if pulls(pulled, n, frontier, last_frontier, fe, ue) {
+                    Dir::Pull
+                } else {
+                    Dir::Push
                 }
             }
         };

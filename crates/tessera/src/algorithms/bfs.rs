@@ -274,7 +274,7 @@ fn run_search(
             }
             Direction::Auto => {
                 let pulled = previous == Direction::Pull;
-                match pulls(
+                if pulls(
                     pulled,
                     n,
                     frontier,
@@ -282,8 +282,9 @@ fn run_search(
                     frontier_edges,
                     unexplored_edges,
                 ) {
-                    true => Direction::Pull,
-                    false => Direction::Push,
+                    Direction::Pull
+                } else {
+                    Direction::Push
                 }
             }
             d => d,
