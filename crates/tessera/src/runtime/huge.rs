@@ -216,52 +216,55 @@ mod os {
         mapped_len(size).map_or(null_mut(), reserve)
     }
 
-    /// Release a block `map` or `remap` made for `size` bytes: kept in the cache if it has
-    /// room, else unmapped.
+    /// Release a block `map` or `remap` made for `size` bytes: kept in the cache (whose
+    /// oldest blocks are unmapped to make room), or unmapped if larger than the cache.
     ///
     /// # Safety
     /// `ptr` must be such a block, not used afterwards.
     pub(super) unsafe fn unmap(ptr: *mut u8, size: usize) {
         let len = mapped_len(size).expect("a mapped block's length fits");
-        if !cache::put(ptr, len) {
-            // SAFETY: the caller's contract: the whole mapping is ours and no longer used.
-            unsafe { libc::munmap(ptr.cast(), len) };
+        for (at, l) in cache::put(ptr, len) {
+            if l > 0 {
+                // SAFETY: the caller's contract for `ptr`, and the cache's for the blocks it
+                // took out: whole mappings of ours that nothing uses any more.
+                unsafe { libc::munmap(at as *mut libc::c_void, l) };
+            }
         }
     }
 
     /// Freed blocks kept for the next allocation that fits. Readers, conversions and calls
     /// that return a fresh output make and drop large blocks; a fresh mapping costs a fault
     /// and the zeroing of each 2 MiB page on first touch (and, in a VM whose memory the host
-    /// fills lazily, the host's faults: 0.3-9 GB/s measured), where the system allocator
-    /// reuses freed memory as it is.
+    /// fills lazily, the host's faults: 0.3-9 GB/s measured), and its release, once several
+    /// threads have run, a TLB shoot-down on the other cores; the system allocator reuses
+    /// freed memory as it is. A full cache makes room by unmapping its oldest blocks: the
+    /// blocks a file's loading frees are large and never asked for again, and while they
+    /// held every slot, each repeated search of a graph mapped its vectors afresh (a BFS on
+    /// web-NotreDame spent a fifth of its time zeroing huge pages).
     mod cache {
         use std::sync::Mutex;
 
         const SLOTS: usize = 8;
-        /// At most this many bytes are kept; a freed block past it is unmapped.
+        /// At most this many bytes are kept.
         const MAX_BYTES: usize = 256 << 20;
 
-        /// (address, mapped length) of each kept block; length 0: an empty slot.
-        type Slots = [(usize, usize); SLOTS];
+        /// (address, mapped length, when kept) of each kept block; length 0: an empty slot.
+        type Slots = [(usize, usize, u64); SLOTS];
 
-        /// The slots. std's `Mutex` is a futex on Linux: made and locked without allocating,
-        /// so the allocator may take it (the critical sections are a scan of eight pairs).
-        static CACHE: Mutex<Slots> = Mutex::new([(0, 0); SLOTS]);
+        /// The slots and the count of blocks kept so far (the age of each). std's `Mutex` is
+        /// a futex on Linux: made and locked without allocating, so the allocator may take
+        /// it (the critical sections are a scan of eight entries).
+        static CACHE: Mutex<(Slots, u64)> = Mutex::new(([(0, 0, 0); SLOTS], 0));
 
-        fn with_slots<R>(f: impl FnOnce(&mut Slots) -> R) -> R {
-            // `f` only reads and writes the array, so a poisoned lock holds whole pairs.
+        fn with_slots<R>(f: impl FnOnce(&mut (Slots, u64)) -> R) -> R {
+            // `f` only reads and writes the array, so a poisoned lock holds whole entries.
             f(&mut CACHE.lock().unwrap_or_else(|e| e.into_inner()))
         }
 
         /// A kept block for `len` bytes (a multiple of the huge page): the smallest one of at
         /// least `len` and at most twice that, its excess tail unmapped.
         pub(super) fn take(len: usize) -> Option<*mut u8> {
-            let (at, have) = with_slots(|slots| {
-                let k = (0..SLOTS)
-                    .filter(|&k| slots[k].1 >= len && slots[k].1 / 2 <= len)
-                    .min_by_key(|&k| slots[k].1)?;
-                Some(std::mem::take(&mut slots[k]))
-            })?;
+            let (at, have) = with_slots(|state| take_from(state, len))?;
             if have > len {
                 // SAFETY: the tail past `len` is part of the kept block, now ours alone, and
                 // starts at a huge page boundary (both lengths are multiples of it).
@@ -270,21 +273,91 @@ mod os {
             Some(at as *mut u8)
         }
 
-        /// Keep a freed block of `len` mapped bytes; `false` when the cache is full.
-        pub(super) fn put(ptr: *mut u8, len: usize) -> bool {
-            with_slots(|slots| {
+        /// Keep a freed block of `len` mapped bytes, making room by taking out the oldest
+        /// kept blocks. Returns the blocks to unmap (those taken out, or this one if it alone
+        /// is larger than the cache), `(address, length)`, length 0 for none.
+        pub(super) fn put(ptr: *mut u8, len: usize) -> [(usize, usize); SLOTS + 1] {
+            with_slots(|state| put_into(state, ptr as usize, len))
+        }
+
+        /// [`take`]'s choice in `state`: the block taken out, `(address, length)`.
+        fn take_from(
+            (slots, _): &mut (Slots, u64),
+            len: usize,
+        ) -> Option<(usize, usize)> {
+            let k = (0..SLOTS)
+                .filter(|&k| slots[k].1 >= len && slots[k].1 / 2 <= len)
+                .min_by_key(|&k| slots[k].1)?;
+            let (at, have, _) = std::mem::take(&mut slots[k]);
+            Some((at, have))
+        }
+
+        /// [`put`]'s bookkeeping in `state`.
+        fn put_into(
+            (slots, clock): &mut (Slots, u64),
+            at: usize,
+            len: usize,
+        ) -> [(usize, usize); SLOTS + 1] {
+            let mut out = [(0, 0); SLOTS + 1];
+            if len > MAX_BYTES {
+                out[0] = (at, len);
+                return out;
+            }
+            let mut n = 0;
+            loop {
                 let kept: usize = slots.iter().map(|s| s.1).sum();
-                if kept + len > MAX_BYTES {
-                    return false;
+                let free = slots.iter().position(|s| s.1 == 0);
+                if let Some(k) = free.filter(|_| kept + len <= MAX_BYTES) {
+                    *clock += 1;
+                    slots[k] = (at, len, *clock);
+                    return out;
                 }
-                match slots.iter_mut().find(|s| s.1 == 0) {
-                    Some(s) => {
-                        *s = (ptr as usize, len);
-                        true
-                    }
-                    None => false,
+                // Some slot holds a block: the cache is full or over its bytes.
+                let oldest = (0..SLOTS)
+                    .filter(|&k| slots[k].1 > 0)
+                    .min_by_key(|&k| slots[k].2)
+                    .expect("a full cache holds a block");
+                let (old, l, _) = std::mem::take(&mut slots[oldest]);
+                out[n] = (old, l);
+                n += 1;
+            }
+        }
+
+        #[cfg(test)]
+        mod tests {
+            use super::*;
+
+            const MIB: usize = 1 << 20;
+
+            #[test]
+            fn a_full_cache_gives_up_its_oldest_blocks() {
+                let mut state = ([(0, 0, 0); SLOTS], 0);
+                // Four 64 MiB blocks fill the bytes; a 4 MiB one takes the oldest's place.
+                for k in 1..=4 {
+                    assert!(
+                        put_into(&mut state, k << 40, 64 * MIB)
+                            .iter()
+                            .all(|b| b.1 == 0)
+                    );
                 }
-            })
+                let out = put_into(&mut state, 9 << 40, 4 * MIB);
+                assert_eq!(out[0], (1 << 40, 64 * MIB));
+                assert!(out[1..].iter().all(|b| b.1 == 0));
+                assert_eq!(take_from(&mut state, 4 * MIB), Some((9 << 40, 4 * MIB)));
+                // Too small for what is kept (more than twice the request): nothing.
+                assert_eq!(take_from(&mut state, 2 * MIB), None);
+                // Eight small blocks fill the slots; the ninth evicts the oldest kept.
+                let mut state = ([(0, 0, 0); SLOTS], 0);
+                for k in 1..=SLOTS {
+                    put_into(&mut state, k << 30, 2 * MIB);
+                }
+                let out = put_into(&mut state, 99 << 30, 2 * MIB);
+                assert_eq!(out[0], (1 << 30, 2 * MIB));
+                // A block larger than the cache is handed back whole.
+                let out = put_into(&mut state, 7 << 44, MAX_BYTES + 2 * MIB);
+                assert_eq!(out[0], (7 << 44, MAX_BYTES + 2 * MIB));
+                assert_eq!(state.0.iter().filter(|s| s.1 > 0).count(), SLOTS);
+            }
         }
     }
 
