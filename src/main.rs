@@ -13,6 +13,7 @@ static ALLOC: tessera::runtime::huge::HugePages = tessera::runtime::huge::HugePa
 use cli::{Cli, run_cli};
 
 fn main() -> ExitCode {
+    tessera::runtime::huge::tune_system_allocator();
     // Ctrl-C, SIGTERM or SIGHUP while outputs are being written: remove their temporary files
     // (the outputs themselves are only ever renamed into place whole), then exit as
     // interrupted. Without a handler the process would just die and leave them behind.
