@@ -159,8 +159,8 @@ mod os {
         #[cfg(target_env = "gnu")]
         {
             let min = super::MIN_BYTES as libc::c_int;
-            // SAFETY: `mallopt` only sets the allocator's parameters (taking its own lock);
-            // it calls no allocator, so it may run inside this one.
+            // SAFETY: `mallopt` only sets glibc's allocator parameters, under that
+            // allocator's own lock; no memory is read or written through our pointers.
             unsafe {
                 libc::mallopt(libc::M_MMAP_THRESHOLD, min);
                 libc::mallopt(libc::M_TRIM_THRESHOLD, 2 * min);
