@@ -562,6 +562,47 @@ fn out_of_order_run_writes_are_errors() {
     }
 }
 
+/// A fill value written over a recorded run is a repeated write like any other: refused on
+/// every backend (the fill records no run, and its order check once went with the record, so
+/// the run's old value stayed: `w[2] = -2` then `w[2] = 0` left -2).
+#[test]
+fn a_fill_written_over_a_run_is_an_order_error() {
+    let programs = [
+        "B .= 0\nB[2] = A[0]\nB[2] = 0 * A[0]\n",
+        "B .= 0\nfor i = _\n  B[2] = A[0] * Z[i]\nend\n",
+    ];
+    for out in ["RunList(Element(0.0))", "SparseRunList(Element(0.0))"] {
+        for prog in programs {
+            for (name, runner) in common::runners() {
+                let mut ts = BTreeMap::from([
+                    ("A".to_string(), vector("Dense(Element(0.0))", &[-2.0])),
+                    ("Z".to_string(), vector("Dense(Element(0.0))", &[1.0, 0.0])),
+                    ("B".to_string(), Tensor::empty(&fmt(out), &[3]).unwrap()),
+                ]);
+                let p = parse(prog);
+                let e = runner
+                    .compile(&p, &common::formats_of(&ts))
+                    .and_then(|c| runner.execute(&c, &mut ts))
+                    .unwrap_err();
+                assert!(
+                    matches!(&e, tessera::Error::Kernel(k) if matches!(k.kind, KernelErrorKind::OutOfOrder { order: Order::Runs, .. })),
+                    "{name} {out} {prog}: {e}"
+                );
+            }
+        }
+    }
+    // Fill written past the last run is no run and no error.
+    let mut ts = BTreeMap::from([
+        ("A".to_string(), vector("Dense(Element(0.0))", &[-2.0])),
+        (
+            "B".to_string(),
+            Tensor::empty(&fmt("SparseRunList(Element(0.0))"), &[3]).unwrap(),
+        ),
+    ]);
+    run_jit(&parse("B .= 0\nB[1] = A[0]\nB[2] = 0 * A[0]\n"), &mut ts).unwrap();
+    assert_eq!(ts["B"].to_dense(), f64s(&[0.0, -2.0, 0.0]));
+}
+
 /// A sparse parent that writes nothing under a position retries it for its next coordinate:
 /// run lists below it must forget the fibers they opened there (SparseList over Dense over
 /// RunList reopens the same RunList fibers; the same holds for SparseList fibers).

@@ -542,13 +542,18 @@ impl Level for SparseRunList {
                 Some((_, re)) => b::make_limit(b::load(right, last.clone()), b::load(re, last)),
                 None => b::load(right, last),
             };
-            // (Nested: the previous run is only loaded when the fiber has one.)
+            // Every written extent must start past the fiber's last run, whether or not it is
+            // recorded: a fill value written over a recorded run would otherwise leave the
+            // run's old value in place. (Nested: the previous run is only loaded when the
+            // fiber has one.)
+            let order = b::if_(
+                b::var(dirty),
+                b::if_(
+                    b::lt(b::var(start), b::var(qos)),
+                    b::if_(b::le(a.clone(), prev_right), vec![Stmt::Fail(run_order)]),
+                ),
+            );
             let mut commit = fiber_commit.clone();
-            commit.push(Stmt::If {
-                cond: b::lt(b::var(start), b::var(qos)),
-                then: b::if_(b::le(a.clone(), prev_right), vec![Stmt::Fail(run_order)]),
-                otherwise: vec![],
-            });
             match eps_bufs {
                 Some((le, re)) => commit.extend([
                     b::store(left, b::var(qos), b::limit_val(a.clone())),
@@ -568,7 +573,7 @@ impl Level for SparseRunList {
             Target::Looplet(Looplet::Thunk {
                 preamble: alloc.clone(),
                 body: Box::new(Target::Fiber(child.clone())),
-                epilogue: b::if_(record.clone(), commit),
+                epilogue: [order, b::if_(record.clone(), commit)].concat(),
             })
         }));
         Ok(Looplet::Thunk {
