@@ -158,6 +158,17 @@ fn gathers_through_checked_coordinates_agree_with_the_evaluator() {
             "y .= 0\nfor i = _, j = _\n  y[j] += A[i, j] * x[i]\nend\n",
             &t,
         );
+        // A gather into the rows of a matrix (`Y[t, j]`, row `t`'s start kept by the loop
+        // over A's entries), as Bellman-Ford's owned rounds relax into their part of `D`.
+        let t = BTreeMap::from([
+            ("A".to_string(), a.clone()),
+            ("x".to_string(), dense(&[3], 2)),
+            ("Y".to_string(), dense(&[3, M], 0)),
+        ]);
+        agree_everywhere(
+            "Y .= 0\nfor t = _, i = _, j = _\n  Y[t, j] += A[i, j] * x[t]\nend\n",
+            &t,
+        );
         // SpMM with a dense right-hand side: rows of B selected by A's columns.
         let t = BTreeMap::from([
             ("A".to_string(), a),
@@ -228,6 +239,32 @@ fn a_changed_array_or_shape_is_checked_at_every_access() {
     narrow.shape[1] = 3;
     assert_eq!(narrow.levels[1][1].below(), Some(M as u64));
     spmv_fails(&narrow, &dense(&[3], 0), "a narrowed shape");
+}
+
+/// A column index changed after its check fails at the gather into a row of `Y` on every
+/// backend (the versioned test of the row's range sends the loop to its checked copy).
+#[test]
+fn a_changed_index_into_a_matrix_row_is_checked() {
+    let program = parse("for t = _, i = _, j = _\n  Y[t, j] += A[i, j] * x[t]\nend\n");
+    let mut bad = matrix(FORMATS[0], N, M, 3);
+    bad.levels[1][1].set(4, Scalar::I64(3 * M as i64 + 7));
+    assert_eq!(bad.levels[1][1].below(), None);
+    for (name, runner) in runners() {
+        let mut t = BTreeMap::from([
+            ("A".to_string(), bad.clone()),
+            ("x".to_string(), dense(&[3], 2)),
+            ("Y".to_string(), dense(&[3, M], 0)),
+        ]);
+        let c = runner.compile(&program, &formats_of(&t)).unwrap();
+        let e = runner
+            .execute(&c, &mut t)
+            .expect_err(&format!("{name}: an index past Y must fail"));
+        let msg = e.to_string();
+        assert!(
+            msg.contains("out of bounds") || msg.contains("outside"),
+            "{name}: {msg}"
+        );
+    }
 }
 
 #[test]

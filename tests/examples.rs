@@ -838,7 +838,7 @@ fn examples_agree_with_the_evaluator() {
         k.agree(bellman_ford::ROUND, round(Some(IMPROVED)));
         k.agree(ROUND_PARALLEL, round(None));
         // The owned round on the weights dealt to 2 and 3 parts (8 vertices: 4 + 4, and
-        // 3 + 3 + 3 with one padding entry), D in parts.
+        // 3 + 3 + 3 with one padding entry), D and its flags in parts.
         for parts in [2, 3] {
             let o = Owners::new(8, parts);
             let owned = |t: &Tensor| {
@@ -871,12 +871,19 @@ fn examples_agree_with_the_evaluator() {
                 &Buffer::F64(owned(&dprev_by_vertex).into()),
             )
             .unwrap();
+            // Dparts holds the previous distances part by part (the driver passes Dprev's
+            // memory), D starts equal to them, and F flags the improved vertices by part.
             k.agree(
                 ROUND_OWNED,
                 tensors(vec![
                     ("AO", o.weights(&w).unwrap()),
                     ("Dprev", dprev),
+                    ("Dparts", d.clone()),
                     ("D", d),
+                    (
+                        "F",
+                        empty("Dense(Dense(Element(false)))", &[o.parts, o.block]),
+                    ),
                     ("Fprev", fprev),
                 ]),
             );

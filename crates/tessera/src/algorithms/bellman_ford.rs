@@ -8,8 +8,8 @@
 //! work (its improved vertices' out-edges, weighed by the runner's cost rule
 //! `backend::parallel::threads_for_work`) is split by part: each thread relaxes the frontier's
 //! edges into its own vertices (`examples/bellman_ford_owned.tess`, on a copy of the weights
-//! dealt to the parts, `AO`), so no update is indivisible or privatised; the improved vertices
-//! are then those whose distance fell below the previous round's. With `Direction::Pull` every
+//! dealt to the parts, `AO`), so no update is indivisible or privatised, and flags the
+//! vertices it improves in its own block of `F`. With `Direction::Pull` every
 //! round runs in pull form instead (`examples/bellman_ford_pull.tess`: each vertex gathers over
 //! its in-edges, a parallel loop), and on several threads the predecessor pass pulls too
 //! (`examples/bellman_ford_preds_pull.tess`); both read the transposed weights `AT`. Every form
@@ -139,7 +139,7 @@ pub fn shortest_paths_directed(
     };
     // Owned pushes weigh a round by its out-degrees, read off the row pointers.
     let owned = threads > 1 && dir != Direction::Pull && super::row_pointers(a, n).is_some();
-    let mut own = vec!["D", "Dprev", "F", "Fprev", "P"];
+    let mut own = vec!["D", "Dparts", "Dprev", "F", "Fprev", "P"];
     if pulls && !graph.contains_key("AT") {
         let at = transpose(&graph["A"])?;
         graph.insert("AT".into(), at);
@@ -275,8 +275,8 @@ fn run_owned_rounds(
         "Dprev".into(),
         one_hot(DIST, o.len(), start, Buffer::F64(vec![0.0].into()))?,
     );
-    // Before each round the vertices the previous one improved get their new distances in
-    // `D` too (the serial round's first loop); before the first, the source.
+    // A round starts with `D` equal to `Dprev` (the flags compare with it): before the first,
+    // both hold the source alone.
     ts.insert(
         "D".into(),
         owners::reshaped(
@@ -289,10 +289,18 @@ fn run_owned_rounds(
         "Fprev".into(),
         one_hot(FLAGS, o.len(), start, Buffer::Bool(vec![true].into()))?,
     );
+    ts.insert(
+        "F".into(),
+        Tensor::empty(
+            &Format::parse("Dense(Dense(Element(false)))", None)?,
+            &[o.parts, o.block],
+        )?,
+    );
+    share_parts(ts, &parts, o);
     let mut compile_ms = vec![];
     let round = runner.compile(
         &parse_program(ROUND_OWNED)?,
-        &formats_of(ts, &["AO", "D", "Dprev", "Fprev"]),
+        &formats_of(ts, &["AO", "D", "Dparts", "Dprev", "F", "Fprev"]),
     )?;
     let ms = *runner.last_compile_ms.borrow();
     if ms > 0.0 {
@@ -321,20 +329,15 @@ fn run_owned_rounds(
         let run = runner.execute(&round, ts);
         runner.set_min_parallel_work(user_min_work);
         run?;
+        // The improved vertices, part by part: in owned order, the parts' blocks in turn. A
+        // flag costs ~0.35 ns to drain and handing parts to the pool ~100 µs (the worker
+        // sleeps between the kernel's chunks and this), so the parts are drained on several
+        // threads only from ~600,000 flags: on delaunay_n17 (131,072) the split drain took
+        // 27 ms of a 2-thread run against 10 ms on one.
+        let scan = threads_for_work(o.len() as u64 / 16, runner.threads(), 0, user_min_work);
+        let flags = ts.get_mut("F").expect("inserted above");
+        super::drain_flags_by_part(flags, "F", &mut members, o.block, scan)?;
         let d = owners::reshaped(ts.remove("D").expect("inserted above"), &flat, &[o.len()]);
-        // The improved vertices, part by part (each thread scans its own block, as each
-        // wrote it): `Dprev`, the distances of two rounds ago, is brought up to date at them
-        // on the way, the serial round's first loop, and becomes the next round's `D`. On
-        // delaunay_n17 this O(n) pass ran on one thread after every one of 221 rounds.
-        let scan = threads_for_work(o.len() as u64, runner.threads(), 0, user_min_work);
-        super::decreased_by_part(
-            &d,
-            ts.get_mut("Dprev").expect("inserted above"),
-            ("D", "Dprev"),
-            &mut members,
-            o.block,
-            scan,
-        )?;
         if members.is_empty() {
             let dist = o.gather(&take_f64(&d, "D"));
             ts.insert(
@@ -351,13 +354,18 @@ fn run_owned_rounds(
                 compile_ms,
             });
         }
-        // The next round updates what is now Dprev (two rounds old, up to date at the
-        // vertices this round improved).
-        let older = ts.insert("Dprev".to_string(), d).expect("inserted above");
+        // `D` becomes the next round's `Dprev`, and `Dprev`, behind it only at the vertices
+        // this round improved, is brought up to date there and becomes the next `D` (its
+        // memory no longer shared with `Dparts`, so written in place).
+        ts.remove("Dparts");
+        let mut older = ts.insert("Dprev".to_string(), d).expect("inserted above");
+        older.unshare();
+        copy_at(&ts["Dprev"], &mut older, &members)?;
         ts.insert(
             "D".to_string(),
             owners::reshaped(older, &parts, &[o.parts, o.block]),
         );
+        share_parts(ts, &parts, o);
         super::set_frontier(
             ts.get_mut("Fprev").expect("inserted above"),
             o.len(),
@@ -365,6 +373,37 @@ fn run_owned_rounds(
         )?;
     }
     Err(negative_cycle(n))
+}
+
+/// `Dparts`: `Dprev`'s values part by part, the same memory (shared, not copied).
+fn share_parts(ts: &mut BTreeMap<String, Tensor>, parts: &Format, o: Owners) {
+    let dprev = ts.get_mut("Dprev").expect("inserted by the caller");
+    dprev.share();
+    let view = owners::reshaped(dprev.clone(), parts, &[o.parts, o.block]);
+    ts.insert("Dparts".into(), view);
+}
+
+/// `to[p] = from[p]` at the listed positions `at` of two Dense f64 vectors of one length.
+fn copy_at(from: &Tensor, to: &mut Tensor, at: &[i64]) -> Result<()> {
+    match (
+        from.levels.last().and_then(|l| l.first()),
+        to.levels.last_mut().and_then(|l| l.first_mut()),
+    ) {
+        (Some(Buffer::F64(from)), Some(Buffer::F64(to))) if from.len() == to.len() => {
+            let to: &mut [f64] = to;
+            for &p in at {
+                to[p as usize] = from[p as usize];
+            }
+            Ok(())
+        }
+        _ => Err(Error::tensor(
+            "Dprev",
+            format!(
+                "expected two f64 vectors of one length, got {} and {}",
+                from.format, to.format
+            ),
+        )),
+    }
 }
 
 fn formats_of(ts: &BTreeMap<String, Tensor>, names: &[&str]) -> BTreeMap<String, Format> {

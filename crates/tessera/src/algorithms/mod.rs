@@ -104,27 +104,9 @@ pub(crate) fn empty_frontier(t: &mut Tensor) -> Result<()> {
 /// a few thousand edges, spent ~16 us per step in the earlier version (a whole-vector test,
 /// then every block turned into bits and the flagged blocks cleared whole).
 pub(crate) fn drain_flags(t: &mut Tensor, name: &str, members: &mut Vec<i64>) -> Result<()> {
-    const BLOCK: usize = 64;
     members.clear();
-    let Some(Buffer::Bool(flags)) = t.levels.last_mut().and_then(|l| l.first_mut()) else {
-        return Err(Error::tensor(
-            name,
-            format!(
-                "expected a Dense(Element(false)) flag vector, got {}",
-                t.format
-            ),
-        ));
-    };
-    for (b, block) in flags.chunks(BLOCK).enumerate() {
-        if block.iter().fold(0u8, |any, &f| any | u8::from(f)) == 0 {
-            continue;
-        }
-        let mut bits = flag_bits(block);
-        while bits != 0 {
-            members.push((b * BLOCK) as i64 + i64::from(bits.trailing_zeros()));
-            bits &= bits - 1;
-        }
-    }
+    let flags = flag_values(t, name)?;
+    list_flags(flags, 0, members);
     if !members.is_empty() {
         let flags: &mut [bool] = flags;
         for &m in members.iter() {
@@ -134,60 +116,32 @@ pub(crate) fn drain_flags(t: &mut Tensor, name: &str, members: &mut Vec<i64>) ->
     Ok(())
 }
 
-/// The entries whose value in `d` is below their value in `before` (two `Dense(Element(..))`
-/// f64 vectors of one length; `names` in errors) into `members`, in increasing order: the
-/// vertices a relaxation round improved, read off the distances instead of flags the round
-/// would set (see `examples/bellman_ford_parallel.tess`). Split by part (blocks of `block`
-/// entries, scanned at once on up to `threads` threads), bringing
-/// `before` up to date where `d` fell below it (`before[p] = d[p]` at the listed entries,
-/// which is what a round of `examples/bellman_ford_owned.tess` needs of its next `D`). Each
-/// part's entries are a contiguous block and listed in order, so the parts' lists joined in
-/// part order are exactly the serial scan's: the same frontier on any number of threads.
-pub(crate) fn decreased_by_part(
-    d: &Tensor,
-    before: &mut Tensor,
-    names: (&str, &str),
+/// [`drain_flags`] of a Dense flag vector or matrix `t` (its values flat, in order) split into
+/// parts of `block` flags, drained at once on up to `threads` threads, each part's flags by the
+/// thread that drains it. Each part is a contiguous block listed in order, so the parts' lists
+/// joined in part order are exactly [`drain_flags`]'s: the same members on any number of
+/// threads. Bellman-Ford's owned rounds drain the flags each thread set in its own block.
+pub(crate) fn drain_flags_by_part(
+    t: &mut Tensor,
+    name: &str,
     members: &mut Vec<i64>,
     block: usize,
     threads: usize,
 ) -> Result<()> {
     members.clear();
-    let now = match d.levels.last().and_then(|l| l.first()) {
-        Some(Buffer::F64(v)) if d.rank() == 1 => &v[..],
-        _ => {
-            return Err(Error::tensor(
-                names.0,
-                format!("expected a Dense(Element(..)) f64 vector, got {}", d.format),
-            ));
-        }
-    };
-    let rank = before.rank();
-    let format = before.format.to_string();
-    let then: &mut [f64] = match before.levels.last_mut().and_then(|l| l.first_mut()) {
-        Some(Buffer::F64(v)) if rank == 1 => v,
-        _ => {
-            return Err(Error::tensor(
-                names.1,
-                format!("expected a Dense(Element(..)) f64 vector, got {format}"),
-            ));
-        }
-    };
-    if now.len() != then.len() {
-        return Err(Error::tensor(
-            names.0,
-            format!("{} values against {} in {}", now.len(), then.len(), names.1),
-        ));
-    }
+    let flags: &mut [bool] = flag_values(t, name)?;
     let block = block.max(1);
-    let mut lists: Vec<Vec<i64>> = vec![vec![]; now.len().div_ceil(block)];
-    let work: Vec<crate::backend::parallel::Task<'_>> = now
-        .chunks(block)
-        .zip(then.chunks_mut(block))
+    let mut lists: Vec<Vec<i64>> = vec![vec![]; flags.len().div_ceil(block)];
+    let work: Vec<crate::backend::parallel::Task<'_>> = flags
+        .chunks_mut(block)
         .zip(&mut lists)
         .enumerate()
-        .map(|(t, ((now, then), list))| {
-            Box::new(move || scan_block(now, then, t * block, list))
-                as crate::backend::parallel::Task<'_>
+        .map(|(p, (part, list))| {
+            Box::new(move || {
+                list_flags(part, p * block, list);
+                let base = (p * block) as i64;
+                list.iter().for_each(|&m| part[(m - base) as usize] = false);
+            }) as crate::backend::parallel::Task<'_>
         })
         .collect();
     crate::backend::parallel::on_threads(work, threads);
@@ -197,20 +151,32 @@ pub(crate) fn decreased_by_part(
     Ok(())
 }
 
-/// The entries `base + k` where `now[k] < then[k]` into `out`, in order, with `then[k] =
-/// now[k]` there: 64 comparisons fold into a word, whose set bits are then listed.
-fn scan_block(now: &[f64], then: &mut [f64], base: usize, out: &mut Vec<i64>) {
+/// The flag store of a Dense(..(Element(false))) tensor, an error naming `name` otherwise.
+fn flag_values<'t>(
+    t: &'t mut Tensor,
+    name: &str,
+) -> Result<&'t mut crate::runtime::store::Store<bool>> {
+    let format = t.format.to_string();
+    match t.levels.last_mut().and_then(|l| l.first_mut()) {
+        Some(Buffer::Bool(flags)) => Ok(flags),
+        _ => Err(Error::tensor(
+            name,
+            format!("expected a Dense(Element(false)) flag vector, got {format}"),
+        )),
+    }
+}
+
+/// The positions `base + k` of the set flags of `flags` onto `out`, in order (see
+/// [`drain_flags`] for how the blocks are read).
+fn list_flags(flags: &[bool], base: usize, out: &mut Vec<i64>) {
     const BLOCK: usize = 64;
-    for (b, (x, y)) in now.chunks(BLOCK).zip(then.chunks_mut(BLOCK)).enumerate() {
-        let mut bits = x
-            .iter()
-            .zip(y.iter())
-            .enumerate()
-            .fold(0u64, |m, (k, (x, y))| m | (u64::from(x < y) << k));
+    for (b, block) in flags.chunks(BLOCK).enumerate() {
+        if block.iter().fold(0u8, |any, &f| any | u8::from(f)) == 0 {
+            continue;
+        }
+        let mut bits = flag_bits(block);
         while bits != 0 {
-            let k = bits.trailing_zeros() as usize;
-            y[k] = x[k];
-            out.push((base + b * BLOCK + k) as i64);
+            out.push((base + b * BLOCK) as i64 + i64::from(bits.trailing_zeros()));
             bits &= bits - 1;
         }
     }
@@ -354,40 +320,36 @@ mod tests {
     }
 
     #[test]
-    fn decreased_values_are_listed_in_order() {
+    fn flags_drained_by_part_are_the_flags_in_order() {
         let n = 130;
-        let before: Vec<f64> = (0..n).map(|k| k as f64).collect();
-        let mut now = before.clone();
-        let fell = [0, 5, 63, 64, 100, 129];
-        fell.iter().for_each(|&k| now[k] -= 0.5);
-        now[7] += 1.0; // grew: not listed
-        now[8] = -0.0; // fell from 8.0; the others stay equal and are not listed
-        let vector = |v: Vec<f64>| {
-            let f = Format::parse("Dense(Element(Inf))", None).unwrap();
-            Tensor::from_dense(&f, &[v.len()], &Buffer::F64(v.into())).unwrap()
-        };
-        let take = |t: &Tensor| match t.levels.last().and_then(|l| l.first()) {
-            Some(Buffer::F64(v)) => v.to_vec(),
-            _ => vec![],
-        };
-        let want = [0, 5, 8, 63, 64, 100, 129];
-        let d = vector(now.clone());
-        // Parts of any size (64-entry words crossing their ends), on 1 and 2 threads.
-        for block in [1, 7, 64, 65, 129, 130, 1000] {
-            for threads in [1, 2] {
-                let mut members = vec![3];
-                let mut p = vector(before.clone());
-                decreased_by_part(&d, &mut p, ("D", "Dprev"), &mut members, block, threads)
-                    .unwrap();
-                assert_eq!(members, want, "block {block}");
-                // Brought up to date where it fell, as it was elsewhere (7 grew).
-                let mut up = before.clone();
-                want.iter().for_each(|&k| up[k as usize] = now[k as usize]);
-                assert_eq!(take(&p), up, "block {block}");
+        let set = [0, 5, 8, 63, 64, 100, 129];
+        let mut flags = vec![false; n];
+        set.iter().for_each(|&k| flags[k] = true);
+        let want: Vec<i64> = set.iter().map(|&k| k as i64).collect();
+        // A vector and the same flags as a matrix of parts (how the owned rounds hold them).
+        let shapes: [(&str, Vec<usize>); 2] = [
+            ("Dense(Element(false))", vec![n]),
+            ("Dense(Dense(Element(false)))", vec![2, n / 2]),
+        ];
+        for (format, shape) in shapes {
+            let f = Format::parse(format, None).unwrap();
+            // Parts of any size (64-flag words crossing their ends), on 1 and 2 threads.
+            for block in [1, 7, 64, 65, 129, 130, 1000] {
+                for threads in [1, 2] {
+                    let mut t = Tensor::from_dense(&f, &shape, &Buffer::Bool(flags.clone().into()))
+                        .unwrap();
+                    let mut members = vec![3];
+                    drain_flags_by_part(&mut t, "F", &mut members, block, threads).unwrap();
+                    assert_eq!(members, want, "{format}, block {block}");
+                    assert_eq!(t.to_dense(), Buffer::Bool(vec![false; n].into()));
+                    drain_flags_by_part(&mut t, "F", &mut members, block, threads).unwrap();
+                    assert!(members.is_empty());
+                }
             }
         }
+        let d = Format::parse("Dense(Element(0.0))", None).unwrap();
+        let mut wrong = Tensor::from_dense(&d, &[3], &Buffer::F64(vec![0.0; 3].into())).unwrap();
         let mut members = vec![];
-        let mut short = vector(vec![0.0; 3]);
-        assert!(decreased_by_part(&d, &mut short, ("D", "Dprev"), &mut members, 64, 1).is_err());
+        assert!(drain_flags_by_part(&mut wrong, "F", &mut members, 64, 1).is_err());
     }
 }

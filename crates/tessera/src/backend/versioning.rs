@@ -59,6 +59,15 @@ pub enum At {
     /// `buf[index]`, `index` holding only values in `0..below`, `below` being
     /// `Gathers::belows[below]` (tested positive).
     Gathered { index: VarId, below: usize },
+    /// `buf[base + index]`, `index` holding only values in `0..below` as for
+    /// [`At::Gathered`] and `base` a variable the loop keeps: a gather into one row of a
+    /// matrix (`D[t, i]`, `base` = `t * width`, `i` from a checked coordinate level). The
+    /// test is `0 <= base <= len(buf)` and `0 < below <= len(buf) - base`.
+    InRow {
+        base: VarId,
+        index: VarId,
+        below: usize,
+    },
     /// `buf[var + offset]` in `for var = s..e` where `s` and `e` only hold positions in
     /// `0..below` (`Gathers::position_below`): `var + offset` is then in
     /// `offset..below - 1 + offset`, whatever the row, so the test is the same for every run
@@ -93,11 +102,25 @@ impl Access {
                     loop_offset(index, var) == Some((base, offset))
                 }
                 At::Gathered { index: v, .. } => matches!(index, Expr::Var(x) if *x == v),
+                At::InRow { base, index: v, .. } => {
+                    based_gather(index) == Some((base, v)) || based_gather(index) == Some((v, base))
+                }
                 At::Between { var, offset, .. } => loop_offset(index, var) == Some((None, offset)),
                 At::Ranged { index: v, .. } => matches!(index, Expr::Var(x) if *x == v),
                 At::Under { .. } => false,
                 At::Walked { var, .. } => matches!(index, Expr::Var(x) if *x == var),
             }
+    }
+}
+
+/// The two variables of `a + b`.
+fn based_gather(index: &Expr) -> Option<(VarId, VarId)> {
+    match index {
+        Expr::Binary(BinOp::Add, a, b) => match (&**a, &**b) {
+            (Expr::Var(a), Expr::Var(b)) => Some((*a, *b)),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -391,6 +414,21 @@ fn accesses(
                 buf,
                 at: At::Gathered { index: *v, below },
             });
+        } else if let Some((a, b)) = based_gather(index) {
+            // Either term may be the gathered one; the other is the row's start.
+            let gathered = |g: VarId, base: VarId| {
+                (g != var && base != var && !assigns(body, base))
+                    .then(|| gathers.below(g))
+                    .flatten()
+                    .map(|below| At::InRow {
+                        base,
+                        index: g,
+                        below,
+                    })
+            };
+            if let Some(at) = gathered(b, a).or_else(|| gathered(a, b)) {
+                found.insert(Access { buf, at });
+            }
         }
     };
     walk_accesses(body, &mut note);
@@ -698,6 +736,40 @@ mod tests {
         }
         // No coordinate arrays, nothing to vouch for: `x[j]` is a counted loop's access.
         assert!(gathered_in(spmv, "Dense(Dense(Element(0.0)))").is_empty());
+    }
+
+    /// `Y[t, i]` with `i` from a checked coordinate level is a gather into row `t` of `Y`:
+    /// its base `t * width` is kept by the loop over the row's entries, so it is versioned
+    /// (`At::InRow`); the stores and loads of `Y` and of `F` alike.
+    #[test]
+    fn gathers_into_a_matrix_row_are_versioned() {
+        let program = "for t = _, j = _, i = _\n  Y[t, i] += A[j, i] * x[t]\n  \
+                       F[t, i] |= A[j, i] != 0\nend\n";
+        for a in [
+            "Dense(SparseList(Element(0.0)))",
+            "Dense(SparseList(Element(0.0), coord=i32))",
+        ] {
+            let ir = kernel_of(
+                program,
+                &[
+                    ("A", a),
+                    ("x", "Dense(Element(0.0))"),
+                    ("Y", "Dense(Dense(Element(0.0)))"),
+                    ("F", "Dense(Dense(Element(false)))"),
+                ],
+            );
+            let g = Gathers::of(&ir);
+            let mut loops = vec![];
+            innermost(&ir.body, &mut loops);
+            let rows: Vec<String> = loops
+                .iter()
+                .flat_map(|(v, s, e, body)| versionable(*v, s, e, body, &g))
+                .filter(|a| matches!(a.at, At::InRow { .. }))
+                .map(|a| ir.bufs[a.buf.0 as usize].name.clone())
+                .collect();
+            assert!(rows.iter().any(|n| n == "Y_val"), "{a}: {rows:?}");
+            assert!(rows.iter().any(|n| n == "F_val"), "{a}: {rows:?}");
+        }
     }
 
     fn coordinates(buf: BufId, below: Expr) -> Bounded {

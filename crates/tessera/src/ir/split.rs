@@ -191,7 +191,19 @@ pub fn split(k: &Kernel) -> Option<Split> {
                 body.extend(store_all());
                 segments.push(Segment::Serial(with_body(body)));
                 first = false;
+                // A variable the chunk assigns before any read of it is not loaded: its
+                // value on entry is never seen, and a load from the environment would hide
+                // where its values come from (a gathered coordinate, `versioning`).
+                let mut unseen = HashSet::new();
+                super::walk::assigned(&c.body, &mut unseen);
+                let exposed = exposed_reads(&c.body);
+                unseen.retain(|v| {
+                    !exposed.contains(v)
+                        && !c.rows.iter().any(|r| r.cursor == *v || r.last == Some(*v))
+                        && !c.scratch_state.contains(v)
+                });
                 let mut body = load_all();
+                body.retain(|s| !matches!(s, Stmt::Assign(v, _) if unseen.contains(v)));
                 body.push(b::assign(c.lo, b::load(chunk_buf, b::int(0))));
                 body.push(b::assign(c.hi, b::load(chunk_buf, b::int(1))));
                 body.extend(c.body.iter().cloned());
@@ -264,32 +276,148 @@ fn chunk_body_ok(body: &[Stmt], own: &HashSet<BufId>) -> bool {
     })
 }
 
-/// Variables `run` may read before assigning them: every read except those after an
-/// assignment at the top level (nested statements count as reads throughout).
+/// Variables `run` may read before assigning them, on some path through it. An assignment
+/// counts for what follows it in its own statement list and in the lists nested there; what
+/// a nested list assigns (a branch, a loop body that may not run) counts only inside it. A
+/// loop's counter, and a nested range's bounds, are assigned for its body.
 fn exposed_reads(run: &[Stmt]) -> HashSet<VarId> {
-    fn reads(s: &Stmt, out: &mut HashSet<VarId>) {
-        for e in s.own_exprs() {
-            e.visit(&mut |x| {
-                if let Expr::Var(v) = x {
-                    out.insert(*v);
-                }
-            });
-        }
-        for b in s.bodies() {
-            for s in b {
-                reads(s, out);
+    fn walk(run: &[Stmt], defined: &mut HashSet<VarId>, out: &mut HashSet<VarId>) {
+        for s in run {
+            for e in s.own_exprs() {
+                e.visit(&mut |x| {
+                    if let Expr::Var(v) = x
+                        && !defined.contains(v)
+                    {
+                        out.insert(*v);
+                    }
+                });
+            }
+            let inner: Vec<VarId> = match s {
+                Stmt::For { var, .. } => vec![*var],
+                Stmt::Chunked(c) => vec![c.lo, c.hi],
+                _ => vec![],
+            };
+            for body in s.bodies() {
+                let mut d = defined.clone();
+                d.extend(inner.iter().copied());
+                walk(body, &mut d, out);
+            }
+            if let Stmt::Assign(v, _) = s {
+                defined.insert(*v);
             }
         }
     }
-    let mut defined = HashSet::new();
     let mut out = HashSet::new();
-    for s in run {
-        let mut r = HashSet::new();
-        reads(s, &mut r);
-        out.extend(r.difference(&defined).copied());
-        if let Stmt::Assign(v, _) = s {
-            defined.insert(*v);
-        }
-    }
+    walk(run, &mut HashSet::new(), &mut out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::ElemType;
+
+    /// `a`, `b`, `c`, `k`: variables 0-3.
+    fn vars() -> [VarId; 4] {
+        [VarId(0), VarId(1), VarId(2), VarId(3)]
+    }
+
+    #[test]
+    fn reads_after_an_assignment_on_every_path_are_not_exposed() {
+        let [a, bv, c, k] = vars();
+        let buf = BufId(0);
+        // a = 1; for k = a..4 { b = buf[k]; buf[b] = c }  -- c is read before any
+        // assignment, a and b only after theirs, k is the loop's own counter.
+        let run = vec![
+            b::assign(a, b::int(1)),
+            Stmt::For {
+                var: k,
+                start: b::var(a),
+                stop: b::int(4),
+                body: vec![
+                    b::assign(bv, b::load(buf, b::var(k))),
+                    b::store(buf, b::var(bv), b::var(c)),
+                ],
+            },
+        ];
+        assert_eq!(exposed_reads(&run), HashSet::from([c]));
+        // What a branch or a loop body assigns is not assigned after it: `b` read after the
+        // loop is exposed (the loop may not run), and so is `c` after a one-armed `if`.
+        let mut after = run.clone();
+        after.push(b::store(buf, b::int(0), b::var(bv)));
+        after.extend(b::if_(
+            b::lt(b::var(a), b::int(2)),
+            vec![b::assign(c, b::int(0))],
+        ));
+        after.push(b::store(buf, b::int(1), b::var(c)));
+        assert_eq!(exposed_reads(&after), HashSet::from([bv, c]));
+        // A read in the loop's bounds is before the loop's assignments.
+        let bounds = vec![Stmt::For {
+            var: k,
+            start: b::int(0),
+            stop: b::var(bv),
+            body: vec![b::assign(bv, b::int(3))],
+        }];
+        assert_eq!(exposed_reads(&bounds), HashSet::from([bv]));
+    }
+
+    #[test]
+    fn chunks_do_not_load_what_they_assign_before_reading() {
+        let [a, bv, c, k] = vars();
+        let (lo, hi) = (VarId(4), VarId(5));
+        let (out, coords) = (BufId(0), BufId(1));
+        // for k = lo..hi (parallel) { b = coords[k]; out[b] = a }; then `c` after it.
+        let range = Chunked {
+            lo,
+            hi,
+            start: b::int(0),
+            stop: b::int(8),
+            body: vec![Stmt::For {
+                var: k,
+                start: b::var(lo),
+                stop: b::var(hi),
+                body: vec![
+                    b::assign(bv, b::load(coords, b::var(k))),
+                    b::store(out, b::var(bv), b::var(a)),
+                ],
+            }],
+            private: vec![],
+            scratch: vec![],
+            scratch_state: vec![],
+            rows: vec![],
+            weights: None,
+            nested: None,
+            atomics: None,
+        };
+        let i64s: Vec<(&str, ElemType)> = ["a", "b", "c", "k", "lo", "hi"]
+            .iter()
+            .map(|n| (*n, ElemType::I64))
+            .collect();
+        let k = b::test_kernel(
+            &[("out", ElemType::I64), ("coords", ElemType::I64)],
+            false,
+            &i64s,
+            vec![
+                b::assign(a, b::int(7)),
+                Stmt::Chunked(Box::new(range)),
+                b::assign(c, b::var(a)),
+            ],
+        );
+        let split = split(&k).expect("splits");
+        let Segment::Chunks { kernel, .. } = &split.segments[1] else {
+            panic!("the range's segment: {:?}", split.segments[1]);
+        };
+        let loaded: HashSet<VarId> = kernel
+            .body
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Assign(v, Expr::Load { buf, .. }) if buf.0 >= 2 => Some(*v),
+                _ => None,
+            })
+            .collect();
+        // `b` is assigned (from the coordinates) before it is read: not loaded, so it holds
+        // only coordinates; `a`, read, and `c`, untouched (carried through), are loaded.
+        assert!(!loaded.contains(&bv), "{loaded:?}");
+        assert!(loaded.contains(&a) && loaded.contains(&c), "{loaded:?}");
+    }
 }

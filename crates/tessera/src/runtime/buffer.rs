@@ -254,6 +254,11 @@ impl Buffer {
         each_buffer!(self, v => v.share())
     }
 
+    /// Own the elements again once no clone shares them ([`Store::unshare`]): no copy.
+    pub fn unshare(&mut self) {
+        each_buffer!(self, v => v.unshare())
+    }
+
     /// Check that every element is an integer in `0..below` and record it ([`Store::below`]);
     /// `false` (nothing recorded) when one is not, for a float or bool array, or for memory
     /// someone else owns.

@@ -188,6 +188,34 @@ impl<T: Copy> Store<T> {
         }
     }
 
+    /// Undo [`Store::share`] once no clone is left: the `Vec` comes back from behind its
+    /// count without a copy, so that writing the store copies nothing. Memory someone else
+    /// owns, or still shared with a clone, stays shared (a write then copies it, as before).
+    pub fn unshare(&mut self)
+    where
+        T: Send + Sync + 'static,
+    {
+        let Repr::Shared {
+            owner,
+            foreign: false,
+            ..
+        } = &self.repr
+        else {
+            return;
+        };
+        if Arc::strong_count(owner) != 1 || !owner.is::<Vec<T>>() {
+            return;
+        }
+        let Repr::Shared { owner, .. } = std::mem::replace(&mut self.repr, Repr::Owned(vec![]))
+        else {
+            unreachable!("matched above")
+        };
+        let v = owner
+            .downcast::<Vec<T>>()
+            .map(|v| Arc::try_unwrap(v).unwrap_or_else(|v| v.as_ref().clone()));
+        self.repr = Repr::Owned(v.unwrap_or_else(|_| unreachable!("checked above")));
+    }
+
     /// A pointer to the first element for a kernel's view, without copying shared memory:
     /// the kernel may write through it only if the store is owned or lent (the backends make
     /// every buffer a kernel writes writable before it runs, `backend::check_buffers`).
@@ -521,5 +549,25 @@ mod tests {
         let (mut foreign, _owner) = shared_copy_of(vec![0, 1]);
         assert!(!foreign.set_below(2), "its owner may change it");
         assert_eq!(foreign.below(), None);
+    }
+
+    #[test]
+    fn unshared_stores_take_their_vec_back_without_a_copy() {
+        let mut s: Store<f64> = vec![1.0, 2.0, 3.0].into();
+        s.share();
+        let at = s.as_ptr();
+        let clone = s.clone();
+        // A clone still reads it: it stays shared, and a write copies.
+        s.unshare();
+        assert!(matches!(s.repr, Repr::Shared { .. }));
+        drop(clone);
+        s.unshare();
+        assert!(matches!(s.repr, Repr::Owned(_)));
+        s[1] = 5.0;
+        assert_eq!(s.as_ptr(), at, "written in place");
+        assert_eq!(&s[..], &[1.0, 5.0, 3.0]);
+        // An owned store is left alone.
+        s.unshare();
+        assert_eq!(&s[..], &[1.0, 5.0, 3.0]);
     }
 }

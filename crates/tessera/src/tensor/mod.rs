@@ -437,6 +437,14 @@ impl Tensor {
         }
     }
 
+    /// Own every level array again where no clone shares it ([`Buffer::unshare`]), so that
+    /// writing it copies nothing.
+    pub fn unshare(&mut self) {
+        for b in self.levels.iter_mut().flatten() {
+            b.unshare();
+        }
+    }
+
     /// Cut every level's arrays to their logical length after a kernel wrote them.
     pub fn finish(&mut self) {
         // Borrowed field by field: every kernel call finishes its outputs, and cloning the

@@ -536,6 +536,12 @@ fn range_tests(accesses: &[Access], s: &str, e: &str) -> Vec<String> {
             At::Gathered { below, .. } => {
                 vec![format!("(uint64_t)g{below} - 1 < (uint64_t)n{b}")]
             }
+            // The same past a kept start: `n - base` cannot overflow once `0 <= base <= n`.
+            At::InRow { base, below, .. } => vec![
+                format!("v{} >= INT64_C(0)", base.0),
+                format!("v{} <= n{b}", base.0),
+                format!("(uint64_t)g{below} - 1 < (uint64_t)(n{b} - v{})", base.0),
+            ],
             // The same for every run of the loop, so an outer loop tests it instead where
             // it can (`versioning::outer_versionable`). `g - 1 + c <= n` without
             // overflow: 0 < g and 0 <= c are small next to 2^63.
@@ -1053,7 +1059,7 @@ impl Emitter<'_> {
         // above all, unchecked.
         let (gathered, others): (Vec<Access>, Vec<Access>) = accesses
             .iter()
-            .partition(|a| matches!(a.at, At::Gathered { .. }));
+            .partition(|a| matches!(a.at, At::Gathered { .. } | At::InRow { .. }));
         let tests = |acc: &[Access]| range_tests(acc, s, e).join(" && ");
         // Without gathers the test fails only for bad input (or an access a condition
         // skips), so the fast copy is the one GCC should lay out and allocate registers

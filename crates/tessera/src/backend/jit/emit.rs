@@ -660,6 +660,22 @@ impl Emitter<'_, '_> {
                     let x = self.b.ins().iadd_imm_s(x, -1);
                     self.b.ins().icmp(IntCC::UnsignedLessThan, x, len)
                 }
+                // The same past a kept start: `0 <= base <= len` and then
+                // `x - 1 < len - base` unsigned (no overflow).
+                At::InRow { base, below, .. } => {
+                    let w = self.expr(&Expr::Var(base));
+                    let lo = self
+                        .b
+                        .ins()
+                        .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, w, 0);
+                    let hi = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, w, len);
+                    let room = self.b.ins().isub(len, w);
+                    let x = self.b.use_var(self.belows[below]);
+                    let x = self.b.ins().iadd_imm_s(x, -1);
+                    let fits = self.b.ins().icmp(IntCC::UnsignedLessThan, x, room);
+                    let lo = self.b.ins().band(lo, hi);
+                    self.b.ins().band(lo, fits)
+                }
                 // The same for every run of the loop (module docs of `versioning`):
                 // `0 < x` and `x - 1 <= len - c`, no overflow for `x`, `c >= 0`.
                 At::Between { offset, below, .. } => {
@@ -988,7 +1004,7 @@ impl Emitter<'_, '_> {
                 // checked positions above all, unchecked.
                 let (gathered, others): (Vec<Access>, Vec<Access>) = accesses
                     .iter()
-                    .partition(|a| matches!(a.at, At::Gathered { .. }));
+                    .partition(|a| matches!(a.at, At::Gathered { .. } | At::InRow { .. }));
                 let var = *var;
                 self.in_outer |= outer;
                 self.branch(
