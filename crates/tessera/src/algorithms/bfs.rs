@@ -1,7 +1,7 @@
 //! Direction-optimizing breadth-first search with parents: the kernels are
 //! `examples/bfs_push.tess` and `examples/bfs_pull.tess`; one of them runs per level until the
 //! frontier is empty, push for small frontiers and pull for large ones (Beamer's heuristic).
-//! On several threads a push step whose frontier has enough out-edges ([`PUSH_EDGE_WORK`])
+//! On three threads or more a push step whose frontier has enough out-edges ([`push_splits`])
 //! runs `examples/bfs_push_parallel.tess` instead, split by the frontier vertices, with the
 //! same parents as the serial step (the least frontier neighbour, which `choose` keeps).
 
@@ -27,16 +27,37 @@ pub const VISIT: &str = "for k = _\n  V[k] |= Fnext[k]\nend\n";
 pub const GRAPH_FORMAT: &str = "Dense(SparseList(Pattern()))";
 const FRONTIER: &str = "SparseByteMap(Pattern())";
 /// The units of the runner's threshold (`backend::parallel::MIN_PARALLEL_WORK`, 40,000 by
-/// default) one frontier out-edge weighs when the driver decides whether a push step splits:
-/// at the default a step splits from 4,000 out-edges on. Measured on an idle machine
-/// (BENCHMARKS.md, "BFS push steps split between threads" and the lead's idle sweep after it,
-/// session 44): delaunay_n17 on two threads, the cut-over swept from every push step split to
-/// none, was fastest splitting from ~4,000 edges (6.3 ms against 7.5 on one thread; from
-/// 13,334 edges 7.1 ms, every step 6.6 ms). A serial step costs ~6.3 ns per edge, the split
-/// kernel's chunks together ~1.15x that (the locked `|` and `min` on first reaching a
-/// vertex), plus a fixed cost per split step (handing chunks to the pool, draining the flags
-/// of `N`, adopting the parents).
+/// default) one frontier out-edge saves when a push step splits, before [`SPLIT_PUSH_CPU`]'s
+/// discount. Measured on an idle machine in session 44 (BENCHMARKS.md, "BFS push steps split
+/// between threads"): a serial step cost ~6.3 ns per edge then, and splits paid from ~4,000
+/// edges on delaunay_n17.
 pub const PUSH_EDGE_WORK: u64 = 10;
+/// The split push step's CPU (its chunks together, with the drain of `N` and the parents'
+/// adoption) against the serial step's, per edge. Every edge that reaches an unvisited vertex
+/// takes an indivisible `|` and a compare-and-swap `min`, where the serial step appends to a
+/// sorted list and stops at the first choice; measured in session 57 (BENCHMARKS.md, "Split
+/// push steps never paid on two threads"): 5.8 ns per edge split on two threads against
+/// 3.5 serial on web-NotreDame's largest steps, and no cut-over, from 4,000 edges to
+/// 120,000, made two threads faster than one on delaunay_n17, web-NotreDame or ca-HepPh. A
+/// step on `t` threads then saves `1 - SPLIT_PUSH_CPU / t` of its serial time: nothing on
+/// two threads, half on four.
+pub const SPLIT_PUSH_CPU: f64 = 2.0;
+
+/// Whether a push step of `frontier` vertices with `edges` out-edges runs split on `threads`
+/// threads: always at a threshold of 0 (`--min-parallel-work 0`, how the tests force every
+/// split), else when what the threads save ([`PUSH_EDGE_WORK`] per edge, discounted by
+/// [`SPLIT_PUSH_CPU`]) reaches the runner's threshold.
+pub fn push_splits(edges: i64, frontier: usize, threads: usize, min_work: u64) -> bool {
+    if min_work == 0 || threads <= 1 {
+        return threads > 1;
+    }
+    let saves = 1.0 - SPLIT_PUSH_CPU / threads as f64;
+    if saves <= 0.0 {
+        return false;
+    }
+    let work = (edges.max(0) as f64 * PUSH_EDGE_WORK as f64 * saves) as u64;
+    threads_for_work(work.max(frontier as u64), threads, 0, min_work) > 1
+}
 
 /// Pull once the frontier holds more than this fraction of the vertices (the value of the
 /// Finch artifact's push-pull BFS), for graphs whose out-degrees the driver cannot read.
@@ -295,14 +316,7 @@ fn run_search(
         // The push kernel's range (all n rows) weighs every vertex's out-edges: the driver
         // weighs the step by its frontier's own and runs it split (threshold 0) or serially.
         let splits = step != Direction::Pull
-            && threads_for_work(
-                (frontier_edges as u64)
-                    .saturating_mul(PUSH_EDGE_WORK)
-                    .max(frontier as u64),
-                threads,
-                0,
-                user_min_work,
-            ) > 1;
+            && push_splits(frontier_edges, frontier, threads, user_min_work);
         match &push_split {
             Some(kernel) if splits => {
                 split += 1;
@@ -404,5 +418,24 @@ fn values_i64<'a>(ts: &'a mut BTreeMap<String, Tensor>, name: &str) -> Result<&'
             name,
             "expected a Dense(Element(-1)) vector of i64",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_steps_split_where_the_threads_save_time() {
+        let min = crate::backend::parallel::MIN_PARALLEL_WORK;
+        // On two threads the split step's CPU eats what the second thread saves.
+        assert!(!push_splits(10_000_000, 100_000, 2, min));
+        assert!(!push_splits(10_000_000, 100_000, 1, min));
+        // On four, half the serial time is saved: from 8,000 edges at the default threshold.
+        assert!(!push_splits(7_999, 10, 4, min));
+        assert!(push_splits(8_000, 10, 4, min));
+        // A threshold of 0 splits every step on several threads (how the tests force it).
+        assert!(push_splits(0, 0, 2, 0));
+        assert!(!push_splits(100, 1, 1, 0));
     }
 }
