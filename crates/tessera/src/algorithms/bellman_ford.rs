@@ -23,7 +23,7 @@
 
 pub use super::bfs::Direction;
 use super::owners::{self, Owners};
-use super::{check_graph, one_hot};
+use super::{check_graph, empty_frontier, one_hot};
 use crate::backend::parallel::threads_for_work;
 use crate::error::{Error, Result};
 use crate::levels::Format;
@@ -256,10 +256,14 @@ fn owned_fits(ao: &Tensor, n: usize, threads: usize) -> bool {
 
 /// The rounds on several threads: every round pushes, split by the owners of the distances
 /// when its work pays for the threads (`examples/bellman_ford_owned.tess`, on the weights
-/// dealt to parts, `AO`), else as one chunk. The distances live in owned order (vertices
-/// dealt round-robin to the parts) until the last round; the predecessor pass then runs in
-/// vertex order as on one thread (pulling when `pull_preds`), so the results are exactly
-/// one thread's.
+/// dealt to parts, `AO`). An owned round costs more CPU than a serial one (each thread walks
+/// the whole frontier: 163 against 121 ms on delaunay_n17 run as one chunk), so thin rounds
+/// run the serial round on the distances in vertex order, and the state moves to owned order
+/// (vertices dealt round-robin to the parts) when a round's work first reaches the runner's
+/// threshold, and back once it falls below a quarter of it (O(n) each way; the margin keeps
+/// rounds near the threshold from moving it back and forth). The predecessor pass runs in
+/// vertex order as on one thread (pulling when `pull_preds`), so the results are exactly one
+/// thread's.
 fn run_owned_rounds(
     runner: &Runner,
     ts: &mut BTreeMap<String, Tensor>,
@@ -270,60 +274,103 @@ fn run_owned_rounds(
     let o = Owners::new(n, runner.threads());
     let flat = Format::parse(DIST, None)?;
     let parts = Format::parse("Dense(Dense(Element(Inf)))", None)?;
-    let start = o.owned(source);
-    ts.insert(
-        "Dprev".into(),
-        one_hot(DIST, o.len(), start, Buffer::F64(vec![0.0].into()))?,
-    );
-    // A round starts with `D` equal to `Dprev` (the flags compare with it): before the first,
-    // both hold the source alone.
-    ts.insert(
-        "D".into(),
-        owners::reshaped(
-            one_hot(DIST, o.len(), start, Buffer::F64(vec![0.0].into()))?,
-            &parts,
-            &[o.parts, o.block],
-        ),
-    );
-    ts.insert(
-        "Fprev".into(),
-        one_hot(FLAGS, o.len(), start, Buffer::Bool(vec![true].into()))?,
-    );
-    ts.insert(
-        "F".into(),
-        Tensor::empty(
-            &Format::parse("Dense(Dense(Element(false)))", None)?,
-            &[o.parts, o.block],
-        )?,
-    );
-    share_parts(ts, &parts, o);
+    let part_flags = Format::parse("Dense(Dense(Element(false)))", None)?;
+    let flags = Format::parse(FLAGS, None)?;
     let mut compile_ms = vec![];
-    let round = runner.compile(
-        &parse_program(ROUND_OWNED)?,
-        &formats_of(ts, &["AO", "D", "Dparts", "Dprev", "F", "Fprev"]),
-    )?;
-    let ms = *runner.last_compile_ms.borrow();
-    if ms > 0.0 {
-        compile_ms.push(("bellman_ford_owned", ms));
-    }
-    let degree: Vec<i64> = {
-        let ptr = super::row_pointers(&ts["A"], n).unwrap_or_else(|| vec![0; n + 1]);
-        o.deal(&(0..n).map(|v| ptr[v + 1] - ptr[v]).collect::<Vec<_>>(), 0)
+    let mut compile = |name: &'static str, text: &str, formats: BTreeMap<String, Format>| {
+        let k = runner.compile(&parse_program(text)?, &formats)?;
+        let ms = *runner.last_compile_ms.borrow();
+        if ms > 0.0 {
+            compile_ms.push((name, ms));
+        }
+        Ok::<_, Error>(k)
     };
-    let mut members = vec![start as i64];
+    let serial = compile(
+        "bellman_ford",
+        ROUND,
+        BTreeMap::from([
+            ("A".to_string(), ts["A"].format.clone()),
+            ("D".to_string(), flat.clone()),
+            ("Dprev".to_string(), flat.clone()),
+            ("F".to_string(), Format::parse(IMPROVED, None)?),
+            ("Fprev".to_string(), flags.clone()),
+        ]),
+    )?;
+    let round = compile(
+        "bellman_ford_owned",
+        ROUND_OWNED,
+        BTreeMap::from([
+            ("AO".to_string(), ts["AO"].format.clone()),
+            ("D".to_string(), parts.clone()),
+            ("Dparts".to_string(), parts.clone()),
+            ("Dprev".to_string(), flat.clone()),
+            ("F".to_string(), part_flags.clone()),
+            ("Fprev".to_string(), flags.clone()),
+        ]),
+    )?;
+    let by_vertex: Vec<i64> = {
+        let ptr = super::row_pointers(&ts["A"], n).unwrap_or_else(|| vec![0; n + 1]);
+        (0..n).map(|v| ptr[v + 1] - ptr[v]).collect()
+    };
+    let by_owner = o.deal(&by_vertex, 0);
+    // The state in vertex order to start with: the source alone.
+    let mut dist = vec![f64::INFINITY; n];
+    dist[source] = 0.0;
+    let mut members = vec![source as i64];
+    let mut owned = false;
+    enter_vertex_order(ts, &flat, n, dist, &members, None)?;
+    // The flags of the order not in use (`F`, and `Fprev` emptied), kept for the next move:
+    // vertex order, owned order.
+    let mut spare: [Option<(Tensor, Tensor)>; 2] = [None, None];
     let mut split = 0;
     let user_min_work = runner.min_parallel_work();
+    let threads = runner.threads();
+    let mut last = None;
     for rounds in 1..=n + 1 {
-        let frontier_edges: i64 = members.iter().map(|&p| degree[p as usize]).sum();
+        let degree = if owned { &by_owner } else { &by_vertex };
+        let edges: i64 = members.iter().map(|&p| degree[p as usize]).sum();
+        let work = (edges.max(0) as u64).max(members.len() as u64);
         // The loop over the parts has one iteration per thread and no weights the runner
         // could read: the driver weighs the round by its frontier's out-edges, and runs it
         // split (threshold 0) or as one chunk (a threshold no work reaches).
-        let splits = threads_for_work(
-            (frontier_edges.max(0) as u64).max(members.len() as u64),
-            runner.threads(),
-            0,
-            user_min_work,
-        ) > 1;
+        let splits = threads_for_work(work, threads, 0, user_min_work) > 1;
+        let stays = threads_for_work(work.saturating_mul(4), threads, 0, user_min_work) > 1;
+        if !owned && splits {
+            let d = o.deal(values_f64(&ts["Dprev"], "Dprev")?, f64::INFINITY);
+            members = members
+                .iter()
+                .map(|&v| o.owned(v as usize) as i64)
+                .collect();
+            members.sort_unstable();
+            spare[0] = Some(leave_order(ts)?);
+            let flags = spare[1].take();
+            enter_owned_order(ts, o, (&flat, &parts, &part_flags), d, &members, flags)?;
+            owned = true;
+        } else if owned && !stays {
+            let d = o.gather(values_f64(&ts["Dprev"], "Dprev")?);
+            members = (members.iter())
+                .filter_map(|&p| o.vertex(p as usize))
+                .map(|v| v as i64)
+                .collect();
+            members.sort_unstable();
+            ts.remove("Dparts");
+            spare[1] = Some(leave_order(ts)?);
+            enter_vertex_order(ts, &flat, n, d, &members, spare[0].take())?;
+            owned = false;
+        }
+        if !owned {
+            runner.execute(&serial, ts)?;
+            super::drain_flags(ts.get_mut("F").expect("inserted above"), "F", &mut members)?;
+            if members.is_empty() {
+                last = Some(rounds);
+                break;
+            }
+            let d = ts.remove("D").expect("inserted above");
+            let old = ts.insert("Dprev".to_string(), d).expect("inserted above");
+            ts.insert("D".to_string(), old);
+            super::set_frontier(ts.get_mut("Fprev").expect("inserted above"), n, &members)?;
+            continue;
+        }
         split += usize::from(splits);
         runner.set_min_parallel_work(if splits { 0 } else { u64::MAX });
         let run = runner.execute(&round, ts);
@@ -334,31 +381,19 @@ fn run_owned_rounds(
         // sleeps between the kernel's chunks and this), so the parts are drained on several
         // threads only from ~600,000 flags: on delaunay_n17 (131,072) the split drain took
         // 27 ms of a 2-thread run against 10 ms on one.
-        let scan = threads_for_work(o.len() as u64 / 16, runner.threads(), 0, user_min_work);
-        let flags = ts.get_mut("F").expect("inserted above");
-        super::drain_flags_by_part(flags, "F", &mut members, o.block, scan)?;
+        let scan = threads_for_work(o.len() as u64 / 16, threads, 0, user_min_work);
+        let f = ts.get_mut("F").expect("inserted above");
+        super::drain_flags_by_part(f, "F", &mut members, o.block, scan)?;
         let d = owners::reshaped(ts.remove("D").expect("inserted above"), &flat, &[o.len()]);
-        if members.is_empty() {
-            let dist = o.gather(&take_f64(&d, "D"));
-            ts.insert(
-                "D".into(),
-                Tensor::from_dense(&flat, &[n], &Buffer::F64(dist.into()))?,
-            );
-            let pred = predecessors(runner, ts, n, source, pull_preds, &mut compile_ms)?;
-            return Ok(Paths {
-                dist: take_f64(&ts["D"], "D"),
-                pred,
-                rounds,
-                pulled: 0,
-                split,
-                compile_ms,
-            });
-        }
         // `D` becomes the next round's `Dprev`, and `Dprev`, behind it only at the vertices
         // this round improved, is brought up to date there and becomes the next `D` (its
         // memory no longer shared with `Dparts`, so written in place).
         ts.remove("Dparts");
         let mut older = ts.insert("Dprev".to_string(), d).expect("inserted above");
+        if members.is_empty() {
+            last = Some(rounds);
+            break;
+        }
         older.unshare();
         copy_at(&ts["Dprev"], &mut older, &members)?;
         ts.insert(
@@ -372,7 +407,114 @@ fn run_owned_rounds(
             &members,
         )?;
     }
-    Err(negative_cycle(n))
+    // The last round improved nothing: its distances are final.
+    let Some(rounds) = last else {
+        return Err(negative_cycle(n));
+    };
+    let dist = match owned {
+        true => o.gather(&take_f64(&ts["Dprev"], "Dprev")),
+        false => take_f64(&ts["D"], "D"),
+    };
+    ts.insert(
+        "D".into(),
+        Tensor::from_dense(&flat, &[n], &Buffer::F64(dist.into()))?,
+    );
+    let pred = predecessors(runner, ts, n, source, pull_preds, &mut compile_ms)?;
+    Ok(Paths {
+        dist: take_f64(&ts["D"], "D"),
+        pred,
+        rounds,
+        pulled: 0,
+        split,
+        compile_ms,
+    })
+}
+
+/// The serial round's state in vertex order: `Dprev` and `D` both `dist`, `Fprev` holding
+/// `members` (increasing), `F` all false (`flags`, the pair [`leave_order`] kept, if any).
+fn enter_vertex_order(
+    ts: &mut BTreeMap<String, Tensor>,
+    flat: &Format,
+    n: usize,
+    dist: Vec<f64>,
+    members: &[i64],
+    flags: Option<(Tensor, Tensor)>,
+) -> Result<()> {
+    let d = vector(flat, dist);
+    ts.insert("D".into(), d.clone());
+    ts.insert("Dprev".into(), d);
+    let (f, mut frontier) = match flags {
+        Some(pair) => pair,
+        None => (
+            Tensor::empty(&Format::parse(IMPROVED, None)?, &[n])?,
+            Tensor::empty(&Format::parse(FLAGS, None)?, &[n])?,
+        ),
+    };
+    super::set_frontier(&mut frontier, n, members)?;
+    ts.insert("Fprev".into(), frontier);
+    ts.insert("F".into(), f);
+    Ok(())
+}
+
+/// The owned round's state: `Dprev` the distances `dist` in owned order, `D` the same by part
+/// (a round starts with `D` equal to `Dprev`: the flags compare with it), `Dparts` the view of
+/// `Dprev` by part, `Fprev` holding `members` (owned, increasing), `F` all false by part
+/// (`flags`, the pair [`leave_order`] kept, if any).
+fn enter_owned_order(
+    ts: &mut BTreeMap<String, Tensor>,
+    o: Owners,
+    (flat, parts, part_flags): (&Format, &Format, &Format),
+    dist: Vec<f64>,
+    members: &[i64],
+    flags: Option<(Tensor, Tensor)>,
+) -> Result<()> {
+    let d = vector(flat, dist);
+    ts.insert(
+        "D".into(),
+        owners::reshaped(d.clone(), parts, &[o.parts, o.block]),
+    );
+    ts.insert("Dprev".into(), d);
+    let (f, mut frontier) = match flags {
+        Some(pair) => pair,
+        None => (
+            Tensor::empty(part_flags, &[o.parts, o.block])?,
+            Tensor::empty(&Format::parse(FLAGS, None)?, &[o.len()])?,
+        ),
+    };
+    super::set_frontier(&mut frontier, o.len(), members)?;
+    ts.insert("Fprev".into(), frontier);
+    ts.insert("F".into(), f);
+    share_parts(ts, parts, o);
+    Ok(())
+}
+
+/// The flags of the order the rounds leave, kept for their return: `F` (all false after its
+/// drain) and `Fprev` emptied.
+fn leave_order(ts: &mut BTreeMap<String, Tensor>) -> Result<(Tensor, Tensor)> {
+    let f = ts.remove("F").expect("inserted by the caller");
+    let mut frontier = ts.remove("Fprev").expect("inserted by the caller");
+    empty_frontier(&mut frontier)?;
+    Ok((f, frontier))
+}
+
+/// A `Dense(Element(..))` f64 vector of `values`, moved in.
+fn vector(flat: &Format, values: Vec<f64>) -> Tensor {
+    Tensor {
+        shape: vec![values.len()],
+        format: flat.clone(),
+        levels: vec![vec![], vec![Buffer::F64(values.into())]],
+    }
+}
+
+/// The values of a `Dense(Element(..))` f64 vector, read in place.
+fn values_f64<'t>(t: &'t Tensor, name: &str) -> Result<&'t [f64]> {
+    match (t.rank(), t.levels.last().and_then(|l| l.first())) {
+        (1, Some(Buffer::F64(v))) => Ok(v),
+        _ => Err(Error::tensor(
+            name,
+            format!("expected a Dense(Element(..)) f64 vector, got {}", t.format),
+        )),
+    }
 }
 
 /// `Dparts`: `Dprev`'s values part by part, the same memory (shared, not copied).

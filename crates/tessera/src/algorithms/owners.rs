@@ -74,16 +74,31 @@ impl Owners {
         )
     }
 
-    /// A vertex-indexed vector in owned order (padding holds `fill`).
+    /// A vertex-indexed vector in owned order (padding holds `fill`). Part by part, vertex
+    /// `i * parts + t` at `t * block + i`: no division per entry (two per entry made moving
+    /// Bellman-Ford's 325,729 distances into owned order a millisecond).
     pub fn deal<T: Copy>(&self, by_vertex: &[T], fill: T) -> Vec<T> {
-        (0..self.len())
-            .map(|p| self.vertex(p).map_or(fill, |v| by_vertex[v]))
-            .collect()
+        let mut out = Vec::with_capacity(self.len());
+        for t in 0..self.parts {
+            out.extend((0..self.block).map(|i| {
+                let v = i * self.parts + t;
+                if v < self.n { by_vertex[v] } else { fill }
+            }));
+        }
+        out
     }
 
     /// An owned vector back in vertex order.
     pub fn gather<T: Copy>(&self, owned: &[T]) -> Vec<T> {
-        (0..self.n).map(|v| owned[self.owned(v)]).collect()
+        let mut out = Vec::with_capacity(self.n);
+        for i in 0..self.block {
+            for t in 0..self.parts {
+                if i * self.parts + t < self.n {
+                    out.push(owned[t * self.block + i]);
+                }
+            }
+        }
+        out
     }
 }
 
@@ -123,7 +138,15 @@ mod tests {
             let padding = (0..o.len()).filter(|&p| o.vertex(p).is_none()).count();
             assert_eq!(padding, o.len() - n);
             let by_vertex: Vec<i64> = (0..n as i64).collect();
-            assert_eq!(o.gather(&o.deal(&by_vertex, -1)), by_vertex);
+            let dealt = o.deal(&by_vertex, -1);
+            for (p, &x) in dealt.iter().enumerate() {
+                assert_eq!(
+                    x,
+                    o.vertex(p).map_or(-1, |v| v as i64),
+                    "{n} {parts}: at {p}"
+                );
+            }
+            assert_eq!(o.gather(&dealt), by_vertex);
         }
     }
 
