@@ -306,18 +306,8 @@ mod tests {
             },
         ];
         let nested = vec![Stmt::Chunked(Box::new(Chunked {
-            lo: J,
-            hi: J,
-            start: b::int(0),
-            stop: b::int(1),
-            body: vec![update(BinOp::Add, false)],
             private: vec![private(BinOp::Add)],
-            scratch: vec![],
-            scratch_state: vec![],
-            rows: vec![],
-            weights: None,
-            nested: None,
-            atomics: None,
+            ..Chunked::plain(J, J, b::int(0), b::int(1), vec![update(BinOp::Add, false)])
         }))];
         for body in [
             read_elsewhere,

@@ -451,20 +451,13 @@ mod tests {
         // A parallel range inside the scope that reads the local.
         let range = {
             let mut body = declare();
-            body.push(Stmt::Chunked(Box::new(Chunked {
-                lo: J,
-                hi: VarId(2),
-                start: b::int(0),
-                stop: b::int(3),
-                body: vec![b::store(X, b::var(J), b::load(T, b::int(0)))],
-                private: vec![],
-                scratch: vec![],
-                scratch_state: vec![],
-                rows: vec![],
-                weights: None,
-                nested: None,
-                atomics: None,
-            })));
+            body.push(Stmt::Chunked(Box::new(Chunked::plain(
+                J,
+                VarId(2),
+                b::int(0),
+                b::int(3),
+                vec![b::store(X, b::var(J), b::load(T, b::int(0)))],
+            ))));
             vec![counted(I, body)]
         };
         for body in [at_top, other_index, length, range] {

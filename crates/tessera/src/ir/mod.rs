@@ -364,6 +364,27 @@ pub struct Chunked {
     pub atomics: Option<bool>,
 }
 
+impl Chunked {
+    /// The range `start..stop` cut into `lo..hi` chunks running `body`, with nothing private,
+    /// no workspaces or appended rows, no weights and the runner's choice of atomics.
+    pub fn plain(lo: VarId, hi: VarId, start: Expr, stop: Expr, body: Vec<Stmt>) -> Chunked {
+        Chunked {
+            lo,
+            hi,
+            start,
+            stop,
+            body,
+            private: vec![],
+            scratch: vec![],
+            scratch_state: vec![],
+            rows: vec![],
+            weights: None,
+            nested: None,
+            atomics: None,
+        }
+    }
+}
+
 /// The fiber a [`Chunked`] range's body walks inside each entry of its weighed level: entry
 /// `p` (of `weights`' level) has coordinate `crd[p]`, and the loop nested under it walks
 /// `ptr[crd[p]]..ptr[crd[p] + 1]`. Both arrays are integer arrays of a level's width.

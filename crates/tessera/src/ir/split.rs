@@ -367,12 +367,12 @@ mod tests {
         let (lo, hi) = (VarId(4), VarId(5));
         let (out, coords) = (BufId(0), BufId(1));
         // for k = lo..hi (parallel) { b = coords[k]; out[b] = a }; then `c` after it.
-        let range = Chunked {
+        let range = Chunked::plain(
             lo,
             hi,
-            start: b::int(0),
-            stop: b::int(8),
-            body: vec![Stmt::For {
+            b::int(0),
+            b::int(8),
+            vec![Stmt::For {
                 var: k,
                 start: b::var(lo),
                 stop: b::var(hi),
@@ -381,14 +381,7 @@ mod tests {
                     b::store(out, b::var(bv), b::var(a)),
                 ],
             }],
-            private: vec![],
-            scratch: vec![],
-            scratch_state: vec![],
-            rows: vec![],
-            weights: None,
-            nested: None,
-            atomics: None,
-        };
+        );
         let i64s: Vec<(&str, ElemType)> = ["a", "b", "c", "k", "lo", "hi"]
             .iter()
             .map(|n| (*n, ElemType::I64))
