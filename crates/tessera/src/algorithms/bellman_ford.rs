@@ -411,17 +411,15 @@ fn run_owned_rounds(
     let Some(rounds) = last else {
         return Err(negative_cycle(n));
     };
+    // Read in place (one copy: the gather, or the result's own), not copied out and back.
     let dist = match owned {
-        true => o.gather(&take_f64(&ts["Dprev"], "Dprev")),
-        false => take_f64(&ts["D"], "D"),
+        true => o.gather(values_f64(&ts["Dprev"], "Dprev")?),
+        false => values_f64(&ts["D"], "D")?.to_vec(),
     };
-    ts.insert(
-        "D".into(),
-        Tensor::from_dense(&flat, &[n], &Buffer::F64(dist.into()))?,
-    );
+    ts.insert("D".into(), vector(&flat, dist.clone()));
     let pred = predecessors(runner, ts, n, source, pull_preds, &mut compile_ms)?;
     Ok(Paths {
-        dist: take_f64(&ts["D"], "D"),
+        dist,
         pred,
         rounds,
         pulled: 0,
